@@ -1,0 +1,318 @@
+// Reads and writes the catalog file. Byte format: engine/CATALOG.md; schema:
+// engine/catalog.fbs.
+#include "engine/catalog.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/catalog_generated.h"
+#include "replaydb/types.h"
+#include "util/crc32c.h"
+
+namespace replaydb::engine {
+namespace {
+
+// File header: magic, payload length (u32 LE), CRC32C of the payload (u32 LE).
+constexpr char kMagic[8] = {'R', 'D', 'B', 'C', 'A', 'T', '\x00', '\x01'};
+constexpr size_t kMagicSize = sizeof(kMagic);
+constexpr size_t kHeaderSize = kMagicSize + 4 + 4;
+// The FlatBuffers layout this build writes and reads (Catalog.format_version).
+constexpr uint32_t kFormatVersion = 1;
+
+void PutFixed32(std::string* dst, uint32_t v) {
+  const char b[4] = {static_cast<char>(v & 0xFFu), static_cast<char>((v >> 8) & 0xFFu),
+                     static_cast<char>((v >> 16) & 0xFFu), static_cast<char>((v >> 24) & 0xFFu)};
+  dst->append(b, sizeof(b));
+}
+
+uint32_t GetFixed32(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return static_cast<uint32_t>(u[0]) | (static_cast<uint32_t>(u[1]) << 8) |
+         (static_cast<uint32_t>(u[2]) << 16) | (static_cast<uint32_t>(u[3]) << 24);
+}
+
+std::string Hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%08x", v);
+  return buf;
+}
+
+// Bytes as space-separated hex pairs, for the bad-magic message.
+std::string HexBytes(std::string_view bytes) {
+  std::string out;
+  for (unsigned char c : bytes) {
+    char buf[4];
+    std::snprintf(buf, sizeof(buf), "%02x", c);
+    if (!out.empty()) out += ' ';
+    out += buf;
+  }
+  return out;
+}
+
+// A name from the file, quoted, with anything but printable ASCII escaped
+// (the bytes passed verification, not validation).
+std::string Quoted(const flatbuffers::String* s) {
+  std::string out = "'";
+  for (unsigned char c : s->string_view()) {
+    if (c >= 0x20 && c < 0x7F && c != '\\' && c != '\'') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  out += "'";
+  return out;
+}
+
+// Switches without a default: -Wswitch flags a new enumerator left out here.
+bool KnownDType(uint8_t v) {
+  switch (static_cast<DType>(v)) {
+    case DType::kBool:
+    case DType::kU8:
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kF32:
+    case DType::kF64:
+      return true;
+  }
+  return false;
+}
+
+bool KnownPadding(uint8_t v) {
+  switch (static_cast<Padding>(v)) {
+    case Padding::kNone:
+    case Padding::kTail:
+      return true;
+  }
+  return false;
+}
+
+bool KnownSelector(uint8_t v) {
+  switch (static_cast<SelectorKind>(v)) {
+    case SelectorKind::kUniform:
+    case SelectorKind::kFifo:
+    case SelectorKind::kLifo:
+      return true;
+  }
+  return false;
+}
+
+bool KnownEviction(uint8_t v) {
+  switch (static_cast<EvictionPolicy>(v)) {
+    case EvictionPolicy::kOldestFirst:
+      return true;
+  }
+  return false;
+}
+
+flatbuffers::Offset<fb::TableDef> BuildTableDef(flatbuffers::FlatBufferBuilder& fbb,
+                                                const TableSpec& spec) {
+  std::vector<flatbuffers::Offset<fb::Column>> columns;
+  columns.reserve(spec.columns.size());
+  for (const ColumnSpec& column : spec.columns) {
+    const auto dims = column.shape.dims();
+    columns.push_back(fb::CreateColumn(fbb, fbb.CreateString(column.name),
+                                       static_cast<uint8_t>(column.dtype),
+                                       fbb.CreateVector(dims.data(), dims.size())));
+  }
+  const RateLimiterSpec& rl = spec.rate_limiter;
+  const auto rate_limiter = fb::CreateRateLimiter(fbb, rl.samples_per_insert, rl.min_size_to_sample,
+                                                  rl.min_diff, rl.max_diff);
+  const auto name = fbb.CreateString(spec.name);
+  const auto column_vector = fbb.CreateVector(columns);
+  return fb::CreateTableDef(
+      fbb, name, column_vector, spec.capacity_steps, spec.capacity_bytes, spec.block_steps,
+      spec.sequence_length, static_cast<uint8_t>(spec.padding), static_cast<uint8_t>(spec.selector),
+      static_cast<uint8_t>(spec.eviction), spec.max_times_sampled, rate_limiter);
+}
+
+// Converts one verified TableDef, checking what the verifier cannot: enum
+// values and shape ranks. `prefix` is "catalog <source>: ".
+Status ParseTableDef(const fb::TableDef& def, size_t index, const std::string& prefix,
+                     TableSpec* spec) {
+  const std::string where = prefix + "table " + std::to_string(index) + " " + Quoted(def.name());
+  spec->name = def.name()->str();
+  if (def.columns() != nullptr) {
+    spec->columns.reserve(def.columns()->size());
+    for (const fb::Column* col : *def.columns()) {
+      const std::string column_where = where + " column " + Quoted(col->name());
+      if (!KnownDType(col->dtype())) {
+        return Status::Corruption(column_where + " has unknown dtype " +
+                                  std::to_string(col->dtype()));
+      }
+      const size_t rank = col->shape() == nullptr ? 0 : col->shape()->size();
+      if (rank > static_cast<size_t>(Shape::kMaxRank)) {
+        return Status::Corruption(column_where + " has shape rank " + std::to_string(rank) +
+                                  ", more than " + std::to_string(Shape::kMaxRank));
+      }
+      ColumnSpec column;
+      column.name = col->name()->str();
+      column.dtype = static_cast<DType>(col->dtype());
+      if (rank > 0) {
+        // The verifier checks the alignment of a vector's length, not of its
+        // 8-byte elements, so copy them out rather than load them in place.
+        int64_t dims[Shape::kMaxRank];
+        const uint8_t* data = col->shape()->Data();
+        for (size_t i = 0; i < rank; ++i) {
+          int64_t dim;
+          std::memcpy(&dim, data + i * sizeof(int64_t), sizeof(dim));
+          dims[i] = flatbuffers::EndianScalar(dim);
+        }
+        column.shape = Shape::FromSpan(std::span<const int64_t>(dims, rank));
+      }
+      spec->columns.push_back(std::move(column));
+    }
+  }
+  if (!KnownPadding(def.padding())) {
+    return Status::Corruption(where + " has unknown padding " + std::to_string(def.padding()));
+  }
+  if (!KnownSelector(def.selector())) {
+    return Status::Corruption(where + " has unknown selector " + std::to_string(def.selector()));
+  }
+  if (!KnownEviction(def.eviction())) {
+    return Status::Corruption(where + " has unknown eviction policy " +
+                              std::to_string(def.eviction()));
+  }
+  spec->capacity_steps = def.capacity_steps();
+  spec->capacity_bytes = def.capacity_bytes();
+  spec->block_steps = def.block_steps();
+  spec->sequence_length = def.sequence_length();
+  spec->padding = static_cast<Padding>(def.padding());
+  spec->selector = static_cast<SelectorKind>(def.selector());
+  spec->eviction = static_cast<EvictionPolicy>(def.eviction());
+  spec->max_times_sampled = def.max_times_sampled();
+  RateLimiterSpec& rl = spec->rate_limiter;
+  if (const fb::RateLimiter* stored = def.rate_limiter(); stored != nullptr) {
+    rl.samples_per_insert = stored->samples_per_insert();
+    rl.min_size_to_sample = stored->min_size_to_sample();
+    rl.min_diff = stored->min_diff();
+    rl.max_diff = stored->max_diff();
+  } else {
+    // The schema defaults (RateLimiterSpec::MinSize(1) of format version 1).
+    rl.samples_per_insert = 1.0;
+    rl.min_size_to_sample = 1;
+    rl.min_diff = -std::numeric_limits<double>::max();
+    rl.max_diff = std::numeric_limits<double>::max();
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string EncodeCatalog(const std::vector<TableSpec>& tables) {
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  // Store every scalar, so that files never depend on the schema defaults.
+  fbb.ForceDefaults(true);
+  std::vector<flatbuffers::Offset<fb::TableDef>> defs;
+  defs.reserve(tables.size());
+  for (const TableSpec& spec : tables) defs.push_back(BuildTableDef(fbb, spec));
+  const auto def_vector = fbb.CreateVector(defs);
+  fb::FinishCatalogBuffer(fbb, fb::CreateCatalog(fbb, kFormatVersion, def_vector));
+
+  const auto* payload = fbb.GetBufferPointer();
+  const size_t size = fbb.GetSize();
+  std::string out;
+  out.reserve(kHeaderSize + size);
+  out.append(kMagic, kMagicSize);
+  PutFixed32(&out, static_cast<uint32_t>(size));
+  PutFixed32(&out, Crc32c(payload, size));
+  out.append(reinterpret_cast<const char*>(payload), size);
+  return out;
+}
+
+Status DecodeCatalog(std::string_view bytes, const std::string& source,
+                     std::vector<TableSpec>* tables) {
+  const std::string prefix = "catalog " + source + ": ";
+  if (bytes.size() < kHeaderSize) {
+    return Status::Corruption(prefix + "file is " + std::to_string(bytes.size()) +
+                              " bytes, shorter than the " + std::to_string(kHeaderSize) +
+                              "-byte header");
+  }
+  if (std::memcmp(bytes.data(), kMagic, kMagicSize) != 0) {
+    return Status::Corruption(prefix + "bad magic at offset 0 (found " +
+                              HexBytes(bytes.substr(0, kMagicSize)) + ", expected " +
+                              HexBytes(std::string_view(kMagic, kMagicSize)) + ")");
+  }
+  const uint32_t length = GetFixed32(bytes.data() + kMagicSize);
+  const uint32_t stored_crc = GetFixed32(bytes.data() + kMagicSize + 4);
+  const size_t available = bytes.size() - kHeaderSize;
+  if (length != available) {
+    return Status::Corruption(prefix + "header at offset 8 gives a payload of " +
+                              std::to_string(length) + " bytes, but " + std::to_string(available) +
+                              " bytes follow the header" +
+                              (length > available ? " (truncated)" : " (trailing bytes)"));
+  }
+  if (length >= FLATBUFFERS_MAX_BUFFER_SIZE) {
+    return Status::Corruption(prefix + "payload of " + std::to_string(length) +
+                              " bytes exceeds the FlatBuffers limit of " +
+                              std::to_string(FLATBUFFERS_MAX_BUFFER_SIZE - 1));
+  }
+  const std::string_view payload = bytes.substr(kHeaderSize);
+  const uint32_t computed_crc = Crc32c(payload.data(), payload.size());
+  if (computed_crc != stored_crc) {
+    return Status::Corruption(prefix + "checksum mismatch (stored " + Hex32(stored_crc) +
+                              ", computed " + Hex32(computed_crc) + ")");
+  }
+  // FlatBuffers reads scalars in place, so give it 8-byte aligned memory
+  // whatever alignment the caller's bytes have.
+  std::vector<uint64_t> aligned((payload.size() + 7) / 8);
+  if (!payload.empty()) std::memcpy(aligned.data(), payload.data(), payload.size());
+  const auto* buf = reinterpret_cast<const uint8_t*>(aligned.data());
+  if (payload.size() < flatbuffers::kFileIdentifierLength + sizeof(flatbuffers::uoffset_t) ||
+      !fb::CatalogBufferHasIdentifier(buf)) {
+    return Status::Corruption(prefix + "payload at offset " + std::to_string(kHeaderSize) +
+                              " lacks the FlatBuffers file identifier '" + fb::CatalogIdentifier() +
+                              "'");
+  }
+  flatbuffers::Verifier verifier(buf, payload.size());
+  if (!fb::VerifyCatalogBuffer(verifier)) {
+    return Status::Corruption(prefix + "payload at offset " + std::to_string(kHeaderSize) +
+                              " fails FlatBuffers verification");
+  }
+  const fb::Catalog* catalog = fb::GetCatalog(buf);
+  if (catalog->format_version() == 0) {
+    return Status::Corruption(prefix + "format_version is missing or 0");
+  }
+  if (catalog->format_version() > kFormatVersion) {
+    return Status::NotSupported(prefix + "format version " +
+                                std::to_string(catalog->format_version()) +
+                                " was written by a newer replaydb; this build reads up to " +
+                                std::to_string(kFormatVersion));
+  }
+  std::vector<TableSpec> parsed;
+  if (catalog->tables() != nullptr) {
+    parsed.resize(catalog->tables()->size());
+    for (uint32_t i = 0; i < catalog->tables()->size(); ++i) {
+      REPLAYDB_RETURN_IF_ERROR(ParseTableDef(*catalog->tables()->Get(i), i, prefix, &parsed[i]));
+    }
+  }
+  *tables = std::move(parsed);
+  return Status::OK();
+}
+
+Status LoadCatalog(Env* env, const std::string& path, std::vector<TableSpec>* tables) {
+  std::string bytes;
+  REPLAYDB_RETURN_IF_ERROR(env->ReadFileToString(path, &bytes));
+  return DecodeCatalog(bytes, path, tables);
+}
+
+Status SaveCatalog(Env* env, const std::string& path, const std::vector<TableSpec>& tables) {
+  return env->WriteFileAtomic(path, EncodeCatalog(tables));
+}
+
+}  // namespace replaydb::engine

@@ -1,0 +1,33 @@
+// The catalog: the list of tables and their specs, stored in DIR/CATALOG as
+// FlatBuffers (schema engine/catalog.fbs, byte format in engine/CATALOG.md)
+// and replaced atomically through Env::WriteFileAtomic.
+#ifndef REPLAYDB_ENGINE_CATALOG_H_
+#define REPLAYDB_ENGINE_CATALOG_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "replaydb/env.h"
+#include "replaydb/options.h"
+#include "replaydb/status.h"
+
+namespace replaydb::engine {
+
+// The file bytes for `tables`.
+std::string EncodeCatalog(const std::vector<TableSpec>& tables);
+
+// Parses file bytes. Corruption naming `source` (the file's path) and what is
+// wrong (bad checksum, failed verification, unknown dtype, ...) for bad bytes;
+// never crashes on any input.
+Status DecodeCatalog(std::string_view bytes, const std::string& source,
+                     std::vector<TableSpec>* tables);
+
+// Reads and decodes `path`; NotFound if the file is absent.
+Status LoadCatalog(Env* env, const std::string& path, std::vector<TableSpec>* tables);
+// Encodes and atomically replaces `path`.
+Status SaveCatalog(Env* env, const std::string& path, const std::vector<TableSpec>& tables);
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_CATALOG_H_

@@ -1,0 +1,207 @@
+// TableSpec and ColumnSpec: sizes, presets and validation.
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "engine/table_layout.h"
+#include "replaydb/options.h"
+#include "replaydb/table.h"
+
+namespace replaydb {
+namespace {
+
+constexpr size_t kMaxNameLength = 128;
+
+bool ValidName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+}  // namespace
+
+std::string_view PaddingName(Padding p) {
+  switch (p) {
+    case Padding::kNone: return "none";
+    case Padding::kTail: return "tail";
+  }
+  return "invalid";
+}
+
+std::string_view SelectorKindName(SelectorKind s) {
+  switch (s) {
+    case SelectorKind::kUniform: return "uniform";
+    case SelectorKind::kFifo: return "fifo";
+    case SelectorKind::kLifo: return "lifo";
+  }
+  return "invalid";
+}
+
+std::string_view EvictionPolicyName(EvictionPolicy e) {
+  switch (e) {
+    case EvictionPolicy::kOldestFirst: return "oldest_first";
+  }
+  return "invalid";
+}
+
+std::string_view EndReasonName(EndReason r) {
+  switch (r) {
+    case EndReason::kTerminal: return "terminal";
+    case EndReason::kTruncated: return "truncated";
+  }
+  return "invalid";
+}
+
+size_t ColumnSpec::step_bytes() const {
+  return static_cast<size_t>(shape.num_elements()) * DTypeSize(dtype);
+}
+
+size_t TableSpec::step_bytes() const {
+  size_t total = 0;
+  for (const ColumnSpec& c : columns) total += c.step_bytes();
+  return total;
+}
+
+TableSpec TableSpec::Queue(std::string name, std::vector<ColumnSpec> columns, int64_t size) {
+  TableSpec spec;
+  spec.name = std::move(name);
+  spec.columns = std::move(columns);
+  spec.selector = SelectorKind::kFifo;
+  spec.max_times_sampled = 1;
+  spec.rate_limiter = RateLimiterSpec::Queue(size);
+  return spec;
+}
+
+TableSpec TableSpec::Stack(std::string name, std::vector<ColumnSpec> columns, int64_t size) {
+  TableSpec spec = Queue(std::move(name), std::move(columns), size);
+  spec.selector = SelectorKind::kLifo;
+  spec.rate_limiter = RateLimiterSpec::Stack(size);
+  return spec;
+}
+
+Status TableSpec::Validate() const {
+  if (!ValidName(name)) {
+    return Status::InvalidArgument("table name " + Quoted(name) +
+                                   " is invalid: use 1 to 128 characters of [A-Za-z0-9_.-]");
+  }
+  const std::string table = "table " + Quoted(name);
+  if (columns.empty()) return Status::InvalidArgument(table + " has no columns");
+
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const ColumnSpec& c = columns[i];
+    if (!ValidName(c.name)) {
+      return Status::InvalidArgument(table + ": column " + std::to_string(i) + " name " +
+                                     Quoted(c.name) +
+                                     " is invalid: use 1 to 128 characters of [A-Za-z0-9_.-]");
+    }
+    const std::string column = table + ": column " + Quoted(c.name);
+    if (!seen.insert(c.name).second) {
+      return Status::InvalidArgument(table + ": duplicate column name " + Quoted(c.name));
+    }
+    if (static_cast<int>(c.dtype) >= kNumDTypes) {
+      return Status::InvalidArgument(column + " has unknown dtype " +
+                                     std::to_string(static_cast<int>(c.dtype)));
+    }
+    if (!c.shape.valid()) {
+      return Status::InvalidArgument(column + " has shape " + c.shape.ToString() +
+                                     ": at most " + std::to_string(Shape::kMaxRank) +
+                                     " dims, each >= 1");
+    }
+    for (int64_t d : c.shape.dims()) {
+      if (d < 1) {
+        return Status::InvalidArgument(column + " has shape " + c.shape.ToString() +
+                                       ": every dim must be >= 1");
+      }
+    }
+    if (c.step_bytes() > engine::kMaxStepBytes) {
+      return Status::InvalidArgument(column + " needs " + std::to_string(c.step_bytes()) +
+                                     " bytes per step, more than the limit of " +
+                                     std::to_string(engine::kMaxStepBytes));
+    }
+  }
+  if (step_bytes() > engine::kMaxStepBytes) {
+    return Status::InvalidArgument(table + ": a step of all columns needs " +
+                                   std::to_string(step_bytes()) + " bytes, more than the limit of " +
+                                   std::to_string(engine::kMaxStepBytes));
+  }
+  if (block_steps < 1 || block_steps > engine::kMaxBlockSteps) {
+    return Status::InvalidArgument(table + ": block_steps is " + std::to_string(block_steps) +
+                                   "; it must be between 1 and " +
+                                   std::to_string(engine::kMaxBlockSteps));
+  }
+  const uint64_t block_bytes = static_cast<uint64_t>(block_steps) * step_bytes();
+  if (block_bytes > engine::kMaxBlockBytes) {
+    return Status::InvalidArgument(
+        table + ": a block of " + std::to_string(block_steps) + " steps of " +
+        std::to_string(step_bytes()) + " bytes is " + std::to_string(block_bytes) +
+        " bytes, more than the limit of " + std::to_string(engine::kMaxBlockBytes) +
+        "; lower block_steps");
+  }
+  if (capacity_steps < 0) {
+    return Status::InvalidArgument(table + ": capacity_steps is " +
+                                   std::to_string(capacity_steps) + "; it must be >= 0");
+  }
+  if (capacity_steps == 0) {
+    if (capacity_bytes <= 0) {
+      return Status::InvalidArgument(table + ": capacity_bytes is " +
+                                     std::to_string(capacity_bytes) +
+                                     "; set capacity_steps or a positive capacity_bytes");
+    }
+    if (static_cast<uint64_t>(capacity_bytes) < block_bytes) {
+      return Status::InvalidArgument(table + ": capacity_bytes " + std::to_string(capacity_bytes) +
+                                     " is smaller than one block (" +
+                                     std::to_string(block_steps) + " steps x " +
+                                     std::to_string(step_bytes()) + " bytes = " +
+                                     std::to_string(block_bytes) + " bytes)");
+    }
+  }
+  const int64_t blocks = engine::CapacityBlocks(*this);
+  if (blocks > engine::kMaxBlocks) {
+    return Status::InvalidArgument(table + ": capacity of " + std::to_string(blocks) +
+                                   " blocks exceeds the limit of " +
+                                   std::to_string(engine::kMaxBlocks) + "; raise block_steps");
+  }
+  if (sequence_length < 1) {
+    return Status::InvalidArgument(table + ": sequence_length is " +
+                                   std::to_string(sequence_length) + "; it must be >= 1");
+  }
+  const int64_t capacity = blocks * block_steps;
+  if (sequence_length > capacity) {
+    return Status::InvalidArgument(table + ": sequence_length " + std::to_string(sequence_length) +
+                                   " is larger than the hot-tier capacity of " +
+                                   std::to_string(capacity) + " steps");
+  }
+  if (sequence_length > kMaxTrajectorySteps) {
+    return Status::InvalidArgument(table + ": sequence_length " + std::to_string(sequence_length) +
+                                   " exceeds the longest trajectory, " +
+                                   std::to_string(kMaxTrajectorySteps) + " steps");
+  }
+  if (PaddingName(padding) == "invalid") {
+    return Status::InvalidArgument(table + ": unknown padding " +
+                                   std::to_string(static_cast<int>(padding)));
+  }
+  if (SelectorKindName(selector) == "invalid") {
+    return Status::InvalidArgument(table + ": unknown selector " +
+                                   std::to_string(static_cast<int>(selector)));
+  }
+  if (EvictionPolicyName(eviction) == "invalid") {
+    return Status::InvalidArgument(table + ": unknown eviction policy " +
+                                   std::to_string(static_cast<int>(eviction)));
+  }
+  if (max_times_sampled < 0 || max_times_sampled > engine::kMaxTimesSampledLimit) {
+    return Status::InvalidArgument(table + ": max_times_sampled is " +
+                                   std::to_string(max_times_sampled) +
+                                   "; it must be between 0 (unlimited) and " +
+                                   std::to_string(engine::kMaxTimesSampledLimit));
+  }
+  return rate_limiter.Validate().WithContext(table);
+}
+
+}  // namespace replaydb

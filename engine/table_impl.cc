@@ -1,0 +1,524 @@
+#include "engine/table_impl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "engine/writers.h"
+
+namespace replaydb {
+
+Result<SampleBatch> Table::Sample(int64_t batch_size, const SampleOptions& options) {
+  SampleBatch batch;
+  REPLAYDB_RETURN_IF_ERROR(Sample(batch_size, options, &batch));
+  return batch;
+}
+
+namespace engine {
+namespace {
+
+// Largest batch one Sample call accepts.
+constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
+
+std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// One contiguous run of a window inside one block.
+struct Segment {
+  const std::byte* block;
+  int64_t first_step;  // within the block
+  int64_t count;
+  int64_t out_step;  // within the window
+};
+
+}  // namespace
+
+TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist)
+    : name_(spec.name),
+      columns_(spec.columns),
+      layout_(TableLayout::For(spec)),
+      sequence_length_(spec.sequence_length),
+      padding_(spec.padding),
+      max_times_sampled_(static_cast<uint32_t>(spec.max_times_sampled)),
+      persist_(std::move(persist)),
+      spec_(spec),
+      pool_(layout_.block_bytes, layout_.num_blocks),
+      limiter_(spec.rate_limiter, spec.name),
+      selector_(index::NewSelector(spec.selector)),
+      rng_(Random::FromEntropy()) {}
+
+TableImpl::~TableImpl() { CloseWithReason("closed"); }
+
+TableSpec TableImpl::spec() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return spec_;
+}
+
+void TableImpl::CloseWithReason(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> spec_lock(spec_mu_);
+    persist_ = nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  closed_ = true;
+  closed_reason_ = reason;
+  limiter_.Cancel();
+  blocks_cv_.notify_all();
+}
+
+Status TableImpl::CheckOpenLocked() const {
+  if (closed_) return Status::FailedPrecondition("table " + Q(name_) + " is " + closed_reason_);
+  return Status::OK();
+}
+
+Status TableImpl::EvictedError(const Trajectory& t) const {
+  return Status::FailedPrecondition(
+      "table " + Q(name_) + ": trajectory " + std::to_string(t.id) +
+      " was evicted from the hot tier while open (it had " + std::to_string(t.length) +
+      " steps; the tier holds " + std::to_string(layout_.num_blocks * layout_.block_steps) +
+      " steps); the writer's next step starts a new trajectory");
+}
+
+Result<std::unique_ptr<TrajectoryWriter>> TableImpl::NewWriter(const WriterOptions& options) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  }
+  return std::unique_ptr<TrajectoryWriter>(std::make_unique<TrajectoryWriterImpl>(shared_from_this(), options));
+}
+
+Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs,
+                                                                 const WriterOptions& options) {
+  if (num_envs == 0) {
+    return Status::InvalidArgument("table " + Q(name_) + ": a vector writer needs num_envs >= 1");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  }
+  return std::unique_ptr<VectorWriter>(
+      std::make_unique<VectorWriterImpl>(shared_from_this(), num_envs, options));
+}
+
+Status TableImpl::ValidateTensors(std::span<const ConstTensor> tensors, int64_t leading,
+                                  std::string_view what) const {
+  const std::string prefix = "table " + Q(name_) + ": " + std::string(what);
+  if (tensors.size() != columns_.size()) {
+    std::string names;
+    for (const ColumnSpec& c : columns_) names += (names.empty() ? "" : ", ") + c.name;
+    return Status::InvalidArgument(prefix + " has " + std::to_string(tensors.size()) +
+                                   " tensors; the table has " + std::to_string(columns_.size()) +
+                                   " columns (" + names + ")");
+  }
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const ColumnSpec& col = columns_[c];
+    const ConstTensor& t = tensors[c];
+    const std::string where = prefix + ", column " + Q(col.name);
+    if (t.dtype != col.dtype) {
+      return Status::InvalidArgument(where + " expects dtype " + std::string(DTypeName(col.dtype)) +
+                                     ", got " + std::string(DTypeName(t.dtype)));
+    }
+    const Shape expected = leading < 0 ? col.shape : col.shape.Prepend(leading);
+    if (!(t.shape == expected)) {
+      return Status::InvalidArgument(where + " expects shape " + expected.ToString() + ", got " +
+                                     t.shape.ToString());
+    }
+    const size_t bytes = col.step_bytes() * static_cast<size_t>(leading < 0 ? 1 : leading);
+    if (t.size_bytes != bytes) {
+      return Status::InvalidArgument(where + " has size_bytes " + std::to_string(t.size_bytes) +
+                                     " but dtype " + std::string(DTypeName(col.dtype)) +
+                                     " and shape " + expected.ToString() + " need " +
+                                     std::to_string(bytes));
+    }
+    if (t.data == nullptr && bytes > 0) {
+      return Status::InvalidArgument(where + " has a null data pointer");
+    }
+  }
+  return Status::OK();
+}
+
+Status TableImpl::ResetWriterIfEndedLocked(WriterSlot& slot) {
+  Trajectory* t = slot.trajectory.get();
+  if (t == nullptr) return Status::OK();
+  if (t->evicted) {
+    Status s = EvictedError(*t);
+    slot.trajectory.reset();
+    return s;
+  }
+  if (t->ended) {
+    return Status::FailedPrecondition(
+        "table " + Q(name_) + ": trajectory " + std::to_string(t->id) +
+        " is ended but its End did not finish creating padded items; call End again before "
+        "appending");
+  }
+  return Status::OK();
+}
+
+Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
+                             Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(ResetWriterIfEndedLocked(slot));
+
+  const int64_t length = slot.trajectory ? slot.trajectory->length : 0;
+  if (length >= kMaxTrajectorySteps) {
+    return Status::ResourceExhausted("table " + Q(name_) + ": trajectory " +
+                                     std::to_string(slot.trajectory->id) + " reached " +
+                                     std::to_string(kMaxTrajectorySteps) +
+                                     " steps, the longest a trajectory may be; end it");
+  }
+  // The item this step completes, if any, must be admitted first.
+  const bool completes_item = length + 1 >= sequence_length_;
+  if (completes_item) {
+    REPLAYDB_RETURN_IF_ERROR(limiter_.AwaitReserveInserts(lock, 1, deadline));
+    Status s = CheckOpenLocked();
+    if (s.ok()) s = ResetWriterIfEndedLocked(slot);
+    if (!s.ok()) {
+      limiter_.ReleaseInserts(1);
+      return s;
+    }
+  }
+
+  bool created = false;
+  if (!slot.trajectory) {
+    if (next_trajectory_id_ > kMaxTrajectoryId) {
+      if (completes_item) limiter_.ReleaseInserts(1);
+      return Status::ResourceExhausted("table " + Q(name_) + ": trajectory ids are exhausted");
+    }
+    auto t = std::make_shared<Trajectory>();
+    t->id = next_trajectory_id_++;
+    trajectories_.emplace(t->id, t);
+    slot.trajectory = t;
+    created = true;
+  }
+  Trajectory& t = *slot.trajectory;
+  const int64_t block_index = t.length / layout_.block_steps;
+  if (block_index == static_cast<int64_t>(t.blocks.size())) {
+    Status s = AddBlockLocked(lock, t, deadline);
+    if (!s.ok()) {
+      if (completes_item) limiter_.ReleaseInserts(1);
+      if (t.evicted) {
+        slot.trajectory.reset();
+      } else if (created) {
+        // Leave no empty trajectory behind a failed first step.
+        RemoveTrajectoryLocked(t, /*evicted=*/false);
+        slot.trajectory.reset();
+      }
+      return s;
+    }
+  }
+  std::byte* block = t.blocks[block_index];
+  const int64_t step_in_block = t.length % layout_.block_steps;
+  ++t.pins;
+  lock.unlock();
+
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const size_t cb = layout_.column_bytes[c];
+    std::memcpy(block + layout_.column_offset[c] + static_cast<size_t>(step_in_block) * cb,
+                column_base[c] + static_cast<size_t>(index) * cb, cb);
+  }
+
+  lock.lock();
+  UnpinLocked(t);
+  Status s = CheckOpenLocked();
+  if (s.ok() && t.evicted) s = EvictedError(t);
+  if (!s.ok()) {
+    if (completes_item) limiter_.ReleaseInserts(1);
+    if (t.evicted) slot.trajectory.reset();
+    return s;
+  }
+  ++t.length;
+  ++num_steps_;
+  ++steps_inserted_;
+  if (completes_item) {
+    CreateItemLocked(t);
+    limiter_.CommitInserts(1);
+  }
+  return Status::OK();
+}
+
+Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  if (!slot.trajectory) return Status::OK();
+  Trajectory& t = *slot.trajectory;
+  if (t.evicted) {
+    Status s = EvictedError(t);
+    slot.trajectory.reset();
+    return s;
+  }
+  if (!t.ended) {
+    t.ended = true;
+    t.end_reason = reason;
+    ended_ids_.insert(t.id);
+  }
+  if (padding_ == Padding::kTail) {
+    while (t.items_created < t.length) {
+      REPLAYDB_RETURN_IF_ERROR(limiter_.AwaitReserveInserts(lock, 1, deadline));
+      Status s = CheckOpenLocked();
+      if (!s.ok() || t.removed) {
+        limiter_.ReleaseInserts(1);
+        if (s.ok()) s = EvictedError(t);
+        slot.trajectory.reset();
+        return s;
+      }
+      CreateItemLocked(t);
+      limiter_.CommitInserts(1);
+    }
+  }
+  MaybeReleaseConsumedLocked(t);
+  slot.trajectory.reset();
+  return Status::OK();
+}
+
+void TableImpl::CreateItemLocked(Trajectory& t) {
+  const int64_t start = t.items_created;
+  ItemState item;
+  item.seq = next_item_seq_++;
+  t.items.push_back(item);
+  ++t.items_created;
+  ++t.live_items;
+  ++num_items_;
+  ++items_inserted_;
+  if (max_times_sampled_ > 0) sample_budget_ += max_times_sampled_;
+  selector_->Insert({MakeItemKey(t.id, start), item.seq});
+}
+
+Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t,
+                                 Deadline deadline) {
+  while (true) {
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+    if (t.evicted) return EvictedError(t);
+    REPLAYDB_ASSIGN_OR_RETURN(std::byte * block, pool_.Allocate());
+    if (block != nullptr) {
+      t.blocks.push_back(block);
+      return Status::OK();
+    }
+    // Full. Blocks that in-flight copies still hold come back soon; wait for
+    // them before evicting anything more.
+    if (pending_free_blocks_ > 0) {
+      if (deadline == Deadline::max()) {
+        blocks_cv_.wait(lock);
+      } else if (blocks_cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
+                 pending_free_blocks_ > 0 && pool_.in_use() >= pool_.capacity_blocks()) {
+        return Status::DeadlineExceeded("table " + Q(name_) +
+                                        ": timed out waiting for hot-tier blocks that in-flight "
+                                        "samples still read");
+      }
+      continue;
+    }
+    std::shared_ptr<Trajectory> victim = PickVictimLocked(t);
+    if (!victim) {
+      return Status::ResourceExhausted(
+          "table " + Q(name_) + ": trajectory " + std::to_string(t.id) + " (" +
+          std::to_string(t.length) + " steps) does not fit in the hot tier of " +
+          std::to_string(layout_.num_blocks) + " blocks of " +
+          std::to_string(layout_.block_steps) + " steps (" +
+          std::to_string(layout_.num_blocks * layout_.block_steps) +
+          " steps); end trajectories sooner or raise the capacity");
+    }
+    RemoveTrajectoryLocked(*victim, /*evicted=*/true);
+  }
+}
+
+std::shared_ptr<Trajectory> TableImpl::PickVictimLocked(const Trajectory& requester) const {
+  for (uint64_t id : ended_ids_) {
+    if (id != requester.id) return trajectories_.at(id);
+  }
+  for (const auto& [id, t] : trajectories_) {
+    if (id != requester.id && !t->blocks.empty()) return t;
+  }
+  return nullptr;
+}
+
+void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
+  int64_t removed_items = 0;
+  for (int64_t start = 0; start < t.items_created; ++start) {
+    const ItemState& item = t.items[start];
+    if (!ItemLive(item)) continue;
+    selector_->Remove({MakeItemKey(t.id, start), item.seq});
+    if (max_times_sampled_ > 0) sample_budget_ -= max_times_sampled_ - item.times_sampled;
+    ++removed_items;
+  }
+  t.live_items = 0;
+  num_items_ -= removed_items;
+  num_steps_ -= t.length;
+  if (removed_items > 0) limiter_.Delete(removed_items);
+  if (evicted) {
+    ++evicted_trajectories_;
+    evicted_items_ += removed_items;
+  }
+  t.removed = true;
+  t.evicted = evicted;
+  ended_ids_.erase(t.id);
+  if (t.pins == 0) {
+    for (std::byte* b : t.blocks) pool_.Free(b);
+    t.blocks.clear();
+  } else {
+    pending_free_blocks_ += static_cast<int64_t>(t.blocks.size());
+  }
+  // Last: this may drop the final reference to `t`.
+  trajectories_.erase(t.id);
+}
+
+void TableImpl::UnpinLocked(Trajectory& t) {
+  if (--t.pins > 0 || !t.removed || t.blocks.empty()) return;
+  for (std::byte* b : t.blocks) pool_.Free(b);
+  pending_free_blocks_ -= static_cast<int64_t>(t.blocks.size());
+  t.blocks.clear();
+  blocks_cv_.notify_all();
+}
+
+void TableImpl::MaybeReleaseConsumedLocked(Trajectory& t) {
+  if (!t.ended || t.removed || t.items_created == 0 || t.live_items > 0) return;
+  const int64_t all_items = padding_ == Padding::kTail
+                                ? t.length
+                                : std::max<int64_t>(0, t.length - sequence_length_ + 1);
+  if (t.items_created < all_items) return;
+  RemoveTrajectoryLocked(t, /*evicted=*/false);
+}
+
+Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) {
+  if (batch_size < 1 || batch_size > kMaxBatchSize) {
+    return Status::InvalidArgument("table " + Q(name_) + ": batch_size is " +
+                                   std::to_string(batch_size) + "; it must be between 1 and " +
+                                   std::to_string(kMaxBatchSize));
+  }
+  if (out == nullptr) return Status::InvalidArgument("table " + Q(name_) + ": out is null");
+  const int64_t B = batch_size;
+  const int64_t L = sequence_length_;
+  const int64_t bs = layout_.block_steps;
+
+  out->batch_size = B;
+  out->sequence_length = L;
+  out->keys.resize(B);
+  out->probabilities.resize(B);
+  out->times_sampled.resize(B);
+  out->mask.assign(static_cast<size_t>(B * L), 0);
+
+  std::vector<std::shared_ptr<Trajectory>> pinned;
+  pinned.reserve(B);
+  std::vector<Segment> segments;
+  segments.reserve(B * (L / bs + 2));
+  std::vector<size_t> first_segment(B + 1);
+
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+    const auto ready = [&] {
+      return selector_->size() > 0 && (max_times_sampled_ == 0 || sample_budget_ >= B);
+    };
+    REPLAYDB_RETURN_IF_ERROR(
+        limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
+
+    for (int64_t b = 0; b < B; ++b) {
+      const index::Selection sel = selector_->Select(rng_);
+      const std::shared_ptr<Trajectory>& tp = trajectories_.at(ItemKeyTrajectory(sel.key));
+      Trajectory& t = *tp;
+      const int64_t start = ItemKeyStart(sel.key);
+      ItemState& item = t.items[start];
+      ++item.times_sampled;
+      ++items_sampled_;
+      out->keys[b] = sel.key;
+      out->probabilities[b] = sel.probability;
+      out->times_sampled[b] = item.times_sampled;
+      if (max_times_sampled_ > 0) {
+        --sample_budget_;
+        if (item.times_sampled >= max_times_sampled_) {
+          selector_->Remove({sel.key, item.seq});
+          --t.live_items;
+          --num_items_;
+          ++items_removed_;
+          limiter_.Delete(1);
+        }
+      }
+      const int64_t real = std::min(L, t.length - start);
+      first_segment[b] = segments.size();
+      for (int64_t step = 0; step < real;) {
+        const int64_t pos = start + step;
+        const int64_t in_block = pos % bs;
+        const int64_t count = std::min(real - step, bs - in_block);
+        segments.push_back({t.blocks[pos / bs], in_block, count, step});
+        step += count;
+      }
+      std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
+      ++t.pins;
+      pinned.push_back(tp);
+    }
+    first_segment[B] = segments.size();
+    for (const auto& t : pinned) MaybeReleaseConsumedLocked(*t);
+  }
+
+  // Copy the windows outside the lock; pins keep the blocks alive.
+  out->columns.resize(columns_.size());
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const ColumnSpec& col = columns_[c];
+    Tensor& dst = out->columns[c];
+    dst.Reset(col.dtype, col.shape.Prepend(L).Prepend(B));
+    const size_t cb = layout_.column_bytes[c];
+    const size_t offset = layout_.column_offset[c];
+    std::byte* base = dst.data();
+    for (int64_t b = 0; b < B; ++b) {
+      std::byte* window = base + static_cast<size_t>(b * L) * cb;
+      int64_t written = 0;
+      for (size_t i = first_segment[b]; i < first_segment[b + 1]; ++i) {
+        const Segment& seg = segments[i];
+        std::memcpy(window + static_cast<size_t>(seg.out_step) * cb,
+                    seg.block + offset + static_cast<size_t>(seg.first_step) * cb,
+                    static_cast<size_t>(seg.count) * cb);
+        written = seg.out_step + seg.count;
+      }
+      if (written < L) {
+        std::memset(window + static_cast<size_t>(written) * cb, 0,
+                    static_cast<size_t>(L - written) * cb);
+      }
+    }
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& t : pinned) UnpinLocked(*t);
+  return Status::OK();
+}
+
+Status TableImpl::SetRateLimiter(const RateLimiterSpec& spec) {
+  REPLAYDB_RETURN_IF_ERROR(spec.Validate().WithContext("table " + Q(name_)));
+  std::lock_guard<std::mutex> spec_lock(spec_mu_);
+  TableSpec updated;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+    updated = spec_;
+  }
+  updated.rate_limiter = spec;
+  if (persist_) REPLAYDB_RETURN_IF_ERROR(persist_(updated));
+  std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  spec_.rate_limiter = spec;
+  limiter_.SetSpec(spec);
+  return Status::OK();
+}
+
+TableInfo TableImpl::Info() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  TableInfo info;
+  info.name = name_;
+  info.num_steps = num_steps_;
+  info.num_items = num_items_;
+  info.num_trajectories = static_cast<int64_t>(trajectories_.size());
+  info.num_open_trajectories = info.num_trajectories - static_cast<int64_t>(ended_ids_.size());
+  info.blocks_used = pool_.in_use();
+  info.blocks_capacity = pool_.capacity_blocks();
+  info.bytes_used = pool_.in_use() * static_cast<int64_t>(layout_.block_bytes);
+  info.bytes_capacity = pool_.capacity_blocks() * static_cast<int64_t>(layout_.block_bytes);
+  info.steps_inserted = steps_inserted_;
+  info.items_inserted = items_inserted_;
+  info.items_sampled = items_sampled_;
+  info.items_removed = items_removed_;
+  info.evicted_trajectories = evicted_trajectories_;
+  info.evicted_items = evicted_items_;
+  info.rate_limiter = limiter_.Info();
+  return info;
+}
+
+}  // namespace engine
+}  // namespace replaydb

@@ -1,0 +1,157 @@
+// TableImpl: the in-memory table. Holds trajectories in hot-tier blocks,
+// creates items as windows complete, samples them through a selector under
+// a rate limiter, and evicts whole trajectories when the tier is full.
+//
+// Concurrency: one mutex (mu_) guards all metadata. Step bytes are copied
+// outside it: a writer copies into the unpublished slot after its
+// trajectory's last published step, and a sampler copies published steps.
+// Both pin the trajectory while they copy, so an eviction that happens
+// meanwhile defers returning its blocks to the pool until the last pin goes.
+#ifndef REPLAYDB_ENGINE_TABLE_IMPL_H_
+#define REPLAYDB_ENGINE_TABLE_IMPL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/block_pool.h"
+#include "engine/rate_limiter.h"
+#include "engine/table_layout.h"
+#include "index/selector.h"
+#include "replaydb/table.h"
+#include "util/random.h"
+
+namespace replaydb::engine {
+
+// Per-item state, indexed by the item's start step.
+struct ItemState {
+  uint64_t seq = 0;
+  uint32_t times_sampled = 0;
+};
+
+struct Trajectory {
+  uint64_t id = 0;
+  std::vector<std::byte*> blocks;
+  int64_t length = 0;         // published steps
+  int64_t items_created = 0;  // items exist for starts [0, items_created)
+  int64_t live_items = 0;     // of those, not yet removed
+  std::vector<ItemState> items;
+  bool ended = false;
+  EndReason end_reason = EndReason::kTruncated;
+  bool removed = false;  // left the hot tier (evicted or consumed)
+  bool evicted = false;  // left because the tier was full
+  int32_t pins = 0;      // in-flight copies into or out of its blocks
+};
+
+// What a writer keeps per trajectory it writes.
+struct WriterSlot {
+  std::shared_ptr<Trajectory> trajectory;  // null: the next step starts one
+};
+
+class TableImpl final : public Table, public std::enable_shared_from_this<TableImpl> {
+ public:
+  // Writes a changed spec to the catalog. Called without the table's mutex.
+  using PersistSpecFn = std::function<Status(const TableSpec&)>;
+
+  // REQUIRES: spec.Validate().ok()
+  TableImpl(const TableSpec& spec, PersistSpecFn persist);
+  ~TableImpl() override;
+
+  TableSpec spec() const override;
+  const std::string& name() const override { return name_; }
+  Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options) override;
+  Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t num_envs,
+                                                        const WriterOptions& options) override;
+  using Table::Sample;
+  Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override;
+  Status SetRateLimiter(const RateLimiterSpec& spec) override;
+  TableInfo Info() const override;
+  void Close() override { CloseWithReason("closed"); }
+
+  // Closes the table; later calls fail with "table 'x' is <reason>".
+  void CloseWithReason(const std::string& reason);
+
+  // ---- used by the writers ----
+
+  const TableLayout& layout() const { return layout_; }
+  const std::vector<ColumnSpec>& columns() const { return columns_; }
+
+  // Checks that `tensors` match the schema: one per column, the column's
+  // dtype, shape [leading, column shape...] (or the column shape when
+  // leading < 0), and byte count. `what` names the call in messages.
+  Status ValidateTensors(std::span<const ConstTensor> tensors, int64_t leading,
+                         std::string_view what) const;
+
+  // Appends one step to slot's trajectory (starting one if needed). Column c's
+  // bytes are read from column_base[c] + index * column_bytes[c].
+  Status AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
+                    Deadline deadline);
+  // Ends slot's trajectory (see TrajectoryWriter::End).
+  Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline);
+
+ private:
+  Status CheckOpenLocked() const;
+  Status EvictedError(const Trajectory& t) const;
+  // Gives `t` a new block, evicting or waiting for pinned blocks as needed.
+  Status AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, Deadline deadline);
+  // The trajectory to evict for `requester`, or null.
+  std::shared_ptr<Trajectory> PickVictimLocked(const Trajectory& requester) const;
+  // Takes `t` out of the hot tier: its items leave the selector; its blocks
+  // return to the pool now, or when its last pin goes.
+  void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
+  void UnpinLocked(Trajectory& t);
+  void CreateItemLocked(Trajectory& t);
+  bool ItemLive(const ItemState& item) const {
+    return max_times_sampled_ == 0 || item.times_sampled < max_times_sampled_;
+  }
+  // Removes an ended trajectory all of whose items were sampled away.
+  void MaybeReleaseConsumedLocked(Trajectory& t);
+  Status ResetWriterIfEndedLocked(WriterSlot& slot);
+
+  const std::string name_;
+  const std::vector<ColumnSpec> columns_;
+  const TableLayout layout_;
+  const int64_t sequence_length_;
+  const Padding padding_;
+  const uint32_t max_times_sampled_;
+
+  // Serialises SetRateLimiter (persist, then apply) against Close.
+  std::mutex spec_mu_;
+  PersistSpecFn persist_;  // guarded by spec_mu_; cleared on close
+
+  mutable std::mutex mu_;
+  TableSpec spec_;  // guarded by mu_ (the rate limiter may change)
+  std::condition_variable blocks_cv_;  // pinned blocks went back to the pool
+  BlockPool pool_;
+  RateLimiter limiter_;
+  std::unique_ptr<index::Selector> selector_;
+  Random rng_;
+  // Trajectories in the hot tier by id; ids grow, so this is age order.
+  std::map<uint64_t, std::shared_ptr<Trajectory>> trajectories_;
+  std::set<uint64_t> ended_ids_;  // the ended ones among them, oldest first
+  uint64_t next_trajectory_id_ = 1;
+  uint64_t next_item_seq_ = 1;
+  int64_t num_steps_ = 0;
+  int64_t num_items_ = 0;
+  int64_t pending_free_blocks_ = 0;  // blocks of removed but pinned trajectories
+  // Draws still allowed over all live items when max_times_sampled > 0.
+  int64_t sample_budget_ = 0;
+  int64_t steps_inserted_ = 0;
+  int64_t items_inserted_ = 0;
+  int64_t items_sampled_ = 0;
+  int64_t items_removed_ = 0;
+  int64_t evicted_trajectories_ = 0;
+  int64_t evicted_items_ = 0;
+  bool closed_ = false;
+  std::string closed_reason_;
+};
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_TABLE_IMPL_H_

@@ -1,0 +1,31 @@
+#include "engine/table_layout.h"
+
+namespace replaydb::engine {
+
+int64_t CapacityBlocks(const TableSpec& spec) {
+  if (spec.block_steps <= 0) return 0;
+  if (spec.capacity_steps > 0) {
+    return (spec.capacity_steps + spec.block_steps - 1) / spec.block_steps;
+  }
+  const uint64_t block_bytes = static_cast<uint64_t>(spec.block_steps) * spec.step_bytes();
+  if (block_bytes == 0 || spec.capacity_bytes <= 0) return 0;
+  return static_cast<int64_t>(static_cast<uint64_t>(spec.capacity_bytes) / block_bytes);
+}
+
+TableLayout TableLayout::For(const TableSpec& spec) {
+  TableLayout layout;
+  layout.block_steps = spec.block_steps;
+  layout.num_blocks = CapacityBlocks(spec);
+  size_t offset = 0;
+  for (const ColumnSpec& c : spec.columns) {
+    const size_t bytes = c.step_bytes();
+    layout.column_bytes.push_back(bytes);
+    layout.column_offset.push_back(offset);
+    offset += bytes * static_cast<size_t>(spec.block_steps);
+    layout.step_bytes += bytes;
+  }
+  layout.block_bytes = offset;
+  return layout;
+}
+
+}  // namespace replaydb::engine

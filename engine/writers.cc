@@ -1,0 +1,98 @@
+#include "engine/writers.h"
+
+#include <string>
+
+namespace replaydb::engine {
+namespace {
+
+void SetBases(std::span<const ConstTensor> tensors, std::vector<const std::byte*>* bases) {
+  bases->resize(tensors.size());
+  for (size_t c = 0; c < tensors.size(); ++c) {
+    (*bases)[c] = static_cast<const std::byte*>(tensors[c].data);
+  }
+}
+
+int64_t LeadingDim(std::span<const ConstTensor> tensors) {
+  return tensors.empty() || tensors[0].shape.rank() == 0 ? 0 : tensors[0].shape.dim(0);
+}
+
+}  // namespace
+
+TrajectoryWriterImpl::TrajectoryWriterImpl(std::shared_ptr<TableImpl> table,
+                                           const WriterOptions& options)
+    : table_(std::move(table)), options_(options) {}
+
+TrajectoryWriterImpl::~TrajectoryWriterImpl() {
+  // Best effort: nobody is left to report an error to.
+  (void)table_->EndTrajectory(slot_, EndReason::kTruncated, Clock::now());
+}
+
+Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step) {
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(step, -1, "step"));
+  SetBases(step, &bases_);
+  return table_->AppendStep(slot_, bases_.data(), 0, DeadlineAfter(options_.timeout));
+}
+
+Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps) {
+  const int64_t n = LeadingDim(steps);
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "AppendMany"));
+  SetBases(steps, &bases_);
+  const Deadline deadline = DeadlineAfter(options_.timeout);
+  for (int64_t i = 0; i < n; ++i) {
+    Status s = table_->AppendStep(slot_, bases_.data(), i, deadline);
+    if (!s.ok()) {
+      return s.WithContext("AppendMany step " + std::to_string(i) + " of " + std::to_string(n));
+    }
+  }
+  return Status::OK();
+}
+
+Status TrajectoryWriterImpl::End(EndReason reason) {
+  return table_->EndTrajectory(slot_, reason, DeadlineAfter(options_.timeout));
+}
+
+uint64_t TrajectoryWriterImpl::trajectory_id() const {
+  return slot_.trajectory ? slot_.trajectory->id : 0;
+}
+
+int64_t TrajectoryWriterImpl::num_steps() const {
+  return slot_.trajectory ? slot_.trajectory->length : 0;
+}
+
+VectorWriterImpl::VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_envs,
+                                   const WriterOptions& options)
+    : table_(std::move(table)), options_(options), slots_(num_envs) {}
+
+VectorWriterImpl::~VectorWriterImpl() {
+  for (WriterSlot& slot : slots_) {
+    (void)table_->EndTrajectory(slot, EndReason::kTruncated, Clock::now());
+  }
+}
+
+Status VectorWriterImpl::Append(std::span<const ConstTensor> steps) {
+  const int64_t n = static_cast<int64_t>(slots_.size());
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "vector step"));
+  SetBases(steps, &bases_);
+  const Deadline deadline = DeadlineAfter(options_.timeout);
+  Status first_error;
+  for (int64_t env = 0; env < n; ++env) {
+    Status s = table_->AppendStep(slots_[env], bases_.data(), env, deadline);
+    if (!s.ok() && first_error.ok()) first_error = s.WithContext("environment " + std::to_string(env));
+  }
+  return first_error;
+}
+
+Status VectorWriterImpl::End(size_t env, EndReason reason) {
+  if (env >= slots_.size()) {
+    return Status::InvalidArgument("table '" + table_->name() + "': environment " +
+                                   std::to_string(env) + " is out of range; the vector writer has " +
+                                   std::to_string(slots_.size()) + " environments");
+  }
+  return table_->EndTrajectory(slots_[env], reason, DeadlineAfter(options_.timeout));
+}
+
+uint64_t VectorWriterImpl::trajectory_id(size_t env) const {
+  return env < slots_.size() && slots_[env].trajectory ? slots_[env].trajectory->id : 0;
+}
+
+}  // namespace replaydb::engine

@@ -1,0 +1,52 @@
+// TrajectoryWriter and VectorWriter implementations: schema checks on the
+// caller's thread, then one TableImpl::AppendStep per step.
+#ifndef REPLAYDB_ENGINE_WRITERS_H_
+#define REPLAYDB_ENGINE_WRITERS_H_
+
+#include <memory>
+#include <vector>
+
+#include "engine/table_impl.h"
+#include "replaydb/table.h"
+
+namespace replaydb::engine {
+
+class TrajectoryWriterImpl final : public TrajectoryWriter {
+ public:
+  TrajectoryWriterImpl(std::shared_ptr<TableImpl> table, const WriterOptions& options);
+  ~TrajectoryWriterImpl() override;
+
+  Status Append(std::span<const ConstTensor> step) override;
+  Status AppendMany(std::span<const ConstTensor> steps) override;
+  Status End(EndReason reason) override;
+  uint64_t trajectory_id() const override;
+  int64_t num_steps() const override;
+
+ private:
+  const std::shared_ptr<TableImpl> table_;
+  const WriterOptions options_;
+  WriterSlot slot_;
+  std::vector<const std::byte*> bases_;  // scratch: one pointer per column
+};
+
+class VectorWriterImpl final : public VectorWriter {
+ public:
+  VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_envs,
+                   const WriterOptions& options);
+  ~VectorWriterImpl() override;
+
+  Status Append(std::span<const ConstTensor> steps) override;
+  Status End(size_t env, EndReason reason) override;
+  size_t num_envs() const override { return slots_.size(); }
+  uint64_t trajectory_id(size_t env) const override;
+
+ private:
+  const std::shared_ptr<TableImpl> table_;
+  const WriterOptions options_;
+  std::vector<WriterSlot> slots_;
+  std::vector<const std::byte*> bases_;
+};
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_WRITERS_H_

@@ -1,0 +1,48 @@
+// The database: a directory holding the catalog of tables and (in later
+// versions) the write-ahead log and the cold store.
+//
+//   auto db = replaydb::DB::Open({}, "/data/replay");
+//   auto table = (*db)->CreateTable(spec);
+#ifndef REPLAYDB_DB_H_
+#define REPLAYDB_DB_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "replaydb/options.h"
+#include "replaydb/status.h"
+#include "replaydb/table.h"
+
+namespace replaydb {
+
+// Thread-safe. Only one read-write opener per directory at a time, across
+// processes and within one: a second Open fails with Busy. Destroying the DB
+// closes every table (waiters get Cancelled) and releases the lock.
+class DB {
+ public:
+  // Opens or (with options.create_if_missing) creates the database in
+  // directory `path`. Directory layout:
+  //   path/LOCK     held (flock) by the read-write opener; holds its pid
+  //   path/CATALOG  FlatBuffers catalog of tables, replaced atomically
+  static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path);
+
+  virtual ~DB() = default;
+
+  // Validates `spec`, records it in the catalog (durably, before returning)
+  // and returns the new, empty table. AlreadyExists if the name is taken.
+  virtual Result<std::shared_ptr<Table>> CreateTable(const TableSpec& spec) = 0;
+  // NotFound if no table has that name.
+  virtual Result<std::shared_ptr<Table>> GetTable(std::string_view name) = 0;
+  // Removes the table from the catalog and closes it. NotFound if unknown.
+  virtual Status DropTable(std::string_view name) = 0;
+  // Names of all tables, sorted.
+  virtual std::vector<std::string> ListTables() const = 0;
+
+  virtual const std::string& path() const = 0;
+};
+
+}  // namespace replaydb
+
+#endif  // REPLAYDB_DB_H_

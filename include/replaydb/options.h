@@ -1,0 +1,178 @@
+// Options and specs: what a database, table, writer and sample call are
+// configured with. Every field states its default.
+#ifndef REPLAYDB_OPTIONS_H_
+#define REPLAYDB_OPTIONS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "replaydb/status.h"
+#include "replaydb/types.h"
+
+namespace replaydb {
+
+class Env;
+
+// Negative timeouts mean "wait as long as it takes".
+inline constexpr std::chrono::milliseconds kWaitForever{-1};
+
+struct DBOptions {
+  // Create the directory and an empty catalog if `path` holds no database.
+  // Default: true.
+  bool create_if_missing = true;
+  // Fail with AlreadyExists if `path` already holds a database. Default: false.
+  bool error_if_exists = false;
+  // All file I/O goes through this. Must outlive the DB. Default: nullptr,
+  // meaning Env::Default(), the POSIX file system.
+  Env* env = nullptr;
+};
+
+// One column of a table: every step holds one value of `shape` per column.
+struct ColumnSpec {
+  // Non-empty, at most 128 characters of [A-Za-z0-9_.-], unique in its table.
+  std::string name;
+  DType dtype = DType::kF32;
+  // Per-step shape; {} is a scalar. Every dim >= 1.
+  Shape shape;
+
+  // Bytes one step of this column occupies.
+  size_t step_bytes() const;
+  bool operator==(const ColumnSpec&) const = default;
+};
+
+// What to do with windows that would run past the end of a trajectory.
+enum class Padding : uint8_t {
+  // Only windows of `sequence_length` real steps are items. A trajectory
+  // shorter than sequence_length has no items.
+  kNone = 0,
+  // Additionally, when a trajectory ends, every remaining start step becomes
+  // an item whose window is padded with zeros after the trajectory's last
+  // step; SampleBatch::mask marks the padded steps 0.
+  kTail = 1,
+};
+
+// How items are picked for a sample.
+enum class SelectorKind : uint8_t {
+  kUniform = 0,  // every live item with equal probability, with replacement
+  kFifo = 1,     // the oldest live item (probability 1)
+  kLifo = 2,     // the newest live item (probability 1)
+};
+
+// Which trajectories leave the hot tier when it is full.
+enum class EvictionPolicy : uint8_t {
+  // Whole trajectories in the order they were started.
+  kOldestFirst = 0,
+};
+
+std::string_view PaddingName(Padding p);            // "none", "tail"
+std::string_view SelectorKindName(SelectorKind s);  // "uniform", "fifo", "lifo"
+std::string_view EvictionPolicyName(EvictionPolicy e);  // "oldest_first"
+
+// Reverb's rate limiter. An insert is one item becoming sampleable; a sample
+// is one item drawn into a batch; a delete is one item leaving the table
+// (eviction, max_times_sampled). With
+//   size  = inserts - deletes
+//   error = inserts * samples_per_insert - samples
+// an insert blocks while size has reached min_size_to_sample and the insert
+// would make error > max_diff; a sample of B items blocks while
+// size < min_size_to_sample or error - B < min_diff.
+struct RateLimiterSpec {
+  // Default: 1.0. REQUIRES: > 0.
+  double samples_per_insert = 1.0;
+  // Default: 1. REQUIRES: >= 1.
+  int64_t min_size_to_sample = 1;
+  // Default: -inf (no lower bound). REQUIRES: min_diff <= max_diff.
+  double min_diff = -std::numeric_limits<double>::max();
+  // Default: +inf (no upper bound).
+  double max_diff = std::numeric_limits<double>::max();
+
+  // Samples block until the table holds min_size items; nothing else blocks.
+  static RateLimiterSpec MinSize(int64_t min_size);
+  // Keeps error within [offset - error_buffer, offset + error_buffer] where
+  // offset = samples_per_insert * min_size_to_sample, so the ratio counts
+  // only what happens after the table reached its minimum size. Validate()
+  // rejects an error_buffer smaller than max(1, samples_per_insert), which
+  // could block inserts and samples forever.
+  static RateLimiterSpec SampleToInsertRatio(double samples_per_insert, int64_t min_size_to_sample,
+                                             double error_buffer);
+  // The same with an explicit [min_diff, max_diff] range, no offset.
+  static RateLimiterSpec SampleToInsertRatio(double samples_per_insert, int64_t min_size_to_sample,
+                                             double min_diff, double max_diff);
+  // A queue of at most `size` items: use with SelectorKind::kFifo and
+  // max_times_sampled = 1 (TableSpec::Queue does all three).
+  static RateLimiterSpec Queue(int64_t size);
+  // A stack of at most `size` items: use with SelectorKind::kLifo and
+  // max_times_sampled = 1 (TableSpec::Stack does all three).
+  static RateLimiterSpec Stack(int64_t size);
+
+  // OK, or InvalidArgument naming the bad field and its value.
+  Status Validate() const;
+  bool operator==(const RateLimiterSpec&) const = default;
+};
+
+// Everything that defines a table. Stored in the catalog; a reopened database
+// gives back the same spec.
+struct TableSpec {
+  // Non-empty, at most 128 characters of [A-Za-z0-9_.-], unique in the DB.
+  std::string name;
+  // At least one column.
+  std::vector<ColumnSpec> columns;
+
+  // Hot-tier capacity. If capacity_steps > 0 the tier holds that many steps
+  // (rounded up to whole blocks); otherwise capacity_bytes of step data
+  // (rounded down to whole blocks, at least one). Default: 0 steps, 1 GiB.
+  int64_t capacity_steps = 0;
+  int64_t capacity_bytes = int64_t{1} << 30;
+  // Steps per hot-tier block; a trajectory occupies whole blocks.
+  // Default: 64. REQUIRES: 1 <= block_steps <= 65536.
+  int64_t block_steps = 64;
+
+  // Steps per item (window length L). Default: 1 (items are transitions).
+  // REQUIRES: 1 <= sequence_length <= capacity in steps.
+  int64_t sequence_length = 1;
+  // Default: kNone.
+  Padding padding = Padding::kNone;
+
+  // Default: kUniform.
+  SelectorKind selector = SelectorKind::kUniform;
+  // Default: kOldestFirst.
+  EvictionPolicy eviction = EvictionPolicy::kOldestFirst;
+  // An item is removed once it has been sampled this many times; 0 means
+  // never. Default: 0.
+  int64_t max_times_sampled = 0;
+  // Default: MinSize(1).
+  RateLimiterSpec rate_limiter = RateLimiterSpec::MinSize(1);
+
+  // A FIFO queue of at most `size` items, each sampled once.
+  static TableSpec Queue(std::string name, std::vector<ColumnSpec> columns, int64_t size);
+  // A LIFO stack of at most `size` items, each sampled once.
+  static TableSpec Stack(std::string name, std::vector<ColumnSpec> columns, int64_t size);
+
+  // Bytes of one step over all columns.
+  size_t step_bytes() const;
+  // OK, or InvalidArgument naming the table, the field and the values.
+  Status Validate() const;
+  bool operator==(const TableSpec&) const = default;
+};
+
+struct WriterOptions {
+  // How long Append and End may wait for the rate limiter (or for hot-tier
+  // blocks that an in-flight sample still reads) before returning
+  // DeadlineExceeded. Default: forever.
+  std::chrono::milliseconds timeout = kWaitForever;
+};
+
+struct SampleOptions {
+  // How long Sample may wait for the rate limiter before returning
+  // DeadlineExceeded. Default: forever.
+  std::chrono::milliseconds timeout = kWaitForever;
+};
+
+}  // namespace replaydb
+
+#endif  // REPLAYDB_OPTIONS_H_

@@ -1,0 +1,157 @@
+// Tables, their writers and samples.
+#ifndef REPLAYDB_TABLE_H_
+#define REPLAYDB_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "replaydb/options.h"
+#include "replaydb/status.h"
+#include "replaydb/types.h"
+
+namespace replaydb {
+
+// How a trajectory ended.
+enum class EndReason : uint8_t {
+  kTerminal = 0,   // the episode reached a terminal state
+  kTruncated = 1,  // cut short (time limit, actor stopped)
+};
+std::string_view EndReasonName(EndReason r);  // "terminal", "truncated"
+
+// A batch of B items, each a window of L steps. All buffers live in host
+// memory and belong to the batch.
+struct SampleBatch {
+  int64_t batch_size = 0;       // B
+  int64_t sequence_length = 0;  // L
+  // One per table column, in schema order: dtype of the column, shape
+  // [B, L, column shape...]. Padded steps are zero.
+  std::vector<Tensor> columns;
+  std::vector<ItemKey> keys;             // [B]
+  std::vector<double> probabilities;     // [B] the chance this draw had
+  std::vector<uint8_t> mask;             // [B * L] 1 = real step, 0 = padding
+  std::vector<uint32_t> times_sampled;   // [B] counting this sample
+};
+
+struct RateLimiterInfo {
+  RateLimiterSpec spec;
+  int64_t inserts = 0;
+  int64_t samples = 0;
+  int64_t deletes = 0;
+  int64_t blocked_inserts = 0;  // writer calls that had to wait
+  int64_t blocked_samples = 0;  // sample calls that had to wait
+};
+
+struct TableInfo {
+  std::string name;
+  int64_t num_steps = 0;              // steps held in the hot tier
+  int64_t num_items = 0;              // live (sampleable) items
+  int64_t num_trajectories = 0;       // trajectories in the hot tier
+  int64_t num_open_trajectories = 0;  // of those, not yet ended
+  int64_t bytes_used = 0;             // hot-tier bytes of allocated blocks
+  int64_t bytes_capacity = 0;         // hot-tier capacity in bytes
+  int64_t blocks_used = 0;
+  int64_t blocks_capacity = 0;
+  int64_t steps_inserted = 0;         // all steps ever appended
+  int64_t items_inserted = 0;         // all items ever created
+  int64_t items_sampled = 0;          // all draws ever made
+  int64_t items_removed = 0;          // removed by max_times_sampled
+  int64_t evicted_trajectories = 0;
+  int64_t evicted_items = 0;
+  RateLimiterInfo rate_limiter;
+};
+
+// Appends the steps of one trajectory at a time. After End(), the next
+// Append starts a new trajectory. Not thread-safe: use one writer per thread
+// (any number of writers may run in parallel). Destroying a writer ends an
+// open trajectory as kTruncated without waiting: padded items the rate
+// limiter does not admit at once are not created.
+//
+// Eviction: when the hot tier is full, whole trajectories leave it, the
+// oldest ended one first and the oldest open one only when none has ended.
+// After its open trajectory was evicted, a writer's next Append or End
+// returns FailedPrecondition naming it, and the Append after that starts a
+// new trajectory.
+class TrajectoryWriter {
+ public:
+  virtual ~TrajectoryWriter() = default;
+
+  // Appends one step: `step` holds one tensor per column, in schema order,
+  // each of the column's dtype and shape. May block on the rate limiter (for
+  // the item this step completes) up to WriterOptions::timeout. On any error
+  // nothing is stored.
+  virtual Status Append(std::span<const ConstTensor> step) = 0;
+
+  // Appends n steps: each tensor is [n, column shape...]. Equivalent to n
+  // calls of Append; on an error the steps before the failing one stay.
+  virtual Status AppendMany(std::span<const ConstTensor> steps) = 0;
+
+  // Ends the current trajectory. With Padding::kTail this creates the padded
+  // items of its last steps, which may block on the rate limiter; after a
+  // DeadlineExceeded the trajectory is ended and calling End again creates
+  // the items still missing. Ending an empty trajectory is a no-op.
+  virtual Status End(EndReason reason) = 0;
+
+  // Id of the current trajectory; 0 before its first step.
+  virtual uint64_t trajectory_id() const = 0;
+  // Steps appended to the current trajectory.
+  virtual int64_t num_steps() const = 0;
+};
+
+// Appends one step for each of N environments at once; environment i writes
+// its own trajectory. Not thread-safe (one thread at a time).
+class VectorWriter {
+ public:
+  virtual ~VectorWriter() = default;
+
+  // Appends one step to each environment's trajectory: each tensor is
+  // [N, column shape...]. Validation errors store nothing. Any other failure
+  // for one environment (a rate-limiter timeout, its trajectory evicted)
+  // does not stop the others: the call returns the first such error, naming
+  // the environment, and that environment alone lacks the step.
+  virtual Status Append(std::span<const ConstTensor> steps) = 0;
+  // Ends environment `env`'s trajectory; its next step starts a new one.
+  virtual Status End(size_t env, EndReason reason) = 0;
+
+  virtual size_t num_envs() const = 0;
+  // Id of environment env's current trajectory; 0 before its first step.
+  virtual uint64_t trajectory_id(size_t env) const = 0;
+};
+
+// A named table of trajectories. Obtained from DB; thread-safe. A handle
+// stays valid after DropTable or DB close, but calls then fail with
+// FailedPrecondition (or Cancelled while waiting).
+class Table {
+ public:
+  virtual ~Table() = default;
+
+  // The current spec (a copy: SetRateLimiter may change it concurrently).
+  virtual TableSpec spec() const = 0;
+  virtual const std::string& name() const = 0;
+
+  virtual Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options = {}) = 0;
+  // REQUIRES: num_envs >= 1
+  virtual Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t num_envs,
+                                                                const WriterOptions& options = {}) = 0;
+
+  // Draws batch_size items with the table's selector into `out`, reusing
+  // its buffers when the shapes match. Blocks on the rate limiter up to
+  // options.timeout. A window never crosses a trajectory boundary.
+  virtual Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) = 0;
+  Result<SampleBatch> Sample(int64_t batch_size, const SampleOptions& options = {});
+
+  // Replaces the rate limiter's parameters, keeping its counters, records
+  // them in the catalog, and wakes every waiter to re-check.
+  virtual Status SetRateLimiter(const RateLimiterSpec& spec) = 0;
+
+  virtual TableInfo Info() const = 0;
+
+  // Wakes every blocked writer and sampler with Cancelled; later calls fail.
+  virtual void Close() = 0;
+};
+
+}  // namespace replaydb
+
+#endif  // REPLAYDB_TABLE_H_

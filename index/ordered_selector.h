@@ -1,0 +1,43 @@
+// OrderedSelector: the oldest (FIFO) or newest (LIFO) live item.
+#ifndef REPLAYDB_INDEX_ORDERED_SELECTOR_H_
+#define REPLAYDB_INDEX_ORDERED_SELECTOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+
+#include "index/selector.h"
+
+namespace replaydb::index {
+
+// Items ordered by ItemRef::seq. Select always returns the item with the
+// smallest seq (kOldestFirst, FIFO) or the largest (kNewestFirst, LIFO), with
+// probability 1, and ignores the generator. Insert is amortised O(1) (seqs
+// arrive in increasing order, so each goes at the end), Remove O(log n) from
+// anywhere, Select O(1). Not thread-safe (see Selector).
+class OrderedSelector final : public Selector {
+ public:
+  enum class Order : uint8_t {
+    kOldestFirst = 0,  // FIFO
+    kNewestFirst = 1,  // LIFO
+  };
+
+  explicit OrderedSelector(Order order) : order_(order) {}
+  OrderedSelector(const OrderedSelector&) = delete;
+  OrderedSelector& operator=(const OrderedSelector&) = delete;
+
+  Order order() const { return order_; }
+
+  void Insert(const ItemRef& item) override;
+  void Remove(const ItemRef& item) override;
+  size_t size() const override { return items_.size(); }
+  Selection Select(Random& rng) const override;
+
+ private:
+  const Order order_;
+  std::map<uint64_t, ItemKey> items_;  // seq -> key
+};
+
+}  // namespace replaydb::index
+
+#endif  // REPLAYDB_INDEX_ORDERED_SELECTOR_H_

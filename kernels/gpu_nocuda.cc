@@ -1,0 +1,17 @@
+// The build without a CUDA compiler: no GPU can be used.
+#include "kernels/gpu.h"
+
+namespace replaydb::kernels {
+
+bool BuiltWithCuda() { return false; }
+
+int CudaDeviceCount(std::string* why_none) {
+  if (why_none) *why_none = "built without CUDA (no nvcc at configure time)";
+  return 0;
+}
+
+Status GpuSelfTest(int, int) {
+  return Status::NotSupported("GpuSelfTest: built without CUDA (no nvcc at configure time)");
+}
+
+}  // namespace replaydb::kernels

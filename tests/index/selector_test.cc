@@ -1,0 +1,300 @@
+#include "index/selector.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "index/ordered_selector.h"
+#include "index/uniform_selector.h"
+#include "util/random.h"
+
+namespace replaydb::index {
+namespace {
+
+// Upper-tail standard normal quantile by bisection on erfc.
+double NormalUpperQuantile(double p) {
+  double lo = 0, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    if (0.5 * std::erfc(mid / std::sqrt(2.0)) > p) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return (lo + hi) / 2;
+}
+
+// Chi-square critical value for `dof` degrees of freedom at upper-tail
+// probability p (Wilson-Hilferty approximation).
+double ChiSquareCritical(int dof, double p) {
+  const double k = dof;
+  const double a = 2.0 / (9.0 * k);
+  return k * std::pow(1.0 - a + NormalUpperQuantile(p) * std::sqrt(a), 3);
+}
+
+// A fair selector fails a test with probability 1e-6.
+constexpr double kFalseAlarm = 1e-6;
+
+uint64_t FreshSeed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+ItemRef Item(uint64_t seq) { return {MakeItemKey(seq / 7 + 1, static_cast<int64_t>(seq % 7)), seq}; }
+
+// Draws `draws` selections and returns the chi-square statistic of the
+// counts against the uniform distribution over `live`. Fails the test if a
+// key outside `live` is drawn or a probability is not 1 / live.size().
+double UniformChiSquare(const Selector& selector, const std::vector<ItemRef>& live, Random& rng,
+                        int64_t draws) {
+  std::map<ItemKey, int64_t> counts;
+  for (const ItemRef& item : live) counts[item.key] = 0;
+  for (int64_t i = 0; i < draws; ++i) {
+    const Selection s = selector.Select(rng);
+    auto it = counts.find(s.key);
+    if (it == counts.end()) {
+      ADD_FAILURE() << "selected key " << s.key << " which is not live";
+      return 1e300;
+    }
+    ++it->second;
+    if (s.probability != 1.0 / static_cast<double>(live.size())) {
+      ADD_FAILURE() << "probability " << s.probability << " with " << live.size() << " items";
+      return 1e300;
+    }
+  }
+  const double expected = static_cast<double>(draws) / static_cast<double>(live.size());
+  double chi2 = 0;
+  for (const auto& [key, count] : counts) chi2 += (count - expected) * (count - expected) / expected;
+  return chi2;
+}
+
+TEST(NewSelectorTest, MakesTheRequestedKind) {
+  Random rng(1);
+  for (SelectorKind kind : {SelectorKind::kUniform, SelectorKind::kFifo, SelectorKind::kLifo}) {
+    std::unique_ptr<Selector> selector = NewSelector(kind);
+    ASSERT_NE(selector, nullptr);
+    for (uint64_t seq = 1; seq <= 4; ++seq) selector->Insert(Item(seq));
+    EXPECT_EQ(selector->size(), 4u);
+    const Selection s = selector->Select(rng);
+    switch (kind) {
+      case SelectorKind::kUniform:
+        EXPECT_DOUBLE_EQ(s.probability, 0.25);
+        break;
+      case SelectorKind::kFifo:
+        EXPECT_EQ(s.key, Item(1).key);
+        EXPECT_EQ(s.probability, 1.0);
+        break;
+      case SelectorKind::kLifo:
+        EXPECT_EQ(s.key, Item(4).key);
+        EXPECT_EQ(s.probability, 1.0);
+        break;
+    }
+  }
+}
+
+TEST(NewSelectorTest, UnknownKindGivesNull) {
+  EXPECT_EQ(NewSelector(static_cast<SelectorKind>(200)), nullptr);
+}
+
+TEST(UniformSelectorTest, SingleItemIsAlwaysSelectedWithProbabilityOne) {
+  UniformSelector selector;
+  selector.Insert(Item(5));
+  Random rng(FreshSeed());
+  for (int i = 0; i < 100; ++i) {
+    const Selection s = selector.Select(rng);
+    EXPECT_EQ(s.key, Item(5).key);
+    EXPECT_EQ(s.probability, 1.0);
+  }
+}
+
+TEST(UniformSelectorTest, ProbabilityIsOneOverSize) {
+  UniformSelector selector;
+  Random rng(FreshSeed());
+  for (uint64_t seq = 1; seq <= 10; ++seq) {
+    selector.Insert(Item(seq));
+    EXPECT_EQ(selector.size(), seq);
+    EXPECT_EQ(selector.Select(rng).probability, 1.0 / static_cast<double>(seq));
+  }
+  selector.Remove(Item(3));
+  EXPECT_EQ(selector.size(), 9u);
+  EXPECT_EQ(selector.Select(rng).probability, 1.0 / 9);
+}
+
+TEST(UniformSelectorTest, SelectsUniformly) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Random rng(seed);
+  UniformSelector selector;
+  std::vector<ItemRef> live;
+  for (uint64_t seq = 1; seq <= 50; ++seq) {
+    selector.Insert(Item(seq));
+    live.push_back(Item(seq));
+  }
+  EXPECT_LT(UniformChiSquare(selector, live, rng, 100000), ChiSquareCritical(49, kFalseAlarm));
+}
+
+TEST(UniformSelectorTest, StaysUniformAfterRemovals) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Random rng(seed);
+  UniformSelector selector;
+  for (uint64_t seq = 1; seq <= 100; ++seq) selector.Insert(Item(seq));
+  // Remove the first, the last, and every other one in between: each removal
+  // moves the current last key into the hole.
+  std::vector<ItemRef> live;
+  for (uint64_t seq = 1; seq <= 100; ++seq) {
+    if (seq == 1 || seq == 100 || seq % 2 == 0) {
+      selector.Remove(Item(seq));
+    } else {
+      live.push_back(Item(seq));
+    }
+  }
+  ASSERT_EQ(selector.size(), live.size());
+  EXPECT_LT(UniformChiSquare(selector, live, rng, 100000),
+            ChiSquareCritical(static_cast<int>(live.size()) - 1, kFalseAlarm));
+}
+
+// Random inserts and removals against a std::set model: after every step
+// the selector holds exactly the model's keys (checked by draining it).
+TEST(UniformSelectorTest, MatchesASetUnderRandomInsertsAndRemovals) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Random rng(seed);
+  UniformSelector selector;
+  std::map<ItemKey, ItemRef> model;
+  uint64_t next_seq = 1;
+  for (int step = 0; step < 5000; ++step) {
+    if (model.empty() || rng.Uniform(3) != 0) {
+      const ItemRef item = Item(next_seq++);
+      selector.Insert(item);
+      model[item.key] = item;
+    } else {
+      auto it = model.begin();
+      std::advance(it, static_cast<long>(rng.Uniform(model.size())));
+      selector.Remove(it->second);
+      model.erase(it);
+    }
+    ASSERT_EQ(selector.size(), model.size());
+    if (!model.empty()) {
+      ASSERT_TRUE(model.count(selector.Select(rng).key));
+    }
+  }
+  // Every selected key is live, and removing them one by one empties it.
+  std::set<ItemKey> drained;
+  while (selector.size() > 0) {
+    const Selection s = selector.Select(rng);
+    ASSERT_TRUE(model.count(s.key));
+    ASSERT_TRUE(drained.insert(s.key).second);
+    selector.Remove(model[s.key]);
+  }
+  EXPECT_EQ(drained.size(), model.size());
+}
+
+TEST(UniformSelectorTest, RemovingEverythingThenInsertingAgainWorks) {
+  UniformSelector selector;
+  Random rng(FreshSeed());
+  for (uint64_t seq = 1; seq <= 3; ++seq) selector.Insert(Item(seq));
+  for (uint64_t seq = 3; seq >= 1; --seq) selector.Remove(Item(seq));
+  EXPECT_EQ(selector.size(), 0u);
+  selector.Insert(Item(10));
+  EXPECT_EQ(selector.Select(rng).key, Item(10).key);
+}
+
+// Drains a selector by repeated Select + Remove and returns the keys in the
+// order they came out.
+std::vector<ItemKey> Drain(Selector& selector, const std::map<ItemKey, ItemRef>& refs) {
+  Random rng(7);
+  std::vector<ItemKey> out;
+  while (selector.size() > 0) {
+    const Selection s = selector.Select(rng);
+    EXPECT_EQ(s.probability, 1.0);
+    out.push_back(s.key);
+    selector.Remove(refs.at(s.key));
+  }
+  return out;
+}
+
+class OrderedSelectorTest : public testing::TestWithParam<OrderedSelector::Order> {
+ protected:
+  bool fifo() const { return GetParam() == OrderedSelector::Order::kOldestFirst; }
+};
+
+TEST_P(OrderedSelectorTest, SelectsOldestOrNewestWithProbabilityOne) {
+  OrderedSelector selector(GetParam());
+  Random rng(FreshSeed());
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    selector.Insert(Item(seq * 10));
+    const Selection s = selector.Select(rng);
+    EXPECT_EQ(s.key, fifo() ? Item(10).key : Item(seq * 10).key);
+    EXPECT_EQ(s.probability, 1.0);
+  }
+  // Select does not remove.
+  EXPECT_EQ(selector.size(), 5u);
+  EXPECT_EQ(selector.Select(rng).key, selector.Select(rng).key);
+}
+
+TEST_P(OrderedSelectorTest, DrainsInInsertionOrderOrReverse) {
+  OrderedSelector selector(GetParam());
+  std::map<ItemKey, ItemRef> refs;
+  std::vector<ItemKey> inserted;
+  // Sparse, increasing seqs whose keys are not in seq order.
+  for (uint64_t i = 0; i < 20; ++i) {
+    const ItemRef item{MakeItemKey(100 - i, 0), 3 * i + 1};
+    selector.Insert(item);
+    refs[item.key] = item;
+    inserted.push_back(item.key);
+  }
+  if (!fifo()) std::reverse(inserted.begin(), inserted.end());
+  EXPECT_EQ(Drain(selector, refs), inserted);
+}
+
+TEST_P(OrderedSelectorTest, KeepsOrderAfterRemovalsInTheMiddle) {
+  OrderedSelector selector(GetParam());
+  std::map<ItemKey, ItemRef> refs;
+  for (uint64_t seq = 1; seq <= 10; ++seq) {
+    selector.Insert(Item(seq));
+    refs[Item(seq).key] = Item(seq);
+  }
+  for (uint64_t seq : {2, 5, 6, 9}) selector.Remove(Item(seq));
+  EXPECT_EQ(selector.size(), 6u);
+  // Inserts after the removals still go to the newest end.
+  selector.Insert(Item(11));
+  refs[Item(11).key] = Item(11);
+  std::vector<ItemKey> expected;
+  for (uint64_t seq : {1, 3, 4, 7, 8, 10, 11}) expected.push_back(Item(seq).key);
+  if (!fifo()) std::reverse(expected.begin(), expected.end());
+  EXPECT_EQ(Drain(selector, refs), expected);
+}
+
+TEST_P(OrderedSelectorTest, RemovingTheEndMovesSelectionToTheNextItem) {
+  OrderedSelector selector(GetParam());
+  Random rng(1);
+  for (uint64_t seq = 1; seq <= 3; ++seq) selector.Insert(Item(seq));
+  // Remove the item Select returns now; the next one in order takes over.
+  selector.Remove(fifo() ? Item(1) : Item(3));
+  EXPECT_EQ(selector.Select(rng).key, Item(2).key);
+  selector.Remove(Item(2));
+  EXPECT_EQ(selector.Select(rng).key, fifo() ? Item(3).key : Item(1).key);
+  selector.Remove(fifo() ? Item(3) : Item(1));
+  EXPECT_EQ(selector.size(), 0u);
+  selector.Insert(Item(4));
+  EXPECT_EQ(selector.Select(rng).key, Item(4).key);
+}
+
+INSTANTIATE_TEST_SUITE_P(FifoAndLifo, OrderedSelectorTest,
+                         testing::Values(OrderedSelector::Order::kOldestFirst,
+                                         OrderedSelector::Order::kNewestFirst),
+                         [](const testing::TestParamInfo<OrderedSelector::Order>& info) {
+                           return info.param == OrderedSelector::Order::kOldestFirst ? "Fifo"
+                                                                                     : "Lifo";
+                         });
+
+}  // namespace
+}  // namespace replaydb::index

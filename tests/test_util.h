@@ -1,0 +1,93 @@
+// Helpers shared by the tests: temporary directories, Status assertions,
+// random step data.
+#ifndef REPLAYDB_TESTS_TEST_UTIL_H_
+#define REPLAYDB_TESTS_TEST_UTIL_H_
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "replaydb/db.h"
+#include "replaydb/status.h"
+
+#define ASSERT_OK(expr)                                \
+  do {                                                 \
+    const ::replaydb::Status _s = (expr);              \
+    ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
+  } while (0)
+#define EXPECT_OK(expr)                                \
+  do {                                                 \
+    const ::replaydb::Status _s = (expr);              \
+    EXPECT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
+  } while (0)
+
+namespace replaydb::testing_util {
+
+// A fresh directory under TMPDIR, removed with everything in it on
+// destruction.
+class TempDir {
+ public:
+  TempDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp ? tmp : "/tmp") + "/replaydb_test_XXXXXX";
+    char* made = mkdtemp(tmpl.data());
+    if (made == nullptr) std::abort();
+    path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A seed for this test, printed so a failure can be replayed with
+// REPLAYDB_TEST_SEED.
+inline uint64_t TestSeed() {
+  if (const char* env = std::getenv("REPLAYDB_TEST_SEED")) return std::strtoull(env, nullptr, 10);
+  const uint64_t seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
+  std::cerr << "[ seed     ] REPLAYDB_TEST_SEED=" << seed << "\n";
+  return seed;
+}
+
+// One step's bytes for every column of a spec, filled with random bytes.
+struct StepData {
+  std::vector<std::vector<std::byte>> columns;
+  std::vector<ConstTensor> tensors;
+};
+
+inline StepData RandomStep(const TableSpec& spec, std::mt19937_64& rng) {
+  StepData step;
+  step.columns.resize(spec.columns.size());
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    const ColumnSpec& col = spec.columns[c];
+    auto& bytes = step.columns[c];
+    bytes.resize(col.step_bytes());
+    for (auto& b : bytes) b = static_cast<std::byte>(rng());
+    if (col.dtype == DType::kBool) {
+      for (auto& b : bytes) b = static_cast<std::byte>(static_cast<uint8_t>(b) & 1);
+    }
+    step.tensors.push_back({col.dtype, col.shape, bytes.data(), bytes.size()});
+  }
+  return step;
+}
+
+inline std::unique_ptr<DB> OpenDB(const std::string& path) {
+  auto db = DB::Open({}, path);
+  EXPECT_TRUE(db.ok()) << db.status().ToString();
+  return db.ok() ? std::move(db).value() : nullptr;
+}
+
+}  // namespace replaydb::testing_util
+
+#endif  // REPLAYDB_TESTS_TEST_UTIL_H_

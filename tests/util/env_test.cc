@@ -1,0 +1,273 @@
+// Env::Default(): the POSIX file system.
+#include "replaydb/env.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace replaydb {
+namespace {
+
+using ::testing::HasSubstr;
+
+class EnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = ::testing::TempDir() + "replaydb_env_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr) << "mkdtemp " << templ;
+    dir_ = templ;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  std::string Read(const std::string& path) {
+    std::string out;
+    const Status s = env_->ReadFileToString(path, &out);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return out;
+  }
+
+  // Runs `child` in a forked process and returns its exit code (-1 if it did
+  // not exit normally). The child leaves through _exit, skipping destructors
+  // and atexit handlers it shares with this process.
+  template <typename F>
+  static int RunInChild(F child) {
+    const pid_t pid = ::fork();
+    if (pid == 0) ::_exit(child());
+    if (pid < 0) return -1;
+    int status = 0;
+    pid_t r;
+    do {
+      r = ::waitpid(pid, &status, 0);
+    } while (r < 0 && errno == EINTR);
+    if (r != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+  }
+
+  Env* const env_ = Env::Default();
+  std::string dir_;
+};
+
+TEST_F(EnvTest, DefaultIsOneInstance) {
+  EXPECT_EQ(Env::Default(), Env::Default());
+}
+
+TEST_F(EnvTest, WriteFileAtomicCreatesAndReplaces) {
+  const std::string path = Path("CATALOG");
+  EXPECT_FALSE(env_->FileExists(path));
+  ASSERT_TRUE(env_->WriteFileAtomic(path, "first version").ok());
+  EXPECT_TRUE(env_->FileExists(path));
+  EXPECT_EQ(Read(path), "first version");
+
+  ASSERT_TRUE(env_->WriteFileAtomic(path, "v2").ok());
+  EXPECT_EQ(Read(path), "v2");
+  EXPECT_FALSE(env_->FileExists(path + ".tmp"));
+
+  ASSERT_TRUE(env_->WriteFileAtomic(path, "").ok());
+  EXPECT_EQ(Read(path), "");
+
+  // Binary data, larger than one read buffer.
+  std::string big(200 * 1024 + 7, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131);
+  ASSERT_TRUE(env_->WriteFileAtomic(path, big).ok());
+  EXPECT_EQ(Read(path), big);
+}
+
+TEST_F(EnvTest, WriteFileAtomicOverwritesStaleTmp) {
+  const std::string path = Path("CATALOG");
+  ASSERT_TRUE(env_->WriteFileAtomic(path + ".tmp", "left over by a crash, much longer").ok());
+  ASSERT_TRUE(env_->WriteFileAtomic(path, "new").ok());
+  EXPECT_EQ(Read(path), "new");
+  EXPECT_FALSE(env_->FileExists(path + ".tmp"));
+}
+
+TEST_F(EnvTest, WriteFileAtomicIntoMissingDirectoryIsIOErrorNamingPath) {
+  const std::string path = Path("no/such/dir/CATALOG");
+  const Status s = env_->WriteFileAtomic(path, "x");
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(s.message(), "open " + path + ".tmp: No such file or directory");
+}
+
+TEST_F(EnvTest, WriteFileAtomicRenameFailureKeepsTargetAndRemovesTmp) {
+  // A non-empty directory cannot be replaced by a file.
+  const std::string path = Path("target");
+  ASSERT_TRUE(env_->CreateDirIfMissing(path).ok());
+  ASSERT_TRUE(env_->WriteFileAtomic(path + "/inner", "keep").ok());
+
+  const Status s = env_->WriteFileAtomic(path, "data");
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("rename " + path + ".tmp to " + path + ": "));
+  EXPECT_FALSE(env_->FileExists(path + ".tmp"));
+  EXPECT_EQ(Read(path + "/inner"), "keep");
+}
+
+TEST_F(EnvTest, WriteFileAtomicWriteFailureKeepsOldContents) {
+  // In a child, limit file size so that write(2) stops short and then fails
+  // with EFBIG; the old file must survive and the temporary must go.
+  const std::string path = Path("CATALOG");
+  ASSERT_TRUE(env_->WriteFileAtomic(path, "old").ok());
+  const int code = RunInChild([&]() -> int {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit limit = {10, 10};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 10;
+    const Status s = Env::Default()->WriteFileAtomic(path, std::string(100, 'x'));
+    if (s.code() != Status::Code::kIOError) return 11;
+    if (s.message() != "write " + path + ".tmp: File too large") return 12;
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(Read(path), "old");
+  EXPECT_FALSE(env_->FileExists(path + ".tmp"));
+}
+
+TEST_F(EnvTest, ReadFileToStringMissingIsNotFound) {
+  std::string out = "unchanged?";
+  const Status s = env_->ReadFileToString(Path("absent"), &out);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_EQ(s.message(), "open " + Path("absent") + ": No such file or directory");
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(EnvTest, ReadFileToStringOfDirectoryIsIOError) {
+  std::string out;
+  const Status s = env_->ReadFileToString(dir_, &out);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(s.message(), "read " + dir_ + ": Is a directory");
+}
+
+TEST_F(EnvTest, CreateDirIfMissing) {
+  const std::string sub = Path("sub");
+  ASSERT_TRUE(env_->CreateDirIfMissing(sub).ok());
+  EXPECT_TRUE(env_->FileExists(sub));
+  EXPECT_TRUE(env_->CreateDirIfMissing(sub).ok()) << "existing directory is fine";
+
+  const Status nested = env_->CreateDirIfMissing(Path("a/b"));
+  EXPECT_EQ(nested.code(), Status::Code::kIOError);
+  EXPECT_EQ(nested.message(), "mkdir " + Path("a/b") + ": No such file or directory");
+
+  ASSERT_TRUE(env_->WriteFileAtomic(Path("file"), "x").ok());
+  const Status on_file = env_->CreateDirIfMissing(Path("file"));
+  EXPECT_EQ(on_file.code(), Status::Code::kIOError);
+  EXPECT_THAT(on_file.message(), HasSubstr(Path("file")));
+}
+
+TEST_F(EnvTest, GetChildren) {
+  std::vector<std::string> names = {"stale"};
+  ASSERT_TRUE(env_->GetChildren(dir_, &names).ok());
+  EXPECT_TRUE(names.empty());
+
+  ASSERT_TRUE(env_->WriteFileAtomic(Path("CATALOG"), "c").ok());
+  ASSERT_TRUE(env_->WriteFileAtomic(Path("wal-000001.log"), "w").ok());
+  ASSERT_TRUE(env_->CreateDirIfMissing(Path("cold")).ok());
+  ASSERT_TRUE(env_->GetChildren(dir_, &names).ok());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"CATALOG", "cold", "wal-000001.log"}));
+
+  const Status s = env_->GetChildren(Path("absent"), &names);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(s.message(), "opendir " + Path("absent") + ": No such file or directory");
+  EXPECT_TRUE(names.empty());
+}
+
+TEST_F(EnvTest, RemoveFile) {
+  const std::string path = Path("x");
+  ASSERT_TRUE(env_->WriteFileAtomic(path, "x").ok());
+  ASSERT_TRUE(env_->RemoveFile(path).ok());
+  EXPECT_FALSE(env_->FileExists(path));
+
+  const Status s = env_->RemoveFile(path);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_EQ(s.message(), "unlink " + path + ": No such file or directory");
+}
+
+TEST_F(EnvTest, LockIsBusyForASecondOpenerInTheSameProcess) {
+  const std::string path = Path("LOCK");
+  std::unique_ptr<FileLock> lock;
+  ASSERT_TRUE(env_->LockFile(path, &lock).ok());
+  ASSERT_NE(lock, nullptr);
+
+  std::unique_ptr<FileLock> second;
+  const Status s = env_->LockFile(path, &second);
+  EXPECT_EQ(s.code(), Status::Code::kBusy) << s.ToString();
+  EXPECT_EQ(s.message(), "database lock " + path + " is held by another read-write opener (pid " +
+                             std::to_string(::getpid()) + ", this process)");
+  EXPECT_EQ(second, nullptr);
+}
+
+TEST_F(EnvTest, LockIsBusyForAnotherProcess) {
+  const std::string path = Path("LOCK");
+  std::unique_ptr<FileLock> lock;
+  ASSERT_TRUE(env_->LockFile(path, &lock).ok());
+  const std::string expected = "database lock " + path +
+                               " is held by another read-write opener (pid " +
+                               std::to_string(::getpid()) + ")";
+  const int code = RunInChild([&]() -> int {
+    std::unique_ptr<FileLock> child_lock;
+    const Status s = Env::Default()->LockFile(path, &child_lock);
+    if (s.ok()) return 1;
+    if (s.code() != Status::Code::kBusy) return 2;
+    if (s.message() != expected) return 3;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "1: child got the lock, 2: not Busy, 3: wrong message";
+}
+
+TEST_F(EnvTest, LockIsReleasedOnDestruction) {
+  const std::string path = Path("LOCK");
+  std::unique_ptr<FileLock> lock;
+  ASSERT_TRUE(env_->LockFile(path, &lock).ok());
+  lock.reset();
+
+  // Another process can take it now (and its exit releases it again).
+  const int code = RunInChild([&]() -> int {
+    std::unique_ptr<FileLock> child_lock;
+    return Env::Default()->LockFile(path, &child_lock).ok() ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0);
+
+  // So can this one, again and again.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(env_->LockFile(path, &lock).ok()) << i;
+    lock.reset();
+  }
+}
+
+TEST_F(EnvTest, LockHeldByExitedProcessIsFree) {
+  const std::string path = Path("LOCK");
+  const int code = RunInChild([&]() -> int {
+    std::unique_ptr<FileLock> child_lock;
+    if (!Env::Default()->LockFile(path, &child_lock).ok()) return 1;
+    (void)child_lock.release();  // leaked: exiting must release it
+    return 0;
+  });
+  ASSERT_EQ(code, 0);
+  std::unique_ptr<FileLock> lock;
+  EXPECT_TRUE(env_->LockFile(path, &lock).ok());
+}
+
+TEST_F(EnvTest, LockInMissingDirectoryIsIOError) {
+  std::unique_ptr<FileLock> lock;
+  const Status s = env_->LockFile(Path("absent/LOCK"), &lock);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(s.message(), "open " + Path("absent/LOCK") + ": No such file or directory");
+}
+
+}  // namespace
+}  // namespace replaydb

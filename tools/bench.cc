@@ -1,0 +1,763 @@
+#include "tools/bench.h"
+
+#include <stdlib.h>  // mkdtemp
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <latch>
+#include <memory>
+#include <optional>
+#include <random>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "replaydb/db.h"
+#include "replaydb/options.h"
+#include "replaydb/status.h"
+#include "replaydb/table.h"
+#include "replaydb/types.h"
+#include "tools/tool_util.h"
+
+namespace replaydb::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Seconds = std::chrono::duration<double>;
+
+// Steps per trajectory, in every bench.
+constexpr int64_t kTrajectorySteps = 1000;
+// Insert: the hot tier holds min(256 MiB, 1M steps).
+constexpr int64_t kInsertCapacityBytes = int64_t{256} << 20;
+constexpr int64_t kInsertCapacityMaxSteps = int64_t{1} << 20;
+// Sample: the table is filled with about this much step data.
+constexpr int64_t kSampleFillBytes = int64_t{64} << 20;
+// Steps (or memcpy chunks) between reads of the clock in the timed loops.
+constexpr int64_t kClockCheckInterval = 64;
+// Random window offsets the sample ceiling cycles through (a power of two).
+constexpr size_t kNumRandomOffsets = size_t{1} << 16;
+// Bound on every blocking call, so that a stuck engine fails the bench
+// instead of hanging it. Nothing blocks in a healthy run: the tables use the
+// default rate limiter, which only holds samples until the first item.
+constexpr std::chrono::milliseconds kCallTimeout{60000};
+constexpr int kRepetitions = 3;
+
+constexpr char kInsertCeiling[] = "memcpy_ring";
+constexpr char kSampleCeiling[] = "memcpy_random_windows";
+
+// Keeps the compiler from discarding stores into *p that nothing reads.
+void DoNotOptimize(const void* p) {
+#if defined(__GNUC__)
+  __asm__ __volatile__("" : : "r"(p) : "memory");
+#else
+  static volatile const void* sink;
+  sink = p;
+#endif
+}
+
+// An uninitialised byte buffer.
+using Buffer = std::unique_ptr<std::byte[]>;
+
+// A buffer of n bytes filled with a pseudo-random pattern (which also
+// faults in every page before anything is timed).
+Buffer FilledBuffer(size_t n, uint64_t seed) {
+  Buffer buf(new std::byte[n]);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  size_t i = 0;
+  for (; i + sizeof(x) <= n; i += sizeof(x)) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(buf.get() + i, &x, sizeof(x));
+  }
+  for (; i < n; ++i) buf[i] = static_cast<std::byte>(i);
+  return buf;
+}
+
+struct Timing {
+  Seconds duration;  // of one timed repetition
+  int repetitions = kRepetitions;
+};
+
+struct Param {
+  std::string name;
+  int64_t value = 0;
+};
+
+// The goal a row is held to.
+struct Target {
+  enum class Kind { kRatioAtLeast, kValueAtLeast };
+  Kind kind = Kind::kRatioAtLeast;
+  double threshold = 0;
+  std::string text;  // printed beside the row and in the footer
+};
+
+struct BenchResult {
+  std::string bench;
+  std::vector<Param> params;
+  double value = 0;
+  std::string unit;
+  std::optional<double> ceiling;
+  std::string ceiling_name;
+  std::optional<Target> target;
+
+  std::optional<double> ratio() const {
+    if (!ceiling.has_value() || !(*ceiling > 0)) return std::nullopt;
+    return value / *ceiling;
+  }
+  // nullopt when no target applies (or the ratio it needs is unknown).
+  std::optional<bool> target_met() const {
+    if (!target.has_value()) return std::nullopt;
+    if (target->kind == Target::Kind::kValueAtLeast) return value >= target->threshold;
+    std::optional<double> r = ratio();
+    if (!r.has_value()) return std::nullopt;
+    return *r >= target->threshold;
+  }
+};
+
+using BenchFn = std::function<Result<BenchResult>(DB* db, const Timing& timing)>;
+
+struct BenchCase {
+  std::string bench;
+  std::vector<Param> params;
+  BenchFn run;
+
+  // "insert/step_bytes=64/writers=1": what --filter matches.
+  std::string Id() const {
+    std::string id = bench;
+    for (const Param& p : params) id += "/" + p.name + "=" + std::to_string(p.value);
+    return id;
+  }
+};
+
+// Runs `measure` (one timed repetition, returning a rate) `repetitions`
+// times and returns the median.
+Result<double> Median(int repetitions, const std::function<Result<double>()>& measure) {
+  std::vector<double> rates;
+  for (int i = 0; i < repetitions; ++i) {
+    Result<double> rate = measure();
+    if (!rate.ok()) return rate.status();
+    rates.push_back(*rate);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+// Creates `spec`'s table, runs `body` on it, then drops it so that benches do
+// not hold each other's memory. The body's error wins over the drop's.
+Result<BenchResult> WithTable(DB* db, const TableSpec& spec,
+                              const std::function<Result<BenchResult>(Table*)>& body) {
+  auto table_or = db->CreateTable(spec);
+  if (!table_or.ok()) return table_or.status().WithContext("CreateTable");
+  std::shared_ptr<Table> table = std::move(table_or).value();
+  Result<BenchResult> result = body(table.get());
+  Status dropped = db->DropTable(spec.name);
+  if (result.ok() && !dropped.ok()) return dropped.WithContext("DropTable");
+  return result;
+}
+
+TableSpec OneColumnSpec(std::string name, int64_t step_bytes) {
+  TableSpec spec;
+  spec.name = std::move(name);
+  spec.columns = {{"data", DType::kU8, Shape{step_bytes}}};
+  return spec;
+}
+
+// ------------------------------------------------------------------ insert
+
+struct WritePhase {
+  int64_t steps = 0;
+  double seconds = 0;
+};
+
+// Starts `sources.size()` writer threads together. Writer w appends steps of
+// `step_bytes` taken in turn from sources[w] (kTrajectorySteps steps), ending
+// a trajectory (terminal) every kTrajectorySteps steps and truncating the
+// last one. Each writer stops after `steps_per_writer` steps if that is > 0,
+// otherwise once `duration` has passed since the common start. The phase's
+// time runs from the common start to the last writer's last step.
+Result<WritePhase> RunWriters(Table* table, const std::vector<Buffer>& sources, int64_t step_bytes,
+                              int64_t steps_per_writer, Seconds duration) {
+  const size_t n = sources.size();
+  std::latch ready(static_cast<ptrdiff_t>(n));
+  std::atomic<bool> go{false};
+  std::atomic<bool> failed{false};
+  Clock::time_point start;  // written before `go` is released
+  std::vector<Status> status(n);
+  std::vector<int64_t> steps(n, 0);
+  std::vector<Clock::time_point> stop(n);
+
+  auto body = [&](size_t w) {
+    WriterOptions options;
+    options.timeout = kCallTimeout;
+    auto writer_or = table->NewWriter(options);
+    if (!writer_or.ok()) {
+      status[w] = writer_or.status().WithContext("NewWriter");
+      failed.store(true);
+      ready.count_down();
+      return;
+    }
+    std::unique_ptr<TrajectoryWriter> writer = std::move(writer_or).value();
+    ConstTensor tensor{DType::kU8, Shape{step_bytes}, nullptr, static_cast<size_t>(step_bytes)};
+    const std::span<const ConstTensor> step(&tensor, 1);
+    const std::byte* src = sources[w].get();
+
+    ready.count_down();
+    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+    const Clock::time_point deadline =
+        start + std::chrono::duration_cast<Clock::duration>(duration);
+
+    int64_t done = 0;
+    int64_t in_trajectory = 0;
+    for (;;) {
+      if (steps_per_writer > 0 && done >= steps_per_writer) break;
+      if (done % kClockCheckInterval == 0) {
+        if (failed.load(std::memory_order_relaxed)) break;
+        if (steps_per_writer <= 0 && Clock::now() >= deadline) break;
+      }
+      tensor.data = src + in_trajectory * step_bytes;
+      Status s = writer->Append(step);
+      if (!s.ok()) {
+        status[w] = s.WithContext("Append");
+        failed.store(true);
+        break;
+      }
+      ++done;
+      if (++in_trajectory == kTrajectorySteps) {
+        s = writer->End(EndReason::kTerminal);
+        if (!s.ok()) {
+          status[w] = s.WithContext("End");
+          failed.store(true);
+          break;
+        }
+        in_trajectory = 0;
+      }
+    }
+    stop[w] = Clock::now();
+    steps[w] = done;
+    if (status[w].ok() && in_trajectory > 0) {
+      Status s = writer->End(EndReason::kTruncated);
+      if (!s.ok()) {
+        status[w] = s.WithContext("End");
+        failed.store(true);
+      }
+    }
+  };
+
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t w = 0; w < n; ++w) threads.emplace_back(body, w);
+  ready.wait();
+  start = Clock::now();
+  go.store(true, std::memory_order_release);
+  for (std::thread& t : threads) t.join();
+
+  for (size_t w = 0; w < n; ++w) {
+    if (!status[w].ok()) return status[w].WithContext("writer " + std::to_string(w));
+  }
+  WritePhase phase;
+  Clock::time_point last = start;
+  for (size_t w = 0; w < n; ++w) {
+    phase.steps += steps[w];
+    last = std::max(last, stop[w]);
+  }
+  phase.seconds = Seconds(last - start).count();
+  if (phase.steps == 0 || !(phase.seconds > 0)) {
+    return Status::Internal("the writers made no progress in the timed phase");
+  }
+  return phase;
+}
+
+// Chunks of `step_bytes` per second that one thread memcpy's from `src`
+// (src_steps steps, taken in turn) into `ring` (ring_steps steps, filled in
+// turn) during `duration`.
+double MemcpyRingRate(const std::byte* src, int64_t src_steps, std::byte* ring, int64_t ring_steps,
+                      int64_t step_bytes, Seconds duration) {
+  const size_t chunk = static_cast<size_t>(step_bytes);
+  int64_t s = 0;
+  int64_t r = 0;
+  int64_t copies = 0;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(duration);
+  Clock::time_point now = start;
+  for (;;) {
+    for (int64_t i = 0; i < kClockCheckInterval; ++i) {
+      std::memcpy(ring + r * step_bytes, src + s * step_bytes, chunk);
+      if (++s == src_steps) s = 0;
+      if (++r == ring_steps) r = 0;
+    }
+    copies += kClockCheckInterval;
+    DoNotOptimize(ring);
+    now = Clock::now();
+    if (now >= deadline) break;
+  }
+  return static_cast<double>(copies) / Seconds(now - start).count();
+}
+
+Result<BenchResult> RunInsert(DB* db, const Timing& timing, int64_t step_bytes, int writers) {
+  TableSpec spec = OneColumnSpec("bench_insert", step_bytes);
+  spec.capacity_steps = std::min(kInsertCapacityMaxSteps, kInsertCapacityBytes / step_bytes);
+
+  return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
+    const TableInfo info = table->Info();
+    const int64_t ring_steps = info.bytes_capacity / step_bytes;
+    if (ring_steps < 1) {
+      return Status::Internal("table info reports a hot tier of " +
+                              std::to_string(info.bytes_capacity) + " bytes");
+    }
+
+    std::vector<Buffer> sources;
+    for (int w = 0; w < writers; ++w) {
+      sources.push_back(
+          FilledBuffer(static_cast<size_t>(kTrajectorySteps * step_bytes), uint64_t(w) + 1));
+    }
+
+    // Warm-up: fill the hot tier once, so that the timed runs evict.
+    const int64_t warmup_steps = (ring_steps + writers - 1) / writers;
+    Result<WritePhase> warmup = RunWriters(table, sources, step_bytes, warmup_steps, Seconds(0));
+    if (!warmup.ok()) return warmup.status().WithContext("warm-up");
+
+    Result<double> steps_per_second = Median(timing.repetitions, [&]() -> Result<double> {
+      Result<WritePhase> phase = RunWriters(table, sources, step_bytes, 0, timing.duration);
+      if (!phase.ok()) return phase.status();
+      return static_cast<double>(phase->steps) / phase->seconds;
+    });
+    if (!steps_per_second.ok()) return steps_per_second.status();
+
+    // Ceiling: the same chunks from the same kind of source into a ring the
+    // size of the hot tier; one pass first to fault the ring in.
+    Buffer src = FilledBuffer(static_cast<size_t>(kTrajectorySteps * step_bytes), 99);
+    Buffer ring = FilledBuffer(static_cast<size_t>(ring_steps * step_bytes), 100);
+    (void)MemcpyRingRate(src.get(), kTrajectorySteps, ring.get(), ring_steps, step_bytes,
+                         timing.duration / 4);
+    Result<double> ceiling_steps = Median(timing.repetitions, [&]() -> Result<double> {
+      return MemcpyRingRate(src.get(), kTrajectorySteps, ring.get(), ring_steps, step_bytes,
+                            timing.duration);
+    });
+    if (!ceiling_steps.ok()) return ceiling_steps.status();
+
+    BenchResult result;
+    // Large steps are bandwidth-bound (bytes/s), small ones overhead-bound
+    // (steps/s).
+    const bool in_bytes = step_bytes >= 1024;
+    const double scale = in_bytes ? static_cast<double>(step_bytes) : 1.0;
+    result.value = *steps_per_second * scale;
+    result.unit = in_bytes ? "B/s" : "steps/s";
+    result.ceiling = *ceiling_steps * scale;
+    result.ceiling_name = kInsertCeiling;
+    return result;
+  });
+}
+
+// ------------------------------------------------------------------ sample
+
+// Samples per second of `batch_size` from `table` into *batch during
+// `duration`.
+Result<double> SampleRate(Table* table, int64_t batch_size, Seconds duration, SampleBatch* batch) {
+  SampleOptions options;
+  options.timeout = kCallTimeout;
+  int64_t samples = 0;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(duration);
+  Clock::time_point now = start;
+  do {
+    Status s = table->Sample(batch_size, options, batch);
+    if (!s.ok()) return s.WithContext("Sample");
+    ++samples;
+    now = Clock::now();
+  } while (now < deadline);
+  return static_cast<double>(samples) / Seconds(now - start).count();
+}
+
+// Batches per second of `batch_size` windows of `window_bytes`, copied by one
+// thread from `offsets` (byte offsets into `src`, taken in turn) into `dst`.
+double MemcpyWindowsRate(const std::byte* src, const std::vector<size_t>& offsets, std::byte* dst,
+                         int64_t batch_size, size_t window_bytes, Seconds duration) {
+  size_t next = 0;
+  int64_t batches = 0;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(duration);
+  Clock::time_point now = start;
+  do {
+    std::byte* out = dst;
+    for (int64_t b = 0; b < batch_size; ++b) {
+      std::memcpy(out, src + offsets[next], window_bytes);
+      next = (next + 1) & (kNumRandomOffsets - 1);
+      out += window_bytes;
+    }
+    DoNotOptimize(dst);
+    ++batches;
+    now = Clock::now();
+  } while (now < deadline);
+  return static_cast<double>(batches) / Seconds(now - start).count();
+}
+
+Result<BenchResult> RunSampleUniform(DB* db, const Timing& timing, int64_t step_bytes,
+                                     int64_t batch_size, int64_t sequence_length) {
+  const int64_t trajectories = std::max<int64_t>(
+      1, (kSampleFillBytes + kTrajectorySteps * step_bytes - 1) / (kTrajectorySteps * step_bytes));
+  const int64_t fill_steps = trajectories * kTrajectorySteps;
+  TableSpec spec = OneColumnSpec("bench_sample_uniform", step_bytes);
+  spec.sequence_length = sequence_length;
+  spec.padding = Padding::kNone;
+  spec.selector = SelectorKind::kUniform;
+  // Room to spare, so that the fill evicts nothing whatever the block size.
+  spec.capacity_steps = 2 * fill_steps;
+
+  return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
+    // Fill: whole trajectories, 1000 steps per AppendMany.
+    {
+      WriterOptions options;
+      options.timeout = kCallTimeout;
+      auto writer_or = table->NewWriter(options);
+      if (!writer_or.ok()) return writer_or.status().WithContext("NewWriter");
+      std::unique_ptr<TrajectoryWriter> writer = std::move(writer_or).value();
+      const size_t bytes = static_cast<size_t>(kTrajectorySteps * step_bytes);
+      Buffer src = FilledBuffer(bytes, 7);
+      const ConstTensor steps{DType::kU8, Shape{kTrajectorySteps, step_bytes}, src.get(), bytes};
+      for (int64_t t = 0; t < trajectories; ++t) {
+        Status s = writer->AppendMany(std::span<const ConstTensor>(&steps, 1));
+        if (!s.ok()) return s.WithContext("fill: AppendMany");
+        s = writer->End(EndReason::kTerminal);
+        if (!s.ok()) return s.WithContext("fill: End");
+      }
+    }
+    const TableInfo info = table->Info();
+    const int64_t expected_items = trajectories * (kTrajectorySteps - sequence_length + 1);
+    if (info.num_steps != fill_steps || info.num_items != expected_items) {
+      return Status::Internal("after the fill the table holds " + std::to_string(info.num_steps) +
+                              " steps and " + std::to_string(info.num_items) + " items; expected " +
+                              std::to_string(fill_steps) + " and " +
+                              std::to_string(expected_items));
+    }
+
+    const size_t window_bytes = static_cast<size_t>(sequence_length * step_bytes);
+    const size_t bytes_per_sample = static_cast<size_t>(batch_size) * window_bytes;
+
+    // Warm-up, which also sizes the reused batch; then check its shape so
+    // that the bytes counted are the bytes delivered.
+    SampleBatch batch;
+    Result<double> warmup = SampleRate(table, batch_size, timing.duration / 2, &batch);
+    if (!warmup.ok()) return warmup.status().WithContext("warm-up");
+    if (batch.batch_size != batch_size || batch.sequence_length != sequence_length ||
+        batch.columns.size() != 1 || batch.columns[0].size_bytes() != bytes_per_sample) {
+      return Status::Internal("Sample returned a batch of " + std::to_string(batch.batch_size) +
+                              " x " + std::to_string(batch.sequence_length) + " with " +
+                              std::to_string(batch.columns.size()) + " columns");
+    }
+    Result<double> samples_per_second = Median(timing.repetitions, [&]() -> Result<double> {
+      return SampleRate(table, batch_size, timing.duration, &batch);
+    });
+    if (!samples_per_second.ok()) return samples_per_second.status();
+
+    // Ceiling: the same windows copied from random step offsets of a buffer
+    // as large as the filled steps.
+    Buffer src = FilledBuffer(static_cast<size_t>(fill_steps * step_bytes), 11);
+    Buffer dst = FilledBuffer(bytes_per_sample, 12);
+    std::vector<size_t> offsets(kNumRandomOffsets);
+    std::mt19937_64 rng(2024);
+    std::uniform_int_distribution<int64_t> start_dist(0, fill_steps - sequence_length);
+    for (size_t& o : offsets) o = static_cast<size_t>(start_dist(rng) * step_bytes);
+    (void)MemcpyWindowsRate(src.get(), offsets, dst.get(), batch_size, window_bytes,
+                            timing.duration / 4);
+    Result<double> ceiling_batches = Median(timing.repetitions, [&]() -> Result<double> {
+      return MemcpyWindowsRate(src.get(), offsets, dst.get(), batch_size, window_bytes,
+                               timing.duration);
+    });
+    if (!ceiling_batches.ok()) return ceiling_batches.status();
+
+    BenchResult result;
+    result.value = *samples_per_second * static_cast<double>(bytes_per_sample);
+    result.unit = "B/s";
+    result.ceiling = *ceiling_batches * static_cast<double>(bytes_per_sample);
+    result.ceiling_name = kSampleCeiling;
+    return result;
+  });
+}
+
+// ------------------------------------------------------------------- cases
+
+Target RatioTarget() {
+  return {Target::Kind::kRatioAtLeast, 0.5, "ratio >= 0.50"};
+}
+Target StepsTarget() {
+  return {Target::Kind::kValueAtLeast, 2e6, ">= 2M steps/s"};
+}
+
+struct CaseWithTarget {
+  BenchCase bench_case;
+  std::optional<Target> target;
+};
+
+std::vector<CaseWithTarget> AllCases() {
+  std::vector<CaseWithTarget> cases;
+  for (int64_t step_bytes : {int64_t{64}, int64_t{16384}}) {
+    for (int writers : {1, 4}) {
+      std::optional<Target> target;
+      if (step_bytes == 16384 && writers == 1) target = RatioTarget();
+      if (step_bytes == 64) target = StepsTarget();
+      cases.push_back({{"insert",
+                        {{"step_bytes", step_bytes}, {"writers", writers}},
+                        [step_bytes, writers](DB* db, const Timing& timing) {
+                          return RunInsert(db, timing, step_bytes, writers);
+                        }},
+                       target});
+    }
+  }
+  constexpr int64_t kBatch = 256;
+  for (int64_t step_bytes : {int64_t{64}, int64_t{16384}}) {
+    for (int64_t l : {int64_t{1}, int64_t{32}}) {
+      std::optional<Target> target;
+      if (step_bytes == 16384 && l == 32) target = RatioTarget();
+      cases.push_back({{"sample_uniform",
+                        {{"step_bytes", step_bytes}, {"batch", kBatch}, {"L", l}},
+                        [step_bytes, l](DB* db, const Timing& timing) {
+                          return RunSampleUniform(db, timing, step_bytes, kBatch, l);
+                        }},
+                       target});
+    }
+  }
+  return cases;
+}
+
+// ------------------------------------------------------------------ output
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
+          out->append(buf);
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+// Shortest round-trip form; null for a value JSON cannot hold.
+void AppendJsonNumber(std::string* out, std::optional<double> v) {
+  if (!v.has_value() || !std::isfinite(*v)) {
+    out->append("null");
+    return;
+  }
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), *v);
+  if (ec != std::errc()) {
+    out->append("null");
+    return;
+  }
+  out->append(buf, end);
+}
+
+std::string JsonLine(const BenchResult& r) {
+  std::string out = "{\"bench\": ";
+  AppendJsonString(&out, r.bench);
+  out.append(", \"params\": {");
+  for (size_t i = 0; i < r.params.size(); ++i) {
+    if (i != 0) out.append(", ");
+    AppendJsonString(&out, r.params[i].name);
+    out.append(": ");
+    out.append(std::to_string(r.params[i].value));
+  }
+  out.append("}, \"value\": ");
+  AppendJsonNumber(&out, r.value);
+  out.append(", \"unit\": ");
+  AppendJsonString(&out, r.unit);
+  out.append(", \"ceiling\": ");
+  AppendJsonNumber(&out, r.ceiling);
+  out.append(", \"ceiling_name\": ");
+  AppendJsonString(&out, r.ceiling_name);
+  out.append(", \"ratio\": ");
+  AppendJsonNumber(&out, r.ratio());
+  out.append("}");
+  return out;
+}
+
+std::string ParamsText(const std::vector<Param>& params) {
+  std::string out;
+  for (const Param& p : params) {
+    if (!out.empty()) out.push_back(' ');
+    out += p.name + "=" + std::to_string(p.value);
+  }
+  return out;
+}
+
+constexpr char kRowFormat[] = "%-15s %-32s %10s %-8s %10s %-22s %6s  %s\n";
+
+void PrintTableHeader(const Timing& timing) {
+  std::printf(
+      "replaydb bench: median of %d timed runs of %.1f s each after a warm-up; ceilings "
+      "measured in this run; %u hardware threads\n\n",
+      timing.repetitions, timing.duration.count(), std::thread::hardware_concurrency());
+  std::printf(kRowFormat, "bench", "params", "value", "unit", "ceiling", "ceiling_name", "ratio",
+              "target");
+}
+
+void PrintTableRow(const BenchResult& r) {
+  const std::optional<double> ratio = r.ratio();
+  char ratio_text[32] = "-";
+  if (ratio.has_value()) std::snprintf(ratio_text, sizeof(ratio_text), "%.2f", *ratio);
+  std::string target;
+  if (std::optional<bool> met = r.target_met(); met.has_value()) {
+    target = (*met ? "met (" : "MISSED (") + r.target->text + ")";
+  }
+  std::printf(kRowFormat, r.bench.c_str(), ParamsText(r.params).c_str(), FormatSi(r.value).c_str(),
+              r.unit.c_str(), r.ceiling.has_value() ? FormatSi(*r.ceiling).c_str() : "-",
+              r.ceiling_name.c_str(), ratio_text, target.c_str());
+}
+
+void PrintTableFooter() {
+  std::printf(
+      "\n"
+      "targets:\n"
+      "  insert step_bytes=16384 writers=1               one writer >= 50%% of memcpy "
+      "(ratio >= 0.50)\n"
+      "  insert step_bytes=64                            >= 2M steps/s\n"
+      "  sample_uniform step_bytes=16384 batch=256 L=32  >= 50%% of memcpy (ratio >= 0.50)\n"
+      "ceilings (one thread, same run):\n"
+      "  %-22s memcpy of the same step-sized chunks from a %" PRId64
+      "-step source into a ring the size of the table's hot tier\n"
+      "  %-22s memcpy of B windows of L steps from random step offsets of a buffer the size of "
+      "the sampled steps into one batch buffer\n",
+      kInsertCeiling, kTrajectorySteps, kSampleCeiling);
+}
+
+// A fresh directory under $TMPDIR (or /tmp) for the bench database.
+Result<std::string> MakeTempDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/replaydb-bench-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return Status::IOError("mkdtemp '" + pattern + "': " + std::strerror(errno));
+  }
+  return pattern;
+}
+
+void PrintUsage(std::FILE* f) {
+  std::fprintf(f,
+               "usage: replaydb %s\n"
+               "  %s\n"
+               "  --json               one JSON object per line instead of a table\n"
+               "  --filter SUBSTRING   run only the benchmarks whose id contains SUBSTRING;\n"
+               "                       ids are NAME/param=value/..., e.g.\n"
+               "                       insert/step_bytes=64/writers=1\n"
+               "  --quick              time 0.2 s per run instead of 1.0 s\n",
+               std::string(kBenchUsage).c_str(), std::string(kBenchSummary).c_str());
+}
+
+}  // namespace
+
+int BenchCommand(std::span<const std::string> args) {
+  bool json = false;
+  bool quick = false;
+  bool help = false;
+  std::string filter;
+  const FlagSpec flags[] = {
+      {"json", &json, nullptr},
+      {"quick", &quick, nullptr},
+      {"filter", nullptr, &filter},
+      {"help", &help, nullptr},
+  };
+  std::vector<std::string> positional;
+  Status status = ParseFlags(args, flags, &positional);
+  if (status.ok() && !positional.empty()) {
+    status = Status::InvalidArgument("unexpected argument '" + positional[0] + "'");
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "replaydb bench: %s\n", status.message().c_str());
+    PrintUsage(stderr);
+    return kExitUsage;
+  }
+  if (help) {
+    PrintUsage(stdout);
+    return kExitOk;
+  }
+
+  std::vector<CaseWithTarget> cases;
+  for (CaseWithTarget& c : AllCases()) {
+    if (c.bench_case.Id().find(filter) != std::string::npos) cases.push_back(std::move(c));
+  }
+  if (cases.empty()) {
+    std::fprintf(stderr, "replaydb bench: no benchmark id contains '%s'\n", filter.c_str());
+    return kExitUsage;
+  }
+
+  Timing timing;
+  timing.duration = Seconds(quick ? 0.2 : 1.0);
+
+  Result<std::string> dir = MakeTempDir();
+  if (!dir.ok()) {
+    std::fprintf(stderr, "replaydb bench: %s\n", dir.status().ToString().c_str());
+    return kExitFailure;
+  }
+  int exit_code = kExitOk;
+  {
+    DBOptions options;
+    options.error_if_exists = true;
+    auto db_or = DB::Open(options, *dir);
+    if (!db_or.ok()) {
+      std::fprintf(stderr, "replaydb bench: opening '%s': %s\n", dir->c_str(),
+                   db_or.status().ToString().c_str());
+      exit_code = kExitFailure;
+    } else {
+      std::unique_ptr<DB> db = std::move(db_or).value();
+      if (!json) PrintTableHeader(timing);
+      std::fflush(stdout);
+      for (const CaseWithTarget& c : cases) {
+        Result<BenchResult> result = c.bench_case.run(db.get(), timing);
+        if (!result.ok()) {
+          std::fprintf(stderr, "replaydb bench: %s: %s\n", c.bench_case.Id().c_str(),
+                       result.status().ToString().c_str());
+          exit_code = kExitFailure;
+          break;
+        }
+        result->bench = c.bench_case.bench;
+        result->params = c.bench_case.params;
+        result->target = c.target;
+        if (json) {
+          std::printf("%s\n", JsonLine(*result).c_str());
+        } else {
+          PrintTableRow(*result);
+        }
+        std::fflush(stdout);
+      }
+      if (!json && exit_code == kExitOk) PrintTableFooter();
+    }
+  }
+  // The directory and everything in it are this run's own.
+  std::error_code ec;
+  std::filesystem::remove_all(*dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "replaydb bench: warning: cannot remove '%s': %s\n", dir->c_str(),
+                 ec.message().c_str());
+  }
+  return exit_code;
+}
+
+}  // namespace replaydb::tools

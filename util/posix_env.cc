@@ -1,0 +1,290 @@
+// PosixEnv: Env::Default(), replaydb's file I/O on a POSIX file system.
+//
+// Every failure is a Status naming the system call, the path and the system
+// error, e.g. "open /db/CATALOG.tmp: No space left on device". Missing files
+// are NotFound where env.h says so (ReadFileToString, RemoveFile); every other
+// failure is IOError.
+//
+// Thread safety: PosixEnv holds no state; every method may be called from any
+// thread. WriteFileAtomic REQUIRES that no other thread or process writes the
+// same path at the same time (both would use `path`.tmp).
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "replaydb/env.h"
+#include "replaydb/status.h"
+
+namespace replaydb {
+namespace {
+
+// strerror_r comes in two flavours (GNU returns the text, XSI fills `buf`);
+// overload resolution picks the one this libc has.
+[[maybe_unused]] const char* StrerrorResult(const char* text, const char* /*buf*/) {
+  return text;
+}
+[[maybe_unused]] const char* StrerrorResult(int rc, const char* buf) {
+  return rc == 0 ? buf : "Unknown error";
+}
+
+std::string ErrnoText(int err) {
+  char buf[256] = {};
+  return StrerrorResult(strerror_r(err, buf, sizeof(buf)), buf);
+}
+
+// "<op> <path>: <strerror(err)>".
+std::string ErrorMessage(std::string_view op, const std::string& path, int err) {
+  std::string msg(op);
+  msg += ' ';
+  msg += path;
+  msg += ": ";
+  msg += ErrnoText(err);
+  return msg;
+}
+
+Status IOErrorFor(std::string_view op, const std::string& path, int err) {
+  return Status::IOError(ErrorMessage(op, path, err));
+}
+
+// NotFound for a missing file, IOError otherwise.
+Status NotFoundOrIOError(std::string_view op, const std::string& path, int err) {
+  if (err == ENOENT) return Status::NotFound(ErrorMessage(op, path, err));
+  return IOErrorFor(op, path, err);
+}
+
+// open(2), retried on EINTR. Returns the fd or -1 with errno set.
+int OpenRetrying(const char* path, int flags, mode_t mode = 0) {
+  int fd;
+  do {
+    fd = ::open(path, flags | O_CLOEXEC, mode);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+// Writes all of `data`, looping over partial writes and EINTR.
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IOErrorFor("write", path, errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+Status FsyncFd(int fd, const std::string& path) {
+  int rc;
+  do {
+    rc = ::fsync(fd);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return IOErrorFor("fsync", path, errno);
+  return Status::OK();
+}
+
+// The directory holding `path`: "." for a bare name, "/" for "/name".
+std::string DirName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+Status SyncDir(const std::string& dir) {
+  const int fd = OpenRetrying(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return IOErrorFor("open", dir, errno);
+  Status s = FsyncFd(fd, dir);
+  ::close(fd);
+  return s;
+}
+
+// The pid recorded in a lock file, or 0 if it holds none.
+long ReadLockHolderPid(int fd) {
+  char buf[32] = {};
+  ssize_t n;
+  do {
+    n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return 0;
+  long pid = 0;
+  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) {
+    if (pid > 100000000) return 0;  // not a pid
+    pid = pid * 10 + (buf[i] - '0');
+  }
+  return pid;
+}
+
+// Holds flock(LOCK_EX) on its own open file description of the lock file.
+// flock locks belong to the open file description, so a second open of the
+// same path, in this process or another, conflicts with it. (POSIX record
+// locks, fcntl(F_SETLK), would not do: they belong to the process, so a second
+// opener in the same process would get the lock too, and closing any
+// descriptor of the file would drop it.) A child forked
+// while the lock is held inherits the description and with it the lock, until
+// the child exits or closes the descriptor (O_CLOEXEC covers exec).
+class PosixFileLock final : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  PosixFileLock(const PosixFileLock&) = delete;
+  PosixFileLock& operator=(const PosixFileLock&) = delete;
+
+  ~PosixFileLock() override {
+    // Forget the holder's pid so a stale one is never reported; best effort.
+    (void)!::ftruncate(fd_, 0);
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+
+ private:
+  const int fd_;
+};
+
+class PosixEnv final : public Env {
+ public:
+  Status CreateDirIfMissing(const std::string& dir) override {
+    if (::mkdir(dir.c_str(), 0755) == 0) return Status::OK();
+    const int err = errno;
+    if (err == EEXIST) {
+      struct stat st;
+      if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return Status::OK();
+      return Status::IOError("mkdir " + dir + ": exists and is not a directory");
+    }
+    return IOErrorFor("mkdir", dir, err);
+  }
+
+  bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+
+  Status ReadFileToString(const std::string& path, std::string* out) override {
+    out->clear();
+    const int fd = OpenRetrying(path.c_str(), O_RDONLY);
+    if (fd < 0) return NotFoundOrIOError("open", path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      out->reserve(static_cast<size_t>(st.st_size));
+    }
+    char buf[64 * 1024];
+    Status s;
+    while (true) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        s = IOErrorFor("read", path, errno);
+        break;
+      }
+      if (n == 0) break;
+      out->append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    if (!s.ok()) out->clear();
+    return s;
+  }
+
+  Status WriteFileAtomic(const std::string& path, std::string_view data) override {
+    const std::string tmp = path + ".tmp";
+    const int fd = OpenRetrying(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return IOErrorFor("open", tmp, errno);
+    Status s = WriteAll(fd, data, tmp);
+    if (s.ok()) s = FsyncFd(fd, tmp);
+    // close() may report a deferred write error (NFS); never retried, since
+    // the descriptor is released even when it fails.
+    if (::close(fd) != 0 && s.ok()) s = IOErrorFor("close", tmp, errno);
+    if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+      s = IOErrorFor("rename " + tmp + " to", path, errno);
+    }
+    if (!s.ok()) {
+      ::unlink(tmp.c_str());
+      return s;
+    }
+    // The rename is done: `path` already holds the new bytes, so a failure
+    // from here on cannot restore the old ones. It means the replacement may
+    // not survive a crash.
+    return SyncDir(DirName(path));
+  }
+
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return NotFoundOrIOError("unlink", path, errno);
+    return Status::OK();
+  }
+
+  Status GetChildren(const std::string& dir, std::vector<std::string>* names) override {
+    names->clear();
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return IOErrorFor("opendir", dir, errno);
+    Status s;
+    while (true) {
+      errno = 0;
+      const struct dirent* entry = ::readdir(d);
+      if (entry == nullptr) {
+        if (errno != 0) s = IOErrorFor("readdir", dir, errno);
+        break;
+      }
+      const std::string_view name(entry->d_name);
+      if (name == "." || name == "..") continue;
+      names->emplace_back(name);
+    }
+    ::closedir(d);
+    if (!s.ok()) names->clear();
+    return s;
+  }
+
+  Status LockFile(const std::string& path, std::unique_ptr<FileLock>* lock) override {
+    lock->reset();
+    const int fd = OpenRetrying(path.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0) return IOErrorFor("open", path, errno);
+    int rc;
+    do {
+      rc = ::flock(fd, LOCK_EX | LOCK_NB);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      const int err = errno;
+      if (err == EWOULDBLOCK) {
+        // The holder writes its pid right after locking; it may not have yet.
+        const long pid = ReadLockHolderPid(fd);
+        ::close(fd);
+        std::string msg = "database lock " + path + " is held by another read-write opener";
+        if (pid == 0) {
+          msg += " (pid unknown)";
+        } else if (pid == static_cast<long>(::getpid())) {
+          msg += " (pid " + std::to_string(pid) + ", this process)";
+        } else {
+          msg += " (pid " + std::to_string(pid) + ")";
+        }
+        return Status::Busy(std::move(msg));
+      }
+      ::close(fd);
+      return IOErrorFor("flock", path, err);
+    }
+    // Record the holder for the Busy message of later openers. Best effort:
+    // the lock is held whether or not this succeeds.
+    const std::string pid_text = std::to_string(static_cast<long>(::getpid())) + "\n";
+    if (::ftruncate(fd, 0) == 0) {
+      (void)!::pwrite(fd, pid_text.data(), pid_text.size(), 0);
+    }
+    *lock = std::make_unique<PosixFileLock>(fd);
+    return Status::OK();
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  // Never destroyed, so it stays usable from other static destructors.
+  static Env* const env = new PosixEnv;
+  return env;
+}
+
+}  // namespace replaydb
