@@ -20,6 +20,10 @@ namespace {
 // Largest batch one Sample call accepts.
 constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
 
+// Steps up to this size are copied while the table's mutex is held (cheaper
+// than a second lock round trip); larger ones outside it.
+constexpr size_t kCopyUnderLockBytes = 1024;
+
 std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // One contiguous run of a window inside one block.
@@ -102,36 +106,38 @@ Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs
 
 Status TableImpl::ValidateTensors(std::span<const ConstTensor> tensors, int64_t leading,
                                   std::string_view what) const {
-  const std::string prefix = "table " + Q(name_) + ": " + std::string(what);
+  // The checks run on every append: messages are built only on failure.
+  const auto prefix = [&] { return "table " + Q(name_) + ": " + std::string(what); };
   if (tensors.size() != columns_.size()) {
     std::string names;
     for (const ColumnSpec& c : columns_) names += (names.empty() ? "" : ", ") + c.name;
-    return Status::InvalidArgument(prefix + " has " + std::to_string(tensors.size()) +
+    return Status::InvalidArgument(prefix() + " has " + std::to_string(tensors.size()) +
                                    " tensors; the table has " + std::to_string(columns_.size()) +
                                    " columns (" + names + ")");
   }
   for (size_t c = 0; c < columns_.size(); ++c) {
     const ColumnSpec& col = columns_[c];
     const ConstTensor& t = tensors[c];
-    const std::string where = prefix + ", column " + Q(col.name);
+    const auto where = [&] { return prefix() + ", column " + Q(col.name); };
     if (t.dtype != col.dtype) {
-      return Status::InvalidArgument(where + " expects dtype " + std::string(DTypeName(col.dtype)) +
-                                     ", got " + std::string(DTypeName(t.dtype)));
+      return Status::InvalidArgument(where() + " expects dtype " +
+                                     std::string(DTypeName(col.dtype)) + ", got " +
+                                     std::string(DTypeName(t.dtype)));
     }
     const Shape expected = leading < 0 ? col.shape : col.shape.Prepend(leading);
     if (!(t.shape == expected)) {
-      return Status::InvalidArgument(where + " expects shape " + expected.ToString() + ", got " +
-                                     t.shape.ToString());
+      return Status::InvalidArgument(where() + " expects shape " + expected.ToString() +
+                                     ", got " + t.shape.ToString());
     }
-    const size_t bytes = col.step_bytes() * static_cast<size_t>(leading < 0 ? 1 : leading);
+    const size_t bytes = layout_.column_bytes[c] * static_cast<size_t>(leading < 0 ? 1 : leading);
     if (t.size_bytes != bytes) {
-      return Status::InvalidArgument(where + " has size_bytes " + std::to_string(t.size_bytes) +
+      return Status::InvalidArgument(where() + " has size_bytes " + std::to_string(t.size_bytes) +
                                      " but dtype " + std::string(DTypeName(col.dtype)) +
                                      " and shape " + expected.ToString() + " need " +
                                      std::to_string(bytes));
     }
     if (t.data == nullptr && bytes > 0) {
-      return Status::InvalidArgument(where + " has a null data pointer");
+      return Status::InvalidArgument(where() + " has a null data pointer");
     }
   }
   return Status::OK();
@@ -209,23 +215,30 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
   }
   std::byte* block = t.blocks[block_index];
   const int64_t step_in_block = t.length % layout_.block_steps;
-  ++t.pins;
-  lock.unlock();
-
-  for (size_t c = 0; c < columns_.size(); ++c) {
-    const size_t cb = layout_.column_bytes[c];
-    std::memcpy(block + layout_.column_offset[c] + static_cast<size_t>(step_in_block) * cb,
-                column_base[c] + static_cast<size_t>(index) * cb, cb);
-  }
-
-  lock.lock();
-  UnpinLocked(t);
-  Status s = CheckOpenLocked();
-  if (s.ok() && t.evicted) s = EvictedError(t);
-  if (!s.ok()) {
-    if (completes_item) limiter_.ReleaseInserts(1);
-    if (t.evicted) slot.trajectory.reset();
-    return s;
+  const auto copy_step = [&] {
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      std::memcpy(block + layout_.column_offset[c] + static_cast<size_t>(step_in_block) * cb,
+                  column_base[c] + static_cast<size_t>(index) * cb, cb);
+    }
+  };
+  if (layout_.step_bytes <= kCopyUnderLockBytes) {
+    copy_step();
+  } else {
+    // Large steps are copied outside the lock, the trajectory pinned so an
+    // eviction meanwhile cannot hand its blocks to someone else.
+    ++t.pins;
+    lock.unlock();
+    copy_step();
+    lock.lock();
+    UnpinLocked(t);
+    Status s = CheckOpenLocked();
+    if (s.ok() && t.evicted) s = EvictedError(t);
+    if (!s.ok()) {
+      if (completes_item) limiter_.ReleaseInserts(1);
+      if (t.evicted) slot.trajectory.reset();
+      return s;
+    }
   }
   ++t.length;
   ++num_steps_;

@@ -2,11 +2,13 @@
 // creates items as windows complete, samples them through a selector under
 // a rate limiter, and evicts whole trajectories when the tier is full.
 //
-// Concurrency: one mutex (mu_) guards all metadata. Step bytes are copied
-// outside it: a writer copies into the unpublished slot after its
-// trajectory's last published step, and a sampler copies published steps.
-// Both pin the trajectory while they copy, so an eviction that happens
-// meanwhile defers returning its blocks to the pool until the last pin goes.
+// Concurrency: one mutex (mu_) guards all metadata. Bulk bytes are copied
+// outside it: a writer copies a large step into the unpublished slot after
+// its trajectory's last published step (small steps are copied under the
+// lock, which is cheaper than a second round trip), and a sampler copies
+// published steps. Both pin the trajectory while they copy, so an eviction
+// that happens meanwhile defers returning its blocks to the pool until the
+// last pin goes.
 #ifndef REPLAYDB_ENGINE_TABLE_IMPL_H_
 #define REPLAYDB_ENGINE_TABLE_IMPL_H_
 

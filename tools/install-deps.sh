@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that building, testing and running the
+# replaydb demo need. Idempotent: when everything is there it only checks
+# (well under a second) and installs nothing. Run as root.
+#
+# The CUDA toolkit is not a Debian package: where /usr/local/cuda/bin/nvcc
+# exists the build adds the CUDA kernels, otherwise it builds the CPU paths.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  # formats, storage, memory, network (see DESIGN.md, Dependencies)
+  libflatbuffers-dev flatbuffers-compiler flatbuffers-compiler-dev
+  librocksdb-dev libzstd-dev liblz4-dev
+  libjemalloc-dev
+  libucx-dev libibverbs-dev librdmacm-dev
+  libreadline-dev
+  # tests
+  libgtest-dev libgmock-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run this script as root" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
