@@ -23,6 +23,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Background calls wait at most this long, so a bug fails a test instead of
 // hanging it.
 constexpr std::chrono::milliseconds kLongTimeout = 30s;
+// How long a call may take to return once it has been unblocked. Well below
+// kLongTimeout: a waiter that was never woken re-checks its condition at its
+// deadline and would then pass, hiding a missing notification.
+constexpr std::chrono::milliseconds kUnblocked = 10s;
 // How long a call must stay unfinished to count as still blocked.
 constexpr std::chrono::milliseconds kStillBlocked = 50ms;
 
@@ -155,7 +159,7 @@ TEST_F(RateLimiterTest, SamplesBlockBelowMinSizeAndUnblockOnInsert) {
 
   // The second reaches min size and unblocks the sample.
   ASSERT_TRUE(Insert().ok());
-  ASSERT_TRUE(sampler.WaitDone(kLongTimeout));
+  ASSERT_TRUE(sampler.WaitDone(kUnblocked));
   EXPECT_TRUE(sampler.status().ok()) << sampler.status().ToString();
   EXPECT_EQ(Info().samples, 1);
   EXPECT_EQ(Info().blocked_samples, 1);
@@ -173,7 +177,7 @@ TEST_F(RateLimiterTest, InsertsBlockAboveMaxDiffUntilASample) {
   EXPECT_FALSE(inserter.WaitDone(kStillBlocked));
 
   ASSERT_TRUE(Sample().ok());  // error 1.0: room for one insert (2.5)
-  ASSERT_TRUE(inserter.WaitDone(kLongTimeout));
+  ASSERT_TRUE(inserter.WaitDone(kUnblocked));
   EXPECT_TRUE(inserter.status().ok()) << inserter.status().ToString();
   EXPECT_EQ(Info().inserts, 3);
 }
@@ -308,8 +312,8 @@ TEST_F(RateLimiterTest, CancelWakesBlockedInserterAndSampler) {
     std::lock_guard<std::mutex> lock(mu_);
     limiter_->Cancel();
   }
-  ASSERT_TRUE(inserter.WaitDone(kLongTimeout));
-  ASSERT_TRUE(sampler.WaitDone(kLongTimeout));
+  ASSERT_TRUE(inserter.WaitDone(kUnblocked));
+  ASSERT_TRUE(sampler.WaitDone(kUnblocked));
   EXPECT_EQ(inserter.status().code(), Status::Code::kCancelled);
   EXPECT_EQ(inserter.status().message(), "table 'atari' was closed while waiting to insert 1 item");
   EXPECT_EQ(sampler.status().code(), Status::Code::kCancelled);
@@ -342,7 +346,7 @@ TEST_F(RateLimiterTest, SetSpecUnblocksAWaitingSampler) {
     std::lock_guard<std::mutex> lock(mu_);
     limiter_->SetSpec(RateLimiterSpec::MinSize(2));
   }
-  ASSERT_TRUE(sampler.WaitDone(kLongTimeout));
+  ASSERT_TRUE(sampler.WaitDone(kUnblocked));
   EXPECT_TRUE(sampler.status().ok()) << sampler.status().ToString();
   const RateLimiterInfo info = Info();
   EXPECT_EQ(info.spec, RateLimiterSpec::MinSize(2));
@@ -360,7 +364,7 @@ TEST_F(RateLimiterTest, SetSpecUnblocksAWaitingInserter) {
     std::lock_guard<std::mutex> lock(mu_);
     limiter_->SetSpec(RateLimiterSpec::Queue(4));
   }
-  ASSERT_TRUE(inserter.WaitDone(kLongTimeout));
+  ASSERT_TRUE(inserter.WaitDone(kUnblocked));
   EXPECT_TRUE(inserter.status().ok()) << inserter.status().ToString();
   EXPECT_EQ(Info().inserts, 4);
   EXPECT_EQ(MaxInserts(), 0);  // the new bound holds
@@ -375,7 +379,7 @@ TEST_F(RateLimiterTest, QueueEleventhInsertBlocksUntilASample) {
   EXPECT_EQ(Info().inserts, 10);
 
   ASSERT_TRUE(Sample().ok());
-  ASSERT_TRUE(inserter.WaitDone(kLongTimeout));
+  ASSERT_TRUE(inserter.WaitDone(kUnblocked));
   EXPECT_TRUE(inserter.status().ok()) << inserter.status().ToString();
   EXPECT_EQ(Info().inserts, 11);
   EXPECT_EQ(MaxInserts(), 0);  // full again
@@ -425,7 +429,7 @@ TEST_F(RateLimiterTest, CommitNotReservationUnblocksASampler) {
     std::lock_guard<std::mutex> lock(mu_);
     limiter_->CommitInserts(1);
   }
-  ASSERT_TRUE(sampler.WaitDone(kLongTimeout));
+  ASSERT_TRUE(sampler.WaitDone(kUnblocked));
   EXPECT_TRUE(sampler.status().ok()) << sampler.status().ToString();
 }
 
@@ -442,7 +446,7 @@ TEST_F(RateLimiterTest, ReleaseUnblocksAnInserter) {
     std::lock_guard<std::mutex> lock(mu_);
     limiter_->ReleaseInserts(1);
   }
-  ASSERT_TRUE(inserter.WaitDone(kLongTimeout));
+  ASSERT_TRUE(inserter.WaitDone(kUnblocked));
   EXPECT_TRUE(inserter.status().ok()) << inserter.status().ToString();
   EXPECT_EQ(Info().inserts, 1);
 }
@@ -461,7 +465,7 @@ TEST_F(RateLimiterTest, DeleteBelowMinSizeUnblocksAnInserter) {
     std::lock_guard<std::mutex> lock(mu_);
     limiter_->Delete(1);  // size 1 < min size: inserts are free again
   }
-  ASSERT_TRUE(inserter.WaitDone(kLongTimeout));
+  ASSERT_TRUE(inserter.WaitDone(kUnblocked));
   EXPECT_TRUE(inserter.status().ok()) << inserter.status().ToString();
   EXPECT_EQ(Info().deletes, 1);
 }
@@ -479,7 +483,7 @@ TEST_F(RateLimiterTest, DeleteBelowMinSizeBlocksSamples) {
   ASSERT_NO_FATAL_FAILURE(AwaitBlocked(0, 1));
   EXPECT_FALSE(sampler.WaitDone(kStillBlocked));
   ASSERT_TRUE(Insert().ok());  // size back to 2
-  ASSERT_TRUE(sampler.WaitDone(kLongTimeout));
+  ASSERT_TRUE(sampler.WaitDone(kUnblocked));
   EXPECT_TRUE(sampler.status().ok()) << sampler.status().ToString();
 }
 
@@ -503,7 +507,7 @@ TEST_F(RateLimiterTest, ReadyConditionGatesSamplesAndNotifyAllRechecksIt) {
     ready = true;
     limiter_->NotifyAll();
   }
-  ASSERT_TRUE(sampler.WaitDone(kLongTimeout));
+  ASSERT_TRUE(sampler.WaitDone(kUnblocked));
   EXPECT_TRUE(sampler.status().ok()) << sampler.status().ToString();
   EXPECT_EQ(Info().samples, 1);
   std::lock_guard<std::mutex> lock(mu_);
@@ -526,7 +530,7 @@ TEST_F(RateLimiterTest, BlockedCountersCountCallsNotWakeups) {
   }
   EXPECT_FALSE(inserter.WaitDone(kStillBlocked));
   ASSERT_TRUE(Sample().ok());
-  ASSERT_TRUE(inserter.WaitDone(kLongTimeout));
+  ASSERT_TRUE(inserter.WaitDone(kUnblocked));
   EXPECT_TRUE(inserter.status().ok());
   EXPECT_EQ(Info().blocked_inserts, 1);
   EXPECT_EQ(Info().blocked_samples, 0);
