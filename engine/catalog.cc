@@ -107,6 +107,9 @@ bool KnownSelector(uint8_t v) {
     case SelectorKind::kUniform:
     case SelectorKind::kFifo:
     case SelectorKind::kLifo:
+    case SelectorKind::kPrioritized:
+    case SelectorKind::kMinHeap:
+    case SelectorKind::kMaxHeap:
       return true;
   }
   return false;
@@ -115,6 +118,17 @@ bool KnownSelector(uint8_t v) {
 bool KnownEviction(uint8_t v) {
   switch (static_cast<EvictionPolicy>(v)) {
     case EvictionPolicy::kOldestFirst:
+    case EvictionPolicy::kLowestPriority:
+      return true;
+  }
+  return false;
+}
+
+bool KnownStepPriority(uint8_t v) {
+  switch (static_cast<StepPriority>(v)) {
+    case StepPriority::kItem:
+    case StepPriority::kWindowMax:
+    case StepPriority::kWindowMean:
       return true;
   }
   return false;
@@ -138,7 +152,8 @@ flatbuffers::Offset<fb::TableDef> BuildTableDef(flatbuffers::FlatBufferBuilder& 
   return fb::CreateTableDef(
       fbb, name, column_vector, spec.capacity_steps, spec.capacity_bytes, spec.block_steps,
       spec.sequence_length, static_cast<uint8_t>(spec.padding), static_cast<uint8_t>(spec.selector),
-      static_cast<uint8_t>(spec.eviction), spec.max_times_sampled, rate_limiter);
+      static_cast<uint8_t>(spec.eviction), spec.max_times_sampled, rate_limiter,
+      spec.priority_exponent, static_cast<uint8_t>(spec.step_priority), spec.priority_device);
 }
 
 // Converts one verified TableDef, checking what the verifier cannot: enum
@@ -188,6 +203,10 @@ Status ParseTableDef(const fb::TableDef& def, size_t index, const std::string& p
     return Status::Corruption(where + " has unknown eviction policy " +
                               std::to_string(def.eviction()));
   }
+  if (!KnownStepPriority(def.step_priority())) {
+    return Status::Corruption(where + " has unknown step_priority " +
+                              std::to_string(def.step_priority()));
+  }
   spec->capacity_steps = def.capacity_steps();
   spec->capacity_bytes = def.capacity_bytes();
   spec->block_steps = def.block_steps();
@@ -196,6 +215,9 @@ Status ParseTableDef(const fb::TableDef& def, size_t index, const std::string& p
   spec->selector = static_cast<SelectorKind>(def.selector());
   spec->eviction = static_cast<EvictionPolicy>(def.eviction());
   spec->max_times_sampled = def.max_times_sampled();
+  spec->priority_exponent = def.priority_exponent();
+  spec->step_priority = static_cast<StepPriority>(def.step_priority());
+  spec->priority_device = def.priority_device();
   RateLimiterSpec& rl = spec->rate_limiter;
   if (const fb::RateLimiter* stored = def.rate_limiter(); stored != nullptr) {
     rl.samples_per_insert = stored->samples_per_insert();

@@ -39,6 +39,9 @@ std::string_view SelectorKindName(SelectorKind s) {
     case SelectorKind::kUniform: return "uniform";
     case SelectorKind::kFifo: return "fifo";
     case SelectorKind::kLifo: return "lifo";
+    case SelectorKind::kPrioritized: return "prioritized";
+    case SelectorKind::kMinHeap: return "min_heap";
+    case SelectorKind::kMaxHeap: return "max_heap";
   }
   return "invalid";
 }
@@ -46,6 +49,16 @@ std::string_view SelectorKindName(SelectorKind s) {
 std::string_view EvictionPolicyName(EvictionPolicy e) {
   switch (e) {
     case EvictionPolicy::kOldestFirst: return "oldest_first";
+    case EvictionPolicy::kLowestPriority: return "lowest_priority";
+  }
+  return "invalid";
+}
+
+std::string_view StepPriorityName(StepPriority p) {
+  switch (p) {
+    case StepPriority::kItem: return "item";
+    case StepPriority::kWindowMax: return "window_max";
+    case StepPriority::kWindowMean: return "window_mean";
   }
   return "invalid";
 }
@@ -194,6 +207,31 @@ Status TableSpec::Validate() const {
   if (EvictionPolicyName(eviction) == "invalid") {
     return Status::InvalidArgument(table + ": unknown eviction policy " +
                                    std::to_string(static_cast<int>(eviction)));
+  }
+  if (!std::isfinite(priority_exponent) || priority_exponent < 0) {
+    return Status::InvalidArgument(table + ": priority_exponent is " +
+                                   std::to_string(priority_exponent) +
+                                   "; it must be finite and >= 0");
+  }
+  if (StepPriorityName(step_priority) == "invalid") {
+    return Status::InvalidArgument(table + ": unknown step_priority " +
+                                   std::to_string(static_cast<int>(step_priority)));
+  }
+  if (priority_device < -1) {
+    return Status::InvalidArgument(table + ": priority_device is " +
+                                   std::to_string(priority_device) +
+                                   "; use -1 (host) or a CUDA device index");
+  }
+  if (priority_device >= 0 && selector != SelectorKind::kPrioritized) {
+    return Status::InvalidArgument(table + ": priority_device " + std::to_string(priority_device) +
+                                   " needs the prioritized selector, not " +
+                                   std::string(SelectorKindName(selector)));
+  }
+  if (priority_device >= 0 && max_times_sampled != 0) {
+    return Status::InvalidArgument(
+        table + ": priority_device " + std::to_string(priority_device) +
+        " needs max_times_sampled = 0 (device draws are not counted per item), got " +
+        std::to_string(max_times_sampled));
   }
   if (max_times_sampled < 0 || max_times_sampled > engine::kMaxTimesSampledLimit) {
     return Status::InvalidArgument(table + ": max_times_sampled is " +

@@ -22,12 +22,13 @@ std::string FormatDouble(double v) {
 }
 
 // "1 item", "4 items".
-std::string Items(int64_t n) { return std::to_string(n) + (n == 1 ? " item" : " items"); }
+std::string Items(int64_t n) {
+  return std::to_string(n) + (n == 1 ? " item" : " items");
+}
 
 // Waits on `cv` until notified or `deadline`. False once the deadline has
 // passed.
-bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-               Deadline deadline) {
+bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline) {
   if (deadline == Deadline::max()) {
     cv.wait(lock);
     return true;

@@ -24,9 +24,13 @@ std::string FormatDouble(double v) {
   return std::string(buf, result.ptr);
 }
 
-bool IsWhole(double v) { return std::isfinite(v) && std::floor(v) == v; }
+bool IsWhole(double v) {
+  return std::isfinite(v) && std::floor(v) == v;
+}
 
-Status Invalid(const std::string& what) { return Status::InvalidArgument("rate limiter: " + what); }
+Status Invalid(const std::string& what) {
+  return Status::InvalidArgument("rate limiter: " + what);
+}
 
 }  // namespace
 
@@ -129,12 +133,12 @@ Status RateLimiterSpec::Validate() const {
 
   const double offset = samples_per_insert * static_cast<double>(min_size_to_sample);
   if (min_diff > offset) {
-    return Invalid("min_diff (" + FormatDouble(min_diff) +
-                   ") must be <= samples_per_insert * min_size_to_sample = " +
-                   FormatDouble(offset) +
-                   "; otherwise samples stay blocked once the table reaches "
-                   "min_size_to_sample items, which deadlocks a program that inserts and "
-                   "samples from one thread");
+    return Invalid(
+        "min_diff (" + FormatDouble(min_diff) +
+        ") must be <= samples_per_insert * min_size_to_sample = " + FormatDouble(offset) +
+        "; otherwise samples stay blocked once the table reaches "
+        "min_size_to_sample items, which deadlocks a program that inserts and "
+        "samples from one thread");
   }
   return Status::OK();
 }

@@ -1,6 +1,7 @@
 #include "engine/table_impl.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -43,11 +44,13 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist)
       sequence_length_(spec.sequence_length),
       padding_(spec.padding),
       max_times_sampled_(static_cast<uint32_t>(spec.max_times_sampled)),
+      step_priority_(spec.step_priority),
+      eviction_(spec.eviction),
       persist_(std::move(persist)),
       spec_(spec),
       pool_(layout_.block_bytes, layout_.num_blocks),
       limiter_(spec.rate_limiter, spec.name),
-      selector_(index::NewSelector(spec.selector)),
+      selector_(index::NewSelector({spec.selector, spec.priority_exponent})),
       rng_(Random::FromEntropy()) {}
 
 TableImpl::~TableImpl() { CloseWithReason("closed"); }
@@ -160,8 +163,15 @@ Status TableImpl::ResetWriterIfEndedLocked(WriterSlot& slot) {
   return Status::OK();
 }
 
+Status TableImpl::ValidatePriority(double priority, std::string_view what) const {
+  if (std::isfinite(priority) && priority >= 0) return Status::OK();
+  return Status::InvalidArgument("table " + Q(name_) + ": " + std::string(what) + " priority " +
+                                 std::to_string(priority) + " is invalid; priorities must be " +
+                                 "finite and >= 0");
+}
+
 Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
-                             Deadline deadline) {
+                             const double* priority, Deadline deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(ResetWriterIfEndedLocked(slot));
@@ -243,6 +253,8 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
   ++t.length;
   ++num_steps_;
   ++steps_inserted_;
+  if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
+  t.step_priorities.push_back(priority != nullptr ? *priority : max_priority_seen_);
   if (completes_item) {
     CreateItemLocked(t);
     limiter_.CommitInserts(1);
@@ -264,6 +276,7 @@ Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline dea
     t.ended = true;
     t.end_reason = reason;
     ended_ids_.insert(t.id);
+    RankLocked(t);
   }
   if (padding_ == Padding::kTail) {
     while (t.items_created < t.length) {
@@ -284,17 +297,53 @@ Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline dea
   return Status::OK();
 }
 
+double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start) const {
+  const int64_t end = std::min(t.length, start + sequence_length_);
+  switch (step_priority_) {
+    case StepPriority::kItem:
+      return t.step_priorities[start];
+    case StepPriority::kWindowMax:
+      return *std::max_element(t.step_priorities.begin() + start, t.step_priorities.begin() + end);
+    case StepPriority::kWindowMean: {
+      double sum = 0;
+      for (int64_t i = start; i < end; ++i) sum += t.step_priorities[i];
+      return sum / static_cast<double>(end - start);
+    }
+  }
+  return t.step_priorities[start];
+}
+
 void TableImpl::CreateItemLocked(Trajectory& t) {
   const int64_t start = t.items_created;
   ItemState item;
   item.seq = next_item_seq_++;
+  item.priority = NewItemPriorityLocked(t, start);
   t.items.push_back(item);
   ++t.items_created;
   ++t.live_items;
   ++num_items_;
   ++items_inserted_;
   if (max_times_sampled_ > 0) sample_budget_ += max_times_sampled_;
-  selector_->Insert({MakeItemKey(t.id, start), item.seq});
+  selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority});
+  if (t.ranked && item.priority > t.best_priority) RankLocked(t);
+}
+
+void TableImpl::RankLocked(Trajectory& t) {
+  if (eviction_ != EvictionPolicy::kLowestPriority) return;
+  UnrankLocked(t);
+  double best = -1;
+  for (int64_t start = 0; start < t.items_created; ++start) {
+    if (ItemLive(t.items[start])) best = std::max(best, t.items[start].priority);
+  }
+  t.best_priority = best;
+  t.ranked = true;
+  ranked_.emplace(best, t.id);
+}
+
+void TableImpl::UnrankLocked(Trajectory& t) {
+  if (!t.ranked) return;
+  ranked_.erase({t.best_priority, t.id});
+  t.ranked = false;
 }
 
 Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t,
@@ -335,6 +384,11 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
 }
 
 std::shared_ptr<Trajectory> TableImpl::PickVictimLocked(const Trajectory& requester) const {
+  if (eviction_ == EvictionPolicy::kLowestPriority) {
+    for (const auto& [priority, id] : ranked_) {
+      if (id != requester.id) return trajectories_.at(id);
+    }
+  }
   for (uint64_t id : ended_ids_) {
     if (id != requester.id) return trajectories_.at(id);
   }
@@ -349,7 +403,7 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   for (int64_t start = 0; start < t.items_created; ++start) {
     const ItemState& item = t.items[start];
     if (!ItemLive(item)) continue;
-    selector_->Remove({MakeItemKey(t.id, start), item.seq});
+    selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority});
     if (max_times_sampled_ > 0) sample_budget_ -= max_times_sampled_ - item.times_sampled;
     ++removed_items;
   }
@@ -364,6 +418,7 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   t.removed = true;
   t.evicted = evicted;
   ended_ids_.erase(t.id);
+  UnrankLocked(t);
   if (t.pins == 0) {
     for (std::byte* b : t.blocks) pool_.Free(b);
     t.blocks.clear();
@@ -397,6 +452,11 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
                                    std::to_string(batch_size) + "; it must be between 1 and " +
                                    std::to_string(kMaxBatchSize));
   }
+  if (std::isnan(options.importance_beta) || std::isinf(options.importance_beta)) {
+    return Status::InvalidArgument("table " + Q(name_) + ": importance_beta is " +
+                                   std::to_string(options.importance_beta) +
+                                   "; use a finite value (< 0 for no weights)");
+  }
   if (out == nullptr) return Status::InvalidArgument("table " + Q(name_) + ": out is null");
   const int64_t B = batch_size;
   const int64_t L = sequence_length_;
@@ -406,26 +466,33 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
   out->sequence_length = L;
   out->keys.resize(B);
   out->probabilities.resize(B);
+  out->priorities.resize(B);
   out->times_sampled.resize(B);
   out->mask.assign(static_cast<size_t>(B * L), 0);
 
   std::vector<std::shared_ptr<Trajectory>> pinned;
-  pinned.reserve(B);
   std::vector<Segment> segments;
-  segments.reserve(B * (L / bs + 2));
-  std::vector<size_t> first_segment(B + 1);
+  std::vector<size_t> first_segment;
+  if (options.gather) {
+    pinned.reserve(B);
+    segments.reserve(B * (L / bs + 2));
+    first_segment.resize(B + 1);
+  }
+  int64_t live_items = 0;  // N in the importance weights
 
   {
     std::unique_lock<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
     const auto ready = [&] {
-      return selector_->size() > 0 && (max_times_sampled_ == 0 || sample_budget_ >= B);
+      return selector_->has_mass() && (max_times_sampled_ == 0 || sample_budget_ >= B);
     };
     REPLAYDB_RETURN_IF_ERROR(
         limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
+    live_items = num_items_;
 
     for (int64_t b = 0; b < B; ++b) {
-      const index::Selection sel = selector_->Select(rng_);
+      const index::Stratum stratum = options.stratified ? index::Stratum{b, B} : index::Stratum{};
+      const index::Selection sel = selector_->Select(rng_, stratum);
       const std::shared_ptr<Trajectory>& tp = trajectories_.at(ItemKeyTrajectory(sel.key));
       Trajectory& t = *tp;
       const int64_t start = ItemKeyStart(sel.key);
@@ -434,18 +501,22 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
       ++items_sampled_;
       out->keys[b] = sel.key;
       out->probabilities[b] = sel.probability;
+      out->priorities[b] = item.priority;
       out->times_sampled[b] = item.times_sampled;
       if (max_times_sampled_ > 0) {
         --sample_budget_;
         if (item.times_sampled >= max_times_sampled_) {
-          selector_->Remove({sel.key, item.seq});
+          selector_->Remove({sel.key, item.seq, item.priority});
           --t.live_items;
           --num_items_;
           ++items_removed_;
           limiter_.Delete(1);
+          if (t.ranked && item.priority >= t.best_priority) RankLocked(t);
         }
       }
       const int64_t real = std::min(L, t.length - start);
+      std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
+      if (!options.gather) continue;
       first_segment[b] = segments.size();
       for (int64_t step = 0; step < real;) {
         const int64_t pos = start + step;
@@ -454,12 +525,38 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
         segments.push_back({t.blocks[pos / bs], in_block, count, step});
         step += count;
       }
-      std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
       ++t.pins;
       pinned.push_back(tp);
     }
-    first_segment[B] = segments.size();
-    for (const auto& t : pinned) MaybeReleaseConsumedLocked(*t);
+    if (options.gather) {
+      first_segment[B] = segments.size();
+      for (const auto& t : pinned) MaybeReleaseConsumedLocked(*t);
+    } else if (max_times_sampled_ > 0) {
+      for (int64_t b = 0; b < B; ++b) {
+        auto it = trajectories_.find(ItemKeyTrajectory(out->keys[b]));
+        if (it != trajectories_.end()) MaybeReleaseConsumedLocked(*it->second);
+      }
+    }
+  }
+
+  if (options.importance_beta >= 0) {
+    // (N * P)^-beta, divided by the batch's largest weight.
+    out->weights.resize(B);
+    double max_weight = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      const double w = std::pow(static_cast<double>(live_items) * out->probabilities[b],
+                                -options.importance_beta);
+      out->weights[b] = w;
+      max_weight = std::max(max_weight, w);
+    }
+    for (double& w : out->weights) w /= max_weight;
+  } else {
+    out->weights.clear();
+  }
+
+  if (!options.gather) {
+    out->columns.clear();
+    return Status::OK();
   }
 
   // Copy the windows outside the lock; pins keep the blocks alive.
@@ -490,6 +587,51 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
 
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& t : pinned) UnpinLocked(*t);
+  return Status::OK();
+}
+
+Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
+                                   std::span<const double> priorities,
+                                   PriorityUpdateResult* result) {
+  if (keys.size() != priorities.size()) {
+    return Status::InvalidArgument("table " + Q(name_) + ": UpdatePriorities got " +
+                                   std::to_string(keys.size()) + " keys and " +
+                                   std::to_string(priorities.size()) + " priorities");
+  }
+  for (size_t i = 0; i < priorities.size(); ++i) {
+    if (!std::isfinite(priorities[i]) || priorities[i] < 0) {
+      return Status::InvalidArgument(
+          "table " + Q(name_) + ": UpdatePriorities priority " + std::to_string(priorities[i]) +
+          " for key " + std::to_string(keys[i]) + " (index " + std::to_string(i) +
+          ") is invalid; priorities must be finite and >= 0; nothing was updated");
+    }
+  }
+  PriorityUpdateResult r;
+  std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const ItemKey key = keys[i];
+    auto it = trajectories_.find(ItemKeyTrajectory(key));
+    const int64_t start = ItemKeyStart(key);
+    if (it == trajectories_.end() || start >= it->second->items_created ||
+        !ItemLive(it->second->items[start])) {
+      ++r.skipped;
+      continue;
+    }
+    Trajectory& t = *it->second;
+    ItemState& item = t.items[start];
+    const double old = item.priority;
+    selector_->Update({key, item.seq, old}, priorities[i]);
+    item.priority = priorities[i];
+    max_priority_seen_ = std::max(max_priority_seen_, item.priority);
+    if (t.ranked && (item.priority > t.best_priority || old >= t.best_priority)) RankLocked(t);
+    ++r.updated;
+  }
+  priority_updates_ += r.updated;
+  priority_updates_skipped_ += r.skipped;
+  // Samplers may have waited for probability mass.
+  if (r.updated > 0) limiter_.NotifyAll();
+  if (result != nullptr) *result = r;
   return Status::OK();
 }
 
@@ -529,6 +671,9 @@ TableInfo TableImpl::Info() const {
   info.items_removed = items_removed_;
   info.evicted_trajectories = evicted_trajectories_;
   info.evicted_items = evicted_items_;
+  info.priority_updates = priority_updates_;
+  info.priority_updates_skipped = priority_updates_skipped_;
+  info.max_priority_seen = max_priority_seen_;
   info.rate_limiter = limiter_.Info();
   return info;
 }

@@ -34,6 +34,7 @@ namespace replaydb::engine {
 // Per-item state, indexed by the item's start step.
 struct ItemState {
   uint64_t seq = 0;
+  double priority = 0;
   uint32_t times_sampled = 0;
 };
 
@@ -44,6 +45,11 @@ struct Trajectory {
   int64_t items_created = 0;  // items exist for starts [0, items_created)
   int64_t live_items = 0;     // of those, not yet removed
   std::vector<ItemState> items;
+  std::vector<double> step_priorities;  // one per published step
+  // EvictionPolicy::kLowestPriority: the highest priority of a live item
+  // (-1 when none), kept while the trajectory is ranked (ended, in the tier).
+  double best_priority = -1;
+  bool ranked = false;
   bool ended = false;
   EndReason end_reason = EndReason::kTruncated;
   bool removed = false;  // left the hot tier (evicted or consumed)
@@ -72,6 +78,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                                                         const WriterOptions& options) override;
   using Table::Sample;
   Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override;
+  Status UpdatePriorities(std::span<const ItemKey> keys, std::span<const double> priorities,
+                          PriorityUpdateResult* result) override;
   Status SetRateLimiter(const RateLimiterSpec& spec) override;
   TableInfo Info() const override;
   void Close() override { CloseWithReason("closed"); }
@@ -90,10 +98,14 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status ValidateTensors(std::span<const ConstTensor> tensors, int64_t leading,
                          std::string_view what) const;
 
+  // InvalidArgument unless `priority` is finite and >= 0.
+  Status ValidatePriority(double priority, std::string_view what) const;
+
   // Appends one step to slot's trajectory (starting one if needed). Column c's
-  // bytes are read from column_base[c] + index * column_bytes[c].
+  // bytes are read from column_base[c] + index * column_bytes[c]. `priority`
+  // (validated) may be null: the step then counts as max_priority_seen_.
   Status AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
-                    Deadline deadline);
+                    const double* priority, Deadline deadline);
   // Ends slot's trajectory (see TrajectoryWriter::End).
   Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline);
 
@@ -109,6 +121,12 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
   void UnpinLocked(Trajectory& t);
   void CreateItemLocked(Trajectory& t);
+  // The priority of a new item at `start`, from its window's step priorities.
+  double NewItemPriorityLocked(const Trajectory& t, int64_t start) const;
+  // kLowestPriority bookkeeping: (re)places an ended trajectory among the
+  // eviction candidates by its best live item, or takes it out.
+  void RankLocked(Trajectory& t);
+  void UnrankLocked(Trajectory& t);
   bool ItemLive(const ItemState& item) const {
     return max_times_sampled_ == 0 || item.times_sampled < max_times_sampled_;
   }
@@ -122,6 +140,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   const int64_t sequence_length_;
   const Padding padding_;
   const uint32_t max_times_sampled_;
+  const StepPriority step_priority_;
+  const EvictionPolicy eviction_;
 
   // Serialises SetRateLimiter (persist, then apply) against Close.
   std::mutex spec_mu_;
@@ -137,6 +157,11 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Trajectories in the hot tier by id; ids grow, so this is age order.
   std::map<uint64_t, std::shared_ptr<Trajectory>> trajectories_;
   std::set<uint64_t> ended_ids_;  // the ended ones among them, oldest first
+  // kLowestPriority: ended trajectories by (best live priority, id).
+  std::set<std::pair<double, uint64_t>> ranked_;
+  double max_priority_seen_ = 1.0;
+  int64_t priority_updates_ = 0;
+  int64_t priority_updates_skipped_ = 0;
   uint64_t next_trajectory_id_ = 1;
   uint64_t next_item_seq_ = 1;
   int64_t num_steps_ = 0;

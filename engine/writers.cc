@@ -12,6 +12,22 @@ void SetBases(std::span<const ConstTensor> tensors, std::vector<const std::byte*
   }
 }
 
+// `priorities` must be empty or hold n valid values.
+Status ValidatePriorities(const TableImpl& table, std::span<const double> priorities, int64_t n,
+                          std::string_view what) {
+  if (priorities.empty()) return Status::OK();
+  if (static_cast<int64_t>(priorities.size()) != n) {
+    return Status::InvalidArgument("table '" + table.name() + "': " + std::string(what) + " has " +
+                                   std::to_string(n) + " steps but " +
+                                   std::to_string(priorities.size()) + " priorities");
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    REPLAYDB_RETURN_IF_ERROR(table.ValidatePriority(priorities[i], std::string(what) + " step " +
+                                                                       std::to_string(i)));
+  }
+  return Status::OK();
+}
+
 int64_t LeadingDim(std::span<const ConstTensor> tensors) {
   return tensors.empty() || tensors[0].shape.rank() == 0 ? 0 : tensors[0].shape.dim(0);
 }
@@ -27,19 +43,25 @@ TrajectoryWriterImpl::~TrajectoryWriterImpl() {
   (void)table_->EndTrajectory(slot_, EndReason::kTruncated, Clock::now());
 }
 
-Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step) {
+Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step,
+                                    std::optional<double> priority) {
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(step, -1, "step"));
+  if (priority) REPLAYDB_RETURN_IF_ERROR(table_->ValidatePriority(*priority, "step"));
   SetBases(step, &bases_);
-  return table_->AppendStep(slot_, bases_.data(), 0, DeadlineAfter(options_.timeout));
+  return table_->AppendStep(slot_, bases_.data(), 0, priority ? &*priority : nullptr,
+                            DeadlineAfter(options_.timeout));
 }
 
-Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps) {
+Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
+                                        std::span<const double> priorities) {
   const int64_t n = LeadingDim(steps);
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "AppendMany"));
+  REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "AppendMany"));
   SetBases(steps, &bases_);
   const Deadline deadline = DeadlineAfter(options_.timeout);
   for (int64_t i = 0; i < n; ++i) {
-    Status s = table_->AppendStep(slot_, bases_.data(), i, deadline);
+    const double* priority = priorities.empty() ? nullptr : &priorities[i];
+    Status s = table_->AppendStep(slot_, bases_.data(), i, priority, deadline);
     if (!s.ok()) {
       return s.WithContext("AppendMany step " + std::to_string(i) + " of " + std::to_string(n));
     }
@@ -69,14 +91,17 @@ VectorWriterImpl::~VectorWriterImpl() {
   }
 }
 
-Status VectorWriterImpl::Append(std::span<const ConstTensor> steps) {
+Status VectorWriterImpl::Append(std::span<const ConstTensor> steps,
+                                std::span<const double> priorities) {
   const int64_t n = static_cast<int64_t>(slots_.size());
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "vector step"));
+  REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "vector step"));
   SetBases(steps, &bases_);
   const Deadline deadline = DeadlineAfter(options_.timeout);
   Status first_error;
   for (int64_t env = 0; env < n; ++env) {
-    Status s = table_->AppendStep(slots_[env], bases_.data(), env, deadline);
+    const double* priority = priorities.empty() ? nullptr : &priorities[env];
+    Status s = table_->AppendStep(slots_[env], bases_.data(), env, priority, deadline);
     if (!s.ok() && first_error.ok()) first_error = s.WithContext("environment " + std::to_string(env));
   }
   return first_error;

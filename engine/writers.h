@@ -16,8 +16,9 @@ class TrajectoryWriterImpl final : public TrajectoryWriter {
   TrajectoryWriterImpl(std::shared_ptr<TableImpl> table, const WriterOptions& options);
   ~TrajectoryWriterImpl() override;
 
-  Status Append(std::span<const ConstTensor> step) override;
-  Status AppendMany(std::span<const ConstTensor> steps) override;
+  Status Append(std::span<const ConstTensor> step, std::optional<double> priority) override;
+  Status AppendMany(std::span<const ConstTensor> steps,
+                    std::span<const double> priorities) override;
   Status End(EndReason reason) override;
   uint64_t trajectory_id() const override;
   int64_t num_steps() const override;
@@ -35,7 +36,7 @@ class VectorWriterImpl final : public VectorWriter {
                    const WriterOptions& options);
   ~VectorWriterImpl() override;
 
-  Status Append(std::span<const ConstTensor> steps) override;
+  Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override;
   Status End(size_t env, EndReason reason) override;
   size_t num_envs() const override { return slots_.size(); }
   uint64_t trajectory_id(size_t env) const override;

@@ -20,7 +20,12 @@ void OrderedSelector::Remove(const ItemRef& item) {
   items_.erase(it);
 }
 
-Selection OrderedSelector::Select(Random& /*rng*/) const {
+void OrderedSelector::Update(const ItemRef& item, double /*new_priority*/) {
+  assert(items_.count(item.seq) && "OrderedSelector::Update: item not present");
+  (void)item;
+}
+
+Selection OrderedSelector::Select(Random& /*rng*/, Stratum /*stratum*/) const {
   assert(!items_.empty() && "OrderedSelector::Select on an empty selector");
   const ItemKey key =
       order_ == Order::kOldestFirst ? items_.begin()->second : items_.rbegin()->second;

@@ -12,7 +12,8 @@ namespace replaydb::index {
 
 // Items ordered by ItemRef::seq. Select always returns the item with the
 // smallest seq (kOldestFirst, FIFO) or the largest (kNewestFirst, LIFO), with
-// probability 1, and ignores the generator. Insert is amortised O(1) (seqs
+// probability 1, and ignores the generator, priorities and strata. Insert
+// is amortised O(1) (seqs
 // arrive in increasing order, so each goes at the end), Remove O(log n) from
 // anywhere, Select O(1). Not thread-safe (see Selector).
 class OrderedSelector final : public Selector {
@@ -28,10 +29,14 @@ class OrderedSelector final : public Selector {
 
   Order order() const { return order_; }
 
+  using Selector::Select;
+
   void Insert(const ItemRef& item) override;
   void Remove(const ItemRef& item) override;
+  // Does nothing: the order is by seq, not priority.
+  void Update(const ItemRef& item, double new_priority) override;
   size_t size() const override { return items_.size(); }
-  Selection Select(Random& rng) const override;
+  Selection Select(Random& rng, Stratum stratum) const override;
 
  private:
   const Order order_;

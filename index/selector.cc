@@ -1,18 +1,26 @@
 #include "index/selector.h"
 
+#include "index/heap_selector.h"
 #include "index/ordered_selector.h"
+#include "index/prioritized_selector.h"
 #include "index/uniform_selector.h"
 
 namespace replaydb::index {
 
-std::unique_ptr<Selector> NewSelector(SelectorKind kind) {
-  switch (kind) {
+std::unique_ptr<Selector> NewSelector(const SelectorOptions& options) {
+  switch (options.kind) {
     case SelectorKind::kUniform:
       return std::make_unique<UniformSelector>();
     case SelectorKind::kFifo:
       return std::make_unique<OrderedSelector>(OrderedSelector::Order::kOldestFirst);
     case SelectorKind::kLifo:
       return std::make_unique<OrderedSelector>(OrderedSelector::Order::kNewestFirst);
+    case SelectorKind::kPrioritized:
+      return std::make_unique<PrioritizedSelector>(options.priority_exponent);
+    case SelectorKind::kMinHeap:
+      return std::make_unique<HeapSelector>(HeapSelector::Order::kMin);
+    case SelectorKind::kMaxHeap:
+      return std::make_unique<HeapSelector>(HeapSelector::Order::kMax);
   }
   return nullptr;  // a value outside the enum (e.g. a corrupt catalog byte)
 }

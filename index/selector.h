@@ -1,8 +1,5 @@
 // Selectors decide which items a sample draws. The table owns one selector
 // and calls it under its mutex: implementations need not be thread-safe.
-//
-// The prioritized and heap selectors (a later issue) implement this same
-// interface; ItemRef will then carry a priority.
 #ifndef REPLAYDB_INDEX_SELECTOR_H_
 #define REPLAYDB_INDEX_SELECTOR_H_
 
@@ -22,12 +19,29 @@ struct ItemRef {
   ItemKey key = 0;
   // Insertion order: strictly increasing over a table's life.
   uint64_t seq = 0;
+  // The item's priority: finite and >= 0. Only prioritized and heap
+  // selectors use it.
+  double priority = 0;
 };
 
 struct Selection {
   ItemKey key = 0;
-  // Probability this draw had of picking `key` (1 for FIFO and LIFO).
+  // Probability this draw had of picking `key` (1 for FIFO, LIFO and heaps).
   double probability = 0;
+};
+
+// Which part of the probability mass a draw comes from. With count = B and
+// index = b, a prioritized selector draws from the b-th of B equal slices of
+// the mass (stratified sampling); count = 1 means the whole mass.
+struct Stratum {
+  int64_t index = 0;
+  int64_t count = 1;
+};
+
+struct SelectorOptions {
+  SelectorKind kind = SelectorKind::kUniform;
+  // Prioritized: probability proportional to priority^priority_exponent.
+  double priority_exponent = 1.0;
 };
 
 class Selector {
@@ -35,17 +49,30 @@ class Selector {
   virtual ~Selector() = default;
 
   // REQUIRES: item.key not present; item.seq greater than every seq given
-  // before.
+  // before; item.priority finite and >= 0.
   virtual void Insert(const ItemRef& item) = 0;
-  // REQUIRES: item present (same key and seq as inserted).
+  // REQUIRES: item present (same key and seq as inserted; priority as last
+  // set).
   virtual void Remove(const ItemRef& item) = 0;
+  // Changes a present item's priority from item.priority to new_priority.
+  // Selectors that ignore priorities do nothing.
+  // REQUIRES: item present; new_priority finite and >= 0.
+  virtual void Update(const ItemRef& item, double new_priority) = 0;
   virtual size_t size() const = 0;
-  // Picks one item. Does not remove it. REQUIRES: size() > 0
-  virtual Selection Select(Random& rng) const = 0;
+  // Picks one item. Does not remove it. Selectors without probability mass
+  // ignore `stratum`. A prioritized selector never returns an item of
+  // priority 0 (while any item has priority > 0).
+  // REQUIRES: size() > 0; a prioritized selector also REQUIRES
+  // has_mass().
+  virtual Selection Select(Random& rng, Stratum stratum) const = 0;
+  Selection Select(Random& rng) const { return Select(rng, Stratum{}); }
+  // False when every item has priority 0 (a prioritized selector then
+  // cannot draw); true for selectors that ignore priorities and size() > 0.
+  virtual bool has_mass() const { return size() > 0; }
 };
 
-// The selector for `kind`; nullptr for a value outside SelectorKind.
-std::unique_ptr<Selector> NewSelector(SelectorKind kind);
+// nullptr for a kind outside the enum.
+std::unique_ptr<Selector> NewSelector(const SelectorOptions& options);
 
 }  // namespace replaydb::index
 

@@ -23,7 +23,12 @@ void UniformSelector::Remove(const ItemRef& item) {
   positions_.erase(it);
 }
 
-Selection UniformSelector::Select(Random& rng) const {
+void UniformSelector::Update(const ItemRef& item, double /*new_priority*/) {
+  assert(positions_.count(item.key) && "UniformSelector::Update: key not present");
+  (void)item;
+}
+
+Selection UniformSelector::Select(Random& rng, Stratum /*stratum*/) const {
   assert(!keys_.empty() && "UniformSelector::Select on an empty selector");
   const uint64_t position = rng.Uniform(keys_.size());
   return {keys_[position], 1.0 / static_cast<double>(keys_.size())};

@@ -13,17 +13,22 @@ namespace replaydb::index {
 // Keys in a dense vector plus a key -> position map. Insert appends, Remove
 // moves the last key into the hole (so positions change, the set does not),
 // Select draws a position: all three O(1). Select reports probability
-// 1 / size(). Not thread-safe (see Selector).
+// 1 / size(). Priorities and strata are ignored. Not thread-safe (see
+// Selector).
 class UniformSelector final : public Selector {
  public:
   UniformSelector() = default;
   UniformSelector(const UniformSelector&) = delete;
   UniformSelector& operator=(const UniformSelector&) = delete;
 
+  using Selector::Select;
+
   void Insert(const ItemRef& item) override;
   void Remove(const ItemRef& item) override;
+  // Does nothing: every item has the same chance whatever its priority.
+  void Update(const ItemRef& item, double new_priority) override;
   size_t size() const override { return keys_.size(); }
-  Selection Select(Random& rng) const override;
+  Selection Select(Random& rng, Stratum stratum) const override;
 
  private:
   std::vector<ItemKey> keys_;

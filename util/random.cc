@@ -16,7 +16,9 @@ uint64_t SplitMix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-inline uint64_t RotateLeft(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+inline uint64_t RotateLeft(uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 
 }  // namespace
 

@@ -61,17 +61,40 @@ enum class SelectorKind : uint8_t {
   kUniform = 0,  // every live item with equal probability, with replacement
   kFifo = 1,     // the oldest live item (probability 1)
   kLifo = 2,     // the newest live item (probability 1)
+  // Probability proportional to priority^priority_exponent, with
+  // replacement; items of priority 0 are never drawn.
+  kPrioritized = 3,
+  kMinHeap = 4,  // the item of lowest priority; ties: the oldest
+  kMaxHeap = 5,  // the item of highest priority; ties: the oldest
 };
 
-// Which trajectories leave the hot tier when it is full.
+// Which trajectories leave the hot tier when it is full. Open trajectories
+// leave only when no ended one is left, oldest first, under either policy.
 enum class EvictionPolicy : uint8_t {
-  // Whole trajectories in the order they were started.
+  // Whole ended trajectories in the order they were started.
   kOldestFirst = 0,
+  // The ended trajectory whose best live item has the lowest priority (a
+  // trajectory without live items first); ties: the oldest.
+  kLowestPriority = 1,
 };
+
+// What the priority given with an appended step means.
+enum class StepPriority : uint8_t {
+  // It is the priority of the item that starts at that step.
+  kItem = 0,
+  // The item's priority is the maximum of its window's step priorities.
+  kWindowMax = 1,
+  // The item's priority is the mean of its window's step priorities.
+  kWindowMean = 2,
+};
+// Steps appended without a priority count as the largest priority seen in
+// the table so far (1.0 before any): new experience is sampled eagerly.
 
 std::string_view PaddingName(Padding p);            // "none", "tail"
-std::string_view SelectorKindName(SelectorKind s);  // "uniform", "fifo", "lifo"
-std::string_view EvictionPolicyName(EvictionPolicy e);  // "oldest_first"
+std::string_view SelectorKindName(SelectorKind s);  // "uniform", "fifo", "lifo", "prioritized",
+                                                    // "min_heap", "max_heap"
+std::string_view EvictionPolicyName(EvictionPolicy e);  // "oldest_first", "lowest_priority"
+std::string_view StepPriorityName(StepPriority p);      // "item", "window_max", "window_mean"
 
 // Reverb's rate limiter. An insert is one item becoming sampleable; a sample
 // is one item drawn into a batch; a delete is one item leaving the table
@@ -142,6 +165,17 @@ struct TableSpec {
   SelectorKind selector = SelectorKind::kUniform;
   // Default: kOldestFirst.
   EvictionPolicy eviction = EvictionPolicy::kOldestFirst;
+  // kPrioritized: probability proportional to priority^priority_exponent
+  // (alpha). Default: 1.0. REQUIRES: finite, >= 0.
+  double priority_exponent = 1.0;
+  // How step priorities become item priorities. Default: kItem.
+  StepPriority step_priority = StepPriority::kItem;
+  // Where a kPrioritized table keeps its priorities: -1 on the host (a CPU
+  // sum tree), N in the memory of CUDA device N, where Table::SampleToDevice
+  // and Table::UpdatePrioritiesFromDevice sample and update them without a
+  // host round trip. A device table needs max_times_sampled = 0 (its draws
+  // never reach the host, so they are not counted per item). Default: -1.
+  int32_t priority_device = -1;
   // An item is removed once it has been sampled this many times; 0 means
   // never. Default: 0.
   int64_t max_times_sampled = 0;
@@ -171,6 +205,17 @@ struct SampleOptions {
   // How long Sample may wait for the rate limiter before returning
   // DeadlineExceeded. Default: forever.
   std::chrono::milliseconds timeout = kWaitForever;
+  // When >= 0, SampleBatch::weights gets importance weights
+  // (N * P(i))^-beta, divided by the batch's largest weight, where N is the
+  // number of live items. Default: -1 (no weights).
+  double importance_beta = -1;
+  // Split the probability mass into batch_size equal strata and draw one
+  // item from each (prioritized selector only; others ignore it).
+  // Default: false.
+  bool stratified = false;
+  // Copy the windows' step data into SampleBatch::columns. false draws keys,
+  // probabilities and weights only (columns are left empty). Default: true.
+  bool gather = true;
 };
 
 }  // namespace replaydb

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,8 +32,19 @@ struct SampleBatch {
   std::vector<Tensor> columns;
   std::vector<ItemKey> keys;             // [B]
   std::vector<double> probabilities;     // [B] the chance this draw had
+  std::vector<double> priorities;        // [B] the items' priorities when drawn
+  // [B] importance weights when SampleOptions::importance_beta >= 0, else
+  // empty.
+  std::vector<double> weights;
   std::vector<uint8_t> mask;             // [B * L] 1 = real step, 0 = padding
   std::vector<uint32_t> times_sampled;   // [B] counting this sample
+};
+
+// What UpdatePriorities did.
+struct PriorityUpdateResult {
+  int64_t updated = 0;
+  // Keys no longer present (evicted, removed, never created): skipped.
+  int64_t skipped = 0;
 };
 
 struct RateLimiterInfo {
@@ -60,6 +72,11 @@ struct TableInfo {
   int64_t items_removed = 0;          // removed by max_times_sampled
   int64_t evicted_trajectories = 0;
   int64_t evicted_items = 0;
+  int64_t priority_updates = 0;          // priorities changed by UpdatePriorities
+  int64_t priority_updates_skipped = 0;  // keys that were no longer present
+  // The largest priority given so far (1.0 before any): what steps appended
+  // without a priority get.
+  double max_priority_seen = 1.0;
   RateLimiterInfo rate_limiter;
 };
 
@@ -79,14 +96,19 @@ class TrajectoryWriter {
   virtual ~TrajectoryWriter() = default;
 
   // Appends one step: `step` holds one tensor per column, in schema order,
-  // each of the column's dtype and shape. May block on the rate limiter (for
-  // the item this step completes) up to WriterOptions::timeout. On any error
-  // nothing is stored.
-  virtual Status Append(std::span<const ConstTensor> step) = 0;
+  // each of the column's dtype and shape. `priority` (finite, >= 0) is the
+  // step's priority, which TableSpec::step_priority turns into item
+  // priorities; without one the step counts as TableInfo::max_priority_seen.
+  // May block on the rate limiter (for the item this step completes) up to
+  // WriterOptions::timeout. On any error nothing is stored.
+  virtual Status Append(std::span<const ConstTensor> step,
+                        std::optional<double> priority = std::nullopt) = 0;
 
-  // Appends n steps: each tensor is [n, column shape...]. Equivalent to n
-  // calls of Append; on an error the steps before the failing one stay.
-  virtual Status AppendMany(std::span<const ConstTensor> steps) = 0;
+  // Appends n steps: each tensor is [n, column shape...]; `priorities` is
+  // empty or holds n step priorities. Equivalent to n calls of Append; on an
+  // error the steps before the failing one stay.
+  virtual Status AppendMany(std::span<const ConstTensor> steps,
+                            std::span<const double> priorities = {}) = 0;
 
   // Ends the current trajectory. With Padding::kTail this creates the padded
   // items of its last steps, which may block on the rate limiter; after a
@@ -111,7 +133,9 @@ class VectorWriter {
   // for one environment (a rate-limiter timeout, its trajectory evicted)
   // does not stop the others: the call returns the first such error, naming
   // the environment, and that environment alone lacks the step.
-  virtual Status Append(std::span<const ConstTensor> steps) = 0;
+  // `priorities` is empty or holds one step priority per environment.
+  virtual Status Append(std::span<const ConstTensor> steps,
+                        std::span<const double> priorities = {}) = 0;
   // Ends environment `env`'s trajectory; its next step starts a new one.
   virtual Status End(size_t env, EndReason reason) = 0;
 
@@ -141,6 +165,14 @@ class Table {
   // options.timeout. A window never crosses a trajectory boundary.
   virtual Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) = 0;
   Result<SampleBatch> Sample(int64_t batch_size, const SampleOptions& options = {});
+
+  // Sets the priorities of the items `keys` (finite, >= 0), in order, so the
+  // last of repeated keys wins. Keys no longer present are skipped and
+  // counted, never applied to another item. A bad priority or a size
+  // mismatch is InvalidArgument and nothing is applied. `result` may be null.
+  virtual Status UpdatePriorities(std::span<const ItemKey> keys,
+                                  std::span<const double> priorities,
+                                  PriorityUpdateResult* result = nullptr) = 0;
 
   // Replaces the rate limiter's parameters, keeping its counters, records
   // them in the catalog, and wakes every waiter to re-check.

@@ -204,6 +204,7 @@ struct RawTable {
   uint8_t padding = 0;
   uint8_t selector = 0;
   uint8_t eviction = 0;
+  uint8_t step_priority = 0;
   bool with_columns = true;
   bool with_rate_limiter = true;
   // A field from a future writer, appended after the last known one.
@@ -228,9 +229,10 @@ std::string RawCatalogFile(const std::vector<RawTable>& tables, uint32_t format_
     fbb.AddElement<uint8_t>(fb::TableDef::VT_PADDING, raw.padding, 0);
     fbb.AddElement<uint8_t>(fb::TableDef::VT_SELECTOR, raw.selector, 0);
     fbb.AddElement<uint8_t>(fb::TableDef::VT_EVICTION, raw.eviction, 0);
+    fbb.AddElement<uint8_t>(fb::TableDef::VT_STEP_PRIORITY, raw.step_priority, 0);
     if (raw.with_rate_limiter) fbb.AddOffset(fb::TableDef::VT_RATE_LIMITER, rate_limiter);
     if (raw.with_future_field) {
-      fbb.AddElement<int64_t>(fb::TableDef::VT_RATE_LIMITER + 2, 123456789, 0);
+      fbb.AddElement<int64_t>(fb::TableDef::VT_PRIORITY_DEVICE + 2, 123456789, 0);
     }
     defs.push_back(flatbuffers::Offset<fb::TableDef>(fbb.EndTable(start)));
   }
@@ -256,6 +258,7 @@ TableSpec RawTableSpec(const RawTable& raw) {
   t.padding = static_cast<Padding>(raw.padding);
   t.selector = static_cast<SelectorKind>(raw.selector);
   t.eviction = static_cast<EvictionPolicy>(raw.eviction);
+  t.step_priority = static_cast<StepPriority>(raw.step_priority);
   t.max_times_sampled = 0;
   if (raw.with_rate_limiter) {
     t.rate_limiter.samples_per_insert = 2.0;
@@ -303,8 +306,11 @@ class SpecGenerator {
     t.block_steps = Int64();
     t.sequence_length = Int64();
     t.padding = static_cast<Padding>(Int(0, 1));
-    t.selector = static_cast<SelectorKind>(Int(0, 2));
-    t.eviction = EvictionPolicy::kOldestFirst;
+    t.selector = static_cast<SelectorKind>(Int(0, 5));
+    t.eviction = static_cast<EvictionPolicy>(Int(0, 1));
+    t.priority_exponent = Double();
+    t.step_priority = static_cast<StepPriority>(Int(0, 2));
+    t.priority_device = Int(-1, 7);
     t.max_times_sampled = Int64();
     t.rate_limiter.samples_per_insert = Double();
     t.rate_limiter.min_size_to_sample = Int64();
@@ -365,7 +371,10 @@ TEST(CatalogTest, RoundTripsEveryFieldSetToNonDefaultValues) {
   t.sequence_length = 9;
   t.padding = Padding::kTail;
   t.selector = SelectorKind::kFifo;
-  t.eviction = EvictionPolicy::kOldestFirst;  // the only policy there is
+  t.eviction = EvictionPolicy::kLowestPriority;
+  t.priority_exponent = 0.6;
+  t.step_priority = StepPriority::kWindowMean;
+  t.priority_device = 3;
   t.max_times_sampled = 4;
   t.rate_limiter.samples_per_insert = 0.25;
   t.rate_limiter.min_size_to_sample = 64;
@@ -380,6 +389,10 @@ TEST(CatalogTest, RoundTripsEveryFieldSetToNonDefaultValues) {
   EXPECT_NE(t.sequence_length, d.sequence_length);
   EXPECT_NE(t.padding, d.padding);
   EXPECT_NE(t.selector, d.selector);
+  EXPECT_NE(t.eviction, d.eviction);
+  EXPECT_NE(t.priority_exponent, d.priority_exponent);
+  EXPECT_NE(t.step_priority, d.step_priority);
+  EXPECT_NE(t.priority_device, d.priority_device);
   EXPECT_NE(t.max_times_sampled, d.max_times_sampled);
   EXPECT_NE(t.rate_limiter.samples_per_insert, d.rate_limiter.samples_per_insert);
   EXPECT_NE(t.rate_limiter.min_size_to_sample, d.rate_limiter.min_size_to_sample);
@@ -589,19 +602,25 @@ TEST(CatalogTest, UnknownEnumValues) {
   EXPECT_EQ(DecodeError(RawCatalogFile({bad})),
             "catalog /db/CATALOG: table 0 't' has unknown padding 2");
   bad = RawTable{};
-  bad.selector = 3;
+  bad.selector = 6;
   EXPECT_EQ(DecodeError(RawCatalogFile({RawTable{}, bad})),
-            "catalog /db/CATALOG: table 1 't' has unknown selector 3");
+            "catalog /db/CATALOG: table 1 't' has unknown selector 6");
   bad = RawTable{};
-  bad.eviction = 1;
+  bad.eviction = 2;
   EXPECT_EQ(DecodeError(RawCatalogFile({bad})),
-            "catalog /db/CATALOG: table 0 't' has unknown eviction policy 1");
+            "catalog /db/CATALOG: table 0 't' has unknown eviction policy 2");
+  bad = RawTable{};
+  bad.step_priority = 3;
+  EXPECT_EQ(DecodeError(RawCatalogFile({bad})),
+            "catalog /db/CATALOG: table 0 't' has unknown step_priority 3");
 
   // The largest known values decode.
   RawTable last;
   last.dtype = kNumDTypes - 1;
   last.padding = static_cast<uint8_t>(Padding::kTail);
-  last.selector = static_cast<uint8_t>(SelectorKind::kLifo);
+  last.selector = static_cast<uint8_t>(SelectorKind::kMaxHeap);
+  last.eviction = static_cast<uint8_t>(EvictionPolicy::kLowestPriority);
+  last.step_priority = static_cast<uint8_t>(StepPriority::kWindowMean);
   std::vector<TableSpec> decoded;
   ASSERT_TRUE(DecodeCatalog(RawCatalogFile({last}), kSource, &decoded).ok());
   ExpectSameTables(decoded, {RawTableSpec(last)});

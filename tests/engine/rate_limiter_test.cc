@@ -119,9 +119,8 @@ class RateLimiterTest : public testing::Test {
       if (info.blocked_inserts == blocked_inserts && info.blocked_samples == blocked_samples) {
         return;
       }
-      ASSERT_LT(Clock::now(), give_up)
-          << "blocked_inserts=" << info.blocked_inserts
-          << " blocked_samples=" << info.blocked_samples;
+      ASSERT_LT(Clock::now(), give_up) << "blocked_inserts=" << info.blocked_inserts
+                                       << " blocked_samples=" << info.blocked_samples;
       std::this_thread::sleep_for(1ms);
     }
   }

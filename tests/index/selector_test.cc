@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "index/ordered_selector.h"
@@ -47,7 +48,9 @@ uint64_t FreshSeed() {
   return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
-ItemRef Item(uint64_t seq) { return {MakeItemKey(seq / 7 + 1, static_cast<int64_t>(seq % 7)), seq}; }
+ItemRef Item(uint64_t seq) {
+  return {MakeItemKey(seq / 7 + 1, static_cast<int64_t>(seq % 7)), seq};
+}
 
 // Draws `draws` selections and returns the chi-square statistic of the
 // counts against the uniform distribution over `live`. Fails the test if a
@@ -71,36 +74,103 @@ double UniformChiSquare(const Selector& selector, const std::vector<ItemRef>& li
   }
   const double expected = static_cast<double>(draws) / static_cast<double>(live.size());
   double chi2 = 0;
-  for (const auto& [key, count] : counts) chi2 += (count - expected) * (count - expected) / expected;
+  for (const auto& [key, count] : counts) {
+    chi2 += (count - expected) * (count - expected) / expected;
+  }
   return chi2;
 }
 
-TEST(NewSelectorTest, MakesTheRequestedKind) {
+std::unique_ptr<Selector> MakeSelector(SelectorKind kind) {
+  SelectorOptions options;
+  options.kind = kind;
+  return NewSelector(options);
+}
+
+TEST(NewSelectorTest, MakesUniformFifoAndLifo) {
   Random rng(1);
-  for (SelectorKind kind : {SelectorKind::kUniform, SelectorKind::kFifo, SelectorKind::kLifo}) {
-    std::unique_ptr<Selector> selector = NewSelector(kind);
-    ASSERT_NE(selector, nullptr);
-    for (uint64_t seq = 1; seq <= 4; ++seq) selector->Insert(Item(seq));
-    EXPECT_EQ(selector->size(), 4u);
-    const Selection s = selector->Select(rng);
-    switch (kind) {
-      case SelectorKind::kUniform:
-        EXPECT_DOUBLE_EQ(s.probability, 0.25);
-        break;
-      case SelectorKind::kFifo:
-        EXPECT_EQ(s.key, Item(1).key);
-        EXPECT_EQ(s.probability, 1.0);
-        break;
-      case SelectorKind::kLifo:
-        EXPECT_EQ(s.key, Item(4).key);
-        EXPECT_EQ(s.probability, 1.0);
-        break;
-    }
+  std::unique_ptr<Selector> uniform = MakeSelector(SelectorKind::kUniform);
+  std::unique_ptr<Selector> fifo = MakeSelector(SelectorKind::kFifo);
+  std::unique_ptr<Selector> lifo = MakeSelector(SelectorKind::kLifo);
+  ASSERT_NE(uniform, nullptr);
+  ASSERT_NE(fifo, nullptr);
+  ASSERT_NE(lifo, nullptr);
+  for (uint64_t seq = 1; seq <= 4; ++seq) {
+    uniform->Insert(Item(seq));
+    fifo->Insert(Item(seq));
+    lifo->Insert(Item(seq));
   }
+  EXPECT_EQ(uniform->size(), 4u);
+  EXPECT_DOUBLE_EQ(uniform->Select(rng).probability, 0.25);
+  EXPECT_EQ(fifo->Select(rng).key, Item(1).key);
+  EXPECT_EQ(fifo->Select(rng).probability, 1.0);
+  EXPECT_EQ(lifo->Select(rng).key, Item(4).key);
+  EXPECT_EQ(lifo->Select(rng).probability, 1.0);
+  for (const Selector* s : {uniform.get(), fifo.get(), lifo.get()}) EXPECT_TRUE(s->has_mass());
 }
 
 TEST(NewSelectorTest, UnknownKindGivesNull) {
-  EXPECT_EQ(NewSelector(static_cast<SelectorKind>(200)), nullptr);
+  EXPECT_EQ(MakeSelector(static_cast<SelectorKind>(200)), nullptr);
+}
+
+// Uniform, FIFO and LIFO ignore priorities and strata.
+TEST(NewSelectorTest, PrioritiesAndStrataDoNotMatter) {
+  for (SelectorKind kind : {SelectorKind::kUniform, SelectorKind::kFifo, SelectorKind::kLifo}) {
+    SCOPED_TRACE("kind " + std::to_string(static_cast<int>(kind)));
+    std::unique_ptr<Selector> selector = MakeSelector(kind);
+    ASSERT_NE(selector, nullptr);
+    EXPECT_FALSE(selector->has_mass());
+    std::map<ItemKey, ItemRef> refs;
+    for (uint64_t seq = 1; seq <= 6; ++seq) {
+      ItemRef item = Item(seq);
+      item.priority = seq % 2 == 0 ? 0.0 : 100.0 * static_cast<double>(seq);
+      selector->Insert(item);
+      refs[item.key] = item;
+    }
+    // Zero priorities still count as mass for these selectors.
+    EXPECT_TRUE(selector->has_mass());
+    selector->Update(refs[Item(1).key], 0.0);
+    refs[Item(1).key].priority = 0.0;
+    selector->Update(refs[Item(6).key], 1e9);
+    refs[Item(6).key].priority = 1e9;
+    EXPECT_EQ(selector->size(), 6u);
+
+    Random rng(FreshSeed());
+    for (int64_t stratum = 0; stratum < 4; ++stratum) {
+      const Selection s = selector->Select(rng, Stratum{stratum, 4});
+      ASSERT_TRUE(refs.count(s.key));
+      if (kind == SelectorKind::kFifo) {
+        EXPECT_EQ(s.key, Item(1).key);
+      } else if (kind == SelectorKind::kLifo) {
+        EXPECT_EQ(s.key, Item(6).key);
+      } else {
+        EXPECT_EQ(s.probability, 1.0 / 6);
+      }
+    }
+    // Removal uses the priority as last set.
+    selector->Remove(refs[Item(1).key]);
+    selector->Remove(refs[Item(6).key]);
+    EXPECT_EQ(selector->size(), 4u);
+  }
+}
+
+// A uniform selector picks zero-priority items as often as others.
+TEST(UniformSelectorTest, IgnoresPriorities) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Random rng(seed);
+  UniformSelector selector;
+  std::vector<ItemRef> live;
+  for (uint64_t seq = 1; seq <= 20; ++seq) {
+    ItemRef item = Item(seq);
+    item.priority = seq <= 10 ? 0.0 : 1000.0;
+    selector.Insert(item);
+    live.push_back(item);
+  }
+  for (int i = 0; i < 10; ++i) {
+    selector.Update(live[i], 5000.0);
+    live[i].priority = 5000.0;
+  }
+  EXPECT_LT(UniformChiSquare(selector, live, rng, 40000), ChiSquareCritical(19, kFalseAlarm));
 }
 
 TEST(UniformSelectorTest, SingleItemIsAlwaysSelectedWithProbabilityOne) {

@@ -99,8 +99,8 @@ TEST(RandomTest, MatchesReferenceXoshiro256StarStar) {
 TEST(RandomTest, SeedsThroughSplitMix64) {
   Random rng(1234567);
   EXPECT_EQ(RandomTestPeer::State(rng),
-            (std::vector<uint64_t>{6457827717110365317u, 3203168211198807973u,
-                                   9817491932198370423u, 4593380528125082431u}));
+            (std::vector<uint64_t>{6457827717110365317u, 3203168211198807973u, 9817491932198370423u,
+                                   4593380528125082431u}));
 }
 
 TEST(RandomTest, SameSeedSameSequenceDifferentSeedDifferentSequence) {

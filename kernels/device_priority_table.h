@@ -1,0 +1,106 @@
+// DevicePriorityTable: item priorities in GPU memory, sampled and updated by
+// CUDA kernels with no host round trip. Plain C++ header: host code includes
+// this, never a CUDA header; streams are passed as void* (a cudaStream_t).
+//
+// Model: `capacity` slots, each empty or holding (item key, priority). The
+// host side (a table's writers and evictions) changes the item set through
+// Insert/Remove/SetPriority, which only stage the change in host memory; the
+// next device call (Flush, Sample, UpdatePriorities) applies every staged
+// change on the device first, in order. The learner's side samples and
+// updates from device arrays on its own stream.
+//
+// Streams: every device call takes the caller's stream. The table works on an
+// internal stream that first waits for the caller's stream (so inputs the
+// caller produced are ready) and after the call's work the caller's stream
+// waits for it (so outputs are ready for the caller's next kernel). No call
+// synchronises the host with the device except where it says so.
+//
+// Sampling is exact to fp64 sums: priority^alpha is kept per slot, partial
+// sums over fixed-size blocks of slots are fp64 and recomputed from their
+// slots whenever one changes (never adjusted by deltas, so they cannot
+// drift), and a draw never lands on a slot of priority 0.
+//
+// Thread safety: not thread-safe; the owning table serialises calls.
+#ifndef REPLAYDB_KERNELS_DEVICE_PRIORITY_TABLE_H_
+#define REPLAYDB_KERNELS_DEVICE_PRIORITY_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "replaydb/status.h"
+#include "replaydb/types.h"
+
+namespace replaydb::kernels {
+
+class DevicePriorityTable {
+ public:
+  struct Options {
+    int device = 0;
+    // Most items held at once. REQUIRES: 1 <= capacity <= 2^31 - 1.
+    int64_t capacity = 0;
+    // Probability proportional to priority^alpha. REQUIRES: finite, >= 0.
+    double alpha = 1.0;
+    // Seed of the draws (Philox counter-based); every Sample call advances
+    // the counter, so a table's sequence of batches is reproducible.
+    uint64_t seed = 0;
+  };
+
+  struct SampleParams {
+    // >= 0: write importance weights (N * P(i))^-beta / max over the batch.
+    double beta = -1;
+    // One draw from each of `batch` equal strata of the probability mass.
+    bool stratified = false;
+  };
+
+  // NotSupported without a usable GPU (the reason in the message);
+  // InvalidArgument for bad options; ResourceExhausted when device memory
+  // runs out (naming the bytes asked for).
+  static Result<std::unique_ptr<DevicePriorityTable>> Create(const Options& options);
+  virtual ~DevicePriorityTable() = default;
+
+  // ---- host-side changes, staged until the next device call ----
+
+  // AlreadyExists if `key` is present; ResourceExhausted when all slots are
+  // taken; InvalidArgument for a negative or non-finite priority.
+  virtual Status Insert(ItemKey key, double priority) = 0;
+  // NotFound if absent.
+  virtual Status Remove(ItemKey key) = 0;
+  // NotFound if absent; InvalidArgument for a bad priority.
+  virtual Status SetPriority(ItemKey key, double priority) = 0;
+  // Items present counting staged changes.
+  virtual int64_t size() const = 0;
+
+  // ---- device calls ----
+
+  // Applies staged changes on `stream`.
+  virtual Status Flush(void* stream) = 0;
+
+  // Draws `batch` items with probability proportional to priority^alpha and
+  // writes d_keys[batch], d_probabilities[batch] and, when params.beta >= 0,
+  // d_weights[batch] (else d_weights may be null). FailedPrecondition when
+  // the table has no item of priority > 0 (checked on the host from the
+  // staged state; no device sync).
+  virtual Status Sample(int64_t batch, const SampleParams& params, uint64_t* d_keys,
+                        float* d_probabilities, float* d_weights, void* stream) = 0;
+
+  // Sets the priorities of n items given by key, from device arrays. Keys
+  // not present are skipped and counted (SkippedUpdates). When a key
+  // appears more than once, the last occurrence wins. Negative or
+  // non-finite priorities are skipped and counted too (the data is on the
+  // device; the host cannot reject it without a copy). Work is O(n log n +
+  // n * block size), never proportional to capacity.
+  virtual Status UpdatePriorities(const uint64_t* d_keys, const float* d_priorities, int64_t n,
+                                  void* stream) = 0;
+
+  // Updates skipped so far (unknown keys, bad values). Synchronises.
+  virtual Result<int64_t> SkippedUpdates() = 0;
+
+  // For tests and tools: the priority held for each key in `keys` (-1 when
+  // absent), after applying staged changes. Synchronises.
+  virtual Result<std::vector<double>> ReadPriorities(const std::vector<ItemKey>& keys) = 0;
+};
+
+}  // namespace replaydb::kernels
+
+#endif  // REPLAYDB_KERNELS_DEVICE_PRIORITY_TABLE_H_
