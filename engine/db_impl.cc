@@ -68,14 +68,15 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
       return Status::Corruption("catalog " + catalog_path + ": table " + Q(spec.name) +
                                 " appears twice");
     }
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, db->MakeTable(spec));
     db->specs_.emplace(spec.name, spec);
-    db->tables_.emplace(spec.name, db->MakeTable(spec));
+    db->tables_.emplace(spec.name, std::move(table));
   }
   return std::unique_ptr<DB>(std::move(db));
 }
 
-std::shared_ptr<TableImpl> DBImpl::MakeTable(const TableSpec& spec) {
-  return std::make_shared<TableImpl>(spec, [this](const TableSpec& s) { return PersistSpec(s); });
+Result<std::shared_ptr<TableImpl>> DBImpl::MakeTable(const TableSpec& spec) {
+  return TableImpl::Create(spec, [this](const TableSpec& s) { return PersistSpec(s); });
 }
 
 Status DBImpl::SaveCatalogLocked(const std::map<std::string, TableSpec, std::less<>>& specs) {
@@ -91,12 +92,13 @@ Result<std::shared_ptr<Table>> DBImpl::CreateTable(const TableSpec& spec) {
   if (specs_.count(spec.name) != 0) {
     return Status::AlreadyExists("table " + Q(spec.name) + " already exists in " + path_);
   }
+  // The table is made (it may need a GPU), then the catalog written: if
+  // either fails, nothing changed.
+  REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<TableImpl> table, MakeTable(spec));
   auto specs = specs_;
   specs.emplace(spec.name, spec);
-  // The catalog is written first: if that fails, nothing changed.
   REPLAYDB_RETURN_IF_ERROR(SaveCatalogLocked(specs));
   specs_.swap(specs);
-  auto table = MakeTable(spec);
   tables_.emplace(spec.name, table);
   return std::shared_ptr<Table>(table);
 }

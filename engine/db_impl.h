@@ -28,7 +28,7 @@ class DBImpl final : public DB {
  private:
   DBImpl(Env* env, std::string path, std::unique_ptr<FileLock> lock);
 
-  std::shared_ptr<TableImpl> MakeTable(const TableSpec& spec);
+  Result<std::shared_ptr<TableImpl>> MakeTable(const TableSpec& spec);
   // Writes the catalog of `specs`. REQUIRES: mu_ held.
   Status SaveCatalogLocked(const std::map<std::string, TableSpec, std::less<>>& specs);
   // Records a table's changed spec (SetRateLimiter).

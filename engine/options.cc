@@ -233,6 +233,12 @@ Status TableSpec::Validate() const {
         " needs max_times_sampled = 0 (device draws are not counted per item), got " +
         std::to_string(max_times_sampled));
   }
+  if (priority_device >= 0 && eviction != EvictionPolicy::kOldestFirst) {
+    return Status::InvalidArgument(table + ": priority_device " + std::to_string(priority_device) +
+                                   " needs eviction oldest_first (device-side updates are not "
+                                   "seen by the host), got " +
+                                   std::string(EvictionPolicyName(eviction)));
+  }
   if (max_times_sampled < 0 || max_times_sampled > engine::kMaxTimesSampledLimit) {
     return Status::InvalidArgument(table + ": max_times_sampled is " +
                                    std::to_string(max_times_sampled) +

@@ -1,25 +1,13 @@
 #include "engine/rate_limiter.h"
 
 #include <cassert>
-#include <charconv>
-#include <limits>
 #include <utility>
+
+#include "util/format.h"
 
 namespace replaydb::engine {
 
 namespace {
-
-constexpr double kMaxDouble = std::numeric_limits<double>::max();
-
-// `v` with up to 10 significant digits ("1.5", "10"); the unbounded
-// sentinels (+-max, +-inf) print as "inf" and "-inf".
-std::string FormatDouble(double v) {
-  if (v >= kMaxDouble) return "inf";
-  if (v <= -kMaxDouble) return "-inf";
-  char buf[64];
-  const auto result = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::general, 10);
-  return std::string(buf, result.ptr);
-}
 
 // "1 item", "4 items".
 std::string Items(int64_t n) {

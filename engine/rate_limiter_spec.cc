@@ -6,6 +6,7 @@
 #include <string>
 
 #include "replaydb/options.h"
+#include "util/format.h"
 
 namespace replaydb {
 
@@ -13,16 +14,6 @@ namespace {
 
 constexpr double kMaxDouble = std::numeric_limits<double>::max();
 
-// `v` with up to 10 significant digits ("1.5", "10", "1e-05"; rounding noise
-// such as 1.4000000000000004 prints as "1.4"); the unbounded sentinels (+-max
-// and +-inf) print as "inf" and "-inf".
-std::string FormatDouble(double v) {
-  if (v >= kMaxDouble) return "inf";
-  if (v <= -kMaxDouble) return "-inf";
-  char buf[64];
-  const auto result = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::general, 10);
-  return std::string(buf, result.ptr);
-}
 
 bool IsWhole(double v) {
   return std::isfinite(v) && std::floor(v) == v;

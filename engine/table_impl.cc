@@ -37,7 +37,26 @@ struct Segment {
 
 }  // namespace
 
-TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist)
+Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
+                                                     PersistSpecFn persist) {
+  if (spec.priority_device < 0) {
+    return std::make_shared<TableImpl>(
+        spec, std::move(persist),
+        index::NewSelector({spec.selector, spec.priority_exponent}), nullptr);
+  }
+  const int64_t capacity = CapacityBlocks(spec) * spec.block_steps;
+  auto device = DeviceSelector::Create(spec.priority_device, capacity, spec.priority_exponent);
+  if (!device.ok()) return device.status().WithContext("table " + Q(spec.name));
+  auto stream = DeviceStream::Create(spec.priority_device);
+  if (!stream.ok()) return stream.status().WithContext("table " + Q(spec.name));
+  DeviceSelector* raw = device->get();
+  auto table = std::make_shared<TableImpl>(spec, std::move(persist), std::move(device).value(), raw);
+  table->device_stream_ = std::move(stream).value();
+  return table;
+}
+
+TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
+                     std::unique_ptr<index::Selector> selector, DeviceSelector* device)
     : name_(spec.name),
       columns_(spec.columns),
       layout_(TableLayout::For(spec)),
@@ -45,12 +64,14 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist)
       padding_(spec.padding),
       max_times_sampled_(static_cast<uint32_t>(spec.max_times_sampled)),
       step_priority_(spec.step_priority),
+      prioritized_(spec.selector == SelectorKind::kPrioritized),
       eviction_(spec.eviction),
       persist_(std::move(persist)),
       spec_(spec),
       pool_(layout_.block_bytes, layout_.num_blocks),
       limiter_(spec.rate_limiter, spec.name),
-      selector_(index::NewSelector({spec.selector, spec.priority_exponent})),
+      selector_(std::move(selector)),
+      device_(device),
       rng_(Random::FromEntropy()) {}
 
 TableImpl::~TableImpl() { CloseWithReason("closed"); }
@@ -323,7 +344,7 @@ void TableImpl::CreateItemLocked(Trajectory& t) {
   ++t.live_items;
   ++num_items_;
   ++items_inserted_;
-  if (max_times_sampled_ > 0) sample_budget_ += max_times_sampled_;
+  sample_budget_ += DrawsLeft(item);
   selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority});
   if (t.ranked && item.priority > t.best_priority) RankLocked(t);
 }
@@ -404,7 +425,7 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
     const ItemState& item = t.items[start];
     if (!ItemLive(item)) continue;
     selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority});
-    if (max_times_sampled_ > 0) sample_budget_ -= max_times_sampled_ - item.times_sampled;
+    sample_budget_ -= DrawsLeft(item);
     ++removed_items;
   }
   t.live_items = 0;
@@ -446,7 +467,7 @@ void TableImpl::MaybeReleaseConsumedLocked(Trajectory& t) {
   RemoveTrajectoryLocked(t, /*evicted=*/false);
 }
 
-Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) {
+Status TableImpl::CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const {
   if (batch_size < 1 || batch_size > kMaxBatchSize) {
     return Status::InvalidArgument("table " + Q(name_) + ": batch_size is " +
                                    std::to_string(batch_size) + "; it must be between 1 and " +
@@ -457,6 +478,42 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
                                    std::to_string(options.importance_beta) +
                                    "; use a finite value (< 0 for no weights)");
   }
+  return Status::OK();
+}
+
+Status TableImpl::NeedDeviceLocked() const {
+  if (device_ != nullptr) return device_->error();
+  return Status::FailedPrecondition("table " + Q(name_) +
+                                    " keeps its priorities on the host (priority_device = -1)");
+}
+
+Status TableImpl::DrawOnDeviceLocked(int64_t batch, const SampleOptions& options,
+                                     std::vector<index::Selection>* draws) {
+  const size_t bytes = static_cast<size_t>(batch) * sizeof(uint64_t);
+  if (device_keys_.size() < bytes) {
+    REPLAYDB_ASSIGN_OR_RETURN(device_keys_,
+                              DeviceBuffer::Allocate(spec_.priority_device, bytes));
+    REPLAYDB_ASSIGN_OR_RETURN(device_probabilities_,
+                              DeviceBuffer::Allocate(spec_.priority_device, bytes));
+  }
+  kernels::DevicePriorityTable::SampleParams params;
+  params.stratified = options.stratified;
+  void* stream = device_stream_.handle();
+  REPLAYDB_RETURN_IF_ERROR(device_->table().Sample(batch, params, device_keys_.as<uint64_t>(),
+                                                   device_probabilities_.as<float>(), nullptr,
+                                                   stream));
+  std::vector<uint64_t> keys(batch);
+  std::vector<float> probabilities(batch);
+  REPLAYDB_RETURN_IF_ERROR(device_keys_.CopyToHost(keys.data(), batch * sizeof(uint64_t), 0, stream));
+  REPLAYDB_RETURN_IF_ERROR(
+      device_probabilities_.CopyToHost(probabilities.data(), batch * sizeof(float), 0, stream));
+  draws->resize(batch);
+  for (int64_t b = 0; b < batch; ++b) (*draws)[b] = {keys[b], probabilities[b]};
+  return Status::OK();
+}
+
+Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) {
+  REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
   if (out == nullptr) return Status::InvalidArgument("table " + Q(name_) + ": out is null");
   const int64_t B = batch_size;
   const int64_t L = sequence_length_;
@@ -489,10 +546,16 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
     REPLAYDB_RETURN_IF_ERROR(
         limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
     live_items = num_items_;
+    std::vector<index::Selection> device_draws;
+    if (device_ != nullptr) {
+      REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
+      REPLAYDB_RETURN_IF_ERROR(DrawOnDeviceLocked(B, options, &device_draws));
+    }
 
     for (int64_t b = 0; b < B; ++b) {
       const index::Stratum stratum = options.stratified ? index::Stratum{b, B} : index::Stratum{};
-      const index::Selection sel = selector_->Select(rng_, stratum);
+      const index::Selection sel =
+          device_ != nullptr ? device_draws[b] : selector_->Select(rng_, stratum);
       const std::shared_ptr<Trajectory>& tp = trajectories_.at(ItemKeyTrajectory(sel.key));
       Trajectory& t = *tp;
       const int64_t start = ItemKeyStart(sel.key);
@@ -622,7 +685,9 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
     ItemState& item = t.items[start];
     const double old = item.priority;
     selector_->Update({key, item.seq, old}, priorities[i]);
+    sample_budget_ -= DrawsLeft(item);
     item.priority = priorities[i];
+    sample_budget_ += DrawsLeft(item);
     max_priority_seen_ = std::max(max_priority_seen_, item.priority);
     if (t.ranked && (item.priority > t.best_priority || old >= t.best_priority)) RankLocked(t);
     ++r.updated;
@@ -632,6 +697,47 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
   // Samplers may have waited for probability mass.
   if (r.updated > 0) limiter_.NotifyAll();
   if (result != nullptr) *result = r;
+  return Status::OK();
+}
+
+Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& options,
+                                 const DeviceSampleOutput& out, void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
+  if (out.keys == nullptr || out.probabilities == nullptr ||
+      (options.importance_beta >= 0 && out.weights == nullptr)) {
+    return Status::InvalidArgument("table " + Q(name_) +
+                                   ": SampleToDevice needs device pointers for keys and "
+                                   "probabilities (and weights when importance_beta >= 0)");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
+  const auto ready = [&] { return selector_->has_mass(); };
+  REPLAYDB_RETURN_IF_ERROR(
+      limiter_.AwaitSamples(lock, batch_size, DeadlineAfter(options.timeout), ready));
+  kernels::DevicePriorityTable::SampleParams params;
+  params.beta = options.importance_beta;
+  params.stratified = options.stratified;
+  REPLAYDB_RETURN_IF_ERROR(device_->table().Sample(batch_size, params, out.keys,
+                                                   out.probabilities, out.weights, stream));
+  items_sampled_ += batch_size;
+  return Status::OK();
+}
+
+Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities,
+                                             int64_t n, void* stream) {
+  if (n < 0 || (n > 0 && (keys == nullptr || priorities == nullptr))) {
+    return Status::InvalidArgument("table " + Q(name_) +
+                                   ": UpdatePrioritiesFromDevice needs n >= 0 and device "
+                                   "pointers for keys and priorities");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
+  if (n == 0) return Status::OK();
+  REPLAYDB_RETURN_IF_ERROR(device_->table().UpdatePriorities(keys, priorities, n, stream));
+  device_updates_ += n;
+  limiter_.NotifyAll();
   return Status::OK();
 }
 
@@ -673,6 +779,13 @@ TableInfo TableImpl::Info() const {
   info.evicted_items = evicted_items_;
   info.priority_updates = priority_updates_;
   info.priority_updates_skipped = priority_updates_skipped_;
+  if (device_ != nullptr && device_updates_ > 0) {
+    // Reading the device's count synchronises with it.
+    auto skipped = device_->table().SkippedUpdates();
+    const int64_t device_skipped = skipped.ok() ? *skipped : 0;
+    info.priority_updates += device_updates_ - device_skipped;
+    info.priority_updates_skipped += device_skipped;
+  }
   info.max_priority_seen = max_priority_seen_;
   info.rate_limiter = limiter_.Info();
   return info;

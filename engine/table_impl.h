@@ -23,9 +23,11 @@
 #include <vector>
 
 #include "engine/block_pool.h"
+#include "engine/device_selector.h"
 #include "engine/rate_limiter.h"
 #include "engine/table_layout.h"
 #include "index/selector.h"
+#include "replaydb/device.h"
 #include "replaydb/table.h"
 #include "util/random.h"
 
@@ -67,8 +69,13 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Writes a changed spec to the catalog. Called without the table's mutex.
   using PersistSpecFn = std::function<Status(const TableSpec&)>;
 
-  // REQUIRES: spec.Validate().ok()
-  TableImpl(const TableSpec& spec, PersistSpecFn persist);
+  // REQUIRES: spec.Validate().ok(). NotSupported when the spec's
+  // priority_device cannot be used.
+  static Result<std::shared_ptr<TableImpl>> Create(const TableSpec& spec, PersistSpecFn persist);
+
+  // Use Create. `device` is the selector when it is a DeviceSelector.
+  TableImpl(const TableSpec& spec, PersistSpecFn persist,
+            std::unique_ptr<index::Selector> selector, DeviceSelector* device);
   ~TableImpl() override;
 
   TableSpec spec() const override;
@@ -80,6 +87,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override;
   Status UpdatePriorities(std::span<const ItemKey> keys, std::span<const double> priorities,
                           PriorityUpdateResult* result) override;
+  Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
+                        const DeviceSampleOutput& out, void* stream) override;
+  Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
+                                    void* stream) override;
   Status SetRateLimiter(const RateLimiterSpec& spec) override;
   TableInfo Info() const override;
   void Close() override { CloseWithReason("closed"); }
@@ -130,9 +141,21 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   bool ItemLive(const ItemState& item) const {
     return max_times_sampled_ == 0 || item.times_sampled < max_times_sampled_;
   }
+  // The draws a live item still allows when max_times_sampled > 0: none for
+  // an item the selector cannot draw (priority 0 under kPrioritized).
+  int64_t DrawsLeft(const ItemState& item) const {
+    if (max_times_sampled_ == 0 || (prioritized_ && item.priority == 0)) return 0;
+    return max_times_sampled_ - item.times_sampled;
+  }
   // Removes an ended trajectory all of whose items were sampled away.
   void MaybeReleaseConsumedLocked(Trajectory& t);
   Status ResetWriterIfEndedLocked(WriterSlot& slot);
+  Status CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const;
+  Status NeedDeviceLocked() const;
+  // Draws `batch` keys on the device into the table's own buffers and copies
+  // them (with probabilities) to the host. REQUIRES: device_
+  Status DrawOnDeviceLocked(int64_t batch, const SampleOptions& options,
+                            std::vector<index::Selection>* draws);
 
   const std::string name_;
   const std::vector<ColumnSpec> columns_;
@@ -141,6 +164,7 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   const Padding padding_;
   const uint32_t max_times_sampled_;
   const StepPriority step_priority_;
+  const bool prioritized_;
   const EvictionPolicy eviction_;
 
   // Serialises SetRateLimiter (persist, then apply) against Close.
@@ -153,6 +177,13 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   BlockPool pool_;
   RateLimiter limiter_;
   std::unique_ptr<index::Selector> selector_;
+  // Set when priorities live on a GPU: selector_ is this DeviceSelector.
+  DeviceSelector* const device_;
+  // The host-side Sample of a device table draws into these.
+  DeviceStream device_stream_;
+  DeviceBuffer device_keys_;
+  DeviceBuffer device_probabilities_;
+  int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice
   Random rng_;
   // Trajectories in the hot tier by id; ids grow, so this is age order.
   std::map<uint64_t, std::shared_ptr<Trajectory>> trajectories_;
@@ -167,7 +198,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   int64_t num_steps_ = 0;
   int64_t num_items_ = 0;
   int64_t pending_free_blocks_ = 0;  // blocks of removed but pinned trajectories
-  // Draws still allowed over all live items when max_times_sampled > 0.
+  // Sum of DrawsLeft over live items: a batch of B is served only when it
+  // is >= B, so no draw can find the selector without mass.
   int64_t sample_budget_ = 0;
   int64_t steps_inserted_ = 0;
   int64_t items_inserted_ = 0;

@@ -13,9 +13,9 @@ namespace replaydb::index {
 // Items ordered by ItemRef::seq. Select always returns the item with the
 // smallest seq (kOldestFirst, FIFO) or the largest (kNewestFirst, LIFO), with
 // probability 1, and ignores the generator, priorities and strata. Insert
-// is amortised O(1) (seqs
-// arrive in increasing order, so each goes at the end), Remove O(log n) from
-// anywhere, Select O(1). Not thread-safe (see Selector).
+// is amortised O(1) (seqs arrive in increasing order, so each goes at the
+// end), Remove O(log n) from anywhere, Select O(1). Not thread-safe (see
+// Selector).
 class OrderedSelector final : public Selector {
  public:
   enum class Order : uint8_t {

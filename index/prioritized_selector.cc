@@ -62,6 +62,11 @@ Selection PrioritizedSelector::Select(Random& rng, Stratum stratum) const {
   assert(stratum.count >= 1 && stratum.index >= 0 && stratum.index < stratum.count &&
          "PrioritizedSelector::Select: stratum out of range");
   const double total = tree_.Total();
+  if (!(total > 0)) {
+    // A broken REQUIRES (asserted above). Rather than descend a tree without
+    // mass, release builds return some live item with probability 0.
+    return {slots_.empty() ? ItemKey{0} : slots_.begin()->first, 0.0};
+  }
   const double u = rng.NextDouble();
   double target;
   if (stratum.count == 1) {

@@ -59,7 +59,10 @@ class PrioritizedSelector final : public Selector {
   void Update(const ItemRef& item, double new_priority) override;
   size_t size() const override { return slots_.size(); }
   using Selector::Select;
-  // REQUIRES: has_mass(); 0 <= stratum.index < stratum.count.
+  // REQUIRES: has_mass(); 0 <= stratum.index < stratum.count. (Release
+  // builds stay memory-safe when these break: without mass an arbitrary
+  // live item comes back with probability 0, and an out-of-range stratum
+  // clamps to the first or last positive item.)
   Selection Select(Random& rng, Stratum stratum) const override;
   bool has_mass() const override { return tree_.Total() > 0; }
 

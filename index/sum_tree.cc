@@ -50,11 +50,10 @@ void SumTree::Set(size_t slot, double value) {
 
 size_t SumTree::Find(double target) const {
   assert(Total() > 0 && "SumTree::Find on a tree without mass");
-  assert(!std::isnan(target) && "SumTree::Find: target is NaN");
   const double* nodes = nodes_.data();
-  // A target at or past the whole mass becomes +inf, which the loop below
-  // turns into "rightmost positive child" at every level (inf < x is false
-  // and inf - x stays inf).
+  // A target at or past the whole mass (or NaN) becomes +inf, which the loop
+  // below turns into "rightmost positive child" at every level (inf < x is
+  // false and inf - x stays inf).
   constexpr double kPastTheEnd = std::numeric_limits<double>::infinity();
   if (!(target < nodes[1])) target = kPastTheEnd;
   size_t node = 1;
@@ -69,8 +68,10 @@ size_t SumTree::Find(double target) const {
       // right_sum > 0 here: either left_sum == 0 (and the node is positive)
       // or target >= left_sum with right_sum != 0.
       target -= left_sum;
-      // Rounding can leave target >= right_sum; clamp to the subtree's last
-      // positive leaf rather than wandering into its interior.
+      // Rounding can leave target >= right_sum even though target was below
+      // this node's sum (e.g. a tie rounding target - left_sum up to
+      // right_sum): clamp to the subtree's last positive leaf rather than
+      // descend into it with a target that no longer means anything.
       if (!(target < right_sum)) target = kPastTheEnd;
       node = left + 1;
     }

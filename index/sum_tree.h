@@ -62,8 +62,8 @@ class SumTree {
   // its value) holds `target`, following the tree's own sums: at each node
   // go left if target < left sum, otherwise subtract the left sum and go
   // right. A negative target gives the first positive slot, a target >=
-  // Total() the last positive one. The result always has Get(slot) > 0.
-  // REQUIRES: Total() > 0; target is not NaN.
+  // Total() (or NaN) the last positive one. The result always has
+  // Get(slot) > 0. REQUIRES: Total() > 0.
   size_t Find(double target) const;
 
  private:

@@ -21,6 +21,18 @@
 // drift), and a draw never lands on a slot of priority 0.
 //
 // Thread safety: not thread-safe; the owning table serialises calls.
+//
+// Implementation notes (device_priority_table.cu, priority_*.cuh):
+// - A slot holds priority^alpha as float (priority 0 -> 0; a positive
+//   priority is kept within [smallest positive float, FLT_MAX], so it is
+//   never drawn with probability 0 nor overflows); the priority itself is
+//   kept as double for ReadPriorities. Sums are fp64 over segments of 1024
+//   slots, then over segments of 1024 sums, until one level has at most
+//   1024 entries; a draw is one warp descending that tree.
+// - Memory per slot of capacity: 52-84 bytes of device memory (20 for key,
+//   priority and value; 2-4 hash-table entries of 16 bytes), and on the host
+//   5 bytes per slot plus 32-64 per item (key -> slot map) plus 24 per
+//   change staged since the last device call.
 #ifndef REPLAYDB_KERNELS_DEVICE_PRIORITY_TABLE_H_
 #define REPLAYDB_KERNELS_DEVICE_PRIORITY_TABLE_H_
 
@@ -62,7 +74,9 @@ class DevicePriorityTable {
   // ---- host-side changes, staged until the next device call ----
 
   // AlreadyExists if `key` is present; ResourceExhausted when all slots are
-  // taken; InvalidArgument for a negative or non-finite priority.
+  // taken; InvalidArgument for a negative or non-finite priority. A key
+  // removed earlier may be inserted again; it is then a new item. Every
+  // 64-bit value is a valid key.
   virtual Status Insert(ItemKey key, double priority) = 0;
   // NotFound if absent.
   virtual Status Remove(ItemKey key) = 0;
@@ -81,6 +95,16 @@ class DevicePriorityTable {
   // d_weights[batch] (else d_weights may be null). FailedPrecondition when
   // the table has no item of priority > 0 (checked on the host from the
   // staged state; no device sync).
+  //
+  // Details: the probability is value / total in fp64, written as float (it
+  // underflows to 0 only below about 1e-45). N in the weights is the number
+  // of items present; it cancels in the normalisation, so a weight is
+  // (P_min / P(i))^beta with P_min the batch's smallest probability.
+  // Stratum i covers [i, i+1) / batch of the mass in the table's own slot
+  // order. The host's FailedPrecondition check sees Insert/Remove/
+  // SetPriority but not UpdatePriorities: if device-side updates have set
+  // every priority to 0, the call succeeds and every draw gets key
+  // UINT64_MAX, probability 0 and weight 0. REQUIRES: batch <= 2^31 - 1.
   virtual Status Sample(int64_t batch, const SampleParams& params, uint64_t* d_keys,
                         float* d_probabilities, float* d_weights, void* stream) = 0;
 
@@ -90,6 +114,13 @@ class DevicePriorityTable {
   // non-finite priorities are skipped and counted too (the data is on the
   // device; the host cannot reject it without a copy). Work is O(n log n +
   // n * block size), never proportional to capacity.
+  //
+  // Details: skipped entries are dropped before duplicates are resolved, so
+  // the last *valid* occurrence of a key wins (a bad value does not undo an
+  // earlier good one in the same call). Up to 65536 updates run as one
+  // cooperative kernel (last occurrence by atomicMax on the key's hash
+  // entry; O(n + n * block size)); more are sorted by slot with
+  // cub::DeviceRadixSort. REQUIRES: n <= 2^31 - 1.
   virtual Status UpdatePriorities(const uint64_t* d_keys, const float* d_priorities, int64_t n,
                                   void* stream) = 0;
 

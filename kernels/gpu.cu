@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/gpu.h"
+#include "replaydb/device.h"
 
 namespace replaydb::kernels {
 namespace {
@@ -63,3 +64,9 @@ Status GpuSelfTest(int device, int n) {
 }
 
 }  // namespace replaydb::kernels
+
+namespace replaydb {
+
+int CudaDeviceCount(std::string* why_none) { return kernels::CudaDeviceCount(why_none); }
+
+}  // namespace replaydb

@@ -29,13 +29,11 @@
 #include "replaydb/status.h"
 #include "replaydb/table.h"
 #include "replaydb/types.h"
+#include "tools/bench_common.h"
 #include "tools/tool_util.h"
 
 namespace replaydb::tools {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using Seconds = std::chrono::duration<double>;
 
 // Steps per trajectory, in every bench.
 constexpr int64_t kTrajectorySteps = 1000;
@@ -48,24 +46,8 @@ constexpr int64_t kSampleFillBytes = int64_t{64} << 20;
 constexpr int64_t kClockCheckInterval = 64;
 // Random window offsets the sample ceiling cycles through (a power of two).
 constexpr size_t kNumRandomOffsets = size_t{1} << 16;
-// Bound on every blocking call, so that a stuck engine fails the bench
-// instead of hanging it. Nothing blocks in a healthy run: the tables use the
-// default rate limiter, which only holds samples until the first item.
-constexpr std::chrono::milliseconds kCallTimeout{60000};
-constexpr int kRepetitions = 3;
-
 constexpr char kInsertCeiling[] = "memcpy_ring";
 constexpr char kSampleCeiling[] = "memcpy_random_windows";
-
-// Keeps the compiler from discarding stores into *p that nothing reads.
-void DoNotOptimize(const void* p) {
-#if defined(__GNUC__)
-  __asm__ __volatile__("" : : "r"(p) : "memory");
-#else
-  static volatile const void* sink;
-  sink = p;
-#endif
-}
 
 // An uninitialised byte buffer.
 using Buffer = std::unique_ptr<std::byte[]>;
@@ -84,88 +66,6 @@ Buffer FilledBuffer(size_t n, uint64_t seed) {
   }
   for (; i < n; ++i) buf[i] = static_cast<std::byte>(i);
   return buf;
-}
-
-struct Timing {
-  Seconds duration;  // of one timed repetition
-  int repetitions = kRepetitions;
-};
-
-struct Param {
-  std::string name;
-  int64_t value = 0;
-};
-
-// The goal a row is held to.
-struct Target {
-  enum class Kind { kRatioAtLeast, kValueAtLeast };
-  Kind kind = Kind::kRatioAtLeast;
-  double threshold = 0;
-  std::string text;  // printed beside the row and in the footer
-};
-
-struct BenchResult {
-  std::string bench;
-  std::vector<Param> params;
-  double value = 0;
-  std::string unit;
-  std::optional<double> ceiling;
-  std::string ceiling_name;
-  std::optional<Target> target;
-
-  std::optional<double> ratio() const {
-    if (!ceiling.has_value() || !(*ceiling > 0)) return std::nullopt;
-    return value / *ceiling;
-  }
-  // nullopt when no target applies (or the ratio it needs is unknown).
-  std::optional<bool> target_met() const {
-    if (!target.has_value()) return std::nullopt;
-    if (target->kind == Target::Kind::kValueAtLeast) return value >= target->threshold;
-    std::optional<double> r = ratio();
-    if (!r.has_value()) return std::nullopt;
-    return *r >= target->threshold;
-  }
-};
-
-using BenchFn = std::function<Result<BenchResult>(DB* db, const Timing& timing)>;
-
-struct BenchCase {
-  std::string bench;
-  std::vector<Param> params;
-  BenchFn run;
-
-  // "insert/step_bytes=64/writers=1": what --filter matches.
-  std::string Id() const {
-    std::string id = bench;
-    for (const Param& p : params) id += "/" + p.name + "=" + std::to_string(p.value);
-    return id;
-  }
-};
-
-// Runs `measure` (one timed repetition, returning a rate) `repetitions`
-// times and returns the median.
-Result<double> Median(int repetitions, const std::function<Result<double>()>& measure) {
-  std::vector<double> rates;
-  for (int i = 0; i < repetitions; ++i) {
-    Result<double> rate = measure();
-    if (!rate.ok()) return rate.status();
-    rates.push_back(*rate);
-  }
-  std::sort(rates.begin(), rates.end());
-  return rates[rates.size() / 2];
-}
-
-// Creates `spec`'s table, runs `body` on it, then drops it so that benches do
-// not hold each other's memory. The body's error wins over the drop's.
-Result<BenchResult> WithTable(DB* db, const TableSpec& spec,
-                              const std::function<Result<BenchResult>(Table*)>& body) {
-  auto table_or = db->CreateTable(spec);
-  if (!table_or.ok()) return table_or.status().WithContext("CreateTable");
-  std::shared_ptr<Table> table = std::move(table_or).value();
-  Result<BenchResult> result = body(table.get());
-  Status dropped = db->DropTable(spec.name);
-  if (result.ok() && !dropped.ok()) return dropped.WithContext("DropTable");
-  return result;
 }
 
 TableSpec OneColumnSpec(std::string name, int64_t step_bytes) {
@@ -496,12 +396,7 @@ Target StepsTarget() {
   return {Target::Kind::kValueAtLeast, 2e6, ">= 2M steps/s"};
 }
 
-struct CaseWithTarget {
-  BenchCase bench_case;
-  std::optional<Target> target;
-};
-
-std::vector<CaseWithTarget> AllCases() {
+std::vector<CaseWithTarget> AllCases(bool big) {
   std::vector<CaseWithTarget> cases;
   for (int64_t step_bytes : {int64_t{64}, int64_t{16384}}) {
     for (int writers : {1, 4}) {
@@ -529,6 +424,7 @@ std::vector<CaseWithTarget> AllCases() {
                        target});
     }
   }
+  for (CaseWithTarget& c : PriorityCases(big)) cases.push_back(std::move(c));
   return cases;
 }
 
@@ -583,7 +479,11 @@ std::string JsonLine(const BenchResult& r) {
     if (i != 0) out.append(", ");
     AppendJsonString(&out, r.params[i].name);
     out.append(": ");
-    out.append(std::to_string(r.params[i].value));
+    if (r.params[i].text.empty()) {
+      out.append(std::to_string(r.params[i].value));
+    } else {
+      AppendJsonString(&out, r.params[i].text);
+    }
   }
   out.append("}, \"value\": ");
   AppendJsonNumber(&out, r.value);
@@ -603,7 +503,7 @@ std::string ParamsText(const std::vector<Param>& params) {
   std::string out;
   for (const Param& p : params) {
     if (!out.empty()) out.push_back(' ');
-    out += p.name + "=" + std::to_string(p.value);
+    out += p.name + "=" + p.ValueText();
   }
   return out;
 }
@@ -640,6 +540,12 @@ void PrintTableFooter() {
       "(ratio >= 0.50)\n"
       "  insert step_bytes=64                            >= 2M steps/s\n"
       "  sample_uniform step_bytes=16384 batch=256 L=32  >= 50%% of memcpy (ratio >= 0.50)\n"
+      "  prio_sample n=1048576 device=cpu                 >= 1M samples/s (4096 in <= 4096 us)\n"
+      "  prio_* device=gpu (H100)                         n=10M: sample <= 50 us, update <= 20 us;"
+      " n=100M: sample <= 500 us\n"
+      "priority rows are microseconds per call of 4096 draws or updates; their ceiling is a\n"
+      "baseline measured in the same run (prefix sum + search, or prefix-sum rebuild) and\n"
+      "ratio = value / baseline, so 1 / ratio is the speed-up\n"
       "ceilings (one thread, same run):\n"
       "  %-22s memcpy of the same step-sized chunks from a %" PRId64
       "-step source into a ring the size of the table's hot tier\n"
@@ -667,7 +573,8 @@ void PrintUsage(std::FILE* f) {
                "  --filter SUBSTRING   run only the benchmarks whose id contains SUBSTRING;\n"
                "                       ids are NAME/param=value/..., e.g.\n"
                "                       insert/step_bytes=64/writers=1\n"
-               "  --quick              time 0.2 s per run instead of 1.0 s\n",
+               "  --quick              time 0.2 s per run instead of 1.0 s\n"
+               "  --big                add the n = 100M priority benches (about 10 GB of RAM)\n",
                std::string(kBenchUsage).c_str(), std::string(kBenchSummary).c_str());
 }
 
@@ -676,11 +583,13 @@ void PrintUsage(std::FILE* f) {
 int BenchCommand(std::span<const std::string> args) {
   bool json = false;
   bool quick = false;
+  bool big = false;
   bool help = false;
   std::string filter;
   const FlagSpec flags[] = {
       {"json", &json, nullptr},
       {"quick", &quick, nullptr},
+      {"big", &big, nullptr},
       {"filter", nullptr, &filter},
       {"help", &help, nullptr},
   };
@@ -700,7 +609,7 @@ int BenchCommand(std::span<const std::string> args) {
   }
 
   std::vector<CaseWithTarget> cases;
-  for (CaseWithTarget& c : AllCases()) {
+  for (CaseWithTarget& c : AllCases(big)) {
     if (c.bench_case.Id().find(filter) != std::string::npos) cases.push_back(std::move(c));
   }
   if (cases.empty()) {

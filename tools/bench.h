@@ -1,6 +1,7 @@
-// `replaydb bench [--json] [--filter SUBSTRING] [--quick]`: measures inserts
-// and uniform samples through the public API, each against a ceiling (a plain
-// memcpy of the same bytes) measured in the same run, and prints the ratio.
+// `replaydb bench [--json] [--filter SUBSTRING] [--quick] [--big]`: measures
+// inserts, uniform samples and priority tables through the public API, each
+// against a ceiling or baseline measured in the same run, and prints the
+// ratio. The priority cases are described in tools/bench_priority.cc.
 //
 // Benchmarks, identified as "NAME/param=value/...":
 //   insert/step_bytes={64,16384}/writers={1,4}
@@ -32,7 +33,8 @@
 
 namespace replaydb::tools {
 
-inline constexpr std::string_view kBenchUsage = "bench [--json] [--filter SUBSTRING] [--quick]";
+inline constexpr std::string_view kBenchUsage =
+    "bench [--json] [--filter SUBSTRING] [--quick] [--big]";
 inline constexpr std::string_view kBenchSummary =
     "measure inserts and samples against memcpy ceilings from the same run";
 

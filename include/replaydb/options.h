@@ -174,7 +174,10 @@ struct TableSpec {
   // sum tree), N in the memory of CUDA device N, where Table::SampleToDevice
   // and Table::UpdatePrioritiesFromDevice sample and update them without a
   // host round trip. A device table needs max_times_sampled = 0 (its draws
-  // never reach the host, so they are not counted per item). Default: -1.
+  // never reach the host, so they are not counted per item) and
+  // kOldestFirst eviction (device-side updates are not seen by the host).
+  // Creating or opening one where that device cannot be used fails with
+  // NotSupported. Default: -1.
   int32_t priority_device = -1;
   // An item is removed once it has been sampled this many times; 0 means
   // never. Default: 0.

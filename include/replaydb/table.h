@@ -40,6 +40,15 @@ struct SampleBatch {
   std::vector<uint32_t> times_sampled;   // [B] counting this sample
 };
 
+// Device pointers (CUDA memory of the table's priority_device) that
+// Table::SampleToDevice writes, each with room for batch_size values.
+struct DeviceSampleOutput {
+  uint64_t* keys = nullptr;
+  float* probabilities = nullptr;
+  // Written when SampleOptions::importance_beta >= 0; may be null otherwise.
+  float* weights = nullptr;
+};
+
 // What UpdatePriorities did.
 struct PriorityUpdateResult {
   int64_t updated = 0;
@@ -173,6 +182,26 @@ class Table {
   virtual Status UpdatePriorities(std::span<const ItemKey> keys,
                                   std::span<const double> priorities,
                                   PriorityUpdateResult* result = nullptr) = 0;
+
+  // ---- tables with TableSpec::priority_device >= 0 ----
+  // `stream` is a cudaStream_t of that device (nullptr: the default stream).
+  // Both calls queue device work and return without waiting for it; the
+  // outputs are ready for the caller's next work on `stream`. Other tables:
+  // FailedPrecondition.
+
+  // Draws batch_size items on the device (options.timeout, importance_beta
+  // and stratified apply; gather does not: no step data is copied) and
+  // writes keys, probabilities and weights to `out`. The rate limiter counts
+  // the draws; times_sampled is not counted per item (the keys never reach
+  // the host).
+  virtual Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
+                                const DeviceSampleOutput& out, void* stream) = 0;
+  // Sets priorities from device arrays (e.g. TD errors the learner computed)
+  // with no host copy. Keys no longer present, and negative or non-finite
+  // priorities, are skipped and counted (TableInfo::priority_updates_skipped)
+  // rather than rejected, since checking them on the host would need a copy.
+  virtual Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities,
+                                            int64_t n, void* stream) = 0;
 
   // Replaces the rate limiter's parameters, keeping its counters, records
   // them in the catalog, and wakes every waiter to re-check.

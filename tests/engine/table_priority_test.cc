@@ -13,14 +13,10 @@ namespace replaydb {
 namespace {
 
 using testing_util::RandomStep;
+using testing_util::ChiSquareCritical;
 using testing_util::TempDir;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
-
-double ChiSquareCritical(double k, double z) {
-  const double a = 2.0 / (9.0 * k);
-  return k * std::pow(1.0 - a + z * std::sqrt(a), 3);
-}
 
 class TablePriorityTest : public ::testing::Test {
  protected:
@@ -217,6 +213,27 @@ TEST_F(TablePriorityTest, AllZeroPrioritiesBlockUntilAnUpdate) {
   std::this_thread::sleep_for(30ms);
   ASSERT_OK(table->UpdatePriorities(std::vector<ItemKey>{keys[1]}, std::vector<double>{2.0}));
   sampler.join();
+}
+
+TEST_F(TablePriorityTest, BatchesNeverRunOutOfMassMidway) {
+  // max_times_sampled = 1 and one item of priority 0: only one draw has mass,
+  // so a batch of 2 must wait instead of drawing from an empty distribution.
+  TableSpec spec = Spec("midway", SelectorKind::kPrioritized);
+  spec.max_times_sampled = 1;
+  auto table = Create(spec);
+  const auto keys = Write(*table, {1.0, 0.0});
+  EXPECT_EQ(table->Sample(2, {.timeout = 20ms}).status().code(), Status::Code::kDeadlineExceeded);
+  EXPECT_EQ(table->Info().num_items, 2);
+  auto one = table->Sample(1, {.timeout = 20ms});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->keys[0], keys[0]);
+  EXPECT_EQ(table->Sample(1, {.timeout = 20ms}).status().code(), Status::Code::kDeadlineExceeded);
+  // Giving the other item mass makes it drawable, once.
+  ASSERT_OK(table->UpdatePriorities(std::vector<ItemKey>{keys[1]}, std::vector<double>{3.0}));
+  auto two = table->Sample(1, {.timeout = 20ms});
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->keys[0], keys[1]);
+  EXPECT_EQ(table->Info().num_items, 0);
 }
 
 TEST_F(TablePriorityTest, ImportanceWeights) {

@@ -11,6 +11,7 @@ namespace {
 
 using testing_util::RandomStep;
 using testing_util::StepData;
+using testing_util::ChiSquareCritical;
 using testing_util::TempDir;
 using ::testing::HasSubstr;
 
@@ -187,12 +188,6 @@ TEST_F(TableTest, ItemsBecomeSampleableBeforeTheTrajectoryEnds) {
   ASSERT_TRUE(batch.ok()) << batch.status().ToString();
   for (ItemKey k : batch->keys) EXPECT_EQ(ItemKeyStart(k), 0);
   CheckBatch(*batch, spec, written);
-}
-
-// Wilson-Hilferty upper critical value of chi-square with k dof at z sigma.
-double ChiSquareCritical(double k, double z) {
-  const double a = 2.0 / (9.0 * k);
-  return k * std::pow(1.0 - a + z * std::sqrt(a), 3);
 }
 
 TEST_F(TableTest, UniformSamplingPassesChiSquare) {

@@ -23,8 +23,11 @@ uint64_t FreshSeed() {
   return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
+// Keys scrambled against seq order (unique for seq < 1000003), so a
+// selector that broke ties by key instead of seq would show.
 ItemRef Item(uint64_t seq, double priority) {
-  return ItemRef{MakeItemKey(seq / 7 + 1, static_cast<int64_t>(seq % 7)), seq, priority};
+  return ItemRef{MakeItemKey(seq * 7919 % 1000003 + 1, static_cast<int64_t>(seq % 5)), seq,
+                 priority};
 }
 
 // The item a heap selector must return, by a linear scan.
@@ -35,8 +38,8 @@ ItemKey Expected(const std::map<ItemKey, ItemRef>& model, Order order) {
       best = &item;
       continue;
     }
-    const bool better = order == Order::kMin ? item.priority < best->priority
-                                             : item.priority > best->priority;
+    const bool better =
+        order == Order::kMin ? item.priority < best->priority : item.priority > best->priority;
     if (better || (item.priority == best->priority && item.seq < best->seq)) best = &item;
   }
   return best->key;

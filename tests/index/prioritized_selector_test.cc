@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "index/selector.h"
+#include "tests/test_util.h"
 #include "util/random.h"
 
 namespace replaydb::index {
@@ -28,12 +29,7 @@ uint64_t FreshSeed() {
 // Chi-square critical value for `dof` degrees of freedom at z = 4.75 (upper
 // tail about 1e-6) by the Wilson-Hilferty approximation: a correct selector
 // fails a goodness-of-fit check about once in a million runs.
-double ChiSquareCritical(int dof) {
-  constexpr double kZ = 4.75;
-  const double k = dof;
-  const double a = 2.0 / (9.0 * k);
-  return k * std::pow(1.0 - a + kZ * std::sqrt(a), 3);
-}
+double ChiSquareCritical(int dof) { return testing_util::ChiSquareCritical(dof); }
 
 ItemRef Item(uint64_t seq, double priority) {
   return ItemRef{MakeItemKey(seq / 7 + 1, static_cast<int64_t>(seq % 7)), seq, priority};

@@ -13,6 +13,7 @@
 
 #include "index/ordered_selector.h"
 #include "index/uniform_selector.h"
+#include "tests/test_util.h"
 #include "util/random.h"
 
 namespace replaydb::index {
@@ -35,9 +36,7 @@ double NormalUpperQuantile(double p) {
 // Chi-square critical value for `dof` degrees of freedom at upper-tail
 // probability p (Wilson-Hilferty approximation).
 double ChiSquareCritical(int dof, double p) {
-  const double k = dof;
-  const double a = 2.0 / (9.0 * k);
-  return k * std::pow(1.0 - a + NormalUpperQuantile(p) * std::sqrt(a), 3);
+  return testing_util::ChiSquareCritical(dof, NormalUpperQuantile(p));
 }
 
 // A fair selector fails a test with probability 1e-6.

@@ -99,6 +99,7 @@ TEST(SumTreeTest, FindFollowsCumulativeIntervals) {
   EXPECT_EQ(tree.Find(-5), 0u);
   EXPECT_EQ(tree.Find(6), 4u);
   EXPECT_EQ(tree.Find(std::numeric_limits<double>::infinity()), 4u);
+  EXPECT_EQ(tree.Find(std::numeric_limits<double>::quiet_NaN()), 4u);
   // Zeros at both ends.
   tree.Set(0, 0);
   tree.Set(4, 0);
@@ -121,6 +122,29 @@ TEST(SumTreeTest, TargetAtTotalGoesToLastPositiveLeafEvenIfAbsorbed) {
   tree.Set(3, 1e-30);
   EXPECT_EQ(tree.Find(1.0), 3u);
   EXPECT_GT(tree.Get(tree.Find(1.0)), 0.0);
+  // Two absorbed leaves: 1 - 1 = 0 would land on the first of them; the
+  // clamp goes to the last.
+  SumTree two(4);
+  two.Set(0, 1.0);
+  two.Set(2, 1e-17);
+  two.Set(3, 1e-17);
+  EXPECT_EQ(two.Total(), 1.0);
+  EXPECT_EQ(two.Find(1.0), 3u);
+  EXPECT_EQ(two.Find(std::nextafter(1.0, 0.0)), 0u);
+}
+
+// A target below Total() from which subtracting a left sum rounds up to
+// (or past) the right sibling's sum: the descent clamps to that subtree's
+// last positive leaf instead of wandering into it. (Found by search.)
+TEST(SumTreeTest, RoundingPastASubtreeClampsToItsLastPositiveLeaf) {
+  SumTree tree(8);
+  tree.Set(3, 0x1.000000000000fp+27);
+  tree.Set(5, 0x1.0000000000004p+28);
+  tree.Set(6, 0x1.000000000000ap-13);
+  tree.Set(7, 0x1.0000000000006p-30);
+  const double target = 0x1.800000000080bp+28;
+  ASSERT_LT(target, tree.Total());
+  EXPECT_EQ(tree.Find(target), 7u);
 }
 
 // Recomputing nodes from their children (never by a delta) leaves no
@@ -131,7 +155,8 @@ TEST(SumTreeTest, NoDriftAfterManyUpdates) {
   Random rng(seed);
   SumTree tree(1000);
   for (int i = 0; i < 200000; ++i) {
-    tree.Set(rng.Uniform(1000), std::ldexp(rng.NextDouble(), static_cast<int>(rng.Uniform(80)) - 40));
+    tree.Set(rng.Uniform(1000),
+             std::ldexp(rng.NextDouble(), static_cast<int>(rng.Uniform(80)) - 40));
   }
   for (size_t slot = 0; slot < 1000; ++slot) tree.Set(slot, 0.0);
   EXPECT_EQ(tree.Total(), 0.0);
@@ -159,9 +184,9 @@ TEST(SumTreeTest, MatchesReferenceExactlyOnIntegers) {
     if (tree.Total() == 0) continue;
     for (int probe = 0; probe < 4; ++probe) {
       // Integer targets hit interval boundaries, the rest fall inside.
-      const double target = probe == 0 ? static_cast<double>(rng.Uniform(
-                                             static_cast<uint64_t>(tree.Total()) + 1))
-                                       : rng.NextDouble() * tree.Total();
+      const double target =
+          probe == 0 ? static_cast<double>(rng.Uniform(static_cast<uint64_t>(tree.Total()) + 1))
+                     : rng.NextDouble() * tree.Total();
       const size_t got = tree.Find(target);
       ASSERT_EQ(got, ref.Find(target)) << "target " << target;
       ASSERT_GT(tree.Get(got), 0.0);

@@ -1,3 +1,4 @@
+#include "tests/test_util.h"
 #include "util/random.h"
 
 #include <gtest/gtest.h>
@@ -47,10 +48,7 @@ double NormalUpperQuantile(double p) {
 // The chi-square statistic a fair generator exceeds with probability p, for
 // `dof` degrees of freedom (Wilson-Hilferty approximation).
 double ChiSquareCritical(int dof, double p) {
-  const double k = dof;
-  const double z = NormalUpperQuantile(p);
-  const double a = 2.0 / (9.0 * k);
-  return k * std::pow(1.0 - a + z * std::sqrt(a), 3);
+  return testing_util::ChiSquareCritical(dof, NormalUpperQuantile(p));
 }
 
 double ChiSquare(const std::vector<int64_t>& counts, double expected) {

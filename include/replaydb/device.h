@@ -1,0 +1,100 @@
+// GPU helpers for callers that do not use CUDA directly (tools, tests,
+// bindings): device memory, streams, and whether a GPU can be used at all.
+// A learner with its own CUDA code passes its own device pointers and
+// cudaStream_t (as void*) to the Table calls instead. Plain C++: no CUDA
+// header. In a build without nvcc every call returns NotSupported and
+// CudaDeviceCount returns 0.
+//
+// Streams are passed as void* (a cudaStream_t); nullptr is the legacy default
+// stream. Every copy is ordered after the work already queued on `stream` and
+// returns once the copy is done (it synchronises that stream).
+//
+// Thread safety: not thread-safe; distinct objects may be used from distinct
+// threads.
+#ifndef REPLAYDB_DEVICE_H_
+#define REPLAYDB_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "replaydb/status.h"
+
+namespace replaydb {
+
+// Number of CUDA devices this process can use. When it is 0, *why_none (if
+// not null) says why (built without CUDA, no driver, no device).
+int CudaDeviceCount(std::string* why_none = nullptr);
+
+
+// Owns `size()` bytes of memory on one device; freed on destruction.
+// Movable, not copyable.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  // ResourceExhausted (naming the bytes) when the device is out of memory;
+  // NotSupported without CUDA. `bytes` may be 0 (data() is then null).
+  static Result<DeviceBuffer> Allocate(int device, size_t bytes);
+
+  // Copies `bytes` from host `src` to data() + offset.
+  // REQUIRES: offset + bytes <= size().
+  Status CopyFromHost(const void* src, size_t bytes, size_t offset = 0, void* stream = nullptr);
+  // Copies `bytes` from data() + offset to host `dst`.
+  // REQUIRES: offset + bytes <= size().
+  Status CopyToHost(void* dst, size_t bytes, size_t offset = 0, void* stream = nullptr) const;
+  // Sets every byte to `value` (e.g. 0xFF to poison outputs before a call).
+  Status Fill(uint8_t value, void* stream = nullptr);
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t size() const { return size_; }
+  int device() const { return device_; }
+
+ private:
+  void Release();
+
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  int device_ = 0;
+};
+
+// A non-blocking CUDA stream (it does not synchronise with the legacy default
+// stream), destroyed with the object. Movable, not copyable.
+class DeviceStream {
+ public:
+  DeviceStream() = default;
+  ~DeviceStream();
+  DeviceStream(DeviceStream&& other) noexcept;
+  DeviceStream& operator=(DeviceStream&& other) noexcept;
+  DeviceStream(const DeviceStream&) = delete;
+  DeviceStream& operator=(const DeviceStream&) = delete;
+
+  static Result<DeviceStream> Create(int device);
+
+  // The cudaStream_t, for calls that take a void* stream.
+  void* handle() const { return stream_; }
+  // Waits until all work queued on the stream is done.
+  Status Synchronize() const;
+
+ private:
+  void Release();
+
+  void* stream_ = nullptr;
+  int device_ = 0;
+};
+
+// Waits until all work on `device` is done (cudaDeviceSynchronize).
+Status DeviceSynchronize(int device);
+
+}  // namespace replaydb
+
+#endif  // REPLAYDB_DEVICE_H_

@@ -1,0 +1,48 @@
+// The build without a CUDA compiler: no device memory can be had.
+#include "replaydb/device.h"
+
+namespace replaydb {
+namespace {
+
+Status NoCuda(const char* call) {
+  return Status::NotSupported(std::string(call) +
+                              ": built without CUDA (no nvcc at configure time)");
+}
+
+}  // namespace
+
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
+void DeviceBuffer::Release() {}
+
+Result<DeviceBuffer> DeviceBuffer::Allocate(int, size_t) {
+  return NoCuda("DeviceBuffer::Allocate");
+}
+Status DeviceBuffer::CopyFromHost(const void*, size_t, size_t, void*) {
+  return NoCuda("DeviceBuffer::CopyFromHost");
+}
+Status DeviceBuffer::CopyToHost(void*, size_t, size_t, void*) const {
+  return NoCuda("DeviceBuffer::CopyToHost");
+}
+Status DeviceBuffer::Fill(uint8_t, void*) {
+  return NoCuda("DeviceBuffer::Fill");
+}
+
+DeviceStream::~DeviceStream() = default;
+DeviceStream::DeviceStream(DeviceStream&&) noexcept = default;
+DeviceStream& DeviceStream::operator=(DeviceStream&&) noexcept = default;
+void DeviceStream::Release() {}
+
+Result<DeviceStream> DeviceStream::Create(int) {
+  return NoCuda("DeviceStream::Create");
+}
+Status DeviceStream::Synchronize() const {
+  return NoCuda("DeviceStream::Synchronize");
+}
+
+Status DeviceSynchronize(int) {
+  return NoCuda("DeviceSynchronize");
+}
+
+}  // namespace replaydb

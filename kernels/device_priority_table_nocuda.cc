@@ -1,0 +1,11 @@
+// The build without a CUDA compiler: no device priority table can be made.
+#include "kernels/device_priority_table.h"
+
+namespace replaydb::kernels {
+
+Result<std::unique_ptr<DevicePriorityTable>> DevicePriorityTable::Create(const Options&) {
+  return Status::NotSupported(
+      "DevicePriorityTable: built without CUDA (no nvcc at configure time)");
+}
+
+}  // namespace replaydb::kernels

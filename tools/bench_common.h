@@ -1,0 +1,135 @@
+// Pieces shared by the `replaydb bench` cases (tools/bench*.cc).
+#ifndef REPLAYDB_TOOLS_BENCH_COMMON_H_
+#define REPLAYDB_TOOLS_BENCH_COMMON_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "replaydb/db.h"
+#include "replaydb/status.h"
+
+namespace replaydb::tools {
+
+using Clock = std::chrono::steady_clock;
+using Seconds = std::chrono::duration<double>;
+
+// Bound on every blocking call, so that a stuck engine fails the bench
+// instead of hanging it. Nothing blocks in a healthy run: the tables use the
+// default rate limiter, which only holds samples until the first item.
+constexpr std::chrono::milliseconds kCallTimeout{60000};
+constexpr int kRepetitions = 3;
+
+// Keeps the compiler from discarding stores into *p that nothing reads.
+inline void DoNotOptimize(const void* p) {
+#if defined(__GNUC__)
+  __asm__ __volatile__("" : : "r"(p) : "memory");
+#else
+  static volatile const void* sink;
+  sink = p;
+#endif
+}
+
+struct Param {
+  std::string name;
+  int64_t value = 0;
+  // When non-empty, the parameter's value is this text (e.g. device=gpu).
+  std::string text;
+
+  std::string ValueText() const { return text.empty() ? std::to_string(value) : text; }
+};
+
+struct Timing {
+  Seconds duration;  // of one timed repetition
+  int repetitions = kRepetitions;
+};
+
+// The goal a row is held to.
+struct Target {
+  enum class Kind { kRatioAtLeast, kValueAtLeast, kValueAtMost };
+  Kind kind = Kind::kRatioAtLeast;
+  double threshold = 0;
+  std::string text;  // printed beside the row and in the footer
+};
+
+struct BenchResult {
+  std::string bench;
+  std::vector<Param> params;
+  double value = 0;
+  std::string unit;
+  std::optional<double> ceiling;
+  std::string ceiling_name;
+  std::optional<Target> target;
+
+  std::optional<double> ratio() const {
+    if (!ceiling.has_value() || !(*ceiling > 0)) return std::nullopt;
+    return value / *ceiling;
+  }
+  // nullopt when no target applies (or the ratio it needs is unknown).
+  std::optional<bool> target_met() const {
+    if (!target.has_value()) return std::nullopt;
+    if (target->kind == Target::Kind::kValueAtLeast) return value >= target->threshold;
+    if (target->kind == Target::Kind::kValueAtMost) return value <= target->threshold;
+    std::optional<double> r = ratio();
+    if (!r.has_value()) return std::nullopt;
+    return *r >= target->threshold;
+  }
+};
+
+using BenchFn = std::function<Result<BenchResult>(DB* db, const Timing& timing)>;
+
+struct BenchCase {
+  std::string bench;
+  std::vector<Param> params;
+  BenchFn run;
+
+  // "insert/step_bytes=64/writers=1": what --filter matches.
+  std::string Id() const {
+    std::string id = bench;
+    for (const Param& p : params) id += "/" + p.name + "=" + p.ValueText();
+    return id;
+  }
+};
+
+// Runs `measure` (one timed repetition, returning a rate) `repetitions`
+// times and returns the median.
+inline Result<double> Median(int repetitions, const std::function<Result<double>()>& measure) {
+  std::vector<double> rates;
+  for (int i = 0; i < repetitions; ++i) {
+    Result<double> rate = measure();
+    if (!rate.ok()) return rate.status();
+    rates.push_back(*rate);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+// Creates `spec`'s table, runs `body` on it, then drops it so that benches do
+// not hold each other's memory. The body's error wins over the drop's.
+inline Result<BenchResult> WithTable(DB* db, const TableSpec& spec,
+                              const std::function<Result<BenchResult>(Table*)>& body) {
+  auto table_or = db->CreateTable(spec);
+  if (!table_or.ok()) return table_or.status().WithContext("CreateTable");
+  std::shared_ptr<Table> table = std::move(table_or).value();
+  Result<BenchResult> result = body(table.get());
+  Status dropped = db->DropTable(spec.name);
+  if (result.ok() && !dropped.ok()) return dropped.WithContext("DropTable");
+  return result;
+}
+
+struct CaseWithTarget {
+  BenchCase bench_case;
+  std::optional<Target> target;
+};
+
+// The priority benches (tools/bench_priority.cc). `big` adds n = 100M.
+std::vector<CaseWithTarget> PriorityCases(bool big);
+
+}  // namespace replaydb::tools
+
+#endif  // REPLAYDB_TOOLS_BENCH_COMMON_H_

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Runs every GPU test and benchmark from the bundle that tools/gpu-bundle.sh
+# made, on the GPU machine, from the repository root:
+#   bash .bundle/gpu-run.sh      (or: bash tools/gpu-run.sh)
+# Steps, each logged in full under $OUT (or /tmp/replaydb-gpu-logs):
+#   1. nvidia-smi -L
+#   2. the GPU test suites (Gpu*, DevicePriorityTable*) plainly,
+#   3. under compute-sanitizer --tool memcheck,
+#   4. under compute-sanitizer --tool racecheck,
+#   5. `replaydb bench --json --filter prio`, when the tool has that bench,
+#   6. tools/prio_baseline.py (PyTorch's multinomial and cumsum+searchsorted),
+# and prints a short summary table last. Exits non-zero when a step fails.
+# Environment: GTEST_FILTER overrides the suites; REPLAYDB_SKIP_SANITIZERS=1
+# skips steps 3 and 4, REPLAYDB_SKIP_BENCH=1 step 5; REPLAYDB_STEP_TIMEOUT
+# (seconds, default 900) bounds each step.
+set -uo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ -x "$here/bin/replaydb_tests" ]; then
+  bundle="$here"
+elif [ -x "$here/../.bundle/bin/replaydb_tests" ]; then
+  bundle="$(cd "$here/../.bundle" && pwd)"
+else
+  echo "gpu-run.sh: no bundle (bin/replaydb_tests) beside $here or in ../.bundle;" \
+       "run tools/gpu-bundle.sh first" >&2
+  exit 2
+fi
+logs="${OUT:-/tmp/replaydb-gpu-logs}"
+mkdir -p "$logs"
+
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundled libstdc++/libgcc_s only where the machine's own are missing or
+# too old for our binaries.
+if ldd "$bundle/bin/replaydb_tests" "$bundle/bin/replaydb" 2>&1 | grep -q "not found"; then
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$bundle/lib/fallback"
+  echo "gpu-run.sh: using the bundled libstdc++/libgcc_s"
+fi
+tests="$bundle/bin/replaydb_tests"
+tool="$bundle/bin/replaydb"
+filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*}"
+unset GTEST_FILTER
+
+summary=()
+failed=0
+# step NAME LOGFILE NOTE-COMMAND -- COMMAND...: runs COMMAND, logs it, and
+# adds a summary row whose note is NOTE-COMMAND's output on the log.
+step() {
+  local name="$1" log="$logs/$2" note_cmd="$3"
+  shift 4
+  echo
+  echo "=== gpu-run: $name: $*"
+  local start end rc
+  start=$(date +%s.%N)
+  timeout "${REPLAYDB_STEP_TIMEOUT:-900}" "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  end=$(date +%s.%N)
+  local note
+  note="$($note_cmd "$log" 2>/dev/null | tr '\n' ' ' | cut -c1-90)"
+  local verdict=ok
+  if [ "$rc" -ne 0 ]; then verdict="FAIL($rc)"; failed=1; fi
+  summary+=("$(printf '%-22s %-9s %8.1f  %s' "$name" "$verdict" \
+    "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" "$note")")
+}
+
+gtest_note() {
+  local passed failed_n skipped
+  passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$1" | grep -oE '[0-9]+$' | tail -1)
+  failed_n=$(grep -oE '\[  FAILED  \] [0-9]+ test' "$1" | grep -oE '[0-9]+' | tail -1)
+  skipped=$(grep -oE '\[  SKIPPED \] [0-9]+' "$1" | grep -oE '[0-9]+$' | tail -1)
+  echo "passed ${passed:-0}, failed ${failed_n:-0}, skipped ${skipped:-0}"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$1" | sed 's/\[  FAILED  \] //' | head -3
+}
+sanitizer_note() {
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$1" | tail -1 | sed 's/=========//'
+  gtest_note "$1"
+}
+json_note() { grep -c '^{' "$1" | sed 's/$/ results/'; }
+smi_note() { grep -m1 '^GPU' "$1" | cut -d'(' -f1; }
+
+step "nvidia-smi" nvidia-smi.log smi_note -- nvidia-smi -L
+step "gpu tests" tests.log gtest_note -- "$tests" --gtest_filter="$filter" --gtest_color=no
+if [ "${REPLAYDB_SKIP_SANITIZERS:-0}" != 1 ]; then
+  step "memcheck" memcheck.log sanitizer_note -- \
+    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 \
+    "$tests" --gtest_filter="$filter" --gtest_color=no
+  step "racecheck" racecheck.log sanitizer_note -- \
+    compute-sanitizer --tool racecheck --error-exitcode 1 \
+    "$tests" --gtest_filter="$filter" --gtest_color=no
+fi
+if [ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ]; then
+  summary+=("$(printf '%-22s %-9s %8s  %s' "bench prio" "skipped" "-" "REPLAYDB_SKIP_BENCH=1")")
+elif grep -q "prio_sample" "$tool" 2>/dev/null; then
+  step "bench prio" bench.jsonl json_note -- "$tool" bench --json --filter prio
+else
+  summary+=("$(printf '%-22s %-9s %8s  %s' "bench prio" "absent" "-" "this replaydb has no prio bench")")
+fi
+if command -v python3 >/dev/null; then
+  step "torch baseline" baseline.jsonl json_note -- python3 "$bundle/prio_baseline.py"
+fi
+
+echo
+echo "=== gpu-run: results (value unit, bench params)"
+for f in "$logs/bench.jsonl" "$logs/baseline.jsonl"; do
+  [ -f "$f" ] || continue
+  python3 - "$f" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    v = r.get("value")
+    params = ",".join(f"{k}={v2}" for k, v2 in r.get("params", {}).items())
+    value = "n/a" if v is None else f"{v:10.2f}"
+    ratio = "" if r.get("ratio") is None else f"  ratio {r['ratio']:.3f}"
+    print(f"  {r['bench']:<22} {value:>10} {r.get('unit', ''):<4} {params}{ratio}")
+EOF
+done
+echo
+echo "=== gpu-run: summary (logs in $logs)"
+printf '%-22s %-9s %8s  %s\n' step result seconds note
+for row in "${summary[@]}"; do echo "$row"; done
+exit "$failed"
