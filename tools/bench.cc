@@ -540,7 +540,7 @@ void PrintTableFooter() {
       "(ratio >= 0.50)\n"
       "  insert step_bytes=64                            >= 2M steps/s\n"
       "  sample_uniform step_bytes=16384 batch=256 L=32  >= 50%% of memcpy (ratio >= 0.50)\n"
-      "  prio_sample n=1048576 device=cpu                 >= 1M samples/s (4096 in <= 4096 us)\n"
+      "  prio_sample n=1000000 device=cpu                 >= 1M samples/s (4096 in <= 4096 us)\n"
       "  prio_* device=gpu (H100)                         n=10M: sample <= 50 us, update <= 20 us;"
       " n=100M: sample <= 500 us\n"
       "priority rows are microseconds per call of 4096 draws or updates; their ceiling is a\n"

@@ -283,7 +283,7 @@ Result<BenchResult> RunPrioUpdateGpu(DB* db, const Timing& timing, int64_t n) {
 
 std::vector<CaseWithTarget> PriorityCases(bool big) {
   std::vector<CaseWithTarget> cases;
-  std::vector<int64_t> sizes = {int64_t{1} << 20, 10'000'000};
+  std::vector<int64_t> sizes = {1'000'000, 10'000'000};
   if (big) sizes.push_back(100'000'000);
   std::string why_no_gpu;
   const bool gpu = CudaDeviceCount(&why_no_gpu) > 0;
@@ -312,7 +312,7 @@ std::vector<CaseWithTarget> PriorityCases(bool big) {
   for (int64_t n : sizes) {
     std::optional<Target> sample_target;
     // >= 1M samples/s at n = 1M: a batch of 4096 within 4096 us.
-    if (n == int64_t{1} << 20) {
+    if (n == 1'000'000) {
       sample_target = Target{Target::Kind::kValueAtMost, 4096.0, "<= 4096 us: >= 1M samples/s"};
     }
     const std::vector<Param> params = {{"n", n}, {"batch", kPrioBatch}, {"device", 0, "cpu"}};

@@ -4,10 +4,11 @@
 #   bash .bundle/gpu-run.sh      (or: bash tools/gpu-run.sh)
 # Steps, each logged in full under $OUT (or /tmp/replaydb-gpu-logs):
 #   1. nvidia-smi -L
-#   2. the GPU test suites (Gpu*, DevicePriorityTable*) plainly,
+#   2. the GPU test suites (Gpu*, DevicePriorityTable*, TableDevice*) plainly,
 #   3. under compute-sanitizer --tool memcheck,
 #   4. under compute-sanitizer --tool racecheck,
-#   5. `replaydb bench --json --filter prio`, when the tool has that bench,
+#   5. `replaydb bench --json --big --filter prio` (n = 1M, 10M, 100M; cpu and
+#      gpu), when the tool has that bench,
 #   6. tools/prio_baseline.py (PyTorch's multinomial and cumsum+searchsorted),
 # and prints a short summary table last. Exits non-zero when a step fails.
 # Environment: GTEST_FILTER overrides the suites; REPLAYDB_SKIP_SANITIZERS=1
@@ -37,7 +38,7 @@ if ldd "$bundle/bin/replaydb_tests" "$bundle/bin/replaydb" 2>&1 | grep -q "not f
 fi
 tests="$bundle/bin/replaydb_tests"
 tool="$bundle/bin/replaydb"
-filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*}"
+filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*}"
 unset GTEST_FILTER
 
 summary=()
@@ -90,7 +91,7 @@ fi
 if [ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ]; then
   summary+=("$(printf '%-22s %-9s %8s  %s' "bench prio" "skipped" "-" "REPLAYDB_SKIP_BENCH=1")")
 elif grep -q "prio_sample" "$tool" 2>/dev/null; then
-  step "bench prio" bench.jsonl json_note -- "$tool" bench --json --filter prio
+  step "bench prio" bench.jsonl json_note -- "$tool" bench --json --big --filter prio
 else
   summary+=("$(printf '%-22s %-9s %8s  %s' "bench prio" "absent" "-" "this replaydb has no prio bench")")
 fi
@@ -99,23 +100,8 @@ if command -v python3 >/dev/null; then
 fi
 
 echo
-echo "=== gpu-run: results (value unit, bench params)"
-for f in "$logs/bench.jsonl" "$logs/baseline.jsonl"; do
-  [ -f "$f" ] || continue
-  python3 - "$f" <<'EOF'
-import json, sys
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    v = r.get("value")
-    params = ",".join(f"{k}={v2}" for k, v2 in r.get("params", {}).items())
-    value = "n/a" if v is None else f"{v:10.2f}"
-    ratio = "" if r.get("ratio") is None else f"  ratio {r['ratio']:.3f}"
-    print(f"  {r['bench']:<22} {value:>10} {r.get('unit', ''):<4} {params}{ratio}")
-EOF
-done
+echo "=== gpu-run: priority tables, microseconds per call of 4096"
+python3 "$bundle/prio_summary.py" "$logs/bench.jsonl" "$logs/baseline.jsonl"
 echo
 echo "=== gpu-run: summary (logs in $logs)"
 printf '%-22s %-9s %8s  %s\n' step result seconds note
