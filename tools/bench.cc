@@ -656,6 +656,7 @@ int BenchCommand(std::span<const std::string> args) {
         }
         std::fflush(stdout);
       }
+      ReleasePriorityTables();
       if (!json && exit_code == kExitOk) PrintTableFooter();
     }
   }

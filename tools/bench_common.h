@@ -129,6 +129,8 @@ struct CaseWithTarget {
 
 // The priority benches (tools/bench_priority.cc). `big` adds n = 100M.
 std::vector<CaseWithTarget> PriorityCases(bool big);
+// Drops the table the priority cases share; call before the DB closes.
+void ReleasePriorityTables();
 
 }  // namespace replaydb::tools
 

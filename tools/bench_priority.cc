@@ -87,8 +87,13 @@ struct FilledTable {
   std::vector<ItemKey> keys;
 };
 
-Result<FilledTable*> GetFilled(DB* db, int64_t n, bool gpu) {
+FilledTable& SharedTable() {
   static FilledTable filled;
+  return filled;
+}
+
+Result<FilledTable*> GetFilled(DB* db, int64_t n, bool gpu) {
+  FilledTable& filled = SharedTable();
   const TableSpec spec = PrioritySpec(n, gpu);
   if (filled.table && filled.name == spec.name) return &filled;
   if (filled.table) {
@@ -280,6 +285,13 @@ Result<BenchResult> RunPrioUpdateGpu(DB* db, const Timing& timing, int64_t n) {
 }
 
 }  // namespace
+
+void ReleasePriorityTables() {
+  FilledTable& filled = SharedTable();
+  filled.table.reset();
+  filled.keys = {};
+  filled.name.clear();
+}
 
 std::vector<CaseWithTarget> PriorityCases(bool big) {
   std::vector<CaseWithTarget> cases;
