@@ -508,7 +508,17 @@ Status TableImpl::DrawOnDeviceLocked(int64_t batch, const SampleOptions& options
   REPLAYDB_RETURN_IF_ERROR(
       device_probabilities_.CopyToHost(probabilities.data(), batch * sizeof(float), 0, stream));
   draws->resize(batch);
-  for (int64_t b = 0; b < batch; ++b) (*draws)[b] = {keys[b], probabilities[b]};
+  for (int64_t b = 0; b < batch; ++b) {
+    // With every priority set to 0 from the device, the device draws a
+    // sentinel (the host cannot see device updates in advance).
+    auto it = trajectories_.find(ItemKeyTrajectory(keys[b]));
+    if (it == trajectories_.end() || ItemKeyStart(keys[b]) >= it->second->items_created) {
+      return Status::FailedPrecondition(
+          "table " + Q(name_) + ": the device drew no item (key " + std::to_string(keys[b]) +
+          "); every priority on the device may be 0");
+    }
+    (*draws)[b] = {keys[b], probabilities[b]};
+  }
   return Status::OK();
 }
 

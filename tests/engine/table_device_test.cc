@@ -173,5 +173,25 @@ TEST_F(TableDeviceGpuTest, SampleToDeviceAndUpdateFromDevice) {
   EXPECT_EQ(info.priority_updates, static_cast<int64_t>(update_keys.size()) - 1);
 }
 
+TEST_F(TableDeviceGpuTest, AllPrioritiesZeroedOnTheDeviceIsAnErrorNotACrash) {
+  std::vector<float> zeros(keys_.size(), 0.0f);
+  auto d_keys = DeviceBuffer::Allocate(0, keys_.size() * sizeof(uint64_t));
+  auto d_zeros = DeviceBuffer::Allocate(0, zeros.size() * sizeof(float));
+  ASSERT_TRUE(d_keys.ok() && d_zeros.ok());
+  ASSERT_OK(d_keys->CopyFromHost(keys_.data(), keys_.size() * sizeof(uint64_t)));
+  ASSERT_OK(d_zeros->CopyFromHost(zeros.data(), zeros.size() * sizeof(float)));
+  ASSERT_OK(table_->UpdatePrioritiesFromDevice(d_keys->as<uint64_t>(), d_zeros->as<float>(),
+                                               static_cast<int64_t>(keys_.size()), nullptr));
+  auto batch = table_->Sample(4, {.timeout = std::chrono::milliseconds(100)});
+  ASSERT_FALSE(batch.ok());
+  EXPECT_EQ(batch.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(batch.status().message(), HasSubstr("every priority on the device may be 0"));
+  // The table still works once an item gets mass again.
+  ASSERT_OK(table_->UpdatePriorities(std::vector<ItemKey>{keys_[5]}, std::vector<double>{2.0}));
+  auto again = table_->Sample(8);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  for (ItemKey k : again->keys) EXPECT_EQ(k, keys_[5]);
+}
+
 }  // namespace
 }  // namespace replaydb
