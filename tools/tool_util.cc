@@ -207,6 +207,11 @@ std::string FormatTableSpec(const TableSpec& spec, std::string_view indent) {
   AddLine(&out, indent, "padding", std::string(PaddingName(spec.padding)));
   AddLine(&out, indent, "selector", std::string(SelectorKindName(spec.selector)));
   AddLine(&out, indent, "eviction", std::string(EvictionPolicyName(spec.eviction)));
+  AddLine(&out, indent, "priority_exponent", FormatDouble(spec.priority_exponent));
+  AddLine(&out, indent, "step_priority", std::string(StepPriorityName(spec.step_priority)));
+  AddLine(&out, indent, "priority_device",
+          spec.priority_device < 0 ? std::string("-1 (host)")
+                                   : "CUDA device " + std::to_string(spec.priority_device));
   AddLine(&out, indent, "max_times_sampled",
           spec.max_times_sampled == 0 ? std::string("0 (unlimited)")
                                       : FormatCount(spec.max_times_sampled));
@@ -233,6 +238,10 @@ std::string FormatTableInfo(const TableInfo& info, std::string_view indent) {
   AddLine(&out, indent, "items_removed", FormatCount(info.items_removed));
   AddLine(&out, indent, "evicted_trajectories", FormatCount(info.evicted_trajectories));
   AddLine(&out, indent, "evicted_items", FormatCount(info.evicted_items));
+  AddLine(&out, indent, "priority_updates",
+          FormatCount(info.priority_updates) + " (" + FormatCount(info.priority_updates_skipped) +
+              " skipped)");
+  AddLine(&out, indent, "max_priority_seen", FormatDouble(info.max_priority_seen));
   const RateLimiterInfo& rl = info.rate_limiter;
   AddLine(&out, indent, "rate_limiter", FormatRateLimiterSpec(rl.spec));
   AddLine(&out, indent, "rate_limiter.inserts", FormatCount(rl.inserts));
