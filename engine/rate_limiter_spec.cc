@@ -58,7 +58,8 @@ RateLimiterSpec RateLimiterSpec::Queue(int64_t size) {
 }
 
 RateLimiterSpec RateLimiterSpec::Stack(int64_t size) {
-  return SampleToInsertRatio(1.0, 1, 0.0, static_cast<double>(size));
+  // The same limits as a queue; the LIFO selector makes it a stack.
+  return Queue(size);
 }
 
 // The checks, in order:

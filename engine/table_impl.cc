@@ -537,11 +537,12 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
   out->times_sampled.resize(B);
   out->mask.assign(static_cast<size_t>(B * L), 0);
 
-  std::vector<std::shared_ptr<Trajectory>> pinned;
+  // The trajectory of each draw; pinned while the gather reads them.
+  std::vector<std::shared_ptr<Trajectory>> drawn;
+  drawn.reserve(B);
   std::vector<Segment> segments;
   std::vector<size_t> first_segment;
   if (options.gather) {
-    pinned.reserve(B);
     segments.reserve(B * (L / bs + 2));
     first_segment.resize(B + 1);
   }
@@ -589,6 +590,7 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
       }
       const int64_t real = std::min(L, t.length - start);
       std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
+      drawn.push_back(tp);
       if (!options.gather) continue;
       first_segment[b] = segments.size();
       for (int64_t step = 0; step < real;) {
@@ -599,17 +601,10 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
         step += count;
       }
       ++t.pins;
-      pinned.push_back(tp);
     }
-    if (options.gather) {
-      first_segment[B] = segments.size();
-      for (const auto& t : pinned) MaybeReleaseConsumedLocked(*t);
-    } else if (max_times_sampled_ > 0) {
-      for (int64_t b = 0; b < B; ++b) {
-        auto it = trajectories_.find(ItemKeyTrajectory(out->keys[b]));
-        if (it != trajectories_.end()) MaybeReleaseConsumedLocked(*it->second);
-      }
-    }
+    if (options.gather) first_segment[B] = segments.size();
+    // After the draws: a trajectory may appear several times in a batch.
+    for (const auto& t : drawn) MaybeReleaseConsumedLocked(*t);
   }
 
   if (options.importance_beta >= 0) {
@@ -659,7 +654,7 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
   }
 
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& t : pinned) UnpinLocked(*t);
+  for (const auto& t : drawn) UnpinLocked(*t);
   return Status::OK();
 }
 
