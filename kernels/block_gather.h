@@ -1,0 +1,129 @@
+// Gather of sampled windows out of hot-tier blocks, and scatter of a vector
+// writer's steps into them, by CUDA kernels. Plain C++: host code includes
+// this, never a CUDA header. Built from block_gather.cu with nvcc, otherwise
+// from block_gather_nocuda.cc (every call returns NotSupported).
+//
+// Model (engine/table_layout.h): the hot tier is `num_blocks` blocks of
+// `block_steps` steps; column c of step s of a block lives at
+// block + column offset + s * column step bytes. A step position in the tier
+// is a *slot*: block * block_steps + step-in-block. A trajectory is a chain
+// of blocks; an item is a window of L steps starting at a slot, of which the
+// first `steps` (1..L) are real and the rest padding.
+//
+// Blocks live in device memory or in pinned mapped host memory, which
+// kernels read and write over PCIe (zero-copy); both are just addresses
+// here.
+#ifndef REPLAYDB_KERNELS_BLOCK_GATHER_H_
+#define REPLAYDB_KERNELS_BLOCK_GATHER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "replaydb/status.h"
+
+namespace replaydb::kernels {
+
+// The device's copy of what the kernels need to follow a window: each
+// block's address, each block's successor in its trajectory, and optionally
+// each slot's real window length (for windows drawn on the device, whose
+// lengths the host never sees). Host calls stage changes in host memory;
+// Flush applies them on a stream, in order.
+//
+// Thread safety: not thread-safe; the owning table serialises calls.
+class DeviceBlockIndex {
+ public:
+  struct Options {
+    int device = 0;
+    // REQUIRES: num_blocks >= 1, block_steps >= 1,
+    // num_blocks * block_steps <= 2^40.
+    int64_t num_blocks = 0;
+    int64_t block_steps = 0;
+    // Keep item_steps per slot (4 bytes of device memory per slot).
+    bool item_steps = false;
+  };
+
+  // NotSupported without a usable GPU; ResourceExhausted when device memory
+  // runs out (naming the bytes).
+  static Result<std::unique_ptr<DeviceBlockIndex>> Create(const Options& options);
+  virtual ~DeviceBlockIndex() = default;
+
+  // ---- staged until the next Flush ----
+  // REQUIRES: 0 <= block < num_blocks; `address` device-addressable.
+  virtual void SetBlockAddress(int64_t block, const void* address) = 0;
+  // The block after `block` in its trajectory (-1: none).
+  virtual void SetNext(int64_t block, int64_t next) = 0;
+  // The real steps (1..L) of the window starting at `slot`.
+  // REQUIRES: options.item_steps.
+  virtual void SetItemSteps(int64_t slot, uint32_t steps) = 0;
+  // True when changes are staged.
+  virtual bool dirty() const = 0;
+
+  // Applies the staged changes on `stream`. The host buffers are free for
+  // new changes when this returns.
+  virtual Status Flush(void* stream) = 0;
+
+  virtual const Options& options() const = 0;
+};
+
+struct GatherColumn {
+  size_t step_bytes = 0;    // bytes of one step of the column
+  size_t block_offset = 0;  // where the column's region starts in a block
+  void* d_out = nullptr;    // device output [batch, L, step_bytes]
+};
+
+// A small array copied from device-readable memory (e.g. pinned host
+// staging) to device memory as part of a Gather launch.
+struct SmallCopy {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t bytes = 0;
+};
+
+struct GatherRequest {
+  int64_t batch = 0;            // B >= 1
+  int64_t sequence_length = 0;  // L >= 1
+  // [B] device-readable: the slot where window b starts; < 0: no item (the
+  // window is all padding, mask 0).
+  const int64_t* slots = nullptr;
+  // [B] device-readable real steps of each window (1..L); null: read from
+  // the index's item_steps (which it must keep).
+  const uint32_t* steps = nullptr;
+  // Host memory; copied into the launch. Any number of columns.
+  std::span<const GatherColumn> columns;
+  // Optional [B * L] device output: 1 for a real step, 0 for padding.
+  uint8_t* d_mask = nullptr;
+  // Optional small copies (at most 4) done by the same launch.
+  std::span<const SmallCopy> copies;
+};
+
+// Writes window b's steps 0..steps-1 of every column to
+// d_out[b, 0..steps-1] and zeros to the padded steps after them. Uses
+// 16-byte accesses where the step size, offsets and output addresses allow
+// (8-, 4-, 2-, 1-byte otherwise). Queues the work on `stream` and returns.
+// REQUIRES: the index flushed (on `stream`, or on a stream `stream` waits
+// for) after the blocks and items read were set.
+Status Gather(const DeviceBlockIndex& index, const GatherRequest& request, void* stream);
+
+struct ScatterColumn {
+  size_t step_bytes = 0;
+  size_t block_offset = 0;
+  const void* d_src = nullptr;  // device input [n, step_bytes]
+};
+
+struct ScatterRequest {
+  int64_t n = 0;  // environments, >= 1
+  // [n] device-readable: the slot receiving environment i's step; < 0: skip.
+  const int64_t* slots = nullptr;
+  std::span<const ScatterColumn> columns;  // host memory, any number
+};
+
+// Writes d_src[i] of every column to its place at slot slots[i]. Queues the
+// work on `stream` and returns. REQUIRES: the destination blocks' addresses
+// flushed; distinct slots.
+Status Scatter(const DeviceBlockIndex& index, const ScatterRequest& request, void* stream);
+
+}  // namespace replaydb::kernels
+
+#endif  // REPLAYDB_KERNELS_BLOCK_GATHER_H_
