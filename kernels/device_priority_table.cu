@@ -1,10 +1,12 @@
 // DevicePriorityTable on CUDA: host-side staging and the calls into the
 // device entry points of priority_device.cuh.
 //
-// Host state: key -> (slot, flags) in a KeySlotMap, a free-slot stack (slots
-// freed by Remove are reused first, most recent first), per slot whether
+// Host state: key -> (slot, flags) in a KeySlotMap; where the table chooses
+// slots, a free-slot stack (slots freed by Remove are reused first, most
+// recent first), and with caller_slots each held slot's key instead (for
+// InsertAt's error); per slot whether it holds an item (kSlotHeld), whether
 // the device's hash table maps the slot's key (kSlotOnDevice) and whether
-// the slot got a new key since the last flush (kSlotNewKey), and the staged
+// the slot got a new key since the last flush (kSlotNewKey); and the staged
 // changes since the last flush:
 //   slot_writes_      the final content of every touched slot (coalesced:
 //                     one entry per slot, later changes overwrite it)
@@ -52,6 +54,7 @@ using priority::TreeView;
 constexpr uint32_t kPositive = 1;     // map flag: the last host-side priority was > 0
 constexpr uint8_t kSlotOnDevice = 1;  // the device hash table maps the slot's key
 constexpr uint8_t kSlotNewKey = 2;    // the slot got a new key since the last flush
+constexpr uint8_t kSlotHeld = 4;      // the slot holds an item (host-side, staged changes counted)
 
 constexpr size_t kPinnedChunkBytes = size_t{8} << 20;
 constexpr int64_t kMaxCapacity = (int64_t{1} << 31) - 1;
@@ -91,12 +94,14 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
       : device_(options.device),
         capacity_(options.capacity),
         alpha_(options.alpha),
-        seed_(options.seed) {}
+        seed_(options.seed),
+        caller_slots_(options.caller_slots) {}
   ~DevicePriorityTableImpl() override;
 
   Status Init();
 
   Status Insert(ItemKey key, double priority) override;
+  Status InsertAt(ItemKey key, double priority, int64_t slot) override;
   Status Remove(ItemKey key) override;
   Status SetPriority(ItemKey key, double priority) override;
   int64_t size() const override { return size_; }
@@ -126,6 +131,8 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
   HashView hash() const { return HashView{d_hash_, hash_entries_ - 1}; }
 
   void StageSlot(int32_t slot, ItemKey key, double priority);
+  // Stages a new item in the free `slot`, already entered in map_.
+  void StageNewItem(int32_t slot, ItemKey key, double priority);
   // Applies every staged change on stream_. REQUIRES: device_ is current.
   Status FlushStaged();
   // Copies the sections, packed, to d_stage_ (grown as needed).
@@ -143,11 +150,13 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
   const int64_t capacity_;
   const double alpha_;
   const uint64_t seed_;
+  const bool caller_slots_;
 
   // ---- host state
   KeySlotMap map_;
-  std::vector<int32_t> free_slots_;
-  int64_t next_fresh_slot_ = 0;
+  std::vector<int32_t> free_slots_;  // !caller_slots_ only
+  int64_t next_fresh_slot_ = 0;      // !caller_slots_ only
+  std::vector<ItemKey> slot_keys_;   // caller_slots_ only: per kSlotHeld slot, its key
   int64_t size_ = 0;
   int64_t num_positive_ = 0;
   uint64_t sample_calls_ = 0;
@@ -155,7 +164,7 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
   // ---- staged changes
   std::vector<SlotWrite> slot_writes_;
   std::vector<int32_t> slot_write_index_;  // per slot: index in slot_writes_ or -1
-  std::vector<uint8_t> slot_state_;        // per slot: kSlotOnDevice, kSlotNewKey
+  std::vector<uint8_t> slot_state_;        // per slot: kSlotHeld, kSlotOnDevice, kSlotNewKey
   std::vector<unsigned long long> pending_deletes_;
   std::vector<int32_t> dirty_segments_;
   std::vector<uint8_t> segment_dirty_;  // per level-0 segment
@@ -309,6 +318,7 @@ Status DevicePriorityTableImpl::Init() {
 
   slot_write_index_.assign(cap, -1);
   slot_state_.assign(cap, 0);
+  if (caller_slots_) slot_keys_.assign(cap, 0);
   segment_dirty_.assign(static_cast<size_t>(level_entries_[1]), 0);
   return Status::OK();
 }
@@ -331,7 +341,19 @@ void DevicePriorityTableImpl::StageSlot(int32_t slot, ItemKey key, double priori
   }
 }
 
+void DevicePriorityTableImpl::StageNewItem(int32_t slot, ItemKey key, double priority) {
+  slot_state_[slot] = kSlotHeld | kSlotNewKey;
+  StageSlot(slot, key, priority);
+  ++size_;
+  if (priority > 0.0) ++num_positive_;
+}
+
 Status DevicePriorityTableImpl::Insert(ItemKey key, double priority) {
+  if (caller_slots_) {
+    return Status::FailedPrecondition(
+        "DevicePriorityTable::Insert: the table was created with Options::caller_slots, so the "
+        "caller chooses each item's slot: use InsertAt");
+  }
   if (!ValidPriority(priority)) {
     return Status::InvalidArgument("DevicePriorityTable::Insert: priority " +
                                    std::to_string(priority) + " is negative or not finite");
@@ -356,10 +378,40 @@ Status DevicePriorityTableImpl::Insert(ItemKey key, double priority) {
   } else {
     free_slots_.pop_back();
   }
-  slot_state_[slot] = kSlotNewKey;
-  StageSlot(slot, key, priority);
-  ++size_;
-  if (positive) ++num_positive_;
+  StageNewItem(slot, key, priority);
+  return Status::OK();
+}
+
+Status DevicePriorityTableImpl::InsertAt(ItemKey key, double priority, int64_t slot) {
+  if (!caller_slots_) {
+    return Status::FailedPrecondition(
+        "DevicePriorityTable::InsertAt: the table chooses slots (Options::caller_slots is "
+        "false): use Insert");
+  }
+  if (slot < 0 || slot >= capacity_) {
+    return Status::InvalidArgument("DevicePriorityTable::InsertAt: slot " + std::to_string(slot) +
+                                   " is outside [0, capacity " + std::to_string(capacity_) + ")");
+  }
+  if (!ValidPriority(priority)) {
+    return Status::InvalidArgument("DevicePriorityTable::InsertAt: priority " +
+                                   std::to_string(priority) + " is negative or not finite");
+  }
+  const auto already = [key] {
+    return Status::AlreadyExists("DevicePriorityTable::InsertAt: key " + std::to_string(key) +
+                                 " is present");
+  };
+  const int32_t s = static_cast<int32_t>(slot);
+  if (slot_state_[s] & kSlotHeld) {
+    if (map_.Find(key) != nullptr) return already();
+    return Status::FailedPrecondition("DevicePriorityTable::InsertAt: slot " +
+                                      std::to_string(slot) + " holds key " +
+                                      std::to_string(slot_keys_[s]) + " (Remove it first)");
+  }
+  bool inserted;
+  map_.TryInsert(key, s, priority > 0.0 ? kPositive : 0, &inserted);
+  if (!inserted) return already();
+  slot_keys_[s] = key;
+  StageNewItem(s, key, priority);
   return Status::OK();
 }
 
@@ -374,7 +426,7 @@ Status DevicePriorityTableImpl::Remove(ItemKey key) {
   slot_state_[slot] = 0;
   if (e->flags & kPositive) --num_positive_;
   map_.Erase(e);
-  free_slots_.push_back(slot);
+  if (!caller_slots_) free_slots_.push_back(slot);
   StageSlot(slot, 0, -1.0);
   --size_;
   return Status::OK();
@@ -489,7 +541,7 @@ Status DevicePriorityTableImpl::FlushStaged() {
     uint8_t& state = slot_state_[w.slot];
     if (state & kSlotNewKey) {
       inserts.push_back(KeySlot{w.key, w.slot, 0});
-      state = kSlotOnDevice;
+      state = kSlotHeld | kSlotOnDevice;  // a removed slot's kSlotNewKey is cleared
     }
   }
   const bool rebuild = 4 * (hash_used_ + static_cast<int64_t>(inserts.size())) >
@@ -604,6 +656,7 @@ Status DevicePriorityTableImpl::Sample(int64_t batch, const SampleParams& params
   args.call = sample_calls_;
   args.d_keys = reinterpret_cast<unsigned long long*>(d_keys);
   args.d_probabilities = d_probabilities;
+  args.d_slots = reinterpret_cast<long long*>(params.d_slots);
   args.beta = params.beta;
   args.d_counter = d_counters_;
   args.d_min_bits = d_min_bits_;

@@ -4,10 +4,17 @@
 //
 // Model: `capacity` slots, each empty or holding (item key, priority). The
 // host side (a table's writers and evictions) changes the item set through
-// Insert/Remove/SetPriority, which only stage the change in host memory; the
-// next device call (Flush, Sample, UpdatePriorities) applies every staged
-// change on the device first, in order. The learner's side samples and
-// updates from device arrays on its own stream.
+// Insert (or InsertAt)/Remove/SetPriority, which only stage the change in
+// host memory; the next device call (Flush, Sample, UpdatePriorities)
+// applies every staged change on the device first, in order. The learner's
+// side samples and updates from device arrays on its own stream.
+//
+// Slots: by default the table chooses an item's slot (Insert). With
+// Options::caller_slots the caller chooses it (InsertAt), so that a slot
+// can mean something to the caller (the engine uses the item's first step
+// position in the hot tier, block * block_steps + step-in-block: a kernel
+// goes from a drawn slot, SampleParams::d_slots, straight to the window's
+// block).
 //
 // Streams: every device call takes the caller's stream. The table works on an
 // internal stream that first waits for the caller's stream (so inputs the
@@ -31,8 +38,9 @@
 //   1024 entries; a draw is one warp descending that tree.
 // - Memory per slot of capacity: 52-84 bytes of device memory (20 for key,
 //   priority and value; 2-4 hash-table entries of 16 bytes), and on the host
-//   5 bytes per slot plus 32-64 per item (key -> slot map) plus 24 per
-//   change staged since the last device call.
+//   5 bytes per slot (13 with caller_slots: each slot's key) plus 32-64 per
+//   item (key -> slot map) plus 24 per change staged since the last device
+//   call.
 #ifndef REPLAYDB_KERNELS_DEVICE_PRIORITY_TABLE_H_
 #define REPLAYDB_KERNELS_DEVICE_PRIORITY_TABLE_H_
 
@@ -56,6 +64,12 @@ class DevicePriorityTable {
     // Seed of the draws (Philox counter-based); every Sample call advances
     // the counter, so a table's sequence of batches is reproducible.
     uint64_t seed = 0;
+    // false: the table chooses each item's slot; Insert places items and
+    // InsertAt fails. true: the caller chooses it; InsertAt places items
+    // and Insert fails (FailedPrecondition either way). Either way Remove,
+    // SetPriority, UpdatePriorities and Sample work by key alike.
+    // Default: false.
+    bool caller_slots = false;
   };
 
   struct SampleParams {
@@ -63,6 +77,11 @@ class DevicePriorityTable {
     double beta = -1;
     // One draw from each of `batch` equal strata of the probability mass.
     bool stratified = false;
+    // Non-null: Sample also writes the slot of each draw, d_slots[batch]
+    // (device memory); -1 for a draw that found no item (key UINT64_MAX,
+    // probability 0; see Sample), which tells it apart from an item whose
+    // key is UINT64_MAX. Default: nullptr (no slots written).
+    int64_t* d_slots = nullptr;
   };
 
   // NotSupported without a usable GPU (the reason in the message);
@@ -74,11 +93,20 @@ class DevicePriorityTable {
   // ---- host-side changes, staged until the next device call ----
 
   // AlreadyExists if `key` is present; ResourceExhausted when all slots are
-  // taken; InvalidArgument for a negative or non-finite priority. A key
+  // taken; InvalidArgument for a negative or non-finite priority;
+  // FailedPrecondition with options.caller_slots (use InsertAt). A key
   // removed earlier may be inserted again; it is then a new item. Every
   // 64-bit value is a valid key.
   virtual Status Insert(ItemKey key, double priority) = 0;
-  // NotFound if absent.
+  // Insert at the caller's `slot`. FailedPrecondition unless
+  // options.caller_slots. InvalidArgument when slot is outside [0, capacity)
+  // or for a negative or non-finite priority; AlreadyExists if `key` is
+  // present; FailedPrecondition when `slot` holds another item (the message
+  // names its key). A slot is free again as soon as Remove of its key
+  // returns: a Remove and an InsertAt into the same slot may be staged
+  // together and apply in order.
+  virtual Status InsertAt(ItemKey key, double priority, int64_t slot) = 0;
+  // NotFound if absent. Frees the item's slot.
   virtual Status Remove(ItemKey key) = 0;
   // NotFound if absent; InvalidArgument for a bad priority.
   virtual Status SetPriority(ItemKey key, double priority) = 0;
@@ -91,8 +119,9 @@ class DevicePriorityTable {
   virtual Status Flush(void* stream) = 0;
 
   // Draws `batch` items with probability proportional to priority^alpha and
-  // writes d_keys[batch], d_probabilities[batch] and, when params.beta >= 0,
-  // d_weights[batch] (else d_weights may be null). FailedPrecondition when
+  // writes d_keys[batch], d_probabilities[batch], when params.beta >= 0
+  // d_weights[batch] (else d_weights may be null) and, when params.d_slots
+  // is non-null, the draws' slots there. FailedPrecondition when
   // the table has no item of priority > 0 (checked on the host from the
   // staged state; no device sync).
   //
@@ -100,11 +129,12 @@ class DevicePriorityTable {
   // underflows to 0 only below about 1e-45). N in the weights is the number
   // of items present; it cancels in the normalisation, so a weight is
   // (P_min / P(i))^beta with P_min the batch's smallest probability.
-  // Stratum i covers [i, i+1) / batch of the mass in the table's own slot
-  // order. The host's FailedPrecondition check sees Insert/Remove/
-  // SetPriority but not UpdatePriorities: if device-side updates have set
-  // every priority to 0, the call succeeds and every draw gets key
-  // UINT64_MAX, probability 0 and weight 0. REQUIRES: batch <= 2^31 - 1.
+  // Stratum i covers [i, i+1) / batch of the mass in slot order (the
+  // caller's order with caller_slots). The host's FailedPrecondition check
+  // sees Insert/InsertAt/Remove/SetPriority but not UpdatePriorities: if
+  // device-side updates have set every priority to 0, the call succeeds and
+  // every draw gets key UINT64_MAX, probability 0, weight 0 and slot -1.
+  // REQUIRES: batch <= 2^31 - 1.
   virtual Status Sample(int64_t batch, const SampleParams& params, uint64_t* d_keys,
                         float* d_probabilities, float* d_weights, void* stream) = 0;
 

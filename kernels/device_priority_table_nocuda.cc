@@ -1,4 +1,6 @@
-// The build without a CUDA compiler: no device priority table can be made.
+// The build without a CUDA compiler: no device priority table can be made,
+// whatever the options (caller_slots included), so no other member
+// (Insert, InsertAt, Sample with SampleParams::d_slots, ...) is defined here.
 #include "kernels/device_priority_table.h"
 
 namespace replaydb::kernels {

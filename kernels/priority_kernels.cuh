@@ -518,6 +518,7 @@ struct SampleArgs {
   unsigned long long call;
   unsigned long long* d_keys;
   float* d_probabilities;
+  long long* d_slots;            // [batch] each draw's slot (-1: no item), or null
   double* d_probabilities64;     // [batch] p in fp64 (weights by a second kernel), or null
   double* d_log2_probabilities;  // [batch] log2 p (weights here), or null
   double beta;
@@ -527,13 +528,14 @@ struct SampleArgs {
 };
 
 // One warp per draw: scans the top level (kTopItems entries per lane), then
-// descends one segment per level to a slot. Writes the slot's key and its
-// probability value / total. With no positive mass (possible only after
-// device updates set every priority to 0) a draw gets key ~0 and
-// probability 0. When d_weights is set, each draw also writes log2 p, each
-// block folds its smallest p into *d_min_bits (positive doubles order as
-// their bits), and the last block to finish writes every weight: one exp2f
-// each, so the fp64 work is spread over the grid.
+// descends one segment per level to a slot. Writes the slot's key, its
+// probability value / total and, when d_slots is set, the slot. With no
+// positive mass (possible only after device updates set every priority to
+// 0) a draw gets key ~0, probability 0 and slot -1. When d_weights is set,
+// each draw also writes log2 p, each block folds its smallest p into
+// *d_min_bits (positive doubles order as their bits), and the last block to
+// finish writes every weight: one exp2f each, so the fp64 work is spread
+// over the grid.
 template <int kTopItems>
 __global__ void __launch_bounds__(kBigBlockThreads) SampleKernel(SampleArgs a) {
   __shared__ WarpScanDouble::TempStorage temp[kBigBlockWarps];
@@ -571,6 +573,7 @@ __global__ void __launch_bounds__(kBigBlockThreads) SampleKernel(SampleArgs a) {
       const double p = ok ? hit.value / total : 0.0;
       a.d_keys[draw] = ok ? a.d_slot_keys[index] : ~0ULL;
       a.d_probabilities[draw] = static_cast<float>(p);
+      if (a.d_slots != nullptr) a.d_slots[draw] = ok ? index : -1;
       if (a.d_probabilities64 != nullptr) a.d_probabilities64[draw] = p;
       if (a.d_log2_probabilities != nullptr) {
         a.d_log2_probabilities[draw] = p > 0.0 ? log2(p) : INFINITY;

@@ -1,9 +1,10 @@
 // DevicePriorityTable: draws against priority^alpha (chi-square), zero
 // priorities, twelve orders of magnitude, device-side updates (unknown keys,
 // duplicates, bad values), stratified draws, importance weights, staged
-// inserts/removes with slot reuse, streams. Every GPU test skips, with the
-// reason, where no GPU can be used; KeySlotMap (host code) is tested
-// everywhere.
+// inserts/removes with slot reuse, streams, caller-chosen slots (InsertAt,
+// the draws' slots). Every GPU test skips, with the reason, where no GPU can
+// be used (a table needs one, so do the host-side checks of its calls);
+// KeySlotMap (host code) and the options' defaults are tested everywhere.
 #include "kernels/device_priority_table.h"
 
 #include <gtest/gtest.h>
@@ -21,18 +22,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include "replaydb/device.h"
 #include "kernels/gpu.h"
 #include "kernels/key_slot_map.h"
+#include "replaydb/device.h"
+#include "tests/test_util.h"
 
 namespace replaydb::kernels {
 namespace {
-
-#define ASSERT_OK(expr)                                     \
-  do {                                                      \
-    const ::replaydb::Status _s = (expr);                   \
-    ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
-  } while (0)
 
 #define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                        \
   auto REPLAYDB_CONCAT_(_r_, __LINE__) = (rexpr);                               \
@@ -112,17 +108,24 @@ struct Draws {
   std::vector<uint64_t> keys;
   std::vector<float> probabilities;
   std::vector<float> weights;
+  std::vector<int64_t> slots;  // from SampleBuffers made with slots
 };
 
 // Output buffers for batches of up to `batch`, poisoned before each call.
 class SampleBuffers {
  public:
-  static Result<SampleBuffers> Make(int64_t batch) {
+  // With `slots`, every Sample call also asks for the draws' slots
+  // (SampleParams::d_slots) and Draws::slots gets them.
+  static Result<SampleBuffers> Make(int64_t batch, bool slots = false) {
     SampleBuffers b;
     b.batch_ = batch;
     REPLAYDB_ASSIGN_OR_RETURN(b.keys_, DeviceBuffer::Allocate(0, sizeof(uint64_t) * batch));
     REPLAYDB_ASSIGN_OR_RETURN(b.probabilities_, DeviceBuffer::Allocate(0, sizeof(float) * batch));
     REPLAYDB_ASSIGN_OR_RETURN(b.weights_, DeviceBuffer::Allocate(0, sizeof(float) * batch));
+    if (slots) {
+      REPLAYDB_ASSIGN_OR_RETURN(b.slots_, DeviceBuffer::Allocate(0, sizeof(int64_t) * batch));
+    }
+    b.with_slots_ = slots;
     return Result<SampleBuffers>(std::move(b));
   }
 
@@ -132,9 +135,19 @@ class SampleBuffers {
     REPLAYDB_RETURN_IF_ERROR(keys_.Fill(0xAB, stream));
     REPLAYDB_RETURN_IF_ERROR(probabilities_.Fill(0xAB, stream));
     REPLAYDB_RETURN_IF_ERROR(weights_.Fill(0xAB, stream));
-    REPLAYDB_RETURN_IF_ERROR(table.Sample(batch, params, keys_.as<uint64_t>(),
-                                          probabilities_.as<float>(), weights_.as<float>(),
-                                          stream));
+    Table::SampleParams p = params;
+    if (with_slots_) {
+      REPLAYDB_RETURN_IF_ERROR(slots_.Fill(0xAB, stream));
+      p.d_slots = slots_.as<int64_t>();
+    }
+    REPLAYDB_RETURN_IF_ERROR(table.Sample(
+        batch, p, keys_.as<uint64_t>(), probabilities_.as<float>(), weights_.as<float>(), stream));
+    if (with_slots_) {
+      const size_t at = out->slots.size();
+      out->slots.resize(at + batch);
+      REPLAYDB_RETURN_IF_ERROR(
+          slots_.CopyToHost(out->slots.data() + at, sizeof(int64_t) * batch, 0, stream));
+    }
     const size_t at = out->keys.size();
     out->keys.resize(at + batch);
     out->probabilities.resize(at + batch);
@@ -155,7 +168,8 @@ class SampleBuffers {
 
  private:
   int64_t batch_ = 0;
-  DeviceBuffer keys_, probabilities_, weights_;
+  bool with_slots_ = false;
+  DeviceBuffer keys_, probabilities_, weights_, slots_;
 };
 
 std::vector<uint64_t> DistinctKeys(size_t n, uint64_t seed) {
@@ -176,6 +190,42 @@ std::vector<uint64_t> DistinctKeys(size_t n, uint64_t seed) {
   return keys;
 }
 
+// `s` has `code` and its message contains each of `parts`.
+void ExpectError(const Status& s, Status::Code code, const std::vector<std::string>& parts) {
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  for (const std::string& part : parts) {
+    EXPECT_NE(s.message().find(part), std::string::npos)
+        << "\"" << part << "\" is not in: " << s.ToString();
+  }
+}
+
+// Every draw returned a key of `slot_of` together with that key's slot.
+void ExpectDrawnSlots(const Draws& draws, const std::unordered_map<uint64_t, int64_t>& slot_of) {
+  ASSERT_EQ(draws.slots.size(), draws.keys.size());
+  for (size_t d = 0; d < draws.keys.size(); ++d) {
+    auto it = slot_of.find(draws.keys[d]);
+    ASSERT_NE(it, slot_of.end()) << "draw " << d << " returned unknown key " << draws.keys[d];
+    ASSERT_EQ(draws.slots[d], it->second) << "draw " << d << " of key " << draws.keys[d];
+  }
+}
+
+// `n` distinct slots in [0, capacity), in random order. REQUIRES: n <= capacity.
+std::vector<int64_t> DistinctSlots(int64_t n, int64_t capacity, std::mt19937_64& rng) {
+  std::vector<int64_t> slots;
+  if (2 * n > capacity) {
+    for (int64_t s = 0; s < capacity; ++s) slots.push_back(s);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    slots.resize(static_cast<size_t>(n));
+    return slots;
+  }
+  std::unordered_set<int64_t> seen;
+  while (static_cast<int64_t>(slots.size()) < n) {
+    const int64_t s = static_cast<int64_t>(rng() % static_cast<uint64_t>(capacity));
+    if (seen.insert(s).second) slots.push_back(s);
+  }
+  return slots;
+}
+
 class DevicePriorityTableTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -183,11 +233,13 @@ class DevicePriorityTableTest : public ::testing::Test {
     if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
   }
 
-  static std::unique_ptr<Table> MakeTable(int64_t capacity, double alpha = 1.0, uint64_t seed = 1) {
+  static std::unique_ptr<Table> MakeTable(int64_t capacity, double alpha = 1.0, uint64_t seed = 1,
+                                          bool caller_slots = false) {
     Table::Options options;
     options.capacity = capacity;
     options.alpha = alpha;
     options.seed = seed;
+    options.caller_slots = caller_slots;
     auto table = Table::Create(options);
     EXPECT_TRUE(table.ok()) << table.status().ToString();
     return table.ok() ? std::move(table).value() : nullptr;
@@ -846,6 +898,426 @@ TEST_F(DevicePriorityTableTest, StreamsAndReproducibleDraws) {
   }
 }
 
+// ------------------------------------------------- caller-chosen slots
+
+// Every error of InsertAt, and of Insert with caller_slots, message
+// included. They are host-side checks made before any CUDA call, but a
+// table cannot be made without a GPU, so this skips without one like the
+// rest of the fixture.
+TEST_F(DevicePriorityTableTest, CallerSlotsErrors) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t capacity = 3 + static_cast<int64_t>(rng() % 3000);
+  const std::string cap = std::to_string(capacity);
+  std::vector<uint64_t> keys = DistinctKeys(6, rng());  // 0 and UINT64_MAX among them
+  std::shuffle(keys.begin(), keys.end(), rng);
+  const uint64_t a = keys[0], b = keys[1], c = keys[2];
+  const auto key = [](uint64_t k) { return "key " + std::to_string(k) + " "; };
+  const std::vector<int64_t> slots = DistinctSlots(3, capacity, rng);
+  const int64_t s = slots[0], s2 = slots[1];
+  const auto slot = [](int64_t x) { return "slot " + std::to_string(x) + " "; };
+  constexpr auto kInvalid = Status::Code::kInvalidArgument;
+  constexpr auto kPrecondition = Status::Code::kFailedPrecondition;
+  constexpr auto kExists = Status::Code::kAlreadyExists;
+
+  // A table that chooses slots refuses InsertAt.
+  auto chooses = MakeTable(capacity, 1.0, seed);
+  ASSERT_NE(chooses, nullptr);
+  ExpectError(chooses->InsertAt(a, 1.0, s), kPrecondition, {"InsertAt", "caller_slots", "Insert"});
+  EXPECT_EQ(chooses->size(), 0);
+
+  auto t = MakeTable(capacity, 1.0, seed, /*caller_slots=*/true);
+  ASSERT_NE(t, nullptr);
+  ExpectError(t->Insert(a, 1.0), kPrecondition, {"caller_slots", "use InsertAt"});
+  for (int64_t bad : {int64_t{-1}, capacity, capacity + 1 + static_cast<int64_t>(rng() % 1000),
+                      -1 - static_cast<int64_t>(rng() % 1000), std::numeric_limits<int64_t>::min(),
+                      std::numeric_limits<int64_t>::max()}) {
+    ExpectError(t->InsertAt(a, 1.0, bad), kInvalid, {slot(bad), "capacity " + cap + ")"});
+  }
+  for (double bad :
+       {-1.0, -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(),
+        std::numeric_limits<double>::quiet_NaN()}) {
+    ExpectError(t->InsertAt(a, bad, s), kInvalid, {"InsertAt: priority", "negative or not finite"});
+  }
+  EXPECT_EQ(t->size(), 0);
+
+  ASSERT_OK(t->InsertAt(a, 2.0, s));
+  ExpectError(t->InsertAt(a, 1.0, s), kExists, {key(a) + "is present"});   // its own slot
+  ExpectError(t->InsertAt(a, 1.0, s2), kExists, {key(a) + "is present"});  // another slot
+  ExpectError(t->InsertAt(b, 1.0, s), kPrecondition, {slot(s) + "holds " + key(a)});
+  ExpectError(t->Insert(b, 1.0), kPrecondition, {"use InsertAt"});
+  EXPECT_EQ(t->size(), 1);
+
+  // Remove frees the slot at once: staged together, before any flush.
+  ASSERT_OK(t->Remove(a));
+  ASSERT_OK(t->InsertAt(b, 3.0, s));
+  ExpectError(t->InsertAt(c, 1.0, s), kPrecondition, {slot(s) + "holds " + key(b)});
+  ASSERT_OK(t->InsertAt(a, 4.0, s2));  // a removed key is a new item, here at another slot
+  EXPECT_EQ(t->size(), 2);
+
+  // Every slot taken: InsertAt names the slot's key (no ResourceExhausted).
+  uint64_t next = 0;
+  std::unordered_set<uint64_t> used(keys.begin(), keys.end());
+  std::unordered_map<int64_t, uint64_t> key_at = {{s, b}, {s2, a}};
+  for (int64_t x = 0; x < capacity; ++x) {
+    if (key_at.count(x)) continue;
+    while (used.count(next)) ++next;
+    used.insert(next);
+    key_at[x] = next;
+    ASSERT_OK(t->InsertAt(next, 1.0, x));
+  }
+  EXPECT_EQ(t->size(), capacity);
+  const int64_t full = static_cast<int64_t>(rng() % static_cast<uint64_t>(capacity));
+  ExpectError(t->InsertAt(c, 1.0, full), kPrecondition,
+              {slot(full) + "holds " + key(key_at[full])});
+  ASSERT_OK_AND_ASSIGN(std::vector<double> held, t->ReadPriorities({a, b, c}));
+  EXPECT_EQ(held, (std::vector<double>{4.0, 3.0, -1.0}));
+}
+
+// Items at random slots with random keys and priorities: every draw returns
+// the slot its key was inserted at, and draws follow priority^alpha, also
+// after removes, re-inserts, SetPriority and UpdatePriorities.
+TEST_F(DevicePriorityTableTest, CallerSlotsDrawsReturnTheirSlots) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  // Up to 3 * 2^20 slots: a three-level tree about two times in three.
+  const int64_t capacity = 1000 + static_cast<int64_t>(rng() % (int64_t{3} << 20));
+  const int items = static_cast<int>(std::min<int64_t>(capacity, 4000));
+  SCOPED_TRACE("capacity " + std::to_string(capacity));
+  auto t = MakeTable(capacity, 0.7, seed, /*caller_slots=*/true);
+  ASSERT_NE(t, nullptr);
+  std::vector<uint64_t> keys = DistinctKeys(items, rng());
+  const std::vector<int64_t> slots = DistinctSlots(items, capacity, rng);
+  std::uniform_real_distribution<double> exponent(-3.0, 3.0);
+  std::vector<double> priorities(items);
+  std::unordered_map<uint64_t, int64_t> slot_of;
+  std::vector<int> order(items);
+  for (int i = 0; i < items; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int i : order) {
+    priorities[i] = rng() % 10 == 0 ? 0.0 : std::pow(10.0, exponent(rng));
+    ASSERT_OK(t->InsertAt(keys[i], priorities[i], slots[i]));
+    slot_of[keys[i]] = slots[i];
+  }
+  if (rng() % 2 == 0) ASSERT_OK(t->Flush(nullptr));
+
+  ASSERT_OK_AND_ASSIGN(SampleBuffers out, SampleBuffers::Make(50000, /*slots=*/true));
+  const auto draw_and_check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    // Plain; stratified with weights (fused in the sampling kernel);
+    // weights of a batch too large for that (a second kernel).
+    Table::SampleParams stratified;
+    stratified.stratified = true;
+    stratified.beta = 0.4;
+    Table::SampleParams big;
+    big.beta = 1.0;
+    Draws plain, strat, large;
+    ASSERT_OK(out.DrawMany(*t, 1 << 18, {}, &plain));
+    ASSERT_OK(out.Draw(*t, 4096, stratified, &strat));
+    ASSERT_OK(out.Draw(*t, 50000, big, &large));
+    for (const Draws* d : {&plain, &strat, &large}) ExpectDrawnSlots(*d, slot_of);
+    ExpectDrawsMatch(plain, keys, priorities, 0.7);
+  };
+  draw_and_check("after inserts");
+
+  // A quarter removed; half of their slots get new keys (in the same
+  // staging), the rest of the new keys go to slots never used.
+  std::unordered_set<uint64_t> used(keys.begin(), keys.end());
+  std::unordered_set<int64_t> taken(slots.begin(), slots.end());
+  std::vector<uint64_t> removed;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int64_t> freed;
+  for (int j = 0; j < items / 4; ++j) {
+    const int i = order[j];
+    ASSERT_OK(t->Remove(keys[i]));
+    removed.push_back(keys[i]);
+    freed.push_back(slot_of[keys[i]]);
+    slot_of.erase(keys[i]);
+  }
+  std::vector<uint64_t> live_keys;
+  std::vector<double> live_priorities;
+  std::vector<int64_t> live_slots;
+  for (int j = items / 4; j < items; ++j) {
+    live_keys.push_back(keys[order[j]]);
+    live_priorities.push_back(priorities[order[j]]);
+    live_slots.push_back(slots[order[j]]);
+  }
+  for (size_t j = 0; j < freed.size(); ++j) {
+    int64_t at = freed[j];
+    if (j % 2 == 1) {
+      if (static_cast<int64_t>(taken.size()) >= capacity) continue;
+      do {
+        at = static_cast<int64_t>(rng() % static_cast<uint64_t>(capacity));
+      } while (taken.count(at));
+      taken.insert(at);
+    }
+    uint64_t k;
+    do {
+      k = rng();
+    } while (!used.insert(k).second);
+    const double p = std::pow(10.0, exponent(rng));
+    ASSERT_OK(t->InsertAt(k, p, at));
+    slot_of[k] = at;
+    live_keys.push_back(k);
+    live_priorities.push_back(p);
+    live_slots.push_back(at);
+  }
+  // Host-side priority changes and device-side updates (removed keys skipped).
+  for (int j = 0; j < 200; ++j) {
+    const size_t i = rng() % live_keys.size();
+    live_priorities[i] = rng() % 4 == 0 ? 0.0 : std::pow(10.0, exponent(rng));
+    ASSERT_OK(t->SetPriority(live_keys[i], live_priorities[i]));
+  }
+  if (rng() % 2 == 0) ASSERT_OK(t->Flush(nullptr));
+  std::vector<uint64_t> up_keys;
+  std::vector<float> up_values;
+  for (int j = 0; j < 300; ++j) {
+    const size_t i = rng() % live_keys.size();
+    up_keys.push_back(live_keys[i]);
+    up_values.push_back(static_cast<float>(std::pow(10.0, exponent(rng))));
+    live_priorities[i] = up_values.back();
+  }
+  for (int j = 0; j < 50; ++j) {
+    up_keys.push_back(removed[rng() % removed.size()]);
+    up_values.push_back(1.0f);
+  }
+  const int64_t n = static_cast<int64_t>(up_keys.size());
+  ASSERT_OK_AND_ASSIGN(DeviceBuffer d_keys, DeviceBuffer::Allocate(0, sizeof(uint64_t) * n));
+  ASSERT_OK_AND_ASSIGN(DeviceBuffer d_values, DeviceBuffer::Allocate(0, sizeof(float) * n));
+  ASSERT_OK(d_keys.CopyFromHost(up_keys.data(), sizeof(uint64_t) * n));
+  ASSERT_OK(d_values.CopyFromHost(up_values.data(), sizeof(float) * n));
+  ASSERT_OK(t->UpdatePriorities(d_keys.as<uint64_t>(), d_values.as<float>(), n, nullptr));
+  ASSERT_OK_AND_ASSIGN(int64_t skipped, t->SkippedUpdates());
+  EXPECT_EQ(skipped, 50);
+  EXPECT_EQ(t->size(), static_cast<int64_t>(live_keys.size()));
+  ASSERT_OK_AND_ASSIGN(std::vector<double> held, t->ReadPriorities(live_keys));
+  for (size_t i = 0; i < live_keys.size(); ++i) {
+    ASSERT_EQ(held[i], live_priorities[i]) << "key " << live_keys[i];
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<double> gone, t->ReadPriorities(removed));
+  for (double p : gone) ASSERT_EQ(p, -1.0);
+  keys = live_keys;
+  priorities = live_priorities;
+  draw_and_check("after removes, re-inserts and updates");
+}
+
+// Remove then InsertAt into the same slot, staged together before a flush
+// and across one; the same key back into its slot; two keys swapping slots.
+// Then random churn against a host model, long enough that the device hash
+// table is rebuilt, with every draw's slot checked.
+TEST_F(DevicePriorityTableTest, CallerSlotsRemoveThenReinsertSameSlot) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t capacity = 64 + static_cast<int64_t>(rng() % 2000);
+  auto t = MakeTable(capacity, 1.0, seed, /*caller_slots=*/true);
+  ASSERT_NE(t, nullptr);
+  ASSERT_OK_AND_ASSIGN(SampleBuffers out, SampleBuffers::Make(4096, /*slots=*/true));
+  std::vector<uint64_t> k = DistinctKeys(8, rng());
+  std::shuffle(k.begin(), k.end(), rng);
+  const std::vector<int64_t> slots = DistinctSlots(2, capacity, rng);
+  const int64_t s = slots[0], o = slots[1];
+  // Draws (equal priorities) return exactly the items of `want`, each at its slot.
+  const auto expect_items = [&](const std::unordered_map<uint64_t, int64_t>& want) {
+    Draws d;
+    ASSERT_OK(out.Draw(*t, 4096, {}, &d));
+    ExpectDrawnSlots(d, want);
+    for (const auto& [key, slot] : want) {
+      EXPECT_NE(std::find(d.keys.begin(), d.keys.end(), key), d.keys.end())
+          << "key " << key << " at slot " << slot << " never drawn";
+    }
+  };
+
+  ASSERT_OK(t->InsertAt(k[0], 1.0, s));
+  ASSERT_OK(t->InsertAt(k[1], 1.0, o));
+  ASSERT_OK(t->Flush(nullptr));
+  expect_items({{k[0], s}, {k[1], o}});
+
+  {
+    SCOPED_TRACE("staged: remove a flushed key, another key into its slot");
+    ASSERT_OK(t->Remove(k[0]));
+    ASSERT_OK(t->InsertAt(k[2], 1.0, s));
+    expect_items({{k[2], s}, {k[1], o}});
+    ASSERT_OK_AND_ASSIGN(std::vector<double> held, t->ReadPriorities({k[0], k[2]}));
+    EXPECT_EQ(held, (std::vector<double>{-1.0, 1.0}));
+  }
+  {
+    SCOPED_TRACE("staged: the same key back into its slot");
+    ASSERT_OK(t->Remove(k[2]));
+    ASSERT_OK(t->InsertAt(k[2], 5.0, s));
+    ASSERT_OK_AND_ASSIGN(std::vector<double> held, t->ReadPriorities({k[2]}));
+    EXPECT_EQ(held[0], 5.0);
+    ASSERT_OK(t->SetPriority(k[2], 1.0));
+    expect_items({{k[2], s}, {k[1], o}});
+  }
+  {
+    SCOPED_TRACE("staged: a key that never reaches the device, then another");
+    ASSERT_OK(t->Remove(k[2]));
+    ASSERT_OK(t->InsertAt(k[3], 1.0, s));
+    ASSERT_OK(t->Remove(k[3]));
+    ASSERT_OK(t->InsertAt(k[0], 1.0, s));  // removed earlier: a new item
+    expect_items({{k[0], s}, {k[1], o}});
+    ASSERT_OK_AND_ASSIGN(std::vector<double> held, t->ReadPriorities({k[2], k[3], k[0]}));
+    EXPECT_EQ(held, (std::vector<double>{-1.0, -1.0, 1.0}));
+  }
+  {
+    SCOPED_TRACE("across a flush");
+    ASSERT_OK(t->Remove(k[0]));
+    ASSERT_OK(t->Flush(nullptr));
+    expect_items({{k[1], o}});
+    ASSERT_OK(t->InsertAt(k[4], 1.0, s));
+    ASSERT_OK(t->Flush(nullptr));
+    expect_items({{k[4], s}, {k[1], o}});
+  }
+  {
+    SCOPED_TRACE("staged: two keys swap slots");
+    ASSERT_OK(t->Remove(k[4]));
+    ASSERT_OK(t->Remove(k[1]));
+    ASSERT_OK(t->InsertAt(k[1], 1.0, s));
+    ASSERT_OK(t->InsertAt(k[4], 1.0, o));
+    expect_items({{k[1], s}, {k[4], o}});
+  }
+  {
+    SCOPED_TRACE("device updates: removed keys skipped, moved keys found");
+    const std::vector<uint64_t> up_keys = {k[0], k[1], k[2], k[4]};
+    const std::vector<float> up_values = {7.0f, 3.0f, 7.0f, 2.0f};
+    ASSERT_OK_AND_ASSIGN(DeviceBuffer d_keys, DeviceBuffer::Allocate(0, sizeof(uint64_t) * 4));
+    ASSERT_OK_AND_ASSIGN(DeviceBuffer d_values, DeviceBuffer::Allocate(0, sizeof(float) * 4));
+    ASSERT_OK(d_keys.CopyFromHost(up_keys.data(), sizeof(uint64_t) * 4));
+    ASSERT_OK(d_values.CopyFromHost(up_values.data(), sizeof(float) * 4));
+    ASSERT_OK(t->UpdatePriorities(d_keys.as<uint64_t>(), d_values.as<float>(), 4, nullptr));
+    ASSERT_OK_AND_ASSIGN(int64_t skipped, t->SkippedUpdates());
+    EXPECT_EQ(skipped, 2);
+    ASSERT_OK_AND_ASSIGN(std::vector<double> held, t->ReadPriorities({k[0], k[1], k[2], k[4]}));
+    EXPECT_EQ(held, (std::vector<double>{-1.0, 3.0, -1.0, 2.0}));
+    ASSERT_OK(t->Remove(k[1]));
+    ASSERT_OK(t->Remove(k[4]));
+  }
+
+  // Churn: each round removes some items and puts new or removed keys into
+  // free slots, freed ones first; flushes on some rounds only.
+  std::unordered_map<uint64_t, int64_t> slot_of;
+  std::unordered_map<int64_t, uint64_t> key_at;
+  std::vector<uint64_t> live, removed;
+  uint64_t next_key = rng();
+  std::uniform_real_distribution<double> u(0.1, 5.0);
+  for (int round = 0; round < 200; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<int64_t> freed;
+    for (int i = 0; i < 20 && !live.empty(); ++i) {
+      const size_t j = rng() % live.size();
+      const uint64_t key = live[j];
+      ASSERT_OK(t->Remove(key));
+      freed.push_back(slot_of[key]);
+      key_at.erase(slot_of[key]);
+      slot_of.erase(key);
+      removed.push_back(key);
+      live[j] = live.back();
+      live.pop_back();
+    }
+    while (static_cast<int64_t>(live.size()) < std::min<int64_t>(capacity - 2, 300)) {
+      // A freed slot may have been taken meanwhile by a random pick.
+      while (!freed.empty() && key_at.count(freed.back())) freed.pop_back();
+      int64_t at;
+      if (!freed.empty() && rng() % 4 != 0) {
+        at = freed.back();
+        freed.pop_back();
+      } else {
+        do {
+          at = static_cast<int64_t>(rng() % static_cast<uint64_t>(capacity));
+        } while (key_at.count(at));
+      }
+      if (rng() % 3 == 0) {
+        // A live key into a taken slot fails; so does a held slot.
+        if (!live.empty()) {
+          const uint64_t present = live[rng() % live.size()];
+          ASSERT_EQ(t->InsertAt(present, 1.0, at).code(), Status::Code::kAlreadyExists);
+          const uint64_t holder = live[rng() % live.size()];
+          ASSERT_EQ(t->InsertAt(next_key + 1000003, 1.0, slot_of[holder]).code(),
+                    Status::Code::kFailedPrecondition);
+        }
+      }
+      uint64_t key;
+      if (!removed.empty() && rng() % 5 == 0) {
+        const size_t j = rng() % removed.size();
+        key = removed[j];  // back as a new item, maybe in its old slot
+        removed[j] = removed.back();
+        removed.pop_back();
+      } else {
+        key = next_key++;
+      }
+      ASSERT_OK(t->InsertAt(key, u(rng), at));
+      slot_of[key] = at;
+      key_at[at] = key;
+      live.push_back(key);
+    }
+    ASSERT_EQ(t->size(), static_cast<int64_t>(live.size()));
+    if (rng() % 3 == 0) ASSERT_OK(t->Flush(nullptr));
+    if (round % 10 == 9) {
+      Draws d;
+      ASSERT_OK(out.Draw(*t, 4096, {}, &d));
+      ExpectDrawnSlots(d, slot_of);
+      ASSERT_OK_AND_ASSIGN(std::vector<double> gone, t->ReadPriorities(removed));
+      for (double p : gone) ASSERT_EQ(p, -1.0);
+    }
+  }
+}
+
+// d_slots with the no-item draw: an item whose key is UINT64_MAX is drawn
+// with its slot; once the device has zeroed its priority a draw finds no
+// item: key UINT64_MAX again, but slot -1. And where the table chooses
+// slots, a fresh table fills them in insert order.
+TEST_F(DevicePriorityTableTest, DrawnSlotsAndTheNoItemDraw) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t capacity = 1 + static_cast<int64_t>(rng() % 100000);
+  auto t = MakeTable(capacity, 1.0, seed, /*caller_slots=*/true);
+  ASSERT_NE(t, nullptr);
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  const int64_t s = static_cast<int64_t>(rng() % static_cast<uint64_t>(capacity));
+  ASSERT_OK(t->InsertAt(kMax, 1.0, s));
+  ASSERT_OK_AND_ASSIGN(SampleBuffers out, SampleBuffers::Make(2048, /*slots=*/true));
+  Table::SampleParams params;
+  params.beta = 0.5;
+  Draws d;
+  ASSERT_OK(out.Draw(*t, 2048, params, &d));
+  for (int i = 0; i < 2048; ++i) {
+    ASSERT_EQ(d.keys[i], kMax);
+    ASSERT_EQ(d.slots[i], s);
+    ASSERT_EQ(d.probabilities[i], 1.0f);
+  }
+  ASSERT_OK_AND_ASSIGN(DeviceBuffer d_keys, DeviceBuffer::Allocate(0, sizeof(uint64_t)));
+  ASSERT_OK_AND_ASSIGN(DeviceBuffer d_values, DeviceBuffer::Allocate(0, sizeof(float)));
+  const float zero = 0.0f;
+  ASSERT_OK(d_keys.CopyFromHost(&kMax, sizeof(uint64_t)));
+  ASSERT_OK(d_values.CopyFromHost(&zero, sizeof(float)));
+  ASSERT_OK(t->UpdatePriorities(d_keys.as<uint64_t>(), d_values.as<float>(), 1, nullptr));
+  Draws none;
+  ASSERT_OK(out.Draw(*t, 2048, params, &none));
+  for (int i = 0; i < 2048; ++i) {
+    ASSERT_EQ(none.keys[i], kMax);
+    ASSERT_EQ(none.slots[i], -1);
+    ASSERT_EQ(none.probabilities[i], 0.0f);
+    ASSERT_EQ(none.weights[i], 0.0f);
+  }
+
+  const int items = static_cast<int>(std::min<int64_t>(capacity, 3000));
+  auto chooses = MakeTable(capacity, 1.0, seed);
+  ASSERT_NE(chooses, nullptr);
+  const std::vector<uint64_t> keys = DistinctKeys(items, rng());
+  std::unordered_map<uint64_t, int64_t> slot_of;
+  for (int i = 0; i < items; ++i) {
+    ASSERT_OK(chooses->Insert(keys[i], 0.5 + static_cast<double>(rng() % 100)));
+    slot_of[keys[i]] = i;
+  }
+  Draws c;
+  ASSERT_OK(out.Draw(*chooses, 2048, {}, &c));
+  ExpectDrawnSlots(c, slot_of);
+}
+
 // ---------------------------------------------------- host code, no GPU
 
 TEST(DevicePriorityTableHostTest, KeySlotMapMatchesStdMap) {
@@ -901,11 +1373,19 @@ TEST(DevicePriorityTableHostTest, KeySlotMapMatchesStdMap) {
 TEST(DevicePriorityTableHostTest, CreateWithoutGpuSaysWhy) {
   std::string why;
   if (CudaDeviceCount(&why) > 0) GTEST_SKIP() << "a GPU is present";
-  Table::Options options;
-  options.capacity = 16;
-  auto t = Table::Create(options);
-  EXPECT_EQ(t.status().code(), Status::Code::kNotSupported);
-  EXPECT_FALSE(t.status().message().empty());
+  for (bool caller_slots : {false, true}) {
+    Table::Options options;
+    options.capacity = 16;
+    options.caller_slots = caller_slots;
+    auto t = Table::Create(options);
+    EXPECT_EQ(t.status().code(), Status::Code::kNotSupported);
+    EXPECT_FALSE(t.status().message().empty());
+  }
+}
+
+TEST(DevicePriorityTableHostTest, CallerSlotsAndDrawnSlotsAreOffByDefault) {
+  EXPECT_FALSE(Table::Options{}.caller_slots);
+  EXPECT_EQ(Table::SampleParams{}.d_slots, nullptr);
 }
 
 }  // namespace
