@@ -5,11 +5,13 @@
 // Device state of an index: block addresses (uint64, 0 until set), next
 // blocks (int64, -1 until set) and optionally item steps (uint32 per slot,
 // 0 until set). A flush takes the staged changes, coalesced
-// (block_index_staging.h), into one of two pinned, mapped staging buffers
-// and queues one kernel on the caller's stream that reads them from there
-// (zero-copy) and applies them. A buffer is refilled only after the event
-// recorded behind the last kernel that read it has completed, so the host
-// never writes what the device may still be reading.
+// (block_index_staging.h), into a pinned, mapped upload buffer and queues one
+// kernel on the caller's stream that reads them from there (zero-copy) and
+// applies them. A buffer is refilled only after the event recorded behind
+// the last kernel that read it has completed, so the host never writes what
+// the device may still be reading: a flush takes a buffer whose kernel is
+// done, adds one while all are in use (up to kMaxUploads), and only then
+// waits for one, so that a flush rarely blocks behind a busy stream.
 // nvcc warns (2810) when a [[nodiscard]] class such as Status is assigned.
 #pragma nv_diag_suppress 2810
 
@@ -88,7 +90,11 @@ class DeviceBlockIndexImpl final : public DeviceBlockIndex {
     size_t capacity = 0;  // records
     cudaEvent_t done = nullptr;
   };
+  static constexpr size_t kMaxUploads = 8;
 
+  // An upload buffer no kernel reads any more. REQUIRES: options_.device is
+  // current.
+  Result<Upload*> FreeUpload();
   Status EnsureCapacity(Upload* upload, size_t records);
 
   const Options options_;
@@ -98,8 +104,8 @@ class DeviceBlockIndexImpl final : public DeviceBlockIndex {
   uint64_t* d_addresses_ = nullptr;
   int64_t* d_next_ = nullptr;
   uint32_t* d_item_steps_ = nullptr;
-  Upload uploads_[2];
-  int next_upload_ = 0;
+  std::vector<Upload> uploads_;
+  size_t next_wait_ = 0;  // the upload to wait for when all are in use
 };
 
 DeviceBlockIndexImpl::~DeviceBlockIndexImpl() {
@@ -140,12 +146,27 @@ Status DeviceBlockIndexImpl::Init() {
         cudaMemsetAsync(d_item_steps_, 0, sizeof(uint32_t) * slots, stream),
         "cudaMemsetAsync(item steps)");
   }
-  for (Upload& u : uploads_) {
-    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&u.done, cudaEventDisableTiming),
-                                  "cudaEventCreateWithFlags");
-  }
   REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   return Status::OK();
+}
+
+Result<DeviceBlockIndexImpl::Upload*> DeviceBlockIndexImpl::FreeUpload() {
+  for (Upload& u : uploads_) {
+    const cudaError_t err = cudaEventQuery(u.done);
+    if (err == cudaSuccess) return &u;
+    if (err != cudaErrorNotReady) return CudaStatus(err, "cudaEventQuery");
+    (void)cudaGetLastError();  // not ready is no error: keep it from the next launch check
+  }
+  if (uploads_.size() < kMaxUploads) {
+    Upload u;
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&u.done, cudaEventDisableTiming),
+                                  "cudaEventCreateWithFlags");
+    uploads_.push_back(u);
+    return &uploads_.back();
+  }
+  Upload& u = uploads_[next_wait_++ % uploads_.size()];
+  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(u.done), "cudaEventSynchronize");
+  return &u;
 }
 
 Status DeviceBlockIndexImpl::EnsureCapacity(Upload* upload, size_t records) {
@@ -178,11 +199,9 @@ Status DeviceBlockIndexImpl::Flush(void* stream) {
   if (!updates_.empty()) {
     ScopedDevice on(options_.device);
     REPLAYDB_RETURN_IF_ERROR(on.status());
-    Upload& upload = uploads_[next_upload_];
-    next_upload_ ^= 1;
-    // The kernel that last read this buffer must be done before it is refilled.
-    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(upload.done),
-                                  "DeviceBlockIndex::Flush: cudaEventSynchronize");
+    Result<Upload*> free = FreeUpload();
+    REPLAYDB_RETURN_IF_ERROR(free.status().WithContext("DeviceBlockIndex::Flush"));
+    Upload& upload = *free.value();
     REPLAYDB_RETURN_IF_ERROR(
         EnsureCapacity(&upload, updates_.size()).WithContext("DeviceBlockIndex::Flush"));
     std::memcpy(upload.host, updates_.data(), sizeof(gather::IndexUpdate) * updates_.size());

@@ -19,18 +19,18 @@ inline constexpr int kUpdateThreads = 256;
 // One window chunk per CTA (see block_gather_agent.h): thread 0 reads the
 // window and walks its chain into shared memory, then every thread copies
 // its share of the chunk's runs, round by round when the chunk needs more
-// than kChainCacheRuns blocks; then zeros and the mask. The CTA after the
-// work CTAs does the small copies.
+// than kChainCacheRuns blocks; then zeros and the mask. CTA 0 does the small
+// copies when there are any; the work CTAs follow it.
 __global__ void __launch_bounds__(kMaxThreads)
     GatherKernel(const __grid_constant__ GatherArgs args) {
   __shared__ GatherShared shared;
-  const uint32_t cta = blockIdx.x;
   const uint32_t tid = threadIdx.x;
   const uint32_t threads = blockDim.x;
-  if (cta >= args.work_ctas) {
+  if (blockIdx.x < args.copy_ctas) {
     GatherSmallCopies(args, tid, threads);
     return;
   }
+  const uint32_t cta = blockIdx.x - args.copy_ctas;  // the work CTA
   if (tid == 0) {
     GatherPrepare(args, cta, &shared);
     GatherWalk(args, &shared, 0);

@@ -9,8 +9,10 @@
 // c, L * step_bytes[c] bytes (steps 0..n-1 real, the rest zeros). A launch
 // lays one window's columns one after the other, each starting at a multiple
 // of 16 (GatherColumnArgs::begin), and cuts that layout into chunks of
-// chunk_bytes; CTA i does chunk i % chunks_per_window of window
-// i / chunks_per_window. Within its chunk a CTA copies each column's real
+// chunk_bytes; work CTA i does chunk i % chunks_per_window of window
+// i / chunks_per_window. (CTA 0 does the small copies when there are any,
+// and the work CTAs follow it, so that the copies start first rather than
+// in the last wave.) Within its chunk a CTA copies each column's real
 // bytes run by run: a *run* is the part of the window inside one block of the
 // chain, which is contiguous per column (steps of a block are adjacent), so
 // it is one flat copy. Run k of a window starting at in-block offset o holds
@@ -246,7 +248,7 @@ struct GatherArgs {
   uint64_t window_bytes;       // of the work layout
   uint64_t chunk_bytes;        // of the work layout per CTA (< 2^32)
   uint32_t chunks_per_window;  // ceil(window_bytes / chunk_bytes), >= 1
-  uint32_t work_ctas;          // batch * chunks_per_window; CTA work_ctas does the copies
+  uint32_t copy_ctas;          // 1: CTA 0 does the copies, work CTA i is CTA i + 1; else 0
   int32_t num_columns;
   int32_t num_copies;
   GatherColumnArgs columns[kMaxColumnsPerLaunch];
@@ -417,7 +419,7 @@ REPLAYDB_HD void GatherFinish(const GatherArgs& a, uint32_t cta, const GatherSha
   }
 }
 
-// The CTA after the work CTAs: the small copies, one after the other.
+// CTA 0 when there are copies: the small copies, one after the other.
 REPLAYDB_HD void GatherSmallCopies(const GatherArgs& a, uint32_t tid, uint32_t threads) {
   constexpr uint64_t kPiece = uint64_t{1} << 30;
   for (int i = 0; i < a.num_copies; ++i) {
@@ -446,7 +448,6 @@ struct ScatterArgs {
   uint64_t env_bytes;
   uint64_t chunk_bytes;
   uint32_t chunks_per_env;
-  uint32_t work_ctas;  // n * chunks_per_env
   int32_t num_columns;
   ScatterColumnArgs columns[kMaxColumnsPerLaunch];
 };
@@ -481,11 +482,12 @@ REPLAYDB_HD void ScatterCta(const ScatterArgs& a, uint32_t cta, uint32_t tid, ui
 // the order GatherKernel's barriers allow. For tests.
 inline void RunGatherOnHost(const GatherArgs& a, uint32_t grid, uint32_t threads) {
   GatherShared sh;
-  for (uint32_t cta = 0; cta < grid; ++cta) {
-    if (cta >= a.work_ctas) {
+  for (uint32_t block = 0; block < grid; ++block) {
+    if (block < a.copy_ctas) {
       for (uint32_t t = 0; t < threads; ++t) GatherSmallCopies(a, t, threads);
       continue;
     }
+    const uint32_t cta = block - a.copy_ctas;
     GatherPrepare(a, cta, &sh);
     GatherWalk(a, &sh, 0);
     const int64_t rounds = GatherRounds(sh);

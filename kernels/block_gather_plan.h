@@ -11,7 +11,8 @@
 // [kMinChunkBytes, kMaxChunkBytes], so that big windows (L = 32 steps of
 // 64 KiB: 2 MiB) spread over many CTAs and small ones take one CTA each.
 // A CTA has a thread per kBytesPerThread bytes of its chunk, a multiple of 32
-// in [kMinThreads, kMaxThreads]. One more CTA does the small copies.
+// in [kMinThreads, kMaxThreads]. One more CTA, the first, does the small
+// copies.
 #ifndef REPLAYDB_KERNELS_BLOCK_GATHER_PLAN_H_
 #define REPLAYDB_KERNELS_BLOCK_GATHER_PLAN_H_
 
@@ -232,7 +233,6 @@ inline void PlanGather(const gather::IndexView& index, const GatherRequest& requ
   a.window_bytes = window;
   gather::ChooseChunks(request.batch, window, num_sms, &a.chunk_bytes, &a.chunks_per_window,
                        &out->threads);
-  a.work_ctas = static_cast<uint32_t>(request.batch) * a.chunks_per_window;
   if (launch == 0) {
     for (const SmallCopy& copy : request.copies) {
       if (copy.bytes == 0) continue;
@@ -240,7 +240,8 @@ inline void PlanGather(const gather::IndexView& index, const GatherRequest& requ
                                                        static_cast<uint8_t*>(copy.dst), copy.bytes};
     }
   }
-  out->grid = a.work_ctas + (a.num_copies > 0 ? 1 : 0);
+  a.copy_ctas = a.num_copies > 0 ? 1 : 0;
+  out->grid = a.copy_ctas + static_cast<uint32_t>(request.batch) * a.chunks_per_window;
 }
 
 // Launch `launch` (0 .. LaunchCount(columns) - 1) of a request with at least
@@ -266,8 +267,7 @@ inline void PlanScatter(const gather::IndexView& index, const ScatterRequest& re
   a.num_columns = static_cast<int32_t>(count);
   a.env_bytes = env;
   gather::ChooseChunks(request.n, env, num_sms, &a.chunk_bytes, &a.chunks_per_env, &out->threads);
-  a.work_ctas = static_cast<uint32_t>(request.n) * a.chunks_per_env;
-  out->grid = a.work_ctas;
+  out->grid = static_cast<uint32_t>(request.n) * a.chunks_per_env;
 }
 
 }  // namespace replaydb::kernels

@@ -1319,5 +1319,47 @@ TEST(DeviceEventTest, MakeStreamWaitOrdersStreams) {
   ASSERT_OK(a.Synchronize());
 }
 
+// Many flushes queued behind slow work on one stream (more than the index
+// keeps upload buffers, so some flush must wait for one): each applies in
+// order, and the gather behind them sees the last.
+TEST(DeviceEventTest, FlushesQueueInOrderBehindABusyStream) {
+  std::string why;
+  if (!HaveGpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  GpuArena arena;
+  SlowGather slow;
+  ASSERT_OK(slow.Init(&arena));
+  ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
+  constexpr size_t kBytes = 256;
+  std::vector<std::vector<uint8_t>> contents;
+  std::vector<uint8_t*> buffers;
+  for (int i = 0; i < 20; ++i) {
+    contents.emplace_back(kBytes, static_cast<uint8_t>(i + 1));
+    ASSERT_OK_AND_ASSIGN(uint8_t * p, arena.Copy(contents.back().data(), kBytes));
+    buffers.push_back(p);
+  }
+  const int64_t slot[1] = {7 * SlowGather::kSteps};
+  const uint32_t one[1] = {1};
+  ASSERT_OK_AND_ASSIGN(uint8_t * d_slot, arena.Copy(slot, sizeof(slot)));
+  ASSERT_OK_AND_ASSIGN(uint8_t * d_one, arena.Copy(one, sizeof(one)));
+  ASSERT_OK_AND_ASSIGN(uint8_t * d_out, arena.Poisoned(kBytes));
+  const GatherColumn out{kBytes, 0, d_out};
+  GatherRequest g;
+  g.batch = 1;
+  g.sequence_length = 1;
+  g.slots = reinterpret_cast<const int64_t*>(d_slot);
+  g.steps = reinterpret_cast<const uint32_t*>(d_one);
+  g.columns = {&out, 1};
+  for (int i = 0; i < 4; ++i) ASSERT_OK(slow.Run(stream.handle()));
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    slow.index->SetBlockAddress(7, buffers[i]);
+    ASSERT_OK(slow.index->Flush(stream.handle()));
+  }
+  ASSERT_OK(Gather(*slow.index, g, stream.handle()));
+  ASSERT_OK(stream.Synchronize());
+  std::vector<uint8_t> got(kBytes);
+  ASSERT_OK(CopyFromDevice(0, got.data(), d_out, kBytes));
+  EXPECT_EQ(FirstDifference(got, contents.back()), "") << "the last flush did not win";
+}
+
 }  // namespace
 }  // namespace replaydb::kernels
