@@ -44,31 +44,38 @@ class DeviceBlockIndex {
     bool item_steps = false;
   };
 
-  // NotSupported without a usable GPU; ResourceExhausted when device memory
-  // runs out (naming the bytes).
+  // InvalidArgument naming the option that breaks a REQUIRES (checked
+  // first, also without a GPU); NotSupported without a usable GPU;
+  // ResourceExhausted when device memory runs out (naming the bytes).
+  // Until set, a block's address is null and its next -1, and a slot's
+  // item steps 0 (a window of no real steps).
   static Result<std::unique_ptr<DeviceBlockIndex>> Create(const Options& options);
   virtual ~DeviceBlockIndex() = default;
 
   // ---- staged until the next Flush ----
+  // A change that breaks its REQUIRES is dropped, and the next Flush
+  // returns InvalidArgument naming the first such change (after applying
+  // the others). Repeated changes of one entry: the last one counts.
   // REQUIRES: 0 <= block < num_blocks; `address` device-addressable.
   virtual void SetBlockAddress(int64_t block, const void* address) = 0;
   // The block after `block` in its trajectory (-1: none).
+  // REQUIRES: -1 <= next < num_blocks.
   virtual void SetNext(int64_t block, int64_t next) = 0;
   // The real steps (1..L) of the window starting at `slot`.
-  // REQUIRES: options.item_steps.
+  // REQUIRES: options.item_steps, 0 <= slot < num_blocks * block_steps.
   virtual void SetItemSteps(int64_t slot, uint32_t steps) = 0;
   // True when changes are staged.
   virtual bool dirty() const = 0;
 
   // Applies the staged changes on `stream`. The host buffers are free for
-  // new changes when this returns.
+  // new changes when this returns. With nothing staged: nothing (OK).
   virtual Status Flush(void* stream) = 0;
 
   virtual const Options& options() const = 0;
 };
 
 struct GatherColumn {
-  size_t step_bytes = 0;    // bytes of one step of the column
+  size_t step_bytes = 0;    // bytes of one step of the column (>= 1)
   size_t block_offset = 0;  // where the column's region starts in a block
   void* d_out = nullptr;    // device output [batch, L, step_bytes]
 };
@@ -101,13 +108,20 @@ struct GatherRequest {
 // Writes window b's steps 0..steps-1 of every column to
 // d_out[b, 0..steps-1] and zeros to the padded steps after them. Uses
 // 16-byte accesses where the step size, offsets and output addresses allow
-// (8-, 4-, 2-, 1-byte otherwise). Queues the work on `stream` and returns.
+// (8-, 4-, 2-, 1-byte otherwise). Queues the work on `stream` and returns:
+// one launch per 16 columns (the mask and copies go with the first).
 // REQUIRES: the index flushed (on `stream`, or on a stream `stream` waits
 // for) after the blocks and items read were set.
+// InvalidArgument naming the argument for a malformed request (checked
+// before any CUDA call) or an index not made by DeviceBlockIndex::Create.
+// What the device finds is not checked but never read past: a slot outside
+// [0, num_blocks * block_steps) is no item; steps are capped at L (0: no
+// real step); steps in blocks past the end of the chain, or in a block whose
+// address is null, read as zeros (mask 1).
 Status Gather(const DeviceBlockIndex& index, const GatherRequest& request, void* stream);
 
 struct ScatterColumn {
-  size_t step_bytes = 0;
+  size_t step_bytes = 0;  // >= 1
   size_t block_offset = 0;
   const void* d_src = nullptr;  // device input [n, step_bytes]
 };
@@ -120,8 +134,10 @@ struct ScatterRequest {
 };
 
 // Writes d_src[i] of every column to its place at slot slots[i]. Queues the
-// work on `stream` and returns. REQUIRES: the destination blocks' addresses
-// flushed; distinct slots.
+// work on `stream` and returns (one launch per 16 columns). REQUIRES: the
+// destination blocks' addresses flushed; distinct slots. A slot outside
+// [0, num_blocks * block_steps) or in a block whose address is null is
+// skipped. InvalidArgument as for Gather.
 Status Scatter(const DeviceBlockIndex& index, const ScatterRequest& request, void* stream);
 
 }  // namespace replaydb::kernels

@@ -5,7 +5,10 @@
 // every call returns NotSupported ("built without CUDA").
 //
 // Streams are passed as void* (a cudaStream_t); nullptr is the legacy
-// default stream.
+// default stream. Arguments are checked before any CUDA call: a null
+// out-pointer or copy address (with bytes > 0) is InvalidArgument, as is a
+// device outside [0, device count); without a usable GPU every call is
+// NotSupported, naming the call and why.
 #ifndef REPLAYDB_KERNELS_DEVICE_MEMORY_H_
 #define REPLAYDB_KERNELS_DEVICE_MEMORY_H_
 
@@ -20,24 +23,29 @@ namespace replaydb::kernels {
 // (cudaHostAlloc with cudaHostAllocPortable | cudaHostAllocMapped). With
 // unified addressing (every 64-bit Linux build) the returned pointer is also
 // the address kernels use. ResourceExhausted (naming the bytes) when the
-// system cannot pin that much.
+// system cannot pin that much. bytes == 0 gives null.
 Status AllocatePinned(size_t bytes, void** host_ptr);
 // REQUIRES: p came from AllocatePinned (or is null).
 void FreePinned(void* p);
 
 // Device memory on `device` (cudaMalloc; never managed memory).
 // ResourceExhausted (naming the bytes and the device) when it is full.
+// bytes == 0 gives null.
 Status AllocateDevice(int device, size_t bytes, void** device_ptr);
 // REQUIRES: p came from AllocateDevice(device, ...) (or is null).
 void FreeDevice(int device, void* p);
 
 // Copies `bytes` between host memory and memory a kernel of `device` can
 // address (device or pinned), on an internal per-thread stream of `device`;
-// the copy is complete when the call returns.
+// the copy is complete when the call returns. That stream is the calling
+// thread's default stream (cudaStreamPerThread): it waits for work queued
+// before on the legacy default stream, not for other streams' work, which
+// the caller must wait for first (a DeviceEvent, a stream synchronize).
 Status CopyToDevice(int device, void* dst, const void* src, size_t bytes);
 Status CopyFromDevice(int device, void* dst, const void* src, size_t bytes);
 
 // A CUDA event of one device (timing disabled). Movable, not copyable.
+// Calls on an event that is not valid() return FailedPrecondition.
 class DeviceEvent {
  public:
   DeviceEvent() = default;
