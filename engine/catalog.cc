@@ -109,7 +109,8 @@ flatbuffers::Offset<fb::TableDef> BuildTableDef(flatbuffers::FlatBufferBuilder& 
       fbb, name, column_vector, spec.capacity_steps, spec.capacity_bytes, spec.block_steps,
       spec.sequence_length, static_cast<uint8_t>(spec.padding), static_cast<uint8_t>(spec.selector),
       static_cast<uint8_t>(spec.eviction), spec.max_times_sampled, rate_limiter,
-      spec.priority_exponent, static_cast<uint8_t>(spec.step_priority), spec.priority_device);
+      spec.priority_exponent, static_cast<uint8_t>(spec.step_priority), spec.priority_device,
+      static_cast<uint8_t>(spec.placement.kind), spec.placement.device);
 }
 
 // Converts one verified TableDef, checking what the verifier cannot: enum
@@ -163,6 +164,12 @@ Status ParseTableDef(const fb::TableDef& def, size_t index, const std::string& p
     return Status::Corruption(where + " has unknown step_priority " +
                               std::to_string(def.step_priority()));
   }
+  if (def.placement_kind() > static_cast<uint8_t>(Placement::Kind::kAuto)) {
+    return Status::Corruption(where + " has unknown placement kind " +
+                              std::to_string(def.placement_kind()));
+  }
+  spec->placement.kind = static_cast<Placement::Kind>(def.placement_kind());
+  spec->placement.device = def.placement_device();
   spec->capacity_steps = def.capacity_steps();
   spec->capacity_bytes = def.capacity_bytes();
   spec->block_steps = def.block_steps();

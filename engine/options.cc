@@ -26,6 +26,33 @@ std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 }  // namespace
 
+Result<Placement> Placement::Parse(std::string_view text) {
+  if (text == "host") return Host();
+  if (text == "auto") return Auto();
+  constexpr std::string_view kDevicePrefix = "device:";
+  if (text.starts_with(kDevicePrefix) && text.size() > kDevicePrefix.size() &&
+      text.size() <= kDevicePrefix.size() + 4) {
+    int32_t device = 0;
+    bool digits = true;
+    for (char c : text.substr(kDevicePrefix.size())) {
+      if (c < '0' || c > '9') digits = false;
+      device = device * 10 + (c - '0');
+    }
+    if (digits) return Device(device);
+  }
+  return Status::InvalidArgument("placement " + Quoted(text) +
+                                 " is not one of host, device:N (N a device index), auto");
+}
+
+std::string Placement::ToString() const {
+  switch (kind) {
+    case Kind::kHost: return "host";
+    case Kind::kDevice: return "device:" + std::to_string(device);
+    case Kind::kAuto: return "auto";
+  }
+  return "invalid";
+}
+
 std::string_view PaddingName(Padding p) {
   switch (p) {
     case Padding::kNone: return "none";
@@ -222,10 +249,28 @@ Status TableSpec::Validate() const {
                                    std::to_string(priority_device) +
                                    "; use -1 (host) or a CUDA device index");
   }
-  if (priority_device >= 0 && selector != SelectorKind::kPrioritized) {
+  if (priority_device >= 0 && selector != SelectorKind::kPrioritized &&
+      selector != SelectorKind::kUniform) {
     return Status::InvalidArgument(table + ": priority_device " + std::to_string(priority_device) +
-                                   " needs the prioritized selector, not " +
+                                   " needs the prioritized or uniform selector, not " +
                                    std::string(SelectorKindName(selector)));
+  }
+  if (placement.kind != Placement::Kind::kHost && placement.kind != Placement::Kind::kDevice &&
+      placement.kind != Placement::Kind::kAuto) {
+    return Status::InvalidArgument(table + ": unknown placement kind " +
+                                   std::to_string(static_cast<int>(placement.kind)));
+  }
+  if (placement.kind == Placement::Kind::kDevice && placement.device < 0) {
+    return Status::InvalidArgument(table + ": placement device:" +
+                                   std::to_string(placement.device) +
+                                   " names no device; use device:N with N >= 0");
+  }
+  if (placement.kind == Placement::Kind::kDevice && priority_device >= 0 &&
+      placement.device != priority_device) {
+    return Status::InvalidArgument(
+        table + ": placement " + placement.ToString() + " and priority_device " +
+        std::to_string(priority_device) +
+        " differ; keep the blocks on the priorities' device or in host memory");
   }
   if (priority_device >= 0 && max_times_sampled != 0) {
     return Status::InvalidArgument(

@@ -138,6 +138,36 @@ struct RateLimiterSpec {
   bool operator==(const RateLimiterSpec&) const = default;
 };
 
+// Where a table's hot tier (its blocks of step data) lives.
+struct Placement {
+  enum class Kind : uint8_t {
+    // Host memory: pinned (page-locked) and mapped into the GPUs' address
+    // space when a GPU can be used, so gather kernels read it directly
+    // (zero-copy); plain host memory otherwise.
+    kHost = 0,
+    // The memory (HBM) of CUDA device `device` (cudaMalloc, never managed
+    // memory). Creating or opening such a table where that device cannot be
+    // used fails with NotSupported.
+    kDevice = 1,
+    // Device 0 when a GPU can be used, host memory otherwise; decided each
+    // time the table is created or opened.
+    kAuto = 2,
+  };
+  Kind kind = Kind::kHost;
+  int32_t device = 0;  // kDevice only
+
+  static Placement Host() { return {}; }
+  static Placement Device(int32_t device) { return {Kind::kDevice, device}; }
+  static Placement Auto() { return {Kind::kAuto, 0}; }
+  // "host", "device:N" or "auto"; InvalidArgument naming `text` otherwise.
+  static Result<Placement> Parse(std::string_view text);
+  // The Parse form.
+  std::string ToString() const;
+  bool operator==(const Placement& o) const {
+    return kind == o.kind && (kind != Kind::kDevice || device == o.device);
+  }
+};
+
 // Everything that defines a table. Stored in the catalog; a reopened database
 // gives back the same spec.
 struct TableSpec {
@@ -179,6 +209,10 @@ struct TableSpec {
   // Creating or opening one where that device cannot be used fails with
   // NotSupported. Default: -1.
   int32_t priority_device = -1;
+  // Where the hot tier's blocks live. A table whose priorities are on device
+  // N (priority_device) may be placed in host memory or on device N.
+  // Default: Placement::Host().
+  Placement placement;
   // An item is removed once it has been sampled this many times; 0 means
   // never. Default: 0.
   int64_t max_times_sampled = 0;

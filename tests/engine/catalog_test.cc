@@ -205,6 +205,7 @@ struct RawTable {
   uint8_t selector = 0;
   uint8_t eviction = 0;
   uint8_t step_priority = 0;
+  uint8_t placement_kind = 0;
   bool with_columns = true;
   bool with_rate_limiter = true;
   // A field from a future writer, appended after the last known one.
@@ -230,9 +231,10 @@ std::string RawCatalogFile(const std::vector<RawTable>& tables, uint32_t format_
     fbb.AddElement<uint8_t>(fb::TableDef::VT_SELECTOR, raw.selector, 0);
     fbb.AddElement<uint8_t>(fb::TableDef::VT_EVICTION, raw.eviction, 0);
     fbb.AddElement<uint8_t>(fb::TableDef::VT_STEP_PRIORITY, raw.step_priority, 0);
+    fbb.AddElement<uint8_t>(fb::TableDef::VT_PLACEMENT_KIND, raw.placement_kind, 0);
     if (raw.with_rate_limiter) fbb.AddOffset(fb::TableDef::VT_RATE_LIMITER, rate_limiter);
     if (raw.with_future_field) {
-      fbb.AddElement<int64_t>(fb::TableDef::VT_PRIORITY_DEVICE + 2, 123456789, 0);
+      fbb.AddElement<int64_t>(fb::TableDef::VT_PLACEMENT_DEVICE + 2, 123456789, 0);
     }
     defs.push_back(flatbuffers::Offset<fb::TableDef>(fbb.EndTable(start)));
   }
@@ -259,6 +261,7 @@ TableSpec RawTableSpec(const RawTable& raw) {
   t.selector = static_cast<SelectorKind>(raw.selector);
   t.eviction = static_cast<EvictionPolicy>(raw.eviction);
   t.step_priority = static_cast<StepPriority>(raw.step_priority);
+  t.placement.kind = static_cast<Placement::Kind>(raw.placement_kind);
   t.max_times_sampled = 0;
   if (raw.with_rate_limiter) {
     t.rate_limiter.samples_per_insert = 2.0;
@@ -311,6 +314,8 @@ class SpecGenerator {
     t.priority_exponent = Double();
     t.step_priority = static_cast<StepPriority>(Int(0, 2));
     t.priority_device = Int(-1, 7);
+    t.placement.kind = static_cast<Placement::Kind>(Int(0, 2));
+    t.placement.device = Int(0, 7);
     t.max_times_sampled = Int64();
     t.rate_limiter.samples_per_insert = Double();
     t.rate_limiter.min_size_to_sample = Int64();
@@ -375,6 +380,7 @@ TEST(CatalogTest, RoundTripsEveryFieldSetToNonDefaultValues) {
   t.priority_exponent = 0.6;
   t.step_priority = StepPriority::kWindowMean;
   t.priority_device = 3;
+  t.placement = Placement::Device(3);
   t.max_times_sampled = 4;
   t.rate_limiter.samples_per_insert = 0.25;
   t.rate_limiter.min_size_to_sample = 64;
@@ -393,6 +399,7 @@ TEST(CatalogTest, RoundTripsEveryFieldSetToNonDefaultValues) {
   EXPECT_NE(t.priority_exponent, d.priority_exponent);
   EXPECT_NE(t.step_priority, d.step_priority);
   EXPECT_NE(t.priority_device, d.priority_device);
+  EXPECT_NE(t.placement, d.placement);
   EXPECT_NE(t.max_times_sampled, d.max_times_sampled);
   EXPECT_NE(t.rate_limiter.samples_per_insert, d.rate_limiter.samples_per_insert);
   EXPECT_NE(t.rate_limiter.min_size_to_sample, d.rate_limiter.min_size_to_sample);
@@ -613,6 +620,10 @@ TEST(CatalogTest, UnknownEnumValues) {
   bad.step_priority = 3;
   EXPECT_EQ(DecodeError(RawCatalogFile({bad})),
             "catalog /db/CATALOG: table 0 't' has unknown step_priority 3");
+  bad = RawTable{};
+  bad.placement_kind = 3;
+  EXPECT_EQ(DecodeError(RawCatalogFile({bad})),
+            "catalog /db/CATALOG: table 0 't' has unknown placement kind 3");
 
   // The largest known values decode.
   RawTable last;
@@ -621,6 +632,7 @@ TEST(CatalogTest, UnknownEnumValues) {
   last.selector = static_cast<uint8_t>(SelectorKind::kMaxHeap);
   last.eviction = static_cast<uint8_t>(EvictionPolicy::kLowestPriority);
   last.step_priority = static_cast<uint8_t>(StepPriority::kWindowMean);
+  last.placement_kind = static_cast<uint8_t>(Placement::Kind::kAuto);
   std::vector<TableSpec> decoded;
   ASSERT_TRUE(DecodeCatalog(RawCatalogFile({last}), kSource, &decoded).ok());
   ExpectSameTables(decoded, {RawTableSpec(last)});

@@ -362,10 +362,13 @@ TEST_F(TablePriorityTest, SpecValidationOfPriorityOptions) {
   TableSpec spec = Spec("v", SelectorKind::kPrioritized);
   spec.priority_exponent = -0.5;
   EXPECT_THAT(spec.Validate().message(), HasSubstr("priority_exponent is -0.500000"));
-  spec = Spec("v", SelectorKind::kUniform);
+  spec = Spec("v", SelectorKind::kFifo);
   spec.priority_device = 0;
   EXPECT_THAT(spec.Validate().message(),
-              HasSubstr("priority_device 0 needs the prioritized selector, not uniform"));
+              HasSubstr("priority_device 0 needs the prioritized or uniform selector, not fifo"));
+  spec = Spec("v", SelectorKind::kUniform);
+  spec.priority_device = 0;
+  EXPECT_OK(spec.Validate());
   spec = Spec("v", SelectorKind::kPrioritized);
   spec.priority_device = 0;
   spec.max_times_sampled = 2;
