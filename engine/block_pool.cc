@@ -1,7 +1,10 @@
 #include "engine/block_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+
+#include "kernels/device_memory.h"
 
 #ifdef REPLAYDB_USE_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -42,35 +45,86 @@ void FreeBlock(std::byte* p) { std::free(p); }
 
 }  // namespace
 
-BlockPool::BlockPool(size_t block_bytes, int64_t capacity_blocks)
-    : block_bytes_(block_bytes), capacity_blocks_(capacity_blocks) {}
+BlockPool::BlockPool(size_t block_bytes, int64_t capacity_blocks, BlockMemory memory, int device)
+    : block_bytes_(block_bytes),
+      stride_((block_bytes + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment),
+      capacity_blocks_(capacity_blocks),
+      memory_(memory),
+      device_(device) {}
 
 BlockPool::~BlockPool() {
-  for (std::byte* b : all_) FreeBlock(b);
+  switch (memory_) {
+    case BlockMemory::kHost:
+      for (std::byte* b : addresses_) FreeBlock(b);
+      break;
+    case BlockMemory::kPinned:
+      for (void* s : slabs_) kernels::FreePinned(s);
+      break;
+    case BlockMemory::kDevice:
+      for (void* s : slabs_) kernels::FreeDevice(device_, s);
+      break;
+  }
 }
 
-Result<std::byte*> BlockPool::Allocate() {
-  if (!free_.empty()) {
-    std::byte* b = free_.back();
-    free_.pop_back();
-    ++in_use_;
-    return b;
+Status BlockPool::AddSlab() {
+  const int64_t room = capacity_blocks_ - allocated();
+  const int64_t blocks =
+      std::clamp<int64_t>(static_cast<int64_t>(kSlabBytes / stride_), 1, room);
+  const size_t bytes = static_cast<size_t>(blocks) * stride_;
+  void* slab = nullptr;
+  Status s = memory_ == BlockMemory::kPinned ? kernels::AllocatePinned(bytes, &slab)
+                                             : kernels::AllocateDevice(device_, bytes, &slab);
+  if (!s.ok()) {
+    return s.WithContext("hot tier: a slab of " + std::to_string(blocks) + " blocks (" +
+                         std::to_string(allocated()) + " of " + std::to_string(capacity_blocks_) +
+                         " blocks allocated)");
   }
-  if (allocated() >= capacity_blocks_) return static_cast<std::byte*>(nullptr);
-  std::byte* b = AllocateBlock(block_bytes_);
-  if (b == nullptr) {
-    return Status::ResourceExhausted("hot tier: out of host memory allocating a block of " +
-                                     std::to_string(block_bytes_) + " bytes (" +
-                                     std::to_string(allocated()) + " blocks allocated)");
+  slabs_.push_back(slab);
+  bytes_reserved_ += static_cast<int64_t>(bytes);
+  const int64_t first = allocated();
+  for (int64_t i = 0; i < blocks; ++i) {
+    addresses_.push_back(static_cast<std::byte*>(slab) + static_cast<size_t>(i) * stride_);
   }
-  all_.push_back(b);
+  // Hand out the slab's blocks in increasing order.
+  for (int64_t i = blocks - 1; i >= 0; --i) free_.push_back(first + i);
+  return Status::OK();
+}
+
+Result<int64_t> BlockPool::Allocate() {
+  if (free_.empty()) {
+    if (allocated() >= capacity_blocks_) return int64_t{-1};
+    if (memory_ == BlockMemory::kHost) {
+      std::byte* b = AllocateBlock(block_bytes_);
+      if (b == nullptr) {
+        return Status::ResourceExhausted("hot tier: out of host memory allocating a block of " +
+                                         std::to_string(block_bytes_) + " bytes (" +
+                                         std::to_string(allocated()) + " blocks allocated)");
+      }
+      addresses_.push_back(b);
+      bytes_reserved_ += static_cast<int64_t>(block_bytes_);
+      ++in_use_;
+      return allocated() - 1;
+    }
+    REPLAYDB_RETURN_IF_ERROR(AddSlab());
+  }
+  const int64_t id = free_.back();
+  free_.pop_back();
   ++in_use_;
-  return b;
+  return id;
 }
 
-void BlockPool::Free(std::byte* block) {
+void BlockPool::Free(int64_t block) {
   free_.push_back(block);
   --in_use_;
+}
+
+std::string_view BlockMemoryName(BlockMemory memory) {
+  switch (memory) {
+    case BlockMemory::kHost: return "host";
+    case BlockMemory::kPinned: return "pinned";
+    case BlockMemory::kDevice: return "device";
+  }
+  return "invalid";
 }
 
 }  // namespace replaydb::engine

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "engine/device_sampler.h"
 #include "engine/writers.h"
 
 namespace replaydb {
@@ -27,36 +28,68 @@ constexpr size_t kCopyUnderLockBytes = 1024;
 
 std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-// One contiguous run of a window inside one block.
-struct Segment {
-  const std::byte* block;
-  int64_t first_step;  // within the block
-  int64_t count;
-  int64_t out_step;  // within the window
-};
-
 }  // namespace
 
 Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
                                                      PersistSpecFn persist) {
-  if (spec.priority_device < 0) {
-    return std::make_shared<TableImpl>(
-        spec, std::move(persist),
-        index::NewSelector({spec.selector, spec.priority_exponent}), nullptr);
+  const auto where = [&] { return "table " + Q(spec.name); };
+  // Which GPU, if any, the table uses, and where its blocks go.
+  std::string why_none;
+  const int gpus = CudaDeviceCount(&why_none);
+  const Placement& p = spec.placement;
+  BlockMemory memory = BlockMemory::kHost;
+  int device = spec.priority_device;
+  if (p.kind == Placement::Kind::kDevice) {
+    if (p.device >= gpus) {
+      return Status::NotSupported(
+          where() + ": placement " + p.ToString() + " needs CUDA device " +
+          std::to_string(p.device) + ", but " +
+          (gpus == 0 ? "no GPU can be used (" + why_none + ")"
+                     : "only " + std::to_string(gpus) + " can be used"));
+    }
+    memory = BlockMemory::kDevice;
+    device = p.device;
+  } else if (gpus > 0) {
+    // kHost: pinned host memory; kAuto: the priorities' device, else GPU 0.
+    if (device < 0) device = 0;
+    memory = p.kind == Placement::Kind::kAuto ? BlockMemory::kDevice : BlockMemory::kPinned;
   }
-  const int64_t capacity = CapacityBlocks(spec) * spec.block_steps;
-  auto device = DeviceSelector::Create(spec.priority_device, capacity, spec.priority_exponent);
-  if (!device.ok()) return device.status().WithContext("table " + Q(spec.name));
-  auto stream = DeviceStream::Create(spec.priority_device);
-  if (!stream.ok()) return stream.status().WithContext("table " + Q(spec.name));
-  DeviceSelector* raw = device->get();
-  auto table = std::make_shared<TableImpl>(spec, std::move(persist), std::move(device).value(), raw);
-  table->device_stream_ = std::move(stream).value();
+  std::unique_ptr<index::Selector> selector;
+  DeviceSelector* raw = nullptr;
+  if (spec.priority_device >= 0) {
+    const int64_t capacity = CapacityBlocks(spec) * spec.block_steps;
+    auto chosen = DeviceSelector::Create(spec.priority_device, capacity, spec.priority_exponent,
+                                         spec.selector == SelectorKind::kUniform);
+    if (!chosen.ok()) return chosen.status().WithContext(where());
+    raw = chosen->get();
+    selector = std::move(chosen).value();
+  } else {
+    selector = index::NewSelector({spec.selector, spec.priority_exponent});
+  }
+  std::unique_ptr<DeviceTier> tier;
+  if (gpus > 0 && device >= 0) {
+    DeviceTier::Options options;
+    options.device = device;
+    options.layout = TableLayout::For(spec);
+    options.sequence_length = spec.sequence_length;
+    options.item_steps = spec.priority_device >= 0;
+    auto created = DeviceTier::Create(options);
+    if (!created.ok()) return created.status().WithContext(where());
+    tier = std::move(created).value();
+  }
+  auto table = std::make_shared<TableImpl>(spec, std::move(persist), std::move(selector), raw,
+                                           memory, std::move(tier));
+  if (raw != nullptr) {
+    auto stream = DeviceStream::Create(spec.priority_device);
+    if (!stream.ok()) return stream.status().WithContext(where());
+    table->device_stream_ = std::move(stream).value();
+  }
   return table;
 }
 
 TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
-                     std::unique_ptr<index::Selector> selector, DeviceSelector* device)
+                     std::unique_ptr<index::Selector> selector, DeviceSelector* device,
+                     BlockMemory memory, std::unique_ptr<DeviceTier> tier)
     : name_(spec.name),
       columns_(spec.columns),
       layout_(TableLayout::For(spec)),
@@ -68,7 +101,8 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       eviction_(spec.eviction),
       persist_(std::move(persist)),
       spec_(spec),
-      pool_(layout_.block_bytes, layout_.num_blocks),
+      pool_(layout_.block_bytes, layout_.num_blocks, memory, tier ? tier->device() : 0),
+      tier_(std::move(tier)),
       limiter_(spec.rate_limiter, spec.name),
       selector_(std::move(selector)),
       device_(device),
@@ -191,9 +225,8 @@ Status TableImpl::ValidatePriority(double priority, std::string_view what) const
                                  "finite and >= 0");
 }
 
-Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
-                             const double* priority, Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
+Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
+                                    Deadline deadline, StepReservation* r) {
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(ResetWriterIfEndedLocked(slot));
 
@@ -205,8 +238,9 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
                                      " steps, the longest a trajectory may be; end it");
   }
   // The item this step completes, if any, must be admitted first.
-  const bool completes_item = length + 1 >= sequence_length_;
-  if (completes_item) {
+  r->completes_item = length + 1 >= sequence_length_;
+  r->created = false;
+  if (r->completes_item) {
     REPLAYDB_RETURN_IF_ERROR(limiter_.AwaitReserveInserts(lock, 1, deadline));
     Status s = CheckOpenLocked();
     if (s.ok()) s = ResetWriterIfEndedLocked(slot);
@@ -216,27 +250,26 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
     }
   }
 
-  bool created = false;
   if (!slot.trajectory) {
     if (next_trajectory_id_ > kMaxTrajectoryId) {
-      if (completes_item) limiter_.ReleaseInserts(1);
+      if (r->completes_item) limiter_.ReleaseInserts(1);
       return Status::ResourceExhausted("table " + Q(name_) + ": trajectory ids are exhausted");
     }
     auto t = std::make_shared<Trajectory>();
     t->id = next_trajectory_id_++;
     trajectories_.emplace(t->id, t);
     slot.trajectory = t;
-    created = true;
+    r->created = true;
   }
   Trajectory& t = *slot.trajectory;
   const int64_t block_index = t.length / layout_.block_steps;
   if (block_index == static_cast<int64_t>(t.blocks.size())) {
     Status s = AddBlockLocked(lock, t, deadline);
     if (!s.ok()) {
-      if (completes_item) limiter_.ReleaseInserts(1);
+      if (r->completes_item) limiter_.ReleaseInserts(1);
       if (t.evicted) {
         slot.trajectory.reset();
-      } else if (created) {
+      } else if (r->created) {
         // Leave no empty trajectory behind a failed first step.
         RemoveTrajectoryLocked(t, /*evicted=*/false);
         slot.trajectory.reset();
@@ -244,43 +277,128 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
       return s;
     }
   }
-  std::byte* block = t.blocks[block_index];
-  const int64_t step_in_block = t.length % layout_.block_steps;
-  const auto copy_step = [&] {
-    for (size_t c = 0; c < columns_.size(); ++c) {
-      const size_t cb = layout_.column_bytes[c];
-      std::memcpy(block + layout_.column_offset[c] + static_cast<size_t>(step_in_block) * cb,
-                  column_base[c] + static_cast<size_t>(index) * cb, cb);
-    }
-  };
-  if (layout_.step_bytes <= kCopyUnderLockBytes) {
-    copy_step();
-  } else {
-    // Large steps are copied outside the lock, the trajectory pinned so an
-    // eviction meanwhile cannot hand its blocks to someone else.
-    ++t.pins;
-    lock.unlock();
-    copy_step();
-    lock.lock();
-    UnpinLocked(t);
-    Status s = CheckOpenLocked();
-    if (s.ok() && t.evicted) s = EvictedError(t);
-    if (!s.ok()) {
-      if (completes_item) limiter_.ReleaseInserts(1);
-      if (t.evicted) slot.trajectory.reset();
-      return s;
-    }
+  r->block = t.blocks[block_index];
+  r->step_in_block = t.length % layout_.block_steps;
+  return Status::OK();
+}
+
+Status TableImpl::CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& r) {
+  Trajectory& t = *slot.trajectory;
+  Status s = CheckOpenLocked();
+  if (s.ok() && t.evicted) s = EvictedError(t);
+  if (!s.ok()) {
+    if (r.completes_item) limiter_.ReleaseInserts(1);
+    if (t.evicted) slot.trajectory.reset();
   }
+  return s;
+}
+
+void TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
+                                  const double* priority) {
   ++t.length;
   ++num_steps_;
   ++steps_inserted_;
   if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
   t.step_priorities.push_back(priority != nullptr ? *priority : max_priority_seen_);
-  if (completes_item) {
+  if (r.completes_item) {
     CreateItemLocked(t);
     limiter_.CommitInserts(1);
   }
+}
+
+Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
+                             const double* priority, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  StepReservation r;
+  REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &r));
+  Trajectory& t = *slot.trajectory;
+  std::byte* block = pool_.address(r.block);
+  const auto copy_step = [&]() -> Status {
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      std::byte* dst = block + layout_.column_offset[c] + static_cast<size_t>(r.step_in_block) * cb;
+      const std::byte* src = column_base[c] + static_cast<size_t>(index) * cb;
+      if (pool_.host_accessible()) {
+        std::memcpy(dst, src, cb);
+      } else {
+        REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, src, cb));
+      }
+    }
+    return Status::OK();
+  };
+  if (layout_.step_bytes <= kCopyUnderLockBytes && pool_.host_accessible()) {
+    (void)copy_step();
+  } else {
+    // Large steps (and copies to the GPU) happen outside the lock, the
+    // trajectory pinned so an eviction meanwhile cannot hand its blocks to
+    // someone else.
+    ++t.pins;
+    lock.unlock();
+    Status copied = copy_step();
+    lock.lock();
+    UnpinLocked(t);
+    if (!copied.ok()) {
+      if (r.completes_item) limiter_.ReleaseInserts(1);
+      if (r.created && !t.removed) {
+        RemoveTrajectoryLocked(t, /*evicted=*/false);
+        slot.trajectory.reset();
+      }
+      return copied.WithContext("table " + Q(name_));
+    }
+    REPLAYDB_RETURN_IF_ERROR(CheckAfterCopyLocked(slot, r));
+  }
+  PublishStepLocked(t, r, priority);
   return Status::OK();
+}
+
+Status TableImpl::AppendStepsFromDevice(std::span<WriterSlot> slots,
+                                        std::span<const ConstTensor> steps,
+                                        std::span<const double> priorities, Deadline deadline,
+                                        void* stream) {
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("AppendFromDevice"));
+  const size_t n = slots.size();
+  std::vector<StepReservation> reserved(n);
+  std::vector<int64_t> dest(n, -1);
+  Status first_error;
+  const auto note = [&](size_t env, const Status& s) {
+    if (first_error.ok()) first_error = s.WithContext("environment " + std::to_string(env));
+  };
+  // Reserve every environment's step; pins keep the blocks while the
+  // scatter is queued (a later reservation may evict an earlier one).
+  for (size_t env = 0; env < n; ++env) {
+    Status s = ReserveStepLocked(lock, slots[env], deadline, &reserved[env]);
+    if (!s.ok()) {
+      note(env, s);
+      continue;
+    }
+    ++slots[env].trajectory->pins;
+    dest[env] = reserved[env].block * layout_.block_steps + reserved[env].step_in_block;
+  }
+  Status scattered = tier_->Scatter(dest, steps, stream);
+  for (size_t env = 0; env < n; ++env) {
+    if (dest[env] < 0) continue;
+    WriterSlot& slot = slots[env];
+    Trajectory& t = *slot.trajectory;
+    UnpinLocked(t);
+    if (!scattered.ok()) {
+      if (reserved[env].completes_item) limiter_.ReleaseInserts(1);
+      if (reserved[env].created && !t.removed) {
+        RemoveTrajectoryLocked(t, /*evicted=*/false);
+        slot.trajectory.reset();
+      }
+      continue;
+    }
+    Status s = CheckAfterCopyLocked(slot, reserved[env]);
+    if (!s.ok()) {
+      note(env, s);
+      continue;
+    }
+    PublishStepLocked(t, reserved[env], priorities.empty() ? nullptr : &priorities[env]);
+  }
+  if (!scattered.ok()) return scattered.WithContext("table " + Q(name_) + ": AppendFromDevice");
+  return first_error;
 }
 
 Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline) {
@@ -345,7 +463,12 @@ void TableImpl::CreateItemLocked(Trajectory& t) {
   ++num_items_;
   ++items_inserted_;
   sample_budget_ += DrawsLeft(item);
-  selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority});
+  const int64_t slot = t.blocks[start / layout_.block_steps] * layout_.block_steps +
+                       start % layout_.block_steps;
+  if (tier_ && tier_->item_steps()) {
+    tier_->NewItem(slot, std::min(sequence_length_, t.length - start));
+  }
+  selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority, slot});
   if (t.ranked && item.priority > t.best_priority) RankLocked(t);
 }
 
@@ -372,13 +495,25 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
   while (true) {
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
     if (t.evicted) return EvictedError(t);
-    REPLAYDB_ASSIGN_OR_RETURN(std::byte * block, pool_.Allocate());
-    if (block != nullptr) {
+    REPLAYDB_ASSIGN_OR_RETURN(const int64_t block, pool_.Allocate());
+    if (block >= 0) {
+      if (tier_) {
+        for (; blocks_seen_ < pool_.allocated(); ++blocks_seen_) {
+          tier_->NewBlock(blocks_seen_, pool_.address(blocks_seen_));
+        }
+        if (!t.blocks.empty()) tier_->Link(t.blocks.back(), block);
+      }
       t.blocks.push_back(block);
       return Status::OK();
     }
     // Full. Blocks that in-flight copies still hold come back soon; wait for
     // them before evicting anything more.
+    if (ReclaimDeferredLocked()) continue;
+    if (!deferred_.empty()) {
+      // The GPU still reads them: wait for the oldest access they wait for.
+      REPLAYDB_RETURN_IF_ERROR(tier_->WaitFor(deferred_.front().first));
+      continue;
+    }
     if (pending_free_blocks_ > 0) {
       if (deadline == Deadline::max()) {
         blocks_cv_.wait(lock);
@@ -441,8 +576,7 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   ended_ids_.erase(t.id);
   UnrankLocked(t);
   if (t.pins == 0) {
-    for (std::byte* b : t.blocks) pool_.Free(b);
-    t.blocks.clear();
+    ReleaseBlocksLocked(&t.blocks);
   } else {
     pending_free_blocks_ += static_cast<int64_t>(t.blocks.size());
   }
@@ -452,10 +586,33 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
 
 void TableImpl::UnpinLocked(Trajectory& t) {
   if (--t.pins > 0 || !t.removed || t.blocks.empty()) return;
-  for (std::byte* b : t.blocks) pool_.Free(b);
   pending_free_blocks_ -= static_cast<int64_t>(t.blocks.size());
-  t.blocks.clear();
+  ReleaseBlocksLocked(&t.blocks);
   blocks_cv_.notify_all();
+}
+
+void TableImpl::ReleaseBlocksLocked(std::vector<int64_t>* blocks) {
+  if (blocks->empty()) return;
+  if (tier_ && tier_->launched() > tier_->Completed()) {
+    pending_free_blocks_ += static_cast<int64_t>(blocks->size());
+    deferred_.emplace_back(tier_->launched(), std::move(*blocks));
+  } else {
+    for (int64_t b : *blocks) pool_.Free(b);
+  }
+  blocks->clear();
+}
+
+bool TableImpl::ReclaimDeferredLocked() {
+  if (deferred_.empty()) return false;
+  const uint64_t done = tier_->Completed();
+  bool freed = false;
+  while (!deferred_.empty() && deferred_.front().first <= done) {
+    for (int64_t b : deferred_.front().second) pool_.Free(b);
+    pending_free_blocks_ -= static_cast<int64_t>(deferred_.front().second.size());
+    deferred_.pop_front();
+    freed = true;
+  }
+  return freed;
 }
 
 void TableImpl::MaybeReleaseConsumedLocked(Trajectory& t) {
@@ -522,13 +679,26 @@ Status TableImpl::DrawOnDeviceLocked(int64_t batch, const SampleOptions& options
   return Status::OK();
 }
 
-Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) {
-  REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
-  if (out == nullptr) return Status::InvalidArgument("table " + Q(name_) + ": out is null");
-  const int64_t B = batch_size;
-  const int64_t L = sequence_length_;
+int64_t TableImpl::SlotOf(const Window& w) const {
   const int64_t bs = layout_.block_steps;
+  return w.trajectory->blocks[w.start / bs] * bs + w.start % bs;
+}
 
+Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
+                             const SampleOptions& options, SampleBatch* out,
+                             std::vector<Window>* windows, int64_t* live_items) {
+  const int64_t B = batch;
+  const int64_t L = sequence_length_;
+  const auto ready = [&] {
+    return selector_->has_mass() && (max_times_sampled_ == 0 || sample_budget_ >= B);
+  };
+  REPLAYDB_RETURN_IF_ERROR(limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
+  *live_items = num_items_;
+  std::vector<index::Selection> device_draws;
+  if (device_ != nullptr) {
+    REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
+    REPLAYDB_RETURN_IF_ERROR(DrawOnDeviceLocked(B, options, &device_draws));
+  }
   out->batch_size = B;
   out->sequence_length = L;
   out->keys.resize(B);
@@ -536,106 +706,138 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
   out->priorities.resize(B);
   out->times_sampled.resize(B);
   out->mask.assign(static_cast<size_t>(B * L), 0);
-
-  // The trajectory of each draw; pinned while the gather reads them.
-  std::vector<std::shared_ptr<Trajectory>> drawn;
-  drawn.reserve(B);
-  std::vector<Segment> segments;
-  std::vector<size_t> first_segment;
-  if (options.gather) {
-    segments.reserve(B * (L / bs + 2));
-    first_segment.resize(B + 1);
-  }
-  int64_t live_items = 0;  // N in the importance weights
-
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-    const auto ready = [&] {
-      return selector_->has_mass() && (max_times_sampled_ == 0 || sample_budget_ >= B);
-    };
-    REPLAYDB_RETURN_IF_ERROR(
-        limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
-    live_items = num_items_;
-    std::vector<index::Selection> device_draws;
-    if (device_ != nullptr) {
-      REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
-      REPLAYDB_RETURN_IF_ERROR(DrawOnDeviceLocked(B, options, &device_draws));
-    }
-
-    for (int64_t b = 0; b < B; ++b) {
-      const index::Stratum stratum = options.stratified ? index::Stratum{b, B} : index::Stratum{};
-      const index::Selection sel =
-          device_ != nullptr ? device_draws[b] : selector_->Select(rng_, stratum);
-      const std::shared_ptr<Trajectory>& tp = trajectories_.at(ItemKeyTrajectory(sel.key));
-      Trajectory& t = *tp;
-      const int64_t start = ItemKeyStart(sel.key);
-      ItemState& item = t.items[start];
-      ++item.times_sampled;
-      ++items_sampled_;
-      out->keys[b] = sel.key;
-      out->probabilities[b] = sel.probability;
-      out->priorities[b] = item.priority;
-      out->times_sampled[b] = item.times_sampled;
-      if (max_times_sampled_ > 0) {
-        --sample_budget_;
-        if (item.times_sampled >= max_times_sampled_) {
-          selector_->Remove({sel.key, item.seq, item.priority});
-          --t.live_items;
-          --num_items_;
-          ++items_removed_;
-          limiter_.Delete(1);
-          if (t.ranked && item.priority >= t.best_priority) RankLocked(t);
-        }
+  windows->clear();
+  windows->reserve(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const index::Stratum stratum = options.stratified ? index::Stratum{b, B} : index::Stratum{};
+    const index::Selection sel =
+        device_ != nullptr ? device_draws[b] : selector_->Select(rng_, stratum);
+    const std::shared_ptr<Trajectory>& tp = trajectories_.at(ItemKeyTrajectory(sel.key));
+    Trajectory& t = *tp;
+    const int64_t start = ItemKeyStart(sel.key);
+    ItemState& item = t.items[start];
+    ++item.times_sampled;
+    ++items_sampled_;
+    out->keys[b] = sel.key;
+    out->probabilities[b] = sel.probability;
+    out->priorities[b] = item.priority;
+    out->times_sampled[b] = item.times_sampled;
+    if (max_times_sampled_ > 0) {
+      --sample_budget_;
+      if (item.times_sampled >= max_times_sampled_) {
+        selector_->Remove({sel.key, item.seq, item.priority});
+        --t.live_items;
+        --num_items_;
+        ++items_removed_;
+        limiter_.Delete(1);
+        if (t.ranked && item.priority >= t.best_priority) RankLocked(t);
       }
-      const int64_t real = std::min(L, t.length - start);
-      std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
-      drawn.push_back(tp);
-      if (!options.gather) continue;
-      first_segment[b] = segments.size();
-      for (int64_t step = 0; step < real;) {
-        const int64_t pos = start + step;
-        const int64_t in_block = pos % bs;
-        const int64_t count = std::min(real - step, bs - in_block);
-        segments.push_back({t.blocks[pos / bs], in_block, count, step});
-        step += count;
-      }
-      ++t.pins;
     }
-    if (options.gather) first_segment[B] = segments.size();
-    // After the draws: a trajectory may appear several times in a batch.
-    for (const auto& t : drawn) MaybeReleaseConsumedLocked(*t);
+    const int64_t real = std::min(L, t.length - start);
+    std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
+    windows->push_back({tp, start, real});
   }
+  return Status::OK();
+}
 
-  if (options.importance_beta >= 0) {
-    // (N * P)^-beta, divided by the batch's largest weight.
-    out->weights.resize(B);
-    double max_weight = 0;
-    for (int64_t b = 0; b < B; ++b) {
-      const double w = std::pow(static_cast<double>(live_items) * out->probabilities[b],
-                                -options.importance_beta);
-      out->weights[b] = w;
-      max_weight = std::max(max_weight, w);
+Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
+                               std::vector<Window>* windows) const {
+  const int64_t B = static_cast<int64_t>(keys.size());
+  const int64_t L = sequence_length_;
+  if (B < 1 || B > kMaxBatchSize) {
+    return Status::InvalidArgument("table " + Q(name_) + ": Lookup got " + std::to_string(B) +
+                                   " keys; it takes between 1 and " +
+                                   std::to_string(kMaxBatchSize));
+  }
+  out->batch_size = B;
+  out->sequence_length = L;
+  out->keys.assign(keys.begin(), keys.end());
+  out->probabilities.assign(B, 0.0);
+  out->priorities.resize(B);
+  out->times_sampled.resize(B);
+  out->weights.clear();
+  out->mask.assign(static_cast<size_t>(B * L), 0);
+  windows->clear();
+  windows->reserve(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const ItemKey key = keys[b];
+    auto it = trajectories_.find(ItemKeyTrajectory(key));
+    const int64_t start = ItemKeyStart(key);
+    if (it == trajectories_.end() || start >= it->second->items_created ||
+        !ItemLive(it->second->items[start])) {
+      return Status::NotFound("table " + Q(name_) + ": key " + std::to_string(key) +
+                              " (trajectory " + std::to_string(ItemKeyTrajectory(key)) +
+                              ", step " + std::to_string(start) + ", index " +
+                              std::to_string(b) + ") is not a live item");
     }
-    for (double& w : out->weights) w /= max_weight;
-  } else {
-    out->weights.clear();
+    const Trajectory& t = *it->second;
+    out->priorities[b] = t.items[start].priority;
+    out->times_sampled[b] = t.items[start].times_sampled;
+    const int64_t real = std::min(L, t.length - start);
+    std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
+    windows->push_back({it->second, start, real});
   }
+  return Status::OK();
+}
 
-  if (!options.gather) {
-    out->columns.clear();
-    return Status::OK();
-  }
-
-  // Copy the windows outside the lock; pins keep the blocks alive.
+Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
+                                     std::vector<Window>& windows, SampleBatch* out) {
+  const int64_t B = static_cast<int64_t>(windows.size());
+  const int64_t L = sequence_length_;
+  const int64_t bs = layout_.block_steps;
   out->columns.resize(columns_.size());
   for (size_t c = 0; c < columns_.size(); ++c) {
-    const ColumnSpec& col = columns_[c];
-    Tensor& dst = out->columns[c];
-    dst.Reset(col.dtype, col.shape.Prepend(L).Prepend(B));
+    out->columns[c].Reset(columns_[c].dtype, columns_[c].shape.Prepend(L).Prepend(B));
+  }
+  const auto release_consumed = [&] {
+    // After the draws: a trajectory may appear several times in a batch.
+    for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
+  };
+  if (!pool_.host_accessible()) {
+    // Device memory: one gather kernel, then a copy to the host, all under
+    // the lock (the tier is not thread-safe).
+    std::vector<int64_t> slots(B);
+    std::vector<uint32_t> steps(B);
+    for (int64_t b = 0; b < B; ++b) {
+      slots[b] = SlotOf(windows[b]);
+      steps[b] = static_cast<uint32_t>(windows[b].real);
+    }
+    Status s = tier_->GatherToHost(slots, steps, &out->columns);
+    release_consumed();
+    return s.WithContext("table " + Q(name_));
+  }
+  // Host-readable blocks: memcpy outside the lock; pins keep the blocks.
+  if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters());
+  // One contiguous run of a window inside one block.
+  struct Segment {
+    const std::byte* block;
+    int64_t first_step;  // within the block
+    int64_t count;
+    int64_t out_step;  // within the window
+  };
+  std::vector<Segment> segments;
+  segments.reserve(B * (L / bs + 2));
+  std::vector<size_t> first_segment(B + 1);
+  for (int64_t b = 0; b < B; ++b) {
+    const Window& w = windows[b];
+    first_segment[b] = segments.size();
+    for (int64_t step = 0; step < w.real;) {
+      const int64_t pos = w.start + step;
+      const int64_t in_block = pos % bs;
+      const int64_t count = std::min(w.real - step, bs - in_block);
+      segments.push_back({pool_.address(w.trajectory->blocks[pos / bs]), in_block, count, step});
+      step += count;
+    }
+    ++w.trajectory->pins;
+  }
+  first_segment[B] = segments.size();
+  release_consumed();
+  lock.unlock();
+
+  for (size_t c = 0; c < columns_.size(); ++c) {
     const size_t cb = layout_.column_bytes[c];
     const size_t offset = layout_.column_offset[c];
-    std::byte* base = dst.data();
+    std::byte* base = out->columns[c].data();
     for (int64_t b = 0; b < B; ++b) {
       std::byte* window = base + static_cast<size_t>(b * L) * cb;
       int64_t written = 0;
@@ -653,9 +855,167 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
     }
   }
 
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& t : drawn) UnpinLocked(*t);
+  lock.lock();
+  for (const Window& w : windows) UnpinLocked(*w.trajectory);
   return Status::OK();
+}
+
+namespace {
+
+// (N * P)^-beta, divided by the batch's largest weight.
+void ImportanceWeights(const std::vector<double>& probabilities, int64_t live_items, double beta,
+                       std::vector<double>* weights) {
+  weights->resize(probabilities.size());
+  double max_weight = 0;
+  for (size_t b = 0; b < probabilities.size(); ++b) {
+    const double w = std::pow(static_cast<double>(live_items) * probabilities[b], -beta);
+    (*weights)[b] = w;
+    max_weight = std::max(max_weight, w);
+  }
+  for (double& w : *weights) w /= max_weight;
+}
+
+}  // namespace
+
+Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) {
+  REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
+  if (out == nullptr) return Status::InvalidArgument("table " + Q(name_) + ": out is null");
+  std::vector<Window> windows;
+  int64_t live_items = 0;  // N in the importance weights
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(DrawLocked(lock, batch_size, options, out, &windows, &live_items));
+  if (options.importance_beta >= 0) {
+    ImportanceWeights(out->probabilities, live_items, options.importance_beta, &out->weights);
+  } else {
+    out->weights.clear();
+  }
+  if (!options.gather) {
+    for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
+    out->columns.clear();
+    return Status::OK();
+  }
+  return GatherToHostLocked(lock, windows, out);
+}
+
+Status TableImpl::Lookup(std::span<const ItemKey> keys, SampleBatch* out) {
+  if (out == nullptr) return Status::InvalidArgument("table " + Q(name_) + ": out is null");
+  std::vector<Window> windows;
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(LookupLocked(keys, out, &windows));
+  return GatherToHostLocked(lock, windows, out);
+}
+
+Status TableImpl::NeedTierLocked(std::string_view what) const {
+  if (tier_) return Status::OK();
+  std::string why;
+  CudaDeviceCount(&why);
+  return Status::FailedPrecondition("table " + Q(name_) + ": " + std::string(what) +
+                                    " needs a GPU that can address the hot tier, but it is in "
+                                    "plain host memory" +
+                                    (why.empty() ? std::string() : " (" + why + ")"));
+}
+
+Status TableImpl::CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const {
+  if (out.keys == nullptr || (weights && out.weights == nullptr)) {
+    return Status::InvalidArgument("table " + Q(name_) +
+                                   ": a device sample needs device pointers for keys and "
+                                   "probabilities (and weights when importance_beta >= 0)");
+  }
+  if (!out.columns.empty() && out.columns.size() != columns_.size()) {
+    return Status::InvalidArgument("table " + Q(name_) + ": DeviceSampleOutput has " +
+                                   std::to_string(out.columns.size()) +
+                                   " column pointers; the table has " +
+                                   std::to_string(columns_.size()) + " columns (or give none)");
+  }
+  for (size_t c = 0; c < out.columns.size(); ++c) {
+    if (out.columns[c] == nullptr) {
+      return Status::InvalidArgument("table " + Q(name_) + ": DeviceSampleOutput column " +
+                                     Q(columns_[c].name) + " is null");
+    }
+  }
+  return Status::OK();
+}
+
+Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& options,
+                                 const DeviceSampleOutput& out, void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
+  REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, options.importance_beta >= 0));
+  if (out.probabilities == nullptr) {
+    return Status::InvalidArgument("table " + Q(name_) +
+                                   ": SampleToDevice needs a device pointer for probabilities");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("SampleToDevice"));
+  if (device_ != nullptr) {
+    // Drawn and gathered on the device: nothing passes through the host.
+    REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
+    const auto ready = [&] { return selector_->has_mass(); };
+    REPLAYDB_RETURN_IF_ERROR(
+        limiter_.AwaitSamples(lock, batch_size, DeadlineAfter(options.timeout), ready));
+    kernels::DevicePriorityTable::SampleParams params;
+    params.beta = options.importance_beta;
+    params.stratified = options.stratified;
+    REPLAYDB_RETURN_IF_ERROR(
+        tier_->DrawAndGather(device_->table(), batch_size, params, out, stream)
+            .WithContext("table " + Q(name_)));
+    items_sampled_ += batch_size;
+    return Status::OK();
+  }
+  SampleBatch meta;
+  std::vector<Window> windows;
+  int64_t live_items = 0;
+  REPLAYDB_RETURN_IF_ERROR(DrawLocked(lock, batch_size, options, &meta, &windows, &live_items));
+  std::vector<int64_t> slots(batch_size);
+  std::vector<uint32_t> steps(batch_size);
+  std::vector<float> probabilities(batch_size);
+  std::vector<float> weights;
+  for (int64_t b = 0; b < batch_size; ++b) {
+    slots[b] = SlotOf(windows[b]);
+    steps[b] = static_cast<uint32_t>(windows[b].real);
+    probabilities[b] = static_cast<float>(meta.probabilities[b]);
+  }
+  if (options.importance_beta >= 0) {
+    ImportanceWeights(meta.probabilities, live_items, options.importance_beta, &meta.weights);
+    weights.assign(meta.weights.begin(), meta.weights.end());
+  }
+  DeviceTier::HostDraws draws{slots, steps, meta.keys, probabilities, weights};
+  Status s = tier_->GatherHostDraws(draws, out, stream);
+  // After the gather was queued: blocks of consumed trajectories wait for it.
+  for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
+  return s.WithContext("table " + Q(name_));
+}
+
+Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
+                                 void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, false));
+  SampleBatch meta;
+  std::vector<Window> windows;
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("LookupToDevice"));
+  REPLAYDB_RETURN_IF_ERROR(LookupLocked(keys, &meta, &windows));
+  const size_t B = keys.size();
+  std::vector<int64_t> slots(B);
+  std::vector<uint32_t> steps(B);
+  for (size_t b = 0; b < B; ++b) {
+    slots[b] = SlotOf(windows[b]);
+    steps[b] = static_cast<uint32_t>(windows[b].real);
+  }
+  DeviceTier::HostDraws draws{slots, steps, meta.keys, {}, {}};
+  return tier_->GatherHostDraws(draws, out, stream).WithContext("table " + Q(name_));
+}
+
+Result<std::unique_ptr<DeviceSampler>> TableImpl::NewDeviceSampler(
+    const DeviceSamplerOptions& options) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+    REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("NewDeviceSampler"));
+  }
+  return engine::NewDeviceSampler(shared_from_this(), options);
 }
 
 Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
@@ -705,30 +1065,6 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
   return Status::OK();
 }
 
-Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& options,
-                                 const DeviceSampleOutput& out, void* stream) {
-  REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
-  if (out.keys == nullptr || out.probabilities == nullptr ||
-      (options.importance_beta >= 0 && out.weights == nullptr)) {
-    return Status::InvalidArgument("table " + Q(name_) +
-                                   ": SampleToDevice needs device pointers for keys and "
-                                   "probabilities (and weights when importance_beta >= 0)");
-  }
-  std::unique_lock<std::mutex> lock(mu_);
-  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
-  const auto ready = [&] { return selector_->has_mass(); };
-  REPLAYDB_RETURN_IF_ERROR(
-      limiter_.AwaitSamples(lock, batch_size, DeadlineAfter(options.timeout), ready));
-  kernels::DevicePriorityTable::SampleParams params;
-  params.beta = options.importance_beta;
-  params.stratified = options.stratified;
-  REPLAYDB_RETURN_IF_ERROR(device_->table().Sample(batch_size, params, out.keys,
-                                                   out.probabilities, out.weights, stream));
-  items_sampled_ += batch_size;
-  return Status::OK();
-}
-
 Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities,
                                              int64_t n, void* stream) {
   if (n < 0 || (n > 0 && (keys == nullptr || priorities == nullptr))) {
@@ -739,6 +1075,10 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
   std::lock_guard<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
+  if (device_->uniform()) {
+    return Status::FailedPrecondition("table " + Q(name_) +
+                                      ": the uniform selector has no priorities to update");
+  }
   if (n == 0) return Status::OK();
   REPLAYDB_RETURN_IF_ERROR(device_->table().UpdatePriorities(keys, priorities, n, stream));
   device_updates_ += n;
@@ -774,7 +1114,12 @@ TableInfo TableImpl::Info() const {
   info.num_open_trajectories = info.num_trajectories - static_cast<int64_t>(ended_ids_.size());
   info.blocks_used = pool_.in_use();
   info.blocks_capacity = pool_.capacity_blocks();
+  info.placement = pool_.memory() == BlockMemory::kDevice
+                       ? "device:" + std::to_string(pool_.device())
+                       : std::string(BlockMemoryName(pool_.memory()));
+  info.device = tier_ ? tier_->device() : -1;
   info.bytes_used = pool_.in_use() * static_cast<int64_t>(layout_.block_bytes);
+  info.bytes_reserved = pool_.bytes_reserved();
   info.bytes_capacity = pool_.capacity_blocks() * static_cast<int64_t>(layout_.block_bytes);
   info.steps_inserted = steps_inserted_;
   info.items_inserted = items_inserted_;

@@ -13,6 +13,7 @@
 #define REPLAYDB_ENGINE_TABLE_IMPL_H_
 
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,6 +25,7 @@
 
 #include "engine/block_pool.h"
 #include "engine/device_selector.h"
+#include "engine/device_tier.h"
 #include "engine/rate_limiter.h"
 #include "engine/table_layout.h"
 #include "index/selector.h"
@@ -42,7 +44,7 @@ struct ItemState {
 
 struct Trajectory {
   uint64_t id = 0;
-  std::vector<std::byte*> blocks;
+  std::vector<int64_t> blocks;  // BlockPool ids
   int64_t length = 0;         // published steps
   int64_t items_created = 0;  // items exist for starts [0, items_created)
   int64_t live_items = 0;     // of those, not yet removed
@@ -64,18 +66,35 @@ struct WriterSlot {
   std::shared_ptr<Trajectory> trajectory;  // null: the next step starts one
 };
 
+// Room made for one step by TableImpl::ReserveStepLocked.
+struct StepReservation {
+  bool completes_item = false;  // an item was reserved with the rate limiter
+  bool created = false;         // the step starts the trajectory
+  int64_t block = -1;           // where the step goes
+  int64_t step_in_block = 0;
+};
+
+// One window of a sample or lookup: its trajectory (kept alive) and steps.
+struct Window {
+  std::shared_ptr<Trajectory> trajectory;
+  int64_t start = 0;
+  int64_t real = 0;  // real steps, 1..L
+};
+
 class TableImpl final : public Table, public std::enable_shared_from_this<TableImpl> {
  public:
   // Writes a changed spec to the catalog. Called without the table's mutex.
   using PersistSpecFn = std::function<Status(const TableSpec&)>;
 
   // REQUIRES: spec.Validate().ok(). NotSupported when the spec's
-  // priority_device cannot be used.
+  // placement or priority_device needs a GPU that cannot be used.
   static Result<std::shared_ptr<TableImpl>> Create(const TableSpec& spec, PersistSpecFn persist);
 
-  // Use Create. `device` is the selector when it is a DeviceSelector.
+  // Use Create. `device` is the selector when it is a DeviceSelector;
+  // `tier` is set when a GPU can address the blocks or draws the items.
   TableImpl(const TableSpec& spec, PersistSpecFn persist,
-            std::unique_ptr<index::Selector> selector, DeviceSelector* device);
+            std::unique_ptr<index::Selector> selector, DeviceSelector* device,
+            BlockMemory memory, std::unique_ptr<DeviceTier> tier);
   ~TableImpl() override;
 
   TableSpec spec() const override;
@@ -87,8 +106,13 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override;
   Status UpdatePriorities(std::span<const ItemKey> keys, std::span<const double> priorities,
                           PriorityUpdateResult* result) override;
+  Status Lookup(std::span<const ItemKey> keys, SampleBatch* out) override;
   Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
                         const DeviceSampleOutput& out, void* stream) override;
+  Status LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
+                        void* stream) override;
+  Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(
+      const DeviceSamplerOptions& options) override;
   Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
                                     void* stream) override;
   Status SetRateLimiter(const RateLimiterSpec& spec) override;
@@ -119,9 +143,46 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                     const double* priority, Deadline deadline);
   // Ends slot's trajectory (see TrajectoryWriter::End).
   Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline);
+  // VectorWriter::AppendFromDevice for `slots` (one per environment); the
+  // tensors are validated. Returns the first per-environment error, naming
+  // the environment.
+  Status AppendStepsFromDevice(std::span<WriterSlot> slots, std::span<const ConstTensor> steps,
+                               std::span<const double> priorities, Deadline deadline,
+                               void* stream);
 
  private:
   Status CheckOpenLocked() const;
+  // Makes room for one more step of slot's trajectory: reserves the item
+  // the step completes with the rate limiter, starts the trajectory if
+  // needed, gives it a new block if needed. On error nothing is left behind.
+  Status ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
+                           Deadline deadline, StepReservation* r);
+  // Publishes the reserved step (copied into place) with its priority.
+  void PublishStepLocked(Trajectory& t, const StepReservation& r, const double* priority);
+  // After a copy outside the lock: OK, or the error that undoes `r`.
+  Status CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& r);
+  // Returns blocks to the pool, or defers them while the GPU may still
+  // access them; clears `blocks`.
+  void ReleaseBlocksLocked(std::vector<int64_t>* blocks);
+  // Frees deferred blocks the GPU is done with; true if any were freed.
+  bool ReclaimDeferredLocked();
+  // Draws `batch` items for a sample: fills out's keys, probabilities,
+  // priorities, times_sampled and mask, and `windows`.
+  Status DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
+                    const SampleOptions& options, SampleBatch* out, std::vector<Window>* windows,
+                    int64_t* live_items);
+  // Resolves keys to windows for a lookup (fills keys, priorities,
+  // times_sampled, mask; probabilities 0).
+  Status LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
+                      std::vector<Window>* windows) const;
+  // Copies the windows' steps into out->columns. Called with the lock held;
+  // may release and retake it. Releases consumed trajectories.
+  Status GatherToHostLocked(std::unique_lock<std::mutex>& lock, std::vector<Window>& windows,
+                            SampleBatch* out);
+  // The hot-tier slot where window w starts.
+  int64_t SlotOf(const Window& w) const;
+  Status NeedTierLocked(std::string_view what) const;
+  Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status EvictedError(const Trajectory& t) const;
   // Gives `t` a new block, evicting or waiting for pinned blocks as needed.
   Status AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, Deadline deadline);
@@ -175,6 +236,12 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   TableSpec spec_;  // guarded by mu_ (the rate limiter may change)
   std::condition_variable blocks_cv_;  // pinned blocks went back to the pool
   BlockPool pool_;
+  // Set when a GPU can address the blocks or draws the items.
+  std::unique_ptr<DeviceTier> tier_;
+  int64_t blocks_seen_ = 0;  // pool ids whose address the tier has
+  // Blocks of removed trajectories the GPU may still access, with the access
+  // epoch they wait for (see DeviceTier).
+  std::deque<std::pair<uint64_t, std::vector<int64_t>>> deferred_;
   RateLimiter limiter_;
   std::unique_ptr<index::Selector> selector_;
   // Set when priorities live on a GPU: selector_ is this DeviceSelector.
@@ -197,7 +264,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   uint64_t next_item_seq_ = 1;
   int64_t num_steps_ = 0;
   int64_t num_items_ = 0;
-  int64_t pending_free_blocks_ = 0;  // blocks of removed but pinned trajectories
+  // Blocks of removed trajectories not yet back in the pool: pinned by host
+  // copies, or deferred for the GPU.
+  int64_t pending_free_blocks_ = 0;
   // Sum of DrawsLeft over live items: a batch of B is served only when it
   // is >= B, so no draw can find the selector without mass.
   int64_t sample_budget_ = 0;

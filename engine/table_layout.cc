@@ -18,13 +18,14 @@ TableLayout TableLayout::For(const TableSpec& spec) {
   layout.num_blocks = CapacityBlocks(spec);
   size_t offset = 0;
   for (const ColumnSpec& c : spec.columns) {
+    offset = (offset + kColumnAlignment - 1) / kColumnAlignment * kColumnAlignment;
     const size_t bytes = c.step_bytes();
     layout.column_bytes.push_back(bytes);
     layout.column_offset.push_back(offset);
     offset += bytes * static_cast<size_t>(spec.block_steps);
     layout.step_bytes += bytes;
   }
-  layout.block_bytes = offset;
+  layout.block_bytes = (offset + kColumnAlignment - 1) / kColumnAlignment * kColumnAlignment;
   return layout;
 }
 

@@ -5,7 +5,9 @@
 // [column_offset[c], column_offset[c] + block_steps * column_bytes[c]) of the
 // block, step s of the block at column_offset[c] + s * column_bytes[c]. A
 // window of L steps is then one contiguous run per column per block it
-// touches, which is what the gather copies.
+// touches, which is what the gather copies. Column regions start at
+// multiples of kColumnAlignment bytes, so that kernels can use 16-byte
+// accesses when the step size allows.
 #ifndef REPLAYDB_ENGINE_TABLE_LAYOUT_H_
 #define REPLAYDB_ENGINE_TABLE_LAYOUT_H_
 
@@ -23,6 +25,7 @@ inline constexpr uint64_t kMaxBlockBytes = uint64_t{1} << 30;  // 1 GiB per bloc
 inline constexpr int64_t kMaxBlockSteps = 65536;
 inline constexpr int64_t kMaxBlocks = int64_t{1} << 28;
 inline constexpr int64_t kMaxTimesSampledLimit = int64_t{1} << 31;
+inline constexpr size_t kColumnAlignment = 16;
 
 // Hot-tier capacity in blocks for a spec whose sizes are positive.
 int64_t CapacityBlocks(const TableSpec& spec);

@@ -107,6 +107,15 @@ Status VectorWriterImpl::Append(std::span<const ConstTensor> steps,
   return first_error;
 }
 
+Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                                          std::span<const double> priorities) {
+  const int64_t n = static_cast<int64_t>(slots_.size());
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "device vector step"));
+  REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "device vector step"));
+  return table_->AppendStepsFromDevice(slots_, steps, priorities, DeadlineAfter(options_.timeout),
+                                       stream);
+}
+
 Status VectorWriterImpl::End(size_t env, EndReason reason) {
   if (env >= slots_.size()) {
     return Status::InvalidArgument("table '" + table_->name() + "': environment " +

@@ -38,6 +38,8 @@ class VectorWriterImpl final : public VectorWriter {
 
   Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override;
   Status End(size_t env, EndReason reason) override;
+  Status AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                          std::span<const double> priorities) override;
   size_t num_envs() const override { return slots_.size(); }
   uint64_t trajectory_id(size_t env) const override;
 

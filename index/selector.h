@@ -22,6 +22,9 @@ struct ItemRef {
   // The item's priority: finite and >= 0. Only prioritized and heap
   // selectors use it.
   double priority = 0;
+  // Where the item's window starts in the hot tier (block * block_steps +
+  // step in block), for selectors on a GPU; -1 when not given.
+  int64_t slot = -1;
 };
 
 struct Selection {

@@ -144,6 +144,89 @@ Status DeviceStream::Synchronize() const {
   return Status::OK();
 }
 
+Status CopyDeviceToHost(void* host_dst, const void* device_src, size_t bytes, void* stream) {
+  if (bytes == 0) return Status::OK();
+  REPLAYDB_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, AsStream(stream)),
+      "cudaMemcpyAsync(device to host, " + std::to_string(bytes) + " bytes)");
+  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(AsStream(stream)), "cudaStreamSynchronize");
+  return Status::OK();
+}
+
+Status CopyHostToDevice(void* device_dst, const void* host_src, size_t bytes, void* stream) {
+  if (bytes == 0) return Status::OK();
+  REPLAYDB_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, AsStream(stream)),
+      "cudaMemcpyAsync(host to device, " + std::to_string(bytes) + " bytes)");
+  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(AsStream(stream)), "cudaStreamSynchronize");
+  return Status::OK();
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  Release();
+}
+
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    Release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void PinnedBuffer::Release() {
+  if (data_ == nullptr) return;
+  (void)cudaFreeHost(data_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+Result<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
+  PinnedBuffer buffer;
+  if (bytes == 0) return Result<PinnedBuffer>(std::move(buffer));
+  REPLAYDB_RETURN_IF_CUDA_ERROR(
+      cudaHostAlloc(&buffer.data_, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
+      "cudaHostAlloc(" + std::to_string(bytes) + " bytes, portable | mapped)");
+  buffer.size_ = bytes;
+  return Result<PinnedBuffer>(std::move(buffer));
+}
+
+namespace {
+
+// Queues one cudaMemcpyAsync of `kind`; `name` is the public call's name.
+// A copy may be issued to a stream of any device, so the current device is
+// left alone.
+Status QueueCopy(void* dst, const void* src, size_t bytes, void* stream, cudaMemcpyKind kind,
+                 const char* name) {
+  if (bytes == 0) return Status::OK();
+  if (dst == nullptr || src == nullptr) {
+    return Status::InvalidArgument(std::string(name) + ": null " +
+                                   (dst == nullptr ? "destination" : "source") + " for " +
+                                   std::to_string(bytes) + " bytes");
+  }
+  REPLAYDB_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(dst, src, bytes, kind, AsStream(stream)),
+      std::string(name) + ": cudaMemcpyAsync(" + std::to_string(bytes) + " bytes)");
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CopyDeviceToDeviceAsync(void* device_dst, const void* device_src, size_t bytes,
+                               void* stream) {
+  return QueueCopy(device_dst, device_src, bytes, stream, cudaMemcpyDeviceToDevice,
+                   "CopyDeviceToDeviceAsync");
+}
+
+Status CopyHostToDeviceAsync(void* device_dst, const void* host_src, size_t bytes, void* stream) {
+  return QueueCopy(device_dst, host_src, bytes, stream, cudaMemcpyHostToDevice,
+                   "CopyHostToDeviceAsync");
+}
+
 Status DeviceSynchronize(int device) {
   ScopedDevice on(device);
   REPLAYDB_RETURN_IF_ERROR(on.status());

@@ -41,6 +41,29 @@ Status DeviceStream::Synchronize() const {
   return NoCuda("DeviceStream::Synchronize");
 }
 
+Status CopyDeviceToHost(void*, const void*, size_t, void*) {
+  return NoCuda("CopyDeviceToHost");
+}
+Status CopyHostToDevice(void*, const void*, size_t, void*) {
+  return NoCuda("CopyHostToDevice");
+}
+
+PinnedBuffer::~PinnedBuffer() = default;
+PinnedBuffer::PinnedBuffer(PinnedBuffer&&) noexcept = default;
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&&) noexcept = default;
+void PinnedBuffer::Release() {}
+
+Result<PinnedBuffer> PinnedBuffer::Allocate(size_t) {
+  return NoCuda("PinnedBuffer::Allocate");
+}
+
+Status CopyDeviceToDeviceAsync(void*, const void*, size_t, void*) {
+  return NoCuda("CopyDeviceToDeviceAsync");
+}
+Status CopyHostToDeviceAsync(void*, const void*, size_t, void*) {
+  return NoCuda("CopyHostToDeviceAsync");
+}
+
 Status DeviceSynchronize(int) {
   return NoCuda("DeviceSynchronize");
 }

@@ -7,7 +7,8 @@
 //
 // Streams are passed as void* (a cudaStream_t); nullptr is the legacy default
 // stream. Every copy is ordered after the work already queued on `stream` and
-// returns once the copy is done (it synchronises that stream).
+// returns once the copy is done (it synchronises that stream), except the
+// ...Async copies, which only queue it.
 //
 // Thread safety: not thread-safe; distinct objects may be used from distinct
 // threads.
@@ -91,6 +92,64 @@ class DeviceStream {
   void* stream_ = nullptr;
   int device_ = 0;
 };
+
+// Copies `bytes` from device memory (any device pointer, e.g. a
+// DeviceBatch column) to host memory, or the other way, ordered after the
+// work queued on `stream`; returns once the copy is done.
+Status CopyDeviceToHost(void* host_dst, const void* device_src, size_t bytes,
+                        void* stream = nullptr);
+Status CopyHostToDevice(void* device_dst, const void* host_src, size_t bytes,
+                        void* stream = nullptr);
+
+// Owns `size()` bytes of page-locked (pinned) host memory, mapped into every
+// device's address space (cudaHostAlloc, portable and mapped); freed on
+// destruction. Copies from it to a device run as DMA at the link's full
+// speed and overlap host work; kernels may also read it directly. Movable,
+// not copyable.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  // ResourceExhausted (naming the bytes) when the system cannot pin that
+  // much; NotSupported without CUDA. `bytes` may be 0 (data() is then null).
+  // The memory is not initialised.
+  static Result<PinnedBuffer> Allocate(size_t bytes);
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t size() const { return size_; }
+
+ private:
+  void Release();
+
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Queue a copy of `bytes` on `stream`, ordered after the work already queued
+// there, and return without waiting for it: the copy is done for the work
+// queued on `stream` afterwards, and for the host after
+// DeviceStream::Synchronize (or DeviceSynchronize). Until then both buffers
+// must stay allocated and the source unchanged. `stream` may belong to any
+// device. InvalidArgument for a null pointer with bytes > 0; 0 bytes is a
+// no-op.
+//
+// Device memory to device memory (the same device, or peers).
+Status CopyDeviceToDeviceAsync(void* device_dst, const void* device_src, size_t bytes,
+                               void* stream = nullptr);
+// Host memory to device memory. From pinned memory (PinnedBuffer) this is a
+// DMA the call only queues; from pageable memory CUDA stages the bytes and
+// the call may return only once the copy is done.
+Status CopyHostToDeviceAsync(void* device_dst, const void* host_src, size_t bytes,
+                             void* stream = nullptr);
 
 // Waits until all work on `device` is done (cudaDeviceSynchronize).
 Status DeviceSynchronize(int device);

@@ -2,6 +2,7 @@
 #ifndef REPLAYDB_TABLE_H_
 #define REPLAYDB_TABLE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,13 +41,68 @@ struct SampleBatch {
   std::vector<uint32_t> times_sampled;   // [B] counting this sample
 };
 
-// Device pointers (CUDA memory of the table's priority_device) that
-// Table::SampleToDevice writes, each with room for batch_size values.
+// Device pointers (memory of the table's GPU, see TableInfo::device) that
+// Table::SampleToDevice and LookupToDevice write, each with room for
+// batch_size values.
 struct DeviceSampleOutput {
   uint64_t* keys = nullptr;
   float* probabilities = nullptr;
   // Written when SampleOptions::importance_beta >= 0; may be null otherwise.
   float* weights = nullptr;
+  // Empty, or one pointer per table column in schema order, each with room
+  // for [batch_size, L, column shape...] values of the column's dtype: the
+  // windows' step data, padded steps zero. Empty gathers no step data.
+  std::vector<void*> columns;
+  // May be null; else [batch_size * L]: 1 = real step, 0 = padding.
+  uint8_t* mask = nullptr;
+};
+
+// A batch in device memory that a DeviceSampler owns, lent to the caller
+// from Next until Release.
+struct DeviceBatch {
+  int64_t batch_size = 0;       // B
+  int64_t sequence_length = 0;  // L
+  // One per column, in schema order: device pointer to [B, L, shape...].
+  std::vector<void*> columns;
+  uint64_t* keys = nullptr;           // [B]
+  float* probabilities = nullptr;     // [B]
+  float* weights = nullptr;           // [B] when importance_beta >= 0, else null
+  uint8_t* mask = nullptr;            // [B * L]
+  int64_t id = -1;                    // which of the sampler's buffers; for Release
+};
+
+struct DeviceSamplerOptions {
+  // Items per batch. REQUIRES: >= 1.
+  int64_t batch_size = 256;
+  // Batches gathered ahead of the learner (k). Default: 2.
+  // REQUIRES: 1 <= in_flight <= 16.
+  int in_flight = 2;
+  // timeout applies to each draw the sampler makes in the background;
+  // importance_beta and stratified to every batch. gather must be true.
+  SampleOptions sample;
+};
+
+// Keeps `in_flight` batches sampled and gathered ahead of the learner, in
+// buffers of its own, on a CUDA stream of its own, from a background
+// thread. Not thread-safe (one learner thread); destroying it waits for its
+// work and frees the buffers (batches not released are then invalid).
+class DeviceSampler {
+ public:
+  virtual ~DeviceSampler() = default;
+
+  // The oldest gathered batch, waiting up to `timeout` for one. `stream`
+  // (a cudaStream_t of the table's device; nullptr: the default stream)
+  // waits on the device for the batch's gather: the call does not wait for
+  // the GPU. The batch stays valid until Release. DeadlineExceeded when no
+  // batch came in time; a sampling error (the table closed, a rate-limiter
+  // timeout in the background) is returned here. ResourceExhausted when all
+  // in_flight batches are lent out and none was released.
+  virtual Status Next(void* stream, DeviceBatch* out,
+                      std::chrono::milliseconds timeout = kWaitForever) = 0;
+  // Gives a batch back once the work queued on `stream` (which may still
+  // read it) is done; the sampler then gathers a new batch into it. Does
+  // not wait for the GPU.
+  virtual Status Release(const DeviceBatch& batch, void* stream) = 0;
 };
 
 // What UpdatePriorities did.
@@ -71,7 +127,14 @@ struct TableInfo {
   int64_t num_items = 0;              // live (sampleable) items
   int64_t num_trajectories = 0;       // trajectories in the hot tier
   int64_t num_open_trajectories = 0;  // of those, not yet ended
-  int64_t bytes_used = 0;             // hot-tier bytes of allocated blocks
+  // Where the hot tier is: "host", "pinned" (host memory mapped for the
+  // GPUs) or "device:N".
+  std::string placement;
+  // The GPU the table's kernels run on (device placement, pinned memory, or
+  // priorities on a device); -1 when it uses none.
+  int32_t device = -1;
+  int64_t bytes_used = 0;             // hot-tier bytes of blocks in use
+  int64_t bytes_reserved = 0;         // hot-tier bytes obtained from the system
   int64_t bytes_capacity = 0;         // hot-tier capacity in bytes
   int64_t blocks_used = 0;
   int64_t blocks_capacity = 0;
@@ -151,6 +214,17 @@ class VectorWriter {
   virtual size_t num_envs() const = 0;
   // Id of environment env's current trajectory; 0 before its first step.
   virtual uint64_t trajectory_id(size_t env) const = 0;
+
+  // Append from device memory (a GPU simulator's arrays): each tensor's data
+  // is a device pointer of the table's GPU ([N, column shape...]); `stream`
+  // (a cudaStream_t) orders the read after the work that produced them. One
+  // kernel writes the step into device blocks, or into pinned host blocks
+  // over PCIe; no host copy is made. Returns once the work is queued: the
+  // inputs may be overwritten by work queued on `stream` afterwards, and
+  // every later sample sees the steps. Tables whose hot tier a GPU cannot
+  // address (plain host memory): FailedPrecondition. Otherwise as Append.
+  virtual Status AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                                  std::span<const double> priorities = {}) = 0;
 };
 
 // A named table of trajectories. Obtained from DB; thread-safe. A handle
@@ -183,19 +257,37 @@ class Table {
                                   std::span<const double> priorities,
                                   PriorityUpdateResult* result = nullptr) = 0;
 
-  // ---- tables with TableSpec::priority_device >= 0 ----
+  // Reads the items `keys` (for example to compare or re-read what a sample
+  // returned) into `out` as Sample would, without drawing: nothing is
+  // counted, probabilities are 0 and weights empty. NotFound naming the
+  // first key that is not a live item.
+  virtual Status Lookup(std::span<const ItemKey> keys, SampleBatch* out) = 0;
+
+  // ---- samples in GPU memory ----
+  // For tables whose hot tier a GPU can address (TableInfo::device >= 0):
   // `stream` is a cudaStream_t of that device (nullptr: the default stream).
-  // Both calls queue device work and return without waiting for it; the
+  // The calls queue device work and return without waiting for it; the
   // outputs are ready for the caller's next work on `stream`. Other tables:
   // FailedPrecondition.
 
-  // Draws batch_size items on the device (options.timeout, importance_beta
-  // and stratified apply; gather does not: no step data is copied) and
-  // writes keys, probabilities and weights to `out`. The rate limiter counts
-  // the draws; times_sampled is not counted per item (the keys never reach
-  // the host).
+  // Draws batch_size items and gathers their windows into `out` (columns
+  // and mask when given), with options as in Sample (gather is ignored:
+  // out.columns decides). With priorities on the device (priority_device
+  // >= 0) the draw runs on the device too and no data passes through the
+  // host: times_sampled is then not counted per item. Otherwise the host
+  // draws as Sample does and one kernel copies keys, probabilities and
+  // windows.
   virtual Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
                                 const DeviceSampleOutput& out, void* stream) = 0;
+  // Lookup into device memory; out.probabilities may be null (zeros are
+  // written when it is not).
+  virtual Status LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
+                                void* stream) = 0;
+  // A sampler that keeps batches gathered ahead on the device.
+  virtual Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(
+      const DeviceSamplerOptions& options) = 0;
+
+  // ---- tables with TableSpec::priority_device >= 0 ----
   // Sets priorities from device arrays (e.g. TD errors the learner computed)
   // with no host copy. Keys no longer present, and negative or non-finite
   // priorities, are skipped and counted (TableInfo::priority_updates_skipped)

@@ -38,10 +38,9 @@ TEST(TableDeviceTest, HostTablesRefuseDeviceCalls) {
   ASSERT_TRUE(table.ok());
   uint64_t fake = 0;
   float fake_f = 0;
-  Status s = (*table)->SampleToDevice(4, {}, {&fake, &fake_f, nullptr}, nullptr);
+  Status s = (*table)->UpdatePrioritiesFromDevice(&fake, &fake_f, 1, nullptr);
   EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("table 'host' keeps its priorities on the host"));
-  s = (*table)->UpdatePrioritiesFromDevice(&fake, &fake_f, 1, nullptr);
   EXPECT_THAT(s.message(), HasSubstr("priority_device = -1"));
 }
 

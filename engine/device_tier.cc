@@ -1,0 +1,256 @@
+#include "engine/device_tier.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace replaydb::engine {
+namespace {
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Where each array of a staging entry starts, for B windows.
+struct StagingLayout {
+  size_t slots, keys, steps, probabilities, weights, bytes;
+  explicit StagingLayout(size_t b) {
+    slots = 0;
+    keys = slots + b * sizeof(int64_t);
+    steps = keys + b * sizeof(uint64_t);
+    probabilities = RoundUp(steps + b * sizeof(uint32_t), 16);
+    weights = RoundUp(probabilities + b * sizeof(float), 16);
+    bytes = RoundUp(weights + b * sizeof(float), 256);
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(const Options& options) {
+  std::unique_ptr<DeviceTier> tier(new DeviceTier(options));
+  kernels::DeviceBlockIndex::Options index;
+  index.device = options.device;
+  index.num_blocks = options.layout.num_blocks;
+  index.block_steps = options.layout.block_steps;
+  index.item_steps = options.item_steps;
+  REPLAYDB_ASSIGN_OR_RETURN(tier->index_, kernels::DeviceBlockIndex::Create(index));
+  REPLAYDB_ASSIGN_OR_RETURN(tier->write_stream_, DeviceStream::Create(options.device));
+  REPLAYDB_ASSIGN_OR_RETURN(tier->writes_done_, kernels::DeviceEvent::Create(options.device));
+  return tier;
+}
+
+DeviceTier::~DeviceTier() {
+  for (auto& [epoch, event] : in_flight_) (void)event.Synchronize();
+  (void)write_stream_.Synchronize();
+  for (Staging& s : ring_) kernels::FreePinned(s.pinned);
+}
+
+void DeviceTier::NewBlock(int64_t block, const void* address) {
+  index_->SetBlockAddress(block, address);
+  index_->SetNext(block, -1);
+}
+
+void DeviceTier::Link(int64_t block, int64_t next) { index_->SetNext(block, next); }
+
+void DeviceTier::NewItem(int64_t slot, int64_t steps) {
+  index_->SetItemSteps(slot, static_cast<uint32_t>(steps));
+}
+
+uint64_t DeviceTier::Completed() {
+  while (!in_flight_.empty()) {
+    auto done = in_flight_.front().second.Done();
+    if (!done.ok() || !*done) break;
+    completed_ = in_flight_.front().first;
+    spare_events_.push_back(std::move(in_flight_.front().second));
+    in_flight_.pop_front();
+  }
+  return completed_;
+}
+
+Status DeviceTier::WaitFor(uint64_t epoch) {
+  while (completed_ < epoch && !in_flight_.empty()) {
+    REPLAYDB_RETURN_IF_ERROR(in_flight_.front().second.Synchronize());
+    completed_ = in_flight_.front().first;
+    spare_events_.push_back(std::move(in_flight_.front().second));
+    in_flight_.pop_front();
+  }
+  return Status::OK();
+}
+
+Status DeviceTier::BeforeAccess(void* stream) {
+  if (index_->dirty()) {
+    REPLAYDB_RETURN_IF_ERROR(writes_done_.MakeStreamWait(write_stream_.handle()));
+    REPLAYDB_RETURN_IF_ERROR(index_->Flush(write_stream_.handle()));
+    REPLAYDB_RETURN_IF_ERROR(writes_done_.Record(write_stream_.handle()));
+  }
+  return writes_done_.MakeStreamWait(stream);
+}
+
+Result<uint64_t> DeviceTier::RecordAccess(void* stream) {
+  kernels::DeviceEvent event;
+  if (!spare_events_.empty()) {
+    event = std::move(spare_events_.back());
+    spare_events_.pop_back();
+  } else {
+    REPLAYDB_ASSIGN_OR_RETURN(event, kernels::DeviceEvent::Create(options_.device));
+  }
+  REPLAYDB_RETURN_IF_ERROR(event.Record(stream));
+  in_flight_.emplace_back(++launched_, std::move(event));
+  return launched_;
+}
+
+Result<DeviceTier::Staging*> DeviceTier::AcquireStaging(size_t bytes) {
+  Staging& s = ring_[ring_next_];
+  ring_next_ = (ring_next_ + 1) % kRing;
+  if (s.epoch > Completed()) REPLAYDB_RETURN_IF_ERROR(WaitFor(s.epoch));
+  if (s.pinned_bytes < bytes) {
+    kernels::FreePinned(s.pinned);
+    s.pinned = nullptr;
+    s.pinned_bytes = 0;
+    const size_t want = std::max<size_t>(bytes, 4096);
+    REPLAYDB_RETURN_IF_ERROR(kernels::AllocatePinned(want, &s.pinned));
+    s.pinned_bytes = want;
+  }
+  return &s;
+}
+
+std::vector<kernels::GatherColumn> DeviceTier::GatherColumns(const DeviceSampleOutput& out) const {
+  std::vector<kernels::GatherColumn> columns(out.columns.size());
+  for (size_t c = 0; c < out.columns.size(); ++c) {
+    columns[c].step_bytes = options_.layout.column_bytes[c];
+    columns[c].block_offset = options_.layout.column_offset[c];
+    columns[c].d_out = out.columns[c];
+  }
+  return columns;
+}
+
+Status DeviceTier::GatherHostDraws(const HostDraws& draws, const DeviceSampleOutput& out,
+                                   void* stream) {
+  const size_t b = draws.slots.size();
+  const StagingLayout at(b);
+  REPLAYDB_ASSIGN_OR_RETURN(Staging * s, AcquireStaging(at.bytes));
+  auto* base = static_cast<std::byte*>(s->pinned);
+  std::memcpy(base + at.slots, draws.slots.data(), b * sizeof(int64_t));
+  std::memcpy(base + at.steps, draws.steps.data(), b * sizeof(uint32_t));
+  kernels::SmallCopy copies[3];
+  size_t n_copies = 0;
+  if (out.keys != nullptr) {
+    std::memcpy(base + at.keys, draws.keys.data(), b * sizeof(uint64_t));
+    copies[n_copies++] = {base + at.keys, out.keys, b * sizeof(uint64_t)};
+  }
+  if (out.probabilities != nullptr) {
+    if (draws.probabilities.empty()) {
+      std::memset(base + at.probabilities, 0, b * sizeof(float));
+    } else {
+      std::memcpy(base + at.probabilities, draws.probabilities.data(), b * sizeof(float));
+    }
+    copies[n_copies++] = {base + at.probabilities, out.probabilities, b * sizeof(float)};
+  }
+  if (out.weights != nullptr && !draws.weights.empty()) {
+    std::memcpy(base + at.weights, draws.weights.data(), b * sizeof(float));
+    copies[n_copies++] = {base + at.weights, out.weights, b * sizeof(float)};
+  }
+  const std::vector<kernels::GatherColumn> columns = GatherColumns(out);
+  kernels::GatherRequest request;
+  request.batch = static_cast<int64_t>(b);
+  request.sequence_length = options_.sequence_length;
+  request.slots = reinterpret_cast<const int64_t*>(base + at.slots);
+  request.steps = reinterpret_cast<const uint32_t*>(base + at.steps);
+  request.columns = columns;
+  request.d_mask = out.mask;
+  request.copies = std::span<const kernels::SmallCopy>(copies, n_copies);
+  REPLAYDB_RETURN_IF_ERROR(BeforeAccess(stream));
+  REPLAYDB_RETURN_IF_ERROR(kernels::Gather(*index_, request, stream));
+  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream));
+  return Status::OK();
+}
+
+Status DeviceTier::DrawAndGather(kernels::DevicePriorityTable& table, int64_t batch,
+                                 kernels::DevicePriorityTable::SampleParams params,
+                                 const DeviceSampleOutput& out, void* stream) {
+  REPLAYDB_ASSIGN_OR_RETURN(Staging * s, AcquireStaging(0));
+  const size_t slot_bytes = static_cast<size_t>(batch) * sizeof(int64_t);
+  if (s->d_slots.size() < slot_bytes) {
+    s->d_slots = DeviceBuffer();
+    REPLAYDB_ASSIGN_OR_RETURN(s->d_slots, DeviceBuffer::Allocate(options_.device, slot_bytes));
+  }
+  params.d_slots = s->d_slots.as<int64_t>();
+  REPLAYDB_RETURN_IF_ERROR(BeforeAccess(stream));
+  REPLAYDB_RETURN_IF_ERROR(
+      table.Sample(batch, params, out.keys, out.probabilities, out.weights, stream));
+  if (!out.columns.empty() || out.mask != nullptr) {
+    const std::vector<kernels::GatherColumn> columns = GatherColumns(out);
+    kernels::GatherRequest request;
+    request.batch = batch;
+    request.sequence_length = options_.sequence_length;
+    request.slots = s->d_slots.as<int64_t>();
+    request.steps = nullptr;  // the index's item_steps
+    request.columns = columns;
+    request.d_mask = out.mask;
+    REPLAYDB_RETURN_IF_ERROR(kernels::Gather(*index_, request, stream));
+  }
+  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream));
+  return Status::OK();
+}
+
+Status DeviceTier::GatherToHost(std::span<const int64_t> slots, std::span<const uint32_t> steps,
+                                std::vector<Tensor>* columns) {
+  const size_t n = columns->size();
+  if (host_scratch_.size() < n) host_scratch_.resize(n);
+  DeviceSampleOutput out;
+  out.columns.resize(n);
+  for (size_t c = 0; c < n; ++c) {
+    const size_t bytes = (*columns)[c].size_bytes();
+    if (host_scratch_[c].size() < bytes) {
+      host_scratch_[c] = DeviceBuffer();
+      REPLAYDB_ASSIGN_OR_RETURN(host_scratch_[c], DeviceBuffer::Allocate(options_.device, bytes));
+    }
+    out.columns[c] = host_scratch_[c].data();
+  }
+  HostDraws draws;
+  draws.slots = slots;
+  draws.steps = steps;
+  void* stream = write_stream_.handle();
+  REPLAYDB_RETURN_IF_ERROR(GatherHostDraws(draws, out, stream));
+  REPLAYDB_RETURN_IF_ERROR(write_stream_.Synchronize());
+  for (size_t c = 0; c < n; ++c) {
+    Tensor& t = (*columns)[c];
+    REPLAYDB_RETURN_IF_ERROR(
+        kernels::CopyFromDevice(options_.device, t.data(), out.columns[c], t.size_bytes()));
+  }
+  return Status::OK();
+}
+
+Status DeviceTier::Scatter(std::span<const int64_t> slots, std::span<const ConstTensor> steps,
+                           void* stream) {
+  const size_t n = slots.size();
+  REPLAYDB_ASSIGN_OR_RETURN(Staging * s, AcquireStaging(RoundUp(n * sizeof(int64_t), 256)));
+  std::memcpy(s->pinned, slots.data(), n * sizeof(int64_t));
+  std::vector<kernels::ScatterColumn> columns(steps.size());
+  for (size_t c = 0; c < steps.size(); ++c) {
+    columns[c].step_bytes = options_.layout.column_bytes[c];
+    columns[c].block_offset = options_.layout.column_offset[c];
+    columns[c].d_src = steps[c].data;
+  }
+  kernels::ScatterRequest request;
+  request.n = static_cast<int64_t>(n);
+  request.slots = static_cast<const int64_t*>(s->pinned);
+  request.columns = columns;
+  REPLAYDB_RETURN_IF_ERROR(BeforeAccess(stream));
+  REPLAYDB_RETURN_IF_ERROR(kernels::Scatter(*index_, request, stream));
+  REPLAYDB_RETURN_IF_ERROR(writes_done_.Record(stream));
+  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream));
+  scattered_ = true;
+  return Status::OK();
+}
+
+Status DeviceTier::WriteFromHost(std::byte* dst, const void* src, size_t bytes) {
+  return kernels::CopyToDevice(options_.device, dst, src, bytes);
+}
+
+Status DeviceTier::AwaitScatters() {
+  if (!scattered_) return Status::OK();
+  REPLAYDB_RETURN_IF_ERROR(writes_done_.Synchronize());
+  scattered_ = false;
+  return Status::OK();
+}
+
+}  // namespace replaydb::engine

@@ -1,0 +1,136 @@
+// DeviceTier: the GPU side of a table whose hot tier a GPU can address
+// (blocks in device memory or in pinned host memory) or whose priorities
+// live on a GPU. It keeps the device's copy of the block index, launches
+// gathers and scatters, and tracks when the GPU is done with blocks.
+//
+// Ordering, without host syncs on the hot path:
+// - Writes (index flushes, scatters) are chained through one event,
+//   writes_done: each write first waits for it and then re-records it, so it
+//   always covers every write queued so far. Every gather's stream waits for
+//   it before the gather.
+// - Every launch that reads or writes blocks (gather, scatter) records an
+//   access epoch. A trajectory's blocks that leave the tier while accesses
+//   are in flight are freed only once Completed() reaches the epoch at
+//   their removal (the table defers them), so a block is never reused
+//   before the GPU is done with it.
+// - Host-drawn windows reach the gather kernel through a ring of pinned
+//   staging buffers that the kernel reads directly; an entry is reused only
+//   after the gather that read it completed.
+//
+// Thread safety: not thread-safe; the owning table calls it under its mutex.
+#ifndef REPLAYDB_ENGINE_DEVICE_TIER_H_
+#define REPLAYDB_ENGINE_DEVICE_TIER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/table_layout.h"
+#include "kernels/block_gather.h"
+#include "kernels/device_memory.h"
+#include "kernels/device_priority_table.h"
+#include "replaydb/device.h"
+#include "replaydb/table.h"
+
+namespace replaydb::engine {
+
+class DeviceTier {
+ public:
+  struct Options {
+    int device = 0;
+    TableLayout layout;
+    int64_t sequence_length = 1;
+    // Keep each item's real window length on the device (windows drawn on
+    // the device, whose lengths the host never sees).
+    bool item_steps = false;
+  };
+
+  static Result<std::unique_ptr<DeviceTier>> Create(const Options& options);
+  // Waits for the GPU to finish what this tier queued.
+  ~DeviceTier();
+
+  int device() const { return options_.device; }
+
+  // ---- the device's block index (staged until the next device call) ----
+  void NewBlock(int64_t block, const void* address);
+  void Link(int64_t block, int64_t next);
+  // REQUIRES: options.item_steps
+  void NewItem(int64_t slot, int64_t steps);
+  bool item_steps() const { return options_.item_steps; }
+
+  // ---- device accesses to blocks ----
+  // Epoch of the last access launched; 0 before any.
+  uint64_t launched() const { return launched_; }
+  // The latest epoch known complete; polls, never blocks.
+  uint64_t Completed();
+  // Blocks the host until `epoch` is complete.
+  Status WaitFor(uint64_t epoch);
+
+  // ---- device work ----
+  struct HostDraws {
+    std::span<const int64_t> slots;    // < 0: no item
+    std::span<const uint32_t> steps;   // real steps per window
+    std::span<const uint64_t> keys;
+    std::span<const float> probabilities;  // empty: write zeros if out has room
+    std::span<const float> weights;        // empty: none
+  };
+  // Gathers host-drawn windows into `out` on `stream`.
+  Status GatherHostDraws(const HostDraws& draws, const DeviceSampleOutput& out, void* stream);
+  // Draws `batch` items with `table` on the device and gathers their
+  // windows into `out` on `stream`. REQUIRES: options.item_steps
+  Status DrawAndGather(kernels::DevicePriorityTable& table, int64_t batch,
+                       kernels::DevicePriorityTable::SampleParams params,
+                       const DeviceSampleOutput& out, void* stream);
+  // Gathers host-drawn windows of a device-memory tier into host tensors
+  // (SampleBatch::columns, already shaped) and waits for them.
+  Status GatherToHost(std::span<const int64_t> slots, std::span<const uint32_t> steps,
+                      std::vector<Tensor>* columns);
+  // Writes step i of every column of `steps` (device arrays [n, ...]) to
+  // slot slots[i] (< 0: skip) on `stream`.
+  Status Scatter(std::span<const int64_t> slots, std::span<const ConstTensor> steps,
+                 void* stream);
+  // Copies host bytes into a device-memory block; complete on return.
+  Status WriteFromHost(std::byte* dst, const void* src, size_t bytes);
+  // Blocks the host until every scatter queued so far has landed (for host
+  // readers of pinned blocks). Cheap when there were none.
+  Status AwaitScatters();
+
+ private:
+  struct Staging {
+    void* pinned = nullptr;
+    size_t pinned_bytes = 0;
+    DeviceBuffer d_slots;  // slots drawn on the device
+    uint64_t epoch = 0;    // the access that last used it
+  };
+  static constexpr int kRing = 16;
+
+  explicit DeviceTier(const Options& options) : options_(options) {}
+  // Flushes staged index changes, then makes `stream` wait for all writes.
+  Status BeforeAccess(void* stream);
+  // Records an access on `stream`; returns its epoch.
+  Result<uint64_t> RecordAccess(void* stream);
+  // The next staging entry with at least `bytes` of pinned memory, waiting
+  // for its last access if needed.
+  Result<Staging*> AcquireStaging(size_t bytes);
+  std::vector<kernels::GatherColumn> GatherColumns(const DeviceSampleOutput& out) const;
+
+  const Options options_;
+  std::unique_ptr<kernels::DeviceBlockIndex> index_;
+  DeviceStream write_stream_;
+  kernels::DeviceEvent writes_done_;
+  bool scattered_ = false;  // a scatter was queued since the last AwaitScatters
+  uint64_t launched_ = 0;
+  uint64_t completed_ = 0;
+  std::deque<std::pair<uint64_t, kernels::DeviceEvent>> in_flight_;
+  std::vector<kernels::DeviceEvent> spare_events_;
+  Staging ring_[kRing];
+  int ring_next_ = 0;
+  // GatherToHost's device outputs, one per column.
+  std::vector<DeviceBuffer> host_scratch_;
+};
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_DEVICE_TIER_H_

@@ -1,0 +1,654 @@
+// Hot-tier placement (host, pinned, device), gathers to the GPU, inserts
+// from the GPU and the asynchronous DeviceSampler. The GPU tests compare
+// every gather byte for byte with the CPU path (Lookup on a host-readable
+// table) for the same keys, over fresh random data, with output buffers
+// poisoned first; they skip with the reason where no GPU can be used. The
+// placement parsing and error paths run everywhere.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "kernels/gpu.h"
+#include "replaydb/db.h"
+#include "replaydb/device.h"
+#include "tests/test_util.h"
+
+namespace replaydb {
+namespace {
+
+using testing_util::TempDir;
+using ::testing::HasSubstr;
+
+constexpr uint8_t kPoison = 0xAB;
+
+// The value of a Result that must be OK.
+template <typename T>
+T Take(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) std::abort();
+  return std::move(r).value();
+}
+
+int Gpus(std::string* why) { return kernels::CudaDeviceCount(why); }
+
+#define REQUIRE_GPU()                                         \
+  do {                                                        \
+    std::string _why;                                         \
+    if (Gpus(&_why) == 0) GTEST_SKIP() << "no GPU: " << _why; \
+  } while (0)
+
+TEST(PlacementTest, ParseAndPrint) {
+  for (const char* text : {"host", "auto", "device:0", "device:3", "device:1234"}) {
+    auto p = Placement::Parse(text);
+    ASSERT_TRUE(p.ok()) << text << ": " << p.status().ToString();
+    EXPECT_EQ(p->ToString(), text);
+  }
+  EXPECT_EQ(Placement::Parse("device:7")->device, 7);
+  for (const char* bad : {"", "gpu", "device:", "device:x", "device:-1", "device:12345", "Host"}) {
+    auto p = Placement::Parse(bad);
+    ASSERT_FALSE(p.ok()) << bad;
+    EXPECT_EQ(p.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_THAT(p.status().message(),
+                HasSubstr("placement '" + std::string(bad) +
+                          "' is not one of host, device:N (N a device index), auto"));
+  }
+}
+
+TableSpec BasicSpec(const std::string& name) {
+  TableSpec spec;
+  spec.name = name;
+  spec.columns = {{"x", DType::kF32, Shape({3})}};
+  spec.capacity_steps = 256;
+  spec.block_steps = 8;
+  return spec;
+}
+
+TEST(PlacementTest, Validation) {
+  TableSpec spec = BasicSpec("v");
+  spec.placement = Placement::Device(-2);
+  EXPECT_THAT(spec.Validate().message(), HasSubstr("table 'v': placement device:-2 names no device"));
+  spec.placement = Placement::Device(1);
+  spec.selector = SelectorKind::kPrioritized;
+  spec.priority_device = 0;
+  EXPECT_THAT(spec.Validate().message(),
+              HasSubstr("placement device:1 and priority_device 0 differ"));
+  spec.placement = Placement::Host();
+  EXPECT_OK(spec.Validate());
+  spec.placement = Placement::Device(0);
+  EXPECT_OK(spec.Validate());
+}
+
+TEST(PlacementTest, PersistedInTheCatalog) {
+  TempDir dir;
+  {
+    auto db = testing_util::OpenDB(dir.path());
+    TableSpec spec = BasicSpec("a");
+    spec.placement = Placement::Auto();
+    ASSERT_TRUE(db->CreateTable(spec).ok());
+  }
+  auto db = testing_util::OpenDB(dir.path());
+  auto table = db->GetTable("a");
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ((*table)->spec().placement, Placement::Auto());
+}
+
+TEST(PlacementTest, WithoutAGpu) {
+  std::string why;
+  if (Gpus(&why) > 0) GTEST_SKIP() << "a GPU is present";
+  TempDir dir;
+  auto db = testing_util::OpenDB(dir.path());
+  TableSpec spec = BasicSpec("d");
+  spec.placement = Placement::Device(0);
+  auto created = db->CreateTable(spec);
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), Status::Code::kNotSupported);
+  EXPECT_THAT(created.status().message(),
+              HasSubstr("table 'd': placement device:0 needs CUDA device 0, but no GPU can be "
+                        "used ("));
+  EXPECT_TRUE(db->ListTables().empty());
+
+  // host and auto fall back to plain host memory, and say so.
+  for (Placement p : {Placement::Host(), Placement::Auto()}) {
+    spec.name = "h" + std::to_string(static_cast<int>(p.kind));
+    spec.placement = p;
+    auto table = db->CreateTable(spec);
+    ASSERT_TRUE(table.ok()) << table.status().ToString();
+    const TableInfo info = (*table)->Info();
+    EXPECT_EQ(info.placement, "host");
+    EXPECT_EQ(info.device, -1);
+    uint64_t fake_keys[4];
+    float fake[4];
+    DeviceSampleOutput out{fake_keys, fake, nullptr, {}, nullptr};
+    Status s = (*table)->SampleToDevice(4, {}, out, nullptr);
+    EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr("SampleToDevice needs a GPU that can address the hot "
+                                       "tier, but it is in plain host memory"));
+    s = (*table)->LookupToDevice(std::vector<ItemKey>{1}, out, nullptr);
+    EXPECT_THAT(s.message(), HasSubstr("LookupToDevice needs a GPU"));
+    EXPECT_THAT((*table)->NewDeviceSampler({}).status().message(),
+                HasSubstr("NewDeviceSampler needs a GPU"));
+    auto vw = (*table)->NewVectorWriter(2);
+    ASSERT_TRUE(vw.ok());
+    float data[6] = {};
+    ConstTensor step{DType::kF32, Shape({2, 3}), data, sizeof(data)};
+    s = (*vw)->AppendFromDevice({&step, 1}, nullptr);
+    EXPECT_THAT(s.message(), HasSubstr("AppendFromDevice needs a GPU"));
+  }
+}
+
+TEST(LookupTest, ReadsWhatWasWrittenAndNamesMissingKeys) {
+  TempDir dir;
+  auto db = testing_util::OpenDB(dir.path());
+  TableSpec spec = BasicSpec("l");
+  spec.sequence_length = 3;
+  spec.padding = Padding::kTail;
+  auto table = Take(db->CreateTable(spec));
+  auto writer = Take(table->NewWriter());
+  std::vector<float> values;
+  for (int i = 0; i < 5; ++i) {
+    float x[3] = {i * 1.f, i * 10.f, i * 100.f};
+    values.insert(values.end(), x, x + 3);
+    const ConstTensor step[] = {{DType::kF32, Shape({3}), x, sizeof(x)}};
+    ASSERT_OK(writer->Append(step));
+  }
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+  const uint64_t id = writer->trajectory_id() ? writer->trajectory_id() : 1;
+  (void)id;
+  const std::vector<ItemKey> keys = {MakeItemKey(1, 3), MakeItemKey(1, 0)};
+  SampleBatch batch;
+  ASSERT_OK(table->Lookup(keys, &batch));
+  ASSERT_EQ(batch.columns.size(), 1u);
+  const float* got = batch.columns[0].data_as<float>();
+  // Window at 3: steps 3, 4 then one padded step.
+  EXPECT_EQ(std::vector<float>(got, got + 9),
+            std::vector<float>({3, 30, 300, 4, 40, 400, 0, 0, 0}));
+  EXPECT_EQ(std::vector<float>(got + 9, got + 18),
+            std::vector<float>(values.begin(), values.begin() + 9));
+  EXPECT_EQ(batch.mask, std::vector<uint8_t>({1, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(batch.probabilities, std::vector<double>({0, 0}));
+  EXPECT_EQ(batch.times_sampled, std::vector<uint32_t>({0, 0}));
+  EXPECT_EQ(table->Info().items_sampled, 0);
+
+  Status s = table->Lookup(std::vector<ItemKey>{MakeItemKey(1, 1), MakeItemKey(9, 2)}, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("table 'l': key " + std::to_string(MakeItemKey(9, 2)) +
+                                     " (trajectory 9, step 2, index 1) is not a live item"));
+  s = table->Lookup({}, &batch);
+  EXPECT_THAT(s.message(), HasSubstr("Lookup got 0 keys"));
+}
+
+// ---------------------------------------------------------------- GPU tests
+
+// A table with columns of awkward sizes, filled with random trajectories.
+// The same writes go to a table of each placement, so keys agree.
+struct Fixture {
+  TableSpec spec;
+  std::vector<ItemKey> keys;  // every item
+};
+
+TableSpec GatherSpec(const std::string& name, std::mt19937_64& rng, Placement placement) {
+  TableSpec spec;
+  spec.name = name;
+  // Step sizes from 1 byte to 64 KiB; odd sizes break 16-byte alignment.
+  const std::vector<std::vector<ColumnSpec>> schemas = {
+      {{"b", DType::kU8, Shape()}},
+      {{"odd", DType::kU8, Shape({13})}, {"f", DType::kF32, Shape({3})}},
+      {{"big", DType::kU8, Shape({65536})}},
+      {{"mixed", DType::kI16, Shape({2, 7})}, {"d", DType::kF64, Shape({4})},
+       {"flag", DType::kBool, Shape()}, {"page", DType::kU8, Shape({4100})}},
+  };
+  spec.columns = schemas[rng() % schemas.size()];
+  spec.block_steps = std::vector<int64_t>{1, 4, 7, 16}[rng() % 4];
+  spec.sequence_length = std::vector<int64_t>{1, 3, 7, 20}[rng() % 4];
+  spec.padding = rng() % 2 ? Padding::kTail : Padding::kNone;
+  spec.capacity_steps = 600;
+  spec.placement = placement;
+  return spec;
+}
+
+void FillTables(const std::vector<std::shared_ptr<Table>>& tables, std::mt19937_64& rng,
+                std::vector<ItemKey>* keys) {
+  const TableSpec spec = tables[0]->spec();
+  std::vector<std::unique_ptr<TrajectoryWriter>> writers;
+  for (auto& t : tables) writers.push_back(Take(t->NewWriter()));
+  for (int traj = 0; traj < 12; ++traj) {
+    const int length = 1 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < length; ++i) {
+      auto step = testing_util::RandomStep(spec, rng);
+      for (auto& w : writers) ASSERT_OK(w->Append(step.tensors));
+    }
+    for (auto& w : writers) ASSERT_OK(w->End(EndReason::kTerminal));
+  }
+  SampleOptions o;
+  o.gather = false;
+  // Every live item, via the keys the table reports (sampling without
+  // gather counts draws, so read the keys through a large sample of the
+  // first table only... use Lookup of all candidate keys instead).
+  keys->clear();
+  SampleBatch probe;
+  for (uint64_t id = 1; id <= 12; ++id) {
+    for (int64_t start = 0; start < 40; ++start) {
+      const ItemKey k = MakeItemKey(id, start);
+      if (tables[0]->Lookup(std::vector<ItemKey>{k}, &probe).ok()) keys->push_back(k);
+    }
+  }
+}
+
+// Copies a device array to the host.
+std::vector<std::byte> ToHost(const DeviceBuffer& buffer, size_t bytes) {
+  std::vector<std::byte> host(bytes);
+  EXPECT_OK(buffer.CopyToHost(host.data(), bytes));
+  return host;
+}
+
+struct DeviceOut {
+  std::vector<DeviceBuffer> columns;
+  DeviceBuffer keys, probabilities, weights, mask;
+  DeviceSampleOutput view;
+};
+
+DeviceOut AllocateOut(const TableSpec& spec, int64_t batch) {
+  DeviceOut out;
+  const int64_t L = spec.sequence_length;
+  for (const ColumnSpec& c : spec.columns) {
+    out.columns.push_back(Take(DeviceBuffer::Allocate(0, batch * L * c.step_bytes())));
+    out.view.columns.push_back(out.columns.back().data());
+  }
+  out.keys = Take(DeviceBuffer::Allocate(0, batch * 8));
+  out.probabilities = Take(DeviceBuffer::Allocate(0, batch * 4));
+  out.weights = Take(DeviceBuffer::Allocate(0, batch * 4));
+  out.mask = Take(DeviceBuffer::Allocate(0, batch * L));
+  out.view.keys = out.keys.as<uint64_t>();
+  out.view.probabilities = out.probabilities.as<float>();
+  out.view.weights = out.weights.as<float>();
+  out.view.mask = out.mask.as<uint8_t>();
+  for (auto* b : {&out.keys, &out.probabilities, &out.weights, &out.mask}) {
+    EXPECT_OK(b->Fill(kPoison));
+  }
+  for (auto& b : out.columns) EXPECT_OK(b.Fill(kPoison));
+  return out;
+}
+
+// Checks that the device outputs hold exactly `expected` (columns, mask).
+void ExpectSameAsHost(const DeviceOut& out, const SampleBatch& expected, const std::string& what) {
+  ASSERT_OK(DeviceSynchronize(0));
+  for (size_t c = 0; c < expected.columns.size(); ++c) {
+    const Tensor& want = expected.columns[c];
+    auto got = ToHost(out.columns[c], want.size_bytes());
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size_bytes()), 0)
+        << what << ": column " << c << " differs from the CPU path";
+  }
+  auto mask = ToHost(out.mask, expected.mask.size());
+  ASSERT_EQ(std::memcmp(mask.data(), expected.mask.data(), expected.mask.size()), 0)
+      << what << ": mask differs";
+}
+
+class TableGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_GPU();
+    db_ = testing_util::OpenDB(dir_.path());
+  }
+  TempDir dir_;
+  std::unique_ptr<DB> db_;
+  std::mt19937_64 rng_{testing_util::TestSeed()};
+};
+
+TEST_F(TableGpuTest, PlacementsAndInfo) {
+  TableSpec spec = BasicSpec("pinned");
+  auto pinned = Take(db_->CreateTable(spec));
+  EXPECT_EQ(pinned->Info().placement, "pinned");
+  EXPECT_EQ(pinned->Info().device, 0);
+  spec.name = "dev";
+  spec.placement = Placement::Device(0);
+  auto dev = Take(db_->CreateTable(spec));
+  spec.name = "auto";
+  spec.placement = Placement::Auto();
+  auto autop = Take(db_->CreateTable(spec));
+  EXPECT_EQ(dev->Info().placement, "device:0");
+  EXPECT_EQ(autop->Info().placement, "device:0");
+  EXPECT_EQ(dev->Info().bytes_reserved, 0) << "memory is obtained lazily";
+  auto w = Take(dev->NewWriter());
+  float x[3] = {1, 2, 3};
+  const ConstTensor step[] = {{DType::kF32, Shape({3}), x, sizeof(x)}};
+  ASSERT_OK(w->Append(step));
+  const TableInfo info = dev->Info();
+  EXPECT_GE(info.bytes_reserved, info.bytes_used);
+  EXPECT_GT(info.bytes_used, 0);
+  std::string why;
+  spec.name = "far";
+  spec.placement = Placement::Device(Gpus(&why));
+  auto far = db_->CreateTable(spec);
+  EXPECT_EQ(far.status().code(), Status::Code::kNotSupported);
+  EXPECT_THAT(far.status().message(), HasSubstr("needs CUDA device " +
+                                                std::to_string(Gpus(&why)) + ", but only"));
+}
+
+// The heart of it: gathers from pinned and device memory, to the host and
+// to the device, equal the CPU path byte for byte.
+TEST_F(TableGpuTest, GathersAreByteIdenticalToTheCpuPath) {
+  for (int round = 0; round < 8; ++round) {
+    const std::string r = std::to_string(round);
+    TableSpec host_spec = GatherSpec("h" + r, rng_, Placement::Host());
+    TableSpec dev_spec = host_spec;
+    dev_spec.name = "d" + r;
+    dev_spec.placement = Placement::Device(0);
+    auto host = Take(db_->CreateTable(host_spec));
+    auto dev = Take(db_->CreateTable(dev_spec));
+    ASSERT_EQ(host->Info().placement, "pinned");
+    std::vector<ItemKey> all;
+    FillTables({host, dev}, rng_, &all);
+    ASSERT_FALSE(all.empty());
+    const int64_t B = 1 + static_cast<int64_t>(rng_() % 70);
+    std::vector<ItemKey> keys(B);
+    for (auto& k : keys) k = all[rng_() % all.size()];
+    const std::string what = "round " + r + " (block_steps " +
+                             std::to_string(host_spec.block_steps) + ", L " +
+                             std::to_string(host_spec.sequence_length) + ", B " +
+                             std::to_string(B) + ")";
+    SampleBatch cpu;  // pinned memory read by the CPU
+    ASSERT_OK(host->Lookup(keys, &cpu));
+    SampleBatch via_gpu;  // device memory, gathered by a kernel, copied back
+    ASSERT_OK(dev->Lookup(keys, &via_gpu));
+    for (size_t c = 0; c < cpu.columns.size(); ++c) {
+      ASSERT_EQ(std::memcmp(cpu.columns[c].data(), via_gpu.columns[c].data(),
+                            cpu.columns[c].size_bytes()),
+                0)
+          << what << ": device-memory Lookup differs in column " << c;
+    }
+    for (auto& table : {host, dev}) {
+      DeviceOut out = AllocateOut(host_spec, B);
+      ASSERT_OK(table->LookupToDevice(keys, out.view, nullptr));
+      ExpectSameAsHost(out, cpu, what + " " + table->Info().placement);
+      auto got_keys = ToHost(out.keys, B * 8);
+      ASSERT_EQ(std::memcmp(got_keys.data(), keys.data(), B * 8), 0);
+    }
+    ASSERT_OK(db_->DropTable(host_spec.name));
+    ASSERT_OK(db_->DropTable(dev_spec.name));
+  }
+}
+
+TEST_F(TableGpuTest, SampleToDeviceMatchesLookupOfItsKeys) {
+  for (Placement p : {Placement::Host(), Placement::Device(0)}) {
+    for (bool on_device_draws : {false, true}) {
+      TableSpec spec = GatherSpec(std::string("s") + (on_device_draws ? "d" : "h") +
+                                      std::to_string(static_cast<int>(p.kind)),
+                                  rng_, p);
+      if (on_device_draws) {
+        spec.selector = rng_() % 2 ? SelectorKind::kPrioritized : SelectorKind::kUniform;
+        spec.priority_device = 0;
+      }
+      auto table = Take(db_->CreateTable(spec));
+      std::vector<ItemKey> all;
+      FillTables({table}, rng_, &all);
+      const int64_t B = 64;
+      SampleOptions options;
+      options.importance_beta = 0.5;
+      for (int i = 0; i < 3; ++i) {
+        DeviceOut out = AllocateOut(spec, B);
+        ASSERT_OK(table->SampleToDevice(B, options, out.view, nullptr));
+        ASSERT_OK(DeviceSynchronize(0));
+        std::vector<ItemKey> keys(B);
+        ASSERT_OK(out.keys.CopyToHost(keys.data(), B * 8));
+        SampleBatch expected;
+        ASSERT_OK(table->Lookup(keys, &expected));
+        ExpectSameAsHost(out, expected, spec.name);
+        std::vector<float> probabilities(B), weights(B);
+        ASSERT_OK(out.probabilities.CopyToHost(probabilities.data(), B * 4));
+        ASSERT_OK(out.weights.CopyToHost(weights.data(), B * 4));
+        for (int64_t b = 0; b < B; ++b) {
+          ASSERT_GT(probabilities[b], 0) << spec.name;
+          ASSERT_GT(weights[b], 0);
+          ASSERT_LE(weights[b], 1.0f + 1e-6f);
+        }
+      }
+    }
+  }
+}
+
+// Every step carries a tag (writer << 48 | trajectory << 24 | step), so a
+// gathered window proves by itself that it read the right, unrecycled
+// blocks: consecutive tags whose step part is the key's start, and page
+// bytes that repeat the tag's low byte.
+constexpr int64_t kPage = 4093;
+
+TableSpec TaggedSpec(const std::string& name, Placement p) {
+  TableSpec spec;
+  spec.name = name;
+  spec.columns = {{"tag", DType::kI64, Shape()}, {"page", DType::kU8, Shape({kPage})}};
+  spec.block_steps = 8;
+  spec.sequence_length = 5;
+  spec.padding = Padding::kTail;
+  spec.capacity_steps = 160;  // small: writers keep evicting
+  spec.placement = p;
+  return spec;
+}
+
+void CheckTagged(const uint64_t* tags, const uint8_t* pages, const uint8_t* mask, ItemKey key,
+                 int64_t L, const std::string& what) {
+  ASSERT_EQ(mask[0], 1) << what;
+  ASSERT_EQ(static_cast<int64_t>(tags[0] & 0xFFFFFF), ItemKeyStart(key)) << what;
+  for (int64_t l = 0; l < L; ++l) {
+    const uint8_t* page = pages + l * kPage;
+    if (mask[l]) {
+      ASSERT_EQ(tags[l], tags[0] + l) << what << " step " << l;
+      ASSERT_EQ(page[0], static_cast<uint8_t>(tags[l])) << what << " step " << l;
+      ASSERT_EQ(page[kPage - 1], static_cast<uint8_t>(tags[l])) << what << " step " << l;
+    } else {
+      ASSERT_EQ(tags[l], 0u) << what << " padded step " << l;
+      ASSERT_EQ(page[0], 0) << what << " padded step " << l;
+    }
+  }
+}
+
+void WriteTagged(Table* table, uint64_t writer_index, std::atomic<bool>* stop, uint64_t seed) {
+  auto writer = Take(table->NewWriter());
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> page(kPage);
+  for (uint64_t traj = 0; !stop->load(); ++traj) {
+    const int length = 1 + static_cast<int>(rng() % 30);
+    for (int i = 0; i < length; ++i) {
+      uint64_t tag = (writer_index << 48) | ((traj & 0xFFFFFF) << 24) | static_cast<uint64_t>(i);
+      std::fill(page.begin(), page.end(), static_cast<uint8_t>(tag));
+      ConstTensor tensors[2] = {{DType::kI64, Shape(), &tag, 8},
+                                {DType::kU8, Shape({kPage}), page.data(), page.size()}};
+      if (!writer->Append(tensors).ok()) break;
+    }
+    (void)writer->End(EndReason::kTerminal);
+  }
+}
+
+TEST_F(TableGpuTest, DeviceSamplerUnderEvictionNeverReadsRecycledBlocks) {
+  for (Placement p : {Placement::Host(), Placement::Device(0)}) {
+    for (bool on_device_draws : {false, true}) {
+      TableSpec spec = TaggedSpec(
+          std::string("t") + std::to_string(static_cast<int>(p.kind)) + (on_device_draws ? "d" : "h"), p);
+      if (on_device_draws) spec.priority_device = 0;
+      auto table = Take(db_->CreateTable(spec));
+      std::atomic<bool> stop{false};
+      std::vector<std::thread> writers;
+      struct Joiner {
+        std::atomic<bool>* stop;
+        std::vector<std::thread>* threads;
+        ~Joiner() {
+          *stop = true;
+          for (auto& t : *threads) {
+            if (t.joinable()) t.join();
+          }
+        }
+      } joiner{&stop, &writers};
+      for (uint64_t w = 0; w < 2; ++w) {
+        writers.emplace_back(WriteTagged, table.get(), w + 1, &stop, rng_());
+      }
+      DeviceSamplerOptions options;
+      options.batch_size = 32;
+      options.in_flight = 3;
+      auto sampler = table->NewDeviceSampler(options);
+      ASSERT_TRUE(sampler.ok()) << sampler.status().ToString();
+      auto stream = Take(DeviceStream::Create(0));
+      const int64_t B = options.batch_size, L = spec.sequence_length;
+      std::vector<uint64_t> tags(B * L), keys(B);
+      std::vector<uint8_t> pages(B * L * kPage), mask(B * L);
+      // At least 60 batches, and on until the writers have evicted (slow
+      // under compute-sanitizer).
+      for (int i = 0; i < 60 || (table->Info().evicted_trajectories < 3 && i < 100000); ++i) {
+        DeviceBatch batch;
+        ASSERT_OK((*sampler)->Next(stream.handle(), &batch));
+        // Read it on the learner's stream, then give it back.
+        auto copy = [&](void* dst, const void* src, size_t bytes) {
+          ASSERT_OK(CopyDeviceToHost(dst, src, bytes, stream.handle()));
+        };
+        copy(tags.data(), batch.columns[0], tags.size() * 8);
+        copy(pages.data(), batch.columns[1], pages.size());
+        copy(mask.data(), batch.mask, mask.size());
+        copy(keys.data(), batch.keys, keys.size() * 8);
+        ASSERT_OK((*sampler)->Release(batch, stream.handle()));
+        for (int64_t b = 0; b < B; ++b) {
+          CheckTagged(&tags[b * L], &pages[b * L * kPage], &mask[b * L], keys[b], L,
+                      spec.name + " batch " + std::to_string(i) + " item " + std::to_string(b));
+        }
+      }
+      stop = true;
+      for (auto& t : writers) t.join();
+      EXPECT_GT(table->Info().evicted_trajectories, 0) << "the test meant to evict";
+      sampler->reset();
+    }
+  }
+}
+
+TEST_F(TableGpuTest, DeviceSamplerContract) {
+  TableSpec spec = TaggedSpec("c", Placement::Device(0));
+  auto table = Take(db_->CreateTable(spec));
+  DeviceSamplerOptions options;
+  options.in_flight = 0;
+  EXPECT_THAT(table->NewDeviceSampler(options).status().message(),
+              HasSubstr("in_flight is 0; it must be between 1 and 16"));
+  options.in_flight = 2;
+  options.batch_size = 0;
+  EXPECT_THAT(table->NewDeviceSampler(options).status().message(),
+              HasSubstr("batch_size is 0; it must be >= 1"));
+  options.batch_size = 4;
+  options.sample.gather = false;
+  EXPECT_THAT(table->NewDeviceSampler(options).status().message(),
+              HasSubstr("needs sample.gather = true"));
+  options.sample.gather = true;
+  options.sample.timeout = std::chrono::milliseconds(50);
+  auto sampler = Take(table->NewDeviceSampler(options));
+  DeviceBatch batch;
+  // Empty table: the rate limiter admits nothing.
+  Status s = sampler->Next(nullptr, &batch, std::chrono::milliseconds(2000));
+  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("the rate limiter admitted no batch of 4 within 50 ms"));
+  std::atomic<bool> stop{false};
+  std::thread writer(WriteTagged, table.get(), 1, &stop, rng_());
+  struct Joiner {
+    std::atomic<bool>* stop;
+    std::thread* thread;
+    ~Joiner() {
+      *stop = true;
+      if (thread->joinable()) thread->join();
+    }
+  } joiner{&stop, &writer};
+  DeviceBatch a, b;
+  ASSERT_OK(sampler->Next(nullptr, &a, std::chrono::milliseconds(5000)));
+  ASSERT_OK(sampler->Next(nullptr, &b, std::chrono::milliseconds(5000)));
+  s = sampler->Next(nullptr, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("all 2 batches are lent out"));
+  ASSERT_OK(sampler->Release(a, nullptr));
+  s = sampler->Release(a, nullptr);
+  EXPECT_THAT(s.message(), HasSubstr("is not lent out by this sampler"));
+  ASSERT_OK(sampler->Release(b, nullptr));
+  stop = true;
+  writer.join();
+  table->Close();
+  // Closed: the background error reaches Next.
+  Status closed;
+  for (int i = 0; i < 10 && closed.ok(); ++i) {
+    closed = sampler->Next(nullptr, &batch, std::chrono::milliseconds(2000));
+    if (closed.ok()) ASSERT_OK(sampler->Release(batch, nullptr));
+  }
+  EXPECT_THAT(closed.message(), HasSubstr("table 'c' is closed"));
+}
+
+TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
+  for (Placement p : {Placement::Host(), Placement::Device(0)}) {
+    TableSpec spec = GatherSpec("v" + std::to_string(static_cast<int>(p.kind)), rng_, p);
+    spec.capacity_steps = 4096;
+    spec.padding = Padding::kTail;  // every step of an ended trajectory starts an item
+    TableSpec ref_spec = spec;
+    ref_spec.name += "ref";
+    ref_spec.placement = Placement::Host();
+    auto table = Take(db_->CreateTable(spec));
+    auto ref = Take(db_->CreateTable(ref_spec));
+    const size_t N = 1 + rng_() % 9;
+    auto vw = Take(table->NewVectorWriter(N));
+    auto ref_vw = Take(ref->NewVectorWriter(N));
+    auto stream = Take(DeviceStream::Create(0));
+    for (int step = 0; step < 25; ++step) {
+      std::vector<std::vector<std::byte>> host(spec.columns.size());
+      std::vector<DeviceBuffer> device;
+      std::vector<ConstTensor> host_t, device_t;
+      for (size_t c = 0; c < spec.columns.size(); ++c) {
+        const ColumnSpec& col = spec.columns[c];
+        host[c].resize(N * col.step_bytes());
+        for (auto& b : host[c]) b = static_cast<std::byte>(rng_() & (col.dtype == DType::kBool ? 1 : 0xFF));
+        device.push_back(Take(DeviceBuffer::Allocate(0, host[c].size())));
+        ASSERT_OK(device.back().CopyFromHost(host[c].data(), host[c].size(), 0, stream.handle()));
+        const Shape shape = col.shape.Prepend(static_cast<int64_t>(N));
+        host_t.push_back({col.dtype, shape, host[c].data(), host[c].size()});
+        device_t.push_back({col.dtype, shape, device.back().data(), host[c].size()});
+      }
+      ASSERT_OK(vw->AppendFromDevice(device_t, stream.handle()));
+      ASSERT_OK(ref_vw->Append(host_t));
+      // The inputs may be reused once the stream passes the append.
+      ASSERT_OK(stream.Synchronize());
+      if (rng_() % 6 == 0) {
+        const size_t env = rng_() % N;
+        ASSERT_OK(vw->End(env, EndReason::kTerminal));
+        ASSERT_OK(ref_vw->End(env, EndReason::kTerminal));
+      }
+    }
+    EXPECT_EQ(table->Info().steps_inserted, ref->Info().steps_inserted);
+    for (size_t env = 0; env < N; ++env) {
+      ASSERT_OK(vw->End(env, EndReason::kTruncated));
+      ASSERT_OK(ref_vw->End(env, EndReason::kTruncated));
+    }
+    std::vector<ItemKey> keys;
+    SampleBatch probe;
+    for (uint64_t id = 1; id <= 64; ++id) {
+      for (int64_t start = 0; start < 25; ++start) {
+        if (ref->Lookup(std::vector<ItemKey>{MakeItemKey(id, start)}, &probe).ok()) {
+          keys.push_back(MakeItemKey(id, start));
+        }
+      }
+    }
+    ASSERT_FALSE(keys.empty());
+    SampleBatch want, got;
+    ASSERT_OK(ref->Lookup(keys, &want));
+    ASSERT_OK(table->Lookup(keys, &got));
+    for (size_t c = 0; c < want.columns.size(); ++c) {
+      ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
+                            want.columns[c].size_bytes()),
+                0)
+          << spec.name << " column " << c;
+    }
+    // Wrong shape: a validation error, nothing stored.
+    const int64_t before = table->Info().steps_inserted;
+    std::vector<ConstTensor> bad(spec.columns.size());
+    for (size_t c = 0; c < bad.size(); ++c) {
+      bad[c] = {spec.columns[c].dtype, spec.columns[c].shape.Prepend(static_cast<int64_t>(N + 1)),
+                probe.columns[0].data(), 1};
+    }
+    Status s = vw->AppendFromDevice(bad, stream.handle());
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("device vector step, column '" + spec.columns[0].name +
+                                       "' expects shape"));
+    EXPECT_EQ(table->Info().steps_inserted, before);
+  }
+}
+
+}  // namespace
+}  // namespace replaydb
