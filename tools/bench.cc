@@ -424,6 +424,8 @@ std::vector<CaseWithTarget> AllCases(bool big) {
                        target});
     }
   }
+  // Before the priority cases, whose shared table stays until the run ends.
+  for (CaseWithTarget& c : GpuCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : PriorityCases(big)) cases.push_back(std::move(c));
   return cases;
 }
@@ -495,6 +497,10 @@ std::string JsonLine(const BenchResult& r) {
   AppendJsonString(&out, r.ceiling_name);
   out.append(", \"ratio\": ");
   AppendJsonNumber(&out, r.ratio());
+  if (!r.note.empty()) {
+    out.append(", \"note\": ");
+    AppendJsonString(&out, r.note);
+  }
   out.append("}");
   return out;
 }
@@ -508,7 +514,7 @@ std::string ParamsText(const std::vector<Param>& params) {
   return out;
 }
 
-constexpr char kRowFormat[] = "%-15s %-32s %10s %-8s %10s %-22s %6s  %s\n";
+constexpr char kRowFormat[] = "%-15s %-43s %10s %-8s %10s %-22s %6s  %s\n";
 
 void PrintTableHeader(const Timing& timing) {
   std::printf(
@@ -530,6 +536,7 @@ void PrintTableRow(const BenchResult& r) {
   std::printf(kRowFormat, r.bench.c_str(), ParamsText(r.params).c_str(), FormatSi(r.value).c_str(),
               r.unit.c_str(), r.ceiling.has_value() ? FormatSi(*r.ceiling).c_str() : "-",
               r.ceiling_name.c_str(), ratio_text, target.c_str());
+  if (!r.note.empty()) std::printf("%-15s note: %s\n", "", r.note.c_str());
 }
 
 void PrintTableFooter() {
@@ -543,15 +550,31 @@ void PrintTableFooter() {
       "  prio_sample n=1000000 device=cpu                 >= 1M samples/s (4096 in <= 4096 us)\n"
       "  prio_* device=gpu (H100)                         n=10M: sample <= 50 us, update <= 20 us;"
       " n=100M: sample <= 500 us\n"
+      "  gather step_bytes>=4096 (H100), both tiers       >= 90%% of the same-size copy "
+      "(ratio >= 0.90)\n"
+      "  gather tier=device (H100)                        >= 1.2x torch index_select at every "
+      "step size\n"
+      "                                                   (tools/gather_baseline.py, "
+      "tools/gather_summary.py)\n"
+      "  vector_insert envs=4096 step_bytes=1024 (H100)   <= 20 us per call (4096 x 1 KiB from "
+      "device memory)\n"
       "priority rows are microseconds per call of 4096 draws or updates; their ceiling is a\n"
       "baseline measured in the same run (prefix sum + search, or prefix-sum rebuild) and\n"
-      "ratio = value / baseline, so 1 / ratio is the speed-up\n"
+      "ratio = value / baseline, so 1 / ratio is the speed-up; the vector_insert row likewise\n"
+      "(microseconds per call against one copy of the same bytes)\n"
       "ceilings (one thread, same run):\n"
       "  %-22s memcpy of the same step-sized chunks from a %" PRId64
       "-step source into a ring the size of the table's hot tier\n"
       "  %-22s memcpy of B windows of L steps from random step offsets of a buffer the size of "
-      "the sampled steps into one batch buffer\n",
-      kInsertCeiling, kTrajectorySteps, kSampleCeiling);
+      "the sampled steps into one batch buffer\n"
+      "GPU ceilings (same run: copies of the row's payload size queued back to back on one\n"
+      "stream; a gather row's note gives the same copy at 256 MiB, the large-transfer peak):\n"
+      "  %-22s device-to-device copy from a >= 256 MiB ring into one buffer; payload bytes\n"
+      "  %-22s / time, i.e. half the copy's read+write rate\n"
+      "  %-22s host-to-device copy from a >= 256 MiB ring of pinned host memory\n"
+      "  %-22s microseconds of one device-to-device copy of the same 4 MiB\n",
+      kInsertCeiling, kTrajectorySteps, kSampleCeiling, "d2d_memcpy/2", "", "pinned_h2d_memcpy",
+      "d2d_memcpy");
 }
 
 // A fresh directory under $TMPDIR (or /tmp) for the bench database.

@@ -1,7 +1,9 @@
 // `replaydb bench [--json] [--filter SUBSTRING] [--quick] [--big]`: measures
-// inserts, uniform samples and priority tables through the public API, each
-// against a ceiling or baseline measured in the same run, and prints the
-// ratio. The priority cases are described in tools/bench_priority.cc.
+// inserts, uniform samples, priority tables and the GPU hot tier through the
+// public API, each against a ceiling or baseline measured in the same run,
+// and prints the ratio. The priority cases are described in
+// tools/bench_priority.cc, the GPU hot-tier cases (gather, vector_insert;
+// present only where a GPU can be used) in tools/bench_gpu.cc.
 //
 // Benchmarks, identified as "NAME/param=value/...":
 //   insert/step_bytes={64,16384}/writers={1,4}
@@ -14,6 +16,15 @@
 //       one SampleBatch. Ceiling "memcpy_random_windows": one thread
 //       memcpy'ing 256 windows of L steps from random offsets of a buffer the
 //       size of the filled steps into one batch buffer.
+//   gather/tier={device,pinned}/step_bytes={256,4096,65536}/batch=256/L={1,32}
+//       Table::LookupToDevice of 256 random windows of L steps from a table in
+//       device memory or pinned host memory, in payload GB/s. Ceiling
+//       "d2d_memcpy/2" (device) or "pinned_h2d_memcpy" (pinned): copies of
+//       the same payload size on the same stream.
+//   vector_insert/envs=4096/step_bytes=1024
+//       VectorWriter::AppendFromDevice of one step of 4096 x 1 KiB into a
+//       table in device memory, microseconds per call. Ceiling "d2d_memcpy":
+//       one device-to-device copy of the same 4 MiB.
 // Each value is the median of 3 timed runs of 1.0 s (0.2 s with --quick)
 // after a warm-up; time is measured with std::chrono::steady_clock.
 //
@@ -22,8 +33,9 @@
 //   {"bench": "insert", "params": {"step_bytes": 64, "writers": 1},
 //    "value": 2.1e+06, "unit": "steps/s", "ceiling": 4.3e+07,
 //    "ceiling_name": "memcpy_ring", "ratio": 0.0488}
-// (on one line; "ceiling" and "ratio" may be null). The first failing call
-// aborts the run with its Status on stderr and exit status 1.
+// (on one line; "ceiling" and "ratio" may be null; a row with a note, such as
+// a gather row's large-transfer peak, ends with "note": "..."). The first
+// failing call aborts the run with its Status on stderr and exit status 1.
 #ifndef REPLAYDB_TOOLS_BENCH_H_
 #define REPLAYDB_TOOLS_BENCH_H_
 

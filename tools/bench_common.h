@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "replaydb/db.h"
+#include "replaydb/device.h"
 #include "replaydb/status.h"
 
 namespace replaydb::tools {
@@ -65,6 +66,9 @@ struct BenchResult {
   std::optional<double> ceiling;
   std::string ceiling_name;
   std::optional<Target> target;
+  // When non-empty, printed after the row and as "note" in its JSON line
+  // (e.g. a ceiling's large-transfer peak).
+  std::string note;
 
   std::optional<double> ratio() const {
     if (!ceiling.has_value() || !(*ceiling > 0)) return std::nullopt;
@@ -109,6 +113,30 @@ inline Result<double> Median(int repetitions, const std::function<Result<double>
   return rates[rates.size() / 2];
 }
 
+// Microseconds per call of `call` (which queues device work on `stream`):
+// many calls back to back, then one synchronisation, repeated for
+// `timing.duration` (median of repetitions), after 20 warm-up calls. What a
+// caller issuing the calls back to back sees: the slower of the host's
+// per-call work and the device's.
+inline Result<double> GpuMicrosPerCall(const Timing& timing, const DeviceStream& stream,
+                                       const std::function<Status()>& call) {
+  constexpr int kChunk = 100;
+  for (int i = 0; i < 20; ++i) REPLAYDB_RETURN_IF_ERROR(call());  // warm-up
+  REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+  return Median(timing.repetitions, [&]() -> Result<double> {
+    int64_t calls = 0;
+    const auto start = Clock::now();
+    Seconds elapsed{0};
+    do {
+      for (int i = 0; i < kChunk; ++i) REPLAYDB_RETURN_IF_ERROR(call());
+      REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+      calls += kChunk;
+      elapsed = Clock::now() - start;
+    } while (elapsed < timing.duration);
+    return elapsed.count() * 1e6 / static_cast<double>(calls);
+  });
+}
+
 // Creates `spec`'s table, runs `body` on it, then drops it so that benches do
 // not hold each other's memory. The body's error wins over the drop's.
 inline Result<BenchResult> WithTable(DB* db, const TableSpec& spec,
@@ -131,6 +159,9 @@ struct CaseWithTarget {
 std::vector<CaseWithTarget> PriorityCases(bool big);
 // Drops the table the priority cases share; call before the DB closes.
 void ReleasePriorityTables();
+// The GPU hot-tier benches (tools/bench_gpu.cc): gather and vector_insert.
+// Empty, with a note on stderr, where no GPU can be used.
+std::vector<CaseWithTarget> GpuCases();
 
 }  // namespace replaydb::tools
 

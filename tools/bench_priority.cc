@@ -205,27 +205,6 @@ Result<BenchResult> RunPrioUpdateCpu(DB* db, const Timing& timing, int64_t n) {
   }
 }
 
-// Microseconds per call of `call` (which queues device work on `stream`):
-// many calls back to back, then one synchronisation.
-Result<double> GpuMicrosPerCall(const Timing& timing, const DeviceStream& stream,
-                                const std::function<Status()>& call) {
-  constexpr int kChunk = 100;
-  for (int i = 0; i < 20; ++i) REPLAYDB_RETURN_IF_ERROR(call());  // warm-up
-  REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
-  return Median(timing.repetitions, [&]() -> Result<double> {
-    int64_t calls = 0;
-    const auto start = Clock::now();
-    Seconds elapsed{0};
-    do {
-      for (int i = 0; i < kChunk; ++i) REPLAYDB_RETURN_IF_ERROR(call());
-      REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
-      calls += kChunk;
-      elapsed = Clock::now() - start;
-    } while (elapsed < timing.duration);
-    return elapsed.count() * 1e6 / static_cast<double>(calls);
-  });
-}
-
 constexpr char kGpuBaselines[] = "torch: tools/prio_baseline.py";
 
 Result<BenchResult> RunPrioSampleGpu(DB* db, const Timing& timing, int64_t n) {

@@ -11,7 +11,8 @@
 #                         machine's own are too old for our binaries (newer
 #                         ones must win: compute-sanitizer loads its own
 #                         libraries into the process)
-#   .bundle/gpu-run.sh, .bundle/prio_baseline.py, .bundle/prio_summary.py
+#   .bundle/gpu-run.sh, .bundle/prio_baseline.py, .bundle/prio_summary.py,
+#   .bundle/gather_baseline.py, .bundle/gather_summary.py
 # glibc's own libraries (libc, libm, libpthread, libdl, librt, ld-linux) are
 # never bundled: they must match the machine's kernel interface.
 #
@@ -72,7 +73,8 @@ for bin in "$bundle"/bin/*; do
   done
 done
 
-cp tools/gpu-run.sh tools/prio_baseline.py tools/prio_summary.py "$bundle/"
+cp tools/gpu-run.sh tools/prio_baseline.py tools/prio_summary.py tools/gather_baseline.py \
+  tools/gather_summary.py "$bundle/"
 echo "=== gpu-bundle: contents"
 (cd "$bundle" && find . -type f | sort | xargs ls -l | awk '{printf "%10d  %s\n", $5, $9}')
 size_kib=$(du -sk "$bundle" | cut -f1)

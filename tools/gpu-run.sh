@@ -4,16 +4,28 @@
 #   bash .bundle/gpu-run.sh      (or: bash tools/gpu-run.sh)
 # Steps, each logged in full under $OUT (or /tmp/replaydb-gpu-logs):
 #   1. nvidia-smi -L
-#   2. the GPU test suites (Gpu*, DevicePriorityTable*, TableDevice*) plainly,
+#   2. the GPU test suites (Gpu*, DevicePriorityTable*, TableDevice*,
+#      TableGpu*, BlockGather*, DeviceMemory*, DeviceEvent*) plainly,
 #   3. under compute-sanitizer --tool memcheck,
 #   4. under compute-sanitizer --tool racecheck,
 #   5. `replaydb bench --json --big --filter prio` (n = 1M, 10M, 100M; cpu and
 #      gpu), when the tool has that bench,
 #   6. tools/prio_baseline.py (PyTorch's multinomial and cumsum+searchsorted),
-# and prints a short summary table last. Exits non-zero when a step fails.
-# Environment: GTEST_FILTER overrides the suites; REPLAYDB_SKIP_SANITIZERS=1
-# skips steps 3 and 4, REPLAYDB_SKIP_BENCH=1 step 5; REPLAYDB_STEP_TIMEOUT
-# (seconds, default 900) bounds each step.
+#   7. `replaydb bench --json --filter gather` (window gathers from device and
+#      pinned memory against same-size copies) and
+#   8. `replaydb bench --json --filter vector_insert` (4096 x 1 KiB from
+#      device memory), when the tool has those benches,
+#   9. tools/gather_baseline.py (PyTorch's index_select on the same rows,
+#      eager and in a CUDA graph),
+# then prints the priority table (tools/prio_summary.py), the gather table
+# (tools/gather_summary.py) and a short summary of the steps last. Exits
+# non-zero when a step fails.
+# Environment: GTEST_FILTER overrides the suites; REPLAYDB_STEPS picks steps
+# by name, comma-separated, from tests,memcheck,racecheck,prio,gather
+# (default: all; prio covers 5 and 6, gather 7 to 9), so a run can be split
+# across calls that each have a time limit; REPLAYDB_SKIP_SANITIZERS=1
+# drops memcheck and racecheck, REPLAYDB_SKIP_BENCH=1 the benches;
+# REPLAYDB_STEP_TIMEOUT (seconds, default 900) bounds each step.
 set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -38,8 +50,20 @@ if ldd "$bundle/bin/replaydb_tests" "$bundle/bin/replaydb" 2>&1 | grep -q "not f
 fi
 tests="$bundle/bin/replaydb_tests"
 tool="$bundle/bin/replaydb"
-filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*}"
+filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:BlockGather*:DeviceMemory*:DeviceEvent*}"
 unset GTEST_FILTER
+# Under compute-sanitizer, leave out the test that provokes out-of-memory
+# errors on purpose (the sanitizer reports every failed CUDA call).
+case "$filter" in
+  *-*) sanitized_filter="$filter:DeviceMemoryTest.FailuresNameTheBytesAndDevice" ;;
+  *) sanitized_filter="$filter-DeviceMemoryTest.FailuresNameTheBytesAndDevice" ;;
+esac
+
+steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather}"
+[ "${REPLAYDB_SKIP_SANITIZERS:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/memcheck//; s/racecheck//')"
+[ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/prio//; s/gather//')"
+# want STEP: whether STEP is among the steps to run.
+want() { case ",$steps," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
 summary=()
 failed=0
@@ -79,29 +103,41 @@ json_note() { grep -c '^{' "$1" | sed 's/$/ results/'; }
 smi_note() { grep -m1 '^GPU' "$1" | cut -d'(' -f1; }
 
 step "nvidia-smi" nvidia-smi.log smi_note -- nvidia-smi -L
-step "gpu tests" tests.log gtest_note -- "$tests" --gtest_filter="$filter" --gtest_color=no
-if [ "${REPLAYDB_SKIP_SANITIZERS:-0}" != 1 ]; then
+want tests &&
+  step "gpu tests" tests.log gtest_note -- "$tests" --gtest_filter="$filter" --gtest_color=no
+want memcheck &&
   step "memcheck" memcheck.log sanitizer_note -- \
     compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 \
-    "$tests" --gtest_filter="$filter" --gtest_color=no
+    "$tests" --gtest_filter="$sanitized_filter" --gtest_color=no
+want racecheck &&
   step "racecheck" racecheck.log sanitizer_note -- \
     compute-sanitizer --tool racecheck --error-exitcode 1 \
-    "$tests" --gtest_filter="$filter" --gtest_color=no
-fi
-if [ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ]; then
-  summary+=("$(printf '%-22s %-9s %8s  %s' "bench prio" "skipped" "-" "REPLAYDB_SKIP_BENCH=1")")
-elif grep -q "prio_sample" "$tool" 2>/dev/null; then
+    "$tests" --gtest_filter="$sanitized_filter" --gtest_color=no
+if want prio; then
   step "bench prio" bench.jsonl json_note -- "$tool" bench --json --big --filter prio
-else
-  summary+=("$(printf '%-22s %-9s %8s  %s' "bench prio" "absent" "-" "this replaydb has no prio bench")")
+  command -v python3 >/dev/null &&
+    step "torch baseline" baseline.jsonl json_note -- python3 "$bundle/prio_baseline.py"
 fi
-if command -v python3 >/dev/null; then
-  step "torch baseline" baseline.jsonl json_note -- python3 "$bundle/prio_baseline.py"
+if want gather; then
+  for bench in gather vector_insert; do
+    step "bench $bench" "bench-$bench.jsonl" json_note -- "$tool" bench --json --filter "$bench"
+  done
+  command -v python3 >/dev/null &&
+    step "torch gather baseline" gather-baseline.jsonl json_note -- \
+      python3 "$bundle/gather_baseline.py"
 fi
 
-echo
-echo "=== gpu-run: priority tables, microseconds per call of 4096"
-python3 "$bundle/prio_summary.py" "$logs/bench.jsonl" "$logs/baseline.jsonl"
+if want prio; then
+  echo
+  echo "=== gpu-run: priority tables, microseconds per call of 4096"
+  python3 "$bundle/prio_summary.py" "$logs/bench.jsonl" "$logs/baseline.jsonl"
+fi
+if want gather; then
+  echo
+  echo "=== gpu-run: gathers (payload GB/s, batch 256) and vector inserts"
+  python3 "$bundle/gather_summary.py" "$logs/bench-gather.jsonl" \
+    "$logs/bench-vector_insert.jsonl" "$logs/gather-baseline.jsonl"
+fi
 echo
 echo "=== gpu-run: summary (logs in $logs)"
 printf '%-22s %-9s %8s  %s\n' step result seconds note

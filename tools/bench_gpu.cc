@@ -1,0 +1,589 @@
+// `replaydb bench` cases of the GPU hot tier, present only where a GPU can be
+// used (CudaDeviceCount > 0; otherwise a note on stderr says why not):
+//
+//   gather/tier={device,pinned}/step_bytes={256,4096,65536}/batch=256/L={1,32}
+//       Table::SampleToDevice of 256 windows of L steps into device buffers
+//       (the column, keys, probabilities and mask), drawn on the device too
+//       (a uniform table with priority_device 0: nothing passes through the
+//       host), from a table of one u8[step_bytes] column whose hot tier is in
+//       device 0's memory
+//       (tier=device: Placement::Device(0)) or in pinned host memory that the
+//       kernel reads over PCIe (tier=pinned: Placement::Host(), which must
+//       report "pinned"). The table (block_steps 64) is filled, untimed,
+//       through VectorWriter::AppendFromDevice with 1024-step trajectories:
+//       max(min(2 GiB, 1M steps), 8 batches) of step data, at most 4 GiB.
+//       Before timing, 8 windows read by LookupToDevice are checked against
+//       the bytes written. The note also gives the host time of a call, and
+//       of a LookupToDevice of 256 host keys (random live items in enough
+//       sets of 256 that one pass reads >= 256 MiB, cycling through them),
+//       whose host work grows with the keys. Value: payload GB/s = 256 * L * step_bytes / time
+//       per call.
+//       Ceiling, measured right there, copies of the same payload size back
+//       to back on the same stream from a source ring of >= 256 MiB into one
+//       destination (like the gather's output):
+//         "d2d_memcpy/2"       tier=device: CopyDeviceToDeviceAsync; payload
+//                              bytes / time, i.e. half the memcpy's
+//                              read+write rate;
+//         "pinned_h2d_memcpy"  tier=pinned: CopyHostToDeviceAsync from pinned
+//                              memory (PinnedBuffer).
+//       The row's note gives the same copy at 256 MiB (the large-transfer
+//       peak), measured once per run. torch's index_select of the same rows is
+//       timed by tools/gather_baseline.py; tools/gather_summary.py puts the
+//       two side by side.
+//
+//   vector_insert/envs=4096/step_bytes=1024
+//       VectorWriter::AppendFromDevice of one step of 4096 environments x
+//       1 KiB from a device array, into a table on device 0 (u8[1024], block
+//       64 steps, room for 4 trajectories of 64 steps per environment). Every
+//       environment's trajectory ends after 64 steps; those 4096 End calls
+//       run between the timed stretches (their cost is in the row's note).
+//       The hot tier is filled once beforehand, so the timed appends evict.
+//       Value: microseconds per call. Ceiling "d2d_memcpy": microseconds of
+//       one CopyDeviceToDeviceAsync of the same 4 MiB (from the same input
+//       into a 256 MiB ring); ratio = value / ceiling, as for the priority
+//       rows.
+//
+// Time per call: wall time of many calls queued on one DeviceStream,
+// synchronised at the end (GpuMicrosPerCall), median of the repetitions.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "replaydb/db.h"
+#include "replaydb/device.h"
+#include "replaydb/options.h"
+#include "replaydb/status.h"
+#include "replaydb/table.h"
+#include "replaydb/types.h"
+#include "tools/bench_common.h"
+
+namespace replaydb::tools {
+namespace {
+
+constexpr int kDevice = 0;
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kBlockSteps = 64;
+
+// ---- gather
+constexpr int64_t kGatherBatch = 256;
+constexpr int64_t kGatherTrajectorySteps = 1024;
+// The fill: min(kFillBytes, kFillMaxSteps steps) of step data, raised to
+// kFillMinBatches batches, capped at kFillMaxBytes.
+constexpr int64_t kFillBytes = 2 * kGiB;
+constexpr int64_t kFillMaxSteps = int64_t{1} << 20;
+constexpr int64_t kFillMinBatches = 8;
+constexpr int64_t kFillMaxBytes = 4 * kGiB;
+// Environments of the fill's vector writer, at most.
+constexpr int64_t kFillMaxEnvs = 256;
+// Step contents the fill cycles through, so that neighbouring steps differ
+// (odd, so that a window off by one step shows).
+constexpr int64_t kFillPatterns = 7;
+// Key sets: one pass over them reads >= kKeyCycleBytes of windows.
+constexpr int64_t kKeyCycleBytes = 256 * kMiB;
+constexpr int64_t kMinKeySets = 8;
+constexpr int64_t kMaxKeySets = 4096;
+// Windows checked against the written bytes before the timing.
+constexpr int64_t kCheckedWindows = 8;
+
+// ---- copies the rows are held to
+// Source ring of the same-size copies: >= this many bytes and >= 2 payloads.
+constexpr int64_t kRingBytes = 256 * kMiB;
+// The large transfer whose rate the gather rows' notes give.
+constexpr int64_t kPeakBytes = 256 * kMiB;
+constexpr char kD2dHalfCeiling[] = "d2d_memcpy/2";
+constexpr char kPinnedCeiling[] = "pinned_h2d_memcpy";
+constexpr char kD2dCeiling[] = "d2d_memcpy";
+
+// ---- vector insert
+constexpr int64_t kInsertEnvs = 4096;
+constexpr int64_t kInsertStepBytes = 1024;
+constexpr int64_t kInsertTrajectorySteps = 64;
+// Trajectories per environment the hot tier holds.
+constexpr int64_t kInsertGenerations = 4;
+
+enum class Tier { kDevice, kPinned };
+
+const char* TierName(Tier tier) {
+  return tier == Tier::kDevice ? "device" : "pinned";
+}
+
+// n bytes of a pseudo-random pattern.
+std::vector<uint8_t> PatternBytes(size_t n, uint64_t seed) {
+  std::vector<uint8_t> out(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  size_t i = 0;
+  for (; i + sizeof(x) <= n; i += sizeof(x)) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(out.data() + i, &x, sizeof(x));
+  }
+  for (; i < n; ++i) out[i] = static_cast<uint8_t>(i);
+  return out;
+}
+
+TableSpec OneColumnSpec(std::string name, int64_t step_bytes, Placement placement) {
+  TableSpec spec;
+  spec.name = std::move(name);
+  spec.columns = {{"data", DType::kU8, Shape{step_bytes}}};
+  spec.block_steps = kBlockSteps;
+  spec.placement = placement;
+  return spec;
+}
+
+// FailedPrecondition unless the table's hot tier is where the case needs it.
+Status CheckPlacement(Table* table, const std::string& want, const std::string& what) {
+  const TableInfo info = table->Info();
+  if (info.placement == want) return Status::OK();
+  return Status::FailedPrecondition(
+      what + ": the table's hot tier is '" + info.placement + "', expected '" + want + "'" +
+      (want == "pinned" ? " (Placement::Host() on a machine with a GPU should "
+                          "be pinned, mapped host memory)"
+                        : ""));
+}
+
+// Microseconds per copy of `bytes` queued back to back on `stream`: copy i
+// reads slot i % src_slots of `src` (device memory, or pinned host memory
+// when `from_host`) and writes slot i % dst_slots of `dst` (device memory).
+Result<double> CopyMicros(const Timing& timing, const DeviceStream& stream, bool from_host,
+                          void* dst, int64_t dst_slots, const void* src, int64_t src_slots,
+                          int64_t bytes) {
+  int64_t next = 0;
+  return GpuMicrosPerCall(timing, stream, [&] {
+    const int64_t i = next++;
+    void* to = static_cast<std::byte*>(dst) + (i % dst_slots) * bytes;
+    const void* from = static_cast<const std::byte*>(src) + (i % src_slots) * bytes;
+    const size_t n = static_cast<size_t>(bytes);
+    return from_host ? CopyHostToDeviceAsync(to, from, n, stream.handle())
+                     : CopyDeviceToDeviceAsync(to, from, n, stream.handle());
+  });
+}
+
+// Payload GB/s of copies of `bytes` into one device buffer, from a ring of
+// >= kRingBytes and >= 2 slots in device memory (tier=device) or pinned host
+// memory (tier=pinned).
+Result<double> SameSizeCopyGBps(const Timing& timing, const DeviceStream& stream, Tier tier,
+                                int64_t bytes) {
+  const int64_t slots = std::max<int64_t>(2, (kRingBytes + bytes - 1) / bytes);
+  const size_t ring_bytes = static_cast<size_t>(slots * bytes);
+  REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer dst,
+                            DeviceBuffer::Allocate(kDevice, static_cast<size_t>(bytes)));
+  double micros = 0;
+  if (tier == Tier::kDevice) {
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer ring, DeviceBuffer::Allocate(kDevice, ring_bytes));
+    REPLAYDB_RETURN_IF_ERROR(ring.Fill(0x5A, stream.handle()));
+    REPLAYDB_ASSIGN_OR_RETURN(micros, CopyMicros(timing, stream, /*from_host=*/false, dst.data(), 1,
+                                                 ring.data(), slots, bytes));
+  } else {
+    REPLAYDB_ASSIGN_OR_RETURN(PinnedBuffer ring, PinnedBuffer::Allocate(ring_bytes));
+    std::memset(ring.data(), 0x5A, ring_bytes);
+    REPLAYDB_ASSIGN_OR_RETURN(micros, CopyMicros(timing, stream, /*from_host=*/true, dst.data(), 1,
+                                                 ring.data(), slots, bytes));
+  }
+  return static_cast<double>(bytes) / micros / 1e3;
+}
+
+// Payload GB/s of kPeakBytes copies of the tier's kind; measured once per
+// process and tier.
+Result<double> PeakCopyGBps(const Timing& timing, const DeviceStream& stream, Tier tier) {
+  static std::optional<double> peak[2];
+  std::optional<double>& cached = peak[tier == Tier::kDevice ? 0 : 1];
+  if (!cached.has_value()) {
+    REPLAYDB_ASSIGN_OR_RETURN(cached, SameSizeCopyGBps(timing, stream, tier, kPeakBytes));
+  }
+  return *cached;
+}
+
+std::string PeakNote(Tier tier, double peak_gbps) {
+  char buf[192];
+  if (tier == Tier::kDevice) {
+    std::snprintf(buf, sizeof(buf), "%s of 256 MiB (peak): %.0f GB/s (memcpy read+write %.0f GB/s)",
+                  kD2dHalfCeiling, peak_gbps, 2 * peak_gbps);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%s of 256 MiB (peak): %.1f GB/s", kPinnedCeiling, peak_gbps);
+  }
+  return buf;
+}
+
+// How much the gather table holds.
+struct GatherFill {
+  int64_t envs = 0;          // of the fill's vector writer
+  int64_t trajectories = 0;  // a multiple of envs
+  int64_t steps = 0;         // trajectories * kGatherTrajectorySteps
+};
+
+GatherFill GatherFillFor(int64_t step_bytes, int64_t sequence_length) {
+  const int64_t batch_bytes = kGatherBatch * sequence_length * step_bytes;
+  int64_t bytes = std::min(kFillBytes, kFillMaxSteps * step_bytes);
+  bytes = std::min(kFillMaxBytes, std::max(bytes, kFillMinBatches * batch_bytes));
+  const int64_t trajectory_bytes = kGatherTrajectorySteps * step_bytes;
+  GatherFill fill;
+  fill.trajectories = std::max<int64_t>(1, (bytes + trajectory_bytes - 1) / trajectory_bytes);
+  fill.envs = std::min(fill.trajectories, kFillMaxEnvs);
+  fill.trajectories = (fill.trajectories + fill.envs - 1) / fill.envs * fill.envs;
+  fill.steps = fill.trajectories * kGatherTrajectorySteps;
+  return fill;
+}
+
+// The host copy of what the fill wrote: step s of the trajectory that
+// environment e wrote holds pattern row (s % kFillPatterns, e).
+struct FillPatterns {
+  int64_t envs = 0;
+  int64_t step_bytes = 0;
+  std::vector<uint8_t> bytes;  // [kFillPatterns, envs, step_bytes]
+
+  const uint8_t* Step(int64_t env, int64_t step) const {
+    return bytes.data() + ((step % kFillPatterns) * envs + env) * step_bytes;
+  }
+};
+
+// Writes fill.trajectories trajectories of kGatherTrajectorySteps steps with
+// AppendFromDevice, fill.envs at a time; (*trajectory_ids)[t] is trajectory
+// t's id, written by environment t % fill.envs.
+Status FillGatherTable(Table* table, const GatherFill& fill, const FillPatterns& patterns,
+                       const DeviceStream& stream, std::vector<uint64_t>* trajectory_ids) {
+  REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer d_patterns,
+                            DeviceBuffer::Allocate(kDevice, patterns.bytes.size()));
+  REPLAYDB_RETURN_IF_ERROR(
+      d_patterns.CopyFromHost(patterns.bytes.data(), patterns.bytes.size(), 0, stream.handle()));
+  WriterOptions options;
+  options.timeout = kCallTimeout;
+  REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorWriter> writer,
+                            table->NewVectorWriter(static_cast<size_t>(fill.envs), options));
+  const size_t step_rows_bytes = static_cast<size_t>(fill.envs * patterns.step_bytes);
+  ConstTensor step{DType::kU8, Shape{fill.envs, patterns.step_bytes}, nullptr, step_rows_bytes};
+  trajectory_ids->clear();
+  for (int64_t round = 0; round < fill.trajectories / fill.envs; ++round) {
+    for (int64_t s = 0; s < kGatherTrajectorySteps; ++s) {
+      step.data = d_patterns.as<std::byte>() + (s % kFillPatterns) * step_rows_bytes;
+      Status st = writer->AppendFromDevice(std::span<const ConstTensor>(&step, 1), stream.handle());
+      if (!st.ok()) return st.WithContext("fill: AppendFromDevice");
+    }
+    for (int64_t e = 0; e < fill.envs; ++e) {
+      trajectory_ids->push_back(writer->trajectory_id(static_cast<size_t>(e)));
+      Status st = writer->End(static_cast<size_t>(e), EndReason::kTerminal);
+      if (!st.ok()) return st.WithContext("fill: End");
+    }
+  }
+  // d_patterns is freed on return: the queued appends must be done.
+  return stream.Synchronize();
+}
+
+// The device buffers a LookupToDevice of kGatherBatch windows writes.
+struct GatherOutput {
+  DeviceBuffer column;         // [B, L, step_bytes]
+  DeviceBuffer keys;           // [B] u64
+  DeviceBuffer probabilities;  // [B] f32
+  DeviceBuffer mask;           // [B * L] u8
+  DeviceSampleOutput out;
+};
+
+Result<GatherOutput> AllocateGatherOutput(int64_t sequence_length, int64_t step_bytes) {
+  const size_t windows = static_cast<size_t>(kGatherBatch * sequence_length);
+  GatherOutput g;
+  REPLAYDB_ASSIGN_OR_RETURN(
+      g.column, DeviceBuffer::Allocate(kDevice, windows * static_cast<size_t>(step_bytes)));
+  REPLAYDB_ASSIGN_OR_RETURN(g.keys,
+                            DeviceBuffer::Allocate(kDevice, kGatherBatch * sizeof(uint64_t)));
+  REPLAYDB_ASSIGN_OR_RETURN(g.probabilities,
+                            DeviceBuffer::Allocate(kDevice, kGatherBatch * sizeof(float)));
+  REPLAYDB_ASSIGN_OR_RETURN(g.mask, DeviceBuffer::Allocate(kDevice, windows));
+  g.out.keys = g.keys.as<uint64_t>();
+  g.out.probabilities = g.probabilities.as<float>();
+  g.out.weights = nullptr;
+  g.out.columns = {g.column.data()};
+  g.out.mask = g.mask.as<uint8_t>();
+  return Result<GatherOutput>(std::move(g));
+}
+
+// Gathers the first kCheckedWindows windows and compares keys, mask and
+// bytes with what the fill wrote (window w: trajectory traj[w], start
+// start[w]).
+Status CheckGather(Table* table, const GatherFill& fill, const FillPatterns& patterns,
+                   std::span<const ItemKey> keys, std::span<const int64_t> traj,
+                   std::span<const int64_t> start, int64_t sequence_length, GatherOutput* g,
+                   const DeviceStream& stream) {
+  const int64_t n = kCheckedWindows;
+  const size_t window_bytes = static_cast<size_t>(sequence_length * patterns.step_bytes);
+  REPLAYDB_RETURN_IF_ERROR(g->column.Fill(0xEE, stream.handle()));
+  REPLAYDB_RETURN_IF_ERROR(g->mask.Fill(0xEE, stream.handle()));
+  Status s = table->LookupToDevice(keys.first(n), g->out, stream.handle());
+  if (!s.ok()) return s.WithContext("check: LookupToDevice");
+  REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+  std::vector<uint8_t> column(n * window_bytes);
+  std::vector<uint8_t> mask(n * sequence_length);
+  std::vector<uint64_t> got_keys(n);
+  REPLAYDB_RETURN_IF_ERROR(g->column.CopyToHost(column.data(), column.size(), 0, stream.handle()));
+  REPLAYDB_RETURN_IF_ERROR(g->mask.CopyToHost(mask.data(), mask.size(), 0, stream.handle()));
+  REPLAYDB_RETURN_IF_ERROR(
+      g->keys.CopyToHost(got_keys.data(), got_keys.size() * sizeof(uint64_t), 0, stream.handle()));
+  for (int64_t w = 0; w < n; ++w) {
+    const std::string where =
+        "check: window " + std::to_string(w) + " (key " + std::to_string(keys[w]) + ")";
+    if (got_keys[w] != keys[w]) {
+      return Status::Internal(where + ": LookupToDevice wrote key " + std::to_string(got_keys[w]));
+    }
+    const int64_t env = traj[w] % fill.envs;
+    for (int64_t j = 0; j < sequence_length; ++j) {
+      if (mask[w * sequence_length + j] != 1) {
+        return Status::Internal(where + ": mask of step " + std::to_string(j) + " is " +
+                                std::to_string(mask[w * sequence_length + j]) + ", expected 1");
+      }
+      const uint8_t* got = column.data() + w * window_bytes + j * patterns.step_bytes;
+      if (std::memcmp(got, patterns.Step(env, start[w] + j),
+                      static_cast<size_t>(patterns.step_bytes)) != 0) {
+        return Status::Internal(where + ": step " + std::to_string(j) +
+                                " differs from the bytes written");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Result<BenchResult> RunGather(DB* db, const Timing& timing, Tier tier, int64_t step_bytes,
+                              int64_t sequence_length) {
+  const GatherFill fill = GatherFillFor(step_bytes, sequence_length);
+  TableSpec spec =
+      OneColumnSpec(std::string("bench_gather_") + TierName(tier), step_bytes,
+                    tier == Tier::kDevice ? Placement::Device(kDevice) : Placement::Host());
+  spec.sequence_length = sequence_length;
+  spec.padding = Padding::kNone;
+  spec.selector = SelectorKind::kUniform;
+  // Draws on the device too: the timed SampleToDevice passes nothing
+  // through the host.
+  spec.priority_device = kDevice;
+  // One spare block per environment: the fill evicts nothing.
+  spec.capacity_steps = fill.steps + fill.envs * kBlockSteps;
+
+  return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
+    const std::string what = std::string("gather tier=") + TierName(tier);
+    REPLAYDB_RETURN_IF_ERROR(CheckPlacement(
+        table, tier == Tier::kDevice ? "device:" + std::to_string(kDevice) : "pinned", what));
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create(kDevice));
+
+    FillPatterns patterns;
+    patterns.envs = fill.envs;
+    patterns.step_bytes = step_bytes;
+    patterns.bytes = PatternBytes(static_cast<size_t>(kFillPatterns * fill.envs * step_bytes),
+                                  static_cast<uint64_t>(step_bytes));
+    std::vector<uint64_t> trajectory_ids;
+    REPLAYDB_RETURN_IF_ERROR(FillGatherTable(table, fill, patterns, stream, &trajectory_ids));
+    const TableInfo info = table->Info();
+    const int64_t items_per_trajectory = kGatherTrajectorySteps - sequence_length + 1;
+    if (info.num_steps != fill.steps ||
+        info.num_items != fill.trajectories * items_per_trajectory ||
+        info.evicted_trajectories != 0) {
+      return Status::Internal(what + ": after the fill the table holds " +
+                              std::to_string(info.num_steps) + " steps and " +
+                              std::to_string(info.num_items) + " items (" +
+                              std::to_string(info.evicted_trajectories) +
+                              " trajectories evicted); expected " + std::to_string(fill.steps) +
+                              " and " + std::to_string(fill.trajectories * items_per_trajectory));
+    }
+
+    // Key sets, drawn up front: random live items (trajectory, start).
+    const int64_t payload = kGatherBatch * sequence_length * step_bytes;
+    const int64_t sets =
+        std::clamp((kKeyCycleBytes + payload - 1) / payload, kMinKeySets, kMaxKeySets);
+    std::vector<ItemKey> keys(static_cast<size_t>(sets * kGatherBatch));
+    std::vector<int64_t> traj(keys.size());
+    std::vector<int64_t> start(keys.size());
+    std::mt19937_64 rng(static_cast<uint64_t>(step_bytes * 131 + sequence_length));
+    std::uniform_int_distribution<int64_t> traj_dist(0, fill.trajectories - 1);
+    std::uniform_int_distribution<int64_t> start_dist(0, items_per_trajectory - 1);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      traj[i] = traj_dist(rng);
+      start[i] = start_dist(rng);
+      keys[i] = MakeItemKey(trajectory_ids[static_cast<size_t>(traj[i])], start[i]);
+    }
+
+    REPLAYDB_ASSIGN_OR_RETURN(GatherOutput g, AllocateGatherOutput(sequence_length, step_bytes));
+    REPLAYDB_RETURN_IF_ERROR(
+        CheckGather(table, fill, patterns, keys, traj, start, sequence_length, &g, stream));
+
+    int64_t next = 0;
+    // Timed: SampleToDevice, drawn and gathered on the device.
+    SampleOptions sample;
+    sample.timeout = kCallTimeout;
+    const auto call = [&] { return table->SampleToDevice(kGatherBatch, sample, g.out, stream.handle()); };
+    REPLAYDB_ASSIGN_OR_RETURN(const double micros, GpuMicrosPerCall(timing, stream, call));
+
+    // How much of a call is host work: the time inside the calls alone.
+    Seconds host{0};
+    constexpr int kHostCalls = 200;
+    for (int i = 0; i < kHostCalls; ++i) {
+      const auto start_call = Clock::now();
+      REPLAYDB_RETURN_IF_ERROR(call());
+      host += Clock::now() - start_call;
+      if (i % 10 == 9) REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+    }
+    REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+    const double host_micros = host.count() * 1e6 / kHostCalls;
+    // Host-drawn keys (LookupToDevice) cost host work per key as well.
+    Seconds lookup{0};
+    for (int i = 0; i < kHostCalls; ++i) {
+      const size_t set = static_cast<size_t>(next++ % sets);
+      const auto start_call = Clock::now();
+      REPLAYDB_RETURN_IF_ERROR(table->LookupToDevice(
+          std::span<const ItemKey>(keys).subspan(set * kGatherBatch, kGatherBatch), g.out,
+          stream.handle()));
+      lookup += Clock::now() - start_call;
+      if (i % 10 == 9) REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+    }
+    REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+    const double lookup_micros = lookup.count() * 1e6 / kHostCalls;
+
+    // The ceiling, and the same copy at kPeakBytes.
+    REPLAYDB_ASSIGN_OR_RETURN(const double ceiling,
+                              SameSizeCopyGBps(timing, stream, tier, payload));
+    REPLAYDB_ASSIGN_OR_RETURN(const double peak, PeakCopyGBps(timing, stream, tier));
+
+    BenchResult r;
+    r.value = static_cast<double>(payload) / micros / 1e3;
+    r.unit = "GB/s";
+    r.ceiling = ceiling;
+    r.ceiling_name = tier == Tier::kDevice ? kD2dHalfCeiling : kPinnedCeiling;
+    char host_note[128];
+    std::snprintf(host_note, sizeof(host_note),
+                  "; host part of a call %.1f us (LookupToDevice of host keys: %.1f us)",
+                  host_micros, lookup_micros);
+    r.note = PeakNote(tier, peak) + host_note;
+    return r;
+  });
+}
+
+Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing) {
+  TableSpec spec =
+      OneColumnSpec("bench_vector_insert", kInsertStepBytes, Placement::Device(kDevice));
+  spec.capacity_steps = kInsertEnvs * kInsertTrajectorySteps * kInsertGenerations;
+
+  return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
+    REPLAYDB_RETURN_IF_ERROR(
+        CheckPlacement(table, "device:" + std::to_string(kDevice), "vector_insert"));
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create(kDevice));
+    const size_t step_rows_bytes = static_cast<size_t>(kInsertEnvs * kInsertStepBytes);
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer input, DeviceBuffer::Allocate(kDevice, step_rows_bytes));
+    {
+      const std::vector<uint8_t> bytes = PatternBytes(step_rows_bytes, 17);
+      REPLAYDB_RETURN_IF_ERROR(input.CopyFromHost(bytes.data(), bytes.size(), 0, stream.handle()));
+    }
+    WriterOptions options;
+    options.timeout = kCallTimeout;
+    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorWriter> writer,
+                              table->NewVectorWriter(static_cast<size_t>(kInsertEnvs), options));
+    const ConstTensor step{DType::kU8, Shape{kInsertEnvs, kInsertStepBytes}, input.data(),
+                           step_rows_bytes};
+    const std::span<const ConstTensor> steps(&step, 1);
+
+    // One trajectory of kInsertTrajectorySteps appends per environment,
+    // synchronised at the end; returns its wall time.
+    auto append_trajectories = [&]() -> Result<Seconds> {
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < kInsertTrajectorySteps; ++i) {
+        Status s = writer->AppendFromDevice(steps, stream.handle());
+        if (!s.ok()) return s.WithContext("AppendFromDevice");
+      }
+      REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+      return Seconds(Clock::now() - t0);
+    };
+    Seconds end_time{0};
+    int64_t end_calls = 0;
+    auto end_all = [&]() -> Status {
+      const auto t0 = Clock::now();
+      for (int64_t e = 0; e < kInsertEnvs; ++e) {
+        Status s = writer->End(static_cast<size_t>(e), EndReason::kTerminal);
+        if (!s.ok()) return s.WithContext("End");
+      }
+      end_time += Clock::now() - t0;
+      end_calls += kInsertEnvs;
+      return Status::OK();
+    };
+
+    // Warm-up: fill the hot tier once, so that the timed appends evict.
+    for (int64_t g = 0; g < kInsertGenerations; ++g) {
+      Result<Seconds> t = append_trajectories();
+      if (!t.ok()) return t.status().WithContext("warm-up");
+      REPLAYDB_RETURN_IF_ERROR(end_all());
+    }
+    Result<double> micros = Median(timing.repetitions, [&]() -> Result<double> {
+      Seconds timed{0};
+      int64_t calls = 0;
+      do {
+        REPLAYDB_ASSIGN_OR_RETURN(const Seconds t, append_trajectories());
+        timed += t;
+        calls += kInsertTrajectorySteps;
+        REPLAYDB_RETURN_IF_ERROR(end_all());
+      } while (timed < timing.duration);
+      return timed.count() * 1e6 / static_cast<double>(calls);
+    });
+    if (!micros.ok()) return micros.status();
+
+    // Ceiling: the same 4 MiB copied device to device into a 256 MiB ring.
+    const int64_t slots = kRingBytes / static_cast<int64_t>(step_rows_bytes);
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer ring,
+                              DeviceBuffer::Allocate(kDevice, slots * step_rows_bytes));
+    REPLAYDB_ASSIGN_OR_RETURN(const double copy_micros,
+                              CopyMicros(timing, stream, /*from_host=*/false, ring.data(), slots,
+                                         input.data(), 1, static_cast<int64_t>(step_rows_bytes)));
+
+    BenchResult r;
+    r.value = *micros;
+    r.unit = "us";
+    r.ceiling = copy_micros;
+    r.ceiling_name = kD2dCeiling;
+    char note[160];
+    std::snprintf(note, sizeof(note), "untimed: End of every env each %d appends, %.2f us per End",
+                  static_cast<int>(kInsertTrajectorySteps),
+                  end_calls > 0 ? end_time.count() * 1e6 / static_cast<double>(end_calls) : 0.0);
+    r.note = note;
+    return r;
+  });
+}
+
+}  // namespace
+
+std::vector<CaseWithTarget> GpuCases() {
+  std::vector<CaseWithTarget> cases;
+  std::string why_no_gpu;
+  if (CudaDeviceCount(&why_no_gpu) <= 0) {
+    std::fprintf(stderr, "replaydb bench: gather and vector_insert cases left out: %s\n",
+                 why_no_gpu.c_str());
+    return cases;
+  }
+  for (Tier tier : {Tier::kDevice, Tier::kPinned}) {
+    for (int64_t step_bytes : {int64_t{256}, int64_t{4096}, int64_t{65536}}) {
+      for (int64_t l : {int64_t{1}, int64_t{32}}) {
+        std::optional<Target> target;
+        if (step_bytes >= 4096) {
+          target = Target{Target::Kind::kRatioAtLeast, 0.90, "ratio >= 0.90 (H100)"};
+        }
+        cases.push_back({{"gather",
+                          {{"tier", 0, TierName(tier)},
+                           {"step_bytes", step_bytes},
+                           {"batch", kGatherBatch},
+                           {"L", l}},
+                          [tier, step_bytes, l](DB* db, const Timing& timing) {
+                            return RunGather(db, timing, tier, step_bytes, l);
+                          }},
+                         target});
+      }
+    }
+  }
+  cases.push_back({{"vector_insert",
+                    {{"envs", kInsertEnvs}, {"step_bytes", kInsertStepBytes}},
+                    [](DB* db, const Timing& timing) { return RunVectorInsert(db, timing); }},
+                   Target{Target::Kind::kValueAtMost, 20.0, "<= 20 us (H100)"}});
+  return cases;
+}
+
+}  // namespace replaydb::tools
