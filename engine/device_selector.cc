@@ -6,28 +6,28 @@
 namespace replaydb::engine {
 
 Result<std::unique_ptr<DeviceSelector>> DeviceSelector::Create(int device, int64_t capacity,
-                                                               double alpha, bool uniform) {
+                                                               double alpha) {
   kernels::DevicePriorityTable::Options options;
   options.device = device;
   options.capacity = capacity;
-  options.alpha = uniform ? 1.0 : alpha;
+  options.alpha = alpha;
   options.caller_slots = true;
   options.seed = std::random_device{}();
   auto table = kernels::DevicePriorityTable::Create(options);
   if (!table.ok()) {
     return table.status().WithContext("priorities on CUDA device " + std::to_string(device));
   }
-  return std::unique_ptr<DeviceSelector>(new DeviceSelector(std::move(table).value(), uniform));
+  return std::unique_ptr<DeviceSelector>(new DeviceSelector(std::move(table).value()));
 }
 
 void DeviceSelector::Insert(const index::ItemRef& item) {
-  Note(table_->InsertAt(item.key, uniform_ ? 1.0 : item.priority, item.slot));
+  Note(table_->InsertAt(item.key, item.priority, item.slot));
 }
 
 void DeviceSelector::Remove(const index::ItemRef& item) { Note(table_->Remove(item.key)); }
 
 void DeviceSelector::Update(const index::ItemRef& item, double new_priority) {
-  if (!uniform_) Note(table_->SetPriority(item.key, new_priority));
+  Note(table_->SetPriority(item.key, new_priority));
 }
 
 index::Selection DeviceSelector::Select(Random&, index::Stratum) const { return {0, 0}; }

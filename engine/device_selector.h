@@ -3,8 +3,9 @@
 // into a kernels::DevicePriorityTable, each item at the slot where its
 // window starts (ItemRef::slot), so a drawn slot leads a gather kernel
 // straight to the window; draws happen in batches on the device
-// (TableImpl::Sample and SampleToDevice), never through Select. A uniform
-// selector gives every item priority 1 and ignores updates.
+// (TableImpl::Sample and SampleToDevice), never through Select. (Uniform
+// tables drawing on a device use an index::UniformSelector mirrored into the
+// DeviceTier instead.)
 #ifndef REPLAYDB_ENGINE_DEVICE_SELECTOR_H_
 #define REPLAYDB_ENGINE_DEVICE_SELECTOR_H_
 
@@ -19,7 +20,7 @@ class DeviceSelector final : public index::Selector {
  public:
   // NotSupported (naming the device and why) where it cannot be used.
   static Result<std::unique_ptr<DeviceSelector>> Create(int device, int64_t capacity,
-                                                        double alpha, bool uniform);
+                                                        double alpha);
 
   void Insert(const index::ItemRef& item) override;
   void Remove(const index::ItemRef& item) override;
@@ -29,20 +30,18 @@ class DeviceSelector final : public index::Selector {
   index::Selection Select(Random& rng, index::Stratum stratum) const override;
 
   kernels::DevicePriorityTable& table() { return *table_; }
-  bool uniform() const { return uniform_; }
   // The first staging error (a broken invariant: capacity is the hot tier's
   // step capacity, so the table cannot fill up), OK if none.
   const Status& error() const { return error_; }
 
  private:
-  DeviceSelector(std::unique_ptr<kernels::DevicePriorityTable> table, bool uniform)
-      : table_(std::move(table)), uniform_(uniform) {}
+  explicit DeviceSelector(std::unique_ptr<kernels::DevicePriorityTable> table)
+      : table_(std::move(table)) {}
   void Note(Status s) {
     if (error_.ok() && !s.ok()) error_ = std::move(s);
   }
 
   std::unique_ptr<kernels::DevicePriorityTable> table_;
-  const bool uniform_;
   Status error_;
 };
 

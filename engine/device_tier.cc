@@ -31,6 +31,7 @@ Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(const Options& options) {
   index.num_blocks = options.layout.num_blocks;
   index.block_steps = options.layout.block_steps;
   index.item_steps = options.item_steps;
+  index.uniform_draws = options.uniform_draws;
   REPLAYDB_ASSIGN_OR_RETURN(tier->index_, kernels::DeviceBlockIndex::Create(index));
   REPLAYDB_ASSIGN_OR_RETURN(tier->write_stream_, DeviceStream::Create(options.device));
   REPLAYDB_ASSIGN_OR_RETURN(tier->writes_done_, kernels::DeviceEvent::Create(options.device));
@@ -52,6 +53,12 @@ void DeviceTier::Link(int64_t block, int64_t next) { index_->SetNext(block, next
 
 void DeviceTier::NewItem(int64_t slot, int64_t steps) {
   index_->SetItemSteps(slot, static_cast<uint32_t>(steps));
+}
+
+void DeviceTier::SetBlockKey(int64_t block, uint64_t key) { index_->SetBlockKey(block, key); }
+
+void DeviceTier::PlaceLive(size_t position, int64_t slot) {
+  index_->SetLive(static_cast<int64_t>(position), slot);
 }
 
 uint64_t DeviceTier::Completed() {
@@ -78,6 +85,12 @@ Status DeviceTier::WaitFor(uint64_t epoch) {
 Status DeviceTier::BeforeAccess(void* stream) {
   if (index_->dirty()) {
     REPLAYDB_RETURN_IF_ERROR(writes_done_.MakeStreamWait(write_stream_.handle()));
+    // Queued gathers may still read entries the flush rewrites (a live
+    // position that a removal refills): the flush waits for them on the
+    // device.
+    if (!in_flight_.empty()) {
+      REPLAYDB_RETURN_IF_ERROR(in_flight_.back().second.MakeStreamWait(write_stream_.handle()));
+    }
     REPLAYDB_RETURN_IF_ERROR(index_->Flush(write_stream_.handle()));
     REPLAYDB_RETURN_IF_ERROR(writes_done_.Record(write_stream_.handle()));
   }
@@ -94,6 +107,10 @@ Result<uint64_t> DeviceTier::RecordAccess(void* stream) {
   }
   REPLAYDB_RETURN_IF_ERROR(event.Record(stream));
   in_flight_.emplace_back(++launched_, std::move(event));
+  // Keep the queue short: a path that never polls otherwise (samples drawn
+  // on the device) would grow it without bound, and the next poll would
+  // query every event at once.
+  if (in_flight_.size() > kPollAbove) Completed();
   return launched_;
 }
 
@@ -189,6 +206,26 @@ Status DeviceTier::DrawAndGather(kernels::DevicePriorityTable& table, int64_t ba
   }
   REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream));
   return Status::OK();
+}
+
+Status DeviceTier::DrawUniformAndGather(int64_t live, uint64_t seed, int64_t batch,
+                                        const DeviceSampleOutput& out, void* stream) {
+  const std::vector<kernels::GatherColumn> columns = GatherColumns(out);
+  kernels::GatherRequest request;
+  request.batch = batch;
+  request.sequence_length = options_.sequence_length;
+  request.slots = nullptr;  // drawn in the kernel
+  request.steps = nullptr;  // the index's item_steps
+  request.columns = columns;
+  request.d_mask = out.mask;
+  request.draw.live = live;
+  request.draw.seed = seed;
+  request.draw.d_keys = out.keys;
+  request.draw.d_probabilities = out.probabilities;
+  request.draw.d_weights = out.weights;
+  REPLAYDB_RETURN_IF_ERROR(BeforeAccess(stream));
+  REPLAYDB_RETURN_IF_ERROR(kernels::Gather(*index_, request, stream));
+  return RecordAccess(stream).status();
 }
 
 Status DeviceTier::GatherToHost(std::span<const int64_t> slots, std::span<const uint32_t> steps,

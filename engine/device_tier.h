@@ -45,6 +45,9 @@ class DeviceTier {
     // Keep each item's real window length on the device (windows drawn on
     // the device, whose lengths the host never sees).
     bool item_steps = false;
+    // Keep the live items' slots densely on the device, for uniform draws
+    // inside the gather kernel (DrawUniformAndGather). REQUIRES: item_steps.
+    bool uniform_draws = false;
   };
 
   static Result<std::unique_ptr<DeviceTier>> Create(const Options& options);
@@ -58,6 +61,10 @@ class DeviceTier {
   void Link(int64_t block, int64_t next);
   // REQUIRES: options.item_steps
   void NewItem(int64_t slot, int64_t steps);
+  // REQUIRES: options.uniform_draws. The key of `block`'s first step.
+  void SetBlockKey(int64_t block, uint64_t key);
+  // REQUIRES: options.uniform_draws. Live item `position` starts at `slot`.
+  void PlaceLive(size_t position, int64_t slot);
   bool item_steps() const { return options_.item_steps; }
 
   // ---- device accesses to blocks ----
@@ -83,6 +90,12 @@ class DeviceTier {
   Status DrawAndGather(kernels::DevicePriorityTable& table, int64_t batch,
                        kernels::DevicePriorityTable::SampleParams params,
                        const DeviceSampleOutput& out, void* stream);
+  // Draws `batch` items uniformly from the first `live` placed ones and
+  // gathers them, in one kernel, into `out` on `stream`; probabilities are
+  // 1 / live and weights (when out.weights is set) 1.
+  // REQUIRES: options.uniform_draws, live >= 1.
+  Status DrawUniformAndGather(int64_t live, uint64_t seed, int64_t batch,
+                              const DeviceSampleOutput& out, void* stream);
   // Gathers host-drawn windows of a device-memory tier into host tensors
   // (SampleBatch::columns, already shaped) and waits for them.
   Status GatherToHost(std::span<const int64_t> slots, std::span<const uint32_t> steps,
@@ -105,6 +118,8 @@ class DeviceTier {
     uint64_t epoch = 0;    // the access that last used it
   };
   static constexpr int kRing = 16;
+  // RecordAccess polls for completed accesses when more are queued.
+  static constexpr size_t kPollAbove = 32;
 
   explicit DeviceTier(const Options& options) : options_(options) {}
   // Flushes staged index changes, then makes `stream` wait for all writes.

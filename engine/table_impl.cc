@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/device_sampler.h"
+#include "index/uniform_selector.h"
 #include "engine/writers.h"
 
 namespace replaydb {
@@ -56,10 +57,22 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
   }
   std::unique_ptr<index::Selector> selector;
   DeviceSelector* raw = nullptr;
-  if (spec.priority_device >= 0) {
+  index::UniformSelector* uniform = nullptr;
+  const bool uniform_draws =
+      spec.priority_device >= 0 && spec.selector == SelectorKind::kUniform;
+  if (uniform_draws) {
+    if (gpus <= spec.priority_device) {
+      return Status::NotSupported(where() + ": uniform draws on CUDA device " +
+                                  std::to_string(spec.priority_device) + " need that GPU, but " +
+                                  (gpus == 0 ? "no GPU can be used (" + why_none + ")"
+                                             : "only " + std::to_string(gpus) + " can be used"));
+    }
+    auto owned = std::make_unique<index::UniformSelector>();
+    uniform = owned.get();
+    selector = std::move(owned);
+  } else if (spec.priority_device >= 0) {
     const int64_t capacity = CapacityBlocks(spec) * spec.block_steps;
-    auto chosen = DeviceSelector::Create(spec.priority_device, capacity, spec.priority_exponent,
-                                         spec.selector == SelectorKind::kUniform);
+    auto chosen = DeviceSelector::Create(spec.priority_device, capacity, spec.priority_exponent);
     if (!chosen.ok()) return chosen.status().WithContext(where());
     raw = chosen->get();
     selector = std::move(chosen).value();
@@ -73,12 +86,18 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     options.layout = TableLayout::For(spec);
     options.sequence_length = spec.sequence_length;
     options.item_steps = spec.priority_device >= 0;
+    options.uniform_draws = uniform_draws;
     auto created = DeviceTier::Create(options);
     if (!created.ok()) return created.status().WithContext(where());
     tier = std::move(created).value();
   }
+  DeviceTier* tier_raw = tier.get();
   auto table = std::make_shared<TableImpl>(spec, std::move(persist), std::move(selector), raw,
                                            memory, std::move(tier));
+  if (uniform != nullptr) {
+    uniform->set_on_place(
+        [tier_raw](size_t position, int64_t slot) { tier_raw->PlaceLive(position, slot); });
+  }
   if (raw != nullptr) {
     auto stream = DeviceStream::Create(spec.priority_device);
     if (!stream.ok()) return stream.status().WithContext(where());
@@ -99,6 +118,7 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       step_priority_(spec.step_priority),
       prioritized_(spec.selector == SelectorKind::kPrioritized),
       eviction_(spec.eviction),
+      uniform_draws_(spec.priority_device >= 0 && spec.selector == SelectorKind::kUniform),
       persist_(std::move(persist)),
       spec_(spec),
       pool_(layout_.block_bytes, layout_.num_blocks, memory, tier ? tier->device() : 0),
@@ -502,6 +522,10 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
           tier_->NewBlock(blocks_seen_, pool_.address(blocks_seen_));
         }
         if (!t.blocks.empty()) tier_->Link(t.blocks.back(), block);
+        if (uniform_draws_) {
+          tier_->SetBlockKey(block, MakeItemKey(t.id, static_cast<int64_t>(t.blocks.size()) *
+                                                          layout_.block_steps));
+        }
       }
       t.blocks.push_back(block);
       return Status::OK();
@@ -640,6 +664,10 @@ Status TableImpl::CheckSampleArgs(int64_t batch_size, const SampleOptions& optio
 
 Status TableImpl::NeedDeviceLocked() const {
   if (device_ != nullptr) return device_->error();
+  if (uniform_draws_) {
+    return Status::FailedPrecondition("table " + Q(name_) +
+                                      ": the uniform selector has no priorities to update");
+  }
   return Status::FailedPrecondition("table " + Q(name_) +
                                     " keeps its priorities on the host (priority_device = -1)");
 }
@@ -949,6 +977,20 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("SampleToDevice"));
+  if (uniform_draws_) {
+    // Drawn inside the gather kernel: nothing passes through the host.
+    const auto ready = [&] { return selector_->has_mass(); };
+    REPLAYDB_RETURN_IF_ERROR(
+        limiter_.AwaitSamples(lock, batch_size, DeadlineAfter(options.timeout), ready));
+    DeviceSampleOutput drawn = out;
+    if (options.importance_beta < 0) drawn.weights = nullptr;
+    REPLAYDB_RETURN_IF_ERROR(
+        tier_->DrawUniformAndGather(static_cast<int64_t>(selector_->size()), rng_.Next(),
+                                    batch_size, drawn, stream)
+            .WithContext("table " + Q(name_)));
+    items_sampled_ += batch_size;
+    return Status::OK();
+  }
   if (device_ != nullptr) {
     // Drawn and gathered on the device: nothing passes through the host.
     REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
@@ -1075,10 +1117,6 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
   std::lock_guard<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
-  if (device_->uniform()) {
-    return Status::FailedPrecondition("table " + Q(name_) +
-                                      ": the uniform selector has no priorities to update");
-  }
   if (n == 0) return Status::OK();
   REPLAYDB_RETURN_IF_ERROR(device_->table().UpdatePriorities(keys, priorities, n, stream));
   device_updates_ += n;

@@ -227,6 +227,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   const StepPriority step_priority_;
   const bool prioritized_;
   const EvictionPolicy eviction_;
+  // A uniform table drawing on the device: the host's UniformSelector
+  // mirrors its dense array of live slots into the tier, and SampleToDevice
+  // draws inside the gather kernel.
+  const bool uniform_draws_;
 
   // Serialises SetRateLimiter (persist, then apply) against Close.
   std::mutex spec_mu_;

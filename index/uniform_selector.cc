@@ -9,6 +9,10 @@ void UniformSelector::Insert(const ItemRef& item) {
   assert(inserted && "UniformSelector::Insert: key already present");
   if (!inserted) return;
   keys_.push_back(item.key);
+  if (on_place_) {
+    slots_.push_back(item.slot);
+    on_place_(keys_.size() - 1, item.slot);
+  }
 }
 
 void UniformSelector::Remove(const ItemRef& item) {
@@ -21,6 +25,11 @@ void UniformSelector::Remove(const ItemRef& item) {
   positions_[last] = hole;  // a no-op when the removed key was the last one
   keys_.pop_back();
   positions_.erase(it);
+  if (on_place_) {
+    slots_[hole] = slots_.back();
+    slots_.pop_back();
+    if (hole < keys_.size()) on_place_(hole, slots_[hole]);
+  }
 }
 
 void UniformSelector::Update(const ItemRef& item, double /*new_priority*/) {

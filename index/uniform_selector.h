@@ -3,6 +3,7 @@
 #define REPLAYDB_INDEX_UNIFORM_SELECTOR_H_
 
 #include <cstddef>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -30,8 +31,18 @@ class UniformSelector final : public Selector {
   size_t size() const override { return keys_.size(); }
   Selection Select(Random& rng, Stratum stratum) const override;
 
+  // Called with (position, slot) whenever the item at `position` changes
+  // (an insert appends, a removal moves the last item into the hole), so a
+  // copy of the dense array of slots (ItemRef::slot) can follow, e.g. on a
+  // GPU that draws from it. Set before the first Insert.
+  void set_on_place(std::function<void(size_t, int64_t)> on_place) {
+    on_place_ = std::move(on_place);
+  }
+
  private:
   std::vector<ItemKey> keys_;
+  std::vector<int64_t> slots_;  // parallel to keys_ when on_place_ is set
+  std::function<void(size_t, int64_t)> on_place_;
   // Invariant: positions_[keys_[i]] == i for every i.
   std::unordered_map<ItemKey, size_t> positions_;
 };

@@ -61,7 +61,9 @@ Status DeviceAlloc(T** ptr, size_t bytes, const char* what) {
 class DeviceBlockIndexImpl final : public DeviceBlockIndex {
  public:
   explicit DeviceBlockIndexImpl(const Options& options)
-      : options_(options), staging_(options.num_blocks, options.block_steps, options.item_steps) {}
+      : options_(options),
+        staging_(options.num_blocks, options.block_steps, options.item_steps,
+                 options.uniform_draws) {}
   ~DeviceBlockIndexImpl() override;
 
   Status Init();
@@ -71,13 +73,15 @@ class DeviceBlockIndexImpl final : public DeviceBlockIndex {
   }
   void SetNext(int64_t block, int64_t next) override { staging_.SetNext(block, next); }
   void SetItemSteps(int64_t slot, uint32_t steps) override { staging_.SetItemSteps(slot, steps); }
+  void SetBlockKey(int64_t block, uint64_t key) override { staging_.SetBlockKey(block, key); }
+  void SetLive(int64_t position, int64_t slot) override { staging_.SetLive(position, slot); }
   bool dirty() const override { return staging_.dirty(); }
   Status Flush(void* stream) override;
   const Options& options() const override { return options_; }
 
   gather::IndexView view() const {
-    return gather::IndexView{d_addresses_, d_next_, d_item_steps_, options_.num_blocks,
-                             options_.block_steps};
+    return gather::IndexView{d_addresses_,        d_next_, d_item_steps_, options_.num_blocks,
+                             options_.block_steps, d_live_, d_block_keys_};
   }
   int num_sms() const { return num_sms_; }
 
@@ -104,6 +108,8 @@ class DeviceBlockIndexImpl final : public DeviceBlockIndex {
   uint64_t* d_addresses_ = nullptr;
   int64_t* d_next_ = nullptr;
   uint32_t* d_item_steps_ = nullptr;
+  uint32_t* d_live_ = nullptr;
+  uint64_t* d_block_keys_ = nullptr;
   std::vector<Upload> uploads_;
   size_t next_wait_ = 0;  // the upload to wait for when all are in use
 };
@@ -118,7 +124,8 @@ DeviceBlockIndexImpl::~DeviceBlockIndexImpl() {
     if (u.host != nullptr) (void)cudaFreeHost(u.host);
   }
   for (void* p : {static_cast<void*>(d_addresses_), static_cast<void*>(d_next_),
-                  static_cast<void*>(d_item_steps_)}) {
+                  static_cast<void*>(d_item_steps_), static_cast<void*>(d_live_),
+                  static_cast<void*>(d_block_keys_)}) {
     if (p != nullptr) (void)cudaFree(p);
   }
 }
@@ -145,6 +152,17 @@ Status DeviceBlockIndexImpl::Init() {
     REPLAYDB_RETURN_IF_CUDA_ERROR(
         cudaMemsetAsync(d_item_steps_, 0, sizeof(uint32_t) * slots, stream),
         "cudaMemsetAsync(item steps)");
+  }
+  if (options_.uniform_draws) {
+    const size_t slots = static_cast<size_t>(options_.num_blocks * options_.block_steps);
+    REPLAYDB_RETURN_IF_ERROR(DeviceAlloc(&d_live_, sizeof(uint32_t) * slots, "live slots"));
+    REPLAYDB_RETURN_IF_ERROR(
+        DeviceAlloc(&d_block_keys_, sizeof(uint64_t) * blocks, "block keys"));
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(d_live_, 0, sizeof(uint32_t) * slots, stream),
+                                  "cudaMemsetAsync(live slots)");
+    REPLAYDB_RETURN_IF_CUDA_ERROR(
+        cudaMemsetAsync(d_block_keys_, 0, sizeof(uint64_t) * blocks, stream),
+        "cudaMemsetAsync(block keys)");
   }
   REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   return Status::OK();
@@ -205,7 +223,8 @@ Status DeviceBlockIndexImpl::Flush(void* stream) {
     REPLAYDB_RETURN_IF_ERROR(
         EnsureCapacity(&upload, updates_.size()).WithContext("DeviceBlockIndex::Flush"));
     std::memcpy(upload.host, updates_.data(), sizeof(gather::IndexUpdate) * updates_.size());
-    const gather::IndexArrays arrays{d_addresses_, d_next_, d_item_steps_};
+    const gather::IndexArrays arrays{d_addresses_, d_next_, d_item_steps_, d_live_,
+                                     d_block_keys_};
     REPLAYDB_RETURN_IF_CUDA_ERROR(
         gather::DeviceApplyIndexUpdates(arrays, upload.device,
                                         static_cast<int64_t>(updates_.size()), AsStream(stream)),

@@ -42,6 +42,11 @@ class DeviceBlockIndex {
     int64_t block_steps = 0;
     // Keep item_steps per slot (4 bytes of device memory per slot).
     bool item_steps = false;
+    // Keep what uniform draws on the device need: the live items' slots,
+    // densely (SetLive; 4 bytes per slot), and each block's first item key
+    // (SetBlockKey; 8 bytes per block). REQUIRES: item_steps,
+    // num_blocks * block_steps < 2^32.
+    bool uniform_draws = false;
   };
 
   // InvalidArgument naming the option that breaks a REQUIRES (checked
@@ -64,6 +69,12 @@ class DeviceBlockIndex {
   // The real steps (1..L) of the window starting at `slot`.
   // REQUIRES: options.item_steps, 0 <= slot < num_blocks * block_steps.
   virtual void SetItemSteps(int64_t slot, uint32_t steps) = 0;
+  // The item key of `block`'s first step (trajectory id << 24 | the step's
+  // place in its trajectory). REQUIRES: options.uniform_draws.
+  virtual void SetBlockKey(int64_t block, uint64_t key) = 0;
+  // Live item number `position` (0 <= position < the live count a Gather
+  // draws from) starts at `slot`. REQUIRES: options.uniform_draws.
+  virtual void SetLive(int64_t position, int64_t slot) = 0;
   // True when changes are staged.
   virtual bool dirty() const = 0;
 
@@ -92,8 +103,20 @@ struct GatherRequest {
   int64_t batch = 0;            // B >= 1
   int64_t sequence_length = 0;  // L >= 1
   // [B] device-readable: the slot where window b starts; < 0: no item (the
-  // window is all padding, mask 0).
+  // window is all padding, mask 0). Null: draw uniformly (see `draw`).
   const int64_t* slots = nullptr;
+  // When slots is null: window b starts at live item number
+  // hash(seed, b) mod `live` (an index with uniform_draws and item_steps,
+  // flushed with `live` items), and its key (trajectory << 24 | start),
+  // probability 1 / live and importance weight 1 go to these device
+  // arrays, each optional.
+  struct UniformDraw {
+    int64_t live = 0;
+    uint64_t seed = 0;
+    uint64_t* d_keys = nullptr;
+    float* d_probabilities = nullptr;
+    float* d_weights = nullptr;
+  } draw;
   // [B] device-readable real steps of each window (1..L); null: read from
   // the index's item_steps (which it must keep).
   const uint32_t* steps = nullptr;

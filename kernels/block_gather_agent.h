@@ -117,6 +117,10 @@ struct IndexView {
   const uint32_t* d_item_steps;  // [num_blocks * block_steps] or null
   int64_t num_blocks;
   int64_t block_steps;
+  // Uniform draws (or null): the live items' slots, densely, and each
+  // block's item key of its first step.
+  const uint32_t* d_live;        // [num_blocks * block_steps]
+  const uint64_t* d_block_keys;  // [num_blocks]
 };
 
 // The same arrays, written by the update kernel.
@@ -124,12 +128,20 @@ struct IndexArrays {
   uint64_t* d_addresses;
   int64_t* d_next;
   uint32_t* d_item_steps;
+  uint32_t* d_live;
+  uint64_t* d_block_keys;
 };
 
 // One staged change of the index, as the update kernel reads it: `target`
 // is the field (IndexField) in its top two bits and the entry below them.
-enum IndexField : uint64_t { kFieldAddress = 0, kFieldNext = 1, kFieldItemSteps = 2 };
-inline constexpr int kFieldShift = 62;
+enum IndexField : uint64_t {
+  kFieldAddress = 0,
+  kFieldNext = 1,
+  kFieldItemSteps = 2,
+  kFieldBlockKey = 3,
+  kFieldLive = 4,
+};
+inline constexpr int kFieldShift = 61;
 inline constexpr uint64_t kEntryMask = (uint64_t{1} << kFieldShift) - 1;
 
 struct alignas(16) IndexUpdate {
@@ -150,8 +162,14 @@ REPLAYDB_HD void ApplyIndexUpdate(const IndexArrays& arrays, const IndexUpdate& 
     case kFieldNext:
       arrays.d_next[entry] = static_cast<int64_t>(update.value);
       break;
-    default:
+    case kFieldItemSteps:
       arrays.d_item_steps[entry] = static_cast<uint32_t>(update.value);
+      break;
+    case kFieldBlockKey:
+      arrays.d_block_keys[entry] = update.value;
+      break;
+    default:
+      arrays.d_live[entry] = static_cast<uint32_t>(update.value);
       break;
   }
 }
@@ -244,6 +262,14 @@ struct GatherArgs {
   const int64_t* d_slots;      // [batch]
   const uint32_t* d_steps;     // [batch]; null: index.d_item_steps[slot]
   uint8_t* d_mask;             // [batch, L]; null: none in this launch
+  // d_slots null: window b's slot is index.d_live[DrawIndex(draw_seed, b,
+  // draw_live)], and chunk 0 of the window writes its key, probability
+  // (1 / draw_live) and weight (1) where those pointers are not null.
+  int64_t draw_live;
+  uint64_t draw_seed;
+  uint64_t* d_draw_keys;
+  float* d_draw_probabilities;
+  float* d_draw_weights;
   int64_t sequence_length;     // L
   uint64_t window_bytes;       // of the work layout
   uint64_t chunk_bytes;        // of the work layout per CTA (< 2^32)
@@ -268,6 +294,7 @@ struct GatherColumnState {
 
 // What thread 0 works out for the CTA (shared memory on the device).
 struct GatherShared {
+  int64_t slot;       // where the window starts (-1: no item)
   int64_t steps;      // the window's real steps (0..L)
   int64_t offset;     // its first step's place in its first block
   int64_t first_run;  // the runs the chunk copies
@@ -278,6 +305,24 @@ struct GatherShared {
   GatherColumnState columns[kMaxColumnsPerLaunch];
   uint64_t run_address[kChainCacheRuns];  // this round's runs from first_run + round * cache
 };
+
+// Uniform draw b of a launch: an index in [0, live), from a counter-based
+// hash of (seed, b), so every CTA of a window agrees without talking.
+REPLAYDB_HD uint64_t MulHi64(uint64_t a, uint64_t b) {
+#ifdef __CUDA_ARCH__
+  return __umul64hi(a, b);
+#else
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
+#endif
+}
+
+REPLAYDB_HD uint64_t DrawIndex(uint64_t seed, uint64_t b, int64_t live) {
+  uint64_t x = seed + (b + 1) * 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return MulHi64(x, static_cast<uint64_t>(live));
+}
 
 REPLAYDB_HD int64_t NextBlock(const IndexView& index, int64_t block) {
   const int64_t next = index.d_next[block];
@@ -292,7 +337,10 @@ REPLAYDB_HD void GatherPrepare(const GatherArgs& a, uint32_t cta, GatherShared* 
   const uint32_t window = cta / a.chunks_per_window;
   const uint32_t chunk = cta % a.chunks_per_window;
   const int64_t bs = a.index.block_steps;
-  const int64_t slot = a.d_slots[window];
+  const int64_t slot =
+      a.d_slots != nullptr
+          ? a.d_slots[window]
+          : static_cast<int64_t>(a.index.d_live[DrawIndex(a.draw_seed, window, a.draw_live)]);
   const uint32_t request_steps = a.d_steps != nullptr ? a.d_steps[window] : 0;
   int64_t steps = 0;
   int64_t offset = 0;
@@ -305,6 +353,7 @@ REPLAYDB_HD void GatherPrepare(const GatherArgs& a, uint32_t cta, GatherShared* 
     const uint32_t s = a.d_steps != nullptr ? request_steps : a.index.d_item_steps[slot];
     steps = Min<int64_t>(s, a.sequence_length);
   }
+  sh->slot = block >= 0 ? slot : -1;
   sh->steps = steps;
   sh->offset = offset;
   sh->walk_block = block;
@@ -411,6 +460,18 @@ REPLAYDB_HD void GatherFinish(const GatherArgs& a, uint32_t cta, const GatherSha
     if (cs.split >= cs.end) continue;
     uint8_t* out = a.columns[c].d_out + window * L * a.columns[c].step_bytes;
     ZeroBytes(out + cs.split, cs.end - cs.split, tid, threads);
+  }
+  if (a.d_slots == nullptr && tid == 0 && cta % a.chunks_per_window == 0) {
+    const int64_t bs = a.index.block_steps;
+    if (a.d_draw_keys != nullptr) {
+      a.d_draw_keys[window] =
+          sh.slot < 0 ? ~uint64_t{0}
+                      : a.index.d_block_keys[sh.slot / bs] + static_cast<uint64_t>(sh.slot % bs);
+    }
+    if (a.d_draw_probabilities != nullptr) {
+      a.d_draw_probabilities[window] = 1.0f / static_cast<float>(a.draw_live);
+    }
+    if (a.d_draw_weights != nullptr) a.d_draw_weights[window] = 1.0f;
   }
   if (a.d_mask != nullptr && cta % a.chunks_per_window == 0) {
     for (uint64_t t = tid; t < L; t += threads) {

@@ -98,6 +98,12 @@ inline Status ValidateIndexOptions(const DeviceBlockIndex::Options& options) {
                                    std::to_string(options.num_blocks) + " * " +
                                    std::to_string(options.block_steps) + ") is > 2^40");
   }
+  if (options.uniform_draws &&
+      (!options.item_steps || options.num_blocks * options.block_steps >= (int64_t{1} << 32))) {
+    return Status::InvalidArgument(call +
+                                   "options.uniform_draws needs options.item_steps and fewer "
+                                   "than 2^32 slots");
+  }
   return Status::OK();
 }
 
@@ -114,7 +120,13 @@ inline Status ValidateGatherRequest(const DeviceBlockIndex::Options& index,
     return Status::InvalidArgument(call + "request.sequence_length " +
                                    std::to_string(request.sequence_length) + " is < 1");
   }
-  if (request.slots == nullptr) return Status::InvalidArgument(call + "request.slots is null");
+  if (request.slots == nullptr &&
+      (request.draw.live < 1 || !index.uniform_draws || request.steps != nullptr)) {
+    return Status::InvalidArgument(
+        call + "request.slots is null, which draws uniformly: that needs request.draw.live >= 1 "
+               "(it is " + std::to_string(request.draw.live) +
+        "), request.steps null and an index with Options::uniform_draws");
+  }
   if (request.steps == nullptr && !index.item_steps) {
     return Status::InvalidArgument(call +
                                    "request.steps is null and the index keeps no item steps "
@@ -214,6 +226,13 @@ inline void PlanGather(const gather::IndexView& index, const GatherRequest& requ
   a.d_slots = request.slots;
   a.d_steps = request.steps;
   a.d_mask = launch == 0 ? request.d_mask : nullptr;
+  a.draw_live = request.draw.live;
+  a.draw_seed = request.draw.seed;
+  if (launch == 0) {
+    a.d_draw_keys = request.draw.d_keys;
+    a.d_draw_probabilities = request.draw.d_probabilities;
+    a.d_draw_weights = request.draw.d_weights;
+  }
   a.sequence_length = request.sequence_length;
   const size_t first = static_cast<size_t>(launch) * gather::kMaxColumnsPerLaunch;
   const size_t count =

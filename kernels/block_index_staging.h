@@ -26,8 +26,12 @@ namespace replaydb::kernels {
 class BlockIndexStaging {
  public:
   // REQUIRES: num_blocks >= 1, block_steps >= 1.
-  BlockIndexStaging(int64_t num_blocks, int64_t block_steps, bool item_steps)
-      : num_blocks_(num_blocks), num_slots_(num_blocks * block_steps), item_steps_(item_steps) {}
+  BlockIndexStaging(int64_t num_blocks, int64_t block_steps, bool item_steps,
+                    bool uniform_draws = false)
+      : num_blocks_(num_blocks),
+        num_slots_(num_blocks * block_steps),
+        item_steps_(item_steps),
+        uniform_draws_(uniform_draws) {}
 
   void SetBlockAddress(int64_t block, const void* address) {
     if (block < 0 || block >= num_blocks_) {
@@ -56,6 +60,25 @@ class BlockIndexStaging {
                     std::to_string(num_slots_) + ")");
     }
     Stage(gather::kFieldItemSteps, slot, steps);
+  }
+
+  void SetBlockKey(int64_t block, uint64_t key) {
+    if (!uniform_draws_ || block < 0 || block >= num_blocks_) {
+      return Reject("SetBlockKey(block " + std::to_string(block) +
+                    "): needs Options::uniform_draws and block in [0, " +
+                    std::to_string(num_blocks_) + ")");
+    }
+    Stage(gather::kFieldBlockKey, block, key);
+  }
+
+  void SetLive(int64_t position, int64_t slot) {
+    if (!uniform_draws_ || position < 0 || position >= num_slots_ || slot < 0 ||
+        slot >= num_slots_) {
+      return Reject("SetLive(position " + std::to_string(position) + ", slot " +
+                    std::to_string(slot) + "): needs Options::uniform_draws and both in [0, " +
+                    std::to_string(num_slots_) + ")");
+    }
+    Stage(gather::kFieldLive, position, static_cast<uint64_t>(slot));
   }
 
   // True when changes (or a rejected one) wait for Take.
@@ -95,6 +118,7 @@ class BlockIndexStaging {
   const int64_t num_blocks_;
   const int64_t num_slots_;
   const bool item_steps_;
+  const bool uniform_draws_;
   std::vector<gather::IndexUpdate> staged_;
   int64_t rejected_ = 0;
   std::string first_rejected_;

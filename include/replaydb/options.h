@@ -200,14 +200,15 @@ struct TableSpec {
   double priority_exponent = 1.0;
   // How step priorities become item priorities. Default: kItem.
   StepPriority step_priority = StepPriority::kItem;
-  // Where a kPrioritized table keeps its priorities: -1 on the host (a CPU
-  // sum tree), N in the memory of CUDA device N, where Table::SampleToDevice
-  // and Table::UpdatePrioritiesFromDevice sample and update them without a
-  // host round trip. A device table needs max_times_sampled = 0 (its draws
-  // never reach the host, so they are not counted per item) and
-  // kOldestFirst eviction (device-side updates are not seen by the host).
-  // Creating or opening one where that device cannot be used fails with
-  // NotSupported. Default: -1.
+  // Where Table::SampleToDevice draws: -1 on the host; N on CUDA device N,
+  // with no host round trip. A kPrioritized table then keeps its priorities
+  // on device N (a CPU sum tree otherwise), where
+  // Table::UpdatePrioritiesFromDevice updates them; a kUniform table keeps a
+  // dense copy of its live items there and draws inside the gather kernel.
+  // A device table needs max_times_sampled = 0 (its draws never reach the
+  // host, so they are not counted per item) and kOldestFirst eviction
+  // (device-side updates are not seen by the host). Creating or opening one
+  // where that device cannot be used fails with NotSupported. Default: -1.
   int32_t priority_device = -1;
   // Where the hot tier's blocks live. A table whose priorities are on device
   // N (priority_device) may be placed in host memory or on device N.

@@ -408,6 +408,73 @@ TEST_F(TableGpuTest, SampleToDeviceMatchesLookupOfItsKeys) {
   }
 }
 
+// A uniform table drawing on the device draws inside the gather kernel:
+// every live item equally often (chi-square), probability 1 / N, weight 1,
+// and after removals only live items.
+TEST_F(TableGpuTest, UniformDrawsOnTheDeviceAreUniform) {
+  for (Placement p : {Placement::Host(), Placement::Device(0)}) {
+    TableSpec spec = BasicSpec("u" + std::to_string(static_cast<int>(p.kind)));
+    spec.placement = p;
+    spec.priority_device = 0;
+    spec.capacity_steps = 64;  // 8 blocks of 8: the 9th trajectory evicts the 1st
+    auto table = Take(db_->CreateTable(spec));
+    auto writer = Take(table->NewWriter());
+    std::vector<ItemKey> live;
+    const auto write_trajectory = [&] {
+      for (int i = 0; i < 8; ++i) {
+        float x[3] = {static_cast<float>(i), 0, 0};
+        const ConstTensor step[] = {{DType::kF32, Shape({3}), x, sizeof(x)}};
+        ASSERT_OK(writer->Append(step));
+      }
+      for (int i = 0; i < 8; ++i) live.push_back(MakeItemKey(writer->trajectory_id(), i));
+      ASSERT_OK(writer->End(EndReason::kTerminal));
+    };
+    for (int t = 0; t < 8; ++t) write_trajectory();
+    write_trajectory();  // evicts trajectory 1 (and its 8 items)
+    live.erase(live.begin(), live.begin() + 8);
+    ASSERT_EQ(table->Info().num_items, 64);
+    const int64_t B = 1024;
+    DeviceOut out = AllocateOut(spec, B);
+    SampleOptions options;
+    options.importance_beta = 0.4;
+    std::map<ItemKey, int64_t> counts;
+    std::vector<uint64_t> keys(B);
+    std::vector<float> probabilities(B), weights(B);
+    constexpr int kCalls = 32;
+    for (int call = 0; call < kCalls; ++call) {
+      ASSERT_OK(table->SampleToDevice(B, options, out.view, nullptr));
+      ASSERT_OK(out.keys.CopyToHost(keys.data(), B * 8));
+      ASSERT_OK(out.probabilities.CopyToHost(probabilities.data(), B * 4));
+      ASSERT_OK(out.weights.CopyToHost(weights.data(), B * 4));
+      for (int64_t b = 0; b < B; ++b) {
+        ++counts[keys[b]];
+        ASSERT_FLOAT_EQ(probabilities[b], 1.0f / 64);
+        ASSERT_EQ(weights[b], 1.0f);
+      }
+      if (call == 0) {
+        // The gathered windows are the drawn items' windows.
+        SampleBatch expected;
+        ASSERT_OK(table->Lookup(std::vector<ItemKey>(keys.begin(), keys.end()), &expected));
+        ExpectSameAsHost(out, expected, spec.name);
+      }
+    }
+    ASSERT_EQ(counts.size(), live.size()) << "every live item is drawn, no other";
+    double chi2 = 0;
+    const double expected = static_cast<double>(B) * kCalls / static_cast<double>(live.size());
+    for (ItemKey k : live) {
+      ASSERT_TRUE(counts.count(k)) << "live key " << k << " never drawn";
+      const double d = static_cast<double>(counts[k]) - expected;
+      chi2 += d * d / expected;
+    }
+    EXPECT_LT(chi2, testing_util::ChiSquareCritical(static_cast<double>(live.size() - 1)));
+    EXPECT_EQ(table->Info().items_sampled, B * kCalls);
+    uint64_t k = 0;
+    float f = 0;
+    Status s = table->UpdatePrioritiesFromDevice(&k, &f, 1, nullptr);
+    EXPECT_THAT(s.message(), HasSubstr("the uniform selector has no priorities to update"));
+  }
+}
+
 // Every step carries a tag (writer << 48 | trajectory << 24 | step), so a
 // gathered window proves by itself that it read the right, unrecycled
 // blocks: consecutive tags whose step part is the key's start, and page

@@ -737,6 +737,96 @@ void BuildScatter(const ScatterWorld& s, const int64_t* slots,
   request->columns = *columns;
 }
 
+// Uniform draws inside the gather (request.slots null), run on the host:
+// one trajectory over blocks 2 -> 0, L = 3 so windows cross the blocks; each
+// window is the drawn live item's, keys come from the block keys,
+// probabilities are 1 / live, weights 1, and every live item is drawn about
+// equally often.
+TEST(BlockGatherHostTest, UniformDrawsPickLiveItemsAndTheirWindows) {
+  constexpr int64_t kBlocks = 4, kBlockSteps = 4, kL = 3;
+  const uint64_t seed = testing_util::TestSeed();
+  // Block b's step s holds the value 1000 * b + s.
+  std::vector<uint64_t> image(kBlocks * kBlockSteps);
+  for (int64_t i = 0; i < kBlocks * kBlockSteps; ++i) image[i] = 1000 * (i / kBlockSteps) + i % kBlockSteps;
+  BlockIndexStaging staging(kBlocks, kBlockSteps, /*item_steps=*/true, /*uniform_draws=*/true);
+  for (int64_t b = 0; b < kBlocks; ++b) staging.SetBlockAddress(b, &image[b * kBlockSteps]);
+  staging.SetNext(2, 0);
+  staging.SetBlockKey(2, (uint64_t{7} << 24) | 0);
+  staging.SetBlockKey(0, (uint64_t{7} << 24) | 4);
+  // Items at the trajectory's steps 0..5 (slots 8..11, then 0, 1); its
+  // length is 6, so the last windows are padded.
+  const std::vector<int64_t> live = {8, 9, 10, 11, 0, 1};
+  std::vector<int64_t> starts;
+  for (size_t i = 0; i < live.size(); ++i) {
+    staging.SetLive(static_cast<int64_t>(i), live[i]);
+    const int64_t start = live[i] >= 8 ? live[i] - 8 : live[i] + 4;
+    starts.push_back(start);
+    staging.SetItemSteps(live[i], static_cast<uint32_t>(std::min<int64_t>(kL, 6 - start)));
+  }
+  std::vector<uint64_t> addresses(kBlocks, 0), block_keys(kBlocks, 0);
+  std::vector<int64_t> next(kBlocks, -1);
+  std::vector<uint32_t> item_steps(kBlocks * kBlockSteps, 0), live_slots(kBlocks * kBlockSteps, 0);
+  std::vector<gather::IndexUpdate> updates;
+  ASSERT_OK(staging.Take(&updates));
+  const gather::IndexArrays arrays{addresses.data(), next.data(), item_steps.data(),
+                                   live_slots.data(), block_keys.data()};
+  for (const gather::IndexUpdate& u : updates) gather::ApplyIndexUpdate(arrays, u);
+  const gather::IndexView view{addresses.data(), next.data(), item_steps.data(), kBlocks,
+                               kBlockSteps, live_slots.data(), block_keys.data()};
+
+  constexpr int64_t kBatch = 3000;
+  std::vector<uint64_t> out(kBatch * kL, 0xABABABABABABABABull), keys(kBatch, 0);
+  std::vector<float> probabilities(kBatch, -1), weights(kBatch, -1);
+  std::vector<uint8_t> mask(kBatch * kL, 0xAB);
+  const GatherColumn column{8, 0, out.data()};
+  GatherRequest r;
+  r.batch = kBatch;
+  r.sequence_length = kL;
+  r.columns = {&column, 1};
+  r.d_mask = mask.data();
+  r.draw.live = static_cast<int64_t>(live.size());
+  r.draw.seed = seed;
+  r.draw.d_keys = keys.data();
+  r.draw.d_probabilities = probabilities.data();
+  r.draw.d_weights = weights.data();
+  DeviceBlockIndex::Options options;
+  options.num_blocks = kBlocks;
+  options.block_steps = kBlockSteps;
+  options.item_steps = true;
+  options.uniform_draws = true;
+  ASSERT_OK(ValidateGatherRequest(options, r));
+  GatherLaunch launch;
+  PlanGather(view, r, 0, 132, &launch);
+  gather::RunGatherOnHost(launch.args, launch.grid, launch.threads);
+
+  std::map<int64_t, int64_t> drawn;  // start -> count
+  for (int64_t b = 0; b < kBatch; ++b) {
+    ASSERT_EQ(keys[b] >> 24, 7u) << "window " << b;
+    const int64_t start = static_cast<int64_t>(keys[b] & 0xFFFFFF);
+    ASSERT_TRUE(std::count(starts.begin(), starts.end(), start)) << "start " << start;
+    ++drawn[start];
+    ASSERT_FLOAT_EQ(probabilities[b], 1.0f / live.size());
+    ASSERT_EQ(weights[b], 1.0f);
+    for (int64_t l = 0; l < kL; ++l) {
+      const int64_t p = start + l;
+      if (p < 6) {
+        const uint64_t want = p < 4 ? 2000 + p : static_cast<uint64_t>(p - 4);
+        ASSERT_EQ(out[b * kL + l], want) << "window " << b << " step " << l;
+        ASSERT_EQ(mask[b * kL + l], 1);
+      } else {
+        ASSERT_EQ(out[b * kL + l], 0u) << "padded step";
+        ASSERT_EQ(mask[b * kL + l], 0);
+      }
+    }
+  }
+  ASSERT_EQ(drawn.size(), live.size());
+  for (const auto& [start, count] : drawn) {
+    // 3000 / 6 = 500 each; the standard deviation is about 20.
+    EXPECT_GT(count, 380) << "start " << start;
+    EXPECT_LT(count, 620) << "start " << start;
+  }
+}
+
 TEST(BlockGatherHostTest, ScatterThenGather) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
@@ -938,6 +1028,8 @@ class FakeIndex : public DeviceBlockIndex {
   void SetBlockAddress(int64_t, const void*) override {}
   void SetNext(int64_t, int64_t) override {}
   void SetItemSteps(int64_t, uint32_t) override {}
+  void SetBlockKey(int64_t, uint64_t) override {}
+  void SetLive(int64_t, int64_t) override {}
   bool dirty() const override { return false; }
   Status Flush(void*) override { return Status::OK(); }
   const Options& options() const override { return options_; }
@@ -975,7 +1067,9 @@ TEST(BlockGatherArgumentsTest, GatherNamesTheBadArgument) {
   ExpectInvalid(Gather(index, r, nullptr), "request.sequence_length -3 is < 1");
   r = valid();
   r.slots = nullptr;
-  ExpectInvalid(Gather(index, r, nullptr), "request.slots is null");
+  ExpectInvalid(Gather(index, r, nullptr),
+                "request.slots is null, which draws uniformly: that needs request.draw.live >= 1 "
+                "(it is 0)");
   r = valid();
   r.steps = nullptr;
   ExpectInvalid(Gather(index, r, nullptr), "request.steps is null and the index keeps no item");
