@@ -15,13 +15,16 @@
 namespace replaydb::kernels::gather {
 
 inline constexpr int kUpdateThreads = 256;
+// Resident gather CTAs per multiprocessor the compiler must allow (it caps
+// registers to fit): more CTAs hide more of each one's chain-walk latency.
+inline constexpr int kMinGatherCtasPerSm = 8;
 
 // One window chunk per CTA (see block_gather_agent.h): thread 0 reads the
 // window and walks its chain into shared memory, then every thread copies
 // its share of the chunk's runs, round by round when the chunk needs more
 // than kChainCacheRuns blocks; then zeros and the mask. CTA 0 does the small
 // copies when there are any; the work CTAs follow it.
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, kMinGatherCtasPerSm)
     GatherKernel(const __grid_constant__ GatherArgs args) {
   __shared__ GatherShared shared;
   const uint32_t tid = threadIdx.x;
