@@ -28,6 +28,13 @@
     EXPECT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
   } while (0)
 
+// Declares or assigns `lhs` from the value of a Result that must be OK.
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                        \
+  auto REPLAYDB_CONCAT_(_r_, __LINE__) = (rexpr);                               \
+  ASSERT_TRUE(REPLAYDB_CONCAT_(_r_, __LINE__).ok())                             \
+      << #rexpr << ": " << REPLAYDB_CONCAT_(_r_, __LINE__).status().ToString(); \
+  lhs = std::move(REPLAYDB_CONCAT_(_r_, __LINE__)).value()
+
 namespace replaydb::testing_util {
 
 // A fresh directory under TMPDIR, removed with everything in it on

@@ -40,12 +40,6 @@
 namespace replaydb::kernels {
 namespace {
 
-#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                        \
-  auto REPLAYDB_CONCAT_(_r_, __LINE__) = (rexpr);                               \
-  ASSERT_TRUE(REPLAYDB_CONCAT_(_r_, __LINE__).ok())                             \
-      << #rexpr << ": " << REPLAYDB_CONCAT_(_r_, __LINE__).status().ToString(); \
-  lhs = std::move(REPLAYDB_CONCAT_(_r_, __LINE__)).value()
-
 using ::testing::HasSubstr;
 
 constexpr uint8_t kPoison = 0xAB;
