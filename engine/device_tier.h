@@ -55,6 +55,8 @@ class DeviceTier {
   ~DeviceTier();
 
   int device() const { return options_.device; }
+  // The tier's own stream (index flushes, host-path gathers and draws).
+  void* stream() const { return write_stream_.handle(); }
 
   // ---- the device's block index (staged until the next device call) ----
   void NewBlock(int64_t block, const void* address);

@@ -98,11 +98,6 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     uniform->set_on_place(
         [tier_raw](size_t position, int64_t slot) { tier_raw->PlaceLive(position, slot); });
   }
-  if (raw != nullptr) {
-    auto stream = DeviceStream::Create(spec.priority_device);
-    if (!stream.ok()) return stream.status().WithContext(where());
-    table->device_stream_ = std::move(stream).value();
-  }
   return table;
 }
 
@@ -683,7 +678,7 @@ Status TableImpl::DrawOnDeviceLocked(int64_t batch, const SampleOptions& options
   }
   kernels::DevicePriorityTable::SampleParams params;
   params.stratified = options.stratified;
-  void* stream = device_stream_.handle();
+  void* stream = tier_->stream();
   REPLAYDB_RETURN_IF_ERROR(device_->table().Sample(batch, params, device_keys_.as<uint64_t>(),
                                                    device_probabilities_.as<float>(), nullptr,
                                                    stream));

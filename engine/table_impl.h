@@ -250,8 +250,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   std::unique_ptr<index::Selector> selector_;
   // Set when priorities live on a GPU: selector_ is this DeviceSelector.
   DeviceSelector* const device_;
-  // The host-side Sample of a device table draws into these.
-  DeviceStream device_stream_;
+  // The host-side Sample of a device table draws into these (on the tier's
+  // stream).
   DeviceBuffer device_keys_;
   DeviceBuffer device_probabilities_;
   int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/cuda_status.cuh"
+#include "kernels/device_memory.h"
 #include "replaydb/device.h"
 
 namespace replaydb {
@@ -144,24 +145,6 @@ Status DeviceStream::Synchronize() const {
   return Status::OK();
 }
 
-Status CopyDeviceToHost(void* host_dst, const void* device_src, size_t bytes, void* stream) {
-  if (bytes == 0) return Status::OK();
-  REPLAYDB_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, AsStream(stream)),
-      "cudaMemcpyAsync(device to host, " + std::to_string(bytes) + " bytes)");
-  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(AsStream(stream)), "cudaStreamSynchronize");
-  return Status::OK();
-}
-
-Status CopyHostToDevice(void* device_dst, const void* host_src, size_t bytes, void* stream) {
-  if (bytes == 0) return Status::OK();
-  REPLAYDB_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, AsStream(stream)),
-      "cudaMemcpyAsync(host to device, " + std::to_string(bytes) + " bytes)");
-  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(AsStream(stream)), "cudaStreamSynchronize");
-  return Status::OK();
-}
-
 PinnedBuffer::~PinnedBuffer() {
   Release();
 }
@@ -179,8 +162,7 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
 }
 
 void PinnedBuffer::Release() {
-  if (data_ == nullptr) return;
-  (void)cudaFreeHost(data_);
+  kernels::FreePinned(data_);
   data_ = nullptr;
   size_ = 0;
 }
@@ -188,9 +170,8 @@ void PinnedBuffer::Release() {
 Result<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
   PinnedBuffer buffer;
   if (bytes == 0) return Result<PinnedBuffer>(std::move(buffer));
-  REPLAYDB_RETURN_IF_CUDA_ERROR(
-      cudaHostAlloc(&buffer.data_, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
-      "cudaHostAlloc(" + std::to_string(bytes) + " bytes, portable | mapped)");
+  REPLAYDB_RETURN_IF_ERROR(kernels::AllocatePinned(bytes, &buffer.data_)
+                               .WithContext("PinnedBuffer::Allocate"));
   buffer.size_ = bytes;
   return Result<PinnedBuffer>(std::move(buffer));
 }
@@ -215,6 +196,15 @@ Status QueueCopy(void* dst, const void* src, size_t bytes, void* stream, cudaMem
 }
 
 }  // namespace
+
+Status CopyDeviceToHost(void* host_dst, const void* device_src, size_t bytes, void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(QueueCopy(host_dst, device_src, bytes, stream, cudaMemcpyDeviceToHost,
+                                     "CopyDeviceToHost"));
+  if (bytes == 0) return Status::OK();
+  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(AsStream(stream)),
+                                "CopyDeviceToHost: cudaStreamSynchronize");
+  return Status::OK();
+}
 
 Status CopyDeviceToDeviceAsync(void* device_dst, const void* device_src, size_t bytes,
                                void* stream) {

@@ -44,9 +44,6 @@ Status DeviceStream::Synchronize() const {
 Status CopyDeviceToHost(void*, const void*, size_t, void*) {
   return NoCuda("CopyDeviceToHost");
 }
-Status CopyHostToDevice(void*, const void*, size_t, void*) {
-  return NoCuda("CopyHostToDevice");
-}
 
 PinnedBuffer::~PinnedBuffer() = default;
 PinnedBuffer::PinnedBuffer(PinnedBuffer&&) noexcept = default;

@@ -56,15 +56,7 @@ using Buffer = std::unique_ptr<std::byte[]>;
 // faults in every page before anything is timed).
 Buffer FilledBuffer(size_t n, uint64_t seed) {
   Buffer buf(new std::byte[n]);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  size_t i = 0;
-  for (; i + sizeof(x) <= n; i += sizeof(x)) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(buf.get() + i, &x, sizeof(x));
-  }
-  for (; i < n; ++i) buf[i] = static_cast<std::byte>(i);
+  FillPattern(buf.get(), n, seed);
   return buf;
 }
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -25,6 +27,20 @@ using Seconds = std::chrono::duration<double>;
 // default rate limiter, which only holds samples until the first item.
 constexpr std::chrono::milliseconds kCallTimeout{60000};
 constexpr int kRepetitions = 3;
+
+// Fills n bytes at dst with a pseudo-random pattern (xorshift64 of `seed`).
+inline void FillPattern(void* dst, size_t n, uint64_t seed) {
+  auto* out = static_cast<unsigned char*>(dst);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  size_t i = 0;
+  for (; i + sizeof(x) <= n; i += sizeof(x)) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    std::memcpy(out + i, &x, sizeof(x));
+  }
+  for (; i < n; ++i) out[i] = static_cast<unsigned char>(i);
+}
 
 // Keeps the compiler from discarding stores into *p that nothing reads.
 inline void DoNotOptimize(const void* p) {

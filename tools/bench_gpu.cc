@@ -120,15 +120,7 @@ const char* TierName(Tier tier) {
 // n bytes of a pseudo-random pattern.
 std::vector<uint8_t> PatternBytes(size_t n, uint64_t seed) {
   std::vector<uint8_t> out(n);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  size_t i = 0;
-  for (; i + sizeof(x) <= n; i += sizeof(x)) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(out.data() + i, &x, sizeof(x));
-  }
-  for (; i < n; ++i) out[i] = static_cast<uint8_t>(i);
+  FillPattern(out.data(), n, seed);
   return out;
 }
 

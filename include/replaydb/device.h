@@ -94,11 +94,9 @@ class DeviceStream {
 };
 
 // Copies `bytes` from device memory (any device pointer, e.g. a
-// DeviceBatch column) to host memory, or the other way, ordered after the
-// work queued on `stream`; returns once the copy is done.
+// DeviceBatch column) to host memory, ordered after the work queued on
+// `stream`; returns once the copy is done.
 Status CopyDeviceToHost(void* host_dst, const void* device_src, size_t bytes,
-                        void* stream = nullptr);
-Status CopyHostToDevice(void* device_dst, const void* host_src, size_t bytes,
                         void* stream = nullptr);
 
 // Owns `size()` bytes of page-locked (pinned) host memory, mapped into every

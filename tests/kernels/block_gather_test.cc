@@ -1037,6 +1037,17 @@ void ExpectInvalid(const Status& s, const std::string& names) {
   EXPECT_THAT(s.message(), HasSubstr(names)) << s.ToString();
 }
 
+// A well-formed request to `call` with a FakeIndex passes every argument
+// check: with CUDA it stops at the index check, without at NotSupported.
+void ExpectPastArgumentChecks(const Status& s, const std::string& call) {
+  if (BuiltWithCuda()) {
+    ExpectInvalid(s, call + ": the index was not made by DeviceBlockIndex::Create");
+  } else {
+    EXPECT_EQ(s.code(), Status::Code::kNotSupported) << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr(call + ": built without CUDA"));
+  }
+}
+
 TEST(BlockGatherArgumentsTest, GatherNamesTheBadArgument) {
   FakeIndex index(false);
   const int64_t slots[1] = {0};
@@ -1102,14 +1113,7 @@ TEST(BlockGatherArgumentsTest, GatherNamesTheBadArgument) {
   FakeIndex with_steps(true);
   r = valid();
   r.steps = nullptr;
-  const Status s = Gather(with_steps, r, nullptr);
-  // A well-formed request reaches the index check (or, without CUDA, the end).
-  if (BuiltWithCuda()) {
-    ExpectInvalid(s, "Gather: the index was not made by DeviceBlockIndex::Create");
-  } else {
-    EXPECT_EQ(s.code(), Status::Code::kNotSupported) << s.ToString();
-    EXPECT_THAT(s.message(), HasSubstr("Gather: built without CUDA"));
-  }
+  ExpectPastArgumentChecks(Gather(with_steps, r, nullptr), "Gather");
 }
 
 TEST(BlockGatherArgumentsTest, ScatterNamesTheBadArgument) {
@@ -1142,13 +1146,7 @@ TEST(BlockGatherArgumentsTest, ScatterNamesTheBadArgument) {
   r.n = 8;
   ExpectInvalid(Scatter(index, r, nullptr), "overflows");
   r = valid();
-  const Status s = Scatter(index, r, nullptr);
-  if (BuiltWithCuda()) {
-    ExpectInvalid(s, "Scatter: the index was not made by DeviceBlockIndex::Create");
-  } else {
-    EXPECT_EQ(s.code(), Status::Code::kNotSupported) << s.ToString();
-    EXPECT_THAT(s.message(), HasSubstr("Scatter: built without CUDA"));
-  }
+  ExpectPastArgumentChecks(Scatter(index, r, nullptr), "Scatter");
 }
 
 TEST(BlockGatherArgumentsTest, CreateNamesTheBadOption) {
