@@ -90,6 +90,24 @@ std::string_view StepPriorityName(StepPriority p) {
   return "invalid";
 }
 
+std::string_view WalSyncModeName(WalSyncMode mode) {
+  switch (mode) {
+    case WalSyncMode::kNone: return "none";
+    case WalSyncMode::kBatch: return "batch";
+    case WalSyncMode::kAlways: return "always";
+  }
+  return "invalid";
+}
+
+std::string_view RecoveryModeName(RecoveryMode mode) {
+  switch (mode) {
+    case RecoveryMode::kTolerateTornTail: return "tolerate_torn_tail";
+    case RecoveryMode::kAbsoluteConsistency: return "absolute_consistency";
+    case RecoveryMode::kPointInTime: return "point_in_time";
+  }
+  return "invalid";
+}
+
 std::string_view EndReasonName(EndReason r) {
   switch (r) {
     case EndReason::kTerminal: return "terminal";

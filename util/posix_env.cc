@@ -104,7 +104,7 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 
-Status SyncDir(const std::string& dir) {
+Status SyncDirectory(const std::string& dir) {
   const int fd = OpenRetrying(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return IOErrorFor("open", dir, errno);
   Status s = FsyncFd(fd, dir);
@@ -150,6 +150,94 @@ class PosixFileLock final : public FileLock {
   }
 
  private:
+  const int fd_;
+};
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  PosixWritableFile(const PosixWritableFile&) = delete;
+  PosixWritableFile& operator=(const PosixWritableFile&) = delete;
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Append(std::string_view data) override {
+    if (fd_ < 0) return Status::IOError("append to closed file " + path_);
+    Status s = WriteAll(fd_, data, path_);
+    if (s.ok()) {
+      size_ += data.size();
+    } else if (::lseek(fd_, static_cast<off_t>(size_), SEEK_SET) < 0) {
+      // Keep appending where size() says, whatever the partial write did.
+      s = IOErrorFor("lseek", path_, errno);
+    }
+    return s;
+  }
+
+  Status Sync() override {
+    if (fd_ < 0) return Status::IOError("sync of closed file " + path_);
+    int rc;
+    do {
+      rc = ::fdatasync(fd_);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) return IOErrorFor("fdatasync", path_, errno);
+    return Status::OK();
+  }
+
+  Status Truncate(uint64_t size) override {
+    if (fd_ < 0) return Status::IOError("truncate of closed file " + path_);
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      return IOErrorFor("ftruncate", path_, errno);
+    }
+    if (::lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0) {
+      return IOErrorFor("lseek", path_, errno);
+    }
+    size_ = size;
+    return Status::OK();
+  }
+
+  Status Close() override {
+    if (fd_ < 0) return Status::OK();
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) return IOErrorFor("close", path_, errno);
+    return Status::OK();
+  }
+
+  uint64_t size() const override { return size_; }
+
+ private:
+  const std::string path_;
+  int fd_;
+  uint64_t size_;
+};
+
+class PosixSequentialFile final : public SequentialFile {
+ public:
+  PosixSequentialFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  PosixSequentialFile(const PosixSequentialFile&) = delete;
+  PosixSequentialFile& operator=(const PosixSequentialFile&) = delete;
+  ~PosixSequentialFile() override { ::close(fd_); }
+
+  Status Read(size_t n, std::string_view* result, char* scratch) override {
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::read(fd_, scratch + got, n - got);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        *result = {};
+        return IOErrorFor("read", path_, errno);
+      }
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    *result = std::string_view(scratch, got);
+    return Status::OK();
+  }
+
+ private:
+  const std::string path_;
   const int fd_;
 };
 
@@ -212,7 +300,7 @@ class PosixEnv final : public Env {
     // The rename is done: `path` already holds the new bytes, so a failure
     // from here on cannot restore the old ones. It means the replacement may
     // not survive a crash.
-    return SyncDir(DirName(path));
+    return SyncDirectory(DirName(path));
   }
 
   Status RemoveFile(const std::string& path) override {
@@ -277,6 +365,47 @@ class PosixEnv final : public Env {
     *lock = std::make_unique<PosixFileLock>(fd);
     return Status::OK();
   }
+
+  Status NewWritableFile(const std::string& path, bool truncate,
+                         std::unique_ptr<WritableFile>* file) override {
+    file->reset();
+    const int fd =
+        OpenRetrying(path.c_str(), O_WRONLY | O_CREAT | (truncate ? O_TRUNC : 0), 0644);
+    if (fd < 0) return IOErrorFor("open", path, errno);
+    const off_t end = ::lseek(fd, 0, SEEK_END);
+    if (end < 0) {
+      const int err = errno;
+      ::close(fd);
+      return IOErrorFor("lseek", path, err);
+    }
+    *file = std::make_unique<PosixWritableFile>(path, fd, static_cast<uint64_t>(end));
+    return Status::OK();
+  }
+
+  Status NewSequentialFile(const std::string& path,
+                           std::unique_ptr<SequentialFile>* file) override {
+    file->reset();
+    const int fd = OpenRetrying(path.c_str(), O_RDONLY);
+    if (fd < 0) return NotFoundOrIOError("open", path, errno);
+    *file = std::make_unique<PosixSequentialFile>(path, fd);
+    return Status::OK();
+  }
+
+  Status GetFileSize(const std::string& path, uint64_t* size) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return NotFoundOrIOError("stat", path, errno);
+    *size = static_cast<uint64_t>(st.st_size);
+    return Status::OK();
+  }
+
+  Status TruncateFile(const std::string& path, uint64_t size) override {
+    if (::truncate(path.c_str(), static_cast<off_t>(size)) != 0) {
+      return NotFoundOrIOError("truncate", path, errno);
+    }
+    return Status::OK();
+  }
+
+  Status SyncDir(const std::string& dir) override { return SyncDirectory(dir); }
 };
 
 }  // namespace

@@ -5,6 +5,8 @@
 #ifndef REPLAYDB_ENV_H_
 #define REPLAYDB_ENV_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,6 +20,37 @@ namespace replaydb {
 class FileLock {
  public:
   virtual ~FileLock() = default;
+};
+
+// A file opened for appending (the WAL's segments). Not thread-safe: one
+// owner calls it at a time.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  // Appends `data`. Once it returns OK the bytes are in the operating
+  // system's hands: they survive a crash of this process, not of the
+  // machine. On failure a prefix of `data` may have been written; size()
+  // then still reports the bytes before this call, and Truncate(size())
+  // removes the partial write.
+  virtual Status Append(std::string_view data) = 0;
+  // Makes every appended byte durable (fdatasync): it survives a machine
+  // crash once this returns OK.
+  virtual Status Sync() = 0;
+  // Cuts the file back to `size` bytes (<= size()).
+  virtual Status Truncate(uint64_t size) = 0;
+  // Closes the file; later calls fail. Does not sync.
+  virtual Status Close() = 0;
+  // Bytes in the file: those it had when opened plus those appended.
+  virtual uint64_t size() const = 0;
+};
+
+// A file read front to back. Not thread-safe.
+class SequentialFile {
+ public:
+  virtual ~SequentialFile() = default;
+  // Reads up to `n` bytes into `scratch` (>= n bytes) and points `*result`
+  // at the bytes read: fewer than n only at the end of the file, none there.
+  virtual Status Read(size_t n, std::string_view* result, char* scratch) = 0;
 };
 
 class Env {
@@ -45,6 +78,21 @@ class Env {
   // opener, in this process or another, can take while it is held. Busy if
   // held elsewhere, with the holder's pid in the message when known.
   virtual Status LockFile(const std::string& path, std::unique_ptr<FileLock>* lock) = 0;
+
+  // Opens `path` for appending, creating it if missing; with `truncate` an
+  // existing file is emptied first. A new file's directory entry becomes
+  // durable only after SyncDir of its directory.
+  virtual Status NewWritableFile(const std::string& path, bool truncate,
+                                 std::unique_ptr<WritableFile>* file) = 0;
+  // NotFound if absent.
+  virtual Status NewSequentialFile(const std::string& path,
+                                   std::unique_ptr<SequentialFile>* file) = 0;
+  // NotFound if absent.
+  virtual Status GetFileSize(const std::string& path, uint64_t* size) = 0;
+  // Cuts `path` back to `size` bytes. NotFound if absent.
+  virtual Status TruncateFile(const std::string& path, uint64_t size) = 0;
+  // Makes the directory's entries (created, renamed, removed files) durable.
+  virtual Status SyncDir(const std::string& dir) = 0;
 };
 
 }  // namespace replaydb

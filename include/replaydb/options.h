@@ -21,6 +21,76 @@ class Env;
 // Negative timeouts mean "wait as long as it takes".
 inline constexpr std::chrono::milliseconds kWaitForever{-1};
 
+// When the write-ahead log's bytes become durable (survive a machine crash).
+// In every mode a record is handed to the operating system before the call
+// that wrote it returns, so a crash of the process alone loses nothing that
+// was acknowledged.
+enum class WalSyncMode : uint8_t {
+  // Never fsync (the OS writes back when it likes; checkpoints still sync).
+  kNone = 0,
+  // A background thread fsyncs every WalOptions::batch_interval, or sooner
+  // once batch_bytes are unsynced. A writer with WriterOptions::sync waits
+  // for the fsync that covers its record; others do not wait.
+  kBatch = 1,
+  // Every write waits for an fsync covering its record. Concurrent writers
+  // share fsyncs (group commit).
+  kAlways = 2,
+};
+
+// What DB::Open does with a damaged write-ahead log.
+enum class RecoveryMode : uint8_t {
+  // An incomplete or corrupt record at the very end of the newest segment
+  // (a write torn by a crash) is dropped, and the dropped bytes reported in
+  // DB::recovery_report(). Damage anywhere else fails Open with Corruption
+  // naming the file and offset.
+  kTolerateTornTail = 0,
+  // Any incomplete or corrupt record fails Open with Corruption naming the
+  // file and offset.
+  kAbsoluteConsistency = 1,
+  // Replay stops at the first incomplete or corrupt record wherever it is:
+  // the database opens as of the last valid record before it; everything
+  // after it, in later segments too, is dropped and reported.
+  kPointInTime = 2,
+};
+
+std::string_view WalSyncModeName(WalSyncMode mode);  // "none", "batch", "always"
+// "tolerate_torn_tail", "absolute_consistency", "point_in_time"
+std::string_view RecoveryModeName(RecoveryMode mode);
+
+struct WalOptions {
+  // Log every change, so reopening after a crash restores it. Without the
+  // log only checkpoints (DB::Checkpoint, or taken on close) are restored.
+  // Default: true.
+  bool enabled = true;
+  // Default: kBatch.
+  WalSyncMode sync = WalSyncMode::kBatch;
+  // kBatch: the longest time a record stays unsynced. Default: 100 ms.
+  std::chrono::milliseconds batch_interval{100};
+  // kBatch: unsynced bytes that trigger an fsync early. Default: 4 MiB.
+  uint64_t batch_bytes = uint64_t{4} << 20;
+  // A segment file is closed and a new one started past this size.
+  // Default: 64 MiB.
+  uint64_t segment_bytes = uint64_t{64} << 20;
+  // Default: kTolerateTornTail.
+  RecoveryMode recovery = RecoveryMode::kTolerateTornTail;
+};
+
+struct CheckpointOptions {
+  // Take a checkpoint once the log has grown by this many bytes since the
+  // last one; 0 turns this trigger off. Default: 256 MiB.
+  uint64_t every_wal_bytes = uint64_t{256} << 20;
+  // Take a checkpoint this long after the last one if anything changed;
+  // 0 turns this trigger off. Default: 300 s.
+  std::chrono::seconds every{300};
+  // Take one when the DB is closed (destroyed), so the next open replays
+  // nothing. Default: true.
+  bool on_close = true;
+  // Restore rate limiters with zeroed counters (inserts, samples) instead
+  // of their checkpointed values, so a restored table is limited as if
+  // fresh. Default: false.
+  bool reset_rate_limiters_on_restore = false;
+};
+
 struct DBOptions {
   // Create the directory and an empty catalog if `path` holds no database.
   // Default: true.
@@ -30,6 +100,10 @@ struct DBOptions {
   // All file I/O goes through this. Must outlive the DB. Default: nullptr,
   // meaning Env::Default(), the POSIX file system.
   Env* env = nullptr;
+  // The write-ahead log (see WalOptions).
+  WalOptions wal;
+  // Incremental checkpoints into the cold store (see CheckpointOptions).
+  CheckpointOptions checkpoint;
 };
 
 // One column of a table: every step holds one value of `shape` per column.
@@ -237,6 +311,10 @@ struct WriterOptions {
   // blocks that an in-flight sample still reads) before returning
   // DeadlineExceeded. Default: forever.
   std::chrono::milliseconds timeout = kWaitForever;
+  // With WalSyncMode::kBatch, Append and End return only once their log
+  // record is durable (they wait for the batch's fsync). kAlways always
+  // waits and kNone never does. Default: false.
+  bool sync = false;
 };
 
 struct SampleOptions {

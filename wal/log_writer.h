@@ -1,0 +1,103 @@
+// LogWriter: appends records to the write-ahead log's segment files, with
+// group commit and the sync modes of WalOptions.
+//
+//   REPLAYDB_ASSIGN_OR_RETURN(auto log, LogWriter::Open(env, dir, options, next_segment));
+//   REPLAYDB_ASSIGN_OR_RETURN(uint64_t seq, log->Append(RecordType::kAppendSteps, payload));
+//   REPLAYDB_RETURN_IF_ERROR(log->Sync(seq, /*wait=*/true));
+//
+// Thread safety: all methods may be called concurrently.
+#ifndef REPLAYDB_WAL_LOG_WRITER_H_
+#define REPLAYDB_WAL_LOG_WRITER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "replaydb/env.h"
+#include "replaydb/options.h"
+#include "replaydb/status.h"
+#include "wal/format.h"
+
+namespace replaydb::wal {
+
+struct LogWriterStats {
+  uint64_t segment = 0;            // the segment being written
+  uint64_t records = 0;            // appended since Open
+  uint64_t bytes = 0;              // appended since Open, headers included
+  uint64_t syncs = 0;              // fsyncs done
+  uint64_t bytes_since_roll = 0;   // appended since the last Roll (or Open)
+  uint64_t records_since_roll = 0;
+};
+
+class LogWriter {
+ public:
+  // Creates segment `first_segment` in `dir` (which must exist) and writes
+  // records there, moving to the next segment past options.segment_bytes.
+  // With kBatch, starts the background syncing thread.
+  static Result<std::unique_ptr<LogWriter>> Open(Env* env, std::string dir,
+                                                 const WalOptions& options,
+                                                 uint64_t first_segment);
+  // Syncs (unless kNone) and closes the current segment.
+  ~LogWriter();
+
+  LogWriter(const LogWriter&) = delete;
+  LogWriter& operator=(const LogWriter&) = delete;
+
+  // Appends one record, handing it to the OS (WritableFile::Append) before
+  // returning its sequence number (1, 2, ... since Open). The payload
+  // is built by `fill`, called with exactly `payload_bytes` bytes to write
+  // (so large payloads are not copied twice). On a failed write the
+  // segment is cut back to the previous record and IOError returned; after
+  // a failed fsync every later call returns IOError (the log's state on
+  // disk is unknown until the database is reopened).
+  // InvalidArgument if payload_bytes > kMaxPayloadBytes.
+  template <typename Fill>
+  Result<uint64_t> Append(RecordType type, size_t payload_bytes, Fill&& fill);
+  Result<uint64_t> Append(RecordType type, std::span<const std::byte> payload);
+
+  // Makes record `seq` durable as the sync mode says: kAlways fsyncs (one
+  // fsync serves every record appended before it: group commit); kBatch
+  // waits for the background fsync when `wait`, else returns at once; kNone
+  // returns at once (unless `force`, which fsyncs in every mode).
+  Status Sync(uint64_t seq, bool wait, bool force = false);
+
+  // Syncs and closes the current segment and starts the next one; returns
+  // the new segment's number. Records appended after Roll returns are in
+  // that segment or later ones.
+  Result<uint64_t> Roll();
+
+  // Removes the segment files numbered below `segment` (not the current).
+  Status DeleteSegmentsBefore(uint64_t segment);
+
+  LogWriterStats stats() const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  LogWriter(Env* env, std::string dir, const WalOptions& options);
+  Result<uint64_t> AppendRaw(RecordType type, size_t payload_bytes,
+                             void (*fill)(void* ctx, std::byte* out), void* ctx);
+
+  // Implementation state (owned by wal/log_writer.cc).
+  struct State;
+  Env* const env_;
+  const std::string dir_;
+  const WalOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+template <typename Fill>
+Result<uint64_t> LogWriter::Append(RecordType type, size_t payload_bytes, Fill&& fill) {
+  using F = std::remove_reference_t<Fill>;
+  return AppendRaw(
+      type, payload_bytes,
+      [](void* ctx, std::byte* out) { (*static_cast<F*>(ctx))(out); },
+      const_cast<void*>(static_cast<const void*>(&fill)));
+}
+
+}  // namespace replaydb::wal
+
+#endif  // REPLAYDB_WAL_LOG_WRITER_H_

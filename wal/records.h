@@ -1,0 +1,115 @@
+// The write-ahead log's record payloads (FlatBuffers, schema wal/wal.fbs):
+// encoders that write straight into a LogWriter record, and decoders that
+// verify the buffer and return plain structs.
+//
+// Tables are named by id (TableDef.id in the catalog), never by name, so a
+// table dropped and created again under the same name is a different table.
+#ifndef REPLAYDB_WAL_RECORDS_H_
+#define REPLAYDB_WAL_RECORDS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "replaydb/status.h"
+#include "wal/format.h"
+
+namespace replaydb::wal {
+
+struct CreateTableRecord {
+  uint32_t table_id = 0;
+  // The table's spec in the catalog's encoding (a one-table catalog, see
+  // engine/CATALOG.md): the WAL does not interpret it.
+  std::string spec;
+};
+
+struct DropTableRecord {
+  uint32_t table_id = 0;
+};
+
+// Steps appended to one or more trajectories: entry i is step steps[i] of
+// trajectory trajectory_ids[i]; its bytes are data[i * step_bytes, ...),
+// the columns' bytes one after another in column order.
+struct AppendStepsRecord {
+  uint32_t table_id = 0;
+  uint32_t step_bytes = 0;
+  std::vector<uint64_t> trajectory_ids;
+  std::vector<int64_t> steps;
+  // Empty: no entry had a priority. Otherwise one per entry; NaN for an
+  // entry without one.
+  std::vector<double> priorities;
+  std::span<const std::byte> data;  // points into the decoded payload
+};
+
+struct EndTrajectoryRecord {
+  uint32_t table_id = 0;
+  uint64_t trajectory_id = 0;
+  uint8_t reason = 0;  // replaydb::EndReason
+};
+
+struct UpdatePrioritiesRecord {
+  uint32_t table_id = 0;
+  std::vector<uint64_t> keys;
+  std::vector<double> priorities;
+};
+
+// Items that left the table (sampled max_times_sampled times).
+struct RemoveItemsRecord {
+  uint32_t table_id = 0;
+  std::vector<uint64_t> keys;
+};
+
+// A trajectory that left the hot tier, with all its items.
+struct RemoveTrajectoryRecord {
+  uint32_t table_id = 0;
+  uint64_t trajectory_id = 0;
+  bool evicted = false;  // false: all its items were consumed
+};
+
+// Builds a payload. Small records build into a reusable buffer; AppendSteps
+// reserves its data bytes so the caller fills them in place.
+class RecordBuilder {
+ public:
+  RecordBuilder();
+  ~RecordBuilder();
+  RecordBuilder(const RecordBuilder&) = delete;
+  RecordBuilder& operator=(const RecordBuilder&) = delete;
+
+  void CreateTable(const CreateTableRecord& r);
+  void DropTable(const DropTableRecord& r);
+  // Everything but the data, which the returned pointer (n * step_bytes
+  // bytes, valid until the next call) must be filled with.
+  std::byte* AppendSteps(uint32_t table_id, uint32_t step_bytes,
+                         std::span<const uint64_t> trajectory_ids,
+                         std::span<const int64_t> steps, std::span<const double> priorities);
+  void EndTrajectory(const EndTrajectoryRecord& r);
+  void UpdatePriorities(uint32_t table_id, std::span<const uint64_t> keys,
+                        std::span<const double> priorities);
+  void RemoveItems(uint32_t table_id, std::span<const uint64_t> keys);
+  void RemoveTrajectory(const RemoveTrajectoryRecord& r);
+
+  // The finished payload of the last call.
+  std::span<const std::byte> payload() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Decoders: Corruption (naming the record type and what is wrong) when the
+// payload does not verify or its fields disagree (e.g. data size versus
+// entries x step_bytes, array lengths).
+Status Decode(std::span<const std::byte> payload, CreateTableRecord* out);
+Status Decode(std::span<const std::byte> payload, DropTableRecord* out);
+Status Decode(std::span<const std::byte> payload, AppendStepsRecord* out);
+Status Decode(std::span<const std::byte> payload, EndTrajectoryRecord* out);
+Status Decode(std::span<const std::byte> payload, UpdatePrioritiesRecord* out);
+Status Decode(std::span<const std::byte> payload, RemoveItemsRecord* out);
+Status Decode(std::span<const std::byte> payload, RemoveTrajectoryRecord* out);
+
+}  // namespace replaydb::wal
+
+#endif  // REPLAYDB_WAL_RECORDS_H_
