@@ -9,6 +9,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "replaydb/env.h"
 #include "replaydb/options.h"
@@ -22,7 +23,9 @@ struct ReplayReport {
   uint64_t records = 0;         // records passed to the callback
   uint64_t bytes = 0;           // bytes of those records, headers included
   uint64_t skipped_records = 0; // unknown types marked kSafeToIgnore
-  uint64_t last_segment = 0;    // the highest segment number seen (0: none)
+  // The highest segment number left in the directory after the replay (0:
+  // none): a writer continues at last_segment + 1.
+  uint64_t last_segment = 0;
   // Damage dropped by kTolerateTornTail or kPointInTime: where it began and
   // how many bytes (in all segments) were not replayed. Empty when none.
   std::string dropped_file;
@@ -33,15 +36,31 @@ struct ReplayReport {
 
 // Calls `fn(type, payload)` for every record in the segments of `dir`
 // numbered `first_segment` or higher, in order. A gap in the segment
-// numbers is Corruption naming the missing file. Damage (a bad header,
-// checksum, length past the end, unknown type without kSafeToIgnore) is
-// handled as `mode` says; Corruption messages name the file and the byte
-// offset of the damaged record. An error from `fn` stops the replay and is
-// returned with the file and offset added. The payload span is valid only
-// during the call. With kTolerateTornTail or kPointInTime the torn or
-// corrupt tail is also cut off the file (TruncateFile), so later records
-// can follow the valid ones; where several segments follow a damage in
-// kPointInTime, they are removed.
+// numbers (between segments present) is Corruption naming the missing file.
+// Damage (a bad segment header, checksum, length past the end, unknown type
+// without kSafeToIgnore) is handled as `mode` says; Corruption messages read
+// "<file>: offset <N>: <reason>", N being the byte offset of the damaged
+// record (0 for the segment header). Records of unknown types with
+// kSafeToIgnore are skipped (counted in skipped_records).
+//
+// A torn tail is damage in the LAST segment that a crash during a write can
+// leave: a segment shorter than its header (or empty), or an incomplete or
+// checksum-failing record after which nothing valid could follow (no later
+// offset of the segment starts a record whose checksum verifies, or only
+// zero bytes follow). kTolerateTornTail drops a torn tail and fails on other
+// damage; kPointInTime drops everything from the first damage on, in later
+// segments too; kAbsoluteConsistency fails on any damage. Dropped damage is
+// reported in `report` and cut off durably: the damaged segment is
+// truncated at the damage (rewritten as an empty segment when the damage is
+// in its header) and later segments removed, so a writer continuing at
+// report->last_segment + 1 produces a clean log.
+//
+// An error from `fn` stops the replay and is returned with "<file>: offset
+// <N>" prefixed. The payload span is valid only during the call and starts
+// 16-byte aligned (as Decode requires). Memory use is bounded by the
+// largest record (never by a length field alone) and, when classifying
+// damage in kTolerateTornTail, by the last segment's size. Never crashes on
+// any file contents. `report` may be null.
 Status Replay(Env* env, const std::string& dir, uint64_t first_segment, RecoveryMode mode,
               const std::function<Status(RecordType, std::span<const std::byte>)>& fn,
               ReplayReport* report);

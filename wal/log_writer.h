@@ -5,7 +5,10 @@
 //   REPLAYDB_ASSIGN_OR_RETURN(uint64_t seq, log->Append(RecordType::kAppendSteps, payload));
 //   REPLAYDB_RETURN_IF_ERROR(log->Sync(seq, /*wait=*/true));
 //
-// Thread safety: all methods may be called concurrently.
+// Thread safety: all methods may be called concurrently (except the
+// destructor). Appends are serialised by one mutex; an fsync runs outside it,
+// so appends continue while a sync is in flight. Sequence numbers are
+// assigned in file order: seq a < seq b means a precedes b in the log.
 #ifndef REPLAYDB_WAL_LOG_WRITER_H_
 #define REPLAYDB_WAL_LOG_WRITER_H_
 
@@ -16,6 +19,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "replaydb/env.h"
 #include "replaydb/options.h"
@@ -28,20 +32,26 @@ struct LogWriterStats {
   uint64_t segment = 0;            // the segment being written
   uint64_t records = 0;            // appended since Open
   uint64_t bytes = 0;              // appended since Open, headers included
-  uint64_t syncs = 0;              // fsyncs done
+  uint64_t syncs = 0;              // WritableFile::Sync calls that succeeded
   uint64_t bytes_since_roll = 0;   // appended since the last Roll (or Open)
   uint64_t records_since_roll = 0;
 };
 
 class LogWriter {
  public:
-  // Creates segment `first_segment` in `dir` (which must exist) and writes
-  // records there, moving to the next segment past options.segment_bytes.
-  // With kBatch, starts the background syncing thread.
+  // Creates segment `first_segment` in `dir` (which must exist): the file,
+  // its header, and SyncDir(dir) so its entry is durable; then writes records
+  // there, moving to the next segment before a record that would take a
+  // segment holding records past options.segment_bytes (a record never spans
+  // segments; one larger than segment_bytes gets a segment of its own).
+  // AlreadyExists if that segment (or a later one it moves to) already holds
+  // bytes: it is never overwritten. With kBatch, starts the background
+  // syncing thread. `env` must outlive the writer.
   static Result<std::unique_ptr<LogWriter>> Open(Env* env, std::string dir,
                                                  const WalOptions& options,
                                                  uint64_t first_segment);
-  // Syncs (unless kNone) and closes the current segment.
+  // Stops the kBatch thread, syncs (unless kNone or failed) and closes the
+  // current segment. REQUIRES: no other call is in progress.
   ~LogWriter();
 
   LogWriter(const LogWriter&) = delete;
@@ -50,10 +60,15 @@ class LogWriter {
   // Appends one record, handing it to the OS (WritableFile::Append) before
   // returning its sequence number (1, 2, ... since Open). The payload
   // is built by `fill`, called with exactly `payload_bytes` bytes to write
-  // (so large payloads are not copied twice). On a failed write the
-  // segment is cut back to the previous record and IOError returned; after
-  // a failed fsync every later call returns IOError (the log's state on
-  // disk is unknown until the database is reopened).
+  // (so large payloads are not copied twice); it is not called when
+  // payload_bytes is 0. `fill` runs under the writer's mutex: it must not
+  // call this LogWriter, and should only copy. One WritableFile::Append
+  // writes the whole record. On a failed write the segment is cut back to
+  // the previous record and IOError (naming the file and offset) returned;
+  // the writer stays usable. If the cut back fails too, or after a failed
+  // fsync, every later Append/Sync/Roll returns the same IOError ("...
+  // unusable after the earlier fsync failure; the database must be
+  // reopened: <original error>"): the log's state on disk is unknown.
   // InvalidArgument if payload_bytes > kMaxPayloadBytes.
   template <typename Fill>
   Result<uint64_t> Append(RecordType type, size_t payload_bytes, Fill&& fill);
@@ -62,15 +77,21 @@ class LogWriter {
   // Makes record `seq` durable as the sync mode says: kAlways fsyncs (one
   // fsync serves every record appended before it: group commit); kBatch
   // waits for the background fsync when `wait`, else returns at once; kNone
-  // returns at once (unless `force`, which fsyncs in every mode).
+  // returns at once (unless `force`, which fsyncs in every mode). kAlways
+  // and `force` fsync even when `wait` is false. `seq` past the last
+  // appended record means the last one. OK at once if `seq` is already
+  // durable. Cancelled if the writer is destroyed while waiting.
   Status Sync(uint64_t seq, bool wait, bool force = false);
 
-  // Syncs and closes the current segment and starts the next one; returns
-  // the new segment's number. Records appended after Roll returns are in
-  // that segment or later ones.
+  // Syncs (unless kNone) and closes the current segment and starts the next
+  // one; returns the new segment's number. Records appended after Roll
+  // returns are in that segment or later ones; records whose Append returned
+  // before Roll was called are in earlier ones. Resets the *_since_roll
+  // stats (an automatic move past segment_bytes does not).
   Result<uint64_t> Roll();
 
-  // Removes the segment files numbered below `segment` (not the current).
+  // Removes the segment files numbered below `segment` (never the current
+  // one), then syncs the directory.
   Status DeleteSegmentsBefore(uint64_t segment);
 
   LogWriterStats stats() const;
@@ -81,8 +102,9 @@ class LogWriter {
   Result<uint64_t> AppendRaw(RecordType type, size_t payload_bytes,
                              void (*fill)(void* ctx, std::byte* out), void* ctx);
 
-  // Implementation state (owned by wal/log_writer.cc).
+  // Implementation state and helpers (owned by wal/log_writer.cc).
   struct State;
+  friend struct LogWriterInternal;
   Env* const env_;
   const std::string dir_;
   const WalOptions options_;

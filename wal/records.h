@@ -70,7 +70,8 @@ struct RemoveTrajectoryRecord {
 };
 
 // Builds a payload. Small records build into a reusable buffer; AppendSteps
-// reserves its data bytes so the caller fills them in place.
+// reserves its data bytes so the caller fills them in place. Every scalar is
+// stored, defaults included. Not thread-safe: one builder per thread.
 class RecordBuilder {
  public:
   RecordBuilder();
@@ -101,7 +102,10 @@ class RecordBuilder {
 
 // Decoders: Corruption (naming the record type and what is wrong) when the
 // payload does not verify or its fields disagree (e.g. data size versus
-// entries x step_bytes, array lengths).
+// entries x step_bytes, array lengths). REQUIRES: payload.data() is 8-byte
+// aligned (Replay's payloads and RecordBuilder::payload() are);
+// InvalidArgument otherwise. Never crash on any bytes. *out is left
+// unspecified on error. AppendStepsRecord::data points into `payload`.
 Status Decode(std::span<const std::byte> payload, CreateTableRecord* out);
 Status Decode(std::span<const std::byte> payload, DropTableRecord* out);
 Status Decode(std::span<const std::byte> payload, AppendStepsRecord* out);

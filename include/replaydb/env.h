@@ -23,7 +23,9 @@ class FileLock {
 };
 
 // A file opened for appending (the WAL's segments). Not thread-safe: one
-// owner calls it at a time.
+// owner calls it at a time, with one exception: Sync may run on one thread
+// while another calls Append, Truncate or size() (the WAL fsyncs outside its
+// append lock). Close must not overlap any other call.
 class WritableFile {
  public:
   virtual ~WritableFile() = default;
