@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -267,6 +268,159 @@ TEST_F(EnvTest, LockInMissingDirectoryIsIOError) {
   const Status s = env_->LockFile(Path("absent/LOCK"), &lock);
   EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
   EXPECT_EQ(s.message(), "open " + Path("absent/LOCK") + ": No such file or directory");
+}
+
+TEST_F(EnvTest, WritableFileAppendsAndReportsSize) {
+  const std::string path = Path("wal-000001.log");
+  std::unique_ptr<WritableFile> file;
+  ASSERT_TRUE(env_->NewWritableFile(path, /*truncate=*/false, &file).ok());
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(file->size(), 0u);
+  ASSERT_TRUE(file->Append("hello").ok());
+  ASSERT_TRUE(file->Append("").ok());
+  ASSERT_TRUE(file->Append(" world").ok());
+  EXPECT_EQ(file->size(), 11u);
+  ASSERT_TRUE(file->Sync().ok());
+  EXPECT_EQ(Read(path), "hello world") << "appended bytes are visible before Close";
+  ASSERT_TRUE(file->Close().ok());
+  EXPECT_TRUE(file->Close().ok()) << "a second Close is harmless";
+  EXPECT_EQ(Read(path), "hello world");
+
+  // Reopened without truncate: appends continue at the end.
+  ASSERT_TRUE(env_->NewWritableFile(path, /*truncate=*/false, &file).ok());
+  EXPECT_EQ(file->size(), 11u);
+  ASSERT_TRUE(file->Append("!").ok());
+  EXPECT_EQ(file->size(), 12u);
+  ASSERT_TRUE(file->Close().ok());
+  EXPECT_EQ(Read(path), "hello world!");
+
+  // Reopened with truncate: empty.
+  ASSERT_TRUE(env_->NewWritableFile(path, /*truncate=*/true, &file).ok());
+  EXPECT_EQ(file->size(), 0u);
+  EXPECT_EQ(Read(path), "");
+  ASSERT_TRUE(file->Append("new").ok());
+  file.reset();  // the destructor closes without an explicit Close
+  EXPECT_EQ(Read(path), "new");
+}
+
+TEST_F(EnvTest, WritableFileTruncateThenAppendContinuesAtNewEnd) {
+  const std::string path = Path("wal");
+  std::unique_ptr<WritableFile> file;
+  ASSERT_TRUE(env_->NewWritableFile(path, false, &file).ok());
+  ASSERT_TRUE(file->Append("abcdef").ok());
+  ASSERT_TRUE(file->Truncate(3).ok());
+  EXPECT_EQ(file->size(), 3u);
+  EXPECT_EQ(Read(path), "abc");
+  ASSERT_TRUE(file->Append("XY").ok());
+  EXPECT_EQ(file->size(), 5u);
+  EXPECT_EQ(Read(path), "abcXY");
+  ASSERT_TRUE(file->Truncate(0).ok());
+  ASSERT_TRUE(file->Append("z").ok());
+  ASSERT_TRUE(file->Close().ok());
+  EXPECT_EQ(Read(path), "z");
+}
+
+TEST_F(EnvTest, WritableFileCallsAfterCloseFailNamingPath) {
+  const std::string path = Path("wal");
+  std::unique_ptr<WritableFile> file;
+  ASSERT_TRUE(env_->NewWritableFile(path, false, &file).ok());
+  ASSERT_TRUE(file->Append("x").ok());
+  ASSERT_TRUE(file->Close().ok());
+  Status s = file->Append("y");
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(s.message(), "append to closed file " + path);
+  s = file->Sync();
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(s.message(), "sync of closed file " + path);
+  s = file->Truncate(0);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(s.message(), "truncate of closed file " + path);
+  EXPECT_EQ(file->size(), 1u);
+  EXPECT_EQ(Read(path), "x");
+}
+
+TEST_F(EnvTest, NewWritableFileInMissingDirectoryIsIOError) {
+  const std::string path = Path("absent/wal");
+  std::unique_ptr<WritableFile> file;
+  const Status s = env_->NewWritableFile(path, false, &file);
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(s.message(), "open " + path + ": No such file or directory");
+  EXPECT_EQ(file, nullptr);
+}
+
+TEST_F(EnvTest, SequentialFileReadsBackInChunks) {
+  const std::string path = Path("data");
+  std::string data(10000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + i / 251);
+  ASSERT_TRUE(env_->WriteFileAtomic(path, data).ok());
+
+  std::unique_ptr<SequentialFile> file;
+  ASSERT_TRUE(env_->NewSequentialFile(path, &file).ok());
+  ASSERT_NE(file, nullptr);
+  std::vector<char> scratch(4096);
+  std::string back;
+  std::vector<size_t> chunks;
+  while (true) {
+    std::string_view got;
+    ASSERT_TRUE(file->Read(scratch.size(), &got, scratch.data()).ok());
+    if (got.empty()) break;
+    chunks.push_back(got.size());
+    back.append(got);
+  }
+  EXPECT_EQ(chunks, (std::vector<size_t>{4096, 4096, 1808}));
+  EXPECT_EQ(back, data);
+
+  // At the end, reads keep returning nothing.
+  std::string_view got = "stale";
+  ASSERT_TRUE(file->Read(1, &got, scratch.data()).ok());
+  EXPECT_TRUE(got.empty());
+}
+
+TEST_F(EnvTest, NewSequentialFileMissingIsNotFound) {
+  const std::string path = Path("absent");
+  std::unique_ptr<SequentialFile> file;
+  const Status s = env_->NewSequentialFile(path, &file);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_EQ(s.message(), "open " + path + ": No such file or directory");
+  EXPECT_EQ(file, nullptr);
+}
+
+TEST_F(EnvTest, GetFileSize) {
+  const std::string path = Path("f");
+  ASSERT_TRUE(env_->WriteFileAtomic(path, "12345").ok());
+  uint64_t size = 0;
+  ASSERT_TRUE(env_->GetFileSize(path, &size).ok());
+  EXPECT_EQ(size, 5u);
+  ASSERT_TRUE(env_->WriteFileAtomic(path, "").ok());
+  ASSERT_TRUE(env_->GetFileSize(path, &size).ok());
+  EXPECT_EQ(size, 0u);
+
+  const Status s = env_->GetFileSize(Path("absent"), &size);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_EQ(s.message(), "stat " + Path("absent") + ": No such file or directory");
+}
+
+TEST_F(EnvTest, TruncateFile) {
+  const std::string path = Path("f");
+  ASSERT_TRUE(env_->WriteFileAtomic(path, "abcdef").ok());
+  ASSERT_TRUE(env_->TruncateFile(path, 2).ok());
+  EXPECT_EQ(Read(path), "ab");
+  ASSERT_TRUE(env_->TruncateFile(path, 0).ok());
+  EXPECT_EQ(Read(path), "");
+
+  const Status s = env_->TruncateFile(Path("absent"), 0);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_EQ(s.message(), "truncate " + Path("absent") + ": No such file or directory");
+}
+
+TEST_F(EnvTest, SyncDir) {
+  std::unique_ptr<WritableFile> file;
+  ASSERT_TRUE(env_->NewWritableFile(Path("new"), false, &file).ok());
+  EXPECT_TRUE(env_->SyncDir(dir_).ok());
+
+  const Status s = env_->SyncDir(Path("absent"));
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+  EXPECT_EQ(s.message(), "open " + Path("absent") + ": No such file or directory");
 }
 
 }  // namespace
