@@ -4,6 +4,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -91,7 +92,7 @@ bool KnownStepPriority(uint8_t v) {
 }
 
 flatbuffers::Offset<fb::TableDef> BuildTableDef(flatbuffers::FlatBufferBuilder& fbb,
-                                                const TableSpec& spec) {
+                                                const TableSpec& spec, uint32_t id) {
   std::vector<flatbuffers::Offset<fb::Column>> columns;
   columns.reserve(spec.columns.size());
   for (const ColumnSpec& column : spec.columns) {
@@ -110,7 +111,7 @@ flatbuffers::Offset<fb::TableDef> BuildTableDef(flatbuffers::FlatBufferBuilder& 
       spec.sequence_length, static_cast<uint8_t>(spec.padding), static_cast<uint8_t>(spec.selector),
       static_cast<uint8_t>(spec.eviction), spec.max_times_sampled, rate_limiter,
       spec.priority_exponent, static_cast<uint8_t>(spec.step_priority), spec.priority_device,
-      static_cast<uint8_t>(spec.placement.kind), spec.placement.device);
+      static_cast<uint8_t>(spec.placement.kind), spec.placement.device, id);
 }
 
 // Converts one verified TableDef, checking what the verifier cannot: enum
@@ -200,14 +201,21 @@ Status ParseTableDef(const fb::TableDef& def, size_t index, const std::string& p
 }  // namespace
 
 std::string EncodeCatalog(const std::vector<TableSpec>& tables) {
+  CatalogContents catalog;
+  for (const TableSpec& spec : tables) catalog.tables.push_back({catalog.next_table_id++, spec});
+  return EncodeCatalog(catalog);
+}
+
+std::string EncodeCatalog(const CatalogContents& catalog) {
   flatbuffers::FlatBufferBuilder fbb(1024);
   // Store every scalar, so that files never depend on the schema defaults.
   fbb.ForceDefaults(true);
   std::vector<flatbuffers::Offset<fb::TableDef>> defs;
-  defs.reserve(tables.size());
-  for (const TableSpec& spec : tables) defs.push_back(BuildTableDef(fbb, spec));
+  defs.reserve(catalog.tables.size());
+  for (const CatalogEntry& e : catalog.tables) defs.push_back(BuildTableDef(fbb, e.spec, e.id));
   const auto def_vector = fbb.CreateVector(defs);
-  fb::FinishCatalogBuffer(fbb, fb::CreateCatalog(fbb, kFormatVersion, def_vector));
+  fb::FinishCatalogBuffer(
+      fbb, fb::CreateCatalog(fbb, kFormatVersion, def_vector, catalog.next_table_id));
 
   const auto* payload = fbb.GetBufferPointer();
   const size_t size = fbb.GetSize();
@@ -222,6 +230,15 @@ std::string EncodeCatalog(const std::vector<TableSpec>& tables) {
 
 Status DecodeCatalog(std::string_view bytes, const std::string& source,
                      std::vector<TableSpec>* tables) {
+  CatalogContents catalog;
+  REPLAYDB_RETURN_IF_ERROR(DecodeCatalog(bytes, source, &catalog));
+  tables->clear();
+  for (CatalogEntry& e : catalog.tables) tables->push_back(std::move(e.spec));
+  return Status::OK();
+}
+
+Status DecodeCatalog(std::string_view bytes, const std::string& source,
+                     CatalogContents* contents) {
   const std::string prefix = "catalog " + source + ": ";
   if (bytes.size() < kHeaderSize) {
     return Status::Corruption(prefix + "file is " + std::to_string(bytes.size()) +
@@ -279,14 +296,43 @@ Status DecodeCatalog(std::string_view bytes, const std::string& source,
                                 " was written by a newer replaydb; this build reads up to " +
                                 std::to_string(kFormatVersion));
   }
-  std::vector<TableSpec> parsed;
+  CatalogContents parsed;
+  uint32_t max_id = 0;
+  bool any_id = false, any_missing = false;
   if (catalog->tables() != nullptr) {
-    parsed.resize(catalog->tables()->size());
+    parsed.tables.resize(catalog->tables()->size());
     for (uint32_t i = 0; i < catalog->tables()->size(); ++i) {
-      REPLAYDB_RETURN_IF_ERROR(ParseTableDef(*catalog->tables()->Get(i), i, prefix, &parsed[i]));
+      const fb::TableDef& def = *catalog->tables()->Get(i);
+      REPLAYDB_RETURN_IF_ERROR(ParseTableDef(def, i, prefix, &parsed.tables[i].spec));
+      parsed.tables[i].id = def.id();
+      (def.id() == 0 ? any_missing : any_id) = true;
+      max_id = std::max(max_id, def.id());
     }
   }
-  *tables = std::move(parsed);
+  if (any_id && any_missing) {
+    return Status::Corruption(prefix + "some tables have ids and some do not");
+  }
+  if (any_missing) {
+    // Written before tables had ids.
+    for (size_t i = 0; i < parsed.tables.size(); ++i) {
+      parsed.tables[i].id = static_cast<uint32_t>(i + 1);
+    }
+    max_id = static_cast<uint32_t>(parsed.tables.size());
+  }
+  for (size_t i = 0; i < parsed.tables.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (parsed.tables[i].id == parsed.tables[j].id) {
+        return Status::Corruption(prefix + "tables " + std::to_string(j) + " and " +
+                                  std::to_string(i) + " share id " +
+                                  std::to_string(parsed.tables[i].id));
+      }
+    }
+  }
+  if (max_id == std::numeric_limits<uint32_t>::max()) {
+    return Status::Corruption(prefix + "table id " + std::to_string(max_id) + " leaves no room");
+  }
+  parsed.next_table_id = std::max(catalog->next_table_id(), max_id + 1);
+  *contents = std::move(parsed);
   return Status::OK();
 }
 
@@ -298,6 +344,16 @@ Status LoadCatalog(Env* env, const std::string& path, std::vector<TableSpec>* ta
 
 Status SaveCatalog(Env* env, const std::string& path, const std::vector<TableSpec>& tables) {
   return env->WriteFileAtomic(path, EncodeCatalog(tables));
+}
+
+Status LoadCatalog(Env* env, const std::string& path, CatalogContents* catalog) {
+  std::string bytes;
+  REPLAYDB_RETURN_IF_ERROR(env->ReadFileToString(path, &bytes));
+  return DecodeCatalog(bytes, path, catalog);
+}
+
+Status SaveCatalog(Env* env, const std::string& path, const CatalogContents& catalog) {
+  return env->WriteFileAtomic(path, EncodeCatalog(catalog));
 }
 
 }  // namespace replaydb::engine

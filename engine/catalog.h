@@ -4,6 +4,7 @@
 #ifndef REPLAYDB_ENGINE_CATALOG_H_
 #define REPLAYDB_ENGINE_CATALOG_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,7 +15,26 @@
 
 namespace replaydb::engine {
 
-// The file bytes for `tables`.
+// One table of the catalog: its id (unique in the database, never reused)
+// and spec.
+struct CatalogEntry {
+  uint32_t id = 0;
+  TableSpec spec;
+};
+
+struct CatalogContents {
+  uint32_t next_table_id = 1;  // > every entry's id
+  std::vector<CatalogEntry> tables;
+};
+
+std::string EncodeCatalog(const CatalogContents& catalog);
+// Like the vector forms below, with ids. Files written before ids existed
+// get ids 1, 2, ... in file order.
+Status DecodeCatalog(std::string_view bytes, const std::string& source, CatalogContents* catalog);
+Status LoadCatalog(Env* env, const std::string& path, CatalogContents* catalog);
+Status SaveCatalog(Env* env, const std::string& path, const CatalogContents& catalog);
+
+// The file bytes for `tables` (ids 1, 2, ... in order).
 std::string EncodeCatalog(const std::vector<TableSpec>& tables);
 
 // Parses file bytes. Corruption naming `source` (the file's path) and what is

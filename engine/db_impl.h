@@ -1,16 +1,24 @@
-// DBImpl: the database directory, its lock, its catalog and open tables.
+// DBImpl: the database directory, its lock, its catalog, open tables, the
+// write-ahead log and checkpoints into the cold store.
 #ifndef REPLAYDB_ENGINE_DB_IMPL_H_
 #define REPLAYDB_ENGINE_DB_IMPL_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "engine/catalog.h"
+#include "engine/cold_store.h"
 #include "engine/table_impl.h"
 #include "replaydb/db.h"
 #include "replaydb/env.h"
+#include "wal/log_writer.h"
+#include "wal/records.h"
 
 namespace replaydb::engine {
 
@@ -24,24 +32,58 @@ class DBImpl final : public DB {
   Status DropTable(std::string_view name) override;
   std::vector<std::string> ListTables() const override;
   const std::string& path() const override { return path_; }
+  Status Checkpoint() override;
+  RecoveryInfo recovery_info() const override { return recovery_; }
 
  private:
-  DBImpl(Env* env, std::string path, std::unique_ptr<FileLock> lock);
+  struct Entry {
+    uint32_t id = 0;
+    TableSpec spec;
+  };
+  using Specs = std::map<std::string, Entry, std::less<>>;
+
+  DBImpl(const DBOptions& options, Env* env, std::string path, std::unique_ptr<FileLock> lock);
 
   Result<std::shared_ptr<TableImpl>> MakeTable(const TableSpec& spec);
   // Writes the catalog of `specs`. REQUIRES: mu_ held.
-  Status SaveCatalogLocked(const std::map<std::string, TableSpec, std::less<>>& specs);
+  Status SaveCatalogLocked(const Specs& specs, uint32_t next_table_id);
   // Records a table's changed spec (SetRateLimiter).
   Status PersistSpec(const TableSpec& spec);
+  // Restores the checkpoint, replays the log, ends open trajectories.
+  Status Recover();
+  Status ReplayRecord(wal::RecordType type, std::span<const std::byte> payload);
+  // Removes log segments numbered below `segment` when no LogWriter does.
+  Status DeleteSegmentsBefore(uint64_t segment);
+  void CheckpointLoop();
+  std::vector<std::shared_ptr<TableImpl>> OpenTables() const;
 
+  const DBOptions options_;
   Env* const env_;
   const std::string path_;
   const std::string catalog_path_;
+  const std::string wal_dir_;
   std::unique_ptr<FileLock> lock_;
+  std::unique_ptr<ColdStore> cold_;
+  std::shared_ptr<wal::LogWriter> log_;  // null when options_.wal.enabled is false
+  RecoveryInfo recovery_;
+  uint64_t next_segment_ = 1;  // the first segment a LogWriter may create
 
   mutable std::mutex mu_;
-  std::map<std::string, TableSpec, std::less<>> specs_;
+  Specs specs_;
+  uint32_t next_table_id_ = 1;
   std::map<std::string, std::shared_ptr<TableImpl>, std::less<>> tables_;
+  std::map<uint32_t, std::shared_ptr<TableImpl>> by_id_;  // for replay
+  wal::RecordBuilder record_;  // guarded by mu_
+
+  // Checkpoints: one at a time.
+  std::mutex checkpoint_mu_;
+  uint64_t checkpoint_sequence_ = 0;     // guarded by checkpoint_mu_
+  uint64_t log_bytes_at_checkpoint_ = 0;  // guarded by checkpoint_mu_
+  std::chrono::steady_clock::time_point last_checkpoint_;  // guarded by checkpoint_mu_
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool stop_ = false;  // guarded by loop_mu_
+  std::thread checkpoint_thread_;
 };
 
 }  // namespace replaydb::engine

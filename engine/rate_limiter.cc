@@ -163,6 +163,21 @@ Status RateLimiter::AwaitSamples(std::unique_lock<std::mutex>& lock, int64_t n, 
   return Status::OK();
 }
 
+void RateLimiter::Restore(const Counters& c) {
+  assert(reserved_inserts_ == 0);
+  inserts_ = c.inserts;
+  samples_ = c.samples;
+  deletes_ = c.deletes;
+  can_insert_cv_.notify_all();
+  can_sample_cv_.notify_all();
+}
+
+void RateLimiter::ForceInserts(int64_t n) {
+  assert(n >= 0);
+  inserts_ += n;
+  can_sample_cv_.notify_all();
+}
+
 void RateLimiter::Delete(int64_t n) {
   assert(n >= 0);
   deletes_ += n;

@@ -76,6 +76,19 @@ class RateLimiter {
   bool CanSample(int64_t n) const;
   RateLimiterInfo Info() const;
 
+  // The counters a checkpoint saves.
+  struct Counters {
+    int64_t inserts = 0;
+    int64_t samples = 0;
+    int64_t deletes = 0;
+  };
+  Counters counters() const { return {inserts_, samples_, deletes_}; }
+  // Sets the counters (restoring a checkpoint). REQUIRES: nothing reserved.
+  void Restore(const Counters& c);
+  // Counts n inserts without waiting or reserving (replaying the log: the
+  // inserts were admitted when they were first made).
+  void ForceInserts(int64_t n);
+
  private:
   // "(inserts=.., samples=.., deletes=.., size=.., samples_per_insert=..,
   // min_size_to_sample=.., max_diff=..)"; min_diff instead of max_diff when

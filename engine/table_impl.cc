@@ -311,6 +311,7 @@ Status TableImpl::CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& 
 void TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
                                   const double* priority) {
   ++t.length;
+  t.dirty = true;
   ++num_steps_;
   ++steps_inserted_;
   if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
@@ -322,7 +323,7 @@ void TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
 }
 
 Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
-                             const double* priority, Deadline deadline) {
+                             const double* priority, Deadline deadline, uint64_t* log_seq) {
   std::unique_lock<std::mutex> lock(mu_);
   StepReservation r;
   REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &r));
@@ -362,6 +363,17 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
     }
     REPLAYDB_RETURN_IF_ERROR(CheckAfterCopyLocked(slot, r));
   }
+  // Logged before it is published: a step the log refused never appears.
+  Result<uint64_t> logged = LogStepLocked(t, column_base, index, priority);
+  if (!logged.ok()) {
+    if (r.completes_item) limiter_.ReleaseInserts(1);
+    if (r.created && !t.removed) {
+      RemoveTrajectoryLocked(t, /*evicted=*/false);
+      slot.trajectory.reset();
+    }
+    return logged.status();
+  }
+  if (log_seq != nullptr) *log_seq = *logged;
   PublishStepLocked(t, r, priority);
   return Status::OK();
 }
@@ -369,7 +381,7 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
 Status TableImpl::AppendStepsFromDevice(std::span<WriterSlot> slots,
                                         std::span<const ConstTensor> steps,
                                         std::span<const double> priorities, Deadline deadline,
-                                        void* stream) {
+                                        void* stream, uint64_t* log_seq) {
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("AppendFromDevice"));
@@ -408,15 +420,35 @@ Status TableImpl::AppendStepsFromDevice(std::span<WriterSlot> slots,
     Status s = CheckAfterCopyLocked(slot, reserved[env]);
     if (!s.ok()) {
       note(env, s);
+      dest[env] = -1;
+      continue;
+    }
+  }
+  if (!scattered.ok()) return scattered.WithContext("table " + Q(name_) + ": AppendFromDevice");
+  // The log gets the steps through a device-to-host copy (see
+  // docs/durability.md); a step the log refused is not published.
+  Result<uint64_t> logged = LogDeviceStepsLocked(slots, dest, steps, priorities, stream);
+  for (size_t env = 0; env < n; ++env) {
+    if (dest[env] < 0) continue;
+    WriterSlot& slot = slots[env];
+    Trajectory& t = *slot.trajectory;
+    if (!logged.ok()) {
+      if (reserved[env].completes_item) limiter_.ReleaseInserts(1);
+      if (reserved[env].created && !t.removed) {
+        RemoveTrajectoryLocked(t, /*evicted=*/false);
+        slot.trajectory.reset();
+      }
       continue;
     }
     PublishStepLocked(t, reserved[env], priorities.empty() ? nullptr : &priorities[env]);
   }
-  if (!scattered.ok()) return scattered.WithContext("table " + Q(name_) + ": AppendFromDevice");
+  if (!logged.ok()) return logged.status().WithContext("table " + Q(name_) + ": AppendFromDevice");
+  if (log_seq != nullptr) *log_seq = *logged;
   return first_error;
 }
 
-Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline) {
+Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
+                                uint64_t* log_seq) {
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   if (!slot.trajectory) return Status::OK();
@@ -427,10 +459,12 @@ Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline dea
     return s;
   }
   if (!t.ended) {
-    t.ended = true;
-    t.end_reason = reason;
-    ended_ids_.insert(t.id);
-    RankLocked(t);
+    if (log_ != nullptr) {
+      record_.EndTrajectory({table_id_, t.id, static_cast<uint8_t>(reason)});
+      REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kEndTrajectory));
+      if (log_seq != nullptr) *log_seq = seq;
+    }
+    MarkEndedLocked(t, reason);
   }
   if (padding_ == Padding::kTail) {
     while (t.items_created < t.length) {
@@ -574,6 +608,13 @@ std::shared_ptr<Trajectory> TableImpl::PickVictimLocked(const Trajectory& reques
 }
 
 void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
+  if (log_ != nullptr && t.length > 0) {
+    // Best effort: if the log refuses the record (a failed disk), replay
+    // brings the trajectory back; nothing acknowledged is lost.
+    record_.RemoveTrajectory({table_id_, t.id, evicted});
+    (void)LogLocked(wal::RecordType::kRemoveTrajectory);
+  }
+  if (t.in_cold) removed_since_checkpoint_.push_back(t.id);
   int64_t removed_items = 0;
   for (int64_t start = 0; start < t.items_created; ++start) {
     const ItemState& item = t.items[start];
@@ -731,6 +772,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
   out->mask.assign(static_cast<size_t>(B * L), 0);
   windows->clear();
   windows->reserve(B);
+  std::vector<ItemKey> removed_keys;
   for (int64_t b = 0; b < B; ++b) {
     const index::Stratum stratum = options.stratified ? index::Stratum{b, B} : index::Stratum{};
     const index::Selection sel =
@@ -741,6 +783,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     ItemState& item = t.items[start];
     ++item.times_sampled;
     ++items_sampled_;
+    t.dirty = true;
     out->keys[b] = sel.key;
     out->probabilities[b] = sel.probability;
     out->priorities[b] = item.priority;
@@ -749,6 +792,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
       --sample_budget_;
       if (item.times_sampled >= max_times_sampled_) {
         selector_->Remove({sel.key, item.seq, item.priority});
+        removed_keys.push_back(sel.key);
         --t.live_items;
         --num_items_;
         ++items_removed_;
@@ -759,6 +803,10 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     const int64_t real = std::min(L, t.length - start);
     std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
     windows->push_back({tp, start, real});
+  }
+  if (log_ != nullptr && !removed_keys.empty()) {
+    record_.RemoveItems(table_id_, removed_keys);
+    REPLAYDB_RETURN_IF_ERROR(LogLocked(wal::RecordType::kRemoveItems).status());
   }
   return Status::OK();
 }
@@ -1072,8 +1120,10 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
     }
   }
   PriorityUpdateResult r;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  std::vector<ItemKey> logged_keys;
+  std::vector<double> logged_priorities;
   for (size_t i = 0; i < keys.size(); ++i) {
     const ItemKey key = keys[i];
     auto it = trajectories_.find(ItemKeyTrajectory(key));
@@ -1092,14 +1142,23 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
     sample_budget_ += DrawsLeft(item);
     max_priority_seen_ = std::max(max_priority_seen_, item.priority);
     if (t.ranked && (item.priority > t.best_priority || old >= t.best_priority)) RankLocked(t);
+    t.dirty = true;
     ++r.updated;
+    if (log_ != nullptr) {
+      logged_keys.push_back(key);
+      logged_priorities.push_back(item.priority);
+    }
   }
   priority_updates_ += r.updated;
   priority_updates_skipped_ += r.skipped;
   // Samplers may have waited for probability mass.
   if (r.updated > 0) limiter_.NotifyAll();
   if (result != nullptr) *result = r;
-  return Status::OK();
+  if (logged_keys.empty()) return Status::OK();
+  record_.UpdatePriorities(table_id_, logged_keys, logged_priorities);
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kUpdatePriorities));
+  lock.unlock();
+  return SyncLog(seq, /*wait=*/false);
 }
 
 Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities,
@@ -1109,14 +1168,37 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
                                    ": UpdatePrioritiesFromDevice needs n >= 0 and device "
                                    "pointers for keys and priorities");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
   if (n == 0) return Status::OK();
   REPLAYDB_RETURN_IF_ERROR(device_->table().UpdatePriorities(keys, priorities, n, stream));
   device_updates_ += n;
   limiter_.NotifyAll();
-  return Status::OK();
+  if (log_ == nullptr) return Status::OK();
+  // Durable tables see the update on the host too (a copy, then the log
+  // and the items' priorities for checkpoints).
+  std::vector<uint64_t> host_keys(static_cast<size_t>(n));
+  std::vector<float> host_priorities(static_cast<size_t>(n));
+  REPLAYDB_RETURN_IF_ERROR(CopyDeviceToHost(host_keys.data(), keys, n * sizeof(uint64_t), stream));
+  REPLAYDB_RETURN_IF_ERROR(
+      CopyDeviceToHost(host_priorities.data(), priorities, n * sizeof(float), stream));
+  std::vector<uint64_t> logged_keys;
+  std::vector<double> logged_priorities;
+  for (int64_t i = 0; i < n; ++i) {
+    auto it = trajectories_.find(ItemKeyTrajectory(host_keys[i]));
+    const int64_t start = ItemKeyStart(host_keys[i]);
+    if (it == trajectories_.end() || start >= it->second->items_created) continue;
+    it->second->items[start].priority = host_priorities[i];
+    it->second->dirty = true;
+    logged_keys.push_back(host_keys[i]);
+    logged_priorities.push_back(host_priorities[i]);
+  }
+  if (logged_keys.empty()) return Status::OK();
+  record_.UpdatePriorities(table_id_, logged_keys, logged_priorities);
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kUpdatePriorities));
+  lock.unlock();
+  return SyncLog(seq, /*wait=*/false);
 }
 
 Status TableImpl::SetRateLimiter(const RateLimiterSpec& spec) {

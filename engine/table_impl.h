@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/block_pool.h"
+#include "engine/cold_store.h"
 #include "engine/device_selector.h"
 #include "engine/device_tier.h"
 #include "engine/rate_limiter.h"
@@ -32,6 +33,8 @@
 #include "replaydb/device.h"
 #include "replaydb/table.h"
 #include "util/random.h"
+#include "wal/log_writer.h"
+#include "wal/records.h"
 
 namespace replaydb::engine {
 
@@ -59,6 +62,12 @@ struct Trajectory {
   bool removed = false;  // left the hot tier (evicted or consumed)
   bool evicted = false;  // left because the tier was full
   int32_t pins = 0;      // in-flight copies into or out of its blocks
+  // Durability (engine/table_durability.cc): steps [0, persisted_steps)
+  // are in the cold store; `dirty` means its metadata changed since the
+  // last checkpoint; `in_cold` that a checkpoint may have stored it.
+  int64_t persisted_steps = 0;
+  bool dirty = true;
+  bool in_cold = false;
 };
 
 // What a writer keeps per trajectory it writes.
@@ -122,6 +131,35 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Closes the table; later calls fail with "table 'x' is <reason>".
   void CloseWithReason(const std::string& reason);
 
+  // ---- durability (engine/table_durability.cc) ----
+
+  // Logs every change to `log` as table `id` from now on; null stops
+  // logging (while the log is replayed, and once the DB closes).
+  void SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id);
+  uint32_t id() const { return table_id_; }
+  // Makes log record `seq` (0: none) durable as the sync mode says; `wait`
+  // is WriterOptions::sync.
+  Status SyncLog(uint64_t seq, bool wait);
+  // Applies one logged change again. Idempotent against the checkpoint the
+  // log is replayed onto: steps and ends already there are skipped.
+  Status ReplayAppend(const wal::AppendStepsRecord& r);
+  Status ReplayEnd(const wal::EndTrajectoryRecord& r);
+  Status ReplayRemoveTrajectory(const wal::RemoveTrajectoryRecord& r);
+  Status ReplayRemoveItems(const wal::RemoveItemsRecord& r);
+  Status ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r);
+  // Ends, as truncated, every trajectory still open after recovery (no
+  // writer can continue it), creating its tail-padded items.
+  void EndOpenTrajectories();
+  // Adds what changed since the last checkpoint to `batch`: new steps,
+  // dirty trajectories' metadata, removed trajectories, the counters.
+  // Runs beside writers and samplers (holds the table's mutex only to take
+  // the snapshot). Call CheckpointDone with the outcome.
+  Status CollectCheckpoint(ColdStore::Batch* batch);
+  void CheckpointDone(bool ok);
+  // Loads the table's checkpointed state. REQUIRES: the table is new and
+  // unused.
+  Status Restore(ColdStore& store, bool reset_limiter);
+
   // ---- used by the writers ----
 
   const TableLayout& layout() const { return layout_; }
@@ -139,16 +177,18 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Appends one step to slot's trajectory (starting one if needed). Column c's
   // bytes are read from column_base[c] + index * column_bytes[c]. `priority`
   // (validated) may be null: the step then counts as max_priority_seen_.
+  // `*log_seq` (may be null) gets the step's log record (for SyncLog).
   Status AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
-                    const double* priority, Deadline deadline);
+                    const double* priority, Deadline deadline, uint64_t* log_seq = nullptr);
   // Ends slot's trajectory (see TrajectoryWriter::End).
-  Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline);
+  Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
+                       uint64_t* log_seq = nullptr);
   // VectorWriter::AppendFromDevice for `slots` (one per environment); the
   // tensors are validated. Returns the first per-environment error, naming
   // the environment.
   Status AppendStepsFromDevice(std::span<WriterSlot> slots, std::span<const ConstTensor> steps,
                                std::span<const double> priorities, Deadline deadline,
-                               void* stream);
+                               void* stream, uint64_t* log_seq = nullptr);
 
  private:
   Status CheckOpenLocked() const;
@@ -217,6 +257,40 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // them (with probabilities) to the host. REQUIRES: device_
   Status DrawOnDeviceLocked(int64_t batch, const SampleOptions& options,
                             std::vector<index::Selection>* draws);
+
+  // ---- durability ----
+  // Appends the record in record_ to log_; 0 when not logging.
+  Result<uint64_t> LogLocked(wal::RecordType type);
+  // Logs step r of the writer's trajectory from host memory.
+  Result<uint64_t> LogStepLocked(const Trajectory& t, const std::byte* const* column_base,
+                                 int64_t index, const double* priority);
+  // Logs the device steps of the environments with dest >= 0 (one record).
+  Result<uint64_t> LogDeviceStepsLocked(std::span<WriterSlot> slots,
+                                        std::span<const int64_t> dest,
+                                        std::span<const ConstTensor> steps,
+                                        std::span<const double> priorities, void* stream);
+  // Appends one step (replay or restore): blocks, copy, publish, items.
+  Status PutStepLocked(Trajectory& t, const std::byte* step, const double* priority);
+  void MarkEndedLocked(Trajectory& t, EndReason reason);
+  // Copies steps [from, to) of a trajectory whose blocks are at `blocks`
+  // (its block addresses, taken under the lock; the trajectory pinned) to
+  // `out`, step-major (the WAL's layout). Called without the lock.
+  Status ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                   std::string* out) const;
+
+  std::shared_ptr<wal::LogWriter> log_;  // guarded by mu_
+  uint32_t table_id_ = 0;
+  wal::RecordBuilder record_;      // guarded by mu_
+  // Trajectories that may be in the cold store and left the table since
+  // the last checkpoint.
+  std::vector<uint64_t> removed_since_checkpoint_;
+  // A checkpoint in progress: what it took, to undo on failure.
+  struct CheckpointTicket {
+    std::vector<std::pair<std::shared_ptr<Trajectory>, int64_t>> persisted;  // (t, new steps)
+    std::vector<std::shared_ptr<Trajectory>> cleaned;  // dirty flags cleared
+    std::vector<uint64_t> removed;
+  };
+  CheckpointTicket ticket_;  // guarded by mu_
 
   const std::string name_;
   const std::vector<ColumnSpec> columns_;

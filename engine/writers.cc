@@ -1,5 +1,6 @@
 #include "engine/writers.h"
 
+#include <algorithm>
 #include <string>
 
 namespace replaydb::engine {
@@ -40,7 +41,9 @@ TrajectoryWriterImpl::TrajectoryWriterImpl(std::shared_ptr<TableImpl> table,
 
 TrajectoryWriterImpl::~TrajectoryWriterImpl() {
   // Best effort: nobody is left to report an error to.
-  (void)table_->EndTrajectory(slot_, EndReason::kTruncated, Clock::now());
+  uint64_t seq = 0;
+  (void)table_->EndTrajectory(slot_, EndReason::kTruncated, Clock::now(), &seq);
+  (void)table_->SyncLog(seq, /*wait=*/false);
 }
 
 Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step,
@@ -48,8 +51,11 @@ Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step,
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(step, -1, "step"));
   if (priority) REPLAYDB_RETURN_IF_ERROR(table_->ValidatePriority(*priority, "step"));
   SetBases(step, &bases_);
-  return table_->AppendStep(slot_, bases_.data(), 0, priority ? &*priority : nullptr,
-                            DeadlineAfter(options_.timeout));
+  uint64_t seq = 0;
+  REPLAYDB_RETURN_IF_ERROR(table_->AppendStep(slot_, bases_.data(), 0,
+                                              priority ? &*priority : nullptr,
+                                              DeadlineAfter(options_.timeout), &seq));
+  return table_->SyncLog(seq, options_.sync);
 }
 
 Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
@@ -59,18 +65,24 @@ Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
   REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "AppendMany"));
   SetBases(steps, &bases_);
   const Deadline deadline = DeadlineAfter(options_.timeout);
+  uint64_t seq = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double* priority = priorities.empty() ? nullptr : &priorities[i];
-    Status s = table_->AppendStep(slot_, bases_.data(), i, priority, deadline);
+    Status s = table_->AppendStep(slot_, bases_.data(), i, priority, deadline, &seq);
     if (!s.ok()) {
+      // The steps before it are acknowledged: make them durable too.
+      (void)table_->SyncLog(seq, options_.sync);
       return s.WithContext("AppendMany step " + std::to_string(i) + " of " + std::to_string(n));
     }
   }
-  return Status::OK();
+  return table_->SyncLog(seq, options_.sync);
 }
 
 Status TrajectoryWriterImpl::End(EndReason reason) {
-  return table_->EndTrajectory(slot_, reason, DeadlineAfter(options_.timeout));
+  uint64_t seq = 0;
+  REPLAYDB_RETURN_IF_ERROR(
+      table_->EndTrajectory(slot_, reason, DeadlineAfter(options_.timeout), &seq));
+  return table_->SyncLog(seq, options_.sync);
 }
 
 uint64_t TrajectoryWriterImpl::trajectory_id() const {
@@ -86,9 +98,13 @@ VectorWriterImpl::VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_
     : table_(std::move(table)), options_(options), slots_(num_envs) {}
 
 VectorWriterImpl::~VectorWriterImpl() {
+  uint64_t seq = 0;
   for (WriterSlot& slot : slots_) {
-    (void)table_->EndTrajectory(slot, EndReason::kTruncated, Clock::now());
+    uint64_t s = 0;
+    (void)table_->EndTrajectory(slot, EndReason::kTruncated, Clock::now(), &s);
+    seq = std::max(seq, s);
   }
+  (void)table_->SyncLog(seq, /*wait=*/false);
 }
 
 Status VectorWriterImpl::Append(std::span<const ConstTensor> steps,
@@ -99,12 +115,16 @@ Status VectorWriterImpl::Append(std::span<const ConstTensor> steps,
   SetBases(steps, &bases_);
   const Deadline deadline = DeadlineAfter(options_.timeout);
   Status first_error;
+  uint64_t seq = 0;
   for (int64_t env = 0; env < n; ++env) {
     const double* priority = priorities.empty() ? nullptr : &priorities[env];
-    Status s = table_->AppendStep(slots_[env], bases_.data(), env, priority, deadline);
+    uint64_t s_seq = 0;
+    Status s = table_->AppendStep(slots_[env], bases_.data(), env, priority, deadline, &s_seq);
+    seq = std::max(seq, s_seq);
     if (!s.ok() && first_error.ok()) first_error = s.WithContext("environment " + std::to_string(env));
   }
-  return first_error;
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return first_error.ok() ? synced : first_error;
 }
 
 Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
@@ -112,8 +132,11 @@ Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, vo
   const int64_t n = static_cast<int64_t>(slots_.size());
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "device vector step"));
   REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "device vector step"));
-  return table_->AppendStepsFromDevice(slots_, steps, priorities, DeadlineAfter(options_.timeout),
-                                       stream);
+  uint64_t seq = 0;
+  Status s = table_->AppendStepsFromDevice(slots_, steps, priorities,
+                                           DeadlineAfter(options_.timeout), stream, &seq);
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return s.ok() ? synced : s;
 }
 
 Status VectorWriterImpl::End(size_t env, EndReason reason) {
@@ -122,7 +145,10 @@ Status VectorWriterImpl::End(size_t env, EndReason reason) {
                                    std::to_string(env) + " is out of range; the vector writer has " +
                                    std::to_string(slots_.size()) + " environments");
   }
-  return table_->EndTrajectory(slots_[env], reason, DeadlineAfter(options_.timeout));
+  uint64_t seq = 0;
+  REPLAYDB_RETURN_IF_ERROR(
+      table_->EndTrajectory(slots_[env], reason, DeadlineAfter(options_.timeout), &seq));
+  return table_->SyncLog(seq, options_.sync);
 }
 
 uint64_t VectorWriterImpl::trajectory_id(size_t env) const {

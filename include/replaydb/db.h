@@ -17,6 +17,22 @@
 
 namespace replaydb {
 
+// What DB::Open recovered (see docs/durability.md).
+struct RecoveryInfo {
+  bool checkpoint_found = false;   // a checkpoint was restored
+  uint64_t checkpoint_sequence = 0;
+  uint64_t wal_segments = 0;       // log segments replayed
+  uint64_t wal_records = 0;        // log records replayed
+  uint64_t wal_bytes = 0;
+  // Damage that RecoveryMode dropped (dropped_bytes == 0: none).
+  std::string dropped_file;
+  uint64_t dropped_offset = 0;
+  uint64_t dropped_bytes = 0;
+  std::string dropped_reason;
+  // Trajectories open at the crash, ended (as truncated) by recovery.
+  int64_t trajectories_ended = 0;
+};
+
 // Thread-safe. Only one read-write opener per directory at a time, across
 // processes and within one: a second Open fails with Busy. Destroying the DB
 // closes every table (waiters get Cancelled) and releases the lock.
@@ -26,6 +42,9 @@ class DB {
   // directory `path`. Directory layout:
   //   path/LOCK     held (flock) by the read-write opener; holds its pid
   //   path/CATALOG  FlatBuffers catalog of tables, replaced atomically
+  //   path/wal/      write-ahead log segments (wal/FORMAT.md)
+  //   path/cold/     RocksDB: checkpoints (engine/COLD.md)
+  // Opening restores the last checkpoint and replays the log after it.
   static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path);
 
   virtual ~DB() = default;
@@ -41,6 +60,15 @@ class DB {
   virtual std::vector<std::string> ListTables() const = 0;
 
   virtual const std::string& path() const = 0;
+
+  // Takes an incremental checkpoint now: what changed since the last one
+  // goes into the cold store, which is flushed; log segments before it are
+  // deleted. Writers and samplers keep running. Checkpoints also happen
+  // automatically (CheckpointOptions).
+  virtual Status Checkpoint() = 0;
+
+  // What Open recovered.
+  virtual RecoveryInfo recovery_info() const = 0;
 };
 
 }  // namespace replaydb

@@ -234,7 +234,7 @@ std::string RawCatalogFile(const std::vector<RawTable>& tables, uint32_t format_
     fbb.AddElement<uint8_t>(fb::TableDef::VT_PLACEMENT_KIND, raw.placement_kind, 0);
     if (raw.with_rate_limiter) fbb.AddOffset(fb::TableDef::VT_RATE_LIMITER, rate_limiter);
     if (raw.with_future_field) {
-      fbb.AddElement<int64_t>(fb::TableDef::VT_PLACEMENT_DEVICE + 2, 123456789, 0);
+      fbb.AddElement<int64_t>(fb::TableDef::VT_ID + 2, 123456789, 0);
     }
     defs.push_back(flatbuffers::Offset<fb::TableDef>(fbb.EndTable(start)));
   }
@@ -429,7 +429,7 @@ TEST(CatalogTest, RoundTripsRandomSpecs) {
 
 TEST(CatalogTest, EmptyCatalogRoundTrips) {
   std::vector<TableSpec> decoded = SampleTables();
-  ASSERT_TRUE(DecodeCatalog(EncodeCatalog({}), kSource, &decoded).ok());
+  ASSERT_TRUE(DecodeCatalog(EncodeCatalog(std::vector<TableSpec>{}), kSource, &decoded).ok());
   EXPECT_TRUE(decoded.empty());
 }
 

@@ -1,0 +1,176 @@
+#include "engine/cold_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <vector>
+
+namespace replaydb::engine {
+namespace {
+
+// Keys: table id (u32 big-endian; 0 holds the checkpoint), a kind byte, then
+// big-endian ids, so that one table's keys, and one trajectory's chunks, are
+// contiguous and in order.
+constexpr char kCheckpoint = 'C';
+constexpr char kState = 'S';
+constexpr char kMeta = 'M';
+constexpr char kData = 'D';
+
+void PutBE32(std::string* k, uint32_t v) {
+  for (int i = 3; i >= 0; --i) k->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+void PutBE64(std::string* k, uint64_t v) {
+  for (int i = 7; i >= 0; --i) k->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+uint64_t GetBE(std::string_view s, size_t pos, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(s[pos + i]);
+  return v;
+}
+
+std::string Key(uint32_t table, char kind) {
+  std::string k;
+  PutBE32(&k, table);
+  k.push_back(kind);
+  return k;
+}
+std::string Key(uint32_t table, char kind, uint64_t a) {
+  std::string k = Key(table, kind);
+  PutBE64(&k, a);
+  return k;
+}
+std::string Key(uint32_t table, char kind, uint64_t a, uint64_t b) {
+  std::string k = Key(table, kind, a);
+  PutBE64(&k, b);
+  return k;
+}
+
+Status FromRocks(const rocksdb::Status& s, std::string_view what, const std::string& dir) {
+  if (s.ok()) return Status::OK();
+  std::string msg = "cold store " + dir + ": " + std::string(what) + ": " + s.ToString();
+  if (s.IsNotFound()) return Status::NotFound(msg);
+  if (s.IsCorruption()) return Status::Corruption(msg);
+  return Status::IOError(msg);
+}
+
+// Visits keys starting with `prefix`.
+Status Scan(rocksdb::DB* db, const std::string& dir, const std::string& prefix,
+            const std::function<Status(std::string_view, std::string_view)>& fn) {
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    const rocksdb::Slice key = it->key();
+    if (!key.starts_with(prefix)) break;
+    const rocksdb::Slice value = it->value();
+    REPLAYDB_RETURN_IF_ERROR(fn(std::string_view(key.data(), key.size()),
+                                std::string_view(value.data(), value.size())));
+  }
+  return FromRocks(it->status(), "scan", dir);
+}
+
+}  // namespace
+
+ColdStore::Batch::Batch() : batch_(std::make_unique<rocksdb::WriteBatch>()) {}
+ColdStore::Batch::~Batch() = default;
+
+void ColdStore::Batch::PutCheckpoint(std::string_view value) {
+  (void)batch_->Put(Key(0, kCheckpoint), rocksdb::Slice(value.data(), value.size()));
+}
+void ColdStore::Batch::PutTableState(uint32_t table, std::string_view value) {
+  (void)batch_->Put(Key(table, kState), rocksdb::Slice(value.data(), value.size()));
+}
+void ColdStore::Batch::PutTrajectory(uint32_t table, uint64_t trajectory, std::string_view meta) {
+  (void)batch_->Put(Key(table, kMeta, trajectory), rocksdb::Slice(meta.data(), meta.size()));
+}
+void ColdStore::Batch::PutSteps(uint32_t table, uint64_t trajectory, int64_t first_step,
+                                std::string_view chunk) {
+  (void)batch_->Put(Key(table, kData, trajectory, static_cast<uint64_t>(first_step)),
+                    rocksdb::Slice(chunk.data(), chunk.size()));
+}
+void ColdStore::Batch::DeleteTrajectory(uint32_t table, uint64_t trajectory) {
+  (void)batch_->Delete(Key(table, kMeta, trajectory));
+  (void)batch_->DeleteRange(Key(table, kData, trajectory), Key(table, kData, trajectory + 1));
+}
+void ColdStore::Batch::DeleteTable(uint32_t table) {
+  (void)batch_->DeleteRange(Key(table, '\0'), Key(table + 1, '\0'));
+}
+size_t ColdStore::Batch::bytes() const { return batch_->GetDataSize(); }
+
+ColdStore::ColdStore(std::string dir, rocksdb::DB* db) : dir_(std::move(dir)), db_(db) {}
+
+ColdStore::~ColdStore() {
+  if (db_) (void)db_->Close();
+}
+
+Result<std::unique_ptr<ColdStore>> ColdStore::Open(const std::string& dir) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.compression = rocksdb::kZSTD;
+  // Checkpoints are written in one batch and flushed; RocksDB's own log
+  // would only duplicate them.
+  options.avoid_flush_during_shutdown = false;
+  options.max_open_files = 256;
+  rocksdb::DB* db = nullptr;
+  REPLAYDB_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(options, dir, &db), "open", dir));
+  return std::unique_ptr<ColdStore>(new ColdStore(dir, db));
+}
+
+Status ColdStore::Write(Batch& batch) {
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = true;
+  REPLAYDB_RETURN_IF_ERROR(FromRocks(db_->Write(wo, batch.batch_.get()), "write", dir_));
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  return FromRocks(db_->Flush(fo), "flush", dir_);
+}
+
+Status ColdStore::GetCheckpoint(std::string* value) {
+  return FromRocks(db_->Get(rocksdb::ReadOptions(), Key(0, kCheckpoint), value),
+                   "read the checkpoint record", dir_);
+}
+
+Status ColdStore::GetTableState(uint32_t table, std::string* value) {
+  return FromRocks(db_->Get(rocksdb::ReadOptions(), Key(table, kState), value),
+                   "read the state of table id " + std::to_string(table), dir_);
+}
+
+Status ColdStore::ForEachTrajectory(
+    uint32_t table, const std::function<Status(uint64_t, std::string_view)>& fn) {
+  return Scan(db_.get(), dir_, Key(table, kMeta), [&](std::string_view key, std::string_view v) {
+    if (key.size() != 13) {
+      return Status::Corruption("cold store " + dir_ + ": malformed trajectory key of table id " +
+                                std::to_string(table));
+    }
+    return fn(GetBE(key, 5, 8), v);
+  });
+}
+
+Status ColdStore::ForEachChunk(uint32_t table, uint64_t trajectory,
+                               const std::function<Status(int64_t, std::string_view)>& fn) {
+  return Scan(db_.get(), dir_, Key(table, kData, trajectory),
+              [&](std::string_view key, std::string_view v) {
+                if (key.size() != 21) {
+                  return Status::Corruption("cold store " + dir_ +
+                                            ": malformed step key of trajectory " +
+                                            std::to_string(trajectory));
+                }
+                return fn(static_cast<int64_t>(GetBE(key, 13, 8)), v);
+              });
+}
+
+Status ColdStore::ListTables(std::vector<uint32_t>* tables) {
+  tables->clear();
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  it->Seek(Key(1, '\0'));
+  while (it->Valid()) {
+    const rocksdb::Slice key = it->key();
+    if (key.size() < 4) break;
+    const uint32_t id = static_cast<uint32_t>(GetBE(std::string_view(key.data(), key.size()), 0, 4));
+    tables->push_back(id);
+    if (id == UINT32_MAX) break;
+    it->Seek(Key(id + 1, '\0'));
+  }
+  return FromRocks(it->status(), "list tables", dir_);
+}
+
+}  // namespace replaydb::engine

@@ -1,0 +1,81 @@
+// ColdStore: the RocksDB database under DIR/cold that holds checkpoints:
+// trajectories' steps and metadata, tables' counters, and the checkpoint's
+// WAL position. Keys and values: engine/COLD.md (values engine/cold.fbs).
+//
+// Thread safety: every method may be called concurrently (RocksDB is).
+#ifndef REPLAYDB_ENGINE_COLD_STORE_H_
+#define REPLAYDB_ENGINE_COLD_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "replaydb/status.h"
+
+namespace rocksdb {
+class DB;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace replaydb::engine {
+
+class ColdStore {
+ public:
+  // Opens (creating if missing) the store in directory `dir`.
+  static Result<std::unique_ptr<ColdStore>> Open(const std::string& dir);
+  ~ColdStore();
+  ColdStore(const ColdStore&) = delete;
+  ColdStore& operator=(const ColdStore&) = delete;
+
+  // Writes collected by a checkpoint, applied atomically by Write.
+  class Batch {
+   public:
+    Batch();
+    ~Batch();
+    void PutCheckpoint(std::string_view value);
+    void PutTableState(uint32_t table, std::string_view value);
+    void PutTrajectory(uint32_t table, uint64_t trajectory, std::string_view meta);
+    void PutSteps(uint32_t table, uint64_t trajectory, int64_t first_step, std::string_view chunk);
+    // Removes the trajectory's metadata and steps.
+    void DeleteTrajectory(uint32_t table, uint64_t trajectory);
+    // Removes everything of the table.
+    void DeleteTable(uint32_t table);
+    size_t bytes() const;
+
+   private:
+    friend class ColdStore;
+    std::unique_ptr<rocksdb::WriteBatch> batch_;
+  };
+
+  // Applies `batch` atomically, then flushes the memtable so the batch is
+  // on disk in SST files (the store runs without RocksDB's own WAL: the
+  // checkpoint's WAL position is only advanced once this returns OK).
+  Status Write(Batch& batch);
+
+  // NotFound when no checkpoint was taken yet.
+  Status GetCheckpoint(std::string* value);
+  Status GetTableState(uint32_t table, std::string* value);
+  // Calls fn(trajectory id, metadata value) for every trajectory of the
+  // table, in id order.
+  Status ForEachTrajectory(uint32_t table,
+                           const std::function<Status(uint64_t, std::string_view)>& fn);
+  // Calls fn(first_step, chunk value) for the trajectory's step chunks in
+  // step order.
+  Status ForEachChunk(uint32_t table, uint64_t trajectory,
+                      const std::function<Status(int64_t, std::string_view)>& fn);
+  // Table ids that have any key.
+  Status ListTables(std::vector<uint32_t>* tables);
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  ColdStore(std::string dir, rocksdb::DB* db);
+  const std::string dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+};
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_COLD_STORE_H_

@@ -1,0 +1,522 @@
+// TableImpl's durability: logging changes to the WAL, replaying them,
+// checkpoints into the cold store and restoring from them. The design is in
+// docs/durability.md.
+#include <flatbuffers/flatbuffers.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "engine/cold_generated.h"
+#include "engine/table_impl.h"
+#include "kernels/device_memory.h"
+
+namespace replaydb::engine {
+namespace {
+
+std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+template <typename T>
+const T* VerifiedRoot(std::string_view bytes, std::string* aligned) {
+  // FlatBuffers reads scalars in place: give it aligned memory.
+  aligned->assign(bytes.data(), bytes.size());
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(aligned->data()),
+                                 aligned->size());
+  if (!verifier.VerifyBuffer<T>(nullptr)) return nullptr;
+  return flatbuffers::GetRoot<T>(aligned->data());
+}
+
+}  // namespace
+
+void TableImpl::SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  log_ = std::move(log);
+  table_id_ = id;
+}
+
+Status TableImpl::SyncLog(uint64_t seq, bool wait) {
+  if (seq == 0) return Status::OK();
+  std::shared_ptr<wal::LogWriter> log;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    log = log_;
+  }
+  if (log == nullptr) return Status::OK();
+  return log->Sync(seq, wait).WithContext("table " + Q(name_));
+}
+
+Result<uint64_t> TableImpl::LogLocked(wal::RecordType type) {
+  if (log_ == nullptr) return uint64_t{0};
+  Result<uint64_t> seq = log_->Append(type, record_.payload());
+  if (!seq.ok()) return seq.status().WithContext("table " + Q(name_));
+  return seq;
+}
+
+Result<uint64_t> TableImpl::LogStepLocked(const Trajectory& t, const std::byte* const* column_base,
+                                          int64_t index, const double* priority) {
+  if (log_ == nullptr) return uint64_t{0};
+  const uint64_t id = t.id;
+  const int64_t step = t.length;
+  const double p = priority != nullptr ? *priority : std::numeric_limits<double>::quiet_NaN();
+  std::byte* data = record_.AppendSteps(
+      table_id_, static_cast<uint32_t>(layout_.step_bytes), std::span<const uint64_t>(&id, 1),
+      std::span<const int64_t>(&step, 1),
+      priority != nullptr ? std::span<const double>(&p, 1) : std::span<const double>());
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const size_t cb = layout_.column_bytes[c];
+    std::memcpy(data, column_base[c] + static_cast<size_t>(index) * cb, cb);
+    data += cb;
+  }
+  return LogLocked(wal::RecordType::kAppendSteps);
+}
+
+Result<uint64_t> TableImpl::LogDeviceStepsLocked(std::span<WriterSlot> slots,
+                                                 std::span<const int64_t> dest,
+                                                 std::span<const ConstTensor> steps,
+                                                 std::span<const double> priorities,
+                                                 void* stream) {
+  if (log_ == nullptr) return uint64_t{0};
+  const size_t n = slots.size();
+  std::vector<uint64_t> ids;
+  std::vector<int64_t> step_index;
+  std::vector<double> prios;
+  std::vector<size_t> envs;
+  for (size_t env = 0; env < n; ++env) {
+    if (dest[env] < 0) continue;
+    envs.push_back(env);
+    ids.push_back(slots[env].trajectory->id);
+    step_index.push_back(slots[env].trajectory->length);
+    if (!priorities.empty()) prios.push_back(priorities[env]);
+  }
+  if (envs.empty()) return uint64_t{0};
+  // One copy per column of the whole device array, ordered after the
+  // caller's stream, then a host-side transpose into the record.
+  std::vector<std::vector<std::byte>> host(columns_.size());
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    host[c].resize(layout_.column_bytes[c] * n);
+    REPLAYDB_RETURN_IF_ERROR(
+        CopyDeviceToHost(host[c].data(), steps[c].data, host[c].size(), stream));
+  }
+  std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes), ids,
+                                        step_index, prios);
+  for (size_t env : envs) {
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      std::memcpy(data, host[c].data() + env * cb, cb);
+      data += cb;
+    }
+  }
+  return LogLocked(wal::RecordType::kAppendSteps);
+}
+
+void TableImpl::MarkEndedLocked(Trajectory& t, EndReason reason) {
+  t.ended = true;
+  t.end_reason = reason;
+  t.dirty = true;
+  ended_ids_.insert(t.id);
+  RankLocked(t);
+}
+
+Status TableImpl::PutStepLocked(Trajectory& t, const std::byte* step, const double* priority) {
+  const int64_t block_index = t.length / layout_.block_steps;
+  if (block_index == static_cast<int64_t>(t.blocks.size())) {
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    Status s = AddBlockLocked(lock, t, Clock::now());
+    lock.release();
+    REPLAYDB_RETURN_IF_ERROR(s);
+  }
+  std::byte* block = pool_.address(t.blocks[block_index]);
+  const size_t in_block = static_cast<size_t>(t.length % layout_.block_steps);
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const size_t cb = layout_.column_bytes[c];
+    std::byte* dst = block + layout_.column_offset[c] + in_block * cb;
+    if (pool_.host_accessible()) {
+      std::memcpy(dst, step, cb);
+    } else {
+      REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, step, cb));
+    }
+    step += cb;
+  }
+  StepReservation r;  // completes_item false: the item is made below
+  const bool completes = t.length + 1 >= sequence_length_;
+  PublishStepLocked(t, r, priority);
+  if (completes) {
+    CreateItemLocked(t);
+    limiter_.ForceInserts(1);
+  }
+  return Status::OK();
+}
+
+Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (r.step_bytes != layout_.step_bytes) {
+    return Status::Corruption("table " + Q(name_) + ": logged steps have " +
+                              std::to_string(r.step_bytes) + " bytes; the schema has " +
+                              std::to_string(layout_.step_bytes));
+  }
+  for (size_t i = 0; i < r.trajectory_ids.size(); ++i) {
+    const uint64_t id = r.trajectory_ids[i];
+    const int64_t step = r.steps[i];
+    auto it = trajectories_.find(id);
+    if (it == trajectories_.end()) {
+      if (step != 0) continue;  // removed after the checkpoint
+      auto t = std::make_shared<Trajectory>();
+      t->id = id;
+      it = trajectories_.emplace(id, std::move(t)).first;
+      next_trajectory_id_ = std::max(next_trajectory_id_, id + 1);
+    }
+    Trajectory& t = *it->second;
+    if (step < t.length) continue;  // already in the checkpoint
+    if (step > t.length || t.ended) {
+      return Status::Corruption("table " + Q(name_) + ": logged step " + std::to_string(step) +
+                                " of trajectory " + std::to_string(id) + " does not follow its " +
+                                std::to_string(t.length) + (t.ended ? " steps (ended)" : " steps"));
+    }
+    const double* priority =
+        r.priorities.empty() || std::isnan(r.priorities[i]) ? nullptr : &r.priorities[i];
+    REPLAYDB_RETURN_IF_ERROR(
+        PutStepLocked(t, r.data.data() + i * r.step_bytes, priority)
+            .WithContext("table " + Q(name_) + ": replaying step " + std::to_string(step) +
+                         " of trajectory " + std::to_string(id)));
+  }
+  return Status::OK();
+}
+
+Status TableImpl::ReplayEnd(const wal::EndTrajectoryRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = trajectories_.find(r.trajectory_id);
+  if (it == trajectories_.end() || it->second->ended) return Status::OK();
+  if (EndReasonName(static_cast<EndReason>(r.reason)) == "invalid") {
+    return Status::Corruption("table " + Q(name_) + ": logged end of trajectory " +
+                              std::to_string(r.trajectory_id) + " has unknown reason " +
+                              std::to_string(r.reason));
+  }
+  Trajectory& t = *it->second;
+  MarkEndedLocked(t, static_cast<EndReason>(r.reason));
+  if (padding_ == Padding::kTail) {
+    while (t.items_created < t.length) {
+      CreateItemLocked(t);
+      limiter_.ForceInserts(1);
+    }
+  }
+  MaybeReleaseConsumedLocked(t);
+  return Status::OK();
+}
+
+Status TableImpl::ReplayRemoveTrajectory(const wal::RemoveTrajectoryRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = trajectories_.find(r.trajectory_id);
+  if (it != trajectories_.end()) RemoveTrajectoryLocked(*it->second, r.evicted);
+  return Status::OK();
+}
+
+Status TableImpl::ReplayRemoveItems(const wal::RemoveItemsRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (max_times_sampled_ == 0) return Status::OK();
+  for (const ItemKey key : r.keys) {
+    auto it = trajectories_.find(ItemKeyTrajectory(key));
+    const int64_t start = ItemKeyStart(key);
+    if (it == trajectories_.end() || start >= it->second->items_created) continue;
+    Trajectory& t = *it->second;
+    ItemState& item = t.items[start];
+    if (!ItemLive(item)) continue;
+    selector_->Remove({key, item.seq, item.priority});
+    sample_budget_ -= DrawsLeft(item);
+    item.times_sampled = max_times_sampled_;
+    t.dirty = true;
+    --t.live_items;
+    --num_items_;
+    ++items_removed_;
+    limiter_.Delete(1);
+    if (t.ranked && item.priority >= t.best_priority) RankLocked(t);
+  }
+  return Status::OK();
+}
+
+Status TableImpl::ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r) {
+  for (double p : r.priorities) {
+    if (!std::isfinite(p) || p < 0) {
+      return Status::Corruption("table " + Q(name_) + ": logged priority " + std::to_string(p) +
+                                " is invalid");
+    }
+  }
+  return UpdatePriorities(r.keys, r.priorities, nullptr);
+}
+
+void TableImpl::EndOpenTrajectories() {
+  std::vector<uint64_t> open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, t] : trajectories_) {
+      if (!t->ended) open.push_back(id);
+    }
+  }
+  for (uint64_t id : open) {
+    (void)ReplayEnd({table_id_, id, static_cast<uint8_t>(EndReason::kTruncated)});
+  }
+}
+
+Status TableImpl::ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                            std::string* out) const {
+  const int64_t bs = layout_.block_steps;
+  const size_t step_bytes = layout_.step_bytes;
+  out->resize(static_cast<size_t>(to - from) * step_bytes);
+  std::vector<std::byte> scratch;
+  for (int64_t s = from; s < to;) {
+    const int64_t b = s / bs;
+    const int64_t s_end = std::min(to, (b + 1) * bs);
+    const size_t first = static_cast<size_t>(s % bs);
+    const size_t count = static_cast<size_t>(s_end - s);
+    size_t step_offset = 0;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      const std::byte* src = blocks[b] + layout_.column_offset[c] + first * cb;
+      if (!pool_.host_accessible()) {
+        scratch.resize(count * cb);
+        REPLAYDB_RETURN_IF_ERROR(
+            kernels::CopyFromDevice(spec_.placement.device, scratch.data(), src, count * cb));
+        src = scratch.data();
+      }
+      char* dst = out->data() + static_cast<size_t>(s - from) * step_bytes + step_offset;
+      for (size_t i = 0; i < count; ++i) {
+        std::memcpy(dst + i * step_bytes, src + i * cb, cb);
+      }
+      step_offset += cb;
+    }
+    s = s_end;
+  }
+  return Status::OK();
+}
+
+Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
+  struct Copy {
+    std::shared_ptr<Trajectory> t;
+    int64_t from, to;
+    std::vector<std::byte*> blocks;
+  };
+  std::vector<Copy> copies;
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return Status::OK();
+    ticket_ = {};
+    // Published steps may still be queued on the GPU's write stream.
+    if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters().WithContext("table " + Q(name_)));
+    const RateLimiter::Counters c = limiter_.counters();
+    fbb.Finish(fb::CreateTableState(
+        fbb, next_trajectory_id_, next_item_seq_, max_priority_seen_, steps_inserted_,
+        items_inserted_, items_sampled_, items_removed_, evicted_trajectories_, evicted_items_,
+        priority_updates_, priority_updates_skipped_, c.inserts, c.samples, c.deletes));
+    batch->PutTableState(table_id_, std::string_view(reinterpret_cast<const char*>(
+                                                         fbb.GetBufferPointer()),
+                                                     fbb.GetSize()));
+    std::vector<fb::ColdItem> items;
+    for (const auto& [id, tp] : trajectories_) {
+      Trajectory& t = *tp;
+      if (t.length == 0) continue;
+      const bool new_steps = t.length > t.persisted_steps;
+      if (!t.dirty && !new_steps) continue;
+      fbb.Clear();
+      items.clear();
+      for (int64_t i = 0; i < t.items_created; ++i) {
+        const ItemState& item = t.items[i];
+        items.emplace_back(item.seq, item.priority, item.times_sampled, ItemLive(item));
+      }
+      fbb.Finish(fb::CreateTrajectoryMeta(fbb, t.id, t.length, t.ended,
+                                          static_cast<uint8_t>(t.end_reason),
+                                          fbb.CreateVector(t.step_priorities),
+                                          fbb.CreateVectorOfStructs(items)));
+      batch->PutTrajectory(table_id_, t.id,
+                           std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
+                                            fbb.GetSize()));
+      if (t.dirty) {
+        t.dirty = false;
+        ticket_.cleaned.push_back(tp);
+      }
+      t.in_cold = true;
+      if (new_steps) {
+        Copy copy{tp, t.persisted_steps, t.length, {}};
+        for (int64_t b : t.blocks) copy.blocks.push_back(pool_.address(b));
+        ++t.pins;
+        copies.push_back(std::move(copy));
+      }
+    }
+    for (uint64_t id : removed_since_checkpoint_) batch->DeleteTrajectory(table_id_, id);
+    ticket_.removed.swap(removed_since_checkpoint_);
+  }
+  // Published steps never change, and the pins keep their blocks.
+  Status s;
+  std::string steps;
+  for (const Copy& copy : copies) {
+    if (!s.ok()) break;
+    s = ReadSteps(copy.blocks, copy.from, copy.to, &steps);
+    if (!s.ok()) break;
+    fbb.Clear();
+    const auto data = fbb.CreateVector(reinterpret_cast<const uint8_t*>(steps.data()), steps.size());
+    fbb.Finish(fb::CreateStepChunk(fbb, copy.from, copy.to - copy.from,
+                                   static_cast<uint32_t>(layout_.step_bytes), data));
+    batch->PutSteps(table_id_, copy.t->id, copy.from,
+                    std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
+                                     fbb.GetSize()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Copy& copy : copies) {
+    if (s.ok()) ticket_.persisted.emplace_back(copy.t, copy.to);
+    UnpinLocked(*copy.t);
+  }
+  return s.WithContext("table " + Q(name_) + ": checkpoint");
+}
+
+void TableImpl::CheckpointDone(bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ok) {
+    for (auto& [t, steps] : ticket_.persisted) {
+      t->persisted_steps = std::max(t->persisted_steps, steps);
+    }
+  } else {
+    for (auto& t : ticket_.cleaned) t->dirty = true;
+    removed_since_checkpoint_.insert(removed_since_checkpoint_.end(), ticket_.removed.begin(),
+                                     ticket_.removed.end());
+  }
+  ticket_ = {};
+}
+
+Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
+  const std::string where = "table " + Q(name_) + " (id " + std::to_string(table_id_) + ")";
+  std::string value, aligned;
+  Status s = store.GetTableState(table_id_, &value);
+  if (s.code() == Status::Code::kNotFound) return Status::OK();  // never checkpointed
+  REPLAYDB_RETURN_IF_ERROR(s);
+  const fb::TableState* state = VerifiedRoot<fb::TableState>(value, &aligned);
+  if (state == nullptr) {
+    return Status::Corruption("cold store " + store.dir() + ": " + where +
+                              ": state fails verification");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  next_trajectory_id_ = state->next_trajectory_id();
+  next_item_seq_ = state->next_item_seq();
+  max_priority_seen_ = state->max_priority_seen();
+  steps_inserted_ = state->steps_inserted();
+  items_inserted_ = state->items_inserted();
+  items_sampled_ = state->items_sampled();
+  items_removed_ = state->items_removed();
+  evicted_trajectories_ = state->evicted_trajectories();
+  evicted_items_ = state->evicted_items();
+  priority_updates_ = state->priority_updates();
+  priority_updates_skipped_ = state->priority_updates_skipped();
+  const RateLimiter::Counters counters{state->limiter_inserts(), state->limiter_samples(),
+                                       state->limiter_deletes()};
+
+  std::string meta_aligned, chunk_aligned;
+  REPLAYDB_RETURN_IF_ERROR(store.ForEachTrajectory(
+      table_id_, [&](uint64_t id, std::string_view bytes) -> Status {
+        const std::string traj = where + " trajectory " + std::to_string(id);
+        const fb::TrajectoryMeta* meta = VerifiedRoot<fb::TrajectoryMeta>(bytes, &meta_aligned);
+        if (meta == nullptr || meta->id() != id || meta->length() < 0 ||
+            meta->step_priorities() == nullptr ||
+            meta->step_priorities()->size() != static_cast<size_t>(meta->length()) ||
+            meta->items() == nullptr ||
+            meta->items()->size() > static_cast<size_t>(meta->length())) {
+          return Status::Corruption("cold store " + store.dir() + ": " + traj +
+                                    ": metadata fails verification");
+        }
+        if (meta->length() == 0) return Status::OK();
+        auto tp = std::make_shared<Trajectory>();
+        tp->id = id;
+        Trajectory& t = *tp;
+        trajectories_.emplace(id, tp);
+        int64_t expect = 0;
+        REPLAYDB_RETURN_IF_ERROR(store.ForEachChunk(
+            table_id_, id, [&](int64_t first, std::string_view chunk_bytes) -> Status {
+              const fb::StepChunk* chunk = VerifiedRoot<fb::StepChunk>(chunk_bytes, &chunk_aligned);
+              if (chunk == nullptr || chunk->first_step() != first || first != expect ||
+                  chunk->count() < 1 || chunk->step_bytes() != layout_.step_bytes ||
+                  chunk->data() == nullptr ||
+                  chunk->data()->size() !=
+                      static_cast<size_t>(chunk->count()) * layout_.step_bytes ||
+                  first + chunk->count() > meta->length()) {
+                return Status::Corruption("cold store " + store.dir() + ": " + traj +
+                                          ": step chunk at step " + std::to_string(first) +
+                                          " is malformed or out of place (expected step " +
+                                          std::to_string(expect) + ")");
+              }
+              const auto* data = reinterpret_cast<const std::byte*>(chunk->data()->data());
+              for (int64_t i = 0; i < chunk->count(); ++i) {
+                const int64_t step = first + i;
+                const double p = meta->step_priorities()->Get(static_cast<uint32_t>(step));
+                // Items come from the metadata below, not from the steps.
+                const int64_t block_index = t.length / layout_.block_steps;
+                if (block_index == static_cast<int64_t>(t.blocks.size())) {
+                  std::unique_lock<std::mutex> ul(mu_, std::adopt_lock);
+                  Status added = AddBlockLocked(ul, t, Clock::now());
+                  ul.release();
+                  REPLAYDB_RETURN_IF_ERROR(added.WithContext(traj));
+                }
+                std::byte* block = pool_.address(t.blocks[block_index]);
+                const size_t in_block = static_cast<size_t>(t.length % layout_.block_steps);
+                const std::byte* src = data + static_cast<size_t>(i) * layout_.step_bytes;
+                for (size_t c = 0; c < columns_.size(); ++c) {
+                  const size_t cb = layout_.column_bytes[c];
+                  std::byte* dst = block + layout_.column_offset[c] + in_block * cb;
+                  if (pool_.host_accessible()) {
+                    std::memcpy(dst, src, cb);
+                  } else {
+                    REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, src, cb));
+                  }
+                  src += cb;
+                }
+                ++t.length;
+                t.step_priorities.push_back(p);
+              }
+              expect = first + chunk->count();
+              return Status::OK();
+            }));
+        if (expect != meta->length()) {
+          return Status::Corruption("cold store " + store.dir() + ": " + traj + ": has " +
+                                    std::to_string(expect) + " stored steps of " +
+                                    std::to_string(meta->length()));
+        }
+        num_steps_ += t.length;
+        for (const fb::ColdItem* ci : *meta->items()) {
+          ItemState item;
+          item.seq = ci->seq();
+          item.priority = ci->priority();
+          item.times_sampled = ci->times_sampled();
+          if (!ci->live() && max_times_sampled_ > 0) {
+            item.times_sampled = std::max<uint32_t>(item.times_sampled, max_times_sampled_);
+          }
+          const int64_t start = t.items_created;
+          t.items.push_back(item);
+          ++t.items_created;
+          if (!ItemLive(item)) continue;
+          ++t.live_items;
+          ++num_items_;
+          sample_budget_ += DrawsLeft(item);
+          const int64_t slot = t.blocks[start / layout_.block_steps] * layout_.block_steps +
+                               start % layout_.block_steps;
+          if (tier_ && tier_->item_steps()) {
+            tier_->NewItem(slot, std::min(sequence_length_, t.length - start));
+          }
+          selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority, slot});
+        }
+        t.persisted_steps = t.length;
+        t.in_cold = true;
+        t.dirty = false;
+        if (meta->ended()) {
+          if (EndReasonName(static_cast<EndReason>(meta->end_reason())) == "invalid") {
+            return Status::Corruption("cold store " + store.dir() + ": " + traj +
+                                      ": unknown end reason " +
+                                      std::to_string(meta->end_reason()));
+          }
+          MarkEndedLocked(t, static_cast<EndReason>(meta->end_reason()));
+          t.dirty = false;
+        }
+        next_trajectory_id_ = std::max(next_trajectory_id_, id + 1);
+        return Status::OK();
+      }));
+  limiter_.Restore(reset_limiter ? RateLimiter::Counters{num_items_, 0, 0} : counters);
+  return Status::OK();
+}
+
+}  // namespace replaydb::engine
