@@ -35,8 +35,9 @@
 // serialises the bookkeeping together with the base Env's writes, syncs and
 // truncations made through this Env (so a DropUnsyncedData never interleaves
 // with an Append), which makes it slow under contention: a test tool, not a
-// production Env. Reads, FileExists, GetChildren, LockFile and
-// CreateDirIfMissing are forwarded without the lock. The WritableFiles it
+// production Env. Calls that change no file data (ReadFileToString,
+// NewSequentialFile, FileExists, GetFileSize, GetChildren, LockFile,
+// CreateDirIfMissing) are forwarded without the lock. The WritableFiles it
 // returns keep env.h's contract (one owner at a time).
 //
 // Lifetime: the base Env and this Env must outlive every WritableFile this Env
