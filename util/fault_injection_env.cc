@@ -174,7 +174,9 @@ Status FaultInjectionEnv::CreateDirIfMissing(const std::string& dir) {
   return base_->CreateDirIfMissing(dir);
 }
 
-bool FaultInjectionEnv::FileExists(const std::string& path) { return base_->FileExists(path); }
+bool FaultInjectionEnv::FileExists(const std::string& path) {
+  return base_->FileExists(path);
+}
 
 Status FaultInjectionEnv::ReadFileToString(const std::string& path, std::string* out) {
   return base_->ReadFileToString(path, out);
