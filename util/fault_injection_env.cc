@@ -174,7 +174,9 @@ Status FaultInjectionEnv::CreateDirIfMissing(const std::string& dir) {
   return base_->CreateDirIfMissing(dir);
 }
 
-bool FaultInjectionEnv::FileExists(const std::string& path) { return base_->FileExists(path); }
+bool FaultInjectionEnv::FileExists(const std::string& path) {
+  return base_->FileExists(path);
+}
 
 Status FaultInjectionEnv::ReadFileToString(const std::string& path, std::string* out) {
   return base_->ReadFileToString(path, out);
@@ -219,10 +221,11 @@ Status FaultInjectionEnv::NewWritableFile(const std::string& path, bool truncate
   std::unique_ptr<WritableFile> base_file;
   REPLAYDB_RETURN_IF_ERROR(base_->NewWritableFile(path, truncate, &base_file));
   auto it = files_.find(path);
-  if (it == files_.end()) {
-    // Untracked: a file this Env did not write is taken as durable as it is.
-    it = files_.emplace(path, FileState{next_file_id_++, existed ? base_file->size() : 0, existed})
-             .first;
+  if (it == files_.end() || !existed) {
+    // A file this Env has not tracked is taken as durable as it stands; a
+    // missing one (perhaps removed behind this Env's back) is new.
+    const FileState state{next_file_id_++, existed ? base_file->size() : 0, existed};
+    it = files_.insert_or_assign(path, state).first;
   } else if (truncate) {
     it->second.durable_size = 0;
   }

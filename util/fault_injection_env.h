@@ -35,8 +35,9 @@
 // serialises the bookkeeping together with the base Env's writes, syncs and
 // truncations made through this Env (so a DropUnsyncedData never interleaves
 // with an Append), which makes it slow under contention: a test tool, not a
-// production Env. Reads, FileExists, GetChildren, LockFile and
-// CreateDirIfMissing are forwarded without the lock. The WritableFiles it
+// production Env. Calls that change no file data (ReadFileToString,
+// NewSequentialFile, FileExists, GetFileSize, GetChildren, LockFile,
+// CreateDirIfMissing) are forwarded without the lock. The WritableFiles it
 // returns keep env.h's contract (one owner at a time).
 //
 // Lifetime: the base Env and this Env must outlive every WritableFile this Env
@@ -86,8 +87,7 @@ class FaultInjectionEnv final : public Env {
   // durable at once (durable size 0).
   Status NewWritableFile(const std::string& path, bool truncate,
                          std::unique_ptr<WritableFile>* file) override;
-  Status NewSequentialFile(const std::string& path,
-                           std::unique_ptr<SequentialFile>* file) override;
+  Status NewSequentialFile(const std::string& path, std::unique_ptr<SequentialFile>* file) override;
   Status GetFileSize(const std::string& path, uint64_t* size) override;
   // The durable size of a tracked file becomes at most `size`.
   Status TruncateFile(const std::string& path, uint64_t size) override;
@@ -162,9 +162,9 @@ class FaultInjectionEnv final : public Env {
   class TrackedWritableFile;
 
   struct FileState {
-    uint64_t id;               // tells a re-created file from the one a writer opened
-    uint64_t durable_size;     // bytes that survive DropUnsyncedData
-    bool creation_durable;     // false: DropUnsyncedData removes the file
+    uint64_t id;            // tells a re-created file from the one a writer opened
+    uint64_t durable_size;  // bytes that survive DropUnsyncedData
+    bool creation_durable;  // false: DropUnsyncedData removes the file
   };
 
   // One-shot countdown: true on the n-th call after arming. REQUIRES: mu_ held.
@@ -180,17 +180,17 @@ class FaultInjectionEnv final : public Env {
   Env* const base_;
 
   mutable std::mutex mu_;
-  std::map<std::string, FileState> files_;   // guarded by mu_
-  uint64_t next_file_id_ = 1;                // guarded by mu_
-  uint64_t epoch_ = 0;                       // guarded by mu_; +1 per DropUnsyncedData
-  uint64_t write_countdown_ = 0;             // guarded by mu_
-  size_t write_partial_bytes_ = 0;           // guarded by mu_
-  uint64_t sync_countdown_ = 0;              // guarded by mu_
-  uint64_t atomic_write_countdown_ = 0;      // guarded by mu_
-  std::optional<uint64_t> space_limit_;      // guarded by mu_
-  uint64_t writes_ = 0;                      // guarded by mu_
-  uint64_t syncs_ = 0;                       // guarded by mu_
-  uint64_t bytes_written_ = 0;               // guarded by mu_
+  std::map<std::string, FileState> files_;  // guarded by mu_
+  uint64_t next_file_id_ = 1;               // guarded by mu_
+  uint64_t epoch_ = 0;                      // guarded by mu_; +1 per DropUnsyncedData
+  uint64_t write_countdown_ = 0;            // guarded by mu_
+  size_t write_partial_bytes_ = 0;          // guarded by mu_
+  uint64_t sync_countdown_ = 0;             // guarded by mu_
+  uint64_t atomic_write_countdown_ = 0;     // guarded by mu_
+  std::optional<uint64_t> space_limit_;     // guarded by mu_
+  uint64_t writes_ = 0;                     // guarded by mu_
+  uint64_t syncs_ = 0;                      // guarded by mu_
+  uint64_t bytes_written_ = 0;              // guarded by mu_
 };
 
 }  // namespace replaydb

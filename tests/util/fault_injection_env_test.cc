@@ -259,6 +259,22 @@ TEST_F(FaultInjectionEnvTest, UntrackedFilesAreDurableAsTheyStood) {
   EXPECT_EQ(Contents(Path("old")), "before");
 }
 
+TEST_F(FaultInjectionEnvTest, TrackedFileRemovedBehindItsBackIsNewWhenReopened) {
+  const std::string path = Path("wal");
+  auto file = Open(path);
+  ASSERT_OK(env_.SyncDir(dir_.path()));
+  ASSERT_OK(file->Append("abc"));
+  ASSERT_OK(file->Sync());
+  ASSERT_OK(file->Close());
+  ASSERT_OK(Env::Default()->RemoveFile(path));
+
+  file = Open(path);
+  ASSERT_OK(file->Append("new"));
+  ASSERT_OK(file->Sync());
+  ASSERT_OK(env_.DropUnsyncedData());
+  EXPECT_EQ(Contents(path), "<absent>") << "its creation was never made durable";
+}
+
 TEST_F(FaultInjectionEnvTest, WritersOpenAcrossAPowerLossFail) {
   const std::string path = Path("wal");
   auto file = Open(path);
