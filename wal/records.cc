@@ -72,6 +72,9 @@ struct RecordBuilder::Impl {
     fbb.Clear();
     // Every scalar is stored, so a log never depends on schema defaults.
     fbb.ForceDefaults(true);
+    // Pad the finished buffer to a multiple of 8 bytes, so payload() starts
+    // 8-byte aligned (as Decode requires) whatever the table holds.
+    fbb.TrackMinAlign(8);
   }
 };
 
@@ -98,9 +101,8 @@ std::byte* RecordBuilder::AppendSteps(uint32_t table_id, uint32_t step_bytes,
   auto& b = impl_->fbb;
   impl_->Start();
   const size_t data_bytes = trajectory_ids.size() * size_t{step_bytes};
-  // The vectors go in before the data, so nothing reallocates the buffer
-  // between reserving the data and finishing... except Finish itself, so the
-  // data pointer is looked up in the finished buffer below.
+  // Finish may move the buffer, so the data's address is looked up in the
+  // finished buffer rather than kept from CreateUninitializedVector.
   const auto ids = CreateVector(b, trajectory_ids);
   const auto st = CreateVector(b, steps);
   const auto pr = CreateVector(b, priorities);
