@@ -392,15 +392,25 @@ std::vector<CaseWithTarget> AllCases(bool big) {
   std::vector<CaseWithTarget> cases;
   for (int64_t step_bytes : {int64_t{64}, int64_t{16384}}) {
     for (int writers : {1, 4}) {
-      std::optional<Target> target;
-      if (step_bytes == 16384 && writers == 1) target = RatioTarget();
-      if (step_bytes == 64) target = StepsTarget();
-      cases.push_back({{"insert",
-                        {{"step_bytes", step_bytes}, {"writers", writers}},
-                        [step_bytes, writers](DB* db, const Timing& timing) {
-                          return RunInsert(db, timing, step_bytes, writers);
-                        }},
-                       target});
+      for (bool wal : {true, false}) {
+        std::optional<Target> target;
+        if (step_bytes == 16384 && writers == 1) target = RatioTarget();
+        if (step_bytes == 64) target = StepsTarget();
+        // Each insert case gets a fresh DB: the defaults (the log on, kBatch)
+        // or the same without the log.
+        cases.push_back({{"insert",
+                          {{"step_bytes", step_bytes},
+                           {"writers", writers},
+                           {"wal", 0, wal ? "on" : "off"}},
+                          [step_bytes, writers, wal](DB*, const Timing& timing) {
+                            DBOptions options;
+                            options.wal.enabled = wal;
+                            return WithFreshDB(options, [&](DB* db) {
+                              return RunInsert(db, timing, step_bytes, writers);
+                            });
+                          }},
+                         target});
+      }
     }
   }
   constexpr int64_t kBatch = 256;
@@ -416,6 +426,7 @@ std::vector<CaseWithTarget> AllCases(bool big) {
                        target});
     }
   }
+  for (CaseWithTarget& c : DurabilityCases()) cases.push_back(std::move(c));
   // Before the priority cases, whose shared table stays until the run ends.
   for (CaseWithTarget& c : GpuCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : PriorityCases(big)) cases.push_back(std::move(c));
@@ -535,7 +546,7 @@ void PrintTableFooter() {
   std::printf(
       "\n"
       "targets:\n"
-      "  insert step_bytes=16384 writers=1               one writer >= 50%% of memcpy "
+      "  insert step_bytes=16384 writers=1 (wal on, off) one writer >= 50%% of memcpy "
       "(ratio >= 0.50)\n"
       "  insert step_bytes=64                            >= 2M steps/s\n"
       "  sample_uniform step_bytes=16384 batch=256 L=32  >= 50%% of memcpy (ratio >= 0.50)\n"
@@ -564,9 +575,20 @@ void PrintTableFooter() {
       "  %-22s device-to-device copy from a >= 256 MiB ring into one buffer; payload bytes\n"
       "  %-22s / time, i.e. half the copy's read+write rate\n"
       "  %-22s host-to-device copy from a >= 256 MiB ring of pinned host memory\n"
-      "  %-22s microseconds of one device-to-device copy of the same 4 MiB\n",
+      "  %-22s microseconds of one device-to-device copy of the same 4 MiB\n"
+      "durability rows (no numeric targets; payload bytes/s of step data, or of log bytes for\n"
+      "recover; ratio = value / ceiling, the share of the same-run I/O baseline reached):\n"
+      "  %-22s one thread write()ing as many records (of step_bytes + %d) to a file in the\n"
+      "  %-22s same directory, same sync policy (batch: fdatasync from a background thread\n"
+      "  %-22s every 100 ms or 4 MiB); ratio = share of raw file-append speed the log keeps\n"
+      "  %-22s read() of the same log segment files right before the open (both from the\n"
+      "  %-22s page cache); ratio = share of read speed replay keeps (the open's time\n"
+      "  %-22s includes the checkpoint it writes at the end)\n"
+      "  %-22s a fresh RocksDB (defaults + zstd): one WriteBatch of the same 1000-step chunks,\n"
+      "  %-22s WAL disabled, then Flush(wait); ratio = share of the cold store's own write\n"
+      "  %-22s speed that DB::Checkpoint keeps\n",
       kInsertCeiling, kTrajectorySteps, kSampleCeiling, "d2d_memcpy/2", "", "pinned_h2d_memcpy",
-      "d2d_memcpy");
+      "d2d_memcpy", "raw_write", 32, "", "", "sequential_read", "", "", "rocksdb_write", "", "");
 }
 
 // A fresh directory under $TMPDIR (or /tmp) for the bench database.
@@ -634,6 +656,7 @@ int BenchCommand(std::span<const std::string> args) {
 
   Timing timing;
   timing.duration = Seconds(quick ? 0.2 : 1.0);
+  timing.quick = quick;
 
   Result<std::string> dir = MakeTempDir();
   if (!dir.ok()) {

@@ -1,16 +1,56 @@
 // `replaydb bench [--json] [--filter SUBSTRING] [--quick] [--big]`: measures
-// inserts, uniform samples, priority tables and the GPU hot tier through the
+// inserts, uniform samples, the write-ahead log, recovery, checkpoints,
+// priority tables and the GPU hot tier through the
 // public API, each against a ceiling or baseline measured in the same run,
-// and prints the ratio. The priority cases are described in
+// and prints the ratio. The durability cases (wal_append, recover,
+// checkpoint) are in tools/bench_durability.cc. The priority cases are described in
 // tools/bench_priority.cc, the GPU hot-tier cases (gather, vector_insert;
 // present only where a GPU can be used) in tools/bench_gpu.cc.
 //
 // Benchmarks, identified as "NAME/param=value/...":
-//   insert/step_bytes={64,16384}/writers={1,4}
+//   insert/step_bytes={64,16384}/writers={1,4}/wal={on,off}
 //       writers append 1000-step trajectories of one u8 column to a table
 //       whose hot tier (min(256 MiB, 1M steps)) was filled once beforehand,
-//       so every insert evicts. Ceiling "memcpy_ring": one thread memcpy'ing
-//       the same step-sized chunks into a ring the size of the hot tier.
+//       so every insert evicts. Each case opens a fresh DB: wal=on with the
+//       default DBOptions (log on, WalSyncMode::kBatch, default automatic
+//       checkpoints), wal=off the same with wal.enabled = false. Ceiling
+//       "memcpy_ring": one thread memcpy'ing the same step-sized chunks into
+//       a ring the size of the hot tier.
+//   wal_append/step_bytes={64,16384}/sync={none,batch}
+//       one TrajectoryWriter appending 1000-step trajectories of one u8
+//       column to a table (hot tier as insert's, evicting once full) in a
+//       fresh DB with that WalSyncMode (batch: the defaults, 100 ms / 4 MiB)
+//       and automatic checkpoints off, so the timed appends pay for the log
+//       alone; step payload in B/s (the note gives steps/s). Ceiling
+//       "raw_write": in the same run and directory, one thread write()ing as
+//       many records as the median timed run appended, each step_bytes + 32
+//       bytes (the log's 9-byte record header plus the step record's ids),
+//       to a file with the same sync policy: none never syncs; batch has a
+//       background thread fdatasync every 100 ms or once 4 MiB are unsynced,
+//       which the writer never waits for. Both timings end when the last
+//       write (Append) returns.
+//   recover/step_bytes=16384
+//       a fresh DB (log kNone; checkpoint.on_close = false, every_wal_bytes
+//       = 0, every = 0 s) gets 64 MiB (32 MiB with --quick) of 16 KiB steps
+//       in ended 1000-step trajectories and is destroyed without a
+//       checkpoint, so the log holds everything; then DB::Open of it is
+//       timed, in log bytes (RecoveryInfo::wal_bytes) per second. The open
+//       includes the checkpoint Open writes of everything it recovered; the
+//       note gives a DB::Checkpoint of the same steps timed in another fresh
+//       DB in the same repetition, and the replay-alone rate that leaves.
+//       Ceiling "sequential_read": read() of the same segment files (wal/
+//       NNN.log) into a 1 MiB buffer, done right before the open so that
+//       both see the page cache alike (the files were just written, so both
+//       normally read from it). Each repetition builds its own DB.
+//   checkpoint/step_bytes=16384
+//       a fresh DB with the log on (kBatch) and automatic checkpoints off
+//       gets 64 MiB (32 MiB with --quick) of 16 KiB steps as for recover;
+//       DB::Checkpoint() is timed, in step payload B/s. Ceiling
+//       "rocksdb_write": a separate RocksDB (default options + zstd) in a
+//       sibling directory takes one WriteBatch of the same number of values
+//       of the same sizes (one per 1000-step trajectory, the cold store's
+//       chunks), WAL disabled, then Flush(wait) -- what a checkpoint does
+//       inside (engine/cold_store.cc); its open is not timed.
 //   sample_uniform/step_bytes={64,16384}/batch=256/L={1,32}
 //       Table::Sample of 256 windows of L steps from 64 MiB of steps, reusing
 //       one SampleBatch. Ceiling "memcpy_random_windows": one thread
@@ -26,11 +66,16 @@
 //       table in device memory, microseconds per call. Ceiling "d2d_memcpy":
 //       one device-to-device copy of the same 4 MiB.
 // Each value is the median of 3 timed runs of 1.0 s (0.2 s with --quick)
-// after a warm-up; time is measured with std::chrono::steady_clock.
+// after a warm-up (recover and checkpoint: the median of 3 timed calls,
+// each on its own freshly written DB); time is measured with
+// std::chrono::steady_clock. The durability benches have no numeric
+// targets: their ratio is the share of the same-run I/O baseline kept.
+// Every DB and file a bench makes lives in a mkdtemp directory under $TMPDIR
+// (or /tmp), removed afterwards.
 //
 // Output: a table (bench, params, value, unit, ceiling, ceiling_name, ratio,
 // target) with the targets in its footer, or with --json one object per line:
-//   {"bench": "insert", "params": {"step_bytes": 64, "writers": 1},
+//   {"bench": "insert", "params": {"step_bytes": 64, "writers": 1, "wal": "on"},
 //    "value": 2.1e+06, "unit": "steps/s", "ceiling": 4.3e+07,
 //    "ceiling_name": "memcpy_ring", "ratio": 0.0488}
 // (on one line; "ceiling" and "ratio" may be null; a row with a note, such as

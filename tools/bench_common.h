@@ -3,18 +3,25 @@
 #define REPLAYDB_TOOLS_BENCH_COMMON_H_
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
+
+#include <stdlib.h>  // mkdtemp
 
 #include "replaydb/db.h"
 #include "replaydb/device.h"
+#include "replaydb/options.h"
 #include "replaydb/status.h"
 
 namespace replaydb::tools {
@@ -64,6 +71,9 @@ struct Param {
 struct Timing {
   Seconds duration;  // of one timed repetition
   int repetitions = kRepetitions;
+  // --quick: benches that time a fixed amount of work (recover, checkpoint)
+  // do less of it.
+  bool quick = false;
 };
 
 // The goal a row is held to.
@@ -166,6 +176,47 @@ inline Result<BenchResult> WithTable(DB* db, const TableSpec& spec,
   return result;
 }
 
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it
+// when the object goes away.
+class TempDir {
+ public:
+  static Result<std::unique_ptr<TempDir>> Make() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") +
+                          "/replaydb-bench-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return Status::IOError("mkdtemp '" + pattern + "': " + std::strerror(errno));
+    }
+    return std::unique_ptr<TempDir>(new TempDir(std::move(pattern)));
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// Opens a fresh DB with `options` in a temporary directory, runs `body` on
+// it, then closes the DB and removes the directory.
+inline Result<BenchResult> WithFreshDB(DBOptions options,
+                                       const std::function<Result<BenchResult>(DB*)>& body) {
+  auto dir = TempDir::Make();
+  if (!dir.ok()) return dir.status();
+  options.error_if_exists = true;
+  auto db_or = DB::Open(options, (*dir)->path() + "/db");
+  if (!db_or.ok()) return db_or.status().WithContext("DB::Open");
+  std::unique_ptr<DB> db = std::move(db_or).value();
+  Result<BenchResult> result = body(db.get());
+  db.reset();
+  return result;
+}
+
 struct CaseWithTarget {
   BenchCase bench_case;
   std::optional<Target> target;
@@ -178,6 +229,9 @@ void ReleasePriorityTables();
 // The GPU hot-tier benches (tools/bench_gpu.cc): gather and vector_insert.
 // Empty, with a note on stderr, where no GPU can be used.
 std::vector<CaseWithTarget> GpuCases();
+// The durability benches (tools/bench_durability.cc): wal_append, recover,
+// checkpoint.
+std::vector<CaseWithTarget> DurabilityCases();
 
 }  // namespace replaydb::tools
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -253,7 +254,10 @@ std::string CheckBenchRecord(std::string_view line, std::string_view bench) {
   const JsonValue& params = *v.Find("params");
   if (params.type != T::kObject) return "params is not an object";
   for (const JsonValue& p : params.values) {
-    if (p.type != T::kNumber) return "a param is not a number";
+    // A number, or a text value such as wal=on (Param::text).
+    if (p.type != T::kNumber && (p.type != T::kString || p.string.empty())) {
+      return "a param is neither a number nor a non-empty string";
+    }
   }
   const JsonValue& value = *v.Find("value");
   if (value.type != T::kNumber || !(value.number > 0)) return "value is not a positive number";
@@ -278,6 +282,11 @@ std::string CheckBenchRecord(std::string_view line, std::string_view bench) {
 
 TEST(JsonShapeCheckTest, AcceptsAWellFormedRecord) {
   EXPECT_EQ(CheckBenchRecord(R"({"bench": "insert", "params": {"step_bytes": 64, "writers": 1},)"
+                             R"( "value": 2e6, "unit": "steps/s", "ceiling": 4e6,)"
+                             R"( "ceiling_name": "memcpy_ring", "ratio": 0.5})",
+                             "insert"),
+            "");
+  EXPECT_EQ(CheckBenchRecord(R"({"bench": "insert", "params": {"step_bytes": 64, "wal": "on"},)"
                              R"( "value": 2e6, "unit": "steps/s", "ceiling": 4e6,)"
                              R"( "ceiling_name": "memcpy_ring", "ratio": 0.5})",
                              "insert"),
@@ -515,21 +524,26 @@ TEST_F(ToolTest, BenchJsonQuickInsertPrintsOnlyInsertRecords) {
       Run({"bench", "--json", "--quick", "--filter", "insert/step_bytes"},
           std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << "stderr:\n" << run.err << "\nstdout:\n" << run.out;
-  std::set<std::pair<double, double>> configs;  // (step_bytes, writers)
+  std::set<std::tuple<double, double, std::string>> configs;  // (step_bytes, writers, wal)
   for (const std::string& line : Lines(run.out)) {
     SCOPED_TRACE(line);
     ASSERT_EQ(CheckBenchRecord(line, "insert"), "");
     JsonValue v;
     ASSERT_TRUE(JsonParser::Parse(line, &v));
     const JsonValue& params = *v.Find("params");
-    ASSERT_EQ(params.keys, (std::vector<std::string>{"step_bytes", "writers"}));
+    ASSERT_EQ(params.keys, (std::vector<std::string>{"step_bytes", "writers", "wal"}));
     const double step_bytes = params.Find("step_bytes")->number;
-    configs.insert({step_bytes, params.Find("writers")->number});
+    configs.insert({step_bytes, params.Find("writers")->number, params.Find("wal")->string});
     EXPECT_EQ(v.Find("unit")->string, step_bytes == 64 ? "steps/s" : "B/s");
     EXPECT_EQ(v.Find("ceiling")->type, JsonValue::Type::kNumber);
     EXPECT_EQ(v.Find("ceiling_name")->string, "memcpy_ring");
   }
-  const std::set<std::pair<double, double>> want = {{64, 1}, {64, 4}, {16384, 1}, {16384, 4}};
+  std::set<std::tuple<double, double, std::string>> want;
+  for (double step_bytes : {64.0, 16384.0}) {
+    for (double writers : {1.0, 4.0}) {
+      for (const char* wal : {"on", "off"}) want.insert({step_bytes, writers, wal});
+    }
+  }
   EXPECT_EQ(configs, want) << run.out;
   // The bench cleans up after itself: only the captured output files remain.
   for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
