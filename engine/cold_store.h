@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include <flatbuffers/flatbuffers.h>
+
 #include "replaydb/status.h"
 
 namespace rocksdb {
@@ -20,6 +22,18 @@ class WriteBatch;
 }  // namespace rocksdb
 
 namespace replaydb::engine {
+
+// The verified root table of a cold value, or null when `bytes` do not
+// verify. The bytes are copied to `*aligned` first (FlatBuffers reads
+// scalars in place); the result points into it.
+template <typename T>
+const T* VerifiedValue(std::string_view bytes, std::string* aligned) {
+  aligned->assign(bytes.data(), bytes.size());
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(aligned->data()),
+                                 aligned->size());
+  if (!verifier.VerifyBuffer<T>(nullptr)) return nullptr;
+  return flatbuffers::GetRoot<T>(aligned->data());
+}
 
 class ColdStore {
  public:

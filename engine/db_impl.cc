@@ -131,14 +131,12 @@ Status DBImpl::Recover() {
   std::string value;
   Status s = cold_->GetCheckpoint(&value);
   if (s.ok()) {
-    std::string aligned(value);
-    flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(aligned.data()),
-                                   aligned.size());
-    if (!verifier.VerifyBuffer<fb::CheckpointMeta>(nullptr)) {
+    std::string aligned;
+    const auto* meta = VerifiedValue<fb::CheckpointMeta>(value, &aligned);
+    if (meta == nullptr) {
       return Status::Corruption("cold store " + cold_->dir() +
                                 ": the checkpoint record fails verification");
     }
-    const auto* meta = flatbuffers::GetRoot<fb::CheckpointMeta>(aligned.data());
     first_segment = meta->wal_segment();
     checkpoint_sequence_ = meta->sequence();
     recovery_.checkpoint_found = true;
@@ -178,11 +176,7 @@ Status DBImpl::Recover() {
   recovery_.dropped_bytes = report.dropped_bytes;
   recovery_.dropped_reason = report.dropped_reason;
   next_segment_ = std::max<uint64_t>(report.last_segment + 1, std::max<uint64_t>(first_segment, 1));
-  for (auto& [id, table] : by_id_) {
-    const int64_t before = table->Info().num_open_trajectories;
-    table->EndOpenTrajectories();
-    recovery_.trajectories_ended += before;
-  }
+  for (auto& [id, table] : by_id_) recovery_.trajectories_ended += table->EndOpenTrajectories();
   return Status::OK();
 }
 
@@ -244,17 +238,6 @@ std::vector<std::shared_ptr<TableImpl>> DBImpl::OpenTables() const {
   return out;
 }
 
-Status DBImpl::DeleteSegmentsBefore(uint64_t segment) {
-  std::vector<uint64_t> segments;
-  REPLAYDB_RETURN_IF_ERROR(wal::ListSegments(env_, wal_dir_, &segments));
-  for (uint64_t s : segments) {
-    if (s >= segment) break;
-    Status removed = env_->RemoveFile(wal_dir_ + "/" + wal::SegmentFileName(s));
-    if (!removed.ok() && removed.code() != Status::Code::kNotFound) return removed;
-  }
-  return Status::OK();
-}
-
 Status DBImpl::Checkpoint() {
   std::lock_guard<std::mutex> checkpoint_lock(checkpoint_mu_);
   // Everything logged from here on is in `segment` or later, and replayed
@@ -286,7 +269,7 @@ Status DBImpl::Checkpoint() {
     log_bytes_at_checkpoint_ = log_->stats().bytes;
     return log_->DeleteSegmentsBefore(segment);
   }
-  return DeleteSegmentsBefore(segment);
+  return wal::RemoveSegmentsBefore(env_, wal_dir_, segment);
 }
 
 void DBImpl::CheckpointLoop() {

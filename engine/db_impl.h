@@ -52,8 +52,6 @@ class DBImpl final : public DB {
   // Restores the checkpoint, replays the log, ends open trajectories.
   Status Recover();
   Status ReplayRecord(wal::RecordType type, std::span<const std::byte> payload);
-  // Removes log segments numbered below `segment` when no LogWriter does.
-  Status DeleteSegmentsBefore(uint64_t segment);
   void CheckpointLoop();
   std::vector<std::shared_ptr<TableImpl>> OpenTables() const;
 

@@ -17,16 +17,6 @@ namespace {
 
 std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-template <typename T>
-const T* VerifiedRoot(std::string_view bytes, std::string* aligned) {
-  // FlatBuffers reads scalars in place: give it aligned memory.
-  aligned->assign(bytes.data(), bytes.size());
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(aligned->data()),
-                                 aligned->size());
-  if (!verifier.VerifyBuffer<T>(nullptr)) return nullptr;
-  return flatbuffers::GetRoot<T>(aligned->data());
-}
-
 }  // namespace
 
 void TableImpl::SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id) {
@@ -51,6 +41,16 @@ Result<uint64_t> TableImpl::LogLocked(wal::RecordType type) {
   Result<uint64_t> seq = log_->Append(type, record_.payload());
   if (!seq.ok()) return seq.status().WithContext("table " + Q(name_));
   return seq;
+}
+
+Status TableImpl::LogPrioritiesLocked(std::unique_lock<std::mutex>& lock,
+                                      std::span<const uint64_t> keys,
+                                      std::span<const double> priorities) {
+  if (keys.empty()) return Status::OK();
+  record_.UpdatePriorities(table_id_, keys, priorities);
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kUpdatePriorities));
+  lock.unlock();
+  return SyncLog(seq, /*wait=*/false);
 }
 
 Result<uint64_t> TableImpl::LogStepLocked(const Trajectory& t, const std::byte* const* column_base,
@@ -118,7 +118,7 @@ void TableImpl::MarkEndedLocked(Trajectory& t, EndReason reason) {
   RankLocked(t);
 }
 
-Status TableImpl::PutStepLocked(Trajectory& t, const std::byte* step, const double* priority) {
+Status TableImpl::CopyStepInLocked(Trajectory& t, const std::byte* step) {
   const int64_t block_index = t.length / layout_.block_steps;
   if (block_index == static_cast<int64_t>(t.blocks.size())) {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
@@ -138,6 +138,11 @@ Status TableImpl::PutStepLocked(Trajectory& t, const std::byte* step, const doub
     }
     step += cb;
   }
+  return Status::OK();
+}
+
+Status TableImpl::PutStepLocked(Trajectory& t, const std::byte* step, const double* priority) {
+  REPLAYDB_RETURN_IF_ERROR(CopyStepInLocked(t, step));
   StepReservation r;  // completes_item false: the item is made below
   const bool completes = t.length + 1 >= sequence_length_;
   PublishStepLocked(t, r, priority);
@@ -221,15 +226,10 @@ Status TableImpl::ReplayRemoveItems(const wal::RemoveItemsRecord& r) {
     Trajectory& t = *it->second;
     ItemState& item = t.items[start];
     if (!ItemLive(item)) continue;
-    selector_->Remove({key, item.seq, item.priority});
     sample_budget_ -= DrawsLeft(item);
     item.times_sampled = max_times_sampled_;
     t.dirty = true;
-    --t.live_items;
-    --num_items_;
-    ++items_removed_;
-    limiter_.Delete(1);
-    if (t.ranked && item.priority >= t.best_priority) RankLocked(t);
+    DropItemLocked(t, key, item);
   }
   return Status::OK();
 }
@@ -244,7 +244,7 @@ Status TableImpl::ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r) {
   return UpdatePriorities(r.keys, r.priorities, nullptr);
 }
 
-void TableImpl::EndOpenTrajectories() {
+int64_t TableImpl::EndOpenTrajectories() {
   std::vector<uint64_t> open;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -255,6 +255,7 @@ void TableImpl::EndOpenTrajectories() {
   for (uint64_t id : open) {
     (void)ReplayEnd({table_id_, id, static_cast<uint8_t>(EndReason::kTruncated)});
   }
+  return static_cast<int64_t>(open.size());
 }
 
 Status TableImpl::ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
@@ -388,7 +389,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
   Status s = store.GetTableState(table_id_, &value);
   if (s.code() == Status::Code::kNotFound) return Status::OK();  // never checkpointed
   REPLAYDB_RETURN_IF_ERROR(s);
-  const fb::TableState* state = VerifiedRoot<fb::TableState>(value, &aligned);
+  const fb::TableState* state = VerifiedValue<fb::TableState>(value, &aligned);
   if (state == nullptr) {
     return Status::Corruption("cold store " + store.dir() + ": " + where +
                               ": state fails verification");
@@ -412,7 +413,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
   REPLAYDB_RETURN_IF_ERROR(store.ForEachTrajectory(
       table_id_, [&](uint64_t id, std::string_view bytes) -> Status {
         const std::string traj = where + " trajectory " + std::to_string(id);
-        const fb::TrajectoryMeta* meta = VerifiedRoot<fb::TrajectoryMeta>(bytes, &meta_aligned);
+        const fb::TrajectoryMeta* meta = VerifiedValue<fb::TrajectoryMeta>(bytes, &meta_aligned);
         if (meta == nullptr || meta->id() != id || meta->length() < 0 ||
             meta->step_priorities() == nullptr ||
             meta->step_priorities()->size() != static_cast<size_t>(meta->length()) ||
@@ -429,7 +430,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
         int64_t expect = 0;
         REPLAYDB_RETURN_IF_ERROR(store.ForEachChunk(
             table_id_, id, [&](int64_t first, std::string_view chunk_bytes) -> Status {
-              const fb::StepChunk* chunk = VerifiedRoot<fb::StepChunk>(chunk_bytes, &chunk_aligned);
+              const fb::StepChunk* chunk = VerifiedValue<fb::StepChunk>(chunk_bytes, &chunk_aligned);
               if (chunk == nullptr || chunk->first_step() != first || first != expect ||
                   chunk->count() < 1 || chunk->step_bytes() != layout_.step_bytes ||
                   chunk->data() == nullptr ||
@@ -444,28 +445,11 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
               const auto* data = reinterpret_cast<const std::byte*>(chunk->data()->data());
               for (int64_t i = 0; i < chunk->count(); ++i) {
                 const int64_t step = first + i;
-                const double p = meta->step_priorities()->Get(static_cast<uint32_t>(step));
                 // Items come from the metadata below, not from the steps.
-                const int64_t block_index = t.length / layout_.block_steps;
-                if (block_index == static_cast<int64_t>(t.blocks.size())) {
-                  std::unique_lock<std::mutex> ul(mu_, std::adopt_lock);
-                  Status added = AddBlockLocked(ul, t, Clock::now());
-                  ul.release();
-                  REPLAYDB_RETURN_IF_ERROR(added.WithContext(traj));
-                }
-                std::byte* block = pool_.address(t.blocks[block_index]);
-                const size_t in_block = static_cast<size_t>(t.length % layout_.block_steps);
-                const std::byte* src = data + static_cast<size_t>(i) * layout_.step_bytes;
-                for (size_t c = 0; c < columns_.size(); ++c) {
-                  const size_t cb = layout_.column_bytes[c];
-                  std::byte* dst = block + layout_.column_offset[c] + in_block * cb;
-                  if (pool_.host_accessible()) {
-                    std::memcpy(dst, src, cb);
-                  } else {
-                    REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, src, cb));
-                  }
-                  src += cb;
-                }
+                REPLAYDB_RETURN_IF_ERROR(
+                    CopyStepInLocked(t, data + static_cast<size_t>(i) * layout_.step_bytes)
+                        .WithContext(traj));
+                const double p = meta->step_priorities()->Get(static_cast<uint32_t>(step));
                 ++t.length;
                 t.step_priorities.push_back(p);
               }
@@ -489,16 +473,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
           const int64_t start = t.items_created;
           t.items.push_back(item);
           ++t.items_created;
-          if (!ItemLive(item)) continue;
-          ++t.live_items;
-          ++num_items_;
-          sample_budget_ += DrawsLeft(item);
-          const int64_t slot = t.blocks[start / layout_.block_steps] * layout_.block_steps +
-                               start % layout_.block_steps;
-          if (tier_ && tier_->item_steps()) {
-            tier_->NewItem(slot, std::min(sequence_length_, t.length - start));
-          }
-          selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority, slot});
+          if (ItemLive(item)) AddLiveItemLocked(t, start, item);
         }
         t.persisted_steps = t.length;
         t.in_cold = true;

@@ -508,9 +508,14 @@ void TableImpl::CreateItemLocked(Trajectory& t) {
   item.priority = NewItemPriorityLocked(t, start);
   t.items.push_back(item);
   ++t.items_created;
+  ++items_inserted_;
+  AddLiveItemLocked(t, start, item);
+  if (t.ranked && item.priority > t.best_priority) RankLocked(t);
+}
+
+void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
   ++t.live_items;
   ++num_items_;
-  ++items_inserted_;
   sample_budget_ += DrawsLeft(item);
   const int64_t slot = t.blocks[start / layout_.block_steps] * layout_.block_steps +
                        start % layout_.block_steps;
@@ -518,7 +523,15 @@ void TableImpl::CreateItemLocked(Trajectory& t) {
     tier_->NewItem(slot, std::min(sequence_length_, t.length - start));
   }
   selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority, slot});
-  if (t.ranked && item.priority > t.best_priority) RankLocked(t);
+}
+
+void TableImpl::DropItemLocked(Trajectory& t, ItemKey key, const ItemState& item) {
+  selector_->Remove({key, item.seq, item.priority});
+  --t.live_items;
+  --num_items_;
+  ++items_removed_;
+  limiter_.Delete(1);
+  if (t.ranked && item.priority >= t.best_priority) RankLocked(t);
 }
 
 void TableImpl::RankLocked(Trajectory& t) {
@@ -791,13 +804,8 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     if (max_times_sampled_ > 0) {
       --sample_budget_;
       if (item.times_sampled >= max_times_sampled_) {
-        selector_->Remove({sel.key, item.seq, item.priority});
+        DropItemLocked(t, sel.key, item);
         removed_keys.push_back(sel.key);
-        --t.live_items;
-        --num_items_;
-        ++items_removed_;
-        limiter_.Delete(1);
-        if (t.ranked && item.priority >= t.best_priority) RankLocked(t);
       }
     }
     const int64_t real = std::min(L, t.length - start);
@@ -1154,11 +1162,7 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
   // Samplers may have waited for probability mass.
   if (r.updated > 0) limiter_.NotifyAll();
   if (result != nullptr) *result = r;
-  if (logged_keys.empty()) return Status::OK();
-  record_.UpdatePriorities(table_id_, logged_keys, logged_priorities);
-  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kUpdatePriorities));
-  lock.unlock();
-  return SyncLog(seq, /*wait=*/false);
+  return LogPrioritiesLocked(lock, logged_keys, logged_priorities);
 }
 
 Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities,
@@ -1194,11 +1198,7 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
     logged_keys.push_back(host_keys[i]);
     logged_priorities.push_back(host_priorities[i]);
   }
-  if (logged_keys.empty()) return Status::OK();
-  record_.UpdatePriorities(table_id_, logged_keys, logged_priorities);
-  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kUpdatePriorities));
-  lock.unlock();
-  return SyncLog(seq, /*wait=*/false);
+  return LogPrioritiesLocked(lock, logged_keys, logged_priorities);
 }
 
 Status TableImpl::SetRateLimiter(const RateLimiterSpec& spec) {

@@ -149,7 +149,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r);
   // Ends, as truncated, every trajectory still open after recovery (no
   // writer can continue it), creating its tail-padded items.
-  void EndOpenTrajectories();
+  // Returns how many it ended.
+  int64_t EndOpenTrajectories();
   // Adds what changed since the last checkpoint to `batch`: new steps,
   // dirty trajectories' metadata, removed trajectories, the counters.
   // Runs beside writers and samplers (holds the table's mutex only to take
@@ -233,6 +234,12 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
   void UnpinLocked(Trajectory& t);
   void CreateItemLocked(Trajectory& t);
+  // Makes item `start` of `t` (already in t.items) live: counts, the
+  // device tier's item index, the selector.
+  void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item);
+  // Takes a live item out (sampled max_times_sampled times): the selector,
+  // counts, the rate limiter, the trajectory's rank.
+  void DropItemLocked(Trajectory& t, ItemKey key, const ItemState& item);
   // The priority of a new item at `start`, from its window's step priorities.
   double NewItemPriorityLocked(const Trajectory& t, int64_t start) const;
   // kLowestPriority bookkeeping: (re)places an ended trajectory among the
@@ -264,12 +271,19 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Logs step r of the writer's trajectory from host memory.
   Result<uint64_t> LogStepLocked(const Trajectory& t, const std::byte* const* column_base,
                                  int64_t index, const double* priority);
+  // Logs keys and their new priorities (one record) and syncs it, after
+  // releasing `lock`.
+  Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
+                             std::span<const double> priorities);
   // Logs the device steps of the environments with dest >= 0 (one record).
   Result<uint64_t> LogDeviceStepsLocked(std::span<WriterSlot> slots,
                                         std::span<const int64_t> dest,
                                         std::span<const ConstTensor> steps,
                                         std::span<const double> priorities, void* stream);
-  // Appends one step (replay or restore): blocks, copy, publish, items.
+  // Copies one step (step-major bytes) into t's next position, giving t a
+  // new block if needed; does not publish it.
+  Status CopyStepInLocked(Trajectory& t, const std::byte* step);
+  // Appends one step (replay): copy, publish, item.
   Status PutStepLocked(Trajectory& t, const std::byte* step, const double* priority);
   void MarkEndedLocked(Trajectory& t, EndReason reason);
   // Copies steps [from, to) of a trajectory whose blocks are at `blocks`

@@ -262,6 +262,20 @@ Status ListSegments(Env* env, const std::string& dir, std::vector<uint64_t>* seg
   return Status::OK();
 }
 
+Status RemoveSegmentsBefore(Env* env, const std::string& dir, uint64_t segment) {
+  std::vector<uint64_t> segments;
+  REPLAYDB_RETURN_IF_ERROR(ListSegments(env, dir, &segments));
+  bool removed = false;
+  for (uint64_t n : segments) {
+    if (n >= segment) break;
+    Status s = env->RemoveFile(dir + "/" + SegmentFileName(n));
+    if (!s.ok() && s.code() != Status::Code::kNotFound) return s;
+    removed = true;
+  }
+  if (removed) REPLAYDB_RETURN_IF_ERROR(env->SyncDir(dir));
+  return Status::OK();
+}
+
 Status Replay(Env* env, const std::string& dir, uint64_t first_segment, RecoveryMode mode,
               const std::function<Status(RecordType, std::span<const std::byte>)>& fn,
               ReplayReport* report) {

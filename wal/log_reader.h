@@ -68,6 +68,10 @@ Status Replay(Env* env, const std::string& dir, uint64_t first_segment, Recovery
 // The segment numbers present in `dir`, sorted.
 Status ListSegments(Env* env, const std::string& dir, std::vector<uint64_t>* segments);
 
+// Removes the segment files in `dir` numbered below `segment` and, if it
+// removed any, syncs the directory. Missing files are not an error.
+Status RemoveSegmentsBefore(Env* env, const std::string& dir, uint64_t segment);
+
 }  // namespace replaydb::wal
 
 #endif  // REPLAYDB_WAL_LOG_READER_H_

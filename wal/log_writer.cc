@@ -366,17 +366,7 @@ Status LogWriter::DeleteSegmentsBefore(uint64_t segment) {
       return ParseSegmentFileName(std::string_view(path).substr(slash + 1), &n) && n < segment;
     });
   }
-  std::vector<uint64_t> segments;
-  REPLAYDB_RETURN_IF_ERROR(ListSegments(env_, dir_, &segments));
-  bool removed = false;
-  for (uint64_t n : segments) {
-    if (n >= segment) break;
-    Status s = env_->RemoveFile(dir_ + "/" + SegmentFileName(n));
-    if (!s.ok() && s.code() != Status::Code::kNotFound) return s;
-    removed = true;
-  }
-  if (removed) REPLAYDB_RETURN_IF_ERROR(env_->SyncDir(dir_));
-  return Status::OK();
+  return RemoveSegmentsBefore(env_, dir_, segment);
 }
 
 LogWriterStats LogWriter::stats() const {
