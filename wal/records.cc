@@ -22,10 +22,16 @@ flatbuffers::Offset<flatbuffers::Vector<T>> CreateVector(flatbuffers::FlatBuffer
   return b.CreateVector(v.data(), v.size());
 }
 
+// The verifier checks the alignment of a vector's length, not of its
+// elements, so 8-byte elements of a damaged (but verifying) payload may be
+// misaligned: copy them out rather than load them in place.
 template <typename T>
 std::vector<T> ToVector(const flatbuffers::Vector<T>* v) {
   if (v == nullptr) return {};
-  return std::vector<T>(v->begin(), v->end());
+  std::vector<T> out(v->size());
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  for (T& x : out) x = flatbuffers::EndianScalar(x);
+  return out;
 }
 
 template <typename T>

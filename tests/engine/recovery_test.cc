@@ -57,10 +57,15 @@ std::string StepBytes(const testing_util::StepData& s) {
   return out;
 }
 
+// Writers whose trajectories stay open, as in a crash: kept alive until the
+// database that owns their table is gone (their own End then has no table
+// left to reach), never leaked.
+using OpenWriters = std::vector<std::unique_ptr<TrajectoryWriter>>;
+
 // Writes `trajectories` random trajectories of 1..40 steps; ends all but
-// the last `open` of them.
+// the last `open` of them, whose writers go to `open_writers`.
 void Write(Table& table, std::mt19937_64& rng, int trajectories, int open, Model* model,
-           WriterOptions wo = {}) {
+           OpenWriters* open_writers = nullptr, WriterOptions wo = {}) {
   const TableSpec spec = table.spec();
   for (int i = 0; i < trajectories; ++i) {
     ASSERT_OK_AND_ASSIGN(auto writer, table.NewWriter(wo));
@@ -75,7 +80,8 @@ void Write(Table& table, std::mt19937_64& rng, int trajectories, int open, Model
     if (i < trajectories - open) {
       ASSERT_OK(writer->End(EndReason::kTerminal));
     } else {
-      writer.release();  // leak: the trajectory stays open, as in a crash
+      ASSERT_NE(open_writers, nullptr);
+      open_writers->push_back(std::move(writer));
     }
   }
 }
@@ -105,6 +111,7 @@ void Verify(Table& table, const Model& model) {
 }
 
 TEST(RecoveryTest, ReplaysTheLogWhenNoCheckpointWasTaken) {
+  OpenWriters open_writers;  // outlives every DB below
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   Model model;
@@ -112,7 +119,7 @@ TEST(RecoveryTest, ReplaysTheLogWhenNoCheckpointWasTaken) {
   {
     auto db = Open(LogOnly(), dir.path());
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
-    Write(*table, rng, 12, 3, &model);
+    Write(*table, rng, 12, 3, &model, &open_writers);
     items = table->Info().num_items;
   }
   auto db = Open(LogOnly(), dir.path());
@@ -128,15 +135,16 @@ TEST(RecoveryTest, ReplaysTheLogWhenNoCheckpointWasTaken) {
 }
 
 TEST(RecoveryTest, CheckpointThenLogTail) {
+  OpenWriters open_writers;  // outlives every DB below
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   Model model;
   {
     auto db = Open(LogOnly(), dir.path());
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
-    Write(*table, rng, 6, 1, &model);
+    Write(*table, rng, 6, 1, &model, &open_writers);
     ASSERT_OK(db->Checkpoint());
-    Write(*table, rng, 6, 2, &model);
+    Write(*table, rng, 6, 2, &model, &open_writers);
     ASSERT_OK(db->Checkpoint());
     Write(*table, rng, 5, 0, &model);
   }
@@ -265,6 +273,7 @@ TEST(RecoveryTest, DroppedTableIsNotReplayedIntoItsSuccessor) {
 }
 
 TEST(RecoveryTest, FullDiskFailsTheWriterAndLosesNothingAcknowledged) {
+  OpenWriters open_writers;  // outlives every DB below
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   FaultInjectionEnv env;
@@ -293,7 +302,7 @@ TEST(RecoveryTest, FullDiskFailsTheWriterAndLosesNothingAcknowledged) {
     EXPECT_EQ(writer->num_steps(), static_cast<int64_t>(steps.size()));
     acked[writer->trajectory_id()] = steps;
     env.ClearSpaceLimit();
-    writer.release();
+    open_writers.push_back(std::move(writer));
   }
   auto db = Open(LogOnly(), dir.path());
   ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
@@ -302,6 +311,7 @@ TEST(RecoveryTest, FullDiskFailsTheWriterAndLosesNothingAcknowledged) {
 }
 
 TEST(RecoveryTest, FailedFsyncIsStickyAndLosesNothingAcknowledged) {
+  OpenWriters open_writers;  // outlives every DB below
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   FaultInjectionEnv env;
@@ -322,7 +332,7 @@ TEST(RecoveryTest, FailedFsyncIsStickyAndLosesNothingAcknowledged) {
     s = writer->Append(step.tensors);
     EXPECT_EQ(s.code(), Status::Code::kIOError);
     EXPECT_THAT(s.message(), HasSubstr("reopen"));
-    writer.release();
+    open_writers.push_back(std::move(writer));
   }
   auto db = Open(LogOnly(), dir.path());
   ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
@@ -330,6 +340,7 @@ TEST(RecoveryTest, FailedFsyncIsStickyAndLosesNothingAcknowledged) {
 }
 
 TEST(RecoveryTest, PowerLossKeepsEverySyncedStep) {
+  OpenWriters open_writers;  // outlives every DB below
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   FaultInjectionEnv env;
@@ -340,7 +351,7 @@ TEST(RecoveryTest, PowerLossKeepsEverySyncedStep) {
   {
     auto db = Open(o, dir.path());
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
-    Write(*table, rng, 8, 2, &acked);
+    Write(*table, rng, 8, 2, &acked, &open_writers);
     ASSERT_OK(env.DropUnsyncedData());
   }
   auto db = Open(LogOnly(), dir.path());
