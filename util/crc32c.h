@@ -20,6 +20,15 @@ uint32_t Crc32c(const void* data, size_t n);
 // Crc32cExtend(0, data, n) == Crc32c(data, n).
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
 
+namespace internal {
+// The two implementations Crc32cExtend picks from (for tests and benches):
+// the portable tables, and the CPU instruction (the tables where the CPU
+// lacks it, which Crc32cHardwareAvailable reports).
+uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n);
+uint32_t Crc32cExtendHardware(uint32_t crc, const void* data, size_t n);
+bool Crc32cHardwareAvailable();
+}  // namespace internal
+
 }  // namespace replaydb
 
 #endif  // REPLAYDB_UTIL_CRC32C_H_

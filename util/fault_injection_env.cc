@@ -215,11 +215,26 @@ Status FaultInjectionEnv::LockFile(const std::string& path, std::unique_ptr<File
 
 Status FaultInjectionEnv::NewWritableFile(const std::string& path, bool truncate,
                                           std::unique_ptr<WritableFile>* file) {
+  return OpenTracked(path, truncate, file, [&](std::unique_ptr<WritableFile>* base_file) {
+    return base_->NewWritableFile(path, truncate, base_file);
+  });
+}
+
+Status FaultInjectionEnv::NewMappedWritableFile(const std::string& path,
+                                                std::unique_ptr<WritableFile>* file) {
+  return OpenTracked(path, /*truncate=*/true, file, [&](std::unique_ptr<WritableFile>* base_file) {
+    return base_->NewMappedWritableFile(path, base_file);
+  });
+}
+
+Status FaultInjectionEnv::OpenTracked(
+    const std::string& path, bool truncate, std::unique_ptr<WritableFile>* file,
+    const std::function<Status(std::unique_ptr<WritableFile>*)>& open_base) {
   file->reset();
   std::lock_guard<std::mutex> lock(mu_);
   const bool existed = base_->FileExists(path);
   std::unique_ptr<WritableFile> base_file;
-  REPLAYDB_RETURN_IF_ERROR(base_->NewWritableFile(path, truncate, &base_file));
+  REPLAYDB_RETURN_IF_ERROR(open_base(&base_file));
   auto it = files_.find(path);
   if (it == files_.end() || !existed) {
     // A file this Env has not tracked is taken as durable as it stands; a

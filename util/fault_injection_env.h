@@ -47,6 +47,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,6 +88,9 @@ class FaultInjectionEnv final : public Env {
   // durable at once (durable size 0).
   Status NewWritableFile(const std::string& path, bool truncate,
                          std::unique_ptr<WritableFile>* file) override;
+  // The same, over the base Env's mapped file.
+  Status NewMappedWritableFile(const std::string& path,
+                               std::unique_ptr<WritableFile>* file) override;
   Status NewSequentialFile(const std::string& path, std::unique_ptr<SequentialFile>* file) override;
   Status GetFileSize(const std::string& path, uint64_t* size) override;
   // The durable size of a tracked file becomes at most `size`.
@@ -167,6 +171,9 @@ class FaultInjectionEnv final : public Env {
     bool creation_durable;  // false: DropUnsyncedData removes the file
   };
 
+  // Opens a base file through `open_base` and wraps it for tracking.
+  Status OpenTracked(const std::string& path, bool truncate, std::unique_ptr<WritableFile>* file,
+                     const std::function<Status(std::unique_ptr<WritableFile>*)>& open_base);
   // One-shot countdown: true on the n-th call after arming. REQUIRES: mu_ held.
   static bool Fires(uint64_t* countdown);
   // "write <path>: No space left on device (...)". REQUIRES: mu_ held.

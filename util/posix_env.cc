@@ -11,9 +11,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -213,6 +215,125 @@ class PosixWritableFile final : public WritableFile {
   uint64_t size_;
 };
 
+// A file appended through a shared memory mapping of its end: Append is a
+// memcpy into the page cache, with no system call, and the bytes are the
+// kernel's at once (a crash of this process cannot lose them). The file is
+// extended in chunks of kChunkBytes with fallocate before a chunk is mapped,
+// so a full disk is an error from Append, never a SIGBUS. Until Close the
+// file's size on disk is the preallocated size: the bytes past size() read
+// as zeros (also after a crash, when Close never ran).
+class PosixMappedWritableFile final : public WritableFile {
+ public:
+  static constexpr uint64_t kChunkBytes = uint64_t{4} << 20;
+
+  PosixMappedWritableFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  PosixMappedWritableFile(const PosixMappedWritableFile&) = delete;
+  PosixMappedWritableFile& operator=(const PosixMappedWritableFile&) = delete;
+  ~PosixMappedWritableFile() override { (void)Close(); }
+
+  Status Append(std::string_view data) override {
+    if (fd_ < 0) return Status::IOError("append to closed file " + path_);
+    const char* p = data.data();
+    size_t left = data.size();
+    while (left > 0) {
+      if (size_ >= map_offset_ + map_bytes_) REPLAYDB_RETURN_IF_ERROR(MapNextChunk());
+      const size_t take = std::min<uint64_t>(left, map_offset_ + map_bytes_ - size_);
+      std::memcpy(map_ + (size_ - map_offset_), p, take);
+      p += take;
+      left -= take;
+      size_ += take;
+    }
+    return Status::OK();
+  }
+
+  Status Sync() override {
+    if (fd_ < 0) return Status::IOError("sync of closed file " + path_);
+    // fdatasync writes back the pages dirtied through the mapping too (on
+    // Linux msync(MS_SYNC) is the same flush), and the size fallocate set.
+    int rc;
+    do {
+      rc = ::fdatasync(fd_);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) return IOErrorFor("fdatasync", path_, errno);
+    return Status::OK();
+  }
+
+  Status Truncate(uint64_t size) override {
+    if (fd_ < 0) return Status::IOError("truncate of closed file " + path_);
+    if (size > size_) {
+      return Status::InvalidArgument("truncate " + path_ + " to " + std::to_string(size) +
+                                     " bytes: the file has only " + std::to_string(size_));
+    }
+    if (size >= map_offset_ && map_ != nullptr) {
+      // The cut bytes are all mapped: zero them, so they read as the
+      // unwritten preallocated tail they now are.
+      std::memset(map_ + (size - map_offset_), 0, size_ - size);
+    } else {
+      Unmap();
+      if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+        return IOErrorFor("ftruncate", path_, errno);
+      }
+    }
+    size_ = size;
+    return Status::OK();
+  }
+
+  Status Close() override {
+    if (fd_ < 0) return Status::OK();
+    Unmap();
+    // Give back the preallocated tail (never extend: the file may have been
+    // cut shorter under us, as a simulated power loss does).
+    Status s;
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) {
+      s = IOErrorFor("fstat", path_, errno);
+    } else if (static_cast<uint64_t>(st.st_size) > size_ &&
+               ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+      s = IOErrorFor("ftruncate", path_, errno);
+    }
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0 && s.ok()) s = IOErrorFor("close", path_, errno);
+    return s;
+  }
+
+  uint64_t size() const override { return size_; }
+
+ private:
+  // Maps the chunk holding size_ (its page-aligned start), preallocating it.
+  Status MapNextChunk() {
+    Unmap();
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t offset = size_ / page * page;
+    const int rc = ::posix_fallocate(fd_, static_cast<off_t>(offset),
+                                     static_cast<off_t>(kChunkBytes));
+    if (rc != 0) return IOErrorFor("fallocate", path_, rc);
+    void* m = ::mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+                     static_cast<off_t>(offset));
+    if (m == MAP_FAILED) return IOErrorFor("mmap", path_, errno);
+    map_ = static_cast<char*>(m);
+    map_offset_ = offset;
+    map_bytes_ = kChunkBytes;
+    return Status::OK();
+  }
+
+  void Unmap() {
+    if (map_ != nullptr) ::munmap(map_, map_bytes_);
+    map_ = nullptr;
+    map_offset_ = 0;
+    map_bytes_ = 0;
+  }
+
+  const std::string path_;
+  int fd_;
+  uint64_t size_;
+  // The mapped file range [map_offset_, map_offset_ + map_bytes_), if any.
+  char* map_ = nullptr;
+  uint64_t map_offset_ = 0;
+  uint64_t map_bytes_ = 0;
+};
+
 class PosixSequentialFile final : public SequentialFile {
  public:
   PosixSequentialFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -379,6 +500,15 @@ class PosixEnv final : public Env {
       return IOErrorFor("lseek", path, err);
     }
     *file = std::make_unique<PosixWritableFile>(path, fd, static_cast<uint64_t>(end));
+    return Status::OK();
+  }
+
+  Status NewMappedWritableFile(const std::string& path,
+                               std::unique_ptr<WritableFile>* file) override {
+    file->reset();
+    const int fd = OpenRetrying(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return IOErrorFor("open", path, errno);
+    *file = std::make_unique<PosixMappedWritableFile>(path, fd, 0);
     return Status::OK();
   }
 

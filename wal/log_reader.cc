@@ -160,6 +160,11 @@ Status ReadSegment(Env* env, const std::string& path, uint64_t number, uint64_t 
                        std::to_string(kSegmentHeaderBytes) + "-byte header",
                    true);
   }
+  if (std::all_of(header, header + sizeof(header), [](char c) { return c == 0; })) {
+    // A mapped segment preallocated by a writer that crashed before its
+    // header landed: as good as empty.
+    return damaged(0, "segment header never written (zeros)", true);
+  }
   if (std::memcmp(header, kSegmentMagic.data(), kSegmentMagic.size()) != 0) {
     return damaged(0, "bad segment magic (not a replaydb WAL segment)", false);
   }
@@ -185,6 +190,19 @@ Status ReadSegment(Env* env, const std::string& path, uint64_t number, uint64_t 
                      "incomplete record header (" + std::to_string(got) + " of " +
                          std::to_string(kRecordHeaderBytes) + " bytes)",
                      true);
+    }
+    if (std::all_of(rh, rh + sizeof(rh), [](char c) { return c == 0; })) {
+      // No record starts with zeros (type 0 is not a type): this is the
+      // preallocated tail of a mapped segment (env.h), the end of the data,
+      // if zeros run to the end of the file.
+      char zeros[4096];
+      while (true) {
+        REPLAYDB_RETURN_IF_ERROR(reader.Read(sizeof(zeros), zeros, &got));
+        if (!std::all_of(zeros, zeros + got, [](char c) { return c == 0; })) {
+          return damaged(offset, "zero record header followed by non-zero bytes", true);
+        }
+        if (got < sizeof(zeros)) return Status::OK();
+      }
     }
     const uint32_t length = GetU32(rh + 4);
     const uint8_t type = static_cast<uint8_t>(rh[8]);

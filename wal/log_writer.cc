@@ -92,7 +92,7 @@ Status CreateSegment(Env* env, const std::string& dir, uint64_t number,
                                    std::to_string(size) + " bytes); not overwriting it");
     }
   }
-  REPLAYDB_RETURN_IF_ERROR(env->NewWritableFile(*path, /*truncate=*/true, file));
+  REPLAYDB_RETURN_IF_ERROR(env->NewMappedWritableFile(*path, file));
   Status s = (*file)->Append(SegmentHeader(number));
   if (s.ok()) s = env->SyncDir(dir);
   if (!s.ok()) {

@@ -86,6 +86,19 @@ class Env {
   // durable only after SyncDir of its directory.
   virtual Status NewWritableFile(const std::string& path, bool truncate,
                                  std::unique_ptr<WritableFile>* file) = 0;
+  // Like NewWritableFile(path, /*truncate=*/true, file), for a file written
+  // by many small appends (the WAL's segments). The POSIX Env maps the file's
+  // end into memory in preallocated (fallocate) chunks, so Append is a memcpy
+  // rather than a system call, with the same guarantees (once it returns the
+  // bytes survive a crash of this process; a full disk is an IOError from
+  // Append). The difference a reader sees: until Close, and after a crash
+  // before Close, the file may be longer than size() on disk, the extra tail
+  // zero-filled. Readers of such files treat a zero tail as unwritten.
+  // The default forwards to NewWritableFile.
+  virtual Status NewMappedWritableFile(const std::string& path,
+                                       std::unique_ptr<WritableFile>* file) {
+    return NewWritableFile(path, /*truncate=*/true, file);
+  }
   // NotFound if absent.
   virtual Status NewSequentialFile(const std::string& path,
                                    std::unique_ptr<SequentialFile>* file) = 0;

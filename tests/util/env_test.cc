@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -337,6 +338,95 @@ TEST_F(EnvTest, WritableFileCallsAfterCloseFailNamingPath) {
   EXPECT_EQ(s.message(), "truncate of closed file " + path);
   EXPECT_EQ(file->size(), 1u);
   EXPECT_EQ(Read(path), "x");
+}
+
+// The mapped file (the WAL's segments): same bytes as plain appends, across
+// chunk boundaries; a zero-filled preallocated tail on disk until Close; cut
+// bytes read as zeros; Close trims to size().
+TEST_F(EnvTest, MappedWritableFileAppendsAcrossChunksAndTrimsOnClose) {
+  const std::string path = Path("segment");
+  std::random_device seed;
+  std::mt19937_64 rng(seed());
+  std::string want;
+  std::unique_ptr<WritableFile> file;
+  ASSERT_TRUE(env_->NewMappedWritableFile(path, &file).ok());
+  EXPECT_EQ(file->size(), 0u);
+  // Random-sized appends up to ~9 MiB: at least two 4 MiB chunk boundaries,
+  // some appends straddling one.
+  while (want.size() < (9u << 20)) {
+    std::string piece(rng() % 300000, '\0');
+    for (char& c : piece) c = static_cast<char>(rng() | 1);  // never zero
+    ASSERT_TRUE(file->Append(piece).ok());
+    want += piece;
+    ASSERT_EQ(file->size(), want.size());
+  }
+  ASSERT_TRUE(file->Sync().ok());
+  std::string on_disk = Read(path);
+  ASSERT_GE(on_disk.size(), want.size());
+  EXPECT_TRUE(on_disk.compare(0, want.size(), want) == 0) << "appended bytes are in the file";
+  EXPECT_TRUE(std::all_of(on_disk.begin() + static_cast<std::ptrdiff_t>(want.size()),
+                          on_disk.end(), [](char c) { return c == 0; }))
+      << "the preallocated tail reads as zeros";
+
+  // Cut back within the mapped chunk, then below it: the cut bytes are zero
+  // (or gone), and appending continues at the new end.
+  const uint64_t cut1 = want.size() - 1000;
+  ASSERT_TRUE(file->Truncate(cut1).ok());
+  want.resize(cut1);
+  on_disk = Read(path);
+  EXPECT_TRUE(std::all_of(on_disk.begin() + static_cast<std::ptrdiff_t>(cut1), on_disk.end(),
+                          [](char c) { return c == 0; }));
+  const uint64_t cut2 = 5000;
+  ASSERT_TRUE(file->Truncate(cut2).ok());
+  want.resize(cut2);
+  ASSERT_TRUE(file->Append("tail").ok());
+  want += "tail";
+  const Status too_far = file->Truncate(want.size() + 1);
+  EXPECT_EQ(too_far.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(too_far.message(), HasSubstr(path));
+  ASSERT_TRUE(file->Close().ok());
+  EXPECT_EQ(Read(path), want) << "Close trims the preallocated tail";
+}
+
+// A process killed with the file open leaves its appended bytes followed by
+// zeros, never less than it appended.
+TEST_F(EnvTest, MappedWritableFileSurvivesAKilledProcess) {
+  const std::string path = Path("segment");
+  const std::string data(10000, 'q');
+  const int code = RunInChild([&]() -> int {
+    std::unique_ptr<WritableFile> file;
+    if (!Env::Default()->NewMappedWritableFile(path, &file).ok()) return 10;
+    if (!file->Append(data).ok()) return 11;
+    ::raise(SIGKILL);
+    return 12;
+  });
+  EXPECT_EQ(code, -1) << "the child dies by SIGKILL";
+  const std::string on_disk = Read(path);
+  ASSERT_GT(on_disk.size(), data.size());
+  EXPECT_EQ(on_disk.substr(0, data.size()), data);
+  EXPECT_TRUE(std::all_of(on_disk.begin() + static_cast<std::ptrdiff_t>(data.size()),
+                          on_disk.end(), [](char c) { return c == 0; }));
+}
+
+// A file-size limit below the next chunk: Append fails with the system's
+// error naming the file, nothing is signalled, and what fitted stays.
+TEST_F(EnvTest, MappedWritableFileReportsAFailedPreallocation) {
+  const std::string path = Path("segment");
+  const int code = RunInChild([&]() -> int {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit limit = {1 << 20, 1 << 20};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 10;
+    std::unique_ptr<WritableFile> file;
+    if (!Env::Default()->NewMappedWritableFile(path, &file).ok()) return 11;
+    const Status s = file->Append("x");
+    if (s.code() != Status::Code::kIOError) return 12;
+    if (s.message() != "fallocate " + path + ": File too large") return 13;
+    if (file->size() != 0) return 14;
+    if (!file->Close().ok()) return 15;
+    return 0;
+  });
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(Read(path), "");
 }
 
 TEST_F(EnvTest, NewWritableFileInMissingDirectoryIsIOError) {

@@ -263,17 +263,55 @@ TEST(LogRecoveryTest, RandomGarbageNeverCrashes) {
   }
 }
 
-TEST(LogRecoveryTest, ZeroFilledTailIsTorn) {
+// A mapped segment ends in zeros until it is closed, and after a crash
+// (FORMAT.md): zeros from a record boundary to the end are the end of the
+// data in every mode, in any segment; zeros followed by data are damage.
+TEST(LogRecoveryTest, ZeroFilledTailIsTheEndOfTheData) {
   TempDir dir;
   WalTestEnv env;
   env.skip_syncs = true;
-  const Written w = MakeLog(&env, dir.path(), {4}, 3);
-  Layout(dir.path(), w, 0, w.segments[0].bytes + std::string(4096, '\0'));
-  Outcome o = ReplayAll(&env, dir.path(), RecoveryMode::kTolerateTornTail);
-  ASSERT_OK(o.status);
-  EXPECT_EQ(o.records.size(), 4u);
-  EXPECT_EQ(o.report.dropped_offset, w.segments[0].bytes.size());
-  EXPECT_EQ(o.report.dropped_bytes, 4096u);
+  const Written w = MakeLog(&env, dir.path(), {4, 2}, 3);
+  for (RecoveryMode mode : kModes) {
+    SCOPED_TRACE(RecoveryModeName(mode));
+    Layout(dir.path(), w, 0, w.segments[0].bytes + std::string(4096, '\0'));
+    Outcome o = ReplayAll(&env, dir.path(), mode);
+    ASSERT_OK(o.status);
+    EXPECT_EQ(o.records, w.payloads);
+    EXPECT_TRUE(o.report.dropped_file.empty());
+    EXPECT_EQ(o.report.dropped_bytes, 0u);
+  }
+  const std::string path = dir.Sub(SegmentFileName(2));
+  std::string tail(4096, '\0');
+  tail[1000] = 1;
+  Layout(dir.path(), w, 1, w.segments[1].bytes + tail);
+  Outcome abs = ReplayAll(&env, dir.path(), RecoveryMode::kAbsoluteConsistency);
+  EXPECT_EQ(abs.status.code(), Status::Code::kCorruption);
+  EXPECT_THAT(abs.status.message(),
+              HasSubstr(path + ": offset " + std::to_string(w.segments[1].bytes.size()) +
+                        ": zero record header followed by non-zero bytes"));
+  // Nothing that verifies follows, so in the last segment it is a torn tail.
+  Outcome tol = ReplayAll(&env, dir.path(), RecoveryMode::kTolerateTornTail);
+  ASSERT_OK(tol.status);
+  EXPECT_EQ(tol.records, w.payloads);
+  EXPECT_EQ(tol.report.dropped_offset, w.segments[1].bytes.size());
+  EXPECT_EQ(tol.report.dropped_bytes, 4096u);
+}
+
+// A crash between preallocating a segment and writing its header leaves
+// only zeros: an empty segment, torn when it is the last.
+TEST(LogRecoveryTest, ZeroFilledLastSegmentIsTorn) {
+  TempDir dir;
+  WalTestEnv env;
+  const Written w = MakeLog(&env, dir.path(), {2}, 3);
+  WriteFile(dir.Sub(SegmentFileName(2)), std::string(8192, '\0'));
+  Outcome abs = ReplayAll(&env, dir.path(), RecoveryMode::kAbsoluteConsistency);
+  EXPECT_EQ(abs.status.code(), Status::Code::kCorruption);
+  EXPECT_THAT(abs.status.message(),
+              HasSubstr(SegmentFileName(2) + ": offset 0: segment header never written"));
+  Outcome tol = ReplayAll(&env, dir.path(), RecoveryMode::kTolerateTornTail);
+  ASSERT_OK(tol.status);
+  EXPECT_EQ(tol.records, w.payloads);
+  EXPECT_EQ(tol.report.dropped_bytes, 8192u);
 }
 
 TEST(LogRecoveryTest, MissingSegmentIsCorruptionNamingIt) {

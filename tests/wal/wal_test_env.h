@@ -52,6 +52,14 @@ class WalTestEnv final : public Env {
     *file = std::make_unique<File>(this, path, std::move(base));
     return Status::OK();
   }
+  Status NewMappedWritableFile(const std::string& path,
+                               std::unique_ptr<WritableFile>* file) override {
+    std::unique_ptr<WritableFile> base;
+    Status s = base_->NewMappedWritableFile(path, &base);
+    if (!s.ok()) return s;
+    *file = std::make_unique<File>(this, path, std::move(base));
+    return Status::OK();
+  }
   Status NewSequentialFile(const std::string& path,
                            std::unique_ptr<SequentialFile>* file) override {
     return base_->NewSequentialFile(path, file);
