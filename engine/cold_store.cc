@@ -1,10 +1,15 @@
 #include "engine/cold_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <mutex>
+#include <shared_mutex>
 #include <vector>
+
+#include "engine/rocksdb_env.h"
 
 namespace replaydb::engine {
 namespace {
@@ -96,46 +101,80 @@ void ColdStore::Batch::DeleteTable(uint32_t table) {
 }
 size_t ColdStore::Batch::bytes() const { return batch_->GetDataSize(); }
 
-ColdStore::ColdStore(std::string dir, rocksdb::DB* db) : dir_(std::move(dir)), db_(db) {}
+ColdStore::ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb::DB* db)
+    : dir_(std::move(dir)), env_(std::move(env)), db_(db) {}
 
 ColdStore::~ColdStore() {
   if (db_) (void)db_->Close();
 }
 
-Result<std::unique_ptr<ColdStore>> ColdStore::Open(const std::string& dir) {
+namespace {
+
+Status OpenRocks(const std::string& dir, rocksdb::Env* env, rocksdb::DB** db) {
   rocksdb::Options options;
+  options.env = env;
   options.create_if_missing = true;
   options.compression = rocksdb::kZSTD;
   // Checkpoints are written in one batch and flushed; RocksDB's own log
   // would only duplicate them.
   options.avoid_flush_during_shutdown = false;
   options.max_open_files = 256;
+  return FromRocks(rocksdb::DB::Open(options, dir, db), "open", dir);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ColdStore>> ColdStore::Open(const std::string& dir, Env* env) {
+  std::unique_ptr<rocksdb::Env> rocks_env = NewRocksdbEnv(env);
   rocksdb::DB* db = nullptr;
-  REPLAYDB_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(options, dir, &db), "open", dir));
-  return std::unique_ptr<ColdStore>(new ColdStore(dir, db));
+  REPLAYDB_RETURN_IF_ERROR(OpenRocks(dir, rocks_env.get(), &db));
+  return std::unique_ptr<ColdStore>(new ColdStore(dir, std::move(rocks_env), db));
 }
 
 Status ColdStore::Write(Batch& batch) {
+  if (needs_reopen_.load()) {
+    // RocksDB stops writing for good after a failed flush (a background
+    // error it takes as fatal); reopening drops the failed batch's memtable
+    // and starts afresh from what its MANIFEST says is on disk.
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (needs_reopen_.load()) {
+      (void)db_->Close();
+      db_.reset();
+      rocksdb::DB* db = nullptr;
+      REPLAYDB_RETURN_IF_ERROR(
+          OpenRocks(dir_, env_.get(), &db).WithContext("reopening after a failed write"));
+      db_.reset(db);
+      needs_reopen_.store(false);
+    }
+  }
+  std::shared_lock<std::shared_mutex> lock(mu_);
   rocksdb::WriteOptions wo;
   wo.disableWAL = true;
-  REPLAYDB_RETURN_IF_ERROR(FromRocks(db_->Write(wo, batch.batch_.get()), "write", dir_));
-  rocksdb::FlushOptions fo;
-  fo.wait = true;
-  return FromRocks(db_->Flush(fo), "flush", dir_);
+  Status s = FromRocks(db_->Write(wo, batch.batch_.get()), "write", dir_);
+  if (s.ok()) {
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    s = FromRocks(db_->Flush(fo), "flush", dir_);
+  }
+  if (!s.ok()) needs_reopen_.store(true);
+  return s;
 }
 
 Status ColdStore::GetCheckpoint(std::string* value) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
   return FromRocks(db_->Get(rocksdb::ReadOptions(), Key(0, kCheckpoint), value),
                    "read the checkpoint record", dir_);
 }
 
 Status ColdStore::GetTableState(uint32_t table, std::string* value) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
   return FromRocks(db_->Get(rocksdb::ReadOptions(), Key(table, kState), value),
                    "read the state of table id " + std::to_string(table), dir_);
 }
 
 Status ColdStore::ForEachTrajectory(
     uint32_t table, const std::function<Status(uint64_t, std::string_view)>& fn) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
   return Scan(db_.get(), dir_, Key(table, kMeta), [&](std::string_view key, std::string_view v) {
     if (key.size() != 13) {
       return Status::Corruption("cold store " + dir_ + ": malformed trajectory key of table id " +
@@ -147,6 +186,7 @@ Status ColdStore::ForEachTrajectory(
 
 Status ColdStore::ForEachChunk(uint32_t table, uint64_t trajectory,
                                const std::function<Status(int64_t, std::string_view)>& fn) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
   return Scan(db_.get(), dir_, Key(table, kData, trajectory),
               [&](std::string_view key, std::string_view v) {
                 if (key.size() != 21) {
@@ -159,6 +199,7 @@ Status ColdStore::ForEachChunk(uint32_t table, uint64_t trajectory,
 }
 
 Status ColdStore::ListTables(std::vector<uint32_t>* tables) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
   tables->clear();
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   it->Seek(Key(1, '\0'));

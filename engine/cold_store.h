@@ -6,18 +6,22 @@
 #ifndef REPLAYDB_ENGINE_COLD_STORE_H_
 #define REPLAYDB_ENGINE_COLD_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 
 #include <flatbuffers/flatbuffers.h>
 
+#include "replaydb/env.h"
 #include "replaydb/status.h"
 
 namespace rocksdb {
 class DB;
+class Env;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -37,8 +41,10 @@ const T* VerifiedValue(std::string_view bytes, std::string* aligned) {
 
 class ColdStore {
  public:
-  // Opens (creating if missing) the store in directory `dir`.
-  static Result<std::unique_ptr<ColdStore>> Open(const std::string& dir);
+  // Opens (creating if missing) the store in directory `dir`. RocksDB writes
+  // its files through `env` (engine/rocksdb_env.h), which must outlive the
+  // store.
+  static Result<std::unique_ptr<ColdStore>> Open(const std::string& dir, Env* env);
   ~ColdStore();
   ColdStore(const ColdStore&) = delete;
   ColdStore& operator=(const ColdStore&) = delete;
@@ -65,7 +71,10 @@ class ColdStore {
 
   // Applies `batch` atomically, then flushes the memtable so the batch is
   // on disk in SST files (the store runs without RocksDB's own WAL: the
-  // checkpoint's WAL position is only advanced once this returns OK).
+  // checkpoint's WAL position is only advanced once this returns OK). After
+  // a failed write or flush (full disk, failed fsync) RocksDB stops writing;
+  // the next Write first reopens it (waiting for calls in progress), so a
+  // later checkpoint succeeds once the cause is gone.
   Status Write(Batch& batch);
 
   // NotFound when no checkpoint was taken yet.
@@ -85,9 +94,13 @@ class ColdStore {
   const std::string& dir() const { return dir_; }
 
  private:
-  ColdStore(std::string dir, rocksdb::DB* db);
+  ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb::DB* db);
   const std::string dir_;
+  const std::unique_ptr<rocksdb::Env> env_;  // outlives db_
+  // Shared by every call; exclusive while Write reopens db_.
+  mutable std::shared_mutex mu_;
   std::unique_ptr<rocksdb::DB> db_;
+  std::atomic<bool> needs_reopen_{false};
 };
 
 }  // namespace replaydb::engine

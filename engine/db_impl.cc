@@ -109,7 +109,7 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
     db->tables_.emplace(spec.name, std::move(table));
   }
   REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(db->wal_dir_));
-  REPLAYDB_ASSIGN_OR_RETURN(db->cold_, ColdStore::Open(path + "/cold"));
+  REPLAYDB_ASSIGN_OR_RETURN(db->cold_, ColdStore::Open(path + "/cold", env));
   REPLAYDB_RETURN_IF_ERROR(db->Recover());
   if (options.wal.enabled) {
     REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<wal::LogWriter> log,

@@ -360,6 +360,65 @@ TEST(RecoveryTest, PowerLossKeepsEverySyncedStep) {
   Verify(*table, acked);
 }
 
+// The cold store writes through the same Env (engine/rocksdb_env.h): a full
+// disk fails the checkpoint with the store's error, keeps the log it would
+// have replaced, and a later checkpoint succeeds once there is room again.
+TEST(RecoveryTest, CheckpointOnAFullDiskFailsAndLosesNothing) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  FaultInjectionEnv env;
+  DBOptions o = LogOnly();
+  o.env = &env;
+  Model acked;
+  {
+    auto db = Open(o, dir.path());
+    ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
+    Write(*table, rng, 10, 0, &acked);
+    const uint64_t before = env.bytes_written();
+    env.SetSpaceLimit(before + 64);  // room for the next segment's header
+    const Status s = db->Checkpoint();
+    EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr("cold store " + dir.Sub("cold")));
+    EXPECT_THAT(s.message(), HasSubstr("No space left on device"));
+    EXPECT_GT(env.writes(), 0u);
+    env.ClearSpaceLimit();
+    Write(*table, rng, 5, 0, &acked);
+    ASSERT_OK(db->Checkpoint());  // the store resumes once there is room
+    Write(*table, rng, 5, 0, &acked);
+  }
+  auto db = Open(LogOnly(), dir.path());
+  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
+  Verify(*table, acked);
+}
+
+// A checkpoint deletes the log it covers, so after a power loss its RocksDB
+// files must be there: their writes, fsyncs and directory fsyncs go through
+// the Env, which keeps exactly what was synced.
+TEST(RecoveryTest, PowerLossAfterACheckpointKeepsIt) {
+  OpenWriters open_writers;  // outlives every DB below
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  FaultInjectionEnv env;
+  DBOptions o = LogOnly();
+  o.env = &env;
+  o.wal.sync = WalSyncMode::kAlways;
+  Model acked;
+  {
+    auto db = Open(o, dir.path());
+    ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
+    Write(*table, rng, 12, 0, &acked);
+    const uint64_t syncs = env.syncs();
+    ASSERT_OK(db->Checkpoint());
+    EXPECT_GT(env.syncs(), syncs + 1) << "the cold store's fsyncs go through the Env";
+    Write(*table, rng, 6, 2, &acked, &open_writers);
+    ASSERT_OK(env.DropUnsyncedData());
+  }
+  auto db = Open(LogOnly(), dir.path());
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
+  Verify(*table, acked);
+}
+
 std::string LastSegment(const std::string& wal_dir) {
   std::string last;
   for (const auto& e : std::filesystem::directory_iterator(wal_dir)) {
