@@ -118,9 +118,19 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
     db->log_ = std::move(log);
     for (auto& [id, table] : db->by_id_) table->SetLog(db->log_, id);
   }
-  // Everything recovered goes into a checkpoint, and the replayed log away.
-  REPLAYDB_RETURN_IF_ERROR(db->Checkpoint());
-  if (options.checkpoint.every_wal_bytes > 0 || options.checkpoint.every.count() > 0) {
+  // Everything recovered goes into a checkpoint, and the replayed log away:
+  // in the background when automatic checkpoints run (the table serves at
+  // once; until then the replayed segments stay, so a crash meanwhile just
+  // replays them again), else before Open returns.
+  const bool automatic =
+      options.checkpoint.every_wal_bytes > 0 || options.checkpoint.every.count() > 0;
+  const bool recovered = db->recovery_.wal_records > 0 || db->recovery_.trajectories_ended > 0;
+  if (automatic && recovered) {
+    db->checkpoint_requested_.store(true);
+  } else {
+    REPLAYDB_RETURN_IF_ERROR(db->Checkpoint());
+  }
+  if (automatic) {
     db->checkpoint_thread_ = std::thread([raw = db.get()] { raw->CheckpointLoop(); });
   }
   return std::unique_ptr<DB>(std::move(db));
@@ -276,21 +286,27 @@ void DBImpl::CheckpointLoop() {
   const CheckpointOptions& o = options_.checkpoint;
   std::unique_lock<std::mutex> lock(loop_mu_);
   while (!stop_) {
-    loop_cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (!checkpoint_requested_.load()) loop_cv_.wait_for(lock, std::chrono::milliseconds(100));
     if (stop_) break;
     lock.unlock();
-    bool due = false;
+    const bool requested = checkpoint_requested_.exchange(false);
+    bool due = requested;
     {
       std::lock_guard<std::mutex> cl(checkpoint_mu_);
       const uint64_t bytes = log_ != nullptr ? log_->stats().bytes : 0;
       const uint64_t grown = bytes - log_bytes_at_checkpoint_;
-      due = (o.every_wal_bytes > 0 && grown >= o.every_wal_bytes) ||
+      due = due || (o.every_wal_bytes > 0 && grown >= o.every_wal_bytes) ||
             (o.every.count() > 0 && grown > 0 &&
              std::chrono::steady_clock::now() - last_checkpoint_ >= o.every);
     }
-    // A failed automatic checkpoint is retried at the next trigger; the log
-    // still holds everything.
-    if (due) (void)Checkpoint();
+    // A failed automatic checkpoint is retried at the next trigger (the log
+    // still holds everything); a requested one at the next tick.
+    if (due && !Checkpoint().ok() && requested) {
+      checkpoint_requested_.store(true);
+      lock.lock();
+      loop_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      continue;
+    }
     lock.lock();
   }
 }

@@ -3,6 +3,7 @@
 #ifndef REPLAYDB_ENGINE_DB_IMPL_H_
 #define REPLAYDB_ENGINE_DB_IMPL_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -78,6 +79,9 @@ class DBImpl final : public DB {
   uint64_t checkpoint_sequence_ = 0;     // guarded by checkpoint_mu_
   uint64_t log_bytes_at_checkpoint_ = 0;  // guarded by checkpoint_mu_
   std::chrono::steady_clock::time_point last_checkpoint_;  // guarded by checkpoint_mu_
+  // Set by Open when the checkpoint of what it recovered is left to the
+  // checkpoint thread; that thread retries it until it succeeds.
+  std::atomic<bool> checkpoint_requested_{false};
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;
   bool stop_ = false;  // guarded by loop_mu_

@@ -91,19 +91,29 @@ Result<uint64_t> TableImpl::LogDeviceStepsLocked(std::span<WriterSlot> slots,
   }
   if (envs.empty()) return uint64_t{0};
   // One copy per column of the whole device array, ordered after the
-  // caller's stream, then a host-side transpose into the record.
-  std::vector<std::vector<std::byte>> host(columns_.size());
+  // caller's stream, into pinned staging memory (several times the rate of a
+  // copy to pageable memory), then a host-side transpose into the record.
+  const size_t total = static_cast<size_t>(layout_.step_bytes) * n;
+  if (log_staging_.size() < total) {
+    Result<PinnedBuffer> grown = PinnedBuffer::Allocate(std::max(total, 2 * log_staging_.size()));
+    if (!grown.ok()) return grown.status().WithContext("staging a device vector step for the log");
+    log_staging_ = std::move(grown).value();
+  }
+  std::vector<const std::byte*> host(columns_.size());
+  size_t offset = 0;
   for (size_t c = 0; c < columns_.size(); ++c) {
-    host[c].resize(layout_.column_bytes[c] * n);
-    REPLAYDB_RETURN_IF_ERROR(
-        CopyDeviceToHost(host[c].data(), steps[c].data, host[c].size(), stream));
+    std::byte* dst = log_staging_.as<std::byte>() + offset;
+    const size_t bytes = layout_.column_bytes[c] * n;
+    REPLAYDB_RETURN_IF_ERROR(CopyDeviceToHost(dst, steps[c].data, bytes, stream));
+    host[c] = dst;
+    offset += bytes;
   }
   std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes), ids,
                                         step_index, prios);
   for (size_t env : envs) {
     for (size_t c = 0; c < columns_.size(); ++c) {
       const size_t cb = layout_.column_bytes[c];
-      std::memcpy(data, host[c].data() + env * cb, cb);
+      std::memcpy(data, host[c] + env * cb, cb);
       data += cb;
     }
   }

@@ -295,6 +295,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   std::shared_ptr<wal::LogWriter> log_;  // guarded by mu_
   uint32_t table_id_ = 0;
   wal::RecordBuilder record_;      // guarded by mu_
+  // Pinned host memory that device vector steps are copied into for the
+  // log (LogDeviceStepsLocked); grows as needed. Guarded by mu_.
+  PinnedBuffer log_staging_;
   // Trajectories that may be in the cold store and left the table since
   // the last checkpoint.
   std::vector<uint64_t> removed_since_checkpoint_;

@@ -582,8 +582,8 @@ void PrintTableFooter() {
       "  %-22s same directory, same sync policy (batch: fdatasync from a background thread\n"
       "  %-22s every 100 ms or 4 MiB); ratio = share of raw file-append speed the log keeps\n"
       "  %-22s read() of the same log segment files right before the open (both from the\n"
-      "  %-22s page cache); ratio = share of read speed replay keeps (the open's time\n"
-      "  %-22s includes the checkpoint it writes at the end)\n"
+      "  %-22s page cache); ratio = share of read speed replay keeps (the open, with\n"
+      "  %-22s automatic checkpoints on, leaves its checkpoint to the background)\n"
       "  %-22s a fresh RocksDB (defaults + zstd): one WriteBatch of the same 1000-step chunks,\n"
       "  %-22s WAL disabled, then Flush(wait); ratio = share of the cold store's own write\n"
       "  %-22s speed that DB::Checkpoint keeps\n",

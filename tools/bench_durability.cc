@@ -370,8 +370,11 @@ Result<BenchResult> RunRecover(const Timing& timing, int64_t step_bytes) {
     if (!ceiling.ok()) return ceiling.status();
     ceilings.push_back(*ceiling);
 
+    // Automatic checkpoints on (the default): the open replays and returns,
+    // leaving the checkpoint of what it recovered to the background.
     DBOptions reopen = options;
     reopen.create_if_missing = false;
+    reopen.checkpoint.every = std::chrono::seconds(300);
     const Clock::time_point start = Clock::now();
     auto db_or = DB::Open(reopen, path);
     const double seconds = Seconds(Clock::now() - start).count();
@@ -416,18 +419,12 @@ Result<BenchResult> RunRecover(const Timing& timing, int64_t step_bytes) {
   std::sort(checkpoint_seconds.begin(), checkpoint_seconds.end());
   const double open_s = open_seconds[open_seconds.size() / 2];
   const double ck_s = checkpoint_seconds[checkpoint_seconds.size() / 2];
-  char replay_text[64] = "n/a";
-  if (open_s > ck_s) {
-    std::snprintf(replay_text, sizeof(replay_text), "%.3g B/s",
-                  static_cast<double>(wal_bytes) / (open_s - ck_s));
-  }
   char note[400];
   std::snprintf(note, sizeof(note),
-                "%.1f MiB of log (%" PRIu64 " records) per open; the open (%.3f s) includes the "
-                "checkpoint it writes at the end; a DB::Checkpoint of the same steps took %.3f s, "
-                "so replay alone ~ %s",
-                static_cast<double>(wal_bytes) / (1 << 20), wal_records, open_s, ck_s,
-                replay_text);
+                "%.1f MiB of log (%" PRIu64 " records) per open of %.3f s; the checkpoint of "
+                "what it recovered runs after it returns (a DB::Checkpoint of the same steps "
+                "took %.3f s)",
+                static_cast<double>(wal_bytes) / (1 << 20), wal_records, open_s, ck_s);
   result.note = note;
   return result;
 }

@@ -108,12 +108,14 @@ def main():
     for r in inserts:
         p = r.get("params", {})
         value = r.get("value")
-        ok = None if value is None else value <= INSERT_TARGET_US
+        wal = p.get("wal", "off")
+        # The target is for the pure device path; wal=on adds the logging copy.
+        ok = None if value is None or wal == "on" else value <= INSERT_TARGET_US
         if ok is True:
             met += 1
         elif ok is False:
             missed += 1
-        print(f"vector_insert envs={p.get('envs')} step_bytes={p.get('step_bytes')}: "
+        print(f"vector_insert envs={p.get('envs')} step_bytes={p.get('step_bytes')} wal={wal}: "
               f"{num(value, '{:.2f}')} us per call; {r.get('ceiling_name')} of the same bytes "
               f"{num(r.get('ceiling'), '{:.2f}')} us (ratio {num(r.get('ratio'), '{:.2f}')}); "
               f"<= {INSERT_TARGET_US:g} us: {verdict(ok)}"

@@ -14,7 +14,8 @@
 #   7. `replaydb bench --json --filter gather` (window gathers from device and
 #      pinned memory against same-size copies) and
 #   8. `replaydb bench --json --filter vector_insert` (4096 x 1 KiB from
-#      device memory), when the tool has those benches,
+#      device memory, with the write-ahead log off and on), when the tool has
+#      those benches,
 #   9. tools/gather_baseline.py (PyTorch's index_select on the same rows,
 #      eager and in a CUDA graph),
 # then prints the priority table (tools/prio_summary.py), the gather table

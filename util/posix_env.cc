@@ -225,6 +225,8 @@ class PosixWritableFile final : public WritableFile {
 class PosixMappedWritableFile final : public WritableFile {
  public:
   static constexpr uint64_t kChunkBytes = uint64_t{4} << 20;
+  // Appends of this many bytes or more are written with pwrite.
+  static constexpr size_t kWriteBytes = 4096;
 
   PosixMappedWritableFile(std::string path, int fd, uint64_t size)
       : path_(std::move(path)), fd_(fd), size_(size) {}
@@ -236,8 +238,27 @@ class PosixMappedWritableFile final : public WritableFile {
     if (fd_ < 0) return Status::IOError("append to closed file " + path_);
     const char* p = data.data();
     size_t left = data.size();
+    if (left >= kWriteBytes) {
+      // Large appends: pwrite into the preallocated range (the same page
+      // cache pages the mapping shows), which the kernel fills without a
+      // page fault per page.
+      while (size_ + left > allocated_) REPLAYDB_RETURN_IF_ERROR(Preallocate());
+      while (left > 0) {
+        const ssize_t n = ::pwrite(fd_, p, left, static_cast<off_t>(size_));
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          return IOErrorFor("write", path_, errno);
+        }
+        p += n;
+        left -= static_cast<size_t>(n);
+        size_ += static_cast<uint64_t>(n);
+      }
+      return Status::OK();
+    }
     while (left > 0) {
-      if (size_ >= map_offset_ + map_bytes_) REPLAYDB_RETURN_IF_ERROR(MapNextChunk());
+      if (map_ == nullptr || size_ < map_offset_ || size_ >= map_offset_ + map_bytes_) {
+        REPLAYDB_RETURN_IF_ERROR(MapNextChunk());
+      }
       const size_t take = std::min<uint64_t>(left, map_offset_ + map_bytes_ - size_);
       std::memcpy(map_ + (size_ - map_offset_), p, take);
       p += take;
@@ -259,23 +280,26 @@ class PosixMappedWritableFile final : public WritableFile {
     return Status::OK();
   }
 
-  Status Truncate(uint64_t size) override {
+  Status Truncate(uint64_t cut) override {
     if (fd_ < 0) return Status::IOError("truncate of closed file " + path_);
+    uint64_t size = cut;
     if (size > size_) {
       return Status::InvalidArgument("truncate " + path_ + " to " + std::to_string(size) +
                                      " bytes: the file has only " + std::to_string(size_));
     }
-    if (size >= map_offset_ && map_ != nullptr) {
-      // The cut bytes are all mapped: zero them, so they read as the
-      // unwritten preallocated tail they now are.
-      std::memset(map_ + (size - map_offset_), 0, size_ - size);
-    } else {
-      Unmap();
-      if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
-        return IOErrorFor("ftruncate", path_, errno);
+    // Zero the cut bytes, so they read as the unwritten preallocated tail
+    // they now are (the range is allocated: this cannot run out of space).
+    static const char kZeros[64 << 10] = {};
+    while (size_ > size) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(size_ - size, sizeof(kZeros)));
+      const ssize_t w = ::pwrite(fd_, kZeros, n, static_cast<off_t>(size));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return IOErrorFor("write", path_, errno);
       }
+      size += static_cast<uint64_t>(w);
     }
-    size_ = size;
+    size_ = cut;
     return Status::OK();
   }
 
@@ -301,14 +325,21 @@ class PosixMappedWritableFile final : public WritableFile {
   uint64_t size() const override { return size_; }
 
  private:
+  // Extends the preallocated range by a chunk.
+  Status Preallocate() {
+    const int rc = ::posix_fallocate(fd_, static_cast<off_t>(allocated_),
+                                     static_cast<off_t>(kChunkBytes));
+    if (rc != 0) return IOErrorFor("fallocate", path_, rc);
+    allocated_ += kChunkBytes;
+    return Status::OK();
+  }
+
   // Maps the chunk holding size_ (its page-aligned start), preallocating it.
   Status MapNextChunk() {
     Unmap();
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     const uint64_t offset = size_ / page * page;
-    const int rc = ::posix_fallocate(fd_, static_cast<off_t>(offset),
-                                     static_cast<off_t>(kChunkBytes));
-    if (rc != 0) return IOErrorFor("fallocate", path_, rc);
+    while (offset + kChunkBytes > allocated_) REPLAYDB_RETURN_IF_ERROR(Preallocate());
     void* m = ::mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
                      static_cast<off_t>(offset));
     if (m == MAP_FAILED) return IOErrorFor("mmap", path_, errno);
@@ -328,6 +359,9 @@ class PosixMappedWritableFile final : public WritableFile {
   const std::string path_;
   int fd_;
   uint64_t size_;
+  // The file is preallocated (fallocate) up to here: [size_, allocated_)
+  // reads as zeros and can be written without running out of space.
+  uint64_t allocated_ = 0;
   // The mapped file range [map_offset_, map_offset_ + map_bytes_), if any.
   char* map_ = nullptr;
   uint64_t map_offset_ = 0;

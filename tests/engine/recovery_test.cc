@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "replaydb/db.h"
@@ -159,6 +160,49 @@ TEST(RecoveryTest, CheckpointThenLogTail) {
   db = Open(LogOnly(), dir.path());
   EXPECT_EQ(db->recovery_info().wal_records, 0u);
   ASSERT_OK_AND_ASSIGN(table, db->GetTable("t"));
+  Verify(*table, model);
+}
+
+// With automatic checkpoints (the default) Open returns after the replay and
+// the checkpoint thread takes the recovery checkpoint: the replayed segments
+// go soon after, and what they held is then in the cold store.
+TEST(RecoveryTest, RecoveryCheckpointRunsInTheBackgroundWhenAutomatic) {
+  OpenWriters open_writers;  // outlives every DB below
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  Model model;
+  {
+    auto db = Open(LogOnly(), dir.path());
+    ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
+    Write(*table, rng, 8, 2, &model, &open_writers);
+  }
+  const auto segments = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.Sub("wal"))) {
+      n += e.path().extension() == ".log";
+    }
+    return n;
+  };
+  ASSERT_GE(segments(), 1u);
+  {
+    DBOptions automatic;  // defaults: every 256 MiB or 300 s, on close
+    automatic.checkpoint.on_close = false;
+    auto db = Open(automatic, dir.path());
+    ASSERT_NE(db, nullptr);
+    EXPECT_GT(db->recovery_info().wal_records, 0u);
+    ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
+    Verify(*table, model);  // serving before the checkpoint is done
+    // Only the new segment is left once the background checkpoint is done.
+    for (int i = 0; i < 200 && segments() > 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(segments(), 1u) << "the replayed segments were not checkpointed away";
+  }
+  // What the replayed segments held is in the checkpoint.
+  auto db = Open(LogOnly(), dir.path());
+  EXPECT_TRUE(db->recovery_info().checkpoint_found);
+  EXPECT_EQ(db->recovery_info().wal_records, 0u);
+  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
   Verify(*table, model);
 }
 

@@ -718,4 +718,108 @@ TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
 }
 
 }  // namespace
+// Device-fed durability (docs/durability.md): steps written with
+// AppendFromDevice and priorities set with UpdatePrioritiesFromDevice reach
+// the log through a device-to-host copy, so a reopen that replays only the
+// log (no checkpoint) restores both, byte for byte, equal to a host-written
+// twin.
+TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
+  TempDir dir;
+  DBOptions options;
+  options.checkpoint.on_close = false;
+  options.checkpoint.every_wal_bytes = 0;
+  options.checkpoint.every = std::chrono::seconds(0);
+  TableSpec spec = GatherSpec("dev", rng_, Placement::Device(0));
+  spec.capacity_steps = 4096;
+  spec.padding = Padding::kTail;
+  spec.selector = SelectorKind::kPrioritized;
+  spec.priority_device = 0;
+  TableSpec ref_spec = spec;
+  ref_spec.name = "ref";
+  ref_spec.placement = Placement::Host();
+  ref_spec.priority_device = -1;
+  const size_t N = 1 + rng_() % 9;
+  const int steps = 1 + static_cast<int>(rng_() % 20);
+  std::vector<ItemKey> keys;
+  {
+    auto db = Take(DB::Open(options, dir.path()));
+    auto table = Take(db->CreateTable(spec));
+    auto ref = Take(db->CreateTable(ref_spec));
+    auto vw = Take(table->NewVectorWriter(N));
+    auto ref_vw = Take(ref->NewVectorWriter(N));
+    auto stream = Take(DeviceStream::Create(0));
+    for (int step = 0; step < steps; ++step) {
+      std::vector<std::vector<std::byte>> host(spec.columns.size());
+      std::vector<DeviceBuffer> device;
+      std::vector<ConstTensor> host_t, device_t;
+      for (size_t c = 0; c < spec.columns.size(); ++c) {
+        const ColumnSpec& col = spec.columns[c];
+        host[c].resize(N * col.step_bytes());
+        for (auto& b : host[c]) b = static_cast<std::byte>(rng_() & (col.dtype == DType::kBool ? 1 : 0xFF));
+        device.push_back(Take(DeviceBuffer::Allocate(0, host[c].size())));
+        ASSERT_OK(device.back().CopyFromHost(host[c].data(), host[c].size(), 0, stream.handle()));
+        const Shape shape = col.shape.Prepend(static_cast<int64_t>(N));
+        host_t.push_back({col.dtype, shape, host[c].data(), host[c].size()});
+        device_t.push_back({col.dtype, shape, device.back().data(), host[c].size()});
+      }
+      ASSERT_OK(vw->AppendFromDevice(device_t, stream.handle()));
+      ASSERT_OK(ref_vw->Append(host_t));
+      ASSERT_OK(stream.Synchronize());
+    }
+    for (size_t env = 0; env < N; ++env) {
+      ASSERT_OK(vw->End(env, EndReason::kTerminal));
+      ASSERT_OK(ref_vw->End(env, EndReason::kTerminal));
+    }
+    SampleBatch probe;
+    for (uint64_t id = 1; id <= 64; ++id) {
+      for (int64_t start = 0; start < steps; ++start) {
+        if (ref->Lookup(std::vector<ItemKey>{MakeItemKey(id, start)}, &probe).ok()) {
+          keys.push_back(MakeItemKey(id, start));
+        }
+      }
+    }
+    ASSERT_FALSE(keys.empty());
+    // Fresh priorities for a random half of the items, from device memory
+    // into the device table and from the host into its twin.
+    std::vector<uint64_t> update_keys;
+    std::vector<float> update_priorities;
+    for (ItemKey k : keys) {
+      if (rng_() % 2 == 0) continue;
+      update_keys.push_back(k);
+      update_priorities.push_back(static_cast<float>(1 + rng_() % 1000) / 8.0f);
+    }
+    if (!update_keys.empty()) {
+      auto d_keys = Take(DeviceBuffer::Allocate(0, update_keys.size() * sizeof(uint64_t)));
+      auto d_prios = Take(DeviceBuffer::Allocate(0, update_priorities.size() * sizeof(float)));
+      ASSERT_OK(d_keys.CopyFromHost(update_keys.data(), update_keys.size() * sizeof(uint64_t)));
+      ASSERT_OK(d_prios.CopyFromHost(update_priorities.data(),
+                                     update_priorities.size() * sizeof(float)));
+      ASSERT_OK(table->UpdatePrioritiesFromDevice(d_keys.as<uint64_t>(), d_prios.as<float>(),
+                                                  static_cast<int64_t>(update_keys.size()),
+                                                  stream.handle()));
+      ASSERT_OK(stream.Synchronize());
+      const std::vector<double> as_double(update_priorities.begin(), update_priorities.end());
+      ASSERT_OK(ref->UpdatePriorities(std::vector<ItemKey>(update_keys.begin(), update_keys.end()),
+                                      as_double));
+    }
+  }
+  auto db = Take(DB::Open(options, dir.path()));
+  EXPECT_GT(db->recovery_info().wal_records, 0u) << "recovered from the log";
+  auto table = Take(db->GetTable("dev"));
+  auto ref = Take(db->GetTable("ref"));
+  EXPECT_EQ(table->Info().placement, "device:0");
+  SampleBatch want, got;
+  ASSERT_OK(ref->Lookup(keys, &want));
+  ASSERT_OK(table->Lookup(keys, &got));
+  ASSERT_EQ(got.keys, want.keys);
+  EXPECT_EQ(got.priorities, want.priorities);
+  EXPECT_EQ(got.mask, want.mask);
+  for (size_t c = 0; c < want.columns.size(); ++c) {
+    ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
+                          want.columns[c].size_bytes()),
+              0)
+        << "column " << c;
+  }
+}
+
 }  // namespace replaydb
