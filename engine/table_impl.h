@@ -12,6 +12,7 @@
 #ifndef REPLAYDB_ENGINE_TABLE_IMPL_H_
 #define REPLAYDB_ENGINE_TABLE_IMPL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <cstdint>
@@ -293,6 +294,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                    std::string* out) const;
 
   std::shared_ptr<wal::LogWriter> log_;  // guarded by mu_
+  // log_'s WalSyncMode as an int, -1 without a log: read by SyncLog without mu_.
+  std::atomic<int> log_sync_{-1};
   uint32_t table_id_ = 0;
   wal::RecordBuilder record_;      // guarded by mu_
   // Pinned host memory that device vector steps are copied into for the

@@ -94,6 +94,7 @@ class LogWriter {
   // one), then syncs the directory.
   Status DeleteSegmentsBefore(uint64_t segment);
 
+  WalSyncMode sync_mode() const { return options_.sync; }
   LogWriterStats stats() const;
   const std::string& dir() const { return dir_; }
 
