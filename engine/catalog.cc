@@ -111,7 +111,8 @@ flatbuffers::Offset<fb::TableDef> BuildTableDef(flatbuffers::FlatBufferBuilder& 
       spec.sequence_length, static_cast<uint8_t>(spec.padding), static_cast<uint8_t>(spec.selector),
       static_cast<uint8_t>(spec.eviction), spec.max_times_sampled, rate_limiter,
       spec.priority_exponent, static_cast<uint8_t>(spec.step_priority), spec.priority_device,
-      static_cast<uint8_t>(spec.placement.kind), spec.placement.device, id);
+      static_cast<uint8_t>(spec.placement.kind), spec.placement.device, id,
+      static_cast<uint8_t>(spec.logging));
 }
 
 // Converts one verified TableDef, checking what the verifier cannot: enum
@@ -171,6 +172,10 @@ Status ParseTableDef(const fb::TableDef& def, size_t index, const std::string& p
   }
   spec->placement.kind = static_cast<Placement::Kind>(def.placement_kind());
   spec->placement.device = def.placement_device();
+  if (def.logging() > static_cast<uint8_t>(TableLogging::kOff)) {
+    return Status::Corruption(where + " has unknown logging " + std::to_string(def.logging()));
+  }
+  spec->logging = static_cast<TableLogging>(def.logging());
   spec->capacity_steps = def.capacity_steps();
   spec->capacity_bytes = def.capacity_bytes();
   spec->block_steps = def.block_steps();

@@ -90,6 +90,15 @@ std::string_view StepPriorityName(StepPriority p) {
   return "invalid";
 }
 
+std::string_view TableLoggingName(TableLogging l) {
+  switch (l) {
+    case TableLogging::kDefault: return "default";
+    case TableLogging::kOn: return "on";
+    case TableLogging::kOff: return "off";
+  }
+  return "invalid";
+}
+
 std::string_view WalSyncModeName(WalSyncMode mode) {
   switch (mode) {
     case WalSyncMode::kNone: return "none";
@@ -257,6 +266,10 @@ Status TableSpec::Validate() const {
     return Status::InvalidArgument(table + ": priority_exponent is " +
                                    std::to_string(priority_exponent) +
                                    "; it must be finite and >= 0");
+  }
+  if (TableLoggingName(logging) == "invalid") {
+    return Status::InvalidArgument(table + ": unknown logging " +
+                                   std::to_string(static_cast<int>(logging)));
   }
   if (StepPriorityName(step_priority) == "invalid") {
     return Status::InvalidArgument(table + ": unknown step_priority " +

@@ -21,6 +21,11 @@ std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 void TableImpl::SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
+  // TableLogging: kDefault logs unless the hot tier is in device memory.
+  const bool logged = spec_.logging == TableLogging::kOn ||
+                      (spec_.logging == TableLogging::kDefault &&
+                       pool_.memory() != BlockMemory::kDevice);
+  if (!logged) log.reset();
   log_sync_.store(log != nullptr ? static_cast<int>(log->sync_mode()) : -1);
   log_ = std::move(log);
   table_id_ = id;

@@ -135,7 +135,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // ---- durability (engine/table_durability.cc) ----
 
   // Logs every change to `log` as table `id` from now on; null stops
-  // logging (while the log is replayed, and once the DB closes).
+  // logging (while the log is replayed, and once the DB closes). A table
+  // whose TableSpec::logging says no (TableLogging) keeps no log whatever
+  // `log` is.
   void SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id);
   uint32_t id() const { return table_id_; }
   // Makes log record `seq` (0: none) durable as the sync mode says; `wait`

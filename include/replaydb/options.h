@@ -164,11 +164,25 @@ enum class StepPriority : uint8_t {
 // Steps appended without a priority count as the largest priority seen in
 // the table so far (1.0 before any): new experience is sampled eagerly.
 
+// Whether a table's changes go to the database's write-ahead log
+// (docs/durability.md). Without the log a table is durable as of its last
+// checkpoint; nothing is logged anyway when DBOptions::wal is disabled.
+enum class TableLogging : uint8_t {
+  // Logged, unless the hot tier is in device memory (placement device:N, or
+  // auto on a machine with a GPU): GPU-fed tables then keep the pure device
+  // path of VectorWriter::AppendFromDevice, whose logging copies every step
+  // through the host.
+  kDefault = 0,
+  kOn = 1,
+  kOff = 2,
+};
+
 std::string_view PaddingName(Padding p);            // "none", "tail"
 std::string_view SelectorKindName(SelectorKind s);  // "uniform", "fifo", "lifo", "prioritized",
                                                     // "min_heap", "max_heap"
 std::string_view EvictionPolicyName(EvictionPolicy e);  // "oldest_first", "lowest_priority"
 std::string_view StepPriorityName(StepPriority p);      // "item", "window_max", "window_mean"
+std::string_view TableLoggingName(TableLogging l);      // "default", "on", "off"
 
 // Reverb's rate limiter. An insert is one item becoming sampleable; a sample
 // is one item drawn into a batch; a delete is one item leaving the table
@@ -293,6 +307,8 @@ struct TableSpec {
   int64_t max_times_sampled = 0;
   // Default: MinSize(1).
   RateLimiterSpec rate_limiter = RateLimiterSpec::MinSize(1);
+  // Whether changes are logged (see TableLogging). Default: kDefault.
+  TableLogging logging = TableLogging::kDefault;
 
   // A FIFO queue of at most `size` items, each sampled once.
   static TableSpec Queue(std::string name, std::vector<ColumnSpec> columns, int64_t size);

@@ -206,6 +206,7 @@ struct RawTable {
   uint8_t eviction = 0;
   uint8_t step_priority = 0;
   uint8_t placement_kind = 0;
+  uint8_t logging = 0;
   bool with_columns = true;
   bool with_rate_limiter = true;
   // A field from a future writer, appended after the last known one.
@@ -232,9 +233,10 @@ std::string RawCatalogFile(const std::vector<RawTable>& tables, uint32_t format_
     fbb.AddElement<uint8_t>(fb::TableDef::VT_EVICTION, raw.eviction, 0);
     fbb.AddElement<uint8_t>(fb::TableDef::VT_STEP_PRIORITY, raw.step_priority, 0);
     fbb.AddElement<uint8_t>(fb::TableDef::VT_PLACEMENT_KIND, raw.placement_kind, 0);
+    fbb.AddElement<uint8_t>(fb::TableDef::VT_LOGGING, raw.logging, 0);
     if (raw.with_rate_limiter) fbb.AddOffset(fb::TableDef::VT_RATE_LIMITER, rate_limiter);
     if (raw.with_future_field) {
-      fbb.AddElement<int64_t>(fb::TableDef::VT_ID + 2, 123456789, 0);
+      fbb.AddElement<int64_t>(fb::TableDef::VT_LOGGING + 2, 123456789, 0);
     }
     defs.push_back(flatbuffers::Offset<fb::TableDef>(fbb.EndTable(start)));
   }
@@ -262,6 +264,7 @@ TableSpec RawTableSpec(const RawTable& raw) {
   t.eviction = static_cast<EvictionPolicy>(raw.eviction);
   t.step_priority = static_cast<StepPriority>(raw.step_priority);
   t.placement.kind = static_cast<Placement::Kind>(raw.placement_kind);
+  t.logging = static_cast<TableLogging>(raw.logging);
   t.max_times_sampled = 0;
   if (raw.with_rate_limiter) {
     t.rate_limiter.samples_per_insert = 2.0;
@@ -316,6 +319,7 @@ class SpecGenerator {
     t.priority_device = Int(-1, 7);
     t.placement.kind = static_cast<Placement::Kind>(Int(0, 2));
     t.placement.device = Int(0, 7);
+    t.logging = static_cast<TableLogging>(Int(0, 2));
     t.max_times_sampled = Int64();
     t.rate_limiter.samples_per_insert = Double();
     t.rate_limiter.min_size_to_sample = Int64();
@@ -624,6 +628,10 @@ TEST(CatalogTest, UnknownEnumValues) {
   bad.placement_kind = 3;
   EXPECT_EQ(DecodeError(RawCatalogFile({bad})),
             "catalog /db/CATALOG: table 0 't' has unknown placement kind 3");
+  bad = RawTable{};
+  bad.logging = 3;
+  EXPECT_EQ(DecodeError(RawCatalogFile({bad})),
+            "catalog /db/CATALOG: table 0 't' has unknown logging 3");
 
   // The largest known values decode.
   RawTable last;
@@ -633,6 +641,7 @@ TEST(CatalogTest, UnknownEnumValues) {
   last.eviction = static_cast<uint8_t>(EvictionPolicy::kLowestPriority);
   last.step_priority = static_cast<uint8_t>(StepPriority::kWindowMean);
   last.placement_kind = static_cast<uint8_t>(Placement::Kind::kAuto);
+  last.logging = static_cast<uint8_t>(TableLogging::kOff);
   std::vector<TableSpec> decoded;
   ASSERT_TRUE(DecodeCatalog(RawCatalogFile({last}), kSource, &decoded).ok());
   ExpectSameTables(decoded, {RawTableSpec(last)});

@@ -206,6 +206,38 @@ TEST(RecoveryTest, RecoveryCheckpointRunsInTheBackgroundWhenAutomatic) {
   Verify(*table, model);
 }
 
+// TableLogging::kOff: the table is durable as of its last checkpoint, and
+// what it did since is not replayed, while a logged table beside it loses
+// nothing.
+TEST(RecoveryTest, UnloggedTableIsDurableAsOfItsLastCheckpoint) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  Model logged, unlogged;
+  int64_t unlogged_steps = 0;
+  {
+    auto db = Open(LogOnly(), dir.path());
+    ASSERT_OK_AND_ASSIGN(auto t, db->CreateTable(Spec("t")));
+    TableSpec spec = Spec("u");
+    spec.logging = TableLogging::kOff;
+    ASSERT_OK_AND_ASSIGN(auto u, db->CreateTable(spec));
+    Write(*t, rng, 5, 0, &logged);
+    Write(*u, rng, 5, 0, &unlogged);
+    ASSERT_OK(db->Checkpoint());
+    unlogged_steps = u->Info().num_steps;
+    Write(*t, rng, 4, 0, &logged);
+    Model lost;
+    Write(*u, rng, 4, 0, &lost);
+    EXPECT_GT(u->Info().num_steps, unlogged_steps);
+  }
+  auto db = Open(LogOnly(), dir.path());
+  ASSERT_OK_AND_ASSIGN(auto t, db->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto u, db->GetTable("u"));
+  EXPECT_EQ(u->spec().logging, TableLogging::kOff);
+  Verify(*t, logged);
+  Verify(*u, unlogged);
+  EXPECT_EQ(u->Info().num_steps, unlogged_steps);
+}
+
 TEST(RecoveryTest, CheckpointRoundTripKeepsPrioritiesAndDistribution) {
   TempDir dir;
   std::mt19937_64 rng(TestSeed());

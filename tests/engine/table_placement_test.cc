@@ -718,11 +718,12 @@ TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
 }
 
 }  // namespace
-// Device-fed durability (docs/durability.md): steps written with
-// AppendFromDevice and priorities set with UpdatePrioritiesFromDevice reach
-// the log through a device-to-host copy, so a reopen that replays only the
-// log (no checkpoint) restores both, byte for byte, equal to a host-written
-// twin.
+// Device-fed durability (docs/durability.md): in a device table with
+// logging on, steps written with AppendFromDevice and priorities set with
+// UpdatePrioritiesFromDevice reach the log through a device-to-host copy, so
+// a reopen that replays only the log (no checkpoint) restores both, byte for
+// byte, equal to a host-written twin. A device table with the default
+// logging is not logged: it comes back as of its last checkpoint (empty).
 TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
   TempDir dir;
   DBOptions options;
@@ -734,10 +735,15 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
   spec.padding = Padding::kTail;
   spec.selector = SelectorKind::kPrioritized;
   spec.priority_device = 0;
+  spec.logging = TableLogging::kOn;
   TableSpec ref_spec = spec;
   ref_spec.name = "ref";
   ref_spec.placement = Placement::Host();
   ref_spec.priority_device = -1;
+  ref_spec.logging = TableLogging::kDefault;
+  TableSpec plain_spec = spec;
+  plain_spec.name = "plain";
+  plain_spec.logging = TableLogging::kDefault;
   const size_t N = 1 + rng_() % 9;
   const int steps = 1 + static_cast<int>(rng_() % 20);
   std::vector<ItemKey> keys;
@@ -745,8 +751,10 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
     auto db = Take(DB::Open(options, dir.path()));
     auto table = Take(db->CreateTable(spec));
     auto ref = Take(db->CreateTable(ref_spec));
+    auto plain = Take(db->CreateTable(plain_spec));
     auto vw = Take(table->NewVectorWriter(N));
     auto ref_vw = Take(ref->NewVectorWriter(N));
+    auto plain_vw = Take(plain->NewVectorWriter(N));
     auto stream = Take(DeviceStream::Create(0));
     for (int step = 0; step < steps; ++step) {
       std::vector<std::vector<std::byte>> host(spec.columns.size());
@@ -763,13 +771,16 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
         device_t.push_back({col.dtype, shape, device.back().data(), host[c].size()});
       }
       ASSERT_OK(vw->AppendFromDevice(device_t, stream.handle()));
+      ASSERT_OK(plain_vw->AppendFromDevice(device_t, stream.handle()));
       ASSERT_OK(ref_vw->Append(host_t));
       ASSERT_OK(stream.Synchronize());
     }
     for (size_t env = 0; env < N; ++env) {
       ASSERT_OK(vw->End(env, EndReason::kTerminal));
+      ASSERT_OK(plain_vw->End(env, EndReason::kTerminal));
       ASSERT_OK(ref_vw->End(env, EndReason::kTerminal));
     }
+    EXPECT_EQ(plain->Info().num_steps, static_cast<int64_t>(N) * steps);
     SampleBatch probe;
     for (uint64_t id = 1; id <= 64; ++id) {
       for (int64_t start = 0; start < steps; ++start) {
@@ -808,6 +819,7 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
   auto table = Take(db->GetTable("dev"));
   auto ref = Take(db->GetTable("ref"));
   EXPECT_EQ(table->Info().placement, "device:0");
+  EXPECT_EQ(Take(db->GetTable("plain"))->Info().num_steps, 0) << "not logged by default";
   SampleBatch want, got;
   ASSERT_OK(ref->Lookup(keys, &want));
   ASSERT_OK(table->Lookup(keys, &got));

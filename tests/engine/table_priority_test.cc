@@ -378,6 +378,9 @@ TEST_F(TablePriorityTest, SpecValidationOfPriorityOptions) {
   spec = Spec("v", SelectorKind::kPrioritized);
   spec.step_priority = static_cast<StepPriority>(7);
   EXPECT_THAT(spec.Validate().message(), HasSubstr("unknown step_priority 7"));
+  spec = Spec("v", SelectorKind::kPrioritized);
+  spec.logging = static_cast<TableLogging>(5);
+  EXPECT_THAT(spec.Validate().message(), HasSubstr("table 'v': unknown logging 5"));
 }
 
 }  // namespace
