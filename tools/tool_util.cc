@@ -213,6 +213,7 @@ std::string FormatTableSpec(const TableSpec& spec, std::string_view indent) {
           spec.priority_device < 0 ? std::string("-1 (host)")
                                    : "CUDA device " + std::to_string(spec.priority_device));
   AddLine(&out, indent, "placement", spec.placement.ToString());
+  AddLine(&out, indent, "logging", std::string(TableLoggingName(spec.logging)));
   AddLine(&out, indent, "max_times_sampled",
           spec.max_times_sampled == 0 ? std::string("0 (unlimited)")
                                       : FormatCount(spec.max_times_sampled));
