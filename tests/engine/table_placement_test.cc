@@ -834,4 +834,91 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
   }
 }
 
+// A device table with the default logging is durable as of its last
+// checkpoint, which copies its blocks out of device memory: after a crash it
+// equals a host twin (also unlogged) as of that checkpoint, byte for byte.
+TEST_F(TableGpuTest, UnloggedDeviceTableComesBackAsOfItsLastCheckpoint) {
+  TempDir dir;
+  DBOptions options;
+  options.checkpoint.on_close = false;
+  options.checkpoint.every_wal_bytes = 0;
+  options.checkpoint.every = std::chrono::seconds(0);
+  TableSpec spec = GatherSpec("dev", rng_, Placement::Device(0));
+  spec.capacity_steps = 4096;
+  spec.padding = Padding::kTail;
+  TableSpec host_spec = spec;
+  host_spec.name = "host";
+  host_spec.placement = Placement::Host();
+  host_spec.logging = TableLogging::kOff;
+  const size_t N = 1 + rng_() % 9;
+  int64_t checkpointed_steps = 0;
+  std::vector<ItemKey> keys;
+  {
+    auto db = Take(DB::Open(options, dir.path()));
+    auto dev = Take(db->CreateTable(spec));
+    auto host = Take(db->CreateTable(host_spec));
+    auto stream = Take(DeviceStream::Create(0));
+    // Two rounds: the first is checkpointed, the second lost in the crash.
+    for (int round = 0; round < 2; ++round) {
+      auto dev_vw = Take(dev->NewVectorWriter(N));
+      auto host_vw = Take(host->NewVectorWriter(N));
+      const int steps = 1 + static_cast<int>(rng_() % 12);
+      for (int step = 0; step < steps; ++step) {
+        std::vector<std::vector<std::byte>> bytes(spec.columns.size());
+        std::vector<DeviceBuffer> device;
+        std::vector<ConstTensor> host_t, device_t;
+        for (size_t c = 0; c < spec.columns.size(); ++c) {
+          const ColumnSpec& col = spec.columns[c];
+          bytes[c].resize(N * col.step_bytes());
+          for (auto& b : bytes[c]) b = static_cast<std::byte>(rng_() & (col.dtype == DType::kBool ? 1 : 0xFF));
+          device.push_back(Take(DeviceBuffer::Allocate(0, bytes[c].size())));
+          ASSERT_OK(device.back().CopyFromHost(bytes[c].data(), bytes[c].size(), 0, stream.handle()));
+          const Shape shape = col.shape.Prepend(static_cast<int64_t>(N));
+          host_t.push_back({col.dtype, shape, bytes[c].data(), bytes[c].size()});
+          device_t.push_back({col.dtype, shape, device.back().data(), bytes[c].size()});
+        }
+        ASSERT_OK(dev_vw->AppendFromDevice(device_t, stream.handle()));
+        ASSERT_OK(host_vw->Append(host_t));
+        ASSERT_OK(stream.Synchronize());
+      }
+      for (size_t env = 0; env < N; ++env) {
+        ASSERT_OK(dev_vw->End(env, EndReason::kTerminal));
+        ASSERT_OK(host_vw->End(env, EndReason::kTerminal));
+      }
+      if (round == 0) {
+        ASSERT_OK(db->Checkpoint());
+        checkpointed_steps = dev->Info().num_steps;
+        EXPECT_EQ(checkpointed_steps, static_cast<int64_t>(N) * steps);
+        SampleBatch probe;
+        for (uint64_t id = 1; id <= 64; ++id) {
+          for (int64_t start = 0; start < steps; ++start) {
+            if (host->Lookup(std::vector<ItemKey>{MakeItemKey(id, start)}, &probe).ok()) {
+              keys.push_back(MakeItemKey(id, start));
+            }
+          }
+        }
+      }
+    }
+    EXPECT_GT(dev->Info().num_steps, checkpointed_steps);
+  }
+  ASSERT_FALSE(keys.empty());
+  auto db = Take(DB::Open(options, dir.path()));
+  auto dev = Take(db->GetTable("dev"));
+  auto host = Take(db->GetTable("host"));
+  EXPECT_EQ(dev->Info().placement, "device:0");
+  EXPECT_EQ(dev->Info().num_steps, checkpointed_steps);
+  EXPECT_EQ(host->Info().num_steps, checkpointed_steps);
+  SampleBatch want, got;
+  ASSERT_OK(host->Lookup(keys, &want));
+  ASSERT_OK(dev->Lookup(keys, &got));
+  ASSERT_EQ(got.keys, want.keys);
+  EXPECT_EQ(got.mask, want.mask);
+  for (size_t c = 0; c < want.columns.size(); ++c) {
+    ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
+                          want.columns[c].size_bytes()),
+              0)
+        << "column " << c;
+  }
+}
+
 }  // namespace replaydb
