@@ -236,36 +236,17 @@ class PosixMappedWritableFile final : public WritableFile {
 
   Status Append(std::string_view data) override {
     if (fd_ < 0) return Status::IOError("append to closed file " + path_);
-    const char* p = data.data();
-    size_t left = data.size();
-    if (left >= kWriteBytes) {
-      // Large appends: pwrite into the preallocated range (the same page
-      // cache pages the mapping shows), which the kernel fills without a
-      // page fault per page.
-      while (size_ + left > allocated_) REPLAYDB_RETURN_IF_ERROR(Preallocate());
-      while (left > 0) {
-        const ssize_t n = ::pwrite(fd_, p, left, static_cast<off_t>(size_));
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          return IOErrorFor("write", path_, errno);
-        }
-        p += n;
-        left -= static_cast<size_t>(n);
-        size_ += static_cast<uint64_t>(n);
-      }
-      return Status::OK();
+    // `end` advances as bytes land; size_ only once all of them did, so that
+    // after a failure size() still reports the bytes before this call (the
+    // landed prefix is zeroed again: unwritten, as env.h's cut back expects).
+    uint64_t end = size_;
+    Status s = AppendAt(data, &end);
+    if (s.ok()) {
+      size_ = end;
+    } else if (end > size_) {
+      (void)ZeroRange(size_, end);
     }
-    while (left > 0) {
-      if (map_ == nullptr || size_ < map_offset_ || size_ >= map_offset_ + map_bytes_) {
-        REPLAYDB_RETURN_IF_ERROR(MapNextChunk());
-      }
-      const size_t take = std::min<uint64_t>(left, map_offset_ + map_bytes_ - size_);
-      std::memcpy(map_ + (size_ - map_offset_), p, take);
-      p += take;
-      left -= take;
-      size_ += take;
-    }
-    return Status::OK();
+    return s;
   }
 
   Status Sync() override {
@@ -280,26 +261,16 @@ class PosixMappedWritableFile final : public WritableFile {
     return Status::OK();
   }
 
-  Status Truncate(uint64_t cut) override {
+  Status Truncate(uint64_t size) override {
     if (fd_ < 0) return Status::IOError("truncate of closed file " + path_);
-    uint64_t size = cut;
     if (size > size_) {
       return Status::InvalidArgument("truncate " + path_ + " to " + std::to_string(size) +
                                      " bytes: the file has only " + std::to_string(size_));
     }
     // Zero the cut bytes, so they read as the unwritten preallocated tail
     // they now are (the range is allocated: this cannot run out of space).
-    static const char kZeros[64 << 10] = {};
-    while (size_ > size) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(size_ - size, sizeof(kZeros)));
-      const ssize_t w = ::pwrite(fd_, kZeros, n, static_cast<off_t>(size));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return IOErrorFor("write", path_, errno);
-      }
-      size += static_cast<uint64_t>(w);
-    }
-    size_ = cut;
+    REPLAYDB_RETURN_IF_ERROR(ZeroRange(size, size_));
+    size_ = size;
     return Status::OK();
   }
 
@@ -325,6 +296,56 @@ class PosixMappedWritableFile final : public WritableFile {
   uint64_t size() const override { return size_; }
 
  private:
+  // Writes `data` at *end, advancing *end past every byte that landed.
+  Status AppendAt(std::string_view data, uint64_t* end) {
+    const char* p = data.data();
+    size_t left = data.size();
+    if (left >= kWriteBytes) {
+      // Large appends: pwrite into the preallocated range (the same page
+      // cache pages the mapping shows), which the kernel fills without a
+      // page fault per page.
+      while (*end + left > allocated_) REPLAYDB_RETURN_IF_ERROR(Preallocate());
+      while (left > 0) {
+        const ssize_t n = ::pwrite(fd_, p, left, static_cast<off_t>(*end));
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          return IOErrorFor("write", path_, errno);
+        }
+        p += n;
+        left -= static_cast<size_t>(n);
+        *end += static_cast<uint64_t>(n);
+      }
+      return Status::OK();
+    }
+    while (left > 0) {
+      if (map_ == nullptr || *end < map_offset_ || *end >= map_offset_ + map_bytes_) {
+        REPLAYDB_RETURN_IF_ERROR(MapChunkAt(*end));
+      }
+      const size_t take = std::min<uint64_t>(left, map_offset_ + map_bytes_ - *end);
+      std::memcpy(map_ + (*end - map_offset_), p, take);
+      p += take;
+      left -= take;
+      *end += take;
+    }
+    return Status::OK();
+  }
+
+  // Writes zeros over [from, to) (preallocated, so this cannot run out of
+  // space), through the file so that mapped and unmapped bytes alike change.
+  Status ZeroRange(uint64_t from, uint64_t to) {
+    static const char kZeros[64 << 10] = {};
+    while (from < to) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(to - from, sizeof(kZeros)));
+      const ssize_t w = ::pwrite(fd_, kZeros, n, static_cast<off_t>(from));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return IOErrorFor("write", path_, errno);
+      }
+      from += static_cast<uint64_t>(w);
+    }
+    return Status::OK();
+  }
+
   // Extends the preallocated range by a chunk.
   Status Preallocate() {
     const int rc = ::posix_fallocate(fd_, static_cast<off_t>(allocated_),
@@ -334,11 +355,11 @@ class PosixMappedWritableFile final : public WritableFile {
     return Status::OK();
   }
 
-  // Maps the chunk holding size_ (its page-aligned start), preallocating it.
-  Status MapNextChunk() {
+  // Maps the chunk starting at the page holding `pos`, preallocating it.
+  Status MapChunkAt(uint64_t pos) {
     Unmap();
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t offset = size_ / page * page;
+    const uint64_t offset = pos / page * page;
     while (offset + kChunkBytes > allocated_) REPLAYDB_RETURN_IF_ERROR(Preallocate());
     void* m = ::mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
                      static_cast<off_t>(offset));

@@ -430,6 +430,39 @@ TEST_F(EnvTest, MappedWritableFileReportsAFailedPreallocation) {
   EXPECT_EQ(Read(path), "");
 }
 
+// An append that straddles a chunk whose preallocation fails: the prefix that
+// landed in the mapped chunk is zeroed again and size() is unchanged, as
+// env.h promises, so the writer can cut back and go on.
+TEST_F(EnvTest, MappedWritableFileFailedAppendLeavesNothingPastSize) {
+  const std::string path = Path("segment");
+  const uint64_t chunk = uint64_t{4} << 20;
+  const int code = RunInChild([&]() -> int {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit limit = {chunk + 8192, chunk + 8192};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 10;
+    std::unique_ptr<WritableFile> file;
+    if (!Env::Default()->NewMappedWritableFile(path, &file).ok()) return 11;
+    const std::string piece(1000, 'a');
+    while (file->size() + piece.size() <= chunk - 1000) {
+      if (!file->Append(piece).ok()) return 12;
+    }
+    const uint64_t before = file->size();
+    const Status s = file->Append(std::string(3000, 'b'));  // crosses into chunk 2
+    if (s.code() != Status::Code::kIOError) return 13;
+    if (s.message() != "fallocate " + path + ": File too large") return 14;
+    if (file->size() != before) return 15;
+    std::string open_bytes;  // before Close: preallocated tail included
+    if (!Env::Default()->ReadFileToString(path, &open_bytes).ok()) return 16;
+    if (open_bytes.find('b') != std::string::npos) return 17;  // the prefix was zeroed
+    if (!file->Close().ok()) return 18;
+    return 0;
+  });
+  ASSERT_EQ(code, 0);
+  const std::string bytes = Read(path);
+  EXPECT_GT(bytes.size(), 0u);
+  EXPECT_EQ(bytes.find_first_not_of('a'), std::string::npos) << "no 'b' left behind";
+}
+
 TEST_F(EnvTest, NewWritableFileInMissingDirectoryIsIOError) {
   const std::string path = Path("absent/wal");
   std::unique_ptr<WritableFile> file;
