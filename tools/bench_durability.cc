@@ -340,6 +340,27 @@ Result<double> SequentialReadRate(const std::string& wal_dir, uint64_t* bytes) {
   return static_cast<double>(total) / seconds;
 }
 
+// Seconds of one DB::Checkpoint of `steps` steps written into a fresh DB at
+// `path` (created with `options`; removed afterwards).
+Result<double> CheckpointSeconds(const std::string& path, const DBOptions& options,
+                                 int64_t step_bytes, int64_t steps, const std::byte* src) {
+  DBOptions create = options;
+  create.error_if_exists = true;
+  auto db_or = DB::Open(create, path);
+  if (!db_or.ok()) return db_or.status().WithContext("DB::Open");
+  std::unique_ptr<DB> db = std::move(db_or).value();
+  Status s = WriteFixedSteps(db.get(), step_bytes, steps, src);
+  if (!s.ok()) return s.WithContext("fill");
+  const Clock::time_point start = Clock::now();
+  s = db->Checkpoint();
+  const double seconds = Seconds(Clock::now() - start).count();
+  if (!s.ok()) return s.WithContext("Checkpoint");
+  db.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  return seconds;
+}
+
 Result<BenchResult> RunRecover(const Timing& timing, int64_t step_bytes) {
   const int64_t steps = FixedWorkSteps(timing, step_bytes);
   Buffer src = FilledBuffer(static_cast<size_t>(kTrajectorySteps * step_bytes), 3);
@@ -389,22 +410,10 @@ Result<BenchResult> RunRecover(const Timing& timing, int64_t step_bytes) {
     open_seconds.push_back(seconds);
 
     // For the note: a DB::Checkpoint of the same steps in another fresh DB,
-    // an estimate of the checkpoint part of the open.
-    {
-      const std::string ck_path = path + "-checkpoint";
-      DBOptions create = options;
-      create.error_if_exists = true;
-      auto ck_or = DB::Open(create, ck_path);
-      if (!ck_or.ok()) return ck_or.status().WithContext("DB::Open (checkpoint estimate)");
-      Status s = WriteFixedSteps(ck_or->get(), step_bytes, steps, src.get());
-      if (!s.ok()) return s.WithContext("fill (checkpoint estimate)");
-      const Clock::time_point ck_start = Clock::now();
-      s = (*ck_or)->Checkpoint();
-      checkpoint_seconds.push_back(Seconds(Clock::now() - ck_start).count());
-      if (!s.ok()) return s.WithContext("Checkpoint (checkpoint estimate)");
-      ck_or->reset();
-      std::filesystem::remove_all(ck_path, ec);
-    }
+    // what the open leaves to the checkpoint thread.
+    Result<double> ck = CheckpointSeconds(path + "-checkpoint", options, step_bytes, steps, src.get());
+    if (!ck.ok()) return ck.status().WithContext("checkpoint estimate");
+    checkpoint_seconds.push_back(*ck);
     return static_cast<double>(info.wal_bytes) / seconds;
   });
   if (!rate.ok()) return rate.status();
@@ -488,22 +497,10 @@ Result<BenchResult> RunCheckpoint(const Timing& timing, int64_t step_bytes) {
   const DBOptions options = ManualCheckpointOptions(WalSyncMode::kBatch);
   int run = 0;
   Result<double> rate = Median(timing.repetitions, [&]() -> Result<double> {
-    const std::string path = dir + "/db" + std::to_string(run++);
-    DBOptions create = options;
-    create.error_if_exists = true;
-    auto db_or = DB::Open(create, path);
-    if (!db_or.ok()) return db_or.status().WithContext("DB::Open");
-    std::unique_ptr<DB> db = std::move(db_or).value();
-    Status s = WriteFixedSteps(db.get(), step_bytes, steps, src.get());
-    if (!s.ok()) return s.WithContext("fill");
-    const Clock::time_point start = Clock::now();
-    s = db->Checkpoint();
-    const double seconds = Seconds(Clock::now() - start).count();
-    if (!s.ok()) return s.WithContext("Checkpoint");
-    db.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-    return static_cast<double>(steps * step_bytes) / seconds;
+    Result<double> seconds =
+        CheckpointSeconds(dir + "/db" + std::to_string(run++), options, step_bytes, steps, src.get());
+    if (!seconds.ok()) return seconds.status();
+    return static_cast<double>(steps * step_bytes) / *seconds;
   });
   if (!rate.ok()) return rate.status();
 

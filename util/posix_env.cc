@@ -98,6 +98,33 @@ Status FsyncFd(int fd, const std::string& path) {
   return Status::OK();
 }
 
+Status FdatasyncFd(int fd, const std::string& path) {
+  int rc;
+  do {
+    rc = ::fdatasync(fd);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) return IOErrorFor("fdatasync", path, errno);
+  return Status::OK();
+}
+
+// Writes all `n` bytes of `p` at `offset` (pwrite, looping over partial
+// writes and EINTR), adding each byte that lands to *written.
+Status PwriteAll(int fd, const char* p, size_t n, uint64_t offset, const std::string& path,
+                 uint64_t* written) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return IOErrorFor("write", path, errno);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+    *written += static_cast<uint64_t>(w);
+  }
+  return Status::OK();
+}
+
 // The directory holding `path`: "." for a bare name, "/" for "/name".
 std::string DirName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -179,12 +206,7 @@ class PosixWritableFile final : public WritableFile {
 
   Status Sync() override {
     if (fd_ < 0) return Status::IOError("sync of closed file " + path_);
-    int rc;
-    do {
-      rc = ::fdatasync(fd_);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) return IOErrorFor("fdatasync", path_, errno);
-    return Status::OK();
+    return FdatasyncFd(fd_, path_);
   }
 
   Status Truncate(uint64_t size) override {
@@ -253,12 +275,7 @@ class PosixMappedWritableFile final : public WritableFile {
     if (fd_ < 0) return Status::IOError("sync of closed file " + path_);
     // fdatasync writes back the pages dirtied through the mapping too (on
     // Linux msync(MS_SYNC) is the same flush), and the size fallocate set.
-    int rc;
-    do {
-      rc = ::fdatasync(fd_);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) return IOErrorFor("fdatasync", path_, errno);
-    return Status::OK();
+    return FdatasyncFd(fd_, path_);
   }
 
   Status Truncate(uint64_t size) override {
@@ -305,17 +322,7 @@ class PosixMappedWritableFile final : public WritableFile {
       // cache pages the mapping shows), which the kernel fills without a
       // page fault per page.
       while (*end + left > allocated_) REPLAYDB_RETURN_IF_ERROR(Preallocate());
-      while (left > 0) {
-        const ssize_t n = ::pwrite(fd_, p, left, static_cast<off_t>(*end));
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          return IOErrorFor("write", path_, errno);
-        }
-        p += n;
-        left -= static_cast<size_t>(n);
-        *end += static_cast<uint64_t>(n);
-      }
-      return Status::OK();
+      return PwriteAll(fd_, p, left, *end, path_, end);
     }
     while (left > 0) {
       if (map_ == nullptr || *end < map_offset_ || *end >= map_offset_ + map_bytes_) {
@@ -336,12 +343,7 @@ class PosixMappedWritableFile final : public WritableFile {
     static const char kZeros[64 << 10] = {};
     while (from < to) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(to - from, sizeof(kZeros)));
-      const ssize_t w = ::pwrite(fd_, kZeros, n, static_cast<off_t>(from));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return IOErrorFor("write", path_, errno);
-      }
-      from += static_cast<uint64_t>(w);
+      REPLAYDB_RETURN_IF_ERROR(PwriteAll(fd_, kZeros, n, from, path_, &from));
     }
     return Status::OK();
   }

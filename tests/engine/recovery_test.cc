@@ -111,6 +111,15 @@ void Verify(Table& table, const Model& model) {
   }
 }
 
+// Reopens the database at `path` (log only) and checks table "t" holds
+// every step of `model`.
+void ReopenAndVerify(const std::string& path, const Model& model) {
+  auto db = Open(LogOnly(), path);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
+  Verify(*table, model);
+}
+
 TEST(RecoveryTest, ReplaysTheLogWhenNoCheckpointWasTaken) {
   OpenWriters open_writers;  // outlives every DB below
   TempDir dir;
@@ -410,9 +419,7 @@ TEST(RecoveryTest, FailedFsyncIsStickyAndLosesNothingAcknowledged) {
     EXPECT_THAT(s.message(), HasSubstr("reopen"));
     open_writers.push_back(std::move(writer));
   }
-  auto db = Open(LogOnly(), dir.path());
-  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
-  Verify(*table, acked);
+  ReopenAndVerify(dir.path(), acked);
 }
 
 TEST(RecoveryTest, PowerLossKeepsEverySyncedStep) {
@@ -430,10 +437,7 @@ TEST(RecoveryTest, PowerLossKeepsEverySyncedStep) {
     Write(*table, rng, 8, 2, &acked, &open_writers);
     ASSERT_OK(env.DropUnsyncedData());
   }
-  auto db = Open(LogOnly(), dir.path());
-  ASSERT_NE(db, nullptr);
-  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
-  Verify(*table, acked);
+  ReopenAndVerify(dir.path(), acked);
 }
 
 // The cold store writes through the same Env (engine/rocksdb_env.h): a full
@@ -462,9 +466,7 @@ TEST(RecoveryTest, CheckpointOnAFullDiskFailsAndLosesNothing) {
     ASSERT_OK(db->Checkpoint());  // the store resumes once there is room
     Write(*table, rng, 5, 0, &acked);
   }
-  auto db = Open(LogOnly(), dir.path());
-  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
-  Verify(*table, acked);
+  ReopenAndVerify(dir.path(), acked);
 }
 
 // A checkpoint deletes the log it covers, so after a power loss its RocksDB
@@ -489,10 +491,7 @@ TEST(RecoveryTest, PowerLossAfterACheckpointKeepsIt) {
     Write(*table, rng, 6, 2, &acked, &open_writers);
     ASSERT_OK(env.DropUnsyncedData());
   }
-  auto db = Open(LogOnly(), dir.path());
-  ASSERT_NE(db, nullptr);
-  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
-  Verify(*table, acked);
+  ReopenAndVerify(dir.path(), acked);
 }
 
 std::string LastSegment(const std::string& wal_dir) {

@@ -208,6 +208,35 @@ TableSpec GatherSpec(const std::string& name, std::mt19937_64& rng, Placement pl
   return spec;
 }
 
+// One vector step of fresh random bytes for `n` environments: the host
+// bytes, the same bytes in device memory (copied on `stream`), and tensors
+// over each, for VectorWriter::Append and AppendFromDevice.
+struct RandomVectorStep {
+  std::vector<std::vector<std::byte>> host;
+  std::vector<DeviceBuffer> device;
+  std::vector<ConstTensor> host_t, device_t;
+};
+
+RandomVectorStep MakeRandomVectorStep(const TableSpec& spec, size_t n, std::mt19937_64& rng,
+                                      const DeviceStream& stream) {
+  RandomVectorStep step;
+  step.host.resize(spec.columns.size());
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    const ColumnSpec& col = spec.columns[c];
+    std::vector<std::byte>& bytes = step.host[c];
+    bytes.resize(n * col.step_bytes());
+    for (auto& b : bytes) b = static_cast<std::byte>(rng() & (col.dtype == DType::kBool ? 1 : 0xFF));
+    step.device.push_back(Take(DeviceBuffer::Allocate(0, bytes.size())));
+    const Status copied = step.device.back().CopyFromHost(bytes.data(), bytes.size(), 0, stream.handle());
+    EXPECT_TRUE(copied.ok()) << copied.ToString();
+    if (!copied.ok()) std::abort();
+    const Shape shape = col.shape.Prepend(static_cast<int64_t>(n));
+    step.host_t.push_back({col.dtype, shape, bytes.data(), bytes.size()});
+    step.device_t.push_back({col.dtype, shape, step.device.back().data(), bytes.size()});
+  }
+  return step;
+}
+
 void FillTables(const std::vector<std::shared_ptr<Table>>& tables, std::mt19937_64& rng,
                 std::vector<ItemKey>* keys) {
   const TableSpec spec = tables[0]->spec();
@@ -655,21 +684,9 @@ TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
     auto ref_vw = Take(ref->NewVectorWriter(N));
     auto stream = Take(DeviceStream::Create(0));
     for (int step = 0; step < 25; ++step) {
-      std::vector<std::vector<std::byte>> host(spec.columns.size());
-      std::vector<DeviceBuffer> device;
-      std::vector<ConstTensor> host_t, device_t;
-      for (size_t c = 0; c < spec.columns.size(); ++c) {
-        const ColumnSpec& col = spec.columns[c];
-        host[c].resize(N * col.step_bytes());
-        for (auto& b : host[c]) b = static_cast<std::byte>(rng_() & (col.dtype == DType::kBool ? 1 : 0xFF));
-        device.push_back(Take(DeviceBuffer::Allocate(0, host[c].size())));
-        ASSERT_OK(device.back().CopyFromHost(host[c].data(), host[c].size(), 0, stream.handle()));
-        const Shape shape = col.shape.Prepend(static_cast<int64_t>(N));
-        host_t.push_back({col.dtype, shape, host[c].data(), host[c].size()});
-        device_t.push_back({col.dtype, shape, device.back().data(), host[c].size()});
-      }
-      ASSERT_OK(vw->AppendFromDevice(device_t, stream.handle()));
-      ASSERT_OK(ref_vw->Append(host_t));
+      const RandomVectorStep v = MakeRandomVectorStep(spec, N, rng_, stream);
+      ASSERT_OK(vw->AppendFromDevice(v.device_t, stream.handle()));
+      ASSERT_OK(ref_vw->Append(v.host_t));
       // The inputs may be reused once the stream passes the append.
       ASSERT_OK(stream.Synchronize());
       if (rng_() % 6 == 0) {
@@ -757,22 +774,10 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
     auto plain_vw = Take(plain->NewVectorWriter(N));
     auto stream = Take(DeviceStream::Create(0));
     for (int step = 0; step < steps; ++step) {
-      std::vector<std::vector<std::byte>> host(spec.columns.size());
-      std::vector<DeviceBuffer> device;
-      std::vector<ConstTensor> host_t, device_t;
-      for (size_t c = 0; c < spec.columns.size(); ++c) {
-        const ColumnSpec& col = spec.columns[c];
-        host[c].resize(N * col.step_bytes());
-        for (auto& b : host[c]) b = static_cast<std::byte>(rng_() & (col.dtype == DType::kBool ? 1 : 0xFF));
-        device.push_back(Take(DeviceBuffer::Allocate(0, host[c].size())));
-        ASSERT_OK(device.back().CopyFromHost(host[c].data(), host[c].size(), 0, stream.handle()));
-        const Shape shape = col.shape.Prepend(static_cast<int64_t>(N));
-        host_t.push_back({col.dtype, shape, host[c].data(), host[c].size()});
-        device_t.push_back({col.dtype, shape, device.back().data(), host[c].size()});
-      }
-      ASSERT_OK(vw->AppendFromDevice(device_t, stream.handle()));
-      ASSERT_OK(plain_vw->AppendFromDevice(device_t, stream.handle()));
-      ASSERT_OK(ref_vw->Append(host_t));
+      const RandomVectorStep v = MakeRandomVectorStep(spec, N, rng_, stream);
+      ASSERT_OK(vw->AppendFromDevice(v.device_t, stream.handle()));
+      ASSERT_OK(plain_vw->AppendFromDevice(v.device_t, stream.handle()));
+      ASSERT_OK(ref_vw->Append(v.host_t));
       ASSERT_OK(stream.Synchronize());
     }
     for (size_t env = 0; env < N; ++env) {
@@ -864,21 +869,9 @@ TEST_F(TableGpuTest, UnloggedDeviceTableComesBackAsOfItsLastCheckpoint) {
       auto host_vw = Take(host->NewVectorWriter(N));
       const int steps = 1 + static_cast<int>(rng_() % 12);
       for (int step = 0; step < steps; ++step) {
-        std::vector<std::vector<std::byte>> bytes(spec.columns.size());
-        std::vector<DeviceBuffer> device;
-        std::vector<ConstTensor> host_t, device_t;
-        for (size_t c = 0; c < spec.columns.size(); ++c) {
-          const ColumnSpec& col = spec.columns[c];
-          bytes[c].resize(N * col.step_bytes());
-          for (auto& b : bytes[c]) b = static_cast<std::byte>(rng_() & (col.dtype == DType::kBool ? 1 : 0xFF));
-          device.push_back(Take(DeviceBuffer::Allocate(0, bytes[c].size())));
-          ASSERT_OK(device.back().CopyFromHost(bytes[c].data(), bytes[c].size(), 0, stream.handle()));
-          const Shape shape = col.shape.Prepend(static_cast<int64_t>(N));
-          host_t.push_back({col.dtype, shape, bytes[c].data(), bytes[c].size()});
-          device_t.push_back({col.dtype, shape, device.back().data(), bytes[c].size()});
-        }
-        ASSERT_OK(dev_vw->AppendFromDevice(device_t, stream.handle()));
-        ASSERT_OK(host_vw->Append(host_t));
+        const RandomVectorStep v = MakeRandomVectorStep(spec, N, rng_, stream);
+        ASSERT_OK(dev_vw->AppendFromDevice(v.device_t, stream.handle()));
+        ASSERT_OK(host_vw->Append(v.host_t));
         ASSERT_OK(stream.Synchronize());
       }
       for (size_t env = 0; env < N; ++env) {
