@@ -321,9 +321,11 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
   };
   std::vector<Copy> copies;
   flatbuffers::FlatBufferBuilder fbb(1024);
+  uint32_t table_id = 0;  // table_id_ as read under mu_, for the copies below
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return Status::OK();
+    table_id = table_id_;
     ticket_ = {};
     // Published steps may still be queued on the GPU's write stream.
     if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters().WithContext("table " + Q(name_)));
@@ -380,7 +382,7 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
     const auto data = fbb.CreateVector(reinterpret_cast<const uint8_t*>(steps.data()), steps.size());
     fbb.Finish(fb::CreateStepChunk(fbb, copy.from, copy.to - copy.from,
                                    static_cast<uint32_t>(layout_.step_bytes), data));
-    batch->PutSteps(table_id_, copy.t->id, copy.from,
+    batch->PutSteps(table_id, copy.t->id, copy.from,
                     std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                                      fbb.GetSize()));
   }
