@@ -39,7 +39,7 @@ Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(const Options& options) {
 }
 
 DeviceTier::~DeviceTier() {
-  for (auto& [epoch, event] : in_flight_) (void)event.Synchronize();
+  epochs_.WaitAll();
   (void)write_stream_.Synchronize();
   for (Staging& s : ring_) kernels::FreePinned(s.pinned);
 }
@@ -61,63 +61,59 @@ void DeviceTier::PlaceLive(size_t position, int64_t slot) {
   index_->SetLive(static_cast<int64_t>(position), slot);
 }
 
-uint64_t DeviceTier::Completed() {
-  while (!in_flight_.empty()) {
-    auto done = in_flight_.front().second.Done();
-    if (!done.ok() || !*done) break;
-    completed_ = in_flight_.front().first;
-    spare_events_.push_back(std::move(in_flight_.front().second));
-    in_flight_.pop_front();
-  }
-  return completed_;
-}
+Status DeviceTier::WaitFor(uint64_t epoch) { return epochs_.WaitFor(epoch); }
 
-Status DeviceTier::WaitFor(uint64_t epoch) {
-  while (completed_ < epoch && !in_flight_.empty()) {
-    REPLAYDB_RETURN_IF_ERROR(in_flight_.front().second.Synchronize());
-    completed_ = in_flight_.front().first;
-    spare_events_.push_back(std::move(in_flight_.front().second));
-    in_flight_.pop_front();
-  }
-  return Status::OK();
-}
-
-Status DeviceTier::BeforeAccess(void* stream) {
+Result<uint64_t> DeviceTier::BeforeAccess(void* stream) {
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, kernels::StreamId(stream));
   if (index_->dirty()) {
     REPLAYDB_RETURN_IF_ERROR(writes_done_.MakeStreamWait(write_stream_.handle()));
     // Queued gathers may still read entries the flush rewrites (a live
     // position that a removal refills): the flush waits for them on the
-    // device.
-    if (!in_flight_.empty()) {
-      REPLAYDB_RETURN_IF_ERROR(in_flight_.back().second.MakeStreamWait(write_stream_.handle()));
-    }
+    // device, on every stream that has some in flight.
+    REPLAYDB_RETURN_IF_ERROR(epochs_.ForLastOfEachStream(
+        [&](const kernels::DeviceEvent& e) { return e.MakeStreamWait(write_stream_.handle()); }));
     REPLAYDB_RETURN_IF_ERROR(index_->Flush(write_stream_.handle()));
-    REPLAYDB_RETURN_IF_ERROR(writes_done_.Record(write_stream_.handle()));
+    REPLAYDB_RETURN_IF_ERROR(RecordWrites(write_stream_.handle()));
   }
-  return writes_done_.MakeStreamWait(stream);
+  // A stream that already waits for the last record needs no second wait.
+  if (stream_id != waited_stream_ || writes_recorded_ != waited_record_) {
+    REPLAYDB_RETURN_IF_ERROR(writes_done_.MakeStreamWait(stream));
+    waited_stream_ = stream_id;
+    waited_record_ = writes_recorded_;
+  }
+  return stream_id;
 }
 
-Result<uint64_t> DeviceTier::RecordAccess(void* stream) {
+Status DeviceTier::RecordWrites(void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(writes_done_.Record(stream));
+  ++writes_recorded_;
+  return Status::OK();
+}
+
+Result<uint64_t> DeviceTier::RecordAccess(void* stream, uint64_t stream_id) {
   kernels::DeviceEvent event;
-  if (!spare_events_.empty()) {
-    event = std::move(spare_events_.back());
-    spare_events_.pop_back();
+  if (epochs_.has_spare()) {
+    event = epochs_.TakeSpare();
   } else {
     REPLAYDB_ASSIGN_OR_RETURN(event, kernels::DeviceEvent::Create(options_.device));
   }
   REPLAYDB_RETURN_IF_ERROR(event.Record(stream));
-  in_flight_.emplace_back(++launched_, std::move(event));
-  // Keep the queue short: a path that never polls otherwise (samples drawn
-  // on the device) would grow it without bound, and the next poll would
-  // query every event at once.
-  if (in_flight_.size() > kPollAbove) Completed();
-  return launched_;
+  const uint64_t epoch = epochs_.Push(stream_id, std::move(event));
+  // A path that never polls otherwise (samples drawn on the device) would
+  // grow the queue without bound.
+  if (++records_since_poll_ >= kPollEvery) {
+    records_since_poll_ = 0;
+    epochs_.Completed();
+  }
+  return epoch;
 }
 
 Result<DeviceTier::Staging*> DeviceTier::AcquireStaging(size_t bytes) {
   Staging& s = ring_[ring_next_];
   ring_next_ = (ring_next_ + 1) % kRing;
-  if (s.epoch > Completed()) REPLAYDB_RETURN_IF_ERROR(WaitFor(s.epoch));
+  if (s.epoch > epochs_.completed() && s.epoch > Completed()) {
+    REPLAYDB_RETURN_IF_ERROR(WaitFor(s.epoch));
+  }
   if (s.pinned_bytes < bytes) {
     kernels::FreePinned(s.pinned);
     s.pinned = nullptr;
@@ -174,9 +170,13 @@ Status DeviceTier::GatherHostDraws(const HostDraws& draws, const DeviceSampleOut
   request.columns = columns;
   request.d_mask = out.mask;
   request.copies = std::span<const kernels::SmallCopy>(copies, n_copies);
-  REPLAYDB_RETURN_IF_ERROR(BeforeAccess(stream));
+  // Slots and steps come from pinned memory the host wrote; the index is
+  // flushed on write_stream_ (only a gather on that stream follows the
+  // flush directly).
+  request.overlap_prior = stream != write_stream_.handle();
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
   REPLAYDB_RETURN_IF_ERROR(kernels::Gather(*index_, request, stream));
-  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream));
+  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream, stream_id));
   return Status::OK();
 }
 
@@ -190,7 +190,7 @@ Status DeviceTier::DrawAndGather(kernels::DevicePriorityTable& table, int64_t ba
     REPLAYDB_ASSIGN_OR_RETURN(s->d_slots, DeviceBuffer::Allocate(options_.device, slot_bytes));
   }
   params.d_slots = s->d_slots.as<int64_t>();
-  REPLAYDB_RETURN_IF_ERROR(BeforeAccess(stream));
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
   REPLAYDB_RETURN_IF_ERROR(
       table.Sample(batch, params, out.keys, out.probabilities, out.weights, stream));
   if (!out.columns.empty() || out.mask != nullptr) {
@@ -204,7 +204,7 @@ Status DeviceTier::DrawAndGather(kernels::DevicePriorityTable& table, int64_t ba
     request.d_mask = out.mask;
     REPLAYDB_RETURN_IF_ERROR(kernels::Gather(*index_, request, stream));
   }
-  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream));
+  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream, stream_id));
   return Status::OK();
 }
 
@@ -223,9 +223,10 @@ Status DeviceTier::DrawUniformAndGather(int64_t live, uint64_t seed, int64_t bat
   request.draw.d_keys = out.keys;
   request.draw.d_probabilities = out.probabilities;
   request.draw.d_weights = out.weights;
-  REPLAYDB_RETURN_IF_ERROR(BeforeAccess(stream));
+  request.overlap_prior = stream != write_stream_.handle();
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
   REPLAYDB_RETURN_IF_ERROR(kernels::Gather(*index_, request, stream));
-  return RecordAccess(stream).status();
+  return RecordAccess(stream, stream_id).status();
 }
 
 Status DeviceTier::GatherToHost(std::span<const int64_t> slots, std::span<const uint32_t> steps,
@@ -271,10 +272,10 @@ Status DeviceTier::Scatter(std::span<const int64_t> slots, std::span<const Const
   request.n = static_cast<int64_t>(n);
   request.slots = static_cast<const int64_t*>(s->pinned);
   request.columns = columns;
-  REPLAYDB_RETURN_IF_ERROR(BeforeAccess(stream));
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
   REPLAYDB_RETURN_IF_ERROR(kernels::Scatter(*index_, request, stream));
-  REPLAYDB_RETURN_IF_ERROR(writes_done_.Record(stream));
-  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream));
+  REPLAYDB_RETURN_IF_ERROR(RecordWrites(stream));
+  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream, stream_id));
   scattered_ = true;
   return Status::OK();
 }

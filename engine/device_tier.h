@@ -12,7 +12,8 @@
 //   access epoch. A trajectory's blocks that leave the tier while accesses
 //   are in flight are freed only once Completed() reaches the epoch at
 //   their removal (the table defers them), so a block is never reused
-//   before the GPU is done with it.
+//   before the GPU is done with it. AccessEpochs keeps the events and polls
+//   as few of them as it can.
 // - Host-drawn windows reach the gather kernel through a ring of pinned
 //   staging buffers that the kernel reads directly; an entry is reused only
 //   after the gather that read it completed.
@@ -27,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/access_epochs.h"
 #include "engine/table_layout.h"
 #include "kernels/block_gather.h"
 #include "kernels/device_memory.h"
@@ -71,9 +73,11 @@ class DeviceTier {
 
   // ---- device accesses to blocks ----
   // Epoch of the last access launched; 0 before any.
-  uint64_t launched() const { return launched_; }
+  uint64_t launched() const { return epochs_.launched(); }
+  // The latest epoch known complete, as of the last poll (no CUDA call).
+  uint64_t completed() const { return epochs_.completed(); }
   // The latest epoch known complete; polls, never blocks.
-  uint64_t Completed();
+  uint64_t Completed() { return epochs_.Completed(); }
   // Blocks the host until `epoch` is complete.
   Status WaitFor(uint64_t epoch);
 
@@ -120,14 +124,18 @@ class DeviceTier {
     uint64_t epoch = 0;    // the access that last used it
   };
   static constexpr int kRing = 16;
-  // RecordAccess polls for completed accesses when more are queued.
-  static constexpr size_t kPollAbove = 32;
+  // RecordAccess polls for completed accesses once per this many records,
+  // so that spare events come back without a poll per launch.
+  static constexpr int kPollEvery = 32;
 
   explicit DeviceTier(const Options& options) : options_(options) {}
   // Flushes staged index changes, then makes `stream` wait for all writes.
-  Status BeforeAccess(void* stream);
+  // Returns the stream's id (kernels::StreamId).
+  Result<uint64_t> BeforeAccess(void* stream);
+  // Records writes_done_ on `stream`, behind every write queued so far.
+  Status RecordWrites(void* stream);
   // Records an access on `stream`; returns its epoch.
-  Result<uint64_t> RecordAccess(void* stream);
+  Result<uint64_t> RecordAccess(void* stream, uint64_t stream_id);
   // The next staging entry with at least `bytes` of pinned memory, waiting
   // for its last access if needed.
   Result<Staging*> AcquireStaging(size_t bytes);
@@ -138,10 +146,13 @@ class DeviceTier {
   DeviceStream write_stream_;
   kernels::DeviceEvent writes_done_;
   bool scattered_ = false;  // a scatter was queued since the last AwaitScatters
-  uint64_t launched_ = 0;
-  uint64_t completed_ = 0;
-  std::deque<std::pair<uint64_t, kernels::DeviceEvent>> in_flight_;
-  std::vector<kernels::DeviceEvent> spare_events_;
+  AccessEpochs<kernels::DeviceEvent> epochs_;
+  int records_since_poll_ = 0;
+  // Records of writes_done_ so far, and the stream that last waited for
+  // one (its id) with the record it waited for.
+  uint64_t writes_recorded_ = 0;
+  uint64_t waited_stream_ = 0;
+  uint64_t waited_record_ = 0;
   Staging ring_[kRing];
   int ring_next_ = 0;
   // GatherToHost's device outputs, one per column.

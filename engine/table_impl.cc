@@ -666,7 +666,9 @@ void TableImpl::UnpinLocked(Trajectory& t) {
 
 void TableImpl::ReleaseBlocksLocked(std::vector<int64_t>* blocks) {
   if (blocks->empty()) return;
-  if (tier_ && tier_->launched() > tier_->Completed()) {
+  // As of the last poll: polling costs a CUDA call per event asked, and
+  // deferred blocks are reclaimed (with a poll) when the pool runs out.
+  if (tier_ && tier_->launched() > tier_->completed()) {
     pending_free_blocks_ += static_cast<int64_t>(blocks->size());
     deferred_.emplace_back(tier_->launched(), std::move(*blocks));
   } else {
@@ -1035,10 +1037,9 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
         limiter_.AwaitSamples(lock, batch_size, DeadlineAfter(options.timeout), ready));
     DeviceSampleOutput drawn = out;
     if (options.importance_beta < 0) drawn.weights = nullptr;
-    REPLAYDB_RETURN_IF_ERROR(
-        tier_->DrawUniformAndGather(static_cast<int64_t>(selector_->size()), rng_.Next(),
-                                    batch_size, drawn, stream)
-            .WithContext("table " + Q(name_)));
+    const Status s = tier_->DrawUniformAndGather(static_cast<int64_t>(selector_->size()),
+                                                 rng_.Next(), batch_size, drawn, stream);
+    if (!s.ok()) return s.WithContext("table " + Q(name_));
     items_sampled_ += batch_size;
     return Status::OK();
   }
@@ -1051,9 +1052,8 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
     kernels::DevicePriorityTable::SampleParams params;
     params.beta = options.importance_beta;
     params.stratified = options.stratified;
-    REPLAYDB_RETURN_IF_ERROR(
-        tier_->DrawAndGather(device_->table(), batch_size, params, out, stream)
-            .WithContext("table " + Q(name_)));
+    const Status s = tier_->DrawAndGather(device_->table(), batch_size, params, out, stream);
+    if (!s.ok()) return s.WithContext("table " + Q(name_));
     items_sampled_ += batch_size;
     return Status::OK();
   }

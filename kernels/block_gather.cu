@@ -84,6 +84,8 @@ class DeviceBlockIndexImpl final : public DeviceBlockIndex {
                              options_.block_steps, d_live_, d_block_keys_};
   }
   int num_sms() const { return num_sms_; }
+  // Programmatic dependent launch (compute capability >= 9.0).
+  bool overlap() const { return overlap_; }
 
  private:
   // A pinned, mapped buffer of update records and the event behind the last
@@ -105,6 +107,7 @@ class DeviceBlockIndexImpl final : public DeviceBlockIndex {
   BlockIndexStaging staging_;
   std::vector<gather::IndexUpdate> updates_;  // reused by every flush
   int num_sms_ = 1;
+  bool overlap_ = false;
   uint64_t* d_addresses_ = nullptr;
   int64_t* d_next_ = nullptr;
   uint32_t* d_item_steps_ = nullptr;
@@ -136,6 +139,11 @@ Status DeviceBlockIndexImpl::Init() {
   REPLAYDB_RETURN_IF_CUDA_ERROR(
       cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, options_.device),
       "cudaDeviceGetAttribute(multiprocessors)");
+  int major = 0;
+  REPLAYDB_RETURN_IF_CUDA_ERROR(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, options_.device),
+      "cudaDeviceGetAttribute(compute capability)");
+  overlap_ = major >= 9;
   const size_t blocks = static_cast<size_t>(options_.num_blocks);
   REPLAYDB_RETURN_IF_ERROR(
       DeviceAlloc(&d_addresses_, sizeof(uint64_t) * blocks, "block addresses"));
@@ -265,7 +273,8 @@ Status Gather(const DeviceBlockIndex& index, const GatherRequest& request, void*
   for (int i = 0; i < launches; ++i) {
     PlanGather(impl->view(), request, i, impl->num_sms(), &launch);
     REPLAYDB_RETURN_IF_CUDA_ERROR(
-        gather::DeviceGather(launch.args, launch.grid, launch.threads, AsStream(stream)),
+        gather::DeviceGather(launch.args, launch.grid, launch.threads, AsStream(stream),
+                             request.overlap_prior && impl->overlap()),
         "Gather: GatherKernel launch (" + std::to_string(launch.grid) + " x " +
             std::to_string(launch.threads) + ")");
   }

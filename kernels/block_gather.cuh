@@ -19,6 +19,27 @@ inline constexpr int kUpdateThreads = 256;
 // registers to fit): more CTAs hide more of each one's chain-walk latency.
 inline constexpr int kMinGatherCtasPerSm = 8;
 
+// Programmatic dependent launch (Hopper): a gather is launched so that it
+// may start while the kernel before it on the stream still runs
+// (DeviceGather). Its CTAs let the next launch start as soon as they all
+// run (LaunchDependents), and wait for the kernel before them to finish,
+// with its writes visible, before their first write (WaitForPrior), so
+// that a gather's index reads and chain walk overlap the previous kernel
+// (often the previous gather into the same output). Work that the stream
+// waits for through an event (index flushes, scatters) is complete before
+// the gather starts at all, as without the attribute. Both are no-ops in a
+// kernel launched without it.
+__device__ __forceinline__ void LaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void WaitForPrior() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // One window chunk per CTA (see block_gather_agent.h): thread 0 reads the
 // window and walks its chain into shared memory, then every thread copies
 // its share of the chunk's runs, round by round when the chunk needs more
@@ -29,7 +50,9 @@ __global__ void __launch_bounds__(kMaxThreads, kMinGatherCtasPerSm)
   __shared__ GatherShared shared;
   const uint32_t tid = threadIdx.x;
   const uint32_t threads = blockDim.x;
+  LaunchDependents();
   if (blockIdx.x < args.copy_ctas) {
+    WaitForPrior();
     GatherSmallCopies(args, tid, threads);
     return;
   }
@@ -39,6 +62,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinGatherCtasPerSm)
     GatherWalk(args, &shared, 0);
   }
   __syncthreads();
+  WaitForPrior();
   const int64_t rounds = GatherRounds(shared);
   for (int64_t r = 0; r < rounds; ++r) {
     if (r > 0) {
@@ -65,10 +89,22 @@ __global__ void __launch_bounds__(kUpdateThreads)
 
 // ------------------------------------------------------------ entry points
 
+// `overlap`: launch with programmatic stream serialization (see
+// LaunchDependents), on devices of compute capability 9.0 and later.
 inline cudaError_t DeviceGather(const GatherArgs& args, uint32_t grid, uint32_t threads,
-                                cudaStream_t stream) {
-  GatherKernel<<<grid, threads, 0, stream>>>(args);
-  return cudaGetLastError();
+                                cudaStream_t stream, bool overlap) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  if (overlap) {
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&config, GatherKernel, args);
 }
 
 inline cudaError_t DeviceScatter(const ScatterArgs& args, uint32_t grid, uint32_t threads,

@@ -126,6 +126,14 @@ struct GatherRequest {
   uint8_t* d_mask = nullptr;
   // Optional small copies (at most 4) done by the same launch.
   std::span<const SmallCopy> copies;
+  // Lets the launch start while the kernel before it on `stream` still runs
+  // (programmatic dependent launch, compute capability >= 9.0): it reads
+  // the index, and `slots` and `steps`, at once, and waits for that kernel
+  // only before its first write and its first read of a block. Set it only
+  // when that kernel writes none of those: the index flushed on another
+  // stream that `stream` waits for through an event, `slots` and `steps`
+  // written by the host (pinned memory) or absent.
+  bool overlap_prior = false;
 };
 
 // Writes window b's steps 0..steps-1 of every column to

@@ -302,6 +302,8 @@ struct GatherShared {
   int64_t walk_block;  // the walker: the block of run walk_run; -1: the chain ended
   int64_t walk_run;
   uint64_t walk_address;  // walk_block's address
+  int64_t walk_next;      // walk_block's next block if read already, else kNextUnread
+  uint64_t draw_key;      // drawn windows, chunk 0: the item's key
   GatherColumnState columns[kMaxColumnsPerLaunch];
   uint64_t run_address[kChainCacheRuns];  // this round's runs from first_run + round * cache
 };
@@ -329,10 +331,14 @@ REPLAYDB_HD int64_t NextBlock(const IndexView& index, int64_t block) {
   return next >= 0 && next < index.num_blocks ? next : -1;
 }
 
+inline constexpr int64_t kNextUnread = -2;
+
 // Thread 0: the window's slot and steps, the chunk's part of each column, and
 // the walker at the window's first block. The loads go out in two waves: the
-// slot with the request's steps, then the first block's address with the
-// index's item steps.
+// slot with the request's steps, then what depends on the slot alone, all
+// at once: the first block's address, the index's item steps, the first
+// block's next block when the window may reach past it, and a drawn item's
+// key. So a window of two blocks costs three dependent loads, not four.
 REPLAYDB_HD void GatherPrepare(const GatherArgs& a, uint32_t cta, GatherShared* sh) {
   const uint32_t window = cta / a.chunks_per_window;
   const uint32_t chunk = cta % a.chunks_per_window;
@@ -346,11 +352,17 @@ REPLAYDB_HD void GatherPrepare(const GatherArgs& a, uint32_t cta, GatherShared* 
   int64_t offset = 0;
   int64_t block = -1;
   uint64_t address = 0;
+  int64_t next = kNextUnread;
+  uint64_t key = ~uint64_t{0};
   if (slot >= 0 && slot < a.num_slots) {
     block = slot / bs;
     offset = slot - block * bs;
     address = a.index.d_addresses[block];
     const uint32_t s = a.d_steps != nullptr ? request_steps : a.index.d_item_steps[slot];
+    if (offset + a.sequence_length > bs) next = NextBlock(a.index, block);
+    if (a.d_slots == nullptr && a.d_draw_keys != nullptr && chunk == 0) {
+      key = a.index.d_block_keys[block] + static_cast<uint64_t>(offset);
+    }
     steps = Min<int64_t>(s, a.sequence_length);
   }
   sh->slot = block >= 0 ? slot : -1;
@@ -359,6 +371,8 @@ REPLAYDB_HD void GatherPrepare(const GatherArgs& a, uint32_t cta, GatherShared* 
   sh->walk_block = block;
   sh->walk_run = 0;
   sh->walk_address = address;
+  sh->walk_next = next;
+  sh->draw_key = key;
 
   const uint64_t lo = uint64_t{chunk} * a.chunk_bytes;
   const uint64_t hi = Min(lo + a.chunk_bytes, a.window_bytes);
@@ -399,10 +413,12 @@ REPLAYDB_HD void GatherWalk(const GatherArgs& a, GatherShared* sh, int64_t round
   int64_t block = sh->walk_block;
   int64_t run = sh->walk_run;
   uint64_t address = sh->walk_address;
+  int64_t next = sh->walk_next;
   for (int64_t k = lo; k <= hi; ++k) {
     if (run < k && block >= 0) {
       while (run < k && block >= 0) {
-        block = NextBlock(a.index, block);
+        block = next != kNextUnread ? next : NextBlock(a.index, block);
+        next = kNextUnread;
         ++run;
       }
       address = block >= 0 ? a.index.d_addresses[block] : 0;
@@ -412,6 +428,7 @@ REPLAYDB_HD void GatherWalk(const GatherArgs& a, GatherShared* sh, int64_t round
   sh->walk_block = block;
   sh->walk_run = run;
   sh->walk_address = address;
+  sh->walk_next = next;
 }
 
 // Every thread: its share of the runs of round `round`.
@@ -462,12 +479,7 @@ REPLAYDB_HD void GatherFinish(const GatherArgs& a, uint32_t cta, const GatherSha
     ZeroBytes(out + cs.split, cs.end - cs.split, tid, threads);
   }
   if (a.d_slots == nullptr && tid == 0 && cta % a.chunks_per_window == 0) {
-    const int64_t bs = a.index.block_steps;
-    if (a.d_draw_keys != nullptr) {
-      a.d_draw_keys[window] =
-          sh.slot < 0 ? ~uint64_t{0}
-                      : a.index.d_block_keys[sh.slot / bs] + static_cast<uint64_t>(sh.slot % bs);
-    }
+    if (a.d_draw_keys != nullptr) a.d_draw_keys[window] = sh.draw_key;
     if (a.d_draw_probabilities != nullptr) {
       a.d_draw_probabilities[window] = 1.0f / static_cast<float>(a.draw_live);
     }

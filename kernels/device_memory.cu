@@ -111,6 +111,13 @@ void FreeDevice(int device, void* p) {
   (void)cudaFree(p);
 }
 
+Result<uint64_t> StreamId(void* stream) {
+  unsigned long long id = 0;
+  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamGetId(static_cast<cudaStream_t>(stream), &id),
+                                "cudaStreamGetId");
+  return static_cast<uint64_t>(id);
+}
+
 Status CopyToDevice(int device, void* dst, const void* src, size_t bytes) {
   return Copy("CopyToDevice", device, dst, src, bytes);
 }

@@ -44,6 +44,11 @@ void FreeDevice(int device, void* p);
 Status CopyToDevice(int device, void* dst, const void* src, size_t bytes);
 Status CopyFromDevice(int device, void* dst, const void* src, size_t bytes);
 
+// A number that identifies `stream` (cudaStreamGetId) for as long as the
+// process runs: unlike the handle, never reused by a later stream. The
+// per-thread default stream and the legacy one have their own ids.
+Result<uint64_t> StreamId(void* stream);
+
 // A CUDA event of one device (timing disabled). Movable, not copyable.
 // Calls on an event that is not valid() return FailedPrecondition.
 class DeviceEvent {

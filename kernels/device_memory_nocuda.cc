@@ -25,6 +25,9 @@ Status AllocateDevice(int, size_t, void** device_ptr) {
 }
 void FreeDevice(int, void*) {}
 
+Result<uint64_t> StreamId(void*) {
+  return NoCuda("StreamId");
+}
 Status CopyToDevice(int, void*, const void*, size_t) {
   return NoCuda("CopyToDevice");
 }

@@ -15,6 +15,10 @@ Status GpuSelfTest(int, int) {
   return Status::NotSupported("GpuSelfTest: built without CUDA (no nvcc at configure time)");
 }
 
+Result<double> DeviceMicrosPerCall(int, void*, int, const std::function<Status()>&) {
+  return Status::NotSupported("DeviceMicrosPerCall: built without CUDA (no nvcc at configure time)");
+}
+
 }  // namespace replaydb::kernels
 
 namespace replaydb {

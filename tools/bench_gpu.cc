@@ -13,11 +13,14 @@
 //       through VectorWriter::AppendFromDevice with 1024-step trajectories:
 //       max(min(2 GiB, 1M steps), 8 batches) of step data, at most 4 GiB.
 //       Before timing, 8 windows read by LookupToDevice are checked against
-//       the bytes written. The note also gives the host time of a call, and
-//       of a LookupToDevice of 256 host keys (random live items in enough
-//       sets of 256 that one pass reads >= 256 MiB, cycling through them),
-//       whose host work grows with the keys. Value: payload GB/s = 256 * L * step_bytes / time
-//       per call.
+//       the bytes written. The note splits a call into its host part (time
+//       inside the calls) and its device part (calls queued behind a held
+//       stream, then run back to back: kernels::DeviceMicrosPerCall), the
+//       same for the ceiling's copy, and gives the host part of a
+//       LookupToDevice of 256 host keys (random live items in enough sets of
+//       256 that one pass reads >= 256 MiB, cycling through them), whose
+//       host work grows with the keys. Value: payload GB/s = 256 * L *
+//       step_bytes / time per call.
 //       Ceiling, measured right there, copies of the same payload size back
 //       to back on the same stream from a source ring of >= 256 MiB into one
 //       destination (like the gather's output):
@@ -64,6 +67,7 @@
 #include "replaydb/status.h"
 #include "replaydb/table.h"
 #include "replaydb/types.h"
+#include "kernels/gpu.h"
 #include "tools/bench_common.h"
 
 namespace replaydb::tools {
@@ -144,45 +148,72 @@ Status CheckPlacement(Table* table, const std::string& want, const std::string& 
                         : ""));
 }
 
-// Microseconds per copy of `bytes` queued back to back on `stream`: copy i
-// reads slot i % src_slots of `src` (device memory, or pinned host memory
-// when `from_host`) and writes slot i % dst_slots of `dst` (device memory).
+// Calls queued behind a held stream per measurement of the device's part of
+// a call (kernels::DeviceMicrosPerCall); a call queues at most 3 operations.
+constexpr int kDeviceCalls = 100;
+
+// The device's part of a call: microseconds per call with the host's work
+// out of the way (median of the repetitions).
+Result<double> DeviceMicros(const Timing& timing, const DeviceStream& stream,
+                            const std::function<Status()>& call) {
+  return Median(timing.repetitions, [&] {
+    return kernels::DeviceMicrosPerCall(kDevice, stream.handle(), kDeviceCalls, call);
+  });
+}
+
+// Microseconds per copy of `bytes` queued back to back on `stream`, as the
+// caller sees it (`*device_micros`: the device's part): copy i reads slot
+// i % src_slots of `src` (device memory, or pinned host memory when
+// `from_host`) and writes slot i % dst_slots of `dst` (device memory).
 Result<double> CopyMicros(const Timing& timing, const DeviceStream& stream, bool from_host,
                           void* dst, int64_t dst_slots, const void* src, int64_t src_slots,
-                          int64_t bytes) {
+                          int64_t bytes, double* device_micros = nullptr) {
   int64_t next = 0;
-  return GpuMicrosPerCall(timing, stream, [&] {
+  const auto copy = [&] {
     const int64_t i = next++;
     void* to = static_cast<std::byte*>(dst) + (i % dst_slots) * bytes;
     const void* from = static_cast<const std::byte*>(src) + (i % src_slots) * bytes;
     const size_t n = static_cast<size_t>(bytes);
     return from_host ? CopyHostToDeviceAsync(to, from, n, stream.handle())
                      : CopyDeviceToDeviceAsync(to, from, n, stream.handle());
-  });
+  };
+  if (device_micros != nullptr) {
+    REPLAYDB_ASSIGN_OR_RETURN(*device_micros, DeviceMicros(timing, stream, copy));
+  }
+  return GpuMicrosPerCall(timing, stream, copy);
 }
 
-// Payload GB/s of copies of `bytes` into one device buffer, from a ring of
-// >= kRingBytes and >= 2 slots in device memory (tier=device) or pinned host
-// memory (tier=pinned).
-Result<double> SameSizeCopyGBps(const Timing& timing, const DeviceStream& stream, Tier tier,
-                                int64_t bytes) {
+// A copy's rate: payload GB/s as the caller sees it, and the device's part
+// of one copy.
+struct CopyRate {
+  double gbps = 0;
+  double device_micros = 0;
+};
+
+// Copies of `bytes` into one device buffer, from a ring of >= kRingBytes and
+// >= 2 slots in device memory (tier=device) or pinned host memory
+// (tier=pinned).
+Result<CopyRate> SameSizeCopy(const Timing& timing, const DeviceStream& stream, Tier tier,
+                              int64_t bytes) {
   const int64_t slots = std::max<int64_t>(2, (kRingBytes + bytes - 1) / bytes);
   const size_t ring_bytes = static_cast<size_t>(slots * bytes);
   REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer dst,
                             DeviceBuffer::Allocate(kDevice, static_cast<size_t>(bytes)));
+  CopyRate rate;
   double micros = 0;
   if (tier == Tier::kDevice) {
     REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer ring, DeviceBuffer::Allocate(kDevice, ring_bytes));
     REPLAYDB_RETURN_IF_ERROR(ring.Fill(0x5A, stream.handle()));
     REPLAYDB_ASSIGN_OR_RETURN(micros, CopyMicros(timing, stream, /*from_host=*/false, dst.data(), 1,
-                                                 ring.data(), slots, bytes));
+                                                 ring.data(), slots, bytes, &rate.device_micros));
   } else {
     REPLAYDB_ASSIGN_OR_RETURN(PinnedBuffer ring, PinnedBuffer::Allocate(ring_bytes));
     std::memset(ring.data(), 0x5A, ring_bytes);
     REPLAYDB_ASSIGN_OR_RETURN(micros, CopyMicros(timing, stream, /*from_host=*/true, dst.data(), 1,
-                                                 ring.data(), slots, bytes));
+                                                 ring.data(), slots, bytes, &rate.device_micros));
   }
-  return static_cast<double>(bytes) / micros / 1e3;
+  rate.gbps = static_cast<double>(bytes) / micros / 1e3;
+  return rate;
 }
 
 // Payload GB/s of kPeakBytes copies of the tier's kind; measured once per
@@ -191,7 +222,8 @@ Result<double> PeakCopyGBps(const Timing& timing, const DeviceStream& stream, Ti
   static std::optional<double> peak[2];
   std::optional<double>& cached = peak[tier == Tier::kDevice ? 0 : 1];
   if (!cached.has_value()) {
-    REPLAYDB_ASSIGN_OR_RETURN(cached, SameSizeCopyGBps(timing, stream, tier, kPeakBytes));
+    REPLAYDB_ASSIGN_OR_RETURN(const CopyRate rate, SameSizeCopy(timing, stream, tier, kPeakBytes));
+    cached = rate.gbps;
   }
   return *cached;
 }
@@ -409,6 +441,7 @@ Result<BenchResult> RunGather(DB* db, const Timing& timing, Tier tier, int64_t s
     sample.timeout = kCallTimeout;
     const auto call = [&] { return table->SampleToDevice(kGatherBatch, sample, g.out, stream.handle()); };
     REPLAYDB_ASSIGN_OR_RETURN(const double micros, GpuMicrosPerCall(timing, stream, call));
+    REPLAYDB_ASSIGN_OR_RETURN(const double device_micros, DeviceMicros(timing, stream, call));
 
     // How much of a call is host work: the time inside the calls alone.
     Seconds host{0};
@@ -436,19 +469,21 @@ Result<BenchResult> RunGather(DB* db, const Timing& timing, Tier tier, int64_t s
     const double lookup_micros = lookup.count() * 1e6 / kHostCalls;
 
     // The ceiling, and the same copy at kPeakBytes.
-    REPLAYDB_ASSIGN_OR_RETURN(const double ceiling,
-                              SameSizeCopyGBps(timing, stream, tier, payload));
+    REPLAYDB_ASSIGN_OR_RETURN(const CopyRate copy, SameSizeCopy(timing, stream, tier, payload));
     REPLAYDB_ASSIGN_OR_RETURN(const double peak, PeakCopyGBps(timing, stream, tier));
 
     BenchResult r;
     r.value = static_cast<double>(payload) / micros / 1e3;
     r.unit = "GB/s";
-    r.ceiling = ceiling;
+    r.ceiling = copy.gbps;
     r.ceiling_name = tier == Tier::kDevice ? kD2dHalfCeiling : kPinnedCeiling;
-    char host_note[128];
+    char host_note[256];
     std::snprintf(host_note, sizeof(host_note),
-                  "; host part of a call %.1f us (LookupToDevice of host keys: %.1f us)",
-                  host_micros, lookup_micros);
+                  "; a call %.1f us: host part %.1f us, device part %.1f us (the copy: %.1f us, "
+                  "device part %.1f us); LookupToDevice of host keys: host part %.1f us",
+                  micros, host_micros, device_micros,
+                  static_cast<double>(payload) / copy.gbps / 1e3, copy.device_micros,
+                  lookup_micros);
     r.note = PeakNote(tier, peak) + host_note;
     return r;
   });

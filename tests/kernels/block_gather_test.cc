@@ -505,6 +505,17 @@ Status GatherOnGpu(const World& w, bool pinned_blocks, void* stream, std::vector
   RequestStorage r;
   BuildRequest(w, reinterpret_cast<const int64_t*>(d_slots),
                reinterpret_cast<const uint32_t*>(d_steps), outs, d_mask, copy_src, copy_dst, &r);
+  // The second run (legacy stream) queues, right before the request, a
+  // gather of no items (zeros and mask 0) into the same outputs, and
+  // launches the request with overlap_prior: it may start early but must
+  // not write before that gather is done, or zeros would show.
+  const std::vector<int64_t> none(w.slots.size(), -1);
+  REPLAYDB_ASSIGN_OR_RETURN(uint8_t * d_none, arena.Copy(none.data(), sizeof(int64_t) * none.size()));
+  GatherRequest blank = r.request;
+  blank.slots = reinterpret_cast<const int64_t*>(d_none);
+  blank.draw = {};
+  GatherRequest overlapped = r.request;
+  overlapped.overlap_prior = true;
   for (void* s : {stream, static_cast<void*>(nullptr)}) {
     for (size_t c = 0; c < outs.size(); ++c) {
       REPLAYDB_RETURN_IF_ERROR(Poison(outs[c], out.columns[c].size()));
@@ -513,7 +524,12 @@ Status GatherOnGpu(const World& w, bool pinned_blocks, void* stream, std::vector
     for (size_t i = 0; i < copy_dst.size(); ++i) {
       REPLAYDB_RETURN_IF_ERROR(Poison(copy_dst[i], out.copies[i].size()));
     }
-    REPLAYDB_RETURN_IF_ERROR(Gather(*index, r.request, s));
+    if (s == nullptr && r.request.slots != nullptr) {
+      REPLAYDB_RETURN_IF_ERROR(Gather(*index, blank, s));
+      REPLAYDB_RETURN_IF_ERROR(Gather(*index, overlapped, s));
+    } else {
+      REPLAYDB_RETURN_IF_ERROR(Gather(*index, r.request, s));
+    }
     REPLAYDB_RETURN_IF_ERROR(DeviceSynchronize(0));
     for (size_t c = 0; c < outs.size(); ++c) {
       REPLAYDB_RETURN_IF_ERROR(ReadBack(outs[c], &out.columns[c]));
@@ -608,7 +624,7 @@ TEST_F(BlockGatherGpuTest, MatchesReferenceByteForByte) {
         ExpectSame(
             w, runs[i], want,
             std::string(pinned ? "blocks in pinned host memory" : "blocks in device memory") +
-                (i == 0 ? ", own stream" : ", legacy stream"));
+                (i == 0 ? ", own stream" : ", legacy stream, overlapping a prior gather"));
       }
     }
   }
@@ -1357,6 +1373,25 @@ TEST(DeviceEventTest, RecordDoneSynchronize) {
   EXPECT_FALSE(e.valid());  // NOLINT(bugprone-use-after-move): moved from on purpose
   ASSERT_OK_AND_ASSIGN(done, moved.Done());
   EXPECT_TRUE(done);
+}
+
+// AccessEpochs keys in-flight accesses by stream id: ids must tell streams
+// apart even when a new stream reuses a destroyed one's handle.
+TEST(DeviceMemoryTest, StreamIdsAreStableAndNeverReused) {
+  std::string why;
+  if (!HaveGpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
+    ASSERT_OK_AND_ASSIGN(uint64_t id, StreamId(stream.handle()));
+    ASSERT_OK_AND_ASSIGN(uint64_t again, StreamId(stream.handle()));
+    EXPECT_EQ(id, again);
+    ids.push_back(id);
+  }  // each stream is destroyed before the next is made: handles may repeat
+  ASSERT_OK_AND_ASSIGN(uint64_t legacy, StreamId(nullptr));
+  ids.push_back(legacy);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end()) << "a stream id repeats";
 }
 
 // Stream B waits (on the device) for a scatter queued on stream A behind slow
