@@ -23,7 +23,6 @@
 #define REPLAYDB_ENGINE_DEVICE_TIER_H_
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
