@@ -7,14 +7,16 @@ step_bytes, L, ours (payload GB/s), the ceiling measured in the same run and
 the ratio to it with the >= 0.90 target (step_bytes >= 4096), torch
 index_select eager and in a CUDA graph, and the speed-up ours / torch with the
 >= 1.2x target (device tier: torch gathers from device memory too, so a
-pinned-tier row, bound by PCIe, is shown without a verdict). Then the
-vector_insert row with its <= 20 us target. Lines that are not JSON objects
+pinned-tier row, bound by PCIe, is shown without a verdict); then, per row,
+a call's microseconds split into host and device parts beside the same-size
+copy's (from the row's note). Then the vector_insert row with its <= 20 us target. Lines that are not JSON objects
 are skipped.
 
 usage: python3 gather_summary.py FILE.jsonl...
 """
 import json
 import os
+import re
 import sys
 
 RATIO_TARGET = 0.90
@@ -41,7 +43,9 @@ def load(paths):
                 key = (p.get("tier"), p.get("step_bytes"), p.get("L"))
                 gather[key] = r
                 if r.get("note"):
-                    notes.setdefault(p.get("tier"), r["note"])
+                    # The note's first part is the tier's peak copy; the
+                    # rest describes that row's call alone.
+                    notes.setdefault(p.get("tier"), r["note"].split("; ")[0])
             elif bench == "gather_baseline":
                 if r.get("value") is None and not p:
                     notes.setdefault("torch", r.get("note", "no torch baseline"))
@@ -54,6 +58,11 @@ def load(paths):
 
 def num(v, fmt="{:.1f}"):
     return "-" if v is None else fmt.format(v)
+
+
+# The part of a gather row's note that splits a call (tools/bench_gpu.cc).
+CALL_PARTS = re.compile(r"a call ([0-9.]+) us: host part ([0-9.]+) us, device part ([0-9.]+) us "
+                        r"\(the copy: ([0-9.]+) us, device part ([0-9.]+) us\)")
 
 
 def verdict(ok):
@@ -103,6 +112,18 @@ def main():
         for tier in ("device", "pinned"):
             if tier in notes:
                 print(f"{tier} peak: {notes[tier]}")
+        parts = [(k, CALL_PARTS.search(gather[k].get("note", ""))) for k in
+                 sorted(gather, key=lambda k: (order.get(k[0], 9), k[1] or 0, k[2] or 0))]
+        if any(m for _, m in parts):
+            print("microseconds per call (host part: inside the calls; device part: queued "
+                  "behind a held stream)")
+            print(f"{'tier':<7} {'step_bytes':>10} {'L':>3} {'call':>9} {'host':>7} "
+                  f"{'device':>9} {'copy':>9} {'copy dev':>9}")
+            for (tier, step_bytes, length), m in parts:
+                if m:
+                    call, host, device, copy, copy_device = (float(x) for x in m.groups())
+                    print(f"{tier:<7} {step_bytes:>10} {length:>3} {call:>9.1f} {host:>7.1f} "
+                          f"{device:>9.1f} {copy:>9.1f} {copy_device:>9.1f}")
         if "torch" in notes:
             print(f"torch: {notes['torch']}")
     for r in inserts:
