@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -96,6 +97,16 @@ inline StepData RandomStep(const TableSpec& spec, std::mt19937_64& rng) {
 inline double ChiSquareCritical(double dof, double z = 4.75) {
   const double a = 2.0 / (9.0 * dof);
   return dof * std::pow(1.0 - a + z * std::sqrt(a), 3);
+}
+
+// Options that take checkpoints only when asked (DB::Checkpoint): nothing
+// automatic, not even on close, so a reopen replays the log.
+inline DBOptions ManualCheckpoints() {
+  DBOptions o;
+  o.checkpoint.on_close = false;
+  o.checkpoint.every_wal_bytes = 0;
+  o.checkpoint.every = std::chrono::seconds(0);
+  return o;
 }
 
 inline std::unique_ptr<DB> OpenDB(const std::string& path) {

@@ -21,6 +21,7 @@ namespace replaydb {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_util::ManualCheckpoints;
 using testing_util::TempDir;
 using testing_util::TestSeed;
 
@@ -31,16 +32,6 @@ TableSpec Spec(std::string name = "t") {
   spec.capacity_steps = 1 << 14;
   spec.block_steps = 16;
   return spec;
-}
-
-// Options for a database whose close leaves everything in the log: no
-// checkpoint on close, none automatic.
-DBOptions LogOnly() {
-  DBOptions o;
-  o.checkpoint.on_close = false;
-  o.checkpoint.every_wal_bytes = 0;
-  o.checkpoint.every = std::chrono::seconds(0);
-  return o;
 }
 
 std::unique_ptr<DB> Open(const DBOptions& o, const std::string& path) {
@@ -114,7 +105,7 @@ void Verify(Table& table, const Model& model) {
 // Reopens the database at `path` (log only) and checks table "t" holds
 // every step of `model`.
 void ReopenAndVerify(const std::string& path, const Model& model) {
-  auto db = Open(LogOnly(), path);
+  auto db = Open(ManualCheckpoints(), path);
   ASSERT_NE(db, nullptr);
   ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
   Verify(*table, model);
@@ -127,12 +118,12 @@ TEST(RecoveryTest, ReplaysTheLogWhenNoCheckpointWasTaken) {
   Model model;
   int64_t items = 0;
   {
-    auto db = Open(LogOnly(), dir.path());
+    auto db = Open(ManualCheckpoints(), dir.path());
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
     Write(*table, rng, 12, 3, &model, &open_writers);
     items = table->Info().num_items;
   }
-  auto db = Open(LogOnly(), dir.path());
+  auto db = Open(ManualCheckpoints(), dir.path());
   ASSERT_NE(db, nullptr);
   const RecoveryInfo info = db->recovery_info();
   EXPECT_GT(info.wal_records, 0u);
@@ -150,7 +141,7 @@ TEST(RecoveryTest, CheckpointThenLogTail) {
   std::mt19937_64 rng(TestSeed());
   Model model;
   {
-    auto db = Open(LogOnly(), dir.path());
+    auto db = Open(ManualCheckpoints(), dir.path());
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
     Write(*table, rng, 6, 1, &model, &open_writers);
     ASSERT_OK(db->Checkpoint());
@@ -158,7 +149,7 @@ TEST(RecoveryTest, CheckpointThenLogTail) {
     ASSERT_OK(db->Checkpoint());
     Write(*table, rng, 5, 0, &model);
   }
-  auto db = Open(LogOnly(), dir.path());
+  auto db = Open(ManualCheckpoints(), dir.path());
   ASSERT_NE(db, nullptr);
   EXPECT_TRUE(db->recovery_info().checkpoint_found);
   EXPECT_GT(db->recovery_info().wal_records, 0u);
@@ -166,7 +157,7 @@ TEST(RecoveryTest, CheckpointThenLogTail) {
   Verify(*table, model);
   // Reopening again (after the checkpoint Open took) replays nothing.
   db.reset();
-  db = Open(LogOnly(), dir.path());
+  db = Open(ManualCheckpoints(), dir.path());
   EXPECT_EQ(db->recovery_info().wal_records, 0u);
   ASSERT_OK_AND_ASSIGN(table, db->GetTable("t"));
   Verify(*table, model);
@@ -181,7 +172,7 @@ TEST(RecoveryTest, RecoveryCheckpointRunsInTheBackgroundWhenAutomatic) {
   std::mt19937_64 rng(TestSeed());
   Model model;
   {
-    auto db = Open(LogOnly(), dir.path());
+    auto db = Open(ManualCheckpoints(), dir.path());
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
     Write(*table, rng, 8, 2, &model, &open_writers);
   }
@@ -208,7 +199,7 @@ TEST(RecoveryTest, RecoveryCheckpointRunsInTheBackgroundWhenAutomatic) {
     EXPECT_EQ(segments(), 1u) << "the replayed segments were not checkpointed away";
   }
   // What the replayed segments held is in the checkpoint.
-  auto db = Open(LogOnly(), dir.path());
+  auto db = Open(ManualCheckpoints(), dir.path());
   EXPECT_TRUE(db->recovery_info().checkpoint_found);
   EXPECT_EQ(db->recovery_info().wal_records, 0u);
   ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
@@ -224,7 +215,7 @@ TEST(RecoveryTest, UnloggedTableIsDurableAsOfItsLastCheckpoint) {
   Model logged, unlogged;
   int64_t unlogged_steps = 0;
   {
-    auto db = Open(LogOnly(), dir.path());
+    auto db = Open(ManualCheckpoints(), dir.path());
     ASSERT_OK_AND_ASSIGN(auto t, db->CreateTable(Spec("t")));
     TableSpec spec = Spec("u");
     spec.logging = TableLogging::kOff;
@@ -238,7 +229,7 @@ TEST(RecoveryTest, UnloggedTableIsDurableAsOfItsLastCheckpoint) {
     Write(*u, rng, 4, 0, &lost);
     EXPECT_GT(u->Info().num_steps, unlogged_steps);
   }
-  auto db = Open(LogOnly(), dir.path());
+  auto db = Open(ManualCheckpoints(), dir.path());
   ASSERT_OK_AND_ASSIGN(auto t, db->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto u, db->GetTable("u"));
   EXPECT_EQ(u->spec().logging, TableLogging::kOff);
@@ -318,7 +309,7 @@ TEST(RecoveryTest, RateLimiterCountersAreRestoredOrReset) {
 TEST(RecoveryTest, WithoutTheLogOnlyCheckpointsSurvive) {
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
-  DBOptions o = LogOnly();
+  DBOptions o = ManualCheckpoints();
   o.wal.enabled = false;
   Model checkpointed, later;
   {
@@ -342,14 +333,14 @@ TEST(RecoveryTest, DroppedTableIsNotReplayedIntoItsSuccessor) {
   std::mt19937_64 rng(TestSeed());
   Model old_model, new_model;
   {
-    auto db = Open(LogOnly(), dir.path());
+    auto db = Open(ManualCheckpoints(), dir.path());
     ASSERT_OK_AND_ASSIGN(auto old_table, db->CreateTable(Spec()));
     Write(*old_table, rng, 3, 0, &old_model);
     ASSERT_OK(db->DropTable("t"));
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
     Write(*table, rng, 2, 0, &new_model);
   }
-  auto db = Open(LogOnly(), dir.path());
+  auto db = Open(ManualCheckpoints(), dir.path());
   ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
   Verify(*table, new_model);
   int64_t steps = 0;
@@ -362,7 +353,7 @@ TEST(RecoveryTest, FullDiskFailsTheWriterAndLosesNothingAcknowledged) {
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   FaultInjectionEnv env;
-  DBOptions o = LogOnly();
+  DBOptions o = ManualCheckpoints();
   o.env = &env;
   Model acked;
   {
@@ -389,7 +380,7 @@ TEST(RecoveryTest, FullDiskFailsTheWriterAndLosesNothingAcknowledged) {
     env.ClearSpaceLimit();
     open_writers.push_back(std::move(writer));
   }
-  auto db = Open(LogOnly(), dir.path());
+  auto db = Open(ManualCheckpoints(), dir.path());
   ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
   Verify(*table, acked);
   EXPECT_EQ(table->Info().num_steps, static_cast<int64_t>(acked.begin()->second.size()));
@@ -400,7 +391,7 @@ TEST(RecoveryTest, FailedFsyncIsStickyAndLosesNothingAcknowledged) {
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   FaultInjectionEnv env;
-  DBOptions o = LogOnly();
+  DBOptions o = ManualCheckpoints();
   o.env = &env;
   o.wal.sync = WalSyncMode::kAlways;
   Model acked;
@@ -427,7 +418,7 @@ TEST(RecoveryTest, PowerLossKeepsEverySyncedStep) {
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   FaultInjectionEnv env;
-  DBOptions o = LogOnly();
+  DBOptions o = ManualCheckpoints();
   o.env = &env;
   o.wal.sync = WalSyncMode::kAlways;
   Model acked;
@@ -447,7 +438,7 @@ TEST(RecoveryTest, CheckpointOnAFullDiskFailsAndLosesNothing) {
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   FaultInjectionEnv env;
-  DBOptions o = LogOnly();
+  DBOptions o = ManualCheckpoints();
   o.env = &env;
   Model acked;
   {
@@ -477,7 +468,7 @@ TEST(RecoveryTest, PowerLossAfterACheckpointKeepsIt) {
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   FaultInjectionEnv env;
-  DBOptions o = LogOnly();
+  DBOptions o = ManualCheckpoints();
   o.env = &env;
   o.wal.sync = WalSyncMode::kAlways;
   Model acked;
@@ -507,7 +498,7 @@ TEST(RecoveryTest, TornTailIsDroppedOrReportedByMode) {
   std::mt19937_64 rng(TestSeed());
   Model model;
   {
-    auto db = Open(LogOnly(), dir.path());
+    auto db = Open(ManualCheckpoints(), dir.path());
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
     Write(*table, rng, 4, 0, &model);
   }
@@ -516,7 +507,7 @@ TEST(RecoveryTest, TornTailIsDroppedOrReportedByMode) {
   const auto size = std::filesystem::file_size(segment);
   std::filesystem::resize_file(segment, size - 3);
 
-  DBOptions strict = LogOnly();
+  DBOptions strict = ManualCheckpoints();
   strict.wal.recovery = RecoveryMode::kAbsoluteConsistency;
   auto failed = DB::Open(strict, dir.path());
   ASSERT_FALSE(failed.ok());
@@ -524,7 +515,7 @@ TEST(RecoveryTest, TornTailIsDroppedOrReportedByMode) {
   EXPECT_THAT(failed.status().message(), HasSubstr(segment));
   EXPECT_THAT(failed.status().message(), HasSubstr("offset"));
 
-  auto db = Open(LogOnly(), dir.path());
+  auto db = Open(ManualCheckpoints(), dir.path());
   ASSERT_NE(db, nullptr);
   const RecoveryInfo info = db->recovery_info();
   EXPECT_GT(info.dropped_bytes, 0u);
@@ -540,7 +531,7 @@ TEST(RecoveryTest, DamageInsideTheLogIsCorruptionUnlessPointInTime) {
   std::mt19937_64 rng(TestSeed());
   Model model;
   {
-    auto db = Open(LogOnly(), dir.path());
+    auto db = Open(ManualCheckpoints(), dir.path());
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec()));
     Write(*table, rng, 4, 0, &model);
   }
@@ -555,12 +546,12 @@ TEST(RecoveryTest, DamageInsideTheLogIsCorruptionUnlessPointInTime) {
     c = static_cast<char>(c ^ 0x10);
     f.write(&c, 1);
   }
-  auto failed = DB::Open(LogOnly(), dir.path());
+  auto failed = DB::Open(ManualCheckpoints(), dir.path());
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), Status::Code::kCorruption) << failed.status().ToString();
   EXPECT_THAT(failed.status().message(), HasSubstr(segment));
 
-  DBOptions pit = LogOnly();
+  DBOptions pit = ManualCheckpoints();
   pit.wal.recovery = RecoveryMode::kPointInTime;
   auto db = Open(pit, dir.path());
   ASSERT_NE(db, nullptr);

@@ -743,10 +743,7 @@ TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
 // logging is not logged: it comes back as of its last checkpoint (empty).
 TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
   TempDir dir;
-  DBOptions options;
-  options.checkpoint.on_close = false;
-  options.checkpoint.every_wal_bytes = 0;
-  options.checkpoint.every = std::chrono::seconds(0);
+  const DBOptions options = testing_util::ManualCheckpoints();
   TableSpec spec = GatherSpec("dev", rng_, Placement::Device(0));
   spec.capacity_steps = 4096;
   spec.padding = Padding::kTail;
@@ -844,10 +841,7 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
 // equals a host twin (also unlogged) as of that checkpoint, byte for byte.
 TEST_F(TableGpuTest, UnloggedDeviceTableComesBackAsOfItsLastCheckpoint) {
   TempDir dir;
-  DBOptions options;
-  options.checkpoint.on_close = false;
-  options.checkpoint.every_wal_bytes = 0;
-  options.checkpoint.every = std::chrono::seconds(0);
+  const DBOptions options = testing_util::ManualCheckpoints();
   TableSpec spec = GatherSpec("dev", rng_, Placement::Device(0));
   spec.capacity_steps = 4096;
   spec.padding = Padding::kTail;
