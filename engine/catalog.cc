@@ -112,7 +112,8 @@ flatbuffers::Offset<fb::TableDef> BuildTableDef(flatbuffers::FlatBufferBuilder& 
       static_cast<uint8_t>(spec.eviction), spec.max_times_sampled, rate_limiter,
       spec.priority_exponent, static_cast<uint8_t>(spec.step_priority), spec.priority_device,
       static_cast<uint8_t>(spec.placement.kind), spec.placement.device, id,
-      static_cast<uint8_t>(spec.logging));
+      static_cast<uint8_t>(spec.logging), spec.spill, spec.rotation_fraction,
+      spec.rotation_every_samples);
 }
 
 // Converts one verified TableDef, checking what the verifier cannot: enum
@@ -176,6 +177,9 @@ Status ParseTableDef(const fb::TableDef& def, size_t index, const std::string& p
     return Status::Corruption(where + " has unknown logging " + std::to_string(def.logging()));
   }
   spec->logging = static_cast<TableLogging>(def.logging());
+  spec->spill = def.spill();
+  spec->rotation_fraction = def.rotation_fraction();
+  spec->rotation_every_samples = def.rotation_every_samples();
   spec->capacity_steps = def.capacity_steps();
   spec->capacity_bytes = def.capacity_bytes();
   spec->block_steps = def.block_steps();

@@ -101,8 +101,9 @@ void ColdStore::Batch::DeleteTable(uint32_t table) {
 }
 size_t ColdStore::Batch::bytes() const { return batch_->GetDataSize(); }
 
-ColdStore::ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb::DB* db)
-    : dir_(std::move(dir)), env_(std::move(env)), db_(db) {}
+ColdStore::ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb::DB* db,
+                     ColdCompression compression)
+    : dir_(std::move(dir)), env_(std::move(env)), db_(db), compression_(compression) {}
 
 ColdStore::~ColdStore() {
   if (db_) (void)db_->Close();
@@ -110,13 +111,23 @@ ColdStore::~ColdStore() {
 
 namespace {
 
-Status OpenRocks(const std::string& dir, rocksdb::Env* env, rocksdb::DB** db) {
+rocksdb::CompressionType RocksCompression(ColdCompression c) {
+  switch (c) {
+    case ColdCompression::kNone: return rocksdb::kNoCompression;
+    case ColdCompression::kLz4: return rocksdb::kLZ4Compression;
+    case ColdCompression::kZstd: break;
+  }
+  return rocksdb::kZSTD;
+}
+
+Status OpenRocks(const std::string& dir, rocksdb::Env* env, ColdCompression compression,
+                 rocksdb::DB** db) {
   rocksdb::Options options;
   options.env = env;
   options.create_if_missing = true;
-  options.compression = rocksdb::kZSTD;
-  // Checkpoints are written in one batch and flushed; RocksDB's own log
-  // would only duplicate them.
+  options.compression = RocksCompression(compression);
+  // Checkpoints are written in one batch and flushed, without RocksDB's own
+  // log; spills go through it (WriteLogged) until the next flush.
   options.avoid_flush_during_shutdown = false;
   options.max_open_files = 256;
   return FromRocks(rocksdb::DB::Open(options, dir, db), "open", dir);
@@ -124,14 +135,15 @@ Status OpenRocks(const std::string& dir, rocksdb::Env* env, rocksdb::DB** db) {
 
 }  // namespace
 
-Result<std::unique_ptr<ColdStore>> ColdStore::Open(const std::string& dir, Env* env) {
+Result<std::unique_ptr<ColdStore>> ColdStore::Open(const std::string& dir, Env* env,
+                                                   ColdCompression compression) {
   std::unique_ptr<rocksdb::Env> rocks_env = NewRocksdbEnv(env);
   rocksdb::DB* db = nullptr;
-  REPLAYDB_RETURN_IF_ERROR(OpenRocks(dir, rocks_env.get(), &db));
-  return std::unique_ptr<ColdStore>(new ColdStore(dir, std::move(rocks_env), db));
+  REPLAYDB_RETURN_IF_ERROR(OpenRocks(dir, rocks_env.get(), compression, &db));
+  return std::unique_ptr<ColdStore>(new ColdStore(dir, std::move(rocks_env), db, compression));
 }
 
-Status ColdStore::Write(Batch& batch) {
+Status ColdStore::ReopenIfNeeded() {
   if (needs_reopen_.load()) {
     // RocksDB stops writing for good after a failed flush (a background
     // error it takes as fatal); reopening drops the failed batch's memtable
@@ -141,17 +153,26 @@ Status ColdStore::Write(Batch& batch) {
       (void)db_->Close();
       db_.reset();
       rocksdb::DB* db = nullptr;
-      REPLAYDB_RETURN_IF_ERROR(
-          OpenRocks(dir_, env_.get(), &db).WithContext("reopening after a failed write"));
+      REPLAYDB_RETURN_IF_ERROR(OpenRocks(dir_, env_.get(), compression_, &db)
+                                   .WithContext("reopening after a failed write"));
       db_.reset(db);
       needs_reopen_.store(false);
     }
   }
+  return Status::OK();
+}
+
+Status ColdStore::Write(Batch& batch) { return WriteWith(batch, /*logged=*/false); }
+
+Status ColdStore::WriteLogged(Batch& batch) { return WriteWith(batch, /*logged=*/true); }
+
+Status ColdStore::WriteWith(Batch& batch, bool logged) {
+  REPLAYDB_RETURN_IF_ERROR(ReopenIfNeeded());
   std::shared_lock<std::shared_mutex> lock(mu_);
   rocksdb::WriteOptions wo;
-  wo.disableWAL = true;
+  wo.disableWAL = !logged;
   Status s = FromRocks(db_->Write(wo, batch.batch_.get()), "write", dir_);
-  if (s.ok()) {
+  if (s.ok() && !logged) {
     rocksdb::FlushOptions fo;
     fo.wait = true;
     s = FromRocks(db_->Flush(fo), "flush", dir_);
@@ -170,6 +191,14 @@ Status ColdStore::GetTableState(uint32_t table, std::string* value) {
   std::shared_lock<std::shared_mutex> lock(mu_);
   return FromRocks(db_->Get(rocksdb::ReadOptions(), Key(table, kState), value),
                    "read the state of table id " + std::to_string(table), dir_);
+}
+
+Status ColdStore::GetTrajectory(uint32_t table, uint64_t trajectory, std::string* value) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return FromRocks(db_->Get(rocksdb::ReadOptions(), Key(table, kMeta, trajectory), value),
+                   "read trajectory " + std::to_string(trajectory) + " of table id " +
+                       std::to_string(table),
+                   dir_);
 }
 
 Status ColdStore::ForEachTrajectory(

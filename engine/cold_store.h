@@ -17,6 +17,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include "replaydb/env.h"
+#include "replaydb/options.h"
 #include "replaydb/status.h"
 
 namespace rocksdb {
@@ -43,8 +44,10 @@ class ColdStore {
  public:
   // Opens (creating if missing) the store in directory `dir`. RocksDB writes
   // its files through `env` (engine/rocksdb_env.h), which must outlive the
-  // store.
-  static Result<std::unique_ptr<ColdStore>> Open(const std::string& dir, Env* env);
+  // store. `compression` applies to the files it writes from now on.
+  static Result<std::unique_ptr<ColdStore>> Open(const std::string& dir, Env* env,
+                                                 ColdCompression compression =
+                                                     ColdCompression::kZstd);
   ~ColdStore();
   ColdStore(const ColdStore&) = delete;
   ColdStore& operator=(const ColdStore&) = delete;
@@ -76,10 +79,17 @@ class ColdStore {
   // the next Write first reopens it (waiting for calls in progress), so a
   // later checkpoint succeeds once the cause is gone.
   Status Write(Batch& batch);
+  // Applies `batch` atomically through RocksDB's own log, unsynced and
+  // without a flush (spills: a crash of the process loses nothing written,
+  // and the next checkpoint's flush makes the log obsolete). Failures as for
+  // Write.
+  Status WriteLogged(Batch& batch);
 
   // NotFound when no checkpoint was taken yet.
   Status GetCheckpoint(std::string* value);
   Status GetTableState(uint32_t table, std::string* value);
+  // NotFound when the store has no such trajectory.
+  Status GetTrajectory(uint32_t table, uint64_t trajectory, std::string* value);
   // Calls fn(trajectory id, metadata value) for every trajectory of the
   // table, in id order.
   Status ForEachTrajectory(uint32_t table,
@@ -94,13 +104,18 @@ class ColdStore {
   const std::string& dir() const { return dir_; }
 
  private:
-  ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb::DB* db);
+  ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb::DB* db,
+            ColdCompression compression);
+  // Reopens RocksDB if a failed write left it stopped.
+  Status ReopenIfNeeded();
+  Status WriteWith(Batch& batch, bool logged);
   const std::string dir_;
   const std::unique_ptr<rocksdb::Env> env_;  // outlives db_
   // Shared by every call; exclusive while Write reopens db_.
   mutable std::shared_mutex mu_;
   std::unique_ptr<rocksdb::DB> db_;
   std::atomic<bool> needs_reopen_{false};
+  const ColdCompression compression_;
 };
 
 }  // namespace replaydb::engine

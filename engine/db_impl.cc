@@ -109,7 +109,9 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
     db->tables_.emplace(spec.name, std::move(table));
   }
   REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(db->wal_dir_));
-  REPLAYDB_ASSIGN_OR_RETURN(db->cold_, ColdStore::Open(path + "/cold", env));
+  REPLAYDB_ASSIGN_OR_RETURN(db->cold_,
+                            ColdStore::Open(path + "/cold", env, options.cold_compression));
+  for (auto& [id, table] : db->by_id_) table->SetColdStore(db->cold_);
   REPLAYDB_RETURN_IF_ERROR(db->Recover());
   if (options.wal.enabled) {
     REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<wal::LogWriter> log,
@@ -348,6 +350,7 @@ Result<std::shared_ptr<Table>> DBImpl::CreateTable(const TableSpec& spec) {
     (void)log_->Append(wal::RecordType::kCreateTable, record_.payload());
   }
   table->SetLog(log_, id);
+  table->SetColdStore(cold_);
   tables_.emplace(spec.name, table);
   by_id_.emplace(id, table);
   return std::shared_ptr<Table>(table);

@@ -62,7 +62,7 @@ class DBImpl final : public DB {
   const std::string catalog_path_;
   const std::string wal_dir_;
   std::unique_ptr<FileLock> lock_;
-  std::unique_ptr<ColdStore> cold_;
+  std::shared_ptr<ColdStore> cold_;  // shared with the tables, which spill into it
   std::shared_ptr<wal::LogWriter> log_;  // null when options_.wal.enabled is false
   RecoveryInfo recovery_;
   uint64_t next_segment_ = 1;  // the first segment a LogWriter may create

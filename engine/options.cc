@@ -271,6 +271,19 @@ Status TableSpec::Validate() const {
     return Status::InvalidArgument(table + ": unknown logging " +
                                    std::to_string(static_cast<int>(logging)));
   }
+  const bool rotates = rotation_fraction != 0 || rotation_every_samples != 0;
+  if (rotates && (!(rotation_fraction > 0 && rotation_fraction <= 1) ||
+                  rotation_every_samples <= 0)) {
+    return Status::InvalidArgument(
+        table + ": rotation_fraction is " + std::to_string(rotation_fraction) +
+        " and rotation_every_samples " + std::to_string(rotation_every_samples) +
+        "; rotation needs a fraction in (0, 1] and a sample count > 0 (both 0: off)");
+  }
+  if (rotates && !spill) {
+    return Status::InvalidArgument(table +
+                                   ": rotation needs spill: trajectories rotated out of the hot "
+                                   "tier go to the cold tier");
+  }
   if (StepPriorityName(step_priority) == "invalid") {
     return Status::InvalidArgument(table + ": unknown step_priority " +
                                    std::to_string(static_cast<int>(step_priority)));

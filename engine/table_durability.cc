@@ -137,7 +137,7 @@ void TableImpl::MarkEndedLocked(Trajectory& t, EndReason reason) {
   t.ended = true;
   t.end_reason = reason;
   t.dirty = true;
-  ended_ids_.insert(t.id);
+  ended_ids_.insert({t.hot_seq, t.id});
   RankLocked(t);
 }
 
@@ -145,7 +145,8 @@ Status TableImpl::CopyStepInLocked(Trajectory& t, const std::byte* step) {
   const int64_t block_index = t.length / layout_.block_steps;
   if (block_index == static_cast<int64_t>(t.blocks.size())) {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    Status s = AddBlockLocked(lock, t, Clock::now());
+    // Replay waits only for blocks being spilled: nothing else holds any.
+    Status s = AddBlockLocked(lock, t, spill_ ? Deadline::max() : Clock::now());
     lock.release();
     REPLAYDB_RETURN_IF_ERROR(s);
   }
@@ -177,6 +178,7 @@ Status TableImpl::PutStepLocked(Trajectory& t, const std::byte* step, const doub
 }
 
 Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
+  REPLAYDB_RETURN_IF_ERROR(LoadForReplay(r.trajectory_ids));
   std::lock_guard<std::mutex> lock(mu_);
   if (r.step_bytes != layout_.step_bytes) {
     return Status::Corruption("table " + Q(name_) + ": logged steps have " +
@@ -191,6 +193,7 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
       if (step != 0) continue;  // removed after the checkpoint
       auto t = std::make_shared<Trajectory>();
       t->id = id;
+      t->hot_seq = next_hot_seq_++;
       it = trajectories_.emplace(id, std::move(t)).first;
       next_trajectory_id_ = std::max(next_trajectory_id_, id + 1);
     }
@@ -235,11 +238,25 @@ Status TableImpl::ReplayEnd(const wal::EndTrajectoryRecord& r) {
 Status TableImpl::ReplayRemoveTrajectory(const wal::RemoveTrajectoryRecord& r) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = trajectories_.find(r.trajectory_id);
-  if (it != trajectories_.end()) RemoveTrajectoryLocked(*it->second, r.evicted);
+  if (it != trajectories_.end()) {
+    // Evicted with spill on: spilled again (the checkpoint may predate it).
+    RemoveTrajectoryLocked(*it->second, r.evicted);
+    return Status::OK();
+  }
+  auto cold = cold_.find(r.trajectory_id);
+  if (cold != cold_.end() && !r.evicted && !cold->second.spilling) {
+    // Consumed after it was loaded (the store still says cold).
+    cold_steps_ -= cold->second.length;
+    cold_.erase(cold);
+    removed_since_checkpoint_.push_back(r.trajectory_id);
+  }
   return Status::OK();
 }
 
 Status TableImpl::ReplayRemoveItems(const wal::RemoveItemsRecord& r) {
+  std::vector<uint64_t> ids;
+  for (const ItemKey key : r.keys) ids.push_back(ItemKeyTrajectory(key));
+  REPLAYDB_RETURN_IF_ERROR(LoadForReplay(std::move(ids)));
   std::lock_guard<std::mutex> lock(mu_);
   if (max_times_sampled_ == 0) return Status::OK();
   for (const ItemKey key : r.keys) {
@@ -264,6 +281,11 @@ Status TableImpl::ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r) {
                                 " is invalid");
     }
   }
+  // Keys of a trajectory loaded after the checkpoint, which the store still
+  // has as cold: load it, or the update would be skipped.
+  std::vector<uint64_t> ids;
+  for (const ItemKey key : r.keys) ids.push_back(ItemKeyTrajectory(key));
+  REPLAYDB_RETURN_IF_ERROR(LoadForReplay(std::move(ids)));
   return UpdatePriorities(r.keys, r.priorities, nullptr);
 }
 
@@ -323,8 +345,16 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
   flatbuffers::FlatBufferBuilder fbb(1024);
   uint32_t table_id = 0;  // table_id_ as read under mu_, for the copies below
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // Spills queued before this point hold the only copy of their steps
+    // outside the log segments this checkpoint deletes: let them land first
+    // (the flush below makes them durable). Later ones wait for CheckpointDone,
+    // so that none overwrites a chunk this checkpoint writes.
+    cold_cv_.wait(lock, [&] {
+      return closed_ || cold_stop_ || (spill_queue_.empty() && !spill_running_);
+    });
     if (closed_) return Status::OK();
+    checkpointing_ = true;
     table_id = table_id_;
     ticket_ = {};
     // Published steps may still be queued on the GPU's write stream.
@@ -333,26 +363,17 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
     fbb.Finish(fb::CreateTableState(
         fbb, next_trajectory_id_, next_item_seq_, max_priority_seen_, steps_inserted_,
         items_inserted_, items_sampled_, items_removed_, evicted_trajectories_, evicted_items_,
-        priority_updates_, priority_updates_skipped_, c.inserts, c.samples, c.deletes));
+        priority_updates_, priority_updates_skipped_, c.inserts, c.samples, c.deletes,
+        spilled_trajectories_, spilled_bytes_, loaded_trajectories_, rotations_));
     batch->PutTableState(table_id_, std::string_view(reinterpret_cast<const char*>(
                                                          fbb.GetBufferPointer()),
                                                      fbb.GetSize()));
-    std::vector<fb::ColdItem> items;
     for (const auto& [id, tp] : trajectories_) {
       Trajectory& t = *tp;
       if (t.length == 0) continue;
       const bool new_steps = t.length > t.persisted_steps;
       if (!t.dirty && !new_steps) continue;
-      fbb.Clear();
-      items.clear();
-      for (int64_t i = 0; i < t.items_created; ++i) {
-        const ItemState& item = t.items[i];
-        items.emplace_back(item.seq, item.priority, item.times_sampled, ItemLive(item));
-      }
-      fbb.Finish(fb::CreateTrajectoryMeta(fbb, t.id, t.length, t.ended,
-                                          static_cast<uint8_t>(t.end_reason),
-                                          fbb.CreateVector(t.step_priorities),
-                                          fbb.CreateVectorOfStructs(items)));
+      BuildMetaLocked(t, /*cold=*/false, &fbb);
       batch->PutTrajectory(table_id_, t.id,
                            std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                                             fbb.GetSize()));
@@ -396,6 +417,8 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
 
 void TableImpl::CheckpointDone(bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
+  checkpointing_ = false;
+  cold_cv_.notify_all();
   if (ok) {
     for (auto& [t, steps] : ticket_.persisted) {
       t->persisted_steps = std::max(t->persisted_steps, steps);
@@ -419,7 +442,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
     return Status::Corruption("cold store " + store.dir() + ": " + where +
                               ": state fails verification");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   next_trajectory_id_ = state->next_trajectory_id();
   next_item_seq_ = state->next_item_seq();
   max_priority_seen_ = state->max_priority_seen();
@@ -434,87 +457,43 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
   const RateLimiter::Counters counters{state->limiter_inserts(), state->limiter_samples(),
                                        state->limiter_deletes()};
 
-  std::string meta_aligned, chunk_aligned;
-  REPLAYDB_RETURN_IF_ERROR(store.ForEachTrajectory(
+  spilled_trajectories_ = state->spilled_trajectories();
+  spilled_bytes_ = state->spilled_bytes();
+  loaded_trajectories_ = state->loaded_trajectories();
+  rotations_ = state->rotations();
+  Status restored = store.ForEachTrajectory(
       table_id_, [&](uint64_t id, std::string_view bytes) -> Status {
-        const std::string traj = where + " trajectory " + std::to_string(id);
-        const fb::TrajectoryMeta* meta = VerifiedValue<fb::TrajectoryMeta>(bytes, &meta_aligned);
-        if (meta == nullptr || meta->id() != id || meta->length() < 0 ||
-            meta->step_priorities() == nullptr ||
-            meta->step_priorities()->size() != static_cast<size_t>(meta->length()) ||
-            meta->items() == nullptr ||
-            meta->items()->size() > static_cast<size_t>(meta->length())) {
-          return Status::Corruption("cold store " + store.dir() + ": " + traj +
-                                    ": metadata fails verification");
+        const std::string traj =
+            "cold store " + store.dir() + ": " + where + " trajectory " + std::to_string(id);
+        StoredTrajectory stored;
+        REPLAYDB_RETURN_IF_ERROR(ParseMeta(bytes, id, traj, &stored));
+        if (stored.length == 0) return Status::OK();
+        next_trajectory_id_ = std::max(next_trajectory_id_, id + 1);
+        // Spilled ones stay cold, and so does what no longer fits.
+        const bool fits = pool_.capacity_blocks() - pool_.in_use() >= BlocksFor(stored.length);
+        if (stored.cold || !fits) {
+          cold_[id] = ColdEntry{stored.length, false};
+          cold_steps_ += stored.length;
+          return Status::OK();
         }
-        if (meta->length() == 0) return Status::OK();
+        REPLAYDB_RETURN_IF_ERROR(ReadChunks(store, traj, &stored));
         auto tp = std::make_shared<Trajectory>();
         tp->id = id;
-        Trajectory& t = *tp;
-        trajectories_.emplace(id, tp);
-        int64_t expect = 0;
-        REPLAYDB_RETURN_IF_ERROR(store.ForEachChunk(
-            table_id_, id, [&](int64_t first, std::string_view chunk_bytes) -> Status {
-              const fb::StepChunk* chunk = VerifiedValue<fb::StepChunk>(chunk_bytes, &chunk_aligned);
-              if (chunk == nullptr || chunk->first_step() != first || first != expect ||
-                  chunk->count() < 1 || chunk->step_bytes() != layout_.step_bytes ||
-                  chunk->data() == nullptr ||
-                  chunk->data()->size() !=
-                      static_cast<size_t>(chunk->count()) * layout_.step_bytes ||
-                  first + chunk->count() > meta->length()) {
-                return Status::Corruption("cold store " + store.dir() + ": " + traj +
-                                          ": step chunk at step " + std::to_string(first) +
-                                          " is malformed or out of place (expected step " +
-                                          std::to_string(expect) + ")");
-              }
-              const auto* data = reinterpret_cast<const std::byte*>(chunk->data()->data());
-              for (int64_t i = 0; i < chunk->count(); ++i) {
-                const int64_t step = first + i;
-                // Items come from the metadata below, not from the steps.
-                REPLAYDB_RETURN_IF_ERROR(
-                    CopyStepInLocked(t, data + static_cast<size_t>(i) * layout_.step_bytes)
-                        .WithContext(traj));
-                const double p = meta->step_priorities()->Get(static_cast<uint32_t>(step));
-                ++t.length;
-                t.step_priorities.push_back(p);
-              }
-              expect = first + chunk->count();
-              return Status::OK();
-            }));
-        if (expect != meta->length()) {
-          return Status::Corruption("cold store " + store.dir() + ": " + traj + ": has " +
-                                    std::to_string(expect) + " stored steps of " +
-                                    std::to_string(meta->length()));
+        tp->hot_seq = next_hot_seq_++;
+        REPLAYDB_RETURN_IF_ERROR(
+            AddBlocksLocked(lock, *tp, stored.length, /*evict=*/false).WithContext(traj));
+        std::vector<std::byte*> blocks;
+        for (int64_t b : tp->blocks) blocks.push_back(pool_.address(b));
+        Status s = WriteSteps(blocks, 0, stored.length,
+                              reinterpret_cast<const std::byte*>(stored.steps.data()));
+        if (!s.ok()) {
+          for (int64_t b : tp->blocks) pool_.Free(b);
+          return s.WithContext(traj);
         }
-        num_steps_ += t.length;
-        for (const fb::ColdItem* ci : *meta->items()) {
-          ItemState item;
-          item.seq = ci->seq();
-          item.priority = ci->priority();
-          item.times_sampled = ci->times_sampled();
-          if (!ci->live() && max_times_sampled_ > 0) {
-            item.times_sampled = std::max<uint32_t>(item.times_sampled, max_times_sampled_);
-          }
-          const int64_t start = t.items_created;
-          t.items.push_back(item);
-          ++t.items_created;
-          if (ItemLive(item)) AddLiveItemLocked(t, start, item);
-        }
-        t.persisted_steps = t.length;
-        t.in_cold = true;
-        t.dirty = false;
-        if (meta->ended()) {
-          if (EndReasonName(static_cast<EndReason>(meta->end_reason())) == "invalid") {
-            return Status::Corruption("cold store " + store.dir() + ": " + traj +
-                                      ": unknown end reason " +
-                                      std::to_string(meta->end_reason()));
-          }
-          MarkEndedLocked(t, static_cast<EndReason>(meta->end_reason()));
-          t.dirty = false;
-        }
-        next_trajectory_id_ = std::max(next_trajectory_id_, id + 1);
+        InstallLocked(tp, stored, /*loaded=*/false);
         return Status::OK();
-      }));
+      });
+  REPLAYDB_RETURN_IF_ERROR(restored);
   limiter_.Restore(reset_limiter ? RateLimiter::Counters{num_items_, 0, 0} : counters);
   return Status::OK();
 }

@@ -114,6 +114,9 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       prioritized_(spec.selector == SelectorKind::kPrioritized),
       eviction_(spec.eviction),
       uniform_draws_(spec.priority_device >= 0 && spec.selector == SelectorKind::kUniform),
+      spill_(spec.spill),
+      rotation_fraction_(spec.rotation_fraction),
+      rotation_every_samples_(spec.rotation_every_samples),
       persist_(std::move(persist)),
       spec_(spec),
       pool_(layout_.block_bytes, layout_.num_blocks, memory, tier ? tier->device() : 0),
@@ -135,12 +138,26 @@ void TableImpl::CloseWithReason(const std::string& reason) {
     std::lock_guard<std::mutex> spec_lock(spec_mu_);
     persist_ = nullptr;
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_) {
+      closed_ = true;
+      closed_reason_ = reason;
+      limiter_.Cancel();
+      blocks_cv_.notify_all();
+    }
+    cold_stop_ = true;
+    cold_cv_.notify_all();
+  }
+  // The cold thread finishes the spill it is writing, if any; queued ones
+  // stay in the log (a logged table) or are lost with the closed table.
+  if (cold_thread_.joinable() && cold_thread_.get_id() != std::this_thread::get_id()) {
+    cold_thread_.join();
+  }
+  // A handle that outlives its database must not keep the store (and its
+  // lock) open; loads in progress hold their own reference.
   std::lock_guard<std::mutex> lock(mu_);
-  if (closed_) return;
-  closed_ = true;
-  closed_reason_ = reason;
-  limiter_.Cancel();
-  blocks_cv_.notify_all();
+  cold_store_.reset();
 }
 
 Status TableImpl::CheckOpenLocked() const {
@@ -272,6 +289,7 @@ Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSl
     }
     auto t = std::make_shared<Trajectory>();
     t->id = next_trajectory_id_++;
+    t->hot_seq = next_hot_seq_++;
     trajectories_.emplace(t->id, t);
     slot.trajectory = t;
     r->created = true;
@@ -559,17 +577,7 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
     if (t.evicted) return EvictedError(t);
     REPLAYDB_ASSIGN_OR_RETURN(const int64_t block, pool_.Allocate());
     if (block >= 0) {
-      if (tier_) {
-        for (; blocks_seen_ < pool_.allocated(); ++blocks_seen_) {
-          tier_->NewBlock(blocks_seen_, pool_.address(blocks_seen_));
-        }
-        if (!t.blocks.empty()) tier_->Link(t.blocks.back(), block);
-        if (uniform_draws_) {
-          tier_->SetBlockKey(block, MakeItemKey(t.id, static_cast<int64_t>(t.blocks.size()) *
-                                                          layout_.block_steps));
-        }
-      }
-      t.blocks.push_back(block);
+      TakeBlockLocked(t, block);
       return Status::OK();
     }
     // Full. Blocks that in-flight copies still hold come back soon; wait for
@@ -580,18 +588,29 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
       REPLAYDB_RETURN_IF_ERROR(tier_->WaitFor(deferred_.front().first));
       continue;
     }
-    if (pending_free_blocks_ > 0) {
+    // Blocks being spilled come back once written: up to an eighth of the
+    // tier may be on its way out before a writer waits (the spill thread
+    // then always has work queued); other pinned blocks are waited for first.
+    std::shared_ptr<Trajectory> victim;
+    const int64_t headroom =
+        spill_ && cold_store_ != nullptr ? std::max<int64_t>(1, pool_.capacity_blocks() / 8) : 1;
+    if (pending_free_blocks_ < headroom) victim = PickVictimLocked(t);
+    if (pending_free_blocks_ > 0 && !victim) {
       if (deadline == Deadline::max()) {
         blocks_cv_.wait(lock);
       } else if (blocks_cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
                  pending_free_blocks_ > 0 && pool_.in_use() >= pool_.capacity_blocks()) {
-        return Status::DeadlineExceeded("table " + Q(name_) +
-                                        ": timed out waiting for hot-tier blocks that in-flight "
-                                        "samples still read");
+        return Status::DeadlineExceeded(
+            "table " + Q(name_) + ": timed out waiting for hot-tier blocks that " +
+            (spill_queue_.empty() ? std::string("in-flight samples still read")
+                                  : "are being spilled to the cold tier (" +
+                                        std::to_string(spill_queue_.size()) +
+                                        " trajectories queued" +
+                                        (spill_error_.empty() ? ")" : "; the last spill failed: " +
+                                                                          spill_error_ + ")")));
       }
       continue;
     }
-    std::shared_ptr<Trajectory> victim = PickVictimLocked(t);
     if (!victim) {
       return Status::ResourceExhausted(
           "table " + Q(name_) + ": trajectory " + std::to_string(t.id) + " (" +
@@ -605,13 +624,27 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
   }
 }
 
+void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
+  if (tier_) {
+    for (; blocks_seen_ < pool_.allocated(); ++blocks_seen_) {
+      tier_->NewBlock(blocks_seen_, pool_.address(blocks_seen_));
+    }
+    if (!t.blocks.empty()) tier_->Link(t.blocks.back(), block);
+    if (uniform_draws_) {
+      tier_->SetBlockKey(block, MakeItemKey(t.id, static_cast<int64_t>(t.blocks.size()) *
+                                                      layout_.block_steps));
+    }
+  }
+  t.blocks.push_back(block);
+}
+
 std::shared_ptr<Trajectory> TableImpl::PickVictimLocked(const Trajectory& requester) const {
   if (eviction_ == EvictionPolicy::kLowestPriority) {
     for (const auto& [priority, id] : ranked_) {
       if (id != requester.id) return trajectories_.at(id);
     }
   }
-  for (uint64_t id : ended_ids_) {
+  for (const auto& [seq, id] : ended_ids_) {
     if (id != requester.id) return trajectories_.at(id);
   }
   for (const auto& [id, t] : trajectories_) {
@@ -627,7 +660,8 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
     record_.RemoveTrajectory({table_id_, t.id, evicted});
     (void)LogLocked(wal::RecordType::kRemoveTrajectory);
   }
-  if (t.in_cold) removed_since_checkpoint_.push_back(t.id);
+  const bool spilled = evicted && spill_ && cold_store_ != nullptr;
+  if (t.in_cold && !spilled) removed_since_checkpoint_.push_back(t.id);
   int64_t removed_items = 0;
   for (int64_t start = 0; start < t.items_created; ++start) {
     const ItemState& item = t.items[start];
@@ -646,8 +680,9 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   }
   t.removed = true;
   t.evicted = evicted;
-  ended_ids_.erase(t.id);
+  ended_ids_.erase({t.hot_seq, t.id});
   UnrankLocked(t);
+  if (spilled) SpillLocked(t);  // may pin t until its steps are written
   if (t.pins == 0) {
     ReleaseBlocksLocked(&t.blocks);
   } else {
@@ -798,6 +833,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     ItemState& item = t.items[start];
     ++item.times_sampled;
     ++items_sampled_;
+    NoteSampledLocked(1);
     t.dirty = true;
     out->keys[b] = sel.key;
     out->probabilities[b] = sel.probability;
@@ -849,7 +885,10 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
       return Status::NotFound("table " + Q(name_) + ": key " + std::to_string(key) +
                               " (trajectory " + std::to_string(ItemKeyTrajectory(key)) +
                               ", step " + std::to_string(start) + ", index " +
-                              std::to_string(b) + ") is not a live item");
+                              std::to_string(b) + ") is not a live item" +
+                              (cold_.count(ItemKeyTrajectory(key)) != 0
+                                   ? "; its trajectory is in the cold tier (Table::Load)"
+                                   : ""));
     }
     const Trajectory& t = *it->second;
     out->priorities[b] = t.items[start].priority;
@@ -1041,6 +1080,7 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
                                                  rng_.Next(), batch_size, drawn, stream);
     if (!s.ok()) return s.WithContext("table " + Q(name_));
     items_sampled_ += batch_size;
+    NoteSampledLocked(batch_size);
     return Status::OK();
   }
   if (device_ != nullptr) {
@@ -1055,6 +1095,7 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
     const Status s = tier_->DrawAndGather(device_->table(), batch_size, params, out, stream);
     if (!s.ok()) return s.WithContext("table " + Q(name_));
     items_sampled_ += batch_size;
+    NoteSampledLocked(batch_size);
     return Status::OK();
   }
   SampleBatch meta;
@@ -1253,6 +1294,14 @@ TableInfo TableImpl::Info() const {
   }
   info.max_priority_seen = max_priority_seen_;
   info.rate_limiter = limiter_.Info();
+  info.cold_trajectories = static_cast<int64_t>(cold_.size());
+  info.cold_steps = cold_steps_;
+  info.cold_bytes = cold_steps_ * static_cast<int64_t>(layout_.step_bytes);
+  info.spilled_trajectories = spilled_trajectories_;
+  info.spilled_bytes = spilled_bytes_;
+  info.loaded_trajectories = loaded_trajectories_;
+  info.rotations = rotations_;
+  info.spill_queue = static_cast<int64_t>(spill_queue_.size());
   return info;
 }
 

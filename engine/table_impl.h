@@ -22,7 +22,10 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <flatbuffers/flatbuffers.h>
 
 #include "engine/block_pool.h"
 #include "engine/cold_store.h"
@@ -69,6 +72,22 @@ struct Trajectory {
   int64_t persisted_steps = 0;
   bool dirty = true;
   bool in_cold = false;
+  // When it entered the hot tier (created or loaded), table-wide order:
+  // eviction and rotation take the oldest first.
+  uint64_t hot_seq = 0;
+};
+
+// A trajectory as stored in the cold store, read back (engine/table_cold.cc).
+struct StoredTrajectory {
+  uint64_t id = 0;
+  int64_t length = 0;
+  bool ended = false;
+  EndReason end_reason = EndReason::kTruncated;
+  bool cold = false;
+  std::vector<double> step_priorities;
+  std::vector<ItemState> items;
+  std::vector<bool> live;
+  std::string steps;  // length steps, step-major (the WAL's layout)
 };
 
 // What a writer keeps per trajectory it writes.
@@ -161,8 +180,18 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status CollectCheckpoint(ColdStore::Batch* batch);
   void CheckpointDone(bool ok);
   // Loads the table's checkpointed state. REQUIRES: the table is new and
-  // unused.
+  // unused. Trajectories stored as cold, and any that do not fit, stay in
+  // the cold tier.
   Status Restore(ColdStore& store, bool reset_limiter);
+
+  // ---- cold tier (engine/table_cold.cc) ----
+
+  // The store spilled trajectories go to and loads read from; starts the
+  // thread that spills and rotates. Call once, before Restore.
+  void SetColdStore(std::shared_ptr<ColdStore> store);
+  Status Load(std::span<const uint64_t> trajectory_ids) override;
+  Status LoadRange(uint64_t first, uint64_t last) override;
+  std::vector<uint64_t> ColdTrajectories(uint64_t from, size_t limit) const override;
 
   // ---- used by the writers ----
 
@@ -230,6 +259,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status EvictedError(const Trajectory& t) const;
   // Gives `t` a new block, evicting or waiting for pinned blocks as needed.
   Status AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, Deadline deadline);
+  // Appends pool block `block` (just allocated) to t's blocks.
+  void TakeBlockLocked(Trajectory& t, int64_t block);
   // The trajectory to evict for `requester`, or null.
   std::shared_ptr<Trajectory> PickVictimLocked(const Trajectory& requester) const;
   // Takes `t` out of the hot tier: its items leave the selector; its blocks
@@ -267,6 +298,93 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // them (with probabilities) to the host. REQUIRES: device_
   Status DrawOnDeviceLocked(int64_t batch, const SampleOptions& options,
                             std::vector<index::Selection>* draws);
+
+  // ---- cold tier (engine/table_cold.cc) ----
+  struct ColdEntry {
+    int64_t length = 0;
+    bool spilling = false;  // queued or being written; its blocks are held
+  };
+  // A trajectory evicted with spill on, to be written to the cold store.
+  struct SpillJob {
+    std::shared_ptr<Trajectory> t;
+    std::vector<std::byte*> blocks;  // its block addresses
+    std::string meta;                // TrajectoryMeta as of the eviction (cold)
+    bool pinned = false;             // holds t's blocks until written
+  };
+  // Queues `t`, which is leaving the hot tier by eviction, for spilling.
+  void SpillLocked(Trajectory& t);
+  // The thread: spills queued trajectories, runs due rotations.
+  void ColdLoop();
+  // Writes the front job's meta and unstored steps; called with `lock` held,
+  // releases it while writing.
+  void RunSpillLocked(std::unique_lock<std::mutex>& lock);
+  // Takes rotation_fraction of the hot tier out and as many cold
+  // trajectories in.
+  void RotateLocked(std::unique_lock<std::mutex>& lock);
+  // Loads cold `ids` (already checked) one by one.
+  Status LoadIds(std::span<const uint64_t> ids);
+  // Loads one cold trajectory; OK without doing anything if it is hot.
+  // `evict`: as in AddBlocksLocked.
+  Status LoadOne(uint64_t id, bool evict);
+  // Reads trajectory `id`'s metadata, and its steps when `steps`, verified.
+  Status ReadStored(ColdStore& store, uint64_t id, bool steps, StoredTrajectory* out) const;
+  // Gives `t` (not yet in trajectories_) blocks for `length` steps: with
+  // `evict`, as a writer gets them (evicting, waiting); otherwise only free
+  // ones (ResourceExhausted when there are too few; t keeps none).
+  Status AddBlocksLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, int64_t length,
+                         bool evict);
+  // Publishes a stored trajectory whose steps are in `tp`'s blocks; `loaded`:
+  // by Load or rotation (counted, an insert for the rate limiter), not by
+  // Restore.
+  void InstallLocked(const std::shared_ptr<Trajectory>& tp, StoredTrajectory& stored,
+                     bool loaded);
+  // Parses a TrajectoryMeta value into `out` (no steps); Corruption naming
+  // `where` when it does not verify.
+  static Status ParseMeta(std::string_view bytes, uint64_t id, const std::string& where,
+                          StoredTrajectory* out);
+  // Reads t's step chunks into out->steps, checking they tile [0, length).
+  Status ReadChunks(ColdStore& store, const std::string& where, StoredTrajectory* out) const;
+  // Copies step-major `steps` [from, to) into blocks (ReadSteps' inverse).
+  Status WriteSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                    const std::byte* steps) const;
+  // Counts n items sampled towards the next rotation.
+  void NoteSampledLocked(int64_t n) {
+    if (rotation_every_samples_ == 0) return;
+    samples_since_rotation_ += n;
+    if (samples_since_rotation_ >= rotation_every_samples_) {
+      samples_since_rotation_ = 0;
+      rotation_due_ = true;
+      cold_cv_.notify_all();
+    }
+  }
+  // Cold trajectories among `ids` loaded before a replayed record uses them.
+  Status LoadForReplay(std::vector<uint64_t> ids);
+  // TrajectoryMeta of `t` into `fbb`.
+  void BuildMetaLocked(const Trajectory& t, bool cold, flatbuffers::FlatBufferBuilder* fbb) const;
+  // Blocks the hot tier needs for a trajectory of `length` steps.
+  int64_t BlocksFor(int64_t length) const {
+    return (length + layout_.block_steps - 1) / layout_.block_steps;
+  }
+
+  std::shared_ptr<ColdStore> cold_store_;
+  std::map<uint64_t, ColdEntry> cold_;  // guarded by mu_
+  int64_t cold_steps_ = 0;
+  std::deque<SpillJob> spill_queue_;
+  bool spill_running_ = false;   // the front job is being written
+  bool checkpointing_ = false;   // between CollectCheckpoint and CheckpointDone
+  bool rotation_due_ = false;
+  int64_t samples_since_rotation_ = 0;
+  uint64_t rotation_cursor_ = 0;  // the last trajectory id rotation loaded
+  std::set<uint64_t> loading_;    // ids a Load is bringing in
+  std::string spill_error_;       // the last failed spill's error, "" after a success
+  uint64_t next_hot_seq_ = 1;
+  int64_t spilled_trajectories_ = 0;
+  int64_t spilled_bytes_ = 0;
+  int64_t loaded_trajectories_ = 0;
+  int64_t rotations_ = 0;
+  std::condition_variable cold_cv_;  // spill queue, rotation, loads
+  bool cold_stop_ = false;
+  std::thread cold_thread_;
 
   // ---- durability ----
   // Appends the record in record_ to log_; 0 when not logging.
@@ -327,6 +445,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // mirrors its dense array of live slots into the tier, and SampleToDevice
   // draws inside the gather kernel.
   const bool uniform_draws_;
+  // TableSpec::spill, rotation_fraction, rotation_every_samples.
+  const bool spill_;
+  const double rotation_fraction_;
+  const int64_t rotation_every_samples_;
 
   // Serialises SetRateLimiter (persist, then apply) against Close.
   std::mutex spec_mu_;
@@ -352,9 +474,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   DeviceBuffer device_probabilities_;
   int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice
   Random rng_;
-  // Trajectories in the hot tier by id; ids grow, so this is age order.
+  // Trajectories in the hot tier by id.
   std::map<uint64_t, std::shared_ptr<Trajectory>> trajectories_;
-  std::set<uint64_t> ended_ids_;  // the ended ones among them, oldest first
+  // The ended ones among them as (hot_seq, id): the longest in the tier first.
+  std::set<std::pair<uint64_t, uint64_t>> ended_ids_;
   // kLowestPriority: ended trajectories by (best live priority, id).
   std::set<std::pair<double, uint64_t>> ranked_;
   double max_priority_seen_ = 1.0;

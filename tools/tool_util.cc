@@ -214,6 +214,12 @@ std::string FormatTableSpec(const TableSpec& spec, std::string_view indent) {
                                    : "CUDA device " + std::to_string(spec.priority_device));
   AddLine(&out, indent, "placement", spec.placement.ToString());
   AddLine(&out, indent, "logging", std::string(TableLoggingName(spec.logging)));
+  AddLine(&out, indent, "spill", spec.spill ? "on" : "off");
+  AddLine(&out, indent, "rotation",
+          spec.rotation_every_samples == 0
+              ? std::string("off")
+              : FormatDouble(spec.rotation_fraction) + " of the hot tier every " +
+                    FormatCount(spec.rotation_every_samples) + " samples");
   AddLine(&out, indent, "max_times_sampled",
           spec.max_times_sampled == 0 ? std::string("0 (unlimited)")
                                       : FormatCount(spec.max_times_sampled));
@@ -244,6 +250,15 @@ std::string FormatTableInfo(const TableInfo& info, std::string_view indent) {
           FormatCount(info.priority_updates) + " (" + FormatCount(info.priority_updates_skipped) +
               " skipped)");
   AddLine(&out, indent, "max_priority_seen", FormatDouble(info.max_priority_seen));
+  AddLine(&out, indent, "cold_trajectories",
+          FormatCount(info.cold_trajectories) + " (" + FormatCount(info.cold_steps) + " steps, " +
+              FormatBytes(static_cast<double>(info.cold_bytes)) + ")");
+  AddLine(&out, indent, "spilled_trajectories",
+          FormatCount(info.spilled_trajectories) + " (" +
+              FormatBytes(static_cast<double>(info.spilled_bytes)) + "; " +
+              FormatCount(info.spill_queue) + " queued)");
+  AddLine(&out, indent, "loaded_trajectories", FormatCount(info.loaded_trajectories));
+  AddLine(&out, indent, "rotations", FormatCount(info.rotations));
   const RateLimiterInfo& rl = info.rate_limiter;
   AddLine(&out, indent, "rate_limiter", FormatRateLimiterSpec(rl.spec));
   AddLine(&out, indent, "rate_limiter.inserts", FormatCount(rl.inserts));

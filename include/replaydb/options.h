@@ -91,6 +91,13 @@ struct CheckpointOptions {
   bool reset_rate_limiters_on_restore = false;
 };
 
+// How the cold store (RocksDB) compresses its files.
+enum class ColdCompression : uint8_t {
+  kNone = 0,
+  kZstd = 1,
+  kLz4 = 2,
+};
+
 struct DBOptions {
   // Create the directory and an empty catalog if `path` holds no database.
   // Default: true.
@@ -104,6 +111,9 @@ struct DBOptions {
   WalOptions wal;
   // Incremental checkpoints into the cold store (see CheckpointOptions).
   CheckpointOptions checkpoint;
+  // Compression of the cold store's files (checkpoints, spilled trajectories,
+  // datasets), for files written from this open on. Default: kZstd.
+  ColdCompression cold_compression = ColdCompression::kZstd;
 };
 
 // One column of a table: every step holds one value of `shape` per column.
@@ -309,6 +319,23 @@ struct TableSpec {
   RateLimiterSpec rate_limiter = RateLimiterSpec::MinSize(1);
   // Whether changes are logged (see TableLogging). Default: kDefault.
   TableLogging logging = TableLogging::kDefault;
+
+  // The cold tier (docs/cold_tier.md). With spill, eviction moves a
+  // trajectory into the database's RocksDB store instead of dropping it: it
+  // stays in the table (TableInfo::cold_trajectories), its items are not
+  // sampled until Table::Load (or rotation) brings it back. Spilling runs in
+  // the background; writers wait only when the trajectories still being
+  // written out hold more than an eighth of the hot tier. Default: false.
+  bool spill = false;
+  // Rotation, for datasets larger than the hot tier (needs spill): after
+  // every `rotation_every_samples` items sampled, the trajectories holding
+  // `rotation_fraction` of the hot tier's blocks that were loaded longest
+  // ago leave it and as many cold ones come in, in trajectory id order,
+  // wrapping around, so every trajectory is eventually sampled. Runs in the
+  // background. Default: 0 and 0 (off). REQUIRES: both > 0 or both 0;
+  // rotation_fraction <= 1.
+  double rotation_fraction = 0;
+  int64_t rotation_every_samples = 0;
 
   // A FIFO queue of at most `size` items, each sampled once.
   static TableSpec Queue(std::string name, std::vector<ColumnSpec> columns, int64_t size);

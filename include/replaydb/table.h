@@ -150,6 +150,17 @@ struct TableInfo {
   // without a priority get.
   double max_priority_seen = 1.0;
   RateLimiterInfo rate_limiter;
+  // The cold tier (TableSpec::spill): trajectories stored only in the
+  // database's RocksDB store, their steps and step bytes.
+  int64_t cold_trajectories = 0;
+  int64_t cold_steps = 0;
+  int64_t cold_bytes = 0;
+  int64_t spilled_trajectories = 0;  // spilled by eviction or rotation (all time)
+  int64_t spilled_bytes = 0;         // step bytes those spills wrote
+  int64_t loaded_trajectories = 0;   // brought back by Load or rotation
+  int64_t rotations = 0;             // rotations done
+  // Trajectories waiting to be written out; their blocks come back after.
+  int64_t spill_queue = 0;
 };
 
 // Appends the steps of one trajectory at a time. After End(), the next
@@ -298,6 +309,20 @@ class Table {
   // Replaces the rate limiter's parameters, keeping its counters, records
   // them in the catalog, and wakes every waiter to re-check.
   virtual Status SetRateLimiter(const RateLimiterSpec& spec) = 0;
+
+  // Brings cold trajectories (spilled, rotated out, imported) back into the
+  // hot tier, evicting others by the table's policy (and spilling them) when
+  // it is full; their items become sampleable again with the priorities and
+  // sample counts they left with, and count as inserts for the rate limiter.
+  // Ids already hot are skipped. NotFound naming the id when one is neither
+  // hot nor cold (nothing is loaded then); ResourceExhausted when one does
+  // not fit in the hot tier at all.
+  virtual Status Load(std::span<const uint64_t> trajectory_ids) = 0;
+  // Every cold trajectory with first <= id <= last, in id order.
+  virtual Status LoadRange(uint64_t first, uint64_t last) = 0;
+  // Ids of the cold trajectories, in order, at most `limit` (0: all) from
+  // the first >= `from`.
+  virtual std::vector<uint64_t> ColdTrajectories(uint64_t from = 0, size_t limit = 0) const = 0;
 
   virtual TableInfo Info() const = 0;
 

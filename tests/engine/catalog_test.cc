@@ -236,7 +236,7 @@ std::string RawCatalogFile(const std::vector<RawTable>& tables, uint32_t format_
     fbb.AddElement<uint8_t>(fb::TableDef::VT_LOGGING, raw.logging, 0);
     if (raw.with_rate_limiter) fbb.AddOffset(fb::TableDef::VT_RATE_LIMITER, rate_limiter);
     if (raw.with_future_field) {
-      fbb.AddElement<int64_t>(fb::TableDef::VT_LOGGING + 2, 123456789, 0);
+      fbb.AddElement<int64_t>(fb::TableDef::VT_ROTATION_EVERY_SAMPLES + 2, 123456789, 0);
     }
     defs.push_back(flatbuffers::Offset<fb::TableDef>(fbb.EndTable(start)));
   }
@@ -320,6 +320,9 @@ class SpecGenerator {
     t.placement.kind = static_cast<Placement::Kind>(Int(0, 2));
     t.placement.device = Int(0, 7);
     t.logging = static_cast<TableLogging>(Int(0, 2));
+    t.spill = Int(0, 1) == 1;
+    t.rotation_fraction = Double();
+    t.rotation_every_samples = Int64();
     t.max_times_sampled = Int64();
     t.rate_limiter.samples_per_insert = Double();
     t.rate_limiter.min_size_to_sample = Int64();
