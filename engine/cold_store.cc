@@ -5,6 +5,10 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <shared_mutex>
 #include <vector>
@@ -107,6 +111,37 @@ ColdStore::ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb
 
 ColdStore::~ColdStore() {
   if (db_) (void)db_->Close();
+  db_.reset();
+  if (!secondary_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(secondary_dir_, ec);
+  }
+}
+
+Result<std::unique_ptr<ColdStore>> ColdStore::OpenReadOnly(const std::string& dir) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string secondary = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                          "/replaydb-reader-XXXXXX";
+  if (::mkdtemp(secondary.data()) == nullptr) {
+    return Status::IOError("cold store " + dir + ": cannot make a temporary directory for a " +
+                           "read-only opener (" + secondary + "): " + std::strerror(errno));
+  }
+  rocksdb::Options options;
+  options.max_open_files = -1;  // a secondary instance needs every file open
+  rocksdb::DB* db = nullptr;
+  Status s = FromRocks(rocksdb::DB::OpenAsSecondary(options, dir, secondary, &db),
+                       "open read-only", dir);
+  if (s.ok()) s = FromRocks(db->TryCatchUpWithPrimary(), "catch up with the writer", dir);
+  if (!s.ok()) {
+    delete db;
+    std::error_code ec;
+    std::filesystem::remove_all(secondary, ec);
+    return s;
+  }
+  std::unique_ptr<ColdStore> store(
+      new ColdStore(dir, nullptr, db, ColdCompression::kZstd));
+  store->secondary_dir_ = secondary;
+  return store;
 }
 
 namespace {
@@ -167,6 +202,9 @@ Status ColdStore::Write(Batch& batch) { return WriteWith(batch, /*logged=*/false
 Status ColdStore::WriteLogged(Batch& batch) { return WriteWith(batch, /*logged=*/true); }
 
 Status ColdStore::WriteWith(Batch& batch, bool logged) {
+  if (read_only()) {
+    return Status::FailedPrecondition("cold store " + dir_ + " is open read-only");
+  }
   REPLAYDB_RETURN_IF_ERROR(ReopenIfNeeded());
   std::shared_lock<std::shared_mutex> lock(mu_);
   rocksdb::WriteOptions wo;

@@ -48,7 +48,14 @@ class ColdStore {
   static Result<std::unique_ptr<ColdStore>> Open(const std::string& dir, Env* env,
                                                  ColdCompression compression =
                                                      ColdCompression::kZstd);
+  // Opens the store in `dir` read-only, as a RocksDB secondary instance
+  // beside a read-write opener that may be writing it: it sees the state
+  // as of the open (checkpoints, and spills in RocksDB's log). RocksDB keeps
+  // its own files in a fresh temporary directory, removed on close. Writes
+  // fail with FailedPrecondition.
+  static Result<std::unique_ptr<ColdStore>> OpenReadOnly(const std::string& dir);
   ~ColdStore();
+  bool read_only() const { return !secondary_dir_.empty(); }
   ColdStore(const ColdStore&) = delete;
   ColdStore& operator=(const ColdStore&) = delete;
 
@@ -116,6 +123,7 @@ class ColdStore {
   std::unique_ptr<rocksdb::DB> db_;
   std::atomic<bool> needs_reopen_{false};
   const ColdCompression compression_;
+  std::string secondary_dir_;  // OpenReadOnly: RocksDB's own files
 };
 
 }  // namespace replaydb::engine

@@ -14,6 +14,10 @@ Result<std::unique_ptr<DB>> DB::Open(const DBOptions& options, const std::string
   return engine::DBImpl::Open(options, path);
 }
 
+Result<std::unique_ptr<DB>> DB::OpenReadOnly(const DBOptions& options, const std::string& path) {
+  return engine::DBImpl::OpenReadOnly(options, path);
+}
+
 namespace engine {
 namespace {
 
@@ -47,7 +51,7 @@ DBImpl::~DBImpl() {
     checkpoint_thread_.join();
   }
   // Best effort: what the checkpoint misses stays in the log.
-  if (options_.checkpoint.on_close && cold_ != nullptr) (void)Checkpoint();
+  if (options_.checkpoint.on_close && cold_ != nullptr && !read_only_) (void)Checkpoint();
   std::map<std::string, std::shared_ptr<TableImpl>, std::less<>> tables;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -136,6 +140,56 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
     db->checkpoint_thread_ = std::thread([raw = db.get()] { raw->CheckpointLoop(); });
   }
   return std::unique_ptr<DB>(std::move(db));
+}
+
+Result<std::unique_ptr<DB>> DBImpl::OpenReadOnly(const DBOptions& options,
+                                                 const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("DB::OpenReadOnly: the database path is empty");
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  const std::string catalog_path = path + "/CATALOG";
+  if (!env->FileExists(catalog_path)) {
+    return Status::NotFound("no database at " + path + " (no " + catalog_path + ")");
+  }
+  CatalogContents catalog;
+  REPLAYDB_RETURN_IF_ERROR(LoadCatalog(env, catalog_path, &catalog));
+  std::unique_ptr<DBImpl> db(new DBImpl(options, env, path, nullptr));
+  db->read_only_ = true;
+  db->next_table_id_ = catalog.next_table_id;
+  REPLAYDB_ASSIGN_OR_RETURN(db->cold_, ColdStore::OpenReadOnly(path + "/cold"));
+  for (const CatalogEntry& entry : catalog.tables) {
+    const TableSpec& spec = entry.spec;
+    Status s = spec.Validate();
+    if (!s.ok()) {
+      return Status::Corruption("catalog " + catalog_path + ": stored spec of table " +
+                                Q(spec.name) + " is invalid: " + s.message());
+    }
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, db->MakeTable(spec));
+    table->SetLog(nullptr, entry.id);
+    table->SetReadOnly();
+    table->SetColdStore(db->cold_);
+    REPLAYDB_RETURN_IF_ERROR(
+        table->Restore(*db->cold_, options.checkpoint.reset_rate_limiters_on_restore));
+    db->specs_.emplace(spec.name, Entry{entry.id, spec});
+    db->by_id_.emplace(entry.id, table);
+    db->tables_.emplace(spec.name, std::move(table));
+  }
+  std::string value;
+  Status s = db->cold_->GetCheckpoint(&value);
+  if (s.ok()) {
+    std::string aligned;
+    const auto* meta = VerifiedValue<fb::CheckpointMeta>(value, &aligned);
+    if (meta != nullptr) {
+      db->recovery_.checkpoint_found = true;
+      db->recovery_.checkpoint_sequence = meta->sequence();
+    }
+  }
+  return std::unique_ptr<DB>(std::move(db));
+}
+
+Status DBImpl::CheckWritable(std::string_view what) const {
+  if (!read_only_) return Status::OK();
+  return Status::FailedPrecondition(std::string(what) + ": database " + path_ +
+                                    " was opened read-only (DB::OpenReadOnly)");
 }
 
 Status DBImpl::Recover() {
@@ -251,6 +305,7 @@ std::vector<std::shared_ptr<TableImpl>> DBImpl::OpenTables() const {
 }
 
 Status DBImpl::Checkpoint() {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("Checkpoint"));
   std::lock_guard<std::mutex> checkpoint_lock(checkpoint_mu_);
   // Everything logged from here on is in `segment` or later, and replayed
   // onto this checkpoint (replay skips what the checkpoint already has).
@@ -327,6 +382,7 @@ Status DBImpl::SaveCatalogLocked(const Specs& specs, uint32_t next_table_id) {
 }
 
 Result<std::shared_ptr<Table>> DBImpl::CreateTable(const TableSpec& spec) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("CreateTable"));
   REPLAYDB_RETURN_IF_ERROR(spec.Validate());
   std::lock_guard<std::mutex> lock(mu_);
   if (specs_.count(spec.name) != 0) {
@@ -366,6 +422,7 @@ Result<std::shared_ptr<Table>> DBImpl::GetTable(std::string_view name) {
 }
 
 Status DBImpl::DropTable(std::string_view name) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("DropTable"));
   std::shared_ptr<TableImpl> table;
   uint32_t id = 0;
   {

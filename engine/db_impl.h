@@ -26,6 +26,8 @@ namespace replaydb::engine {
 class DBImpl final : public DB {
  public:
   static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path);
+  static Result<std::unique_ptr<DB>> OpenReadOnly(const DBOptions& options,
+                                                  const std::string& path);
   ~DBImpl() override;
 
   Result<std::shared_ptr<Table>> CreateTable(const TableSpec& spec) override;
@@ -35,6 +37,7 @@ class DBImpl final : public DB {
   const std::string& path() const override { return path_; }
   Status Checkpoint() override;
   RecoveryInfo recovery_info() const override { return recovery_; }
+  bool read_only() const override { return read_only_; }
 
  private:
   struct Entry {
@@ -56,7 +59,11 @@ class DBImpl final : public DB {
   void CheckpointLoop();
   std::vector<std::shared_ptr<TableImpl>> OpenTables() const;
 
+  // FailedPrecondition naming `what` when read-only.
+  Status CheckWritable(std::string_view what) const;
+
   const DBOptions options_;
+  bool read_only_ = false;
   Env* const env_;
   const std::string path_;
   const std::string catalog_path_;

@@ -26,7 +26,9 @@ std::string_view View(const flatbuffers::FlatBufferBuilder& fbb) {
 void TableImpl::SetColdStore(std::shared_ptr<ColdStore> store) {
   std::lock_guard<std::mutex> lock(mu_);
   cold_store_ = std::move(store);
-  if (spill_ && cold_store_ != nullptr && !cold_thread_.joinable() && !cold_stop_) {
+  // A read-only table spills nothing, but rotates.
+  const bool work = read_only_.load() ? rotation_every_samples_ > 0 : spill_;
+  if (work && cold_store_ != nullptr && !cold_thread_.joinable() && !cold_stop_) {
     cold_thread_ = std::thread([this] { ColdLoop(); });
   }
 }
@@ -54,6 +56,12 @@ void TableImpl::SpillLocked(Trajectory& t) {
   if (!t.ended) {
     t.ended = true;
     t.end_reason = EndReason::kTruncated;
+  }
+  if (read_only_.load(std::memory_order_relaxed)) {
+    // Nothing to write: a read-only table holds only stored trajectories.
+    cold_[t.id] = ColdEntry{t.length, /*spilling=*/false};
+    cold_steps_ += t.length;
+    return;
   }
   SpillJob job;
   job.t = trajectories_.at(t.id);

@@ -160,6 +160,13 @@ void TableImpl::CloseWithReason(const std::string& reason) {
   cold_store_.reset();
 }
 
+Status TableImpl::CheckWritable(std::string_view what) const {
+  if (!read_only_.load(std::memory_order_relaxed)) return Status::OK();
+  return Status::FailedPrecondition("table " + Q(name_) + ": " + std::string(what) +
+                                    " needs a read-write database; this one was opened read-only "
+                                    "(DB::OpenReadOnly)");
+}
+
 Status TableImpl::CheckOpenLocked() const {
   if (closed_) return Status::FailedPrecondition("table " + Q(name_) + " is " + closed_reason_);
   return Status::OK();
@@ -174,6 +181,7 @@ Status TableImpl::EvictedError(const Trajectory& t) const {
 }
 
 Result<std::unique_ptr<TrajectoryWriter>> TableImpl::NewWriter(const WriterOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("NewWriter"));
   {
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
@@ -183,6 +191,7 @@ Result<std::unique_ptr<TrajectoryWriter>> TableImpl::NewWriter(const WriterOptio
 
 Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs,
                                                                  const WriterOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("NewVectorWriter"));
   if (num_envs == 0) {
     return Status::InvalidArgument("table " + Q(name_) + ": a vector writer needs num_envs >= 1");
   }
@@ -660,7 +669,8 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
     record_.RemoveTrajectory({table_id_, t.id, evicted});
     (void)LogLocked(wal::RecordType::kRemoveTrajectory);
   }
-  const bool spilled = evicted && spill_ && cold_store_ != nullptr;
+  const bool spilled = evicted && (spill_ || read_only_.load(std::memory_order_relaxed)) &&
+                       cold_store_ != nullptr;
   if (t.in_cold && !spilled) removed_since_checkpoint_.push_back(t.id);
   int64_t removed_items = 0;
   for (int64_t start = 0; start < t.items_created; ++start) {
@@ -1155,6 +1165,7 @@ Result<std::unique_ptr<DeviceSampler>> TableImpl::NewDeviceSampler(
 Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
                                    std::span<const double> priorities,
                                    PriorityUpdateResult* result) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePriorities"));
   if (keys.size() != priorities.size()) {
     return Status::InvalidArgument("table " + Q(name_) + ": UpdatePriorities got " +
                                    std::to_string(keys.size()) + " keys and " +
@@ -1208,6 +1219,7 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
 
 Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities,
                                              int64_t n, void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePrioritiesFromDevice"));
   if (n < 0 || (n > 0 && (keys == nullptr || priorities == nullptr))) {
     return Status::InvalidArgument("table " + Q(name_) +
                                    ": UpdatePrioritiesFromDevice needs n >= 0 and device "
@@ -1243,6 +1255,7 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
 }
 
 Status TableImpl::SetRateLimiter(const RateLimiterSpec& spec) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("SetRateLimiter"));
   REPLAYDB_RETURN_IF_ERROR(spec.Validate().WithContext("table " + Q(name_)));
   std::lock_guard<std::mutex> spec_lock(spec_mu_);
   TableSpec updated;

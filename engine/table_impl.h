@@ -189,6 +189,11 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // The store spilled trajectories go to and loads read from; starts the
   // thread that spills and rotates. Call once, before Restore.
   void SetColdStore(std::shared_ptr<ColdStore> store);
+  // Opened by DB::OpenReadOnly: writers, priority updates and spec changes
+  // fail; eviction and rotation drop trajectories to the cold index
+  // without writing (everything hot came from the store). Call before
+  // SetColdStore.
+  void SetReadOnly() { read_only_.store(true); }
   Status Load(std::span<const uint64_t> trajectory_ids) override;
   Status LoadRange(uint64_t first, uint64_t last) override;
   std::vector<uint64_t> ColdTrajectories(uint64_t from, size_t limit) const override;
@@ -367,6 +372,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   }
 
   std::shared_ptr<ColdStore> cold_store_;
+  std::atomic<bool> read_only_{false};
+  // FailedPrecondition naming `what` when the table is read-only.
+  Status CheckWritable(std::string_view what) const;
   std::map<uint64_t, ColdEntry> cold_;  // guarded by mu_
   int64_t cold_steps_ = 0;
   std::deque<SpillJob> spill_queue_;

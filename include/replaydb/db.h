@@ -46,6 +46,16 @@ class DB {
   //   path/cold/     RocksDB: checkpoints (engine/COLD.md)
   // Opening restores the last checkpoint and replays the log after it.
   static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path);
+  // Opens the database in `path` read-only: any number of such openers, in
+  // any processes, also while a read-write opener is writing. Each sees the
+  // database as of its open: the writer's last checkpoint (and trajectories
+  // spilled since), not the log after it. Tables sample and load; writers,
+  // priority updates, CreateTable, DropTable and Checkpoint fail with
+  // FailedPrecondition. Takes no lock and writes nothing in `path`.
+  // NotFound when there is no database there. Uses options.env only to read
+  // the catalog.
+  static Result<std::unique_ptr<DB>> OpenReadOnly(const DBOptions& options,
+                                                  const std::string& path);
 
   virtual ~DB() = default;
 
@@ -69,6 +79,9 @@ class DB {
 
   // What Open recovered.
   virtual RecoveryInfo recovery_info() const = 0;
+
+  // Whether this opener is read-only (OpenReadOnly).
+  virtual bool read_only() const = 0;
 };
 
 }  // namespace replaydb
