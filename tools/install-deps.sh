@@ -13,6 +13,7 @@ PACKAGES=(
   # formats, storage, memory, network (see DESIGN.md, Dependencies)
   libflatbuffers-dev flatbuffers-compiler flatbuffers-compiler-dev
   librocksdb-dev libzstd-dev liblz4-dev
+  libhdf5-dev
   libjemalloc-dev
   libucx-dev libibverbs-dev librdmacm-dev
   libreadline-dev
