@@ -18,6 +18,7 @@
 #include "engine/table_impl.h"
 #include "replaydb/db.h"
 #include "replaydb/env.h"
+#include "util/progress.h"
 #include "wal/log_writer.h"
 #include "wal/records.h"
 
@@ -38,6 +39,12 @@ class DBImpl final : public DB {
   Status Checkpoint() override;
   RecoveryInfo recovery_info() const override { return recovery_; }
   bool read_only() const override { return read_only_; }
+  Status ExportTable(std::string_view table, const std::string& dir) override;
+  Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
+                                             std::string_view source_table,
+                                             std::string_view name) override;
+  Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path,
+                                            const TableSpec& spec) override;
 
  private:
   struct Entry {
@@ -56,6 +63,14 @@ class DBImpl final : public DB {
   // Restores the checkpoint, replays the log, ends open trajectories.
   Status Recover();
   Status ReplayRecord(wal::RecordType type, std::span<const std::byte> payload);
+  // Copies every trajectory of table `table_id` in `store` into `dst` (new,
+  // empty) through TableImpl::ImportStored, counting steps on `progress`.
+  static Status CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
+                                 Progress& progress);
+  // The table and its id, or NotFound.
+  Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> FindTable(std::string_view name) const;
+  // Drops a table an import created, keeping `error`.
+  Status AbandonImport(const std::string& name, const Status& error);
   void CheckpointLoop();
   std::vector<std::shared_ptr<TableImpl>> OpenTables() const;
 

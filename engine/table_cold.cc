@@ -234,14 +234,13 @@ Status TableImpl::ParseMeta(std::string_view bytes, uint64_t id, const std::stri
   return Status::OK();
 }
 
-Status TableImpl::ReadChunks(ColdStore& store, const std::string& where,
-                             StoredTrajectory* out) const {
-  const size_t step_bytes = layout_.step_bytes;
+Status TableImpl::ReadChunks(ColdStore& store, uint32_t table_id, size_t step_bytes,
+                             const std::string& where, StoredTrajectory* out) {
   out->steps.resize(static_cast<size_t>(out->length) * step_bytes);
   int64_t expect = 0;
   std::string aligned;
   REPLAYDB_RETURN_IF_ERROR(store.ForEachChunk(
-      table_id_, out->id, [&](int64_t first, std::string_view bytes) -> Status {
+      table_id, out->id, [&](int64_t first, std::string_view bytes) -> Status {
         const fb::StepChunk* chunk = VerifiedValue<fb::StepChunk>(bytes, &aligned);
         if (chunk == nullptr || chunk->first_step() != first || first != expect ||
             chunk->count() < 1 || chunk->step_bytes() != step_bytes || chunk->data() == nullptr ||
@@ -270,7 +269,95 @@ Status TableImpl::ReadStored(ColdStore& store, uint64_t id, bool steps,
   std::string value;
   REPLAYDB_RETURN_IF_ERROR(store.GetTrajectory(table_id_, id, &value));
   REPLAYDB_RETURN_IF_ERROR(ParseMeta(value, id, where, out));
-  if (steps) REPLAYDB_RETURN_IF_ERROR(ReadChunks(store, where, out));
+  if (steps) {
+    REPLAYDB_RETURN_IF_ERROR(ReadChunks(store, table_id_, layout_.step_bytes, where, out));
+  }
+  return Status::OK();
+}
+
+Status TableImpl::ReadStoredFrom(ColdStore& store, uint32_t table_id, size_t step_bytes,
+                                 uint64_t id, StoredTrajectory* out) {
+  const std::string where = "cold store " + store.dir() + ": table id " +
+                            std::to_string(table_id) + " trajectory " + std::to_string(id);
+  std::string value;
+  REPLAYDB_RETURN_IF_ERROR(store.GetTrajectory(table_id, id, &value));
+  REPLAYDB_RETURN_IF_ERROR(ParseMeta(value, id, where, out));
+  return ReadChunks(store, table_id, step_bytes, where, out);
+}
+
+// ---- datasets
+
+Status TableImpl::ImportStored(StoredTrajectory& stored) {
+  if (stored.steps.size() != static_cast<size_t>(stored.length) * layout_.step_bytes ||
+      stored.step_priorities.size() != static_cast<size_t>(stored.length) ||
+      stored.items.size() != stored.live.size() ||
+      stored.items.size() > static_cast<size_t>(stored.length) || stored.length < 1) {
+    return Status::InvalidArgument("table " + Q(name_) + ": imported trajectory " +
+                                   std::to_string(stored.id) + " is inconsistent (" +
+                                   std::to_string(stored.length) + " steps, " +
+                                   std::to_string(stored.steps.size()) + " bytes, " +
+                                   std::to_string(stored.items.size()) + " items)");
+  }
+  Trajectory t;
+  t.id = stored.id;
+  t.length = stored.length;
+  t.ended = true;
+  t.end_reason = stored.ended ? stored.end_reason : EndReason::kTruncated;
+  t.step_priorities = stored.step_priorities;
+  for (size_t i = 0; i < stored.items.size(); ++i) {
+    ItemState item = stored.items[i];
+    if (!stored.live[i] && max_times_sampled_ > 0) {
+      item.times_sampled = std::max<uint32_t>(item.times_sampled, max_times_sampled_);
+    }
+    t.items.push_back(item);
+  }
+  t.items_created = static_cast<int64_t>(t.items.size());
+  std::shared_ptr<ColdStore> store;
+  uint32_t table_id = 0;
+  flatbuffers::FlatBufferBuilder meta(256 + 32 * static_cast<size_t>(t.length));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+    if (trajectories_.count(t.id) != 0 || cold_.count(t.id) != 0 || t.id == 0 ||
+        t.id > kMaxTrajectoryId) {
+      return Status::InvalidArgument("table " + Q(name_) + ": imported trajectory id " +
+                                     std::to_string(t.id) + " is taken or out of range");
+    }
+    if (cold_store_ == nullptr) {
+      return Status::FailedPrecondition("table " + Q(name_) + " has no cold store");
+    }
+    store = cold_store_;
+    table_id = table_id_;
+    BuildMetaLocked(t, /*cold=*/true, &meta);
+  }
+  flatbuffers::FlatBufferBuilder chunk(stored.steps.size() + 128);
+  const auto data = chunk.CreateVector(reinterpret_cast<const uint8_t*>(stored.steps.data()),
+                                       stored.steps.size());
+  chunk.Finish(fb::CreateStepChunk(chunk, 0, t.length, static_cast<uint32_t>(layout_.step_bytes),
+                                   data));
+  ColdStore::Batch batch;
+  batch.PutSteps(table_id, t.id, 0, View(chunk));
+  batch.PutTrajectory(table_id, t.id, View(meta));
+  REPLAYDB_RETURN_IF_ERROR(store->WriteLogged(batch).WithContext("table " + Q(name_)));
+  std::lock_guard<std::mutex> lock(mu_);
+  cold_[t.id] = ColdEntry{t.length, false};
+  cold_steps_ += t.length;
+  next_trajectory_id_ = std::max(next_trajectory_id_, t.id + 1);
+  for (const ItemState& item : t.items) {
+    next_item_seq_ = std::max(next_item_seq_, item.seq + 1);
+    max_priority_seen_ = std::max(max_priority_seen_, item.priority);
+  }
+  steps_inserted_ += t.length;
+  items_inserted_ += t.items_created;
+  return Status::OK();
+}
+
+Status TableImpl::FillHot() {
+  for (uint64_t id : ColdTrajectories(0, 0)) {
+    const Status s = LoadOne(id, /*evict=*/false);
+    if (s.code() == Status::Code::kResourceExhausted) return Status::OK();  // full
+    REPLAYDB_RETURN_IF_ERROR(s);
+  }
   return Status::OK();
 }
 

@@ -476,7 +476,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
           cold_steps_ += stored.length;
           return Status::OK();
         }
-        REPLAYDB_RETURN_IF_ERROR(ReadChunks(store, traj, &stored));
+        REPLAYDB_RETURN_IF_ERROR(ReadChunks(store, table_id_, layout_.step_bytes, traj, &stored));
         auto tp = std::make_shared<Trajectory>();
         tp->id = id;
         tp->hot_seq = next_hot_seq_++;

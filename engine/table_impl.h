@@ -197,6 +197,15 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status Load(std::span<const uint64_t> trajectory_ids) override;
   Status LoadRange(uint64_t first, uint64_t last) override;
   std::vector<uint64_t> ColdTrajectories(uint64_t from, size_t limit) const override;
+  // Imports: stores `t` (its id kept, its steps in t.steps) straight into
+  // the cold tier of this new table; an open one is stored ended
+  // (truncated). InvalidArgument when the table already has its id.
+  Status ImportStored(StoredTrajectory& t);
+  // Loads cold trajectories in id order while free blocks hold them.
+  Status FillHot();
+  // Reads one trajectory (metadata and steps) of table `table_id` in `store`.
+  static Status ReadStoredFrom(ColdStore& store, uint32_t table_id, size_t step_bytes,
+                               uint64_t id, StoredTrajectory* out);
 
   // ---- used by the writers ----
 
@@ -347,8 +356,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // `where` when it does not verify.
   static Status ParseMeta(std::string_view bytes, uint64_t id, const std::string& where,
                           StoredTrajectory* out);
-  // Reads t's step chunks into out->steps, checking they tile [0, length).
-  Status ReadChunks(ColdStore& store, const std::string& where, StoredTrajectory* out) const;
+  // Reads out->id's step chunks (table `table_id`, steps of `step_bytes`)
+  // into out->steps, checking they tile [0, out->length).
+  static Status ReadChunks(ColdStore& store, uint32_t table_id, size_t step_bytes,
+                           const std::string& where, StoredTrajectory* out);
   // Copies step-major `steps` [from, to) into blocks (ReadSteps' inverse).
   Status WriteSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
                     const std::byte* steps) const;

@@ -82,6 +82,34 @@ class DB {
 
   // Whether this opener is read-only (OpenReadOnly).
   virtual bool read_only() const = 0;
+
+  // ---- datasets (docs/cold_tier.md) ----
+  // Long ones show progress on stderr when it is a terminal.
+
+  // Copies table `table`, as of now, into a new database created in `dir`
+  // (AlreadyExists if one is there): its spec and every trajectory, hot and
+  // cold, with ids, priorities and sample counts; open trajectories arrive
+  // ended (truncated). A read-write database takes a checkpoint first. On
+  // error the new database is removed.
+  virtual Status ExportTable(std::string_view table, const std::string& dir) = 0;
+  // Imports table `source_table` of the database in `source_dir` (opened
+  // read-only, so a writer may be using it: its last checkpoint is what
+  // comes) as a new table `name` (empty: the source's name) with the
+  // source's spec. Trajectories go to the cold tier, then as many as fit
+  // into the hot tier. AlreadyExists if `name` is taken; on any error the
+  // new table is dropped, so nothing half-imported stays.
+  virtual Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
+                                                     std::string_view source_table,
+                                                     std::string_view name = {}) = 0;
+  // Imports an HDF5 file in the D4RL layout (observations, actions,
+  // rewards, terminals, timeouts, and any other dataset as a column named
+  // by its path with '.' for '/'; trajectories cut after each terminal or
+  // timeout) as a new table with `spec`'s name and options. Empty
+  // spec.columns take the file's; otherwise they must match it exactly.
+  // Items get priority 1. Errors name the file, dataset and values; on any
+  // error the new table is dropped.
+  virtual Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path,
+                                                    const TableSpec& spec) = 0;
 };
 
 }  // namespace replaydb
