@@ -185,7 +185,8 @@ Status ColdStore::ReopenIfNeeded() {
     // and starts afresh from what its MANIFEST says is on disk.
     std::unique_lock<std::shared_mutex> lock(mu_);
     if (needs_reopen_.load()) {
-      (void)db_->Close();
+      // db_ is null after a reopen that failed (the disk still full).
+      if (db_) (void)db_->Close();
       db_.reset();
       rocksdb::DB* db = nullptr;
       REPLAYDB_RETURN_IF_ERROR(OpenRocks(dir_, env_.get(), compression_, &db)
@@ -195,6 +196,13 @@ Status ColdStore::ReopenIfNeeded() {
     }
   }
   return Status::OK();
+}
+
+Status ColdStore::Usable() const {
+  if (db_) return Status::OK();
+  return Status::IOError("cold store " + dir_ +
+                         " is closed: reopening it after a failed write failed; the next write "
+                         "tries again");
 }
 
 Status ColdStore::Write(Batch& batch) { return WriteWith(batch, /*logged=*/false); }
@@ -207,6 +215,7 @@ Status ColdStore::WriteWith(Batch& batch, bool logged) {
   }
   REPLAYDB_RETURN_IF_ERROR(ReopenIfNeeded());
   std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
   rocksdb::WriteOptions wo;
   wo.disableWAL = !logged;
   Status s = FromRocks(db_->Write(wo, batch.batch_.get()), "write", dir_);
@@ -221,18 +230,21 @@ Status ColdStore::WriteWith(Batch& batch, bool logged) {
 
 Status ColdStore::GetCheckpoint(std::string* value) {
   std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
   return FromRocks(db_->Get(rocksdb::ReadOptions(), Key(0, kCheckpoint), value),
                    "read the checkpoint record", dir_);
 }
 
 Status ColdStore::GetTableState(uint32_t table, std::string* value) {
   std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
   return FromRocks(db_->Get(rocksdb::ReadOptions(), Key(table, kState), value),
                    "read the state of table id " + std::to_string(table), dir_);
 }
 
 Status ColdStore::GetTrajectory(uint32_t table, uint64_t trajectory, std::string* value) {
   std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
   return FromRocks(db_->Get(rocksdb::ReadOptions(), Key(table, kMeta, trajectory), value),
                    "read trajectory " + std::to_string(trajectory) + " of table id " +
                        std::to_string(table),
@@ -242,6 +254,7 @@ Status ColdStore::GetTrajectory(uint32_t table, uint64_t trajectory, std::string
 Status ColdStore::ForEachTrajectory(
     uint32_t table, const std::function<Status(uint64_t, std::string_view)>& fn) {
   std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
   return Scan(db_.get(), dir_, Key(table, kMeta), [&](std::string_view key, std::string_view v) {
     if (key.size() != 13) {
       return Status::Corruption("cold store " + dir_ + ": malformed trajectory key of table id " +
@@ -254,6 +267,7 @@ Status ColdStore::ForEachTrajectory(
 Status ColdStore::ForEachChunk(uint32_t table, uint64_t trajectory,
                                const std::function<Status(int64_t, std::string_view)>& fn) {
   std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
   return Scan(db_.get(), dir_, Key(table, kData, trajectory),
               [&](std::string_view key, std::string_view v) {
                 if (key.size() != 21) {
@@ -267,6 +281,7 @@ Status ColdStore::ForEachChunk(uint32_t table, uint64_t trajectory,
 
 Status ColdStore::ListTables(std::vector<uint32_t>* tables) {
   std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
   tables->clear();
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   it->Seek(Key(1, '\0'));

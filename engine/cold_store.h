@@ -115,6 +115,8 @@ class ColdStore {
             ColdCompression compression);
   // Reopens RocksDB if a failed write left it stopped.
   Status ReopenIfNeeded();
+  // IOError while db_ is null (a reopen failed). REQUIRES: mu_ held.
+  Status Usable() const;
   Status WriteWith(Batch& batch, bool logged);
   const std::string dir_;
   const std::unique_ptr<rocksdb::Env> env_;  // outlives db_

@@ -351,9 +351,17 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
     // (the flush below makes them durable). Later ones wait for CheckpointDone,
     // so that none overwrites a chunk this checkpoint writes.
     cold_cv_.wait(lock, [&] {
-      return closed_ || cold_stop_ || (spill_queue_.empty() && !spill_running_);
+      return closed_ || cold_stop_ || (spill_queue_.empty() && !spill_running_) ||
+             !spill_error_.empty();
     });
     if (closed_) return Status::OK();
+    if (!spill_queue_.empty() || spill_running_) {
+      // Failing spills (a full disk): the log they need must stay.
+      return Status::IOError("table " + Q(name_) + ": " +
+                             std::to_string(spill_queue_.size()) +
+                             " trajectories wait to be spilled; the last spill failed: " +
+                             spill_error_);
+    }
     checkpointing_ = true;
     table_id = table_id_;
     ticket_ = {};

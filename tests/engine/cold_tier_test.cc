@@ -17,6 +17,7 @@
 
 #include "replaydb/db.h"
 #include "tests/test_util.h"
+#include "util/fault_injection_env.h"
 
 namespace replaydb {
 namespace {
@@ -274,6 +275,61 @@ TEST(ColdTierTest, RotationSamplesEveryTrajectoryOfADatasetTenTimesTheHotTier) {
   const TableInfo info = table->Info();
   EXPECT_GT(info.rotations, 0);
   EXPECT_EQ(info.cold_trajectories + info.num_trajectories, 80);
+}
+
+TEST(ColdTierTest, SpillOnAFullDiskWaitsAndLosesNothing) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  FaultInjectionEnv env;
+  DBOptions o = ManualCheckpoints();
+  o.env = &env;
+  o.wal.enabled = false;  // only spills (and checkpoints) write while the disk is full
+  TableSpec spec = SpillSpec(rng);
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Open(o, dir.path()));
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+  Written w;
+  WriteTrajectories(table.get(), spec, 4, 8, rng, &w);
+  env.SetSpaceLimit(env.bytes_written());
+  // Writers go on until the spills they need cannot land; then they time
+  // out naming the failed spill, and what they wrote stays.
+  WriterOptions wo;
+  wo.timeout = std::chrono::milliseconds(300);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter(wo));
+  Status s;
+  for (int i = 0; i < 200 && s.ok(); ++i) {
+    testing_util::StepData step = testing_util::RandomStep(spec, rng);
+    s = writer->Append(step.tensors, 1.0);
+    if (s.ok()) {
+      w.steps[MakeItemKey(writer->trajectory_id(), static_cast<int64_t>(i % 8))] = step.columns;
+      w.priority[MakeItemKey(writer->trajectory_id(), static_cast<int64_t>(i % 8))] = 1.0;
+      w.lengths[writer->trajectory_id()] = i % 8 + 1;
+      if (i % 8 == 7) s = writer->End(EndReason::kTerminal);
+    }
+  }
+  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("being spilled to the cold tier"));
+  EXPECT_THAT(s.message(), HasSubstr("the last spill failed"));
+  EXPECT_THAT(s.message(), HasSubstr("No space left on device"));
+  const Status checkpoint = db->Checkpoint();
+  EXPECT_EQ(checkpoint.code(), Status::Code::kIOError) << checkpoint.ToString();
+  EXPECT_THAT(checkpoint.message(), HasSubstr("wait to be spilled; the last spill failed"));
+  // Room again: the spills land (retried), and the checkpoint works.
+  env.ClearSpaceLimit();
+  AwaitSpills(table.get());
+  ASSERT_OK(db->Checkpoint());
+  writer.reset();
+  for (const auto& [id, len] : w.lengths) {
+    // The trajectory the failed append was in keeps the steps before it.
+    Written one;
+    for (int64_t step = 0; step < len; ++step) {
+      const ItemKey key = MakeItemKey(id, step);
+      if (w.steps.count(key) == 0) break;
+      one.steps[key] = w.steps.at(key);
+      one.priority[key] = w.priority.at(key);
+      one.lengths[id] = step + 1;
+    }
+    if (one.lengths.count(id) != 0) ExpectTrajectory(table.get(), one, id, {});
+  }
 }
 
 TEST(ColdTierTest, SpecChecksRotation) {
