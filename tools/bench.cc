@@ -255,24 +255,6 @@ Result<BenchResult> RunInsert(DB* db, const Timing& timing, int64_t step_bytes, 
 
 // ------------------------------------------------------------------ sample
 
-// Samples per second of `batch_size` from `table` into *batch during
-// `duration`.
-Result<double> SampleRate(Table* table, int64_t batch_size, Seconds duration, SampleBatch* batch) {
-  SampleOptions options;
-  options.timeout = kCallTimeout;
-  int64_t samples = 0;
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(duration);
-  Clock::time_point now = start;
-  do {
-    Status s = table->Sample(batch_size, options, batch);
-    if (!s.ok()) return s.WithContext("Sample");
-    ++samples;
-    now = Clock::now();
-  } while (now < deadline);
-  return static_cast<double>(samples) / Seconds(now - start).count();
-}
-
 // Batches per second of `batch_size` windows of `window_bytes`, copied by one
 // thread from `offsets` (byte offsets into `src`, taken in turn) into `dst`.
 double MemcpyWindowsRate(const std::byte* src, const std::vector<size_t>& offsets, std::byte* dst,
@@ -427,6 +409,7 @@ std::vector<CaseWithTarget> AllCases(bool big) {
     }
   }
   for (CaseWithTarget& c : DurabilityCases()) cases.push_back(std::move(c));
+  for (CaseWithTarget& c : ColdCases()) cases.push_back(std::move(c));
   // Before the priority cases, whose shared table stays until the run ends.
   for (CaseWithTarget& c : GpuCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : PriorityCases(big)) cases.push_back(std::move(c));
@@ -550,6 +533,8 @@ void PrintTableFooter() {
       "(ratio >= 0.50)\n"
       "  insert step_bytes=64                            >= 2M steps/s\n"
       "  sample_uniform step_bytes=16384 batch=256 L=32  >= 50%% of memcpy (ratio >= 0.50)\n"
+      "  spill step_bytes=4096                           >= 70%% of rocksdb_put (ratio >= 0.70)\n"
+      "  sample_rotating step_bytes=4096 batch=256       >= 80%% of fully_hot (ratio >= 0.80)\n"
       "  prio_sample n=1000000 device=cpu                 >= 1M samples/s (4096 in <= 4096 us)\n"
       "  prio_* device=gpu (H100)                         n=10M: sample <= 50 us, update <= 20 us;"
       " n=100M: sample <= 500 us\n"
@@ -586,9 +571,18 @@ void PrintTableFooter() {
       "  %-22s automatic checkpoints on, leaves its checkpoint to the background)\n"
       "  %-22s a fresh RocksDB (defaults + zstd): one WriteBatch of the same 1000-step chunks,\n"
       "  %-22s WAL disabled, then Flush(wait); ratio = share of the cold store's own write\n"
-      "  %-22s speed that DB::Checkpoint keeps\n",
+      "  %-22s speed that DB::Checkpoint keeps\n"
+      "cold-tier rows (step B/s of random bytes; each its own fresh DB and RocksDB):\n"
+      "  %-22s a fresh RocksDB with the cold store's options puts what spills put (per\n"
+      "  %-22s trajectory one WriteBatch: a 4 MB step chunk + 32 KB of metadata, logged,\n"
+      "  %-22s unsynced) for as long; spill's value runs until the spill queue is empty\n"
+      "  %-22s Get of each trajectory's metadata and chunk from a fresh RocksDB holding as\n"
+      "  %-22s many trajectories as the table (flushed), in turn\n"
+      "  %-22s the same Sample loop on the same trajectories in a table whose hot tier\n"
+      "  %-22s holds them all (sample_rotating's holds a quarter and rotates)\n",
       kInsertCeiling, kTrajectorySteps, kSampleCeiling, "d2d_memcpy/2", "", "pinned_h2d_memcpy",
-      "d2d_memcpy", "raw_write", 32, "", "", "sequential_read", "", "", "rocksdb_write", "", "");
+      "d2d_memcpy", "raw_write", 32, "", "", "sequential_read", "", "", "rocksdb_write", "", "",
+      "rocksdb_put", "", "", "rocksdb_get", "", "fully_hot", "");
 }
 
 // A fresh directory under $TMPDIR (or /tmp) for the bench database.

@@ -1,9 +1,10 @@
 // `replaydb bench [--json] [--filter SUBSTRING] [--quick] [--big]`: measures
-// inserts, uniform samples, the write-ahead log, recovery, checkpoints,
-// priority tables and the GPU hot tier through the
+// inserts, uniform samples, the write-ahead log, recovery, checkpoints, the
+// cold tier, priority tables and the GPU hot tier through the
 // public API, each against a ceiling or baseline measured in the same run,
 // and prints the ratio. The durability cases (wal_append, recover,
-// checkpoint) are in tools/bench_durability.cc. The priority cases are described in
+// checkpoint) are in tools/bench_durability.cc, the cold-tier cases (spill,
+// reload, sample_rotating) in tools/bench_cold.cc. The priority cases are described in
 // tools/bench_priority.cc, the GPU hot-tier cases (gather, vector_insert;
 // present only where a GPU can be used) in tools/bench_gpu.cc.
 //
@@ -51,6 +52,46 @@
 //       of the same sizes (one per 1000-step trajectory, the cold store's
 //       chunks), WAL disabled, then Flush(wait) -- what a checkpoint does
 //       inside (engine/cold_store.cc); its open is not timed.
+//   spill/step_bytes=4096
+//       the cold tier's write path: one TrajectoryWriter appends ended
+//       1000-step trajectories (one AppendMany each) of pseudo-random bytes
+//       to a table with TableSpec::spill whose 64 MiB hot tier (32 MiB with
+//       --quick) was filled once beforehand, so every trajectory evicts one
+//       that the background thread writes into the cold store. Value:
+//       TableInfo::spilled_bytes gained / time from the first append until
+//       TableInfo::spill_queue is 0 after the last one, in step B/s. Fresh
+//       DB with the log off and checkpoints only when asked, so the spills
+//       write alone. Ceiling "rocksdb_put": a fresh RocksDB with the cold
+//       store's options (zstd, max_open_files 256; RocksDB's own Env) puts
+//       the same chunking as a spill: per trajectory one WriteBatch of a
+//       4 MB step-chunk value (+64 bytes) and a 32 KB metadata value
+//       through its log, unsynced, no flush, for as long; step bytes / time
+//       until the last Write returns. Target ratio >= 0.70.
+//   reload/step_bytes=4096
+//       Table::Load of one cold trajectory (1000 steps) at a time, cold ids
+//       in order, wrapping around, from a table with spill and a 64 MiB (32
+//       MiB) hot tier that was given 2 tiers of trajectories, then a
+//       DB::Checkpoint so that every trajectory is stored and RocksDB
+//       flushed: each Load evicts a trajectory already stored, which leaves
+//       writing only its metadata (waited for at the end of each run); step
+//       B/s. Ceiling "rocksdb_get": a fresh RocksDB (as rocksdb_put's)
+//       given the same number of trajectories as rocksdb_put puts them, then
+//       flushed, Gets each one's metadata and step chunk into reused
+//       strings, in turn; step B/s.
+//   sample_rotating/step_bytes=4096/batch=256
+//       Table::Sample of 256 single steps (L=1) as sample_uniform, from a
+//       table with spill and rotation (rotation_fraction 0.1,
+//       rotation_every_samples = the hot tier's items, 16000 (8000)) whose
+//       64 MiB (32 MiB) hot tier gets 4 tiers of trajectories, then a
+//       DB::Checkpoint (so rotation writes out only metadata, as once every
+//       trajectory has been cold); rotations load cold trajectories in the
+//       background while it samples; payload B/s (the note gives items/s
+//       and the rotations done). Ceiling "fully_hot": the same loop on the
+//       same trajectories in a table whose hot tier holds them all, in a
+//       fresh DB of its own. Target ratio >= 0.80.
+//     The cold benches' step data is pseudo-random (FillPattern), so zstd
+//     finds nothing to compress on either side; each uses its own fresh DB
+//     and RocksDB in temporary directories.
 //   sample_uniform/step_bytes={64,16384}/batch=256/L={1,32}
 //       Table::Sample of 256 windows of L steps from 64 MiB of steps, reusing
 //       one SampleBatch. Ceiling "memcpy_random_windows": one thread
@@ -67,7 +108,8 @@
 //       one device-to-device copy of the same 4 MiB.
 // Each value is the median of 3 timed runs of 1.0 s (0.2 s with --quick)
 // after a warm-up (recover and checkpoint: the median of 3 timed calls,
-// each on its own freshly written DB); time is measured with
+// each on its own freshly written DB; the cold benches' ceilings likewise,
+// after a warm-up of their own); time is measured with
 // std::chrono::steady_clock. The durability benches have no numeric
 // targets: their ratio is the share of the same-run I/O baseline kept.
 // Every DB and file a bench makes lives in a mkdtemp directory under $TMPDIR

@@ -23,6 +23,7 @@
 #include "replaydb/device.h"
 #include "replaydb/options.h"
 #include "replaydb/status.h"
+#include "replaydb/table.h"
 
 namespace replaydb::tools {
 
@@ -163,6 +164,25 @@ inline Result<double> GpuMicrosPerCall(const Timing& timing, const DeviceStream&
   });
 }
 
+// Samples per second of `batch_size` from `table` into *batch during
+// `duration`, reusing *batch's buffers.
+inline Result<double> SampleRate(Table* table, int64_t batch_size, Seconds duration,
+                                 SampleBatch* batch) {
+  SampleOptions options;
+  options.timeout = kCallTimeout;
+  int64_t samples = 0;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(duration);
+  Clock::time_point now = start;
+  do {
+    Status s = table->Sample(batch_size, options, batch);
+    if (!s.ok()) return s.WithContext("Sample");
+    ++samples;
+    now = Clock::now();
+  } while (now < deadline);
+  return static_cast<double>(samples) / Seconds(now - start).count();
+}
+
 // Creates `spec`'s table, runs `body` on it, then drops it so that benches do
 // not hold each other's memory. The body's error wins over the drop's.
 inline Result<BenchResult> WithTable(DB* db, const TableSpec& spec,
@@ -232,6 +252,9 @@ std::vector<CaseWithTarget> GpuCases();
 // The durability benches (tools/bench_durability.cc): wal_append, recover,
 // checkpoint.
 std::vector<CaseWithTarget> DurabilityCases();
+// The cold-tier benches (tools/bench_cold.cc): spill, reload,
+// sample_rotating.
+std::vector<CaseWithTarget> ColdCases();
 
 }  // namespace replaydb::tools
 
