@@ -312,7 +312,9 @@ D4rlTestDataset BoolDataset(std::string path, const std::vector<uint8_t>& values
   d.dims = {values.size()};
   if (column) d.dims.push_back(1);
   d.data.resize(values.size());
-  std::memcpy(d.data.data(), values.data(), values.size());
+  // Not memcpy: `values` may be empty, and its data() null.
+  std::transform(values.begin(), values.end(), d.data.begin(),
+                 [](uint8_t v) { return static_cast<std::byte>(v); });
   return d;
 }
 
