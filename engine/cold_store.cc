@@ -66,7 +66,16 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what, const std::str
 // Visits keys starting with `prefix`.
 Status Scan(rocksdb::DB* db, const std::string& dir, const std::string& prefix,
             const std::function<Status(std::string_view, std::string_view)>& fn) {
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  // The upper bound keeps the iterator from reading the data block after the
+  // prefix's last key just to find that key past the prefix: with step
+  // chunks, a block as large as a trajectory.
+  std::string upper = prefix;
+  while (!upper.empty() && static_cast<unsigned char>(upper.back()) == 0xFF) upper.pop_back();
+  if (!upper.empty()) upper.back() = static_cast<char>(static_cast<unsigned char>(upper.back()) + 1);
+  const rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions options;
+  if (!upper.empty()) options.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(options));
   for (it->Seek(prefix); it->Valid(); it->Next()) {
     const rocksdb::Slice key = it->key();
     if (!key.starts_with(prefix)) break;
@@ -264,19 +273,18 @@ Status ColdStore::ForEachTrajectory(
   });
 }
 
-Status ColdStore::ForEachChunk(uint32_t table, uint64_t trajectory,
-                               const std::function<Status(int64_t, std::string_view)>& fn) {
+Status ColdStore::WithChunk(uint32_t table, uint64_t trajectory, int64_t first_step,
+                           const std::function<Status(std::string_view)>& fn) {
   std::shared_lock<std::shared_mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(Usable());
-  return Scan(db_.get(), dir_, Key(table, kData, trajectory),
-              [&](std::string_view key, std::string_view v) {
-                if (key.size() != 21) {
-                  return Status::Corruption("cold store " + dir_ +
-                                            ": malformed step key of trajectory " +
-                                            std::to_string(trajectory));
-                }
-                return fn(static_cast<int64_t>(GetBE(key, 13, 8)), v);
-              });
+  rocksdb::PinnableSlice value;
+  REPLAYDB_RETURN_IF_ERROR(FromRocks(
+      db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(),
+               Key(table, kData, trajectory, static_cast<uint64_t>(first_step)), &value),
+      "read the step chunk at step " + std::to_string(first_step) + " of trajectory " +
+          std::to_string(trajectory) + " of table id " + std::to_string(table),
+      dir_));
+  return fn(std::string_view(value.data(), value.size()));
 }
 
 Status ColdStore::ListTables(std::vector<uint32_t>* tables) {

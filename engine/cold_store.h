@@ -40,6 +40,21 @@ const T* VerifiedValue(std::string_view bytes, std::string* aligned) {
   return flatbuffers::GetRoot<T>(aligned->data());
 }
 
+// The verified root table of a cold value read in place, without a copy, or
+// null when `bytes` do not verify. Only for tables of scalar fields and byte
+// vectors (StepChunk): FlatBuffers reads table scalars through ReadScalar,
+// which allows unaligned addresses, so alignment is not checked. Structs and
+// vectors of wider types would be read misaligned: use VerifiedValue.
+template <typename T>
+const T* VerifiedUnalignedValue(std::string_view bytes) {
+  flatbuffers::Verifier::Options options;
+  options.check_alignment = false;
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+                                 options);
+  if (!verifier.VerifyBuffer<T>(nullptr)) return nullptr;
+  return flatbuffers::GetRoot<T>(bytes.data());
+}
+
 class ColdStore {
  public:
   // Opens (creating if missing) the store in directory `dir`. RocksDB writes
@@ -101,10 +116,11 @@ class ColdStore {
   // table, in id order.
   Status ForEachTrajectory(uint32_t table,
                            const std::function<Status(uint64_t, std::string_view)>& fn);
-  // Calls fn(first_step, chunk value) for the trajectory's step chunks in
-  // step order.
-  Status ForEachChunk(uint32_t table, uint64_t trajectory,
-                      const std::function<Status(int64_t, std::string_view)>& fn);
+  // Calls fn(chunk value) with the step chunk of the trajectory that starts
+  // at `first_step`, read in place (pinned in RocksDB's block cache, no copy;
+  // the value lives only for the call). NotFound when there is none.
+  Status WithChunk(uint32_t table, uint64_t trajectory, int64_t first_step,
+                   const std::function<Status(std::string_view)>& fn);
   // Table ids that have any key.
   Status ListTables(std::vector<uint32_t>* tables);
 

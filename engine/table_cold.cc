@@ -234,38 +234,67 @@ Status TableImpl::ParseMeta(std::string_view bytes, uint64_t id, const std::stri
   return Status::OK();
 }
 
-Status TableImpl::ReadChunks(ColdStore& store, uint32_t table_id, size_t step_bytes,
-                             const std::string& where, StoredTrajectory* out) {
-  out->steps.resize(static_cast<size_t>(out->length) * step_bytes);
-  int64_t expect = 0;
-  std::string aligned;
-  REPLAYDB_RETURN_IF_ERROR(store.ForEachChunk(
-      table_id, out->id, [&](int64_t first, std::string_view bytes) -> Status {
-        const fb::StepChunk* chunk = VerifiedValue<fb::StepChunk>(bytes, &aligned);
-        if (chunk == nullptr || chunk->first_step() != first || first != expect ||
-            chunk->count() < 1 || chunk->step_bytes() != step_bytes || chunk->data() == nullptr ||
-            chunk->data()->size() != static_cast<size_t>(chunk->count()) * step_bytes ||
-            first + chunk->count() > out->length) {
-          return Status::Corruption(where + ": step chunk at step " + std::to_string(first) +
-                                    " is malformed or out of place (expected step " +
-                                    std::to_string(expect) + ")");
-        }
-        std::memcpy(out->steps.data() + static_cast<size_t>(first) * step_bytes,
-                    chunk->data()->data(), chunk->data()->size());
-        expect = first + chunk->count();
-        return Status::OK();
-      }));
-  if (expect != out->length) {
-    return Status::Corruption(where + ": has " + std::to_string(expect) + " stored steps of " +
-                              std::to_string(out->length));
+Status TableImpl::ForEachStoredChunk(ColdStore& store, uint32_t table_id, uint64_t id,
+                                     int64_t length, size_t step_bytes, const std::string& where,
+                                     const ChunkVisitor& fn) {
+  // Chunks tile the steps: each starts where the one before ends. Following
+  // them by key reads only the chunks in use (a rewrite from step 0 leaves
+  // no stale chunk in the way), with one point lookup each.
+  for (int64_t first = 0; first < length;) {
+    Status s = store.WithChunk(table_id, id, first, [&](std::string_view bytes) -> Status {
+      // In place: a chunk is as large as a trajectory, so no aligned copy.
+      const fb::StepChunk* chunk = VerifiedUnalignedValue<fb::StepChunk>(bytes);
+      if (chunk == nullptr || chunk->first_step() != first || chunk->count() < 1 ||
+          chunk->step_bytes() != step_bytes || chunk->data() == nullptr ||
+          chunk->data()->size() != static_cast<size_t>(chunk->count()) * step_bytes ||
+          first + chunk->count() > length) {
+        return Status::Corruption(where + ": the step chunk at step " + std::to_string(first) +
+                                  " is malformed or does not fit its " + std::to_string(length) +
+                                  " steps");
+      }
+      REPLAYDB_RETURN_IF_ERROR(
+          fn(first, chunk->count(), reinterpret_cast<const std::byte*>(chunk->data()->data())));
+      first += chunk->count();
+      return Status::OK();
+    });
+    if (s.code() == Status::Code::kNotFound) {
+      return Status::Corruption(where + ": has " + std::to_string(first) + " stored steps of " +
+                                std::to_string(length) + " (no step chunk at step " +
+                                std::to_string(first) + ")");
+    }
+    REPLAYDB_RETURN_IF_ERROR(s);
   }
   return Status::OK();
 }
 
+Status TableImpl::ReadChunks(ColdStore& store, uint32_t table_id, size_t step_bytes,
+                             const std::string& where, StoredTrajectory* out) {
+  out->steps.resize(static_cast<size_t>(out->length) * step_bytes);
+  return ForEachStoredChunk(store, table_id, out->id, out->length, step_bytes, where,
+                            [&](int64_t first, int64_t count, const std::byte* data) {
+                              std::memcpy(out->steps.data() + static_cast<size_t>(first) * step_bytes,
+                                          data, static_cast<size_t>(count) * step_bytes);
+                              return Status::OK();
+                            });
+}
+
+Status TableImpl::ReadChunksInto(ColdStore& store, const StoredTrajectory& stored,
+                                 std::span<std::byte* const> blocks,
+                                 const std::string& where) const {
+  return ForEachStoredChunk(store, table_id_, stored.id, stored.length, layout_.step_bytes, where,
+                            [&](int64_t first, int64_t count, const std::byte* data) {
+                              return WriteSteps(blocks, first, first + count, data);
+                            });
+}
+
+std::string TableImpl::StoredWhere(const ColdStore& store, uint64_t id) const {
+  return "cold store " + store.dir() + ": table " + Q(name_) + " (id " +
+         std::to_string(table_id_) + ") trajectory " + std::to_string(id);
+}
+
 Status TableImpl::ReadStored(ColdStore& store, uint64_t id, bool steps,
                              StoredTrajectory* out) const {
-  const std::string where = "cold store " + store.dir() + ": table " + Q(name_) + " (id " +
-                            std::to_string(table_id_) + ") trajectory " + std::to_string(id);
+  const std::string where = StoredWhere(store, id);
   std::string value;
   REPLAYDB_RETURN_IF_ERROR(store.GetTrajectory(table_id_, id, &value));
   REPLAYDB_RETURN_IF_ERROR(ParseMeta(value, id, where, out));
@@ -481,8 +510,10 @@ Status TableImpl::LoadOne(uint64_t id, bool evict) {
     cold_cv_.notify_all();
   };
   lock.unlock();
+  // The metadata first, to size the blocks; the chunks then go straight
+  // from RocksDB's block into ours.
   StoredTrajectory stored;
-  Status s = ReadStored(*store, id, /*steps=*/true, &stored);
+  Status s = ReadStored(*store, id, /*steps=*/false, &stored);
   lock.lock();
   if (s.ok()) s = CheckOpenLocked();
   if (!s.ok()) {
@@ -498,7 +529,7 @@ Status TableImpl::LoadOne(uint64_t id, bool evict) {
   if (s.ok()) {
     // Nobody else sees tp before InstallLocked: copy without the lock.
     lock.unlock();
-    s = WriteSteps(blocks, 0, stored.length, reinterpret_cast<const std::byte*>(stored.steps.data()));
+    s = ReadChunksInto(*store, stored, blocks, StoredWhere(*store, id));
     lock.lock();
   }
   if (s.ok()) s = CheckOpenLocked();

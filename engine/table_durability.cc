@@ -484,7 +484,6 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
           cold_steps_ += stored.length;
           return Status::OK();
         }
-        REPLAYDB_RETURN_IF_ERROR(ReadChunks(store, table_id_, layout_.step_bytes, traj, &stored));
         auto tp = std::make_shared<Trajectory>();
         tp->id = id;
         tp->hot_seq = next_hot_seq_++;
@@ -492,8 +491,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
             AddBlocksLocked(lock, *tp, stored.length, /*evict=*/false).WithContext(traj));
         std::vector<std::byte*> blocks;
         for (int64_t b : tp->blocks) blocks.push_back(pool_.address(b));
-        Status s = WriteSteps(blocks, 0, stored.length,
-                              reinterpret_cast<const std::byte*>(stored.steps.data()));
+        Status s = ReadChunksInto(store, stored, blocks, traj);
         if (!s.ok()) {
           for (int64_t b : tp->blocks) pool_.Free(b);
           return s.WithContext(traj);

@@ -356,10 +356,23 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // `where` when it does not verify.
   static Status ParseMeta(std::string_view bytes, uint64_t id, const std::string& where,
                           StoredTrajectory* out);
-  // Reads out->id's step chunks (table `table_id`, steps of `step_bytes`)
-  // into out->steps, checking they tile [0, out->length).
+  // Calls fn(first, count, steps) with each of trajectory `id`'s step chunks
+  // (table `table_id`, steps of `step_bytes`, step-major) in order, checking
+  // they tile [0, length); Corruption naming `where` when not. `steps`
+  // points into RocksDB's block and lives only for the call.
+  using ChunkVisitor = std::function<Status(int64_t first, int64_t count, const std::byte* steps)>;
+  static Status ForEachStoredChunk(ColdStore& store, uint32_t table_id, uint64_t id,
+                                   int64_t length, size_t step_bytes, const std::string& where,
+                                   const ChunkVisitor& fn);
+  // Reads out->id's step chunks into out->steps (ForEachStoredChunk).
   static Status ReadChunks(ColdStore& store, uint32_t table_id, size_t step_bytes,
                            const std::string& where, StoredTrajectory* out);
+  // Writes stored.id's step chunks of this table straight into `blocks`
+  // (sized for stored.length), with no intermediate copy.
+  Status ReadChunksInto(ColdStore& store, const StoredTrajectory& stored,
+                        std::span<std::byte* const> blocks, const std::string& where) const;
+  // "cold store DIR: table 'NAME' (id N) trajectory ID", for messages.
+  std::string StoredWhere(const ColdStore& store, uint64_t id) const;
   // Copies step-major `steps` [from, to) into blocks (ReadSteps' inverse).
   Status WriteSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
                     const std::byte* steps) const;

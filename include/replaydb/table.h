@@ -316,7 +316,9 @@ class Table {
   // sample counts they left with, and count as inserts for the rate limiter.
   // Ids already hot are skipped. NotFound naming the id when one is neither
   // hot nor cold (nothing is loaded then); ResourceExhausted when one does
-  // not fit in the hot tier at all.
+  // not fit in the hot tier at all; Corruption naming the trajectory and
+  // step when its stored steps are damaged (it stays cold, the ones before
+  // it stay loaded, and what was evicted to make room for it stays cold).
   virtual Status Load(std::span<const uint64_t> trajectory_ids) = 0;
   // Every cold trajectory with first <= id <= last, in id order.
   virtual Status LoadRange(uint64_t first, uint64_t last) = 0;

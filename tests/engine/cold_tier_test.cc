@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -15,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine/cold_generated.h"
+#include "engine/cold_store.h"
+#include "kernels/gpu.h"
 #include "replaydb/db.h"
 #include "tests/test_util.h"
 #include "util/fault_injection_env.h"
@@ -103,10 +107,11 @@ void ExpectTrajectory(Table* table, const Written& w, uint64_t id,
   }
 }
 
-TEST(ColdTierTest, SpilledTrajectoriesLoadBackByteIdenticalAlsoAfterReopen) {
+// Writes trajectories into a spill table `spec` (named "cold"), sampling in
+// between, checks the cold counters, that cold items are not sampled, and
+// that every trajectory loads back byte-identical, also after a reopen.
+void SpillAndLoadRoundTrip(const TableSpec& spec, std::mt19937_64& rng) {
   TempDir dir;
-  std::mt19937_64 rng(TestSeed());
-  const TableSpec spec = SpillSpec(rng);
   Written w;
   std::map<ItemKey, uint32_t> times;
   int64_t total_steps = 0;
@@ -162,6 +167,25 @@ TEST(ColdTierTest, SpilledTrajectoriesLoadBackByteIdenticalAlsoAfterReopen) {
   for (const auto& [id, len] : w.lengths) ExpectTrajectory(table.get(), w, id, times);
 }
 
+TEST(ColdTierTest, SpilledTrajectoriesLoadBackByteIdenticalAlsoAfterReopen) {
+  std::mt19937_64 rng(TestSeed());
+  SpillAndLoadRoundTrip(SpillSpec(rng), rng);
+}
+
+// On a GPU: pinned host blocks, and device blocks, whose spills read the
+// blocks back with a device copy and whose loads write them with one.
+TEST(ColdTierGpuTest, PinnedAndDeviceTablesSpillAndLoadByteIdentical) {
+  std::string why;
+  if (kernels::CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  for (const Placement placement : {Placement::Host(), Placement::Device(0)}) {
+    SCOPED_TRACE("placement " + placement.ToString());
+    std::mt19937_64 rng(TestSeed());
+    TableSpec spec = SpillSpec(rng);
+    spec.placement = placement;
+    SpillAndLoadRoundTrip(spec, rng);
+  }
+}
+
 TEST(ColdTierTest, LoadNamesWhatIsMissingAndLoadsNothing) {
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
@@ -191,6 +215,104 @@ TEST(ColdTierTest, LoadNamesWhatIsMissingAndLoadsNothing) {
   const int64_t loaded = table->Info().loaded_trajectories;
   EXPECT_OK(table->Load(again));
   EXPECT_EQ(table->Info().loaded_trajectories, loaded);
+}
+
+// A trajectory stored in two chunks (its first steps by a checkpoint, the
+// rest by its spill) loads whole; a damaged or missing chunk makes Load fail
+// with Corruption naming the trajectory and the step, and loads nothing.
+TEST(ColdTierTest, ChunksLoadInPiecesAndDamagedOnesAreCorruption) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  const TableSpec spec = SpillSpec(rng);
+  Written w;
+  uint64_t pieces = 0;
+  {
+    auto db = DB::Open(ManualCheckpoints(), dir.path());
+    ASSERT_OK(db.status());
+    ASSERT_OK_AND_ASSIGN(auto table, (*db)->CreateTable(spec));
+    ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+    const int64_t first = 1 + static_cast<int64_t>(rng() % 6);
+    const int64_t len = first + 1 + static_cast<int64_t>(rng() % 6);
+    for (int64_t s = 0; s < len; ++s) {
+      if (s == first) ASSERT_OK((*db)->Checkpoint());  // stores steps [0, first)
+      testing_util::StepData step = testing_util::RandomStep(spec, rng);
+      ASSERT_OK(writer->Append(step.tensors, 1.0));
+      const ItemKey key = MakeItemKey(writer->trajectory_id(), s);
+      w.steps[key] = step.columns;
+      w.priority[key] = 1.0;
+    }
+    pieces = writer->trajectory_id();
+    w.lengths[pieces] = len;
+    ASSERT_OK(writer->End(EndReason::kTerminal));
+    WriteTrajectories(table.get(), spec, 20, 16, rng, &w);  // evicts and spills it
+    AwaitSpills(table.get());
+    const std::vector<uint64_t> cold = table->ColdTrajectories();
+    ASSERT_NE(std::find(cold.begin(), cold.end(), pieces), cold.end());
+    ExpectTrajectory(table.get(), w, pieces, {});
+    AwaitSpills(table.get());
+    ASSERT_OK((*db)->Checkpoint());
+  }
+  // Damage two cold trajectories of at least 2 steps in the store.
+  uint64_t garbled = 0;
+  uint64_t cut = 0;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, engine::ColdStore::Open(dir.path() + "/cold", Env::Default()));
+    std::vector<uint32_t> tables;
+    ASSERT_OK(store->ListTables(&tables));
+    ASSERT_EQ(tables.size(), 1u);
+    std::vector<uint64_t> damaged;
+    ASSERT_OK(store->ForEachTrajectory(tables[0], [&](uint64_t id, std::string_view) {
+      if (id != pieces && w.lengths.at(id) >= 2 && damaged.size() < 2) damaged.push_back(id);
+      return Status::OK();
+    }));
+    ASSERT_EQ(damaged.size(), 2u);
+    garbled = damaged[0];
+    cut = damaged[1];
+    engine::ColdStore::Batch batch;
+    batch.PutSteps(tables[0], garbled, 0, "not a step chunk");
+    // A well-formed first chunk one step short, with nothing after it.
+    const int64_t short_len = w.lengths.at(cut) - 1;
+    std::vector<uint8_t> data(static_cast<size_t>(short_len) * spec.step_bytes());
+    for (uint8_t& b : data) b = static_cast<uint8_t>(rng());
+    flatbuffers::FlatBufferBuilder fbb;
+    fbb.Finish(fb::CreateStepChunk(fbb, 0, short_len, static_cast<uint32_t>(spec.step_bytes()),
+                                   fbb.CreateVector(data)));
+    batch.PutSteps(tables[0], cut, 0,
+                   std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
+                                    fbb.GetSize()));
+    ASSERT_OK(store->Write(batch));
+  }
+  auto db = DB::Open(ManualCheckpoints(), dir.path());
+  ASSERT_OK(db.status());
+  ASSERT_OK_AND_ASSIGN(auto table, (*db)->GetTable("cold"));
+  // Load of a hot trajectory does nothing: check both are cold.
+  const std::vector<uint64_t> cold = table->ColdTrajectories();
+  ASSERT_NE(std::find(cold.begin(), cold.end(), garbled), cold.end());
+  ASSERT_NE(std::find(cold.begin(), cold.end(), cut), cold.end());
+  const int64_t loaded_before = table->Info().loaded_trajectories;
+  const uint64_t g[] = {garbled};
+  Status s = table->Load(g);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("trajectory " + std::to_string(garbled) +
+                                     ": the step chunk at step 0 is malformed"));
+  const uint64_t c[] = {cut};
+  s = table->Load(c);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption) << s.ToString();
+  const int64_t cut_len = w.lengths.at(cut);
+  EXPECT_THAT(s.message(),
+              HasSubstr("trajectory " + std::to_string(cut) + ": has " +
+                        std::to_string(cut_len - 1) + " stored steps of " +
+                        std::to_string(cut_len) + " (no step chunk at step " +
+                        std::to_string(cut_len - 1) + ")"));
+  EXPECT_EQ(table->Info().loaded_trajectories, loaded_before);
+  // Both stay cold (the loads may have evicted others to make room first).
+  const std::vector<uint64_t> still = table->ColdTrajectories();
+  EXPECT_NE(std::find(still.begin(), still.end(), garbled), still.end());
+  EXPECT_NE(std::find(still.begin(), still.end(), cut), still.end());
+  // The rest still loads, byte-identical, the two-piece one included.
+  for (const auto& [id, len] : w.lengths) {
+    if (id != garbled && id != cut) ExpectTrajectory(table.get(), w, id, {});
+  }
 }
 
 TEST(ColdTierTest, WithoutSpillEvictionDropsTrajectories) {
