@@ -534,6 +534,7 @@ void PrintTableFooter() {
       "  insert step_bytes=64                            >= 2M steps/s\n"
       "  sample_uniform step_bytes=16384 batch=256 L=32  >= 50%% of memcpy (ratio >= 0.50)\n"
       "  spill step_bytes=4096                           >= 70%% of rocksdb_put (ratio >= 0.70)\n"
+      "  reload step_bytes=4096                          >= 70%% of rocksdb_get (ratio >= 0.70)\n"
       "  sample_rotating step_bytes=4096 batch=256       >= 80%% of fully_hot (ratio >= 0.80)\n"
       "  prio_sample n=1000000 device=cpu                 >= 1M samples/s (4096 in <= 4096 us)\n"
       "  prio_* device=gpu (H100)                         n=10M: sample <= 50 us, update <= 20 us;"

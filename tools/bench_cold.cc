@@ -552,7 +552,7 @@ std::vector<CaseWithTarget> ColdCases() {
   cases.push_back({{"reload",
                     {{"step_bytes", kColdStepBytes}},
                     [](DB*, const Timing& timing) { return RunReload(timing); }},
-                   std::nullopt});
+                   Target{Target::Kind::kRatioAtLeast, 0.70, "ratio >= 0.70"}});
   constexpr int64_t kBatch = 256;
   cases.push_back({{"sample_rotating",
                     {{"step_bytes", kColdStepBytes}, {"batch", kBatch}},

@@ -5,7 +5,8 @@
 # Steps, each logged in full under $OUT (or /tmp/replaydb-gpu-logs):
 #   1. nvidia-smi -L
 #   2. the GPU test suites (Gpu*, DevicePriorityTable*, TableDevice*,
-#      TableGpu*, BlockGather*, DeviceMemory*, DeviceEvent*) plainly,
+#      TableGpu*, ColdTierGpu*, BlockGather*, DeviceMemory*, DeviceEvent*)
+#      plainly,
 #   3. under compute-sanitizer --tool memcheck,
 #   4. under compute-sanitizer --tool racecheck,
 #   5. `replaydb bench --json --big --filter prio` (n = 1M, 10M, 100M; cpu and
@@ -18,12 +19,14 @@
 #      those benches,
 #   9. tools/gather_baseline.py (PyTorch's index_select on the same rows,
 #      eager and in a CUDA graph),
+#  10. `replaydb bench --filter spill|reload|sample_rotating` (the cold tier,
+#      host side: a larger, quieter host than the development machine),
 # then prints the priority table (tools/prio_summary.py), the gather table
 # (tools/gather_summary.py) and a short summary of the steps last. Exits
 # non-zero when a step fails.
 # Environment: GTEST_FILTER overrides the suites; REPLAYDB_STEPS picks steps
-# by name, comma-separated, from tests,memcheck,racecheck,prio,gather
-# (default: all; prio covers 5 and 6, gather 7 to 9), so a run can be split
+# by name, comma-separated, from tests,memcheck,racecheck,prio,gather,cold
+# (default: all; prio covers 5 and 6, gather 7 to 9, cold 10), so a run can be split
 # across calls that each have a time limit; REPLAYDB_SKIP_SANITIZERS=1
 # drops memcheck and racecheck, REPLAYDB_SKIP_BENCH=1 the benches;
 # REPLAYDB_STEP_TIMEOUT (seconds, default 900) bounds each step.
@@ -51,7 +54,7 @@ if ldd "$bundle/bin/replaydb_tests" "$bundle/bin/replaydb" 2>&1 | grep -q "not f
 fi
 tests="$bundle/bin/replaydb_tests"
 tool="$bundle/bin/replaydb"
-filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:BlockGather*:DeviceMemory*:DeviceEvent*}"
+filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*}"
 unset GTEST_FILTER
 # Under compute-sanitizer, leave out the test that provokes out-of-memory
 # errors on purpose (the sanitizer reports every failed CUDA call).
@@ -60,9 +63,9 @@ case "$filter" in
   *) sanitized_filter="$filter-DeviceMemoryTest.FailuresNameTheBytesAndDevice" ;;
 esac
 
-steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather}"
+steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather,cold}"
 [ "${REPLAYDB_SKIP_SANITIZERS:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/memcheck//; s/racecheck//')"
-[ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/prio//; s/gather//')"
+[ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/prio//; s/gather//; s/cold//')"
 # want STEP: whether STEP is among the steps to run.
 want() { case ",$steps," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
@@ -101,6 +104,7 @@ sanitizer_note() {
   gtest_note "$1"
 }
 json_note() { grep -c '^{' "$1" | sed 's/$/ results/'; }
+cold_note() { grep -m1 -E '^(spill|reload|sample_rotating) ' "$1" | awk '{print $(NF-1), $NF}'; }
 smi_note() { grep -m1 '^GPU' "$1" | cut -d'(' -f1; }
 
 step "nvidia-smi" nvidia-smi.log smi_note -- nvidia-smi -L
@@ -127,6 +131,13 @@ if want gather; then
     step "torch gather baseline" gather-baseline.jsonl json_note -- \
       python3 "$bundle/gather_baseline.py"
 fi
+if want cold; then
+  # The cold-tier benches need no GPU; they run here for a larger, quieter
+  # host than the development machine.
+  for bench in spill reload sample_rotating; do
+    step "bench $bench" "bench-$bench.txt" cold_note -- "$tool" bench --filter "$bench"
+  done
+fi
 
 if want prio; then
   echo
@@ -138,6 +149,13 @@ if want gather; then
   echo "=== gpu-run: gathers (payload GB/s, batch 256) and vector inserts"
   python3 "$bundle/gather_summary.py" "$logs/bench-gather.jsonl" \
     "$logs/bench-vector_insert.jsonl" "$logs/gather-baseline.jsonl"
+fi
+if want cold; then
+  echo
+  echo "=== gpu-run: cold tier (host side)"
+  for bench in spill reload sample_rotating; do
+    grep -E -A1 "^$bench " "$logs/bench-$bench.txt" || true
+  done
 fi
 echo
 echo "=== gpu-run: summary (logs in $logs)"
