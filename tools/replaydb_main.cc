@@ -6,6 +6,7 @@
 // command line (unknown command or flag).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "tools/bench.h"
 #include "tools/demo.h"
+#include "tools/shell.h"
 #include "tools/tool_util.h"
 
 namespace replaydb::tools {
@@ -38,6 +40,7 @@ constexpr Command kCommands[] = {
     {"version", "version", "print the version of replaydb", &VersionCommand},
     {"demo", kDemoUsage, kDemoSummary, &DemoCommand},
     {"bench", kBenchUsage, kBenchSummary, &BenchCommand},
+    {"shell", kShellUsage, kShellSummary, &ShellCommand},
 };
 
 const Command* FindCommand(std::string_view name) {
@@ -48,7 +51,8 @@ const Command* FindCommand(std::string_view name) {
 }
 
 void PrintUsage(std::FILE* f) {
-  std::fprintf(f, "usage: replaydb COMMAND [ARGS...]\n\ncommands:\n");
+  std::fprintf(f, "usage: replaydb COMMAND [ARGS...]\n       replaydb DIR [-c COMMAND]... [--json]"
+                 "   (the shell)\n\ncommands:\n");
   size_t width = 0;
   for (const Command& c : kCommands) width = std::max(width, c.usage.size());
   for (const Command& c : kCommands) {
@@ -105,6 +109,12 @@ int Main(int argc, char** argv) {
   if (name == "--help" || name == "-h") name = "help";
   if (name == "--version") name = "version";
   const Command* command = FindCommand(name);
+  // `replaydb DIR ...` is `replaydb shell DIR ...` for an existing directory.
+  std::error_code ec;
+  if (command == nullptr && (std::filesystem::is_directory(name, ec) ||
+                          name.find('/') != std::string::npos)) {
+    return ShellCommand(args);
+  }
   if (command == nullptr) {
     std::fprintf(stderr, "replaydb: unknown command '%s'\n", name.c_str());
     PrintUsage(stderr);
