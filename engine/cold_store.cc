@@ -1,5 +1,7 @@
 #include "engine/cold_store.h"
 
+#include "engine/cold_generated.h"
+
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
@@ -87,6 +89,27 @@ Status Scan(rocksdb::DB* db, const std::string& dir, const std::string& prefix,
 }
 
 }  // namespace
+
+bool ReadStepChunk(std::string_view bytes, StepChunkView* out) {
+  const auto* buf = reinterpret_cast<const uint8_t*>(bytes.data());
+  flatbuffers::Verifier::Options options;
+  options.check_alignment = false;
+  flatbuffers::Verifier verifier(buf, bytes.size(), options);
+  if (!verifier.VerifyBuffer<fb::StepChunk>(nullptr)) return false;
+  const auto* table = reinterpret_cast<const flatbuffers::Table*>(
+      buf + flatbuffers::ReadScalar<flatbuffers::uoffset_t>(buf));
+  out->first_step = table->GetField<int64_t>(fb::StepChunk::VT_FIRST_STEP, 0);
+  out->count = table->GetField<int64_t>(fb::StepChunk::VT_COUNT, 0);
+  out->step_bytes = table->GetField<uint32_t>(fb::StepChunk::VT_STEP_BYTES, 0);
+  const uint8_t* vec = table->GetPointer<const uint8_t*>(fb::StepChunk::VT_DATA);
+  out->data = nullptr;
+  out->data_bytes = 0;
+  if (vec != nullptr) {
+    out->data_bytes = flatbuffers::ReadScalar<flatbuffers::uoffset_t>(vec);
+    out->data = reinterpret_cast<const std::byte*>(vec + sizeof(flatbuffers::uoffset_t));
+  }
+  return true;
+}
 
 ColdStore::Batch::Batch() : batch_(std::make_unique<rocksdb::WriteBatch>()) {}
 ColdStore::Batch::~Batch() = default;

@@ -40,20 +40,22 @@ const T* VerifiedValue(std::string_view bytes, std::string* aligned) {
   return flatbuffers::GetRoot<T>(aligned->data());
 }
 
-// The verified root table of a cold value read in place, without a copy, or
-// null when `bytes` do not verify. Only for tables of scalar fields and byte
-// vectors (StepChunk): FlatBuffers reads table scalars through ReadScalar,
-// which allows unaligned addresses, so alignment is not checked. Structs and
-// vectors of wider types would be read misaligned: use VerifiedValue.
-template <typename T>
-const T* VerifiedUnalignedValue(std::string_view bytes) {
-  flatbuffers::Verifier::Options options;
-  options.check_alignment = false;
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                                 options);
-  if (!verifier.VerifyBuffer<T>(nullptr)) return nullptr;
-  return flatbuffers::GetRoot<T>(bytes.data());
-}
+// A StepChunk value (engine/cold.fbs) read in place, without a copy: the
+// step bytes point into the value. Chunks are as large as trajectories, and
+// RocksDB hands values over at any alignment, so ReadStepChunk neither
+// copies nor uses the generated accessors (which load some scalars with
+// aligned loads): it verifies the buffer without the alignment check and
+// reads every scalar with flatbuffers::ReadScalar, which allows unaligned
+// addresses.
+struct StepChunkView {
+  int64_t first_step = 0;
+  int64_t count = 0;
+  uint32_t step_bytes = 0;
+  const std::byte* data = nullptr;  // null when the chunk has no data vector
+  size_t data_bytes = 0;
+};
+// False when `bytes` are not a valid StepChunk.
+bool ReadStepChunk(std::string_view bytes, StepChunkView* out);
 
 class ColdStore {
  public:

@@ -243,18 +243,17 @@ Status TableImpl::ForEachStoredChunk(ColdStore& store, uint32_t table_id, uint64
   for (int64_t first = 0; first < length;) {
     Status s = store.WithChunk(table_id, id, first, [&](std::string_view bytes) -> Status {
       // In place: a chunk is as large as a trajectory, so no aligned copy.
-      const fb::StepChunk* chunk = VerifiedUnalignedValue<fb::StepChunk>(bytes);
-      if (chunk == nullptr || chunk->first_step() != first || chunk->count() < 1 ||
-          chunk->step_bytes() != step_bytes || chunk->data() == nullptr ||
-          chunk->data()->size() != static_cast<size_t>(chunk->count()) * step_bytes ||
-          first + chunk->count() > length) {
+      StepChunkView chunk;
+      if (!ReadStepChunk(bytes, &chunk) || chunk.first_step != first || chunk.count < 1 ||
+          chunk.step_bytes != step_bytes || chunk.data == nullptr ||
+          chunk.data_bytes != static_cast<size_t>(chunk.count) * step_bytes ||
+          first + chunk.count > length) {
         return Status::Corruption(where + ": the step chunk at step " + std::to_string(first) +
                                   " is malformed or does not fit its " + std::to_string(length) +
                                   " steps");
       }
-      REPLAYDB_RETURN_IF_ERROR(
-          fn(first, chunk->count(), reinterpret_cast<const std::byte*>(chunk->data()->data())));
-      first += chunk->count();
+      REPLAYDB_RETURN_IF_ERROR(fn(first, chunk.count, chunk.data));
+      first += chunk.count;
       return Status::OK();
     });
     if (s.code() == Status::Code::kNotFound) {
