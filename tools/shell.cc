@@ -267,8 +267,9 @@ void Interactive(Session& s, const std::string& dir) {
       std::printf("\n");
       break;
     }
-    const std::string line(raw);
+    std::string line(raw);
     std::free(raw);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     add_history(line.c_str());
     RunLine(s, line, &quit);
@@ -342,6 +343,7 @@ int ShellCommand(std::span<const std::string> args) {
     }
   } else if (isatty(STDIN_FILENO) && !json) {
     Interactive(s, dir);
+    return kExitOk;  // typing mistakes along the way are no failure
   } else {
     std::string line;
     while (!quit && std::getline(std::cin, line)) RunLine(s, line, &quit);

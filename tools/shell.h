@@ -12,7 +12,8 @@
 //
 // The database must exist. When another process holds it read-write, the
 // shell opens it read-only and says so on stderr. Exit status: 0, or 1 when
-// any command failed (2 for a malformed `replaydb` command line). Errors are
+// any command of -c or standard input failed (interactive: 0; 2 for a
+// malformed `replaydb` command line). Errors are
 // one line on stderr (and {"error": ...} on stdout with --json).
 //
 // The commands (tools/shell_parser.cc lists them; `help` prints them) use
