@@ -327,4 +327,23 @@ Status ColdStore::ListTables(std::vector<uint32_t>* tables) {
   return FromRocks(it->status(), "list tables", dir_);
 }
 
+Status ColdStore::VerifyChecksums() {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
+  return FromRocks(db_->VerifyChecksum(), "verify checksums", dir_);
+}
+
+Status ColdStore::Compact(const std::atomic<bool>* cancel) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
+  rocksdb::CompactRangeOptions options;
+  // RocksDB only reads the flag.
+  options.canceled = const_cast<std::atomic<bool>*>(cancel);
+  const rocksdb::Status s = db_->CompactRange(options, nullptr, nullptr);
+  if (s.IsManualCompactionPaused() || (cancel != nullptr && cancel->load() && !s.ok())) {
+    return Status::Cancelled("cold store " + dir_ + ": compaction interrupted");
+  }
+  return FromRocks(s, "compact", dir_);
+}
+
 }  // namespace replaydb::engine

@@ -125,6 +125,10 @@ class ColdStore {
                    const std::function<Status(std::string_view)>& fn);
   // Table ids that have any key.
   Status ListTables(std::vector<uint32_t>* tables);
+  // Reads every file of the store and checks RocksDB's block checksums.
+  Status VerifyChecksums();
+  // Compacts the whole key space; Cancelled when *cancel becomes true.
+  Status Compact(const std::atomic<bool>* cancel);
 
   const std::string& dir() const { return dir_; }
 

@@ -20,6 +20,13 @@ std::string Describe(const ColumnSpec& c) {
   return std::string(DTypeName(c.dtype)) + c.shape.ToString();
 }
 
+// Cancelled when *cancel was set, naming how far the copy got.
+Status CheckCancel(const std::atomic<bool>* cancel, const Progress& progress) {
+  if (cancel == nullptr || !cancel->load(std::memory_order_relaxed)) return Status::OK();
+  return Status::Cancelled("interrupted after " + std::to_string(progress.done()) +
+                           " steps; nothing was kept");
+}
+
 }  // namespace
 
 Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> DBImpl::FindTable(
@@ -34,7 +41,7 @@ Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> DBImpl::FindTable(
 }
 
 Status DBImpl::CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
-                                Progress& progress) {
+                                Progress& progress, const std::atomic<bool>* cancel) {
   // Ids first: reading each trajectory inside the scan would nest reads.
   std::vector<uint64_t> ids;
   REPLAYDB_RETURN_IF_ERROR(store.ForEachTrajectory(table_id, [&](uint64_t id, std::string_view) {
@@ -43,6 +50,7 @@ Status DBImpl::CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& 
   }));
   StoredTrajectory stored;
   for (uint64_t id : ids) {
+    REPLAYDB_RETURN_IF_ERROR(CheckCancel(cancel, progress));
     REPLAYDB_RETURN_IF_ERROR(
         TableImpl::ReadStoredFrom(store, table_id, dst.layout().step_bytes, id, &stored));
     if (stored.length == 0) continue;
@@ -57,7 +65,8 @@ Status DBImpl::AbandonImport(const std::string& name, const Status& error) {
   return error;
 }
 
-Status DBImpl::ExportTable(std::string_view table, const std::string& dir) {
+Status DBImpl::ExportTable(std::string_view table, const std::string& dir,
+                           const std::atomic<bool>* cancel) {
   REPLAYDB_ASSIGN_OR_RETURN(auto found, FindTable(table));
   auto& [source, source_id] = found;
   const TableSpec spec = source->spec();
@@ -80,7 +89,7 @@ Status DBImpl::ExportTable(std::string_view table, const std::string& dir) {
     if (s.ok()) {
       Progress progress("export " + std::string(table), info.num_steps + info.cold_steps);
       auto* dst = static_cast<TableImpl*>(created->get());
-      s = CopyTrajectories(*cold_, source_id, *dst, progress);
+      s = CopyTrajectories(*cold_, source_id, *dst, progress, cancel);
       if (s.ok()) s = dest->Checkpoint();
       if (s.ok()) s = dst->FillHot();
     }
@@ -101,7 +110,8 @@ Status DBImpl::ExportTable(std::string_view table, const std::string& dir) {
 
 Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir,
                                                    std::string_view source_table,
-                                                   std::string_view name) {
+                                                   std::string_view name,
+                                                   const std::atomic<bool>* cancel) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("ImportTable"));
   const std::string what = "import of table " + Q(source_table) + " from " + source_dir;
   Result<std::unique_ptr<DB>> opened = DBImpl::OpenReadOnly({}, source_dir);
@@ -116,7 +126,7 @@ Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir
   auto* dst = static_cast<TableImpl*>(created->get());
   const TableInfo info = source->Info();
   Progress progress("import " + spec.name, info.num_steps + info.cold_steps);
-  Status s = CopyTrajectories(*source_db->cold_, source_id, *dst, progress);
+  Status s = CopyTrajectories(*source_db->cold_, source_id, *dst, progress, cancel);
   if (s.ok()) s = Checkpoint();
   if (s.ok()) s = dst->FillHot();
   if (!s.ok()) return AbandonImport(spec.name, s.WithContext(what));
@@ -124,7 +134,8 @@ Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir
 }
 
 Result<std::shared_ptr<Table>> DBImpl::ImportD4rl(const std::string& path,
-                                                  const TableSpec& requested) {
+                                                  const TableSpec& requested,
+                                                  const std::atomic<bool>* cancel) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("ImportD4rl"));
   REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<D4rlReader> reader, D4rlReader::Open(path));
   TableSpec spec = requested;
@@ -176,6 +187,7 @@ Result<std::shared_ptr<Table>> DBImpl::ImportD4rl(const std::string& path,
   uint64_t next_seq = 1;
   Status s;
   for (const D4rlTrajectory& t : reader->trajectories()) {
+    s = CheckCancel(cancel, progress);
     for (size_t c = 0; c < column.size() && s.ok(); ++c) {
       column[c].resize(static_cast<size_t>(t.length) * layout.column_bytes[c]);
       s = reader->Read(c, t.first_step, t.length, column[c].data());

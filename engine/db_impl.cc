@@ -181,6 +181,8 @@ Result<std::unique_ptr<DB>> DBImpl::OpenReadOnly(const DBOptions& options,
     if (meta != nullptr) {
       db->recovery_.checkpoint_found = true;
       db->recovery_.checkpoint_sequence = meta->sequence();
+      db->checkpoint_sequence_ = meta->sequence();
+      db->checkpoint_segment_ = meta->wal_segment();
     }
   }
   return std::unique_ptr<DB>(std::move(db));
@@ -204,6 +206,7 @@ Status DBImpl::Recover() {
                                 ": the checkpoint record fails verification");
     }
     first_segment = meta->wal_segment();
+    checkpoint_segment_ = first_segment;
     checkpoint_sequence_ = meta->sequence();
     recovery_.checkpoint_found = true;
     recovery_.checkpoint_sequence = meta->sequence();
@@ -332,6 +335,7 @@ Status DBImpl::Checkpoint() {
   REPLAYDB_RETURN_IF_ERROR(s.WithContext("checkpoint of " + path_));
   ++checkpoint_sequence_;
   last_checkpoint_ = std::chrono::steady_clock::now();
+  checkpoint_segment_ = segment;
   if (log_ != nullptr) {
     log_bytes_at_checkpoint_ = log_->stats().bytes;
     return log_->DeleteSegmentsBefore(segment);

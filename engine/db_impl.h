@@ -39,12 +39,17 @@ class DBImpl final : public DB {
   Status Checkpoint() override;
   RecoveryInfo recovery_info() const override { return recovery_; }
   bool read_only() const override { return read_only_; }
-  Status ExportTable(std::string_view table, const std::string& dir) override;
+  Status ExportTable(std::string_view table, const std::string& dir,
+                     const std::atomic<bool>* cancel) override;
   Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
                                              std::string_view source_table,
-                                             std::string_view name) override;
-  Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path,
-                                            const TableSpec& spec) override;
+                                             std::string_view name,
+                                             const std::atomic<bool>* cancel) override;
+  Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path, const TableSpec& spec,
+                                            const std::atomic<bool>* cancel) override;
+  Result<WalInfo> Wal() const override;
+  Result<VerifyReport> Verify(const std::atomic<bool>* cancel) override;
+  Status Compact(const std::atomic<bool>* cancel) override;
 
  private:
   struct Entry {
@@ -66,7 +71,7 @@ class DBImpl final : public DB {
   // Copies every trajectory of table `table_id` in `store` into `dst` (new,
   // empty) through TableImpl::ImportStored, counting steps on `progress`.
   static Status CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
-                                 Progress& progress);
+                                 Progress& progress, const std::atomic<bool>* cancel);
   // The table and its id, or NotFound.
   Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> FindTable(std::string_view name) const;
   // Drops a table an import created, keeping `error`.
@@ -88,6 +93,9 @@ class DBImpl final : public DB {
   std::shared_ptr<wal::LogWriter> log_;  // null when options_.wal.enabled is false
   RecoveryInfo recovery_;
   uint64_t next_segment_ = 1;  // the first segment a LogWriter may create
+  // The log segment replay starts at after the last checkpoint (as of open
+  // for a read-only opener).
+  uint64_t checkpoint_segment_ = 0;  // guarded by checkpoint_mu_
 
   mutable std::mutex mu_;
   Specs specs_;
@@ -97,7 +105,7 @@ class DBImpl final : public DB {
   wal::RecordBuilder record_;  // guarded by mu_
 
   // Checkpoints: one at a time.
-  std::mutex checkpoint_mu_;
+  mutable std::mutex checkpoint_mu_;
   uint64_t checkpoint_sequence_ = 0;     // guarded by checkpoint_mu_
   uint64_t log_bytes_at_checkpoint_ = 0;  // guarded by checkpoint_mu_
   std::chrono::steady_clock::time_point last_checkpoint_;  // guarded by checkpoint_mu_

@@ -34,8 +34,10 @@
 #include "engine/rate_limiter.h"
 #include "engine/table_layout.h"
 #include "index/selector.h"
+#include "replaydb/db.h"
 #include "replaydb/device.h"
 #include "replaydb/table.h"
+#include "util/progress.h"
 #include "util/random.h"
 #include "wal/log_writer.h"
 #include "wal/records.h"
@@ -200,6 +202,13 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Imports: stores `t` (its id kept, its steps in t.steps) straight into
   // the cold tier of this new table; an open one is stored ended
   // (truncated). InvalidArgument when the table already has its id.
+  // DB::Verify's part for this table (engine/table_verify.cc): checks the
+  // index under the lock, compares each hot trajectory's stored steps with
+  // its blocks and reads every cold one through `store`, appending what is
+  // wrong to report->problems and counting what it read. Cancelled when
+  // *cancel becomes true. REQUIRES: no checkpoint runs meanwhile.
+  Status Verify(ColdStore& store, const std::atomic<bool>* cancel, Progress& progress,
+                VerifyReport* report);
   Status ImportStored(StoredTrajectory& t);
   // Loads cold trajectories in id order while free blocks hold them.
   Status FillHot();

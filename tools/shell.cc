@@ -2,6 +2,7 @@
 
 #include <readline/history.h>
 #include <readline/readline.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,25 @@ namespace replaydb::tools {
 
 
 // ------------------------------------------------------------------ Shell
+
+namespace {
+
+std::atomic<bool> g_interrupt{false};
+
+extern "C" void OnInterrupt(int) { g_interrupt.store(true); }
+
+// SIGINT sets g_interrupt; system calls it interrupts return EINTR.
+void CatchInterrupts() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+}  // namespace
+
+const std::atomic<bool>* Shell::interrupt() const { return &g_interrupt; }
 
 Result<std::unique_ptr<Shell>> Shell::Open(const std::string& dir, bool read_only,
                                            std::string* note) {
@@ -44,6 +64,7 @@ Status Shell::Run(std::string_view line, CommandOutput* out, bool* produced, boo
     return Status::OK();
   }
   *produced = true;
+  g_interrupt.store(false);
   return RunShellCommand(*this, command, out);
 }
 
@@ -250,9 +271,22 @@ std::string HistoryPath() {
   return {};
 }
 
+// Ctrl-C at the prompt: drop the line and prompt again.
+int OnPromptSignal() {
+  if (g_interrupt.exchange(false)) {
+    rl_replace_line("", 0);
+    rl_crlf();
+    rl_on_new_line();
+    rl_redisplay();
+  }
+  return 0;
+}
+
 void Interactive(Session& s, const std::string& dir) {
   g_completing = s.shell;
   rl_readline_name = "replaydb";
+  rl_catch_signals = 0;  // our handler (CatchInterrupts) sees SIGINT
+  rl_signal_event_hook = OnPromptSignal;
   rl_attempted_completion_function = CompleteHook;
   const std::string history = HistoryPath();
   if (!history.empty()) read_history(history.c_str());
@@ -335,6 +369,7 @@ int ShellCommand(std::span<const std::string> args) {
     return kExitFailure;
   }
   if (!note.empty()) std::fprintf(stderr, "replaydb: %s\n", note.c_str());
+  CatchInterrupts();
   Session s{shell->get(), json};
   bool quit = false;
   if (!commands.empty()) {
@@ -346,7 +381,11 @@ int ShellCommand(std::span<const std::string> args) {
     return kExitOk;  // typing mistakes along the way are no failure
   } else {
     std::string line;
-    while (!quit && std::getline(std::cin, line)) RunLine(s, line, &quit);
+    // Ctrl-C also ends a script (after the command it interrupted).
+    while (!quit && !g_interrupt.load() && std::getline(std::cin, line)) {
+      RunLine(s, line, &quit);
+    }
+    if (g_interrupt.load()) s.failed = true;
   }
   return s.failed ? kExitFailure : kExitOk;
 }

@@ -10,6 +10,10 @@
 //   --json                          one JSON object per command on stdout
 //   --read-only                     open read-only even when the lock is free
 //
+// Ctrl-C stops a long command (verify, export, import, compact) without
+// damage: an export or import leaves nothing behind. At the prompt it
+// clears the line.
+//
 // The database must exist. When another process holds it read-write, the
 // shell opens it read-only and says so on stderr. Exit status: 0, or 1 when
 // any command of -c or standard input failed (interactive: 0; 2 for a
@@ -21,6 +25,7 @@
 #ifndef REPLAYDB_TOOLS_SHELL_H_
 #define REPLAYDB_TOOLS_SHELL_H_
 
+#include <atomic>
 #include <memory>
 #include <span>
 #include <string>
@@ -57,6 +62,9 @@ class Shell {
                                              std::string* note);
 
   DB& db() { return *db_; }
+  // Set by SIGINT (Ctrl-C) while a command runs; long commands stop early
+  // when it is set. Cleared before each command.
+  const std::atomic<bool>* interrupt() const;
   // Runs one command line into *out; *quit set by quit/exit. Empty lines and
   // comments produce nothing (out->json stays an empty object and
   // *produced is false).

@@ -187,14 +187,15 @@ Status CheckpointCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
 }
 
 Status Export(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
-  REPLAYDB_RETURN_IF_ERROR(Named(c, shell.db().ExportTable(c.args[0], c.args[1])));
+  REPLAYDB_RETURN_IF_ERROR(Named(c, shell.db().ExportTable(c.args[0], c.args[1], shell.interrupt())));
   out->json.Set("exported", c.args[0]).Set("to", c.args[1]);
   return Status::OK();
 }
 
 Status Import(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   const std::string& name = c.args.size() > 2 ? c.args[2] : c.args[1];
-  Result<std::shared_ptr<Table>> table = shell.db().ImportTable(c.args[0], c.args[1], name);
+  Result<std::shared_ptr<Table>> table = shell.db().ImportTable(c.args[0], c.args[1], name,
+                                                                shell.interrupt());
   REPLAYDB_RETURN_IF_ERROR(Named(c, table.status()));
   const TableInfo i = (*table)->Info();
   out->json.Set("imported", name)
@@ -206,12 +207,60 @@ Status Import(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
 Status ImportD4rl(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   TableSpec spec;
   spec.name = c.args[1];
-  Result<std::shared_ptr<Table>> table = shell.db().ImportD4rl(c.args[0], spec);
+  Result<std::shared_ptr<Table>> table = shell.db().ImportD4rl(c.args[0], spec, shell.interrupt());
   REPLAYDB_RETURN_IF_ERROR(Named(c, table.status()));
   const TableInfo i = (*table)->Info();
   out->json.Set("imported", spec.name)
       .Set("trajectories", i.num_trajectories + i.cold_trajectories)
       .Set("steps", i.num_steps + i.cold_steps);
+  return Status::OK();
+}
+
+Status WalCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
+  Result<WalInfo> wal = shell.db().Wal();
+  REPLAYDB_RETURN_IF_ERROR(Named(c, wal.status()));
+  const WalInfo& w = *wal;
+  out->json.Set("dir", w.dir)
+      .Set("enabled", w.enabled)
+      .Set("sync", w.sync)
+      .Set("segments", w.segments)
+      .Set("first_segment", w.first_segment)
+      .Set("last_segment", w.last_segment)
+      .Set("bytes", w.bytes)
+      .Set("checkpoint_sequence", w.checkpoint_sequence)
+      .Set("checkpoint_segment", w.checkpoint_segment)
+      .Set("records_since_checkpoint", w.records_since_checkpoint)
+      .Set("bytes_since_checkpoint", w.bytes_since_checkpoint);
+  if (!w.note.empty()) out->json.Set("note", w.note);
+  return Status::OK();
+}
+
+Status VerifyCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
+  Result<VerifyReport> report = shell.db().Verify(shell.interrupt());
+  REPLAYDB_RETURN_IF_ERROR(Named(c, report.status()));
+  const VerifyReport& r = *report;
+  Json problems = Json::MakeArray();
+  for (const std::string& p : r.problems) problems.Push(p);
+  out->json.Set("ok", r.problems.empty())
+      .Set("tables", r.tables)
+      .Set("hot_trajectories", r.hot_trajectories)
+      .Set("cold_trajectories", r.cold_trajectories)
+      .Set("steps", r.steps)
+      .Set("bytes", r.bytes)
+      .Set("wal_records", r.wal_records)
+      .Set("problems", problems);
+  if (!r.problems.empty()) {
+    // Printed, and the command fails so scripts notice.
+    std::fputs(RenderText(out->json).c_str(), stdout);
+    return Status::Corruption("verify: " + std::to_string(r.problems.size()) +
+                              " problem(s) found; the first: " + r.problems[0]);
+  }
+  return Status::OK();
+}
+
+Status CompactCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
+  REPLAYDB_RETURN_IF_ERROR(Named(c, shell.db().Compact(shell.interrupt())));
+  out->json.Set("compacted", true);
   return Status::OK();
 }
 
@@ -235,6 +284,7 @@ constexpr Entry kHandlers[] = {
     {"help", &Help},         {"tables", &Tables},         {"describe", &Describe},
     {"stats", &Stats},       {"checkpoint", &CheckpointCmd}, {"export", &Export},
     {"import", &Import},     {"import-d4rl", &ImportD4rl}, {"bench", &Bench},
+    {"wal", &WalCmd},        {"verify", &VerifyCmd},       {"compact", &CompactCmd},
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #ifndef REPLAYDB_DB_H_
 #define REPLAYDB_DB_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,6 +32,35 @@ struct RecoveryInfo {
   std::string dropped_reason;
   // Trajectories open at the crash, ended (as truncated) by recovery.
   int64_t trajectories_ended = 0;
+};
+
+// The write-ahead log (DB::Wal).
+struct WalInfo {
+  bool enabled = false;     // a read-only opener: whether the writer logs
+  std::string dir;          // path/wal
+  std::string sync;         // "none", "batch" or "always" (this opener's)
+  uint64_t segments = 0;    // segment files in dir
+  uint64_t first_segment = 0;  // their numbers (0 when none)
+  uint64_t last_segment = 0;
+  uint64_t bytes = 0;          // their total size
+  uint64_t checkpoint_sequence = 0;  // the last checkpoint's (0: none yet)
+  uint64_t checkpoint_segment = 0;   // replay starts at this segment
+  // What a crash now would replay: records and bytes (headers included)
+  // logged since the last checkpoint.
+  uint64_t records_since_checkpoint = 0;
+  uint64_t bytes_since_checkpoint = 0;
+  std::string note;  // empty, or why the counts may be short
+};
+
+// What DB::Verify read and found.
+struct VerifyReport {
+  int64_t tables = 0;
+  int64_t hot_trajectories = 0;
+  int64_t cold_trajectories = 0;
+  int64_t steps = 0;            // steps read (hot and cold)
+  int64_t bytes = 0;            // step bytes read
+  uint64_t wal_records = 0;     // log records read after the last checkpoint
+  std::vector<std::string> problems;  // one line each; empty: all is well
 };
 
 // Thread-safe. Only one read-write opener per directory at a time, across
@@ -91,7 +121,12 @@ class DB {
   // cold, with ids, priorities and sample counts; open trajectories arrive
   // ended (truncated). A read-write database takes a checkpoint first. On
   // error the new database is removed.
-  virtual Status ExportTable(std::string_view table, const std::string& dir) = 0;
+  //
+  // Export, the imports, Verify and Compact stop early with Cancelled when
+  // `cancel` (may be null) becomes true, e.g. from a SIGINT handler; an
+  // export or import then leaves nothing behind, as on any error.
+  virtual Status ExportTable(std::string_view table, const std::string& dir,
+                             const std::atomic<bool>* cancel = nullptr) = 0;
   // Imports table `source_table` of the database in `source_dir` (opened
   // read-only, so a writer may be using it: its last checkpoint is what
   // comes) as a new table `name` (empty: the source's name) with the
@@ -100,7 +135,8 @@ class DB {
   // new table is dropped, so nothing half-imported stays.
   virtual Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
                                                      std::string_view source_table,
-                                                     std::string_view name = {}) = 0;
+                                                     std::string_view name = {},
+                                                     const std::atomic<bool>* cancel = nullptr) = 0;
   // Imports an HDF5 file in the D4RL layout (observations, actions,
   // rewards, terminals, timeouts, and any other dataset as a column named
   // by its path with '.' for '/'; trajectories cut after each terminal or
@@ -109,7 +145,28 @@ class DB {
   // Items get priority 1. Errors name the file, dataset and values; on any
   // error the new table is dropped.
   virtual Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path,
-                                                    const TableSpec& spec) = 0;
+                                                    const TableSpec& spec,
+                                                    const std::atomic<bool>* cancel = nullptr) = 0;
+
+  // ---- maintenance (the replaydb shell's wal, verify and compact) ----
+
+  // The write-ahead log as it is now. A read-only opener reads the segment
+  // files, so a record the writer is appending at that moment may be left
+  // out (WalInfo::note then says where counting stopped).
+  virtual Result<WalInfo> Wal() const = 0;
+  // Reads everything: each table's index is checked for consistency, every
+  // trajectory is read from the cold store (FlatBuffers verified, RocksDB
+  // block checksums checked) and a hot trajectory's stored steps are
+  // compared with its blocks; RocksDB's files are checksummed whole; the log
+  // after the last checkpoint is read with its record checksums. What is
+  // wrong goes into VerifyReport::problems (an error Status only when the
+  // check itself cannot run). Changes nothing. Shows progress on stderr
+  // when it is a terminal.
+  virtual Result<VerifyReport> Verify(const std::atomic<bool>* cancel = nullptr) = 0;
+  // Compacts the cold store (RocksDB): space of dropped tables, rewritten
+  // metadata and loaded trajectories is given back. FailedPrecondition on a
+  // read-only opener.
+  virtual Status Compact(const std::atomic<bool>* cancel = nullptr) = 0;
 };
 
 }  // namespace replaydb

@@ -551,14 +551,20 @@ TEST(ColdTierCrashTest, KilledWhileSpillingLosesNothingAcknowledged) {
       std::_Exit(127);
     }
     ::close(pipefd[1]);
+    // The kill comes a random while after the child's first acknowledged
+    // step, however slowly it starts (sanitizers, a busy machine).
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while (out.find('\n') == std::string::npos &&
+           (n = ::read(pipefd[0], buf, sizeof(buf))) > 0) {
+      out.append(buf, static_cast<size_t>(n));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
     ::kill(pid, SIGKILL);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFSIGNALED(status)) << "child exited early with status " << WEXITSTATUS(status);
-    std::string out;
-    char buf[4096];
-    ssize_t n;
     while ((n = ::read(pipefd[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
     ::close(pipefd[0]);
     for (size_t pos = 0;;) {
