@@ -3,6 +3,7 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 #include <signal.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -271,14 +272,44 @@ std::string HistoryPath() {
   return {};
 }
 
-// Ctrl-C at the prompt: drop the line and prompt again.
-int OnPromptSignal() {
-  if (g_interrupt.exchange(false)) {
-    rl_replace_line("", 0);
-    rl_crlf();
-    rl_on_new_line();
-    rl_redisplay();
+// The terminal stays in readline's mode (no echo, no line buffering) for the
+// whole session, so keys typed while a command runs, Ctrl-D too, wait for
+// the next prompt as keys. At the prompt Ctrl-C reaches readline as a key
+// (ISIG off), bound to DropLine: deterministic whatever keys follow, and no
+// signal that some other thread of the process might take. While a command
+// runs ISIG is on: Ctrl-C raises SIGINT and g_interrupt cancels the command.
+bool g_terminal_prepped = false;
+
+void SetTerminalSignals(bool on) {
+  struct termios t;
+  if (tcgetattr(STDIN_FILENO, &t) != 0) return;
+  const tcflag_t want = on ? (t.c_lflag | ISIG) : (t.c_lflag & ~static_cast<tcflag_t>(ISIG));
+  if (want == t.c_lflag) return;
+  t.c_lflag = want;
+  tcsetattr(STDIN_FILENO, TCSADRAIN, &t);
+}
+
+void PrepTerminal(int meta) {
+  if (!g_terminal_prepped) {
+    rl_prep_terminal(meta);
+    g_terminal_prepped = true;
   }
+  SetTerminalSignals(false);
+}
+
+// Between lines: only signals back on. RestoreTerminal ends the session.
+void DeprepTerminal() { SetTerminalSignals(true); }
+
+void RestoreTerminal() {
+  if (g_terminal_prepped) rl_deprep_terminal();
+  g_terminal_prepped = false;
+}
+
+// Ctrl-C at the prompt: drop the line and prompt again.
+int DropLine(int /*count*/, int /*key*/) {
+  rl_replace_line("", 0);
+  rl_crlf();
+  rl_on_new_line();
   return 0;
 }
 
@@ -286,7 +317,9 @@ void Interactive(Session& s, const std::string& dir) {
   g_completing = s.shell;
   rl_readline_name = "replaydb";
   rl_catch_signals = 0;  // our handler (CatchInterrupts) sees SIGINT
-  rl_signal_event_hook = OnPromptSignal;
+  rl_prep_term_function = PrepTerminal;
+  rl_deprep_term_function = DeprepTerminal;
+  rl_bind_key('\003', DropLine);
   rl_attempted_completion_function = CompleteHook;
   const std::string history = HistoryPath();
   if (!history.empty()) read_history(history.c_str());
@@ -308,6 +341,7 @@ void Interactive(Session& s, const std::string& dir) {
     add_history(line.c_str());
     RunLine(s, line, &quit);
   }
+  RestoreTerminal();
   if (!history.empty()) write_history(history.c_str());
   g_completing = nullptr;
 }

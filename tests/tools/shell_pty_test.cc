@@ -139,17 +139,26 @@ TEST_F(ShellPtyTest, TypesCommandsCompletesNamesAndKeepsHistory) {
   ASSERT_TRUE(term.WaitFor("--column " + column, mark)) << term.screen();
   term.Type("\x15");  // Ctrl-U: drop the line
 
+  // Ctrl-C at the prompt drops the line typed so far, also when the next
+  // keys follow at once.
+  mark = term.screen().size();
+  term.Type("describe experienc");
+  ASSERT_TRUE(term.WaitFor("describe experienc", mark)) << term.screen();
+  mark = term.screen().size();
+  term.Type("\x03tables\n");
+  ASSERT_TRUE(term.WaitFor("experience  1", mark)) << term.screen();
+  EXPECT_THAT(term.screen().substr(mark), ::testing::Not(HasSubstr("error")));
+
   // An error keeps the shell running.
   mark = term.screen().size();
   term.Type("frobnicate\n");
   ASSERT_TRUE(term.WaitFor("error: unknown command 'frobnicate'", mark)) << term.screen();
-  mark = term.screen().size();
-  term.Type("tables\n");
-  ASSERT_TRUE(term.WaitFor("experience", mark)) << term.screen();
-  ASSERT_TRUE(term.WaitFor("replaydb> ", mark)) << term.screen();
 
-  // Ctrl-D leaves; the history file holds what was typed.
-  term.Type("\x04");
+  // Keys typed while a command runs wait for the next prompt, Ctrl-D too:
+  // it leaves after the command. The history file holds what was typed.
+  mark = term.screen().size();
+  term.Type("tables\n\x04");
+  ASSERT_TRUE(term.WaitFor("experience", mark)) << term.screen();
   EXPECT_EQ(term.Wait(), 0) << term.screen();
   const std::string kept = testing_util::ReadFile(history);
   EXPECT_THAT(kept, HasSubstr("stats experience\n"));

@@ -260,5 +260,29 @@ TEST_F(ShellTest, ExportAndImportRoundTrip) {
   EXPECT_THAT(run.err, HasSubstr("error: export: "));
 }
 
+TEST_F(ShellTest, WalVerifyAndCompact) {
+  MakeDatabase("exp", 1 + static_cast<int>(rng_() % 6));
+  const ToolRun run =
+      Run({db_path_, "--json", "-c", "wal", "-c", "verify", "-c", "compact", "-c", "verify"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<JsonValue> out = JsonLines(run);
+  ASSERT_EQ(out.size(), 4u) << run.out;
+  EXPECT_EQ(out[0].Find("dir")->string, db_path_ + "/wal");
+  EXPECT_GE(out[0].Find("segments")->number, 1);
+  EXPECT_GE(out[0].Find("checkpoint_sequence")->number, 1);
+  for (const JsonValue* v : {&out[1], &out[3]}) {
+    EXPECT_EQ(v->Find("ok")->type, T::kBool);
+    EXPECT_TRUE(v->Find("ok")->boolean);
+    EXPECT_EQ(v->Find("steps")->number, static_cast<double>(steps_));
+    EXPECT_TRUE(v->Find("problems")->values.empty());
+  }
+  EXPECT_TRUE(out[2].Find("compacted")->boolean);
+  // A reader cannot compact, and says why.
+  const ToolRun ro = Run({db_path_, "--read-only", "-c", "compact"});
+  EXPECT_EQ(ro.exit_code, 1);
+  EXPECT_THAT(ro.err, HasSubstr("error: compact: Compact: database " + db_path_ +
+                                " was opened read-only"));
+}
+
 }  // namespace
 }  // namespace replaydb
