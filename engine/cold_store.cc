@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/rocksdb_env.h"
+#include "util/progress.h"
 
 namespace replaydb::engine {
 namespace {
@@ -334,16 +335,50 @@ Status ColdStore::VerifyChecksums() {
 }
 
 Status ColdStore::Compact(const std::atomic<bool>* cancel) {
+  std::vector<uint32_t> tables;
+  REPLAYDB_RETURN_IF_ERROR(ListTables(&tables));
   std::shared_lock<std::shared_mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(Usable());
+  // One piece per table (the checkpoint's key goes with the first), so the
+  // progress bar moves and Ctrl-C is seen between pieces; the first and
+  // last pieces are open-ended, so together they cover every key.
+  std::vector<std::string> bounds;
+  for (uint32_t t : tables) bounds.push_back(Key(t, '\0'));
+  if (!bounds.empty()) bounds.erase(bounds.begin());
+  const size_t pieces = bounds.size() + 1;
+  std::vector<uint64_t> sizes(pieces, 0);
+  uint64_t total = 0;
+  for (size_t i = 0; i < pieces; ++i) {
+    const rocksdb::Slice begin(i == 0 ? std::string_view() : bounds[i - 1]);
+    const std::string last(8, '\xff');
+    const rocksdb::Slice end(i + 1 == pieces ? std::string_view(last) : bounds[i]);
+    rocksdb::Range range(begin, end);
+    rocksdb::SizeApproximationOptions size_options;
+    size_options.include_memtables = true;
+    size_options.include_files = true;
+    (void)db_->GetApproximateSizes(size_options, db_->DefaultColumnFamily(), &range, 1, &sizes[i]);
+    total += sizes[i];
+  }
+  Progress progress("compact " + dir_, static_cast<int64_t>(total), "bytes");
   rocksdb::CompactRangeOptions options;
   // RocksDB only reads the flag.
   options.canceled = const_cast<std::atomic<bool>*>(cancel);
-  const rocksdb::Status s = db_->CompactRange(options, nullptr, nullptr);
-  if (s.IsManualCompactionPaused() || (cancel != nullptr && cancel->load() && !s.ok())) {
-    return Status::Cancelled("cold store " + dir_ + ": compaction interrupted");
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
+  for (size_t i = 0; i < pieces; ++i) {
+    if (cancel != nullptr && cancel->load()) {
+      return Status::Cancelled("cold store " + dir_ + ": compaction interrupted");
+    }
+    const rocksdb::Slice begin(i == 0 ? std::string_view() : bounds[i - 1]);
+    const rocksdb::Slice end(i + 1 == pieces ? std::string_view() : bounds[i]);
+    const rocksdb::Status s =
+        db_->CompactRange(options, i == 0 ? nullptr : &begin, i + 1 == pieces ? nullptr : &end);
+    if (s.IsManualCompactionPaused() || (cancel != nullptr && cancel->load() && !s.ok())) {
+      return Status::Cancelled("cold store " + dir_ + ": compaction interrupted");
+    }
+    REPLAYDB_RETURN_IF_ERROR(FromRocks(s, "compact", dir_));
+    progress.Add(static_cast<int64_t>(sizes[i]));
   }
-  return FromRocks(s, "compact", dir_);
+  return Status::OK();
 }
 
 }  // namespace replaydb::engine

@@ -224,6 +224,10 @@ Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(std::shared_ptr<TableImp
     return Status::InvalidArgument(where + " in_flight is " + std::to_string(options.in_flight) +
                                    "; it must be between 1 and " + std::to_string(kMaxInFlight));
   }
+  if (options.sample.peek) {
+    return Status::InvalidArgument(where + " does not peek (SampleOptions::peek is for "
+                                   "Table::Sample)");
+  }
   if (!options.sample.gather) {
     return Status::InvalidArgument(where + " needs sample.gather = true (it gathers batches)");
   }

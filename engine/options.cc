@@ -125,6 +125,14 @@ std::string_view EndReasonName(EndReason r) {
   return "invalid";
 }
 
+std::string_view TierName(Tier t) {
+  switch (t) {
+    case Tier::kHot: return "hot";
+    case Tier::kCold: return "cold";
+  }
+  return "invalid";
+}
+
 size_t ColumnSpec::step_bytes() const {
   return static_cast<size_t>(shape.num_elements()) * DTypeSize(dtype);
 }

@@ -48,6 +48,28 @@ void TableImpl::BuildMetaLocked(const Trajectory& t, bool cold,
                                        fbb->CreateVectorOfStructs(items), cold));
 }
 
+TableImpl::ColdEntry TableImpl::ColdEntryOf(const Trajectory& t, bool spilling) const {
+  ColdEntry e;
+  e.length = t.length;
+  e.spilling = spilling;
+  e.ended = t.ended;
+  e.end_reason = t.end_reason;
+  // Counted from the items: an evicted trajectory's live_items is already 0.
+  for (int64_t i = 0; i < t.items_created; ++i) e.live_items += ItemLive(t.items[i]) ? 1 : 0;
+  return e;
+}
+
+TableImpl::ColdEntry TableImpl::ColdEntryOf(const StoredTrajectory& stored) const {
+  ColdEntry e;
+  e.length = stored.length;
+  e.ended = stored.ended;
+  e.end_reason = stored.end_reason;
+  for (size_t i = 0; i < stored.items.size(); ++i) {
+    e.live_items += max_times_sampled_ == 0 || stored.live[i] ? 1 : 0;
+  }
+  return e;
+}
+
 // ---- spilling
 
 void TableImpl::SpillLocked(Trajectory& t) {
@@ -59,7 +81,7 @@ void TableImpl::SpillLocked(Trajectory& t) {
   }
   if (read_only_.load(std::memory_order_relaxed)) {
     // Nothing to write: a read-only table holds only stored trajectories.
-    cold_[t.id] = ColdEntry{t.length, /*spilling=*/false};
+    cold_[t.id] = ColdEntryOf(t, /*spilling=*/false);
     cold_steps_ += t.length;
     return;
   }
@@ -74,7 +96,7 @@ void TableImpl::SpillLocked(Trajectory& t) {
     job.pinned = true;
     for (int64_t b : t.blocks) job.blocks.push_back(pool_.address(b));
   }
-  cold_[t.id] = ColdEntry{t.length, /*spilling=*/true};
+  cold_[t.id] = ColdEntryOf(t, /*spilling=*/true);
   cold_steps_ += t.length;
   spill_queue_.push_back(std::move(job));
   cold_cv_.notify_all();
@@ -368,7 +390,7 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
   batch.PutTrajectory(table_id, t.id, View(meta));
   REPLAYDB_RETURN_IF_ERROR(store->WriteLogged(batch).WithContext("table " + Q(name_)));
   std::lock_guard<std::mutex> lock(mu_);
-  cold_[t.id] = ColdEntry{t.length, false};
+  cold_[t.id] = ColdEntryOf(t, /*spilling=*/false);
   cold_steps_ += t.length;
   next_trajectory_id_ = std::max(next_trajectory_id_, t.id + 1);
   for (const ItemState& item : t.items) {

@@ -480,7 +480,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
         // Spilled ones stay cold, and so does what no longer fits.
         const bool fits = pool_.capacity_blocks() - pool_.in_use() >= BlocksFor(stored.length);
         if (stored.cold || !fits) {
-          cold_[id] = ColdEntry{stored.length, false};
+          cold_[id] = ColdEntryOf(stored);
           cold_steps_ += stored.length;
           return Status::OK();
         }

@@ -813,10 +813,18 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
                              std::vector<Window>* windows, int64_t* live_items) {
   const int64_t B = batch;
   const int64_t L = sequence_length_;
-  const auto ready = [&] {
-    return selector_->has_mass() && (max_times_sampled_ == 0 || sample_budget_ >= B);
-  };
-  REPLAYDB_RETURN_IF_ERROR(limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
+  const bool take = !options.peek;
+  if (take) {
+    const auto ready = [&] {
+      return selector_->has_mass() && (max_times_sampled_ == 0 || sample_budget_ >= B);
+    };
+    REPLAYDB_RETURN_IF_ERROR(
+        limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
+  } else if (num_items_ == 0 || !selector_->has_mass()) {
+    return Status::FailedPrecondition(
+        "table " + Q(name_) + " has nothing to draw: " + std::to_string(num_items_) +
+        " live items" + (num_items_ > 0 ? ", none with a priority above 0" : ""));
+  }
   *live_items = num_items_;
   std::vector<index::Selection> device_draws;
   if (device_ != nullptr) {
@@ -841,15 +849,17 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     Trajectory& t = *tp;
     const int64_t start = ItemKeyStart(sel.key);
     ItemState& item = t.items[start];
-    ++item.times_sampled;
-    ++items_sampled_;
-    NoteSampledLocked(1);
-    t.dirty = true;
+    if (take) {
+      ++item.times_sampled;
+      ++items_sampled_;
+      NoteSampledLocked(1);
+      t.dirty = true;
+    }
     out->keys[b] = sel.key;
     out->probabilities[b] = sel.probability;
     out->priorities[b] = item.priority;
     out->times_sampled[b] = item.times_sampled;
-    if (max_times_sampled_ > 0) {
+    if (take && max_times_sampled_ > 0) {
       --sample_budget_;
       if (item.times_sampled >= max_times_sampled_) {
         DropItemLocked(t, sel.key, item);
@@ -1070,6 +1080,11 @@ Status TableImpl::CheckDeviceOutput(const DeviceSampleOutput& out, bool weights)
 
 Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& options,
                                  const DeviceSampleOutput& out, void* stream) {
+  if (options.peek) {
+    return Status::InvalidArgument("table " + Q(name_) +
+                                   ": SampleToDevice does not peek (SampleOptions::peek is for "
+                                   "Table::Sample)");
+  }
   REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
   REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, options.importance_beta >= 0));
   if (out.probabilities == nullptr) {

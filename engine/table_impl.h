@@ -210,6 +210,11 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status Verify(ColdStore& store, const std::atomic<bool>* cancel, Progress& progress,
                 VerifyReport* report);
   Status ImportStored(StoredTrajectory& t);
+  // ListTrajectories, ReadTrajectory, ItemPriorities: engine/table_inspect.cc.
+  std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter& filter) const override;
+  Status ReadTrajectory(uint64_t id, int64_t first, int64_t count,
+                        TrajectorySteps* out) override;
+  Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override;
   // Loads cold trajectories in id order while free blocks hold them.
   Status FillHot();
   // Reads one trajectory (metadata and steps) of table `table_id` in `store`.
@@ -326,7 +331,15 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   struct ColdEntry {
     int64_t length = 0;
     bool spilling = false;  // queued or being written; its blocks are held
+    // As ListTrajectories shows it (a spilled trajectory is ended).
+    bool ended = true;
+    EndReason end_reason = EndReason::kTruncated;
+    int64_t live_items = 0;  // live once loaded
   };
+  // The cold index entry of `t` (leaving the hot tier, or imported).
+  ColdEntry ColdEntryOf(const Trajectory& t, bool spilling) const;
+  // The cold index entry of a trajectory read from the store.
+  ColdEntry ColdEntryOf(const StoredTrajectory& stored) const;
   // A trajectory evicted with spill on, to be written to the cold store.
   struct SpillJob {
     std::shared_ptr<Trajectory> t;

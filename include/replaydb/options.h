@@ -375,6 +375,12 @@ struct SampleOptions {
   // Copy the windows' step data into SampleBatch::columns. false draws keys,
   // probabilities and weights only (columns are left empty). Default: true.
   bool gather = true;
+  // Draw without taking (to look, as the replaydb shell's sample does): the
+  // rate limiter is neither waited for nor counted, no times_sampled or
+  // TableInfo counter changes, no item is removed and no rotation comes
+  // due. FailedPrecondition when nothing can be drawn now. Table::Sample
+  // only: SampleToDevice and DeviceSampler reject it. Default: false.
+  bool peek = false;
 };
 
 }  // namespace replaydb

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -22,6 +23,49 @@ enum class EndReason : uint8_t {
   kTruncated = 1,  // cut short (time limit, actor stopped)
 };
 std::string_view EndReasonName(EndReason r);  // "terminal", "truncated"
+
+// Where a trajectory is: in the hot tier (sampleable) or only in the cold
+// tier (the database's RocksDB store; Table::Load brings it back).
+enum class Tier : uint8_t { kHot = 0, kCold = 1 };
+std::string_view TierName(Tier t);  // "hot", "cold"
+
+// A trajectory as Table::ListTrajectories and ReadTrajectory describe it.
+struct TrajectoryInfo {
+  uint64_t id = 0;
+  int64_t length = 0;  // steps
+  bool ended = false;
+  EndReason end_reason = EndReason::kTruncated;  // when ended
+  Tier tier = Tier::kHot;
+  // Live items: sampleable now (hot), or once loaded (cold).
+  int64_t live_items = 0;
+};
+
+// Which trajectories Table::ListTrajectories returns.
+struct TrajectoryFilter {
+  // Only ids >= from. Default: 0.
+  uint64_t from = 0;
+  // At most this many (the lowest ids that match); 0: all. Default: 0.
+  size_t limit = 0;
+  // Only lengths in [min_length, max_length]. Default: any.
+  int64_t min_length = 0;
+  int64_t max_length = std::numeric_limits<int64_t>::max();
+  // Only ended (true) or open (false) ones. Default: both.
+  std::optional<bool> ended;
+  // Only those in this tier. Default: both.
+  std::optional<Tier> tier;
+};
+
+// Steps of one trajectory read by Table::ReadTrajectory, in host memory
+// that belongs to this struct.
+struct TrajectorySteps {
+  TrajectoryInfo info;
+  int64_t first = 0;  // the first step read
+  // One per table column, in schema order: [steps read, column shape...].
+  std::vector<Tensor> columns;
+  // [steps read]: each step's priority as appended (TableSpec::step_priority
+  // turns them into item priorities).
+  std::vector<double> step_priorities;
+};
 
 // A batch of B items, each a window of L steps. All buffers live in host
 // memory and belong to the batch.
@@ -325,6 +369,23 @@ class Table {
   // Ids of the cold trajectories, in order, at most `limit` (0: all) from
   // the first >= `from`.
   virtual std::vector<uint64_t> ColdTrajectories(uint64_t from = 0, size_t limit = 0) const = 0;
+
+  // ---- inspection (the replaydb shell uses these) ----
+
+  // The trajectories of both tiers that match `filter`, in id order. One
+  // being spilled counts as cold. Changes nothing.
+  virtual std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter& filter = {}) const = 0;
+  // Reads steps [first, first + count) of trajectory `id`, clipped to its
+  // length, hot or cold, into `out` (a cold one stays cold). Changes
+  // nothing. NotFound naming the table and id when it has no such
+  // trajectory; InvalidArgument when first < 0, first > its length or
+  // count < 0; Corruption (as Load) when its stored steps are damaged.
+  virtual Status ReadTrajectory(uint64_t id, int64_t first, int64_t count,
+                                TrajectorySteps* out) = 0;
+  // Every live item of the hot tier and its priority, in key order. With
+  // priorities on a device (priority_device >= 0) they are read from it, so
+  // UpdatePrioritiesFromDevice's changes show.
+  virtual Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) = 0;
 
   virtual TableInfo Info() const = 0;
 
