@@ -378,12 +378,8 @@ int ShellCommand(std::span<const std::string> args) {
     }
   }
   if (help) {
-    std::printf("usage: replaydb %s\n  %s\ncommands:\n", std::string(kShellUsage).c_str(),
-                std::string(kShellSummary).c_str());
-    for (const ShellCommandSpec& c : ShellCommands()) {
-      std::printf("  %-40.*s %.*s\n", static_cast<int>(c.usage.size()), c.usage.data(),
-                  static_cast<int>(c.summary.size()), c.summary.data());
-    }
+    std::printf("usage: replaydb %s\n  %s\ncommands:\n%s", std::string(kShellUsage).c_str(),
+                std::string(kShellSummary).c_str(), FormatCommandList().c_str());
     return kExitOk;
   }
   if (positional.size() != 1) {

@@ -83,6 +83,9 @@ class Shell {
 // indented, arrays of objects as aligned tables.
 std::string RenderText(const Json& json);
 
+// Every command's usage and summary, one or two lines each, for help.
+std::string FormatCommandList();
+
 // Runs a parsed command (tools/shell_commands.cc).
 Status RunShellCommand(Shell& shell, const ParsedCommand& command, CommandOutput* out);
 

@@ -8,6 +8,7 @@
 
 #include "tools/bench.h"
 #include "tools/shell.h"
+#include "tools/shell_data.h"
 #include "tools/tool_util.h"
 
 namespace replaydb::tools {
@@ -135,14 +136,10 @@ Status Help(Shell&, const ParsedCommand& c, CommandOutput* out) {
     return Status::OK();
   }
   Json commands = Json::MakeArray();
-  size_t width = 0;
-  for (const ShellCommandSpec& s : ShellCommands()) width = std::max(width, s.usage.size());
-  out->text = "commands:\n";
   for (const ShellCommandSpec& s : ShellCommands()) {
     commands.Push(Json::MakeObject().Set("usage", s.usage).Set("summary", s.summary));
-    out->text += "  " + std::string(s.usage) + std::string(width - s.usage.size() + 2, ' ') +
-                 std::string(s.summary) + "\n";
   }
+  out->text = "commands:\n" + FormatCommandList();
   out->json.Set("commands", commands);
   return Status::OK();
 }
@@ -285,9 +282,26 @@ constexpr Entry kHandlers[] = {
     {"stats", &Stats},       {"checkpoint", &CheckpointCmd}, {"export", &Export},
     {"import", &Import},     {"import-d4rl", &ImportD4rl}, {"bench", &Bench},
     {"wal", &WalCmd},        {"verify", &VerifyCmd},       {"compact", &CompactCmd},
+    {"trajectories", &TrajectoriesCommand}, {"show", &ShowCommand},
+    {"sample", &SampleCommand},             {"priorities", &PrioritiesCommand},
 };
 
 }  // namespace
+
+std::string FormatCommandList() {
+  constexpr size_t kWidth = 28;  // longer usages put their summary on the next line
+  std::string text;
+  for (const ShellCommandSpec& s : ShellCommands()) {
+    text += "  " + std::string(s.usage);
+    if (s.usage.size() + 2 <= kWidth) {
+      text += std::string(kWidth - s.usage.size(), ' ');
+    } else {
+      text += "\n" + std::string(kWidth + 2, ' ');
+    }
+    text += std::string(s.summary) + "\n";
+  }
+  return text;
+}
 
 Status RunShellCommand(Shell& shell, const ParsedCommand& command, CommandOutput* out) {
   for (const Entry& e : kHandlers) {

@@ -17,6 +17,7 @@ namespace replaydb {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_util::JsonLines;
 using testing_util::JsonParser;
 using testing_util::JsonValue;
 using testing_util::Lines;
@@ -134,17 +135,6 @@ class ShellTest : public testing_util::ToolDirTest {
       ASSERT_OK(writer->End(EndReason::kTerminal));
     }
     ASSERT_OK(db->Checkpoint());
-  }
-
-  // Runs `replaydb DB --json -c ...` and parses each stdout line.
-  std::vector<JsonValue> JsonLines(const ToolRun& run) {
-    std::vector<JsonValue> out;
-    for (const std::string& line : Lines(run.out)) {
-      JsonValue v;
-      EXPECT_TRUE(JsonParser::Parse(line, &v)) << "not JSON: " << line;
-      out.push_back(v);
-    }
-    return out;
   }
 
   std::mt19937_64 rng_{testing_util::TestSeed()};

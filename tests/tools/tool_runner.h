@@ -262,6 +262,18 @@ inline std::vector<std::string> Lines(const std::string& text) {
 
 // The integer after "key:" on its line of `text` (digits with optional
 
+// Each line of a `--json` run's stdout, parsed; a line that is not JSON
+// fails the test.
+inline std::vector<JsonValue> JsonLines(const ToolRun& run) {
+  std::vector<JsonValue> out;
+  for (const std::string& line : Lines(run.out)) {
+    JsonValue v;
+    EXPECT_TRUE(JsonParser::Parse(line, &v)) << "not JSON: " << line;
+    out.push_back(v);
+  }
+  return out;
+}
+
 class ToolDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
