@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -163,6 +164,52 @@ TEST_F(ShellPtyTest, TypesCommandsCompletesNamesAndKeepsHistory) {
   const std::string kept = testing_util::ReadFile(history);
   EXPECT_THAT(kept, HasSubstr("stats experience\n"));
   EXPECT_THAT(kept, HasSubstr("frobnicate\n"));
+}
+
+// A long command on a terminal draws a progress bar, and Ctrl-C stops it
+// without damage: the export leaves nothing behind and the shell goes on.
+TEST_F(ShellPtyTest, CtrlCStopsALongExportWithoutDamage) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const std::string db_path = (dir_ / "db").string();
+  {
+    auto db = testing_util::OpenDB(db_path);
+    TableSpec spec;
+    spec.name = "big";
+    spec.columns = {{"frame", DType::kU8, Shape{16384}}};
+    spec.capacity_bytes = int64_t{128} << 20;
+    ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+    ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+    // 64 MiB in 32 trajectories: the export takes long enough to be stopped.
+    testing_util::StepData step = testing_util::RandomStep(spec, rng);
+    for (int t = 0; t < 32; ++t) {
+      for (int s = 0; s < 128; ++s) {
+        step.columns[0][static_cast<size_t>(rng() % 16384)] = std::byte{1};
+        ASSERT_OK(writer->Append(step.tensors));
+      }
+      ASSERT_OK(writer->End(EndReason::kTerminal));
+    }
+  }
+  const std::string out = (dir_ / "exported").string();
+  Terminal term({REPLAYDB_TOOL_PATH, db_path}, {"TERM=dumb", "HOME=" + dir_.string()});
+  ASSERT_TRUE(term.started());
+  ASSERT_TRUE(term.WaitFor("replaydb> ", 0)) << term.screen();
+  size_t mark = term.screen().size();
+  term.Type("export big " + out + "\n");
+  ASSERT_TRUE(term.WaitFor("export big [", mark)) << term.screen();
+  term.Type("\x03");
+  ASSERT_TRUE(term.WaitFor("error: export: ", mark)) << term.screen();
+  ASSERT_TRUE(term.WaitFor("replaydb> ", term.screen().find("error: export: ", mark)))
+      << term.screen();
+  EXPECT_THAT(term.screen().substr(mark), HasSubstr("interrupted after "));
+  EXPECT_THAT(term.screen().substr(mark), HasSubstr("nothing was kept"));
+  EXPECT_FALSE(std::filesystem::exists(out)) << "an interrupted export leaves nothing";
+  // The shell goes on, and the database is whole.
+  mark = term.screen().size();
+  term.Type("verify\n");
+  ASSERT_TRUE(term.WaitFor("problems: (none)", mark)) << term.screen();
+  EXPECT_THAT(term.screen().substr(mark), HasSubstr("steps: 4096"));
+  term.Type("\x04");
+  EXPECT_EQ(term.Wait(), 0) << term.screen();
 }
 
 }  // namespace
