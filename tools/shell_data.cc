@@ -428,8 +428,9 @@ Status SampleCommand(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
         }
       }
     }
+    const Shape batch_shape = col.shape.Prepend(L).Prepend(n);
     Json shape = Json::MakeArray();
-    for (int64_t d : col.shape.Prepend(L).Prepend(n).dims()) shape.Push(d);
+    for (int64_t d : batch_shape.dims()) shape.Push(d);
     // min and max are values of the column: printed as its type prints them.
     const bool floating = col.dtype == DType::kF16 || col.dtype == DType::kBF16 ||
                           col.dtype == DType::kF32;
@@ -450,8 +451,7 @@ Status SampleCommand(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
     }
     column_view.Push(Json::MakeObject()
                          .Set("name", col.name)
-                         .Set("shape", std::string(DTypeName(col.dtype)) +
-                                           col.shape.Prepend(L).Prepend(n).ToString())
+                         .Set("shape", std::string(DTypeName(col.dtype)) + batch_shape.ToString())
                          .Set("min", value(stats.min).Text())
                          .Set("max", value(stats.max).Text())
                          .Set("mean", stats.count > 0 ? FormatDouble(stats.mean_value()) : "-")
