@@ -315,17 +315,19 @@ struct Json {
   double number = 0;
   std::string string;
   std::vector<Json> array;
-  std::vector<std::pair<std::string, Json>> object;
+  // An object's members (vectors, not pairs, which need a complete Json).
+  std::vector<std::string> keys;
+  std::vector<Json> values;
 
   const Json& operator[](const std::string& key) const {
-    for (const auto& [k, v] : object) {
-      if (k == key) return v;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == key) return values[i];
     }
     ADD_FAILURE() << "JSON object has no member '" << key << "'";
     static const Json null;
     return null;
   }
-  size_t size() const { return kind == kArray ? array.size() : object.size(); }
+  size_t size() const { return kind == kArray ? array.size() : values.size(); }
 };
 
 class JsonReader {
@@ -385,7 +387,8 @@ class JsonReader {
         std::string key;
         Json member;
         if (!String(&key) || !Eat(':') || !Value(&member)) return false;
-        v->object.emplace_back(std::move(key), std::move(member));
+        v->keys.push_back(std::move(key));
+        v->values.push_back(std::move(member));
       } while (Eat(','));
       return Eat('}');
     }
