@@ -5,8 +5,8 @@
 # Steps, each logged in full under $OUT (or /tmp/replaydb-gpu-logs):
 #   1. nvidia-smi -L
 #   2. the GPU test suites (Gpu*, DevicePriorityTable*, TableDevice*,
-#      TableGpu*, ColdTierGpu*, BlockGather*, DeviceMemory*, DeviceEvent*)
-#      plainly,
+#      TableGpu*, ColdTierGpu*, BlockGather*, DeviceMemory*, DeviceEvent*,
+#      CApiGpu*) plainly,
 #   3. under compute-sanitizer --tool memcheck,
 #   4. under compute-sanitizer --tool racecheck,
 #   5. `replaydb bench --json --big --filter prio` (n = 1M, 10M, 100M; cpu and
@@ -54,7 +54,7 @@ if ldd "$bundle/bin/replaydb_tests" "$bundle/bin/replaydb" 2>&1 | grep -q "not f
 fi
 tests="$bundle/bin/replaydb_tests"
 tool="$bundle/bin/replaydb"
-filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*}"
+filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*:CApiGpu*}"
 unset GTEST_FILTER
 # Under compute-sanitizer, leave out the test that provokes out-of-memory
 # errors on purpose (the sanitizer reports every failed CUDA call).

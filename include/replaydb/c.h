@@ -14,7 +14,12 @@
  *   Status::Code) and takes `char** errptr` last. On failure *errptr is set
  *   to a malloc'ed message (a string that was there is freed first); free it
  *   with replaydb_free. On success *errptr is left alone. errptr may be NULL
- *   when the caller does not want the message.
+ *   when the caller does not want the message. A handle out-parameter
+ *   (`replaydb_db_t** db`, `replaydb_batch_t** batch`, ...) is set to NULL
+ *   on failure. Checks only the C layer makes (NULL pointers, counts, enum
+ *   names) fail with InvalidArgument naming the function and the argument,
+ *   e.g. "replaydb_writer_append: step is NULL"; all other messages are the
+ *   C++ Status message, which names the table, column and values.
  * - Strings and arrays the API returns are malloc'ed and belong to the
  *   caller (replaydb_free, replaydb_free_strings); pointers that accessors
  *   return (batch data, shapes, names) belong to the object and stay valid
@@ -85,6 +90,10 @@ enum { REPLAYDB_TERMINAL = 0, REPLAYDB_TRUNCATED = 1 };
 /* Waits without end (timeouts are in milliseconds; negative = forever). */
 #define REPLAYDB_WAIT_FOREVER (-1)
 
+/* An item key is (trajectory id << REPLAYDB_ITEM_KEY_START_BITS) | start
+ * step (replaydb::MakeItemKey). */
+#define REPLAYDB_ITEM_KEY_START_BITS 24
+
 /* Most dimensions a tensor or batch field has (columns: 6, plus batch and
  * sequence). */
 #define REPLAYDB_MAX_DIMS 8
@@ -135,10 +144,10 @@ REPLAYDB_C_EXPORT void replaydb_options_set_create_if_missing(replaydb_options_t
 REPLAYDB_C_EXPORT void replaydb_options_set_error_if_exists(replaydb_options_t* o, int v);
 REPLAYDB_C_EXPORT void replaydb_options_set_wal_enabled(replaydb_options_t* o, int v);
 /* "none", "batch" or "always". */
-REPLAYDB_C_EXPORT int replaydb_options_set_wal_sync(replaydb_options_t* o, const char* mode,
-                                                    char** errptr);
-/* Automatic checkpoints: every `seconds` (0: off), every `wal_bytes` of log
- * (0: off), and on close. */
+REPLAYDB_C_EXPORT int replaydb_options_set_wal_sync(replaydb_options_t* options,
+                                                    const char* mode, char** errptr);
+/* Automatic checkpoints: every `seconds` (0 or less: off), every
+ * `wal_bytes` of log (0: off), and on close. */
 REPLAYDB_C_EXPORT void replaydb_options_set_checkpoint(replaydb_options_t* o, int64_t seconds,
                                                        uint64_t wal_bytes, int on_close);
 
@@ -150,12 +159,14 @@ REPLAYDB_C_EXPORT int replaydb_open(const replaydb_options_t* options, const cha
 REPLAYDB_C_EXPORT int replaydb_open_read_only(const char* path, replaydb_db_t** db,
                                               char** errptr);
 /* Closes the database (waiters on its tables get Cancelled; open table
- * handles then fail with FailedPrecondition). Safe while tables, writers
- * and batches are alive: they keep what they need. */
+ * handles then fail with FailedPrecondition, except replaydb_table_info,
+ * replaydb_table_name and replaydb_table_get_spec, which still answer with
+ * the table's last state). Safe while tables, writers and batches are
+ * alive: they keep what they need, and batches stay readable. */
 REPLAYDB_C_EXPORT void replaydb_close(replaydb_db_t* db);
 REPLAYDB_C_EXPORT int replaydb_checkpoint(replaydb_db_t* db, char** errptr);
 /* Names of all tables, sorted: *names gets `*count` strings
- * (replaydb_free_strings). */
+ * (replaydb_free_strings; *names is NULL when there are none). */
 REPLAYDB_C_EXPORT int replaydb_list_tables(replaydb_db_t* db, char*** names, size_t* count,
                                            char** errptr);
 REPLAYDB_C_EXPORT int replaydb_drop_table(replaydb_db_t* db, const char* name, char** errptr);
@@ -166,9 +177,15 @@ REPLAYDB_C_EXPORT int replaydb_db_read_only(const replaydb_db_t* db);
  * Setters taking a name return InvalidArgument for an unknown one; the
  * spec as a whole is checked by replaydb_create_table. ---- */
 
+/* A spec with the C++ defaults; `name` NULL is taken as "" (which
+ * replaydb_create_table then rejects). */
 REPLAYDB_C_EXPORT replaydb_table_spec_t* replaydb_table_spec_create(const char* name);
 REPLAYDB_C_EXPORT void replaydb_table_spec_destroy(replaydb_table_spec_t* spec);
-/* A column of `dtype` with per-step shape dims[0..ndim) (ndim 0: scalar). */
+/* A column of `dtype` (REPLAYDB_BOOL..REPLAYDB_F64) with per-step shape
+ * dims[0..ndim) (ndim 0: scalar; at most 6, so that a batch field
+ * [B, L, shape...] fits REPLAYDB_MAX_DIMS). The names of a batch's own
+ * arrays (keys, probabilities, weights, mask, priorities, times_sampled)
+ * are refused, so that every field of a batch stays reachable by name. */
 REPLAYDB_C_EXPORT int replaydb_table_spec_add_column(replaydb_table_spec_t* spec,
                                                      const char* name, int dtype, int ndim,
                                                      const int64_t* dims, char** errptr);
@@ -180,27 +197,28 @@ REPLAYDB_C_EXPORT void replaydb_table_spec_set_block_steps(replaydb_table_spec_t
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_sequence_length(replaydb_table_spec_t* s,
                                                                int64_t v);
 /* "none" or "tail". */
-REPLAYDB_C_EXPORT int replaydb_table_spec_set_padding(replaydb_table_spec_t* s, const char* v,
-                                                      char** errptr);
+REPLAYDB_C_EXPORT int replaydb_table_spec_set_padding(replaydb_table_spec_t* spec,
+                                                      const char* padding, char** errptr);
 /* "uniform", "fifo", "lifo", "prioritized", "min_heap", "max_heap". */
-REPLAYDB_C_EXPORT int replaydb_table_spec_set_selector(replaydb_table_spec_t* s, const char* v,
-                                                       char** errptr);
+REPLAYDB_C_EXPORT int replaydb_table_spec_set_selector(replaydb_table_spec_t* spec,
+                                                       const char* selector, char** errptr);
 /* "oldest_first" or "lowest_priority". */
-REPLAYDB_C_EXPORT int replaydb_table_spec_set_eviction(replaydb_table_spec_t* s, const char* v,
-                                                       char** errptr);
+REPLAYDB_C_EXPORT int replaydb_table_spec_set_eviction(replaydb_table_spec_t* spec,
+                                                       const char* eviction, char** errptr);
 /* "item", "window_max" or "window_mean". */
-REPLAYDB_C_EXPORT int replaydb_table_spec_set_step_priority(replaydb_table_spec_t* s,
-                                                            const char* v, char** errptr);
+REPLAYDB_C_EXPORT int replaydb_table_spec_set_step_priority(replaydb_table_spec_t* spec,
+                                                            const char* step_priority,
+                                                            char** errptr);
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_priority_exponent(replaydb_table_spec_t* s,
                                                                  double v);
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_priority_device(replaydb_table_spec_t* s,
                                                                int32_t device);
 /* "host", "device:N" or "auto". */
-REPLAYDB_C_EXPORT int replaydb_table_spec_set_placement(replaydb_table_spec_t* s, const char* v,
-                                                        char** errptr);
+REPLAYDB_C_EXPORT int replaydb_table_spec_set_placement(replaydb_table_spec_t* spec,
+                                                        const char* placement, char** errptr);
 /* "default", "on" or "off". */
-REPLAYDB_C_EXPORT int replaydb_table_spec_set_logging(replaydb_table_spec_t* s, const char* v,
-                                                      char** errptr);
+REPLAYDB_C_EXPORT int replaydb_table_spec_set_logging(replaydb_table_spec_t* spec,
+                                                      const char* logging, char** errptr);
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_max_times_sampled(replaydb_table_spec_t* s,
                                                                  int64_t v);
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_spill(replaydb_table_spec_t* s, int v);
@@ -211,8 +229,10 @@ REPLAYDB_C_EXPORT void replaydb_table_spec_set_rate_limiter(replaydb_table_spec_
                                                             double samples_per_insert,
                                                             int64_t min_size_to_sample,
                                                             double min_diff, double max_diff);
-/* The spec as JSON text (replaydb_free): every field above, columns as
- * [{"name", "dtype", "shape"}]. */
+/* The spec as JSON text (replaydb_free): every field above by its C++
+ * name, enums by the names the setters take, columns as
+ * [{"name", "dtype", "shape"}], the rate limiter as an object of its four
+ * fields; numbers that are not finite as null. NULL for a NULL spec. */
 REPLAYDB_C_EXPORT char* replaydb_table_spec_json(const replaydb_table_spec_t* s);
 
 /* ---- tables (replaydb::Table) ---- */
@@ -227,7 +247,8 @@ REPLAYDB_C_EXPORT void replaydb_table_release(replaydb_table_t* table);
 REPLAYDB_C_EXPORT replaydb_table_spec_t* replaydb_table_get_spec(replaydb_table_t* table);
 REPLAYDB_C_EXPORT const char* replaydb_table_name(const replaydb_table_t* table);
 
-/* Spec accessors (also on replaydb_table_get_spec's copy). */
+/* Spec accessors (also on replaydb_table_get_spec's copy). A column index
+ * past the last gives NULL, -1 (dtype, ndim) or NULL (dims). */
 REPLAYDB_C_EXPORT size_t replaydb_table_spec_num_columns(const replaydb_table_spec_t* s);
 REPLAYDB_C_EXPORT const char* replaydb_table_spec_column_name(const replaydb_table_spec_t* s,
                                                               size_t i);
@@ -344,6 +365,7 @@ REPLAYDB_C_EXPORT int replaydb_vector_writer_append_from_device(
 REPLAYDB_C_EXPORT int replaydb_vector_writer_end(replaydb_vector_writer_t* writer, size_t env,
                                                  int reason, char** errptr);
 REPLAYDB_C_EXPORT size_t replaydb_vector_writer_num_envs(const replaydb_vector_writer_t* writer);
+/* 0 before env's first step, and for env >= num_envs. */
 REPLAYDB_C_EXPORT uint64_t replaydb_vector_writer_trajectory_id(
     const replaydb_vector_writer_t* writer, size_t env);
 
@@ -372,15 +394,18 @@ REPLAYDB_C_EXPORT int replaydb_table_lookup(replaydb_table_t* table, const uint6
  * (Table::SampleToDevice), ordered on `stream`, without waiting for it.
  * The buffers come from a pool the table handle keeps: releasing the batch
  * gives them back for a later sample on the same stream (so work queued on
- * that stream before the release is done with them first). */
+ * that stream before the release is done with them first). A table without
+ * a GPU (replaydb_table_info's device -1) fails with FailedPrecondition. */
 REPLAYDB_C_EXPORT int replaydb_table_sample_to_device(replaydb_table_t* table,
                                                       int64_t batch_size,
                                                       const replaydb_sample_options_t* options,
                                                       void* stream, replaydb_batch_t** batch,
                                                       char** errptr);
 /* Table::SampleToDevice into caller buffers of the table's GPU: `columns`
- * one pointer per column ([batch_size, L, shape...]) or NULL for none;
- * `weights` and `mask` may be NULL. */
+ * one pointer per column ([batch_size, L, shape...]; num_columns must be
+ * the table's) or NULL for none (num_columns 0); `keys` and `probabilities`
+ * are required, `weights` (unless importance_beta >= 0) and `mask` may be
+ * NULL. */
 REPLAYDB_C_EXPORT int replaydb_table_sample_into(replaydb_table_t* table, int64_t batch_size,
                                                  const replaydb_sample_options_t* options,
                                                  void* const* columns, size_t num_columns,
@@ -421,7 +446,11 @@ REPLAYDB_C_EXPORT int replaydb_batch_device(const replaydb_batch_t* batch);
  *   "priorities"    [B] f64, host batches only
  *   "times_sampled" [B] u32, host batches only
  * Absent fields (and columns of a batch drawn with gather = 0) report
- * NotFound. */
+ * NotFound. A table column named like one of the arrays above (possible
+ * only for tables made through the C++ API) hides it: the name gives the
+ * column. A column of more than 6 dims (likewise) does not fit
+ * REPLAYDB_MAX_DIMS: it reports NotSupported and is not listed. Field data
+ * stays valid while the batch holds a reference. */
 typedef struct {
   void* data;
   int dtype;

@@ -1,0 +1,1640 @@
+// The C API (include/replaydb/c.h) over the public C++ API only: every handle
+// wraps the C++ object it names, and nothing here reaches into engine/.
+//
+// No exception crosses into C: every entry point catches std::exception (and
+// anything else) and reports Internal with the function's name and what().
+// Error messages are the C++ Status messages unchanged; checks that only the
+// C layer can make (NULL pointers, counts, enum names) name the function and
+// the argument.
+#include "replaydb/c.h"
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "replaydb/db.h"
+#include "replaydb/device.h"
+#include "replaydb/options.h"
+#include "replaydb/status.h"
+#include "replaydb/table.h"
+#include "replaydb/types.h"
+
+#ifndef REPLAYDB_VERSION_STRING
+#error "REPLAYDB_VERSION_STRING must be defined (CMakeLists.txt passes the project's version)"
+#endif
+
+using replaydb::ColumnSpec;
+using replaydb::ConstTensor;
+using replaydb::DBOptions;
+using replaydb::DeviceBatch;
+using replaydb::DeviceBuffer;
+using replaydb::DeviceSampleOutput;
+using replaydb::DeviceSampler;
+using replaydb::DeviceSamplerOptions;
+using replaydb::DType;
+using replaydb::EndReason;
+using replaydb::ItemKey;
+using replaydb::RateLimiterSpec;
+using replaydb::Result;
+using replaydb::SampleBatch;
+using replaydb::SampleOptions;
+using replaydb::Shape;
+using replaydb::Status;
+using replaydb::Table;
+using replaydb::TableInfo;
+using replaydb::TableSpec;
+using replaydb::TrajectoryWriter;
+using replaydb::VectorWriter;
+
+// The C enums are the C++ values: codes and dtypes pass through as ints.
+static_assert(REPLAYDB_OK == static_cast<int>(Status::Code::kOk));
+static_assert(REPLAYDB_INVALID_ARGUMENT == static_cast<int>(Status::Code::kInvalidArgument));
+static_assert(REPLAYDB_NOT_FOUND == static_cast<int>(Status::Code::kNotFound));
+static_assert(REPLAYDB_ALREADY_EXISTS == static_cast<int>(Status::Code::kAlreadyExists));
+static_assert(REPLAYDB_RESOURCE_EXHAUSTED == static_cast<int>(Status::Code::kResourceExhausted));
+static_assert(REPLAYDB_DEADLINE_EXCEEDED == static_cast<int>(Status::Code::kDeadlineExceeded));
+static_assert(REPLAYDB_CANCELLED == static_cast<int>(Status::Code::kCancelled));
+static_assert(REPLAYDB_FAILED_PRECONDITION == static_cast<int>(Status::Code::kFailedPrecondition));
+static_assert(REPLAYDB_BUSY == static_cast<int>(Status::Code::kBusy));
+static_assert(REPLAYDB_IO_ERROR == static_cast<int>(Status::Code::kIOError));
+static_assert(REPLAYDB_CORRUPTION == static_cast<int>(Status::Code::kCorruption));
+static_assert(REPLAYDB_NOT_SUPPORTED == static_cast<int>(Status::Code::kNotSupported));
+static_assert(REPLAYDB_INTERNAL == static_cast<int>(Status::Code::kInternal));
+static_assert(REPLAYDB_BOOL == static_cast<int>(DType::kBool));
+static_assert(REPLAYDB_U8 == static_cast<int>(DType::kU8));
+static_assert(REPLAYDB_I8 == static_cast<int>(DType::kI8));
+static_assert(REPLAYDB_I16 == static_cast<int>(DType::kI16));
+static_assert(REPLAYDB_I32 == static_cast<int>(DType::kI32));
+static_assert(REPLAYDB_I64 == static_cast<int>(DType::kI64));
+static_assert(REPLAYDB_F16 == static_cast<int>(DType::kF16));
+static_assert(REPLAYDB_BF16 == static_cast<int>(DType::kBF16));
+static_assert(REPLAYDB_F32 == static_cast<int>(DType::kF32));
+static_assert(REPLAYDB_F64 == static_cast<int>(DType::kF64));
+static_assert(replaydb::kNumDTypes == REPLAYDB_F64 + 1);
+static_assert(REPLAYDB_TERMINAL == static_cast<int>(EndReason::kTerminal));
+static_assert(REPLAYDB_TRUNCATED == static_cast<int>(EndReason::kTruncated));
+static_assert(REPLAYDB_MAX_DIMS == Shape::kMaxRank);
+static_assert(REPLAYDB_ITEM_KEY_START_BITS == replaydb::kItemKeyStartBits);
+
+namespace {
+
+constexpr int kNumCodes = REPLAYDB_INTERNAL + 1;
+// A column's dims in a batch field follow [B, L].
+constexpr int kMaxColumnDims = REPLAYDB_MAX_DIMS - 2;
+// The arrays of a batch besides its columns, in the order fields list them.
+constexpr std::array<std::string_view, 6> kBatchArrayNames = {
+    "keys", "probabilities", "weights", "mask", "priorities", "times_sampled"};
+
+// ------------------------------------------------------------ errors
+
+// A malloc'ed copy of `s` (NULL when out of memory): strings the caller frees
+// with replaydb_free.
+char* MallocString(std::string_view s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (p == nullptr) return nullptr;
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  return p;
+}
+
+void SetError(char** errptr, std::string_view message) {
+  if (errptr == nullptr) return;
+  std::free(*errptr);
+  *errptr = MallocString(message);
+}
+
+int Report(const Status& s, char** errptr) {
+  if (s.ok()) return REPLAYDB_OK;
+  SetError(errptr, s.message());
+  return static_cast<int>(s.code());
+}
+
+// Internal, for an exception caught at the boundary; nothing here throws.
+int ReportException(const char* function, const char* what, char** errptr) {
+  if (errptr != nullptr) {
+    const size_t f = std::strlen(function), w = std::strlen(what);
+    char* message = static_cast<char*>(std::malloc(f + 2 + w + 1));
+    if (message != nullptr) {
+      std::memcpy(message, function, f);
+      std::memcpy(message + f, ": ", 2);
+      std::memcpy(message + f + 2, what, w + 1);
+    }
+    std::free(*errptr);
+    *errptr = message;
+  }
+  return REPLAYDB_INTERNAL;
+}
+
+// Runs `body` (returning a Status) as the entry point `function`.
+template <typename Body>
+int Guard(const char* function, char** errptr, Body&& body) noexcept {
+  try {
+    return Report(body(), errptr);
+  } catch (const std::exception& e) {
+    return ReportException(function, e.what(), errptr);
+  } catch (...) {
+    return ReportException(function, "unknown exception", errptr);
+  }
+}
+
+// For entry points without a status: `fallback` when `body` throws.
+template <typename T, typename Body>
+T GuardValue(T fallback, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return fallback;
+  }
+}
+
+template <typename Body>
+void GuardVoid(Body&& body) noexcept {
+  try {
+    body();
+  } catch (...) {
+  }
+}
+
+std::string Quoted(std::string_view s) {
+  return "'" + std::string(s) + "'";
+}
+
+Status NullArgument(const char* function, const char* argument) {
+  return Status::InvalidArgument(std::string(function) + ": " + argument + " is NULL");
+}
+
+std::chrono::milliseconds Millis(int64_t ms) {
+  return ms < 0 ? replaydb::kWaitForever : std::chrono::milliseconds(ms);
+}
+
+// ------------------------------------------------------------- names
+
+// Names with static storage, NUL-terminated, from the C++ name functions.
+const std::array<std::string, kNumCodes>& CodeNames() {
+  static const auto* names = [] {
+    auto* n = new std::array<std::string, kNumCodes>;
+    for (int i = 0; i < kNumCodes; ++i) {
+      (*n)[i] = std::string(replaydb::StatusCodeName(static_cast<Status::Code>(i)));
+    }
+    return n;
+  }();
+  return *names;
+}
+
+const std::array<std::string, replaydb::kNumDTypes>& DTypeNames() {
+  static const auto* names = [] {
+    auto* n = new std::array<std::string, replaydb::kNumDTypes>;
+    for (int i = 0; i < replaydb::kNumDTypes; ++i) {
+      (*n)[i] = std::string(replaydb::DTypeName(static_cast<DType>(i)));
+    }
+    return n;
+  }();
+  return *names;
+}
+
+bool IsColumnDType(int dtype) {
+  return dtype >= 0 && dtype < replaydb::kNumDTypes;
+}
+
+// The values of an enum whose name function (PaddingName, ...) answers
+// "invalid" past the last one.
+template <typename Enum>
+std::vector<Enum> EnumValues(std::string_view (*name)(Enum)) {
+  std::vector<Enum> values;
+  for (int i = 0; i < 256 && name(static_cast<Enum>(i)) != "invalid"; ++i) {
+    values.push_back(static_cast<Enum>(i));
+  }
+  return values;
+}
+
+// The enum value named `text`, or InvalidArgument naming the function, what
+// it is and the names it could be.
+template <typename Enum>
+Status ParseEnum(const char* function, const char* what, const char* text,
+                 std::string_view (*name)(Enum), Enum* out) {
+  if (text == nullptr) return NullArgument(function, what);
+  std::string names;
+  for (Enum e : EnumValues(name)) {
+    if (name(e) == text) {
+      *out = e;
+      return Status::OK();
+    }
+    names += (names.empty() ? "" : ", ") + std::string(name(e));
+  }
+  return Status::InvalidArgument(std::string(function) + ": " + what + " " + Quoted(text) +
+                                 " is not one of " + names);
+}
+
+Status ToEndReason(const char* function, int reason, EndReason* out) {
+  if (reason != REPLAYDB_TERMINAL && reason != REPLAYDB_TRUNCATED) {
+    return Status::InvalidArgument(std::string(function) + ": reason " + std::to_string(reason) +
+                                   " is not REPLAYDB_TERMINAL (0) or REPLAYDB_TRUNCATED (1)");
+  }
+  *out = static_cast<EndReason>(reason);
+  return Status::OK();
+}
+
+// ------------------------------------------------------------ tables
+
+// What argument checks and batches need of a table; fixed for the table's
+// life (of its spec only the rate limiter changes).
+struct TableLayout {
+  std::string name;
+  std::vector<ColumnSpec> columns;
+  int64_t sequence_length = 1;
+  int device = -1;  // TableInfo::device: the GPU its kernels run on; -1: none
+
+  std::string ColumnNames() const {
+    std::string names;
+    for (const ColumnSpec& c : columns) names += (names.empty() ? "" : ", ") + c.name;
+    return names;
+  }
+};
+
+Status CountMismatch(const char* function, size_t num_columns, const TableLayout& layout) {
+  return Status::InvalidArgument(std::string(function) + ": num_columns is " +
+                                 std::to_string(num_columns) + " but table " + Quoted(layout.name) +
+                                 " has " + std::to_string(layout.columns.size()) + " columns (" +
+                                 layout.ColumnNames() + ")");
+}
+
+// Views of the caller's `tensors` (argument `argument`, one per column) for
+// the C++ calls, which check dtypes, shapes and byte counts against the
+// schema; here only what C can get wrong and C++ cannot see.
+Status ToConstTensors(const char* function, const char* argument, const replaydb_tensor_t* tensors,
+                      size_t num_columns, const TableLayout& layout,
+                      std::vector<ConstTensor>* out) {
+  if (tensors == nullptr) return NullArgument(function, argument);
+  if (num_columns != layout.columns.size()) return CountMismatch(function, num_columns, layout);
+  out->clear();
+  out->reserve(num_columns);
+  for (size_t i = 0; i < num_columns; ++i) {
+    const replaydb_tensor_t& t = tensors[i];
+    const std::string where = std::string(function) + ": " + argument + "[" + std::to_string(i) +
+                              "] (column " + Quoted(layout.columns[i].name) + ")";
+    if (!IsColumnDType(t.dtype)) {
+      return Status::InvalidArgument(where + " has dtype " + std::to_string(t.dtype) + " (" +
+                                     replaydb_dtype_name(t.dtype) +
+                                     "); columns hold REPLAYDB_BOOL (0) to REPLAYDB_F64 (9)");
+    }
+    if (t.ndim < 0 || t.ndim > REPLAYDB_MAX_DIMS) {
+      return Status::InvalidArgument(where + " has ndim " + std::to_string(t.ndim) +
+                                     "; it must be between 0 and REPLAYDB_MAX_DIMS (" +
+                                     std::to_string(REPLAYDB_MAX_DIMS) + ")");
+    }
+    if (t.ndim > 0 && t.dims == nullptr) {
+      return Status::InvalidArgument(where + " has ndim " + std::to_string(t.ndim) +
+                                     " but dims is NULL");
+    }
+    for (int d = 0; d < t.ndim; ++d) {
+      if (t.dims[d] < 0) {
+        return Status::InvalidArgument(where + " has dims[" + std::to_string(d) +
+                                       "] = " + std::to_string(t.dims[d]) + "; dims must be >= 0");
+      }
+    }
+    const std::span<const int64_t> dims(t.dims, static_cast<size_t>(t.ndim));
+    out->push_back({static_cast<DType>(t.dtype), Shape::FromSpan(dims), t.data, t.nbytes});
+  }
+  return Status::OK();
+}
+
+// Priorities given as a pointer and a count: NULL means none.
+Status ToPriorities(const char* function, const double* priorities, size_t num_priorities,
+                    std::span<const double>* out) {
+  if (priorities == nullptr && num_priorities > 0) {
+    return Status::InvalidArgument(std::string(function) + ": priorities is NULL but " +
+                                   "num_priorities is " + std::to_string(num_priorities));
+  }
+  *out = priorities == nullptr ? std::span<const double>()
+                               : std::span<const double>(priorities, num_priorities);
+  return Status::OK();
+}
+
+SampleOptions ToSampleOptions(const replaydb_sample_options_t* options) {
+  replaydb_sample_options_t defaults;
+  replaydb_sample_options_init(&defaults);
+  const replaydb_sample_options_t& o = options != nullptr ? *options : defaults;
+  SampleOptions out;
+  out.timeout = Millis(o.timeout_ms);
+  out.importance_beta = o.importance_beta;
+  out.stratified = o.stratified != 0;
+  out.gather = o.gather != 0;
+  out.peek = o.peek != 0;
+  return out;
+}
+
+// `a * b * c` bytes, or nullopt when that does not fit in size_t.
+std::optional<size_t> ProductBytes(uint64_t a, uint64_t b, uint64_t c) {
+  unsigned __int128 p = static_cast<unsigned __int128>(a) * b;
+  p *= c;
+  if (p > static_cast<unsigned __int128>(SIZE_MAX)) return std::nullopt;
+  return static_cast<size_t>(p);
+}
+
+// ----------------------------------------------------------- batches
+
+// What a batch's arrays point into; destroyed with the batch's last
+// reference.
+class BatchMemory {
+ public:
+  virtual ~BatchMemory() = default;
+};
+
+struct Field {
+  std::string name;
+  replaydb_array_t array;
+};
+
+std::atomic<int64_t> g_live_batches{0};
+
+}  // namespace
+
+// ---------------------------------------------------------------- handles
+
+struct replaydb_options_t {
+  DBOptions options;
+};
+
+struct replaydb_db_t {
+  std::unique_ptr<replaydb::DB> db;
+};
+
+struct replaydb_table_spec_t {
+  TableSpec spec;
+};
+
+namespace {
+
+// Device buffers of one batch of replaydb_table_sample_to_device.
+struct DeviceBufferSet {
+  std::vector<DeviceBuffer> columns;  // allocated by the first sample that gathers
+  DeviceBuffer keys, probabilities, weights, mask;
+};
+
+// The buffers of replaydb_table_sample_to_device, one pool per table handle,
+// kept by (stream, batch size). A released batch's set is handed out again
+// only to a sample on the same stream, because of stream order: the release
+// does not wait for the GPU, so work the caller queued on that stream may
+// still be reading the buffers; a gather queued later on the same stream runs
+// after that work, while one on another stream could overwrite them under it.
+// The pool keeps at most as many sets per key as were in use at once. Its
+// buffers are freed (cudaFree, which waits for the device's work in flight)
+// when the table handle and the pool's last batch are gone.
+//
+// Thread-safe.
+class DeviceBufferPool {
+ public:
+  explicit DeviceBufferPool(std::shared_ptr<const TableLayout> layout)
+      : layout_(std::move(layout)) {}
+
+  // A set for `batch_size` items on `stream`, with column buffers when
+  // `gather`. REQUIRES: batch_size >= 1 and a table with a GPU.
+  Result<std::unique_ptr<DeviceBufferSet>> Take(void* stream, int64_t batch_size, bool gather) {
+    std::unique_ptr<DeviceBufferSet> set;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find({stream, batch_size});
+      if (it != free_.end() && !it->second.empty()) {
+        set = std::move(it->second.back());
+        it->second.pop_back();
+      }
+    }
+    const int device = layout_->device;
+    const uint64_t B = static_cast<uint64_t>(batch_size);
+    const uint64_t L = static_cast<uint64_t>(layout_->sequence_length);
+    const auto allocate = [&](uint64_t count, uint64_t bytes, DeviceBuffer* buffer) -> Status {
+      const std::optional<size_t> total = ProductBytes(B, count, bytes);
+      if (!total) {
+        return Status::ResourceExhausted("table " + Quoted(layout_->name) + ": a batch of " +
+                                         std::to_string(batch_size) +
+                                         " items does not fit in memory");
+      }
+      REPLAYDB_ASSIGN_OR_RETURN(*buffer, DeviceBuffer::Allocate(device, *total));
+      return Status::OK();
+    };
+    if (set == nullptr) {
+      set = std::make_unique<DeviceBufferSet>();
+      REPLAYDB_RETURN_IF_ERROR(allocate(1, sizeof(uint64_t), &set->keys));
+      REPLAYDB_RETURN_IF_ERROR(allocate(1, sizeof(float), &set->probabilities));
+      REPLAYDB_RETURN_IF_ERROR(allocate(1, sizeof(float), &set->weights));
+      REPLAYDB_RETURN_IF_ERROR(allocate(L, 1, &set->mask));
+    }
+    if (gather && set->columns.empty()) {
+      std::vector<DeviceBuffer> columns(layout_->columns.size());
+      for (size_t c = 0; c < columns.size(); ++c) {
+        REPLAYDB_RETURN_IF_ERROR(allocate(L, layout_->columns[c].step_bytes(), &columns[c]));
+      }
+      set->columns = std::move(columns);
+    }
+    return set;
+  }
+
+  void GiveBack(void* stream, int64_t batch_size, std::unique_ptr<DeviceBufferSet> set) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_[{stream, batch_size}].push_back(std::move(set));
+  }
+
+ private:
+  const std::shared_ptr<const TableLayout> layout_;
+  std::mutex mu_;
+  std::map<std::pair<void*, int64_t>, std::vector<std::unique_ptr<DeviceBufferSet>>> free_;
+};
+
+}  // namespace
+
+struct replaydb_table_t {
+  std::shared_ptr<Table> table;
+  std::shared_ptr<const TableLayout> layout;
+  std::shared_ptr<DeviceBufferPool> pool;
+};
+
+struct replaydb_writer_t {
+  std::unique_ptr<TrajectoryWriter> writer;
+  std::shared_ptr<const TableLayout> layout;
+};
+
+struct replaydb_vector_writer_t {
+  std::unique_ptr<VectorWriter> writer;
+  std::shared_ptr<const TableLayout> layout;
+};
+
+namespace {
+
+// A DeviceSampler and the lock that keeps it to one thread at a time: the
+// learner's Next and batch releases, which may come from any thread.
+// Shared by the sampler handle and its batches; the last one destroys it.
+struct SamplerState {
+  std::mutex mu;
+  std::unique_ptr<DeviceSampler> sampler;
+  std::shared_ptr<const TableLayout> layout;
+  bool weights = false;  // importance_beta >= 0
+};
+
+}  // namespace
+
+struct replaydb_sampler_t {
+  std::shared_ptr<SamplerState> state;
+};
+
+struct replaydb_batch_t {
+  replaydb_batch_t() { g_live_batches.fetch_add(1, std::memory_order_relaxed); }
+  ~replaydb_batch_t() {
+    fields.clear();
+    memory.reset();  // gives device buffers back before the count drops
+    g_live_batches.fetch_sub(1, std::memory_order_relaxed);
+  }
+  replaydb_batch_t(const replaydb_batch_t&) = delete;
+  replaydb_batch_t& operator=(const replaydb_batch_t&) = delete;
+
+  std::atomic<int64_t> references{1};
+  int64_t batch_size = 0;
+  int64_t sequence_length = 0;
+  int device = -1;
+  std::vector<Field> fields;
+  // Columns that a replaydb_array_t cannot hold (more than kMaxColumnDims
+  // dims; tables made through the C++ API): name and why.
+  std::vector<std::pair<std::string, std::string>> inexpressible;
+  std::unique_ptr<BatchMemory> memory;
+
+  const Field* Find(std::string_view name) const {
+    for (const Field& f : fields) {
+      if (f.name == name) return &f;
+    }
+    return nullptr;
+  }
+
+  // Adds field `name`: [leading..., shape...] values of `dtype` at `data`.
+  // A name already taken (a table column named like one of the batch's own
+  // arrays) keeps its first field: columns come first.
+  void Add(std::string name, void* data, int dtype, std::initializer_list<int64_t> leading,
+           const Shape& shape = Shape()) {
+    if (Find(name) != nullptr) return;
+    const int ndim = static_cast<int>(leading.size()) + shape.rank();
+    if (ndim > REPLAYDB_MAX_DIMS) {
+      inexpressible.emplace_back(
+          name, "column " + Quoted(name) + " has " + std::to_string(shape.rank()) +
+                    " dims; a batch field holds at most " + std::to_string(kMaxColumnDims) +
+                    " after [B, L] (REPLAYDB_MAX_DIMS)");
+      return;
+    }
+    Field f;
+    f.name = std::move(name);
+    f.array = {};
+    f.array.data = data;
+    f.array.dtype = dtype;
+    f.array.ndim = ndim;
+    size_t elements = 1;
+    int d = 0;
+    for (int64_t n : leading) f.array.dims[d++] = n;
+    for (int64_t n : shape.dims()) f.array.dims[d++] = n;
+    for (int i = 0; i < ndim; ++i) elements *= static_cast<size_t>(f.array.dims[i]);
+    f.array.nbytes = elements * replaydb_dtype_size(dtype);
+    f.array.device = device;
+    fields.push_back(std::move(f));
+  }
+};
+
+namespace {
+
+class HostBatchMemory final : public BatchMemory {
+ public:
+  SampleBatch batch;
+};
+
+// The pool's set goes back to it when the batch's last reference does.
+class PooledDeviceMemory final : public BatchMemory {
+ public:
+  PooledDeviceMemory(std::shared_ptr<DeviceBufferPool> pool, void* stream, int64_t batch_size,
+                     std::unique_ptr<DeviceBufferSet> set)
+      : pool_(std::move(pool)), stream_(stream), batch_size_(batch_size), set_(std::move(set)) {}
+  ~PooledDeviceMemory() override {
+    GuardVoid([&] { pool_->GiveBack(stream_, batch_size_, std::move(set_)); });
+  }
+  const DeviceBufferSet& set() const { return *set_; }
+
+ private:
+  const std::shared_ptr<DeviceBufferPool> pool_;
+  void* const stream_;
+  const int64_t batch_size_;
+  std::unique_ptr<DeviceBufferSet> set_;
+};
+
+// A batch lent by a DeviceSampler, handed back (DeviceSampler::Release on
+// the consumer's stream) when the batch's last reference goes. Holds the
+// sampler, which therefore outlives replaydb_sampler_destroy while batches
+// are alive.
+class SamplerBatchMemory final : public BatchMemory {
+ public:
+  SamplerBatchMemory(std::shared_ptr<SamplerState> state, void* stream)
+      : state_(std::move(state)), stream_(stream) {}
+  ~SamplerBatchMemory() override {
+    if (lent_.id < 0) return;  // Next gave nothing
+    GuardVoid([&] {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      // Nothing to report it to: a failed release only costs the sampler a
+      // buffer.
+      (void)state_->sampler->Release(lent_, stream_);
+    });
+  }
+  DeviceBatch* lent() { return &lent_; }
+
+ private:
+  const std::shared_ptr<SamplerState> state_;
+  void* const stream_;
+  DeviceBatch lent_;
+};
+
+replaydb_batch_t* NewHostBatch(const TableLayout& layout, std::unique_ptr<HostBatchMemory> memory) {
+  auto batch = std::make_unique<replaydb_batch_t>();
+  SampleBatch& s = memory->batch;
+  const int64_t B = s.batch_size;
+  const int64_t L = s.sequence_length;
+  batch->batch_size = B;
+  batch->sequence_length = L;
+  batch->device = -1;
+  for (size_t c = 0; c < s.columns.size(); ++c) {
+    batch->Add(layout.columns[c].name, s.columns[c].data(), static_cast<int>(s.columns[c].dtype()),
+               {B, L}, layout.columns[c].shape);
+  }
+  batch->Add("keys", s.keys.data(), REPLAYDB_U64, {B});
+  batch->Add("probabilities", s.probabilities.data(), REPLAYDB_F64, {B});
+  if (!s.weights.empty()) batch->Add("weights", s.weights.data(), REPLAYDB_F64, {B});
+  batch->Add("mask", s.mask.data(), REPLAYDB_U8, {B, L});
+  batch->Add("priorities", s.priorities.data(), REPLAYDB_F64, {B});
+  batch->Add("times_sampled", s.times_sampled.data(), REPLAYDB_U32, {B});
+  batch->memory = std::move(memory);
+  return batch.release();
+}
+
+// The fields of a batch in device memory: columns (when gathered), keys,
+// probabilities, weights (when drawn with importance_beta) and mask.
+void AddDeviceFields(replaydb_batch_t* batch, const TableLayout& layout,
+                     const std::vector<void*>& columns, uint64_t* keys, float* probabilities,
+                     float* weights, uint8_t* mask) {
+  const int64_t B = batch->batch_size;
+  const int64_t L = batch->sequence_length;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    batch->Add(layout.columns[c].name, columns[c], static_cast<int>(layout.columns[c].dtype),
+               {B, L}, layout.columns[c].shape);
+  }
+  batch->Add("keys", keys, REPLAYDB_U64, {B});
+  batch->Add("probabilities", probabilities, REPLAYDB_F32, {B});
+  if (weights != nullptr) batch->Add("weights", weights, REPLAYDB_F32, {B});
+  batch->Add("mask", mask, REPLAYDB_U8, {B, L});
+}
+
+replaydb_table_t* NewTableHandle(std::shared_ptr<Table> table) {
+  auto layout = std::make_shared<TableLayout>();
+  const TableSpec spec = table->spec();
+  layout->name = table->name();
+  layout->columns = spec.columns;
+  layout->sequence_length = spec.sequence_length;
+  layout->device = table->Info().device;
+  auto handle = std::make_unique<replaydb_table_t>();
+  handle->table = std::move(table);
+  handle->pool = std::make_shared<DeviceBufferPool>(layout);
+  handle->layout = std::move(layout);
+  return handle.release();
+}
+
+// ----------------------------------------------------------------- JSON
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out->push_back('\\');
+      out->push_back(ch);
+    } else if (u < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", u);
+      out->append(escaped);
+    } else {
+      out->push_back(ch);
+    }
+  }
+  out->push_back('"');
+}
+
+// The shortest text that reads back as `v`; null when not finite (JSON has
+// no infinity or NaN).
+void AppendJsonNumber(std::string* out, double v) {
+  if (!std::isfinite(v)) {
+    out->append("null");
+    return;
+  }
+  char text[64];
+  const auto r = std::to_chars(text, text + sizeof text, v);
+  out->append(text, r.ptr);
+}
+
+std::string SpecJson(const TableSpec& spec) {
+  std::string j = "{\"name\":";
+  AppendJsonString(&j, spec.name);
+  j += ",\"columns\":[";
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    const ColumnSpec& col = spec.columns[c];
+    j += c == 0 ? "{\"name\":" : ",{\"name\":";
+    AppendJsonString(&j, col.name);
+    j += ",\"dtype\":";
+    AppendJsonString(&j, replaydb::DTypeName(col.dtype));
+    j += ",\"shape\":[";
+    for (int d = 0; d < col.shape.rank(); ++d) {
+      j += (d == 0 ? "" : ",") + std::to_string(col.shape.dim(d));
+    }
+    j += "]}";
+  }
+  const auto integer = [&](const char* key, int64_t v) {
+    j += std::string(",\"") + key + "\":" + std::to_string(v);
+  };
+  const auto number = [&](const char* key, double v) {
+    j += std::string(",\"") + key + "\":";
+    AppendJsonNumber(&j, v);
+  };
+  const auto text = [&](const char* key, std::string_view v) {
+    j += std::string(",\"") + key + "\":";
+    AppendJsonString(&j, v);
+  };
+  j += "]";
+  integer("capacity_steps", spec.capacity_steps);
+  integer("capacity_bytes", spec.capacity_bytes);
+  integer("block_steps", spec.block_steps);
+  integer("sequence_length", spec.sequence_length);
+  text("padding", replaydb::PaddingName(spec.padding));
+  text("selector", replaydb::SelectorKindName(spec.selector));
+  text("eviction", replaydb::EvictionPolicyName(spec.eviction));
+  text("step_priority", replaydb::StepPriorityName(spec.step_priority));
+  number("priority_exponent", spec.priority_exponent);
+  integer("priority_device", spec.priority_device);
+  text("placement", spec.placement.ToString());
+  text("logging", replaydb::TableLoggingName(spec.logging));
+  integer("max_times_sampled", spec.max_times_sampled);
+  j += std::string(",\"spill\":") + (spec.spill ? "true" : "false");
+  number("rotation_fraction", spec.rotation_fraction);
+  integer("rotation_every_samples", spec.rotation_every_samples);
+  j += ",\"rate_limiter\":{\"samples_per_insert\":";
+  AppendJsonNumber(&j, spec.rate_limiter.samples_per_insert);
+  integer("min_size_to_sample", spec.rate_limiter.min_size_to_sample);
+  number("min_diff", spec.rate_limiter.min_diff);
+  number("max_diff", spec.rate_limiter.max_diff);
+  j += "}}";
+  return j;
+}
+
+// `strings` as a malloc'ed array of malloc'ed strings (NULL when empty), for
+// replaydb_free_strings.
+Status MallocStrings(const char* function, const std::vector<std::string>& strings, char*** out,
+                     size_t* count) {
+  *out = nullptr;
+  *count = 0;
+  if (strings.empty()) return Status::OK();
+  char** array = static_cast<char**>(std::calloc(strings.size(), sizeof(char*)));
+  bool ok = array != nullptr;
+  for (size_t i = 0; ok && i < strings.size(); ++i) {
+    array[i] = MallocString(strings[i]);
+    ok = array[i] != nullptr;
+  }
+  if (!ok) {
+    replaydb_free_strings(array, array == nullptr ? 0 : strings.size());
+    return Status::ResourceExhausted(std::string(function) + ": out of memory for " +
+                                     std::to_string(strings.size()) + " strings");
+  }
+  *out = array;
+  *count = strings.size();
+  return Status::OK();
+}
+
+}  // namespace
+
+extern "C" {
+
+// ------------------------------------------------- memory, version, GPUs
+
+void replaydb_free(void* p) {
+  std::free(p);
+}
+
+void replaydb_free_strings(char** strings, size_t n) {
+  if (strings == nullptr) return;
+  for (size_t i = 0; i < n; ++i) std::free(strings[i]);
+  std::free(strings);
+}
+
+const char* replaydb_version(void) {
+  return REPLAYDB_VERSION_STRING;
+}
+
+const char* replaydb_code_name(int code) {
+  return GuardValue<const char*>("invalid", [&] {
+    return code >= 0 && code < kNumCodes ? CodeNames()[code].c_str() : "invalid";
+  });
+}
+
+const char* replaydb_dtype_name(int dtype) {
+  return GuardValue<const char*>("invalid", [&]() -> const char* {
+    if (IsColumnDType(dtype)) return DTypeNames()[dtype].c_str();
+    if (dtype == REPLAYDB_U32) return "u32";
+    if (dtype == REPLAYDB_U64) return "u64";
+    return "invalid";
+  });
+}
+
+size_t replaydb_dtype_size(int dtype) {
+  if (IsColumnDType(dtype)) return replaydb::DTypeSize(static_cast<DType>(dtype));
+  if (dtype == REPLAYDB_U32) return 4;
+  if (dtype == REPLAYDB_U64) return 8;
+  return 0;
+}
+
+int replaydb_dtype_from_name(const char* name) {
+  if (name == nullptr) return -1;
+  return GuardValue(-1, [&] {
+    if (std::optional<DType> d = replaydb::ParseDType(name)) return static_cast<int>(*d);
+    if (std::strcmp(name, "u32") == 0) return static_cast<int>(REPLAYDB_U32);
+    if (std::strcmp(name, "u64") == 0) return static_cast<int>(REPLAYDB_U64);
+    return -1;
+  });
+}
+
+int replaydb_cuda_device_count(void) {
+  return GuardValue(0, [] { return replaydb::CudaDeviceCount(); });
+}
+
+// ------------------------------------------------------ database options
+
+replaydb_options_t* replaydb_options_create(void) {
+  return GuardValue<replaydb_options_t*>(nullptr, [] { return new replaydb_options_t; });
+}
+
+void replaydb_options_destroy(replaydb_options_t* options) {
+  delete options;
+}
+
+void replaydb_options_set_create_if_missing(replaydb_options_t* o, int v) {
+  if (o != nullptr) o->options.create_if_missing = v != 0;
+}
+
+void replaydb_options_set_error_if_exists(replaydb_options_t* o, int v) {
+  if (o != nullptr) o->options.error_if_exists = v != 0;
+}
+
+void replaydb_options_set_wal_enabled(replaydb_options_t* o, int v) {
+  if (o != nullptr) o->options.wal.enabled = v != 0;
+}
+
+int replaydb_options_set_wal_sync(replaydb_options_t* options, const char* mode, char** errptr) {
+  constexpr char kFn[] = "replaydb_options_set_wal_sync";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (options == nullptr) return NullArgument(kFn, "options");
+    return ParseEnum(kFn, "mode", mode, replaydb::WalSyncModeName, &options->options.wal.sync);
+  });
+}
+
+void replaydb_options_set_checkpoint(replaydb_options_t* o, int64_t seconds, uint64_t wal_bytes,
+                                     int on_close) {
+  if (o == nullptr) return;
+  o->options.checkpoint.every = std::chrono::seconds(seconds < 0 ? 0 : seconds);
+  o->options.checkpoint.every_wal_bytes = wal_bytes;
+  o->options.checkpoint.on_close = on_close != 0;
+}
+
+// ------------------------------------------------------------- databases
+
+int replaydb_open(const replaydb_options_t* options, const char* path, replaydb_db_t** db,
+                  char** errptr) {
+  constexpr char kFn[] = "replaydb_open";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (db == nullptr) return NullArgument(kFn, "db");
+    *db = nullptr;
+    if (path == nullptr) return NullArgument(kFn, "path");
+    auto opened = replaydb::DB::Open(options != nullptr ? options->options : DBOptions(), path);
+    if (!opened.ok()) return opened.status();
+    *db = new replaydb_db_t{std::move(opened).value()};
+    return Status::OK();
+  });
+}
+
+int replaydb_open_read_only(const char* path, replaydb_db_t** db, char** errptr) {
+  constexpr char kFn[] = "replaydb_open_read_only";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (db == nullptr) return NullArgument(kFn, "db");
+    *db = nullptr;
+    if (path == nullptr) return NullArgument(kFn, "path");
+    auto opened = replaydb::DB::OpenReadOnly(DBOptions(), path);
+    if (!opened.ok()) return opened.status();
+    *db = new replaydb_db_t{std::move(opened).value()};
+    return Status::OK();
+  });
+}
+
+void replaydb_close(replaydb_db_t* db) {
+  GuardVoid([&] { delete db; });
+}
+
+int replaydb_checkpoint(replaydb_db_t* db, char** errptr) {
+  constexpr char kFn[] = "replaydb_checkpoint";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (db == nullptr) return NullArgument(kFn, "db");
+    return db->db->Checkpoint();
+  });
+}
+
+int replaydb_list_tables(replaydb_db_t* db, char*** names, size_t* count, char** errptr) {
+  constexpr char kFn[] = "replaydb_list_tables";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (db == nullptr) return NullArgument(kFn, "db");
+    if (names == nullptr) return NullArgument(kFn, "names");
+    if (count == nullptr) return NullArgument(kFn, "count");
+    return MallocStrings(kFn, db->db->ListTables(), names, count);
+  });
+}
+
+int replaydb_drop_table(replaydb_db_t* db, const char* name, char** errptr) {
+  constexpr char kFn[] = "replaydb_drop_table";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (db == nullptr) return NullArgument(kFn, "db");
+    if (name == nullptr) return NullArgument(kFn, "name");
+    return db->db->DropTable(name);
+  });
+}
+
+const char* replaydb_db_path(const replaydb_db_t* db) {
+  return db == nullptr ? nullptr : db->db->path().c_str();
+}
+
+int replaydb_db_read_only(const replaydb_db_t* db) {
+  return db != nullptr && db->db->read_only() ? 1 : 0;
+}
+
+// ------------------------------------------------------------ table specs
+
+replaydb_table_spec_t* replaydb_table_spec_create(const char* name) {
+  return GuardValue<replaydb_table_spec_t*>(nullptr, [&] {
+    auto* spec = new replaydb_table_spec_t;
+    spec->spec.name = name != nullptr ? name : "";
+    return spec;
+  });
+}
+
+void replaydb_table_spec_destroy(replaydb_table_spec_t* spec) {
+  delete spec;
+}
+
+int replaydb_table_spec_add_column(replaydb_table_spec_t* spec, const char* name, int dtype,
+                                   int ndim, const int64_t* dims, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_spec_add_column";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (spec == nullptr) return NullArgument(kFn, "spec");
+    if (name == nullptr) return NullArgument(kFn, "name");
+    const std::string where = std::string(kFn) + ": column " + Quoted(name);
+    for (std::string_view reserved : kBatchArrayNames) {
+      if (reserved == name) {
+        return Status::InvalidArgument(
+            where +
+            " is named like a batch's own array (keys, probabilities, weights, mask, "
+            "priorities, times_sampled); choose another name");
+      }
+    }
+    if (!IsColumnDType(dtype)) {
+      return Status::InvalidArgument(where + " has dtype " + std::to_string(dtype) + " (" +
+                                     replaydb_dtype_name(dtype) +
+                                     "); columns hold REPLAYDB_BOOL (0) to REPLAYDB_F64 (9)");
+    }
+    if (ndim < 0 || ndim > kMaxColumnDims) {
+      return Status::InvalidArgument(
+          where + " has ndim " + std::to_string(ndim) + "; it must be between 0 and " +
+          std::to_string(kMaxColumnDims) + " (batch fields add [B, L] within REPLAYDB_MAX_DIMS)");
+    }
+    if (ndim > 0 && dims == nullptr) {
+      return Status::InvalidArgument(where + " has ndim " + std::to_string(ndim) +
+                                     " but dims is NULL");
+    }
+    for (int d = 0; d < ndim; ++d) {
+      if (dims[d] < 0) {
+        return Status::InvalidArgument(where + " has dims[" + std::to_string(d) +
+                                       "] = " + std::to_string(dims[d]) + "; dims must be >= 1");
+      }
+    }
+    spec->spec.columns.push_back(
+        {name, static_cast<DType>(dtype),
+         Shape::FromSpan(std::span<const int64_t>(dims, static_cast<size_t>(ndim)))});
+    return Status::OK();
+  });
+}
+
+void replaydb_table_spec_set_capacity_steps(replaydb_table_spec_t* s, int64_t v) {
+  if (s != nullptr) s->spec.capacity_steps = v;
+}
+
+void replaydb_table_spec_set_capacity_bytes(replaydb_table_spec_t* s, int64_t v) {
+  if (s != nullptr) s->spec.capacity_bytes = v;
+}
+
+void replaydb_table_spec_set_block_steps(replaydb_table_spec_t* s, int64_t v) {
+  if (s != nullptr) s->spec.block_steps = v;
+}
+
+void replaydb_table_spec_set_sequence_length(replaydb_table_spec_t* s, int64_t v) {
+  if (s != nullptr) s->spec.sequence_length = v;
+}
+
+int replaydb_table_spec_set_padding(replaydb_table_spec_t* spec, const char* padding,
+                                    char** errptr) {
+  constexpr char kFn[] = "replaydb_table_spec_set_padding";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (spec == nullptr) return NullArgument(kFn, "spec");
+    return ParseEnum(kFn, "padding", padding, replaydb::PaddingName, &spec->spec.padding);
+  });
+}
+
+int replaydb_table_spec_set_selector(replaydb_table_spec_t* spec, const char* selector,
+                                     char** errptr) {
+  constexpr char kFn[] = "replaydb_table_spec_set_selector";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (spec == nullptr) return NullArgument(kFn, "spec");
+    return ParseEnum(kFn, "selector", selector, replaydb::SelectorKindName, &spec->spec.selector);
+  });
+}
+
+int replaydb_table_spec_set_eviction(replaydb_table_spec_t* spec, const char* eviction,
+                                     char** errptr) {
+  constexpr char kFn[] = "replaydb_table_spec_set_eviction";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (spec == nullptr) return NullArgument(kFn, "spec");
+    return ParseEnum(kFn, "eviction", eviction, replaydb::EvictionPolicyName, &spec->spec.eviction);
+  });
+}
+
+int replaydb_table_spec_set_step_priority(replaydb_table_spec_t* spec, const char* step_priority,
+                                          char** errptr) {
+  constexpr char kFn[] = "replaydb_table_spec_set_step_priority";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (spec == nullptr) return NullArgument(kFn, "spec");
+    return ParseEnum(kFn, "step_priority", step_priority, replaydb::StepPriorityName,
+                     &spec->spec.step_priority);
+  });
+}
+
+void replaydb_table_spec_set_priority_exponent(replaydb_table_spec_t* s, double v) {
+  if (s != nullptr) s->spec.priority_exponent = v;
+}
+
+void replaydb_table_spec_set_priority_device(replaydb_table_spec_t* s, int32_t device) {
+  if (s != nullptr) s->spec.priority_device = device;
+}
+
+int replaydb_table_spec_set_placement(replaydb_table_spec_t* spec, const char* placement,
+                                      char** errptr) {
+  constexpr char kFn[] = "replaydb_table_spec_set_placement";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (spec == nullptr) return NullArgument(kFn, "spec");
+    if (placement == nullptr) return NullArgument(kFn, "placement");
+    REPLAYDB_ASSIGN_OR_RETURN(spec->spec.placement, replaydb::Placement::Parse(placement));
+    return Status::OK();
+  });
+}
+
+int replaydb_table_spec_set_logging(replaydb_table_spec_t* spec, const char* logging,
+                                    char** errptr) {
+  constexpr char kFn[] = "replaydb_table_spec_set_logging";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (spec == nullptr) return NullArgument(kFn, "spec");
+    return ParseEnum(kFn, "logging", logging, replaydb::TableLoggingName, &spec->spec.logging);
+  });
+}
+
+void replaydb_table_spec_set_max_times_sampled(replaydb_table_spec_t* s, int64_t v) {
+  if (s != nullptr) s->spec.max_times_sampled = v;
+}
+
+void replaydb_table_spec_set_spill(replaydb_table_spec_t* s, int v) {
+  if (s != nullptr) s->spec.spill = v != 0;
+}
+
+void replaydb_table_spec_set_rotation(replaydb_table_spec_t* s, double fraction,
+                                      int64_t every_samples) {
+  if (s == nullptr) return;
+  s->spec.rotation_fraction = fraction;
+  s->spec.rotation_every_samples = every_samples;
+}
+
+void replaydb_table_spec_set_rate_limiter(replaydb_table_spec_t* s, double samples_per_insert,
+                                          int64_t min_size_to_sample, double min_diff,
+                                          double max_diff) {
+  if (s == nullptr) return;
+  s->spec.rate_limiter = {samples_per_insert, min_size_to_sample, min_diff, max_diff};
+}
+
+char* replaydb_table_spec_json(const replaydb_table_spec_t* s) {
+  if (s == nullptr) return nullptr;
+  return GuardValue<char*>(nullptr, [&] { return MallocString(SpecJson(s->spec)); });
+}
+
+// ------------------------------------------------------------------ tables
+
+int replaydb_create_table(replaydb_db_t* db, const replaydb_table_spec_t* spec,
+                          replaydb_table_t** table, char** errptr) {
+  constexpr char kFn[] = "replaydb_create_table";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    *table = nullptr;
+    if (db == nullptr) return NullArgument(kFn, "db");
+    if (spec == nullptr) return NullArgument(kFn, "spec");
+    auto created = db->db->CreateTable(spec->spec);
+    if (!created.ok()) return created.status();
+    *table = NewTableHandle(std::move(created).value());
+    return Status::OK();
+  });
+}
+
+int replaydb_get_table(replaydb_db_t* db, const char* name, replaydb_table_t** table,
+                       char** errptr) {
+  constexpr char kFn[] = "replaydb_get_table";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    *table = nullptr;
+    if (db == nullptr) return NullArgument(kFn, "db");
+    if (name == nullptr) return NullArgument(kFn, "name");
+    auto found = db->db->GetTable(name);
+    if (!found.ok()) return found.status();
+    *table = NewTableHandle(std::move(found).value());
+    return Status::OK();
+  });
+}
+
+void replaydb_table_release(replaydb_table_t* table) {
+  GuardVoid([&] { delete table; });
+}
+
+replaydb_table_spec_t* replaydb_table_get_spec(replaydb_table_t* table) {
+  if (table == nullptr) return nullptr;
+  return GuardValue<replaydb_table_spec_t*>(
+      nullptr, [&] { return new replaydb_table_spec_t{table->table->spec()}; });
+}
+
+const char* replaydb_table_name(const replaydb_table_t* table) {
+  return table == nullptr ? nullptr : table->layout->name.c_str();
+}
+
+size_t replaydb_table_spec_num_columns(const replaydb_table_spec_t* s) {
+  return s == nullptr ? 0 : s->spec.columns.size();
+}
+
+const char* replaydb_table_spec_column_name(const replaydb_table_spec_t* s, size_t i) {
+  if (s == nullptr || i >= s->spec.columns.size()) return nullptr;
+  return s->spec.columns[i].name.c_str();
+}
+
+int replaydb_table_spec_column_dtype(const replaydb_table_spec_t* s, size_t i) {
+  if (s == nullptr || i >= s->spec.columns.size()) return -1;
+  return static_cast<int>(s->spec.columns[i].dtype);
+}
+
+int replaydb_table_spec_column_ndim(const replaydb_table_spec_t* s, size_t i) {
+  if (s == nullptr || i >= s->spec.columns.size()) return -1;
+  return s->spec.columns[i].shape.rank();
+}
+
+const int64_t* replaydb_table_spec_column_dims(const replaydb_table_spec_t* s, size_t i) {
+  if (s == nullptr || i >= s->spec.columns.size()) return nullptr;
+  return s->spec.columns[i].shape.dims().data();
+}
+
+int64_t replaydb_table_spec_sequence_length(const replaydb_table_spec_t* s) {
+  return s == nullptr ? 0 : s->spec.sequence_length;
+}
+
+int replaydb_table_info(replaydb_table_t* table, replaydb_table_info_t* info, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_info";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    if (info == nullptr) return NullArgument(kFn, "info");
+    const TableInfo t = table->table->Info();
+    replaydb_table_info_t out = {};
+    out.num_steps = t.num_steps;
+    out.num_items = t.num_items;
+    out.num_trajectories = t.num_trajectories;
+    out.num_open_trajectories = t.num_open_trajectories;
+    std::snprintf(out.placement, sizeof out.placement, "%s", t.placement.c_str());
+    out.device = t.device;
+    out.bytes_used = t.bytes_used;
+    out.bytes_reserved = t.bytes_reserved;
+    out.bytes_capacity = t.bytes_capacity;
+    out.blocks_used = t.blocks_used;
+    out.blocks_capacity = t.blocks_capacity;
+    out.steps_inserted = t.steps_inserted;
+    out.items_inserted = t.items_inserted;
+    out.items_sampled = t.items_sampled;
+    out.items_removed = t.items_removed;
+    out.evicted_trajectories = t.evicted_trajectories;
+    out.evicted_items = t.evicted_items;
+    out.priority_updates = t.priority_updates;
+    out.priority_updates_skipped = t.priority_updates_skipped;
+    out.max_priority_seen = t.max_priority_seen;
+    out.rate_limiter_inserts = t.rate_limiter.inserts;
+    out.rate_limiter_samples = t.rate_limiter.samples;
+    out.rate_limiter_deletes = t.rate_limiter.deletes;
+    out.rate_limiter_blocked_inserts = t.rate_limiter.blocked_inserts;
+    out.rate_limiter_blocked_samples = t.rate_limiter.blocked_samples;
+    out.cold_trajectories = t.cold_trajectories;
+    out.cold_steps = t.cold_steps;
+    out.cold_bytes = t.cold_bytes;
+    out.spilled_trajectories = t.spilled_trajectories;
+    out.spilled_bytes = t.spilled_bytes;
+    out.loaded_trajectories = t.loaded_trajectories;
+    out.rotations = t.rotations;
+    out.spill_queue = t.spill_queue;
+    *info = out;
+    return Status::OK();
+  });
+}
+
+int replaydb_table_set_rate_limiter(replaydb_table_t* table, double samples_per_insert,
+                                    int64_t min_size_to_sample, double min_diff, double max_diff,
+                                    char** errptr) {
+  constexpr char kFn[] = "replaydb_table_set_rate_limiter";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    return table->table->SetRateLimiter(
+        RateLimiterSpec{samples_per_insert, min_size_to_sample, min_diff, max_diff});
+  });
+}
+
+int replaydb_table_load(replaydb_table_t* table, const uint64_t* ids, size_t n, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_load";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    if (ids == nullptr && n > 0) return NullArgument(kFn, "ids");
+    return table->table->Load(std::span<const uint64_t>(ids, n));
+  });
+}
+
+int replaydb_table_update_priorities(replaydb_table_t* table, const uint64_t* keys,
+                                     const double* priorities, size_t n, int64_t* updated,
+                                     int64_t* skipped, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_update_priorities";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    if (keys == nullptr && n > 0) return NullArgument(kFn, "keys");
+    if (priorities == nullptr && n > 0) return NullArgument(kFn, "priorities");
+    replaydb::PriorityUpdateResult result;
+    REPLAYDB_RETURN_IF_ERROR(table->table->UpdatePriorities(
+        std::span<const ItemKey>(keys, n), std::span<const double>(priorities, n), &result));
+    if (updated != nullptr) *updated = result.updated;
+    if (skipped != nullptr) *skipped = result.skipped;
+    return Status::OK();
+  });
+}
+
+int replaydb_table_update_priorities_from_device(replaydb_table_t* table,
+                                                 const uint64_t* device_keys,
+                                                 const float* device_priorities, int64_t n,
+                                                 void* stream, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_update_priorities_from_device";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    if (device_keys == nullptr && n > 0) return NullArgument(kFn, "device_keys");
+    if (device_priorities == nullptr && n > 0) return NullArgument(kFn, "device_priorities");
+    return table->table->UpdatePrioritiesFromDevice(device_keys, device_priorities, n, stream);
+  });
+}
+
+void replaydb_table_close(replaydb_table_t* table) {
+  if (table != nullptr) GuardVoid([&] { table->table->Close(); });
+}
+
+// ----------------------------------------------------------------- writers
+
+int replaydb_table_new_writer(replaydb_table_t* table, int64_t timeout_ms, int sync,
+                              replaydb_writer_t** writer, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_new_writer";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (writer == nullptr) return NullArgument(kFn, "writer");
+    *writer = nullptr;
+    if (table == nullptr) return NullArgument(kFn, "table");
+    replaydb::WriterOptions options;
+    options.timeout = Millis(timeout_ms);
+    options.sync = sync != 0;
+    auto made = table->table->NewWriter(options);
+    if (!made.ok()) return made.status();
+    *writer = new replaydb_writer_t{std::move(made).value(), table->layout};
+    return Status::OK();
+  });
+}
+
+void replaydb_writer_destroy(replaydb_writer_t* writer) {
+  GuardVoid([&] { delete writer; });
+}
+
+int replaydb_writer_append(replaydb_writer_t* writer, const replaydb_tensor_t* step,
+                           size_t num_columns, const double* priority, char** errptr) {
+  constexpr char kFn[] = "replaydb_writer_append";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (writer == nullptr) return NullArgument(kFn, "writer");
+    std::vector<ConstTensor> tensors;
+    REPLAYDB_RETURN_IF_ERROR(
+        ToConstTensors(kFn, "step", step, num_columns, *writer->layout, &tensors));
+    std::optional<double> p;
+    if (priority != nullptr) p = *priority;
+    return writer->writer->Append(tensors, p);
+  });
+}
+
+int replaydb_writer_append_many(replaydb_writer_t* writer, const replaydb_tensor_t* steps,
+                                size_t num_columns, const double* priorities, size_t num_priorities,
+                                char** errptr) {
+  constexpr char kFn[] = "replaydb_writer_append_many";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (writer == nullptr) return NullArgument(kFn, "writer");
+    std::vector<ConstTensor> tensors;
+    REPLAYDB_RETURN_IF_ERROR(
+        ToConstTensors(kFn, "steps", steps, num_columns, *writer->layout, &tensors));
+    std::span<const double> p;
+    REPLAYDB_RETURN_IF_ERROR(ToPriorities(kFn, priorities, num_priorities, &p));
+    return writer->writer->AppendMany(tensors, p);
+  });
+}
+
+int replaydb_writer_end(replaydb_writer_t* writer, int reason, char** errptr) {
+  constexpr char kFn[] = "replaydb_writer_end";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (writer == nullptr) return NullArgument(kFn, "writer");
+    EndReason r;
+    REPLAYDB_RETURN_IF_ERROR(ToEndReason(kFn, reason, &r));
+    return writer->writer->End(r);
+  });
+}
+
+uint64_t replaydb_writer_trajectory_id(const replaydb_writer_t* writer) {
+  return writer == nullptr ? 0 : writer->writer->trajectory_id();
+}
+
+int64_t replaydb_writer_num_steps(const replaydb_writer_t* writer) {
+  return writer == nullptr ? 0 : writer->writer->num_steps();
+}
+
+int replaydb_table_new_vector_writer(replaydb_table_t* table, size_t num_envs, int64_t timeout_ms,
+                                     int sync, replaydb_vector_writer_t** writer, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_new_vector_writer";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (writer == nullptr) return NullArgument(kFn, "writer");
+    *writer = nullptr;
+    if (table == nullptr) return NullArgument(kFn, "table");
+    replaydb::WriterOptions options;
+    options.timeout = Millis(timeout_ms);
+    options.sync = sync != 0;
+    auto made = table->table->NewVectorWriter(num_envs, options);
+    if (!made.ok()) return made.status();
+    *writer = new replaydb_vector_writer_t{std::move(made).value(), table->layout};
+    return Status::OK();
+  });
+}
+
+void replaydb_vector_writer_destroy(replaydb_vector_writer_t* writer) {
+  GuardVoid([&] { delete writer; });
+}
+
+int replaydb_vector_writer_append(replaydb_vector_writer_t* writer, const replaydb_tensor_t* steps,
+                                  size_t num_columns, const double* priorities,
+                                  size_t num_priorities, char** errptr) {
+  constexpr char kFn[] = "replaydb_vector_writer_append";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (writer == nullptr) return NullArgument(kFn, "writer");
+    std::vector<ConstTensor> tensors;
+    REPLAYDB_RETURN_IF_ERROR(
+        ToConstTensors(kFn, "steps", steps, num_columns, *writer->layout, &tensors));
+    std::span<const double> p;
+    REPLAYDB_RETURN_IF_ERROR(ToPriorities(kFn, priorities, num_priorities, &p));
+    return writer->writer->Append(tensors, p);
+  });
+}
+
+int replaydb_vector_writer_append_from_device(replaydb_vector_writer_t* writer,
+                                              const replaydb_tensor_t* steps, size_t num_columns,
+                                              void* stream, const double* priorities,
+                                              size_t num_priorities, char** errptr) {
+  constexpr char kFn[] = "replaydb_vector_writer_append_from_device";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (writer == nullptr) return NullArgument(kFn, "writer");
+    std::vector<ConstTensor> tensors;
+    REPLAYDB_RETURN_IF_ERROR(
+        ToConstTensors(kFn, "steps", steps, num_columns, *writer->layout, &tensors));
+    std::span<const double> p;
+    REPLAYDB_RETURN_IF_ERROR(ToPriorities(kFn, priorities, num_priorities, &p));
+    return writer->writer->AppendFromDevice(tensors, stream, p);
+  });
+}
+
+int replaydb_vector_writer_end(replaydb_vector_writer_t* writer, size_t env, int reason,
+                               char** errptr) {
+  constexpr char kFn[] = "replaydb_vector_writer_end";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (writer == nullptr) return NullArgument(kFn, "writer");
+    EndReason r;
+    REPLAYDB_RETURN_IF_ERROR(ToEndReason(kFn, reason, &r));
+    return writer->writer->End(env, r);
+  });
+}
+
+size_t replaydb_vector_writer_num_envs(const replaydb_vector_writer_t* writer) {
+  return writer == nullptr ? 0 : writer->writer->num_envs();
+}
+
+uint64_t replaydb_vector_writer_trajectory_id(const replaydb_vector_writer_t* writer, size_t env) {
+  if (writer == nullptr || env >= writer->writer->num_envs()) return 0;
+  return writer->writer->trajectory_id(env);
+}
+
+// ----------------------------------------------------------------- samples
+
+void replaydb_sample_options_init(replaydb_sample_options_t* options) {
+  if (options == nullptr) return;
+  options->timeout_ms = REPLAYDB_WAIT_FOREVER;
+  options->importance_beta = -1;
+  options->stratified = 0;
+  options->gather = 1;
+  options->peek = 0;
+}
+
+int replaydb_table_sample(replaydb_table_t* table, int64_t batch_size,
+                          const replaydb_sample_options_t* options, replaydb_batch_t** batch,
+                          char** errptr) {
+  constexpr char kFn[] = "replaydb_table_sample";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (batch == nullptr) return NullArgument(kFn, "batch");
+    *batch = nullptr;
+    if (table == nullptr) return NullArgument(kFn, "table");
+    auto memory = std::make_unique<HostBatchMemory>();
+    REPLAYDB_RETURN_IF_ERROR(
+        table->table->Sample(batch_size, ToSampleOptions(options), &memory->batch));
+    *batch = NewHostBatch(*table->layout, std::move(memory));
+    return Status::OK();
+  });
+}
+
+int replaydb_table_lookup(replaydb_table_t* table, const uint64_t* keys, size_t n,
+                          replaydb_batch_t** batch, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_lookup";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (batch == nullptr) return NullArgument(kFn, "batch");
+    *batch = nullptr;
+    if (table == nullptr) return NullArgument(kFn, "table");
+    if (keys == nullptr && n > 0) return NullArgument(kFn, "keys");
+    auto memory = std::make_unique<HostBatchMemory>();
+    REPLAYDB_RETURN_IF_ERROR(
+        table->table->Lookup(std::span<const ItemKey>(keys, n), &memory->batch));
+    *batch = NewHostBatch(*table->layout, std::move(memory));
+    return Status::OK();
+  });
+}
+
+int replaydb_table_sample_to_device(replaydb_table_t* table, int64_t batch_size,
+                                    const replaydb_sample_options_t* options, void* stream,
+                                    replaydb_batch_t** batch, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_sample_to_device";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (batch == nullptr) return NullArgument(kFn, "batch");
+    *batch = nullptr;
+    if (table == nullptr) return NullArgument(kFn, "table");
+    const SampleOptions o = ToSampleOptions(options);
+    const TableLayout& layout = *table->layout;
+    if (layout.device < 0 || batch_size < 1) {
+      // No GPU memory to allocate on, or no size to allocate: the C++ call
+      // reports it (FailedPrecondition naming the table and why it has no
+      // GPU, or the batch size) in its own words. It refuses such calls
+      // before writing anything; these stand-ins only pass its pointer
+      // checks.
+      uint64_t no_key = 0;
+      float no_value[2] = {};
+      const DeviceSampleOutput none{&no_key, &no_value[0], &no_value[1], {}, nullptr};
+      REPLAYDB_RETURN_IF_ERROR(table->table->SampleToDevice(batch_size, o, none, stream));
+      return Status::Internal(std::string(kFn) + ": table " + Quoted(layout.name) +
+                              " sampled into device memory without a GPU");
+    }
+    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBufferSet> set,
+                              table->pool->Take(stream, batch_size, o.gather));
+    DeviceSampleOutput out;
+    out.keys = set->keys.as<uint64_t>();
+    out.probabilities = set->probabilities.as<float>();
+    out.weights = o.importance_beta >= 0 ? set->weights.as<float>() : nullptr;
+    out.mask = set->mask.as<uint8_t>();
+    if (o.gather) {
+      for (const DeviceBuffer& column : set->columns) out.columns.push_back(column.data());
+    }
+    const Status sampled = table->table->SampleToDevice(batch_size, o, out, stream);
+    // Even a failed call may have queued work on `stream`; the pool hands
+    // the set out again only behind it on that stream.
+    auto memory =
+        std::make_unique<PooledDeviceMemory>(table->pool, stream, batch_size, std::move(set));
+    REPLAYDB_RETURN_IF_ERROR(sampled);
+    auto made = std::make_unique<replaydb_batch_t>();
+    made->batch_size = batch_size;
+    made->sequence_length = layout.sequence_length;
+    made->device = layout.device;
+    AddDeviceFields(made.get(), layout, out.columns, out.keys, out.probabilities, out.weights,
+                    out.mask);
+    made->memory = std::move(memory);
+    *batch = made.release();
+    return Status::OK();
+  });
+}
+
+int replaydb_table_sample_into(replaydb_table_t* table, int64_t batch_size,
+                               const replaydb_sample_options_t* options, void* const* columns,
+                               size_t num_columns, uint64_t* keys, float* probabilities,
+                               float* weights, uint8_t* mask, void* stream, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_sample_into";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    if (keys == nullptr) return NullArgument(kFn, "keys");
+    if (probabilities == nullptr) return NullArgument(kFn, "probabilities");
+    DeviceSampleOutput out{keys, probabilities, weights, {}, mask};
+    if (columns == nullptr && num_columns > 0) {
+      return Status::InvalidArgument(std::string(kFn) + ": columns is NULL but num_columns is " +
+                                     std::to_string(num_columns));
+    }
+    if (columns != nullptr) {
+      if (num_columns != table->layout->columns.size()) {
+        return CountMismatch(kFn, num_columns, *table->layout);
+      }
+      out.columns.assign(columns, columns + num_columns);
+    }
+    return table->table->SampleToDevice(batch_size, ToSampleOptions(options), out, stream);
+  });
+}
+
+int replaydb_table_new_sampler(replaydb_table_t* table, int64_t batch_size, int in_flight,
+                               const replaydb_sample_options_t* options,
+                               replaydb_sampler_t** sampler, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_new_sampler";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (sampler == nullptr) return NullArgument(kFn, "sampler");
+    *sampler = nullptr;
+    if (table == nullptr) return NullArgument(kFn, "table");
+    DeviceSamplerOptions o;
+    o.batch_size = batch_size;
+    o.in_flight = in_flight;
+    o.sample = ToSampleOptions(options);
+    auto made = table->table->NewDeviceSampler(o);
+    if (!made.ok()) return made.status();
+    auto state = std::make_shared<SamplerState>();
+    state->sampler = std::move(made).value();
+    state->layout = table->layout;
+    state->weights = o.sample.importance_beta >= 0;
+    *sampler = new replaydb_sampler_t{std::move(state)};
+    return Status::OK();
+  });
+}
+
+void replaydb_sampler_destroy(replaydb_sampler_t* sampler) {
+  GuardVoid([&] { delete sampler; });
+}
+
+int replaydb_sampler_next(replaydb_sampler_t* sampler, void* stream, int64_t timeout_ms,
+                          replaydb_batch_t** batch, char** errptr) {
+  constexpr char kFn[] = "replaydb_sampler_next";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (batch == nullptr) return NullArgument(kFn, "batch");
+    *batch = nullptr;
+    if (sampler == nullptr) return NullArgument(kFn, "sampler");
+    SamplerState& state = *sampler->state;
+    // Made first, so that whatever happens after Next the lent batch goes
+    // back.
+    auto memory = std::make_unique<SamplerBatchMemory>(sampler->state, stream);
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      REPLAYDB_RETURN_IF_ERROR(state.sampler->Next(stream, memory->lent(), Millis(timeout_ms)));
+    }
+    const DeviceBatch& lent = *memory->lent();
+    auto made = std::make_unique<replaydb_batch_t>();
+    made->batch_size = lent.batch_size;
+    made->sequence_length = lent.sequence_length;
+    made->device = state.layout->device;
+    AddDeviceFields(made.get(), *state.layout, lent.columns, lent.keys, lent.probabilities,
+                    state.weights ? lent.weights : nullptr, lent.mask);
+    made->memory = std::move(memory);
+    *batch = made.release();
+    return Status::OK();
+  });
+}
+
+// ----------------------------------------------------------------- batches
+
+void replaydb_batch_retain(replaydb_batch_t* batch) {
+  if (batch != nullptr) batch->references.fetch_add(1, std::memory_order_relaxed);
+}
+
+void replaydb_batch_release(replaydb_batch_t* batch) {
+  if (batch == nullptr) return;
+  if (batch->references.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    GuardVoid([&] { delete batch; });
+  }
+}
+
+int64_t replaydb_batch_size(const replaydb_batch_t* batch) {
+  return batch == nullptr ? 0 : batch->batch_size;
+}
+
+int64_t replaydb_batch_sequence_length(const replaydb_batch_t* batch) {
+  return batch == nullptr ? 0 : batch->sequence_length;
+}
+
+int replaydb_batch_device(const replaydb_batch_t* batch) {
+  return batch == nullptr ? -1 : batch->device;
+}
+
+int replaydb_batch_field(const replaydb_batch_t* batch, const char* name, replaydb_array_t* out,
+                         char** errptr) {
+  constexpr char kFn[] = "replaydb_batch_field";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (batch == nullptr) return NullArgument(kFn, "batch");
+    if (name == nullptr) return NullArgument(kFn, "name");
+    if (out == nullptr) return NullArgument(kFn, "out");
+    if (const Field* f = batch->Find(name)) {
+      *out = f->array;
+      return Status::OK();
+    }
+    for (const auto& [column, why] : batch->inexpressible) {
+      if (column == name) return Status::NotSupported(std::string(kFn) + ": " + why);
+    }
+    std::string names;
+    for (const Field& f : batch->fields) names += (names.empty() ? "" : ", ") + f.name;
+    return Status::NotFound(std::string(kFn) + ": the batch has no field " + Quoted(name) +
+                            " (it has " + names + ")");
+  });
+}
+
+int replaydb_batch_field_names(const replaydb_batch_t* batch, char*** names, size_t* count,
+                               char** errptr) {
+  constexpr char kFn[] = "replaydb_batch_field_names";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (batch == nullptr) return NullArgument(kFn, "batch");
+    if (names == nullptr) return NullArgument(kFn, "names");
+    if (count == nullptr) return NullArgument(kFn, "count");
+    std::vector<std::string> list;
+    for (const Field& f : batch->fields) list.push_back(f.name);
+    return MallocStrings(kFn, list, names, count);
+  });
+}
+
+int64_t replaydb_live_batches(void) {
+  return g_live_batches.load(std::memory_order_relaxed);
+}
+
+}  // extern "C"
