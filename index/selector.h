@@ -23,7 +23,9 @@ struct ItemRef {
   // selectors use it.
   double priority = 0;
   // Where the item's window starts in the hot tier (block * block_steps +
-  // step in block), for selectors on a GPU; -1 when not given.
+  // step in block), for selectors on a GPU and those that index items by
+  // their place (a UniformSelector made with slots, which REQUIRES it in
+  // Insert, Remove and Update); -1 when not given.
   int64_t slot = -1;
 };
 
@@ -45,6 +47,12 @@ struct SelectorOptions {
   SelectorKind kind = SelectorKind::kUniform;
   // Prioritized: probability proportional to priority^priority_exponent.
   double priority_exponent = 1.0;
+  // The hot tier's slots (blocks * block_steps) when > 0: a uniform
+  // selector then finds items by ItemRef::slot (a flat array) instead of
+  // hashing keys, and every ItemRef given to it must carry its slot. Ignored
+  // by the other kinds, and when above UniformSelector::kMaxSlots.
+  // Default: 0 (items found by key).
+  int64_t slots = 0;
 };
 
 class Selector {
