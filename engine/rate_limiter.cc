@@ -108,6 +108,13 @@ Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int6
   return Status::OK();
 }
 
+bool RateLimiter::TryReserveInserts(int64_t n) {
+  assert(n >= 1);
+  if (cancelled_ || !CanInsert(n)) return false;
+  reserved_inserts_ += n;
+  return true;
+}
+
 void RateLimiter::CommitInserts(int64_t n) {
   assert(n >= 0 && n <= reserved_inserts_);
   reserved_inserts_ -= n;

@@ -67,7 +67,12 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
                                   (gpus == 0 ? "no GPU can be used (" + why_none + ")"
                                              : "only " + std::to_string(gpus) + " can be used"));
     }
-    auto owned = std::make_unique<index::UniformSelector>();
+    // Items found by slot where slots fit (a uniform device index needs
+    // fewer than 2^32 anyway; DeviceTier::Create says so below).
+    const int64_t slots = CapacityBlocks(spec) * spec.block_steps;
+    auto owned = slots <= index::UniformSelector::kMaxSlots
+                     ? std::make_unique<index::UniformSelector>(slots)
+                     : std::make_unique<index::UniformSelector>();
     uniform = owned.get();
     selector = std::move(owned);
   } else if (spec.priority_device >= 0) {
@@ -77,7 +82,9 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     raw = chosen->get();
     selector = std::move(chosen).value();
   } else {
-    selector = index::NewSelector({spec.selector, spec.priority_exponent});
+    // Items are found by their hot-tier slot where the selector can.
+    selector = index::NewSelector(
+        {spec.selector, spec.priority_exponent, CapacityBlocks(spec) * spec.block_steps});
   }
   std::unique_ptr<DeviceTier> tier;
   if (gpus > 0 && device >= 0) {
@@ -267,9 +274,12 @@ Status TableImpl::ValidatePriority(double priority, std::string_view what) const
 }
 
 Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
-                                    Deadline deadline, StepReservation* r) {
+                                    Deadline deadline, StepReservation* r, bool may_wait,
+                                    bool* would_wait) {
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  REPLAYDB_RETURN_IF_ERROR(ResetWriterIfEndedLocked(slot));
+  if (slot.trajectory && (slot.trajectory->evicted || slot.trajectory->ended)) {
+    REPLAYDB_RETURN_IF_ERROR(ResetWriterIfEndedLocked(slot));
+  }
 
   const int64_t length = slot.trajectory ? slot.trajectory->length : 0;
   if (length >= kMaxTrajectorySteps) {
@@ -281,7 +291,11 @@ Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSl
   // The item this step completes, if any, must be admitted first.
   r->completes_item = length + 1 >= sequence_length_;
   r->created = false;
-  if (r->completes_item) {
+  if (r->completes_item && !limiter_.TryReserveInserts(1)) {
+    if (!may_wait) {
+      *would_wait = true;
+      return Status::OK();
+    }
     REPLAYDB_RETURN_IF_ERROR(limiter_.AwaitReserveInserts(lock, 1, deadline));
     Status s = CheckOpenLocked();
     if (s.ok()) s = ResetWriterIfEndedLocked(slot);
@@ -335,7 +349,7 @@ Status TableImpl::CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& 
   return s;
 }
 
-void TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
+bool TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
                                   const double* priority) {
   ++t.length;
   t.dirty = true;
@@ -343,9 +357,19 @@ void TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
   ++steps_inserted_;
   if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
   t.step_priorities.push_back(priority != nullptr ? *priority : max_priority_seen_);
-  if (r.completes_item) {
-    CreateItemLocked(t);
-    limiter_.CommitInserts(1);
+  if (r.completes_item) CreateItemLocked(t);
+  return r.completes_item;
+}
+
+void TableImpl::AbandonStepLocked(WriterSlot& slot, const StepReservation& r) {
+  if (r.completes_item) limiter_.ReleaseInserts(1);
+  Trajectory& t = *slot.trajectory;
+  if (t.evicted) {
+    slot.trajectory.reset();
+  } else if (r.created && !t.removed) {
+    // Leave no empty trajectory behind a failed first step.
+    RemoveTrajectoryLocked(t, /*evicted=*/false);
+    slot.trajectory.reset();
   }
 }
 
@@ -401,77 +425,215 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
     return logged.status();
   }
   if (log_seq != nullptr) *log_seq = *logged;
-  PublishStepLocked(t, r, priority);
+  if (PublishStepLocked(t, r, priority)) limiter_.CommitInserts(1);
   return Status::OK();
 }
 
-Status TableImpl::AppendStepsFromDevice(std::span<WriterSlot> slots,
-                                        std::span<const ConstTensor> steps,
-                                        std::span<const double> priorities, Deadline deadline,
-                                        void* stream, uint64_t* log_seq) {
+namespace {
+
+// A vector step whose rows add up to more than this is copied outside the
+// table's mutex (its trajectories pinned); below it, under the mutex.
+constexpr size_t kVectorCopyUnderLockBytes = 64 << 10;
+
+// How many environments ahead a vector append asks for the memory it will
+// touch: the environments' state is scattered over many cache lines, and
+// fetching several at once hides most of the latency.
+constexpr size_t kPrefetchAhead = 16;
+
+void Prefetch(const void* p) { __builtin_prefetch(p, 1, 3); }
+
+// The trajectory's first two cache lines (what an append reads and writes).
+void PrefetchTrajectory(const Trajectory* t) {
+  if (t == nullptr) return;
+  Prefetch(t);
+  Prefetch(reinterpret_cast<const char*>(t) + 64);
+}
+
+// What publishing t's next step touches beyond t itself.
+void PrefetchTails(const Trajectory* t) {
+  if (t == nullptr) return;
+  Prefetch(t->step_priorities.data() + t->length);
+  Prefetch(t->items.data() + t->items_created);
+}
+
+}  // namespace
+
+Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorSteps& steps,
+                                   std::span<const double> priorities, Deadline deadline,
+                                   VectorScratch* scratch, uint64_t* log_seq) {
+  const size_t n = slots.size();
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("AppendFromDevice"));
-  const size_t n = slots.size();
-  std::vector<StepReservation> reserved(n);
-  std::vector<int64_t> dest(n, -1);
+  if (steps.device) REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("AppendFromDevice"));
+  scratch->reserved.resize(n);
+  scratch->dest.resize(n);
+  const int64_t bs = layout_.block_steps;
   Status first_error;
   const auto note = [&](size_t env, const Status& s) {
     if (first_error.ok()) first_error = s.WithContext("environment " + std::to_string(env));
   };
-  // Reserve every environment's step; pins keep the blocks while the
-  // scatter is queued (a later reservation may evict an earlier one).
-  for (size_t env = 0; env < n; ++env) {
-    Status s = ReserveStepLocked(lock, slots[env], deadline, &reserved[env]);
-    if (!s.ok()) {
-      note(env, s);
-      continue;
-    }
-    ++slots[env].trajectory->pins;
-    dest[env] = reserved[env].block * layout_.block_steps + reserved[env].step_in_block;
-  }
-  Status scattered = tier_->Scatter(dest, steps, stream);
-  for (size_t env = 0; env < n; ++env) {
-    if (dest[env] < 0) continue;
-    WriterSlot& slot = slots[env];
-    Trajectory& t = *slot.trajectory;
-    UnpinLocked(t);
-    if (!scattered.ok()) {
-      if (reserved[env].completes_item) limiter_.ReleaseInserts(1);
-      if (reserved[env].created && !t.removed) {
-        RemoveTrajectoryLocked(t, /*evicted=*/false);
-        slot.trajectory.reset();
+  // Chunks of environments: normally one, the whole vector.
+  size_t begin = 0;
+  while (begin < n) {
+    size_t env = begin;
+    bool holds = false;  // an environment of the chunk has room reserved
+    for (; env < n; ++env) {
+      if (env + kPrefetchAhead < n) PrefetchTrajectory(slots[env + kPrefetchAhead].trajectory.get());
+      if (env + kPrefetchAhead / 2 < n) {
+        const Trajectory* ahead = slots[env + kPrefetchAhead / 2].trajectory.get();
+        if (ahead != nullptr && !ahead->blocks.empty()) Prefetch(&ahead->blocks.back());
       }
-      continue;
-    }
-    Status s = CheckAfterCopyLocked(slot, reserved[env]);
-    if (!s.ok()) {
-      note(env, s);
-      dest[env] = -1;
-      continue;
-    }
-  }
-  if (!scattered.ok()) return scattered.WithContext("table " + Q(name_) + ": AppendFromDevice");
-  // The log gets the steps through a device-to-host copy (see
-  // docs/durability.md); a step the log refused is not published.
-  Result<uint64_t> logged = LogDeviceStepsLocked(slots, dest, steps, priorities, stream);
-  for (size_t env = 0; env < n; ++env) {
-    if (dest[env] < 0) continue;
-    WriterSlot& slot = slots[env];
-    Trajectory& t = *slot.trajectory;
-    if (!logged.ok()) {
-      if (reserved[env].completes_item) limiter_.ReleaseInserts(1);
-      if (reserved[env].created && !t.removed) {
-        RemoveTrajectoryLocked(t, /*evicted=*/false);
-        slot.trajectory.reset();
+      StepReservation& r = scratch->reserved[env];
+      scratch->dest[env] = -1;
+      bool would_wait = false;
+      Status s = ReserveStepLocked(lock, slots[env], deadline, &r, /*may_wait=*/!holds,
+                                   &would_wait);
+      if (would_wait) break;  // finish the chunk first, then wait
+      if (!s.ok()) {
+        note(env, s);
+        continue;
       }
-      continue;
+      scratch->dest[env] = r.block * bs + r.step_in_block;
+      holds = true;
     }
-    PublishStepLocked(t, reserved[env], priorities.empty() ? nullptr : &priorities[env]);
+    const size_t end = env;
+    // A later environment's block may have come from evicting an earlier
+    // one's trajectory: that one loses its step (its block is someone
+    // else's now).
+    for (env = begin; env < end; ++env) {
+      if (scratch->dest[env] < 0) continue;
+      WriterSlot& slot = slots[env];
+      if (!slot.trajectory->evicted) continue;
+      note(env, EvictedError(*slot.trajectory));
+      AbandonStepLocked(slot, scratch->reserved[env]);
+      scratch->dest[env] = -1;
+    }
+    REPLAYDB_RETURN_IF_ERROR(FinishVectorChunkLocked(lock, slots, begin, end, steps, priorities,
+                                                     scratch, log_seq, &first_error));
+    begin = end;
   }
-  if (!logged.ok()) return logged.status().WithContext("table " + Q(name_) + ": AppendFromDevice");
-  if (log_seq != nullptr) *log_seq = *logged;
   return first_error;
+}
+
+Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
+                                          std::span<WriterSlot> slots, size_t begin, size_t end,
+                                          const VectorSteps& steps,
+                                          std::span<const double> priorities,
+                                          VectorScratch* scratch, uint64_t* log_seq,
+                                          Status* first_error) {
+  const size_t count = end - begin;
+  if (count == 0) return Status::OK();
+  std::span<WriterSlot> chunk = slots.subspan(begin, count);
+  std::span<int64_t> dest = std::span<int64_t>(scratch->dest).subspan(begin, count);
+  std::span<StepReservation> reserved =
+      std::span<StepReservation>(scratch->reserved).subspan(begin, count);
+  const std::span<const double> chunk_priorities =
+      priorities.empty() ? priorities : priorities.subspan(begin, count);
+  // The chunk's rows, per column.
+  const size_t num_columns = columns_.size();
+  scratch->columns.resize(num_columns);
+  for (size_t c = 0; c < num_columns; ++c) {
+    scratch->columns[c] = steps.columns[c] + begin * layout_.column_bytes[c];
+  }
+  const VectorSteps rows{scratch->columns, steps.device, steps.stream};
+  // Undoes every step of the chunk that still has room.
+  const auto abandon_all = [&] {
+    for (size_t i = 0; i < count; ++i) {
+      if (dest[i] < 0) continue;
+      AbandonStepLocked(chunk[i], reserved[i]);
+      dest[i] = -1;
+    }
+  };
+
+  Status copied;
+  if (steps.device) {
+    // One kernel; blocks that leave the tier after it is queued wait for it
+    // (the tier's access epochs), so nothing needs pinning.
+    scratch->tensors.resize(num_columns);
+    for (size_t c = 0; c < num_columns; ++c) {
+      scratch->tensors[c] = ConstTensor{columns_[c].dtype,
+                                        columns_[c].shape.Prepend(static_cast<int64_t>(count)),
+                                        rows.columns[c], layout_.column_bytes[c] * count};
+    }
+    copied = tier_->Scatter(dest, scratch->tensors, steps.stream);
+    if (!copied.ok()) {
+      abandon_all();
+      return copied.WithContext("table " + Q(name_) + ": AppendFromDevice");
+    }
+  } else {
+    const int64_t bs = layout_.block_steps;
+    const auto copy_row = [&](size_t i) -> Status {
+      std::byte* block = pool_.address(dest[i] / bs);
+      const size_t step_in_block = static_cast<size_t>(dest[i] % bs);
+      for (size_t c = 0; c < num_columns; ++c) {
+        const size_t cb = layout_.column_bytes[c];
+        std::byte* dst = block + layout_.column_offset[c] + step_in_block * cb;
+        const std::byte* src = rows.columns[c] + i * cb;
+        if (pool_.host_accessible()) {
+          std::memcpy(dst, src, cb);
+        } else {
+          REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, src, cb));
+        }
+      }
+      return Status::OK();
+    };
+    if (pool_.host_accessible() && count * layout_.step_bytes <= kVectorCopyUnderLockBytes) {
+      for (size_t i = 0; i < count; ++i) {
+        if (dest[i] >= 0) (void)copy_row(i);
+      }
+    } else {
+      // Outside the lock, the trajectories pinned so that an eviction
+      // meanwhile cannot hand their blocks to someone else.
+      for (size_t i = 0; i < count; ++i) {
+        if (dest[i] >= 0) ++chunk[i].trajectory->pins;
+      }
+      lock.unlock();
+      for (size_t i = 0; i < count && copied.ok(); ++i) {
+        if (dest[i] >= 0) copied = copy_row(i);
+      }
+      lock.lock();
+      for (size_t i = 0; i < count; ++i) {
+        if (dest[i] >= 0) UnpinLocked(*chunk[i].trajectory);
+      }
+      if (!copied.ok()) {
+        abandon_all();
+        return copied.WithContext("table " + Q(name_));
+      }
+      // Closed or evicted meanwhile: those environments lose the step.
+      for (size_t i = 0; i < count; ++i) {
+        if (dest[i] < 0) continue;
+        Status s = CheckOpenLocked();
+        if (s.ok() && chunk[i].trajectory->evicted) s = EvictedError(*chunk[i].trajectory);
+        if (s.ok()) continue;
+        AbandonStepLocked(chunk[i], reserved[i]);
+        dest[i] = -1;
+        if (first_error->ok()) {
+          *first_error = s.WithContext("environment " + std::to_string(begin + i));
+        }
+      }
+    }
+  }
+  // Logged before they are published: a step the log refused never appears.
+  Result<uint64_t> logged = LogVectorStepsLocked(chunk, dest, rows, chunk_priorities);
+  if (!logged.ok()) {
+    abandon_all();
+    return logged.status().WithContext("table " + Q(name_) +
+                                       (steps.device ? ": AppendFromDevice" : ": vector step"));
+  }
+  if (log_seq != nullptr && *logged != 0) *log_seq = *logged;
+  int64_t items = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (i + kPrefetchAhead < count && dest[i + kPrefetchAhead] >= 0) {
+      PrefetchTails(chunk[i + kPrefetchAhead].trajectory.get());
+    }
+    if (dest[i] < 0) continue;
+    items += PublishStepLocked(*chunk[i].trajectory, reserved[i],
+                               chunk_priorities.empty() ? nullptr : &chunk_priorities[i])
+                 ? 1
+                 : 0;
+  }
+  if (items > 0) limiter_.CommitInserts(items);
+  return Status::OK();
 }
 
 Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
@@ -544,16 +706,15 @@ void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState&
   ++t.live_items;
   ++num_items_;
   sample_budget_ += DrawsLeft(item);
-  const int64_t slot = t.blocks[start / layout_.block_steps] * layout_.block_steps +
-                       start % layout_.block_steps;
+  const int64_t slot = SlotOf(t, start);
   if (tier_ && tier_->item_steps()) {
     tier_->NewItem(slot, std::min(sequence_length_, t.length - start));
   }
   selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority, slot});
 }
 
-void TableImpl::DropItemLocked(Trajectory& t, ItemKey key, const ItemState& item) {
-  selector_->Remove({key, item.seq, item.priority});
+void TableImpl::DropItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
+  selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority, SlotOf(t, start)});
   --t.live_items;
   --num_items_;
   ++items_removed_;
@@ -645,6 +806,13 @@ void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
     }
   }
   t.blocks.push_back(block);
+  // Room for the block's steps and items, doubling as trajectories grow.
+  const size_t steps = t.blocks.size() * static_cast<size_t>(layout_.block_steps);
+  if (t.step_priorities.capacity() < steps) {
+    const size_t room = std::max(steps, 2 * t.step_priorities.capacity());
+    t.step_priorities.reserve(room);
+    t.items.reserve(room);
+  }
 }
 
 std::shared_ptr<Trajectory> TableImpl::PickVictimLocked(const Trajectory& requester) const {
@@ -676,7 +844,7 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   for (int64_t start = 0; start < t.items_created; ++start) {
     const ItemState& item = t.items[start];
     if (!ItemLive(item)) continue;
-    selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority});
+    selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority, SlotOf(t, start)});
     sample_budget_ -= DrawsLeft(item);
     ++removed_items;
   }
@@ -862,7 +1030,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     if (take && max_times_sampled_ > 0) {
       --sample_budget_;
       if (item.times_sampled >= max_times_sampled_) {
-        DropItemLocked(t, sel.key, item);
+        DropItemLocked(t, start, item);
         removed_keys.push_back(sel.key);
       }
     }
@@ -1211,7 +1379,7 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
     Trajectory& t = *it->second;
     ItemState& item = t.items[start];
     const double old = item.priority;
-    selector_->Update({key, item.seq, old}, priorities[i]);
+    selector_->Update({key, item.seq, old, SlotOf(t, start)}, priorities[i]);
     sample_budget_ -= DrawsLeft(item);
     item.priority = priorities[i];
     sample_budget_ += DrawsLeft(item);

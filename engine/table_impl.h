@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,28 +52,33 @@ struct ItemState {
   uint32_t times_sampled = 0;
 };
 
+// The fields an append reads and writes come first, in one cache line: a
+// vector append touches every environment's trajectory once per call.
 struct Trajectory {
   uint64_t id = 0;
-  std::vector<int64_t> blocks;  // BlockPool ids
   int64_t length = 0;         // published steps
   int64_t items_created = 0;  // items exist for starts [0, items_created)
   int64_t live_items = 0;     // of those, not yet removed
+  std::vector<int64_t> blocks;  // BlockPool ids
+  int32_t pins = 0;      // in-flight copies into or out of its blocks
+  bool ended = false;
+  bool removed = false;  // left the hot tier (evicted or consumed)
+  bool evicted = false;  // left because the tier was full
+  // Durability (engine/table_durability.cc): its metadata changed since the
+  // last checkpoint.
+  bool dirty = true;
+  // Reserved a block at a time (TakeBlockLocked), so that appends do not
+  // reallocate them step by step.
   std::vector<ItemState> items;
   std::vector<double> step_priorities;  // one per published step
   // EvictionPolicy::kLowestPriority: the highest priority of a live item
   // (-1 when none), kept while the trajectory is ranked (ended, in the tier).
   double best_priority = -1;
   bool ranked = false;
-  bool ended = false;
   EndReason end_reason = EndReason::kTruncated;
-  bool removed = false;  // left the hot tier (evicted or consumed)
-  bool evicted = false;  // left because the tier was full
-  int32_t pins = 0;      // in-flight copies into or out of its blocks
   // Durability (engine/table_durability.cc): steps [0, persisted_steps)
-  // are in the cold store; `dirty` means its metadata changed since the
-  // last checkpoint; `in_cold` that a checkpoint may have stored it.
+  // are in the cold store; `in_cold` means a checkpoint may have stored it.
   int64_t persisted_steps = 0;
-  bool dirty = true;
   bool in_cold = false;
   // When it entered the hot tier (created or loaded), table-wide order:
   // eviction and rotation take the oldest first.
@@ -103,6 +109,23 @@ struct StepReservation {
   bool created = false;         // the step starts the trajectory
   int64_t block = -1;           // where the step goes
   int64_t step_in_block = 0;
+};
+
+// One step for each of n environments (TableImpl::AppendVectorStep): row
+// env of column c is at columns[c] + env * column bytes.
+struct VectorSteps {
+  std::span<const std::byte* const> columns;
+  bool device = false;     // device pointers (AppendFromDevice); else host
+  void* stream = nullptr;  // device: the caller's cudaStream_t
+};
+
+// What a vector writer keeps between appends, so that an append allocates
+// nothing once these have grown. Used only by the writer's calls.
+struct VectorScratch {
+  std::vector<StepReservation> reserved;  // per environment
+  std::vector<int64_t> dest;              // its step's hot-tier slot; -1: none
+  std::vector<const std::byte*> columns;  // a chunk's rows, per column
+  std::vector<ConstTensor> tensors;       // the same, for the scatter
 };
 
 // One window of a sample or lookup: its trajectory (kept alive) and steps.
@@ -244,22 +267,51 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Ends slot's trajectory (see TrajectoryWriter::End).
   Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
                        uint64_t* log_seq = nullptr);
-  // VectorWriter::AppendFromDevice for `slots` (one per environment); the
-  // tensors are validated. Returns the first per-environment error, naming
-  // the environment.
-  Status AppendStepsFromDevice(std::span<WriterSlot> slots, std::span<const ConstTensor> steps,
-                               std::span<const double> priorities, Deadline deadline,
-                               void* stream, uint64_t* log_seq = nullptr);
+  // VectorWriter::Append and AppendFromDevice for `slots` (one per
+  // environment; steps and priorities validated, priorities empty or one per
+  // environment). One pass under the mutex: the rate limiter admits every
+  // environment's item at once when it can; environments are then walked in
+  // order (trajectories started, blocks taken, evicting as needed), the
+  // rows copied (host) or scattered by one kernel (device), logged as one
+  // record, and published. Where the rate limiter would make an environment
+  // wait, the environments before it are finished first (copied, logged,
+  // published and committed), so a waiting writer never holds back items
+  // that samplers need. Errors of one environment (a rate-limiter timeout,
+  // its trajectory evicted) do not stop the others: the first one is
+  // returned, naming the environment; a failed copy, scatter or log record
+  // fails the environments it carried and ends the call. `*log_seq` (may be
+  // null) gets the last log record.
+  Status AppendVectorStep(std::span<WriterSlot> slots, const VectorSteps& steps,
+                          std::span<const double> priorities, Deadline deadline,
+                          VectorScratch* scratch, uint64_t* log_seq = nullptr);
 
  private:
   Status CheckOpenLocked() const;
   // Makes room for one more step of slot's trajectory: reserves the item
   // the step completes with the rate limiter, starts the trajectory if
   // needed, gives it a new block if needed. On error nothing is left behind.
+  // When the rate limiter does not admit the item at once and `may_wait`
+  // is false, sets *would_wait and returns OK having changed nothing.
   Status ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
-                           Deadline deadline, StepReservation* r);
-  // Publishes the reserved step (copied into place) with its priority.
-  void PublishStepLocked(Trajectory& t, const StepReservation& r, const double* priority);
+                           Deadline deadline, StepReservation* r, bool may_wait = true,
+                           bool* would_wait = nullptr);
+  // Publishes the reserved step (copied into place) with its priority,
+  // creating the item it completes. Returns whether it did: the caller
+  // commits that insert with the rate limiter.
+  bool PublishStepLocked(Trajectory& t, const StepReservation& r, const double* priority);
+  // Undoes reservation `r` of slot's step after a failure: the rate
+  // limiter's insert, and a trajectory the step would have started.
+  void AbandonStepLocked(WriterSlot& slot, const StepReservation& r);
+  // AppendVectorStep's work for environments [begin, end) of `slots`,
+  // reserved (scratch->dest[env] >= 0 for those that got room): copies or
+  // scatters, logs and publishes them. An environment that fails alone
+  // (evicted while its row was copied outside the lock) goes to
+  // *first_error if that is OK. Returns a copy's, scatter's or log's error
+  // (every environment of the chunk then fails).
+  Status FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock, std::span<WriterSlot> slots,
+                                 size_t begin, size_t end, const VectorSteps& steps,
+                                 std::span<const double> priorities, VectorScratch* scratch,
+                                 uint64_t* log_seq, Status* first_error);
   // After a copy outside the lock: OK, or the error that undoes `r`.
   Status CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& r);
   // Returns blocks to the pool, or defers them while the GPU may still
@@ -282,6 +334,11 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                             SampleBatch* out);
   // The hot-tier slot where window w starts.
   int64_t SlotOf(const Window& w) const;
+  // The hot-tier slot of t's step `start`. REQUIRES: the step has a block.
+  int64_t SlotOf(const Trajectory& t, int64_t start) const {
+    const int64_t bs = layout_.block_steps;
+    return t.blocks[static_cast<size_t>(start / bs)] * bs + start % bs;
+  }
   Status NeedTierLocked(std::string_view what) const;
   Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status EvictedError(const Trajectory& t) const;
@@ -299,9 +356,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Makes item `start` of `t` (already in t.items) live: counts, the
   // device tier's item index, the selector.
   void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item);
-  // Takes a live item out (sampled max_times_sampled times): the selector,
-  // counts, the rate limiter, the trajectory's rank.
-  void DropItemLocked(Trajectory& t, ItemKey key, const ItemState& item);
+  // Takes live item `start` of `t` out (sampled max_times_sampled times):
+  // the selector, counts, the rate limiter, the trajectory's rank.
+  void DropItemLocked(Trajectory& t, int64_t start, const ItemState& item);
   // The priority of a new item at `start`, from its window's step priorities.
   double NewItemPriorityLocked(const Trajectory& t, int64_t start) const;
   // kLowestPriority bookkeeping: (re)places an ended trajectory among the
@@ -450,11 +507,13 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // releasing `lock`.
   Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
                              std::span<const double> priorities);
-  // Logs the device steps of the environments with dest >= 0 (one record).
-  Result<uint64_t> LogDeviceStepsLocked(std::span<WriterSlot> slots,
-                                        std::span<const int64_t> dest,
-                                        std::span<const ConstTensor> steps,
-                                        std::span<const double> priorities, void* stream);
+  // Logs the vector steps of the environments with dest >= 0 (one record);
+  // `slots`, `dest`, `columns` and `priorities` (empty or one per
+  // environment) cover the same environments. Device rows are copied to the
+  // host first.
+  Result<uint64_t> LogVectorStepsLocked(std::span<WriterSlot> slots, std::span<const int64_t> dest,
+                                        const VectorSteps& steps,
+                                        std::span<const double> priorities);
   // Copies one step (step-major bytes) into t's next position, giving t a
   // new block if needed; does not publish it.
   Status CopyStepInLocked(Trajectory& t, const std::byte* step);
@@ -473,7 +532,7 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   uint32_t table_id_ = 0;
   wal::RecordBuilder record_;      // guarded by mu_
   // Pinned host memory that device vector steps are copied into for the
-  // log (LogDeviceStepsLocked); grows as needed. Guarded by mu_.
+  // log (LogVectorStepsLocked); grows as needed. Guarded by mu_.
   PinnedBuffer log_staging_;
   // Trajectories that may be in the cold store and left the table since
   // the last checkpoint.
