@@ -11,7 +11,7 @@ std::unique_ptr<Selector> NewSelector(const SelectorOptions& options) {
   switch (options.kind) {
     case SelectorKind::kUniform:
       if (options.slots > 0 && options.slots <= UniformSelector::kMaxSlots) {
-        return std::make_unique<UniformSelector>(options.slots);
+        return std::make_unique<UniformSelector>(options.slots, options.block_steps);
       }
       return std::make_unique<UniformSelector>();
     case SelectorKind::kFifo:

@@ -98,7 +98,7 @@ TEST(UniformSlotSelectorTest, MatchesAModelUnderRandomInsertsAndRemovals) {
   Random rng(seed);
   constexpr int64_t kBlockSteps = 8;
   constexpr int64_t kBlocks = 32;
-  UniformSelector selector(kBlocks * kBlockSteps);
+  UniformSelector selector(kBlocks * kBlockSteps, kBlockSteps);
   Model model;
   selector.set_on_place([&](size_t position, int64_t slot) {
     if (model.mirror.size() <= position) model.mirror.resize(position + 1, -1);
