@@ -42,6 +42,10 @@ class RateLimiter {
   // if it did (follow as after AwaitReserveInserts), false otherwise
   // (including once cancelled). REQUIRES: n >= 1
   bool TryReserveInserts(int64_t n);
+  // Reserves as many inserts, up to n, as are allowed now without waiting,
+  // and returns how many (0 once cancelled). The same as calling
+  // TryReserveInserts(1) until it fails or n succeeded. REQUIRES: n >= 0
+  int64_t TryReserveUpTo(int64_t n);
   // The reserved inserts happened; wakes samplers.
   // REQUIRES: 0 <= n <= inserts reserved and not yet committed or released.
   void CommitInserts(int64_t n);

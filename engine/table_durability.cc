@@ -142,7 +142,8 @@ void TableImpl::MarkEndedLocked(Trajectory& t, EndReason reason) {
   t.ended = true;
   t.end_reason = reason;
   t.dirty = true;
-  ended_ids_.insert({t.hot_seq, t.id});
+  // Usually the newest to end is among the newest in the tier.
+  ended_ids_.emplace_hint(ended_ids_.end(), t.hot_seq, t.id);
   RankLocked(t);
 }
 
@@ -269,7 +270,7 @@ Status TableImpl::ReplayRemoveItems(const wal::RemoveItemsRecord& r) {
     const int64_t start = ItemKeyStart(key);
     if (it == trajectories_.end() || start >= it->second->items_created) continue;
     Trajectory& t = *it->second;
-    ItemState& item = t.items[start];
+    ItemState& item = ItemAt(t, start);
     if (!ItemLive(item)) continue;
     sample_budget_ -= DrawsLeft(item);
     item.times_sampled = max_times_sampled_;

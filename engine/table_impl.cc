@@ -71,7 +71,7 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     // fewer than 2^32 anyway; DeviceTier::Create says so below).
     const int64_t slots = CapacityBlocks(spec) * spec.block_steps;
     auto owned = slots <= index::UniformSelector::kMaxSlots
-                     ? std::make_unique<index::UniformSelector>(slots)
+                     ? std::make_unique<index::UniformSelector>(slots, spec.block_steps)
                      : std::make_unique<index::UniformSelector>();
     uniform = owned.get();
     selector = std::move(owned);
@@ -83,8 +83,8 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     selector = std::move(chosen).value();
   } else {
     // Items are found by their hot-tier slot where the selector can.
-    selector = index::NewSelector(
-        {spec.selector, spec.priority_exponent, CapacityBlocks(spec) * spec.block_steps});
+    selector = index::NewSelector({spec.selector, spec.priority_exponent,
+                                   CapacityBlocks(spec) * spec.block_steps, spec.block_steps});
   }
   std::unique_ptr<DeviceTier> tier;
   if (gpus > 0 && device >= 0) {
@@ -275,7 +275,7 @@ Status TableImpl::ValidatePriority(double priority, std::string_view what) const
 
 Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
                                     Deadline deadline, StepReservation* r, bool may_wait,
-                                    bool* would_wait) {
+                                    bool* would_wait, int64_t* credit) {
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   if (slot.trajectory && (slot.trajectory->evicted || slot.trajectory->ended)) {
     REPLAYDB_RETURN_IF_ERROR(ResetWriterIfEndedLocked(slot));
@@ -291,7 +291,9 @@ Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSl
   // The item this step completes, if any, must be admitted first.
   r->completes_item = length + 1 >= sequence_length_;
   r->created = false;
-  if (r->completes_item && !limiter_.TryReserveInserts(1)) {
+  if (r->completes_item && credit != nullptr && *credit > 0) {
+    --*credit;
+  } else if (r->completes_item && !limiter_.TryReserveInserts(1)) {
     if (!may_wait) {
       *would_wait = true;
       return Status::OK();
@@ -313,7 +315,7 @@ Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSl
     auto t = std::make_shared<Trajectory>();
     t->id = next_trajectory_id_++;
     t->hot_seq = next_hot_seq_++;
-    trajectories_.emplace(t->id, t);
+    trajectories_.emplace_hint(trajectories_.end(), t->id, t);  // the largest id
     slot.trajectory = t;
     r->created = true;
   }
@@ -351,12 +353,16 @@ Status TableImpl::CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& 
 
 bool TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
                                   const double* priority) {
+  // Replay publishes without a reservation's block.
+  const int64_t slot =
+      r.block >= 0 ? r.block * layout_.block_steps + r.step_in_block : SlotOf(t, t.length);
+  if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
+  slot_meta_[static_cast<size_t>(slot)].step_priority =
+      priority != nullptr ? *priority : max_priority_seen_;
   ++t.length;
   t.dirty = true;
   ++num_steps_;
   ++steps_inserted_;
-  if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
-  t.step_priorities.push_back(priority != nullptr ? *priority : max_priority_seen_);
   if (r.completes_item) CreateItemLocked(t);
   return r.completes_item;
 }
@@ -442,18 +448,21 @@ constexpr size_t kPrefetchAhead = 16;
 
 void Prefetch(const void* p) { __builtin_prefetch(p, 1, 3); }
 
-// The trajectory's first two cache lines (what an append reads and writes).
-void PrefetchTrajectory(const Trajectory* t) {
-  if (t == nullptr) return;
-  Prefetch(t);
-  Prefetch(reinterpret_cast<const char*>(t) + 64);
+// Copies one row of a column: small rows without a call to memcpy.
+void CopyRow(std::byte* dst, const std::byte* src, size_t bytes) {
+  switch (bytes) {
+    case 1: std::memcpy(dst, src, 1); return;
+    case 2: std::memcpy(dst, src, 2); return;
+    case 4: std::memcpy(dst, src, 4); return;
+    case 8: std::memcpy(dst, src, 8); return;
+    case 16: std::memcpy(dst, src, 16); return;
+    default: std::memcpy(dst, src, bytes); return;
+  }
 }
 
-// What publishing t's next step touches beyond t itself.
-void PrefetchTails(const Trajectory* t) {
-  if (t == nullptr) return;
-  Prefetch(t->step_priorities.data() + t->length);
-  Prefetch(t->items.data() + t->items_created);
+// The trajectory's first cache line (what an append reads and writes).
+void PrefetchTrajectory(const Trajectory* t) {
+  if (t != nullptr) Prefetch(t);
 }
 
 }  // namespace
@@ -477,17 +486,36 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
   while (begin < n) {
     size_t env = begin;
     bool holds = false;  // an environment of the chunk has room reserved
+    // Inserts the rate limiter admitted for the chunk's items in advance
+    // (as many as it would one by one); what is left goes back below.
+    int64_t credit = limiter_.TryReserveUpTo(static_cast<int64_t>(n - begin));
+    const int64_t evicted_before = evicted_trajectories_;
     for (; env < n; ++env) {
       if (env + kPrefetchAhead < n) PrefetchTrajectory(slots[env + kPrefetchAhead].trajectory.get());
-      if (env + kPrefetchAhead / 2 < n) {
-        const Trajectory* ahead = slots[env + kPrefetchAhead / 2].trajectory.get();
-        if (ahead != nullptr && !ahead->blocks.empty()) Prefetch(&ahead->blocks.back());
-      }
       StepReservation& r = scratch->reserved[env];
+      // The common case: an open trajectory whose last block has room and
+      // whose item (if the step completes one) the credit covers.
+      if (Trajectory* t = slots[env].trajectory.get();
+          t != nullptr && !t->evicted && !t->ended && !closed_ && !t->blocks.empty()) {
+        const int64_t length = t->length;
+        const int64_t last = static_cast<int64_t>(t->blocks.size()) - 1;
+        const int64_t in_block = length - last * bs;
+        const bool completes = length + 1 >= sequence_length_;
+        if (in_block < bs && length < kMaxTrajectorySteps && (!completes || credit > 0)) {
+          credit -= completes ? 1 : 0;
+          r.completes_item = completes;
+          r.created = false;
+          r.block = t->blocks[static_cast<size_t>(last)];
+          r.step_in_block = in_block;
+          scratch->dest[env] = r.block * bs + in_block;
+          holds = true;
+          continue;
+        }
+      }
       scratch->dest[env] = -1;
       bool would_wait = false;
       Status s = ReserveStepLocked(lock, slots[env], deadline, &r, /*may_wait=*/!holds,
-                                   &would_wait);
+                                   &would_wait, &credit);
       if (would_wait) break;  // finish the chunk first, then wait
       if (!s.ok()) {
         note(env, s);
@@ -497,10 +525,11 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
       holds = true;
     }
     const size_t end = env;
+    if (credit > 0) limiter_.ReleaseInserts(credit);
     // A later environment's block may have come from evicting an earlier
-    // one's trajectory: that one loses its step (its block is someone
-    // else's now).
-    for (env = begin; env < end; ++env) {
+    // one's trajectory (here or, while the lock was released, elsewhere):
+    // that one loses its step (its block is someone else's now).
+    for (env = evicted_trajectories_ != evicted_before ? begin : end; env < end; ++env) {
       if (scratch->dest[env] < 0) continue;
       WriterSlot& slot = slots[env];
       if (!slot.trajectory->evicted) continue;
@@ -561,16 +590,15 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       return copied.WithContext("table " + Q(name_) + ": AppendFromDevice");
     }
   } else {
-    const int64_t bs = layout_.block_steps;
     const auto copy_row = [&](size_t i) -> Status {
-      std::byte* block = pool_.address(dest[i] / bs);
-      const size_t step_in_block = static_cast<size_t>(dest[i] % bs);
+      std::byte* block = pool_.address(reserved[i].block);
+      const size_t step_in_block = static_cast<size_t>(reserved[i].step_in_block);
       for (size_t c = 0; c < num_columns; ++c) {
         const size_t cb = layout_.column_bytes[c];
         std::byte* dst = block + layout_.column_offset[c] + step_in_block * cb;
         const std::byte* src = rows.columns[c] + i * cb;
         if (pool_.host_accessible()) {
-          std::memcpy(dst, src, cb);
+          CopyRow(dst, src, cb);
         } else {
           REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, src, cb));
         }
@@ -579,6 +607,11 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
     };
     if (pool_.host_accessible() && count * layout_.step_bytes <= kVectorCopyUnderLockBytes) {
       for (size_t i = 0; i < count; ++i) {
+        if (num_columns > 0 && i + kPrefetchAhead < count && dest[i + kPrefetchAhead] >= 0) {
+          const StepReservation& ahead = reserved[i + kPrefetchAhead];
+          Prefetch(pool_.address(ahead.block) + layout_.column_offset[0] +
+                   static_cast<size_t>(ahead.step_in_block) * layout_.column_bytes[0]);
+        }
         if (dest[i] >= 0) (void)copy_row(i);
       }
     } else {
@@ -621,18 +654,58 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
                                        (steps.device ? ": AppendFromDevice" : ": vector step"));
   }
   if (log_seq != nullptr && *logged != 0) *log_seq = *logged;
-  int64_t items = 0;
+  // Publish (PublishStepLocked, in one pass): each step's priority and the
+  // item it completes go to the SlotMeta beside its block; the items reach
+  // the selector together.
+  std::vector<index::ItemRef>& items = scratch->items;
+  items.clear();
+  int64_t published = 0;
+  // With L = 1 an item is its step: its priority is the step's whatever
+  // StepPriority says, and it sits in the step's slot (CreateItemLocked,
+  // inlined). Items of a tier that keeps their lengths go the long way.
+  const bool one_step_items = sequence_length_ == 1 && !(tier_ && tier_->item_steps());
+  int64_t short_items = 0;  // made here, not by CreateItemLocked
+  int64_t short_draws = 0;  // their DrawsLeft
   for (size_t i = 0; i < count; ++i) {
     if (i + kPrefetchAhead < count && dest[i + kPrefetchAhead] >= 0) {
-      PrefetchTails(chunk[i + kPrefetchAhead].trajectory.get());
+      Prefetch(&slot_meta_[static_cast<size_t>(dest[i + kPrefetchAhead])]);
     }
     if (dest[i] < 0) continue;
-    items += PublishStepLocked(*chunk[i].trajectory, reserved[i],
-                               chunk_priorities.empty() ? nullptr : &chunk_priorities[i])
-                 ? 1
-                 : 0;
+    Trajectory& t = *chunk[i].trajectory;
+    double priority = max_priority_seen_;
+    if (!chunk_priorities.empty()) {
+      priority = chunk_priorities[i];
+      max_priority_seen_ = std::max(max_priority_seen_, priority);
+    }
+    SlotMeta& meta = slot_meta_[static_cast<size_t>(dest[i])];
+    meta.step_priority = priority;
+    const int64_t step = t.length++;
+    t.dirty = true;
+    ++published;
+    if (!reserved[i].completes_item) continue;
+    if (one_step_items && !t.ranked) {
+      meta.item.seq = next_item_seq_++;
+      meta.item.priority = priority;
+      meta.item.times_sampled = 0;
+      ++t.items_created;
+      ++t.live_items;
+      ++short_items;
+      short_draws += DrawsLeft(meta.item);
+      items.push_back({MakeItemKey(t.id, step), meta.item.seq, priority, dest[i]});
+      continue;
+    }
+    // With L = 1 the item starts at the step itself.
+    CreateItemLocked(t, t.items_created == step ? dest[i] : -1, &items);
   }
-  if (items > 0) limiter_.CommitInserts(items);
+  items_inserted_ += short_items;
+  num_items_ += short_items;
+  sample_budget_ += short_draws;
+  num_steps_ += published;
+  steps_inserted_ += published;
+  if (!items.empty()) {
+    selector_->InsertMany(items);
+    limiter_.CommitInserts(static_cast<int64_t>(items.size()));
+  }
   return Status::OK();
 }
 
@@ -674,43 +747,54 @@ Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline dea
   return Status::OK();
 }
 
-double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start) const {
+double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const {
   const int64_t end = std::min(t.length, start + sequence_length_);
   switch (step_priority_) {
     case StepPriority::kItem:
-      return t.step_priorities[start];
-    case StepPriority::kWindowMax:
-      return *std::max_element(t.step_priorities.begin() + start, t.step_priorities.begin() + end);
+      return slot_meta_[static_cast<size_t>(slot)].step_priority;
+    case StepPriority::kWindowMax: {
+      double best = StepPriorityAt(t, start);
+      for (int64_t i = start + 1; i < end; ++i) best = std::max(best, StepPriorityAt(t, i));
+      return best;
+    }
     case StepPriority::kWindowMean: {
       double sum = 0;
-      for (int64_t i = start; i < end; ++i) sum += t.step_priorities[i];
+      for (int64_t i = start; i < end; ++i) sum += StepPriorityAt(t, i);
       return sum / static_cast<double>(end - start);
     }
   }
-  return t.step_priorities[start];
+  return StepPriorityAt(t, start);
 }
 
-void TableImpl::CreateItemLocked(Trajectory& t) {
+void TableImpl::CreateItemLocked(Trajectory& t, int64_t slot,
+                                 std::vector<index::ItemRef>* selector_batch) {
   const int64_t start = t.items_created;
-  ItemState item;
+  if (slot < 0) slot = SlotOf(t, start);
+  ItemState& item = slot_meta_[static_cast<size_t>(slot)].item;
   item.seq = next_item_seq_++;
-  item.priority = NewItemPriorityLocked(t, start);
-  t.items.push_back(item);
+  item.priority = NewItemPriorityLocked(t, start, slot);
+  item.times_sampled = 0;
   ++t.items_created;
   ++items_inserted_;
-  AddLiveItemLocked(t, start, item);
+  AddLiveItemLocked(t, start, item, slot, selector_batch);
   if (t.ranked && item.priority > t.best_priority) RankLocked(t);
 }
 
-void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
+void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item,
+                                  int64_t slot, std::vector<index::ItemRef>* selector_batch) {
   ++t.live_items;
   ++num_items_;
   sample_budget_ += DrawsLeft(item);
-  const int64_t slot = SlotOf(t, start);
+  if (slot < 0) slot = SlotOf(t, start);
   if (tier_ && tier_->item_steps()) {
     tier_->NewItem(slot, std::min(sequence_length_, t.length - start));
   }
-  selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority, slot});
+  const index::ItemRef ref{MakeItemKey(t.id, start), item.seq, item.priority, slot};
+  if (selector_batch != nullptr) {
+    selector_batch->push_back(ref);
+  } else {
+    selector_->Insert(ref);
+  }
 }
 
 void TableImpl::DropItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
@@ -727,7 +811,8 @@ void TableImpl::RankLocked(Trajectory& t) {
   UnrankLocked(t);
   double best = -1;
   for (int64_t start = 0; start < t.items_created; ++start) {
-    if (ItemLive(t.items[start])) best = std::max(best, t.items[start].priority);
+    const ItemState& item = ItemAt(t, start);
+    if (ItemLive(item)) best = std::max(best, item.priority);
   }
   t.best_priority = best;
   t.ranked = true;
@@ -795,6 +880,8 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
 }
 
 void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
+  const size_t slots = static_cast<size_t>(pool_.allocated() * layout_.block_steps);
+  if (slot_meta_.size() < slots) slot_meta_.resize(slots);
   if (tier_) {
     for (; blocks_seen_ < pool_.allocated(); ++blocks_seen_) {
       tier_->NewBlock(blocks_seen_, pool_.address(blocks_seen_));
@@ -806,13 +893,6 @@ void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
     }
   }
   t.blocks.push_back(block);
-  // Room for the block's steps and items, doubling as trajectories grow.
-  const size_t steps = t.blocks.size() * static_cast<size_t>(layout_.block_steps);
-  if (t.step_priorities.capacity() < steps) {
-    const size_t room = std::max(steps, 2 * t.step_priorities.capacity());
-    t.step_priorities.reserve(room);
-    t.items.reserve(room);
-  }
 }
 
 std::shared_ptr<Trajectory> TableImpl::PickVictimLocked(const Trajectory& requester) const {
@@ -841,13 +921,17 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
                        cold_store_ != nullptr;
   if (t.in_cold && !spilled) removed_since_checkpoint_.push_back(t.id);
   int64_t removed_items = 0;
+  const int64_t bs = layout_.block_steps;
   for (int64_t start = 0; start < t.items_created; ++start) {
-    const ItemState& item = t.items[start];
+    const int64_t slot = t.blocks[static_cast<size_t>(start / bs)] * bs + start % bs;
+    const ItemState& item = slot_meta_[static_cast<size_t>(slot)].item;
     if (!ItemLive(item)) continue;
-    selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority, SlotOf(t, start)});
+    removing_.push_back({MakeItemKey(t.id, start), item.seq, item.priority, slot});
     sample_budget_ -= DrawsLeft(item);
     ++removed_items;
   }
+  selector_->RemoveMany(removing_);
+  removing_.clear();
   t.live_items = 0;
   num_items_ -= removed_items;
   num_steps_ -= t.length;
@@ -1016,7 +1100,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     const std::shared_ptr<Trajectory>& tp = trajectories_.at(ItemKeyTrajectory(sel.key));
     Trajectory& t = *tp;
     const int64_t start = ItemKeyStart(sel.key);
-    ItemState& item = t.items[start];
+    ItemState& item = ItemAt(t, start);
     if (take) {
       ++item.times_sampled;
       ++items_sampled_;
@@ -1069,7 +1153,7 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
     auto it = trajectories_.find(ItemKeyTrajectory(key));
     const int64_t start = ItemKeyStart(key);
     if (it == trajectories_.end() || start >= it->second->items_created ||
-        !ItemLive(it->second->items[start])) {
+        !ItemLive(ItemAt(*it->second, start))) {
       return Status::NotFound("table " + Q(name_) + ": key " + std::to_string(key) +
                               " (trajectory " + std::to_string(ItemKeyTrajectory(key)) +
                               ", step " + std::to_string(start) + ", index " +
@@ -1079,8 +1163,9 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
                                    : ""));
     }
     const Trajectory& t = *it->second;
-    out->priorities[b] = t.items[start].priority;
-    out->times_sampled[b] = t.items[start].times_sampled;
+    const ItemState& item = ItemAt(t, start);
+    out->priorities[b] = item.priority;
+    out->times_sampled[b] = item.times_sampled;
     const int64_t real = std::min(L, t.length - start);
     std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
     windows->push_back({it->second, start, real});
@@ -1372,12 +1457,12 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
     auto it = trajectories_.find(ItemKeyTrajectory(key));
     const int64_t start = ItemKeyStart(key);
     if (it == trajectories_.end() || start >= it->second->items_created ||
-        !ItemLive(it->second->items[start])) {
+        !ItemLive(ItemAt(*it->second, start))) {
       ++r.skipped;
       continue;
     }
     Trajectory& t = *it->second;
-    ItemState& item = t.items[start];
+    ItemState& item = ItemAt(t, start);
     const double old = item.priority;
     selector_->Update({key, item.seq, old, SlotOf(t, start)}, priorities[i]);
     sample_budget_ -= DrawsLeft(item);
@@ -1429,7 +1514,7 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
     auto it = trajectories_.find(ItemKeyTrajectory(host_keys[i]));
     const int64_t start = ItemKeyStart(host_keys[i]);
     if (it == trajectories_.end() || start >= it->second->items_created) continue;
-    it->second->items[start].priority = host_priorities[i];
+    ItemAt(*it->second, start).priority = host_priorities[i];
     it->second->dirty = true;
     logged_keys.push_back(host_keys[i]);
     logged_priorities.push_back(host_priorities[i]);

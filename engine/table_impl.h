@@ -38,6 +38,7 @@
 #include "replaydb/db.h"
 #include "replaydb/device.h"
 #include "replaydb/table.h"
+#include "util/huge_page_allocator.h"
 #include "util/progress.h"
 #include "util/random.h"
 #include "wal/log_writer.h"
@@ -45,16 +46,31 @@
 
 namespace replaydb::engine {
 
-// Per-item state, indexed by the item's start step.
+// Per-item state.
 struct ItemState {
   uint64_t seq = 0;
   double priority = 0;
   uint32_t times_sampled = 0;
 };
 
-// The fields an append reads and writes come first, in one cache line: a
-// vector append touches every environment's trajectory once per call.
-struct Trajectory {
+// What the table keeps per step of the hot tier, by slot (block *
+// block_steps + step in block), beside the blocks: the step's priority and
+// the item that starts there. Steps and items of a block sit side by side,
+// so appending to many trajectories touches one line per trajectory, and
+// nothing is allocated per step.
+struct SlotMeta {
+  ItemState item;  // valid for starts below the trajectory's items_created
+  double step_priority = 0;  // valid for steps below its length
+};
+
+// A trajectory in the hot tier (or leaving it). Its steps' priorities and
+// items live in the table's SlotMeta of its blocks (TableImpl::ItemAt,
+// StepPriorityAt) while it holds them.
+//
+// The fields an append reads and writes come first, in one cache line (the
+// struct is aligned to one): a vector append touches every environment's
+// trajectory in each call.
+struct alignas(64) Trajectory {
   uint64_t id = 0;
   int64_t length = 0;         // published steps
   int64_t items_created = 0;  // items exist for starts [0, items_created)
@@ -67,10 +83,6 @@ struct Trajectory {
   // Durability (engine/table_durability.cc): its metadata changed since the
   // last checkpoint.
   bool dirty = true;
-  // Reserved a block at a time (TakeBlockLocked), so that appends do not
-  // reallocate them step by step.
-  std::vector<ItemState> items;
-  std::vector<double> step_priorities;  // one per published step
   // EvictionPolicy::kLowestPriority: the highest priority of a live item
   // (-1 when none), kept while the trajectory is ranked (ended, in the tier).
   double best_priority = -1;
@@ -126,6 +138,7 @@ struct VectorScratch {
   std::vector<int64_t> dest;              // its step's hot-tier slot; -1: none
   std::vector<const std::byte*> columns;  // a chunk's rows, per column
   std::vector<ConstTensor> tensors;       // the same, for the scatter
+  std::vector<index::ItemRef> items;      // new items, for the selector
 };
 
 // One window of a sample or lookup: its trajectory (kept alive) and steps.
@@ -292,9 +305,11 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // needed, gives it a new block if needed. On error nothing is left behind.
   // When the rate limiter does not admit the item at once and `may_wait`
   // is false, sets *would_wait and returns OK having changed nothing.
+  // `*credit` (may be null): inserts already reserved with the rate
+  // limiter, of which the step's item takes one first.
   Status ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
                            Deadline deadline, StepReservation* r, bool may_wait = true,
-                           bool* would_wait = nullptr);
+                           bool* would_wait = nullptr, int64_t* credit = nullptr);
   // Publishes the reserved step (copied into place) with its priority,
   // creating the item it completes. Returns whether it did: the caller
   // commits that insert with the rate limiter.
@@ -339,6 +354,20 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
     const int64_t bs = layout_.block_steps;
     return t.blocks[static_cast<size_t>(start / bs)] * bs + start % bs;
   }
+  // Item `start` of t (REQUIRES: start < t.items_created, t holds its
+  // blocks) and the priority of step `step` (REQUIRES: step < t.length).
+  ItemState& ItemAt(const Trajectory& t, int64_t start) {
+    return slot_meta_[static_cast<size_t>(SlotOf(t, start))].item;
+  }
+  const ItemState& ItemAt(const Trajectory& t, int64_t start) const {
+    return slot_meta_[static_cast<size_t>(SlotOf(t, start))].item;
+  }
+  double StepPriorityAt(const Trajectory& t, int64_t step) const {
+    return slot_meta_[static_cast<size_t>(SlotOf(t, step))].step_priority;
+  }
+  // t's step priorities and items (with whether each is live) as a stored
+  // trajectory's (no steps). REQUIRES: t holds its blocks.
+  void StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) const;
   Status NeedTierLocked(std::string_view what) const;
   Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status EvictedError(const Trajectory& t) const;
@@ -352,15 +381,22 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // return to the pool now, or when its last pin goes.
   void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
   void UnpinLocked(Trajectory& t);
-  void CreateItemLocked(Trajectory& t);
-  // Makes item `start` of `t` (already in t.items) live: counts, the
-  // device tier's item index, the selector.
-  void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item);
+  // Creates t's next item (at start t.items_created, whose hot-tier slot is
+  // `slot`, or -1 to look it up). With `selector_batch`, its ItemRef is
+  // appended there for the caller to insert into the selector (in order).
+  void CreateItemLocked(Trajectory& t, int64_t slot = -1,
+                        std::vector<index::ItemRef>* selector_batch = nullptr);
+  // Makes item `start` of `t` (already at ItemAt(t, start); slot as for
+  // CreateItemLocked) live: counts, the device tier's item index, the
+  // selector (or `selector_batch`).
+  void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item, int64_t slot = -1,
+                         std::vector<index::ItemRef>* selector_batch = nullptr);
   // Takes live item `start` of `t` out (sampled max_times_sampled times):
   // the selector, counts, the rate limiter, the trajectory's rank.
   void DropItemLocked(Trajectory& t, int64_t start, const ItemState& item);
-  // The priority of a new item at `start`, from its window's step priorities.
-  double NewItemPriorityLocked(const Trajectory& t, int64_t start) const;
+  // The priority of a new item at `start` (hot-tier slot `slot`), from its
+  // window's step priorities.
+  double NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const;
   // kLowestPriority bookkeeping: (re)places an ended trajectory among the
   // eviction candidates by its best live item, or takes it out.
   void RankLocked(Trajectory& t);
@@ -467,8 +503,11 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   }
   // Cold trajectories among `ids` loaded before a replayed record uses them.
   Status LoadForReplay(std::vector<uint64_t> ids);
-  // TrajectoryMeta of `t` into `fbb`.
+  // TrajectoryMeta of `t` into `fbb`. REQUIRES: t holds its blocks.
   void BuildMetaLocked(const Trajectory& t, bool cold, flatbuffers::FlatBufferBuilder* fbb) const;
+  // TrajectoryMeta of `stored` (its live flags as given) into `fbb`.
+  static void BuildMeta(const StoredTrajectory& stored, bool cold,
+                        flatbuffers::FlatBufferBuilder* fbb);
   // Blocks the hot tier needs for a trajectory of `length` steps.
   int64_t BlocksFor(int64_t length) const {
     return (length + layout_.block_steps - 1) / layout_.block_steps;
@@ -587,6 +626,12 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   DeviceBuffer device_probabilities_;
   int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice
   Random rng_;
+  // RemoveTrajectoryLocked's items for the selector (kept for its capacity).
+  std::vector<index::ItemRef> removing_;
+  // By hot-tier slot, for the blocks handed out so far (grown as the pool
+  // hands out new ones, TakeBlockLocked). Huge pages: an append touches one
+  // entry per environment, each in its own block.
+  std::vector<SlotMeta, HugePageAllocator<SlotMeta>> slot_meta_;
   // Trajectories in the hot tier by id.
   std::map<uint64_t, std::shared_ptr<Trajectory>> trajectories_;
   // The ended ones among them as (hot_seq, id): the longest in the tier first.
