@@ -573,6 +573,11 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       dest[i] = -1;
     }
   };
+  // Closed while a reservation waited for blocks (the lock released).
+  if (Status open = CheckOpenLocked(); !open.ok()) {
+    abandon_all();
+    return open;
+  }
 
   Status copied;
   if (steps.device) {
