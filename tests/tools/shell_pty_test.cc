@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -29,6 +30,13 @@ class Terminal {
   Terminal(const std::vector<std::string>& args, const std::vector<std::string>& env) {
     std::vector<std::string> a = args;
     std::vector<std::string> e = env;
+    // The child runs under the sanitizer settings this test runs under
+    // (tools/run-tests.sh: TSAN_OPTIONS names the suppressions of races
+    // inside RocksDB, which a ThreadSanitizer build of the tool otherwise
+    // reports as it opens a database, exiting 66).
+    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS"}) {
+      if (const char* value = std::getenv(name)) e.push_back(std::string(name) + "=" + value);
+    }
     std::vector<char*> argv;
     for (std::string& s : a) argv.push_back(s.data());
     argv.push_back(nullptr);
