@@ -108,6 +108,31 @@ Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int6
   return Status::OK();
 }
 
+bool RateLimiter::TryReserveInserts(int64_t n) {
+  assert(n >= 1);
+  if (cancelled_ || !CanInsert(n)) return false;
+  reserved_inserts_ += n;
+  return true;
+}
+
+int64_t RateLimiter::TryReserveUpTo(int64_t n) {
+  assert(n >= 0);
+  if (cancelled_ || n == 0) return 0;
+  int64_t k = n;
+  if (!CanInsert(k)) {
+    // CanInsert(k) holds for every k up to some bound: find the largest.
+    int64_t lo = 0;  // allowed (0 always is)
+    int64_t hi = n;  // not allowed
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (CanInsert(mid) ? lo : hi) = mid;
+    }
+    k = lo;
+  }
+  reserved_inserts_ += k;
+  return k;
+}
+
 void RateLimiter::CommitInserts(int64_t n) {
   assert(n >= 0 && n <= reserved_inserts_);
   reserved_inserts_ -= n;

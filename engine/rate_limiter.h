@@ -38,6 +38,14 @@ class RateLimiter {
   // `deadline` passes; Cancelled after Cancel(); InvalidArgument if n < 1.
   // A call that finds the limiter closed counts once in blocked_inserts.
   Status AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int64_t n, Deadline deadline);
+  // Reserves n more inserts if they are allowed now, without waiting: true
+  // if it did (follow as after AwaitReserveInserts), false otherwise
+  // (including once cancelled). REQUIRES: n >= 1
+  bool TryReserveInserts(int64_t n);
+  // Reserves as many inserts, up to n, as are allowed now without waiting,
+  // and returns how many (0 once cancelled). The same as calling
+  // TryReserveInserts(1) until it fails or n succeeded. REQUIRES: n >= 0
+  int64_t TryReserveUpTo(int64_t n);
   // The reserved inserts happened; wakes samplers.
   // REQUIRES: 0 <= n <= inserts reserved and not yet committed or released.
   void CommitInserts(int64_t n);

@@ -33,19 +33,44 @@ void TableImpl::SetColdStore(std::shared_ptr<ColdStore> store) {
   }
 }
 
-void TableImpl::BuildMetaLocked(const Trajectory& t, bool cold,
-                                flatbuffers::FlatBufferBuilder* fbb) const {
-  std::vector<fb::ColdItem> items;
-  items.reserve(static_cast<size_t>(t.items_created));
+void TableImpl::StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) const {
+  out->id = t.id;
+  out->length = t.length;
+  out->ended = t.ended;
+  out->end_reason = t.end_reason;
+  out->step_priorities.resize(static_cast<size_t>(t.length));
+  for (int64_t i = 0; i < t.length; ++i) {
+    out->step_priorities[static_cast<size_t>(i)] = StepPriorityAt(t, i);
+  }
+  out->items.resize(static_cast<size_t>(t.items_created));
+  out->live.resize(static_cast<size_t>(t.items_created));
   for (int64_t i = 0; i < t.items_created; ++i) {
-    const ItemState& item = t.items[i];
-    items.emplace_back(item.seq, item.priority, item.times_sampled, ItemLive(item));
+    const ItemState& item = ItemAt(t, i);
+    out->items[static_cast<size_t>(i)] = item;
+    out->live[static_cast<size_t>(i)] = ItemLive(item);
+  }
+}
+
+void TableImpl::BuildMeta(const StoredTrajectory& stored, bool cold,
+                          flatbuffers::FlatBufferBuilder* fbb) {
+  std::vector<fb::ColdItem> items;
+  items.reserve(stored.items.size());
+  for (size_t i = 0; i < stored.items.size(); ++i) {
+    const ItemState& item = stored.items[i];
+    items.emplace_back(item.seq, item.priority, item.times_sampled, stored.live[i]);
   }
   fbb->Clear();
-  fbb->Finish(fb::CreateTrajectoryMeta(*fbb, t.id, t.length, t.ended,
-                                       static_cast<uint8_t>(t.end_reason),
-                                       fbb->CreateVector(t.step_priorities),
+  fbb->Finish(fb::CreateTrajectoryMeta(*fbb, stored.id, stored.length, stored.ended,
+                                       static_cast<uint8_t>(stored.end_reason),
+                                       fbb->CreateVector(stored.step_priorities),
                                        fbb->CreateVectorOfStructs(items), cold));
+}
+
+void TableImpl::BuildMetaLocked(const Trajectory& t, bool cold,
+                                flatbuffers::FlatBufferBuilder* fbb) const {
+  StoredTrajectory stored;
+  StoredMetaLocked(t, &stored);
+  BuildMeta(stored, cold, fbb);
 }
 
 TableImpl::ColdEntry TableImpl::ColdEntryOf(const Trajectory& t, bool spilling) const {
@@ -55,7 +80,7 @@ TableImpl::ColdEntry TableImpl::ColdEntryOf(const Trajectory& t, bool spilling) 
   e.ended = t.ended;
   e.end_reason = t.end_reason;
   // Counted from the items: an evicted trajectory's live_items is already 0.
-  for (int64_t i = 0; i < t.items_created; ++i) e.live_items += ItemLive(t.items[i]) ? 1 : 0;
+  for (int64_t i = 0; i < t.items_created; ++i) e.live_items += ItemLive(ItemAt(t, i)) ? 1 : 0;
   return e;
 }
 
@@ -348,20 +373,23 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
                                    std::to_string(stored.steps.size()) + " bytes, " +
                                    std::to_string(stored.items.size()) + " items)");
   }
-  Trajectory t;
+  // Stored ended (an open one as truncated); items sampled away stay so
+  // under this table's max_times_sampled.
+  StoredTrajectory t;
   t.id = stored.id;
   t.length = stored.length;
   t.ended = true;
   t.end_reason = stored.ended ? stored.end_reason : EndReason::kTruncated;
   t.step_priorities = stored.step_priorities;
-  for (size_t i = 0; i < stored.items.size(); ++i) {
-    ItemState item = stored.items[i];
+  t.items = stored.items;
+  t.live.resize(t.items.size());
+  for (size_t i = 0; i < t.items.size(); ++i) {
+    ItemState& item = t.items[i];
     if (!stored.live[i] && max_times_sampled_ > 0) {
       item.times_sampled = std::max<uint32_t>(item.times_sampled, max_times_sampled_);
     }
-    t.items.push_back(item);
+    t.live[i] = ItemLive(item);
   }
-  t.items_created = static_cast<int64_t>(t.items.size());
   std::shared_ptr<ColdStore> store;
   uint32_t table_id = 0;
   flatbuffers::FlatBufferBuilder meta(256 + 32 * static_cast<size_t>(t.length));
@@ -378,7 +406,7 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
     }
     store = cold_store_;
     table_id = table_id_;
-    BuildMetaLocked(t, /*cold=*/true, &meta);
+    BuildMeta(t, /*cold=*/true, &meta);
   }
   flatbuffers::FlatBufferBuilder chunk(stored.steps.size() + 128);
   const auto data = chunk.CreateVector(reinterpret_cast<const uint8_t*>(stored.steps.data()),
@@ -390,7 +418,7 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
   batch.PutTrajectory(table_id, t.id, View(meta));
   REPLAYDB_RETURN_IF_ERROR(store->WriteLogged(batch).WithContext("table " + Q(name_)));
   std::lock_guard<std::mutex> lock(mu_);
-  cold_[t.id] = ColdEntryOf(t, /*spilling=*/false);
+  cold_[t.id] = ColdEntryOf(t);
   cold_steps_ += t.length;
   next_trajectory_id_ = std::max(next_trajectory_id_, t.id + 1);
   for (const ItemState& item : t.items) {
@@ -398,7 +426,7 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
     max_priority_seen_ = std::max(max_priority_seen_, item.priority);
   }
   steps_inserted_ += t.length;
-  items_inserted_ += t.items_created;
+  items_inserted_ += static_cast<int64_t>(t.items.size());
   return Status::OK();
 }
 
@@ -466,7 +494,10 @@ void TableImpl::InstallLocked(const std::shared_ptr<Trajectory>& tp, StoredTraje
                               bool loaded) {
   Trajectory& t = *tp;
   t.length = stored.length;
-  t.step_priorities = std::move(stored.step_priorities);
+  for (int64_t i = 0; i < t.length; ++i) {
+    slot_meta_[static_cast<size_t>(SlotOf(t, i))].step_priority =
+        stored.step_priorities[static_cast<size_t>(i)];
+  }
   num_steps_ += t.length;
   trajectories_.emplace(t.id, tp);
   int64_t live = 0;
@@ -476,7 +507,7 @@ void TableImpl::InstallLocked(const std::shared_ptr<Trajectory>& tp, StoredTraje
       item.times_sampled = std::max<uint32_t>(item.times_sampled, max_times_sampled_);
     }
     const int64_t start = t.items_created;
-    t.items.push_back(item);
+    ItemAt(t, start) = item;
     ++t.items_created;
     if (ItemLive(item)) {
       AddLiveItemLocked(t, start, item);

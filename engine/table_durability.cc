@@ -84,11 +84,10 @@ Result<uint64_t> TableImpl::LogStepLocked(const Trajectory& t, const std::byte* 
   return LogLocked(wal::RecordType::kAppendSteps);
 }
 
-Result<uint64_t> TableImpl::LogDeviceStepsLocked(std::span<WriterSlot> slots,
+Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
                                                  std::span<const int64_t> dest,
-                                                 std::span<const ConstTensor> steps,
-                                                 std::span<const double> priorities,
-                                                 void* stream) {
+                                                 const VectorSteps& steps,
+                                                 std::span<const double> priorities) {
   if (log_ == nullptr) return uint64_t{0};
   const size_t n = slots.size();
   std::vector<uint64_t> ids;
@@ -103,23 +102,29 @@ Result<uint64_t> TableImpl::LogDeviceStepsLocked(std::span<WriterSlot> slots,
     if (!priorities.empty()) prios.push_back(priorities[env]);
   }
   if (envs.empty()) return uint64_t{0};
-  // One copy per column of the whole device array, ordered after the
-  // caller's stream, into pinned staging memory (several times the rate of a
-  // copy to pageable memory), then a host-side transpose into the record.
-  const size_t total = static_cast<size_t>(layout_.step_bytes) * n;
-  if (log_staging_.size() < total) {
-    Result<PinnedBuffer> grown = PinnedBuffer::Allocate(std::max(total, 2 * log_staging_.size()));
-    if (!grown.ok()) return grown.status().WithContext("staging a device vector step for the log");
-    log_staging_ = std::move(grown).value();
-  }
-  std::vector<const std::byte*> host(columns_.size());
-  size_t offset = 0;
-  for (size_t c = 0; c < columns_.size(); ++c) {
-    std::byte* dst = log_staging_.as<std::byte>() + offset;
-    const size_t bytes = layout_.column_bytes[c] * n;
-    REPLAYDB_RETURN_IF_ERROR(CopyDeviceToHost(dst, steps[c].data, bytes, stream));
-    host[c] = dst;
-    offset += bytes;
+  std::vector<const std::byte*> host(steps.columns.begin(), steps.columns.end());
+  if (steps.device) {
+    // One copy per column of the whole device array, ordered after the
+    // caller's stream, into pinned staging memory (several times the rate
+    // of a copy to pageable memory), then a host-side transpose into the
+    // record.
+    const size_t total = static_cast<size_t>(layout_.step_bytes) * n;
+    if (log_staging_.size() < total) {
+      Result<PinnedBuffer> grown =
+          PinnedBuffer::Allocate(std::max(total, 2 * log_staging_.size()));
+      if (!grown.ok()) {
+        return grown.status().WithContext("staging a device vector step for the log");
+      }
+      log_staging_ = std::move(grown).value();
+    }
+    size_t offset = 0;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      std::byte* dst = log_staging_.as<std::byte>() + offset;
+      const size_t bytes = layout_.column_bytes[c] * n;
+      REPLAYDB_RETURN_IF_ERROR(CopyDeviceToHost(dst, steps.columns[c], bytes, steps.stream));
+      host[c] = dst;
+      offset += bytes;
+    }
   }
   std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes), ids,
                                         step_index, prios);
@@ -137,7 +142,8 @@ void TableImpl::MarkEndedLocked(Trajectory& t, EndReason reason) {
   t.ended = true;
   t.end_reason = reason;
   t.dirty = true;
-  ended_ids_.insert({t.hot_seq, t.id});
+  // Usually the newest to end is among the newest in the tier.
+  ended_ids_.emplace_hint(ended_ids_.end(), t.hot_seq, t.id);
   RankLocked(t);
 }
 
@@ -264,12 +270,12 @@ Status TableImpl::ReplayRemoveItems(const wal::RemoveItemsRecord& r) {
     const int64_t start = ItemKeyStart(key);
     if (it == trajectories_.end() || start >= it->second->items_created) continue;
     Trajectory& t = *it->second;
-    ItemState& item = t.items[start];
+    ItemState& item = ItemAt(t, start);
     if (!ItemLive(item)) continue;
     sample_budget_ -= DrawsLeft(item);
     item.times_sampled = max_times_sampled_;
     t.dirty = true;
-    DropItemLocked(t, key, item);
+    DropItemLocked(t, start, item);
   }
   return Status::OK();
 }

@@ -67,7 +67,12 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
                                   (gpus == 0 ? "no GPU can be used (" + why_none + ")"
                                              : "only " + std::to_string(gpus) + " can be used"));
     }
-    auto owned = std::make_unique<index::UniformSelector>();
+    // Items found by slot where slots fit (a uniform device index needs
+    // fewer than 2^32 anyway; DeviceTier::Create says so below).
+    const int64_t slots = CapacityBlocks(spec) * spec.block_steps;
+    auto owned = slots <= index::UniformSelector::kMaxSlots
+                     ? std::make_unique<index::UniformSelector>(slots, spec.block_steps)
+                     : std::make_unique<index::UniformSelector>();
     uniform = owned.get();
     selector = std::move(owned);
   } else if (spec.priority_device >= 0) {
@@ -77,7 +82,9 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     raw = chosen->get();
     selector = std::move(chosen).value();
   } else {
-    selector = index::NewSelector({spec.selector, spec.priority_exponent});
+    // Items are found by their hot-tier slot where the selector can.
+    selector = index::NewSelector({spec.selector, spec.priority_exponent,
+                                   CapacityBlocks(spec) * spec.block_steps, spec.block_steps});
   }
   std::unique_ptr<DeviceTier> tier;
   if (gpus > 0 && device >= 0) {
@@ -267,9 +274,12 @@ Status TableImpl::ValidatePriority(double priority, std::string_view what) const
 }
 
 Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
-                                    Deadline deadline, StepReservation* r) {
+                                    Deadline deadline, StepReservation* r, bool may_wait,
+                                    bool* would_wait, int64_t* credit) {
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  REPLAYDB_RETURN_IF_ERROR(ResetWriterIfEndedLocked(slot));
+  if (slot.trajectory && (slot.trajectory->evicted || slot.trajectory->ended)) {
+    REPLAYDB_RETURN_IF_ERROR(ResetWriterIfEndedLocked(slot));
+  }
 
   const int64_t length = slot.trajectory ? slot.trajectory->length : 0;
   if (length >= kMaxTrajectorySteps) {
@@ -281,7 +291,13 @@ Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSl
   // The item this step completes, if any, must be admitted first.
   r->completes_item = length + 1 >= sequence_length_;
   r->created = false;
-  if (r->completes_item) {
+  if (r->completes_item && credit != nullptr && *credit > 0) {
+    --*credit;
+  } else if (r->completes_item && !limiter_.TryReserveInserts(1)) {
+    if (!may_wait) {
+      *would_wait = true;
+      return Status::OK();
+    }
     REPLAYDB_RETURN_IF_ERROR(limiter_.AwaitReserveInserts(lock, 1, deadline));
     Status s = CheckOpenLocked();
     if (s.ok()) s = ResetWriterIfEndedLocked(slot);
@@ -299,7 +315,7 @@ Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSl
     auto t = std::make_shared<Trajectory>();
     t->id = next_trajectory_id_++;
     t->hot_seq = next_hot_seq_++;
-    trajectories_.emplace(t->id, t);
+    trajectories_.emplace_hint(trajectories_.end(), t->id, t);  // the largest id
     slot.trajectory = t;
     r->created = true;
   }
@@ -335,17 +351,31 @@ Status TableImpl::CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& 
   return s;
 }
 
-void TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
+bool TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
                                   const double* priority) {
+  // Replay publishes without a reservation's block.
+  const int64_t slot =
+      r.block >= 0 ? r.block * layout_.block_steps + r.step_in_block : SlotOf(t, t.length);
+  if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
+  slot_meta_[static_cast<size_t>(slot)].step_priority =
+      priority != nullptr ? *priority : max_priority_seen_;
   ++t.length;
   t.dirty = true;
   ++num_steps_;
   ++steps_inserted_;
-  if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
-  t.step_priorities.push_back(priority != nullptr ? *priority : max_priority_seen_);
-  if (r.completes_item) {
-    CreateItemLocked(t);
-    limiter_.CommitInserts(1);
+  if (r.completes_item) CreateItemLocked(t);
+  return r.completes_item;
+}
+
+void TableImpl::AbandonStepLocked(WriterSlot& slot, const StepReservation& r) {
+  if (r.completes_item) limiter_.ReleaseInserts(1);
+  Trajectory& t = *slot.trajectory;
+  if (t.evicted) {
+    slot.trajectory.reset();
+  } else if (r.created && !t.removed) {
+    // Leave no empty trajectory behind a failed first step.
+    RemoveTrajectoryLocked(t, /*evicted=*/false);
+    slot.trajectory.reset();
   }
 }
 
@@ -401,77 +431,287 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
     return logged.status();
   }
   if (log_seq != nullptr) *log_seq = *logged;
-  PublishStepLocked(t, r, priority);
+  if (PublishStepLocked(t, r, priority)) limiter_.CommitInserts(1);
   return Status::OK();
 }
 
-Status TableImpl::AppendStepsFromDevice(std::span<WriterSlot> slots,
-                                        std::span<const ConstTensor> steps,
-                                        std::span<const double> priorities, Deadline deadline,
-                                        void* stream, uint64_t* log_seq) {
+namespace {
+
+// A vector step whose rows add up to more than this is copied outside the
+// table's mutex (its trajectories pinned); below it, under the mutex.
+constexpr size_t kVectorCopyUnderLockBytes = 64 << 10;
+
+// How many environments ahead a vector append asks for the memory it will
+// touch: the environments' state is scattered over many cache lines, and
+// fetching several at once hides most of the latency.
+constexpr size_t kPrefetchAhead = 16;
+
+void Prefetch(const void* p) { __builtin_prefetch(p, 1, 3); }
+
+// Copies one row of a column: small rows without a call to memcpy.
+void CopyRow(std::byte* dst, const std::byte* src, size_t bytes) {
+  switch (bytes) {
+    case 1: std::memcpy(dst, src, 1); return;
+    case 2: std::memcpy(dst, src, 2); return;
+    case 4: std::memcpy(dst, src, 4); return;
+    case 8: std::memcpy(dst, src, 8); return;
+    case 16: std::memcpy(dst, src, 16); return;
+    default: std::memcpy(dst, src, bytes); return;
+  }
+}
+
+// The trajectory's first cache line (what an append reads and writes).
+void PrefetchTrajectory(const Trajectory* t) {
+  if (t != nullptr) Prefetch(t);
+}
+
+}  // namespace
+
+Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorSteps& steps,
+                                   std::span<const double> priorities, Deadline deadline,
+                                   VectorScratch* scratch, uint64_t* log_seq) {
+  const size_t n = slots.size();
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("AppendFromDevice"));
-  const size_t n = slots.size();
-  std::vector<StepReservation> reserved(n);
-  std::vector<int64_t> dest(n, -1);
+  if (steps.device) REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("AppendFromDevice"));
+  scratch->reserved.resize(n);
+  scratch->dest.resize(n);
+  const int64_t bs = layout_.block_steps;
   Status first_error;
   const auto note = [&](size_t env, const Status& s) {
     if (first_error.ok()) first_error = s.WithContext("environment " + std::to_string(env));
   };
-  // Reserve every environment's step; pins keep the blocks while the
-  // scatter is queued (a later reservation may evict an earlier one).
-  for (size_t env = 0; env < n; ++env) {
-    Status s = ReserveStepLocked(lock, slots[env], deadline, &reserved[env]);
-    if (!s.ok()) {
-      note(env, s);
-      continue;
-    }
-    ++slots[env].trajectory->pins;
-    dest[env] = reserved[env].block * layout_.block_steps + reserved[env].step_in_block;
-  }
-  Status scattered = tier_->Scatter(dest, steps, stream);
-  for (size_t env = 0; env < n; ++env) {
-    if (dest[env] < 0) continue;
-    WriterSlot& slot = slots[env];
-    Trajectory& t = *slot.trajectory;
-    UnpinLocked(t);
-    if (!scattered.ok()) {
-      if (reserved[env].completes_item) limiter_.ReleaseInserts(1);
-      if (reserved[env].created && !t.removed) {
-        RemoveTrajectoryLocked(t, /*evicted=*/false);
-        slot.trajectory.reset();
+  // Chunks of environments: normally one, the whole vector.
+  size_t begin = 0;
+  while (begin < n) {
+    size_t env = begin;
+    bool holds = false;  // an environment of the chunk has room reserved
+    // Inserts the rate limiter admitted for the chunk's items in advance
+    // (as many as it would one by one); what is left goes back below.
+    int64_t credit = limiter_.TryReserveUpTo(static_cast<int64_t>(n - begin));
+    const int64_t evicted_before = evicted_trajectories_;
+    for (; env < n; ++env) {
+      if (env + kPrefetchAhead < n) PrefetchTrajectory(slots[env + kPrefetchAhead].trajectory.get());
+      StepReservation& r = scratch->reserved[env];
+      // The common case: an open trajectory whose last block has room and
+      // whose item (if the step completes one) the credit covers.
+      if (Trajectory* t = slots[env].trajectory.get();
+          t != nullptr && !t->evicted && !t->ended && !closed_ && !t->blocks.empty()) {
+        const int64_t length = t->length;
+        const int64_t last = static_cast<int64_t>(t->blocks.size()) - 1;
+        const int64_t in_block = length - last * bs;
+        const bool completes = length + 1 >= sequence_length_;
+        if (in_block < bs && length < kMaxTrajectorySteps && (!completes || credit > 0)) {
+          credit -= completes ? 1 : 0;
+          r.completes_item = completes;
+          r.created = false;
+          r.block = t->blocks[static_cast<size_t>(last)];
+          r.step_in_block = in_block;
+          scratch->dest[env] = r.block * bs + in_block;
+          holds = true;
+          continue;
+        }
       }
-      continue;
-    }
-    Status s = CheckAfterCopyLocked(slot, reserved[env]);
-    if (!s.ok()) {
-      note(env, s);
-      dest[env] = -1;
-      continue;
-    }
-  }
-  if (!scattered.ok()) return scattered.WithContext("table " + Q(name_) + ": AppendFromDevice");
-  // The log gets the steps through a device-to-host copy (see
-  // docs/durability.md); a step the log refused is not published.
-  Result<uint64_t> logged = LogDeviceStepsLocked(slots, dest, steps, priorities, stream);
-  for (size_t env = 0; env < n; ++env) {
-    if (dest[env] < 0) continue;
-    WriterSlot& slot = slots[env];
-    Trajectory& t = *slot.trajectory;
-    if (!logged.ok()) {
-      if (reserved[env].completes_item) limiter_.ReleaseInserts(1);
-      if (reserved[env].created && !t.removed) {
-        RemoveTrajectoryLocked(t, /*evicted=*/false);
-        slot.trajectory.reset();
+      scratch->dest[env] = -1;
+      bool would_wait = false;
+      Status s = ReserveStepLocked(lock, slots[env], deadline, &r, /*may_wait=*/!holds,
+                                   &would_wait, &credit);
+      if (would_wait) break;  // finish the chunk first, then wait
+      if (!s.ok()) {
+        note(env, s);
+        continue;
       }
-      continue;
+      scratch->dest[env] = r.block * bs + r.step_in_block;
+      holds = true;
     }
-    PublishStepLocked(t, reserved[env], priorities.empty() ? nullptr : &priorities[env]);
+    const size_t end = env;
+    if (credit > 0) limiter_.ReleaseInserts(credit);
+    // A later environment's block may have come from evicting an earlier
+    // one's trajectory (here or, while the lock was released, elsewhere):
+    // that one loses its step (its block is someone else's now).
+    for (env = evicted_trajectories_ != evicted_before ? begin : end; env < end; ++env) {
+      if (scratch->dest[env] < 0) continue;
+      WriterSlot& slot = slots[env];
+      if (!slot.trajectory->evicted) continue;
+      note(env, EvictedError(*slot.trajectory));
+      AbandonStepLocked(slot, scratch->reserved[env]);
+      scratch->dest[env] = -1;
+    }
+    REPLAYDB_RETURN_IF_ERROR(FinishVectorChunkLocked(lock, slots, begin, end, steps, priorities,
+                                                     scratch, log_seq, &first_error));
+    begin = end;
   }
-  if (!logged.ok()) return logged.status().WithContext("table " + Q(name_) + ": AppendFromDevice");
-  if (log_seq != nullptr) *log_seq = *logged;
   return first_error;
+}
+
+Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
+                                          std::span<WriterSlot> slots, size_t begin, size_t end,
+                                          const VectorSteps& steps,
+                                          std::span<const double> priorities,
+                                          VectorScratch* scratch, uint64_t* log_seq,
+                                          Status* first_error) {
+  const size_t count = end - begin;
+  if (count == 0) return Status::OK();
+  std::span<WriterSlot> chunk = slots.subspan(begin, count);
+  std::span<int64_t> dest = std::span<int64_t>(scratch->dest).subspan(begin, count);
+  std::span<StepReservation> reserved =
+      std::span<StepReservation>(scratch->reserved).subspan(begin, count);
+  const std::span<const double> chunk_priorities =
+      priorities.empty() ? priorities : priorities.subspan(begin, count);
+  // The chunk's rows, per column.
+  const size_t num_columns = columns_.size();
+  scratch->columns.resize(num_columns);
+  for (size_t c = 0; c < num_columns; ++c) {
+    scratch->columns[c] = steps.columns[c] + begin * layout_.column_bytes[c];
+  }
+  const VectorSteps rows{scratch->columns, steps.device, steps.stream};
+  // Undoes every step of the chunk that still has room.
+  const auto abandon_all = [&] {
+    for (size_t i = 0; i < count; ++i) {
+      if (dest[i] < 0) continue;
+      AbandonStepLocked(chunk[i], reserved[i]);
+      dest[i] = -1;
+    }
+  };
+  // Closed while a reservation waited for blocks (the lock released).
+  if (Status open = CheckOpenLocked(); !open.ok()) {
+    abandon_all();
+    return open;
+  }
+
+  Status copied;
+  if (steps.device) {
+    // One kernel; blocks that leave the tier after it is queued wait for it
+    // (the tier's access epochs), so nothing needs pinning.
+    scratch->tensors.resize(num_columns);
+    for (size_t c = 0; c < num_columns; ++c) {
+      scratch->tensors[c] = ConstTensor{columns_[c].dtype,
+                                        columns_[c].shape.Prepend(static_cast<int64_t>(count)),
+                                        rows.columns[c], layout_.column_bytes[c] * count};
+    }
+    copied = tier_->Scatter(dest, scratch->tensors, steps.stream);
+    if (!copied.ok()) {
+      abandon_all();
+      return copied.WithContext("table " + Q(name_) + ": AppendFromDevice");
+    }
+  } else {
+    const auto copy_row = [&](size_t i) -> Status {
+      std::byte* block = pool_.address(reserved[i].block);
+      const size_t step_in_block = static_cast<size_t>(reserved[i].step_in_block);
+      for (size_t c = 0; c < num_columns; ++c) {
+        const size_t cb = layout_.column_bytes[c];
+        std::byte* dst = block + layout_.column_offset[c] + step_in_block * cb;
+        const std::byte* src = rows.columns[c] + i * cb;
+        if (pool_.host_accessible()) {
+          CopyRow(dst, src, cb);
+        } else {
+          REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, src, cb));
+        }
+      }
+      return Status::OK();
+    };
+    if (pool_.host_accessible() && count * layout_.step_bytes <= kVectorCopyUnderLockBytes) {
+      for (size_t i = 0; i < count; ++i) {
+        if (num_columns > 0 && i + kPrefetchAhead < count && dest[i + kPrefetchAhead] >= 0) {
+          const StepReservation& ahead = reserved[i + kPrefetchAhead];
+          Prefetch(pool_.address(ahead.block) + layout_.column_offset[0] +
+                   static_cast<size_t>(ahead.step_in_block) * layout_.column_bytes[0]);
+        }
+        if (dest[i] >= 0) (void)copy_row(i);
+      }
+    } else {
+      // Outside the lock, the trajectories pinned so that an eviction
+      // meanwhile cannot hand their blocks to someone else.
+      for (size_t i = 0; i < count; ++i) {
+        if (dest[i] >= 0) ++chunk[i].trajectory->pins;
+      }
+      lock.unlock();
+      for (size_t i = 0; i < count && copied.ok(); ++i) {
+        if (dest[i] >= 0) copied = copy_row(i);
+      }
+      lock.lock();
+      for (size_t i = 0; i < count; ++i) {
+        if (dest[i] >= 0) UnpinLocked(*chunk[i].trajectory);
+      }
+      if (!copied.ok()) {
+        abandon_all();
+        return copied.WithContext("table " + Q(name_));
+      }
+      // Closed or evicted meanwhile: those environments lose the step.
+      for (size_t i = 0; i < count; ++i) {
+        if (dest[i] < 0) continue;
+        Status s = CheckOpenLocked();
+        if (s.ok() && chunk[i].trajectory->evicted) s = EvictedError(*chunk[i].trajectory);
+        if (s.ok()) continue;
+        AbandonStepLocked(chunk[i], reserved[i]);
+        dest[i] = -1;
+        if (first_error->ok()) {
+          *first_error = s.WithContext("environment " + std::to_string(begin + i));
+        }
+      }
+    }
+  }
+  // Logged before they are published: a step the log refused never appears.
+  Result<uint64_t> logged = LogVectorStepsLocked(chunk, dest, rows, chunk_priorities);
+  if (!logged.ok()) {
+    abandon_all();
+    return logged.status().WithContext("table " + Q(name_) +
+                                       (steps.device ? ": AppendFromDevice" : ": vector step"));
+  }
+  if (log_seq != nullptr && *logged != 0) *log_seq = *logged;
+  // Publish (PublishStepLocked, in one pass): each step's priority and the
+  // item it completes go to the SlotMeta beside its block; the items reach
+  // the selector together.
+  std::vector<index::ItemRef>& items = scratch->items;
+  items.clear();
+  int64_t published = 0;
+  // With L = 1 an item is its step: its priority is the step's whatever
+  // StepPriority says, and it sits in the step's slot (CreateItemLocked,
+  // inlined). Items of a tier that keeps their lengths go the long way.
+  const bool one_step_items = sequence_length_ == 1 && !(tier_ && tier_->item_steps());
+  int64_t short_items = 0;  // made here, not by CreateItemLocked
+  int64_t short_draws = 0;  // their DrawsLeft
+  for (size_t i = 0; i < count; ++i) {
+    if (i + kPrefetchAhead < count && dest[i + kPrefetchAhead] >= 0) {
+      Prefetch(&slot_meta_[static_cast<size_t>(dest[i + kPrefetchAhead])]);
+    }
+    if (dest[i] < 0) continue;
+    Trajectory& t = *chunk[i].trajectory;
+    double priority = max_priority_seen_;
+    if (!chunk_priorities.empty()) {
+      priority = chunk_priorities[i];
+      max_priority_seen_ = std::max(max_priority_seen_, priority);
+    }
+    SlotMeta& meta = slot_meta_[static_cast<size_t>(dest[i])];
+    meta.step_priority = priority;
+    const int64_t step = t.length++;
+    t.dirty = true;
+    ++published;
+    if (!reserved[i].completes_item) continue;
+    if (one_step_items && !t.ranked) {
+      meta.item.seq = next_item_seq_++;
+      meta.item.priority = priority;
+      meta.item.times_sampled = 0;
+      ++t.items_created;
+      ++t.live_items;
+      ++short_items;
+      short_draws += DrawsLeft(meta.item);
+      items.push_back({MakeItemKey(t.id, step), meta.item.seq, priority, dest[i]});
+      continue;
+    }
+    // With L = 1 the item starts at the step itself.
+    CreateItemLocked(t, t.items_created == step ? dest[i] : -1, &items);
+  }
+  items_inserted_ += short_items;
+  num_items_ += short_items;
+  sample_budget_ += short_draws;
+  num_steps_ += published;
+  steps_inserted_ += published;
+  if (!items.empty()) {
+    selector_->InsertMany(items);
+    limiter_.CommitInserts(static_cast<int64_t>(items.size()));
+  }
+  return Status::OK();
 }
 
 Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
@@ -512,48 +752,58 @@ Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline dea
   return Status::OK();
 }
 
-double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start) const {
+double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const {
   const int64_t end = std::min(t.length, start + sequence_length_);
   switch (step_priority_) {
     case StepPriority::kItem:
-      return t.step_priorities[start];
-    case StepPriority::kWindowMax:
-      return *std::max_element(t.step_priorities.begin() + start, t.step_priorities.begin() + end);
+      return slot_meta_[static_cast<size_t>(slot)].step_priority;
+    case StepPriority::kWindowMax: {
+      double best = StepPriorityAt(t, start);
+      for (int64_t i = start + 1; i < end; ++i) best = std::max(best, StepPriorityAt(t, i));
+      return best;
+    }
     case StepPriority::kWindowMean: {
       double sum = 0;
-      for (int64_t i = start; i < end; ++i) sum += t.step_priorities[i];
+      for (int64_t i = start; i < end; ++i) sum += StepPriorityAt(t, i);
       return sum / static_cast<double>(end - start);
     }
   }
-  return t.step_priorities[start];
+  return StepPriorityAt(t, start);
 }
 
-void TableImpl::CreateItemLocked(Trajectory& t) {
+void TableImpl::CreateItemLocked(Trajectory& t, int64_t slot,
+                                 std::vector<index::ItemRef>* selector_batch) {
   const int64_t start = t.items_created;
-  ItemState item;
+  if (slot < 0) slot = SlotOf(t, start);
+  ItemState& item = slot_meta_[static_cast<size_t>(slot)].item;
   item.seq = next_item_seq_++;
-  item.priority = NewItemPriorityLocked(t, start);
-  t.items.push_back(item);
+  item.priority = NewItemPriorityLocked(t, start, slot);
+  item.times_sampled = 0;
   ++t.items_created;
   ++items_inserted_;
-  AddLiveItemLocked(t, start, item);
+  AddLiveItemLocked(t, start, item, slot, selector_batch);
   if (t.ranked && item.priority > t.best_priority) RankLocked(t);
 }
 
-void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
+void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item,
+                                  int64_t slot, std::vector<index::ItemRef>* selector_batch) {
   ++t.live_items;
   ++num_items_;
   sample_budget_ += DrawsLeft(item);
-  const int64_t slot = t.blocks[start / layout_.block_steps] * layout_.block_steps +
-                       start % layout_.block_steps;
+  if (slot < 0) slot = SlotOf(t, start);
   if (tier_ && tier_->item_steps()) {
     tier_->NewItem(slot, std::min(sequence_length_, t.length - start));
   }
-  selector_->Insert({MakeItemKey(t.id, start), item.seq, item.priority, slot});
+  const index::ItemRef ref{MakeItemKey(t.id, start), item.seq, item.priority, slot};
+  if (selector_batch != nullptr) {
+    selector_batch->push_back(ref);
+  } else {
+    selector_->Insert(ref);
+  }
 }
 
-void TableImpl::DropItemLocked(Trajectory& t, ItemKey key, const ItemState& item) {
-  selector_->Remove({key, item.seq, item.priority});
+void TableImpl::DropItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
+  selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority, SlotOf(t, start)});
   --t.live_items;
   --num_items_;
   ++items_removed_;
@@ -566,7 +816,8 @@ void TableImpl::RankLocked(Trajectory& t) {
   UnrankLocked(t);
   double best = -1;
   for (int64_t start = 0; start < t.items_created; ++start) {
-    if (ItemLive(t.items[start])) best = std::max(best, t.items[start].priority);
+    const ItemState& item = ItemAt(t, start);
+    if (ItemLive(item)) best = std::max(best, item.priority);
   }
   t.best_priority = best;
   t.ranked = true;
@@ -634,6 +885,8 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
 }
 
 void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
+  const size_t slots = static_cast<size_t>(pool_.allocated() * layout_.block_steps);
+  if (slot_meta_.size() < slots) slot_meta_.resize(slots);
   if (tier_) {
     for (; blocks_seen_ < pool_.allocated(); ++blocks_seen_) {
       tier_->NewBlock(blocks_seen_, pool_.address(blocks_seen_));
@@ -673,13 +926,17 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
                        cold_store_ != nullptr;
   if (t.in_cold && !spilled) removed_since_checkpoint_.push_back(t.id);
   int64_t removed_items = 0;
+  const int64_t bs = layout_.block_steps;
   for (int64_t start = 0; start < t.items_created; ++start) {
-    const ItemState& item = t.items[start];
+    const int64_t slot = t.blocks[static_cast<size_t>(start / bs)] * bs + start % bs;
+    const ItemState& item = slot_meta_[static_cast<size_t>(slot)].item;
     if (!ItemLive(item)) continue;
-    selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority});
+    removing_.push_back({MakeItemKey(t.id, start), item.seq, item.priority, slot});
     sample_budget_ -= DrawsLeft(item);
     ++removed_items;
   }
+  selector_->RemoveMany(removing_);
+  removing_.clear();
   t.live_items = 0;
   num_items_ -= removed_items;
   num_steps_ -= t.length;
@@ -848,7 +1105,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     const std::shared_ptr<Trajectory>& tp = trajectories_.at(ItemKeyTrajectory(sel.key));
     Trajectory& t = *tp;
     const int64_t start = ItemKeyStart(sel.key);
-    ItemState& item = t.items[start];
+    ItemState& item = ItemAt(t, start);
     if (take) {
       ++item.times_sampled;
       ++items_sampled_;
@@ -862,7 +1119,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     if (take && max_times_sampled_ > 0) {
       --sample_budget_;
       if (item.times_sampled >= max_times_sampled_) {
-        DropItemLocked(t, sel.key, item);
+        DropItemLocked(t, start, item);
         removed_keys.push_back(sel.key);
       }
     }
@@ -901,7 +1158,7 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
     auto it = trajectories_.find(ItemKeyTrajectory(key));
     const int64_t start = ItemKeyStart(key);
     if (it == trajectories_.end() || start >= it->second->items_created ||
-        !ItemLive(it->second->items[start])) {
+        !ItemLive(ItemAt(*it->second, start))) {
       return Status::NotFound("table " + Q(name_) + ": key " + std::to_string(key) +
                               " (trajectory " + std::to_string(ItemKeyTrajectory(key)) +
                               ", step " + std::to_string(start) + ", index " +
@@ -911,8 +1168,9 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
                                    : ""));
     }
     const Trajectory& t = *it->second;
-    out->priorities[b] = t.items[start].priority;
-    out->times_sampled[b] = t.items[start].times_sampled;
+    const ItemState& item = ItemAt(t, start);
+    out->priorities[b] = item.priority;
+    out->times_sampled[b] = item.times_sampled;
     const int64_t real = std::min(L, t.length - start);
     std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
     windows->push_back({it->second, start, real});
@@ -1204,14 +1462,14 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
     auto it = trajectories_.find(ItemKeyTrajectory(key));
     const int64_t start = ItemKeyStart(key);
     if (it == trajectories_.end() || start >= it->second->items_created ||
-        !ItemLive(it->second->items[start])) {
+        !ItemLive(ItemAt(*it->second, start))) {
       ++r.skipped;
       continue;
     }
     Trajectory& t = *it->second;
-    ItemState& item = t.items[start];
+    ItemState& item = ItemAt(t, start);
     const double old = item.priority;
-    selector_->Update({key, item.seq, old}, priorities[i]);
+    selector_->Update({key, item.seq, old, SlotOf(t, start)}, priorities[i]);
     sample_budget_ -= DrawsLeft(item);
     item.priority = priorities[i];
     sample_budget_ += DrawsLeft(item);
@@ -1261,7 +1519,7 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
     auto it = trajectories_.find(ItemKeyTrajectory(host_keys[i]));
     const int64_t start = ItemKeyStart(host_keys[i]);
     if (it == trajectories_.end() || start >= it->second->items_created) continue;
-    it->second->items[start].priority = host_priorities[i];
+    ItemAt(*it->second, start).priority = host_priorities[i];
     it->second->dirty = true;
     logged_keys.push_back(host_keys[i]);
     logged_priorities.push_back(host_priorities[i]);

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "replaydb/db.h"
 #include "replaydb/device.h"
 #include "replaydb/table.h"
+#include "util/huge_page_allocator.h"
 #include "util/progress.h"
 #include "util/random.h"
 #include "wal/log_writer.h"
@@ -44,35 +46,51 @@
 
 namespace replaydb::engine {
 
-// Per-item state, indexed by the item's start step.
+// Per-item state.
 struct ItemState {
   uint64_t seq = 0;
   double priority = 0;
   uint32_t times_sampled = 0;
 };
 
-struct Trajectory {
+// What the table keeps per step of the hot tier, by slot (block *
+// block_steps + step in block), beside the blocks: the step's priority and
+// the item that starts there. Steps and items of a block sit side by side,
+// so appending to many trajectories touches one line per trajectory, and
+// nothing is allocated per step.
+struct SlotMeta {
+  ItemState item;  // valid for starts below the trajectory's items_created
+  double step_priority = 0;  // valid for steps below its length
+};
+
+// A trajectory in the hot tier (or leaving it). Its steps' priorities and
+// items live in the table's SlotMeta of its blocks (TableImpl::ItemAt,
+// StepPriorityAt) while it holds them.
+//
+// The fields an append reads and writes come first, in one cache line (the
+// struct is aligned to one): a vector append touches every environment's
+// trajectory in each call.
+struct alignas(64) Trajectory {
   uint64_t id = 0;
-  std::vector<int64_t> blocks;  // BlockPool ids
   int64_t length = 0;         // published steps
   int64_t items_created = 0;  // items exist for starts [0, items_created)
   int64_t live_items = 0;     // of those, not yet removed
-  std::vector<ItemState> items;
-  std::vector<double> step_priorities;  // one per published step
+  std::vector<int64_t> blocks;  // BlockPool ids
+  int32_t pins = 0;      // in-flight copies into or out of its blocks
+  bool ended = false;
+  bool removed = false;  // left the hot tier (evicted or consumed)
+  bool evicted = false;  // left because the tier was full
+  // Durability (engine/table_durability.cc): its metadata changed since the
+  // last checkpoint.
+  bool dirty = true;
   // EvictionPolicy::kLowestPriority: the highest priority of a live item
   // (-1 when none), kept while the trajectory is ranked (ended, in the tier).
   double best_priority = -1;
   bool ranked = false;
-  bool ended = false;
   EndReason end_reason = EndReason::kTruncated;
-  bool removed = false;  // left the hot tier (evicted or consumed)
-  bool evicted = false;  // left because the tier was full
-  int32_t pins = 0;      // in-flight copies into or out of its blocks
   // Durability (engine/table_durability.cc): steps [0, persisted_steps)
-  // are in the cold store; `dirty` means its metadata changed since the
-  // last checkpoint; `in_cold` that a checkpoint may have stored it.
+  // are in the cold store; `in_cold` means a checkpoint may have stored it.
   int64_t persisted_steps = 0;
-  bool dirty = true;
   bool in_cold = false;
   // When it entered the hot tier (created or loaded), table-wide order:
   // eviction and rotation take the oldest first.
@@ -103,6 +121,24 @@ struct StepReservation {
   bool created = false;         // the step starts the trajectory
   int64_t block = -1;           // where the step goes
   int64_t step_in_block = 0;
+};
+
+// One step for each of n environments (TableImpl::AppendVectorStep): row
+// env of column c is at columns[c] + env * column bytes.
+struct VectorSteps {
+  std::span<const std::byte* const> columns;
+  bool device = false;     // device pointers (AppendFromDevice); else host
+  void* stream = nullptr;  // device: the caller's cudaStream_t
+};
+
+// What a vector writer keeps between appends, so that an append allocates
+// nothing once these have grown. Used only by the writer's calls.
+struct VectorScratch {
+  std::vector<StepReservation> reserved;  // per environment
+  std::vector<int64_t> dest;              // its step's hot-tier slot; -1: none
+  std::vector<const std::byte*> columns;  // a chunk's rows, per column
+  std::vector<ConstTensor> tensors;       // the same, for the scatter
+  std::vector<index::ItemRef> items;      // new items, for the selector
 };
 
 // One window of a sample or lookup: its trajectory (kept alive) and steps.
@@ -244,22 +280,53 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Ends slot's trajectory (see TrajectoryWriter::End).
   Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
                        uint64_t* log_seq = nullptr);
-  // VectorWriter::AppendFromDevice for `slots` (one per environment); the
-  // tensors are validated. Returns the first per-environment error, naming
-  // the environment.
-  Status AppendStepsFromDevice(std::span<WriterSlot> slots, std::span<const ConstTensor> steps,
-                               std::span<const double> priorities, Deadline deadline,
-                               void* stream, uint64_t* log_seq = nullptr);
+  // VectorWriter::Append and AppendFromDevice for `slots` (one per
+  // environment; steps and priorities validated, priorities empty or one per
+  // environment). One pass under the mutex: the rate limiter admits every
+  // environment's item at once when it can; environments are then walked in
+  // order (trajectories started, blocks taken, evicting as needed), the
+  // rows copied (host) or scattered by one kernel (device), logged as one
+  // record, and published. Where the rate limiter would make an environment
+  // wait, the environments before it are finished first (copied, logged,
+  // published and committed), so a waiting writer never holds back items
+  // that samplers need. Errors of one environment (a rate-limiter timeout,
+  // its trajectory evicted) do not stop the others: the first one is
+  // returned, naming the environment; a failed copy, scatter or log record
+  // fails the environments it carried and ends the call. `*log_seq` (may be
+  // null) gets the last log record.
+  Status AppendVectorStep(std::span<WriterSlot> slots, const VectorSteps& steps,
+                          std::span<const double> priorities, Deadline deadline,
+                          VectorScratch* scratch, uint64_t* log_seq = nullptr);
 
  private:
   Status CheckOpenLocked() const;
   // Makes room for one more step of slot's trajectory: reserves the item
   // the step completes with the rate limiter, starts the trajectory if
   // needed, gives it a new block if needed. On error nothing is left behind.
+  // When the rate limiter does not admit the item at once and `may_wait`
+  // is false, sets *would_wait and returns OK having changed nothing.
+  // `*credit` (may be null): inserts already reserved with the rate
+  // limiter, of which the step's item takes one first.
   Status ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
-                           Deadline deadline, StepReservation* r);
-  // Publishes the reserved step (copied into place) with its priority.
-  void PublishStepLocked(Trajectory& t, const StepReservation& r, const double* priority);
+                           Deadline deadline, StepReservation* r, bool may_wait = true,
+                           bool* would_wait = nullptr, int64_t* credit = nullptr);
+  // Publishes the reserved step (copied into place) with its priority,
+  // creating the item it completes. Returns whether it did: the caller
+  // commits that insert with the rate limiter.
+  bool PublishStepLocked(Trajectory& t, const StepReservation& r, const double* priority);
+  // Undoes reservation `r` of slot's step after a failure: the rate
+  // limiter's insert, and a trajectory the step would have started.
+  void AbandonStepLocked(WriterSlot& slot, const StepReservation& r);
+  // AppendVectorStep's work for environments [begin, end) of `slots`,
+  // reserved (scratch->dest[env] >= 0 for those that got room): copies or
+  // scatters, logs and publishes them. An environment that fails alone
+  // (evicted while its row was copied outside the lock) goes to
+  // *first_error if that is OK. Returns a copy's, scatter's or log's error
+  // (every environment of the chunk then fails).
+  Status FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock, std::span<WriterSlot> slots,
+                                 size_t begin, size_t end, const VectorSteps& steps,
+                                 std::span<const double> priorities, VectorScratch* scratch,
+                                 uint64_t* log_seq, Status* first_error);
   // After a copy outside the lock: OK, or the error that undoes `r`.
   Status CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& r);
   // Returns blocks to the pool, or defers them while the GPU may still
@@ -282,6 +349,25 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                             SampleBatch* out);
   // The hot-tier slot where window w starts.
   int64_t SlotOf(const Window& w) const;
+  // The hot-tier slot of t's step `start`. REQUIRES: the step has a block.
+  int64_t SlotOf(const Trajectory& t, int64_t start) const {
+    const int64_t bs = layout_.block_steps;
+    return t.blocks[static_cast<size_t>(start / bs)] * bs + start % bs;
+  }
+  // Item `start` of t (REQUIRES: start < t.items_created, t holds its
+  // blocks) and the priority of step `step` (REQUIRES: step < t.length).
+  ItemState& ItemAt(const Trajectory& t, int64_t start) {
+    return slot_meta_[static_cast<size_t>(SlotOf(t, start))].item;
+  }
+  const ItemState& ItemAt(const Trajectory& t, int64_t start) const {
+    return slot_meta_[static_cast<size_t>(SlotOf(t, start))].item;
+  }
+  double StepPriorityAt(const Trajectory& t, int64_t step) const {
+    return slot_meta_[static_cast<size_t>(SlotOf(t, step))].step_priority;
+  }
+  // t's step priorities and items (with whether each is live) as a stored
+  // trajectory's (no steps). REQUIRES: t holds its blocks.
+  void StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) const;
   Status NeedTierLocked(std::string_view what) const;
   Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status EvictedError(const Trajectory& t) const;
@@ -295,15 +381,22 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // return to the pool now, or when its last pin goes.
   void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
   void UnpinLocked(Trajectory& t);
-  void CreateItemLocked(Trajectory& t);
-  // Makes item `start` of `t` (already in t.items) live: counts, the
-  // device tier's item index, the selector.
-  void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item);
-  // Takes a live item out (sampled max_times_sampled times): the selector,
-  // counts, the rate limiter, the trajectory's rank.
-  void DropItemLocked(Trajectory& t, ItemKey key, const ItemState& item);
-  // The priority of a new item at `start`, from its window's step priorities.
-  double NewItemPriorityLocked(const Trajectory& t, int64_t start) const;
+  // Creates t's next item (at start t.items_created, whose hot-tier slot is
+  // `slot`, or -1 to look it up). With `selector_batch`, its ItemRef is
+  // appended there for the caller to insert into the selector (in order).
+  void CreateItemLocked(Trajectory& t, int64_t slot = -1,
+                        std::vector<index::ItemRef>* selector_batch = nullptr);
+  // Makes item `start` of `t` (already at ItemAt(t, start); slot as for
+  // CreateItemLocked) live: counts, the device tier's item index, the
+  // selector (or `selector_batch`).
+  void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item, int64_t slot = -1,
+                         std::vector<index::ItemRef>* selector_batch = nullptr);
+  // Takes live item `start` of `t` out (sampled max_times_sampled times):
+  // the selector, counts, the rate limiter, the trajectory's rank.
+  void DropItemLocked(Trajectory& t, int64_t start, const ItemState& item);
+  // The priority of a new item at `start` (hot-tier slot `slot`), from its
+  // window's step priorities.
+  double NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const;
   // kLowestPriority bookkeeping: (re)places an ended trajectory among the
   // eviction candidates by its best live item, or takes it out.
   void RankLocked(Trajectory& t);
@@ -410,8 +503,11 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   }
   // Cold trajectories among `ids` loaded before a replayed record uses them.
   Status LoadForReplay(std::vector<uint64_t> ids);
-  // TrajectoryMeta of `t` into `fbb`.
+  // TrajectoryMeta of `t` into `fbb`. REQUIRES: t holds its blocks.
   void BuildMetaLocked(const Trajectory& t, bool cold, flatbuffers::FlatBufferBuilder* fbb) const;
+  // TrajectoryMeta of `stored` (its live flags as given) into `fbb`.
+  static void BuildMeta(const StoredTrajectory& stored, bool cold,
+                        flatbuffers::FlatBufferBuilder* fbb);
   // Blocks the hot tier needs for a trajectory of `length` steps.
   int64_t BlocksFor(int64_t length) const {
     return (length + layout_.block_steps - 1) / layout_.block_steps;
@@ -450,11 +546,13 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // releasing `lock`.
   Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
                              std::span<const double> priorities);
-  // Logs the device steps of the environments with dest >= 0 (one record).
-  Result<uint64_t> LogDeviceStepsLocked(std::span<WriterSlot> slots,
-                                        std::span<const int64_t> dest,
-                                        std::span<const ConstTensor> steps,
-                                        std::span<const double> priorities, void* stream);
+  // Logs the vector steps of the environments with dest >= 0 (one record);
+  // `slots`, `dest`, `columns` and `priorities` (empty or one per
+  // environment) cover the same environments. Device rows are copied to the
+  // host first.
+  Result<uint64_t> LogVectorStepsLocked(std::span<WriterSlot> slots, std::span<const int64_t> dest,
+                                        const VectorSteps& steps,
+                                        std::span<const double> priorities);
   // Copies one step (step-major bytes) into t's next position, giving t a
   // new block if needed; does not publish it.
   Status CopyStepInLocked(Trajectory& t, const std::byte* step);
@@ -473,7 +571,7 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   uint32_t table_id_ = 0;
   wal::RecordBuilder record_;      // guarded by mu_
   // Pinned host memory that device vector steps are copied into for the
-  // log (LogDeviceStepsLocked); grows as needed. Guarded by mu_.
+  // log (LogVectorStepsLocked); grows as needed. Guarded by mu_.
   PinnedBuffer log_staging_;
   // Trajectories that may be in the cold store and left the table since
   // the last checkpoint.
@@ -528,6 +626,12 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   DeviceBuffer device_probabilities_;
   int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice
   Random rng_;
+  // RemoveTrajectoryLocked's items for the selector (kept for its capacity).
+  std::vector<index::ItemRef> removing_;
+  // By hot-tier slot, for the blocks handed out so far (grown as the pool
+  // hands out new ones, TakeBlockLocked). Huge pages: an append touches one
+  // entry per environment, each in its own block.
+  std::vector<SlotMeta, HugePageAllocator<SlotMeta>> slot_meta_;
   // Trajectories in the hot tier by id.
   std::map<uint64_t, std::shared_ptr<Trajectory>> trajectories_;
   // The ended ones among them as (hot_seq, id): the longest in the tier first.

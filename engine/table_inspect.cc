@@ -70,8 +70,9 @@ Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
   // The trajectory whose blocks hold the steps (hot, or leaving the hot
   // tier with its blocks held until its spill is written), or null.
   std::shared_ptr<Trajectory> in_blocks;
-  // A spilling one whose blocks went back: every step is in the store.
-  std::shared_ptr<Trajectory> stored_meta;
+  // A spilling one whose blocks went back: every step is in the store, its
+  // metadata (TrajectoryMeta) in its spill job.
+  std::string stored_meta;
   if (auto it = trajectories_.find(id); it != trajectories_.end()) {
     const Trajectory& t = *it->second;
     in_blocks = it->second;
@@ -89,7 +90,11 @@ Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
     if (c->second.spilling) {
       for (const SpillJob& job : spill_queue_) {
         if (job.t->id != id) continue;
-        (job.t->blocks.empty() ? stored_meta : in_blocks) = job.t;
+        if (job.t->blocks.empty()) {
+          stored_meta = job.meta;
+        } else {
+          in_blocks = job.t;
+        }
         break;
       }
     }
@@ -116,8 +121,10 @@ Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
   std::string steps;  // n steps, step-major
   if (in_blocks != nullptr) {
     Trajectory& t = *in_blocks;
-    out->step_priorities.assign(t.step_priorities.begin() + first,
-                                t.step_priorities.begin() + first + n);
+    out->step_priorities.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      out->step_priorities[static_cast<size_t>(i)] = StepPriorityAt(t, first + i);
+    }
     // Steps a scatter kernel wrote must have landed.
     if (tier_ && n > 0) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters().WithContext(where));
     std::vector<std::byte*> blocks;
@@ -133,11 +140,8 @@ Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
     if (store == nullptr) return Status::FailedPrecondition(where + ": no cold store");
     lock.unlock();
     StoredTrajectory stored;
-    if (stored_meta != nullptr) {
-      // Immutable once it left the hot tier.
-      stored.id = id;
-      stored.length = stored_meta->length;
-      stored.step_priorities = stored_meta->step_priorities;
+    if (!stored_meta.empty()) {
+      REPLAYDB_RETURN_IF_ERROR(ParseMeta(stored_meta, id, StoredWhere(*store, id), &stored));
       stored.steps.resize(static_cast<size_t>(stored.length) * layout_.step_bytes);
       REPLAYDB_RETURN_IF_ERROR(ReadChunks(*store, table_id_, layout_.step_bytes,
                                           StoredWhere(*store, id), &stored));
@@ -182,9 +186,10 @@ Status TableImpl::ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>
   for (const auto& [id, tp] : trajectories_) {
     const Trajectory& t = *tp;
     for (int64_t start = 0; start < t.items_created; ++start) {
-      if (!ItemLive(t.items[start])) continue;
+      const ItemState& item = ItemAt(t, start);
+      if (!ItemLive(item)) continue;
       keys->push_back(MakeItemKey(id, start));
-      priorities->push_back(t.items[start].priority);
+      priorities->push_back(item.priority);
     }
   }
   if (device_ != nullptr && device_updates_ > 0 && !keys->empty()) {

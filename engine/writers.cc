@@ -113,18 +113,12 @@ Status VectorWriterImpl::Append(std::span<const ConstTensor> steps,
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "vector step"));
   REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "vector step"));
   SetBases(steps, &bases_);
-  const Deadline deadline = DeadlineAfter(options_.timeout);
-  Status first_error;
   uint64_t seq = 0;
-  for (int64_t env = 0; env < n; ++env) {
-    const double* priority = priorities.empty() ? nullptr : &priorities[env];
-    uint64_t s_seq = 0;
-    Status s = table_->AppendStep(slots_[env], bases_.data(), env, priority, deadline, &s_seq);
-    seq = std::max(seq, s_seq);
-    if (!s.ok() && first_error.ok()) first_error = s.WithContext("environment " + std::to_string(env));
-  }
+  Status s = table_->AppendVectorStep(slots_, VectorSteps{bases_, /*device=*/false, nullptr},
+                                      priorities, DeadlineAfter(options_.timeout), &scratch_,
+                                      &seq);
   Status synced = table_->SyncLog(seq, options_.sync);
-  return first_error.ok() ? synced : first_error;
+  return s.ok() ? synced : s;
 }
 
 Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
@@ -132,9 +126,11 @@ Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, vo
   const int64_t n = static_cast<int64_t>(slots_.size());
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "device vector step"));
   REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "device vector step"));
+  SetBases(steps, &bases_);
   uint64_t seq = 0;
-  Status s = table_->AppendStepsFromDevice(slots_, steps, priorities,
-                                           DeadlineAfter(options_.timeout), stream, &seq);
+  Status s = table_->AppendVectorStep(slots_, VectorSteps{bases_, /*device=*/true, stream},
+                                      priorities, DeadlineAfter(options_.timeout), &scratch_,
+                                      &seq);
   Status synced = table_->SyncLog(seq, options_.sync);
   return s.ok() ? synced : s;
 }

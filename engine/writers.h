@@ -1,5 +1,6 @@
 // TrajectoryWriter and VectorWriter implementations: schema checks on the
-// caller's thread, then one TableImpl::AppendStep per step.
+// caller's thread, then one TableImpl::AppendStep per step (a vector step:
+// one TableImpl::AppendVectorStep for every environment).
 #ifndef REPLAYDB_ENGINE_WRITERS_H_
 #define REPLAYDB_ENGINE_WRITERS_H_
 
@@ -48,6 +49,7 @@ class VectorWriterImpl final : public VectorWriter {
   const WriterOptions options_;
   std::vector<WriterSlot> slots_;
   std::vector<const std::byte*> bases_;
+  VectorScratch scratch_;
 };
 
 }  // namespace replaydb::engine

@@ -10,6 +10,9 @@ namespace replaydb::index {
 std::unique_ptr<Selector> NewSelector(const SelectorOptions& options) {
   switch (options.kind) {
     case SelectorKind::kUniform:
+      if (options.slots > 0 && options.slots <= UniformSelector::kMaxSlots) {
+        return std::make_unique<UniformSelector>(options.slots, options.block_steps);
+      }
       return std::make_unique<UniformSelector>();
     case SelectorKind::kFifo:
       return std::make_unique<OrderedSelector>(OrderedSelector::Order::kOldestFirst);

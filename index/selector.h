@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "replaydb/options.h"
@@ -23,7 +24,9 @@ struct ItemRef {
   // selectors use it.
   double priority = 0;
   // Where the item's window starts in the hot tier (block * block_steps +
-  // step in block), for selectors on a GPU; -1 when not given.
+  // step in block), for selectors on a GPU and those that index items by
+  // their place (a UniformSelector made with slots, which REQUIRES it in
+  // Insert, Remove and Update); -1 when not given.
   int64_t slot = -1;
 };
 
@@ -45,6 +48,15 @@ struct SelectorOptions {
   SelectorKind kind = SelectorKind::kUniform;
   // Prioritized: probability proportional to priority^priority_exponent.
   double priority_exponent = 1.0;
+  // The hot tier's slots (blocks * block_steps) when > 0: a uniform
+  // selector then keeps items by ItemRef::slot (flat arrays) instead of
+  // hashing keys; every ItemRef given to it must carry its slot, and the
+  // items of one block (block_steps slots) be steps of one trajectory.
+  // Ignored by the other kinds, and when above UniformSelector::kMaxSlots.
+  // Default: 0 (items kept by key).
+  int64_t slots = 0;
+  // Steps per hot-tier block, with `slots`. Default: 1.
+  int64_t block_steps = 1;
 };
 
 class Selector {
@@ -54,9 +66,18 @@ class Selector {
   // REQUIRES: item.key not present; item.seq greater than every seq given
   // before; item.priority finite and >= 0.
   virtual void Insert(const ItemRef& item) = 0;
+  // Insert of each item in order (REQUIRES as for Insert); one call for
+  // many, which implementations may make cheaper than Insert per item.
+  virtual void InsertMany(std::span<const ItemRef> items) {
+    for (const ItemRef& item : items) Insert(item);
+  }
   // REQUIRES: item present (same key and seq as inserted; priority as last
   // set).
   virtual void Remove(const ItemRef& item) = 0;
+  // Remove of each item in order (REQUIRES as for Remove).
+  virtual void RemoveMany(std::span<const ItemRef> items) {
+    for (const ItemRef& item : items) Remove(item);
+  }
   // Changes a present item's priority from item.priority to new_priority.
   // Selectors that ignore priorities do nothing.
   // REQUIRES: item present; new_priority finite and >= 0.

@@ -97,6 +97,19 @@
 //       one SampleBatch. Ceiling "memcpy_random_windows": one thread
 //       memcpy'ing 256 windows of L steps from random offsets of a buffer the
 //       size of the filled steps into one batch buffer.
+//   vector_insert_host/envs=4096/step_bytes={4,1024}
+//       VectorWriter::Append of one step of 4096 environments from host
+//       memory into an unlogged table (TableLogging::kOff) in host memory,
+//       in a fresh DB with automatic checkpoints off: the shape of the GPU
+//       vector_insert row (one u8[step_bytes] column, block 64 steps, room
+//       for 4 trajectories of 64 steps per environment, every environment's
+//       trajectory ended after 64 steps by untimed End calls whose cost the
+//       note gives, the hot tier filled once beforehand so the timed appends
+//       evict), so the host bookkeeping that AppendFromDevice shares is
+//       measured where no GPU is; microseconds per call. Ceiling
+//       "memcpy_scatter": one thread memcpy'ing the same 4096 rows one by
+//       one to where the blocks put them, in a ring the size of the hot
+//       tier; ratio = value / ceiling.
 //   gather/tier={device,pinned}/step_bytes={256,4096,65536}/batch=256/L={1,32}
 //       Table::LookupToDevice of 256 random windows of L steps from a table in
 //       device memory or pinned host memory, in payload GB/s. Ceiling

@@ -9,8 +9,9 @@ index_select eager and in a CUDA graph, and the speed-up ours / torch with the
 >= 1.2x target (device tier: torch gathers from device memory too, so a
 pinned-tier row, bound by PCIe, is shown without a verdict); then, per row,
 a call's microseconds split into host and device parts beside the same-size
-copy's (from the row's note). Then the vector_insert row with its <= 20 us target. Lines that are not JSON objects
-are skipped.
+copy's (from the row's note). Then the vector_insert row with its <= 20 us target,
+and the vector_insert_host rows (the same appends from host memory: the host's
+bookkeeping alone, no target). Lines that are not JSON objects are skipped.
 
 usage: python3 gather_summary.py FILE.jsonl...
 """
@@ -51,7 +52,7 @@ def load(paths):
                     notes.setdefault("torch", r.get("note", "no torch baseline"))
                     continue
                 baseline[(p.get("step_bytes"), p.get("L"), p.get("method"))] = r
-            elif bench == "vector_insert":
+            elif bench in ("vector_insert", "vector_insert_host"):
                 inserts.append(r)
     return gather, baseline, inserts, notes
 
@@ -129,6 +130,12 @@ def main():
     for r in inserts:
         p = r.get("params", {})
         value = r.get("value")
+        if r.get("bench") == "vector_insert_host":
+            print(f"vector_insert_host envs={p.get('envs')} step_bytes={p.get('step_bytes')}: "
+                  f"{num(value, '{:.2f}')} us per call from host memory; {r.get('ceiling_name')} "
+                  f"{num(r.get('ceiling'), '{:.2f}')} us (ratio {num(r.get('ratio'), '{:.2f}')})"
+                  + (f"; {r['note']}" if r.get("note") else ""))
+            continue
         wal = p.get("wal", "off")
         # The target is for the pure device path; wal=on adds the logging copy.
         ok = None if value is None or wal == "on" else value <= INSERT_TARGET_US

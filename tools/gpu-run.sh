@@ -15,8 +15,9 @@
 #   7. `replaydb bench --json --filter gather` (window gathers from device and
 #      pinned memory against same-size copies) and
 #   8. `replaydb bench --json --filter vector_insert` (4096 x 1 KiB from
-#      device memory, with the write-ahead log off and on), when the tool has
-#      those benches,
+#      device memory, with the write-ahead log off and on, and the
+#      vector_insert_host rows: the same appends from host memory), when the
+#      tool has those benches,
 #   9. tools/gather_baseline.py (PyTorch's index_select on the same rows,
 #      eager and in a CUDA graph),
 #  10. `replaydb bench --filter spill|reload|sample_rotating` (the cold tier,

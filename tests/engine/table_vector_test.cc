@@ -1,0 +1,381 @@
+// VectorWriter::Append: one pass under the table's mutex for all
+// environments (TableImpl::AppendVectorStep). Its bookkeeping must match N
+// trajectory writers appending the same steps one environment at a time;
+// errors of one environment leave the others their steps; environments the
+// rate limiter admits are finished before the call waits for the rest; and
+// the log replays what it appended.
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "replaydb/db.h"
+#include "tests/test_util.h"
+
+namespace replaydb {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::TempDir;
+using namespace std::chrono_literals;
+
+std::vector<ColumnSpec> Columns() {
+  return {{"obs", DType::kF32, {3}}, {"action", DType::kI32, {}}, {"flag", DType::kU8, {2}}};
+}
+
+// One vector step of `n` environments: random bytes per column, [n, ...].
+struct VectorStep {
+  std::vector<std::vector<std::byte>> columns;
+  std::vector<ConstTensor> tensors;
+  // Environment env's step as a single step (views into `columns`).
+  std::vector<ConstTensor> Env(const TableSpec& spec, size_t env) const {
+    std::vector<ConstTensor> out;
+    for (size_t c = 0; c < spec.columns.size(); ++c) {
+      const size_t cb = spec.columns[c].step_bytes();
+      out.push_back(
+          {spec.columns[c].dtype, spec.columns[c].shape, columns[c].data() + env * cb, cb});
+    }
+    return out;
+  }
+};
+
+VectorStep RandomVectorStep(const TableSpec& spec, size_t n, std::mt19937_64& rng) {
+  VectorStep step;
+  for (const ColumnSpec& col : spec.columns) {
+    std::vector<std::byte> bytes(col.step_bytes() * n);
+    for (auto& b : bytes) b = static_cast<std::byte>(rng());
+    if (col.dtype == DType::kF32) {
+      // Finite floats: compare bytes, not NaN payloads.
+      for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+        const float f = static_cast<float>(rng() % 1000) / 7.0f;
+        std::memcpy(bytes.data() + i, &f, 4);
+      }
+    }
+    step.columns.push_back(std::move(bytes));
+  }
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    step.tensors.push_back({spec.columns[c].dtype, spec.columns[c].shape.Prepend(n),
+                            step.columns[c].data(), step.columns[c].size()});
+  }
+  return step;
+}
+
+class TableVectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { db_ = testing_util::OpenDB(dir_.path()); }
+  std::shared_ptr<Table> Create(const TableSpec& spec) {
+    auto t = db_->CreateTable(spec);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : nullptr;
+  }
+  // Everything a table shows of its trajectories and items.
+  struct Snapshot {
+    std::vector<TrajectoryInfo> trajectories;
+    std::vector<std::vector<std::vector<std::byte>>> steps;  // per trajectory, per column
+    std::vector<std::vector<double>> step_priorities;
+    std::vector<ItemKey> keys;
+    std::vector<double> priorities;
+    TableInfo info;
+  };
+  Snapshot Take(Table& table) {
+    Snapshot s;
+    s.trajectories = table.ListTrajectories({});
+    for (const TrajectoryInfo& t : s.trajectories) {
+      TrajectorySteps read;
+      EXPECT_OK(table.ReadTrajectory(t.id, 0, t.length, &read));
+      std::vector<std::vector<std::byte>> cols;
+      for (const Tensor& c : read.columns) {
+        cols.emplace_back(c.data(), c.data() + c.size_bytes());
+      }
+      s.steps.push_back(std::move(cols));
+      s.step_priorities.push_back(read.step_priorities);
+    }
+    EXPECT_OK(table.ItemPriorities(&s.keys, &s.priorities));
+    s.info = table.Info();
+    return s;
+  }
+  void ExpectSame(const Snapshot& a, const Snapshot& b) {
+    ASSERT_EQ(a.trajectories.size(), b.trajectories.size());
+    for (size_t i = 0; i < a.trajectories.size(); ++i) {
+      SCOPED_TRACE("trajectory " + std::to_string(a.trajectories[i].id));
+      EXPECT_EQ(a.trajectories[i].id, b.trajectories[i].id);
+      EXPECT_EQ(a.trajectories[i].length, b.trajectories[i].length);
+      EXPECT_EQ(a.trajectories[i].ended, b.trajectories[i].ended);
+      EXPECT_EQ(a.trajectories[i].live_items, b.trajectories[i].live_items);
+      EXPECT_EQ(a.steps[i], b.steps[i]);
+      EXPECT_EQ(a.step_priorities[i], b.step_priorities[i]);
+    }
+    EXPECT_EQ(a.keys, b.keys);
+    EXPECT_EQ(a.priorities, b.priorities);
+    EXPECT_EQ(a.info.num_steps, b.info.num_steps);
+    EXPECT_EQ(a.info.num_items, b.info.num_items);
+    EXPECT_EQ(a.info.num_trajectories, b.info.num_trajectories);
+    EXPECT_EQ(a.info.num_open_trajectories, b.info.num_open_trajectories);
+    EXPECT_EQ(a.info.steps_inserted, b.info.steps_inserted);
+    EXPECT_EQ(a.info.items_inserted, b.info.items_inserted);
+    EXPECT_EQ(a.info.evicted_trajectories, b.info.evicted_trajectories);
+    EXPECT_EQ(a.info.evicted_items, b.info.evicted_items);
+    EXPECT_EQ(a.info.blocks_used, b.info.blocks_used);
+    EXPECT_EQ(a.info.max_priority_seen, b.info.max_priority_seen);
+    EXPECT_EQ(a.info.rate_limiter.inserts, b.info.rate_limiter.inserts);
+    EXPECT_EQ(a.info.rate_limiter.deletes, b.info.rate_limiter.deletes);
+  }
+  void ExpectVerifies() {
+    auto report = db_->Verify();
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_TRUE(report->problems.empty()) << report->problems[0];
+  }
+
+  TempDir dir_;
+  std::unique_ptr<DB> db_;
+  std::mt19937_64 rng_{testing_util::TestSeed()};
+};
+
+// Random steps, priorities (given in some calls only) and ends; windows of
+// 1 and 3 steps, tail padding, every StepPriority mode, with and without
+// max_times_sampled, a tier small enough to evict ended trajectories: the
+// vector writer's table ends up as the one fed by a writer per environment.
+TEST_F(TableVectorTest, MatchesOneTrajectoryWriterPerEnvironment) {
+  for (int64_t length : {1, 3}) {
+    for (StepPriority mode :
+         {StepPriority::kItem, StepPriority::kWindowMax, StepPriority::kWindowMean}) {
+      for (bool small_tier : {false, true}) {
+        SCOPED_TRACE(std::string(StepPriorityName(mode)) + (small_tier ? " small tier" : "") +
+                     " L=" + std::to_string(length));
+        const std::string suffix = std::to_string(length) + "_" +
+                                   std::to_string(static_cast<int>(mode)) +
+                                   (small_tier ? "_small" : "_large");
+        TableSpec spec;
+        spec.columns = Columns();
+        spec.sequence_length = length;
+        spec.padding = Padding::kTail;
+        spec.step_priority = mode;
+        spec.block_steps = 4;
+        spec.selector = small_tier ? SelectorKind::kUniform : SelectorKind::kPrioritized;
+        spec.max_times_sampled = small_tier ? 0 : 2;
+        spec.eviction = small_tier ? EvictionPolicy::kOldestFirst : EvictionPolicy::kLowestPriority;
+        // Small: room for about three trajectories per environment (they are
+        // ended often enough that only ended ones are evicted).
+        spec.capacity_steps = small_tier ? 5 * 12 * 4 : 4096;
+        spec.name = "vector_" + suffix;
+        auto vector_table = Create(spec);
+        spec.name = "single_" + suffix;
+        auto single_table = Create(spec);
+        ASSERT_TRUE(vector_table && single_table);
+
+        constexpr size_t kEnvs = 5;
+        auto vw = vector_table->NewVectorWriter(kEnvs);
+        ASSERT_TRUE(vw.ok());
+        std::vector<std::unique_ptr<TrajectoryWriter>> writers;
+        for (size_t env = 0; env < kEnvs; ++env) {
+          auto w = single_table->NewWriter();
+          ASSERT_TRUE(w.ok());
+          writers.push_back(std::move(w).value());
+        }
+        std::vector<int> lengths(kEnvs, 0);
+        for (int t = 0; t < 60; ++t) {
+          const VectorStep step = RandomVectorStep(spec, kEnvs, rng_);
+          std::vector<double> priorities;
+          if (rng_() % 3 != 0) {
+            for (size_t env = 0; env < kEnvs; ++env) {
+              priorities.push_back(rng_() % 4 == 0 ? 0.0 : static_cast<double>(rng_() % 1000) / 10);
+            }
+          }
+          ASSERT_OK((*vw)->Append(step.tensors, priorities));
+          for (size_t env = 0; env < kEnvs; ++env) {
+            std::optional<double> p;
+            if (!priorities.empty()) p = priorities[env];
+            ASSERT_OK(writers[env]->Append(step.Env(spec, env), p));
+          }
+          for (size_t env = 0; env < kEnvs; ++env) {
+            ++lengths[env];
+            // Ends at most every 12 steps, so that the small tier always has
+            // ended trajectories to evict.
+            if (lengths[env] >= 12 || rng_() % 5 == 0) {
+              const EndReason reason = rng_() % 2 ? EndReason::kTerminal : EndReason::kTruncated;
+              ASSERT_OK((*vw)->End(env, reason));
+              ASSERT_OK(writers[env]->End(reason));
+              lengths[env] = 0;
+            }
+          }
+          if (t % 10 == 9 && !small_tier) {
+            // New priorities for some items (which re-ranks ended
+            // trajectories): the same keys in both.
+            auto batch = vector_table->Sample(4, {.timeout = 1s, .peek = true});
+            ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+            PriorityUpdateResult a, b;
+            std::vector<double> updated(batch->keys.size(), 3.5);
+            ASSERT_OK(vector_table->UpdatePriorities(batch->keys, updated, &a));
+            ASSERT_OK(single_table->UpdatePriorities(batch->keys, updated, &b));
+            EXPECT_EQ(a.updated, b.updated);
+          }
+        }
+        ASSERT_NO_FATAL_FAILURE(ExpectSame(Take(*vector_table), Take(*single_table)));
+        if (small_tier) {
+          EXPECT_GT(vector_table->Info().evicted_trajectories, 0);
+        }
+      }
+    }
+  }
+  ExpectVerifies();
+}
+
+// A tier too small for every environment's open trajectory: a later
+// environment's block comes from evicting an earlier one's trajectory,
+// which loses its step (named in the error); the others keep theirs.
+TEST_F(TableVectorTest, EnvironmentEvictedByALaterOneLosesOnlyItsStep) {
+  TableSpec spec;
+  spec.name = "tight";
+  spec.columns = Columns();
+  spec.block_steps = 2;
+  spec.capacity_steps = 4;  // 2 blocks
+  auto table = Create(spec);
+  auto vw = table->NewVectorWriter(3);
+  ASSERT_TRUE(vw.ok());
+  const VectorStep step = RandomVectorStep(spec, 3, rng_);
+  Status s = (*vw)->Append(step.tensors);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("environment 0"));
+  EXPECT_THAT(s.message(), HasSubstr("evicted"));
+  EXPECT_EQ((*vw)->trajectory_id(0), 0u);
+  EXPECT_NE((*vw)->trajectory_id(1), 0u);
+  EXPECT_NE((*vw)->trajectory_id(2), 0u);
+  const TableInfo info = table->Info();
+  EXPECT_EQ(info.num_steps, 2);
+  EXPECT_EQ(info.num_items, 2);
+  EXPECT_EQ(info.steps_inserted, 2);
+  EXPECT_EQ(info.evicted_trajectories, 1);
+  EXPECT_EQ(info.rate_limiter.inserts, 2);
+  // The surviving environments' steps are theirs.
+  for (size_t env : {size_t{1}, size_t{2}}) {
+    TrajectorySteps read;
+    ASSERT_OK(table->ReadTrajectory((*vw)->trajectory_id(env), 0, 1, &read));
+    const auto want = step.Env(spec, env);
+    for (size_t c = 0; c < want.size(); ++c) {
+      EXPECT_EQ(std::memcmp(read.columns[c].data(), want[c].data, want[c].size_bytes), 0);
+    }
+  }
+  ExpectVerifies();
+}
+
+// The rate limiter admits only some environments' items: the others time
+// out, named, without a step or a trajectory; the next call carries on.
+TEST_F(TableVectorTest, RateLimiterTimeoutStopsOnlyTheEnvironmentsItRefuses) {
+  TableSpec spec = TableSpec::Queue("queue", Columns(), 5);
+  spec.capacity_steps = 1024;
+  auto table = Create(spec);
+  auto vw = table->NewVectorWriter(8, {.timeout = 30ms});
+  ASSERT_TRUE(vw.ok());
+  const VectorStep step = RandomVectorStep(spec, 8, rng_);
+  Status s = (*vw)->Append(step.tensors);
+  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("environment 5"));
+  for (size_t env = 0; env < 8; ++env) {
+    EXPECT_EQ((*vw)->trajectory_id(env) != 0, env < 5) << env;
+  }
+  TableInfo info = table->Info();
+  EXPECT_EQ(info.num_items, 5);
+  EXPECT_EQ(info.rate_limiter.inserts, 5);
+  EXPECT_GE(info.rate_limiter.blocked_inserts, 1);
+  // FIFO: environments' items in environment order.
+  for (size_t env = 0; env < 3; ++env) {
+    auto batch = table->Sample(1);
+    ASSERT_TRUE(batch.ok());
+    EXPECT_EQ(ItemKeyTrajectory(batch->keys[0]), (*vw)->trajectory_id(env));
+  }
+  // Room for three more: environments 0-2 of the next call.
+  s = (*vw)->Append(step.tensors);
+  EXPECT_THAT(s.message(), HasSubstr("environment 3"));
+  info = table->Info();
+  EXPECT_EQ(info.num_items, 5);
+  EXPECT_EQ(info.num_steps, 8);
+  EXPECT_EQ(info.rate_limiter.inserts, 8);
+  ExpectVerifies();
+}
+
+// While an environment waits for the rate limiter, the environments before
+// it are already published: a sampler takes them, which lets the rest in.
+// (Reserving all first would keep them from samplers until the timeout.)
+TEST_F(TableVectorTest, EnvironmentsAdmittedBeforeAWaitAreSampleable) {
+  TableSpec spec = TableSpec::Queue("queue", Columns(), 4);
+  spec.capacity_steps = 1024;
+  auto table = Create(spec);
+  auto vw = table->NewVectorWriter(8, {.timeout = 20s});
+  ASSERT_TRUE(vw.ok());
+  const VectorStep step = RandomVectorStep(spec, 8, rng_);
+  std::atomic<bool> done{false};
+  Status appended;
+  std::thread writer([&] {
+    appended = (*vw)->Append(step.tensors);
+    done = true;
+  });
+  for (int i = 0; i < 8; ++i) {
+    auto batch = table->Sample(1, {.timeout = 10s});
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  }
+  writer.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_OK(appended);
+  const TableInfo info = table->Info();
+  EXPECT_EQ(info.rate_limiter.inserts, 8);
+  EXPECT_EQ(info.items_sampled, 8);
+  EXPECT_EQ(info.num_steps, 8);
+}
+
+// Vector steps (one log record per call) come back after a reopen that
+// replays the log, with their priorities and the trajectories' ends.
+TEST_F(TableVectorTest, LoggedVectorStepsReplay) {
+  const std::string path = dir_.path() + "/logged";
+  TableSpec spec;
+  spec.name = "logged";
+  spec.columns = Columns();
+  spec.sequence_length = 2;
+  spec.padding = Padding::kTail;
+  spec.step_priority = StepPriority::kWindowMax;
+  spec.block_steps = 4;
+  spec.capacity_steps = 1024;
+  Snapshot before;
+  {
+    auto db = DB::Open(testing_util::ManualCheckpoints(), path);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    auto table = (*db)->CreateTable(spec);
+    ASSERT_TRUE(table.ok());
+    ASSERT_OK((*db)->Checkpoint());  // the log holds every step below
+    auto vw = (*table)->NewVectorWriter(6);
+    ASSERT_TRUE(vw.ok());
+    for (int t = 0; t < 25; ++t) {
+      const VectorStep step = RandomVectorStep(spec, 6, rng_);
+      std::vector<double> priorities;
+      if (t % 2 == 0) {
+        for (int env = 0; env < 6; ++env) priorities.push_back(static_cast<double>(rng_() % 50));
+      }
+      ASSERT_OK((*vw)->Append(step.tensors, priorities));
+      if (t % 7 == 6) ASSERT_OK((*vw)->End(static_cast<size_t>(t % 6), EndReason::kTerminal));
+    }
+    for (size_t env = 0; env < 6; ++env) ASSERT_OK((*vw)->End(env, EndReason::kTruncated));
+    vw->reset();
+    before = Take(**table);
+  }
+  auto db = DB::Open(testing_util::ManualCheckpoints(), path);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  auto table = (*db)->GetTable("logged");
+  ASSERT_TRUE(table.ok());
+  const Snapshot after = Take(**table);
+  ASSERT_EQ(before.trajectories.size(), after.trajectories.size());
+  for (size_t i = 0; i < before.trajectories.size(); ++i) {
+    EXPECT_EQ(before.trajectories[i].id, after.trajectories[i].id);
+    EXPECT_EQ(before.trajectories[i].length, after.trajectories[i].length);
+    EXPECT_EQ(before.trajectories[i].ended, after.trajectories[i].ended);
+    EXPECT_EQ(before.steps[i], after.steps[i]);
+    EXPECT_EQ(before.step_priorities[i], after.step_priorities[i]);
+  }
+  EXPECT_EQ(before.keys, after.keys);
+  EXPECT_EQ(before.priorities, after.priorities);
+  EXPECT_EQ(before.info.num_items, after.info.num_items);
+}
+
+}  // namespace
+}  // namespace replaydb
