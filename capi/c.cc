@@ -816,6 +816,11 @@ int replaydb_cuda_device_count(void) {
   return GuardValue(0, [] { return replaydb::CudaDeviceCount(); });
 }
 
+int replaydb_stream_wait(void* waiting, void* on, char** errptr) {
+  return Guard("replaydb_stream_wait", errptr,
+               [&]() -> Status { return replaydb::StreamWait(waiting, on); });
+}
+
 // ------------------------------------------------------ database options
 
 replaydb_options_t* replaydb_options_create(void) {

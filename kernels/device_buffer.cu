@@ -217,6 +217,38 @@ Status CopyHostToDeviceAsync(void* device_dst, const void* host_src, size_t byte
                    "CopyHostToDeviceAsync");
 }
 
+Status StreamWait(void* waiting, void* on) {
+  if (waiting == on) return Status::OK();
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) {
+    return Status::NotSupported("StreamWait: no GPU can be used (" + why + ")");
+  }
+  // The event belongs to the device of the stream it is recorded on.
+  int device = 0;
+  if (on != nullptr) {
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamGetDevice(AsStream(on), &device),
+                                  "StreamWait: cudaStreamGetDevice");
+  } else {
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaGetDevice(&device), "StreamWait: cudaGetDevice");
+  }
+  ScopedDevice scoped(device);
+  REPLAYDB_RETURN_IF_ERROR(scoped.status());
+  cudaEvent_t event = nullptr;
+  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                                "StreamWait: cudaEventCreateWithFlags");
+  cudaError_t err = cudaEventRecord(event, AsStream(on));
+  const char* call = "StreamWait: cudaEventRecord";
+  if (err == cudaSuccess) {
+    err = cudaStreamWaitEvent(AsStream(waiting), event, 0);
+    call = "StreamWait: cudaStreamWaitEvent";
+  }
+  // Destroying an event that work still waits for is safe: CUDA frees it
+  // once the wait is done.
+  cudaEventDestroy(event);
+  if (err != cudaSuccess) return kernels::CudaStatus(err, call);
+  return Status::OK();
+}
+
 Status DeviceSynchronize(int device) {
   ScopedDevice on(device);
   REPLAYDB_RETURN_IF_ERROR(on.status());

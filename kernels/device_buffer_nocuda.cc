@@ -65,4 +65,8 @@ Status DeviceSynchronize(int) {
   return NoCuda("DeviceSynchronize");
 }
 
+Status StreamWait(void*, void*) {
+  return NoCuda("StreamWait");
+}
+
 }  // namespace replaydb

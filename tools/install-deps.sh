@@ -19,6 +19,8 @@ PACKAGES=(
   libreadline-dev
   # tests
   libgtest-dev libgmock-dev
+  # the Python package's tests (tests/python) and its install check
+  python3 python3-numpy python3-pytest python3-venv python3-pip python3-setuptools
 )
 
 missing=()

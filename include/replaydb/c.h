@@ -134,6 +134,11 @@ REPLAYDB_C_EXPORT size_t replaydb_dtype_size(int dtype);
 REPLAYDB_C_EXPORT int replaydb_dtype_from_name(const char* name);
 /* CUDA devices this process can use (0 without a GPU or CUDA build). */
 REPLAYDB_C_EXPORT int replaydb_cuda_device_count(void);
+/* Makes the work queued on stream `waiting` from now on wait, on the device,
+ * for the work queued on stream `on` so far; does not wait on the host
+ * (replaydb::StreamWait). For handing a device batch to a consumer that reads
+ * it on another stream. NotSupported without CUDA. */
+REPLAYDB_C_EXPORT int replaydb_stream_wait(void* waiting, void* on, char** errptr);
 
 /* ---- database options (replaydb::DBOptions); defaults as documented
  * there ---- */

@@ -152,6 +152,14 @@ Status CopyHostToDeviceAsync(void* device_dst, const void* host_src, size_t byte
 // Waits until all work on `device` is done (cudaDeviceSynchronize).
 Status DeviceSynchronize(int device);
 
+// Makes the work queued on `waiting` from now on wait, on the device, for the
+// work queued on `on` so far (an event recorded on `on` that `waiting` waits
+// for); returns without waiting on the host. nullptr is the legacy default
+// stream (of the current device); the same stream twice is a no-op. For a
+// consumer reading on its own stream what was written on another (DLPack's
+// stream hand-over).
+Status StreamWait(void* waiting, void* on);
+
 }  // namespace replaydb
 
 #endif  // REPLAYDB_DEVICE_H_

@@ -1819,6 +1819,10 @@ TEST_F(CApiTest, DeviceCallsWithoutAGpu) {
   std::string why;
   if (CudaDeviceCount(&why) > 0) GTEST_SKIP() << "a GPU is present";
   EXPECT_EQ(replaydb_cuda_device_count(), 0);
+  int not_a_stream = 0;
+  C_EXPECT_ERROR(replaydb_stream_wait(&not_a_stream, nullptr, err_.ptr()), REPLAYDB_NOT_SUPPORTED,
+                 "StreamWait: ");
+  EXPECT_EQ(replaydb_stream_wait(nullptr, nullptr, err_.ptr()), REPLAYDB_OK) << "the same stream";
   TableSpec spec = RandomSpec("dev", rng_);
   spec.placement = Placement::Device(0);
   SpecPtr s = ToCSpec(spec);
@@ -2047,6 +2051,32 @@ TEST_F(CApiGpuTest, SampleToDeviceMatchesTheHostPathAndReusesBuffersPerStream) {
           std::memcmp(still.data(), ToHost(second_keys, stream->handle()).data(), still.size()), 0);
       C_ASSERT_OK(replaydb_drop_table(db_.get(), spec.name.c_str(), err_.ptr()));
     }
+  }
+}
+
+// A batch sampled on one stream, read on another after replaydb_stream_wait,
+// without a host synchronisation in between.
+TEST_F(CApiGpuTest, StreamWaitHandsABatchToAnotherStream) {
+  TableSpec spec = RandomSpec("wait", rng_);
+  spec.placement = Placement::Device(0);
+  TablePtr table = CreateTable(spec);
+  ASSERT_TRUE(table != nullptr);
+  Written written;
+  ASSERT_NO_FATAL_FAILURE(WriteRandom(table.get(), spec, 10, 30, &written));
+  auto producer = DeviceStream::Create(0);
+  auto consumer = DeviceStream::Create(0);
+  ASSERT_TRUE(producer.ok() && consumer.ok());
+  replaydb_sample_options_t options;
+  replaydb_sample_options_init(&options);
+  for (int round = 0; round < 8; ++round) {
+    replaydb_batch_t* b = nullptr;
+    C_ASSERT_OK(replaydb_table_sample_to_device(table.get(), 256, &options, producer->handle(), &b,
+                                                err_.ptr()));
+    BatchPtr batch(b);
+    C_ASSERT_OK(replaydb_stream_wait(consumer->handle(), producer->handle(), err_.ptr()));
+    // Read on the consumer's stream only: it must see the finished batch.
+    ASSERT_NO_FATAL_FAILURE(ExpectDeviceBatch(batch.get(), table.get(), spec, written, false,
+                                              consumer->handle(), "round " + std::to_string(round)));
   }
 }
 

@@ -1,0 +1,277 @@
+"""Loads libreplaydb.so and declares the C API (include/replaydb/c.h) for ctypes.
+
+The library is looked for, in order:
+  1. the path in the environment variable REPLAYDB_LIBRARY;
+  2. the build tree this package sits in (python/../build/lib), for developers;
+  3. the system's library search (LD_LIBRARY_PATH, the ld cache), where
+     ``cmake --install`` puts it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int32,
+                    c_int64, c_size_t, c_uint8, c_uint64, c_void_p)
+from pathlib import Path
+from typing import List, Optional
+
+MAX_DIMS = 8
+WAIT_FOREVER = -1
+
+
+class Tensor(Structure):
+    """replaydb_tensor_t: a view of caller memory."""
+
+    _fields_ = [
+        ("dtype", c_int),
+        ("ndim", c_int),
+        ("dims", POINTER(c_int64)),
+        ("data", c_void_p),
+        ("nbytes", c_size_t),
+    ]
+
+
+class Array(Structure):
+    """replaydb_array_t: one array of a batch."""
+
+    _fields_ = [
+        ("data", c_void_p),
+        ("dtype", c_int),
+        ("ndim", c_int),
+        ("dims", c_int64 * MAX_DIMS),
+        ("nbytes", c_size_t),
+        ("device", c_int),
+    ]
+
+
+class SampleOptions(Structure):
+    """replaydb_sample_options_t."""
+
+    _fields_ = [
+        ("timeout_ms", c_int64),
+        ("importance_beta", c_double),
+        ("stratified", c_int),
+        ("gather", c_int),
+        ("peek", c_int),
+    ]
+
+
+_INFO_FIELDS = [
+    ("num_steps", c_int64),
+    ("num_items", c_int64),
+    ("num_trajectories", c_int64),
+    ("num_open_trajectories", c_int64),
+    ("placement", c_char * 32),
+    ("device", c_int32),
+    ("bytes_used", c_int64),
+    ("bytes_reserved", c_int64),
+    ("bytes_capacity", c_int64),
+    ("blocks_used", c_int64),
+    ("blocks_capacity", c_int64),
+    ("steps_inserted", c_int64),
+    ("items_inserted", c_int64),
+    ("items_sampled", c_int64),
+    ("items_removed", c_int64),
+    ("evicted_trajectories", c_int64),
+    ("evicted_items", c_int64),
+    ("priority_updates", c_int64),
+    ("priority_updates_skipped", c_int64),
+    ("max_priority_seen", c_double),
+    ("rate_limiter_inserts", c_int64),
+    ("rate_limiter_samples", c_int64),
+    ("rate_limiter_deletes", c_int64),
+    ("rate_limiter_blocked_inserts", c_int64),
+    ("rate_limiter_blocked_samples", c_int64),
+    ("cold_trajectories", c_int64),
+    ("cold_steps", c_int64),
+    ("cold_bytes", c_int64),
+    ("spilled_trajectories", c_int64),
+    ("spilled_bytes", c_int64),
+    ("loaded_trajectories", c_int64),
+    ("rotations", c_int64),
+    ("spill_queue", c_int64),
+]
+
+
+class TableInfo(Structure):
+    """replaydb_table_info_t."""
+
+    _fields_ = _INFO_FIELDS
+
+
+def _candidates() -> List[str]:
+    found = []
+    env = os.environ.get("REPLAYDB_LIBRARY")
+    if env:
+        found.append(env)
+    here = Path(__file__).resolve().parent
+    for build in ("build", "build-asan", "build-tsan"):
+        lib = here.parent.parent / build / "lib" / "libreplaydb.so"
+        if lib.exists():
+            found.append(str(lib))
+            break
+    found += ["libreplaydb.so", "libreplaydb.so.0"]
+    return found
+
+
+def _load() -> ctypes.CDLL:
+    errors = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    raise ImportError(
+        "replaydb: cannot load libreplaydb.so; set REPLAYDB_LIBRARY to its path, build it "
+        "(tools/build.sh puts it in build/lib), or install it (cmake --install build). Tried:\n  "
+        + "\n  ".join(errors))
+
+
+lib = _load()
+
+_errp = POINTER(c_char_p)
+# (name, restype, argtypes). Functions that return an int status take a
+# char** errptr last.
+_SIGNATURES = [
+    ("replaydb_free", None, [c_void_p]),
+    ("replaydb_free_strings", None, [POINTER(c_char_p), c_size_t]),
+    ("replaydb_version", c_char_p, []),
+    ("replaydb_code_name", c_char_p, [c_int]),
+    ("replaydb_dtype_name", c_char_p, [c_int]),
+    ("replaydb_dtype_size", c_size_t, [c_int]),
+    ("replaydb_dtype_from_name", c_int, [c_char_p]),
+    ("replaydb_cuda_device_count", c_int, []),
+    ("replaydb_stream_wait", c_int, [c_void_p, c_void_p, _errp]),
+    ("replaydb_options_create", c_void_p, []),
+    ("replaydb_options_destroy", None, [c_void_p]),
+    ("replaydb_options_set_create_if_missing", None, [c_void_p, c_int]),
+    ("replaydb_options_set_error_if_exists", None, [c_void_p, c_int]),
+    ("replaydb_options_set_wal_enabled", None, [c_void_p, c_int]),
+    ("replaydb_options_set_wal_sync", c_int, [c_void_p, c_char_p, _errp]),
+    ("replaydb_options_set_checkpoint", None, [c_void_p, c_int64, c_uint64, c_int]),
+    ("replaydb_open", c_int, [c_void_p, c_char_p, POINTER(c_void_p), _errp]),
+    ("replaydb_open_read_only", c_int, [c_char_p, POINTER(c_void_p), _errp]),
+    ("replaydb_close", None, [c_void_p]),
+    ("replaydb_checkpoint", c_int, [c_void_p, _errp]),
+    ("replaydb_list_tables", c_int, [c_void_p, POINTER(POINTER(c_char_p)), POINTER(c_size_t),
+                                     _errp]),
+    ("replaydb_drop_table", c_int, [c_void_p, c_char_p, _errp]),
+    ("replaydb_db_path", c_char_p, [c_void_p]),
+    ("replaydb_db_read_only", c_int, [c_void_p]),
+    ("replaydb_table_spec_create", c_void_p, [c_char_p]),
+    ("replaydb_table_spec_destroy", None, [c_void_p]),
+    ("replaydb_table_spec_add_column", c_int, [c_void_p, c_char_p, c_int, c_int,
+                                               POINTER(c_int64), _errp]),
+    ("replaydb_table_spec_set_capacity_steps", None, [c_void_p, c_int64]),
+    ("replaydb_table_spec_set_capacity_bytes", None, [c_void_p, c_int64]),
+    ("replaydb_table_spec_set_block_steps", None, [c_void_p, c_int64]),
+    ("replaydb_table_spec_set_sequence_length", None, [c_void_p, c_int64]),
+    ("replaydb_table_spec_set_padding", c_int, [c_void_p, c_char_p, _errp]),
+    ("replaydb_table_spec_set_selector", c_int, [c_void_p, c_char_p, _errp]),
+    ("replaydb_table_spec_set_eviction", c_int, [c_void_p, c_char_p, _errp]),
+    ("replaydb_table_spec_set_step_priority", c_int, [c_void_p, c_char_p, _errp]),
+    ("replaydb_table_spec_set_priority_exponent", None, [c_void_p, c_double]),
+    ("replaydb_table_spec_set_priority_device", None, [c_void_p, c_int32]),
+    ("replaydb_table_spec_set_placement", c_int, [c_void_p, c_char_p, _errp]),
+    ("replaydb_table_spec_set_logging", c_int, [c_void_p, c_char_p, _errp]),
+    ("replaydb_table_spec_set_max_times_sampled", None, [c_void_p, c_int64]),
+    ("replaydb_table_spec_set_spill", None, [c_void_p, c_int]),
+    ("replaydb_table_spec_set_rotation", None, [c_void_p, c_double, c_int64]),
+    ("replaydb_table_spec_set_rate_limiter", None, [c_void_p, c_double, c_int64, c_double,
+                                                    c_double]),
+    ("replaydb_table_spec_json", c_void_p, [c_void_p]),
+    ("replaydb_create_table", c_int, [c_void_p, c_void_p, POINTER(c_void_p), _errp]),
+    ("replaydb_get_table", c_int, [c_void_p, c_char_p, POINTER(c_void_p), _errp]),
+    ("replaydb_table_release", None, [c_void_p]),
+    ("replaydb_table_get_spec", c_void_p, [c_void_p]),
+    ("replaydb_table_name", c_char_p, [c_void_p]),
+    ("replaydb_table_spec_num_columns", c_size_t, [c_void_p]),
+    ("replaydb_table_spec_column_name", c_char_p, [c_void_p, c_size_t]),
+    ("replaydb_table_spec_column_dtype", c_int, [c_void_p, c_size_t]),
+    ("replaydb_table_spec_column_ndim", c_int, [c_void_p, c_size_t]),
+    ("replaydb_table_spec_column_dims", POINTER(c_int64), [c_void_p, c_size_t]),
+    ("replaydb_table_spec_sequence_length", c_int64, [c_void_p]),
+    ("replaydb_table_info", c_int, [c_void_p, POINTER(TableInfo), _errp]),
+    ("replaydb_table_set_rate_limiter", c_int, [c_void_p, c_double, c_int64, c_double, c_double,
+                                                _errp]),
+    ("replaydb_table_load", c_int, [c_void_p, POINTER(c_uint64), c_size_t, _errp]),
+    ("replaydb_table_update_priorities", c_int, [c_void_p, POINTER(c_uint64), POINTER(c_double),
+                                                 c_size_t, POINTER(c_int64), POINTER(c_int64),
+                                                 _errp]),
+    ("replaydb_table_update_priorities_from_device", c_int, [c_void_p, c_void_p, c_void_p,
+                                                             c_int64, c_void_p, _errp]),
+    ("replaydb_table_close", None, [c_void_p]),
+    ("replaydb_table_new_writer", c_int, [c_void_p, c_int64, c_int, POINTER(c_void_p), _errp]),
+    ("replaydb_writer_destroy", None, [c_void_p]),
+    ("replaydb_writer_append", c_int, [c_void_p, POINTER(Tensor), c_size_t, POINTER(c_double),
+                                       _errp]),
+    ("replaydb_writer_append_many", c_int, [c_void_p, POINTER(Tensor), c_size_t,
+                                            POINTER(c_double), c_size_t, _errp]),
+    ("replaydb_writer_end", c_int, [c_void_p, c_int, _errp]),
+    ("replaydb_writer_trajectory_id", c_uint64, [c_void_p]),
+    ("replaydb_writer_num_steps", c_int64, [c_void_p]),
+    ("replaydb_table_new_vector_writer", c_int, [c_void_p, c_size_t, c_int64, c_int,
+                                                 POINTER(c_void_p), _errp]),
+    ("replaydb_vector_writer_destroy", None, [c_void_p]),
+    ("replaydb_vector_writer_append", c_int, [c_void_p, POINTER(Tensor), c_size_t,
+                                              POINTER(c_double), c_size_t, _errp]),
+    ("replaydb_vector_writer_append_from_device", c_int, [c_void_p, POINTER(Tensor), c_size_t,
+                                                          c_void_p, POINTER(c_double), c_size_t,
+                                                          _errp]),
+    ("replaydb_vector_writer_end", c_int, [c_void_p, c_size_t, c_int, _errp]),
+    ("replaydb_vector_writer_num_envs", c_size_t, [c_void_p]),
+    ("replaydb_vector_writer_trajectory_id", c_uint64, [c_void_p, c_size_t]),
+    ("replaydb_sample_options_init", None, [POINTER(SampleOptions)]),
+    ("replaydb_table_sample", c_int, [c_void_p, c_int64, POINTER(SampleOptions),
+                                      POINTER(c_void_p), _errp]),
+    ("replaydb_table_lookup", c_int, [c_void_p, POINTER(c_uint64), c_size_t, POINTER(c_void_p),
+                                      _errp]),
+    ("replaydb_table_sample_to_device", c_int, [c_void_p, c_int64, POINTER(SampleOptions),
+                                                c_void_p, POINTER(c_void_p), _errp]),
+    ("replaydb_table_sample_into", c_int, [c_void_p, c_int64, POINTER(SampleOptions),
+                                           POINTER(c_void_p), c_size_t, c_void_p, c_void_p,
+                                           c_void_p, c_void_p, c_void_p, _errp]),
+    ("replaydb_table_new_sampler", c_int, [c_void_p, c_int64, c_int, POINTER(SampleOptions),
+                                           POINTER(c_void_p), _errp]),
+    ("replaydb_sampler_destroy", None, [c_void_p]),
+    ("replaydb_sampler_next", c_int, [c_void_p, c_void_p, c_int64, POINTER(c_void_p), _errp]),
+    ("replaydb_batch_retain", None, [c_void_p]),
+    ("replaydb_batch_release", None, [c_void_p]),
+    ("replaydb_batch_size", c_int64, [c_void_p]),
+    ("replaydb_batch_sequence_length", c_int64, [c_void_p]),
+    ("replaydb_batch_device", c_int, [c_void_p]),
+    ("replaydb_batch_field", c_int, [c_void_p, c_char_p, POINTER(Array), _errp]),
+    ("replaydb_batch_field_names", c_int, [c_void_p, POINTER(POINTER(c_char_p)),
+                                           POINTER(c_size_t), _errp]),
+    ("replaydb_live_batches", c_int64, []),
+]
+
+for _name, _restype, _argtypes in _SIGNATURES:
+    _fn = getattr(lib, _name)
+    _fn.restype = _restype
+    _fn.argtypes = _argtypes
+
+
+
+def take_string(ptr: Optional[int]) -> str:
+    """Decodes and frees a malloc'ed string the C API returned."""
+    if not ptr:
+        return ""
+    try:
+        return ctypes.string_at(ptr).decode()
+    finally:
+        lib.replaydb_free(ptr)
+
+
+def take_strings(array, count: int) -> List[str]:
+    """Decodes and frees an array of strings the C API returned."""
+    try:
+        return [array[i].decode() for i in range(count)]
+    finally:
+        lib.replaydb_free_strings(array, count)
+
+
+# Unused here but kept importable for the modules that build raw arrays.
+c_float_p = POINTER(c_float)
+c_uint8_p = POINTER(c_uint8)

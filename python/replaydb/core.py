@@ -1,0 +1,1035 @@
+"""The Python API: databases, tables, writers, batches.
+
+Everything goes through the C API (include/replaydb/c.h) with ctypes, which
+releases the GIL for every call, so writers and samplers in several Python
+threads run in parallel inside the engine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import queue
+import sys
+import threading
+from ctypes import POINTER, byref, c_char_p, c_double, c_int64, c_size_t, c_uint64, c_void_p
+from dataclasses import dataclass
+from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union)
+
+from replaydb import _convert, _dlpack
+from replaydb._lib import (Array as _CArray, SampleOptions as _CSampleOptions, TableInfo as _CInfo,
+                           Tensor as _CTensor, lib as _lib, take_string, take_strings)
+from replaydb.errors import Error, check as _check
+
+# A stream: a cudaStream_t as an int, or an object with .cuda_stream
+# (torch.cuda.Stream) or .ptr (cupy); None picks a default (see Table.sample).
+StreamLike = Any
+DeviceLike = Union[None, str, int, Any]
+
+_TERMINAL = 0
+_TRUNCATED = 1
+
+
+def _err() -> c_char_p:
+    return c_char_p()
+
+
+def _call(fn, *args) -> None:
+    err = _err()
+    _check(fn(*args, byref(err)), err)
+
+
+def _bytes(s: str) -> bytes:
+    return s.encode()
+
+
+def _timeout_ms(timeout: Optional[float]) -> int:
+    return -1 if timeout is None else max(0, int(round(timeout * 1000)))
+
+
+def _stream_value(stream: StreamLike) -> Optional[int]:
+    if stream is None:
+        return None
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    return int(stream)
+
+
+def _reason_code(reason: str) -> int:
+    if reason == "terminal":
+        return _TERMINAL
+    if reason == "truncated":
+        return _TRUNCATED
+    raise ValueError(f"replaydb: reason must be 'terminal' or 'truncated', not {reason!r}")
+
+
+# ---------------------------------------------------------------- columns
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a table: a name, an element type and a per-step shape."""
+
+    name: str
+    dtype: str  # NumPy's name: "float32", "uint8", "bfloat16", ...
+    shape: Tuple[int, ...]
+
+    @property
+    def code(self) -> int:
+        return _convert.dtype_code(self.dtype)
+
+
+def _column_spec(name: str, value: Any) -> Tuple[int, Tuple[int, ...]]:
+    """(dtype code, shape) of a column given as dtype, (dtype, shape) or a Column."""
+    if isinstance(value, Column):
+        return value.code, value.shape
+    if isinstance(value, tuple) and len(value) == 2 and not isinstance(value[1], (str, type)):
+        dtype, shape = value
+        if isinstance(shape, int):
+            shape = (shape,)
+        return _convert.dtype_code(dtype), tuple(int(d) for d in shape)
+    return _convert.dtype_code(value), ()
+
+
+# ---------------------------------------------------------------- rate limiter
+
+
+@dataclass(frozen=True)
+class RateLimiter:
+    """Reverb's rate limiter (replaydb::RateLimiterSpec): inserts block while
+    ``inserts * samples_per_insert - samples`` would pass ``max_diff``, samples
+    block while the table holds fewer than ``min_size_to_sample`` items or the
+    same difference would fall below ``min_diff``."""
+
+    samples_per_insert: float = 1.0
+    min_size_to_sample: int = 1
+    min_diff: float = -sys.float_info.max
+    max_diff: float = sys.float_info.max
+
+    @staticmethod
+    def min_size(n: int) -> "RateLimiter":
+        """Samples wait until the table holds ``n`` items; nothing else waits."""
+        return RateLimiter(1.0, n)
+
+    @staticmethod
+    def sample_to_insert_ratio(samples_per_insert: float, min_size_to_sample: int,
+                               error_buffer: float) -> "RateLimiter":
+        """Keeps samples per insert near ``samples_per_insert`` (within
+        ``error_buffer``) once the table holds ``min_size_to_sample`` items."""
+        offset = samples_per_insert * min_size_to_sample
+        return RateLimiter(samples_per_insert, min_size_to_sample, offset - error_buffer,
+                           offset + error_buffer)
+
+    @staticmethod
+    def queue(size: int) -> "RateLimiter":
+        """At most ``size`` items waiting (use with selector="fifo", max_times_sampled=1)."""
+        return RateLimiter(1.0, 1, 0.0, float(size))
+
+
+# ---------------------------------------------------------------- batches
+
+
+class Array:
+    """One array of a batch, in host or GPU memory that the batch owns.
+
+    Zero-copy into any framework: ``torch.from_dlpack(a)``,
+    ``jax.dlpack.from_dlpack(a)``, ``numpy.from_dlpack(a)`` (host) or
+    ``numpy.asarray(a)`` (host, through ``__array_interface__``); device arrays
+    also offer ``__cuda_array_interface__``. The memory stays valid while this
+    object, or anything made from it, lives."""
+
+    __slots__ = ("_batch", "_handle", "name", "shape", "device", "_dtype", "_data", "_nbytes",
+                 "__weakref__")
+
+    def __init__(self, batch: "Batch", name: str, arr: _CArray):
+        self._batch = batch
+        # Its own reference: the memory outlives Batch.close().
+        self._handle: Optional[int] = batch._retain()
+        self.name = name
+        self.shape: Tuple[int, ...] = tuple(arr.dims[i] for i in range(arr.ndim))
+        self.device: int = arr.device
+        self._dtype: int = arr.dtype
+        self._data: int = arr.data or 0
+        self._nbytes: int = arr.nbytes
+
+    @property
+    def dtype(self) -> str:
+        """NumPy's name of the element type ("float32", "bool", "bfloat16", ...)."""
+        return _convert.NAMES[self._dtype]
+
+    @property
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    @property
+    def data_ptr(self) -> int:
+        """Address of the first element (host or device)."""
+        return self._data
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (_dlpack.CPU, 0) if self.device < 0 else (_dlpack.CUDA, self.device)
+
+    def __dlpack__(self, *, stream: Optional[int] = None, max_version: Any = None,
+                   dl_device: Any = None, copy: Optional[bool] = None) -> object:
+        """A DLPack capsule over this array (no copy). For a device array,
+        ``stream`` (the consumer's, per the DLPack convention) is made to wait
+        for the work that wrote it."""
+        if copy:
+            raise BufferError("replaydb: arrays are exported without copies (copy=True)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"replaydb: array {self.name!r} is on {self.__dlpack_device__()}, "
+                              f"not {tuple(dl_device)}")
+        if self.device >= 0 and stream is not None and stream != -1:
+            self._batch._order_before(0 if stream == 1 else stream)
+        handle = self._handle
+        _lib.replaydb_batch_retain(handle)
+        return _dlpack.export(self._data, self._dtype, self.shape, self.device,
+                              lambda: _lib.replaydb_batch_release(handle))
+
+    @property
+    def __array_interface__(self) -> Dict[str, Any]:
+        if self.device >= 0:
+            raise TypeError(f"replaydb: array {self.name!r} is in GPU memory; use "
+                            "torch.from_dlpack or __cuda_array_interface__")
+        if self._dtype not in _convert.TYPESTR:
+            raise TypeError(f"replaydb: NumPy has no {self.dtype}; use torch.from_dlpack")
+        return {"shape": self.shape, "typestr": _convert.TYPESTR[self._dtype],
+                "data": (self._data, False), "strides": None, "version": 3}
+
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        if self.device < 0:
+            raise AttributeError("replaydb: a host array has no __cuda_array_interface__")
+        if self._dtype not in _convert.TYPESTR:
+            raise TypeError(f"replaydb: no type string for {self.dtype}; use DLPack")
+        stream = self._batch._stream
+        return {"shape": self.shape, "typestr": _convert.TYPESTR[self._dtype],
+                "data": (self._data, False), "strides": None, "version": 3,
+                "stream": stream if stream else 1}
+
+    def numpy(self):
+        """The host array as a NumPy array over the same memory."""
+        return _convert.numpy().asarray(self)
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 0
+
+    def __del__(self) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            self._handle = None
+            _lib.replaydb_batch_release(handle)
+
+    def __repr__(self) -> str:
+        where = "host" if self.device < 0 else f"cuda:{self.device}"
+        return f"replaydb.Array({self.name!r}, {self.dtype}{list(self.shape)}, {where})"
+
+
+class Batch:
+    """B items, each a window of L steps: one :class:`Array` per column
+    ([B, L, shape...]), and ``keys``, ``probabilities``, ``weights`` (with
+    ``importance_beta``), ``mask`` ([B, L], 1 = real step), and on the host
+    ``priorities`` and ``times_sampled``. ``batch["obs"]`` is a column.
+
+    The batch's memory lives while the batch or any array from it does;
+    ``close()`` (or ``with``) lets go of the batch's own reference early."""
+
+    def __init__(self, handle: int, stream: Optional[int] = None):
+        self._handle: Optional[int] = handle
+        self._stream = stream
+        self.batch_size: int = _lib.replaydb_batch_size(handle)
+        self.sequence_length: int = _lib.replaydb_batch_sequence_length(handle)
+        self.device: int = _lib.replaydb_batch_device(handle)
+        self._names_cache: Optional[List[str]] = None  # read when first asked for
+        self._arrays: Dict[str, Array] = {}
+
+    @property
+    def _names(self) -> List[str]:
+        if self._names_cache is None:
+            if self._handle is None:
+                raise ValueError("replaydb: the batch was closed")
+            names = POINTER(c_char_p)()
+            count = c_size_t()
+            _call(_lib.replaydb_batch_field_names, self._handle, byref(names), byref(count))
+            self._names_cache = take_strings(names, count.value)
+        return self._names_cache
+
+    def _retain(self) -> int:
+        if self._handle is None:
+            raise ValueError("replaydb: the batch was closed")
+        _lib.replaydb_batch_retain(self._handle)
+        return self._handle
+
+    def _order_before(self, stream: int) -> None:
+        """Makes ``stream`` wait for the work that wrote this device batch."""
+        mine = self._stream or 0
+        if stream != mine:
+            _call(_lib.replaydb_stream_wait, c_void_p(stream), c_void_p(mine))
+
+    def fields(self) -> List[str]:
+        """Names of the batch's arrays: the columns, then keys, probabilities, ..."""
+        return list(self._names)
+
+    def __getitem__(self, name: str) -> Array:
+        array = self._arrays.get(name)
+        if array is None:
+            if self._handle is None:
+                raise ValueError("replaydb: the batch was closed")
+            out = _CArray()
+            _call(_lib.replaydb_batch_field, self._handle, _bytes(name), byref(out))
+            array = Array(self, name, out)
+            self._arrays[name] = array
+        return array
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._names
+
+    def get(self, name: str) -> Optional[Array]:
+        return self[name] if name in self._names else None
+
+    @property
+    def keys(self) -> Array:
+        return self["keys"]
+
+    @property
+    def probabilities(self) -> Array:
+        return self["probabilities"]
+
+    @property
+    def weights(self) -> Optional[Array]:
+        return self.get("weights")
+
+    @property
+    def mask(self) -> Array:
+        return self["mask"]
+
+    @property
+    def priorities(self) -> Optional[Array]:
+        return self.get("priorities")
+
+    @property
+    def times_sampled(self) -> Optional[Array]:
+        return self.get("times_sampled")
+
+    def columns(self) -> Dict[str, Array]:
+        """The table columns' arrays by name."""
+        skip = {"keys", "probabilities", "weights", "mask", "priorities", "times_sampled"}
+        return {n: self[n] for n in self._names if n not in skip}
+
+    def numpy(self) -> Dict[str, Any]:
+        """Every host array as a NumPy array (no copies)."""
+        return {n: self[n].numpy() for n in self._names}
+
+    def torch(self) -> Dict[str, Any]:
+        """Every array as a PyTorch tensor through DLPack (no copies)."""
+        import torch
+        return {n: torch.from_dlpack(self[n]) for n in self._names}
+
+    def close(self) -> None:
+        """Lets go of the batch's own reference; arrays taken from it (and
+        tensors made from them) keep the memory until they go."""
+        handle, self._handle = self._handle, None
+        self._arrays.clear()
+        if handle is not None:
+            _lib.replaydb_batch_release(handle)
+
+    def __enter__(self) -> "Batch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            _lib.replaydb_batch_release(self._handle)
+            self._handle = None
+
+    def __repr__(self) -> str:
+        where = "host" if self.device < 0 else f"cuda:{self.device}"
+        return f"replaydb.Batch(B={self.batch_size}, L={self.sequence_length}, {where})"
+
+
+# ---------------------------------------------------------------- handles
+
+
+class _Owned:
+    """Owns a C handle, given back once by ``close()``, ``with`` or garbage
+    collection through the C function named by ``_destroy``."""
+
+    _destroy = ""  # name of the C function that gives the handle back
+    _what = "object"
+
+    def __init__(self, handle: int):
+        self._handle: Optional[int] = handle
+
+    def _h(self) -> int:
+        if self._handle is None:
+            raise ValueError(f"replaydb: the {self._what} was closed")
+        return self._handle
+
+    def close(self) -> None:
+        handle, self._handle = getattr(self, "_handle", None), None
+        if handle is not None:
+            getattr(_lib, self._destroy)(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- writers
+
+
+class _Inputs:
+    """A step's tensors for the C API, and what keeps their memory alive."""
+
+    def __init__(self, table: "Table", step: Union[Mapping[str, Any], Sequence[Any]],
+                 leading: Optional[int], stream: Optional[int], what: str):
+        columns = table.columns
+        names = list(columns)
+        if isinstance(step, Mapping):
+            unknown = [k for k in step if k not in columns]
+            missing = [n for n in names if n not in step]
+            if unknown or missing:
+                raise ValueError(
+                    f"replaydb: table {table.name!r}: {what} needs one value per column "
+                    f"({', '.join(names)})" + (f"; unknown: {', '.join(map(str, unknown))}"
+                                               if unknown else "")
+                    + (f"; missing: {', '.join(missing)}" if missing else ""))
+            values = [step[n] for n in names]
+        else:
+            values = list(step)
+            if len(values) != len(names):
+                raise ValueError(f"replaydb: table {table.name!r}: {what} got {len(values)} "
+                                 f"values for {len(names)} columns ({', '.join(names)})")
+        self.inputs: List[_convert.Input] = []
+        try:
+            for name, value in zip(names, values):
+                self.inputs.append(_convert.as_input(value, columns[name].code,
+                                                     f"table {table.name!r} column {name!r}",
+                                                     stream))
+        except BaseException:
+            self.close()
+            raise
+        self.on_device = [i.device != -1 for i in self.inputs]
+        self.tensors = (_CTensor * len(self.inputs))()
+        self._dims = []
+        for i, inp in enumerate(self.inputs):
+            dims = (c_int64 * max(1, len(inp.shape)))(*inp.shape)
+            self._dims.append(dims)
+            size = _convert.SIZES.get(inp.dtype, 1)
+            count = 1
+            for d in inp.shape:
+                count *= d
+            self.tensors[i] = _CTensor(inp.dtype, len(inp.shape), dims, inp.data, count * size)
+
+    def close(self) -> None:
+        for inp in self.inputs:
+            inp.close()
+
+
+def _priorities(values: Any, n_what: str) -> Tuple[Any, int]:
+    if values is None:
+        return None, 0
+    if isinstance(values, (int, float)):
+        values = [values]
+    np = _convert.numpy()
+    arr = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    return arr, arr.size
+
+
+class Writer(_Owned):
+    """Appends the steps of one trajectory at a time (a replaydb TrajectoryWriter).
+    One thread at a time; use one writer per actor thread. ``close()`` (or the
+    end of a ``with`` block) ends an open trajectory as truncated."""
+
+    _destroy = "replaydb_writer_destroy"
+    _what = "writer"
+
+    def __init__(self, table: "Table", handle: int):
+        super().__init__(handle)
+        self._table = table
+
+    def append(self, step: Union[Mapping[str, Any], Sequence[Any]],
+               priority: Optional[float] = None) -> None:
+        """Appends one step: a value per column (a dict by name, or a sequence in
+        schema order), each of the column's dtype and shape. ``priority`` (>= 0)
+        becomes item priorities per the table's step_priority."""
+        inputs = _Inputs(self._table, step, None, None, "append")
+        try:
+            if any(inputs.on_device):
+                raise ValueError(f"replaydb: table {self._table.name!r}: Writer.append takes host "
+                                 "arrays; use a vector writer's append for device arrays")
+            p = c_double(priority) if priority is not None else None
+            _call(_lib.replaydb_writer_append, self._h(), inputs.tensors, len(inputs.inputs),
+                  byref(p) if p is not None else None)
+        finally:
+            inputs.close()
+
+    def append_many(self, steps: Union[Mapping[str, Any], Sequence[Any]],
+                    priorities: Optional[Sequence[float]] = None) -> None:
+        """Appends n steps: each value is [n, column shape...]."""
+        inputs = _Inputs(self._table, steps, None, None, "append_many")
+        try:
+            arr, n = _priorities(priorities, "priorities")
+            _call(_lib.replaydb_writer_append_many, self._h(), inputs.tensors, len(inputs.inputs),
+                  arr.ctypes.data_as(POINTER(c_double)) if arr is not None else None, n)
+        finally:
+            inputs.close()
+
+    def end(self, reason: str = "terminal") -> None:
+        """Ends the trajectory ("terminal" or "truncated"); the next append starts one."""
+        _call(_lib.replaydb_writer_end, self._h(), _reason_code(reason))
+
+    @property
+    def trajectory_id(self) -> int:
+        """Id of the current trajectory; 0 before its first step."""
+        return _lib.replaydb_writer_trajectory_id(self._h())
+
+    @property
+    def num_steps(self) -> int:
+        return _lib.replaydb_writer_num_steps(self._h())
+
+
+
+class VectorWriter(_Owned):
+    """Appends one step for each of ``num_envs`` environments at once; environment
+    i writes its own trajectory. Steps may come from host memory or, for tables
+    whose hot tier a GPU can address, straight from device arrays (a GPU
+    simulator's torch or JAX tensors): no host copy is made. ``close()`` ends
+    open trajectories as truncated."""
+
+    _destroy = "replaydb_vector_writer_destroy"
+    _what = "vector writer"
+
+    def __init__(self, table: "Table", handle: int, num_envs: int):
+        super().__init__(handle)
+        self._table = table
+        self.num_envs = num_envs
+
+    def append(self, steps: Union[Mapping[str, Any], Sequence[Any]],
+               priorities: Optional[Sequence[float]] = None,
+               stream: StreamLike = None) -> None:
+        """One step per environment: each value is [num_envs, column shape...],
+        all in host memory or all in GPU memory. For device arrays ``stream``
+        orders the read after the work that produced them (default: PyTorch's
+        current stream when PyTorch is in use, else the legacy default stream)."""
+        device = self._table._device()
+        stream_value = _stream_value(stream)
+        if stream_value is None:
+            stream_value = _convert.torch_stream(device) if device >= 0 else None
+        inputs = _Inputs(self._table, steps, self.num_envs, stream_value, "append")
+        try:
+            arr, n = _priorities(priorities, "priorities")
+            p = arr.ctypes.data_as(POINTER(c_double)) if arr is not None else None
+            if all(inputs.on_device):
+                _call(_lib.replaydb_vector_writer_append_from_device, self._h(), inputs.tensors,
+                      len(inputs.inputs), c_void_p(stream_value or 0), p, n)
+            elif any(inputs.on_device):
+                raise ValueError(f"replaydb: table {self._table.name!r}: append got some columns "
+                                 "in GPU memory and some in host memory; give all of them in one")
+            else:
+                _call(_lib.replaydb_vector_writer_append, self._h(), inputs.tensors,
+                      len(inputs.inputs), p, n)
+        finally:
+            inputs.close()
+
+    def end(self, env: int, reason: str = "terminal") -> None:
+        """Ends environment ``env``'s trajectory; its next step starts a new one."""
+        _call(_lib.replaydb_vector_writer_end, self._h(), env, _reason_code(reason))
+
+    def trajectory_id(self, env: int) -> int:
+        return _lib.replaydb_vector_writer_trajectory_id(self._h(), env)
+
+
+
+# ---------------------------------------------------------------- prefetching
+
+
+class BatchIterator:
+    """Batches sampled ahead of the consumer (Table.batches). Iterate it, or call
+    ``next()``; ``close()`` (or ``with``) stops it. On a GPU the engine's device
+    sampler keeps ``prefetch`` batches gathered ahead on its own stream; on the
+    host a background thread keeps ``prefetch`` batches in a queue."""
+
+    def __init__(self, table: "Table", batch_size: int, prefetch: int, device: int,
+                 options: _CSampleOptions, stream: Optional[int], timeout: Optional[float]):
+        self._table = table
+        self._timeout = timeout
+        self._stream = stream
+        self._sampler: Optional[int] = None
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+        if device >= 0:
+            handle = c_void_p()
+            _call(_lib.replaydb_table_new_sampler, table._h(), batch_size, prefetch,
+                  byref(options), byref(handle))
+            self._sampler = handle.value
+        else:
+            self._queue: "queue.Queue[Any]" = queue.Queue(maxsize=prefetch)
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._fill, args=(batch_size, options),
+                                            name=f"replaydb-prefetch-{table.name}", daemon=True)
+            self._thread.start()
+
+    def _fill(self, batch_size: int, options: _CSampleOptions) -> None:
+        # Short waits, so that close() is seen while the rate limiter blocks.
+        opts = _CSampleOptions.from_buffer_copy(options)
+        opts.timeout_ms = 100
+        while not self._stop.is_set():
+            handle = c_void_p()
+            err = _err()
+            code = _lib.replaydb_table_sample(self._table._h(), batch_size, byref(opts),
+                                              byref(handle), byref(err))
+            if code == 5:  # DeadlineExceeded: look at the stop flag, then wait again
+                _lib.replaydb_free(ctypes.cast(err, c_void_p))
+                continue
+            try:
+                _check(code, err)
+                item: Any = Batch(handle.value)
+            except Error as e:
+                item = e
+            while not self._stop.is_set():
+                try:
+                    self._queue.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if isinstance(item, Error):
+                return
+
+    def __iter__(self) -> "BatchIterator":
+        return self
+
+    def __next__(self) -> Batch:
+        if self._closed:
+            raise StopIteration
+        if self._sampler is not None:
+            handle = c_void_p()
+            _call(_lib.replaydb_sampler_next, self._sampler, c_void_p(self._stream or 0),
+                  _timeout_ms(self._timeout), byref(handle))
+            return Batch(handle.value, self._stream)
+        try:
+            item = self._queue.get(timeout=self._timeout)
+        except queue.Empty:
+            raise TimeoutError(f"replaydb: no batch of table {self._table.name!r} within "
+                               f"{self._timeout} s") from None
+        if isinstance(item, Error):
+            raise item
+        return item
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, Batch):
+                    item.close()
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            _lib.replaydb_sampler_destroy(sampler)
+
+    def __enter__(self) -> "BatchIterator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.close()
+
+
+# ---------------------------------------------------------------- tables
+
+
+class Table(_Owned):
+    """A named table of trajectories (replaydb::Table). Thread-safe. ``close()``
+    lets go of this handle; the table stays in the database."""
+
+    _destroy = "replaydb_table_release"
+
+    def __init__(self, db: "DB", handle: int):
+        super().__init__(handle)
+        self._db = db
+        self.name: str = _lib.replaydb_table_name(handle).decode()
+        spec = _lib.replaydb_table_get_spec(handle)
+        try:
+            self.columns: Dict[str, Column] = {}
+            for i in range(_lib.replaydb_table_spec_num_columns(spec)):
+                name = _lib.replaydb_table_spec_column_name(spec, i).decode()
+                ndim = _lib.replaydb_table_spec_column_ndim(spec, i)
+                dims = _lib.replaydb_table_spec_column_dims(spec, i)
+                self.columns[name] = Column(
+                    name, _convert.NAMES[_lib.replaydb_table_spec_column_dtype(spec, i)],
+                    tuple(dims[d] for d in range(ndim)))
+            self.sequence_length: int = _lib.replaydb_table_spec_sequence_length(spec)
+            self._spec = json.loads(take_string(_lib.replaydb_table_spec_json(spec)))
+        finally:
+            _lib.replaydb_table_spec_destroy(spec)
+        self._device_cache: Optional[int] = None
+
+    @property
+    def _what(self) -> str:  # for the closed-handle message
+        return f"table {self.name!r}"
+
+    def _device(self) -> int:
+        if self._device_cache is None:
+            info = _CInfo()
+            _call(_lib.replaydb_table_info, self._h(), byref(info))
+            self._device_cache = info.device
+        return self._device_cache
+
+    @property
+    def spec(self) -> Dict[str, Any]:
+        """The table's spec as created (columns, capacity, selector, ...)."""
+        return json.loads(json.dumps(self._spec))
+
+    def writer(self, timeout: Optional[float] = None, sync: bool = False) -> Writer:
+        """A writer of one trajectory at a time. ``timeout`` (seconds) bounds each
+        wait on the rate limiter; ``sync`` waits for the log to be durable."""
+        handle = c_void_p()
+        _call(_lib.replaydb_table_new_writer, self._h(), _timeout_ms(timeout), int(sync),
+              byref(handle))
+        return Writer(self, handle.value)
+
+    def vector_writer(self, num_envs: int, timeout: Optional[float] = None,
+                      sync: bool = False) -> VectorWriter:
+        """A writer of one step for each of ``num_envs`` environments per call."""
+        handle = c_void_p()
+        _call(_lib.replaydb_table_new_vector_writer, self._h(), num_envs, _timeout_ms(timeout),
+              int(sync), byref(handle))
+        return VectorWriter(self, handle.value, num_envs)
+
+    def _options(self, seq_len: Optional[int], importance_beta: Optional[float],
+                 stratified: bool, timeout: Optional[float], peek: bool,
+                 gather: bool) -> _CSampleOptions:
+        if seq_len is not None and seq_len != self.sequence_length:
+            raise ValueError(f"replaydb: table {self.name!r} samples windows of "
+                             f"{self.sequence_length} steps (its sequence_length), not {seq_len}; "
+                             "create a table with that sequence_length")
+        options = _CSampleOptions()
+        _lib.replaydb_sample_options_init(byref(options))
+        options.timeout_ms = _timeout_ms(timeout)
+        options.importance_beta = -1.0 if importance_beta is None else float(importance_beta)
+        options.stratified = int(stratified)
+        options.peek = int(peek)
+        options.gather = int(gather)
+        return options
+
+    def _resolve_device(self, device: DeviceLike) -> int:
+        if device is None:
+            return -1
+        text = str(device)
+        if text in ("cpu", "host"):
+            return -1
+        index: Optional[int] = None
+        if isinstance(device, int):
+            index = device
+        elif text == "cuda":
+            index = None
+        elif text.startswith("cuda:"):
+            index = int(text[len("cuda:"):])
+        else:
+            raise ValueError(f"replaydb: device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+        mine = self._device()
+        if mine < 0:
+            raise ValueError(f"replaydb: table {self.name!r} has no GPU to sample on (its hot "
+                             "tier is in plain host memory); sample with device='cpu'")
+        if index is not None and index != mine:
+            raise ValueError(f"replaydb: table {self.name!r} samples on cuda:{mine}, "
+                             f"not cuda:{index}")
+        return mine
+
+    def sample(self, batch_size: int, *, seq_len: Optional[int] = None,
+               device: DeviceLike = None, importance_beta: Optional[float] = None,
+               stratified: bool = False, timeout: Optional[float] = None, peek: bool = False,
+               gather: bool = True, stream: StreamLike = None) -> Batch:
+        """Draws ``batch_size`` items with the table's selector.
+
+        ``device=None`` or ``"cpu"``: a batch in host memory. ``"cuda"`` (or the
+        table's ``"cuda:N"``): gathered into GPU memory by one kernel on ``stream``
+        (default: PyTorch's current stream when PyTorch is in use, else the legacy
+        default stream), returning without waiting for it. ``seq_len`` must be the
+        table's sequence_length. ``importance_beta`` adds importance weights;
+        ``peek`` draws without taking (host only); ``timeout`` (seconds) bounds the
+        wait for the rate limiter."""
+        options = self._options(seq_len, importance_beta, stratified, timeout, peek, gather)
+        dev = self._resolve_device(device)
+        handle = c_void_p()
+        if dev < 0:
+            _call(_lib.replaydb_table_sample, self._h(), batch_size, byref(options),
+                  byref(handle))
+            return Batch(handle.value)
+        stream_value = _stream_value(stream)
+        if stream_value is None:
+            stream_value = _convert.torch_stream(dev)
+        _call(_lib.replaydb_table_sample_to_device, self._h(), batch_size, byref(options),
+              c_void_p(stream_value or 0), byref(handle))
+        return Batch(handle.value, stream_value)
+
+    def lookup(self, keys: Any) -> Batch:
+        """Reads the items ``keys`` into a host batch without drawing."""
+        np = _convert.numpy()
+        k = np.ascontiguousarray(keys, dtype=np.uint64).reshape(-1)
+        handle = c_void_p()
+        _call(_lib.replaydb_table_lookup, self._h(), k.ctypes.data_as(POINTER(c_uint64)), k.size,
+              byref(handle))
+        return Batch(handle.value)
+
+    def batches(self, batch_size: int, *, prefetch: int = 2, device: DeviceLike = None,
+                importance_beta: Optional[float] = None, stratified: bool = False,
+                timeout: Optional[float] = None, stream: StreamLike = None) -> BatchIterator:
+        """An iterator of batches sampled ahead: ``prefetch`` of them wait ready
+        (on the GPU with ``device="cuda"``)."""
+        options = self._options(None, importance_beta, stratified, None, False, True)
+        dev = self._resolve_device(device)
+        stream_value = _stream_value(stream)
+        if stream_value is None and dev >= 0:
+            stream_value = _convert.torch_stream(dev)
+        return BatchIterator(self, batch_size, prefetch, dev, options, stream_value, timeout)
+
+    def update_priorities(self, keys: Any, priorities: Any,
+                          stream: StreamLike = None) -> Optional[Tuple[int, int]]:
+        """Sets the items' priorities (finite, >= 0; the last of repeated keys
+        wins). Host arrays or lists: returns (updated, skipped), skipped counting
+        keys no longer present. GPU arrays (uint64 or int64 keys, float32
+        priorities) are read on the device with no host copy, ordered on
+        ``stream``; the table must keep its priorities there (priority_device)."""
+        dev = self._device()
+        stream_value = _stream_value(stream)
+        if stream_value is None and dev >= 0:
+            stream_value = _convert.torch_stream(dev)
+        k = _convert.as_input(keys, 101, "keys", stream_value)
+        p = _convert.as_input(priorities, 9, "priorities", stream_value)
+        try:
+            if k.device != -1 or p.device != -1:
+                if k.device == -1 or p.device == -1:
+                    raise ValueError("replaydb: update_priorities got keys and priorities in "
+                                     "different memories; give both on the GPU or both on the host")
+                if k.dtype not in (5, 101) or p.dtype != 8:
+                    raise ValueError("replaydb: update_priorities from the GPU takes uint64 or "
+                                     f"int64 keys and float32 priorities, not "
+                                     f"{_convert.NAMES[k.dtype]} and {_convert.NAMES[p.dtype]}")
+                n = 1
+                for d in k.shape:
+                    n *= d
+                m = 1
+                for d in p.shape:
+                    m *= d
+                if n != m:
+                    raise ValueError(f"replaydb: update_priorities got {n} keys and "
+                                     f"{m} priorities")
+                _call(_lib.replaydb_table_update_priorities_from_device, self._h(),
+                      c_void_p(k.data), c_void_p(p.data), n, c_void_p(stream_value or 0))
+                return None
+        except BaseException:
+            k.close()
+            p.close()
+            raise
+        k.close()
+        p.close()
+        np = _convert.numpy()
+        kk = np.ascontiguousarray(keys, dtype=np.uint64).reshape(-1)
+        pp = np.ascontiguousarray(priorities, dtype=np.float64).reshape(-1)
+        if kk.size != pp.size:
+            raise ValueError(f"replaydb: update_priorities got {kk.size} keys and "
+                             f"{pp.size} priorities")
+        updated = c_int64()
+        skipped = c_int64()
+        _call(_lib.replaydb_table_update_priorities, self._h(),
+              kk.ctypes.data_as(POINTER(c_uint64)), pp.ctypes.data_as(POINTER(c_double)),
+              kk.size, byref(updated), byref(skipped))
+        return updated.value, skipped.value
+
+    def info(self) -> Dict[str, Any]:
+        """Sizes, memory and counters (replaydb::TableInfo) as a dict."""
+        info = _CInfo()
+        _call(_lib.replaydb_table_info, self._h(), byref(info))
+        out: Dict[str, Any] = {}
+        for name, _ in _CInfo._fields_:
+            value = getattr(info, name)
+            out[name] = value.decode() if isinstance(value, bytes) else value
+        return out
+
+    def set_rate_limiter(self, limiter: RateLimiter) -> None:
+        """Replaces the rate limiter's parameters, keeping its counters."""
+        _call(_lib.replaydb_table_set_rate_limiter, self._h(), limiter.samples_per_insert,
+              limiter.min_size_to_sample, limiter.min_diff, limiter.max_diff)
+
+    def load(self, trajectory_ids: Sequence[int]) -> None:
+        """Brings cold trajectories back into the hot tier."""
+        ids = (c_uint64 * max(1, len(trajectory_ids)))(*trajectory_ids)
+        _call(_lib.replaydb_table_load, self._h(), ids, len(trajectory_ids))
+
+    def __repr__(self) -> str:
+        cols = ", ".join(f"{c.name}: {c.dtype}{list(c.shape)}" for c in self.columns.values())
+        return f"replaydb.Table({self.name!r}, {{{cols}}}, sequence_length={self.sequence_length})"
+
+
+# ---------------------------------------------------------------- databases
+
+_SPEC_SETTERS = {
+    "padding": "replaydb_table_spec_set_padding",
+    "selector": "replaydb_table_spec_set_selector",
+    "eviction": "replaydb_table_spec_set_eviction",
+    "step_priority": "replaydb_table_spec_set_step_priority",
+    "placement": "replaydb_table_spec_set_placement",
+    "logging": "replaydb_table_spec_set_logging",
+}
+
+
+class DB(_Owned):
+    """A replaydb database: a directory of tables. Thread-safe. ``close()`` (or
+    the end of a ``with`` block) takes the closing checkpoint and releases the
+    lock; tables and writers of it fail from then on, batches stay readable."""
+
+    _destroy = "replaydb_close"
+    _what = "database"
+
+    def __init__(self, handle: int):
+        super().__init__(handle)
+        self.path: str = _lib.replaydb_db_path(handle).decode()
+        self.read_only: bool = bool(_lib.replaydb_db_read_only(handle))
+
+    def tables(self) -> List[str]:
+        """Names of all tables, sorted."""
+        names = POINTER(c_char_p)()
+        count = c_size_t()
+        _call(_lib.replaydb_list_tables, self._h(), byref(names), byref(count))
+        return take_strings(names, count.value)
+
+    def table(self, name: str) -> Table:
+        handle = c_void_p()
+        _call(_lib.replaydb_get_table, self._h(), _bytes(name), byref(handle))
+        return Table(self, handle.value)
+
+    __getitem__ = table
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tables()
+
+    def create_table(self, name: str, columns: Mapping[str, Any], *,
+                     capacity_steps: Optional[int] = None,
+                     capacity_bytes: Optional[int] = None,
+                     block_steps: Optional[int] = None,
+                     sequence_length: int = 1,
+                     padding: str = "none",
+                     selector: str = "uniform",
+                     priority_exponent: float = 1.0,
+                     step_priority: str = "item",
+                     eviction: str = "oldest_first",
+                     priority_device: Optional[int] = None,
+                     placement: str = "host",
+                     logging: str = "default",
+                     max_times_sampled: int = 0,
+                     rate_limiter: Optional[RateLimiter] = None,
+                     spill: bool = False,
+                     rotation_fraction: float = 0.0,
+                     rotation_every_samples: int = 0) -> Table:
+        """Creates a table. ``columns`` maps each column name to its dtype (a
+        scalar per step) or to ``(dtype, shape)``; dtypes are NumPy dtypes or
+        names ("float32", "f32", "uint8", ...), or PyTorch dtypes. The other
+        options are replaydb::TableSpec's, with its defaults (capacity: 1 GiB)."""
+        spec = _lib.replaydb_table_spec_create(_bytes(name))
+        try:
+            for col_name, col in columns.items():
+                code, shape = _column_spec(col_name, col)
+                dims = (c_int64 * max(1, len(shape)))(*shape)
+                _call(_lib.replaydb_table_spec_add_column, spec, _bytes(col_name), code,
+                      len(shape), dims)
+            if capacity_steps is not None:
+                _lib.replaydb_table_spec_set_capacity_steps(spec, capacity_steps)
+            if capacity_bytes is not None:
+                _lib.replaydb_table_spec_set_capacity_bytes(spec, capacity_bytes)
+            if block_steps is not None:
+                _lib.replaydb_table_spec_set_block_steps(spec, block_steps)
+            _lib.replaydb_table_spec_set_sequence_length(spec, sequence_length)
+            for key, value in (("padding", padding), ("selector", selector),
+                               ("eviction", eviction), ("step_priority", step_priority),
+                               ("placement", placement), ("logging", logging)):
+                _call(getattr(_lib, _SPEC_SETTERS[key]), spec, _bytes(str(value)))
+            _lib.replaydb_table_spec_set_priority_exponent(spec, priority_exponent)
+            if priority_device is not None:
+                _lib.replaydb_table_spec_set_priority_device(spec, priority_device)
+            _lib.replaydb_table_spec_set_max_times_sampled(spec, max_times_sampled)
+            if rate_limiter is not None:
+                _lib.replaydb_table_spec_set_rate_limiter(
+                    spec, rate_limiter.samples_per_insert, rate_limiter.min_size_to_sample,
+                    rate_limiter.min_diff, rate_limiter.max_diff)
+            _lib.replaydb_table_spec_set_spill(spec, int(spill))
+            _lib.replaydb_table_spec_set_rotation(spec, rotation_fraction, rotation_every_samples)
+            handle = c_void_p()
+            _call(_lib.replaydb_create_table, self._h(), spec, byref(handle))
+            return Table(self, handle.value)
+        finally:
+            _lib.replaydb_table_spec_destroy(spec)
+
+    def drop_table(self, name: str) -> None:
+        _call(_lib.replaydb_drop_table, self._h(), _bytes(name))
+
+    def checkpoint(self) -> None:
+        """Writes what changed since the last checkpoint into the cold store."""
+        _call(_lib.replaydb_checkpoint, self._h())
+
+    def __repr__(self) -> str:
+        return f"replaydb.DB({self.path!r}{', read-only' if self.read_only else ''})"
+
+
+def open(path: str, *, create: bool = True, error_if_exists: bool = False,
+         read_only: bool = False, wal: bool = True, wal_sync: str = "batch",
+         checkpoint_every: Optional[float] = 300.0,
+         checkpoint_wal_bytes: Optional[int] = 256 << 20,
+         checkpoint_on_close: bool = True) -> DB:
+    """Opens (and by default creates) the database in directory ``path``.
+
+    ``read_only`` opens beside a writer that may be running, seeing its last
+    checkpoint. ``wal`` and ``wal_sync`` ("none", "batch", "always") set the
+    write-ahead log; ``checkpoint_every`` (seconds) and ``checkpoint_wal_bytes``
+    (None: off) the automatic checkpoints."""
+    handle = c_void_p()
+    if read_only:
+        _call(_lib.replaydb_open_read_only, _bytes(str(path)), byref(handle))
+        return DB(handle.value)
+    options = _lib.replaydb_options_create()
+    try:
+        _lib.replaydb_options_set_create_if_missing(options, int(create))
+        _lib.replaydb_options_set_error_if_exists(options, int(error_if_exists))
+        _lib.replaydb_options_set_wal_enabled(options, int(wal))
+        _call(_lib.replaydb_options_set_wal_sync, options, _bytes(wal_sync))
+        _lib.replaydb_options_set_checkpoint(
+            options, int(checkpoint_every or 0), int(checkpoint_wal_bytes or 0),
+            int(checkpoint_on_close))
+        _call(_lib.replaydb_open, options, _bytes(str(path)), byref(handle))
+    finally:
+        _lib.replaydb_options_destroy(options)
+    return DB(handle.value)
+
+
+def version() -> str:
+    """The engine's version ("0.1.0")."""
+    return _lib.replaydb_version().decode()
+
+
+def cuda_device_count() -> int:
+    """GPUs the engine can use (0 without a GPU or a CUDA build)."""
+    return _lib.replaydb_cuda_device_count()
+
+
+def live_batches() -> int:
+    """Batches alive in the engine (for tests that check nothing leaks)."""
+    return _lib.replaydb_live_batches()

@@ -1,0 +1,143 @@
+"""The Python package on a GPU, with PyTorch (and JAX and CuPy where installed):
+device tensors in and out without copies, checked against the host path.
+Skipped, with the reason, where there is no GPU."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import replaydb
+
+torch = pytest.importorskip("torch", reason="the GPU tests use PyTorch")
+if not torch.cuda.is_available() or replaydb.cuda_device_count() == 0:
+    pytest.skip("no GPU that both PyTorch and replaydb can use", allow_module_level=True)
+
+
+def make_table(db, placement, selector="uniform", seq=1, priority_device=None):
+    return db.create_table("t", {"obs": (torch.float32, (3, 5)), "a": torch.int64,
+                                 "raw": (torch.uint8, (33,))},
+                           capacity_steps=1 << 14, sequence_length=seq, placement=placement,
+                           selector=selector, priority_device=priority_device)
+
+
+@pytest.mark.parametrize("placement", ["device:0", "host"])
+def test_device_tensors_in_and_out_without_copies(db_path, seed, placement):
+    gen = torch.Generator(device="cuda").manual_seed(seed % (1 << 62))
+    envs, steps, seq = 16, 12, 3
+    with replaydb.open(db_path) as db:
+        table = make_table(db, placement, seq=seq)
+        assert table.info()["device"] == 0, "pinned host or device memory on GPU 0"
+        vw = table.vector_writer(envs)
+        written = []
+        for _ in range(steps):
+            step = {"obs": torch.randn(envs, 3, 5, device="cuda", generator=gen),
+                    "a": torch.randint(0, 100, (envs,), device="cuda", generator=gen),
+                    "raw": torch.randint(0, 255, (envs, 33), device="cuda", generator=gen,
+                                         dtype=torch.uint8)}
+            vw.append(step)  # AppendFromDevice on PyTorch's current stream
+            written.append({k: v.cpu() for k, v in step.items()})
+        ids = [vw.trajectory_id(e) for e in range(envs)]
+        for e in range(envs):
+            vw.end(e)
+        torch.cuda.synchronize()
+
+        batch = table.sample(64, device="cuda", importance_beta=0.5)
+        assert batch.device == 0
+        obs = torch.from_dlpack(batch["obs"])
+        assert obs.is_cuda and obs.shape == (64, seq, 3, 5)
+        assert obs.data_ptr() == batch["obs"].data_ptr, "the same device memory: no copy"
+        keys = batch.keys
+        assert keys.__cuda_array_interface__["data"][0] == keys.data_ptr
+        # The same items read through the host path are byte-identical.
+        host_keys = keys_to_host(keys)
+        host = table.lookup(host_keys)
+        for name in ("obs", "a", "raw"):
+            dev = torch.from_dlpack(batch[name]).cpu().numpy()
+            assert np.array_equal(dev, np.asarray(host[name])), name
+        mask = torch.from_dlpack(batch.mask).cpu().numpy()
+        assert np.array_equal(mask, np.asarray(host.mask))
+        # And equal to what was written.
+        index = {tid: e for e, tid in enumerate(ids)}
+        for b, key in enumerate(host_keys.tolist()):
+            e, start = index[key >> 24], key & 0xFFFFFF
+            for s in range(seq):
+                if start + s < steps:
+                    assert torch.equal(obs[b, s].cpu(), written[start + s]["obs"][e])
+
+
+def keys_to_host(keys_array):
+    """The keys of a device batch copied to the host through PyTorch (uint64
+    travels as int64: the same bits)."""
+    cai = dict(keys_array.__cuda_array_interface__)
+    holder = type("K", (), {})()
+    cai["typestr"] = "<i8"
+    holder.__cuda_array_interface__ = cai
+    return torch.as_tensor(holder, device="cuda").cpu().numpy().view(np.uint64)
+
+
+def test_priorities_from_the_device_steer_sampling(db_path):
+    with replaydb.open(db_path) as db:
+        table = make_table(db, "device:0", selector="prioritized", priority_device=0)
+        vw = table.vector_writer(8)
+        for _ in range(4):
+            vw.append({"obs": torch.zeros(8, 3, 5, device="cuda"),
+                       "a": torch.arange(8, device="cuda"),
+                       "raw": torch.zeros(8, 33, dtype=torch.uint8, device="cuda")})
+        batch = table.sample(32, device="cuda")
+        keys = keys_to_host(batch.keys)
+        # Every drawn item but the first gets priority 0: only that one is drawn then.
+        priorities = torch.zeros(32, device="cuda")
+        priorities[0] = 1.0
+        first = int(keys[0])
+        same = torch.from_numpy((keys == first).astype(np.float32)).cuda()
+        table.update_priorities(batch.keys, torch.maximum(priorities, same))
+        torch.cuda.synchronize()
+        again = keys_to_host(table.sample(64, device="cuda").keys)
+        assert set(again.tolist()) <= set(keys.tolist())
+        assert first in set(again.tolist())
+
+
+def test_prefetching_on_the_device_and_buffers_come_back(db_path):
+    with replaydb.open(db_path) as db:
+        table = make_table(db, "device:0")
+        vw = table.vector_writer(4)
+        for _ in range(16):
+            vw.append({"obs": torch.ones(4, 3, 5, device="cuda"),
+                       "a": torch.arange(4, device="cuda"),
+                       "raw": torch.ones(4, 33, dtype=torch.uint8, device="cuda")})
+        gc.collect()
+        baseline = replaydb.live_batches()
+        with table.batches(32, device="cuda", prefetch=2, timeout=10) as it:
+            for _, batch in zip(range(20), it):
+                obs = torch.from_dlpack(batch["obs"])
+                assert float(obs.sum()) == 32 * 15
+                del obs
+                batch.close()
+        gc.collect()
+        assert replaydb.live_batches() == baseline
+
+
+def test_jax_and_cupy_read_device_batches(db_path):
+    with replaydb.open(db_path) as db:
+        table = make_table(db, "device:0")
+        vw = table.vector_writer(2)
+        vw.append({"obs": torch.full((2, 3, 5), 2.0, device="cuda"),
+                   "a": torch.arange(2, device="cuda"),
+                   "raw": torch.zeros(2, 33, dtype=torch.uint8, device="cuda")})
+        torch.cuda.synchronize()
+        batch = table.sample(4, device="cuda")
+        torch.cuda.synchronize()
+        try:
+            import cupy
+            c = cupy.asarray(batch["obs"])
+            assert float(c.sum()) == 4 * 15 * 2.0
+        except ImportError:
+            pass
+        try:
+            import jax
+            import jax.dlpack
+            j = jax.dlpack.from_dlpack(batch["obs"])
+            assert float(j.sum()) == 4 * 15 * 2.0
+        except ImportError:
+            pass

@@ -1,0 +1,293 @@
+"""The Python package on the CPU: round trips byte for byte, DLPack ownership,
+errors carrying the engine's messages, threads, reopening."""
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import replaydb
+from replaydb import _dlpack
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+
+
+def random_values(rng, dtype, shape):
+    if dtype == "bool":
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if dtype.startswith("float"):
+        return rng.standard_normal(size=shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+
+
+def random_columns(rng, n):
+    columns = {}
+    for i in range(n):
+        dtype = DTYPES[rng.integers(len(DTYPES))]
+        ndim = int(rng.integers(0, 3))
+        shape = tuple(int(d) for d in rng.integers(1, 5, size=ndim))
+        columns[f"c{i}_{dtype}"] = (dtype, shape)
+    return columns
+
+
+def no_live_batches(baseline):
+    gc.collect()
+    return replaydb.live_batches() == baseline and _dlpack.live_exports() == 0
+
+
+def test_round_trip_of_random_steps_is_byte_identical(db_path, rng):
+    columns = random_columns(rng, int(rng.integers(1, 5)))
+    seq = int(rng.integers(1, 4))
+    written = {}  # key -> list of per-column arrays of that step
+    with replaydb.open(db_path) as db:
+        table = db.create_table("t", columns, capacity_steps=4096, sequence_length=seq,
+                                padding="tail")
+        assert table.sequence_length == seq
+        assert list(table.columns) == list(columns)
+        for name, (dtype, shape) in columns.items():
+            assert table.columns[name].dtype == dtype and table.columns[name].shape == shape
+        with table.writer() as w:
+            for _ in range(int(rng.integers(1, 6))):
+                for s in range(int(rng.integers(1, 20))):
+                    step = {n: random_values(rng, d, sh) for n, (d, sh) in columns.items()}
+                    w.append(step, priority=float(rng.random()))
+                    written[(w.trajectory_id << 24) | s] = step
+                w.end("terminal" if rng.random() < 0.5 else "truncated")
+        keys = np.array(sorted(written), dtype=np.uint64)
+        batch = table.lookup(keys)
+        assert batch.batch_size == len(keys) and batch.sequence_length == seq
+        assert np.array_equal(np.asarray(batch.keys), keys)
+        mask = np.asarray(batch.mask)
+        for name, (dtype, shape) in columns.items():
+            got = np.asarray(batch[name])
+            assert got.dtype == np.dtype(dtype)
+            assert got.shape == (len(keys), seq) + shape
+            for b, key in enumerate(keys):
+                for s in range(seq):
+                    nxt = int(key) + s
+                    if mask[b, s]:
+                        assert nxt in written
+                        assert got[b, s].tobytes() == written[nxt][name].tobytes(), (name, b, s)
+                    else:
+                        assert not got[b, s].any(), "padding is zero"
+        # numpy.from_dlpack sees the same memory as __array_interface__.
+        name = next(iter(columns))
+        if columns[name][0] != "bool":  # NumPy 1.24 reads no DLPack bool
+            a = np.from_dlpack(batch[name])
+            assert a.ctypes.data == batch[name].data_ptr
+            assert np.array_equal(a, np.asarray(batch[name]))
+
+
+def test_sample_draws_live_items_and_counts_them(db_path, rng):
+    with replaydb.open(db_path) as db:
+        table = db.create_table("t", {"x": np.int64}, capacity_steps=1024)
+        w = table.writer()
+        n = int(rng.integers(5, 50))
+        for i in range(n):
+            w.append({"x": i})
+        w.end()
+        b = int(rng.integers(1, 64))
+        batch = table.sample(b, importance_beta=0.5)
+        keys = np.asarray(batch.keys)
+        assert ((keys & ((1 << 24) - 1)) < n).all()
+        assert np.array_equal(np.asarray(batch["x"])[:, 0], keys & ((1 << 24) - 1))
+        assert np.allclose(np.asarray(batch.probabilities), 1.0 / n)
+        assert np.allclose(np.asarray(batch.weights), 1.0)
+        assert table.info()["items_sampled"] == b
+        peeked = table.sample(3, peek=True)
+        assert (np.asarray(peeked.times_sampled) >= 0).all()
+        assert table.info()["items_sampled"] == b, "peek records nothing"
+
+
+def test_dlpack_capsules_are_consumed_once_and_memory_is_freed(db_path, rng):
+    gc.collect()
+    baseline = replaydb.live_batches()
+    with replaydb.open(db_path) as db:
+        table = db.create_table("t", {"v": (np.float32, (3,))}, capacity_steps=64)
+        with table.writer() as w:
+            w.append({"v": rng.standard_normal(3).astype(np.float32)})
+        batch = table.sample(2)
+        assert replaydb.live_batches() == baseline + 1
+        capsule = batch["v"].__dlpack__()
+        assert _dlpack.live_exports() == 1
+
+        class Wrap:
+            def __dlpack__(self, stream=None):
+                return capsule
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+        a = np.from_dlpack(Wrap())
+        with pytest.raises(Exception):
+            np.from_dlpack(Wrap())  # a capsule is consumed once
+        batch.close()
+        del capsule
+        gc.collect()
+        assert replaydb.live_batches() == baseline + 1, "the array still holds the memory"
+        assert a.shape == (2, 1, 3)
+        del a
+        assert no_live_batches(baseline)
+        # A capsule nobody consumes gives its reference back when dropped.
+        batch = table.sample(1)
+        capsule = batch["v"].__dlpack__()
+        del capsule, batch
+        assert no_live_batches(baseline)
+        # NumPy arrays from __array_interface__ keep the batch's memory too.
+        batch = table.sample(1)
+        view = np.asarray(batch["v"])
+        del batch
+        gc.collect()
+        assert replaydb.live_batches() == baseline + 1
+        assert view.shape == (1, 1, 3)
+        del view
+        assert no_live_batches(baseline)
+
+
+def test_vector_writer_and_append_many(db_path, rng):
+    envs = int(rng.integers(1, 9))
+    with replaydb.open(db_path) as db:
+        table = db.create_table("t", {"obs": (np.uint8, (5,)), "r": np.float32},
+                                capacity_steps=4096)
+        vw = table.vector_writer(envs)
+        steps = []
+        for _ in range(int(rng.integers(1, 10))):
+            step = {"obs": rng.integers(0, 255, (envs, 5), dtype=np.uint8),
+                    "r": rng.standard_normal(envs).astype(np.float32)}
+            vw.append(step, priorities=rng.random(envs))
+            steps.append(step)
+        ids = [vw.trajectory_id(e) for e in range(envs)]
+        assert len(set(ids)) == envs
+        for e in range(envs):
+            vw.end(e)
+        for e, tid in enumerate(ids):
+            batch = table.lookup([(tid << 24) | s for s in range(len(steps))])
+            got = np.asarray(batch["obs"])[:, 0]
+            assert np.array_equal(got, np.stack([s["obs"][e] for s in steps]))
+        w = table.writer()
+        many = {"obs": rng.integers(0, 255, (7, 5), dtype=np.uint8),
+                "r": np.arange(7, dtype=np.float32)}
+        w.append_many(many, priorities=np.linspace(0, 1, 7))
+        tid = w.trajectory_id
+        w.end()
+        got = table.lookup([(tid << 24) | s for s in range(7)])
+        assert np.array_equal(np.asarray(got["r"])[:, 0], many["r"])
+
+
+def test_errors_carry_the_engines_messages(db_path):
+    with replaydb.open(db_path) as db:
+        table = db.create_table("t", {"obs": (np.float32, (4,))}, capacity_steps=64)
+        w = table.writer()
+        with pytest.raises(replaydb.InvalidArgumentError) as e:
+            w.append({"obs": np.zeros(4, np.float64)})
+        assert "table 't'" in str(e.value) and "obs" in str(e.value) and "f64" in str(e.value)
+        assert isinstance(e.value, ValueError)
+        with pytest.raises(replaydb.InvalidArgumentError) as e:
+            w.append({"obs": np.zeros(5, np.float32)})
+        assert "[5]" in str(e.value) and "[4]" in str(e.value)
+        with pytest.raises(ValueError, match="missing: obs"):
+            w.append({"action": 1})
+        with pytest.raises(ValueError, match="unknown: bogus"):
+            w.append({"obs": np.zeros(4, np.float32), "bogus": 1})
+        with pytest.raises(replaydb.NotFoundError, match="no table named 'nope'"):
+            db.table("nope")
+        with pytest.raises(replaydb.AlreadyExistsError):
+            db.create_table("t", {"x": np.int32}, capacity_steps=8)
+        with pytest.raises(replaydb.InvalidArgumentError, match="selector"):
+            db.create_table("u", {"x": np.int32}, selector="roulette")
+        with pytest.raises(ValueError, match="unknown dtype"):
+            db.create_table("u", {"x": "complex128"})
+        with pytest.raises(replaydb.DeadlineExceededError) as e:
+            table.sample(1, timeout=0.05)
+        assert isinstance(e.value, TimeoutError)
+        with pytest.raises(ValueError, match="sequence_length"):
+            table.sample(1, seq_len=3)
+        with pytest.raises(ValueError, match="no GPU to sample on"):
+            table.sample(1, device="cuda")
+        with pytest.raises(replaydb.InvalidArgumentError, match="priority"):
+            table.update_priorities([1 << 24], [-1.0])
+        w.close()
+    with pytest.raises(ValueError, match="closed"):
+        db.tables()
+    with pytest.raises(replaydb.FailedPreconditionError):
+        table.sample(1, timeout=1)  # the database is gone
+    assert table.info()["num_steps"] == 0, "info answers with the table's last state"
+
+
+def test_threads_write_while_one_samples(db_path, seed):
+    writers = 4
+    per_writer = 200
+    errors = []
+    with replaydb.open(db_path) as db:
+        table = db.create_table("t", {"who": np.int32, "i": np.int32}, capacity_steps=1 << 14)
+
+        def write(who):
+            try:
+                with table.writer() as w:
+                    for i in range(per_writer):
+                        w.append({"who": who, "i": i})
+                        if i % 50 == 49:
+                            w.end()
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(writers)]
+        for t in threads:
+            t.start()
+        seen = 0
+        while any(t.is_alive() for t in threads) or seen == 0:
+            batch = table.sample(8, timeout=10)
+            who = np.asarray(batch["who"])[:, 0]
+            i = np.asarray(batch["i"])[:, 0]
+            assert ((who >= 0) & (who < writers)).all()
+            assert (np.asarray(batch.keys) & 0xFFFFFF == i % 50).all()
+            seen += 1
+        for t in threads:
+            t.join()
+        assert not errors
+        assert table.info()["steps_inserted"] == writers * per_writer
+
+
+def test_reopen_keeps_everything_and_read_only_opens_beside(db_path, rng):
+    values = rng.standard_normal((10, 2)).astype(np.float32)
+    with replaydb.open(db_path) as db:
+        table = db.create_table("t", {"v": (np.float32, (2,))}, capacity_steps=64,
+                                selector="prioritized", priority_exponent=0.7)
+        with table.writer() as w:
+            for v in values:
+                w.append({"v": v}, priority=1.0)
+            tid = w.trajectory_id
+        updated, skipped = table.update_priorities([(tid << 24) | 3, 12345 << 24], [5.0, 1.0])
+        assert (updated, skipped) == (1, 1)
+        with replaydb.open(db_path, read_only=True) as ro:
+            assert ro.read_only and ro.tables() == ["t"]
+            with pytest.raises(replaydb.FailedPreconditionError, match="read-only"):
+                ro.table("t").writer()
+    with replaydb.open(db_path) as db:
+        assert db.tables() == ["t"]
+        table = db["t"]
+        assert table.spec["selector"] == "prioritized"
+        batch = table.lookup([(tid << 24) | s for s in range(10)])
+        assert np.array_equal(np.asarray(batch["v"])[:, 0], values)
+        assert np.asarray(batch.priorities)[3] == 5.0
+        info = table.info()
+        assert info["num_steps"] == 10 and info["placement"] in ("host", "pinned")
+
+
+def test_prefetching_iterator_yields_batches_and_stops(db_path):
+    with replaydb.open(db_path) as db:
+        table = db.create_table("t", {"x": np.int32}, capacity_steps=256)
+        with table.writer() as w:
+            for i in range(32):
+                w.append({"x": i})
+        gc.collect()
+        baseline = replaydb.live_batches()
+        with table.batches(4, prefetch=3, timeout=10) as it:
+            for k, batch in zip(range(10), it):
+                assert batch.batch_size == 4
+                assert (np.asarray(batch["x"]) < 32).all()
+                batch.close()
+        gc.collect()
+        assert replaydb.live_batches() <= baseline
