@@ -418,47 +418,10 @@ Result<BenchResult> RunVectorInsertHost(DB* db, const Timing& timing, int64_t st
     const ConstTensor step{DType::kU8, Shape{kVectorEnvs, step_bytes}, input.get(), rows_bytes};
     const std::span<const ConstTensor> steps(&step, 1);
 
-    // One trajectory of kVectorTrajectorySteps appends per environment;
-    // returns its wall time.
-    auto append_trajectories = [&]() -> Result<Seconds> {
-      const auto t0 = Clock::now();
-      for (int64_t i = 0; i < kVectorTrajectorySteps; ++i) {
-        Status s = writer->Append(steps);
-        if (!s.ok()) return s.WithContext("Append");
-      }
-      return Seconds(Clock::now() - t0);
-    };
-    Seconds end_time{0};
-    int64_t end_calls = 0;
-    auto end_all = [&]() -> Status {
-      const auto t0 = Clock::now();
-      for (int64_t e = 0; e < kVectorEnvs; ++e) {
-        Status s = writer->End(static_cast<size_t>(e), EndReason::kTerminal);
-        if (!s.ok()) return s.WithContext("End");
-      }
-      end_time += Clock::now() - t0;
-      end_calls += kVectorEnvs;
-      return Status::OK();
-    };
-
-    // Warm-up: fill the hot tier once, so that the timed appends evict.
-    for (int64_t g = 0; g < kVectorGenerations; ++g) {
-      Result<Seconds> t = append_trajectories();
-      if (!t.ok()) return t.status().WithContext("warm-up");
-      REPLAYDB_RETURN_IF_ERROR(end_all());
-    }
-    Result<double> micros = Median(timing.repetitions, [&]() -> Result<double> {
-      Seconds timed{0};
-      int64_t calls = 0;
-      do {
-        Result<Seconds> t = append_trajectories();
-        if (!t.ok()) return t.status();
-        timed += *t;
-        calls += kVectorTrajectorySteps;
-        REPLAYDB_RETURN_IF_ERROR(end_all());
-      } while (timed < timing.duration);
-      return timed.count() * 1e6 / static_cast<double>(calls);
-    });
+    double end_micros = 0;
+    Result<double> micros = TimeVectorAppends(
+        writer.get(), kVectorEnvs, kVectorTrajectorySteps, kVectorGenerations, timing,
+        [&] { return writer->Append(steps).WithContext("Append"); }, nullptr, &end_micros);
     if (!micros.ok()) return micros.status();
     const TableInfo info = table->Info();
     if (info.num_items != info.num_steps || info.evicted_trajectories == 0) {
@@ -487,8 +450,7 @@ Result<BenchResult> RunVectorInsertHost(DB* db, const Timing& timing, int64_t st
     r.ceiling_name = kVectorCeiling;
     char note[160];
     std::snprintf(note, sizeof(note), "untimed: End of every env each %d appends, %.2f us per End",
-                  static_cast<int>(kVectorTrajectorySteps),
-                  end_calls > 0 ? end_time.count() * 1e6 / static_cast<double>(end_calls) : 0.0);
+                  static_cast<int>(kVectorTrajectorySteps), end_micros);
     r.note = note;
     return r;
   });

@@ -183,6 +183,59 @@ inline Result<double> SampleRate(Table* table, int64_t batch_size, Seconds durat
   return static_cast<double>(samples) / Seconds(now - start).count();
 }
 
+// Times vector appends as the vector_insert rows run them: each round
+// appends `trajectory_steps` steps to every one of `envs` environments of
+// `writer` through `append` (one call per step; `finish`, which may be
+// empty, waits for work a call queued), then ends every environment's
+// trajectory, untimed. `generations` rounds fill the hot tier first, so the
+// timed rounds evict; rounds are then timed until timing.duration passes,
+// the median of timing.repetitions. Returns microseconds per append;
+// *end_micros gets the mean cost of one End.
+inline Result<double> TimeVectorAppends(VectorWriter* writer, int64_t envs,
+                                        int64_t trajectory_steps, int64_t generations,
+                                        const Timing& timing,
+                                        const std::function<Status()>& append,
+                                        const std::function<Status()>& finish,
+                                        double* end_micros) {
+  auto round = [&]() -> Result<Seconds> {
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < trajectory_steps; ++i) REPLAYDB_RETURN_IF_ERROR(append());
+    if (finish) REPLAYDB_RETURN_IF_ERROR(finish());
+    return Seconds(Clock::now() - t0);
+  };
+  Seconds end_time{0};
+  int64_t end_calls = 0;
+  auto end_all = [&]() -> Status {
+    const auto t0 = Clock::now();
+    for (int64_t e = 0; e < envs; ++e) {
+      Status s = writer->End(static_cast<size_t>(e), EndReason::kTerminal);
+      if (!s.ok()) return s.WithContext("End");
+    }
+    end_time += Clock::now() - t0;
+    end_calls += envs;
+    return Status::OK();
+  };
+  for (int64_t g = 0; g < generations; ++g) {
+    Result<Seconds> t = round();
+    if (!t.ok()) return t.status().WithContext("warm-up");
+    REPLAYDB_RETURN_IF_ERROR(end_all());
+  }
+  Result<double> micros = Median(timing.repetitions, [&]() -> Result<double> {
+    Seconds timed{0};
+    int64_t calls = 0;
+    do {
+      Result<Seconds> t = round();
+      if (!t.ok()) return t.status();
+      timed += *t;
+      calls += trajectory_steps;
+      REPLAYDB_RETURN_IF_ERROR(end_all());
+    } while (timed < timing.duration);
+    return timed.count() * 1e6 / static_cast<double>(calls);
+  });
+  *end_micros = end_calls > 0 ? end_time.count() * 1e6 / static_cast<double>(end_calls) : 0.0;
+  return micros;
+}
+
 // Creates `spec`'s table, runs `body` on it, then drops it so that benches do
 // not hold each other's memory. The body's error wins over the drop's.
 inline Result<BenchResult> WithTable(DB* db, const TableSpec& spec,

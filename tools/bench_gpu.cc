@@ -514,47 +514,11 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged) {
                            step_rows_bytes};
     const std::span<const ConstTensor> steps(&step, 1);
 
-    // One trajectory of kInsertTrajectorySteps appends per environment,
-    // synchronised at the end; returns its wall time.
-    auto append_trajectories = [&]() -> Result<Seconds> {
-      const auto t0 = Clock::now();
-      for (int64_t i = 0; i < kInsertTrajectorySteps; ++i) {
-        Status s = writer->AppendFromDevice(steps, stream.handle());
-        if (!s.ok()) return s.WithContext("AppendFromDevice");
-      }
-      REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
-      return Seconds(Clock::now() - t0);
-    };
-    Seconds end_time{0};
-    int64_t end_calls = 0;
-    auto end_all = [&]() -> Status {
-      const auto t0 = Clock::now();
-      for (int64_t e = 0; e < kInsertEnvs; ++e) {
-        Status s = writer->End(static_cast<size_t>(e), EndReason::kTerminal);
-        if (!s.ok()) return s.WithContext("End");
-      }
-      end_time += Clock::now() - t0;
-      end_calls += kInsertEnvs;
-      return Status::OK();
-    };
-
-    // Warm-up: fill the hot tier once, so that the timed appends evict.
-    for (int64_t g = 0; g < kInsertGenerations; ++g) {
-      Result<Seconds> t = append_trajectories();
-      if (!t.ok()) return t.status().WithContext("warm-up");
-      REPLAYDB_RETURN_IF_ERROR(end_all());
-    }
-    Result<double> micros = Median(timing.repetitions, [&]() -> Result<double> {
-      Seconds timed{0};
-      int64_t calls = 0;
-      do {
-        REPLAYDB_ASSIGN_OR_RETURN(const Seconds t, append_trajectories());
-        timed += t;
-        calls += kInsertTrajectorySteps;
-        REPLAYDB_RETURN_IF_ERROR(end_all());
-      } while (timed < timing.duration);
-      return timed.count() * 1e6 / static_cast<double>(calls);
-    });
+    double end_micros = 0;
+    Result<double> micros = TimeVectorAppends(
+        writer.get(), kInsertEnvs, kInsertTrajectorySteps, kInsertGenerations, timing,
+        [&] { return writer->AppendFromDevice(steps, stream.handle()).WithContext("AppendFromDevice"); },
+        [&] { return stream.Synchronize(); }, &end_micros);
     if (!micros.ok()) return micros.status();
 
     // Ceiling: the same 4 MiB copied device to device into a 256 MiB ring.
@@ -572,8 +536,7 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged) {
     r.ceiling_name = kD2dCeiling;
     char note[160];
     std::snprintf(note, sizeof(note), "untimed: End of every env each %d appends, %.2f us per End",
-                  static_cast<int>(kInsertTrajectorySteps),
-                  end_calls > 0 ? end_time.count() * 1e6 / static_cast<double>(end_calls) : 0.0);
+                  static_cast<int>(kInsertTrajectorySteps), end_micros);
     r.note = note;
     return r;
   });

@@ -6,7 +6,9 @@
 # Debian libraries, so the bundle carries the binaries with every
 # non-system shared library they load (found with ldd):
 #   .bundle/bin/          replaydb_tests, replaydb
-#   .bundle/lib/          jemalloc, flatbuffers, rocksdb, ucx, ... (whatever ldd lists)
+#   .bundle/lib/          libreplaydb.so (the C API, which the Python package
+#                         in python/ loads), and
+#                         jemalloc, flatbuffers, rocksdb, ucx, ... (whatever ldd lists)
 #   .bundle/lib/fallback/ libstdc++ and libgcc_s, used there only when the
 #                         machine's own are too old for our binaries (newer
 #                         ones must win: compute-sanitizer loads its own
@@ -43,12 +45,17 @@ if ! grep -q "replaydb: CUDA kernels ON" "$build.configure.log"; then
   exit 1
 fi
 echo "=== gpu-bundle: build"
-cmake --build "$build" -j "$(nproc)" --target replaydb_tests replaydb_tool
+cmake --build "$build" -j "$(nproc)" --target replaydb_tests replaydb_tool replaydb_shared
 
 echo "=== gpu-bundle: collect into $bundle"
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib/fallback"
 cp "$build/bin/replaydb_tests" "$build/bin/replaydb" "$bundle/bin/"
+# The shared library the Python package loads (python/ travels with the
+# working tree): under its soname, and as libreplaydb.so for REPLAYDB_LIBRARY.
+soname="$(objdump -p "$build/lib/libreplaydb.so" | awk '/SONAME/ {print $2}')"
+cp -L "$build/lib/libreplaydb.so" "$bundle/lib/$soname"
+ln -sf "$soname" "$bundle/lib/libreplaydb.so"
 
 # Libraries every Linux machine has in a matching version: never bundled.
 is_glibc() {
@@ -57,7 +64,7 @@ is_glibc() {
   esac
   return 1
 }
-for bin in "$bundle"/bin/*; do
+for bin in "$bundle"/bin/* "$bundle/lib/$soname"; do
   ldd "$bin" | while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     if [ "$path" = "not" ]; then

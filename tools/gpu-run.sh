@@ -22,12 +22,16 @@
 #      eager and in a CUDA graph),
 #  10. `replaydb bench --filter spill|reload|sample_rotating` (the cold tier,
 #      host side: a larger, quieter host than the development machine),
+#  11. the Python package's tests (tests/python: GPU tests with PyTorch, JAX
+#      and CuPy, the example learner on the GPU) over the bundle's
+#      libreplaydb.so, and `python3 -m replaydb.bench` (needs the repository
+#      root as the working directory: python/ and tests/ travel with it),
 # then prints the priority table (tools/prio_summary.py), the gather table
 # (tools/gather_summary.py) and a short summary of the steps last. Exits
 # non-zero when a step fails.
 # Environment: GTEST_FILTER overrides the suites; REPLAYDB_STEPS picks steps
-# by name, comma-separated, from tests,memcheck,racecheck,prio,gather,cold
-# (default: all; prio covers 5 and 6, gather 7 to 9, cold 10), so a run can be split
+# by name, comma-separated, from tests,memcheck,racecheck,prio,gather,cold,python
+# (default: all; prio covers 5 and 6, gather 7 to 9, cold 10, python 11), so a run can be split
 # across calls that each have a time limit; REPLAYDB_SKIP_SANITIZERS=1
 # drops memcheck and racecheck, REPLAYDB_SKIP_BENCH=1 the benches;
 # REPLAYDB_STEP_TIMEOUT (seconds, default 900) bounds each step.
@@ -64,7 +68,7 @@ case "$filter" in
   *) sanitized_filter="$filter-DeviceMemoryTest.FailuresNameTheBytesAndDevice" ;;
 esac
 
-steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather,cold}"
+steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather,cold,python}"
 [ "${REPLAYDB_SKIP_SANITIZERS:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/memcheck//; s/racecheck//')"
 [ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/prio//; s/gather//; s/cold//')"
 # want STEP: whether STEP is among the steps to run.
@@ -107,6 +111,7 @@ sanitizer_note() {
 json_note() { grep -c '^{' "$1" | sed 's/$/ results/'; }
 cold_note() { grep -m1 -E '^(spill|reload|sample_rotating) ' "$1" | awk '{print $(NF-1), $NF}'; }
 smi_note() { grep -m1 '^GPU' "$1" | cut -d'(' -f1; }
+pytest_note() { grep -E '(passed|failed|skipped|error)' "$1" | tail -1; }
 
 step "nvidia-smi" nvidia-smi.log smi_note -- nvidia-smi -L
 want tests &&
@@ -139,6 +144,21 @@ if want cold; then
     step "bench $bench" "bench-$bench.txt" cold_note -- "$tool" bench --filter "$bench"
   done
 fi
+if want python; then
+  # The Python package from the working tree over the bundle's
+  # libreplaydb.so: its tests (GPU ones with PyTorch, JAX and CuPy; the
+  # example learner on the GPU) and what Python adds to a sample.
+  repo="$(pwd)"
+  if [ -d "$repo/python/replaydb" ]; then
+    export REPLAYDB_LIBRARY="$bundle/lib/libreplaydb.so" PYTHONPATH="$repo/python" \
+      PYTHONUNBUFFERED=1
+    step "python tests" python-tests.log pytest_note -- \
+      python3 -m pytest -q -rs -p no:cacheprovider "$repo/tests/python"
+    step "python bench" python-bench.jsonl json_note -- python3 -m replaydb.bench --json
+  else
+    echo "gpu-run.sh: no python/ here (run from the repository root); python steps skipped"
+  fi
+fi
 
 if want prio; then
   echo
@@ -157,6 +177,22 @@ if want cold; then
   for bench in spill reload sample_rotating; do
     grep -E -A1 "^$bench " "$logs/bench-$bench.txt" || true
   done
+fi
+if want python && [ -f "$logs/python-bench.jsonl" ]; then
+  echo
+  echo "=== gpu-run: what Python adds to a sample (python -m replaydb.bench)"
+  python3 - "$logs/python-bench.jsonl" <<'PY' || true
+import json
+import sys
+
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    params = " ".join(f"{k}={v}" for k, v in r["params"].items())
+    print(f"{params}: python {r['value']} us, c_api {r['ceiling']} us per batch; "
+          f"Python adds {r['overhead_us']} us (allowed {r['allowed_us']}): {r['target']}")
+PY
 fi
 echo
 echo "=== gpu-run: summary (logs in $logs)"
