@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <exception>
 #include <map>
 #include <memory>
@@ -1604,24 +1605,38 @@ int replaydb_batch_device(const replaydb_batch_t* batch) {
   return batch == nullptr ? -1 : batch->device;
 }
 
+}  // extern "C"
+
+namespace {
+
+// Field `name` of `batch` into *out; errors name `fn`.
+Status FindField(const char* fn, const replaydb_batch_t* batch, const char* name,
+                 replaydb_array_t* out) {
+  if (batch == nullptr) return NullArgument(fn, "batch");
+  if (name == nullptr) return NullArgument(fn, "name");
+  if (const Field* f = batch->Find(name)) {
+    *out = f->array;
+    return Status::OK();
+  }
+  for (const auto& [column, why] : batch->inexpressible) {
+    if (column == name) return Status::NotSupported(std::string(fn) + ": " + why);
+  }
+  std::string names;
+  for (const Field& f : batch->fields) names += (names.empty() ? "" : ", ") + f.name;
+  return Status::NotFound(std::string(fn) + ": the batch has no field " + Quoted(name) +
+                          " (it has " + names + ")");
+}
+
+}  // namespace
+
+extern "C" {
+
 int replaydb_batch_field(const replaydb_batch_t* batch, const char* name, replaydb_array_t* out,
                          char** errptr) {
   constexpr char kFn[] = "replaydb_batch_field";
   return Guard(kFn, errptr, [&]() -> Status {
-    if (batch == nullptr) return NullArgument(kFn, "batch");
-    if (name == nullptr) return NullArgument(kFn, "name");
     if (out == nullptr) return NullArgument(kFn, "out");
-    if (const Field* f = batch->Find(name)) {
-      *out = f->array;
-      return Status::OK();
-    }
-    for (const auto& [column, why] : batch->inexpressible) {
-      if (column == name) return Status::NotSupported(std::string(kFn) + ": " + why);
-    }
-    std::string names;
-    for (const Field& f : batch->fields) names += (names.empty() ? "" : ", ") + f.name;
-    return Status::NotFound(std::string(kFn) + ": the batch has no field " + Quoted(name) +
-                            " (it has " + names + ")");
+    return FindField(kFn, batch, name, out);
   });
 }
 
@@ -1640,6 +1655,134 @@ int replaydb_batch_field_names(const replaydb_batch_t* batch, char*** names, siz
 
 int64_t replaydb_live_batches(void) {
   return g_live_batches.load(std::memory_order_relaxed);
+}
+
+// ------------------------------------------------------ DLPack
+
+}  // extern "C"
+
+namespace {
+
+// The DLPack ABI (dlpack.h, the unversioned DLManagedTensor that every
+// consumer accepts), laid out as the specification fixes it.
+struct DLDevice {
+  int32_t device_type;  // 1 CPU, 2 CUDA
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;  // 0 int, 1 uint, 2 float, 4 bfloat, 6 bool
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+
+// One exported field: the tensor, its shape, and the batch reference that
+// keeps the memory.
+struct Exported {
+  DLManagedTensor managed;
+  int64_t shape[REPLAYDB_MAX_DIMS];
+  replaydb_batch_t* batch;
+};
+
+void DeleteExported(DLManagedTensor* self) {
+  if (self == nullptr) return;
+  Exported* e = static_cast<Exported*>(self->manager_ctx);
+  replaydb_batch_release(e->batch);
+  delete e;
+}
+
+std::optional<DLDataType> DLTypeOf(int dtype) {
+  switch (dtype) {
+    case REPLAYDB_BOOL: return DLDataType{6, 8, 1};
+    case REPLAYDB_U8: return DLDataType{1, 8, 1};
+    case REPLAYDB_I8: return DLDataType{0, 8, 1};
+    case REPLAYDB_I16: return DLDataType{0, 16, 1};
+    case REPLAYDB_I32: return DLDataType{0, 32, 1};
+    case REPLAYDB_I64: return DLDataType{0, 64, 1};
+    case REPLAYDB_F16: return DLDataType{2, 16, 1};
+    case REPLAYDB_BF16: return DLDataType{4, 16, 1};
+    case REPLAYDB_F32: return DLDataType{2, 32, 1};
+    case REPLAYDB_F64: return DLDataType{2, 64, 1};
+    case REPLAYDB_U32: return DLDataType{1, 32, 1};
+    case REPLAYDB_U64: return DLDataType{1, 64, 1};
+  }
+  return std::nullopt;
+}
+
+// CPython's capsule calls, found in the running process (the Python that
+// loaded this library); null where there is none.
+using CapsuleIsValidFn = int (*)(void*, const char*);
+using CapsuleGetPointerFn = void* (*)(void*, const char*);
+struct CapsuleApi {
+  CapsuleIsValidFn is_valid = nullptr;
+  CapsuleGetPointerFn get_pointer = nullptr;
+};
+const CapsuleApi& Capsules() {
+  static const CapsuleApi api = [] {
+    CapsuleApi a;
+    a.is_valid = reinterpret_cast<CapsuleIsValidFn>(dlsym(RTLD_DEFAULT, "PyCapsule_IsValid"));
+    a.get_pointer =
+        reinterpret_cast<CapsuleGetPointerFn>(dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer"));
+    return a;
+  }();
+  return api;
+}
+
+}  // namespace
+
+extern "C" {
+
+int replaydb_batch_dlpack(replaydb_batch_t* batch, const char* name, void** managed_tensor,
+                          char** errptr) {
+  constexpr char kFn[] = "replaydb_batch_dlpack";
+  if (managed_tensor != nullptr) *managed_tensor = nullptr;
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (managed_tensor == nullptr) return NullArgument(kFn, "managed_tensor");
+    replaydb_array_t a;
+    REPLAYDB_RETURN_IF_ERROR(FindField(kFn, batch, name, &a));
+    const std::optional<DLDataType> type = DLTypeOf(a.dtype);
+    if (!type) return Status::Internal(std::string(kFn) + ": no DLPack type for dtype " +
+                                       std::to_string(a.dtype));
+    auto e = std::make_unique<Exported>();
+    std::memcpy(e->shape, a.dims, sizeof(e->shape));
+    DLTensor& t = e->managed.dl_tensor;
+    t.data = a.data;
+    t.device = a.device < 0 ? DLDevice{1, 0} : DLDevice{2, a.device};
+    t.ndim = a.ndim;
+    t.dtype = *type;
+    t.shape = e->shape;
+    t.strides = nullptr;  // compact, C order
+    t.byte_offset = 0;
+    e->managed.manager_ctx = e.get();
+    e->managed.deleter = &DeleteExported;
+    replaydb_batch_retain(batch);
+    e->batch = batch;
+    *managed_tensor = &e.release()->managed;
+    return Status::OK();
+  });
+}
+
+void replaydb_dlpack_capsule_destructor(void* capsule) {
+  // A consumer renames the capsule ("used_dltensor") and calls the deleter
+  // itself; only an unconsumed one is still valid under its first name.
+  const CapsuleApi& api = Capsules();
+  if (capsule == nullptr || api.is_valid == nullptr || api.get_pointer == nullptr) return;
+  if (api.is_valid(capsule, "dltensor") == 0) return;
+  auto* managed = static_cast<DLManagedTensor*>(api.get_pointer(capsule, "dltensor"));
+  if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
 }
 
 }  // extern "C"

@@ -152,8 +152,10 @@ if want python; then
   if [ -d "$repo/python/replaydb" ]; then
     export REPLAYDB_LIBRARY="$bundle/lib/libreplaydb.so" PYTHONPATH="$repo/python" \
       PYTHONUNBUFFERED=1
+    timeout_flag=()
+    python3 -c "import pytest_timeout" 2>/dev/null && timeout_flag=(--timeout=240)
     step "python tests" python-tests.log pytest_note -- \
-      python3 -m pytest -q -rs -p no:cacheprovider "$repo/tests/python"
+      python3 -m pytest -q -rs -p no:cacheprovider "${timeout_flag[@]}" "$repo/tests/python"
     step "python bench" python-bench.jsonl json_note -- python3 -m replaydb.bench --json
   else
     echo "gpu-run.sh: no python/ here (run from the repository root); python steps skipped"

@@ -471,6 +471,21 @@ REPLAYDB_C_EXPORT int replaydb_batch_field(const replaydb_batch_t* batch, const 
 REPLAYDB_C_EXPORT int replaydb_batch_field_names(const replaydb_batch_t* batch, char*** names,
                                                  size_t* count, char** errptr);
 
+/* DLPack: *managed_tensor gets a DLManagedTensor (dlpack.h's unversioned
+ * struct, C order, no strides) over batch field `name`, host (kDLCPU) or
+ * device (kDLCUDA) memory. It holds a reference to the batch, which its
+ * deleter gives back; a consumer calls the deleter exactly once. Errors as
+ * replaydb_batch_field's. */
+REPLAYDB_C_EXPORT int replaydb_batch_dlpack(replaydb_batch_t* batch, const char* name,
+                                            void** managed_tensor, char** errptr);
+/* A destructor for Python capsules named "dltensor" over such tensors
+ * (PyCapsule_New(tensor, "dltensor", replaydb_dlpack_capsule_destructor)):
+ * calls the tensor's deleter when no consumer took the capsule (a consumer
+ * renames it "used_dltensor" and calls the deleter itself). It uses the
+ * PyCapsule functions of the Python running in this process; without one it
+ * does nothing. For Python bindings (python/). */
+REPLAYDB_C_EXPORT void replaydb_dlpack_capsule_destructor(void* capsule);
+
 /* Batches (and their buffers) alive in this process: for tests that check
  * that consumers give them back. */
 REPLAYDB_C_EXPORT int64_t replaydb_live_batches(void);

@@ -1,25 +1,25 @@
-"""DLPack in and out, in pure Python over ctypes.
+"""DLPack in and out.
 
-Out: :func:`export` wraps memory that a C batch owns in a ``"dltensor"`` capsule
-(the legacy, unversioned DLPack protocol, which every consumer accepts) whose
-deleter gives the consumer's reference back to the batch. A consumer renames
-the capsule to ``"used_dltensor"`` and calls the deleter when it is done; a
-capsule nobody consumed calls it when it is destroyed. Either way exactly once.
+Out: :func:`capsule` wraps a DLManagedTensor that the C API made over a batch's
+memory (replaydb_batch_dlpack) in a ``"dltensor"`` capsule (the unversioned
+protocol, which every consumer accepts) whose destructor is the C API's
+(replaydb_dlpack_capsule_destructor): a consumer renames the capsule
+``"used_dltensor"`` and calls the tensor's deleter when done; a capsule nobody
+consumed calls it when destroyed. Either way exactly once, with no Python on
+the path.
 
-In: :func:`consume` takes the capsule an object's ``__dlpack__`` returns,
-marks it used, and returns the tensor's description and a function that calls
-its deleter.
+In: :func:`consume` takes the capsule an object's ``__dlpack__`` returns, marks
+it used, and gives back the tensor's description and, on close, its deleter.
 
-The structs follow the DLPack specification (dlpack.h, v0.8 layout).
+The structs follow the DLPack specification (dlpack.h).
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_int32, c_int64, c_uint8,
                     c_uint16, c_uint64, c_void_p)
-from typing import Callable, Dict, Optional, Tuple
+from typing import Dict, Optional
 
 # DLDeviceType
 CPU = 1
@@ -66,7 +66,7 @@ DLManagedTensor._fields_ = [
 ]
 
 # The C API's dtype codes (include/replaydb/c.h) -> (code, bits).
-_DL_TYPES: Dict[int, Tuple[int, int]] = {
+_DL_TYPES: Dict[int, tuple] = {
     0: (BOOL, 8),
     1: (UINT, 8),
     2: (INT, 8),
@@ -94,63 +94,13 @@ _api.PyCapsule_GetPointer.restype = c_void_p
 _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, c_char_p]
-# The capsule destructor gets the capsule while it is being destroyed: it is
-# passed as a raw pointer, never as a Python object (which would revive it).
-_IsValidRaw = ctypes.PYFUNCTYPE(ctypes.c_int, c_void_p, c_char_p)(("PyCapsule_IsValid", _api))
-_GetPointerRaw = ctypes.PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_GetPointer", _api))
 
-# Exported tensors not yet deleted: address of the DLManagedTensor -> what
-# must live until its deleter runs (the struct, its shape, the release).
-_live: Dict[int, Tuple[object, object, Callable[[], None]]] = {}
-_live_lock = threading.Lock()
+def capsule(managed_tensor: int) -> object:
+    """A ``"dltensor"`` capsule over a DLManagedTensor from the C API."""
+    from replaydb._lib import lib
 
-
-@_Deleter
-def _delete(managed) -> None:
-    address = ctypes.addressof(managed.contents)
-    with _live_lock:
-        entry = _live.pop(address, None)
-    if entry is not None:
-        entry[2]()
-
-
-@ctypes.CFUNCTYPE(None, c_void_p)
-def _capsule_destructor(capsule: int) -> None:
-    # Consumed capsules were renamed: their consumer calls the deleter.
-    if _IsValidRaw(capsule, _NAME):
-        pointer = _GetPointerRaw(capsule, _NAME)
-        if pointer:
-            _delete(ctypes.cast(pointer, POINTER(DLManagedTensor)))
-
-
-def live_exports() -> int:
-    """Capsules handed out whose deleter has not run yet (for tests)."""
-    with _live_lock:
-        return len(_live)
-
-
-def export(data: int, dtype: int, shape: Tuple[int, ...], device: int,
-           release: Callable[[], None]) -> object:
-    """A ``"dltensor"`` capsule over ``data`` (C order, ``shape``, the C API's
-    ``dtype``); ``device`` is -1 for host memory or a CUDA device. ``release`` runs
-    once, when the consumer (or the unconsumed capsule) is done."""
-    code, bits = _DL_TYPES[dtype]
-    managed = DLManagedTensor()
-    dims = (c_int64 * max(1, len(shape)))(*shape)
-    t = managed.dl_tensor
-    t.data = data
-    t.device = DLDevice(CPU, 0) if device < 0 else DLDevice(CUDA, device)
-    t.ndim = len(shape)
-    t.dtype = DLDataType(code, bits, 1)
-    t.shape = dims
-    t.strides = None  # compact, C order
-    t.byte_offset = 0
-    managed.manager_ctx = None
-    managed.deleter = _delete
-    with _live_lock:
-        _live[ctypes.addressof(managed)] = (managed, dims, release)
-    return _api.PyCapsule_New(ctypes.addressof(managed), _NAME,
-                              ctypes.cast(_capsule_destructor, c_void_p))
+    return _api.PyCapsule_New(managed_tensor, _NAME,
+                              ctypes.cast(lib.replaydb_dlpack_capsule_destructor, c_void_p))
 
 
 class Imported:

@@ -245,6 +245,8 @@ _SIGNATURES = [
     ("replaydb_batch_field_names", c_int, [c_void_p, POINTER(POINTER(c_char_p)),
                                            POINTER(c_size_t), _errp]),
     ("replaydb_live_batches", c_int64, []),
+    ("replaydb_batch_dlpack", c_int, [c_void_p, c_char_p, POINTER(c_void_p), _errp]),
+    ("replaydb_dlpack_capsule_destructor", None, [c_void_p]),
 ]
 
 for _name, _restype, _argtypes in _SIGNATURES:

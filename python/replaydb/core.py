@@ -183,10 +183,14 @@ class Array:
                               f"not {tuple(dl_device)}")
         if self.device >= 0 and stream is not None and stream != -1:
             self._batch._order_before(0 if stream == 1 else stream)
-        handle = self._handle
-        _lib.replaydb_batch_retain(handle)
-        return _dlpack.export(self._data, self._dtype, self.shape, self.device,
-                              lambda: _lib.replaydb_batch_release(handle))
+        if self._handle is None:
+            raise ValueError(f"replaydb: array {self.name!r} was released")
+        managed = c_void_p()
+        # The tensor (made in C) holds its own reference to the batch; its
+        # deleter, or the capsule's destructor when nobody consumes it,
+        # gives that back.
+        _call(_lib.replaydb_batch_dlpack, self._handle, _bytes(self.name), byref(managed))
+        return _dlpack.capsule(managed.value)
 
     @property
     def __array_interface__(self) -> Dict[str, Any]:

@@ -793,6 +793,102 @@ TEST_F(CApiTest, BatchFieldsAndReferenceCounts) {
   EXPECT_EQ(replaydb_batch_device(nullptr), -1);
 }
 
+// dlpack.h's unversioned layout, written out from the specification here so
+// that the test checks the library's against it.
+struct TestDLTensor {
+  void* data;
+  int32_t device_type;
+  int32_t device_id;
+  int32_t ndim;
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct TestDLManagedTensor {
+  TestDLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(TestDLManagedTensor*);
+};
+
+TEST_F(CApiTest, DLPackTensorsHoldTheBatchUntilTheirDeleter) {
+  TableSpec spec;
+  spec.name = "dl";
+  spec.columns = {{"obs", DType::kF32, Shape({2, 3})}, {"done", DType::kBool, Shape()}};
+  spec.sequence_length = 1 + static_cast<int64_t>(rng_() % 3);
+  spec.capacity_steps = 256;
+  TablePtr table = CreateTable(spec);
+  ASSERT_TRUE(table != nullptr);
+  Written written;
+  ASSERT_NO_FATAL_FAILURE(WriteRandom(table.get(), spec, 3, 6, &written));
+  const int64_t start = replaydb_live_batches();
+  const int64_t B = 1 + static_cast<int64_t>(rng_() % 16);
+  replaydb_batch_t* b = nullptr;
+  C_ASSERT_OK(replaydb_table_sample(table.get(), B, nullptr, &b, err_.ptr()));
+  const struct {
+    const char* name;
+    uint8_t code, bits;
+    std::vector<int64_t> dims;
+  } cases[] = {{"obs", 2, 32, {B, spec.sequence_length, 2, 3}},
+               {"done", 6, 8, {B, spec.sequence_length}},
+               {"keys", 1, 64, {B}},
+               {"probabilities", 2, 64, {B}},
+               {"times_sampled", 1, 32, {B}}};
+  std::vector<TestDLManagedTensor*> tensors;
+  for (const auto& c : cases) {
+    void* out = nullptr;
+    C_ASSERT_OK(replaydb_batch_dlpack(b, c.name, &out, err_.ptr()));
+    auto* t = static_cast<TestDLManagedTensor*>(out);
+    replaydb_array_t a;
+    C_ASSERT_OK(replaydb_batch_field(b, c.name, &a, err_.ptr()));
+    EXPECT_EQ(t->dl_tensor.data, a.data) << c.name << ": the batch's memory, no copy";
+    EXPECT_EQ(t->dl_tensor.device_type, 1) << c.name;  // kDLCPU
+    EXPECT_EQ(t->dl_tensor.code, c.code) << c.name;
+    EXPECT_EQ(t->dl_tensor.bits, c.bits) << c.name;
+    EXPECT_EQ(t->dl_tensor.lanes, 1) << c.name;
+    EXPECT_EQ(t->dl_tensor.strides, nullptr) << c.name;
+    EXPECT_EQ(t->dl_tensor.byte_offset, 0u) << c.name;
+    ASSERT_EQ(t->dl_tensor.ndim, static_cast<int32_t>(c.dims.size())) << c.name;
+    EXPECT_EQ(std::vector<int64_t>(t->dl_tensor.shape, t->dl_tensor.shape + t->dl_tensor.ndim),
+              c.dims)
+        << c.name;
+    tensors.push_back(t);
+  }
+  // The batch's own reference goes; the tensors keep its memory.
+  const HostCopy copy = ReadHostBatch(b, spec);
+  replaydb_batch_release(b);
+  EXPECT_EQ(replaydb_live_batches(), start + 1);
+  const float* obs = static_cast<const float*>(tensors[0]->dl_tensor.data);
+  EXPECT_EQ(std::memcmp(obs, copy.columns[0].data(), copy.columns[0].size()), 0);
+  // Each deleter gives one reference back; the last frees the batch.
+  for (TestDLManagedTensor* t : tensors) {
+    EXPECT_EQ(replaydb_live_batches(), start + 1);
+    t->deleter(t);
+  }
+  EXPECT_EQ(replaydb_live_batches(), start);
+
+  C_ASSERT_OK(replaydb_table_sample(table.get(), 1, nullptr, &b, err_.ptr()));
+  BatchPtr batch(b);
+  void* out = &out;
+  C_EXPECT_ERROR(replaydb_batch_dlpack(b, "reward", &out, err_.ptr()), REPLAYDB_NOT_FOUND,
+                 "replaydb_batch_dlpack: the batch has no field 'reward' (it has obs, done, keys");
+  EXPECT_EQ(out, nullptr) << "set to NULL on failure";
+  C_EXPECT_ERROR(replaydb_batch_dlpack(nullptr, "obs", &out, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_batch_dlpack: batch is NULL");
+  C_EXPECT_ERROR(replaydb_batch_dlpack(b, nullptr, &out, err_.ptr()), REPLAYDB_INVALID_ARGUMENT,
+                 "replaydb_batch_dlpack: name is NULL");
+  C_EXPECT_ERROR(replaydb_batch_dlpack(b, "obs", nullptr, err_.ptr()), REPLAYDB_INVALID_ARGUMENT,
+                 "replaydb_batch_dlpack: managed_tensor is NULL");
+  // Outside a Python process the capsule destructor has no capsules to read:
+  // it does nothing (and must not crash).
+  int not_a_capsule = 0;
+  replaydb_dlpack_capsule_destructor(&not_a_capsule);
+  replaydb_dlpack_capsule_destructor(nullptr);
+  EXPECT_EQ(replaydb_live_batches(), start + 1);
+}
+
 // A batch keeps its memory: it outlives its table handle, the table and the
 // database, and batches released from other threads are counted right.
 TEST_F(CApiTest, BatchOutlivesTableHandleAndClose) {

@@ -76,26 +76,29 @@ def keys_to_host(keys_array):
     return torch.as_tensor(holder, device="cuda").cpu().numpy().view(np.uint64)
 
 
-def test_priorities_from_the_device_steer_sampling(db_path):
+def test_priorities_from_the_device_steer_sampling(db_path, seed):
+    envs, steps = 8, 4
     with replaydb.open(db_path) as db:
         table = make_table(db, "device:0", selector="prioritized", priority_device=0)
-        vw = table.vector_writer(8)
-        for _ in range(4):
-            vw.append({"obs": torch.zeros(8, 3, 5, device="cuda"),
-                       "a": torch.arange(8, device="cuda"),
-                       "raw": torch.zeros(8, 33, dtype=torch.uint8, device="cuda")})
-        batch = table.sample(32, device="cuda")
-        keys = keys_to_host(batch.keys)
-        # Every drawn item but the first gets priority 0: only that one is drawn then.
-        priorities = torch.zeros(32, device="cuda")
-        priorities[0] = 1.0
-        first = int(keys[0])
-        same = torch.from_numpy((keys == first).astype(np.float32)).cuda()
-        table.update_priorities(batch.keys, torch.maximum(priorities, same))
-        torch.cuda.synchronize()
-        again = keys_to_host(table.sample(64, device="cuda").keys)
-        assert set(again.tolist()) <= set(keys.tolist())
-        assert first in set(again.tolist())
+        vw = table.vector_writer(envs)
+        for _ in range(steps):
+            vw.append({"obs": torch.zeros(envs, 3, 5, device="cuda"),
+                       "a": torch.arange(envs, device="cuda"),
+                       "raw": torch.zeros(envs, 33, dtype=torch.uint8, device="cuda")})
+        every = [(vw.trajectory_id(e) << 24) | s for e in range(envs) for s in range(steps)]
+        chosen = every[seed % len(every)]
+        # Every item's priority, from device arrays: one item keeps mass.
+        keys = torch.tensor(every, dtype=torch.int64, device="cuda")
+        priorities = (keys == chosen).float()
+        assert table.update_priorities(keys, priorities) is None
+        drawn = keys_to_host(table.sample(64, device="cuda").keys)
+        assert set(drawn.tolist()) == {chosen}
+        # And back to all equal: every item is drawn again (with 64 draws of 32
+        # items, each one misses with probability (31/32)^64 < 0.14; over all,
+        # at least 2 distinct).
+        table.update_priorities(keys, torch.ones(len(every), device="cuda"))
+        drawn = keys_to_host(table.sample(64, device="cuda").keys)
+        assert len(set(drawn.tolist())) > 2
 
 
 def test_prefetching_on_the_device_and_buffers_come_back(db_path):
