@@ -7,9 +7,10 @@ One run measures, on the same table:
   * ``python``: ``table.sample(B, device=...)`` and the sampled column taken into
     the framework without a copy (``torch.from_dlpack`` on a GPU,
     ``numpy.asarray`` on the host), then dropped.
-Both are timed as many calls queued back to back, synchronised at the end, the
-median of several repetitions. The overhead is python - c_api; the target is
-<= 10% of c_api or <= 20 us per batch, whichever is larger.
+Both are timed as many calls queued back to back, synchronised at the end, in
+paired repetitions (one of each in turn, so that drift on a shared host falls
+on both). The overhead is the median of the pairs' python - c_api; the target
+is <= 10% of c_api or <= 20 us per batch, whichever is larger.
 
     python -m replaydb.bench                 # GPU 0 when there is one, else the host
     python -m replaydb.bench --device cpu --quick
@@ -109,10 +110,16 @@ def run(device: str, batch: int, seq: int, step_bytes: int, calls: int, repetiti
             for _ in range(10):
                 fn()
         bare = _median_micros(lambda: lib.replaydb_version(), 10000, repetitions, lambda: None)
-        base = _median_micros(c_api, calls, repetitions, sync)
-        py = _median_micros(python, calls, repetitions, sync)
+        # Paired repetitions, one of each in turn, so that drift on a shared
+        # host falls on both; the overhead is the median of the differences.
+        bases, pys, overheads = [], [], []
+        for _ in range(repetitions):
+            bases.append(_median_micros(c_api, calls, 1, sync))
+            pys.append(_median_micros(python, calls, 1, sync))
+            overheads.append(pys[-1] - bases[-1])
+        base, py = statistics.median(bases), statistics.median(pys)
+        overhead = statistics.median(overheads)
         table.close()
-    overhead = py - base
     allowed = max(0.10 * base, 20.0)
     return {
         "bench": "python_sample",
@@ -133,8 +140,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--step-bytes", type=int, default=4096)
-    p.add_argument("--calls", type=int, default=500)
-    p.add_argument("--repetitions", type=int, default=5)
+    p.add_argument("--calls", type=int, default=300)
+    p.add_argument("--repetitions", type=int, default=9)
     p.add_argument("--quick", action="store_true", help="fewer calls, smaller steps (a smoke run)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)

@@ -140,13 +140,14 @@ class Array:
     also offer ``__cuda_array_interface__``. The memory stays valid while this
     object, or anything made from it, lives."""
 
-    __slots__ = ("_batch", "_handle", "name", "shape", "device", "_dtype", "_data", "_nbytes",
+    __slots__ = ("_stream", "_handle", "name", "shape", "device", "_dtype", "_data", "_nbytes",
                  "__weakref__")
 
     def __init__(self, batch: "Batch", name: str, arr: _CArray):
-        self._batch = batch
-        # Its own reference: the memory outlives Batch.close().
+        # Its own reference to the C batch (no reference to the Batch object:
+        # the batch keeps its arrays), so the memory outlives Batch.close().
         self._handle: Optional[int] = batch._retain()
+        self._stream: int = batch._stream or 0  # the stream that wrote a device batch
         self.name = name
         self.shape: Tuple[int, ...] = tuple(arr.dims[i] for i in range(arr.ndim))
         self.device: int = arr.device
@@ -182,7 +183,9 @@ class Array:
             raise BufferError(f"replaydb: array {self.name!r} is on {self.__dlpack_device__()}, "
                               f"not {tuple(dl_device)}")
         if self.device >= 0 and stream is not None and stream != -1:
-            self._batch._order_before(0 if stream == 1 else stream)
+            consumer = 0 if stream == 1 else stream
+            if consumer != self._stream:  # the consumer waits for the writing stream
+                _call(_lib.replaydb_stream_wait, c_void_p(consumer), c_void_p(self._stream))
         if self._handle is None:
             raise ValueError(f"replaydb: array {self.name!r} was released")
         managed = c_void_p()
@@ -208,7 +211,7 @@ class Array:
             raise AttributeError("replaydb: a host array has no __cuda_array_interface__")
         if self._dtype not in _convert.TYPESTR:
             raise TypeError(f"replaydb: no type string for {self.dtype}; use DLPack")
-        stream = self._batch._stream
+        stream = self._stream
         return {"shape": self.shape, "typestr": _convert.TYPESTR[self._dtype],
                 "data": (self._data, False), "strides": None, "version": 3,
                 "stream": stream if stream else 1}
@@ -265,12 +268,6 @@ class Batch:
             raise ValueError("replaydb: the batch was closed")
         _lib.replaydb_batch_retain(self._handle)
         return self._handle
-
-    def _order_before(self, stream: int) -> None:
-        """Makes ``stream`` wait for the work that wrote this device batch."""
-        mine = self._stream or 0
-        if stream != mine:
-            _call(_lib.replaydb_stream_wait, c_void_p(stream), c_void_p(mine))
 
     def fields(self) -> List[str]:
         """Names of the batch's arrays: the columns, then keys, probabilities, ..."""

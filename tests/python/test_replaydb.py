@@ -133,6 +133,16 @@ def test_dlpack_capsules_are_consumed_once_and_memory_is_freed(db_path, rng):
         capsule = batch["v"].__dlpack__()
         del capsule, batch
         assert no_live_batches(baseline)
+        # Without the cycle collector: no reference cycle holds a batch (its
+        # buffers would wait for a garbage collection).
+        gc.disable()
+        try:
+            batch = table.sample(2)
+            view = np.asarray(batch["v"])
+            del batch, view
+            assert replaydb.live_batches() == baseline
+        finally:
+            gc.enable()
         # NumPy arrays from __array_interface__ keep the batch's memory too.
         batch = table.sample(1)
         view = np.asarray(batch["v"])
