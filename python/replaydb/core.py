@@ -137,40 +137,68 @@ class Array:
     Zero-copy into any framework: ``torch.from_dlpack(a)``,
     ``jax.dlpack.from_dlpack(a)``, ``numpy.from_dlpack(a)`` (host) or
     ``numpy.asarray(a)`` (host, through ``__array_interface__``); device arrays
-    also offer ``__cuda_array_interface__``. The memory stays valid while this
-    object, or anything made from it, lives."""
+    also offer ``__cuda_array_interface__``. What a framework made from it keeps
+    the memory for as long as it lives, also after ``Batch.close()``; the Array
+    object itself reads through its batch (closed: ValueError)."""
 
-    __slots__ = ("_stream", "_handle", "name", "shape", "device", "_dtype", "_data", "_nbytes",
-                 "__weakref__")
+    __slots__ = ("_batch", "name", "_info", "_own", "__weakref__")
 
-    def __init__(self, batch: "Batch", name: str, arr: _CArray):
-        # Its own reference to the C batch (no reference to the Batch object:
-        # the batch keeps its arrays), so the memory outlives Batch.close().
-        self._handle: Optional[int] = batch._retain()
-        self._stream: int = batch._stream or 0  # the stream that wrote a device batch
+    def __init__(self, batch: "Batch", name: str):
+        self._batch = batch  # the batch keeps no reference back: no cycle
         self.name = name
-        self.shape: Tuple[int, ...] = tuple(arr.dims[i] for i in range(arr.ndim))
-        self.device: int = arr.device
-        self._dtype: int = arr.dtype
-        self._data: int = arr.data or 0
-        self._nbytes: int = arr.nbytes
+        self._info: Optional[_CArray] = None  # the C description, read when first needed
+        self._own: Optional[int] = None  # a reference of its own, for interface views
+
+    def _handle(self) -> int:
+        if self._own is not None:
+            return self._own
+        handle = self._batch._handle
+        if handle is None:
+            raise ValueError(f"replaydb: array {self.name!r}: the batch was closed")
+        return handle
+
+    def _c(self) -> _CArray:
+        if self._info is None:
+            out = _CArray()
+            _call(_lib.replaydb_batch_field, self._handle(), _bytes(self.name), byref(out))
+            self._info = out
+        return self._info
+
+    def _hold(self) -> None:
+        """Takes a reference of its own, so that views made from the raw
+        pointer (``__array_interface__``) outlive ``Batch.close()``."""
+        if self._own is None:
+            handle = self._handle()
+            _lib.replaydb_batch_retain(handle)
+            self._own = handle
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        c = self._c()
+        return tuple(c.dims[i] for i in range(c.ndim))
+
+    @property
+    def device(self) -> int:
+        """-1 for host memory, else the CUDA device."""
+        return self._c().device
 
     @property
     def dtype(self) -> str:
         """NumPy's name of the element type ("float32", "bool", "bfloat16", ...)."""
-        return _convert.NAMES[self._dtype]
+        return _convert.NAMES[self._c().dtype]
 
     @property
     def nbytes(self) -> int:
-        return self._nbytes
+        return self._c().nbytes
 
     @property
     def data_ptr(self) -> int:
         """Address of the first element (host or device)."""
-        return self._data
+        return self._c().data or 0
 
     def __dlpack_device__(self) -> Tuple[int, int]:
-        return (_dlpack.CPU, 0) if self.device < 0 else (_dlpack.CUDA, self.device)
+        device = self._c().device
+        return (_dlpack.CPU, 0) if device < 0 else (_dlpack.CUDA, device)
 
     def __dlpack__(self, *, stream: Optional[int] = None, max_version: Any = None,
                    dl_device: Any = None, copy: Optional[bool] = None) -> object:
@@ -182,38 +210,41 @@ class Array:
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"replaydb: array {self.name!r} is on {self.__dlpack_device__()}, "
                               f"not {tuple(dl_device)}")
-        if self.device >= 0 and stream is not None and stream != -1:
+        if stream is not None and stream != -1 and self._c().device >= 0:
             consumer = 0 if stream == 1 else stream
-            if consumer != self._stream:  # the consumer waits for the writing stream
-                _call(_lib.replaydb_stream_wait, c_void_p(consumer), c_void_p(self._stream))
-        if self._handle is None:
-            raise ValueError(f"replaydb: array {self.name!r} was released")
+            mine = self._batch._stream or 0
+            if consumer != mine:  # the consumer waits for the stream that wrote it
+                _call(_lib.replaydb_stream_wait, c_void_p(consumer), c_void_p(mine))
         managed = c_void_p()
         # The tensor (made in C) holds its own reference to the batch; its
         # deleter, or the capsule's destructor when nobody consumes it,
         # gives that back.
-        _call(_lib.replaydb_batch_dlpack, self._handle, _bytes(self.name), byref(managed))
+        _call(_lib.replaydb_batch_dlpack, self._handle(), _bytes(self.name), byref(managed))
         return _dlpack.capsule(managed.value)
 
     @property
     def __array_interface__(self) -> Dict[str, Any]:
-        if self.device >= 0:
+        c = self._c()
+        if c.device >= 0:
             raise TypeError(f"replaydb: array {self.name!r} is in GPU memory; use "
                             "torch.from_dlpack or __cuda_array_interface__")
-        if self._dtype not in _convert.TYPESTR:
+        if c.dtype not in _convert.TYPESTR:
             raise TypeError(f"replaydb: NumPy has no {self.dtype}; use torch.from_dlpack")
-        return {"shape": self.shape, "typestr": _convert.TYPESTR[self._dtype],
-                "data": (self._data, False), "strides": None, "version": 3}
+        self._hold()
+        return {"shape": self.shape, "typestr": _convert.TYPESTR[c.dtype],
+                "data": (c.data or 0, False), "strides": None, "version": 3}
 
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:
-        if self.device < 0:
+        c = self._c()
+        if c.device < 0:
             raise AttributeError("replaydb: a host array has no __cuda_array_interface__")
-        if self._dtype not in _convert.TYPESTR:
+        if c.dtype not in _convert.TYPESTR:
             raise TypeError(f"replaydb: no type string for {self.dtype}; use DLPack")
-        stream = self._stream
-        return {"shape": self.shape, "typestr": _convert.TYPESTR[self._dtype],
-                "data": (self._data, False), "strides": None, "version": 3,
+        self._hold()
+        stream = self._batch._stream
+        return {"shape": self.shape, "typestr": _convert.TYPESTR[c.dtype],
+                "data": (c.data or 0, False), "strides": None, "version": 3,
                 "stream": stream if stream else 1}
 
     def numpy(self):
@@ -221,16 +252,18 @@ class Array:
         return _convert.numpy().asarray(self)
 
     def __len__(self) -> int:
-        return self.shape[0] if self.shape else 0
+        shape = self.shape
+        return shape[0] if shape else 0
 
     def __del__(self) -> None:
-        handle = getattr(self, "_handle", None)
-        if handle is not None:
-            self._handle = None
-            _lib.replaydb_batch_release(handle)
+        own = getattr(self, "_own", None)
+        if own is not None:
+            self._own = None
+            _lib.replaydb_batch_release(own)
 
     def __repr__(self) -> str:
-        where = "host" if self.device < 0 else f"cuda:{self.device}"
+        device = self.device
+        where = "host" if device < 0 else f"cuda:{device}"
         return f"replaydb.Array({self.name!r}, {self.dtype}{list(self.shape)}, {where})"
 
 
@@ -246,11 +279,34 @@ class Batch:
     def __init__(self, handle: int, stream: Optional[int] = None):
         self._handle: Optional[int] = handle
         self._stream = stream
-        self.batch_size: int = _lib.replaydb_batch_size(handle)
-        self.sequence_length: int = _lib.replaydb_batch_sequence_length(handle)
-        self.device: int = _lib.replaydb_batch_device(handle)
-        self._names_cache: Optional[List[str]] = None  # read when first asked for
-        self._arrays: Dict[str, Array] = {}
+        # Sizes and names are read when first asked for: sampling stays a
+        # single foreign call.
+        self._sizes: Optional[Tuple[int, int, int]] = None
+        self._names_cache: Optional[List[str]] = None
+
+    def _read_sizes(self) -> Tuple[int, int, int]:
+        if self._sizes is None:
+            h = self._handle
+            if h is None:
+                raise ValueError("replaydb: the batch was closed")
+            self._sizes = (_lib.replaydb_batch_size(h), _lib.replaydb_batch_sequence_length(h),
+                           _lib.replaydb_batch_device(h))
+        return self._sizes
+
+    @property
+    def batch_size(self) -> int:
+        """B: items in the batch."""
+        return self._read_sizes()[0]
+
+    @property
+    def sequence_length(self) -> int:
+        """L: steps per item."""
+        return self._read_sizes()[1]
+
+    @property
+    def device(self) -> int:
+        """-1 for host memory, else the CUDA device the batch is on."""
+        return self._read_sizes()[2]
 
     @property
     def _names(self) -> List[str]:
@@ -263,25 +319,15 @@ class Batch:
             self._names_cache = take_strings(names, count.value)
         return self._names_cache
 
-    def _retain(self) -> int:
-        if self._handle is None:
-            raise ValueError("replaydb: the batch was closed")
-        _lib.replaydb_batch_retain(self._handle)
-        return self._handle
-
     def fields(self) -> List[str]:
         """Names of the batch's arrays: the columns, then keys, probabilities, ..."""
         return list(self._names)
 
     def __getitem__(self, name: str) -> Array:
-        array = self._arrays.get(name)
-        if array is None:
-            if self._handle is None:
-                raise ValueError("replaydb: the batch was closed")
-            out = _CArray()
-            _call(_lib.replaydb_batch_field, self._handle, _bytes(name), byref(out))
-            array = Array(self, name, out)
-            self._arrays[name] = array
+        if self._handle is None:
+            raise ValueError("replaydb: the batch was closed")
+        array = Array(self, name)
+        array._c()  # an unknown name fails here, naming the fields there are
         return array
 
     def __contains__(self, name: str) -> bool:
@@ -329,10 +375,9 @@ class Batch:
         return {n: torch.from_dlpack(self[n]) for n in self._names}
 
     def close(self) -> None:
-        """Lets go of the batch's own reference; arrays taken from it (and
-        tensors made from them) keep the memory until they go."""
+        """Lets go of the batch's own reference: tensors and arrays that
+        frameworks made from it keep the memory until they go."""
         handle, self._handle = self._handle, None
-        self._arrays.clear()
         if handle is not None:
             _lib.replaydb_batch_release(handle)
 
@@ -683,6 +728,8 @@ class Table(_Owned):
         finally:
             _lib.replaydb_table_spec_destroy(spec)
         self._device_cache: Optional[int] = None
+        self._options_cache: Dict[Tuple[Any, ...], _CSampleOptions] = {}
+        self._devices: Dict[Any, int] = {}
 
     @property
     def _what(self) -> str:  # for the closed-handle message
@@ -723,18 +770,32 @@ class Table(_Owned):
             raise ValueError(f"replaydb: table {self.name!r} samples windows of "
                              f"{self.sequence_length} steps (its sequence_length), not {seq_len}; "
                              "create a table with that sequence_length")
-        options = _CSampleOptions()
-        _lib.replaydb_sample_options_init(byref(options))
-        options.timeout_ms = _timeout_ms(timeout)
-        options.importance_beta = -1.0 if importance_beta is None else float(importance_beta)
-        options.stratified = int(stratified)
-        options.peek = int(peek)
-        options.gather = int(gather)
+        key = (timeout, importance_beta, stratified, peek, gather)
+        options = self._options_cache.get(key)
+        if options is None:  # built once per combination: sampling is a hot path
+            options = _CSampleOptions()
+            _lib.replaydb_sample_options_init(byref(options))
+            options.timeout_ms = _timeout_ms(timeout)
+            options.importance_beta = -1.0 if importance_beta is None else float(importance_beta)
+            options.stratified = int(stratified)
+            options.peek = int(peek)
+            options.gather = int(gather)
+            if len(self._options_cache) < 64:
+                self._options_cache[key] = options
         return options
 
     def _resolve_device(self, device: DeviceLike) -> int:
         if device is None:
             return -1
+        if isinstance(device, (str, int)):
+            known = self._devices.get(device)
+            if known is not None:
+                return known
+            self._devices[device] = self._resolve_device_uncached(device)
+            return self._devices[device]
+        return self._resolve_device_uncached(device)
+
+    def _resolve_device_uncached(self, device: DeviceLike) -> int:
         text = str(device)
         if text in ("cpu", "host"):
             return -1
