@@ -106,9 +106,10 @@ def run(device: str, batch: int, seq: int, step_bytes: int, calls: int, repetiti
                 b = table.sample(batch)
                 np.asarray(b["obs"])
 
-        for fn in (c_api, python):  # warm-up: pools, caches, lazy CUDA set-up
-            for _ in range(10):
+        for fn in (c_api, python):  # warm-up: pools, caches, lazy CUDA and DLPack set-up
+            for _ in range(200):
                 fn()
+            sync()
         bare = _median_micros(lambda: lib.replaydb_version(), 10000, repetitions, lambda: None)
         # Paired repetitions, one of each in turn, so that drift on a shared
         # host falls on both; the overhead is the median of the differences.
@@ -141,7 +142,7 @@ def main(argv=None) -> int:
     p.add_argument("--seq", type=int, default=32)
     p.add_argument("--step-bytes", type=int, default=4096)
     p.add_argument("--calls", type=int, default=300)
-    p.add_argument("--repetitions", type=int, default=9)
+    p.add_argument("--repetitions", type=int, default=11)
     p.add_argument("--quick", action="store_true", help="fewer calls, smaller steps (a smoke run)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
