@@ -91,12 +91,33 @@ inline StepData RandomStep(const TableSpec& spec, std::mt19937_64& rng) {
   return step;
 }
 
+// Upper-tail standard normal quantile: z with P(Z > z) = p, by bisection on
+// erfc (accurate to ~1e-12, no table).
+inline double NormalUpperQuantile(double p) {
+  double lo = 0, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    if (0.5 * std::erfc(mid / std::sqrt(2.0)) > p) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return (lo + hi) / 2;
+}
+
 // Upper critical value of a chi-square distribution with `dof` degrees of
 // freedom, `z` standard deviations out (Wilson-Hilferty). z = 4.75 is about
 // p = 1e-6: tests on fresh random seeds then fail by chance once in a million.
 inline double ChiSquareCritical(double dof, double z = 4.75) {
   const double a = 2.0 / (9.0 * dof);
   return dof * std::pow(1.0 - a + z * std::sqrt(a), 3);
+}
+
+// The chi-square statistic a fair draw exceeds with probability p, for `dof`
+// degrees of freedom.
+inline double ChiSquareCriticalAt(double dof, double p) {
+  return ChiSquareCritical(dof, NormalUpperQuantile(p));
 }
 
 // Options that take checkpoints only when asked (DB::Checkpoint): nothing

@@ -19,24 +19,11 @@
 namespace replaydb::index {
 namespace {
 
-// Upper-tail standard normal quantile by bisection on erfc.
-double NormalUpperQuantile(double p) {
-  double lo = 0, hi = 40;
-  for (int i = 0; i < 200; ++i) {
-    const double mid = (lo + hi) / 2;
-    if (0.5 * std::erfc(mid / std::sqrt(2.0)) > p) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return (lo + hi) / 2;
-}
 
 // Chi-square critical value for `dof` degrees of freedom at upper-tail
 // probability p (Wilson-Hilferty approximation).
 double ChiSquareCritical(int dof, double p) {
-  return testing_util::ChiSquareCritical(dof, NormalUpperQuantile(p));
+  return testing_util::ChiSquareCriticalAt(dof, p);
 }
 
 // A fair selector fails a test with probability 1e-6.

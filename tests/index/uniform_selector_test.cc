@@ -20,23 +20,10 @@
 namespace replaydb::index {
 namespace {
 
-// Upper-tail standard normal quantile by bisection on erfc.
-double NormalUpperQuantile(double p) {
-  double lo = 0, hi = 40;
-  for (int i = 0; i < 200; ++i) {
-    const double mid = (lo + hi) / 2;
-    if (0.5 * std::erfc(mid / std::sqrt(2.0)) > p) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return (lo + hi) / 2;
-}
 
 // A fair selector fails a check with probability 1e-6.
 double ChiSquareCritical(int dof) {
-  return testing_util::ChiSquareCritical(dof, NormalUpperQuantile(1e-6));
+  return testing_util::ChiSquareCriticalAt(dof, 1e-6);
 }
 
 uint64_t FreshSeed() {
