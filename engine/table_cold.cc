@@ -495,8 +495,7 @@ void TableImpl::InstallLocked(const std::shared_ptr<Trajectory>& tp, StoredTraje
   Trajectory& t = *tp;
   t.length = stored.length;
   for (int64_t i = 0; i < t.length; ++i) {
-    slot_meta_[static_cast<size_t>(SlotOf(t, i))].step_priority =
-        stored.step_priorities[static_cast<size_t>(i)];
+    Meta(SlotOf(t, i)).step_priority = stored.step_priorities[static_cast<size_t>(i)];
   }
   num_steps_ += t.length;
   trajectories_.emplace(t.id, tp);

@@ -357,8 +357,7 @@ bool TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
   const int64_t slot =
       r.block >= 0 ? r.block * layout_.block_steps + r.step_in_block : SlotOf(t, t.length);
   if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
-  slot_meta_[static_cast<size_t>(slot)].step_priority =
-      priority != nullptr ? *priority : max_priority_seen_;
+  Meta(slot).step_priority = priority != nullptr ? *priority : max_priority_seen_;
   ++t.length;
   t.dirty = true;
   ++num_steps_;
@@ -495,17 +494,18 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
       StepReservation& r = scratch->reserved[env];
       // The common case: an open trajectory whose last block has room and
       // whose item (if the step completes one) the credit covers.
-      if (Trajectory* t = slots[env].trajectory.get();
-          t != nullptr && !t->evicted && !t->ended && !closed_ && !t->blocks.empty()) {
+      WriterSlot& slot = slots[env];
+      if (Trajectory* t = slot.trajectory.get();
+          t != nullptr && !t->evicted && !t->ended && !t->removed && !closed_ &&
+          slot.num_blocks != 0 && t->blocks.size() == slot.num_blocks) {
         const int64_t length = t->length;
-        const int64_t last = static_cast<int64_t>(t->blocks.size()) - 1;
-        const int64_t in_block = length - last * bs;
+        const int64_t in_block = length - static_cast<int64_t>(slot.num_blocks - 1) * bs;
         const bool completes = length + 1 >= sequence_length_;
         if (in_block < bs && length < kMaxTrajectorySteps && (!completes || credit > 0)) {
           credit -= completes ? 1 : 0;
           r.completes_item = completes;
           r.created = false;
-          r.block = t->blocks[static_cast<size_t>(last)];
+          r.block = slot.last_block;
           r.step_in_block = in_block;
           scratch->dest[env] = r.block * bs + in_block;
           holds = true;
@@ -514,13 +514,15 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
       }
       scratch->dest[env] = -1;
       bool would_wait = false;
-      Status s = ReserveStepLocked(lock, slots[env], deadline, &r, /*may_wait=*/!holds,
+      Status s = ReserveStepLocked(lock, slot, deadline, &r, /*may_wait=*/!holds,
                                    &would_wait, &credit);
       if (would_wait) break;  // finish the chunk first, then wait
       if (!s.ok()) {
         note(env, s);
         continue;
       }
+      slot.last_block = r.block;
+      slot.num_blocks = slot.trajectory->blocks.size();
       scratch->dest[env] = r.block * bs + r.step_in_block;
       holds = true;
     }
@@ -673,7 +675,8 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   int64_t short_draws = 0;  // their DrawsLeft
   for (size_t i = 0; i < count; ++i) {
     if (i + kPrefetchAhead < count && dest[i + kPrefetchAhead] >= 0) {
-      Prefetch(&slot_meta_[static_cast<size_t>(dest[i + kPrefetchAhead])]);
+      const StepReservation& ahead = reserved[i + kPrefetchAhead];
+      Prefetch(&slot_meta_[MetaIndex(ahead.block, ahead.step_in_block)]);
     }
     if (dest[i] < 0) continue;
     Trajectory& t = *chunk[i].trajectory;
@@ -682,7 +685,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       priority = chunk_priorities[i];
       max_priority_seen_ = std::max(max_priority_seen_, priority);
     }
-    SlotMeta& meta = slot_meta_[static_cast<size_t>(dest[i])];
+    SlotMeta& meta = slot_meta_[MetaIndex(reserved[i].block, reserved[i].step_in_block)];
     meta.step_priority = priority;
     const int64_t step = t.length++;
     t.dirty = true;
@@ -756,7 +759,7 @@ double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start, int6
   const int64_t end = std::min(t.length, start + sequence_length_);
   switch (step_priority_) {
     case StepPriority::kItem:
-      return slot_meta_[static_cast<size_t>(slot)].step_priority;
+      return Meta(slot).step_priority;
     case StepPriority::kWindowMax: {
       double best = StepPriorityAt(t, start);
       for (int64_t i = start + 1; i < end; ++i) best = std::max(best, StepPriorityAt(t, i));
@@ -775,7 +778,7 @@ void TableImpl::CreateItemLocked(Trajectory& t, int64_t slot,
                                  std::vector<index::ItemRef>* selector_batch) {
   const int64_t start = t.items_created;
   if (slot < 0) slot = SlotOf(t, start);
-  ItemState& item = slot_meta_[static_cast<size_t>(slot)].item;
+  ItemState& item = Meta(slot).item;
   item.seq = next_item_seq_++;
   item.priority = NewItemPriorityLocked(t, start, slot);
   item.times_sampled = 0;
@@ -885,7 +888,8 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
 }
 
 void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
-  const size_t slots = static_cast<size_t>(pool_.allocated() * layout_.block_steps);
+  const int64_t tiles = (pool_.allocated() + kMetaTileBlocks - 1) / kMetaTileBlocks;
+  const size_t slots = static_cast<size_t>(tiles * kMetaTileBlocks * layout_.block_steps);
   if (slot_meta_.size() < slots) slot_meta_.resize(slots);
   if (tier_) {
     for (; blocks_seen_ < pool_.allocated(); ++blocks_seen_) {
@@ -927,13 +931,23 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   if (t.in_cold && !spilled) removed_since_checkpoint_.push_back(t.id);
   int64_t removed_items = 0;
   const int64_t bs = layout_.block_steps;
-  for (int64_t start = 0; start < t.items_created; ++start) {
-    const int64_t slot = t.blocks[static_cast<size_t>(start / bs)] * bs + start % bs;
-    const ItemState& item = slot_meta_[static_cast<size_t>(slot)].item;
-    if (!ItemLive(item)) continue;
-    removing_.push_back({MakeItemKey(t.id, start), item.seq, item.priority, slot});
-    sample_budget_ -= DrawsLeft(item);
-    ++removed_items;
+  // Block by block: a block's steps are kMetaTileBlocks entries apart in
+  // slot_meta_ (MetaIndex), so the walk asks for the entries ahead itself.
+  constexpr int64_t kAhead = 8;
+  for (int64_t first = 0; first < t.items_created; first += bs) {
+    const int64_t block = t.blocks[static_cast<size_t>(first / bs)];
+    const SlotMeta* meta = &slot_meta_[MetaIndex(block, 0)];
+    const int64_t steps = std::min(bs, t.items_created - first);
+    for (int64_t i = 0; i < std::min(kAhead, steps); ++i) Prefetch(meta + i * kMetaTileBlocks);
+    for (int64_t i = 0; i < steps; ++i) {
+      if (i + kAhead < steps) Prefetch(meta + (i + kAhead) * kMetaTileBlocks);
+      const ItemState& item = meta[i * kMetaTileBlocks].item;
+      if (!ItemLive(item)) continue;
+      removing_.push_back(
+          {MakeItemKey(t.id, first + i), item.seq, item.priority, block * bs + i});
+      sample_budget_ -= DrawsLeft(item);
+      ++removed_items;
+    }
   }
   selector_->RemoveMany(removing_);
   removing_.clear();

@@ -76,17 +76,18 @@ struct alignas(64) Trajectory {
   int64_t items_created = 0;  // items exist for starts [0, items_created)
   int64_t live_items = 0;     // of those, not yet removed
   std::vector<int64_t> blocks;  // BlockPool ids
-  int32_t pins = 0;      // in-flight copies into or out of its blocks
   bool ended = false;
   bool removed = false;  // left the hot tier (evicted or consumed)
   bool evicted = false;  // left because the tier was full
   // Durability (engine/table_durability.cc): its metadata changed since the
   // last checkpoint.
   bool dirty = true;
-  // EvictionPolicy::kLowestPriority: the highest priority of a live item
-  // (-1 when none), kept while the trajectory is ranked (ended, in the tier).
-  double best_priority = -1;
+  // EvictionPolicy::kLowestPriority: kept while the trajectory is ranked
+  // (ended, in the tier): the highest priority of a live item (-1 when none).
   bool ranked = false;
+  // The first cache line ends here.
+  double best_priority = -1;
+  int32_t pins = 0;  // in-flight copies into or out of its blocks
   EndReason end_reason = EndReason::kTruncated;
   // Durability (engine/table_durability.cc): steps [0, persisted_steps)
   // are in the cold store; `in_cold` means a checkpoint may have stored it.
@@ -113,6 +114,11 @@ struct StoredTrajectory {
 // What a writer keeps per trajectory it writes.
 struct WriterSlot {
   std::shared_ptr<Trajectory> trajectory;  // null: the next step starts one
+  // The trajectory's last block as of its `num_blocks` blocks (a vector
+  // append then reads neither the blocks nor their count from elsewhere):
+  // valid while trajectory->blocks.size() == num_blocks.
+  int64_t last_block = -1;
+  size_t num_blocks = 0;
 };
 
 // Room made for one step by TableImpl::ReserveStepLocked.
@@ -356,14 +362,28 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   }
   // Item `start` of t (REQUIRES: start < t.items_created, t holds its
   // blocks) and the priority of step `step` (REQUIRES: step < t.length).
-  ItemState& ItemAt(const Trajectory& t, int64_t start) {
-    return slot_meta_[static_cast<size_t>(SlotOf(t, start))].item;
-  }
+  ItemState& ItemAt(const Trajectory& t, int64_t start) { return Meta(SlotOf(t, start)).item; }
   const ItemState& ItemAt(const Trajectory& t, int64_t start) const {
-    return slot_meta_[static_cast<size_t>(SlotOf(t, start))].item;
+    return Meta(SlotOf(t, start)).item;
   }
   double StepPriorityAt(const Trajectory& t, int64_t step) const {
-    return slot_meta_[static_cast<size_t>(SlotOf(t, step))].step_priority;
+    return Meta(SlotOf(t, step)).step_priority;
+  }
+  // The SlotMeta of step `step` of block `block`, or of a hot-tier slot.
+  // slot_meta_ is laid out in tiles of kMetaTileBlocks blocks, step-major
+  // inside a tile: the same step of neighbouring blocks is adjacent, so a
+  // vector append to environments whose blocks neighbour each other (blocks
+  // handed out together) writes runs of entries, not one line each.
+  static constexpr int64_t kMetaTileBlocks = 64;
+  size_t MetaIndex(int64_t block, int64_t step) const {
+    return static_cast<size_t>((block / kMetaTileBlocks) * kMetaTileBlocks * layout_.block_steps +
+                               step * kMetaTileBlocks + block % kMetaTileBlocks);
+  }
+  SlotMeta& Meta(int64_t slot) {
+    return slot_meta_[MetaIndex(slot / layout_.block_steps, slot % layout_.block_steps)];
+  }
+  const SlotMeta& Meta(int64_t slot) const {
+    return slot_meta_[MetaIndex(slot / layout_.block_steps, slot % layout_.block_steps)];
   }
   // t's step priorities and items (with whether each is live) as a stored
   // trajectory's (no steps). REQUIRES: t holds its blocks.
@@ -628,9 +648,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Random rng_;
   // RemoveTrajectoryLocked's items for the selector (kept for its capacity).
   std::vector<index::ItemRef> removing_;
-  // By hot-tier slot, for the blocks handed out so far (grown as the pool
-  // hands out new ones, TakeBlockLocked). Huge pages: an append touches one
-  // entry per environment, each in its own block.
+  // By hot-tier slot (MetaIndex), for the tiles of blocks handed out so far
+  // (grown as the pool hands out new ones, TakeBlockLocked). Huge pages: an
+  // append touches one entry per environment, each in its own block.
   std::vector<SlotMeta, HugePageAllocator<SlotMeta>> slot_meta_;
   // Trajectories in the hot tier by id.
   std::map<uint64_t, std::shared_ptr<Trajectory>> trajectories_;

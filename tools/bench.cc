@@ -418,10 +418,10 @@ Result<BenchResult> RunVectorInsertHost(DB* db, const Timing& timing, int64_t st
     const ConstTensor step{DType::kU8, Shape{kVectorEnvs, step_bytes}, input.get(), rows_bytes};
     const std::span<const ConstTensor> steps(&step, 1);
 
-    double end_micros = 0;
+    VectorAppendTimes times;
     Result<double> micros = TimeVectorAppends(
         writer.get(), kVectorEnvs, kVectorTrajectorySteps, kVectorGenerations, timing,
-        [&] { return writer->Append(steps).WithContext("Append"); }, nullptr, &end_micros);
+        [&] { return writer->Append(steps).WithContext("Append"); }, nullptr, &times);
     if (!micros.ok()) return micros.status();
     const TableInfo info = table->Info();
     if (info.num_items != info.num_steps || info.evicted_trajectories == 0) {
@@ -448,10 +448,7 @@ Result<BenchResult> RunVectorInsertHost(DB* db, const Timing& timing, int64_t st
     r.unit = "us";
     r.ceiling = *copy_micros;
     r.ceiling_name = kVectorCeiling;
-    char note[160];
-    std::snprintf(note, sizeof(note), "untimed: End of every env each %d appends, %.2f us per End",
-                  static_cast<int>(kVectorTrajectorySteps), end_micros);
-    r.note = note;
+    r.note = VectorAppendNote(times, kVectorTrajectorySteps);
     return r;
   });
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -183,23 +184,40 @@ inline Result<double> SampleRate(Table* table, int64_t batch_size, Seconds durat
   return static_cast<double>(samples) / Seconds(now - start).count();
 }
 
+// What TimeVectorAppends measures besides its result.
+struct VectorAppendTimes {
+  // Host microseconds of the first append of each timed round (the one that
+  // starts every environment's next trajectory, evicting the oldest ones),
+  // mean over the rounds; it is part of the result.
+  double first_micros = 0;
+  // Mean microseconds of one End (untimed in the result).
+  double end_micros = 0;
+};
+
 // Times vector appends as the vector_insert rows run them: each round
 // appends `trajectory_steps` steps to every one of `envs` environments of
 // `writer` through `append` (one call per step; `finish`, which may be
 // empty, waits for work a call queued), then ends every environment's
 // trajectory, untimed. `generations` rounds fill the hot tier first, so the
 // timed rounds evict; rounds are then timed until timing.duration passes,
-// the median of timing.repetitions. Returns microseconds per append;
-// *end_micros gets the mean cost of one End.
+// the median of timing.repetitions. Returns microseconds per append.
 inline Result<double> TimeVectorAppends(VectorWriter* writer, int64_t envs,
                                         int64_t trajectory_steps, int64_t generations,
                                         const Timing& timing,
                                         const std::function<Status()>& append,
                                         const std::function<Status()>& finish,
-                                        double* end_micros) {
-  auto round = [&]() -> Result<Seconds> {
+                                        VectorAppendTimes* times) {
+  Seconds first_time{0};
+  int64_t first_calls = 0;
+  auto round = [&](bool timed) -> Result<Seconds> {
     const auto t0 = Clock::now();
-    for (int64_t i = 0; i < trajectory_steps; ++i) REPLAYDB_RETURN_IF_ERROR(append());
+    for (int64_t i = 0; i < trajectory_steps; ++i) {
+      REPLAYDB_RETURN_IF_ERROR(append());
+      if (i == 0 && timed) {
+        first_time += Clock::now() - t0;
+        ++first_calls;
+      }
+    }
     if (finish) REPLAYDB_RETURN_IF_ERROR(finish());
     return Seconds(Clock::now() - t0);
   };
@@ -216,7 +234,7 @@ inline Result<double> TimeVectorAppends(VectorWriter* writer, int64_t envs,
     return Status::OK();
   };
   for (int64_t g = 0; g < generations; ++g) {
-    Result<Seconds> t = round();
+    Result<Seconds> t = round(/*timed=*/false);
     if (!t.ok()) return t.status().WithContext("warm-up");
     REPLAYDB_RETURN_IF_ERROR(end_all());
   }
@@ -224,7 +242,7 @@ inline Result<double> TimeVectorAppends(VectorWriter* writer, int64_t envs,
     Seconds timed{0};
     int64_t calls = 0;
     do {
-      Result<Seconds> t = round();
+      Result<Seconds> t = round(/*timed=*/true);
       if (!t.ok()) return t.status();
       timed += *t;
       calls += trajectory_steps;
@@ -232,8 +250,21 @@ inline Result<double> TimeVectorAppends(VectorWriter* writer, int64_t envs,
     } while (timed < timing.duration);
     return timed.count() * 1e6 / static_cast<double>(calls);
   });
-  *end_micros = end_calls > 0 ? end_time.count() * 1e6 / static_cast<double>(end_calls) : 0.0;
+  times->end_micros =
+      end_calls > 0 ? end_time.count() * 1e6 / static_cast<double>(end_calls) : 0.0;
+  times->first_micros =
+      first_calls > 0 ? first_time.count() * 1e6 / static_cast<double>(first_calls) : 0.0;
   return micros;
+}
+
+// The vector_insert rows' note: what a round's first append and an End cost.
+inline std::string VectorAppendNote(const VectorAppendTimes& times, int64_t trajectory_steps) {
+  char note[200];
+  std::snprintf(note, sizeof(note),
+                "first append of each %d (new trajectories, evictions): %.0f us on the host; "
+                "untimed: End of every env after them, %.2f us per End",
+                static_cast<int>(trajectory_steps), times.first_micros, times.end_micros);
+  return note;
 }
 
 // Creates `spec`'s table, runs `body` on it, then drops it so that benches do

@@ -514,11 +514,11 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged) {
                            step_rows_bytes};
     const std::span<const ConstTensor> steps(&step, 1);
 
-    double end_micros = 0;
+    VectorAppendTimes times;
     Result<double> micros = TimeVectorAppends(
         writer.get(), kInsertEnvs, kInsertTrajectorySteps, kInsertGenerations, timing,
         [&] { return writer->AppendFromDevice(steps, stream.handle()).WithContext("AppendFromDevice"); },
-        [&] { return stream.Synchronize(); }, &end_micros);
+        [&] { return stream.Synchronize(); }, &times);
     if (!micros.ok()) return micros.status();
 
     // Ceiling: the same 4 MiB copied device to device into a 256 MiB ring.
@@ -534,10 +534,7 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged) {
     r.unit = "us";
     r.ceiling = copy_micros;
     r.ceiling_name = kD2dCeiling;
-    char note[160];
-    std::snprintf(note, sizeof(note), "untimed: End of every env each %d appends, %.2f us per End",
-                  static_cast<int>(kInsertTrajectorySteps), end_micros);
-    r.note = note;
+    r.note = VectorAppendNote(times, kInsertTrajectorySteps);
     return r;
   });
 }

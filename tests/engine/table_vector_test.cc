@@ -223,6 +223,76 @@ TEST_F(TableVectorTest, MatchesOneTrajectoryWriterPerEnvironment) {
   ExpectVerifies();
 }
 
+// Many environments over many blocks (odd block size, more blocks than one
+// tile of the table's per-slot metadata), random ends, evictions: every
+// step keeps its own value and priority, and every item the priority of
+// its step. Step values and priorities name (environment, step), so a step
+// whose metadata landed in another's place shows.
+TEST_F(TableVectorTest, StepsKeepTheirPrioritiesAcrossManyBlocks) {
+  TableSpec spec;
+  spec.name = "many_blocks";
+  spec.columns = {{"tag", DType::kI32, {}}};
+  spec.block_steps = 3;
+  spec.selector = SelectorKind::kPrioritized;
+  constexpr int64_t kEnvs = 150;
+  constexpr int kMaxLength = 10;
+  // Room for about three trajectories per environment: older ended ones go.
+  spec.capacity_steps = kEnvs * 12 * 3;
+  auto table = Create(spec);
+  ASSERT_TRUE(table);
+  auto vw = table->NewVectorWriter(kEnvs);
+  ASSERT_TRUE(vw.ok());
+  std::vector<int32_t> lengths(kEnvs, 0);
+  std::vector<int32_t> tags(kEnvs);
+  std::vector<double> priorities(kEnvs);
+  for (int t = 0; t < 200; ++t) {
+    for (int64_t env = 0; env < kEnvs; ++env) {
+      tags[env] = static_cast<int32_t>(env) * 1000 + lengths[env];
+      priorities[env] = tags[env] + 0.5;
+    }
+    const ConstTensor step{DType::kI32, Shape{kEnvs}, tags.data(), tags.size() * sizeof(int32_t)};
+    ASSERT_OK((*vw)->Append(std::span<const ConstTensor>(&step, 1), priorities));
+    for (int64_t env = 0; env < kEnvs; ++env) {
+      if (++lengths[env] >= kMaxLength || rng_() % 4 == 0) {
+        ASSERT_OK((*vw)->End(static_cast<size_t>(env), EndReason::kTerminal));
+        lengths[env] = 0;
+      }
+    }
+  }
+  const TableInfo info = table->Info();
+  EXPECT_GT(info.evicted_trajectories, 0);
+  EXPECT_GT(info.blocks_used, 64);
+  // Each trajectory's step values, by id.
+  std::map<uint64_t, std::vector<int32_t>> steps;
+  for (const TrajectoryInfo& t : table->ListTrajectories({})) {
+    SCOPED_TRACE("trajectory " + std::to_string(t.id));
+    TrajectorySteps read;
+    ASSERT_OK(table->ReadTrajectory(t.id, 0, t.length, &read));
+    ASSERT_EQ(read.columns.size(), 1u);
+    std::vector<int32_t> values(static_cast<size_t>(t.length));
+    std::memcpy(values.data(), read.columns[0].data(), values.size() * sizeof(int32_t));
+    for (size_t i = 0; i < values.size(); ++i) {
+      EXPECT_EQ(values[i] % 1000, static_cast<int32_t>(i));
+      EXPECT_EQ(values[i] / 1000, values[0] / 1000);
+      EXPECT_EQ(read.step_priorities[i], values[i] + 0.5);
+    }
+    steps[t.id] = std::move(values);
+  }
+  std::vector<ItemKey> keys;
+  std::vector<double> item_priorities;
+  ASSERT_OK(table->ItemPriorities(&keys, &item_priorities));
+  ASSERT_EQ(static_cast<int64_t>(keys.size()), info.num_items);
+  EXPECT_EQ(info.num_items, info.num_steps);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto it = steps.find(ItemKeyTrajectory(keys[i]));
+    ASSERT_NE(it, steps.end()) << "item " << keys[i];
+    const size_t start = static_cast<size_t>(ItemKeyStart(keys[i]));
+    ASSERT_LT(start, it->second.size());
+    EXPECT_EQ(item_priorities[i], it->second[start] + 0.5) << "item " << keys[i];
+  }
+  ExpectVerifies();
+}
+
 // A tier too small for every environment's open trajectory: a later
 // environment's block comes from evicting an earlier one's trajectory,
 // which loses its step (named in the error); the others keep theirs.
