@@ -22,12 +22,18 @@ Json ShapeJson(const Shape& shape) {
   return dims;
 }
 
+// A bound of the rate limiter's diff: null (shown as "-") for the sentinel
+// that means none, +-numeric_limits<double>::max().
+Json DiffBound(double bound) {
+  return std::fabs(bound) == std::numeric_limits<double>::max() ? Json() : Json(bound);
+}
+
 Json RateLimiterSpecJson(const RateLimiterSpec& r) {
   return Json::MakeObject()
       .Set("samples_per_insert", r.samples_per_insert)
       .Set("min_size_to_sample", r.min_size_to_sample)
-      .Set("min_diff", r.min_diff)
-      .Set("max_diff", r.max_diff);
+      .Set("min_diff", DiffBound(r.min_diff))
+      .Set("max_diff", DiffBound(r.max_diff));
 }
 
 Json SpecJson(const TableSpec& spec) {

@@ -17,6 +17,7 @@ namespace replaydb {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing_util::JsonLines;
 using testing_util::JsonParser;
 using testing_util::JsonValue;
@@ -164,6 +165,41 @@ TEST_F(ShellTest, JsonOfTablesDescribeAndStatsMatchesTheDatabase) {
   }
   EXPECT_EQ(out[2].Find("hot")->Find("steps")->number, static_cast<double>(steps_));
   EXPECT_EQ(out[2].Find("selector")->Find("kind")->string, "uniform");
+  // MinSize(1), the default, bounds neither side of the diff: null, not
+  // +-1.8e308.
+  const JsonValue& limiter = *out[1].Find("rate_limiter");
+  EXPECT_EQ(limiter.Find("min_size_to_sample")->number, 1);
+  EXPECT_EQ(limiter.Find("min_diff")->type, JsonValue::Type::kNull);
+  EXPECT_EQ(limiter.Find("max_diff")->type, JsonValue::Type::kNull);
+}
+
+TEST_F(ShellTest, RateLimiterBoundsShowAsNumbersAndNoBoundAsADash) {
+  db_path_ = (dir_ / "db").string();
+  {
+    auto db = testing_util::OpenDB(db_path_);
+    TableSpec spec;
+    spec.name = "ratio";
+    spec.columns = {{"x", DType::kF32, {}}};
+    spec.rate_limiter = RateLimiterSpec::SampleToInsertRatio(2.0, 3, 10.0);
+    ASSERT_OK(db->CreateTable(spec).status());
+    spec.name = "plain";
+    spec.rate_limiter = RateLimiterSpec::MinSize(1);
+    ASSERT_OK(db->CreateTable(spec).status());
+    ASSERT_OK(db->Checkpoint());
+  }
+  const ToolRun run = Run({db_path_, "--json", "-c", "describe ratio"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<JsonValue> out = JsonLines(run);
+  ASSERT_EQ(out.size(), 1u) << run.out;
+  const JsonValue& limiter = *out[0].Find("rate_limiter");
+  EXPECT_EQ(limiter.Find("samples_per_insert")->number, 2.0);
+  EXPECT_EQ(limiter.Find("min_diff")->number, 3 * 2.0 - 10.0);
+  EXPECT_EQ(limiter.Find("max_diff")->number, 3 * 2.0 + 10.0);
+  const ToolRun text = Run({db_path_, "-c", "stats plain"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("min_diff: -\n"));
+  EXPECT_THAT(text.out, HasSubstr("max_diff: -\n"));
+  EXPECT_THAT(text.out, Not(HasSubstr("e+308")));
 }
 
 TEST_F(ShellTest, TextViewAndTheShellSubcommandAndStdin) {
