@@ -761,6 +761,18 @@ Status MallocStrings(const char* function, const std::vector<std::string>& strin
   return Status::OK();
 }
 
+// A replaydb_table_spec_set_* of an enum field: `text` named as `what`,
+// parsed into spec->spec.*field.
+template <typename Enum>
+int SetSpecEnum(const char* function, replaydb_table_spec_t* spec, const char* what,
+                const char* text, std::string_view (*name)(Enum), Enum TableSpec::*field,
+                char** errptr) noexcept {
+  return Guard(function, errptr, [&]() -> Status {
+    if (spec == nullptr) return NullArgument(function, "spec");
+    return ParseEnum(function, what, text, name, &(spec->spec.*field));
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -1002,39 +1014,26 @@ void replaydb_table_spec_set_sequence_length(replaydb_table_spec_t* s, int64_t v
 
 int replaydb_table_spec_set_padding(replaydb_table_spec_t* spec, const char* padding,
                                     char** errptr) {
-  constexpr char kFn[] = "replaydb_table_spec_set_padding";
-  return Guard(kFn, errptr, [&]() -> Status {
-    if (spec == nullptr) return NullArgument(kFn, "spec");
-    return ParseEnum(kFn, "padding", padding, replaydb::PaddingName, &spec->spec.padding);
-  });
+  return SetSpecEnum("replaydb_table_spec_set_padding", spec, "padding", padding,
+                     replaydb::PaddingName, &TableSpec::padding, errptr);
 }
 
 int replaydb_table_spec_set_selector(replaydb_table_spec_t* spec, const char* selector,
                                      char** errptr) {
-  constexpr char kFn[] = "replaydb_table_spec_set_selector";
-  return Guard(kFn, errptr, [&]() -> Status {
-    if (spec == nullptr) return NullArgument(kFn, "spec");
-    return ParseEnum(kFn, "selector", selector, replaydb::SelectorKindName, &spec->spec.selector);
-  });
+  return SetSpecEnum("replaydb_table_spec_set_selector", spec, "selector", selector,
+                     replaydb::SelectorKindName, &TableSpec::selector, errptr);
 }
 
 int replaydb_table_spec_set_eviction(replaydb_table_spec_t* spec, const char* eviction,
                                      char** errptr) {
-  constexpr char kFn[] = "replaydb_table_spec_set_eviction";
-  return Guard(kFn, errptr, [&]() -> Status {
-    if (spec == nullptr) return NullArgument(kFn, "spec");
-    return ParseEnum(kFn, "eviction", eviction, replaydb::EvictionPolicyName, &spec->spec.eviction);
-  });
+  return SetSpecEnum("replaydb_table_spec_set_eviction", spec, "eviction", eviction,
+                     replaydb::EvictionPolicyName, &TableSpec::eviction, errptr);
 }
 
 int replaydb_table_spec_set_step_priority(replaydb_table_spec_t* spec, const char* step_priority,
                                           char** errptr) {
-  constexpr char kFn[] = "replaydb_table_spec_set_step_priority";
-  return Guard(kFn, errptr, [&]() -> Status {
-    if (spec == nullptr) return NullArgument(kFn, "spec");
-    return ParseEnum(kFn, "step_priority", step_priority, replaydb::StepPriorityName,
-                     &spec->spec.step_priority);
-  });
+  return SetSpecEnum("replaydb_table_spec_set_step_priority", spec, "step_priority", step_priority,
+                     replaydb::StepPriorityName, &TableSpec::step_priority, errptr);
 }
 
 void replaydb_table_spec_set_priority_exponent(replaydb_table_spec_t* s, double v) {
@@ -1058,11 +1057,8 @@ int replaydb_table_spec_set_placement(replaydb_table_spec_t* spec, const char* p
 
 int replaydb_table_spec_set_logging(replaydb_table_spec_t* spec, const char* logging,
                                     char** errptr) {
-  constexpr char kFn[] = "replaydb_table_spec_set_logging";
-  return Guard(kFn, errptr, [&]() -> Status {
-    if (spec == nullptr) return NullArgument(kFn, "spec");
-    return ParseEnum(kFn, "logging", logging, replaydb::TableLoggingName, &spec->spec.logging);
-  });
+  return SetSpecEnum("replaydb_table_spec_set_logging", spec, "logging", logging,
+                     replaydb::TableLoggingName, &TableSpec::logging, errptr);
 }
 
 void replaydb_table_spec_set_max_times_sampled(replaydb_table_spec_t* s, int64_t v) {
