@@ -1,6 +1,7 @@
 #include "engine/table_impl.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -929,6 +930,34 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   const bool spilled = evicted && (spill_ || read_only_.load(std::memory_order_relaxed)) &&
                        cold_store_ != nullptr;
   if (t.in_cold && !spilled) removed_since_checkpoint_.push_back(t.id);
+  // Without max_times_sampled every created item is live and has no draws
+  // to give back: a selector that removes whole blocks needs no walk.
+  int64_t removed_items = max_times_sampled_ == 0 ? selector_->RemoveBlocks(t.blocks) : -1;
+  assert(removed_items < 0 || removed_items == t.live_items);
+  if (removed_items < 0) removed_items = RemoveItemsOneByOneLocked(t);
+  t.live_items = 0;
+  num_items_ -= removed_items;
+  num_steps_ -= t.length;
+  if (removed_items > 0) limiter_.Delete(removed_items);
+  if (evicted) {
+    ++evicted_trajectories_;
+    evicted_items_ += removed_items;
+  }
+  t.removed = true;
+  t.evicted = evicted;
+  ended_ids_.erase({t.hot_seq, t.id});
+  UnrankLocked(t);
+  if (spilled) SpillLocked(t);  // may pin t until its steps are written
+  if (t.pins == 0) {
+    ReleaseBlocksLocked(&t.blocks);
+  } else {
+    pending_free_blocks_ += static_cast<int64_t>(t.blocks.size());
+  }
+  // Last: this may drop the final reference to `t`.
+  trajectories_.erase(t.id);
+}
+
+int64_t TableImpl::RemoveItemsOneByOneLocked(Trajectory& t) {
   int64_t removed_items = 0;
   const int64_t bs = layout_.block_steps;
   // Block by block: a block's steps are kMetaTileBlocks entries apart in
@@ -951,26 +980,7 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   }
   selector_->RemoveMany(removing_);
   removing_.clear();
-  t.live_items = 0;
-  num_items_ -= removed_items;
-  num_steps_ -= t.length;
-  if (removed_items > 0) limiter_.Delete(removed_items);
-  if (evicted) {
-    ++evicted_trajectories_;
-    evicted_items_ += removed_items;
-  }
-  t.removed = true;
-  t.evicted = evicted;
-  ended_ids_.erase({t.hot_seq, t.id});
-  UnrankLocked(t);
-  if (spilled) SpillLocked(t);  // may pin t until its steps are written
-  if (t.pins == 0) {
-    ReleaseBlocksLocked(&t.blocks);
-  } else {
-    pending_free_blocks_ += static_cast<int64_t>(t.blocks.size());
-  }
-  // Last: this may drop the final reference to `t`.
-  trajectories_.erase(t.id);
+  return removed_items;
 }
 
 void TableImpl::UnpinLocked(Trajectory& t) {

@@ -411,6 +411,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // selector (or `selector_batch`).
   void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item, int64_t slot = -1,
                          std::vector<index::ItemRef>* selector_batch = nullptr);
+  // Takes t's live items out of the selector one by one (RemoveMany),
+  // giving back their draws (sample_budget_); returns how many.
+  int64_t RemoveItemsOneByOneLocked(Trajectory& t);
   // Takes live item `start` of `t` out (sampled max_times_sampled times):
   // the selector, counts, the rate limiter, the trajectory's rank.
   void DropItemLocked(Trajectory& t, int64_t start, const ItemState& item);

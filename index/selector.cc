@@ -1,5 +1,6 @@
 #include "index/selector.h"
 
+#include "index/block_uniform_selector.h"
 #include "index/heap_selector.h"
 #include "index/ordered_selector.h"
 #include "index/prioritized_selector.h"
@@ -10,8 +11,8 @@ namespace replaydb::index {
 std::unique_ptr<Selector> NewSelector(const SelectorOptions& options) {
   switch (options.kind) {
     case SelectorKind::kUniform:
-      if (options.slots > 0 && options.slots <= UniformSelector::kMaxSlots) {
-        return std::make_unique<UniformSelector>(options.slots, options.block_steps);
+      if (options.slots > 0 && options.slots <= BlockUniformSelector::kMaxSlots) {
+        return std::make_unique<BlockUniformSelector>(options.slots, options.block_steps);
       }
       return std::make_unique<UniformSelector>();
     case SelectorKind::kFifo:

@@ -25,7 +25,7 @@ struct ItemRef {
   double priority = 0;
   // Where the item's window starts in the hot tier (block * block_steps +
   // step in block), for selectors on a GPU and those that index items by
-  // their place (a UniformSelector made with slots, which REQUIRES it in
+  // their place (uniform selectors made with slots, which REQUIRE it in
   // Insert, Remove and Update); -1 when not given.
   int64_t slot = -1;
 };
@@ -49,10 +49,11 @@ struct SelectorOptions {
   // Prioritized: probability proportional to priority^priority_exponent.
   double priority_exponent = 1.0;
   // The hot tier's slots (blocks * block_steps) when > 0: a uniform
-  // selector then keeps items by ItemRef::slot (flat arrays) instead of
-  // hashing keys; every ItemRef given to it must carry its slot, and the
-  // items of one block (block_steps slots) be steps of one trajectory.
-  // Ignored by the other kinds, and when above UniformSelector::kMaxSlots.
+  // selector is then a BlockUniformSelector, which keeps items by
+  // ItemRef::slot (flat arrays) instead of hashing keys; every ItemRef
+  // given to it must carry its slot, and the items of one block
+  // (block_steps slots) be steps of one trajectory. Ignored by the other
+  // kinds, and when above BlockUniformSelector::kMaxSlots.
   // Default: 0 (items kept by key).
   int64_t slots = 0;
   // Steps per hot-tier block, with `slots`. Default: 1.
@@ -77,6 +78,14 @@ class Selector {
   // Remove of each item in order (REQUIRES as for Remove).
   virtual void RemoveMany(std::span<const ItemRef> items) {
     for (const ItemRef& item : items) Remove(item);
+  }
+  // Removes every present item in the hot-tier blocks `blocks` (block =
+  // slot / block_steps; items inserted with slots) and returns how many it
+  // removed; -1, removing nothing, when the selector cannot (the caller
+  // then removes the items with Remove or RemoveMany).
+  virtual int64_t RemoveBlocks(std::span<const int64_t> blocks) {
+    (void)blocks;
+    return -1;
   }
   // Changes a present item's priority from item.priority to new_priority.
   // Selectors that ignore priorities do nothing.

@@ -1,4 +1,5 @@
-// UniformSelector finding items by slot (what a table uses): the
+// UniformSelector finding items by slot (what a table drawing uniformly on
+// a GPU uses, mirroring its dense array there): the
 // distribution it draws from, and its insert/remove invariants against a
 // simple model, with fresh random inputs each run.
 #include "index/uniform_selector.h"
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "index/block_uniform_selector.h"
 #include "index/selector.h"
 #include "tests/test_util.h"
 #include "util/random.h"
@@ -216,8 +218,9 @@ TEST(UniformSlotSelectorTest, SlotsUpToTheLastOne) {
   EXPECT_EQ(selector.Select(rng).key, again.key);
 }
 
-// NewSelector makes a uniform selector that finds items by slot when given
-// the slots, and by key otherwise (or beyond the 32-bit positions).
+// NewSelector makes a uniform selector that finds items by slot (a
+// BlockUniformSelector) when given the slots, and by key otherwise (or
+// beyond the 32-bit slots).
 TEST(UniformSlotSelectorTest, NewSelectorChoosesBySlots) {
   Random rng(FreshSeed());
   SelectorOptions options;
@@ -235,7 +238,7 @@ TEST(UniformSlotSelectorTest, NewSelectorChoosesBySlots) {
   EXPECT_EQ(by_slot->Select(rng).key, moved.key);
   EXPECT_EQ(by_slot->size(), 1u);
 
-  options.slots = UniformSelector::kMaxSlots + 1;
+  options.slots = BlockUniformSelector::kMaxSlots + 1;
   std::unique_ptr<Selector> by_key = NewSelector(options);
   ASSERT_NE(by_key, nullptr);
   by_key->Insert({MakeItemKey(1, 0), 1});  // no slot needed

@@ -1,0 +1,167 @@
+#include "index/block_uniform_selector.h"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <limits>
+
+namespace replaydb::index {
+namespace {
+
+// How many items ahead InsertMany asks for the block records it will touch
+// (one per environment in a vector append, scattered).
+constexpr size_t kPrefetchAhead = 16;
+
+// Entries beyond twice the items that are tolerated before a pass drops
+// the removed ones (so that small selectors do not compact at every
+// removal).
+constexpr size_t kSlackEntries = 64;
+
+}  // namespace
+
+BlockUniformSelector::BlockUniformSelector(int64_t num_slots, int64_t block_steps,
+                                           uint32_t first_generation)
+    : num_slots_(num_slots),
+      block_steps_(static_cast<uint32_t>(block_steps)),
+      block_shift_(std::has_single_bit(block_steps_) ? std::countr_zero(block_steps_) : -1),
+      first_generation_(first_generation) {
+  assert(num_slots >= 1 && num_slots <= kMaxSlots);
+  assert(block_steps >= 1 && block_steps <= num_slots);
+}
+
+void BlockUniformSelector::Insert(const ItemRef& item) { InsertOne(item); }
+
+void BlockUniformSelector::InsertMany(std::span<const ItemRef> items) {
+  const size_t n = items.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) {
+      const size_t ahead = BlockOf(static_cast<uint32_t>(items[i + kPrefetchAhead].slot));
+      if (ahead < blocks_.size()) __builtin_prefetch(&blocks_[ahead], 1);
+    }
+    InsertOne(items[i]);
+  }
+}
+
+void BlockUniformSelector::InsertOne(const ItemRef& item) {
+  assert(item.slot >= 0 && item.slot < num_slots_ &&
+         "BlockUniformSelector::Insert: slot out of range");
+  const uint32_t slot = static_cast<uint32_t>(item.slot);
+  const uint32_t block = BlockOf(slot);
+  if (block >= blocks_.size()) {
+    const size_t limit = static_cast<size_t>((num_slots_ - 1) / block_steps_ + 1);
+    Block fresh;
+    fresh.generation = first_generation_;
+    blocks_.resize(std::min(limit, std::max<size_t>(block + 1, 2 * blocks_.size())), fresh);
+  }
+  Block& b = blocks_[block];
+  if (b.removed > 0 && Removed(slot)) {
+    // Its item left alone in this generation and its entry may still be
+    // listed: drop it before the slot is present again.
+    Compact();
+    removed_[slot / 64] &= ~(uint64_t{1} << (slot % 64));
+    --b.removed;
+  }
+  b.key = item.key - StepOf(slot);
+  ++b.live;
+  entries_.push_back({slot, b.generation});
+  ++size_;
+}
+
+void BlockUniformSelector::Remove(const ItemRef& item) {
+  assert(item.slot >= 0 && static_cast<size_t>(item.slot) / block_steps_ < blocks_.size() &&
+         "BlockUniformSelector::Remove: slot out of range");
+  const uint32_t slot = static_cast<uint32_t>(item.slot);
+  const uint32_t block = BlockOf(slot);
+  Block& b = blocks_[block];
+  assert(b.live > 0 && (b.removed == 0 || !Removed(slot)) && b.key + StepOf(slot) == item.key &&
+         "BlockUniformSelector::Remove: no such item at the slot");
+  --size_;
+  if (--b.live == 0) {
+    Renew(b, block);  // its entries are all stale now: no bits needed
+  } else {
+    if (removed_.empty()) removed_.resize(static_cast<size_t>((num_slots_ + 63) / 64));
+    removed_[slot / 64] |= uint64_t{1} << (slot % 64);
+    ++b.removed;
+  }
+  MaybeCompact();
+}
+
+int64_t BlockUniformSelector::RemoveBlocks(std::span<const int64_t> blocks) {
+  int64_t removed = 0;
+  for (const int64_t id : blocks) {
+    assert(id >= 0 && id < (num_slots_ - 1) / block_steps_ + 1 &&
+           "BlockUniformSelector::RemoveBlocks: block out of range");
+    const size_t block = static_cast<size_t>(id);
+    if (block >= blocks_.size()) continue;  // never held an item
+    Block& b = blocks_[block];
+    if (b.live == 0 && b.removed == 0) continue;  // nothing of this generation listed
+    removed += b.live;
+    size_ -= b.live;
+    b.live = 0;
+    Renew(b, static_cast<uint32_t>(block));
+  }
+  MaybeCompact();
+  return removed;
+}
+
+void BlockUniformSelector::Renew(Block& b, uint32_t block) {
+  if (b.removed > 0) {
+    const uint64_t first = uint64_t{block} * block_steps_;
+    for (uint64_t s = first; s < first + block_steps_; ++s) {
+      removed_[s / 64] &= ~(uint64_t{1} << (s % 64));
+    }
+    b.removed = 0;
+  }
+  if (b.generation == std::numeric_limits<uint32_t>::max()) {
+    // Wrapping around would make entries of long ago present again: drop
+    // every entry of the block first.
+    Compact(block);
+    b.generation = 0;
+    return;
+  }
+  ++b.generation;
+}
+
+void BlockUniformSelector::MaybeCompact() {
+  if (size_ == 0) {
+    entries_.clear();  // none is present
+    return;
+  }
+  if (entries_.size() <= 2 * size_ + kSlackEntries) return;
+  Compact();
+  assert(entries_.size() == size_ && "BlockUniformSelector: entries and items disagree");
+}
+
+void BlockUniformSelector::Compact(uint32_t drop_block) {
+  size_t kept = 0;
+  const size_t n = entries_.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) {
+      __builtin_prefetch(&blocks_[BlockOf(entries_[i + kPrefetchAhead].slot)]);
+    }
+    const Entry e = entries_[i];
+    if (Present(e) && BlockOf(e.slot) != drop_block) entries_[kept++] = e;
+  }
+  entries_.resize(kept);
+}
+
+void BlockUniformSelector::Update(const ItemRef& item, double /*new_priority*/) {
+  assert(item.slot >= 0 && static_cast<size_t>(item.slot) / block_steps_ < blocks_.size() &&
+         blocks_[static_cast<size_t>(item.slot) / block_steps_].key +
+                 static_cast<uint64_t>(item.slot) % block_steps_ ==
+             item.key &&
+         "BlockUniformSelector::Update: no such item at the slot");
+  (void)item;
+}
+
+Selection BlockUniformSelector::Select(Random& rng, Stratum /*stratum*/) const {
+  assert(size_ > 0 && "BlockUniformSelector::Select on an empty selector");
+  const double probability = 1.0 / static_cast<double>(size_);
+  while (true) {
+    const Entry e = entries_[rng.Uniform(entries_.size())];
+    if (!Present(e)) continue;
+    return {blocks_[BlockOf(e.slot)].key + StepOf(e.slot), probability};
+  }
+}
+
+}  // namespace replaydb::index

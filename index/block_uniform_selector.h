@@ -1,0 +1,112 @@
+// BlockUniformSelector: every present item with equal probability, with
+// replacement, for items kept by hot-tier slot (what a table drawing on the
+// host uses). Removing a whole block's items is O(1) per block.
+#ifndef REPLAYDB_INDEX_BLOCK_UNIFORM_SELECTOR_H_
+#define REPLAYDB_INDEX_BLOCK_UNIFORM_SELECTOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "index/selector.h"
+#include "util/huge_page_allocator.h"
+
+namespace replaydb::index {
+
+// The items are listed in an array of entries (slot, the generation of the
+// slot's block when inserted); a block's generation changes when all its
+// items leave at once (RemoveBlocks), or when its last item leaves one by
+// one, and one item leaving alone sets a bit of its slot. An entry is
+// present while its block's generation matches and its slot's bit is
+// clear; removed items' entries stay behind until the array is more than
+// twice the items (plus a little), when one pass drops them. Select draws
+// entries uniformly until it finds a present one (at most two tries
+// expected), which is uniform over the items.
+//
+// Cost: Insert O(1) (touches its block's 24-byte record and appends an
+// entry); Remove O(1); RemoveBlocks O(1) per block whatever its items;
+// O(1) amortised for the passes that drop removed entries.
+//
+// As with UniformSelector by slot: every ItemRef carries its slot, and the
+// items of one block (block_steps slots) are steps of one trajectory, so a
+// key is the block's first key plus the step. Within one generation of its
+// block a slot takes one item (an insert into a slot whose item left alone
+// in that generation is correct, but costs a pass over the entries).
+// Select reports probability 1 / size(). Not thread-safe (see Selector).
+class BlockUniformSelector final : public Selector {
+ public:
+  // REQUIRES: 1 <= num_slots <= kMaxSlots, 1 <= block_steps <= num_slots.
+  // `first_generation` (for tests of the wrap-around) is where every
+  // block's generation starts.
+  BlockUniformSelector(int64_t num_slots, int64_t block_steps, uint32_t first_generation = 0);
+  BlockUniformSelector(const BlockUniformSelector&) = delete;
+  BlockUniformSelector& operator=(const BlockUniformSelector&) = delete;
+
+  // Slots are 32-bit (the last block id is kept as a marker).
+  static constexpr int64_t kMaxSlots = (int64_t{1} << 32) - 1;
+
+  using Selector::Select;
+
+  void Insert(const ItemRef& item) override;
+  void InsertMany(std::span<const ItemRef> items) override;
+  void Remove(const ItemRef& item) override;
+  int64_t RemoveBlocks(std::span<const int64_t> blocks) override;
+  // Does nothing: every item has the same chance whatever its priority.
+  void Update(const ItemRef& item, double new_priority) override;
+  size_t size() const override { return size_; }
+  Selection Select(Random& rng, Stratum stratum) const override;
+
+  // Entries listed, present or not (for tests: at most 2 * size() + 64
+  // after any call).
+  size_t entries() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    uint32_t slot;
+    uint32_t generation;
+  };
+  struct Block {
+    ItemKey key = 0;          // the key of the block's first step
+    uint32_t generation = 0;  // of its present items' entries
+    uint32_t live = 0;        // present items
+    uint32_t removed = 0;     // set bits (items that left alone) this generation
+  };
+  // slot / block_steps and slot % block_steps (a shift and a mask when
+  // block_steps is a power of two, as by default: a division costs as much
+  // as the rest of a compaction's step).
+  uint32_t BlockOf(uint32_t slot) const {
+    return block_shift_ >= 0 ? slot >> block_shift_ : slot / block_steps_;
+  }
+  uint32_t StepOf(uint32_t slot) const {
+    return block_shift_ >= 0 ? slot & (block_steps_ - 1) : slot % block_steps_;
+  }
+  bool Present(const Entry& e) const {
+    const Block& b = blocks_[BlockOf(e.slot)];
+    return b.generation == e.generation && (b.removed == 0 || !Removed(e.slot));
+  }
+  bool Removed(uint32_t slot) const { return (removed_[slot / 64] >> (slot % 64)) & 1; }
+  void InsertOne(const ItemRef& item);
+  // A new generation for block b (its entries all stale), bits cleared.
+  void Renew(Block& b, uint32_t block);
+  // Drops the entries of removed items when there are too many of them.
+  void MaybeCompact();
+  // Drops the entries of removed items, and every entry of `drop_block`.
+  void Compact(uint32_t drop_block = kNoBlock);
+  static constexpr uint32_t kNoBlock = 0xffffffffu;
+
+  const int64_t num_slots_;
+  const uint32_t block_steps_;
+  const int block_shift_;  // log2(block_steps), or -1 when not a power of two
+  const uint32_t first_generation_;
+  size_t size_ = 0;
+  std::vector<Entry, HugePageAllocator<Entry>> entries_;
+  // Grown on demand to the highest block inserted into.
+  std::vector<Block, HugePageAllocator<Block>> blocks_;
+  // One bit per slot, allocated at the first removal of a single item.
+  std::vector<uint64_t> removed_;
+};
+
+}  // namespace replaydb::index
+
+#endif  // REPLAYDB_INDEX_BLOCK_UNIFORM_SELECTOR_H_
