@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
-#include <limits>
 
 namespace replaydb::index {
 namespace {
@@ -24,7 +23,7 @@ BlockUniformSelector::BlockUniformSelector(int64_t num_slots, int64_t block_step
     : num_slots_(num_slots),
       block_steps_(static_cast<uint32_t>(block_steps)),
       block_shift_(std::has_single_bit(block_steps_) ? std::countr_zero(block_steps_) : -1),
-      first_generation_(first_generation) {
+      first_generation_(first_generation & kGenerationMask) {
   assert(num_slots >= 1 && num_slots <= kMaxSlots);
   assert(block_steps >= 1 && block_steps <= num_slots);
 }
@@ -49,9 +48,9 @@ void BlockUniformSelector::InsertOne(const ItemRef& item) {
   const uint32_t block = BlockOf(slot);
   if (block >= blocks_.size()) {
     const size_t limit = static_cast<size_t>((num_slots_ - 1) / block_steps_ + 1);
-    Block fresh;
-    fresh.generation = first_generation_;
-    blocks_.resize(std::min(limit, std::max<size_t>(block + 1, 2 * blocks_.size())), fresh);
+    const size_t size = std::min(limit, std::max<size_t>(block + 1, 2 * blocks_.size()));
+    blocks_.resize(size);
+    tags_.resize(size, first_generation_);
   }
   Block& b = blocks_[block];
   if (b.removed > 0 && Removed(slot)) {
@@ -59,11 +58,11 @@ void BlockUniformSelector::InsertOne(const ItemRef& item) {
     // listed: drop it before the slot is present again.
     Compact();
     removed_[slot / 64] &= ~(uint64_t{1} << (slot % 64));
-    --b.removed;
+    if (--b.removed == 0) tags_[block] &= kGenerationMask;
   }
   b.key = item.key - StepOf(slot);
   ++b.live;
-  entries_.push_back({slot, b.generation});
+  entries_.push_back({slot, tags_[block] & kGenerationMask});
   ++size_;
 }
 
@@ -77,11 +76,12 @@ void BlockUniformSelector::Remove(const ItemRef& item) {
          "BlockUniformSelector::Remove: no such item at the slot");
   --size_;
   if (--b.live == 0) {
-    Renew(b, block);  // its entries are all stale now: no bits needed
+    Renew(block);  // its entries are all stale now: no bits needed
   } else {
     if (removed_.empty()) removed_.resize(static_cast<size_t>((num_slots_ + 63) / 64));
     removed_[slot / 64] |= uint64_t{1} << (slot % 64);
     ++b.removed;
+    tags_[block] |= kRemovedFlag;
   }
   MaybeCompact();
 }
@@ -98,13 +98,14 @@ int64_t BlockUniformSelector::RemoveBlocks(std::span<const int64_t> blocks) {
     removed += b.live;
     size_ -= b.live;
     b.live = 0;
-    Renew(b, static_cast<uint32_t>(block));
+    Renew(static_cast<uint32_t>(block));
   }
   MaybeCompact();
   return removed;
 }
 
-void BlockUniformSelector::Renew(Block& b, uint32_t block) {
+void BlockUniformSelector::Renew(uint32_t block) {
+  Block& b = blocks_[block];
   if (b.removed > 0) {
     const uint64_t first = uint64_t{block} * block_steps_;
     for (uint64_t s = first; s < first + block_steps_; ++s) {
@@ -112,14 +113,15 @@ void BlockUniformSelector::Renew(Block& b, uint32_t block) {
     }
     b.removed = 0;
   }
-  if (b.generation == std::numeric_limits<uint32_t>::max()) {
+  const uint32_t generation = tags_[block] & kGenerationMask;
+  if (generation == kGenerationMask) {
     // Wrapping around would make entries of long ago present again: drop
     // every entry of the block first.
     Compact(block);
-    b.generation = 0;
+    tags_[block] = 0;
     return;
   }
-  ++b.generation;
+  tags_[block] = generation + 1;
 }
 
 void BlockUniformSelector::MaybeCompact() {
@@ -137,7 +139,7 @@ void BlockUniformSelector::Compact(uint32_t drop_block) {
   const size_t n = entries_.size();
   for (size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) {
-      __builtin_prefetch(&blocks_[BlockOf(entries_[i + kPrefetchAhead].slot)]);
+      __builtin_prefetch(&tags_[BlockOf(entries_[i + kPrefetchAhead].slot)]);
     }
     const Entry e = entries_[i];
     if (Present(e) && BlockOf(e.slot) != drop_block) entries_[kept++] = e;

@@ -24,7 +24,7 @@ namespace replaydb::index {
 // entries uniformly until it finds a present one (at most two tries
 // expected), which is uniform over the items.
 //
-// Cost: Insert O(1) (touches its block's 24-byte record and appends an
+// Cost: Insert O(1) (touches its block's record and tag, and appends an
 // entry); Remove O(1); RemoveBlocks O(1) per block whatever its items;
 // O(1) amortised for the passes that drop removed entries.
 //
@@ -37,8 +37,8 @@ namespace replaydb::index {
 class BlockUniformSelector final : public Selector {
  public:
   // REQUIRES: 1 <= num_slots <= kMaxSlots, 1 <= block_steps <= num_slots.
-  // `first_generation` (for tests of the wrap-around) is where every
-  // block's generation starts.
+  // `first_generation` (for tests of the wrap-around; 31 bits) is where
+  // every block's generation starts.
   BlockUniformSelector(int64_t num_slots, int64_t block_steps, uint32_t first_generation = 0);
   BlockUniformSelector(const BlockUniformSelector&) = delete;
   BlockUniformSelector& operator=(const BlockUniformSelector&) = delete;
@@ -64,14 +64,18 @@ class BlockUniformSelector final : public Selector {
  private:
   struct Entry {
     uint32_t slot;
-    uint32_t generation;
+    uint32_t generation;  // 31 bits
   };
   struct Block {
-    ItemKey key = 0;          // the key of the block's first step
-    uint32_t generation = 0;  // of its present items' entries
-    uint32_t live = 0;        // present items
-    uint32_t removed = 0;     // set bits (items that left alone) this generation
+    ItemKey key = 0;       // the key of the block's first step
+    uint32_t live = 0;     // present items
+    uint32_t removed = 0;  // set bits (items that left alone) this generation
   };
+  // A block's tag (tags_, apart from the records so that the checks of
+  // presence, which compaction and Select make per entry, read a small
+  // array): its generation, and kRemovedFlag while it has removed > 0.
+  static constexpr uint32_t kGenerationMask = 0x7fffffffu;
+  static constexpr uint32_t kRemovedFlag = 0x80000000u;
   // slot / block_steps and slot % block_steps (a shift and a mask when
   // block_steps is a power of two, as by default: a division costs as much
   // as the rest of a compaction's step).
@@ -82,13 +86,14 @@ class BlockUniformSelector final : public Selector {
     return block_shift_ >= 0 ? slot & (block_steps_ - 1) : slot % block_steps_;
   }
   bool Present(const Entry& e) const {
-    const Block& b = blocks_[BlockOf(e.slot)];
-    return b.generation == e.generation && (b.removed == 0 || !Removed(e.slot));
+    const uint32_t tag = tags_[BlockOf(e.slot)];
+    return (tag & kGenerationMask) == e.generation &&
+           ((tag & kRemovedFlag) == 0 || !Removed(e.slot));
   }
   bool Removed(uint32_t slot) const { return (removed_[slot / 64] >> (slot % 64)) & 1; }
   void InsertOne(const ItemRef& item);
-  // A new generation for block b (its entries all stale), bits cleared.
-  void Renew(Block& b, uint32_t block);
+  // A new generation for `block` (its entries all stale), bits cleared.
+  void Renew(uint32_t block);
   // Drops the entries of removed items when there are too many of them.
   void MaybeCompact();
   // Drops the entries of removed items, and every entry of `drop_block`.
@@ -101,8 +106,9 @@ class BlockUniformSelector final : public Selector {
   const uint32_t first_generation_;
   size_t size_ = 0;
   std::vector<Entry, HugePageAllocator<Entry>> entries_;
-  // Grown on demand to the highest block inserted into.
+  // Both grown on demand to the highest block inserted into.
   std::vector<Block, HugePageAllocator<Block>> blocks_;
+  std::vector<uint32_t> tags_;
   // One bit per slot, allocated at the first removal of a single item.
   std::vector<uint64_t> removed_;
 };
