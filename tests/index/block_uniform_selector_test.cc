@@ -2,7 +2,7 @@
 // its items against a simple model under random inserts, single removals,
 // whole-block removals and slot reuse; the distribution it draws from; the
 // bound on the entries it keeps; and generations that wrap around. Fresh
-// random inputs each run (the seed is printed on failure).
+// random inputs each run (REPLAYDB_TEST_SEED replays one).
 #include "index/block_uniform_selector.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,10 +21,7 @@
 namespace replaydb::index {
 namespace {
 
-uint64_t FreshSeed() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
+using testing_util::TestSeed;
 
 // Present items by slot.
 using Model = std::map<int64_t, ItemRef>;
@@ -154,11 +150,11 @@ void RunModel(int64_t block_steps, uint64_t seed) {
 }
 
 TEST(BlockUniformSelectorTest, MatchesAModelWithBlocksOfAPowerOfTwo) {
-  RunModel(8, FreshSeed());
+  RunModel(8, TestSeed());
 }
 
 TEST(BlockUniformSelectorTest, MatchesAModelWithOtherBlockSizes) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = TestSeed();
   RunModel(1, seed);
   RunModel(6, seed + 1);
   RunModel(67, seed + 2);  // a block's bits span two words
@@ -167,7 +163,7 @@ TEST(BlockUniformSelectorTest, MatchesAModelWithOtherBlockSizes) {
 // Draws are uniform over what is present after whole-block removals (their
 // entries left behind), single removals and reused blocks.
 TEST(BlockUniformSelectorTest, DrawsUniformlyAfterRemovals) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   constexpr int64_t kBlockSteps = 16;
@@ -228,7 +224,7 @@ TEST(BlockUniformSelectorTest, DrawsUniformlyAfterRemovals) {
 // A block's generation passing the largest value starts again at 0 without
 // bringing back items of earlier generations; the other blocks' items stay.
 TEST(BlockUniformSelectorTest, GenerationsWrapAround) {
-  Random rng(FreshSeed());
+  Random rng(TestSeed());
   constexpr int64_t kBlockSteps = 4;
   BlockUniformSelector selector(8 * kBlockSteps, kBlockSteps,
                                 0x7fffffffu - 2);  // generations are 31 bits
