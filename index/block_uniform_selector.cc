@@ -52,14 +52,14 @@ void BlockUniformSelector::InsertOne(const ItemRef& item) {
     blocks_.resize(size);
     tags_.resize(size, first_generation_);
   }
-  Block& b = blocks_[block];
-  if (b.removed > 0 && Removed(slot)) {
+  if ((tags_[block] & kRemovedFlag) != 0 && Removed(slot)) {
     // Its item left alone in this generation and its entry may still be
-    // listed: drop it before the slot is present again.
+    // listed: drop it before the slot is present again (the flag stays:
+    // other slots of the block may have their bits set).
     Compact();
-    removed_[slot / 64] &= ~(uint64_t{1} << (slot % 64));
-    if (--b.removed == 0) tags_[block] &= kGenerationMask;
+    SetRemoved(slot, false);
   }
+  Block& b = blocks_[block];
   b.key = item.key - StepOf(slot);
   ++b.live;
   entries_.push_back({slot, tags_[block] & kGenerationMask});
@@ -67,20 +67,19 @@ void BlockUniformSelector::InsertOne(const ItemRef& item) {
 }
 
 void BlockUniformSelector::Remove(const ItemRef& item) {
-  assert(item.slot >= 0 && static_cast<size_t>(item.slot) / block_steps_ < blocks_.size() &&
-         "BlockUniformSelector::Remove: slot out of range");
   const uint32_t slot = static_cast<uint32_t>(item.slot);
   const uint32_t block = BlockOf(slot);
+  assert(item.slot >= 0 && block < blocks_.size() &&
+         "BlockUniformSelector::Remove: slot out of range");
   Block& b = blocks_[block];
-  assert(b.live > 0 && (b.removed == 0 || !Removed(slot)) && b.key + StepOf(slot) == item.key &&
-         "BlockUniformSelector::Remove: no such item at the slot");
+  assert(b.live > 0 && ((tags_[block] & kRemovedFlag) == 0 || !Removed(slot)) &&
+         KeyAt(slot) == item.key && "BlockUniformSelector::Remove: no such item at the slot");
   --size_;
   if (--b.live == 0) {
     Renew(block);  // its entries are all stale now: no bits needed
   } else {
     if (removed_.empty()) removed_.resize(static_cast<size_t>((num_slots_ + 63) / 64));
-    removed_[slot / 64] |= uint64_t{1} << (slot % 64);
-    ++b.removed;
+    SetRemoved(slot, true);
     tags_[block] |= kRemovedFlag;
   }
   MaybeCompact();
@@ -94,7 +93,9 @@ int64_t BlockUniformSelector::RemoveBlocks(std::span<const int64_t> blocks) {
     const size_t block = static_cast<size_t>(id);
     if (block >= blocks_.size()) continue;  // never held an item
     Block& b = blocks_[block];
-    if (b.live == 0 && b.removed == 0) continue;  // nothing of this generation listed
+    // Nothing of this generation listed (a block emptied item by item was
+    // renewed then).
+    if (b.live == 0 && (tags_[block] & kRemovedFlag) == 0) continue;
     removed += b.live;
     size_ -= b.live;
     b.live = 0;
@@ -105,13 +106,9 @@ int64_t BlockUniformSelector::RemoveBlocks(std::span<const int64_t> blocks) {
 }
 
 void BlockUniformSelector::Renew(uint32_t block) {
-  Block& b = blocks_[block];
-  if (b.removed > 0) {
+  if ((tags_[block] & kRemovedFlag) != 0) {
     const uint64_t first = uint64_t{block} * block_steps_;
-    for (uint64_t s = first; s < first + block_steps_; ++s) {
-      removed_[s / 64] &= ~(uint64_t{1} << (s % 64));
-    }
-    b.removed = 0;
+    for (uint64_t s = first; s < first + block_steps_; ++s) SetRemoved(s, false);
   }
   const uint32_t generation = tags_[block] & kGenerationMask;
   if (generation == kGenerationMask) {
@@ -148,10 +145,8 @@ void BlockUniformSelector::Compact(uint32_t drop_block) {
 }
 
 void BlockUniformSelector::Update(const ItemRef& item, double /*new_priority*/) {
-  assert(item.slot >= 0 && static_cast<size_t>(item.slot) / block_steps_ < blocks_.size() &&
-         blocks_[static_cast<size_t>(item.slot) / block_steps_].key +
-                 static_cast<uint64_t>(item.slot) % block_steps_ ==
-             item.key &&
+  assert(item.slot >= 0 && BlockOf(static_cast<uint32_t>(item.slot)) < blocks_.size() &&
+         KeyAt(static_cast<uint32_t>(item.slot)) == item.key &&
          "BlockUniformSelector::Update: no such item at the slot");
   (void)item;
 }
@@ -162,7 +157,7 @@ Selection BlockUniformSelector::Select(Random& rng, Stratum /*stratum*/) const {
   while (true) {
     const Entry e = entries_[rng.Uniform(entries_.size())];
     if (!Present(e)) continue;
-    return {blocks_[BlockOf(e.slot)].key + StepOf(e.slot), probability};
+    return {KeyAt(e.slot), probability};
   }
 }
 

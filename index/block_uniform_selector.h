@@ -67,13 +67,13 @@ class BlockUniformSelector final : public Selector {
     uint32_t generation;  // 31 bits
   };
   struct Block {
-    ItemKey key = 0;       // the key of the block's first step
-    uint32_t live = 0;     // present items
-    uint32_t removed = 0;  // set bits (items that left alone) this generation
+    ItemKey key = 0;    // the key of the block's first step
+    uint32_t live = 0;  // present items
   };
   // A block's tag (tags_, apart from the records so that the checks of
   // presence, which compaction and Select make per entry, read a small
-  // array): its generation, and kRemovedFlag while it has removed > 0.
+  // array): its generation, and kRemovedFlag when a slot of the block may
+  // have its bit set in this generation (an item left alone).
   static constexpr uint32_t kGenerationMask = 0x7fffffffu;
   static constexpr uint32_t kRemovedFlag = 0x80000000u;
   // slot / block_steps and slot % block_steps (a shift and a mask when
@@ -91,6 +91,12 @@ class BlockUniformSelector final : public Selector {
            ((tag & kRemovedFlag) == 0 || !Removed(e.slot));
   }
   bool Removed(uint32_t slot) const { return (removed_[slot / 64] >> (slot % 64)) & 1; }
+  void SetRemoved(uint64_t slot, bool removed) {
+    const uint64_t bit = uint64_t{1} << (slot % 64);
+    removed_[slot / 64] = removed ? removed_[slot / 64] | bit : removed_[slot / 64] & ~bit;
+  }
+  // The key of the item at `slot` (present).
+  ItemKey KeyAt(uint32_t slot) const { return blocks_[BlockOf(slot)].key + StepOf(slot); }
   void InsertOne(const ItemRef& item);
   // A new generation for `block` (its entries all stale), bits cleared.
   void Renew(uint32_t block);
