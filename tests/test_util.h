@@ -120,6 +120,23 @@ inline double ChiSquareCriticalAt(double dof, double p) {
   return ChiSquareCritical(dof, NormalUpperQuantile(p));
 }
 
+// The chi-square statistic of `counts` (draws per outcome: a range of
+// numbers, or a map to them) against `expected` draws for each.
+template <typename Counts>
+double UniformChiSquare(const Counts& counts, double expected) {
+  double chi2 = 0;
+  for (const auto& entry : counts) {
+    double count;
+    if constexpr (requires { entry.second; }) {
+      count = static_cast<double>(entry.second);
+    } else {
+      count = static_cast<double>(entry);
+    }
+    chi2 += (count - expected) * (count - expected) / expected;
+  }
+  return chi2;
+}
+
 // Options that take checkpoints only when asked (DB::Checkpoint): nothing
 // automatic, not even on close, so a reopen replays the log.
 inline DBOptions ManualCheckpoints() {
@@ -134,6 +151,13 @@ inline std::unique_ptr<DB> OpenDB(const std::string& path) {
   auto db = DB::Open({}, path);
   EXPECT_TRUE(db.ok()) << db.status().ToString();
   return db.ok() ? std::move(db).value() : nullptr;
+}
+
+// db->CreateTable(spec), or null after a failure naming its status.
+inline std::shared_ptr<Table> CreateTable(DB* db, const TableSpec& spec) {
+  auto t = db->CreateTable(spec);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? *t : nullptr;
 }
 
 }  // namespace replaydb::testing_util

@@ -33,9 +33,7 @@ class TablePriorityTest : public ::testing::Test {
     return spec;
   }
   std::shared_ptr<Table> Create(const TableSpec& spec) {
-    auto t = db_->CreateTable(spec);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? *t : nullptr;
+    return testing_util::CreateTable(db_.get(), spec);
   }
   // Writes one trajectory with the given step priorities (nullopt: none).
   std::vector<ItemKey> Write(Table& table, const std::vector<std::optional<double>>& priorities,

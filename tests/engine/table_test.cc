@@ -89,9 +89,7 @@ class TableTest : public ::testing::Test {
  protected:
   void SetUp() override { db_ = testing_util::OpenDB(dir_.path()); }
   std::shared_ptr<Table> Create(const TableSpec& spec) {
-    auto t = db_->CreateTable(spec);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? *t : nullptr;
+    return testing_util::CreateTable(db_.get(), spec);
   }
 
   TempDir dir_;
@@ -210,8 +208,7 @@ TEST_F(TableTest, UniformSamplingPassesChiSquare) {
   }
   ASSERT_EQ(static_cast<int64_t>(counts.size()), items);
   const double expected = static_cast<double>(draws) / items;
-  double chi2 = 0;
-  for (const auto& [key, n] : counts) chi2 += (n - expected) * (n - expected) / expected;
+  const double chi2 = testing_util::UniformChiSquare(counts, expected);
   EXPECT_LT(chi2, ChiSquareCritical(items - 1, 4.75)) << "items=" << items;  // p ~ 1e-6
 }
 

@@ -67,9 +67,7 @@ class TableVectorTest : public ::testing::Test {
  protected:
   void SetUp() override { db_ = testing_util::OpenDB(dir_.path()); }
   std::shared_ptr<Table> Create(const TableSpec& spec) {
-    auto t = db_->CreateTable(spec);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? *t : nullptr;
+    return testing_util::CreateTable(db_.get(), spec);
   }
   // Everything a table shows of its trajectories and items.
   struct Snapshot {

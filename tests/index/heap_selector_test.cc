@@ -6,22 +6,17 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "index/selector.h"
+#include "tests/test_util.h"
 #include "util/random.h"
 
 namespace replaydb::index {
 namespace {
 
 using Order = HeapSelector::Order;
-
-uint64_t FreshSeed() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
 
 // Keys scrambled against seq order (unique for seq < 1000003), so a
 // selector that broke ties by key instead of seq would show.
@@ -72,7 +67,7 @@ TEST_P(HeapSelectorTest, NewSelectorMakesTheRightOrder) {
 
 TEST_P(HeapSelectorTest, SelectsLowestOrHighestPriorityAndIgnoresStrata) {
   HeapSelector selector(order());
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   selector.Insert(Item(1, 5.0));
   selector.Insert(Item(2, 0.0));  // priority 0 is an ordinary priority here
   selector.Insert(Item(3, 9.5));
@@ -122,7 +117,7 @@ TEST_P(HeapSelectorTest, TiesGoToTheOldest) {
 }
 
 TEST_P(HeapSelectorTest, DrainsInPriorityOrder) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   HeapSelector selector(order());
@@ -149,7 +144,7 @@ TEST_P(HeapSelectorTest, DrainsInPriorityOrder) {
 
 // Random inserts, updates and removals against a linear-scan model.
 TEST_P(HeapSelectorTest, MatchesAReferenceUnderRandomOperations) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   HeapSelector selector(order());

@@ -9,7 +9,6 @@
 #include <memory>
 #include <numeric>
 #include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,11 +19,6 @@
 
 namespace replaydb::index {
 namespace {
-
-uint64_t FreshSeed() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
 
 // Chi-square critical value for `dof` degrees of freedom at z = 4.75 (upper
 // tail about 1e-6) by the Wilson-Hilferty approximation: a correct selector
@@ -195,7 +189,7 @@ TEST(PrioritizedSelectorTest, ExtremePrioritiesStayDrawable) {
   selector.Insert(Item(2, 1e-200));  // p^2 underflows
   selector.Insert(Item(3, 0.0));
   ASSERT_TRUE(selector.has_mass());
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   for (int i = 0; i < 1000; ++i) {
     const Selection s = selector.Select(rng, Stratum{i % 10, 10});
     ASSERT_EQ(s.key, Item(2, 0).key);
@@ -241,7 +235,7 @@ TEST(PrioritizedSelectorTest, HasMassOnlyWithAPositivePriority) {
 TEST(PrioritizedSelectorTest, ProbabilityIsLeafOverTotal) {
   PrioritizedSelector selector(1.0);
   for (uint64_t seq = 1; seq <= 4; ++seq) selector.Insert(Item(seq, static_cast<double>(seq)));
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   std::set<ItemKey> seen;
   for (int i = 0; i < 2000; ++i) {
     const Selection s = selector.Select(rng);
@@ -260,7 +254,7 @@ class PrioritizedFitTest : public testing::TestWithParam<double> {};
 // Draws match priority^exponent by chi-square, zero priorities included.
 TEST_P(PrioritizedFitTest, DrawsFollowPriorityToTheExponent) {
   const double exponent = GetParam();
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   PrioritizedSelector selector(exponent);
@@ -278,7 +272,7 @@ TEST_P(PrioritizedFitTest, DrawsFollowPriorityToTheExponent) {
 // every cell expects >= 5 draws.
 TEST_P(PrioritizedFitTest, DrawsFollowPrioritiesOverTwelveOrdersOfMagnitude) {
   const double exponent = GetParam();
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   PrioritizedSelector selector(exponent);
@@ -323,7 +317,7 @@ INSTANTIATE_TEST_SUITE_P(Exponents, PrioritizedFitTest, testing::Values(1.0, 0.6
 // Millions of draws, plain and stratified, over priorities from 1e-6 to 1e6
 // with zeros between them (alone and in runs, at both ends).
 TEST(PrioritizedSelectorTest, ZeroPriorityItemsAreNeverDrawn) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   for (double exponent : {1.0, 0.0}) {
@@ -346,7 +340,7 @@ TEST(PrioritizedSelectorTest, ZeroPriorityItemsAreNeverDrawn) {
 }
 
 TEST(PrioritizedSelectorTest, UpdateChangesTheDistribution) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   PrioritizedSelector selector(1.0);
@@ -387,7 +381,7 @@ TEST(PrioritizedSelectorTest, UpdateChangesTheDistribution) {
 // reused, also by items of priority 0: a removed key, or the mass it left
 // behind, must never come back.
 TEST(PrioritizedSelectorTest, RemovedKeysAreNeverDrawnAfterSlotReuse) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   PrioritizedSelector selector(0.6);
@@ -503,7 +497,7 @@ void CheckStratified(const PrioritizedSelector& selector, const SlotModel& slots
 }
 
 TEST(PrioritizedSelectorTest, StratifiedDrawsComeFromTheirSlice) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   for (double exponent : {1.0, 0.6, 0.0}) {
@@ -526,7 +520,7 @@ TEST(PrioritizedSelectorTest, StratifiedDrawsComeFromTheirSlice) {
 // The same after removals have freed slots that new items then reuse, so
 // slot order is no longer insertion order.
 TEST(PrioritizedSelectorTest, StratifiedAfterSlotReuse) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   PrioritizedSelector selector(1.0);

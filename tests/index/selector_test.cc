@@ -6,7 +6,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,7 +18,6 @@
 namespace replaydb::index {
 namespace {
 
-
 // Chi-square critical value for `dof` degrees of freedom at upper-tail
 // probability p (Wilson-Hilferty approximation).
 double ChiSquareCritical(int dof, double p) {
@@ -28,11 +26,6 @@ double ChiSquareCritical(int dof, double p) {
 
 // A fair selector fails a test with probability 1e-6.
 constexpr double kFalseAlarm = 1e-6;
-
-uint64_t FreshSeed() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
 
 ItemRef Item(uint64_t seq) {
   return {MakeItemKey(seq / 7 + 1, static_cast<int64_t>(seq % 7)), seq};
@@ -120,7 +113,7 @@ TEST(NewSelectorTest, PrioritiesAndStrataDoNotMatter) {
     refs[Item(6).key].priority = 1e9;
     EXPECT_EQ(selector->size(), 6u);
 
-    Random rng(FreshSeed());
+    Random rng(testing_util::TestSeed());
     for (int64_t stratum = 0; stratum < 4; ++stratum) {
       const Selection s = selector->Select(rng, Stratum{stratum, 4});
       ASSERT_TRUE(refs.count(s.key));
@@ -141,7 +134,7 @@ TEST(NewSelectorTest, PrioritiesAndStrataDoNotMatter) {
 
 // A uniform selector picks zero-priority items as often as others.
 TEST(UniformSelectorTest, IgnoresPriorities) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   UniformSelector selector;
@@ -162,7 +155,7 @@ TEST(UniformSelectorTest, IgnoresPriorities) {
 TEST(UniformSelectorTest, SingleItemIsAlwaysSelectedWithProbabilityOne) {
   UniformSelector selector;
   selector.Insert(Item(5));
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   for (int i = 0; i < 100; ++i) {
     const Selection s = selector.Select(rng);
     EXPECT_EQ(s.key, Item(5).key);
@@ -172,7 +165,7 @@ TEST(UniformSelectorTest, SingleItemIsAlwaysSelectedWithProbabilityOne) {
 
 TEST(UniformSelectorTest, ProbabilityIsOneOverSize) {
   UniformSelector selector;
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   for (uint64_t seq = 1; seq <= 10; ++seq) {
     selector.Insert(Item(seq));
     EXPECT_EQ(selector.size(), seq);
@@ -184,7 +177,7 @@ TEST(UniformSelectorTest, ProbabilityIsOneOverSize) {
 }
 
 TEST(UniformSelectorTest, SelectsUniformly) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   UniformSelector selector;
@@ -197,7 +190,7 @@ TEST(UniformSelectorTest, SelectsUniformly) {
 }
 
 TEST(UniformSelectorTest, StaysUniformAfterRemovals) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   UniformSelector selector;
@@ -220,7 +213,7 @@ TEST(UniformSelectorTest, StaysUniformAfterRemovals) {
 // Random inserts and removals against a std::set model: after every step
 // the selector holds exactly the model's keys (checked by draining it).
 TEST(UniformSelectorTest, MatchesASetUnderRandomInsertsAndRemovals) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   UniformSelector selector;
@@ -255,7 +248,7 @@ TEST(UniformSelectorTest, MatchesASetUnderRandomInsertsAndRemovals) {
 
 TEST(UniformSelectorTest, RemovingEverythingThenInsertingAgainWorks) {
   UniformSelector selector;
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   for (uint64_t seq = 1; seq <= 3; ++seq) selector.Insert(Item(seq));
   for (uint64_t seq = 3; seq >= 1; --seq) selector.Remove(Item(seq));
   EXPECT_EQ(selector.size(), 0u);
@@ -284,7 +277,7 @@ class OrderedSelectorTest : public testing::TestWithParam<OrderedSelector::Order
 
 TEST_P(OrderedSelectorTest, SelectsOldestOrNewestWithProbabilityOne) {
   OrderedSelector selector(GetParam());
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   for (uint64_t seq = 1; seq <= 5; ++seq) {
     selector.Insert(Item(seq * 10));
     const Selection s = selector.Select(rng);

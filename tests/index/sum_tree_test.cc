@@ -5,19 +5,14 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "util/random.h"
 
 namespace replaydb::index {
 namespace {
-
-uint64_t FreshSeed() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
 
 // The leaves as a plain vector, summed and searched the slow way.
 class Reference {
@@ -150,7 +145,7 @@ TEST(SumTreeTest, RoundingPastASubtreeClampsToItsLastPositiveLeaf) {
 // Recomputing nodes from their children (never by a delta) leaves no
 // residue: after values come and go, zeroing everything gives exactly 0.
 TEST(SumTreeTest, NoDriftAfterManyUpdates) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   SumTree tree(1000);
@@ -169,7 +164,7 @@ TEST(SumTreeTest, NoDriftAfterManyUpdates) {
 // Small integer values: every sum is exact, so Find must agree with the
 // reference slot for slot.
 TEST(SumTreeTest, MatchesReferenceExactlyOnIntegers) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   SumTree tree;
@@ -199,7 +194,7 @@ TEST(SumTreeTest, MatchesReferenceExactlyOnIntegers) {
 // lands on a positive slot whose interval (by the exact prefix sums) holds
 // the target up to the same tolerance.
 TEST(SumTreeTest, MatchesReferenceWithinRoundingOnDoubles) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   SumTree tree;
@@ -228,7 +223,7 @@ TEST(SumTreeTest, MatchesReferenceWithinRoundingOnDoubles) {
 // targets include 0, the total, just below it, every interval boundary (and
 // its neighbours) and random points. No zero leaf may ever come back.
 TEST(SumTreeTest, NeverFindsAZeroLeaf) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   for (int round = 0; round < 20; ++round) {

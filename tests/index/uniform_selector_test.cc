@@ -22,15 +22,9 @@
 namespace replaydb::index {
 namespace {
 
-
 // A fair selector fails a check with probability 1e-6.
 double ChiSquareCritical(int dof) {
   return testing_util::ChiSquareCriticalAt(dof, 1e-6);
-}
-
-uint64_t FreshSeed() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
 // The model: present items by slot, and the on_place mirror of positions.
@@ -71,10 +65,7 @@ double ChiSquare(const UniformSelector& selector, const Model& model, Random& rn
     }
     ++it->second;
   }
-  const double expected = static_cast<double>(draws) / n;
-  double chi2 = 0;
-  for (const auto& [key, count] : counts) chi2 += (count - expected) * (count - expected) / expected;
-  return chi2;
+  return testing_util::UniformChiSquare(counts, static_cast<double>(draws) / n);
 }
 
 // A table's pattern: trajectories fill blocks of `block_steps` slots, one
@@ -82,7 +73,7 @@ double ChiSquare(const UniformSelector& selector, const Model& model, Random& rn
 // lose single items (max_times_sampled). Slots are reused by new items with
 // new keys. After every operation the selector matches the model.
 TEST(UniformSlotSelectorTest, MatchesAModelUnderRandomInsertsAndRemovals) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   constexpr int64_t kBlockSteps = 8;
@@ -159,7 +150,7 @@ TEST(UniformSlotSelectorTest, MatchesAModelUnderRandomInsertsAndRemovals) {
 // from the end, with slots handed out in random order (high ones first, so
 // the flat index grows by jumps) and reused by new items.
 TEST(UniformSlotSelectorTest, DrawsUniformlyAfterRemovalsAndSlotReuse) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   constexpr int64_t kSlots = 4096;
@@ -200,7 +191,7 @@ TEST(UniformSlotSelectorTest, DrawsUniformlyAfterRemovalsAndSlotReuse) {
 TEST(UniformSlotSelectorTest, SlotsUpToTheLastOne) {
   constexpr int64_t kSlots = 1000;
   UniformSelector selector(kSlots);
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   const ItemRef low{MakeItemKey(1, 0), 1, 0.0, 0};
   const ItemRef high{MakeItemKey(2, 0), 2, 0.0, kSlots - 1};
   selector.Insert(low);
@@ -222,7 +213,7 @@ TEST(UniformSlotSelectorTest, SlotsUpToTheLastOne) {
 // BlockUniformSelector) when given the slots, and by key otherwise (or
 // beyond the 32-bit slots).
 TEST(UniformSlotSelectorTest, NewSelectorChoosesBySlots) {
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   SelectorOptions options;
   options.kind = SelectorKind::kUniform;
   options.slots = 64;

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <set>
 #include <vector>
 
@@ -30,27 +29,15 @@ class RandomTestPeer {
 
 namespace {
 
-
 // The chi-square statistic a fair generator exceeds with probability p, for
 // `dof` degrees of freedom (Wilson-Hilferty approximation).
 double ChiSquareCritical(int dof, double p) {
   return testing_util::ChiSquareCriticalAt(dof, p);
 }
 
-double ChiSquare(const std::vector<int64_t>& counts, double expected) {
-  double chi2 = 0;
-  for (int64_t c : counts) chi2 += (c - expected) * (c - expected) / expected;
-  return chi2;
-}
-
 // A failure probability of 1e-6 per test keeps these tests from flaking
 // while a biased generator fails them at once.
 constexpr double kFalseAlarm = 1e-6;
-
-uint64_t FreshSeed() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
 
 TEST(ChiSquareCriticalTest, MatchesTables) {
   // Reference values of the chi-square upper quantile (e.g. R's qchisq);
@@ -118,7 +105,7 @@ TEST(RandomTest, FromEntropyGivesDifferentGenerators) {
 }
 
 TEST(RandomTest, UniformStaysInRange) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   const uint64_t bounds[] = {1,
@@ -140,7 +127,7 @@ TEST(RandomTest, UniformStaysInRange) {
 }
 
 TEST(RandomTest, UniformHitsBothEnds) {
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   bool saw_zero = false, saw_max = false;
   for (int i = 0; i < 10000; ++i) {
     const uint64_t v = rng.Uniform(5);
@@ -153,14 +140,15 @@ TEST(RandomTest, UniformHitsBothEnds) {
 
 TEST(RandomTest, UniformPassesChiSquare) {
   for (uint64_t n : {2u, 7u, 10u, 100u, 1000u}) {
-    const uint64_t seed = FreshSeed();
+    const uint64_t seed = testing_util::TestSeed();
     SCOPED_TRACE("n " + std::to_string(n) + " seed " + std::to_string(seed));
     Random rng(seed);
     const int64_t draws = 200 * static_cast<int64_t>(n);
     std::vector<int64_t> counts(n, 0);
     for (int64_t i = 0; i < draws; ++i) ++counts[rng.Uniform(n)];
     const double expected = static_cast<double>(draws) / static_cast<double>(n);
-    EXPECT_LT(ChiSquare(counts, expected), ChiSquareCritical(static_cast<int>(n) - 1, kFalseAlarm));
+    EXPECT_LT(testing_util::UniformChiSquare(counts, expected),
+              ChiSquareCritical(static_cast<int>(n) - 1, kFalseAlarm));
   }
 }
 
@@ -168,7 +156,7 @@ TEST(RandomTest, UniformPassesChiSquare) {
 // the draws below 2^62 (instead of a third) and multiply-shift without
 // rejection makes half the draws multiples of 3 (instead of a third).
 TEST(RandomTest, UniformHasNoBiasForLargeBounds) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   const uint64_t n = uint64_t{3} << 62;
@@ -189,7 +177,7 @@ TEST(RandomTest, UniformHasNoBiasForLargeBounds) {
 }
 
 TEST(RandomTest, NextDoubleIsA53BitFractionInUnitInterval) {
-  Random rng(FreshSeed());
+  Random rng(testing_util::TestSeed());
   for (int i = 0; i < 100000; ++i) {
     const double d = rng.NextDouble();
     ASSERT_GE(d, 0.0);
@@ -207,14 +195,14 @@ TEST(RandomTest, NextDoubleUsesTheTopBitsOfNext) {
 }
 
 TEST(RandomTest, NextDoublePassesChiSquare) {
-  const uint64_t seed = FreshSeed();
+  const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   const int buckets = 64;
   const int64_t draws = 64000;
   std::vector<int64_t> counts(buckets, 0);
   for (int64_t i = 0; i < draws; ++i) ++counts[static_cast<int>(rng.NextDouble() * buckets)];
-  EXPECT_LT(ChiSquare(counts, static_cast<double>(draws) / buckets),
+  EXPECT_LT(testing_util::UniformChiSquare(counts, static_cast<double>(draws) / buckets),
             ChiSquareCritical(buckets - 1, kFalseAlarm));
 }
 
