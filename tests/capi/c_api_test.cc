@@ -2016,6 +2016,17 @@ class CApiGpuTest : public CApiTest {
     CApiTest::SetUp();
   }
 
+  // *spec = RandomSpec(name) placed on device 0, created as *table and
+  // given WriteRandom(trajectories, max_length) recorded in *written.
+  void DeviceTableWithData(const std::string& name, int trajectories, int max_length,
+                           TableSpec* spec, TablePtr* table, Written* written) {
+    *spec = RandomSpec(name, rng_);
+    spec->placement = Placement::Device(0);
+    *table = CreateTable(*spec);
+    ASSERT_TRUE(*table != nullptr);
+    ASSERT_NO_FATAL_FAILURE(WriteRandom(table->get(), *spec, trajectories, max_length, written));
+  }
+
   // A copy of device array `a` on the host.
   std::vector<std::byte> ToHost(const replaydb_array_t& a, void* stream) {
     std::vector<std::byte> host(a.nbytes);
@@ -2157,12 +2168,10 @@ TEST_F(CApiGpuTest, SampleToDeviceMatchesTheHostPathAndReusesBuffersPerStream) {
 // A batch sampled on one stream, read on another after replaydb_stream_wait,
 // without a host synchronisation in between.
 TEST_F(CApiGpuTest, StreamWaitHandsABatchToAnotherStream) {
-  TableSpec spec = RandomSpec("wait", rng_);
-  spec.placement = Placement::Device(0);
-  TablePtr table = CreateTable(spec);
-  ASSERT_TRUE(table != nullptr);
+  TableSpec spec;
+  TablePtr table;
   Written written;
-  ASSERT_NO_FATAL_FAILURE(WriteRandom(table.get(), spec, 10, 30, &written));
+  ASSERT_NO_FATAL_FAILURE(DeviceTableWithData("wait", 10, 30, &spec, &table, &written));
   auto producer = DeviceStream::Create(0);
   auto consumer = DeviceStream::Create(0);
   ASSERT_TRUE(producer.ok() && consumer.ok());
@@ -2181,12 +2190,10 @@ TEST_F(CApiGpuTest, StreamWaitHandsABatchToAnotherStream) {
 }
 
 TEST_F(CApiGpuTest, SampleIntoCallerBuffersMatchesTheHostPath) {
-  TableSpec spec = RandomSpec("into", rng_);
-  spec.placement = Placement::Device(0);
-  TablePtr table = CreateTable(spec);
-  ASSERT_TRUE(table != nullptr);
+  TableSpec spec;
+  TablePtr table;
   Written written;
-  ASSERT_NO_FATAL_FAILURE(WriteRandom(table.get(), spec, 8, 25, &written));
+  ASSERT_NO_FATAL_FAILURE(DeviceTableWithData("into", 8, 25, &spec, &table, &written));
   const int64_t B = 1 + static_cast<int64_t>(rng_() % 50);
   const int64_t L = spec.sequence_length;
   std::vector<DeviceBuffer> columns;
@@ -2227,12 +2234,10 @@ TEST_F(CApiGpuTest, SampleIntoCallerBuffersMatchesTheHostPath) {
 }
 
 TEST_F(CApiGpuTest, SamplerBatchesOutliveTheSampler) {
-  TableSpec spec = RandomSpec("sampler", rng_);
-  spec.placement = Placement::Device(0);
-  TablePtr table = CreateTable(spec);
-  ASSERT_TRUE(table != nullptr);
+  TableSpec spec;
+  TablePtr table;
   Written written;
-  ASSERT_NO_FATAL_FAILURE(WriteRandom(table.get(), spec, 8, 25, &written));
+  ASSERT_NO_FATAL_FAILURE(DeviceTableWithData("sampler", 8, 25, &spec, &table, &written));
   auto stream = DeviceStream::Create(0);
   ASSERT_TRUE(stream.ok());
   const int64_t start = replaydb_live_batches();
