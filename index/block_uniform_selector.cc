@@ -124,17 +124,26 @@ void BlockUniformSelector::Renew(uint32_t block) {
 void BlockUniformSelector::MaybeCompact() {
   if (size_ == 0) {
     entries_.clear();  // none is present
+    front_ = 0;
     return;
   }
-  if (entries_.size() <= 2 * size_ + kSlackEntries) return;
-  Compact();
-  assert(entries_.size() == size_ && "BlockUniformSelector: entries and items disagree");
+  // Removed items' entries at the front leave the listed part (each is
+  // checked here once: O(1) amortised). A present entry exists (size_ > 0).
+  while (front_ < entries_.size() && !Present(entries_[front_])) ++front_;
+  if (Listed() > 2 * size_ + kSlackEntries) {
+    Compact();
+    assert(entries_.size() == size_ && "BlockUniformSelector: entries and items disagree");
+  } else if (front_ > Listed()) {
+    // Moves no more entries than the front had, each passed over once.
+    entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(front_));
+    front_ = 0;
+  }
 }
 
 void BlockUniformSelector::Compact(uint32_t drop_block) {
   size_t kept = 0;
   const size_t n = entries_.size();
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = front_; i < n; ++i) {
     if (i + kPrefetchAhead < n) {
       __builtin_prefetch(&tags_[BlockOf(entries_[i + kPrefetchAhead].slot)]);
     }
@@ -142,6 +151,7 @@ void BlockUniformSelector::Compact(uint32_t drop_block) {
     if (Present(e) && BlockOf(e.slot) != drop_block) entries_[kept++] = e;
   }
   entries_.resize(kept);
+  front_ = 0;
 }
 
 void BlockUniformSelector::Update(const ItemRef& item, double /*new_priority*/) {
@@ -155,7 +165,7 @@ Selection BlockUniformSelector::Select(Random& rng, Stratum /*stratum*/) const {
   assert(size_ > 0 && "BlockUniformSelector::Select on an empty selector");
   const double probability = 1.0 / static_cast<double>(size_);
   while (true) {
-    const Entry e = entries_[rng.Uniform(entries_.size())];
+    const Entry e = entries_[front_ + rng.Uniform(Listed())];
     if (!Present(e)) continue;
     return {KeyAt(e.slot), probability};
   }

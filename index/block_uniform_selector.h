@@ -20,7 +20,11 @@ namespace replaydb::index {
 // one, and one item leaving alone sets a bit of its slot. An entry is
 // present while its block's generation matches and its slot's bit is
 // clear; removed items' entries stay behind until the array is more than
-// twice the items (plus a little), when one pass drops them. Select draws
+// twice the items (plus a little), when one pass drops them. Entries are
+// in insertion order, and a table evicts its oldest trajectories first, so
+// the removed ones gather at the front: the array's listed part starts
+// past them (checked once each), and the unlisted front is given back
+// once it is longer than the listed part. Select draws
 // entries uniformly until it finds a present one (at most two tries
 // expected), which is uniform over the items.
 //
@@ -59,7 +63,7 @@ class BlockUniformSelector final : public Selector {
 
   // Entries listed, present or not (for tests: at most 2 * size() + 64
   // after any call).
-  size_t entries() const { return entries_.size(); }
+  size_t entries() const { return Listed(); }
 
  private:
   struct Entry {
@@ -98,6 +102,8 @@ class BlockUniformSelector final : public Selector {
   // The key of the item at `slot` (present).
   ItemKey KeyAt(uint32_t slot) const { return blocks_[BlockOf(slot)].key + StepOf(slot); }
   void InsertOne(const ItemRef& item);
+  // Entries from front_ on.
+  size_t Listed() const { return entries_.size() - front_; }
   // A new generation for `block` (its entries all stale), bits cleared.
   void Renew(uint32_t block);
   // Drops the entries of removed items when there are too many of them.
@@ -111,7 +117,9 @@ class BlockUniformSelector final : public Selector {
   const int block_shift_;  // log2(block_steps), or -1 when not a power of two
   const uint32_t first_generation_;
   size_t size_ = 0;
+  // Listed from front_ on (those before are all removed items').
   std::vector<Entry, HugePageAllocator<Entry>> entries_;
+  size_t front_ = 0;
   // Both grown on demand to the highest block inserted into.
   std::vector<Block, HugePageAllocator<Block>> blocks_;
   std::vector<uint32_t> tags_;

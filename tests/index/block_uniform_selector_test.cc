@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -217,6 +218,64 @@ TEST(BlockUniformSelectorTest, DrawsUniformlyAfterRemovals) {
   }
   const double expected = static_cast<double>(draws) / static_cast<double>(model.size());
   EXPECT_LT(testing_util::UniformChiSquare(counts, expected), testing_util::ChiSquareCriticalAt(static_cast<double>(model.size() - 1), 1e-6));
+}
+
+// A table evicting its oldest trajectories first (the vector writer's
+// pattern: every environment's block gets one item per step, interleaved):
+// the removed items' entries are at the front, and leave the listed ones as
+// soon as the last of them goes, with no pass over the others and no
+// compaction; the array's front is given back as it grows.
+TEST(BlockUniformSelectorTest, OldestFirstRemovalsLeaveTheFront) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Random rng(seed);
+  constexpr int64_t kBlockSteps = 8;
+  constexpr int64_t kGenerations = 3;
+  const int64_t envs = 5 + static_cast<int64_t>(rng.Uniform(20));
+  BlockUniformSelector selector(envs * kGenerations * kBlockSteps, kBlockSteps);
+  Model model;
+  std::vector<int64_t> free_blocks;
+  for (int64_t b = envs * kGenerations - 1; b >= 0; --b) free_blocks.push_back(b);
+  std::deque<std::vector<int64_t>> generations;  // their blocks, oldest first
+  uint64_t next_trajectory = 1;
+  uint64_t next_seq = 1;
+  for (int round = 0; round < 30; ++round) {
+    if (static_cast<int64_t>(generations.size()) == kGenerations) {
+      for (const int64_t block : generations.front()) {
+        int64_t expect = 0;
+        for (int64_t s = block * kBlockSteps; s < (block + 1) * kBlockSteps; ++s) {
+          expect += static_cast<int64_t>(model.erase(s));
+        }
+        ASSERT_EQ(selector.RemoveBlocks(std::span<const int64_t>(&block, 1)), expect);
+        free_blocks.push_back(block);
+        ASSERT_NO_FATAL_FAILURE(CheckAgainst(selector, model, rng));
+      }
+      generations.pop_front();
+      ASSERT_EQ(selector.entries(), selector.size());
+    }
+    // A new trajectory per environment, filled in lockstep to random lengths.
+    std::vector<int64_t> blocks;
+    std::vector<int64_t> lengths;
+    for (int64_t e = 0; e < envs; ++e) {
+      blocks.push_back(free_blocks.back());
+      free_blocks.pop_back();
+      lengths.push_back(1 + static_cast<int64_t>(rng.Uniform(kBlockSteps)));
+    }
+    const uint64_t first_trajectory = next_trajectory;
+    next_trajectory += static_cast<uint64_t>(envs);
+    for (int64_t step = 0; step < kBlockSteps; ++step) {
+      std::vector<ItemRef> batch;
+      for (int64_t e = 0; e < envs; ++e) {
+        if (step >= lengths[e]) continue;
+        batch.push_back({MakeItemKey(first_trajectory + static_cast<uint64_t>(e), step),
+                         next_seq++, 0.0, blocks[e] * kBlockSteps + step});
+        model[batch.back().slot] = batch.back();
+      }
+      selector.InsertMany(batch);
+    }
+    generations.push_back(blocks);
+    ASSERT_NO_FATAL_FAILURE(CheckAgainst(selector, model, rng));
+  }
 }
 
 // A block's generation passing the largest value starts again at 0 without
