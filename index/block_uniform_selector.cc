@@ -28,8 +28,6 @@ BlockUniformSelector::BlockUniformSelector(int64_t num_slots, int64_t block_step
   assert(block_steps >= 1 && block_steps <= num_slots);
 }
 
-void BlockUniformSelector::Insert(const ItemRef& item) { InsertOne(item); }
-
 void BlockUniformSelector::InsertMany(std::span<const ItemRef> items) {
   const size_t n = items.size();
   for (size_t i = 0; i < n; ++i) {
@@ -37,11 +35,11 @@ void BlockUniformSelector::InsertMany(std::span<const ItemRef> items) {
       const size_t ahead = BlockOf(static_cast<uint32_t>(items[i + kPrefetchAhead].slot));
       if (ahead < blocks_.size()) __builtin_prefetch(&blocks_[ahead], 1);
     }
-    InsertOne(items[i]);
+    Insert(items[i]);  // a direct call: the class is final
   }
 }
 
-void BlockUniformSelector::InsertOne(const ItemRef& item) {
+void BlockUniformSelector::Insert(const ItemRef& item) {
   assert(item.slot >= 0 && item.slot < num_slots_ &&
          "BlockUniformSelector::Insert: slot out of range");
   const uint32_t slot = static_cast<uint32_t>(item.slot);

@@ -101,7 +101,6 @@ class BlockUniformSelector final : public Selector {
   }
   // The key of the item at `slot` (present).
   ItemKey KeyAt(uint32_t slot) const { return blocks_[BlockOf(slot)].key + StepOf(slot); }
-  void InsertOne(const ItemRef& item);
   // Entries from front_ on.
   size_t Listed() const { return entries_.size() - front_; }
   // A new generation for `block` (its entries all stale), bits cleared.
