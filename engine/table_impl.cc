@@ -203,6 +203,11 @@ Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs
   if (num_envs == 0) {
     return Status::InvalidArgument("table " + Q(name_) + ": a vector writer needs num_envs >= 1");
   }
+  if (options.threads < 0 || options.threads > kMaxWriterThreads) {
+    return Status::InvalidArgument("table " + Q(name_) + ": WriterOptions::threads " +
+                                   std::to_string(options.threads) + " is outside [0, " +
+                                   std::to_string(kMaxWriterThreads) + "] (0: automatic)");
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
@@ -490,28 +495,29 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
     // (as many as it would one by one); what is left goes back below.
     int64_t credit = limiter_.TryReserveUpTo(static_cast<int64_t>(n - begin));
     const int64_t evicted_before = evicted_trajectories_;
+    // With several parts and the whole vector admitted, the common case of
+    // every environment is done by all parts at once first; the loop below
+    // then reserves the others (kReserveLater) in order.
+    bool shared = false;
+    if (scratch->fork_join != nullptr && begin == 0 && credit == static_cast<int64_t>(n)) {
+      size_t later = 0;
+      credit -= SharedFastReserveLocked(slots, scratch, &later);
+      shared = true;
+      holds = later < n;
+      if (later == 0) env = n;
+    }
     for (; env < n; ++env) {
+      if (shared && scratch->dest[env] != kReserveLater) continue;
       if (env + kPrefetchAhead < n) PrefetchTrajectory(slots[env + kPrefetchAhead].trajectory.get());
       StepReservation& r = scratch->reserved[env];
-      // The common case: an open trajectory whose last block has room and
-      // whose item (if the step completes one) the credit covers.
+      // The common case, when the credit covers the item (if the step
+      // completes one).
       WriterSlot& slot = slots[env];
-      if (Trajectory* t = slot.trajectory.get();
-          t != nullptr && !t->evicted && !t->ended && !t->removed && !closed_ &&
-          slot.num_blocks != 0 && t->blocks.size() == slot.num_blocks) {
-        const int64_t length = t->length;
-        const int64_t in_block = length - static_cast<int64_t>(slot.num_blocks - 1) * bs;
-        const bool completes = length + 1 >= sequence_length_;
-        if (in_block < bs && length < kMaxTrajectorySteps && (!completes || credit > 0)) {
-          credit -= completes ? 1 : 0;
-          r.completes_item = completes;
-          r.created = false;
-          r.block = slot.last_block;
-          r.step_in_block = in_block;
-          scratch->dest[env] = r.block * bs + in_block;
-          holds = true;
-          continue;
-        }
+      if (!shared && FastReserveLocked(slot, &r) && (!r.completes_item || credit > 0)) {
+        credit -= r.completes_item ? 1 : 0;
+        scratch->dest[env] = r.block * bs + r.step_in_block;
+        holds = true;
+        continue;
       }
       scratch->dest[env] = -1;
       bool would_wait = false;
@@ -528,6 +534,7 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
       holds = true;
     }
     const size_t end = env;
+    assert((!shared || end == n) && "the credit covered every environment: nothing waited");
     if (credit > 0) limiter_.ReleaseInserts(credit);
     // A later environment's block may have come from evicting an earlier
     // one's trajectory (here or, while the lock was released, elsewhere):
@@ -545,6 +552,58 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
     begin = end;
   }
   return first_error;
+}
+
+bool TableImpl::FastReserveLocked(const WriterSlot& slot, StepReservation* r) const {
+  const Trajectory* t = slot.trajectory.get();
+  if (t == nullptr || t->evicted || t->ended || t->removed || closed_ || slot.num_blocks == 0 ||
+      t->blocks.size() != slot.num_blocks) {
+    return false;
+  }
+  const int64_t bs = layout_.block_steps;
+  const int64_t length = t->length;
+  const int64_t in_block = length - static_cast<int64_t>(slot.num_blocks - 1) * bs;
+  if (in_block >= bs || length >= kMaxTrajectorySteps) return false;
+  r->completes_item = length + 1 >= sequence_length_;
+  r->created = false;
+  r->block = slot.last_block;
+  r->step_in_block = in_block;
+  return true;
+}
+
+int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorScratch* scratch,
+                                           size_t* later) {
+  ForkJoin& fj = *scratch->fork_join;
+  scratch->parts.resize(static_cast<size_t>(fj.parts()));
+  const int64_t bs = layout_.block_steps;
+  auto part_work = [&](int part) {
+    size_t begin = 0;
+    size_t end = 0;
+    ForkJoin::Share(slots.size(), part, fj.parts(), &begin, &end);
+    VectorScratch::PartTally tally;
+    for (size_t env = begin; env < end; ++env) {
+      if (env + kPrefetchAhead < end) {
+        PrefetchTrajectory(slots[env + kPrefetchAhead].trajectory.get());
+      }
+      StepReservation& r = scratch->reserved[env];
+      if (FastReserveLocked(slots[env], &r)) {
+        tally.items += r.completes_item ? 1 : 0;
+        scratch->dest[env] = r.block * bs + r.step_in_block;
+      } else {
+        ++tally.todo;
+        scratch->dest[env] = kReserveLater;
+      }
+    }
+    scratch->parts[static_cast<size_t>(part)] = tally;
+  };
+  fj.Run(part_work);
+  int64_t items = 0;
+  *later = 0;
+  for (const VectorScratch::PartTally& tally : scratch->parts) {
+    items += tally.items;
+    *later += tally.todo;
+  }
+  return items;
 }
 
 Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
@@ -614,13 +673,26 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       return Status::OK();
     };
     if (pool_.host_accessible() && count * layout_.step_bytes <= kVectorCopyUnderLockBytes) {
-      for (size_t i = 0; i < count; ++i) {
-        if (num_columns > 0 && i + kPrefetchAhead < count && dest[i + kPrefetchAhead] >= 0) {
-          const StepReservation& ahead = reserved[i + kPrefetchAhead];
-          Prefetch(pool_.address(ahead.block) + layout_.column_offset[0] +
-                   static_cast<size_t>(ahead.step_in_block) * layout_.column_bytes[0]);
+      // Each row into its own block: split over the writer's parts, if any.
+      auto copy_part = [&](int part) {
+        size_t first = 0;
+        size_t last = count;
+        if (scratch->fork_join != nullptr) {
+          ForkJoin::Share(count, part, scratch->fork_join->parts(), &first, &last);
         }
-        if (dest[i] >= 0) (void)copy_row(i);
+        for (size_t i = first; i < last; ++i) {
+          if (num_columns > 0 && i + kPrefetchAhead < last && dest[i + kPrefetchAhead] >= 0) {
+            const StepReservation& ahead = reserved[i + kPrefetchAhead];
+            Prefetch(pool_.address(ahead.block) + layout_.column_offset[0] +
+                     static_cast<size_t>(ahead.step_in_block) * layout_.column_bytes[0]);
+          }
+          if (dest[i] >= 0) (void)copy_row(i);
+        }
+      };
+      if (scratch->fork_join != nullptr) {
+        scratch->fork_join->Run(copy_part);
+      } else {
+        copy_part(0);
       }
     } else {
       // Outside the lock, the trajectories pinned so that an eviction
@@ -667,11 +739,112 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   // the selector together.
   std::vector<index::ItemRef>& items = scratch->items;
   items.clear();
-  int64_t published = 0;
   // With L = 1 an item is its step: its priority is the step's whatever
   // StepPriority says, and it sits in the step's slot (CreateItemLocked,
   // inlined). Items of a tier that keeps their lengths go the long way.
   const bool one_step_items = sequence_length_ == 1 && !(tier_ && tier_->item_steps());
+  if (one_step_items && scratch->fork_join != nullptr &&
+      SharedPublishLocked(chunk, dest, reserved, chunk_priorities, scratch)) {
+    // One item per environment, each in its own trajectory's block.
+    selector_->InsertManyDistinctBlocks(items, *scratch->fork_join);
+  } else {
+    PublishVectorStepsLocked(chunk, dest, reserved, chunk_priorities, one_step_items, &items);
+    selector_->InsertMany(items);
+  }
+  if (!items.empty()) limiter_.CommitInserts(static_cast<int64_t>(items.size()));
+  return Status::OK();
+}
+
+bool TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
+                                    std::span<const StepReservation> reserved,
+                                    std::span<const double> priorities, VectorScratch* scratch) {
+  ForkJoin& fj = *scratch->fork_join;
+  const size_t count = chunk.size();
+  const int parts = fj.parts();
+  scratch->parts.assign(static_cast<size_t>(parts), VectorScratch::PartTally{});
+  // First each part's items (for their sequence numbers, in environment
+  // order), and whether a step needs the long way.
+  auto count_items = [&](int part) {
+    size_t begin = 0;
+    size_t end = 0;
+    ForkJoin::Share(count, part, parts, &begin, &end);
+    VectorScratch::PartTally& tally = scratch->parts[static_cast<size_t>(part)];
+    for (size_t i = begin; i < end; ++i) {
+      if (dest[i] < 0 || !reserved[i].completes_item) continue;
+      ++tally.items;
+      tally.serial |= chunk[i].trajectory->ranked;
+    }
+  };
+  fj.Run(count_items);
+  int64_t total = 0;
+  for (VectorScratch::PartTally& tally : scratch->parts) {
+    if (tally.serial) return false;
+    const int64_t first = total;
+    total += tally.items;
+    tally.items = first;  // now: the part's first item
+  }
+  std::vector<index::ItemRef>& items = scratch->items;
+  items.resize(static_cast<size_t>(total));
+  const uint64_t first_seq = next_item_seq_;
+  const double max_seen = max_priority_seen_;
+  auto publish = [&](int part) {
+    size_t begin = 0;
+    size_t end = 0;
+    ForkJoin::Share(count, part, parts, &begin, &end);
+    VectorScratch::PartTally& tally = scratch->parts[static_cast<size_t>(part)];
+    int64_t next = tally.items;
+    double max_priority = max_seen;
+    for (size_t i = begin; i < end; ++i) {
+      if (i + kPrefetchAhead < end && dest[i + kPrefetchAhead] >= 0) {
+        const StepReservation& ahead = reserved[i + kPrefetchAhead];
+        Prefetch(&slot_meta_[MetaIndex(ahead.block, ahead.step_in_block)]);
+      }
+      if (dest[i] < 0) continue;
+      Trajectory& t = *chunk[i].trajectory;
+      double priority = max_seen;
+      if (!priorities.empty()) {
+        priority = priorities[i];
+        max_priority = std::max(max_priority, priority);
+      }
+      SlotMeta& meta = slot_meta_[MetaIndex(reserved[i].block, reserved[i].step_in_block)];
+      meta.step_priority = priority;
+      const int64_t step = t.length++;
+      t.dirty = true;
+      ++tally.published;
+      if (!reserved[i].completes_item) continue;
+      meta.item.seq = first_seq + static_cast<uint64_t>(next);
+      meta.item.priority = priority;
+      meta.item.times_sampled = 0;
+      ++t.items_created;
+      ++t.live_items;
+      tally.draws += DrawsLeft(meta.item);
+      items[static_cast<size_t>(next++)] = {MakeItemKey(t.id, step), meta.item.seq, priority, dest[i]};
+    }
+    tally.max_priority = max_priority;
+  };
+  fj.Run(publish);
+  int64_t published = 0;
+  for (const VectorScratch::PartTally& tally : scratch->parts) {
+    published += tally.published;
+    sample_budget_ += tally.draws;
+    max_priority_seen_ = std::max(max_priority_seen_, tally.max_priority);
+  }
+  next_item_seq_ += static_cast<uint64_t>(total);
+  items_inserted_ += total;
+  num_items_ += total;
+  num_steps_ += published;
+  steps_inserted_ += published;
+  return true;
+}
+
+void TableImpl::PublishVectorStepsLocked(std::span<WriterSlot> chunk,
+                                         std::span<const int64_t> dest,
+                                         std::span<const StepReservation> reserved,
+                                         std::span<const double> chunk_priorities,
+                                         bool one_step_items, std::vector<index::ItemRef>* out) {
+  std::vector<index::ItemRef>& items = *out;
+  const size_t count = chunk.size();
+  int64_t published = 0;
   int64_t short_items = 0;  // made here, not by CreateItemLocked
   int64_t short_draws = 0;  // their DrawsLeft
   for (size_t i = 0; i < count; ++i) {
@@ -711,11 +884,6 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   sample_budget_ += short_draws;
   num_steps_ += published;
   steps_inserted_ += published;
-  if (!items.empty()) {
-    selector_->InsertMany(items);
-    limiter_.CommitInserts(static_cast<int64_t>(items.size()));
-  }
-  return Status::OK();
 }
 
 Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,

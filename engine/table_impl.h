@@ -38,6 +38,7 @@
 #include "replaydb/db.h"
 #include "replaydb/device.h"
 #include "replaydb/table.h"
+#include "util/fork_join.h"
 #include "util/huge_page_allocator.h"
 #include "util/progress.h"
 #include "util/random.h"
@@ -137,6 +138,10 @@ struct VectorSteps {
   void* stream = nullptr;  // device: the caller's cudaStream_t
 };
 
+// VectorScratch::dest of an environment that a vector append's shared pass
+// (TableImpl::SharedFastReserveLocked) left for the serial one.
+inline constexpr int64_t kReserveLater = -2;
+
 // What a vector writer keeps between appends, so that an append allocates
 // nothing once these have grown. Used only by the writer's calls.
 struct VectorScratch {
@@ -145,6 +150,18 @@ struct VectorScratch {
   std::vector<const std::byte*> columns;  // a chunk's rows, per column
   std::vector<ConstTensor> tensors;       // the same, for the scatter
   std::vector<index::ItemRef> items;      // new items, for the selector
+  // With more than one part (WriterOptions::threads): the threads that
+  // share the per-environment passes, and each part's tallies.
+  std::unique_ptr<ForkJoin> fork_join;
+  struct alignas(64) PartTally {
+    size_t todo = 0;      // environments the shared pass left to the caller
+    int64_t items = 0;    // items the part's environments complete
+    bool serial = false;  // a step the shared pass cannot publish
+    int64_t published = 0;
+    int64_t draws = 0;
+    double max_priority = 0;
+  };
+  std::vector<PartTally> parts;
 };
 
 // One window of a sample or lookup: its trajectory (kept alive) and steps.
@@ -323,6 +340,31 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Undoes reservation `r` of slot's step after a failure: the rate
   // limiter's insert, and a trajectory the step would have started.
   void AbandonStepLocked(WriterSlot& slot, const StepReservation& r);
+  // A vector append's common case for `slot`: an open trajectory whose last
+  // block has room for the step. Fills `r` and returns true, or returns
+  // false (ReserveStepLocked's work). Reserves nothing with the rate
+  // limiter: the caller counts r->completes_item. Changes nothing else, so
+  // the parts of a ForkJoin may call it for different slots.
+  bool FastReserveLocked(const WriterSlot& slot, StepReservation* r) const;
+  // FastReserveLocked for every environment of `slots`, split over
+  // scratch->fork_join's parts: scratch->dest gets each one's slot, or
+  // kReserveLater. Returns the items the reserved steps complete, and in
+  // *later the environments left to reserve.
+  int64_t SharedFastReserveLocked(std::span<WriterSlot> slots, VectorScratch* scratch,
+                                  size_t* later);
+  // The one-step items' publish of FinishVectorChunkLocked split over
+  // scratch->fork_join's parts; false (having changed nothing) when a step
+  // needs the serial pass. Appends to scratch->items in environment order.
+  bool SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
+                           std::span<const StepReservation> reserved,
+                           std::span<const double> priorities, VectorScratch* scratch);
+  // FinishVectorChunkLocked's publish, one environment after another: each
+  // reserved step's priority, its length, and the item it completes (to
+  // *items, for the selector).
+  void PublishVectorStepsLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
+                                std::span<const StepReservation> reserved,
+                                std::span<const double> chunk_priorities, bool one_step_items,
+                                std::vector<index::ItemRef>* items);
   // AppendVectorStep's work for environments [begin, end) of `slots`,
   // reserved (scratch->dest[env] >= 0 for those that got room): copies or
   // scatters, logs and publishes them. An environment that fails alone

@@ -39,6 +39,70 @@ void BlockUniformSelector::InsertMany(std::span<const ItemRef> items) {
   }
 }
 
+void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> items,
+                                                    ForkJoin& fork_join) {
+  const size_t n = items.size();
+  const int parts = fork_join.parts();
+  if (parts == 1 || n < static_cast<size_t>(parts) * kMinEnvsPerPart / 4) {
+    InsertMany(items);
+    return;
+  }
+  checks_.assign(static_cast<size_t>(parts), PartCheck{});
+  auto check = [&](int part) {
+    size_t begin = 0;
+    size_t end = 0;
+    ForkJoin::Share(n, part, parts, &begin, &end);
+    PartCheck c;
+    for (size_t i = begin; i < end; ++i) {
+      assert(items[i].slot >= 0 && items[i].slot < num_slots_ &&
+             "BlockUniformSelector::InsertManyDistinctBlocks: slot out of range");
+      const uint32_t slot = static_cast<uint32_t>(items[i].slot);
+      const uint32_t block = BlockOf(slot);
+      c.max_block = std::max(c.max_block, block);
+      c.compacts |= block < tags_.size() && (tags_[block] & kRemovedFlag) != 0 && Removed(slot);
+    }
+    checks_[static_cast<size_t>(part)] = c;
+  };
+  fork_join.Run(check);
+  uint32_t max_block = 0;
+  for (const PartCheck& c : checks_) {
+    // An item whose slot's last item left alone: Insert's way, in order.
+    if (c.compacts) {
+      InsertMany(items);
+      return;
+    }
+    max_block = std::max(max_block, c.max_block);
+  }
+  if (max_block >= blocks_.size()) {
+    // As Insert grows them.
+    const size_t limit = static_cast<size_t>((num_slots_ - 1) / block_steps_ + 1);
+    const size_t size = std::min(limit, std::max<size_t>(max_block + 1, 2 * blocks_.size()));
+    blocks_.resize(size);
+    tags_.resize(size, first_generation_);
+  }
+  const size_t first = entries_.size();
+  entries_.resize(first + n);
+  auto insert = [&](int part) {
+    size_t begin = 0;
+    size_t end = 0;
+    ForkJoin::Share(n, part, parts, &begin, &end);
+    for (size_t i = begin; i < end; ++i) {
+      if (i + kPrefetchAhead < end) {
+        __builtin_prefetch(&blocks_[BlockOf(static_cast<uint32_t>(items[i + kPrefetchAhead].slot))],
+                           1);
+      }
+      const uint32_t slot = static_cast<uint32_t>(items[i].slot);
+      const uint32_t block = BlockOf(slot);
+      Block& b = blocks_[block];
+      b.key = items[i].key - StepOf(slot);
+      ++b.live;
+      entries_[first + i] = {slot, tags_[block] & kGenerationMask};
+    }
+  };
+  fork_join.Run(insert);
+  size_ += n;
+}
+
 void BlockUniformSelector::Insert(const ItemRef& item) {
   assert(item.slot >= 0 && item.slot < num_slots_ &&
          "BlockUniformSelector::Insert: slot out of range");

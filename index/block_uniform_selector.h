@@ -54,6 +54,9 @@ class BlockUniformSelector final : public Selector {
 
   void Insert(const ItemRef& item) override;
   void InsertMany(std::span<const ItemRef> items) override;
+  // Each part lists its share of the items at their places in the array
+  // (the blocks' records touched are all different).
+  void InsertManyDistinctBlocks(std::span<const ItemRef> items, ForkJoin& fork_join) override;
   void Remove(const ItemRef& item) override;
   int64_t RemoveBlocks(std::span<const int64_t> blocks) override;
   // Does nothing: every item has the same chance whatever its priority.
@@ -124,6 +127,13 @@ class BlockUniformSelector final : public Selector {
   std::vector<uint32_t> tags_;
   // One bit per slot, allocated at the first removal of a single item.
   std::vector<uint64_t> removed_;
+  // InsertManyDistinctBlocks: each part's highest block, and whether one of
+  // its items needs Insert's compaction.
+  struct alignas(64) PartCheck {
+    uint32_t max_block = 0;
+    bool compacts = false;
+  };
+  std::vector<PartCheck> checks_;
 };
 
 }  // namespace replaydb::index

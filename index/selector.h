@@ -11,6 +11,7 @@
 
 #include "replaydb/options.h"
 #include "replaydb/types.h"
+#include "util/fork_join.h"
 #include "util/random.h"
 
 namespace replaydb::index {
@@ -71,6 +72,14 @@ class Selector {
   // many, which implementations may make cheaper than Insert per item.
   virtual void InsertMany(std::span<const ItemRef> items) {
     for (const ItemRef& item : items) Insert(item);
+  }
+  // InsertMany of items no two of which share a hot-tier block (slot /
+  // block_steps; a vector append's, one per environment), which
+  // implementations may split over the parts of `fork_join`. The result is
+  // InsertMany's.
+  virtual void InsertManyDistinctBlocks(std::span<const ItemRef> items, ForkJoin& fork_join) {
+    (void)fork_join;
+    InsertMany(items);
   }
   // REQUIRES: item present (same key and seq as inserted; priority as last
   // set).

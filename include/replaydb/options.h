@@ -358,7 +358,17 @@ struct WriterOptions {
   // record is durable (they wait for the batch's fsync). kAlways always
   // waits and kNone never does. Default: false.
   bool sync = false;
+  // VectorWriter only: how many threads an append splits its work over the
+  // environments between (the caller's thread and threads - 1 the writer
+  // starts; they spin briefly after each append, then sleep). 0: automatic,
+  // one per 512 environments up to 8, at most half the machine's hardware
+  // threads (1 below 1024 environments). 1: the caller's thread alone.
+  // At most kMaxWriterThreads. Default: 0.
+  int threads = 0;
 };
+
+// WriterOptions::threads at most.
+inline constexpr int kMaxWriterThreads = 64;
 
 struct SampleOptions {
   // How long Sample may wait for the rate limiter before returning

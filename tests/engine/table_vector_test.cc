@@ -137,13 +137,15 @@ class TableVectorTest : public ::testing::Test {
 // max_times_sampled, a tier small enough to evict ended trajectories: the
 // vector writer's table ends up as the one fed by a writer per environment.
 TEST_F(TableVectorTest, MatchesOneTrajectoryWriterPerEnvironment) {
+  // Also with the appends' work split over threads (WriterOptions::threads).
+  for (int threads : {1, 3}) {
   for (int64_t length : {1, 3}) {
     for (StepPriority mode :
          {StepPriority::kItem, StepPriority::kWindowMax, StepPriority::kWindowMean}) {
       for (bool small_tier : {false, true}) {
         SCOPED_TRACE(std::string(StepPriorityName(mode)) + (small_tier ? " small tier" : "") +
-                     " L=" + std::to_string(length));
-        const std::string suffix = std::to_string(length) + "_" +
+                     " L=" + std::to_string(length) + " threads=" + std::to_string(threads));
+        const std::string suffix = std::to_string(threads) + "_" + std::to_string(length) + "_" +
                                    std::to_string(static_cast<int>(mode)) +
                                    (small_tier ? "_small" : "_large");
         TableSpec spec;
@@ -165,7 +167,7 @@ TEST_F(TableVectorTest, MatchesOneTrajectoryWriterPerEnvironment) {
         ASSERT_TRUE(vector_table && single_table);
 
         constexpr size_t kEnvs = 5;
-        auto vw = vector_table->NewVectorWriter(kEnvs);
+        auto vw = vector_table->NewVectorWriter(kEnvs, {.threads = threads});
         ASSERT_TRUE(vw.ok());
         std::vector<std::unique_ptr<TrajectoryWriter>> writers;
         for (size_t env = 0; env < kEnvs; ++env) {
@@ -218,6 +220,7 @@ TEST_F(TableVectorTest, MatchesOneTrajectoryWriterPerEnvironment) {
       }
     }
   }
+  }
   ExpectVerifies();
 }
 
@@ -227,8 +230,11 @@ TEST_F(TableVectorTest, MatchesOneTrajectoryWriterPerEnvironment) {
 // its step. Step values and priorities name (environment, step), so a step
 // whose metadata landed in another's place shows.
 TEST_F(TableVectorTest, StepsKeepTheirPrioritiesAcrossManyBlocks) {
+  // Also with the appends' work split over threads (WriterOptions::threads).
+  for (int threads : {1, 4}) {
+  SCOPED_TRACE("threads " + std::to_string(threads));
   TableSpec spec;
-  spec.name = "many_blocks";
+  spec.name = "many_blocks_" + std::to_string(threads);
   spec.columns = {{"tag", DType::kI32, {}}};
   spec.block_steps = 3;
   spec.selector = SelectorKind::kPrioritized;
@@ -238,7 +244,7 @@ TEST_F(TableVectorTest, StepsKeepTheirPrioritiesAcrossManyBlocks) {
   spec.capacity_steps = kEnvs * 12 * 3;
   auto table = Create(spec);
   ASSERT_TRUE(table);
-  auto vw = table->NewVectorWriter(kEnvs);
+  auto vw = table->NewVectorWriter(kEnvs, {.threads = threads});
   ASSERT_TRUE(vw.ok());
   std::vector<int32_t> lengths(kEnvs, 0);
   std::vector<int32_t> tags(kEnvs);
@@ -288,6 +294,7 @@ TEST_F(TableVectorTest, StepsKeepTheirPrioritiesAcrossManyBlocks) {
     ASSERT_LT(start, it->second.size());
     EXPECT_EQ(item_priorities[i], it->second[start] + 0.5) << "item " << keys[i];
   }
+  }
   ExpectVerifies();
 }
 
@@ -295,13 +302,15 @@ TEST_F(TableVectorTest, StepsKeepTheirPrioritiesAcrossManyBlocks) {
 // environment's block comes from evicting an earlier one's trajectory,
 // which loses its step (named in the error); the others keep theirs.
 TEST_F(TableVectorTest, EnvironmentEvictedByALaterOneLosesOnlyItsStep) {
+  for (int threads : {1, 3}) {
+  SCOPED_TRACE("threads " + std::to_string(threads));
   TableSpec spec;
-  spec.name = "tight";
+  spec.name = "tight_" + std::to_string(threads);
   spec.columns = Columns();
   spec.block_steps = 2;
   spec.capacity_steps = 4;  // 2 blocks
   auto table = Create(spec);
-  auto vw = table->NewVectorWriter(3);
+  auto vw = table->NewVectorWriter(3, {.threads = threads});
   ASSERT_TRUE(vw.ok());
   const VectorStep step = RandomVectorStep(spec, 3, rng_);
   Status s = (*vw)->Append(step.tensors);
@@ -326,16 +335,21 @@ TEST_F(TableVectorTest, EnvironmentEvictedByALaterOneLosesOnlyItsStep) {
       EXPECT_EQ(std::memcmp(read.columns[c].data(), want[c].data, want[c].size_bytes), 0);
     }
   }
+  }
   ExpectVerifies();
 }
 
 // The rate limiter admits only some environments' items: the others time
 // out, named, without a step or a trajectory; the next call carries on.
 TEST_F(TableVectorTest, RateLimiterTimeoutStopsOnlyTheEnvironmentsItRefuses) {
-  TableSpec spec = TableSpec::Queue("queue", Columns(), 5);
+  // With threads, the shared pass is skipped when the limiter does not
+  // admit every environment: the same outcome.
+  for (int threads : {1, 3}) {
+  SCOPED_TRACE("threads " + std::to_string(threads));
+  TableSpec spec = TableSpec::Queue("queue_" + std::to_string(threads), Columns(), 5);
   spec.capacity_steps = 1024;
   auto table = Create(spec);
-  auto vw = table->NewVectorWriter(8, {.timeout = 30ms});
+  auto vw = table->NewVectorWriter(8, {.timeout = 30ms, .threads = threads});
   ASSERT_TRUE(vw.ok());
   const VectorStep step = RandomVectorStep(spec, 8, rng_);
   Status s = (*vw)->Append(step.tensors);
@@ -361,7 +375,71 @@ TEST_F(TableVectorTest, RateLimiterTimeoutStopsOnlyTheEnvironmentsItRefuses) {
   EXPECT_EQ(info.num_items, 5);
   EXPECT_EQ(info.num_steps, 8);
   EXPECT_EQ(info.rate_limiter.inserts, 8);
+  }
   ExpectVerifies();
+}
+
+// Thousands of environments, their appends split over 3 threads (every
+// shared pass: reservations, the copy, the publish and the selector's
+// inserts) against the same appends on the caller's thread alone: random
+// steps, priorities in some calls, random ends, a tier small enough to
+// evict. Both tables end up the same.
+TEST_F(TableVectorTest, ThreadsShareTheWorkOfManyEnvironments) {
+  const size_t envs = 1500 + rng_() % 1000;
+  SCOPED_TRACE("environments " + std::to_string(envs));
+  TableSpec spec;
+  spec.columns = {{"obs", DType::kF32, {2}}, {"tag", DType::kI32, {}}};
+  spec.block_steps = 4;
+  spec.capacity_steps = static_cast<int64_t>(envs) * 4 * 6;
+  std::vector<std::shared_ptr<Table>> tables;
+  std::vector<std::unique_ptr<VectorWriter>> writers;
+  for (int threads : {1, 3}) {
+    spec.name = "shared_" + std::to_string(threads);
+    tables.push_back(Create(spec));
+    ASSERT_TRUE(tables.back());
+    auto vw = tables.back()->NewVectorWriter(envs, {.threads = threads});
+    ASSERT_TRUE(vw.ok());
+    writers.push_back(std::move(vw).value());
+  }
+  std::vector<int> lengths(envs, 0);
+  for (int t = 0; t < 40; ++t) {
+    const VectorStep step = RandomVectorStep(spec, envs, rng_);
+    std::vector<double> priorities;
+    if (rng_() % 2 == 0) {
+      for (size_t env = 0; env < envs; ++env) priorities.push_back(static_cast<double>(rng_() % 100));
+    }
+    for (auto& w : writers) ASSERT_OK(w->Append(step.tensors, priorities));
+    for (size_t env = 0; env < envs; ++env) {
+      if (++lengths[env] >= 9 || rng_() % 6 == 0) {
+        for (auto& w : writers) ASSERT_OK(w->End(env, EndReason::kTerminal));
+        lengths[env] = 0;
+      }
+    }
+  }
+  EXPECT_GT(tables[0]->Info().evicted_trajectories, 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectSame(Take(*tables[1]), Take(*tables[0])));
+  ExpectVerifies();
+}
+
+TEST_F(TableVectorTest, ThreadsOutsideTheirRangeAreRefused) {
+  TableSpec spec;
+  spec.name = "threads";
+  spec.columns = Columns();
+  auto table = Create(spec);
+  for (int threads : {-1, kMaxWriterThreads + 1}) {
+    auto vw = table->NewVectorWriter(4, {.threads = threads});
+    ASSERT_FALSE(vw.ok());
+    EXPECT_EQ(vw.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_THAT(vw.status().message(),
+                HasSubstr("table 'threads': WriterOptions::threads " + std::to_string(threads) +
+                          " is outside [0, 64] (0: automatic)"));
+  }
+  // More threads than environments: one per environment at most.
+  auto vw = table->NewVectorWriter(2, {.threads = kMaxWriterThreads});
+  ASSERT_TRUE(vw.ok());
+  const VectorStep step = RandomVectorStep(spec, 2, rng_);
+  ASSERT_OK((*vw)->Append(step.tensors));
+  EXPECT_EQ(table->Info().num_steps, 2);
 }
 
 // While an environment waits for the rate limiter, the environments before

@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "index/selector.h"
 #include "tests/test_util.h"
+#include "util/fork_join.h"
 #include "util/random.h"
 
 namespace replaydb::index {
@@ -276,6 +278,99 @@ TEST(BlockUniformSelectorTest, OldestFirstRemovalsLeaveTheFront) {
     generations.push_back(blocks);
     ASSERT_NO_FATAL_FAILURE(CheckAgainst(selector, model, rng));
   }
+}
+
+// A vector append's inserts (one item per environment, each in its own
+// block) split over a ForkJoin leave the selector exactly as InsertMany
+// does: same size, same entries and the same draws from the same seed;
+// also when an item comes back into a slot it left alone (Insert's
+// compaction, which InsertManyDistinctBlocks leaves to InsertMany), and
+// across generations of blocks removed oldest first.
+TEST(BlockUniformSelectorTest, InsertManyDistinctBlocksMatchesInsertMany) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Random rng(seed);
+  constexpr int64_t kBlockSteps = 8;
+  constexpr int64_t kGenerations = 3;
+  // Enough environments that 3 parts share the work.
+  const int64_t envs = 400 + static_cast<int64_t>(rng.Uniform(600));
+  const int64_t slots = envs * kGenerations * kBlockSteps;
+  BlockUniformSelector serial(slots, kBlockSteps);
+  BlockUniformSelector shared(slots, kBlockSteps);
+  ForkJoin fork_join(3);
+  std::vector<int64_t> free_blocks;
+  for (int64_t b = envs * kGenerations - 1; b >= 0; --b) free_blocks.push_back(b);
+  std::deque<std::vector<int64_t>> generations;
+  uint64_t next_trajectory = 1;
+  uint64_t next_seq = 1;
+  int64_t comebacks = 0;
+  const auto expect_same = [&](const char* after) {
+    SCOPED_TRACE(after);
+    ASSERT_EQ(shared.size(), serial.size());
+    ASSERT_EQ(shared.entries(), serial.entries());
+    if (serial.size() == 0) return;
+    const uint64_t draw_seed = rng.Next();
+    Random a(draw_seed);
+    Random b(draw_seed);
+    for (int i = 0; i < 32; ++i) ASSERT_EQ(shared.Select(a).key, serial.Select(b).key);
+  };
+  for (int round = 0; round < 8; ++round) {
+    if (static_cast<int64_t>(generations.size()) == kGenerations) {
+      const std::vector<int64_t>& oldest = generations.front();
+      ASSERT_EQ(shared.RemoveBlocks(oldest), serial.RemoveBlocks(oldest));
+      for (const int64_t block : oldest) free_blocks.push_back(block);
+      generations.pop_front();
+      ASSERT_NO_FATAL_FAILURE(expect_same("removing the oldest generation"));
+    }
+    std::vector<int64_t> blocks(static_cast<size_t>(envs));
+    for (int64_t& block : blocks) {
+      block = free_blocks.back();
+      free_blocks.pop_back();
+    }
+    const uint64_t first_trajectory = next_trajectory;
+    next_trajectory += static_cast<uint64_t>(envs);
+    std::vector<int64_t> filled(static_cast<size_t>(envs), 0);
+    // Per environment, an item that left alone and may come back.
+    std::vector<std::optional<ItemRef>> left(static_cast<size_t>(envs));
+    for (int64_t step = 0; step < kBlockSteps; ++step) {
+      std::vector<ItemRef> batch;
+      for (int64_t e = 0; e < envs; ++e) {
+        std::optional<ItemRef>& gone = left[static_cast<size_t>(e)];
+        if (gone && rng.Uniform(2) == 0) {
+          batch.push_back(*gone);  // back into the slot it left
+          gone.reset();
+          ++comebacks;
+          continue;
+        }
+        int64_t& f = filled[static_cast<size_t>(e)];
+        if (f == kBlockSteps || rng.Uniform(8) == 0) continue;  // this one skips a step
+        batch.push_back({MakeItemKey(first_trajectory + static_cast<uint64_t>(e), f), next_seq++,
+                         0.0, blocks[static_cast<size_t>(e)] * kBlockSteps + f});
+        ++f;
+      }
+      serial.InsertMany(batch);
+      shared.InsertManyDistinctBlocks(batch, fork_join);
+      ASSERT_NO_FATAL_FAILURE(expect_same("a batch"));
+      // A few items leave alone (max_times_sampled), in odd rounds only: the
+      // even ones' batches all take the shared way.
+      for (const ItemRef& item : batch) {
+        if (round % 2 == 0 || rng.Uniform(50) != 0) continue;
+        // The environment whose block holds the slot.
+        size_t owner = static_cast<size_t>(envs);
+        for (size_t i = 0; i < blocks.size(); ++i) {
+          if (blocks[i] == item.slot / kBlockSteps) owner = i;
+        }
+        ASSERT_LT(owner, static_cast<size_t>(envs));
+        if (left[owner]) continue;
+        serial.Remove(item);
+        shared.Remove(item);
+        left[owner] = item;
+      }
+      ASSERT_NO_FATAL_FAILURE(expect_same("single removals"));
+    }
+    generations.push_back(blocks);
+  }
+  EXPECT_GT(comebacks, 0);
 }
 
 // A block's generation passing the largest value starts again at 0 without
