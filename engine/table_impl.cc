@@ -755,6 +755,34 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   return Status::OK();
 }
 
+void TableImpl::PrefetchMetaAhead(std::span<const int64_t> dest,
+                                  std::span<const StepReservation> reserved, size_t i,
+                                  size_t end) const {
+  if (i + kPrefetchAhead < end && dest[i + kPrefetchAhead] >= 0) {
+    const StepReservation& ahead = reserved[i + kPrefetchAhead];
+    Prefetch(&slot_meta_[MetaIndex(ahead.block, ahead.step_in_block)]);
+  }
+}
+
+SlotMeta& TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r, double priority,
+                                       int64_t* step) {
+  SlotMeta& meta = slot_meta_[MetaIndex(r.block, r.step_in_block)];
+  meta.step_priority = priority;
+  *step = t.length++;
+  t.dirty = true;
+  return meta;
+}
+
+index::ItemRef TableImpl::NewOneStepItemLocked(Trajectory& t, SlotMeta& meta, int64_t step,
+                                               int64_t slot, uint64_t seq, double priority) {
+  meta.item.seq = seq;
+  meta.item.priority = priority;
+  meta.item.times_sampled = 0;
+  ++t.items_created;
+  ++t.live_items;
+  return {MakeItemKey(t.id, step), seq, priority, slot};
+}
+
 bool TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
                                     std::span<const StepReservation> reserved,
                                     std::span<const double> priorities, VectorScratch* scratch) {
@@ -795,10 +823,7 @@ bool TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const
     int64_t next = tally.items;
     double max_priority = max_seen;
     for (size_t i = begin; i < end; ++i) {
-      if (i + kPrefetchAhead < end && dest[i + kPrefetchAhead] >= 0) {
-        const StepReservation& ahead = reserved[i + kPrefetchAhead];
-        Prefetch(&slot_meta_[MetaIndex(ahead.block, ahead.step_in_block)]);
-      }
+      PrefetchMetaAhead(dest, reserved, i, end);
       if (dest[i] < 0) continue;
       Trajectory& t = *chunk[i].trajectory;
       double priority = max_seen;
@@ -806,19 +831,14 @@ bool TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const
         priority = priorities[i];
         max_priority = std::max(max_priority, priority);
       }
-      SlotMeta& meta = slot_meta_[MetaIndex(reserved[i].block, reserved[i].step_in_block)];
-      meta.step_priority = priority;
-      const int64_t step = t.length++;
-      t.dirty = true;
+      int64_t step = 0;
+      SlotMeta& meta = PublishStepLocked(t, reserved[i], priority, &step);
       ++tally.published;
       if (!reserved[i].completes_item) continue;
-      meta.item.seq = first_seq + static_cast<uint64_t>(next);
-      meta.item.priority = priority;
-      meta.item.times_sampled = 0;
-      ++t.items_created;
-      ++t.live_items;
+      items[static_cast<size_t>(next)] = NewOneStepItemLocked(
+          t, meta, step, dest[i], first_seq + static_cast<uint64_t>(next), priority);
+      ++next;
       tally.draws += DrawsLeft(meta.item);
-      items[static_cast<size_t>(next++)] = {MakeItemKey(t.id, step), meta.item.seq, priority, dest[i]};
     }
     tally.max_priority = max_priority;
   };
@@ -848,10 +868,7 @@ void TableImpl::PublishVectorStepsLocked(std::span<WriterSlot> chunk,
   int64_t short_items = 0;  // made here, not by CreateItemLocked
   int64_t short_draws = 0;  // their DrawsLeft
   for (size_t i = 0; i < count; ++i) {
-    if (i + kPrefetchAhead < count && dest[i + kPrefetchAhead] >= 0) {
-      const StepReservation& ahead = reserved[i + kPrefetchAhead];
-      Prefetch(&slot_meta_[MetaIndex(ahead.block, ahead.step_in_block)]);
-    }
+    PrefetchMetaAhead(dest, reserved, i, count);
     if (dest[i] < 0) continue;
     Trajectory& t = *chunk[i].trajectory;
     double priority = max_priority_seen_;
@@ -859,21 +876,14 @@ void TableImpl::PublishVectorStepsLocked(std::span<WriterSlot> chunk,
       priority = chunk_priorities[i];
       max_priority_seen_ = std::max(max_priority_seen_, priority);
     }
-    SlotMeta& meta = slot_meta_[MetaIndex(reserved[i].block, reserved[i].step_in_block)];
-    meta.step_priority = priority;
-    const int64_t step = t.length++;
-    t.dirty = true;
+    int64_t step = 0;
+    SlotMeta& meta = PublishStepLocked(t, reserved[i], priority, &step);
     ++published;
     if (!reserved[i].completes_item) continue;
     if (one_step_items && !t.ranked) {
-      meta.item.seq = next_item_seq_++;
-      meta.item.priority = priority;
-      meta.item.times_sampled = 0;
-      ++t.items_created;
-      ++t.live_items;
+      items.push_back(NewOneStepItemLocked(t, meta, step, dest[i], next_item_seq_++, priority));
       ++short_items;
       short_draws += DrawsLeft(meta.item);
-      items.push_back({MakeItemKey(t.id, step), meta.item.seq, priority, dest[i]});
       continue;
     }
     // With L = 1 the item starts at the step itself.

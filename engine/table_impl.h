@@ -358,6 +358,17 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   bool SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
                            std::span<const StepReservation> reserved,
                            std::span<const double> priorities, VectorScratch* scratch);
+  // The publish's pieces, per environment (PublishVectorStepsLocked and
+  // SharedPublishLocked): asks for the SlotMeta of the step kPrefetchAhead
+  // after i (below end); gives step r of t its priority and t its length
+  // (*step: the step's index), returning the step's SlotMeta; makes the
+  // item of one step at `meta` (CreateItemLocked's work for L = 1).
+  void PrefetchMetaAhead(std::span<const int64_t> dest, std::span<const StepReservation> reserved,
+                         size_t i, size_t end) const;
+  SlotMeta& PublishStepLocked(Trajectory& t, const StepReservation& r, double priority,
+                              int64_t* step);
+  index::ItemRef NewOneStepItemLocked(Trajectory& t, SlotMeta& meta, int64_t step, int64_t slot,
+                                      uint64_t seq, double priority);
   // FinishVectorChunkLocked's publish, one environment after another: each
   // reserved step's priority, its length, and the item it completes (to
   // *items, for the selector).
