@@ -573,13 +573,10 @@ bool TableImpl::FastReserveLocked(const WriterSlot& slot, StepReservation* r) co
 
 int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorScratch* scratch,
                                            size_t* later) {
-  ForkJoin& fj = *scratch->fork_join;
-  scratch->parts.resize(static_cast<size_t>(fj.parts()));
+  ForkJoin* fj = scratch->fork_join.get();
+  scratch->parts.resize(static_cast<size_t>(fj->parts()));
   const int64_t bs = layout_.block_steps;
-  auto part_work = [&](int part) {
-    size_t begin = 0;
-    size_t end = 0;
-    ForkJoin::Share(slots.size(), part, fj.parts(), &begin, &end);
+  ForkJoin::ForEachShare(fj, slots.size(), [&](int part, size_t begin, size_t end) {
     VectorScratch::PartTally tally;
     for (size_t env = begin; env < end; ++env) {
       if (env + kPrefetchAhead < end) {
@@ -595,8 +592,7 @@ int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorSc
       }
     }
     scratch->parts[static_cast<size_t>(part)] = tally;
-  };
-  fj.Run(part_work);
+  });
   int64_t items = 0;
   *later = 0;
   for (const VectorScratch::PartTally& tally : scratch->parts) {
@@ -674,12 +670,8 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
     };
     if (pool_.host_accessible() && count * layout_.step_bytes <= kVectorCopyUnderLockBytes) {
       // Each row into its own block: split over the writer's parts, if any.
-      auto copy_part = [&](int part) {
-        size_t first = 0;
-        size_t last = count;
-        if (scratch->fork_join != nullptr) {
-          ForkJoin::Share(count, part, scratch->fork_join->parts(), &first, &last);
-        }
+      ForkJoin* fj = scratch->fork_join.get();
+      ForkJoin::ForEachShare(fj, count, [&](int /*part*/, size_t first, size_t last) {
         for (size_t i = first; i < last; ++i) {
           if (num_columns > 0 && i + kPrefetchAhead < last && dest[i + kPrefetchAhead] >= 0) {
             const StepReservation& ahead = reserved[i + kPrefetchAhead];
@@ -688,12 +680,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
           }
           if (dest[i] >= 0) (void)copy_row(i);
         }
-      };
-      if (scratch->fork_join != nullptr) {
-        scratch->fork_join->Run(copy_part);
-      } else {
-        copy_part(0);
-      }
+      });
     } else {
       // Outside the lock, the trajectories pinned so that an eviction
       // meanwhile cannot hand their blocks to someone else.
@@ -743,8 +730,8 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   // StepPriority says, and it sits in the step's slot (CreateItemLocked,
   // inlined). Items of a tier that keeps their lengths go the long way.
   const bool one_step_items = sequence_length_ == 1 && !(tier_ && tier_->item_steps());
-  if (one_step_items && scratch->fork_join != nullptr &&
-      SharedPublishLocked(chunk, dest, reserved, chunk_priorities, scratch)) {
+  if (one_step_items && scratch->fork_join != nullptr) {
+    SharedPublishLocked(chunk, dest, reserved, chunk_priorities, scratch);
     // One item per environment, each in its own trajectory's block.
     selector_->InsertManyDistinctBlocks(items, *scratch->fork_join);
   } else {
@@ -783,49 +770,37 @@ index::ItemRef TableImpl::NewOneStepItemLocked(Trajectory& t, SlotMeta& meta, in
   return {MakeItemKey(t.id, step), seq, priority, slot};
 }
 
-bool TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
+void TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
                                     std::span<const StepReservation> reserved,
                                     std::span<const double> priorities, VectorScratch* scratch) {
-  ForkJoin& fj = *scratch->fork_join;
+  ForkJoin* fj = scratch->fork_join.get();
   const size_t count = chunk.size();
-  const int parts = fj.parts();
-  scratch->parts.assign(static_cast<size_t>(parts), VectorScratch::PartTally{});
-  // First each part's items (for their sequence numbers, in environment
-  // order), and whether a step needs the long way.
-  auto count_items = [&](int part) {
-    size_t begin = 0;
-    size_t end = 0;
-    ForkJoin::Share(count, part, parts, &begin, &end);
+  scratch->parts.assign(static_cast<size_t>(fj->parts()), VectorScratch::PartTally{});
+  // First each part's items, for their sequence numbers in environment order.
+  ForkJoin::ForEachShare(fj, count, [&](int part, size_t begin, size_t end) {
     VectorScratch::PartTally& tally = scratch->parts[static_cast<size_t>(part)];
     for (size_t i = begin; i < end; ++i) {
-      if (dest[i] < 0 || !reserved[i].completes_item) continue;
-      ++tally.items;
-      tally.serial |= chunk[i].trajectory->ranked;
+      tally.items += dest[i] >= 0 && reserved[i].completes_item ? 1 : 0;
     }
-  };
-  fj.Run(count_items);
+  });
   int64_t total = 0;
   for (VectorScratch::PartTally& tally : scratch->parts) {
-    if (tally.serial) return false;
-    const int64_t first = total;
+    tally.first_item = total;
     total += tally.items;
-    tally.items = first;  // now: the part's first item
   }
   std::vector<index::ItemRef>& items = scratch->items;
   items.resize(static_cast<size_t>(total));
   const uint64_t first_seq = next_item_seq_;
   const double max_seen = max_priority_seen_;
-  auto publish = [&](int part) {
-    size_t begin = 0;
-    size_t end = 0;
-    ForkJoin::Share(count, part, parts, &begin, &end);
+  ForkJoin::ForEachShare(fj, count, [&](int part, size_t begin, size_t end) {
     VectorScratch::PartTally& tally = scratch->parts[static_cast<size_t>(part)];
-    int64_t next = tally.items;
+    int64_t next = tally.first_item;
     double max_priority = max_seen;
     for (size_t i = begin; i < end; ++i) {
       PrefetchMetaAhead(dest, reserved, i, end);
       if (dest[i] < 0) continue;
       Trajectory& t = *chunk[i].trajectory;
+      assert(!t.ranked && "an appended trajectory is open; only ended ones are ranked");
       double priority = max_seen;
       if (!priorities.empty()) {
         priority = priorities[i];
@@ -841,8 +816,7 @@ bool TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const
       tally.draws += DrawsLeft(meta.item);
     }
     tally.max_priority = max_priority;
-  };
-  fj.Run(publish);
+  });
   int64_t published = 0;
   for (const VectorScratch::PartTally& tally : scratch->parts) {
     published += tally.published;
@@ -854,7 +828,6 @@ bool TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const
   num_items_ += total;
   num_steps_ += published;
   steps_inserted_ += published;
-  return true;
 }
 
 void TableImpl::PublishVectorStepsLocked(std::span<WriterSlot> chunk,

@@ -154,9 +154,9 @@ struct VectorScratch {
   // share the per-environment passes, and each part's tallies.
   std::unique_ptr<ForkJoin> fork_join;
   struct alignas(64) PartTally {
-    size_t todo = 0;      // environments the shared pass left to the caller
-    int64_t items = 0;    // items the part's environments complete
-    bool serial = false;  // a step the shared pass cannot publish
+    size_t todo = 0;         // environments the shared pass left to the caller
+    int64_t items = 0;       // items the part's environments complete
+    int64_t first_item = 0;  // the index of its first among the call's items
     int64_t published = 0;
     int64_t draws = 0;
     double max_priority = 0;
@@ -353,9 +353,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   int64_t SharedFastReserveLocked(std::span<WriterSlot> slots, VectorScratch* scratch,
                                   size_t* later);
   // The one-step items' publish of FinishVectorChunkLocked split over
-  // scratch->fork_join's parts; false (having changed nothing) when a step
-  // needs the serial pass. Appends to scratch->items in environment order.
-  bool SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
+  // scratch->fork_join's parts. Fills scratch->items in environment order.
+  void SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
                            std::span<const StepReservation> reserved,
                            std::span<const double> priorities, VectorScratch* scratch);
   // The publish's pieces, per environment (PublishVectorStepsLocked and

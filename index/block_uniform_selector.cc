@@ -48,10 +48,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
     return;
   }
   checks_.assign(static_cast<size_t>(parts), PartCheck{});
-  auto check = [&](int part) {
-    size_t begin = 0;
-    size_t end = 0;
-    ForkJoin::Share(n, part, parts, &begin, &end);
+  ForkJoin::ForEachShare(&fork_join, n, [&](int part, size_t begin, size_t end) {
     PartCheck c;
     for (size_t i = begin; i < end; ++i) {
       assert(items[i].slot >= 0 && items[i].slot < num_slots_ &&
@@ -62,8 +59,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
       c.compacts |= block < tags_.size() && (tags_[block] & kRemovedFlag) != 0 && Removed(slot);
     }
     checks_[static_cast<size_t>(part)] = c;
-  };
-  fork_join.Run(check);
+  });
   uint32_t max_block = 0;
   for (const PartCheck& c : checks_) {
     // An item whose slot's last item left alone: Insert's way, in order.
@@ -82,10 +78,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
   }
   const size_t first = entries_.size();
   entries_.resize(first + n);
-  auto insert = [&](int part) {
-    size_t begin = 0;
-    size_t end = 0;
-    ForkJoin::Share(n, part, parts, &begin, &end);
+  ForkJoin::ForEachShare(&fork_join, n, [&](int /*part*/, size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       if (i + kPrefetchAhead < end) {
         __builtin_prefetch(&blocks_[BlockOf(static_cast<uint32_t>(items[i + kPrefetchAhead].slot))],
@@ -98,8 +91,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
       ++b.live;
       entries_[first + i] = {slot, tags_[block] & kGenerationMask};
     }
-  };
-  fork_join.Run(insert);
+  });
   size_ += n;
 }
 

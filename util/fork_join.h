@@ -48,6 +48,24 @@ class ForkJoin {
     *end = n * static_cast<size_t>(part + 1) / static_cast<size_t>(parts);
   }
 
+  // fn(part, begin, end) for every part's Share of [0, n), as Run does;
+  // with a null `fork_join`, fn(0, 0, n) on the caller.
+  template <typename F>
+  static void ForEachShare(ForkJoin* fork_join, size_t n, F&& fn) {
+    if (fork_join == nullptr) {
+      fn(0, size_t{0}, n);
+      return;
+    }
+    const int parts = fork_join->parts_;
+    auto part_fn = [&](int part) {
+      size_t begin = 0;
+      size_t end = 0;
+      Share(n, part, parts, &begin, &end);
+      fn(part, begin, end);
+    };
+    fork_join->Run(part_fn);
+  }
+
  private:
   void RunParts();
   void WorkerLoop(int part);
