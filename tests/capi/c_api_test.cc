@@ -461,7 +461,9 @@ class CApiTest : public ::testing::Test {
   }
 
   // `trajectories` trajectories of 1 to max_length random steps through one
-  // writer, each ended terminal, recorded in `written`.
+  // writer, each ended terminal, recorded in `written`. The last one is made
+  // long enough for a window when none before it was (so that there is an
+  // item to read whatever the spec's sequence length and padding).
   void WriteRandom(replaydb_table_t* table, const TableSpec& spec, int trajectories, int max_length,
                    Written* written) {
     replaydb_writer_t* w = nullptr;
@@ -469,7 +471,10 @@ class CApiTest : public ::testing::Test {
     WriterPtr writer(w);
     EXPECT_EQ(replaydb_writer_trajectory_id(writer.get()), 0u);
     for (int t = 0; t < trajectories; ++t) {
-      const int length = 1 + static_cast<int>(rng_() % max_length);
+      int length = 1 + static_cast<int>(rng_() % max_length);
+      if (t == trajectories - 1 && AllItems(spec, *written).empty()) {
+        length = std::max(length, static_cast<int>(spec.sequence_length));
+      }
       for (int i = 0; i < length; ++i) {
         testing_util::StepData step = testing_util::RandomStep(spec, rng_);
         const CTensors c = ToC(step.tensors);
