@@ -481,6 +481,7 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
   if (steps.device) REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("AppendFromDevice"));
   scratch->reserved.resize(n);
   scratch->dest.resize(n);
+  scratch->items_tallied = false;
   const int64_t bs = layout_.block_steps;
   Status first_error;
   const auto note = [&](size_t env, const Status& s) {
@@ -546,6 +547,7 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
       note(env, EvictedError(*slot.trajectory));
       AbandonStepLocked(slot, scratch->reserved[env]);
       scratch->dest[env] = -1;
+      scratch->items_tallied = false;
     }
     REPLAYDB_RETURN_IF_ERROR(FinishVectorChunkLocked(lock, slots, begin, end, steps, priorities,
                                                      scratch, log_seq, &first_error));
@@ -599,6 +601,7 @@ int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorSc
     items += tally.items;
     *later += tally.todo;
   }
+  scratch->items_tallied = *later == 0;
   return items;
 }
 
@@ -630,6 +633,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       AbandonStepLocked(chunk[i], reserved[i]);
       dest[i] = -1;
     }
+    scratch->items_tallied = false;
   };
   // Closed while a reservation waited for blocks (the lock released).
   if (Status open = CheckOpenLocked(); !open.ok()) {
@@ -687,6 +691,8 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       for (size_t i = 0; i < count; ++i) {
         if (dest[i] >= 0) ++chunk[i].trajectory->pins;
       }
+      // Environments may lose their steps meanwhile (below): count again.
+      scratch->items_tallied = false;
       lock.unlock();
       for (size_t i = 0; i < count && copied.ok(); ++i) {
         if (dest[i] >= 0) copied = copy_row(i);
@@ -724,18 +730,20 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   // Publish (PublishStepLocked, in one pass): each step's priority and the
   // item it completes go to the SlotMeta beside its block; the items reach
   // the selector together.
-  std::vector<index::ItemRef>& items = scratch->items;
-  items.clear();
   // With L = 1 an item is its step: its priority is the step's whatever
   // StepPriority says, and it sits in the step's slot (CreateItemLocked,
   // inlined). Items of a tier that keeps their lengths go the long way.
   const bool one_step_items = sequence_length_ == 1 && !(tier_ && tier_->item_steps());
+  std::span<const index::ItemRef> items;
   if (one_step_items && scratch->fork_join != nullptr) {
-    SharedPublishLocked(chunk, dest, reserved, chunk_priorities, scratch);
+    items = SharedPublishLocked(chunk, dest, reserved, chunk_priorities, scratch);
     // One item per environment, each in its own trajectory's block.
     selector_->InsertManyDistinctBlocks(items, *scratch->fork_join);
   } else {
-    PublishVectorStepsLocked(chunk, dest, reserved, chunk_priorities, one_step_items, &items);
+    scratch->items.clear();
+    PublishVectorStepsLocked(chunk, dest, reserved, chunk_priorities, one_step_items,
+                             &scratch->items);
+    items = scratch->items;
     selector_->InsertMany(items);
   }
   if (!items.empty()) limiter_.CommitInserts(static_cast<int64_t>(items.size()));
@@ -770,26 +778,35 @@ index::ItemRef TableImpl::NewOneStepItemLocked(Trajectory& t, SlotMeta& meta, in
   return {MakeItemKey(t.id, step), seq, priority, slot};
 }
 
-void TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
-                                    std::span<const StepReservation> reserved,
-                                    std::span<const double> priorities, VectorScratch* scratch) {
+std::span<const index::ItemRef> TableImpl::SharedPublishLocked(
+    std::span<WriterSlot> chunk, std::span<const int64_t> dest,
+    std::span<const StepReservation> reserved, std::span<const double> priorities,
+    VectorScratch* scratch) {
   ForkJoin* fj = scratch->fork_join.get();
   const size_t count = chunk.size();
-  scratch->parts.assign(static_cast<size_t>(fj->parts()), VectorScratch::PartTally{});
-  // First each part's items, for their sequence numbers in environment order.
-  ForkJoin::ForEachShare(fj, count, [&](int part, size_t begin, size_t end) {
-    VectorScratch::PartTally& tally = scratch->parts[static_cast<size_t>(part)];
-    for (size_t i = begin; i < end; ++i) {
-      tally.items += dest[i] >= 0 && reserved[i].completes_item ? 1 : 0;
+  // First each part's items, for their sequence numbers in environment order
+  // (already counted when the reservations covered the whole vector: the
+  // same parts' shares of the same range).
+  if (scratch->items_tallied && count == scratch->dest.size()) {
+    for (VectorScratch::PartTally& tally : scratch->parts) {
+      tally = VectorScratch::PartTally{.items = tally.items};
     }
-  });
+  } else {
+    scratch->parts.assign(static_cast<size_t>(fj->parts()), VectorScratch::PartTally{});
+    ForkJoin::ForEachShare(fj, count, [&](int part, size_t begin, size_t end) {
+      VectorScratch::PartTally& tally = scratch->parts[static_cast<size_t>(part)];
+      for (size_t i = begin; i < end; ++i) {
+        tally.items += dest[i] >= 0 && reserved[i].completes_item ? 1 : 0;
+      }
+    });
+  }
   int64_t total = 0;
   for (VectorScratch::PartTally& tally : scratch->parts) {
     tally.first_item = total;
     total += tally.items;
   }
-  std::vector<index::ItemRef>& items = scratch->items;
-  items.resize(static_cast<size_t>(total));
+  std::vector<index::ItemRef>& items = scratch->shared_items;
+  if (items.size() < static_cast<size_t>(total)) items.resize(static_cast<size_t>(total));
   const uint64_t first_seq = next_item_seq_;
   const double max_seen = max_priority_seen_;
   ForkJoin::ForEachShare(fj, count, [&](int part, size_t begin, size_t end) {
@@ -816,6 +833,7 @@ void TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const
       tally.draws += DrawsLeft(meta.item);
     }
     tally.max_priority = max_priority;
+    assert(next - tally.first_item == tally.items && "a part's items differ from its count");
   });
   int64_t published = 0;
   for (const VectorScratch::PartTally& tally : scratch->parts) {
@@ -828,6 +846,7 @@ void TableImpl::SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const
   num_items_ += total;
   num_steps_ += published;
   steps_inserted_ += published;
+  return std::span<const index::ItemRef>(items).first(static_cast<size_t>(total));
 }
 
 void TableImpl::PublishVectorStepsLocked(std::span<WriterSlot> chunk,

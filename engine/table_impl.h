@@ -150,6 +150,10 @@ struct VectorScratch {
   std::vector<const std::byte*> columns;  // a chunk's rows, per column
   std::vector<ConstTensor> tensors;       // the same, for the scatter
   std::vector<index::ItemRef> items;      // new items, for the selector
+  // The same for SharedPublishLocked, whose parts write their items in
+  // place: it only grows (resizing it to each call's count would have the
+  // caller write every element before the parts do).
+  std::vector<index::ItemRef> shared_items;
   // With more than one part (WriterOptions::threads): the threads that
   // share the per-environment passes, and each part's tallies.
   std::unique_ptr<ForkJoin> fork_join;
@@ -162,6 +166,11 @@ struct VectorScratch {
     double max_priority = 0;
   };
   std::vector<PartTally> parts;
+  // parts[p].items holds the items of part p's share of the whole vector
+  // (environments whose step completes one and that hold a reservation):
+  // SharedFastReserveLocked counted them when it reserved every environment.
+  // Cleared when an environment loses its reservation after that.
+  bool items_tallied = false;
 };
 
 // One window of a sample or lookup: its trajectory (kept alive) and steps.
@@ -353,10 +362,13 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   int64_t SharedFastReserveLocked(std::span<WriterSlot> slots, VectorScratch* scratch,
                                   size_t* later);
   // The one-step items' publish of FinishVectorChunkLocked split over
-  // scratch->fork_join's parts. Fills scratch->items in environment order.
-  void SharedPublishLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
-                           std::span<const StepReservation> reserved,
-                           std::span<const double> priorities, VectorScratch* scratch);
+  // scratch->fork_join's parts. Returns the new items, in environment order
+  // (in scratch->shared_items).
+  std::span<const index::ItemRef> SharedPublishLocked(std::span<WriterSlot> chunk,
+                                                      std::span<const int64_t> dest,
+                                                      std::span<const StepReservation> reserved,
+                                                      std::span<const double> priorities,
+                                                      VectorScratch* scratch);
   // The publish's pieces, per environment (PublishVectorStepsLocked and
   // SharedPublishLocked): asks for the SlotMeta of the step kPrefetchAhead
   // after i (below end); gives step r of t its priority and t its length

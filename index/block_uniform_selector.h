@@ -70,6 +70,10 @@ class BlockUniformSelector final : public Selector {
 
  private:
   struct Entry {
+    // Left unset, so that growing entries_ writes nothing: the parts of
+    // InsertManyDistinctBlocks then write each new entry once, in place.
+    Entry() {}  // NOLINT(modernize-use-equals-default): = default would zero it
+    Entry(uint32_t slot_in, uint32_t generation_in) : slot(slot_in), generation(generation_in) {}
     uint32_t slot;
     uint32_t generation;  // 31 bits
   };
