@@ -421,6 +421,55 @@ TEST_F(TableVectorTest, ThreadsShareTheWorkOfManyEnvironments) {
   ExpectVerifies();
 }
 
+// Steps too large to copy under the lock (more than 64 KiB a call), while
+// another writer's trajectory takes blocks by evicting the vector writer's
+// open ones: an environment evicted during the copy loses its step, and the
+// items published (counted per part) are exactly those of the others.
+TEST_F(TableVectorTest, ThreadsCountOnlyStepsThatSurviveTheCopy) {
+  TableSpec spec;
+  spec.name = "evicted_during_copy";
+  spec.columns = {{"obs", DType::kU8, {96}}};
+  spec.block_steps = 64;  // most calls reserve every environment in the shared pass
+  const size_t envs = 1024 + rng_() % 256;  // ~100 KiB a call
+  spec.capacity_steps = static_cast<int64_t>(envs + 2) * spec.block_steps;
+  auto table = Create(spec);
+  auto vw = table->NewVectorWriter(envs, {.threads = 3});
+  ASSERT_TRUE(vw.ok());
+  std::atomic<bool> stop{false};
+  std::mt19937_64 rival_rng(rng_());
+  std::thread rival([&] {
+    auto w = table->NewWriter();
+    ASSERT_TRUE(w.ok());
+    // A block's worth of steps per call, now and then: each takes a block,
+    // evicting the oldest trajectory (environment 0's, 1's, ...), often
+    // while the vector writer copies.
+    const int64_t n = spec.block_steps;
+    std::vector<std::byte> rows(static_cast<size_t>(n) * 96, std::byte{7});
+    const ConstTensor steps[] = {{DType::kU8, {n, 96}, rows.data(), rows.size()}};
+    while (!stop.load()) {
+      Status s = (*w)->AppendMany(steps);
+      ASSERT_TRUE(s.ok() || s.code() == Status::Code::kFailedPrecondition) << s.ToString();
+      std::this_thread::sleep_for(std::chrono::microseconds(rival_rng() % 3000));
+    }
+  });
+  int64_t lost = 0;
+  const VectorStep step = RandomVectorStep(spec, envs, rng_);
+  for (int call = 0; call < 200; ++call) {
+    Status s = (*vw)->Append(step.tensors);
+    if (!s.ok()) {
+      ++lost;
+      EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+      EXPECT_THAT(s.message(), HasSubstr("evicted"));
+    }
+  }
+  stop = true;
+  rival.join();
+  EXPECT_GT(lost, 0) << "the rival writer evicted nothing";
+  const TableInfo info = table->Info();
+  EXPECT_EQ(info.num_items, info.num_steps);  // L = 1
+  ExpectVerifies();
+}
+
 TEST_F(TableVectorTest, ThreadsOutsideTheirRangeAreRefused) {
   TableSpec spec;
   spec.name = "threads";
