@@ -545,15 +545,20 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
       WriterSlot& slot = slots[env];
       if (!slot.trajectory->evicted) continue;
       note(env, EvictedError(*slot.trajectory));
-      AbandonStepLocked(slot, scratch->reserved[env]);
-      scratch->dest[env] = -1;
-      scratch->items_tallied = false;
+      DropVectorStepLocked(slot, scratch->reserved[env], &scratch->dest[env], scratch);
     }
     REPLAYDB_RETURN_IF_ERROR(FinishVectorChunkLocked(lock, slots, begin, end, steps, priorities,
                                                      scratch, log_seq, &first_error));
     begin = end;
   }
   return first_error;
+}
+
+void TableImpl::DropVectorStepLocked(WriterSlot& slot, const StepReservation& r, int64_t* dest,
+                                     VectorScratch* scratch) {
+  AbandonStepLocked(slot, r);
+  *dest = -1;
+  scratch->items_tallied = false;
 }
 
 bool TableImpl::FastReserveLocked(const WriterSlot& slot, StepReservation* r) const {
@@ -630,10 +635,8 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   const auto abandon_all = [&] {
     for (size_t i = 0; i < count; ++i) {
       if (dest[i] < 0) continue;
-      AbandonStepLocked(chunk[i], reserved[i]);
-      dest[i] = -1;
+      DropVectorStepLocked(chunk[i], reserved[i], &dest[i], scratch);
     }
-    scratch->items_tallied = false;
   };
   // Closed while a reservation waited for blocks (the lock released).
   if (Status open = CheckOpenLocked(); !open.ok()) {
@@ -691,8 +694,6 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       for (size_t i = 0; i < count; ++i) {
         if (dest[i] >= 0) ++chunk[i].trajectory->pins;
       }
-      // Environments may lose their steps meanwhile (below): count again.
-      scratch->items_tallied = false;
       lock.unlock();
       for (size_t i = 0; i < count && copied.ok(); ++i) {
         if (dest[i] >= 0) copied = copy_row(i);
@@ -711,8 +712,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         Status s = CheckOpenLocked();
         if (s.ok() && chunk[i].trajectory->evicted) s = EvictedError(*chunk[i].trajectory);
         if (s.ok()) continue;
-        AbandonStepLocked(chunk[i], reserved[i]);
-        dest[i] = -1;
+        DropVectorStepLocked(chunk[i], reserved[i], &dest[i], scratch);
         if (first_error->ok()) {
           *first_error = s.WithContext("environment " + std::to_string(begin + i));
         }
@@ -787,7 +787,8 @@ std::span<const index::ItemRef> TableImpl::SharedPublishLocked(
   // First each part's items, for their sequence numbers in environment order
   // (already counted when the reservations covered the whole vector: the
   // same parts' shares of the same range).
-  if (scratch->items_tallied && count == scratch->dest.size()) {
+  if (scratch->items_tallied) {
+    assert(count == scratch->dest.size() && "tallied only when one chunk holds every environment");
     for (VectorScratch::PartTally& tally : scratch->parts) {
       tally = VectorScratch::PartTally{.items = tally.items};
     }
@@ -805,7 +806,7 @@ std::span<const index::ItemRef> TableImpl::SharedPublishLocked(
     tally.first_item = total;
     total += tally.items;
   }
-  std::vector<index::ItemRef>& items = scratch->shared_items;
+  std::vector<index::ItemRef>& items = scratch->items;
   if (items.size() < static_cast<size_t>(total)) items.resize(static_cast<size_t>(total));
   const uint64_t first_seq = next_item_seq_;
   const double max_seen = max_priority_seen_;

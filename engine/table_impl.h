@@ -149,11 +149,11 @@ struct VectorScratch {
   std::vector<int64_t> dest;              // its step's hot-tier slot; -1: none
   std::vector<const std::byte*> columns;  // a chunk's rows, per column
   std::vector<ConstTensor> tensors;       // the same, for the scatter
-  std::vector<index::ItemRef> items;      // new items, for the selector
-  // The same for SharedPublishLocked, whose parts write their items in
-  // place: it only grows (resizing it to each call's count would have the
-  // caller write every element before the parts do).
-  std::vector<index::ItemRef> shared_items;
+  // New items, for the selector. SharedPublishLocked's parts write theirs
+  // in place and it only grows it (resizing it to each call's count would
+  // have the caller write every element before the parts do); the serial
+  // publish appends to it. A writer uses one of the two, never both.
+  std::vector<index::ItemRef> items;
   // With more than one part (WriterOptions::threads): the threads that
   // share the per-environment passes, and each part's tallies.
   std::unique_ptr<ForkJoin> fork_join;
@@ -169,7 +169,8 @@ struct VectorScratch {
   // parts[p].items holds the items of part p's share of the whole vector
   // (environments whose step completes one and that hold a reservation):
   // SharedFastReserveLocked counted them when it reserved every environment.
-  // Cleared when an environment loses its reservation after that.
+  // Cleared when an environment loses its reservation after that
+  // (TableImpl::DropVectorStepLocked).
   bool items_tallied = false;
 };
 
@@ -349,6 +350,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Undoes reservation `r` of slot's step after a failure: the rate
   // limiter's insert, and a trajectory the step would have started.
   void AbandonStepLocked(WriterSlot& slot, const StepReservation& r);
+  // A vector append's environment loses the step it reserved: undoes the
+  // reservation, sets its *dest to -1, and clears scratch->items_tallied.
+  void DropVectorStepLocked(WriterSlot& slot, const StepReservation& r, int64_t* dest,
+                            VectorScratch* scratch);
   // A vector append's common case for `slot`: an open trajectory whose last
   // block has room for the step. Fills `r` and returns true, or returns
   // false (ReserveStepLocked's work). Reserves nothing with the rate
@@ -363,7 +368,7 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                                   size_t* later);
   // The one-step items' publish of FinishVectorChunkLocked split over
   // scratch->fork_join's parts. Returns the new items, in environment order
-  // (in scratch->shared_items).
+  // (in scratch->items).
   std::span<const index::ItemRef> SharedPublishLocked(std::span<WriterSlot> chunk,
                                                       std::span<const int64_t> dest,
                                                       std::span<const StepReservation> reserved,

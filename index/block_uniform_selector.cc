@@ -69,13 +69,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
     }
     max_block = std::max(max_block, c.max_block);
   }
-  if (max_block >= blocks_.size()) {
-    // As Insert grows them.
-    const size_t limit = static_cast<size_t>((num_slots_ - 1) / block_steps_ + 1);
-    const size_t size = std::min(limit, std::max<size_t>(max_block + 1, 2 * blocks_.size()));
-    blocks_.resize(size);
-    tags_.resize(size, first_generation_);
-  }
+  GrowTo(max_block);
   const size_t first = entries_.size();
   entries_.resize(first + n);
   ForkJoin::ForEachShare(&fork_join, n, [&](int /*part*/, size_t begin, size_t end) {
@@ -95,17 +89,20 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
   size_ += n;
 }
 
+void BlockUniformSelector::GrowTo(uint32_t block) {
+  if (block < blocks_.size()) return;
+  const size_t limit = static_cast<size_t>((num_slots_ - 1) / block_steps_ + 1);
+  const size_t size = std::min(limit, std::max<size_t>(block + 1, 2 * blocks_.size()));
+  blocks_.resize(size);
+  tags_.resize(size, first_generation_);
+}
+
 void BlockUniformSelector::Insert(const ItemRef& item) {
   assert(item.slot >= 0 && item.slot < num_slots_ &&
          "BlockUniformSelector::Insert: slot out of range");
   const uint32_t slot = static_cast<uint32_t>(item.slot);
   const uint32_t block = BlockOf(slot);
-  if (block >= blocks_.size()) {
-    const size_t limit = static_cast<size_t>((num_slots_ - 1) / block_steps_ + 1);
-    const size_t size = std::min(limit, std::max<size_t>(block + 1, 2 * blocks_.size()));
-    blocks_.resize(size);
-    tags_.resize(size, first_generation_);
-  }
+  GrowTo(block);
   if ((tags_[block] & kRemovedFlag) != 0 && Removed(slot)) {
     // Its item left alone in this generation and its entry may still be
     // listed: drop it before the slot is present again (the flag stays:

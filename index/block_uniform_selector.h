@@ -108,6 +108,8 @@ class BlockUniformSelector final : public Selector {
   }
   // The key of the item at `slot` (present).
   ItemKey KeyAt(uint32_t slot) const { return blocks_[BlockOf(slot)].key + StepOf(slot); }
+  // Grows the blocks' records and tags to hold `block` (doubling).
+  void GrowTo(uint32_t block);
   // Entries from front_ on.
   size_t Listed() const { return entries_.size() - front_; }
   // A new generation for `block` (its entries all stale), bits cleared.
