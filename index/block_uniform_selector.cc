@@ -16,6 +16,13 @@ constexpr size_t kPrefetchAhead = 16;
 // removal).
 constexpr size_t kSlackEntries = 64;
 
+// InsertManyDistinctBlocks' pass over the front: entries each part looks
+// at per run (a run costs about as much as 2,000 of them).
+constexpr size_t kFrontPassPerPart = 8192;
+
+// A part's share of the pass held no present entry.
+constexpr size_t kAllRemoved = ~size_t{0};
+
 }  // namespace
 
 BlockUniformSelector::BlockUniformSelector(int64_t num_slots, int64_t block_steps,
@@ -35,8 +42,9 @@ void BlockUniformSelector::InsertMany(std::span<const ItemRef> items) {
       const size_t ahead = BlockOf(static_cast<uint32_t>(items[i + kPrefetchAhead].slot));
       if (ahead < blocks_.size()) __builtin_prefetch(&blocks_[ahead], 1);
     }
-    Insert(items[i]);  // a direct call: the class is final
+    InsertOne(items[i]);
   }
+  PassFront();
 }
 
 void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> items,
@@ -48,6 +56,17 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
     return;
   }
   checks_.assign(static_cast<size_t>(parts), PartCheck{});
+  // The pass over the removed entries at the front that InsertMany makes,
+  // in windows of kFrontPassPerPart entries per part, each part looking at
+  // its share (up to its first present entry); the first window goes with
+  // the check of the items.
+  const size_t window = std::min(Listed(), kFrontPassPerPart * static_cast<size_t>(parts));
+  const auto first_present = [this](size_t from, size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) {
+      if (Present(entries_[from + i])) return i;
+    }
+    return kAllRemoved;
+  };
   ForkJoin::ForEachShare(&fork_join, n, [&](int part, size_t begin, size_t end) {
     PartCheck c;
     for (size_t i = begin; i < end; ++i) {
@@ -58,9 +77,14 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
       c.max_block = std::max(c.max_block, block);
       c.compacts |= block < tags_.size() && (tags_[block] & kRemovedFlag) != 0 && Removed(slot);
     }
+    size_t first = 0;
+    size_t last = 0;
+    ForkJoin::Share(window, part, parts, &first, &last);
+    c.first_present = first_present(front_, first, last);
     checks_[static_cast<size_t>(part)] = c;
   });
   uint32_t max_block = 0;
+  size_t present = kAllRemoved;  // the first in the window
   for (const PartCheck& c : checks_) {
     // An item whose slot's last item left alone: Insert's way, in order.
     if (c.compacts) {
@@ -68,11 +92,36 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
       return;
     }
     max_block = std::max(max_block, c.max_block);
+    present = std::min(present, c.first_present);
   }
   GrowTo(max_block);
-  const size_t first = entries_.size();
-  entries_.resize(first + n);
-  ForkJoin::ForEachShare(&fork_join, n, [&](int /*part*/, size_t begin, size_t end) {
+  for (size_t w = window; present == kAllRemoved && w > 0;) {
+    front_ += w;
+    w = std::min(Listed(), kFrontPassPerPart * static_cast<size_t>(parts));
+    ForkJoin::ForEachShare(&fork_join, w, [&](int part, size_t first, size_t last) {
+      checks_[static_cast<size_t>(part)].first_present = first_present(front_, first, last);
+    });
+    for (const PartCheck& c : checks_) present = std::min(present, c.first_present);
+  }
+  if (present != kAllRemoved) front_ += present;
+  // When the front that is left behind is longer than the listed part with
+  // the new entries, the listed part moves to the start of the array (as
+  // PassFront does), each part moving its share: the two do not overlap,
+  // and the new entries go after them.
+  const size_t listed = Listed();
+  const bool move = front_ > listed + n;
+  const size_t from = front_;
+  const size_t first = move ? listed : entries_.size();
+  if (!move) entries_.resize(first + n);
+  ForkJoin::ForEachShare(&fork_join, n, [&](int part, size_t begin, size_t end) {
+    if (move) {
+      size_t lo = 0;
+      size_t hi = 0;
+      ForkJoin::Share(listed, part, parts, &lo, &hi);
+      std::copy(entries_.begin() + static_cast<std::ptrdiff_t>(from + lo),
+                entries_.begin() + static_cast<std::ptrdiff_t>(from + hi),
+                entries_.begin() + static_cast<std::ptrdiff_t>(lo));
+    }
     for (size_t i = begin; i < end; ++i) {
       if (i + kPrefetchAhead < end) {
         __builtin_prefetch(&blocks_[BlockOf(static_cast<uint32_t>(items[i + kPrefetchAhead].slot))],
@@ -86,6 +135,10 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
       entries_[first + i] = {slot, tags_[block] & kGenerationMask};
     }
   });
+  if (move) {
+    entries_.resize(first + n);
+    front_ = 0;
+  }
   size_ += n;
 }
 
@@ -98,6 +151,11 @@ void BlockUniformSelector::GrowTo(uint32_t block) {
 }
 
 void BlockUniformSelector::Insert(const ItemRef& item) {
+  InsertOne(item);
+  PassFront();
+}
+
+void BlockUniformSelector::InsertOne(const ItemRef& item) {
   assert(item.slot >= 0 && item.slot < num_slots_ &&
          "BlockUniformSelector::Insert: slot out of range");
   const uint32_t slot = static_cast<uint32_t>(item.slot);
@@ -176,15 +234,17 @@ void BlockUniformSelector::MaybeCompact() {
   if (size_ == 0) {
     entries_.clear();  // none is present
     front_ = 0;
-    return;
-  }
-  // Removed items' entries at the front leave the listed part (each is
-  // checked here once: O(1) amortised). A present entry exists (size_ > 0).
-  while (front_ < entries_.size() && !Present(entries_[front_])) ++front_;
-  if (Listed() > 2 * size_ + kSlackEntries) {
+  } else if (Listed() > 2 * size_ + kSlackEntries) {
     Compact();
     assert(entries_.size() == size_ && "BlockUniformSelector: entries and items disagree");
-  } else if (front_ > Listed()) {
+  }
+}
+
+void BlockUniformSelector::PassFront() {
+  // Each removed entry is passed over once: O(1) amortised.
+  const size_t size = entries_.size();
+  while (front_ < size && !Present(entries_[front_])) ++front_;
+  if (front_ > Listed()) {
     // Moves no more entries than the front had, each passed over once.
     entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(front_));
     front_ = 0;

@@ -22,9 +22,12 @@ namespace replaydb::index {
 // clear; removed items' entries stay behind until the array is more than
 // twice the items (plus a little), when one pass drops them. Entries are
 // in insertion order, and a table evicts its oldest trajectories first, so
-// the removed ones gather at the front: the array's listed part starts
-// past them (checked once each), and the unlisted front is given back
-// once it is longer than the listed part. Select draws
+// the removed ones gather at the front: inserts pass over them (checked
+// once each; the removals do not, so that evicting trajectories one by one
+// does not start a pass each time, and InsertManyDistinctBlocks' parts
+// share the pass), the array's listed part starts past them, and the
+// unlisted front is given back once it is longer than the listed part.
+// Select draws
 // entries uniformly until it finds a present one (at most two tries
 // expected), which is uniform over the items.
 //
@@ -67,6 +70,9 @@ class BlockUniformSelector final : public Selector {
   // Entries listed, present or not (for tests: at most 2 * size() + 64
   // after any call).
   size_t entries() const { return Listed(); }
+  // The array's length, the front passed over included (for tests: at most
+  // twice entries() after an insert).
+  size_t held_entries() const { return entries_.size(); }
 
  private:
   struct Entry {
@@ -108,6 +114,8 @@ class BlockUniformSelector final : public Selector {
   }
   // The key of the item at `slot` (present).
   ItemKey KeyAt(uint32_t slot) const { return blocks_[BlockOf(slot)].key + StepOf(slot); }
+  // Insert without the pass over the front.
+  void InsertOne(const ItemRef& item);
   // Grows the blocks' records and tags to hold `block` (doubling).
   void GrowTo(uint32_t block);
   // Entries from front_ on.
@@ -116,6 +124,9 @@ class BlockUniformSelector final : public Selector {
   void Renew(uint32_t block);
   // Drops the entries of removed items when there are too many of them.
   void MaybeCompact();
+  // Passes over the removed entries at the front, giving the front back
+  // once it is longer than the listed part.
+  void PassFront();
   // Drops the entries of removed items, and every entry of `drop_block`.
   void Compact(uint32_t drop_block = kNoBlock);
   static constexpr uint32_t kNoBlock = 0xffffffffu;
@@ -133,11 +144,14 @@ class BlockUniformSelector final : public Selector {
   std::vector<uint32_t> tags_;
   // One bit per slot, allocated at the first removal of a single item.
   std::vector<uint64_t> removed_;
-  // InsertManyDistinctBlocks: each part's highest block, and whether one of
-  // its items needs Insert's compaction.
+  // InsertManyDistinctBlocks: each part's highest block, whether one of
+  // its items needs Insert's compaction, and the first present entry of its
+  // share of a window of the front's pass (counted from the front;
+  // kAllRemoved when none).
   struct alignas(64) PartCheck {
     uint32_t max_block = 0;
     bool compacts = false;
+    size_t first_present = 0;
   };
   std::vector<PartCheck> checks_;
 };

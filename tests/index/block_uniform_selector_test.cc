@@ -224,9 +224,10 @@ TEST(BlockUniformSelectorTest, DrawsUniformlyAfterRemovals) {
 
 // A table evicting its oldest trajectories first (the vector writer's
 // pattern: every environment's block gets one item per step, interleaved):
-// the removed items' entries are at the front, and leave the listed ones as
-// soon as the last of them goes, with no pass over the others and no
-// compaction; the array's front is given back as it grows.
+// the removed items' entries are at the front, the removals neither pass
+// over them nor compact, and the next insert passes over them all: only
+// present entries are listed then; the array's front is given back as it
+// grows.
 TEST(BlockUniformSelectorTest, OldestFirstRemovalsLeaveTheFront) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -248,12 +249,14 @@ TEST(BlockUniformSelectorTest, OldestFirstRemovalsLeaveTheFront) {
         for (int64_t s = block * kBlockSteps; s < (block + 1) * kBlockSteps; ++s) {
           expect += static_cast<int64_t>(model.erase(s));
         }
+        const size_t listed = selector.entries();
         ASSERT_EQ(selector.RemoveBlocks(std::span<const int64_t>(&block, 1)), expect);
+        // Neither passed over nor compacted.
+        ASSERT_EQ(selector.entries(), listed);
         free_blocks.push_back(block);
         ASSERT_NO_FATAL_FAILURE(CheckAgainst(selector, model, rng));
       }
       generations.pop_front();
-      ASSERT_EQ(selector.entries(), selector.size());
     }
     // A new trajectory per environment, filled in lockstep to random lengths.
     std::vector<int64_t> blocks;
@@ -274,6 +277,7 @@ TEST(BlockUniformSelectorTest, OldestFirstRemovalsLeaveTheFront) {
         model[batch.back().slot] = batch.back();
       }
       selector.InsertMany(batch);
+      ASSERT_EQ(selector.entries(), selector.size());
     }
     generations.push_back(blocks);
     ASSERT_NO_FATAL_FAILURE(CheckAgainst(selector, model, rng));
@@ -285,15 +289,19 @@ TEST(BlockUniformSelectorTest, OldestFirstRemovalsLeaveTheFront) {
 // does: same size, same entries and the same draws from the same seed;
 // also when an item comes back into a slot it left alone (Insert's
 // compaction, which InsertManyDistinctBlocks leaves to InsertMany), and
-// across generations of blocks removed oldest first.
+// across generations of blocks removed oldest first, the batches passing
+// over their entries at the front (and moving the listed ones to the start
+// of the array when the front left behind outgrows them).
 TEST(BlockUniformSelectorTest, InsertManyDistinctBlocksMatchesInsertMany) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Random rng(seed);
   constexpr int64_t kBlockSteps = 8;
   constexpr int64_t kGenerations = 3;
-  // Enough environments that 3 parts share the work.
-  const int64_t envs = 400 + static_cast<int64_t>(rng.Uniform(600));
+  // Enough environments that 3 parts share the work, and that a
+  // generation's entries take more than one window of the front's pass
+  // (3 x 8,192).
+  const int64_t envs = 3200 + static_cast<int64_t>(rng.Uniform(1000));
   const int64_t slots = envs * kGenerations * kBlockSteps;
   BlockUniformSelector serial(slots, kBlockSteps);
   BlockUniformSelector shared(slots, kBlockSteps);
@@ -314,7 +322,7 @@ TEST(BlockUniformSelectorTest, InsertManyDistinctBlocksMatchesInsertMany) {
     Random b(draw_seed);
     for (int i = 0; i < 32; ++i) ASSERT_EQ(shared.Select(a).key, serial.Select(b).key);
   };
-  for (int round = 0; round < 8; ++round) {
+  for (int round = 0; round < 12; ++round) {
     if (static_cast<int64_t>(generations.size()) == kGenerations) {
       const std::vector<int64_t>& oldest = generations.front();
       ASSERT_EQ(shared.RemoveBlocks(oldest), serial.RemoveBlocks(oldest));
@@ -351,10 +359,14 @@ TEST(BlockUniformSelectorTest, InsertManyDistinctBlocksMatchesInsertMany) {
       serial.InsertMany(batch);
       shared.InsertManyDistinctBlocks(batch, fork_join);
       ASSERT_NO_FATAL_FAILURE(expect_same("a batch"));
-      // A few items leave alone (max_times_sampled), in odd rounds only: the
-      // even ones' batches all take the shared way.
+      // The front passed over is given back once it outgrows the rest.
+      ASSERT_LE(serial.held_entries(), 2 * serial.entries());
+      ASSERT_LE(shared.held_entries(), 2 * shared.entries());
+      // A few items leave alone (max_times_sampled), in rounds 1 and 3 only:
+      // the others' batches all take the shared way (and from round 4 on,
+      // the front left behind grows until the listed entries move).
       for (const ItemRef& item : batch) {
-        if (round % 2 == 0 || rng.Uniform(50) != 0) continue;
+        if (round % 2 == 0 || round > 3 || rng.Uniform(50) != 0) continue;
         // The environment whose block holds the slot.
         size_t owner = static_cast<size_t>(envs);
         for (size_t i = 0; i < blocks.size(); ++i) {
