@@ -98,6 +98,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
   for (size_t w = window; present == kAllRemoved && w > 0;) {
     front_ += w;
     w = std::min(Listed(), kFrontPassPerPart * static_cast<size_t>(parts));
+    if (w == 0) break;
     ForkJoin::ForEachShare(&fork_join, w, [&](int part, size_t first, size_t last) {
       checks_[static_cast<size_t>(part)].first_present = first_present(front_, first, last);
     });
