@@ -60,7 +60,10 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
   // in windows of kFrontPassPerPart entries per part, each part looking at
   // its share (up to its first present entry); the first window goes with
   // the check of the items.
-  const size_t window = std::min(Listed(), kFrontPassPerPart * static_cast<size_t>(parts));
+  const auto next_window = [&] {
+    return std::min(Listed(), kFrontPassPerPart * static_cast<size_t>(parts));
+  };
+  const size_t window = next_window();
   const auto first_present = [this](size_t from, size_t first, size_t last) {
     for (size_t i = first; i < last; ++i) {
       if (Present(entries_[from + i])) return i;
@@ -97,7 +100,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
   GrowTo(max_block);
   for (size_t w = window; present == kAllRemoved && w > 0;) {
     front_ += w;
-    w = std::min(Listed(), kFrontPassPerPart * static_cast<size_t>(parts));
+    w = next_window();
     if (w == 0) break;
     ForkJoin::ForEachShare(&fork_join, w, [&](int part, size_t first, size_t last) {
       checks_[static_cast<size_t>(part)].first_present = first_present(front_, first, last);
@@ -111,7 +114,6 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
   // and the new entries go after them.
   const size_t listed = Listed();
   const bool move = front_ > listed + n;
-  const size_t from = front_;
   const size_t first = move ? listed : entries_.size();
   if (!move) entries_.resize(first + n);
   ForkJoin::ForEachShare(&fork_join, n, [&](int part, size_t begin, size_t end) {
@@ -119,8 +121,8 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
       size_t lo = 0;
       size_t hi = 0;
       ForkJoin::Share(listed, part, parts, &lo, &hi);
-      std::copy(entries_.begin() + static_cast<std::ptrdiff_t>(from + lo),
-                entries_.begin() + static_cast<std::ptrdiff_t>(from + hi),
+      std::copy(entries_.begin() + static_cast<std::ptrdiff_t>(front_ + lo),
+                entries_.begin() + static_cast<std::ptrdiff_t>(front_ + hi),
                 entries_.begin() + static_cast<std::ptrdiff_t>(lo));
     }
     for (size_t i = begin; i < end; ++i) {
