@@ -660,8 +660,8 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       return copied.WithContext("table " + Q(name_) + ": AppendFromDevice");
     }
   } else {
-    const auto copy_row = [&](size_t i) -> Status {
-      std::byte* block = pool_.address(reserved[i].block);
+    // Row i into `block` (its block's address).
+    const auto copy_row = [&](size_t i, std::byte* block) -> Status {
       const size_t step_in_block = static_cast<size_t>(reserved[i].step_in_block);
       for (size_t c = 0; c < num_columns; ++c) {
         const size_t cb = layout_.column_bytes[c];
@@ -675,28 +675,43 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       }
       return Status::OK();
     };
-    if (pool_.host_accessible() && count * layout_.step_bytes <= kVectorCopyUnderLockBytes) {
-      // Each row into its own block: split over the writer's parts, if any.
+    // Host-accessible blocks (memcpy, which cannot fail): each row into its
+    // own block (block_of(i)), split over the writer's parts, if any.
+    const auto copy_shared = [&](const auto& block_of) {
       ForkJoin* fj = scratch->fork_join.get();
       ForkJoin::ForEachShare(fj, count, [&](int /*part*/, size_t first, size_t last) {
         for (size_t i = first; i < last; ++i) {
           if (num_columns > 0 && i + kPrefetchAhead < last && dest[i + kPrefetchAhead] >= 0) {
-            const StepReservation& ahead = reserved[i + kPrefetchAhead];
-            Prefetch(pool_.address(ahead.block) + layout_.column_offset[0] +
-                     static_cast<size_t>(ahead.step_in_block) * layout_.column_bytes[0]);
+            const size_t ahead = i + kPrefetchAhead;
+            Prefetch(block_of(ahead) + layout_.column_offset[0] +
+                     static_cast<size_t>(reserved[ahead].step_in_block) * layout_.column_bytes[0]);
           }
-          if (dest[i] >= 0) (void)copy_row(i);
+          if (dest[i] >= 0) (void)copy_row(i, block_of(i));
         }
       });
+    };
+    if (pool_.host_accessible() && count * layout_.step_bytes <= kVectorCopyUnderLockBytes) {
+      copy_shared([&](size_t i) { return pool_.address(reserved[i].block); });
     } else {
       // Outside the lock, the trajectories pinned so that an eviction
-      // meanwhile cannot hand their blocks to someone else.
+      // meanwhile cannot hand their blocks to someone else. The blocks'
+      // addresses are read first, under the lock: the pool's table of them
+      // grows as other writers take new blocks.
+      std::vector<std::byte*>& blocks = scratch->blocks;
+      blocks.resize(count);
       for (size_t i = 0; i < count; ++i) {
-        if (dest[i] >= 0) ++chunk[i].trajectory->pins;
+        if (dest[i] < 0) continue;
+        ++chunk[i].trajectory->pins;
+        blocks[i] = pool_.address(reserved[i].block);
       }
       lock.unlock();
-      for (size_t i = 0; i < count && copied.ok(); ++i) {
-        if (dest[i] >= 0) copied = copy_row(i);
+      if (pool_.host_accessible()) {
+        copy_shared([&](size_t i) { return blocks[i]; });
+      } else {
+        // Device blocks written from the host: one copy per row, in order.
+        for (size_t i = 0; i < count && copied.ok(); ++i) {
+          if (dest[i] >= 0) copied = copy_row(i, blocks[i]);
+        }
       }
       lock.lock();
       for (size_t i = 0; i < count; ++i) {

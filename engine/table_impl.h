@@ -149,6 +149,8 @@ struct VectorScratch {
   std::vector<int64_t> dest;              // its step's hot-tier slot; -1: none
   std::vector<const std::byte*> columns;  // a chunk's rows, per column
   std::vector<ConstTensor> tensors;       // the same, for the scatter
+  // Each environment's block address, for a copy outside the table's mutex.
+  std::vector<std::byte*> blocks;
   // New items, for the selector. SharedPublishLocked's parts write theirs
   // in place and it only grows it (resizing it to each call's count would
   // have the caller write every element before the parts do); the serial

@@ -470,6 +470,78 @@ TEST_F(TableVectorTest, ThreadsCountOnlyStepsThatSurviveTheCopy) {
   ExpectVerifies();
 }
 
+// Two vector writers of steps too large to copy under the lock (more than
+// 64 KiB a call) on a table whose host pool is still growing (a new block
+// per step): one writer's copy outside the lock runs while the other takes
+// new blocks. Every row lands in its trajectory's step (the rows carry
+// their writer, environment and step); under ThreadSanitizer this also
+// checks that a copy outside the lock reads nothing the pool changes.
+TEST_F(TableVectorTest, LargeStepsLandWhileAnotherWriterGrowsThePool) {
+  constexpr size_t kRowBytes = 96;
+  constexpr int kWriters = 2;
+  constexpr int kSteps = 12;
+  const size_t envs = 700 + rng_() % 200;  // 66-84 KiB a call
+  TableSpec spec;
+  spec.name = "growing_pool";
+  spec.columns = {{"obs", DType::kU8, {static_cast<int64_t>(kRowBytes)}}};
+  spec.block_steps = 1;
+  spec.capacity_steps = static_cast<int64_t>(envs) * kWriters * kSteps;
+  auto table = Create(spec);
+  ASSERT_TRUE(table);
+  // rows[w][s]: writer w's call s, envs rows; bytes 0-1: writer, step;
+  // 2-3: environment; the rest random.
+  std::vector<std::vector<std::vector<std::byte>>> rows(kWriters);
+  for (int w = 0; w < kWriters; ++w) {
+    for (int s = 0; s < kSteps; ++s) {
+      std::vector<std::byte> bytes(envs * kRowBytes);
+      for (auto& b : bytes) b = static_cast<std::byte>(rng_());
+      for (size_t env = 0; env < envs; ++env) {
+        std::byte* row = bytes.data() + env * kRowBytes;
+        row[0] = static_cast<std::byte>(w);
+        row[1] = static_cast<std::byte>(s);
+        row[2] = static_cast<std::byte>(env & 0xff);
+        row[3] = static_cast<std::byte>(env >> 8);
+      }
+      rows[static_cast<size_t>(w)].push_back(std::move(bytes));
+    }
+  }
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      auto vw = table->NewVectorWriter(envs, {.threads = 1 + w});
+      ASSERT_TRUE(vw.ok());
+      for (const std::vector<std::byte>& step : rows[static_cast<size_t>(w)]) {
+        const ConstTensor tensors[] = {
+            {DType::kU8,
+             {static_cast<int64_t>(envs), static_cast<int64_t>(kRowBytes)},
+             step.data(),
+             step.size()}};
+        ASSERT_OK((*vw)->Append(tensors));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const std::vector<TrajectoryInfo> trajectories = table->ListTrajectories({});
+  ASSERT_EQ(trajectories.size(), envs * kWriters);
+  for (const TrajectoryInfo& t : trajectories) {
+    ASSERT_EQ(t.length, kSteps);
+    TrajectorySteps read;
+    ASSERT_OK(table->ReadTrajectory(t.id, 0, t.length, &read));
+    const std::byte* got = read.columns[0].data();
+    const size_t w = static_cast<size_t>(got[0]);
+    const size_t env = static_cast<size_t>(got[2]) | static_cast<size_t>(got[3]) << 8;
+    ASSERT_LT(w, static_cast<size_t>(kWriters));
+    ASSERT_LT(env, envs);
+    for (int s = 0; s < kSteps; ++s) {
+      SCOPED_TRACE("writer " + std::to_string(w) + " environment " + std::to_string(env) +
+                   " step " + std::to_string(s));
+      const std::byte* want = rows[w][static_cast<size_t>(s)].data() + env * kRowBytes;
+      EXPECT_EQ(std::memcmp(got + static_cast<size_t>(s) * kRowBytes, want, kRowBytes), 0);
+    }
+  }
+  EXPECT_EQ(table->Info().blocks_used, spec.capacity_steps);
+}
+
 TEST_F(TableVectorTest, ThreadsOutsideTheirRangeAreRefused) {
   TableSpec spec;
   spec.name = "threads";
