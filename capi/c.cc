@@ -1332,7 +1332,8 @@ int64_t replaydb_writer_num_steps(const replaydb_writer_t* writer) {
 }
 
 int replaydb_table_new_vector_writer(replaydb_table_t* table, size_t num_envs, int64_t timeout_ms,
-                                     int sync, replaydb_vector_writer_t** writer, char** errptr) {
+                                     int sync, int threads, replaydb_vector_writer_t** writer,
+                                     char** errptr) {
   constexpr char kFn[] = "replaydb_table_new_vector_writer";
   return Guard(kFn, errptr, [&]() -> Status {
     if (writer == nullptr) return NullArgument(kFn, "writer");
@@ -1341,6 +1342,7 @@ int replaydb_table_new_vector_writer(replaydb_table_t* table, size_t num_envs, i
     replaydb::WriterOptions options;
     options.timeout = Millis(timeout_ms);
     options.sync = sync != 0;
+    options.threads = threads;
     auto made = table->table->NewVectorWriter(num_envs, options);
     if (!made.ok()) return made.status();
     *writer = new replaydb_vector_writer_t{std::move(made).value(), table->layout};

@@ -348,8 +348,11 @@ REPLAYDB_C_EXPORT int replaydb_writer_end(replaydb_writer_t* writer, int reason,
 REPLAYDB_C_EXPORT uint64_t replaydb_writer_trajectory_id(const replaydb_writer_t* writer);
 REPLAYDB_C_EXPORT int64_t replaydb_writer_num_steps(const replaydb_writer_t* writer);
 
+/* timeout_ms and sync as for replaydb_table_new_writer; threads: how many
+ * threads an append splits its work over the environments between
+ * (WriterOptions::threads: 0 automatic, 1 the caller's alone, at most 64). */
 REPLAYDB_C_EXPORT int replaydb_table_new_vector_writer(replaydb_table_t* table, size_t num_envs,
-                                                       int64_t timeout_ms, int sync,
+                                                       int64_t timeout_ms, int sync, int threads,
                                                        replaydb_vector_writer_t** writer,
                                                        char** errptr);
 REPLAYDB_C_EXPORT void replaydb_vector_writer_destroy(replaydb_vector_writer_t* writer);

@@ -211,7 +211,7 @@ _SIGNATURES = [
     ("replaydb_writer_end", c_int, [c_void_p, c_int, _errp]),
     ("replaydb_writer_trajectory_id", c_uint64, [c_void_p]),
     ("replaydb_writer_num_steps", c_int64, [c_void_p]),
-    ("replaydb_table_new_vector_writer", c_int, [c_void_p, c_size_t, c_int64, c_int,
+    ("replaydb_table_new_vector_writer", c_int, [c_void_p, c_size_t, c_int64, c_int, c_int,
                                                  POINTER(c_void_p), _errp]),
     ("replaydb_vector_writer_destroy", None, [c_void_p]),
     ("replaydb_vector_writer_append", c_int, [c_void_p, POINTER(Tensor), c_size_t,

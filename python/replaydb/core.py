@@ -756,11 +756,13 @@ class Table(_Owned):
         return Writer(self, handle.value)
 
     def vector_writer(self, num_envs: int, timeout: Optional[float] = None,
-                      sync: bool = False) -> VectorWriter:
-        """A writer of one step for each of ``num_envs`` environments per call."""
+                      sync: bool = False, threads: int = 0) -> VectorWriter:
+        """A writer of one step for each of ``num_envs`` environments per call.
+        ``threads``: how many threads an append splits its work over the
+        environments between (0: automatic; 1: the caller's alone)."""
         handle = c_void_p()
         _call(_lib.replaydb_table_new_vector_writer, self._h(), num_envs, _timeout_ms(timeout),
-              int(sync), byref(handle))
+              int(sync), int(threads), byref(handle))
         return VectorWriter(self, handle.value, num_envs)
 
     def _options(self, seq_len: Optional[int], importance_beta: Optional[float],

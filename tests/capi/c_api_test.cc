@@ -655,7 +655,7 @@ TEST_F(CApiTest, AppendManyAndVectorWritersReadBackAsWritten) {
   // ends every third step.
   const size_t N = 1 + rng_() % 5;
   replaydb_vector_writer_t* vw = nullptr;
-  C_ASSERT_OK(replaydb_table_new_vector_writer(table.get(), N, 10000, 0, &vw, err_.ptr()));
+  C_ASSERT_OK(replaydb_table_new_vector_writer(table.get(), N, 10000, 0, 0, &vw, err_.ptr()));
   VectorWriterPtr vector_writer(vw);
   EXPECT_EQ(replaydb_vector_writer_num_envs(vector_writer.get()), N);
   EXPECT_EQ(replaydb_vector_writer_trajectory_id(vector_writer.get(), 0), 0u);
@@ -1667,9 +1667,13 @@ TEST_F(CApiTest, ErrorsNameTheFunctionAndArgument) {
   EXPECT_EQ(replaydb_writer_trajectory_id(nullptr), 0u);
   EXPECT_EQ(replaydb_writer_num_steps(nullptr), 0);
   replaydb_vector_writer_t* vw = nullptr;
-  C_EXPECT_ERROR(replaydb_table_new_vector_writer(table.get(), 0, 0, 0, &vw, err_.ptr()),
+  C_EXPECT_ERROR(replaydb_table_new_vector_writer(table.get(), 0, 0, 0, 0, &vw, err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT, "table 'errs': a vector writer needs num_envs >= 1");
-  C_ASSERT_OK(replaydb_table_new_vector_writer(table.get(), 2, 1000, 0, &vw, err_.ptr()));
+  C_EXPECT_ERROR(replaydb_table_new_vector_writer(table.get(), 2, 0, 0, 65, &vw, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT,
+                 "table 'errs': WriterOptions::threads 65 is outside [0, 64] (0: automatic)");
+  EXPECT_EQ(vw, nullptr);
+  C_ASSERT_OK(replaydb_table_new_vector_writer(table.get(), 2, 1000, 0, 0, &vw, err_.ptr()));
   VectorWriterPtr vector_writer(vw);
   C_EXPECT_ERROR(
       replaydb_vector_writer_append(vector_writer.get(), step, 3, nullptr, 0, err_.ptr()),
@@ -1972,7 +1976,7 @@ TEST_F(CApiTest, DeviceCallsWithoutAGpu) {
                  REPLAYDB_FAILED_PRECONDITION, "NewDeviceSampler needs a GPU");
   EXPECT_EQ(sampler, nullptr);
   replaydb_vector_writer_t* vw = nullptr;
-  C_ASSERT_OK(replaydb_table_new_vector_writer(table.get(), 1, 0, 0, &vw, err_.ptr()));
+  C_ASSERT_OK(replaydb_table_new_vector_writer(table.get(), 1, 0, 0, 0, &vw, err_.ptr()));
   VectorWriterPtr vector_writer(vw);
   std::vector<testing_util::StepData> one = {testing_util::RandomStep(spec, rng_)};
   std::vector<ConstTensor> tensors;
@@ -2303,9 +2307,9 @@ TEST_F(CApiGpuTest, AppendFromDeviceMatchesHostAppend) {
     ASSERT_TRUE(table != nullptr && ref != nullptr);
     const size_t N = 1 + rng_() % 6;
     replaydb_vector_writer_t* w = nullptr;
-    C_ASSERT_OK(replaydb_table_new_vector_writer(table.get(), N, 5000, 0, &w, err_.ptr()));
+    C_ASSERT_OK(replaydb_table_new_vector_writer(table.get(), N, 5000, 0, 0, &w, err_.ptr()));
     VectorWriterPtr writer(w);
-    C_ASSERT_OK(replaydb_table_new_vector_writer(ref.get(), N, 5000, 0, &w, err_.ptr()));
+    C_ASSERT_OK(replaydb_table_new_vector_writer(ref.get(), N, 5000, 0, 0, &w, err_.ptr()));
     VectorWriterPtr ref_writer(w);
     auto stream = DeviceStream::Create(0);
     ASSERT_TRUE(stream.ok());
