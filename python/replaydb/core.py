@@ -760,6 +760,9 @@ class Table(_Owned):
         """A writer of one step for each of ``num_envs`` environments per call.
         ``threads``: how many threads an append splits its work over the
         environments between (0: automatic; 1: the caller's alone)."""
+        if not -2**31 <= threads < 2**31:  # ctypes would wrap it into range
+            raise ValueError(f"replaydb: table {self.name!r}: threads {threads} is outside "
+                             "[0, 64] (0: automatic)")
         handle = c_void_p()
         _call(_lib.replaydb_table_new_vector_writer, self._h(), num_envs, _timeout_ms(timeout),
               int(sync), int(threads), byref(handle))

@@ -159,8 +159,9 @@ def test_vector_writer_and_append_many(db_path, rng):
     with replaydb.open(db_path) as db:
         table = db.create_table("t", {"obs": (np.uint8, (5,)), "r": np.float32},
                                 capacity_steps=4096)
-        with pytest.raises(replaydb.InvalidArgumentError, match="threads 65 is outside"):
-            table.vector_writer(envs, threads=65)
+        for threads in (65, 2**32 + 1):
+            with pytest.raises(ValueError, match=f"threads {threads} is outside"):
+                table.vector_writer(envs, threads=threads)
         vw = table.vector_writer(envs, threads=int(rng.integers(0, 3)))
         steps = []
         for _ in range(int(rng.integers(1, 10))):
