@@ -610,6 +610,41 @@ int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorSc
   return items;
 }
 
+Status TableImpl::UploadVectorRows(int device, const VectorSteps& rows, size_t count,
+                                   VectorScratch* scratch) const {
+  VectorScratch::DeviceRows& up = scratch->device_rows;
+  const size_t num_columns = columns_.size();
+  // Column c's rows at offset[c], each column 256-byte aligned.
+  size_t bytes = 0;
+  std::vector<size_t>& offset = scratch->row_offsets;
+  offset.resize(num_columns);
+  for (size_t c = 0; c < num_columns; ++c) {
+    offset[c] = bytes;
+    bytes += (layout_.column_bytes[c] * count + 255) / 256 * 256;
+  }
+  if (up.stream.handle() == nullptr) {
+    REPLAYDB_ASSIGN_OR_RETURN(up.stream, DeviceStream::Create(device));
+  }
+  if (up.rows.size() < bytes) {
+    // The scatter that read the old buffer must be done before it goes.
+    REPLAYDB_RETURN_IF_ERROR(up.stream.Synchronize());
+    up.rows = DeviceBuffer();
+    REPLAYDB_ASSIGN_OR_RETURN(up.rows, DeviceBuffer::Allocate(device, bytes));
+  }
+  scratch->tensors.resize(num_columns);
+  for (size_t c = 0; c < num_columns; ++c) {
+    const size_t column_bytes = layout_.column_bytes[c] * count;
+    // Ordered after the last scatter on the stream, so it cannot overwrite
+    // rows that scatter has yet to read.
+    REPLAYDB_RETURN_IF_ERROR(
+        up.rows.CopyFromHost(rows.columns[c], column_bytes, offset[c], up.stream.handle()));
+    scratch->tensors[c] =
+        ConstTensor{columns_[c].dtype, columns_[c].shape.Prepend(static_cast<int64_t>(count)),
+                    static_cast<const std::byte*>(up.rows.data()) + offset[c], column_bytes};
+  }
+  return Status::OK();
+}
+
 Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
                                           std::span<WriterSlot> slots, size_t begin, size_t end,
                                           const VectorSteps& steps,
@@ -660,20 +695,14 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       return copied.WithContext("table " + Q(name_) + ": AppendFromDevice");
     }
   } else {
-    // Row i into `block` (its block's address).
-    const auto copy_row = [&](size_t i, std::byte* block) -> Status {
+    // Row i into host-accessible `block` (its block's address).
+    const auto copy_row = [&](size_t i, std::byte* block) {
       const size_t step_in_block = static_cast<size_t>(reserved[i].step_in_block);
       for (size_t c = 0; c < num_columns; ++c) {
         const size_t cb = layout_.column_bytes[c];
-        std::byte* dst = block + layout_.column_offset[c] + step_in_block * cb;
-        const std::byte* src = rows.columns[c] + i * cb;
-        if (pool_.host_accessible()) {
-          CopyRow(dst, src, cb);
-        } else {
-          REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, src, cb));
-        }
+        CopyRow(block + layout_.column_offset[c] + step_in_block * cb, rows.columns[c] + i * cb,
+                cb);
       }
-      return Status::OK();
     };
     // Host-accessible blocks (memcpy, which cannot fail): each row into its
     // own block (block_of(i)), split over the writer's parts, if any.
@@ -686,7 +715,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
             Prefetch(block_of(ahead) + layout_.column_offset[0] +
                      static_cast<size_t>(reserved[ahead].step_in_block) * layout_.column_bytes[0]);
           }
-          if (dest[i] >= 0) (void)copy_row(i, block_of(i));
+          if (dest[i] >= 0) copy_row(i, block_of(i));
         }
       });
     };
@@ -697,6 +726,8 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       // meanwhile cannot hand their blocks to someone else. The blocks'
       // addresses are read first, under the lock: the pool's table of them
       // grows as other writers take new blocks.
+      const bool to_device = !pool_.host_accessible();
+      const int device = to_device ? tier_->device() : -1;
       std::vector<std::byte*>& blocks = scratch->blocks;
       blocks.resize(count);
       for (size_t i = 0; i < count; ++i) {
@@ -705,13 +736,12 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         blocks[i] = pool_.address(reserved[i].block);
       }
       lock.unlock();
-      if (pool_.host_accessible()) {
-        copy_shared([&](size_t i) { return blocks[i]; });
+      if (to_device) {
+        // Device blocks: the rows go to the device first, one copy per
+        // column; one scatter below, under the lock, puts them in place.
+        copied = UploadVectorRows(device, rows, count, scratch);
       } else {
-        // Device blocks written from the host: one copy per row, in order.
-        for (size_t i = 0; i < count && copied.ok(); ++i) {
-          if (dest[i] >= 0) copied = copy_row(i, blocks[i]);
-        }
+        copy_shared([&](size_t i) { return blocks[i]; });
       }
       lock.lock();
       for (size_t i = 0; i < count; ++i) {
@@ -730,6 +760,15 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         DropVectorStepLocked(chunk[i], reserved[i], &dest[i], scratch);
         if (first_error->ok()) {
           *first_error = s.WithContext("environment " + std::to_string(begin + i));
+        }
+      }
+      if (to_device && CheckOpenLocked().ok()) {
+        // As AppendFromDevice's scatter; the next upload waits for it on
+        // the same stream.
+        copied = tier_->Scatter(dest, scratch->tensors, scratch->device_rows.stream.handle());
+        if (!copied.ok()) {
+          abandon_all();
+          return copied.WithContext("table " + Q(name_) + ": vector step");
         }
       }
     }

@@ -151,6 +151,20 @@ struct VectorScratch {
   std::vector<ConstTensor> tensors;       // the same, for the scatter
   // Each environment's block address, for a copy outside the table's mutex.
   std::vector<std::byte*> blocks;
+  // A device table fed from host memory: a chunk's rows, copied to the
+  // device (TableImpl::UploadVectorRows) for one scatter into their blocks.
+  // Made on first use; the stream orders each upload after the scatter that
+  // read the previous one.
+  struct DeviceRows {
+    DeviceStream stream;
+    DeviceBuffer rows;
+    // The scatter that read `rows` may still be running.
+    ~DeviceRows() {
+      if (stream.handle() != nullptr) (void)stream.Synchronize();
+    }
+  };
+  DeviceRows device_rows;
+  std::vector<size_t> row_offsets;  // each column's rows in device_rows.rows
   // New items, for the selector. SharedPublishLocked's parts write theirs
   // in place and it only grows it (resizing it to each call's count would
   // have the caller write every element before the parts do); the serial
@@ -400,6 +414,12 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // (evicted while its row was copied outside the lock) goes to
   // *first_error if that is OK. Returns a copy's, scatter's or log's error
   // (every environment of the chunk then fails).
+  // Copies `count` host rows of every column of `rows` to the writer's
+  // device buffer on `device` (one copy per column, done on return) and
+  // points scratch->tensors at them. Needs no lock: it reads only the
+  // table's immutable layout.
+  Status UploadVectorRows(int device, const VectorSteps& rows, size_t count,
+                          VectorScratch* scratch) const;
   Status FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock, std::span<WriterSlot> slots,
                                  size_t begin, size_t end, const VectorSteps& steps,
                                  std::span<const double> priorities, VectorScratch* scratch,

@@ -34,10 +34,12 @@
 //       timed by tools/gather_baseline.py; tools/gather_summary.py puts the
 //       two side by side.
 //
-//   vector_insert/envs=4096/step_bytes=1024/wal={off,on}/threads={auto,1}
-//       (threads=1 with wal=off only)
+//   vector_insert/envs=4096/step_bytes=1024/wal={off,on}/threads={auto,1}/
+//       from={device,host}
+//       (threads=1 with wal=off only; from=host with wal=off, threads=auto)
 //       VectorWriter::AppendFromDevice of one step of 4096 environments x
-//       1 KiB from a device array, into a table on device 0 (u8[1024], block
+//       1 KiB from a device array (from=host: VectorWriter::Append of the
+//       same rows from pageable host memory), into a table on device 0 (u8[1024], block
 //       64 steps, room for 4 trajectories of 64 steps per environment). Every
 //       environment's trajectory ends after 64 steps; those 4096 End calls
 //       run between the timed stretches (their cost is in the row's note).
@@ -47,8 +49,9 @@
 //       or 1, the baseline of the caller's thread alone.
 //       Value: microseconds per call. Ceiling "d2d_memcpy": microseconds of
 //       one CopyDeviceToDeviceAsync of the same 4 MiB (from the same input
-//       into a 256 MiB ring); ratio = value / ceiling, as for the priority
-//       rows.
+//       into a 256 MiB ring); from=host, "pageable_h2d_memcpy": one
+//       CopyHostToDeviceAsync of the host input instead. ratio = value /
+//       ceiling, as for the priority rows.
 //
 // Time per call: wall time of many calls queued on one DeviceStream,
 // synchronised at the end (GpuMicrosPerCall), median of the repetitions.
@@ -496,7 +499,8 @@ Result<BenchResult> RunGather(DB* db, const Timing& timing, Tier tier, int64_t s
 }
 
 // threads: WriterOptions::threads (0: automatic).
-Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, int threads) {
+Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, int threads,
+                                    bool from_host) {
   TableSpec spec =
       OneColumnSpec("bench_vector_insert", kInsertStepBytes, Placement::Device(kDevice));
   // A device table is not logged by default (TableLogging::kDefault).
@@ -518,30 +522,42 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
     options.threads = threads;
     REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorWriter> writer,
                               table->NewVectorWriter(static_cast<size_t>(kInsertEnvs), options));
-    const ConstTensor step{DType::kU8, Shape{kInsertEnvs, kInsertStepBytes}, input.data(),
+    // from=host: the same rows in ordinary (pageable) host memory, as a
+    // simulator on the CPU would hand them over.
+    const std::vector<uint8_t> host_input = PatternBytes(step_rows_bytes, 17);
+    const ConstTensor step{DType::kU8, Shape{kInsertEnvs, kInsertStepBytes},
+                           from_host ? static_cast<const void*>(host_input.data()) : input.data(),
                            step_rows_bytes};
     const std::span<const ConstTensor> steps(&step, 1);
 
     VectorAppendTimes times;
     Result<double> micros = TimeVectorAppends(
         writer.get(), kInsertEnvs, kInsertTrajectorySteps, kInsertGenerations, timing,
-        [&] { return writer->AppendFromDevice(steps, stream.handle()).WithContext("AppendFromDevice"); },
-        [&] { return stream.Synchronize(); }, &times);
+        [&] {
+          return from_host ? writer->Append(steps).WithContext("Append")
+                           : writer->AppendFromDevice(steps, stream.handle())
+                                 .WithContext("AppendFromDevice");
+        },
+        // Append's scatter runs on the writer's own stream.
+        [&] { return from_host ? DeviceSynchronize(kDevice) : stream.Synchronize(); }, &times);
     if (!micros.ok()) return micros.status();
 
-    // Ceiling: the same 4 MiB copied device to device into a 256 MiB ring.
+    // Ceiling: the same 4 MiB copied into a 256 MiB ring on the device, from
+    // the device input or (from=host) from the pageable host input.
     const int64_t slots = kRingBytes / static_cast<int64_t>(step_rows_bytes);
     REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer ring,
                               DeviceBuffer::Allocate(kDevice, slots * step_rows_bytes));
-    REPLAYDB_ASSIGN_OR_RETURN(const double copy_micros,
-                              CopyMicros(timing, stream, /*from_host=*/false, ring.data(), slots,
-                                         input.data(), 1, static_cast<int64_t>(step_rows_bytes)));
+    REPLAYDB_ASSIGN_OR_RETURN(
+        const double copy_micros,
+        CopyMicros(timing, stream, from_host, ring.data(), slots,
+                   from_host ? static_cast<const void*>(host_input.data()) : input.data(), 1,
+                   static_cast<int64_t>(step_rows_bytes)));
 
     BenchResult r;
     r.value = *micros;
     r.unit = "us";
     r.ceiling = copy_micros;
-    r.ceiling_name = kD2dCeiling;
+    r.ceiling_name = from_host ? "pageable_h2d_memcpy" : kD2dCeiling;
     r.note = VectorAppendNote(times, kInsertTrajectorySteps) + "; writer threads " +
              std::to_string(threads == 0 ? AutoParts(static_cast<size_t>(kInsertEnvs)) : threads) +
              " of " + std::to_string(std::thread::hardware_concurrency()) + " hardware threads";
@@ -584,21 +600,35 @@ std::vector<CaseWithTarget> GpuCases() {
   // threads=auto is the default writer (WriterOptions::threads 0); wal=off
   // also runs with threads=1, the caller's thread alone, as the baseline
   // the shared passes are held to.
-  for (const auto& [wal, threads] : {std::pair{false, 0}, std::pair{false, 1}, std::pair{true, 0}}) {
+  // from=host (Append of the same rows from pageable host memory into the
+  // device table) runs with wal=off and threads=auto only.
+  struct InsertCase {
+    bool wal;
+    int threads;
+    bool from_host;
+  };
+  for (const InsertCase& c : {InsertCase{false, 0, false}, InsertCase{false, 1, false},
+                              InsertCase{true, 0, false}, InsertCase{false, 0, true}}) {
+    const bool wal = c.wal;
+    const int threads = c.threads;
+    const bool from_host = c.from_host;
     std::optional<Target> target;
-    if (!wal && threads == 0) target = Target{Target::Kind::kValueAtMost, 20.0, "<= 20 us (H100)"};
+    if (!wal && threads == 0 && !from_host) {
+      target = Target{Target::Kind::kValueAtMost, 20.0, "<= 20 us (H100)"};
+    }
     cases.push_back({{"vector_insert",
                       {{"envs", kInsertEnvs},
                        {"step_bytes", kInsertStepBytes},
                        {"wal", 0, wal ? "on" : "off"},
-                       {"threads", 0, threads == 0 ? "auto" : std::to_string(threads)}},
-                      [wal, threads](DB*, const Timing& timing) {
+                       {"threads", 0, threads == 0 ? "auto" : std::to_string(threads)},
+                       {"from", 0, from_host ? "host" : "device"}},
+                      [wal, threads, from_host](DB*, const Timing& timing) {
                         DBOptions options;
                         options.checkpoint.every_wal_bytes = 0;
                         options.checkpoint.every = std::chrono::seconds(0);
                         options.checkpoint.on_close = false;
                         return WithFreshDB(options, [&](DB* db) {
-                          return RunVectorInsert(db, timing, wal, threads);
+                          return RunVectorInsert(db, timing, wal, threads, from_host);
                         });
                       }},
                      target});

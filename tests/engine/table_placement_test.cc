@@ -669,40 +669,52 @@ TEST_F(TableGpuTest, DeviceSamplerContract) {
   EXPECT_THAT(closed.message(), HasSubstr("table 'c' is closed"));
 }
 
+// Each placement's table is written twice, from device memory
+// (AppendFromDevice) and from host memory (Append: to a device table, one
+// upload per column and one scatter), and must read back as a host twin.
 TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
   for (Placement p : {Placement::Host(), Placement::Device(0)}) {
     TableSpec spec = GatherSpec("v" + std::to_string(static_cast<int>(p.kind)), rng_, p);
-    spec.capacity_steps = 4096;
+    spec.capacity_steps = 16384;
     spec.padding = Padding::kTail;  // every step of an ended trajectory starts an item
     TableSpec ref_spec = spec;
     ref_spec.name += "ref";
     ref_spec.placement = Placement::Host();
+    TableSpec host_fed_spec = spec;
+    host_fed_spec.name += "host_fed";
     auto table = Take(db_->CreateTable(spec));
     auto ref = Take(db_->CreateTable(ref_spec));
-    const size_t N = 1 + rng_() % 9;
+    auto host_fed = Take(db_->CreateTable(host_fed_spec));
+    // Sometimes wide enough for several chunks of a call.
+    const size_t N = 1 + rng_() % (rng_() % 2 == 0 ? 9 : 300);
     auto vw = Take(table->NewVectorWriter(N));
     auto ref_vw = Take(ref->NewVectorWriter(N));
+    auto host_fed_vw = Take(host_fed->NewVectorWriter(N, {.threads = 1 + int(rng_() % 3)}));
     auto stream = Take(DeviceStream::Create(0));
     for (int step = 0; step < 25; ++step) {
       const RandomVectorStep v = MakeRandomVectorStep(spec, N, rng_, stream);
       ASSERT_OK(vw->AppendFromDevice(v.device_t, stream.handle()));
       ASSERT_OK(ref_vw->Append(v.host_t));
+      ASSERT_OK(host_fed_vw->Append(v.host_t));
       // The inputs may be reused once the stream passes the append.
       ASSERT_OK(stream.Synchronize());
       if (rng_() % 6 == 0) {
         const size_t env = rng_() % N;
         ASSERT_OK(vw->End(env, EndReason::kTerminal));
         ASSERT_OK(ref_vw->End(env, EndReason::kTerminal));
+        ASSERT_OK(host_fed_vw->End(env, EndReason::kTerminal));
       }
     }
     EXPECT_EQ(table->Info().steps_inserted, ref->Info().steps_inserted);
+    EXPECT_EQ(host_fed->Info().steps_inserted, ref->Info().steps_inserted);
     for (size_t env = 0; env < N; ++env) {
       ASSERT_OK(vw->End(env, EndReason::kTruncated));
       ASSERT_OK(ref_vw->End(env, EndReason::kTruncated));
+      ASSERT_OK(host_fed_vw->End(env, EndReason::kTruncated));
     }
     std::vector<ItemKey> keys;
     SampleBatch probe;
-    for (uint64_t id = 1; id <= 64; ++id) {
+    for (uint64_t id = 1; id <= 4 * N + 64; ++id) {
       for (int64_t start = 0; start < 25; ++start) {
         if (ref->Lookup(std::vector<ItemKey>{MakeItemKey(id, start)}, &probe).ok()) {
           keys.push_back(MakeItemKey(id, start));
@@ -710,14 +722,18 @@ TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
       }
     }
     ASSERT_FALSE(keys.empty());
-    SampleBatch want, got;
+    SampleBatch want;
     ASSERT_OK(ref->Lookup(keys, &want));
-    ASSERT_OK(table->Lookup(keys, &got));
-    for (size_t c = 0; c < want.columns.size(); ++c) {
-      ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
-                            want.columns[c].size_bytes()),
-                0)
-          << spec.name << " column " << c;
+    for (Table* t : {table.get(), host_fed.get()}) {
+      SampleBatch got;
+      ASSERT_OK(t->Lookup(keys, &got));
+      ASSERT_EQ(got.keys, want.keys);
+      for (size_t c = 0; c < want.columns.size(); ++c) {
+        ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
+                              want.columns[c].size_bytes()),
+                  0)
+            << t->name() << " column " << c;
+      }
     }
     // Wrong shape: a validation error, nothing stored.
     const int64_t before = table->Info().steps_inserted;
