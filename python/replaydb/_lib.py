@@ -10,11 +10,14 @@ The library is looked for, in order:
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int32,
                     c_int64, c_size_t, c_uint8, c_uint64, c_void_p)
 from pathlib import Path
 from typing import List, Optional
+
+from replaydb.errors import InvalidArgumentError
 
 MAX_DIMS = 8
 WAIT_FOREVER = -1
@@ -129,6 +132,66 @@ def _load() -> ctypes.CDLL:
 
 
 lib = _load()
+
+# ctypes converts a Python int to a C integer by wrapping it into range
+# (2**32 + 1 arrives as a C int 1, -1 as a size_t 2**64 - 1): an argument
+# that does not fit would reach the engine as another, valid-looking value.
+# Every integer argument is declared with one of these instead, which
+# refuses such a value (InvalidArgumentError, a ValueError, naming it).
+_OUT_OF_RANGE = "does not fit"
+
+
+def _checked_int(base, bits: int, signed: bool):
+    low, high = (-2**(bits - 1), 2**(bits - 1) - 1) if signed else (0, 2**bits - 1)
+    what = f"{'a signed' if signed else 'an unsigned'} {bits}-bit C integer [{low}, {high}]"
+
+    class Checked(base):
+        @classmethod
+        def from_param(cls, value):
+            value = operator.index(value)  # TypeError for what is no integer
+            if not low <= value <= high:
+                raise ValueError(f"{value} {_OUT_OF_RANGE} {what}")
+            return cls(value)
+
+    Checked.__name__ = f"checked_{base.__name__}"
+    return Checked
+
+
+# c_int32 is c_int, and c_uint64 is c_size_t, on the platforms we build for.
+_CHECKED = {c_int: _checked_int(c_int, 32, True), c_int64: _checked_int(c_int64, 64, True),
+            c_size_t: _checked_int(c_size_t, 64, False)}
+_CHECKED.setdefault(c_int32, _checked_int(c_int32, 32, True))
+_CHECKED.setdefault(c_uint64, _checked_int(c_uint64, 64, False))
+
+
+def int64_array(values, what: str):
+    """A C int64_t array of ``values``, each checked to fit (``what`` names them)."""
+    values = [operator.index(v) for v in values]
+    for v in values:
+        if not -2**63 <= v < 2**63:
+            raise InvalidArgumentError(f"replaydb: {what}: {v} {_OUT_OF_RANGE} a signed 64-bit "
+                                       f"C integer [{-2**63}, {2**63 - 1}]")
+    return (c_int64 * max(1, len(values)))(*values)
+
+
+def _refusing_out_of_range(name: str, fn):
+    def call(*args):
+        try:
+            return fn(*args)
+        except ctypes.ArgumentError as e:
+            # "argument 2: ValueError: 4294967297 does not fit ...", or
+            # "argument 2: TypeError: 'float' object cannot be ..."
+            message = str(e)
+            if _OUT_OF_RANGE in message:
+                raise InvalidArgumentError(
+                    f"replaydb: {name}: {message.replace('ValueError: ', '')}") from None
+            if "TypeError: " in message:
+                raise TypeError(f"replaydb: {name}: {message.replace('TypeError: ', '')}") from None
+            raise
+
+    call.__name__ = name
+    return call
+
 
 _errp = POINTER(c_char_p)
 # (name, restype, argtypes). Functions that return an int status take a
@@ -252,7 +315,9 @@ _SIGNATURES = [
 for _name, _restype, _argtypes in _SIGNATURES:
     _fn = getattr(lib, _name)
     _fn.restype = _restype
-    _fn.argtypes = _argtypes
+    _fn.argtypes = [_CHECKED.get(t, t) for t in _argtypes]
+    if any(t in _CHECKED for t in _argtypes):
+        setattr(lib, _name, _refusing_out_of_range(_name, _fn))
 
 
 

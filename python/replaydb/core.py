@@ -18,7 +18,8 @@ from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tupl
 
 from replaydb import _convert, _dlpack
 from replaydb._lib import (Array as _CArray, SampleOptions as _CSampleOptions, TableInfo as _CInfo,
-                           Tensor as _CTensor, lib as _lib, take_string, take_strings)
+                           Tensor as _CTensor, int64_array as _int64_array, lib as _lib,
+                           take_string, take_strings)
 from replaydb.errors import Error, check as _check
 
 # A stream: a cudaStream_t as an int, or an object with .cuda_stream
@@ -1016,7 +1017,7 @@ class DB(_Owned):
         try:
             for col_name, col in columns.items():
                 code, shape = _column_spec(col_name, col)
-                dims = (c_int64 * max(1, len(shape)))(*shape)
+                dims = _int64_array(shape, f"column {col_name!r} shape")
                 _call(_lib.replaydb_table_spec_add_column, spec, _bytes(col_name), code,
                       len(shape), dims)
             if capacity_steps is not None:

@@ -233,6 +233,40 @@ def test_errors_carry_the_engines_messages(db_path):
     assert table.info()["num_steps"] == 0, "info answers with the table's last state"
 
 
+def test_integers_that_do_not_fit_a_c_argument_are_refused(db_path, rng):
+    # ctypes alone would wrap them into range: 2**64 + k arriving as k.
+    k = int(rng.integers(1, 8))
+    with replaydb.open(db_path) as db:
+        table = db.create_table("t", {"x": np.int32}, capacity_steps=64)
+        vw = table.vector_writer(1)
+        cases = [
+            (lambda: table.sample(2**64 + k, timeout=0),
+             f"replaydb_table_sample: argument 2: {2**64 + k} does not fit a signed 64-bit"),
+            (lambda: table.vector_writer(-k), f"argument 2: {-k} does not fit an unsigned 64-bit"),
+            (lambda: vw.end(2**64 + k), "replaydb_vector_writer_end: argument 2"),
+            (lambda: db.create_table("u", {"x": np.int32}, capacity_steps=2**63 + k),
+             "replaydb_table_spec_set_capacity_steps: argument 2"),
+            (lambda: db.create_table("u", {"x": (np.uint8, (2**64 + k,))}),
+             f"column 'x' shape: {2**64 + k} does not fit a signed 64-bit"),
+        ]
+        for call, message in cases:
+            with pytest.raises(replaydb.InvalidArgumentError) as e:
+                call()
+            assert message in str(e.value) and "does not fit" in str(e.value), str(e.value)
+            assert isinstance(e.value, ValueError)
+        with pytest.raises(TypeError, match="replaydb_table_sample: argument 2: 'float'"):
+            table.sample(1.5)
+        # Nothing was created or sampled on the way.
+        assert db.tables() == ["t"]
+        assert table.info()["items_sampled"] == 0
+        # In range, the same calls work.
+        vw.close()
+        w = table.writer()
+        w.append({"x": np.int32(k)})
+        w.end()
+        assert np.asarray(table.sample(k)["x"]).reshape(-1).tolist() == [k] * k
+
+
 def test_threads_write_while_one_samples(db_path, seed):
     writers = 4
     per_writer = 200
