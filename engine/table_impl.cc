@@ -610,9 +610,9 @@ int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorSc
   return items;
 }
 
-Status TableImpl::UploadVectorRows(int device, const VectorSteps& rows, size_t count,
-                                   VectorScratch* scratch) const {
-  VectorScratch::DeviceRows& up = scratch->device_rows;
+Status TableImpl::StageVectorRows(int device, const VectorSteps& rows, size_t count,
+                                  VectorScratch* scratch) const {
+  VectorScratch::DeviceRows& staged = scratch->device_rows;
   const size_t num_columns = columns_.size();
   // Column c's rows at offset[c], each column 256-byte aligned.
   size_t bytes = 0;
@@ -622,25 +622,32 @@ Status TableImpl::UploadVectorRows(int device, const VectorSteps& rows, size_t c
     offset[c] = bytes;
     bytes += (layout_.column_bytes[c] * count + 255) / 256 * 256;
   }
-  if (up.stream.handle() == nullptr) {
-    REPLAYDB_ASSIGN_OR_RETURN(up.stream, DeviceStream::Create(device));
+  if (staged.stream.handle() == nullptr) {
+    REPLAYDB_ASSIGN_OR_RETURN(staged.stream, DeviceStream::Create(device));
   }
-  if (up.rows.size() < bytes) {
-    // The scatter that read the old buffer must be done before it goes.
-    REPLAYDB_RETURN_IF_ERROR(up.stream.Synchronize());
-    up.rows = DeviceBuffer();
-    REPLAYDB_ASSIGN_OR_RETURN(up.rows, DeviceBuffer::Allocate(device, bytes));
+  // The last scatter has usually finished long before the next call.
+  if (staged.reading) {
+    REPLAYDB_RETURN_IF_ERROR(staged.stream.Synchronize());
+    staged.reading = false;
   }
+  if (staged.rows.size() < bytes) {
+    staged.rows = PinnedBuffer();
+    REPLAYDB_ASSIGN_OR_RETURN(staged.rows, PinnedBuffer::Allocate(bytes));
+  }
+  auto* base = static_cast<std::byte*>(staged.rows.data());
+  ForkJoin::ForEachShare(scratch->fork_join.get(), count,
+                         [&](int /*part*/, size_t first, size_t last) {
+                           for (size_t c = 0; c < num_columns; ++c) {
+                             const size_t cb = layout_.column_bytes[c];
+                             std::memcpy(base + offset[c] + first * cb,
+                                         rows.columns[c] + first * cb, (last - first) * cb);
+                           }
+                         });
   scratch->tensors.resize(num_columns);
   for (size_t c = 0; c < num_columns; ++c) {
-    const size_t column_bytes = layout_.column_bytes[c] * count;
-    // Ordered after the last scatter on the stream, so it cannot overwrite
-    // rows that scatter has yet to read.
-    REPLAYDB_RETURN_IF_ERROR(
-        up.rows.CopyFromHost(rows.columns[c], column_bytes, offset[c], up.stream.handle()));
     scratch->tensors[c] =
         ConstTensor{columns_[c].dtype, columns_[c].shape.Prepend(static_cast<int64_t>(count)),
-                    static_cast<const std::byte*>(up.rows.data()) + offset[c], column_bytes};
+                    base + offset[c], layout_.column_bytes[c] * count};
   }
   return Status::OK();
 }
@@ -737,9 +744,9 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       }
       lock.unlock();
       if (to_device) {
-        // Device blocks: the rows go to the device first, one copy per
-        // column; one scatter below, under the lock, puts them in place.
-        copied = UploadVectorRows(device, rows, count, scratch);
+        // Device blocks: the rows go to pinned memory first; one scatter
+        // below, under the lock, reads them from there into their blocks.
+        copied = StageVectorRows(device, rows, count, scratch);
       } else {
         copy_shared([&](size_t i) { return blocks[i]; });
       }
@@ -763,9 +770,11 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         }
       }
       if (to_device && CheckOpenLocked().ok()) {
-        // As AppendFromDevice's scatter; the next upload waits for it on
-        // the same stream.
-        copied = tier_->Scatter(dest, scratch->tensors, scratch->device_rows.stream.handle());
+        // As AppendFromDevice's scatter, from the pinned rows; the next
+        // StageVectorRows waits for it before it overwrites them.
+        VectorScratch::DeviceRows& staged = scratch->device_rows;
+        copied = tier_->Scatter(dest, scratch->tensors, staged.stream.handle());
+        staged.reading = true;
         if (!copied.ok()) {
           abandon_all();
           return copied.WithContext("table " + Q(name_) + ": vector step");

@@ -151,16 +151,17 @@ struct VectorScratch {
   std::vector<ConstTensor> tensors;       // the same, for the scatter
   // Each environment's block address, for a copy outside the table's mutex.
   std::vector<std::byte*> blocks;
-  // A device table fed from host memory: a chunk's rows, copied to the
-  // device (TableImpl::UploadVectorRows) for one scatter into their blocks.
-  // Made on first use; the stream orders each upload after the scatter that
-  // read the previous one.
+  // A device table fed from host memory: a chunk's rows, copied into
+  // pinned host memory (TableImpl::StageVectorRows) that one scatter kernel
+  // reads over the bus into their blocks, on the writer's own stream. Made
+  // on first use.
   struct DeviceRows {
     DeviceStream stream;
-    DeviceBuffer rows;
-    // The scatter that read `rows` may still be running.
+    PinnedBuffer rows;
+    // A scatter queued on `stream` may still read `rows`.
+    bool reading = false;
     ~DeviceRows() {
-      if (stream.handle() != nullptr) (void)stream.Synchronize();
+      if (reading) (void)stream.Synchronize();
     }
   };
   DeviceRows device_rows;
@@ -414,12 +415,13 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // (evicted while its row was copied outside the lock) goes to
   // *first_error if that is OK. Returns a copy's, scatter's or log's error
   // (every environment of the chunk then fails).
-  // Copies `count` host rows of every column of `rows` to the writer's
-  // device buffer on `device` (one copy per column, done on return) and
-  // points scratch->tensors at them. Needs no lock: it reads only the
+  // Copies `count` host rows of every column of `rows` into the writer's
+  // pinned rows (scratch->device_rows, split over its parts; first waiting
+  // for the scatter that read them last) and points scratch->tensors at
+  // them, for a scatter on `device`. Needs no lock: it reads only the
   // table's immutable layout.
-  Status UploadVectorRows(int device, const VectorSteps& rows, size_t count,
-                          VectorScratch* scratch) const;
+  Status StageVectorRows(int device, const VectorSteps& rows, size_t count,
+                         VectorScratch* scratch) const;
   Status FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock, std::span<WriterSlot> slots,
                                  size_t begin, size_t end, const VectorSteps& steps,
                                  std::span<const double> priorities, VectorScratch* scratch,

@@ -154,7 +154,9 @@ Status Gather(const DeviceBlockIndex& index, const GatherRequest& request, void*
 struct ScatterColumn {
   size_t step_bytes = 0;  // >= 1
   size_t block_offset = 0;
-  const void* d_src = nullptr;  // device input [n, step_bytes]
+  // Device-readable input [n, step_bytes]: device memory, or mapped pinned
+  // host memory (read over the bus).
+  const void* d_src = nullptr;
 };
 
 struct ScatterRequest {

@@ -261,9 +261,10 @@ class VectorWriter {
   // does not stop the others: the call returns the first such error, naming
   // the environment, and that environment alone lacks the step.
   // `priorities` is empty or holds one step priority per environment.
-  // Into a table in device memory, each column's rows go to the device in
-  // one copy and one kernel scatters them into their blocks; the inputs may
-  // be reused once the call returns, and every later sample sees the steps.
+  // Into a table in device memory, the rows are copied into pinned host
+  // memory the writer keeps (as large as its largest call) and one kernel
+  // scatters them from there into their blocks; the inputs may be reused
+  // once the call returns, and every later sample sees the steps.
   virtual Status Append(std::span<const ConstTensor> steps,
                         std::span<const double> priorities = {}) = 0;
   // Ends environment `env`'s trajectory; its next step starts a new one.
