@@ -610,8 +610,8 @@ int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorSc
   return items;
 }
 
-Status TableImpl::StageVectorRows(int device, const VectorSteps& rows, size_t count,
-                                  VectorScratch* scratch) const {
+Status TableImpl::StageVectorRows(int device, const VectorSteps& rows, size_t first_row,
+                                  size_t count, VectorScratch* scratch) const {
   VectorScratch::DeviceRows& staged = scratch->device_rows;
   const size_t num_columns = columns_.size();
   // Column c's rows at offset[c], each column 256-byte aligned.
@@ -640,7 +640,8 @@ Status TableImpl::StageVectorRows(int device, const VectorSteps& rows, size_t co
                            for (size_t c = 0; c < num_columns; ++c) {
                              const size_t cb = layout_.column_bytes[c];
                              std::memcpy(base + offset[c] + first * cb,
-                                         rows.columns[c] + first * cb, (last - first) * cb);
+                                         rows.columns[c] + (first_row + first) * cb,
+                                         (last - first) * cb);
                            }
                          });
   scratch->tensors.resize(num_columns);
@@ -744,9 +745,28 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       }
       lock.unlock();
       if (to_device) {
-        // Device blocks: the rows go to pinned memory first; one scatter
-        // below, under the lock, reads them from there into their blocks.
-        copied = StageVectorRows(device, rows, count, scratch);
+        // Device blocks: the rows go to pinned memory first (at most
+        // kVectorStageBytes of them at a time), then one scatter, queued
+        // under the lock, reads them from there into their blocks. Rows of
+        // environments evicted meanwhile land in blocks still pinned to
+        // them, and are dropped below.
+        const size_t per_stage =
+            std::max<size_t>(1, kVectorStageBytes / std::max<size_t>(1, layout_.step_bytes));
+        for (size_t first = 0; first < count && copied.ok(); first += per_stage) {
+          const size_t n = std::min(per_stage, count - first);
+          copied = StageVectorRows(device, rows, first, n, scratch);
+          if (!copied.ok()) break;
+          lock.lock();
+          if (CheckOpenLocked().ok()) {
+            VectorScratch::DeviceRows& staged = scratch->device_rows;
+            // The next StageVectorRows waits for it before it overwrites
+            // the rows.
+            staged.reading = true;
+            copied =
+                tier_->Scatter(dest.subspan(first, n), scratch->tensors, staged.stream.handle());
+          }
+          lock.unlock();
+        }
       } else {
         copy_shared([&](size_t i) { return blocks[i]; });
       }
@@ -767,17 +787,6 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         DropVectorStepLocked(chunk[i], reserved[i], &dest[i], scratch);
         if (first_error->ok()) {
           *first_error = s.WithContext("environment " + std::to_string(begin + i));
-        }
-      }
-      if (to_device && CheckOpenLocked().ok()) {
-        // As AppendFromDevice's scatter, from the pinned rows; the next
-        // StageVectorRows waits for it before it overwrites them.
-        VectorScratch::DeviceRows& staged = scratch->device_rows;
-        copied = tier_->Scatter(dest, scratch->tensors, staged.stream.handle());
-        staged.reading = true;
-        if (!copied.ok()) {
-          abandon_all();
-          return copied.WithContext("table " + Q(name_) + ": vector step");
         }
       }
     }

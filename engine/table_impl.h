@@ -415,13 +415,16 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // (evicted while its row was copied outside the lock) goes to
   // *first_error if that is OK. Returns a copy's, scatter's or log's error
   // (every environment of the chunk then fails).
-  // Copies `count` host rows of every column of `rows` into the writer's
-  // pinned rows (scratch->device_rows, split over its parts; first waiting
-  // for the scatter that read them last) and points scratch->tensors at
-  // them, for a scatter on `device`. Needs no lock: it reads only the
-  // table's immutable layout.
-  Status StageVectorRows(int device, const VectorSteps& rows, size_t count,
+  // Copies host rows [first_row, first_row + count) of every column of
+  // `rows` into the writer's pinned rows (scratch->device_rows, split over
+  // its parts; first waiting for the scatter that read them last) and
+  // points scratch->tensors at them, for a scatter on `device`. Needs no
+  // lock: it reads only the table's immutable layout.
+  Status StageVectorRows(int device, const VectorSteps& rows, size_t first_row, size_t count,
                          VectorScratch* scratch) const;
+  // The most bytes of rows StageVectorRows stages at a time (or one row):
+  // the pinned memory a vector writer keeps for a device table.
+  static constexpr size_t kVectorStageBytes = size_t{16} << 20;
   Status FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock, std::span<WriterSlot> slots,
                                  size_t begin, size_t end, const VectorSteps& steps,
                                  std::span<const double> priorities, VectorScratch* scratch,

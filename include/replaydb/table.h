@@ -262,9 +262,10 @@ class VectorWriter {
   // the environment, and that environment alone lacks the step.
   // `priorities` is empty or holds one step priority per environment.
   // Into a table in device memory, the rows are copied into pinned host
-  // memory the writer keeps (as large as its largest call) and one kernel
-  // scatters them from there into their blocks; the inputs may be reused
-  // once the call returns, and every later sample sees the steps.
+  // memory the writer keeps (up to 16 MiB, or one row if larger) and a
+  // kernel scatters them from there into their blocks, 16 MiB at a time;
+  // the inputs may be reused once the call returns, and every later sample
+  // sees the steps.
   virtual Status Append(std::span<const ConstTensor> steps,
                         std::span<const double> priorities = {}) = 0;
   // Ends environment `env`'s trajectory; its next step starts a new one.

@@ -750,6 +750,49 @@ TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
   }
 }
 
+// A host Append into a device table stages its rows in pinned memory at most
+// TableImpl::kVectorStageBytes (16 MiB) at a time: a call of more goes in
+// pieces, each scattered before the next is staged, and must land whole.
+TEST_F(TableGpuTest, HostVectorAppendsLargerThanTheStagingLandInPieces) {
+  TableSpec spec;
+  spec.name = "wide";
+  spec.columns = {{"big", DType::kU8, Shape({65536})}, {"odd", DType::kU8, Shape({13})}};
+  spec.block_steps = 4;
+  spec.capacity_steps = 4096;
+  spec.placement = Placement::Device(0);
+  TableSpec ref_spec = spec;
+  ref_spec.name = "wide_ref";
+  ref_spec.placement = Placement::Host();
+  auto table = Take(db_->CreateTable(spec));
+  auto ref = Take(db_->CreateTable(ref_spec));
+  // 257 rows of 65549 bytes pass 16 MiB: two or three pieces a call.
+  const size_t N = 257 + rng_() % 400;
+  auto vw = Take(table->NewVectorWriter(N, {.threads = 1 + int(rng_() % 3)}));
+  auto ref_vw = Take(ref->NewVectorWriter(N));
+  auto stream = Take(DeviceStream::Create(0));
+  const int steps = 2 + static_cast<int>(rng_() % 4);
+  for (int step = 0; step < steps; ++step) {
+    const RandomVectorStep v = MakeRandomVectorStep(spec, N, rng_, stream);
+    ASSERT_OK(vw->Append(v.host_t));
+    ASSERT_OK(ref_vw->Append(v.host_t));
+  }
+  EXPECT_EQ(table->Info().steps_inserted, static_cast<int64_t>(N) * steps);
+  std::vector<ItemKey> keys;
+  for (size_t env = 0; env < N; ++env) {
+    for (int s = 0; s < steps; ++s) keys.push_back(MakeItemKey(vw->trajectory_id(env), s));
+  }
+  SampleBatch want, got;
+  ASSERT_OK(ref->Lookup(keys, &want));
+  ASSERT_OK(table->Lookup(keys, &got));
+  ASSERT_EQ(got.keys, want.keys);
+  for (size_t c = 0; c < want.columns.size(); ++c) {
+    ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
+                          want.columns[c].size_bytes()),
+              0)
+        << "column " << c;
+  }
+}
+
 }  // namespace
 // Device-fed durability (docs/durability.md): in a device table with
 // logging on, steps written with AppendFromDevice and priorities set with
