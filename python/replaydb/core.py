@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import queue
 import sys
 import threading
@@ -44,8 +45,20 @@ def _bytes(s: str) -> bytes:
     return s.encode()
 
 
+_MAX_MS = 2**63 - 1
+
+
 def _timeout_ms(timeout: Optional[float]) -> int:
-    return -1 if timeout is None else max(0, int(round(timeout * 1000)))
+    """Seconds to the C API's milliseconds: None or infinity waits forever (-1),
+    a negative timeout does not wait, one past int64 milliseconds is forever too."""
+    if timeout is None:
+        return -1
+    seconds = float(timeout)
+    if math.isnan(seconds):
+        raise ValueError("replaydb: timeout is NaN; give seconds, or None to wait forever")
+    if seconds * 1000 >= _MAX_MS:  # infinity included
+        return -1
+    return max(0, int(round(seconds * 1000)))
 
 
 def _stream_value(stream: StreamLike) -> Optional[int]:

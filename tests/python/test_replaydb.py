@@ -256,6 +256,14 @@ def test_integers_that_do_not_fit_a_c_argument_are_refused(db_path, rng):
             assert isinstance(e.value, ValueError)
         with pytest.raises(TypeError, match="replaydb_table_sample: argument 2: 'float'"):
             table.sample(1.5)
+        # Timeouts are seconds: NaN is refused, infinity and more than int64
+        # milliseconds wait forever (the writer is made; it waits for nothing).
+        with pytest.raises(ValueError, match="timeout is NaN"):
+            table.sample(1, timeout=float("nan"))
+        for forever in (float("inf"), 1e300, 2**70):
+            table.writer(timeout=forever).close()
+            assert replaydb.core._timeout_ms(forever) == -1  # the C API's forever
+        assert replaydb.core._timeout_ms(-3) == 0 and replaydb.core._timeout_ms(0.0026) == 3
         # Nothing was created or sampled on the way.
         assert db.tables() == ["t"]
         assert table.info()["items_sampled"] == 0
