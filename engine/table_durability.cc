@@ -147,7 +147,7 @@ void TableImpl::MarkEndedLocked(Trajectory& t, EndReason reason) {
   RankLocked(t);
 }
 
-Status TableImpl::CopyStepInLocked(Trajectory& t, const std::byte* step) {
+Result<int64_t> TableImpl::NextSlotLocked(Trajectory& t) {
   const int64_t block_index = t.length / layout_.block_steps;
   if (block_index == static_cast<int64_t>(t.blocks.size())) {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
@@ -156,8 +156,13 @@ Status TableImpl::CopyStepInLocked(Trajectory& t, const std::byte* step) {
     lock.release();
     REPLAYDB_RETURN_IF_ERROR(s);
   }
-  std::byte* block = pool_.address(t.blocks[block_index]);
-  const size_t in_block = static_cast<size_t>(t.length % layout_.block_steps);
+  return t.blocks[block_index] * layout_.block_steps + t.length % layout_.block_steps;
+}
+
+Status TableImpl::CopyStepInLocked(Trajectory& t, const std::byte* step) {
+  REPLAYDB_ASSIGN_OR_RETURN(const int64_t slot, NextSlotLocked(t));
+  std::byte* block = pool_.address(slot / layout_.block_steps);
+  const size_t in_block = static_cast<size_t>(slot % layout_.block_steps);
   for (size_t c = 0; c < columns_.size(); ++c) {
     const size_t cb = layout_.column_bytes[c];
     std::byte* dst = block + layout_.column_offset[c] + in_block * cb;
@@ -173,6 +178,11 @@ Status TableImpl::CopyStepInLocked(Trajectory& t, const std::byte* step) {
 
 Status TableImpl::PutStepLocked(Trajectory& t, const std::byte* step, const double* priority) {
   REPLAYDB_RETURN_IF_ERROR(CopyStepInLocked(t, step));
+  PublishPutStepLocked(t, priority);
+  return Status::OK();
+}
+
+void TableImpl::PublishPutStepLocked(Trajectory& t, const double* priority) {
   StepReservation r;  // completes_item false: the item is made below
   const bool completes = t.length + 1 >= sequence_length_;
   PublishStepLocked(t, r, priority);
@@ -180,7 +190,27 @@ Status TableImpl::PutStepLocked(Trajectory& t, const std::byte* step, const doub
     CreateItemLocked(t);
     limiter_.ForceInserts(1);
   }
-  return Status::OK();
+}
+
+Status TableImpl::FlushReplayRowsLocked(const wal::AppendStepsRecord& r, std::vector<size_t>* rows,
+                                        std::vector<int64_t>* slots) {
+  if (rows->empty()) return Status::OK();
+  if (replay_rows_ == nullptr) replay_rows_ = std::make_unique<StagedRows>();
+  StagedRows& staged = *replay_rows_;
+  REPLAYDB_RETURN_IF_ERROR(staged.Prepare(tier_->device(), columns_, layout_, rows->size()));
+  // Step-major record rows to one array per column.
+  for (size_t k = 0; k < rows->size(); ++k) {
+    const std::byte* step = r.data.data() + (*rows)[k] * r.step_bytes;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      std::memcpy(staged.column(c) + k * cb, step, cb);
+      step += cb;
+    }
+  }
+  Status s = staged.Scatter(*tier_, *slots);
+  rows->clear();
+  slots->clear();
+  return s;
 }
 
 Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
@@ -191,6 +221,20 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
                               std::to_string(r.step_bytes) + " bytes; the schema has " +
                               std::to_string(layout_.step_bytes));
   }
+  // Device blocks: the record's rows are staged and scattered together
+  // (FlushReplayRowsLocked), not copied one by one. Rows waiting there go
+  // first whenever a step needs a new block, which may evict a trajectory
+  // and hand its blocks on (blocks freed behind a queued scatter wait for
+  // it), and whenever they fill the staging.
+  const bool batched = !pool_.host_accessible();
+  const size_t batch_rows = std::max<size_t>(
+      1, StagedRows::kMaxBytes / std::max<size_t>(1, static_cast<size_t>(r.step_bytes)));
+  std::vector<size_t> rows;
+  std::vector<int64_t> slots;
+  const auto where = [&](uint64_t id, int64_t step) {
+    return "table " + Q(name_) + ": replaying step " + std::to_string(step) + " of trajectory " +
+           std::to_string(id);
+  };
   for (size_t i = 0; i < r.trajectory_ids.size(); ++i) {
     const uint64_t id = r.trajectory_ids[i];
     const int64_t step = r.steps[i];
@@ -212,10 +256,25 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
     }
     const double* priority =
         r.priorities.empty() || std::isnan(r.priorities[i]) ? nullptr : &r.priorities[i];
-    REPLAYDB_RETURN_IF_ERROR(
-        PutStepLocked(t, r.data.data() + i * r.step_bytes, priority)
-            .WithContext("table " + Q(name_) + ": replaying step " + std::to_string(step) +
-                         " of trajectory " + std::to_string(id)));
+    if (!batched) {
+      REPLAYDB_RETURN_IF_ERROR(PutStepLocked(t, r.data.data() + i * r.step_bytes, priority)
+                                   .WithContext(where(id, step)));
+      continue;
+    }
+    const bool new_block = t.length / layout_.block_steps == static_cast<int64_t>(t.blocks.size());
+    if (new_block || rows.size() == batch_rows) {
+      REPLAYDB_RETURN_IF_ERROR(
+          FlushReplayRowsLocked(r, &rows, &slots).WithContext(where(id, step)));
+    }
+    Result<int64_t> slot = NextSlotLocked(t);
+    if (!slot.ok()) return slot.status().WithContext(where(id, step));
+    rows.push_back(i);
+    slots.push_back(*slot);
+    PublishPutStepLocked(t, priority);
+  }
+  if (!rows.empty()) {
+    REPLAYDB_RETURN_IF_ERROR(FlushReplayRowsLocked(r, &rows, &slots)
+                                 .WithContext("table " + Q(name_) + ": replaying steps"));
   }
   return Status::OK();
 }
@@ -305,6 +364,12 @@ int64_t TableImpl::EndOpenTrajectories() {
   }
   for (uint64_t id : open) {
     (void)ReplayEnd({table_id_, id, static_cast<uint8_t>(EndReason::kTruncated)});
+  }
+  {
+    // Replay is over: its staged rows' pinned memory goes (once the last
+    // scatter from it is done).
+    std::lock_guard<std::mutex> lock(mu_);
+    replay_rows_.reset();
   }
   return static_cast<int64_t>(open.size());
 }

@@ -610,46 +610,55 @@ int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorSc
   return items;
 }
 
+Status StagedRows::Prepare(int device, std::span<const ColumnSpec> columns,
+                           const TableLayout& layout, size_t count) {
+  const size_t num_columns = columns.size();
+  size_t bytes = 0;
+  offsets.resize(num_columns);
+  for (size_t c = 0; c < num_columns; ++c) {
+    offsets[c] = bytes;
+    bytes += (layout.column_bytes[c] * count + 255) / 256 * 256;
+  }
+  if (stream.handle() == nullptr) {
+    REPLAYDB_ASSIGN_OR_RETURN(stream, DeviceStream::Create(device));
+  }
+  // The last scatter has usually finished long before the next rows come.
+  if (reading) {
+    REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+    reading = false;
+  }
+  if (rows.size() < bytes) {
+    rows = PinnedBuffer();
+    REPLAYDB_ASSIGN_OR_RETURN(rows, PinnedBuffer::Allocate(bytes));
+  }
+  tensors.resize(num_columns);
+  for (size_t c = 0; c < num_columns; ++c) {
+    tensors[c] =
+        ConstTensor{columns[c].dtype, columns[c].shape.Prepend(static_cast<int64_t>(count)),
+                    column(c), layout.column_bytes[c] * count};
+  }
+  return Status::OK();
+}
+
+Status StagedRows::Scatter(DeviceTier& tier, std::span<const int64_t> slots) {
+  // Until it is done, the next Prepare waits before it overwrites `rows`.
+  reading = true;
+  return tier.Scatter(slots, tensors, stream.handle());
+}
+
 Status TableImpl::StageVectorRows(int device, const VectorSteps& rows, size_t first_row,
                                   size_t count, VectorScratch* scratch) const {
-  VectorScratch::DeviceRows& staged = scratch->device_rows;
+  StagedRows& staged = scratch->device_rows;
+  REPLAYDB_RETURN_IF_ERROR(staged.Prepare(device, columns_, layout_, count));
   const size_t num_columns = columns_.size();
-  // Column c's rows at offset[c], each column 256-byte aligned.
-  size_t bytes = 0;
-  std::vector<size_t>& offset = scratch->row_offsets;
-  offset.resize(num_columns);
-  for (size_t c = 0; c < num_columns; ++c) {
-    offset[c] = bytes;
-    bytes += (layout_.column_bytes[c] * count + 255) / 256 * 256;
-  }
-  if (staged.stream.handle() == nullptr) {
-    REPLAYDB_ASSIGN_OR_RETURN(staged.stream, DeviceStream::Create(device));
-  }
-  // The last scatter has usually finished long before the next call.
-  if (staged.reading) {
-    REPLAYDB_RETURN_IF_ERROR(staged.stream.Synchronize());
-    staged.reading = false;
-  }
-  if (staged.rows.size() < bytes) {
-    staged.rows = PinnedBuffer();
-    REPLAYDB_ASSIGN_OR_RETURN(staged.rows, PinnedBuffer::Allocate(bytes));
-  }
-  auto* base = static_cast<std::byte*>(staged.rows.data());
-  ForkJoin::ForEachShare(scratch->fork_join.get(), count,
-                         [&](int /*part*/, size_t first, size_t last) {
-                           for (size_t c = 0; c < num_columns; ++c) {
-                             const size_t cb = layout_.column_bytes[c];
-                             std::memcpy(base + offset[c] + first * cb,
-                                         rows.columns[c] + (first_row + first) * cb,
-                                         (last - first) * cb);
-                           }
-                         });
-  scratch->tensors.resize(num_columns);
-  for (size_t c = 0; c < num_columns; ++c) {
-    scratch->tensors[c] =
-        ConstTensor{columns_[c].dtype, columns_[c].shape.Prepend(static_cast<int64_t>(count)),
-                    base + offset[c], layout_.column_bytes[c] * count};
-  }
+  ForkJoin::ForEachShare(
+      scratch->fork_join.get(), count, [&](int /*part*/, size_t first, size_t last) {
+        for (size_t c = 0; c < num_columns; ++c) {
+          const size_t cb = layout_.column_bytes[c];
+          std::memcpy(staged.column(c) + first * cb, rows.columns[c] + (first_row + first) * cb,
+                      (last - first) * cb);
+        }
+      });
   return Status::OK();
 }
 
@@ -746,24 +755,19 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       lock.unlock();
       if (to_device) {
         // Device blocks: the rows go to pinned memory first (at most
-        // kVectorStageBytes of them at a time), then one scatter, queued
+        // StagedRows::kMaxBytes of them at a time), then one scatter, queued
         // under the lock, reads them from there into their blocks. Rows of
         // environments evicted meanwhile land in blocks still pinned to
         // them, and are dropped below.
         const size_t per_stage =
-            std::max<size_t>(1, kVectorStageBytes / std::max<size_t>(1, layout_.step_bytes));
+            std::max<size_t>(1, StagedRows::kMaxBytes / std::max<size_t>(1, layout_.step_bytes));
         for (size_t first = 0; first < count && copied.ok(); first += per_stage) {
           const size_t n = std::min(per_stage, count - first);
           copied = StageVectorRows(device, rows, first, n, scratch);
           if (!copied.ok()) break;
           lock.lock();
           if (CheckOpenLocked().ok()) {
-            VectorScratch::DeviceRows& staged = scratch->device_rows;
-            // The next StageVectorRows waits for it before it overwrites
-            // the rows.
-            staged.reading = true;
-            copied =
-                tier_->Scatter(dest.subspan(first, n), scratch->tensors, staged.stream.handle());
+            copied = scratch->device_rows.Scatter(*tier_, dest.subspan(first, n));
           }
           lock.unlock();
         }

@@ -142,6 +142,37 @@ struct VectorSteps {
 // (TableImpl::SharedFastReserveLocked) left for the serial one.
 inline constexpr int64_t kReserveLater = -2;
 
+// Rows of host steps on their way into device blocks: each column's rows
+// copied into pinned host memory, where one scatter kernel (DeviceTier::
+// Scatter, on `stream`) reads them. Made on first use; kept for the next.
+struct StagedRows {
+  DeviceStream stream;
+  PinnedBuffer rows;
+  // A scatter queued on `stream` may still read `rows`.
+  bool reading = false;
+  std::vector<size_t> offsets;       // each column's rows in `rows`
+  std::vector<ConstTensor> tensors;  // the same, for the scatter
+
+  // The most bytes of rows a caller stages at a time (or one row): the
+  // pinned memory a StagedRows keeps.
+  static constexpr size_t kMaxBytes = size_t{16} << 20;
+
+  StagedRows() = default;
+  StagedRows(const StagedRows&) = delete;
+  StagedRows& operator=(const StagedRows&) = delete;
+  ~StagedRows() {
+    if (reading) (void)stream.Synchronize();
+  }
+  // Room for `count` rows of each of `columns` (column c's at offsets[c],
+  // 256-byte aligned; tensors[c] shaped [count, ...] over them) on
+  // `device`, once the scatter that last read `rows` is done.
+  Status Prepare(int device, std::span<const ColumnSpec> columns, const TableLayout& layout,
+                 size_t count);
+  std::byte* column(size_t c) const { return static_cast<std::byte*>(rows.data()) + offsets[c]; }
+  // Queues the scatter of the prepared rows to `slots` (< 0: skip).
+  Status Scatter(DeviceTier& tier, std::span<const int64_t> slots);
+};
+
 // What a vector writer keeps between appends, so that an append allocates
 // nothing once these have grown. Used only by the writer's calls.
 struct VectorScratch {
@@ -153,19 +184,8 @@ struct VectorScratch {
   std::vector<std::byte*> blocks;
   // A device table fed from host memory: a chunk's rows, copied into
   // pinned host memory (TableImpl::StageVectorRows) that one scatter kernel
-  // reads over the bus into their blocks, on the writer's own stream. Made
-  // on first use.
-  struct DeviceRows {
-    DeviceStream stream;
-    PinnedBuffer rows;
-    // A scatter queued on `stream` may still read `rows`.
-    bool reading = false;
-    ~DeviceRows() {
-      if (reading) (void)stream.Synchronize();
-    }
-  };
-  DeviceRows device_rows;
-  std::vector<size_t> row_offsets;  // each column's rows in device_rows.rows
+  // reads over the bus into their blocks.
+  StagedRows device_rows;
   // New items, for the selector. SharedPublishLocked's parts write theirs
   // in place and it only grows it (resizing it to each call's count would
   // have the caller write every element before the parts do); the serial
@@ -258,8 +278,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status ReplayRemoveItems(const wal::RemoveItemsRecord& r);
   Status ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r);
   // Ends, as truncated, every trajectory still open after recovery (no
-  // writer can continue it), creating its tail-padded items.
-  // Returns how many it ended.
+  // writer can continue it), creating its tail-padded items, and drops what
+  // replay kept (replay_rows_). Returns how many it ended.
   int64_t EndOpenTrajectories();
   // Adds what changed since the last checkpoint to `batch`: new steps,
   // dirty trajectories' metadata, removed trajectories, the counters.
@@ -418,13 +438,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Copies host rows [first_row, first_row + count) of every column of
   // `rows` into the writer's pinned rows (scratch->device_rows, split over
   // its parts; first waiting for the scatter that read them last) and
-  // points scratch->tensors at them, for a scatter on `device`. Needs no
+  // prepares them for a scatter on `device` (StagedRows). Needs no
   // lock: it reads only the table's immutable layout.
   Status StageVectorRows(int device, const VectorSteps& rows, size_t first_row, size_t count,
                          VectorScratch* scratch) const;
-  // The most bytes of rows StageVectorRows stages at a time (or one row):
-  // the pinned memory a vector writer keeps for a device table.
-  static constexpr size_t kVectorStageBytes = size_t{16} << 20;
   Status FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock, std::span<WriterSlot> slots,
                                  size_t begin, size_t end, const VectorSteps& steps,
                                  std::span<const double> priorities, VectorScratch* scratch,
@@ -672,11 +689,20 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Result<uint64_t> LogVectorStepsLocked(std::span<WriterSlot> slots, std::span<const int64_t> dest,
                                         const VectorSteps& steps,
                                         std::span<const double> priorities);
+  // The hot-tier slot of t's next step, giving t a new block if needed.
+  Result<int64_t> NextSlotLocked(Trajectory& t);
   // Copies one step (step-major bytes) into t's next position, giving t a
   // new block if needed; does not publish it.
   Status CopyStepInLocked(Trajectory& t, const std::byte* step);
   // Appends one step (replay): copy, publish, item.
   Status PutStepLocked(Trajectory& t, const std::byte* step, const double* priority);
+  // PutStepLocked after the copy: publish, item.
+  void PublishPutStepLocked(Trajectory& t, const double* priority);
+  // Replay into device blocks (ReplayAppend): record rows `rows` of `r`
+  // (step-major) to slots `slots`, staged in replay_rows_ and scattered
+  // together. Empties both.
+  Status FlushReplayRowsLocked(const wal::AppendStepsRecord& r, std::vector<size_t>* rows,
+                               std::vector<int64_t>* slots);
   void MarkEndedLocked(Trajectory& t, EndReason reason);
   // Copies steps [from, to) of a trajectory whose blocks are at `blocks`
   // (its block addresses, taken under the lock; the trajectory pinned) to
@@ -692,6 +718,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Pinned host memory that device vector steps are copied into for the
   // log (LogVectorStepsLocked); grows as needed. Guarded by mu_.
   PinnedBuffer log_staging_;
+  // Replay into device blocks: staged rows (FlushReplayRowsLocked); made
+  // on first use, dropped once replay is over (EndOpenTrajectories).
+  // Guarded by mu_.
+  std::unique_ptr<StagedRows> replay_rows_;
   // Trajectories that may be in the cold store and left the table since
   // the last checkpoint.
   std::vector<uint64_t> removed_since_checkpoint_;

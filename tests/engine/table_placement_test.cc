@@ -751,7 +751,7 @@ TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
 }
 
 // A host Append into a device table stages its rows in pinned memory at most
-// TableImpl::kVectorStageBytes (16 MiB) at a time: a call of more goes in
+// StagedRows::kMaxBytes (16 MiB) at a time: a call of more goes in
 // pieces, each scattered before the next is staged, and must land whole.
 TEST_F(TableGpuTest, HostVectorAppendsLargerThanTheStagingLandInPieces) {
   TableSpec spec;
@@ -898,6 +898,71 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
 // A device table with the default logging is durable as of its last
 // checkpoint, which copies its blocks out of device memory: after a crash it
 // equals a host twin (also unlogged) as of that checkpoint, byte for byte.
+// Replay into device blocks stages a record's rows and scatters them
+// together: rows waiting go first when a step needs a new block (which
+// evicts here, the tier holding two rounds of trajectories) and when they
+// fill the 16 MiB staging (a record of 257+ environments x 64 KiB). The
+// replayed device table must read as its replayed host twin.
+TEST_F(TableGpuTest, LoggedDeviceTableReplaysLargeRecordsThroughEvictions) {
+  TempDir dir;
+  const DBOptions options = testing_util::ManualCheckpoints();
+  const size_t N = 257 + rng_() % 60;
+  TableSpec spec;
+  spec.name = "dev";
+  spec.columns = {{"big", DType::kU8, Shape({65536})}, {"odd", DType::kU8, Shape({13})}};
+  spec.block_steps = 4;
+  spec.capacity_steps = static_cast<int64_t>(N) * 4 * 2;
+  spec.placement = Placement::Device(0);
+  spec.logging = TableLogging::kOn;
+  TableSpec host_spec = spec;
+  host_spec.name = "host";
+  host_spec.placement = Placement::Host();
+  const int rounds = 3 + static_cast<int>(rng_() % 2);
+  {
+    auto db = Take(DB::Open(options, dir.path()));
+    auto dev = Take(db->CreateTable(spec));
+    auto host = Take(db->CreateTable(host_spec));
+    auto dev_vw = Take(dev->NewVectorWriter(N));
+    auto host_vw = Take(host->NewVectorWriter(N));
+    auto stream = Take(DeviceStream::Create(0));
+    for (int round = 0; round < rounds; ++round) {
+      for (int step = 0; step < 4; ++step) {
+        const RandomVectorStep v = MakeRandomVectorStep(spec, N, rng_, stream);
+        ASSERT_OK(dev_vw->Append(v.host_t));
+        ASSERT_OK(host_vw->Append(v.host_t));
+      }
+      for (size_t env = 0; env < N; ++env) {
+        ASSERT_OK(dev_vw->End(env, EndReason::kTerminal));
+        ASSERT_OK(host_vw->End(env, EndReason::kTerminal));
+      }
+    }
+    EXPECT_GT(dev->Info().evicted_trajectories, 0);
+  }
+  auto db = Take(DB::Open(options, dir.path()));
+  EXPECT_GT(db->recovery_info().wal_records, 0u) << "recovered from the log";
+  auto dev = Take(db->GetTable("dev"));
+  auto host = Take(db->GetTable("host"));
+  EXPECT_EQ(dev->Info().num_steps, host->Info().num_steps);
+  EXPECT_EQ(dev->Info().num_steps, static_cast<int64_t>(N) * 4 * 2);
+  std::vector<ItemKey> keys;
+  SampleBatch probe;
+  for (uint64_t id = 1; id <= N * rounds; ++id) {
+    if (host->Lookup(std::vector<ItemKey>{MakeItemKey(id, 0)}, &probe).ok()) {
+      for (int64_t s = 0; s < 4; ++s) keys.push_back(MakeItemKey(id, s));
+    }
+  }
+  ASSERT_EQ(keys.size(), N * 4 * 2);
+  SampleBatch want, got;
+  ASSERT_OK(host->Lookup(keys, &want));
+  ASSERT_OK(dev->Lookup(keys, &got));
+  ASSERT_EQ(got.keys, want.keys);
+  for (size_t c = 0; c < want.columns.size(); ++c) {
+    ASSERT_EQ(
+        std::memcmp(want.columns[c].data(), got.columns[c].data(), want.columns[c].size_bytes()), 0)
+        << "column " << c;
+  }
+}
+
 TEST_F(TableGpuTest, UnloggedDeviceTableComesBackAsOfItsLastCheckpoint) {
   TempDir dir;
   const DBOptions options = testing_util::ManualCheckpoints();
