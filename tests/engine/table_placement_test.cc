@@ -314,6 +314,20 @@ void ExpectSameAsHost(const DeviceOut& out, const SampleBatch& expected, const s
       << what << ": mask differs";
 }
 
+// Checks that `got` (a lookup in one table) reads as `want` (the same keys
+// in its twin): keys, mask and every column byte for byte.
+void ExpectSameRows(const SampleBatch& want, const SampleBatch& got, const std::string& what) {
+  ASSERT_EQ(got.keys, want.keys) << what;
+  EXPECT_EQ(got.mask, want.mask) << what;
+  ASSERT_EQ(got.columns.size(), want.columns.size()) << what;
+  for (size_t c = 0; c < want.columns.size(); ++c) {
+    ASSERT_EQ(want.columns[c].size_bytes(), got.columns[c].size_bytes()) << what << " column " << c;
+    ASSERT_EQ(
+        std::memcmp(want.columns[c].data(), got.columns[c].data(), want.columns[c].size_bytes()), 0)
+        << what << ": column " << c << " differs";
+  }
+}
+
 class TableGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -727,13 +741,7 @@ TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
     for (Table* t : {table.get(), host_fed.get()}) {
       SampleBatch got;
       ASSERT_OK(t->Lookup(keys, &got));
-      ASSERT_EQ(got.keys, want.keys);
-      for (size_t c = 0; c < want.columns.size(); ++c) {
-        ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
-                              want.columns[c].size_bytes()),
-                  0)
-            << t->name() << " column " << c;
-      }
+      ExpectSameRows(want, got, t->name());
     }
     // Wrong shape: a validation error, nothing stored.
     const int64_t before = table->Info().steps_inserted;
@@ -784,13 +792,7 @@ TEST_F(TableGpuTest, HostVectorAppendsLargerThanTheStagingLandInPieces) {
   SampleBatch want, got;
   ASSERT_OK(ref->Lookup(keys, &want));
   ASSERT_OK(table->Lookup(keys, &got));
-  ASSERT_EQ(got.keys, want.keys);
-  for (size_t c = 0; c < want.columns.size(); ++c) {
-    ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
-                          want.columns[c].size_bytes()),
-              0)
-        << "column " << c;
-  }
+  ExpectSameRows(want, got, "wide");
 }
 
 }  // namespace
@@ -884,15 +886,8 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
   SampleBatch want, got;
   ASSERT_OK(ref->Lookup(keys, &want));
   ASSERT_OK(table->Lookup(keys, &got));
-  ASSERT_EQ(got.keys, want.keys);
+  ExpectSameRows(want, got, "dev");
   EXPECT_EQ(got.priorities, want.priorities);
-  EXPECT_EQ(got.mask, want.mask);
-  for (size_t c = 0; c < want.columns.size(); ++c) {
-    ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
-                          want.columns[c].size_bytes()),
-              0)
-        << "column " << c;
-  }
 }
 
 // A device table with the default logging is durable as of its last
@@ -955,12 +950,7 @@ TEST_F(TableGpuTest, LoggedDeviceTableReplaysLargeRecordsThroughEvictions) {
   SampleBatch want, got;
   ASSERT_OK(host->Lookup(keys, &want));
   ASSERT_OK(dev->Lookup(keys, &got));
-  ASSERT_EQ(got.keys, want.keys);
-  for (size_t c = 0; c < want.columns.size(); ++c) {
-    ASSERT_EQ(
-        std::memcmp(want.columns[c].data(), got.columns[c].data(), want.columns[c].size_bytes()), 0)
-        << "column " << c;
-  }
+  ExpectSameRows(want, got, "dev");
 }
 
 TEST_F(TableGpuTest, UnloggedDeviceTableComesBackAsOfItsLastCheckpoint) {
@@ -1022,14 +1012,7 @@ TEST_F(TableGpuTest, UnloggedDeviceTableComesBackAsOfItsLastCheckpoint) {
   SampleBatch want, got;
   ASSERT_OK(host->Lookup(keys, &want));
   ASSERT_OK(dev->Lookup(keys, &got));
-  ASSERT_EQ(got.keys, want.keys);
-  EXPECT_EQ(got.mask, want.mask);
-  for (size_t c = 0; c < want.columns.size(); ++c) {
-    ASSERT_EQ(std::memcmp(want.columns[c].data(), got.columns[c].data(),
-                          want.columns[c].size_bytes()),
-              0)
-        << "column " << c;
-  }
+  ExpectSameRows(want, got, "dev");
 }
 
 }  // namespace replaydb
