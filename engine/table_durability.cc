@@ -223,9 +223,9 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
   }
   // Device blocks: the record's rows are staged and scattered together
   // (FlushReplayRowsLocked), not copied one by one. Rows waiting there go
-  // first whenever a step needs a new block, which may evict a trajectory
-  // and hand its blocks on (blocks freed behind a queued scatter wait for
-  // it), and whenever they fill the staging.
+  // first whenever a step needs a new block from a full pool, which evicts
+  // a trajectory and hands its blocks on (blocks freed behind a queued
+  // scatter wait for it), and whenever they fill the staging.
   const bool batched = !pool_.host_accessible();
   const size_t batch_rows = std::max<size_t>(
       1, StagedRows::kMaxBytes / std::max<size_t>(1, static_cast<size_t>(r.step_bytes)));
@@ -261,8 +261,12 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
                                    .WithContext(where(id, step)));
       continue;
     }
+    // A new block from a full pool means an eviction (or a wait for
+    // blocks): the rows waiting go first, so that no block they are bound
+    // for changes hands before they land.
     const bool new_block = t.length / layout_.block_steps == static_cast<int64_t>(t.blocks.size());
-    if (new_block || rows.size() == batch_rows) {
+    const bool may_evict = new_block && pool_.in_use() >= pool_.capacity_blocks();
+    if (may_evict || rows.size() == batch_rows) {
       REPLAYDB_RETURN_IF_ERROR(
           FlushReplayRowsLocked(r, &rows, &slots).WithContext(where(id, step)));
     }

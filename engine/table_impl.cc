@@ -750,7 +750,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       for (size_t i = 0; i < count; ++i) {
         if (dest[i] < 0) continue;
         ++chunk[i].trajectory->pins;
-        blocks[i] = pool_.address(reserved[i].block);
+        if (!to_device) blocks[i] = pool_.address(reserved[i].block);
       }
       lock.unlock();
       if (to_device) {

@@ -429,12 +429,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                                 std::span<const StepReservation> reserved,
                                 std::span<const double> chunk_priorities, bool one_step_items,
                                 std::vector<index::ItemRef>* items);
-  // AppendVectorStep's work for environments [begin, end) of `slots`,
-  // reserved (scratch->dest[env] >= 0 for those that got room): copies or
-  // scatters, logs and publishes them. An environment that fails alone
-  // (evicted while its row was copied outside the lock) goes to
-  // *first_error if that is OK. Returns a copy's, scatter's or log's error
-  // (every environment of the chunk then fails).
   // Copies host rows [first_row, first_row + count) of every column of
   // `rows` into the writer's pinned rows (scratch->device_rows, split over
   // its parts; first waiting for the scatter that read them last) and
@@ -442,6 +436,12 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // lock: it reads only the table's immutable layout.
   Status StageVectorRows(int device, const VectorSteps& rows, size_t first_row, size_t count,
                          VectorScratch* scratch) const;
+  // AppendVectorStep's work for environments [begin, end) of `slots`,
+  // reserved (scratch->dest[env] >= 0 for those that got room): copies or
+  // scatters, logs and publishes them. An environment that fails alone
+  // (evicted while its row was copied outside the lock) goes to
+  // *first_error if that is OK. Returns a copy's, scatter's or log's error
+  // (every environment of the chunk then fails).
   Status FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock, std::span<WriterSlot> slots,
                                  size_t begin, size_t end, const VectorSteps& steps,
                                  std::span<const double> priorities, VectorScratch* scratch,

@@ -766,19 +766,20 @@ TEST_F(TableGpuTest, HostVectorAppendsLargerThanTheStagingLandInPieces) {
   spec.name = "wide";
   spec.columns = {{"big", DType::kU8, Shape({65536})}, {"odd", DType::kU8, Shape({13})}};
   spec.block_steps = 4;
-  spec.capacity_steps = 4096;
   spec.placement = Placement::Device(0);
+  // 257 rows of 65549 bytes pass 16 MiB: two or three pieces a call.
+  const size_t N = 257 + rng_() % 400;
+  const int steps = 2 + static_cast<int>(rng_() % 4);
+  // Room for every environment's two blocks: nothing is evicted.
+  spec.capacity_steps = static_cast<int64_t>(N) * 8;
   TableSpec ref_spec = spec;
   ref_spec.name = "wide_ref";
   ref_spec.placement = Placement::Host();
   auto table = Take(db_->CreateTable(spec));
   auto ref = Take(db_->CreateTable(ref_spec));
-  // 257 rows of 65549 bytes pass 16 MiB: two or three pieces a call.
-  const size_t N = 257 + rng_() % 400;
   auto vw = Take(table->NewVectorWriter(N, {.threads = 1 + int(rng_() % 3)}));
   auto ref_vw = Take(ref->NewVectorWriter(N));
   auto stream = Take(DeviceStream::Create(0));
-  const int steps = 2 + static_cast<int>(rng_() % 4);
   for (int step = 0; step < steps; ++step) {
     const RandomVectorStep v = MakeRandomVectorStep(spec, N, rng_, stream);
     ASSERT_OK(vw->Append(v.host_t));
