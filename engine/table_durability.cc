@@ -227,8 +227,7 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
   // a trajectory and hands its blocks on (blocks freed behind a queued
   // scatter wait for it), and whenever they fill the staging.
   const bool batched = !pool_.host_accessible();
-  const size_t batch_rows = std::max<size_t>(
-      1, StagedRows::kMaxBytes / std::max<size_t>(1, static_cast<size_t>(r.step_bytes)));
+  const size_t batch_rows = StagedRows::RowsPerStage(static_cast<size_t>(r.step_bytes));
   std::vector<size_t> rows;
   std::vector<int64_t> slots;
   const auto where = [&](uint64_t id, int64_t step) {

@@ -470,6 +470,18 @@ void PrefetchTrajectory(const Trajectory* t) {
   if (t != nullptr) Prefetch(t);
 }
 
+// (*out)[c]: `count` rows of column c at column(c), shaped [count, ...], for
+// a scatter.
+template <typename ColumnData>
+void RowTensors(std::span<const ColumnSpec> columns, const TableLayout& layout, size_t count,
+                const ColumnData& column, std::vector<ConstTensor>* out) {
+  out->resize(columns.size());
+  for (size_t c = 0; c < columns.size(); ++c) {
+    (*out)[c] = ConstTensor{columns[c].dtype, columns[c].shape.Prepend(static_cast<int64_t>(count)),
+                            column(c), layout.column_bytes[c] * count};
+  }
+}
+
 }  // namespace
 
 Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorSteps& steps,
@@ -631,12 +643,8 @@ Status StagedRows::Prepare(int device, std::span<const ColumnSpec> columns,
     rows = PinnedBuffer();
     REPLAYDB_ASSIGN_OR_RETURN(rows, PinnedBuffer::Allocate(bytes));
   }
-  tensors.resize(num_columns);
-  for (size_t c = 0; c < num_columns; ++c) {
-    tensors[c] =
-        ConstTensor{columns[c].dtype, columns[c].shape.Prepend(static_cast<int64_t>(count)),
-                    column(c), layout.column_bytes[c] * count};
-  }
+  RowTensors(
+      columns, layout, count, [&](size_t c) { return column(c); }, &tensors);
   return Status::OK();
 }
 
@@ -700,12 +708,8 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   if (steps.device) {
     // One kernel; blocks that leave the tier after it is queued wait for it
     // (the tier's access epochs), so nothing needs pinning.
-    scratch->tensors.resize(num_columns);
-    for (size_t c = 0; c < num_columns; ++c) {
-      scratch->tensors[c] = ConstTensor{columns_[c].dtype,
-                                        columns_[c].shape.Prepend(static_cast<int64_t>(count)),
-                                        rows.columns[c], layout_.column_bytes[c] * count};
-    }
+    RowTensors(
+        columns_, layout_, count, [&](size_t c) { return rows.columns[c]; }, &scratch->tensors);
     copied = tier_->Scatter(dest, scratch->tensors, steps.stream);
     if (!copied.ok()) {
       abandon_all();
@@ -746,7 +750,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       const bool to_device = !pool_.host_accessible();
       const int device = to_device ? tier_->device() : -1;
       std::vector<std::byte*>& blocks = scratch->blocks;
-      blocks.resize(count);
+      if (!to_device) blocks.resize(count);
       for (size_t i = 0; i < count; ++i) {
         if (dest[i] < 0) continue;
         ++chunk[i].trajectory->pins;
@@ -759,17 +763,17 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         // under the lock, reads them from there into their blocks. Rows of
         // environments evicted meanwhile land in blocks still pinned to
         // them, and are dropped below.
-        const size_t per_stage =
-            std::max<size_t>(1, StagedRows::kMaxBytes / std::max<size_t>(1, layout_.step_bytes));
+        const size_t per_stage = StagedRows::RowsPerStage(layout_.step_bytes);
         for (size_t first = 0; first < count && copied.ok(); first += per_stage) {
           const size_t n = std::min(per_stage, count - first);
           copied = StageVectorRows(device, rows, first, n, scratch);
           if (!copied.ok()) break;
           lock.lock();
-          if (CheckOpenLocked().ok()) {
-            copied = scratch->device_rows.Scatter(*tier_, dest.subspan(first, n));
-          }
+          // Closed meanwhile: every environment drops its step below.
+          const bool open = CheckOpenLocked().ok();
+          if (open) copied = scratch->device_rows.Scatter(*tier_, dest.subspan(first, n));
           lock.unlock();
+          if (!open) break;
         }
       } else {
         copy_shared([&](size_t i) { return blocks[i]; });

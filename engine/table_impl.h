@@ -12,6 +12,7 @@
 #ifndef REPLAYDB_ENGINE_TABLE_IMPL_H_
 #define REPLAYDB_ENGINE_TABLE_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -156,6 +157,10 @@ struct StagedRows {
   // The most bytes of rows a caller stages at a time (or one row): the
   // pinned memory a StagedRows keeps.
   static constexpr size_t kMaxBytes = size_t{16} << 20;
+  // Rows of `step_bytes` staged at a time: as many as kMaxBytes holds, >= 1.
+  static size_t RowsPerStage(size_t step_bytes) {
+    return std::max<size_t>(1, kMaxBytes / std::max<size_t>(1, step_bytes));
+  }
 
   StagedRows() = default;
   StagedRows(const StagedRows&) = delete;

@@ -166,12 +166,11 @@ _CHECKED.setdefault(c_uint64, _checked_int(c_uint64, 64, False))
 
 def int64_array(values, what: str):
     """A C int64_t array of ``values``, each checked to fit (``what`` names them)."""
-    values = [operator.index(v) for v in values]
-    for v in values:
-        if not -2**63 <= v < 2**63:
-            raise InvalidArgumentError(f"replaydb: {what}: {v} {_OUT_OF_RANGE} a signed 64-bit "
-                                       f"C integer [{-2**63}, {2**63 - 1}]")
-    return (c_int64 * max(1, len(values)))(*values)
+    try:
+        checked = [_CHECKED[c_int64].from_param(v) for v in values]
+    except ValueError as e:
+        raise InvalidArgumentError(f"replaydb: {what}: {e}") from None
+    return (c_int64 * max(1, len(checked)))(*(v.value for v in checked))
 
 
 def _refusing_out_of_range(name: str, fn):
