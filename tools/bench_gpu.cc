@@ -525,8 +525,8 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
     // from=host: the same rows in ordinary (pageable) host memory, as a
     // simulator on the CPU would hand them over.
     const std::vector<uint8_t> host_input = PatternBytes(step_rows_bytes, 17);
-    const ConstTensor step{DType::kU8, Shape{kInsertEnvs, kInsertStepBytes},
-                           from_host ? static_cast<const void*>(host_input.data()) : input.data(),
+    const void* source = from_host ? static_cast<const void*>(host_input.data()) : input.data();
+    const ConstTensor step{DType::kU8, Shape{kInsertEnvs, kInsertStepBytes}, source,
                            step_rows_bytes};
     const std::span<const ConstTensor> steps(&step, 1);
 
@@ -547,11 +547,9 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
     const int64_t slots = kRingBytes / static_cast<int64_t>(step_rows_bytes);
     REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer ring,
                               DeviceBuffer::Allocate(kDevice, slots * step_rows_bytes));
-    REPLAYDB_ASSIGN_OR_RETURN(
-        const double copy_micros,
-        CopyMicros(timing, stream, from_host, ring.data(), slots,
-                   from_host ? static_cast<const void*>(host_input.data()) : input.data(), 1,
-                   static_cast<int64_t>(step_rows_bytes)));
+    REPLAYDB_ASSIGN_OR_RETURN(const double copy_micros,
+                              CopyMicros(timing, stream, from_host, ring.data(), slots, source, 1,
+                                         static_cast<int64_t>(step_rows_bytes)));
 
     BenchResult r;
     r.value = *micros;
@@ -607,11 +605,9 @@ std::vector<CaseWithTarget> GpuCases() {
     int threads;
     bool from_host;
   };
-  for (const InsertCase& c : {InsertCase{false, 0, false}, InsertCase{false, 1, false},
-                              InsertCase{true, 0, false}, InsertCase{false, 0, true}}) {
-    const bool wal = c.wal;
-    const int threads = c.threads;
-    const bool from_host = c.from_host;
+  for (const auto& [wal, threads, from_host] :
+       {InsertCase{false, 0, false}, InsertCase{false, 1, false}, InsertCase{true, 0, false},
+        InsertCase{false, 0, true}}) {
     std::optional<Target> target;
     if (!wal && threads == 0 && !from_host) {
       target = Target{Target::Kind::kValueAtMost, 20.0, "<= 20 us (H100)"};
