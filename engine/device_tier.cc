@@ -175,9 +175,7 @@ Status DeviceTier::GatherHostDraws(const HostDraws& draws, const DeviceSampleOut
   // flush directly).
   request.overlap_prior = stream != write_stream_.handle();
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
-  REPLAYDB_RETURN_IF_ERROR(kernels::Gather(*index_, request, stream));
-  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream, stream_id));
-  return Status::OK();
+  return Accessed(kernels::Gather(*index_, request, stream), stream, stream_id, &s->epoch);
 }
 
 Status DeviceTier::DrawAndGather(kernels::DevicePriorityTable& table, int64_t batch,
@@ -191,9 +189,8 @@ Status DeviceTier::DrawAndGather(kernels::DevicePriorityTable& table, int64_t ba
   }
   params.d_slots = s->d_slots.as<int64_t>();
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
-  REPLAYDB_RETURN_IF_ERROR(
-      table.Sample(batch, params, out.keys, out.probabilities, out.weights, stream));
-  if (!out.columns.empty() || out.mask != nullptr) {
+  Status launched = table.Sample(batch, params, out.keys, out.probabilities, out.weights, stream);
+  if (launched.ok() && (!out.columns.empty() || out.mask != nullptr)) {
     const std::vector<kernels::GatherColumn> columns = GatherColumns(out);
     kernels::GatherRequest request;
     request.batch = batch;
@@ -202,10 +199,9 @@ Status DeviceTier::DrawAndGather(kernels::DevicePriorityTable& table, int64_t ba
     request.steps = nullptr;  // the index's item_steps
     request.columns = columns;
     request.d_mask = out.mask;
-    REPLAYDB_RETURN_IF_ERROR(kernels::Gather(*index_, request, stream));
+    launched = kernels::Gather(*index_, request, stream);
   }
-  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream, stream_id));
-  return Status::OK();
+  return Accessed(launched, stream, stream_id, &s->epoch);
 }
 
 Status DeviceTier::DrawUniformAndGather(int64_t live, uint64_t seed, int64_t batch,
@@ -225,8 +221,7 @@ Status DeviceTier::DrawUniformAndGather(int64_t live, uint64_t seed, int64_t bat
   request.draw.d_weights = out.weights;
   request.overlap_prior = stream != write_stream_.handle();
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
-  REPLAYDB_RETURN_IF_ERROR(kernels::Gather(*index_, request, stream));
-  return RecordAccess(stream, stream_id).status();
+  return Accessed(kernels::Gather(*index_, request, stream), stream, stream_id, nullptr);
 }
 
 Status DeviceTier::GatherToHost(std::span<const int64_t> slots, std::span<const uint32_t> steps,
@@ -273,11 +268,20 @@ Status DeviceTier::Scatter(std::span<const int64_t> slots, std::span<const Const
   request.slots = static_cast<const int64_t*>(s->pinned);
   request.columns = columns;
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
-  REPLAYDB_RETURN_IF_ERROR(kernels::Scatter(*index_, request, stream));
-  REPLAYDB_RETURN_IF_ERROR(RecordWrites(stream));
-  REPLAYDB_ASSIGN_OR_RETURN(s->epoch, RecordAccess(stream, stream_id));
+  const Status launched = kernels::Scatter(*index_, request, stream);
+  // Even after a failed launch: later gathers wait for what was queued.
+  const Status writes = RecordWrites(stream);
   scattered_ = true;
-  return Status::OK();
+  REPLAYDB_RETURN_IF_ERROR(Accessed(launched, stream, stream_id, &s->epoch));
+  return writes;
+}
+
+Status DeviceTier::Accessed(const Status& launched, void* stream, uint64_t stream_id,
+                            uint64_t* epoch) {
+  Result<uint64_t> recorded = RecordAccess(stream, stream_id);
+  if (recorded.ok() && epoch != nullptr) *epoch = *recorded;
+  if (!launched.ok()) return launched;
+  return recorded.status();
 }
 
 Status DeviceTier::WriteFromHost(std::byte* dst, const void* src, size_t bytes) {

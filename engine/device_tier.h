@@ -135,6 +135,13 @@ class DeviceTier {
   Status RecordWrites(void* stream);
   // Records an access on `stream`; returns its epoch.
   Result<uint64_t> RecordAccess(void* stream, uint64_t stream_id);
+  // After queueing kernels that access the blocks on `stream`, `launched`
+  // being how that went: records the access (its epoch to *epoch, which may
+  // be null) even when it failed, since a failed call may have queued some
+  // launches (one per 16 columns, or a draw before a gather) before the one
+  // that failed, and neither the blocks nor staging may be reused under
+  // those. Returns the launch's error, else the record's.
+  Status Accessed(const Status& launched, void* stream, uint64_t stream_id, uint64_t* epoch);
   // The next staging entry with at least `bytes` of pinned memory, waiting
   // for its last access if needed.
   Result<Staging*> AcquireStaging(size_t bytes);

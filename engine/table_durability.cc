@@ -66,20 +66,24 @@ Status TableImpl::LogPrioritiesLocked(std::unique_lock<std::mutex>& lock,
   return SyncLog(seq, /*wait=*/false);
 }
 
-Result<uint64_t> TableImpl::LogStepLocked(const Trajectory& t, const std::byte* const* column_base,
-                                          int64_t index, const double* priority) {
+Result<uint64_t> TableImpl::LogStepsLocked(const Trajectory& t, const std::byte* const* column_base,
+                                           int64_t index, int64_t count, const double* priorities) {
   if (log_ == nullptr) return uint64_t{0};
-  const uint64_t id = t.id;
-  const int64_t step = t.length;
-  const double p = priority != nullptr ? *priority : std::numeric_limits<double>::quiet_NaN();
-  std::byte* data = record_.AppendSteps(
-      table_id_, static_cast<uint32_t>(layout_.step_bytes), std::span<const uint64_t>(&id, 1),
-      std::span<const int64_t>(&step, 1),
-      priority != nullptr ? std::span<const double>(&p, 1) : std::span<const double>());
-  for (size_t c = 0; c < columns_.size(); ++c) {
-    const size_t cb = layout_.column_bytes[c];
-    std::memcpy(data, column_base[c] + static_cast<size_t>(index) * cb, cb);
-    data += cb;
+  const size_t n = static_cast<size_t>(count);
+  log_ids_.assign(n, t.id);
+  log_steps_.resize(n);
+  for (size_t i = 0; i < n; ++i) log_steps_[i] = t.length + static_cast<int64_t>(i);
+  log_priorities_.clear();
+  if (priorities != nullptr) log_priorities_.assign(priorities, priorities + n);
+  std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes),
+                                        log_ids_, log_steps_, log_priorities_);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t row = static_cast<size_t>(index) + i;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      std::memcpy(data, column_base[c] + row * cb, cb);
+      data += cb;
+    }
   }
   return LogLocked(wal::RecordType::kAppendSteps);
 }

@@ -386,47 +386,33 @@ void TableImpl::AbandonStepLocked(WriterSlot& slot, const StepReservation& r) {
 
 Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
                              const double* priority, Deadline deadline, uint64_t* log_seq) {
+  assert(pool_.host_accessible() && "device tables take AppendStepsToDevice");
   std::unique_lock<std::mutex> lock(mu_);
   StepReservation r;
   REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &r));
   Trajectory& t = *slot.trajectory;
   std::byte* block = pool_.address(r.block);
-  const auto copy_step = [&]() -> Status {
+  const auto copy_step = [&] {
     for (size_t c = 0; c < columns_.size(); ++c) {
       const size_t cb = layout_.column_bytes[c];
-      std::byte* dst = block + layout_.column_offset[c] + static_cast<size_t>(r.step_in_block) * cb;
-      const std::byte* src = column_base[c] + static_cast<size_t>(index) * cb;
-      if (pool_.host_accessible()) {
-        std::memcpy(dst, src, cb);
-      } else {
-        REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, src, cb));
-      }
+      std::memcpy(block + layout_.column_offset[c] + static_cast<size_t>(r.step_in_block) * cb,
+                  column_base[c] + static_cast<size_t>(index) * cb, cb);
     }
-    return Status::OK();
   };
-  if (layout_.step_bytes <= kCopyUnderLockBytes && pool_.host_accessible()) {
-    (void)copy_step();
+  if (layout_.step_bytes <= kCopyUnderLockBytes) {
+    copy_step();
   } else {
-    // Large steps (and copies to the GPU) happen outside the lock, the
-    // trajectory pinned so an eviction meanwhile cannot hand its blocks to
-    // someone else.
+    // Large steps are copied outside the lock, the trajectory pinned so an
+    // eviction meanwhile cannot hand its blocks to someone else.
     ++t.pins;
     lock.unlock();
-    Status copied = copy_step();
+    copy_step();
     lock.lock();
     UnpinLocked(t);
-    if (!copied.ok()) {
-      if (r.completes_item) limiter_.ReleaseInserts(1);
-      if (r.created && !t.removed) {
-        RemoveTrajectoryLocked(t, /*evicted=*/false);
-        slot.trajectory.reset();
-      }
-      return copied.WithContext("table " + Q(name_));
-    }
     REPLAYDB_RETURN_IF_ERROR(CheckAfterCopyLocked(slot, r));
   }
   // Logged before it is published: a step the log refused never appears.
-  Result<uint64_t> logged = LogStepLocked(t, column_base, index, priority);
+  Result<uint64_t> logged = LogStepsLocked(t, column_base, index, 1, priority);
   if (!logged.ok()) {
     if (r.completes_item) limiter_.ReleaseInserts(1);
     if (r.created && !t.removed) {
@@ -437,6 +423,92 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
   }
   if (log_seq != nullptr) *log_seq = *logged;
   if (PublishStepLocked(t, r, priority)) limiter_.CommitInserts(1);
+  return Status::OK();
+}
+
+Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* column_base,
+                                      int64_t n, const double* priorities, Deadline deadline,
+                                      StagedRows* staged, uint64_t* log_seq, int64_t* appended) {
+  *appended = 0;
+  const int64_t bs = layout_.block_steps;
+  const int64_t per_stage =
+      static_cast<int64_t>(StagedRows::RowsPerStage(static_cast<size_t>(layout_.step_bytes)));
+  std::vector<StepReservation> run;  // the run's reservations, in step order
+  std::vector<int64_t> dest;         // per staged row: its slot, or -1
+  for (int64_t first = 0; first < n; first += per_stage) {
+    const int64_t count = std::min(per_stage, n - first);
+    // Outside the mutex: only the writer uses `staged`, and the layout
+    // never changes.
+    REPLAYDB_RETURN_IF_ERROR(
+        staged->Prepare(tier_->device(), columns_, layout_, static_cast<size_t>(count))
+            .WithContext("table " + Q(name_)));
+    staged->CopyRows(layout_, column_base, static_cast<size_t>(first), static_cast<size_t>(count),
+                     nullptr);
+    dest.assign(static_cast<size_t>(count), -1);
+    std::unique_lock<std::mutex> lock(mu_);
+    for (int64_t begin = 0; begin < count;) {
+      const int64_t at = first + begin;  // the run's first step among the n
+      // The run's first step: the whole reservation, which may wait, start
+      // the trajectory, or evict (nothing of this call is unscattered now).
+      run.assign(1, StepReservation{});
+      REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &run[0]));
+      Trajectory& t = *slot.trajectory;
+      dest[static_cast<size_t>(begin)] = run[0].block * bs + run[0].step_in_block;
+      // The steps after it, while none would wait or evict.
+      int64_t end = begin + 1;
+      for (; end < count; ++end) {
+        const int64_t step = t.length + (end - begin);
+        if (step >= kMaxTrajectorySteps) break;  // the next run's reservation says so
+        const int64_t block_index = step / bs;
+        const bool new_block = block_index == static_cast<int64_t>(t.blocks.size());
+        if (new_block && pool_.in_use() >= pool_.capacity_blocks()) break;
+        StepReservation r;
+        r.completes_item = step + 1 >= sequence_length_;
+        if (r.completes_item && !limiter_.TryReserveInserts(1)) break;
+        if (new_block && !AddBlockLocked(lock, t, deadline).ok()) {
+          // The next run's reservation tries again and reports it.
+          if (r.completes_item) limiter_.ReleaseInserts(1);
+          break;
+        }
+        r.block = t.blocks[static_cast<size_t>(block_index)];
+        r.step_in_block = step % bs;
+        run.push_back(r);
+        dest[static_cast<size_t>(end)] = r.block * bs + r.step_in_block;
+      }
+      const int64_t steps = end - begin;
+      const double* run_priorities = priorities == nullptr ? nullptr : priorities + at;
+      // Undoes the run's reservations after a failed scatter or log record
+      // (blocks taken for it stay with the trajectory, for its next steps).
+      const auto abandon = [&] {
+        for (size_t i = 1; i < run.size(); ++i) {
+          if (run[i].completes_item) limiter_.ReleaseInserts(1);
+        }
+        AbandonStepLocked(slot, run[0]);
+      };
+      // Rows outside the run are skipped (dest -1).
+      Status scattered = staged->Scatter(*tier_, dest);
+      std::fill(dest.begin() + begin, dest.begin() + end, -1);
+      if (!scattered.ok()) {
+        abandon();
+        return scattered.WithContext("table " + Q(name_));
+      }
+      // Logged before they are published: steps the log refused never appear.
+      Result<uint64_t> logged = LogStepsLocked(t, column_base, at, steps, run_priorities);
+      if (!logged.ok()) {
+        abandon();
+        return logged.status();
+      }
+      if (log_seq != nullptr && *logged != 0) *log_seq = *logged;
+      int64_t items = 0;
+      for (int64_t i = 0; i < steps; ++i) {
+        const double* priority = run_priorities == nullptr ? nullptr : run_priorities + i;
+        if (PublishStepLocked(t, run[static_cast<size_t>(i)], priority)) ++items;
+      }
+      if (items > 0) limiter_.CommitInserts(items);
+      *appended += steps;
+      begin = end;
+    }
+  }
   return Status::OK();
 }
 
@@ -648,6 +720,18 @@ Status StagedRows::Prepare(int device, std::span<const ColumnSpec> columns,
   return Status::OK();
 }
 
+void StagedRows::CopyRows(const TableLayout& layout, const std::byte* const* column_base,
+                          size_t first_row, size_t count, ForkJoin* fork_join) {
+  const size_t num_columns = offsets.size();
+  ForkJoin::ForEachShare(fork_join, count, [&](int /*part*/, size_t first, size_t last) {
+    for (size_t c = 0; c < num_columns; ++c) {
+      const size_t cb = layout.column_bytes[c];
+      std::memcpy(column(c) + first * cb, column_base[c] + (first_row + first) * cb,
+                  (last - first) * cb);
+    }
+  });
+}
+
 Status StagedRows::Scatter(DeviceTier& tier, std::span<const int64_t> slots) {
   // Until it is done, the next Prepare waits before it overwrites `rows`.
   reading = true;
@@ -658,15 +742,7 @@ Status TableImpl::StageVectorRows(int device, const VectorSteps& rows, size_t fi
                                   size_t count, VectorScratch* scratch) const {
   StagedRows& staged = scratch->device_rows;
   REPLAYDB_RETURN_IF_ERROR(staged.Prepare(device, columns_, layout_, count));
-  const size_t num_columns = columns_.size();
-  ForkJoin::ForEachShare(
-      scratch->fork_join.get(), count, [&](int /*part*/, size_t first, size_t last) {
-        for (size_t c = 0; c < num_columns; ++c) {
-          const size_t cb = layout_.column_bytes[c];
-          std::memcpy(staged.column(c) + first * cb, rows.columns[c] + (first_row + first) * cb,
-                      (last - first) * cb);
-        }
-      });
+  staged.CopyRows(layout_, rows.columns.data(), first_row, count, scratch->fork_join.get());
   return Status::OK();
 }
 

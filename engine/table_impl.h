@@ -174,6 +174,11 @@ struct StagedRows {
   Status Prepare(int device, std::span<const ColumnSpec> columns, const TableLayout& layout,
                  size_t count);
   std::byte* column(size_t c) const { return static_cast<std::byte*>(rows.data()) + offsets[c]; }
+  // Copies host rows [first_row, first_row + count) of every column (column
+  // c's row i at column_base[c] + i * its bytes) into the prepared rows,
+  // split over `fork_join`'s parts (null: on this thread).
+  void CopyRows(const TableLayout& layout, const std::byte* const* column_base, size_t first_row,
+                size_t count, ForkJoin* fork_join);
   // Queues the scatter of the prepared rows to `slots` (< 0: skip).
   Status Scatter(DeviceTier& tier, std::span<const int64_t> slots);
 };
@@ -335,6 +340,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // ---- used by the writers ----
 
   const TableLayout& layout() const { return layout_; }
+  // Whether the hot tier's blocks are in device memory (the host cannot
+  // address them).
+  bool device_blocks() const { return !pool_.host_accessible(); }
   const std::vector<ColumnSpec>& columns() const { return columns_; }
 
   // Checks that `tensors` match the schema: one per column, the column's
@@ -346,12 +354,26 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // InvalidArgument unless `priority` is finite and >= 0.
   Status ValidatePriority(double priority, std::string_view what) const;
 
-  // Appends one step to slot's trajectory (starting one if needed). Column c's
-  // bytes are read from column_base[c] + index * column_bytes[c]. `priority`
-  // (validated) may be null: the step then counts as max_priority_seen_.
+  // Appends one step to slot's trajectory (starting one if needed), in a
+  // table whose blocks the host can address. Column c's bytes are read from
+  // column_base[c] + index * column_bytes[c]. `priority` (validated) may be
+  // null: the step then counts as max_priority_seen_.
   // `*log_seq` (may be null) gets the step's log record (for SyncLog).
   Status AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
                     const double* priority, Deadline deadline, uint64_t* log_seq = nullptr);
+  // AppendStep for steps [0, n) of `column_base` into a table whose blocks
+  // are in device memory, batched: the rows are copied into `staged`
+  // (pinned host memory the writer keeps), StagedRows::kMaxBytes at a time
+  // and outside the mutex; each run of steps then reserved without waiting
+  // goes as one scatter kernel and one log record, and is published. A run
+  // ends before a step that would wait for the rate limiter or take a block
+  // from a full pool (which evicts or waits), so nothing waits while steps
+  // are reserved but not yet scattered. `priorities`: null or n validated
+  // values. On an error the steps before the failing one stay (*appended
+  // counts the stored steps) and the error names the failing step.
+  Status AppendStepsToDevice(WriterSlot& slot, const std::byte* const* column_base, int64_t n,
+                             const double* priorities, Deadline deadline, StagedRows* staged,
+                             uint64_t* log_seq, int64_t* appended);
   // Ends slot's trajectory (see TrajectoryWriter::End).
   Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
                        uint64_t* log_seq = nullptr);
@@ -680,9 +702,11 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // ---- durability ----
   // Appends the record in record_ to log_; 0 when not logging.
   Result<uint64_t> LogLocked(wal::RecordType type);
-  // Logs step r of the writer's trajectory from host memory.
-  Result<uint64_t> LogStepLocked(const Trajectory& t, const std::byte* const* column_base,
-                                 int64_t index, const double* priority);
+  // Logs `count` steps of t from host memory (one record), as its steps
+  // t.length on: column c's rows index.. at column_base[c] + row * column
+  // bytes; `priorities` null or one per step.
+  Result<uint64_t> LogStepsLocked(const Trajectory& t, const std::byte* const* column_base,
+                                  int64_t index, int64_t count, const double* priorities);
   // Logs keys and their new priorities (one record) and syncs it, after
   // releasing `lock`.
   Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
@@ -720,6 +744,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   std::atomic<int> log_sync_{-1};
   uint32_t table_id_ = 0;
   wal::RecordBuilder record_;      // guarded by mu_
+  // LogStepsLocked's lists for record_, kept between calls. Guarded by mu_.
+  std::vector<uint64_t> log_ids_;
+  std::vector<int64_t> log_steps_;
+  std::vector<double> log_priorities_;
   // Pinned host memory that device vector steps are copied into for the
   // log (LogVectorStepsLocked); grows as needed. Guarded by mu_.
   PinnedBuffer log_staging_;

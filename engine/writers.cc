@@ -52,10 +52,21 @@ Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step,
   if (priority) REPLAYDB_RETURN_IF_ERROR(table_->ValidatePriority(*priority, "step"));
   SetBases(step, &bases_);
   uint64_t seq = 0;
-  REPLAYDB_RETURN_IF_ERROR(table_->AppendStep(slot_, bases_.data(), 0,
-                                              priority ? &*priority : nullptr,
-                                              DeadlineAfter(options_.timeout), &seq));
+  const double* p = priority ? &*priority : nullptr;
+  const Deadline deadline = DeadlineAfter(options_.timeout);
+  if (table_->device_blocks()) {
+    int64_t appended = 0;
+    REPLAYDB_RETURN_IF_ERROR(table_->AppendStepsToDevice(slot_, bases_.data(), 1, p, deadline,
+                                                         Staged(), &seq, &appended));
+  } else {
+    REPLAYDB_RETURN_IF_ERROR(table_->AppendStep(slot_, bases_.data(), 0, p, deadline, &seq));
+  }
   return table_->SyncLog(seq, options_.sync);
+}
+
+StagedRows* TrajectoryWriterImpl::Staged() {
+  if (staged_ == nullptr) staged_ = std::make_unique<StagedRows>();
+  return staged_.get();
 }
 
 Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
@@ -66,14 +77,23 @@ Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
   SetBases(steps, &bases_);
   const Deadline deadline = DeadlineAfter(options_.timeout);
   uint64_t seq = 0;
+  // The steps before a failing one are acknowledged: make them durable too.
+  const auto failed = [&](const Status& s, int64_t i) {
+    (void)table_->SyncLog(seq, options_.sync);
+    return s.WithContext("AppendMany step " + std::to_string(i) + " of " + std::to_string(n));
+  };
+  if (table_->device_blocks()) {
+    int64_t appended = 0;
+    Status s = table_->AppendStepsToDevice(slot_, bases_.data(), n,
+                                           priorities.empty() ? nullptr : priorities.data(),
+                                           deadline, Staged(), &seq, &appended);
+    if (!s.ok()) return failed(s, appended);
+    return table_->SyncLog(seq, options_.sync);
+  }
   for (int64_t i = 0; i < n; ++i) {
     const double* priority = priorities.empty() ? nullptr : &priorities[i];
     Status s = table_->AppendStep(slot_, bases_.data(), i, priority, deadline, &seq);
-    if (!s.ok()) {
-      // The steps before it are acknowledged: make them durable too.
-      (void)table_->SyncLog(seq, options_.sync);
-      return s.WithContext("AppendMany step " + std::to_string(i) + " of " + std::to_string(n));
-    }
+    if (!s.ok()) return failed(s, i);
   }
   return table_->SyncLog(seq, options_.sync);
 }

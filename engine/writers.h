@@ -1,6 +1,7 @@
 // TrajectoryWriter and VectorWriter implementations: schema checks on the
-// caller's thread, then one TableImpl::AppendStep per step (a vector step:
-// one TableImpl::AppendVectorStep for every environment).
+// caller's thread, then one TableImpl::AppendStep per step (into a table in
+// device memory, TableImpl::AppendStepsToDevice for all of a call's steps;
+// a vector step: one TableImpl::AppendVectorStep for every environment).
 #ifndef REPLAYDB_ENGINE_WRITERS_H_
 #define REPLAYDB_ENGINE_WRITERS_H_
 
@@ -25,10 +26,15 @@ class TrajectoryWriterImpl final : public TrajectoryWriter {
   int64_t num_steps() const override;
 
  private:
+  StagedRows* Staged();
+
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;
   WriterSlot slot_;
   std::vector<const std::byte*> bases_;  // scratch: one pointer per column
+  // A table in device memory: the rows on their way there
+  // (TableImpl::AppendStepsToDevice); made on first use.
+  std::unique_ptr<StagedRows> staged_;
 };
 
 class VectorWriterImpl final : public VectorWriter {

@@ -686,7 +686,7 @@ void PrintTableFooter() {
       "  %-22s host-to-device copy from a >= 256 MiB ring of pinned host memory\n"
       "  %-22s microseconds of one device-to-device copy of the same 4 MiB\n"
       "  %-22s vector_insert from=host: one host-to-device copy of the same 4 MiB from pageable\n"
-      "  %-22s host memory\n"
+      "  %-22s host memory; device_append: the call's rows so copied, one copy per column\n"
       "durability rows (no numeric targets; payload bytes/s of step data, or of log bytes for\n"
       "recover; ratio = value / ceiling, the share of the same-run I/O baseline reached):\n"
       "  %-22s one thread write()ing as many records (of step_bytes + %d) to a file in the\n"

@@ -53,6 +53,16 @@
 //       CopyHostToDeviceAsync of the host input instead. ratio = value /
 //       ceiling, as for the priority rows.
 //
+//   device_append/steps_per_call={1,1024}/step_bytes=1024
+//       TrajectoryWriter::Append (steps_per_call=1) or AppendMany of host
+//       steps in pageable memory into a table on device 0 of four columns
+//       (u8[1000], f32[4], f32, f32: 1 KiB a step; block 64 steps, room for
+//       64 trajectories of 1024 steps, filled first so that the timed calls
+//       evict); each trajectory ends after 1024 steps. The device is
+//       synchronised every 100 calls. Value: microseconds per call.
+//       Ceiling "pageable_h2d_memcpy": CopyHostToDeviceAsync of the call's
+//       rows, one copy per column, back to back on one stream. No target.
+//
 // Time per call: wall time of many calls queued on one DeviceStream,
 // synchronised at the end (GpuMicrosPerCall), median of the repetitions.
 #include <algorithm>
@@ -123,6 +133,14 @@ constexpr int64_t kInsertStepBytes = 1024;
 constexpr int64_t kInsertTrajectorySteps = 64;
 // Trajectories per environment the hot tier holds.
 constexpr int64_t kInsertGenerations = 4;
+
+// ---- trajectory writer into a device table
+constexpr int64_t kAppendStepBytes = 1024;
+constexpr int64_t kAppendTrajectorySteps = 1024;
+// Trajectories the hot tier holds.
+constexpr int64_t kAppendGenerations = 64;
+// Calls between synchronisations.
+constexpr int kAppendChunk = 100;
 
 enum class Tier { kDevice, kPinned };
 
@@ -563,6 +581,95 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
   });
 }
 
+// TrajectoryWriter::Append (steps_per_call 1) or AppendMany of host steps
+// into a device table of four columns.
+Result<BenchResult> RunDeviceAppend(DB* db, const Timing& timing, int64_t steps_per_call) {
+  TableSpec spec;
+  spec.name = "bench_device_append";
+  // An observation, an action, a reward and a discount: 1 KiB a step.
+  spec.columns = {{"observation", DType::kU8, Shape{kAppendStepBytes - 24}},
+                  {"action", DType::kF32, Shape{4}},
+                  {"reward", DType::kF32, Shape{}},
+                  {"discount", DType::kF32, Shape{}}};
+  spec.block_steps = kBlockSteps;
+  spec.placement = Placement::Device(kDevice);
+  spec.capacity_steps = kAppendTrajectorySteps * kAppendGenerations;
+
+  return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
+    REPLAYDB_RETURN_IF_ERROR(
+        CheckPlacement(table, "device:" + std::to_string(kDevice), "device_append"));
+    WriterOptions options;
+    options.timeout = kCallTimeout;
+    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<TrajectoryWriter> writer, table->NewWriter(options));
+    // Steps in pageable host memory, as an actor on the CPU hands them over.
+    std::vector<std::vector<uint8_t>> columns;
+    std::vector<ConstTensor> many, one;
+    for (size_t c = 0; c < spec.columns.size(); ++c) {
+      const ColumnSpec& col = spec.columns[c];
+      columns.push_back(PatternBytes(static_cast<size_t>(steps_per_call) * col.step_bytes(), c));
+      many.push_back({col.dtype, col.shape.Prepend(steps_per_call), columns.back().data(),
+                      columns.back().size()});
+      one.push_back({col.dtype, col.shape, columns.back().data(), col.step_bytes()});
+    }
+    const auto call = [&]() -> Status {
+      if (writer->num_steps() + steps_per_call > kAppendTrajectorySteps) {
+        REPLAYDB_RETURN_IF_ERROR(writer->End(EndReason::kTerminal).WithContext("End"));
+      }
+      return steps_per_call == 1 ? writer->Append(one).WithContext("Append")
+                                 : writer->AppendMany(many).WithContext("AppendMany");
+    };
+    // Fill the hot tier first, so that the timed calls evict.
+    const int64_t fill_calls = kAppendTrajectorySteps * kAppendGenerations / steps_per_call;
+    for (int64_t i = 0; i < fill_calls; ++i) REPLAYDB_RETURN_IF_ERROR(call());
+    REPLAYDB_RETURN_IF_ERROR(DeviceSynchronize(kDevice));
+    Result<double> micros = Median(timing.repetitions, [&]() -> Result<double> {
+      int64_t calls = 0;
+      const auto start = Clock::now();
+      Seconds elapsed{0};
+      do {
+        for (int i = 0; i < kAppendChunk; ++i) REPLAYDB_RETURN_IF_ERROR(call());
+        REPLAYDB_RETURN_IF_ERROR(DeviceSynchronize(kDevice));
+        calls += kAppendChunk;
+        elapsed = Clock::now() - start;
+      } while (elapsed < timing.duration);
+      return elapsed.count() * 1e6 / static_cast<double>(calls);
+    });
+    if (!micros.ok()) return micros.status();
+    if (table->Info().evicted_trajectories == 0) {
+      return Status::Internal("device_append: the timed calls evicted nothing");
+    }
+
+    // Ceiling: the call's rows copied from pageable host memory to the
+    // device, one copy per column (into a ring of >= 256 MiB).
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create(kDevice));
+    const int64_t call_bytes = steps_per_call * kAppendStepBytes;
+    const int64_t slots = std::max<int64_t>(2, kRingBytes / call_bytes);
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer ring,
+                              DeviceBuffer::Allocate(kDevice, slots * call_bytes));
+    int64_t next = 0;
+    REPLAYDB_ASSIGN_OR_RETURN(
+        const double copy_micros, GpuMicrosPerCall(timing, stream, [&]() -> Status {
+          std::byte* to = ring.as<std::byte>() + (next++ % slots) * call_bytes;
+          for (const std::vector<uint8_t>& column : columns) {
+            REPLAYDB_RETURN_IF_ERROR(
+                CopyHostToDeviceAsync(to, column.data(), column.size(), stream.handle()));
+            to += column.size();
+          }
+          return Status::OK();
+        }));
+
+    BenchResult r;
+    r.value = *micros;
+    r.unit = "us";
+    r.ceiling = copy_micros;
+    r.ceiling_name = "pageable_h2d_memcpy";
+    r.note = std::to_string(steps_per_call) + " steps of 1 KiB (4 columns) per call; " +
+             std::to_string(kAppendTrajectorySteps) + "-step trajectories, the tier holding " +
+             std::to_string(kAppendGenerations) + " (the calls evict)";
+    return r;
+  });
+}
+
 }  // namespace
 
 std::vector<CaseWithTarget> GpuCases() {
@@ -628,6 +735,16 @@ std::vector<CaseWithTarget> GpuCases() {
                         });
                       }},
                      target});
+  }
+  // TrajectoryWriter from host memory into a device table: no target in
+  // the issue; the ratio says how far a call is from its rows' copy.
+  for (int64_t steps_per_call : {int64_t{1}, int64_t{1024}}) {
+    cases.push_back({{"device_append",
+                      {{"steps_per_call", steps_per_call}, {"step_bytes", kAppendStepBytes}},
+                      [steps_per_call](DB* db, const Timing& timing) {
+                        return RunDeviceAppend(db, timing, steps_per_call);
+                      }},
+                     std::nullopt});
   }
   return cases;
 }

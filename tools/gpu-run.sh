@@ -16,8 +16,9 @@
 #      pinned memory against same-size copies) and
 #   8. `replaydb bench --json --filter vector_insert` (4096 x 1 KiB from
 #      device memory, with the write-ahead log off and on, and the
-#      vector_insert_host rows: the same appends from host memory), when the
-#      tool has those benches,
+#      vector_insert_host rows: the same appends from host memory) and
+#      `--filter device_append` (TrajectoryWriter Append and AppendMany of
+#      host steps into a device table), when the tool has those benches,
 #   9. tools/gather_baseline.py (PyTorch's index_select on the same rows,
 #      eager and in a CUDA graph),
 #  10. `replaydb bench --filter spill|reload|sample_rotating` (the cold tier,
@@ -130,7 +131,7 @@ if want prio; then
     step "torch baseline" baseline.jsonl json_note -- python3 "$bundle/prio_baseline.py"
 fi
 if want gather; then
-  for bench in gather vector_insert; do
+  for bench in gather vector_insert device_append; do
     step "bench $bench" "bench-$bench.jsonl" json_note -- "$tool" bench --json --filter "$bench"
   done
   command -v python3 >/dev/null &&
@@ -172,6 +173,22 @@ if want gather; then
   echo "=== gpu-run: gathers (payload GB/s, batch 256) and vector inserts"
   python3 "$bundle/gather_summary.py" "$logs/bench-gather.jsonl" \
     "$logs/bench-vector_insert.jsonl" "$logs/gather-baseline.jsonl"
+fi
+if want gather && [ -f "$logs/bench-device_append.jsonl" ]; then
+  echo
+  echo "=== gpu-run: TrajectoryWriter into a device table (us per call)"
+  python3 - "$logs/bench-device_append.jsonl" <<'PY' || true
+import json
+import sys
+
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    params = " ".join(f"{k}={v}" for k, v in r["params"].items())
+    print(f"device_append {params}: {r['value']:.2f} us per call; {r['ceiling_name']} "
+          f"{r['ceiling']:.2f} us (ratio {r['ratio']:.2f})")
+PY
 fi
 if want cold; then
   echo

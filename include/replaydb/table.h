@@ -234,6 +234,12 @@ class TrajectoryWriter {
   // Appends n steps: each tensor is [n, column shape...]; `priorities` is
   // empty or holds n step priorities. Equivalent to n calls of Append; on an
   // error the steps before the failing one stay.
+  // Into a table in device memory (Append too): the rows are copied into
+  // pinned host memory the writer keeps (up to 16 MiB, or one row if
+  // larger) and a kernel scatters them from there into their blocks, one
+  // launch for as many steps as the rate limiter and the free blocks admit
+  // at once; the inputs may be reused once the call returns, and every
+  // later sample sees the steps.
   virtual Status AppendMany(std::span<const ConstTensor> steps,
                             std::span<const double> priorities = {}) = 0;
 

@@ -796,6 +796,162 @@ TEST_F(TableGpuTest, HostVectorAppendsLargerThanTheStagingLandInPieces) {
   ExpectSameRows(want, got, "wide");
 }
 
+// Every key of trajectories 1..ids whose item `table` can look up (steps
+// below max_steps).
+std::vector<ItemKey> LiveKeys(Table& table, uint64_t ids, int64_t max_steps) {
+  std::vector<ItemKey> keys;
+  SampleBatch probe;
+  for (uint64_t id = 1; id <= ids; ++id) {
+    for (int64_t start = 0; start < max_steps; ++start) {
+      const ItemKey k = MakeItemKey(id, start);
+      if (table.Lookup(std::vector<ItemKey>{k}, &probe).ok()) keys.push_back(k);
+    }
+  }
+  return keys;
+}
+
+// TrajectoryWriter into a device table (TableImpl::AppendStepsToDevice):
+// a call's rows are staged in pinned memory and scattered by runs. Random
+// trajectories written by a random mix of Append and AppendMany (1 to 300
+// steps: past 16 MiB of 64 KiB steps, so in pieces; across blocks; with and
+// without priorities) through a tier that evicts, logged, must read as a
+// host twin fed the same calls, before and after a reopen that replays the
+// log.
+TEST_F(TableGpuTest, TrajectoryWriterAppendManyIntoADeviceTableMatchesAHostTwin) {
+  TempDir dir;
+  const DBOptions options = testing_util::ManualCheckpoints();
+  TableSpec spec = GatherSpec("dev", rng_, Placement::Device(0));
+  spec.logging = TableLogging::kOn;
+  TableSpec host_spec = spec;
+  host_spec.name = "host";
+  host_spec.placement = Placement::Host();
+  const int trajectories = 3 + static_cast<int>(rng_() % 5);
+  int64_t longest = 0;
+  std::vector<ItemKey> keys;
+  const auto compare = [&](Table& dev, Table& host, const std::string& what) {
+    EXPECT_EQ(dev.Info().num_steps, host.Info().num_steps) << what;
+    EXPECT_EQ(dev.Info().num_items, host.Info().num_items) << what;
+    keys = LiveKeys(host, static_cast<uint64_t>(trajectories), longest);
+    ASSERT_FALSE(keys.empty()) << what;
+    SampleBatch want, got;
+    ASSERT_OK(host.Lookup(keys, &want));
+    ASSERT_OK(dev.Lookup(keys, &got));
+    ExpectSameRows(want, got, what);
+    EXPECT_EQ(got.priorities, want.priorities) << what;
+  };
+  {
+    auto db = Take(DB::Open(options, dir.path()));
+    auto dev = Take(db->CreateTable(spec));
+    auto host = Take(db->CreateTable(host_spec));
+    auto w = Take(dev->NewWriter());
+    auto host_w = Take(host->NewWriter());
+    auto stream = Take(DeviceStream::Create(0));
+    for (int traj = 0; traj < trajectories; ++traj) {
+      const int64_t length = 1 + static_cast<int64_t>(rng_() % 300);
+      longest = std::max(longest, length);
+      for (int64_t done = 0; done < length;) {
+        const int64_t n = 1 + static_cast<int64_t>(rng_() % static_cast<uint64_t>(length - done));
+        const RandomVectorStep steps =
+            MakeRandomVectorStep(spec, static_cast<size_t>(n), rng_, stream);
+        std::vector<double> priorities;
+        if (rng_() % 2) {
+          for (int64_t i = 0; i < n; ++i) priorities.push_back(static_cast<double>(rng_() % 64));
+        }
+        if (n == 1 && rng_() % 2) {
+          // One step: Append, with the step's shape (no leading 1).
+          std::vector<ConstTensor> step = steps.host_t;
+          for (size_t c = 0; c < step.size(); ++c) step[c].shape = spec.columns[c].shape;
+          const std::optional<double> p =
+              priorities.empty() ? std::nullopt : std::optional<double>(priorities[0]);
+          ASSERT_OK(w->Append(step, p));
+          ASSERT_OK(host_w->Append(step, p));
+        } else {
+          ASSERT_OK(w->AppendMany(steps.host_t, priorities));
+          ASSERT_OK(host_w->AppendMany(steps.host_t, priorities));
+        }
+        done += n;
+      }
+      ASSERT_EQ(w->num_steps(), length);
+      ASSERT_OK(w->End(EndReason::kTerminal));
+      ASSERT_OK(host_w->End(EndReason::kTerminal));
+    }
+    EXPECT_EQ(dev->Info().evicted_trajectories, host->Info().evicted_trajectories);
+    compare(*dev, *host, "written");
+  }
+  auto db = Take(DB::Open(options, dir.path()));
+  EXPECT_GT(db->recovery_info().wal_records, 0u) << "recovered from the log";
+  auto dev = Take(db->GetTable("dev"));
+  auto host = Take(db->GetTable("host"));
+  compare(*dev, *host, "replayed");
+}
+
+// AppendMany into a device queue: a run of steps ends where the rate
+// limiter would wait, so that the steps before it are scattered and
+// published first. A sampler taking items one at a time while the writer
+// waits must see every step, in order, byte for byte; and a writer that
+// times out reports the step it stopped at, with the steps before it
+// stored.
+TEST_F(TableGpuTest, AppendManyIntoADeviceQueueRunsUntilTheRateLimiterWaits) {
+  const int64_t size = 3 + static_cast<int64_t>(rng_() % 20);
+  TableSpec spec =
+      TableSpec::Queue("q", {{"x", DType::kU8, Shape({37})}, {"y", DType::kF32, Shape({3})}}, size);
+  spec.block_steps = std::vector<int64_t>{1, 4, 7, 16}[rng_() % 4];
+  // Room for both trajectories: consumed steps keep their blocks until
+  // their trajectory leaves.
+  spec.capacity_steps = 512;
+  spec.placement = Placement::Device(0);
+  auto table = Take(db_->CreateTable(spec));
+  auto stream = Take(DeviceStream::Create(0));
+  const int64_t n = size + 1 + static_cast<int64_t>(rng_() % 200);
+  const RandomVectorStep steps = MakeRandomVectorStep(spec, static_cast<size_t>(n), rng_, stream);
+
+  // Timed out: the queue takes `size` steps, then the writer waits.
+  {
+    auto w = Take(table->NewWriter({.timeout = std::chrono::milliseconds(50)}));
+    const Status s = w->AppendMany(steps.host_t);
+    EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded) << s.ToString();
+    EXPECT_THAT(s.ToString(),
+                HasSubstr("AppendMany step " + std::to_string(size) + " of " + std::to_string(n)));
+    EXPECT_EQ(w->num_steps(), size);
+    EXPECT_EQ(table->Info().num_items, size);
+    SampleBatch batch;
+    ASSERT_OK(table->Sample(size, SampleOptions{}, &batch));
+    for (size_t c = 0; c < spec.columns.size(); ++c) {
+      const size_t bytes = static_cast<size_t>(size) * spec.columns[c].step_bytes();
+      ASSERT_EQ(std::memcmp(batch.columns[c].data(), steps.host[c].data(), bytes), 0)
+          << "column " << c << ": the steps before the timeout";
+    }
+  }
+
+  // With a sampler: every step arrives, in order. (The writer gives up in
+  // time if the sampler fails, so that the thread can be joined.)
+  auto w = Take(table->NewWriter({.timeout = std::chrono::seconds(60)}));
+  Status written;
+  std::thread writer([&] { written = w->AppendMany(steps.host_t); });
+  struct Join {
+    std::thread& thread;
+    ~Join() {
+      if (thread.joinable()) thread.join();
+    }
+  } join{writer};
+  for (int64_t i = 0; i < n; ++i) {
+    SampleBatch batch;
+    SampleOptions o;
+    o.timeout = std::chrono::seconds(30);
+    const Status s = table->Sample(1, o, &batch);
+    ASSERT_TRUE(s.ok()) << "step " << i << ": " << s.ToString();
+    ASSERT_EQ(ItemKeyStart(batch.keys[0]), i);
+    for (size_t c = 0; c < spec.columns.size(); ++c) {
+      const size_t bytes = spec.columns[c].step_bytes();
+      ASSERT_EQ(std::memcmp(batch.columns[c].data(), steps.host[c].data() + i * bytes, bytes), 0)
+          << "column " << c << " of step " << i;
+    }
+  }
+  writer.join();
+  EXPECT_OK(written);
+  EXPECT_EQ(table->Info().num_items, 0);
+}
+
 }  // namespace
 // Device-fed durability (docs/durability.md): in a device table with
 // logging on, steps written with AppendFromDevice and priorities set with
