@@ -175,6 +175,7 @@ Status DeviceTier::GatherHostDraws(const HostDraws& draws, const DeviceSampleOut
   // flush directly).
   request.overlap_prior = stream != write_stream_.handle();
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
+  request.early_reads = EarlyReads(stream_id);
   return Accessed(kernels::Gather(*index_, request, stream), stream, stream_id, &s->epoch);
 }
 
@@ -189,6 +190,7 @@ Status DeviceTier::DrawAndGather(kernels::DevicePriorityTable& table, int64_t ba
   }
   params.d_slots = s->d_slots.as<int64_t>();
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
+  (void)EarlyReads(stream_id);  // no overlap: the gather reads what the draw writes
   Status launched = table.Sample(batch, params, out.keys, out.probabilities, out.weights, stream);
   if (launched.ok() && (!out.columns.empty() || out.mask != nullptr)) {
     const std::vector<kernels::GatherColumn> columns = GatherColumns(out);
@@ -221,6 +223,7 @@ Status DeviceTier::DrawUniformAndGather(int64_t live, uint64_t seed, int64_t bat
   request.draw.d_weights = out.weights;
   request.overlap_prior = stream != write_stream_.handle();
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
+  request.early_reads = EarlyReads(stream_id);
   return Accessed(kernels::Gather(*index_, request, stream), stream, stream_id, nullptr);
 }
 
@@ -269,11 +272,22 @@ Status DeviceTier::Scatter(std::span<const int64_t> slots, std::span<const Const
   request.columns = columns;
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
   const Status launched = kernels::Scatter(*index_, request, stream);
+  if (std::find(scatter_streams_.begin(), scatter_streams_.end(), stream_id) ==
+      scatter_streams_.end()) {
+    scatter_streams_.push_back(stream_id);
+  }
   // Even after a failed launch: later gathers wait for what was queued.
   const Status writes = RecordWrites(stream);
   scattered_ = true;
   REPLAYDB_RETURN_IF_ERROR(Accessed(launched, stream, stream_id, &s->epoch));
   return writes;
+}
+
+bool DeviceTier::EarlyReads(uint64_t stream_id) {
+  auto it = std::find(scatter_streams_.begin(), scatter_streams_.end(), stream_id);
+  if (it == scatter_streams_.end()) return true;
+  scatter_streams_.erase(it);
+  return false;
 }
 
 Status DeviceTier::Accessed(const Status& launched, void* stream, uint64_t stream_id,

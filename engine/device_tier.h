@@ -142,6 +142,12 @@ class DeviceTier {
   // that failed, and neither the blocks nor staging may be reused under
   // those. Returns the launch's error, else the record's.
   Status Accessed(const Status& launched, void* stream, uint64_t stream_id, uint64_t* epoch);
+  // Whether a gather about to be queued on stream `stream_id` may load
+  // block bytes before the kernel before it is done
+  // (kernels::GatherRequest::early_reads): not when that kernel is a
+  // scatter, which writes blocks. The gather, once queued, is the kernel
+  // before the next one, so the stream leaves scatter_streams_.
+  bool EarlyReads(uint64_t stream_id);
   // The next staging entry with at least `bytes` of pinned memory, waiting
   // for its last access if needed.
   Result<Staging*> AcquireStaging(size_t bytes);
@@ -152,6 +158,8 @@ class DeviceTier {
   DeviceStream write_stream_;
   kernels::DeviceEvent writes_done_;
   bool scattered_ = false;  // a scatter was queued since the last AwaitScatters
+  // Streams (ids) whose last kernel from this tier is a scatter.
+  std::vector<uint64_t> scatter_streams_;
   AccessEpochs<kernels::DeviceEvent> epochs_;
   int records_since_poll_ = 0;
   // Records of writes_done_ so far, and the stream that last waited for

@@ -23,20 +23,16 @@ inline constexpr int kMinGatherCtasPerSm = 8;
 // may start while the kernel before it on the stream still runs
 // (DeviceGather). Its CTAs let the next launch start as soon as they all
 // run (LaunchDependents), and wait for the kernel before them to finish,
-// with its writes visible, before their first write (WaitForPrior), so
-// that a gather's index reads and chain walk overlap the previous kernel
-// (often the previous gather into the same output). Work that the stream
-// waits for through an event (index flushes, scatters) is complete before
-// the gather starts at all, as without the attribute. Both are no-ops in a
-// kernel launched without it.
+// with its writes visible, before their first write (WaitForPriorGrid,
+// through a PriorGate), so that a gather's index reads and chain walk, and
+// with GatherArgs::early_reads the loads of its first vectors, overlap the
+// previous kernel (often the previous gather into the same output). Work
+// that the stream waits for through an event (index flushes, scatters on
+// other streams) is complete before the gather starts at all, as without
+// the attribute. Both are no-ops in a kernel launched without it.
 __device__ __forceinline__ void LaunchDependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void WaitForPrior() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 
@@ -52,7 +48,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinGatherCtasPerSm)
   const uint32_t threads = blockDim.x;
   LaunchDependents();
   if (blockIdx.x < args.copy_ctas) {
-    WaitForPrior();
+    WaitForPriorGrid();
     GatherSmallCopies(args, tid, threads);
     return;
   }
@@ -62,7 +58,9 @@ __global__ void __launch_bounds__(kMaxThreads, kMinGatherCtasPerSm)
     GatherWalk(args, &shared, 0);
   }
   __syncthreads();
-  WaitForPrior();
+  // Waits at once, or (early_reads) between the first loads and stores.
+  PriorGate gate{.passed = !args.early_reads};
+  if (!args.early_reads) WaitForPriorGrid();
   const int64_t rounds = GatherRounds(shared);
   for (int64_t r = 0; r < rounds; ++r) {
     if (r > 0) {
@@ -70,8 +68,9 @@ __global__ void __launch_bounds__(kMaxThreads, kMinGatherCtasPerSm)
       if (tid == 0) GatherWalk(args, &shared, r);
       __syncthreads();
     }
-    GatherCopyRound(args, cta, shared, r, tid, threads);
+    GatherCopyRound(args, cta, shared, r, tid, threads, &gate);
   }
+  gate.Pass();  // a thread that wrote nothing yet
   GatherFinish(args, cta, shared, tid, threads);
 }
 

@@ -134,6 +134,11 @@ struct GatherRequest {
   // stream that `stream` waits for through an event, `slots` and `steps`
   // written by the host (pinned memory) or absent.
   bool overlap_prior = false;
+  // With overlap_prior: the launch also loads the first bytes it copies out
+  // of the blocks before that wait (their latency then overlaps the kernel
+  // before it). Set it only when that kernel writes no block either (it is
+  // not a scatter).
+  bool early_reads = false;
 };
 
 // Writes window b's steps 0..steps-1 of every column to

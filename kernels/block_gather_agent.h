@@ -174,12 +174,36 @@ REPLAYDB_HD void ApplyIndexUpdate(const IndexArrays& arrays, const IndexUpdate& 
   }
 }
 
+// Programmatic dependent launch, seen from one thread. A gather launched so
+// that it may start while the kernel before it on the stream still runs
+// (block_gather.cuh) waits for that kernel before its first write; one with
+// GatherArgs::early_reads also issues the loads of its first vectors before
+// that wait (the kernel before it wrote no block), so that their latency
+// overlaps that kernel's tail. Pass() waits the first time; later calls do
+// nothing. Without the launch attribute, and on the host, there is nothing
+// to wait for.
+REPLAYDB_HD void WaitForPriorGrid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+struct PriorGate {
+  bool passed = true;
+  REPLAYDB_HD void Pass() {
+    if (!passed) {
+      passed = true;
+      WaitForPriorGrid();
+    }
+  }
+};
+
 // ------------------------------------------------------------ flat copies
 
-// count elements of V, thread tid of `threads` taking every threads-th one.
+// count elements of V, thread tid of `threads` taking every threads-th one;
+// `gate` (may be null) is passed between the first loads and stores.
 template <typename V>
 REPLAYDB_HD void CopyVectors(V* __restrict__ dst, const V* __restrict__ src, uint32_t count,
-                             uint32_t tid, uint32_t threads) {
+                             uint32_t tid, uint32_t threads, PriorGate* gate) {
   for (uint32_t base = tid; base < count; base += kUnroll * threads) {
     V v[kUnroll];
     REPLAYDB_UNROLL
@@ -187,6 +211,7 @@ REPLAYDB_HD void CopyVectors(V* __restrict__ dst, const V* __restrict__ src, uin
       const uint32_t i = base + u * threads;
       v[u] = i < count ? LoadVec(src + i) : V{};
     }
+    if (gate != nullptr) gate->Pass();
     REPLAYDB_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
       const uint32_t i = base + u * threads;
@@ -197,35 +222,39 @@ REPLAYDB_HD void CopyVectors(V* __restrict__ dst, const V* __restrict__ src, uin
 
 // Copies len bytes with V accesses once dst is aligned to sizeof(V) (src
 // then is too: REQUIRES (dst - src) % sizeof(V) == 0); the bytes before and
-// after one by one. REQUIRES: len / sizeof(V) < 2^32.
+// after one by one. `gate` (may be null) is passed before the first write.
+// REQUIRES: len / sizeof(V) < 2^32.
 template <typename V>
 REPLAYDB_HD void CopyWith(uint8_t* dst, const uint8_t* src, uint64_t len, uint32_t tid,
-                          uint32_t threads) {
+                          uint32_t threads, PriorGate* gate) {
   constexpr uint64_t kWidth = sizeof(V);
   const uint64_t head = Min<uint64_t>(
       len, (kWidth - (reinterpret_cast<uintptr_t>(dst) & (kWidth - 1))) & (kWidth - 1));
   const uint64_t count = (len - head) / kWidth;
   const uint64_t tail = head + count * kWidth;
+  if (gate != nullptr && tid < head) gate->Pass();
   for (uint64_t i = tid; i < head; i += threads) dst[i] = src[i];
   CopyVectors(reinterpret_cast<V*>(dst + head), reinterpret_cast<const V*>(src + head),
-              static_cast<uint32_t>(count), tid, threads);
+              static_cast<uint32_t>(count), tid, threads, gate);
+  if (gate != nullptr && tail + tid < len) gate->Pass();
   for (uint64_t i = tail + tid; i < len; i += threads) dst[i] = src[i];
 }
 
-// The CTA's threads copy len bytes (REQUIRES: len < 2^32), each its share.
+// The CTA's threads copy len bytes (REQUIRES: len < 2^32), each its share;
+// `gate` (may be null) is passed before each thread's first write.
 REPLAYDB_HD void CopyBytes(uint8_t* dst, const uint8_t* src, uint64_t len, uint32_t tid,
-                           uint32_t threads) {
+                           uint32_t threads, PriorGate* gate = nullptr) {
   const uintptr_t skew = reinterpret_cast<uintptr_t>(dst) ^ reinterpret_cast<uintptr_t>(src);
   if ((skew & 15) == 0) {
-    CopyWith<Vec16>(dst, src, len, tid, threads);
+    CopyWith<Vec16>(dst, src, len, tid, threads, gate);
   } else if ((skew & 7) == 0) {
-    CopyWith<Vec8>(dst, src, len, tid, threads);
+    CopyWith<Vec8>(dst, src, len, tid, threads, gate);
   } else if ((skew & 3) == 0) {
-    CopyWith<uint32_t>(dst, src, len, tid, threads);
+    CopyWith<uint32_t>(dst, src, len, tid, threads, gate);
   } else if ((skew & 1) == 0) {
-    CopyWith<uint16_t>(dst, src, len, tid, threads);
+    CopyWith<uint16_t>(dst, src, len, tid, threads, gate);
   } else {
-    CopyWith<uint8_t>(dst, src, len, tid, threads);
+    CopyWith<uint8_t>(dst, src, len, tid, threads, gate);
   }
 }
 
@@ -275,6 +304,9 @@ struct GatherArgs {
   uint64_t chunk_bytes;        // of the work layout per CTA (< 2^32)
   uint32_t chunks_per_window;  // ceil(window_bytes / chunk_bytes), >= 1
   uint32_t copy_ctas;          // 1: CTA 0 does the copies, work CTA i is CTA i + 1; else 0
+  // Work CTAs load their first vectors before they wait for the kernel
+  // before them (PriorGate; GatherRequest::early_reads).
+  bool early_reads;
   int32_t num_columns;
   int32_t num_copies;
   GatherColumnArgs columns[kMaxColumnsPerLaunch];
@@ -433,7 +465,8 @@ REPLAYDB_HD void GatherWalk(const GatherArgs& a, GatherShared* sh, int64_t round
 
 // Every thread: its share of the runs of round `round`.
 REPLAYDB_HD void GatherCopyRound(const GatherArgs& a, uint32_t cta, const GatherShared& sh,
-                                 int64_t round, uint32_t tid, uint32_t threads) {
+                                 int64_t round, uint32_t tid, uint32_t threads,
+                                 PriorGate* gate = nullptr) {
   const int64_t lo = sh.first_run + round * kChainCacheRuns;
   const int64_t hi = Min<int64_t>(sh.last_run, lo + kChainCacheRuns - 1);
   const uint64_t window = cta / a.chunks_per_window;
@@ -454,6 +487,7 @@ REPLAYDB_HD void GatherCopyRound(const GatherArgs& a, uint32_t cta, const Gather
       const uint64_t x1 = Min(cs.split, run_end);
       const uint64_t address = sh.run_address[k - lo];
       if (address == 0) {
+        if (gate != nullptr) gate->Pass();
         ZeroBytes(out + x0, x1 - x0, tid, threads);
         continue;
       }
@@ -461,7 +495,7 @@ REPLAYDB_HD void GatherCopyRound(const GatherArgs& a, uint32_t cta, const Gather
       // holds as its step o + x / sb - k * bs.
       const uint64_t src = address + col.block_offset + static_cast<uint64_t>(o) * sb -
                            static_cast<uint64_t>(k * bs) * sb + x0;
-      CopyBytes(out + x0, reinterpret_cast<const uint8_t*>(src), x1 - x0, tid, threads);
+      CopyBytes(out + x0, reinterpret_cast<const uint8_t*>(src), x1 - x0, tid, threads, gate);
     }
   }
 }

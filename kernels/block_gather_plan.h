@@ -234,6 +234,7 @@ inline void PlanGather(const gather::IndexView& index, const GatherRequest& requ
     a.d_draw_weights = request.draw.d_weights;
   }
   a.sequence_length = request.sequence_length;
+  a.early_reads = request.overlap_prior && request.early_reads;
   const size_t first = static_cast<size_t>(launch) * gather::kMaxColumnsPerLaunch;
   const size_t count =
       first >= request.columns.size()

@@ -758,6 +758,51 @@ TEST_F(TableGpuTest, VectorWriterAppendsFromDeviceMemory) {
   }
 }
 
+// A gather queued right behind a scatter on the same stream reads what the
+// scatter wrote: a gather launched to overlap the kernel before it loads
+// block bytes before that kernel is done only when that kernel is not a
+// scatter (DeviceTier::EarlyReads). Each round appends a fresh step for
+// every environment from device memory on a stream, then at once, on the
+// same stream and without a sync, gathers those steps (LookupToDevice) and
+// a second time (a gather behind a gather), checking both against the
+// input; the tier is small, so the rows land in recycled blocks.
+TEST_F(TableGpuTest, GathersRightBehindAScatterOnTheSameStreamReadItsRows) {
+  for (Placement p : {Placement::Device(0), Placement::Host()}) {
+    TableSpec spec;
+    spec.name = std::string("s") + (p.kind == Placement::Kind::kDevice ? "dev" : "host");
+    spec.columns = {{"x", DType::kU8, Shape({4096 + 16 * int64_t(rng_() % 3)})}};
+    spec.block_steps = 4;
+    const size_t N = 512 + rng_() % 1024;
+    spec.capacity_steps = static_cast<int64_t>(N) * 8;
+    spec.placement = p;
+    auto table = Take(db_->CreateTable(spec));
+    auto vw = Take(table->NewVectorWriter(N));
+    auto stream = Take(DeviceStream::Create(0));
+    DeviceOut out[2] = {AllocateOut(spec, static_cast<int64_t>(N)),
+                        AllocateOut(spec, static_cast<int64_t>(N))};
+    const size_t row = spec.columns[0].step_bytes();
+    std::vector<ItemKey> keys(N);
+    for (int round = 0; round < 24; ++round) {
+      const RandomVectorStep v = MakeRandomVectorStep(spec, N, rng_, stream);
+      ASSERT_OK(vw->AppendFromDevice(v.device_t, stream.handle()));
+      for (size_t env = 0; env < N; ++env) {
+        keys[env] = MakeItemKey(vw->trajectory_id(env), round % 4);
+      }
+      for (DeviceOut& o : out) ASSERT_OK(table->LookupToDevice(keys, o.view, stream.handle()));
+      ASSERT_OK(stream.Synchronize());
+      for (int pass = 0; pass < 2; ++pass) {
+        const std::vector<std::byte> got = ToHost(out[pass].columns[0], N * row);
+        ASSERT_EQ(std::memcmp(got.data(), v.host[0].data(), N * row), 0)
+            << spec.name << " round " << round << " pass " << pass;
+      }
+      if (round % 4 == 3) {
+        for (size_t env = 0; env < N; ++env) ASSERT_OK(vw->End(env, EndReason::kTerminal));
+      }
+    }
+    EXPECT_GT(table->Info().evicted_trajectories, 0) << spec.name;
+  }
+}
+
 // A host Append into a device table stages its rows in pinned memory at most
 // StagedRows::kMaxBytes (16 MiB) at a time: a call of more goes in
 // pieces, each scattered before the next is staged, and must land whole.
