@@ -3,9 +3,9 @@
 // docs/durability.md.
 #include <flatbuffers/flatbuffers.h>
 
+#include <cassert>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 
 #include "engine/cold_generated.h"
@@ -164,17 +164,13 @@ Result<int64_t> TableImpl::NextSlotLocked(Trajectory& t) {
 }
 
 Status TableImpl::CopyStepInLocked(Trajectory& t, const std::byte* step) {
+  assert(pool_.host_accessible() && "device blocks are replayed through FlushReplayRowsLocked");
   REPLAYDB_ASSIGN_OR_RETURN(const int64_t slot, NextSlotLocked(t));
   std::byte* block = pool_.address(slot / layout_.block_steps);
   const size_t in_block = static_cast<size_t>(slot % layout_.block_steps);
   for (size_t c = 0; c < columns_.size(); ++c) {
     const size_t cb = layout_.column_bytes[c];
-    std::byte* dst = block + layout_.column_offset[c] + in_block * cb;
-    if (pool_.host_accessible()) {
-      std::memcpy(dst, step, cb);
-    } else {
-      REPLAYDB_RETURN_IF_ERROR(tier_->WriteFromHost(dst, step, cb));
-    }
+    std::memcpy(block + layout_.column_offset[c] + in_block * cb, step, cb);
     step += cb;
   }
   return Status::OK();

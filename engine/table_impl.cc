@@ -414,11 +414,7 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
   // Logged before it is published: a step the log refused never appears.
   Result<uint64_t> logged = LogStepsLocked(t, column_base, index, 1, priority);
   if (!logged.ok()) {
-    if (r.completes_item) limiter_.ReleaseInserts(1);
-    if (r.created && !t.removed) {
-      RemoveTrajectoryLocked(t, /*evicted=*/false);
-      slot.trajectory.reset();
-    }
+    AbandonStepLocked(slot, r);
     return logged.status();
   }
   if (log_seq != nullptr) *log_seq = *logged;
@@ -434,7 +430,7 @@ Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* 
   const int64_t per_stage =
       static_cast<int64_t>(StagedRows::RowsPerStage(static_cast<size_t>(layout_.step_bytes)));
   std::vector<StepReservation> run;  // the run's reservations, in step order
-  std::vector<int64_t> dest;         // per staged row: its slot, or -1
+  std::vector<int64_t> slots;        // and their hot-tier slots
   for (int64_t first = 0; first < n; first += per_stage) {
     const int64_t count = std::min(per_stage, n - first);
     // Outside the mutex: only the writer uses `staged`, and the layout
@@ -444,7 +440,6 @@ Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* 
             .WithContext("table " + Q(name_)));
     staged->CopyRows(layout_, column_base, static_cast<size_t>(first), static_cast<size_t>(count),
                      nullptr);
-    dest.assign(static_cast<size_t>(count), -1);
     std::unique_lock<std::mutex> lock(mu_);
     for (int64_t begin = 0; begin < count;) {
       const int64_t at = first + begin;  // the run's first step among the n
@@ -453,7 +448,7 @@ Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* 
       run.assign(1, StepReservation{});
       REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &run[0]));
       Trajectory& t = *slot.trajectory;
-      dest[static_cast<size_t>(begin)] = run[0].block * bs + run[0].step_in_block;
+      slots.assign(1, run[0].block * bs + run[0].step_in_block);
       // The steps after it, while none would wait or evict.
       int64_t end = begin + 1;
       for (; end < count; ++end) {
@@ -473,7 +468,7 @@ Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* 
         r.block = t.blocks[static_cast<size_t>(block_index)];
         r.step_in_block = step % bs;
         run.push_back(r);
-        dest[static_cast<size_t>(end)] = r.block * bs + r.step_in_block;
+        slots.push_back(r.block * bs + r.step_in_block);
       }
       const int64_t steps = end - begin;
       const double* run_priorities = priorities == nullptr ? nullptr : priorities + at;
@@ -485,9 +480,7 @@ Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* 
         }
         AbandonStepLocked(slot, run[0]);
       };
-      // Rows outside the run are skipped (dest -1).
-      Status scattered = staged->Scatter(*tier_, dest);
-      std::fill(dest.begin() + begin, dest.begin() + end, -1);
+      Status scattered = staged->Scatter(*tier_, slots, static_cast<size_t>(begin));
       if (!scattered.ok()) {
         abandon();
         return scattered.WithContext("table " + Q(name_));
@@ -694,14 +687,16 @@ int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorSc
   return items;
 }
 
-Status StagedRows::Prepare(int device, std::span<const ColumnSpec> columns,
-                           const TableLayout& layout, size_t count) {
+Status StagedRows::Prepare(int device, std::span<const ColumnSpec> schema,
+                           const TableLayout& table_layout, size_t count) {
+  columns = schema;
+  layout = &table_layout;
   const size_t num_columns = columns.size();
   size_t bytes = 0;
   offsets.resize(num_columns);
   for (size_t c = 0; c < num_columns; ++c) {
     offsets[c] = bytes;
-    bytes += (layout.column_bytes[c] * count + 255) / 256 * 256;
+    bytes += (layout->column_bytes[c] * count + 255) / 256 * 256;
   }
   if (stream.handle() == nullptr) {
     REPLAYDB_ASSIGN_OR_RETURN(stream, DeviceStream::Create(device));
@@ -715,8 +710,6 @@ Status StagedRows::Prepare(int device, std::span<const ColumnSpec> columns,
     rows = PinnedBuffer();
     REPLAYDB_ASSIGN_OR_RETURN(rows, PinnedBuffer::Allocate(bytes));
   }
-  RowTensors(
-      columns, layout, count, [&](size_t c) { return column(c); }, &tensors);
   return Status::OK();
 }
 
@@ -732,7 +725,10 @@ void StagedRows::CopyRows(const TableLayout& layout, const std::byte* const* col
   });
 }
 
-Status StagedRows::Scatter(DeviceTier& tier, std::span<const int64_t> slots) {
+Status StagedRows::Scatter(DeviceTier& tier, std::span<const int64_t> slots, size_t first_row) {
+  RowTensors(
+      columns, *layout, slots.size(),
+      [&](size_t c) { return column(c) + first_row * layout->column_bytes[c]; }, &tensors);
   // Until it is done, the next Prepare waits before it overwrites `rows`.
   reading = true;
   return tier.Scatter(slots, tensors, stream.handle());

@@ -151,8 +151,11 @@ struct StagedRows {
   PinnedBuffer rows;
   // A scatter queued on `stream` may still read `rows`.
   bool reading = false;
-  std::vector<size_t> offsets;       // each column's rows in `rows`
-  std::vector<ConstTensor> tensors;  // the same, for the scatter
+  std::vector<size_t> offsets;  // each column's rows in `rows`
+  // The schema of the prepared rows (the table's, which outlives them).
+  std::span<const ColumnSpec> columns;
+  const TableLayout* layout = nullptr;
+  std::vector<ConstTensor> tensors;  // Scatter's rows, per column
 
   // The most bytes of rows a caller stages at a time (or one row): the
   // pinned memory a StagedRows keeps.
@@ -169,8 +172,8 @@ struct StagedRows {
     if (reading) (void)stream.Synchronize();
   }
   // Room for `count` rows of each of `columns` (column c's at offsets[c],
-  // 256-byte aligned; tensors[c] shaped [count, ...] over them) on
-  // `device`, once the scatter that last read `rows` is done.
+  // 256-byte aligned) on `device`, once the scatter that last read `rows`
+  // is done.
   Status Prepare(int device, std::span<const ColumnSpec> columns, const TableLayout& layout,
                  size_t count);
   std::byte* column(size_t c) const { return static_cast<std::byte*>(rows.data()) + offsets[c]; }
@@ -179,8 +182,9 @@ struct StagedRows {
   // split over `fork_join`'s parts (null: on this thread).
   void CopyRows(const TableLayout& layout, const std::byte* const* column_base, size_t first_row,
                 size_t count, ForkJoin* fork_join);
-  // Queues the scatter of the prepared rows to `slots` (< 0: skip).
-  Status Scatter(DeviceTier& tier, std::span<const int64_t> slots);
+  // Queues the scatter of prepared rows [first_row, first_row +
+  // slots.size()) to `slots` (< 0: skip).
+  Status Scatter(DeviceTier& tier, std::span<const int64_t> slots, size_t first_row = 0);
 };
 
 // What a vector writer keeps between appends, so that an append allocates
@@ -720,8 +724,8 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                                         std::span<const double> priorities);
   // The hot-tier slot of t's next step, giving t a new block if needed.
   Result<int64_t> NextSlotLocked(Trajectory& t);
-  // Copies one step (step-major bytes) into t's next position, giving t a
-  // new block if needed; does not publish it.
+  // Copies one step (step-major bytes) into t's next position in blocks the
+  // host can address, giving t a new block if needed; does not publish it.
   Status CopyStepInLocked(Trajectory& t, const std::byte* step);
   // Appends one step (replay): copy, publish, item.
   Status PutStepLocked(Trajectory& t, const std::byte* step, const double* priority);

@@ -141,28 +141,34 @@ inline Result<double> Median(int repetitions, const std::function<Result<double>
   return rates[rates.size() / 2];
 }
 
-// Microseconds per call of `call` (which queues device work on `stream`):
-// many calls back to back, then one synchronisation, repeated for
+// Microseconds per call of `call` (which queues device work that `finish`
+// waits for): 100 calls back to back, then `finish`, repeated for
 // `timing.duration` (median of repetitions), after 20 warm-up calls. What a
 // caller issuing the calls back to back sees: the slower of the host's
 // per-call work and the device's.
-inline Result<double> GpuMicrosPerCall(const Timing& timing, const DeviceStream& stream,
-                                       const std::function<Status()>& call) {
+inline Result<double> MicrosPerCall(const Timing& timing, const std::function<Status()>& call,
+                                    const std::function<Status()>& finish) {
   constexpr int kChunk = 100;
   for (int i = 0; i < 20; ++i) REPLAYDB_RETURN_IF_ERROR(call());  // warm-up
-  REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+  REPLAYDB_RETURN_IF_ERROR(finish());
   return Median(timing.repetitions, [&]() -> Result<double> {
     int64_t calls = 0;
     const auto start = Clock::now();
     Seconds elapsed{0};
     do {
       for (int i = 0; i < kChunk; ++i) REPLAYDB_RETURN_IF_ERROR(call());
-      REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+      REPLAYDB_RETURN_IF_ERROR(finish());
       calls += kChunk;
       elapsed = Clock::now() - start;
     } while (elapsed < timing.duration);
     return elapsed.count() * 1e6 / static_cast<double>(calls);
   });
+}
+
+// MicrosPerCall of work queued on `stream`.
+inline Result<double> GpuMicrosPerCall(const Timing& timing, const DeviceStream& stream,
+                                       const std::function<Status()>& call) {
+  return MicrosPerCall(timing, call, [&] { return stream.Synchronize(); });
 }
 
 // Samples per second of `batch_size` from `table` into *batch during

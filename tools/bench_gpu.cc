@@ -139,8 +139,6 @@ constexpr int64_t kAppendStepBytes = 1024;
 constexpr int64_t kAppendTrajectorySteps = 1024;
 // Trajectories the hot tier holds.
 constexpr int64_t kAppendGenerations = 64;
-// Calls between synchronisations.
-constexpr int kAppendChunk = 100;
 
 enum class Tier { kDevice, kPinned };
 
@@ -621,19 +619,8 @@ Result<BenchResult> RunDeviceAppend(DB* db, const Timing& timing, int64_t steps_
     // Fill the hot tier first, so that the timed calls evict.
     const int64_t fill_calls = kAppendTrajectorySteps * kAppendGenerations / steps_per_call;
     for (int64_t i = 0; i < fill_calls; ++i) REPLAYDB_RETURN_IF_ERROR(call());
-    REPLAYDB_RETURN_IF_ERROR(DeviceSynchronize(kDevice));
-    Result<double> micros = Median(timing.repetitions, [&]() -> Result<double> {
-      int64_t calls = 0;
-      const auto start = Clock::now();
-      Seconds elapsed{0};
-      do {
-        for (int i = 0; i < kAppendChunk; ++i) REPLAYDB_RETURN_IF_ERROR(call());
-        REPLAYDB_RETURN_IF_ERROR(DeviceSynchronize(kDevice));
-        calls += kAppendChunk;
-        elapsed = Clock::now() - start;
-      } while (elapsed < timing.duration);
-      return elapsed.count() * 1e6 / static_cast<double>(calls);
-    });
+    // The scatters run on the writer's own stream.
+    Result<double> micros = MicrosPerCall(timing, call, [] { return DeviceSynchronize(kDevice); });
     if (!micros.ok()) return micros.status();
     if (table->Info().evicted_trajectories == 0) {
       return Status::Internal("device_append: the timed calls evicted nothing");

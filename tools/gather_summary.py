@@ -10,8 +10,10 @@ index_select eager and in a CUDA graph, and the speed-up ours / torch with the
 pinned-tier row, bound by PCIe, is shown without a verdict); then, per row,
 a call's microseconds split into host and device parts beside the same-size
 copy's (from the row's note). Then the vector_insert row with its <= 20 us target,
-and the vector_insert_host rows (the same appends from host memory: the host's
-bookkeeping alone, no target). Lines that are not JSON objects are skipped.
+the vector_insert_host rows (the same appends from host memory: the host's
+bookkeeping alone, no target) and the device_append rows (TrajectoryWriter
+appends of host steps into a device table, no target). Lines that are not JSON
+objects are skipped.
 
 usage: python3 gather_summary.py FILE.jsonl...
 """
@@ -52,7 +54,7 @@ def load(paths):
                     notes.setdefault("torch", r.get("note", "no torch baseline"))
                     continue
                 baseline[(p.get("step_bytes"), p.get("L"), p.get("method"))] = r
-            elif bench in ("vector_insert", "vector_insert_host"):
+            elif bench in ("vector_insert", "vector_insert_host", "device_append"):
                 inserts.append(r)
     return gather, baseline, inserts, notes
 
@@ -130,8 +132,9 @@ def main():
     for r in inserts:
         p = r.get("params", {})
         value = r.get("value")
-        if r.get("bench") == "vector_insert_host":
-            print(f"vector_insert_host envs={p.get('envs')} step_bytes={p.get('step_bytes')}: "
+        if r.get("bench") in ("vector_insert_host", "device_append"):
+            params = " ".join(f"{k}={v}" for k, v in p.items())
+            print(f"{r['bench']} {params}: "
                   f"{num(value, '{:.2f}')} us per call from host memory; {r.get('ceiling_name')} "
                   f"{num(r.get('ceiling'), '{:.2f}')} us (ratio {num(r.get('ratio'), '{:.2f}')})"
                   + (f"; {r['note']}" if r.get("note") else ""))

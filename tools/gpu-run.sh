@@ -170,25 +170,10 @@ if want prio; then
 fi
 if want gather; then
   echo
-  echo "=== gpu-run: gathers (payload GB/s, batch 256) and vector inserts"
+  echo "=== gpu-run: gathers (payload GB/s, batch 256), vector inserts and device appends"
   python3 "$bundle/gather_summary.py" "$logs/bench-gather.jsonl" \
-    "$logs/bench-vector_insert.jsonl" "$logs/gather-baseline.jsonl"
-fi
-if want gather && [ -f "$logs/bench-device_append.jsonl" ]; then
-  echo
-  echo "=== gpu-run: TrajectoryWriter into a device table (us per call)"
-  python3 - "$logs/bench-device_append.jsonl" <<'PY' || true
-import json
-import sys
-
-for line in open(sys.argv[1]):
-    if not line.startswith("{"):
-        continue
-    r = json.loads(line)
-    params = " ".join(f"{k}={v}" for k, v in r["params"].items())
-    print(f"device_append {params}: {r['value']:.2f} us per call; {r['ceiling_name']} "
-          f"{r['ceiling']:.2f} us (ratio {r['ratio']:.2f})")
-PY
+    "$logs/bench-vector_insert.jsonl" "$logs/bench-device_append.jsonl" \
+    "$logs/gather-baseline.jsonl"
 fi
 if want cold; then
   echo
