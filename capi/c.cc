@@ -1396,6 +1396,18 @@ int replaydb_vector_writer_end(replaydb_vector_writer_t* writer, size_t env, int
   });
 }
 
+int replaydb_vector_writer_end_many(replaydb_vector_writer_t* writer, const size_t* envs,
+                                    size_t num_envs_given, int reason, char** errptr) {
+  constexpr char kFn[] = "replaydb_vector_writer_end_many";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (writer == nullptr) return NullArgument(kFn, "writer");
+    if (envs == nullptr && num_envs_given > 0) return NullArgument(kFn, "envs");
+    EndReason r;
+    REPLAYDB_RETURN_IF_ERROR(ToEndReason(kFn, reason, &r));
+    return writer->writer->EndMany(std::span<const size_t>(envs, num_envs_given), r);
+  });
+}
+
 size_t replaydb_vector_writer_num_envs(const replaydb_vector_writer_t* writer) {
   return writer == nullptr ? 0 : writer->writer->num_envs();
 }

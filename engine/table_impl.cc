@@ -1045,6 +1045,28 @@ Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline dea
                                 uint64_t* log_seq) {
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  return EndTrajectoryLocked(lock, slot, reason, deadline, log_seq);
+}
+
+Status TableImpl::EndTrajectories(std::span<WriterSlot> slots, std::span<const size_t> envs,
+                                  EndReason reason, Deadline deadline, uint64_t* log_seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  Status first_error;
+  for (const size_t env : envs) {
+    assert(env < slots.size());
+    // Closed while padding items waited: the rest fail alike.
+    Status s = CheckOpenLocked();
+    if (s.ok()) s = EndTrajectoryLocked(lock, slots[env], reason, deadline, log_seq);
+    if (!s.ok() && first_error.ok()) {
+      first_error = s.WithContext("environment " + std::to_string(env));
+    }
+  }
+  return first_error;
+}
+
+Status TableImpl::EndTrajectoryLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
+                                      EndReason reason, Deadline deadline, uint64_t* log_seq) {
   if (!slot.trajectory) return Status::OK();
   Trajectory& t = *slot.trajectory;
   if (t.evicted) {

@@ -381,6 +381,12 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Ends slot's trajectory (see TrajectoryWriter::End).
   Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
                        uint64_t* log_seq = nullptr);
+  // EndTrajectory for slots[env] of every env in `envs` (each < slots.size()),
+  // under one hold of the mutex (VectorWriter::EndMany). One environment's
+  // error does not stop the others: the first is returned, naming the
+  // environment. `*log_seq` (may be null) gets the last log record.
+  Status EndTrajectories(std::span<WriterSlot> slots, std::span<const size_t> envs,
+                         EndReason reason, Deadline deadline, uint64_t* log_seq = nullptr);
   // VectorWriter::Append and AppendFromDevice for `slots` (one per
   // environment; steps and priorities validated, priorities empty or one per
   // environment). One pass under the mutex: the rate limiter admits every
@@ -580,6 +586,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Removes an ended trajectory all of whose items were sampled away.
   void MaybeReleaseConsumedLocked(Trajectory& t);
   Status ResetWriterIfEndedLocked(WriterSlot& slot);
+  // EndTrajectory's work, the mutex held (and released while padding items
+  // wait for the rate limiter).
+  Status EndTrajectoryLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot, EndReason reason,
+                             Deadline deadline, uint64_t* log_seq);
   Status CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const;
   Status NeedDeviceLocked() const;
   // Draws `batch` keys on the device into the table's own buffers and copies

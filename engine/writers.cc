@@ -1,6 +1,7 @@
 #include "engine/writers.h"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 namespace replaydb::engine {
@@ -123,12 +124,10 @@ VectorWriterImpl::VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_
 }
 
 VectorWriterImpl::~VectorWriterImpl() {
+  std::vector<size_t> envs(slots_.size());
+  std::iota(envs.begin(), envs.end(), size_t{0});
   uint64_t seq = 0;
-  for (WriterSlot& slot : slots_) {
-    uint64_t s = 0;
-    (void)table_->EndTrajectory(slot, EndReason::kTruncated, Clock::now(), &s);
-    seq = std::max(seq, s);
-  }
+  (void)table_->EndTrajectories(slots_, envs, EndReason::kTruncated, Clock::now(), &seq);
   (void)table_->SyncLog(seq, /*wait=*/false);
 }
 
@@ -160,16 +159,28 @@ Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, vo
   return s.ok() ? synced : s;
 }
 
+Status VectorWriterImpl::CheckEnv(size_t env) const {
+  if (env < slots_.size()) return Status::OK();
+  return Status::InvalidArgument("table '" + table_->name() + "': environment " +
+                                 std::to_string(env) + " is out of range; the vector writer has " +
+                                 std::to_string(slots_.size()) + " environments");
+}
+
 Status VectorWriterImpl::End(size_t env, EndReason reason) {
-  if (env >= slots_.size()) {
-    return Status::InvalidArgument("table '" + table_->name() + "': environment " +
-                                   std::to_string(env) + " is out of range; the vector writer has " +
-                                   std::to_string(slots_.size()) + " environments");
-  }
+  REPLAYDB_RETURN_IF_ERROR(CheckEnv(env));
   uint64_t seq = 0;
   REPLAYDB_RETURN_IF_ERROR(
       table_->EndTrajectory(slots_[env], reason, DeadlineAfter(options_.timeout), &seq));
   return table_->SyncLog(seq, options_.sync);
+}
+
+Status VectorWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason) {
+  for (const size_t env : envs) REPLAYDB_RETURN_IF_ERROR(CheckEnv(env).WithContext("EndMany"));
+  uint64_t seq = 0;
+  Status s = table_->EndTrajectories(slots_, envs, reason, DeadlineAfter(options_.timeout), &seq);
+  // What was logged is synced even when an environment failed.
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return s.ok() ? synced : s;
 }
 
 uint64_t VectorWriterImpl::trajectory_id(size_t env) const {

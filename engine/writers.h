@@ -45,12 +45,16 @@ class VectorWriterImpl final : public VectorWriter {
 
   Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override;
   Status End(size_t env, EndReason reason) override;
+  Status EndMany(std::span<const size_t> envs, EndReason reason) override;
   Status AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
                           std::span<const double> priorities) override;
   size_t num_envs() const override { return slots_.size(); }
   uint64_t trajectory_id(size_t env) const override;
 
  private:
+  // InvalidArgument naming `env` when it is not one of the writer's.
+  Status CheckEnv(size_t env) const;
+
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;
   std::vector<WriterSlot> slots_;

@@ -170,8 +170,9 @@ def main() -> int:
         env_steps += args.envs
         done = terminal | truncated
         if done.any():
-            for e in done.nonzero().flatten().tolist():
-                writer.end(e, "terminal" if bool(terminal[e]) else "truncated")
+            # One call per reason for all environments that finished.
+            writer.end_many(terminal, "terminal")
+            writer.end_many(truncated & ~terminal, "truncated")
             env.reset(done)
 
         # Learn: prioritized sample, double-DQN target, Huber loss, new priorities.

@@ -2,6 +2,8 @@
 #ifndef REPLAYDB_TOOLS_BENCH_COMMON_H_
 #define REPLAYDB_TOOLS_BENCH_COMMON_H_
 
+#include <stdlib.h>  // mkdtemp
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -13,12 +15,11 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
-
-#include <stdlib.h>  // mkdtemp
 
 #include "replaydb/db.h"
 #include "replaydb/device.h"
@@ -196,7 +197,8 @@ struct VectorAppendTimes {
   // starts every environment's next trajectory, evicting the oldest ones),
   // mean over the rounds; it is part of the result.
   double first_micros = 0;
-  // Mean microseconds of one End (untimed in the result).
+  // Mean microseconds per environment of the EndMany that ends every
+  // environment after each round (untimed in the result).
   double end_micros = 0;
 };
 
@@ -204,7 +206,7 @@ struct VectorAppendTimes {
 // appends `trajectory_steps` steps to every one of `envs` environments of
 // `writer` through `append` (one call per step; `finish`, which may be
 // empty, waits for work a call queued), then ends every environment's
-// trajectory, untimed. `generations` rounds fill the hot tier first, so the
+// trajectory with one EndMany, untimed. `generations` rounds fill the hot tier first, so the
 // timed rounds evict; rounds are then timed until timing.duration passes,
 // the median of timing.repetitions. Returns microseconds per append.
 inline Result<double> TimeVectorAppends(VectorWriter* writer, int64_t envs,
@@ -229,12 +231,12 @@ inline Result<double> TimeVectorAppends(VectorWriter* writer, int64_t envs,
   };
   Seconds end_time{0};
   int64_t end_calls = 0;
+  std::vector<size_t> all(static_cast<size_t>(envs));
+  std::iota(all.begin(), all.end(), size_t{0});
   auto end_all = [&]() -> Status {
     const auto t0 = Clock::now();
-    for (int64_t e = 0; e < envs; ++e) {
-      Status s = writer->End(static_cast<size_t>(e), EndReason::kTerminal);
-      if (!s.ok()) return s.WithContext("End");
-    }
+    Status s = writer->EndMany(all, EndReason::kTerminal);
+    if (!s.ok()) return s.WithContext("EndMany");
     end_time += Clock::now() - t0;
     end_calls += envs;
     return Status::OK();
@@ -268,7 +270,7 @@ inline std::string VectorAppendNote(const VectorAppendTimes& times, int64_t traj
   char note[200];
   std::snprintf(note, sizeof(note),
                 "first append of each %d (new trajectories, evictions): %.0f us on the host; "
-                "untimed: End of every env after them, %.2f us per End",
+                "untimed: EndMany of every env after them, %.2f us per env",
                 static_cast<int>(trajectory_steps), times.first_micros, times.end_micros);
   return note;
 }

@@ -372,6 +372,14 @@ REPLAYDB_C_EXPORT int replaydb_vector_writer_append_from_device(
     void* stream, const double* priorities, size_t num_priorities, char** errptr);
 REPLAYDB_C_EXPORT int replaydb_vector_writer_end(replaydb_vector_writer_t* writer, size_t env,
                                                  int reason, char** errptr);
+/* replaydb_vector_writer_end for each of envs[0..num_envs_given) (a
+ * simulator's done environments) with one hold of the table's lock and one
+ * log sync. Repeats are no-ops; an environment out of range fails the call
+ * before anything ends; one environment's error does not stop the others
+ * (the first is reported, naming the environment). */
+REPLAYDB_C_EXPORT int replaydb_vector_writer_end_many(replaydb_vector_writer_t* writer,
+                                                      const size_t* envs, size_t num_envs_given,
+                                                      int reason, char** errptr);
 REPLAYDB_C_EXPORT size_t replaydb_vector_writer_num_envs(const replaydb_vector_writer_t* writer);
 /* 0 before env's first step, and for env >= num_envs. */
 REPLAYDB_C_EXPORT uint64_t replaydb_vector_writer_trajectory_id(

@@ -276,6 +276,13 @@ class VectorWriter {
                         std::span<const double> priorities = {}) = 0;
   // Ends environment `env`'s trajectory; its next step starts a new one.
   virtual Status End(size_t env, EndReason reason) = 0;
+  // End of every environment in `envs` (a simulator's done environments),
+  // with one hold of the table's lock and one log sync rather than one per
+  // environment. Repeats, and environments whose trajectory already ended,
+  // are no-ops. An environment out of range is InvalidArgument naming it,
+  // and nothing is ended. One environment's error (its trajectory evicted)
+  // does not stop the others: the first is returned, naming the environment.
+  virtual Status EndMany(std::span<const size_t> envs, EndReason reason) = 0;
 
   virtual size_t num_envs() const = 0;
   // Id of environment env's current trajectory; 0 before its first step.

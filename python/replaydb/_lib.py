@@ -282,6 +282,8 @@ _SIGNATURES = [
                                                           c_void_p, POINTER(c_double), c_size_t,
                                                           _errp]),
     ("replaydb_vector_writer_end", c_int, [c_void_p, c_size_t, c_int, _errp]),
+    ("replaydb_vector_writer_end_many", c_int, [c_void_p, POINTER(c_size_t), c_size_t, c_int,
+                                                 _errp]),
     ("replaydb_vector_writer_num_envs", c_size_t, [c_void_p]),
     ("replaydb_vector_writer_trajectory_id", c_uint64, [c_void_p, c_size_t]),
     ("replaydb_sample_options_init", None, [POINTER(SampleOptions)]),

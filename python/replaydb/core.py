@@ -605,6 +605,36 @@ class VectorWriter(_Owned):
         """Ends environment ``env``'s trajectory; its next step starts a new one."""
         _call(_lib.replaydb_vector_writer_end, self._h(), env, _reason_code(reason))
 
+    def end_many(self, envs: Any, reason: str = "terminal") -> None:
+        """``end`` for many environments at once (one call into the engine): ``envs``
+        is a sequence or 1-D array of environment numbers, or a boolean mask of
+        ``num_envs`` values (a simulator's done flags; a PyTorch tensor may be on
+        the GPU). Repeats are no-ops; a number out of range fails before anything
+        ends."""
+        np = _convert.numpy()
+        if hasattr(envs, "detach") and hasattr(envs, "cpu"):  # a PyTorch tensor
+            envs = envs.detach().cpu().numpy()
+        arr = np.asarray(envs)
+        if arr.dtype == np.bool_:
+            if arr.shape != (self.num_envs,):
+                raise ValueError(f"replaydb: table {self._table.name!r}: end_many got a mask of "
+                                 f"shape {arr.shape}; the vector writer has {self.num_envs} "
+                                 "environments")
+            arr = np.flatnonzero(arr)
+        elif arr.size == 0:
+            arr = arr.astype(np.int64)
+        if arr.ndim > 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"replaydb: table {self._table.name!r}: end_many takes environment "
+                             f"numbers or a boolean mask, not an array of {arr.dtype} and "
+                             f"shape {arr.shape}")
+        arr = arr.reshape(-1)
+        if arr.size and arr.min() < 0:
+            raise ValueError(f"replaydb: table {self._table.name!r}: end_many got environment "
+                             f"{int(arr.min())}; environments are 0..{self.num_envs - 1}")
+        arr = np.ascontiguousarray(arr, dtype=np.uintp)
+        _call(_lib.replaydb_vector_writer_end_many, self._h(),
+              arr.ctypes.data_as(POINTER(c_size_t)), arr.size, _reason_code(reason))
+
     def trajectory_id(self, env: int) -> int:
         return _lib.replaydb_vector_writer_trajectory_id(self._h(), env)
 

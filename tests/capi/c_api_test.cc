@@ -684,9 +684,19 @@ TEST_F(CApiTest, AppendManyAndVectorWritersReadBackAsWritten) {
           replaydb_vector_writer_end(vector_writer.get(), 0, REPLAYDB_TERMINAL, err_.ptr()));
     }
   }
+  // The even environments one at a time, the odd ones (and a repeat) at once.
+  std::vector<size_t> odd;
   for (size_t e = 0; e < N; ++e) {
-    C_ASSERT_OK(replaydb_vector_writer_end(vector_writer.get(), e, REPLAYDB_TRUNCATED, err_.ptr()));
+    if (e % 2 == 0) {
+      C_ASSERT_OK(
+          replaydb_vector_writer_end(vector_writer.get(), e, REPLAYDB_TRUNCATED, err_.ptr()));
+    } else {
+      odd.push_back(e);
+    }
   }
+  if (!odd.empty()) odd.push_back(odd.front());
+  C_ASSERT_OK(replaydb_vector_writer_end_many(vector_writer.get(), odd.data(), odd.size(),
+                                              REPLAYDB_TRUNCATED, err_.ptr()));
   const std::vector<ItemKey> keys = AllItems(spec, written);
   ASSERT_FALSE(keys.empty());
   replaydb_batch_t* b = nullptr;
@@ -1691,6 +1701,22 @@ TEST_F(CApiTest, ErrorsNameTheFunctionAndArgument) {
                  REPLAYDB_INVALID_ARGUMENT, "replaydb_vector_writer_append: writer is NULL");
   C_EXPECT_ERROR(replaydb_vector_writer_end(vector_writer.get(), 0, 9, err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT, "replaydb_vector_writer_end: reason 9");
+  const size_t end_envs[] = {1, 2};
+  C_EXPECT_ERROR(replaydb_vector_writer_end_many(vector_writer.get(), end_envs, 2,
+                                                 REPLAYDB_TERMINAL, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT,
+                 "EndMany: table 'errs': environment 2 is out of range; the vector writer has 2 "
+                 "environments");
+  C_EXPECT_ERROR(replaydb_vector_writer_end_many(vector_writer.get(), nullptr, 1, REPLAYDB_TERMINAL,
+                                                 err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_vector_writer_end_many: envs is NULL");
+  C_EXPECT_ERROR(replaydb_vector_writer_end_many(vector_writer.get(), end_envs, 1, 9, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_vector_writer_end_many: reason 9");
+  C_EXPECT_ERROR(
+      replaydb_vector_writer_end_many(nullptr, end_envs, 1, REPLAYDB_TERMINAL, err_.ptr()),
+      REPLAYDB_INVALID_ARGUMENT, "replaydb_vector_writer_end_many: writer is NULL");
+  C_ASSERT_OK(replaydb_vector_writer_end_many(vector_writer.get(), nullptr, 0, REPLAYDB_TERMINAL,
+                                              err_.ptr()));
   C_EXPECT_ERROR(replaydb_vector_writer_append_from_device(vector_writer.get(), nullptr, 2, nullptr,
                                                            nullptr, 0, err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT,

@@ -4,6 +4,7 @@
 // errors of one environment leave the others their steps; environments the
 // rate limiter admits are finished before the call waits for the rest; and
 // the log replays what it appended.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -190,17 +191,28 @@ TEST_F(TableVectorTest, MatchesOneTrajectoryWriterPerEnvironment) {
             if (!priorities.empty()) p = priorities[env];
             ASSERT_OK(writers[env]->Append(step.Env(spec, env), p));
           }
+          // The environments that end now, by End one at a time or by one
+          // EndMany (with repeats, which are no-ops), in random order.
+          const EndReason reason = rng_() % 2 ? EndReason::kTerminal : EndReason::kTruncated;
+          std::vector<size_t> ending;
           for (size_t env = 0; env < kEnvs; ++env) {
             ++lengths[env];
             // Ends at most every 12 steps, so that the small tier always has
             // ended trajectories to evict.
             if (lengths[env] >= 12 || rng_() % 5 == 0) {
-              const EndReason reason = rng_() % 2 ? EndReason::kTerminal : EndReason::kTruncated;
-              ASSERT_OK((*vw)->End(env, reason));
-              ASSERT_OK(writers[env]->End(reason));
+              ending.push_back(env);
               lengths[env] = 0;
             }
           }
+          std::shuffle(ending.begin(), ending.end(), rng_);
+          if (rng_() % 2 == 0) {
+            std::vector<size_t> with_repeats = ending;
+            if (!ending.empty()) with_repeats.push_back(ending[rng_() % ending.size()]);
+            ASSERT_OK((*vw)->EndMany(with_repeats, reason));
+          } else {
+            for (size_t env : ending) ASSERT_OK((*vw)->End(env, reason));
+          }
+          for (size_t env : ending) ASSERT_OK(writers[env]->End(reason));
           if (t % 10 == 9 && !small_tier) {
             // New priorities for some items (which re-ranks ended
             // trajectories): the same keys in both.
@@ -336,6 +348,103 @@ TEST_F(TableVectorTest, EnvironmentEvictedByALaterOneLosesOnlyItsStep) {
     }
   }
   }
+  ExpectVerifies();
+}
+
+// EndMany ends exactly the environments it names (repeats are no-ops), each
+// with the reason given; their next steps start new trajectories while the
+// others go on. An environment out of range fails the call before anything
+// ends; an environment whose trajectory was evicted is named, and the
+// others still end.
+TEST_F(TableVectorTest, EndManyEndsTheEnvironmentsItNames) {
+  TableSpec spec;
+  spec.name = "end_many";
+  spec.columns = Columns();
+  spec.block_steps = 4;
+  spec.capacity_steps = 4096;
+  auto table = Create(spec);
+  const size_t n = 2 + rng_() % 30;
+  auto vw = table->NewVectorWriter(n);
+  ASSERT_TRUE(vw.ok());
+  ASSERT_OK((*vw)->Append(RandomVectorStep(spec, n, rng_).tensors));
+  std::vector<uint64_t> ids(n);
+  for (size_t env = 0; env < n; ++env) ids[env] = (*vw)->trajectory_id(env);
+
+  // Out of range (after valid ones): nothing ends.
+  std::vector<size_t> bad = {0, n - 1, n};
+  Status s = (*vw)->EndMany(bad, EndReason::kTerminal);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("EndMany: table 'end_many': environment " + std::to_string(n) +
+                                     " is out of range; the vector writer "
+                                     "has " +
+                                     std::to_string(n) + " environments"));
+  EXPECT_EQ(table->Info().num_open_trajectories, static_cast<int64_t>(n));
+
+  // A random subset, shuffled, with repeats.
+  std::vector<size_t> ending;
+  std::vector<bool> ends(n, false);
+  for (size_t env = 0; env < n; ++env) {
+    if (rng_() % 2 == 0) {
+      ending.push_back(env);
+      ends[env] = true;
+    }
+  }
+  std::vector<size_t> given = ending;
+  for (size_t i = 0; i < ending.size() / 2; ++i) given.push_back(ending[rng_() % ending.size()]);
+  std::shuffle(given.begin(), given.end(), rng_);
+  const EndReason reason = rng_() % 2 ? EndReason::kTerminal : EndReason::kTruncated;
+  ASSERT_OK((*vw)->EndMany(given, reason));
+  ASSERT_OK((*vw)->EndMany({}, reason));  // nothing to do
+  EXPECT_EQ(table->Info().num_open_trajectories, static_cast<int64_t>(n - ending.size()));
+  for (const TrajectoryInfo& t : table->ListTrajectories({})) {
+    const size_t env = static_cast<size_t>(std::find(ids.begin(), ids.end(), t.id) - ids.begin());
+    ASSERT_LT(env, n);
+    EXPECT_EQ(t.ended, ends[env]) << "environment " << env;
+    if (t.ended) {
+      EXPECT_EQ(t.end_reason, reason) << "environment " << env;
+    }
+  }
+  ASSERT_OK((*vw)->Append(RandomVectorStep(spec, n, rng_).tensors));
+  for (size_t env = 0; env < n; ++env) {
+    if (ends[env]) {
+      EXPECT_NE((*vw)->trajectory_id(env), ids[env]) << "environment " << env;
+    } else {
+      EXPECT_EQ((*vw)->trajectory_id(env), ids[env]) << "environment " << env;
+    }
+  }
+
+  // Evicted under the writer: a tier of two blocks, both held by the vector
+  // writer's environments; another writer's step evicts environment 0's.
+  spec.name = "end_many_tight";
+  spec.block_steps = 2;
+  spec.capacity_steps = 4;
+  auto tight = Create(spec);
+  auto tw = tight->NewVectorWriter(2);
+  ASSERT_TRUE(tw.ok());
+  ASSERT_OK((*tw)->Append(RandomVectorStep(spec, 2, rng_).tensors));
+  const uint64_t survivor = (*tw)->trajectory_id(1);
+  auto other = tight->NewWriter();
+  ASSERT_TRUE(other.ok());
+  ASSERT_OK((*other)->Append(RandomVectorStep(spec, 1, rng_).Env(spec, 0)));
+  EXPECT_EQ(tight->Info().evicted_trajectories, 1);
+  s = (*tw)->EndMany(std::vector<size_t>{0, 1}, EndReason::kTerminal);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("environment 0"));
+  EXPECT_THAT(s.message(), HasSubstr("evicted"));
+  EXPECT_EQ((*tw)->trajectory_id(0), 0u);
+  EXPECT_EQ((*tw)->trajectory_id(1), 0u);
+  bool found = false;
+  for (const TrajectoryInfo& t : tight->ListTrajectories({})) {
+    if (t.id != survivor) continue;
+    found = true;
+    EXPECT_TRUE(t.ended);
+  }
+  EXPECT_TRUE(found);
+
+  // A dropped table: the call fails, naming why.
+  ASSERT_OK(db_->DropTable("end_many"));
+  s = (*vw)->EndMany(std::vector<size_t>{0}, EndReason::kTerminal);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
   ExpectVerifies();
 }
 
@@ -622,7 +731,9 @@ TEST_F(TableVectorTest, LoggedVectorStepsReplay) {
       ASSERT_OK((*vw)->Append(step.tensors, priorities));
       if (t % 7 == 6) ASSERT_OK((*vw)->End(static_cast<size_t>(t % 6), EndReason::kTerminal));
     }
-    for (size_t env = 0; env < 6; ++env) ASSERT_OK((*vw)->End(env, EndReason::kTruncated));
+    // Environments 0, 2 and 4 one at a time, the rest at once.
+    for (size_t env = 0; env < 6; env += 2) ASSERT_OK((*vw)->End(env, EndReason::kTruncated));
+    ASSERT_OK((*vw)->EndMany(std::vector<size_t>{5, 1, 3}, EndReason::kTerminal));
     vw->reset();
     before = Take(**table);
   }
@@ -636,6 +747,7 @@ TEST_F(TableVectorTest, LoggedVectorStepsReplay) {
     EXPECT_EQ(before.trajectories[i].id, after.trajectories[i].id);
     EXPECT_EQ(before.trajectories[i].length, after.trajectories[i].length);
     EXPECT_EQ(before.trajectories[i].ended, after.trajectories[i].ended);
+    EXPECT_EQ(before.trajectories[i].end_reason, after.trajectories[i].end_reason);
     EXPECT_EQ(before.steps[i], after.steps[i]);
     EXPECT_EQ(before.step_priorities[i], after.step_priorities[i]);
   }

@@ -171,8 +171,30 @@ def test_vector_writer_and_append_many(db_path, rng):
             steps.append(step)
         ids = [vw.trajectory_id(e) for e in range(envs)]
         assert len(set(ids)) == envs
-        for e in range(envs):
-            vw.end(e)
+        # Some environments by end, some by end_many (a mask or numbers).
+        done = rng.random(envs) < 0.5
+        for e in np.flatnonzero(~done)[::2]:
+            vw.end(int(e))
+            done[e] = True
+        if rng.random() < 0.5:
+            vw.end_many(done)
+        else:
+            vw.end_many(list(np.flatnonzero(done)) + [int(np.flatnonzero(done)[0])])
+        for e in range(envs):  # an ended environment has no trajectory until its next step
+            assert vw.trajectory_id(e) == (0 if done[e] else ids[e])
+        open_left = [e for e in range(envs) if not done[e]]
+        assert table.info()["num_open_trajectories"] == len(open_left)
+        vw.end_many(np.array(open_left, dtype=np.int32))
+        assert table.info()["num_open_trajectories"] == 0
+        with pytest.raises(ValueError, match=f"mask of shape \\({envs + 1},\\)"):
+            vw.end_many(np.zeros(envs + 1, dtype=bool))
+        with pytest.raises(ValueError, match="not an array of float64"):
+            vw.end_many([0.5])
+        with pytest.raises(ValueError, match="end_many got environment -1"):
+            vw.end_many([0, -1])
+        with pytest.raises(replaydb.InvalidArgumentError,
+                           match=f"environment {envs} is out of range"):
+            vw.end_many([envs])
         for e, tid in enumerate(ids):
             batch = table.lookup([(tid << 24) | s for s in range(len(steps))])
             got = np.asarray(batch["obs"])[:, 0]
