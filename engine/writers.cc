@@ -66,8 +66,10 @@ Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step,
 }
 
 StagedRows* TrajectoryWriterImpl::Staged() {
-  if (staged_ == nullptr) staged_ = std::make_unique<StagedRows>();
-  return staged_.get();
+  std::unique_ptr<StagedRows>& staged = staged_[staged_turn_];
+  staged_turn_ ^= 1;
+  if (staged == nullptr) staged = std::make_unique<StagedRows>();
+  return staged.get();
 }
 
 Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,

@@ -5,6 +5,7 @@
 #ifndef REPLAYDB_ENGINE_WRITERS_H_
 #define REPLAYDB_ENGINE_WRITERS_H_
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,7 @@ class TrajectoryWriterImpl final : public TrajectoryWriter {
   int64_t num_steps() const override;
 
  private:
+  // The set of staged rows for this call's turn.
   StagedRows* Staged();
 
   const std::shared_ptr<TableImpl> table_;
@@ -33,8 +35,12 @@ class TrajectoryWriterImpl final : public TrajectoryWriter {
   WriterSlot slot_;
   std::vector<const std::byte*> bases_;  // scratch: one pointer per column
   // A table in device memory: the rows on their way there
-  // (TableImpl::AppendStepsToDevice); made on first use.
-  std::unique_ptr<StagedRows> staged_;
+  // (TableImpl::AppendStepsToDevice), in two sets used by turns, so that a
+  // call stages its rows while the previous call's scatter still reads the
+  // other set (each set waits only for its own scatters, on its own
+  // stream). Made on first use.
+  std::array<std::unique_ptr<StagedRows>, 2> staged_;
+  size_t staged_turn_ = 0;
 };
 
 class VectorWriterImpl final : public VectorWriter {

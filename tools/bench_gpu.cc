@@ -41,8 +41,9 @@
 //       1 KiB from a device array (from=host: VectorWriter::Append of the
 //       same rows from pageable host memory), into a table on device 0 (u8[1024], block
 //       64 steps, room for 4 trajectories of 64 steps per environment). Every
-//       environment's trajectory ends after 64 steps; those 4096 End calls
-//       run between the timed stretches (their cost is in the row's note).
+//       environment's trajectory ends after 64 steps; one EndMany of the
+//       4096 environments runs between the timed stretches (its cost per
+//       environment is in the row's note).
 //       The hot tier is filled once beforehand, so the timed appends evict.
 //       The writer splits its per-environment passes over WriterOptions::
 //       threads threads: automatic (the default; the note says how many),
@@ -52,6 +53,15 @@
 //       into a 256 MiB ring); from=host, "pageable_h2d_memcpy": one
 //       CopyHostToDeviceAsync of the host input instead. ratio = value /
 //       ceiling, as for the priority rows.
+//
+//   stacked_insert/envs=4096/step_bytes=1024
+//       The same 4 MiB per call from the same device array, as vector_insert
+//       wal=off threads=auto from=device, but stored as one step of a table
+//       whose column is u8[4096, 1024] (block 8 steps), through a vector
+//       writer of one environment: the layout a table of whole vector steps
+//       would keep, with one trajectory instead of 4096. Value, ceiling and
+//       ratio as for vector_insert. No target (its items are whole vector
+//       steps, not one environment's).
 //
 //   device_append/steps_per_call={1,1024}/step_bytes=1024
 //       TrajectoryWriter::Append (steps_per_call=1) or AppendMany of host
@@ -133,6 +143,8 @@ constexpr int64_t kInsertStepBytes = 1024;
 constexpr int64_t kInsertTrajectorySteps = 64;
 // Trajectories per environment the hot tier holds.
 constexpr int64_t kInsertGenerations = 4;
+// Block size of the stacked_insert table, whose steps are 4 MiB each.
+constexpr int64_t kStackedBlockSteps = 8;
 
 // ---- trajectory writer into a device table
 constexpr int64_t kAppendStepBytes = 1024;
@@ -514,14 +526,34 @@ Result<BenchResult> RunGather(DB* db, const Timing& timing, Tier tier, int64_t s
   });
 }
 
-// threads: WriterOptions::threads (0: automatic).
+// A database of the vector_insert rows: checkpoints neither timed nor
+// on close, so that only the appends (and, wal=on, their log) count.
+DBOptions NoCheckpoints() {
+  DBOptions options;
+  options.checkpoint.every_wal_bytes = 0;
+  options.checkpoint.every = std::chrono::seconds(0);
+  options.checkpoint.on_close = false;
+  return options;
+}
+
+// threads: WriterOptions::threads (0: automatic). stacked: the same rows as
+// one step of one trajectory whose column is [envs, step_bytes] (a vector
+// writer of one environment), instead of one step for each environment.
 Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, int threads,
-                                    bool from_host) {
+                                    bool from_host, bool stacked = false) {
   TableSpec spec =
       OneColumnSpec("bench_vector_insert", kInsertStepBytes, Placement::Device(kDevice));
   // A device table is not logged by default (TableLogging::kDefault).
   spec.logging = logged ? TableLogging::kOn : TableLogging::kDefault;
   spec.capacity_steps = kInsertEnvs * kInsertTrajectorySteps * kInsertGenerations;
+  // Environments the writer has (the table's rows per stored step: 1, or
+  // all of them when stacked).
+  const int64_t writer_envs = stacked ? 1 : kInsertEnvs;
+  if (stacked) {
+    spec.columns[0].shape = Shape{kInsertEnvs, kInsertStepBytes};
+    spec.block_steps = kStackedBlockSteps;
+    spec.capacity_steps = kInsertTrajectorySteps * kInsertGenerations;
+  }
 
   return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
     REPLAYDB_RETURN_IF_ERROR(
@@ -537,18 +569,18 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
     options.timeout = kCallTimeout;
     options.threads = threads;
     REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorWriter> writer,
-                              table->NewVectorWriter(static_cast<size_t>(kInsertEnvs), options));
+                              table->NewVectorWriter(static_cast<size_t>(writer_envs), options));
     // from=host: the same rows in ordinary (pageable) host memory, as a
     // simulator on the CPU would hand them over.
     const std::vector<uint8_t> host_input = PatternBytes(step_rows_bytes, 17);
     const void* source = from_host ? static_cast<const void*>(host_input.data()) : input.data();
-    const ConstTensor step{DType::kU8, Shape{kInsertEnvs, kInsertStepBytes}, source,
+    const ConstTensor step{DType::kU8, spec.columns[0].shape.Prepend(writer_envs), source,
                            step_rows_bytes};
     const std::span<const ConstTensor> steps(&step, 1);
 
     VectorAppendTimes times;
     Result<double> micros = TimeVectorAppends(
-        writer.get(), kInsertEnvs, kInsertTrajectorySteps, kInsertGenerations, timing,
+        writer.get(), writer_envs, kInsertTrajectorySteps, kInsertGenerations, timing,
         [&] {
           return from_host ? writer->Append(steps).WithContext("Append")
                            : writer->AppendFromDevice(steps, stream.handle())
@@ -713,16 +745,24 @@ std::vector<CaseWithTarget> GpuCases() {
                        {"threads", 0, threads == 0 ? "auto" : std::to_string(threads)},
                        {"from", 0, from_host ? "host" : "device"}},
                       [wal, threads, from_host](DB*, const Timing& timing) {
-                        DBOptions options;
-                        options.checkpoint.every_wal_bytes = 0;
-                        options.checkpoint.every = std::chrono::seconds(0);
-                        options.checkpoint.on_close = false;
-                        return WithFreshDB(options, [&](DB* db) {
+                        return WithFreshDB(NoCheckpoints(), [&](DB* db) {
                           return RunVectorInsert(db, timing, wal, threads, from_host);
                         });
                       }},
                      target});
   }
+  // The layout a table of vector steps would store (whole steps, not one
+  // trajectory per environment): what its append costs. No target: its
+  // samples are whole vector steps, not environments' windows.
+  cases.push_back({{"stacked_insert",
+                    {{"envs", kInsertEnvs}, {"step_bytes", kInsertStepBytes}},
+                    [](DB*, const Timing& timing) {
+                      return WithFreshDB(NoCheckpoints(), [&](DB* db) {
+                        return RunVectorInsert(db, timing, /*logged=*/false, /*threads=*/0,
+                                               /*from_host=*/false, /*stacked=*/true);
+                      });
+                    }},
+                   std::nullopt});
   // TrajectoryWriter from host memory into a device table: no target in
   // the issue; the ratio says how far a call is from its rows' copy.
   for (int64_t steps_per_call : {int64_t{1}, int64_t{1024}}) {

@@ -11,8 +11,9 @@ pinned-tier row, bound by PCIe, is shown without a verdict); then, per row,
 a call's microseconds split into host and device parts beside the same-size
 copy's (from the row's note). Then the vector_insert row with its <= 20 us target,
 the vector_insert_host rows (the same appends from host memory: the host's
-bookkeeping alone, no target) and the device_append rows (TrajectoryWriter
-appends of host steps into a device table, no target). Lines that are not JSON
+bookkeeping alone, no target), the stacked_insert row (the same 4 MiB stored
+as one step of one trajectory, no target) and the device_append rows
+(TrajectoryWriter appends of host steps into a device table, no target). Lines that are not JSON
 objects are skipped.
 
 usage: python3 gather_summary.py FILE.jsonl...
@@ -54,7 +55,8 @@ def load(paths):
                     notes.setdefault("torch", r.get("note", "no torch baseline"))
                     continue
                 baseline[(p.get("step_bytes"), p.get("L"), p.get("method"))] = r
-            elif bench in ("vector_insert", "vector_insert_host", "device_append"):
+            elif bench in ("vector_insert", "vector_insert_host", "stacked_insert",
+                           "device_append"):
                 inserts.append(r)
     return gather, baseline, inserts, notes
 
@@ -132,10 +134,12 @@ def main():
     for r in inserts:
         p = r.get("params", {})
         value = r.get("value")
-        if r.get("bench") in ("vector_insert_host", "device_append"):
+        if r.get("bench") in ("vector_insert_host", "stacked_insert", "device_append"):
             params = " ".join(f"{k}={v}" for k, v in p.items())
+            source = "device" if r["bench"] == "stacked_insert" else "host"
             print(f"{r['bench']} {params}: "
-                  f"{num(value, '{:.2f}')} us per call from host memory; {r.get('ceiling_name')} "
+                  f"{num(value, '{:.2f}')} us per call from {source} memory; "
+                  f"{r.get('ceiling_name')} "
                   f"{num(r.get('ceiling'), '{:.2f}')} us (ratio {num(r.get('ratio'), '{:.2f}')})"
                   + (f"; {r['note']}" if r.get("note") else ""))
             continue

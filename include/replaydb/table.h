@@ -236,10 +236,11 @@ class TrajectoryWriter {
   // error the steps before the failing one stay.
   // Into a table in device memory (Append too): the rows are copied into
   // pinned host memory the writer keeps (up to 16 MiB, or one row if
-  // larger) and a kernel scatters them from there into their blocks, one
-  // launch for as many steps as the rate limiter and the free blocks admit
-  // at once; the inputs may be reused once the call returns, and every
-  // later sample sees the steps.
+  // larger, in each of two sets that calls use by turns, so that a call
+  // does not wait for the previous one's kernel) and a kernel scatters them
+  // from there into their blocks, one launch for as many steps as the rate
+  // limiter and the free blocks admit at once; the inputs may be reused
+  // once the call returns, and every later sample sees the steps.
   virtual Status AppendMany(std::span<const ConstTensor> steps,
                             std::span<const double> priorities = {}) = 0;
 
