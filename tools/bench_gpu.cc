@@ -604,9 +604,13 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
     r.unit = "us";
     r.ceiling = copy_micros;
     r.ceiling_name = from_host ? "pageable_h2d_memcpy" : kD2dCeiling;
+    // The writer's threads: never more than its environments.
+    const int parts = std::min<int>(
+        threads == 0 ? AutoParts(static_cast<size_t>(writer_envs)) : threads,
+        static_cast<int>(writer_envs));
     r.note = VectorAppendNote(times, kInsertTrajectorySteps) + "; writer threads " +
-             std::to_string(threads == 0 ? AutoParts(static_cast<size_t>(kInsertEnvs)) : threads) +
-             " of " + std::to_string(std::thread::hardware_concurrency()) + " hardware threads";
+             std::to_string(parts) + " of " + std::to_string(std::thread::hardware_concurrency()) +
+             " hardware threads";
     return r;
   });
 }
