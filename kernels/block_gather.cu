@@ -30,6 +30,7 @@
 #include "kernels/block_index_staging.h"
 #include "kernels/cuda_status.cuh"
 #include "kernels/gpu.h"
+#include "kernels/launch_faults.h"
 
 namespace replaydb::kernels {
 namespace {
@@ -273,8 +274,10 @@ Status Gather(const DeviceBlockIndex& index, const GatherRequest& request, void*
   for (int i = 0; i < launches; ++i) {
     PlanGather(impl->view(), request, i, impl->num_sms(), &launch);
     REPLAYDB_RETURN_IF_CUDA_ERROR(
-        gather::DeviceGather(launch.args, launch.grid, launch.threads, AsStream(stream),
-                             request.overlap_prior && impl->overlap()),
+        LaunchFaults::Take()
+            ? cudaErrorLaunchOutOfResources
+            : gather::DeviceGather(launch.args, launch.grid, launch.threads, AsStream(stream),
+                                   request.overlap_prior && impl->overlap()),
         "Gather: GatherKernel launch (" + std::to_string(launch.grid) + " x " +
             std::to_string(launch.threads) + ")");
   }
@@ -295,7 +298,9 @@ Status Scatter(const DeviceBlockIndex& index, const ScatterRequest& request, voi
   for (int i = 0; i < launches; ++i) {
     PlanScatter(impl->view(), request, i, impl->num_sms(), &launch);
     REPLAYDB_RETURN_IF_CUDA_ERROR(
-        gather::DeviceScatter(launch.args, launch.grid, launch.threads, AsStream(stream)),
+        LaunchFaults::Take()
+            ? cudaErrorLaunchOutOfResources
+            : gather::DeviceScatter(launch.args, launch.grid, launch.threads, AsStream(stream)),
         "Scatter: ScatterKernel launch (" + std::to_string(launch.grid) + " x " +
             std::to_string(launch.threads) + ")");
   }

@@ -154,6 +154,7 @@ struct GatherRequest {
 // [0, num_blocks * block_steps) is no item; steps are capped at L (0: no
 // real step); steps in blocks past the end of the chain, or in a block whose
 // address is null, read as zeros (mask 1).
+// Tests make launches fail with kernels::LaunchFaults (launch_faults.h).
 Status Gather(const DeviceBlockIndex& index, const GatherRequest& request, void* stream);
 
 struct ScatterColumn {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kernels/gpu.h"
+#include "kernels/launch_faults.h"
 #include "replaydb/db.h"
 #include "replaydb/device.h"
 #include "tests/test_util.h"
@@ -853,6 +854,175 @@ std::vector<ItemKey> LiveKeys(Table& table, uint64_t ids, int64_t max_steps) {
     }
   }
   return keys;
+}
+
+// Disarms kernels::LaunchFaults when a test leaves, a failed assertion
+// included.
+struct LaunchFaultsGuard {
+  ~LaunchFaultsGuard() { kernels::LaunchFaults::Disarm(); }
+};
+
+// n steps stacked per column ([n, shape...]) for AppendMany.
+struct StackedSteps {
+  std::vector<std::vector<std::byte>> columns;
+  std::vector<ConstTensor> tensors;
+};
+
+StackedSteps RandomSteps(const TableSpec& spec, int64_t n, std::mt19937_64& rng) {
+  StackedSteps out;
+  out.columns.resize(spec.columns.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const testing_util::StepData step = testing_util::RandomStep(spec, rng);
+    for (size_t c = 0; c < spec.columns.size(); ++c) {
+      out.columns[c].insert(out.columns[c].end(), step.columns[c].begin(), step.columns[c].end());
+    }
+  }
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    out.tensors.push_back({spec.columns[c].dtype, spec.columns[c].shape.Prepend(n),
+                           out.columns[c].data(), out.columns[c].size()});
+  }
+  return out;
+}
+
+// Every trajectory of `got` holds what the same trajectory, in id order, of
+// `want` holds (ids may differ: a failed first step uses one up).
+void ExpectSameTrajectories(Table& want, Table& got) {
+  const std::vector<TrajectoryInfo> a = want.ListTrajectories({});
+  const std::vector<TrajectoryInfo> b = got.ListTrajectories({});
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE("trajectory " + std::to_string(i));
+    ASSERT_EQ(a[i].length, b[i].length);
+    EXPECT_EQ(a[i].ended, b[i].ended);
+    EXPECT_EQ(a[i].live_items, b[i].live_items);
+    TrajectorySteps ra, rb;
+    ASSERT_OK(want.ReadTrajectory(a[i].id, 0, a[i].length, &ra));
+    ASSERT_OK(got.ReadTrajectory(b[i].id, 0, b[i].length, &rb));
+    for (size_t c = 0; c < ra.columns.size(); ++c) {
+      ASSERT_EQ(ra.columns[c].size_bytes(), rb.columns[c].size_bytes());
+      EXPECT_EQ(std::memcmp(ra.columns[c].data(), rb.columns[c].data(), ra.columns[c].size_bytes()),
+                0)
+          << "column " << c;
+    }
+  }
+}
+
+// A launch that fails (made to, by kernels::LaunchFaults) stores nothing
+// and says what failed: an AppendFromDevice whose scatter fails, a
+// TrajectoryWriter Append or AppendMany into a device table whose scatter
+// fails, and a LookupToDevice whose gather fails each return Internal
+// naming the table and the kernel; the table counts nothing of the failed
+// call (steps, items, trajectories, the rate limiter's inserts), and the
+// calls after it store and read as in a host twin fed only the calls that
+// succeeded. With 18 columns a call takes two launches, and the second one
+// fails after the first was queued.
+TEST_F(TableGpuTest, FailedLaunchesStoreNothingAndTheTableGoesOn) {
+  LaunchFaultsGuard guard;
+  for (Placement p : {Placement::Device(0), Placement::Host()}) {
+    for (bool wide : {false, true}) {
+      const std::string name =
+          std::string(p.kind == Placement::Kind::kDevice ? "dev" : "pin") + (wide ? "_wide" : "");
+      SCOPED_TRACE(name);
+      TableSpec spec = GatherSpec(name, rng_, p);
+      if (wide) {
+        spec.columns.clear();
+        for (int c = 0; c < 18; ++c) {
+          spec.columns.push_back({"c" + std::to_string(c), c % 2 ? DType::kU8 : DType::kF32,
+                                  Shape({1 + static_cast<int64_t>(rng_() % 9)})});
+        }
+      }
+      spec.capacity_steps = 16384;                                  // nothing is evicted
+      spec.sequence_length = 1 + static_cast<int64_t>(rng_() % 4);  // items from short trajectories
+      TableSpec ref_spec = spec;
+      ref_spec.name += "_ref";
+      ref_spec.placement = Placement::Host();
+      auto table = Take(db_->CreateTable(spec));
+      auto ref = Take(db_->CreateTable(ref_spec));
+      const size_t N = 1 + rng_() % 40;
+      auto vw = Take(table->NewVectorWriter(N));
+      auto ref_vw = Take(ref->NewVectorWriter(N));
+      auto tw = Take(table->NewWriter());
+      auto ref_tw = Take(ref->NewWriter());
+      auto stream = Take(DeviceStream::Create(0));
+      // The call's last launch fails.
+      const int launches = wide ? 2 : 1;
+      int failed = 0;
+      for (int round = 0; round < 40; ++round) {
+        const int kind = static_cast<int>(rng_() % 3);  // AppendFromDevice, Append, AppendMany
+        // A TrajectoryWriter into pinned blocks copies on the host: no launch.
+        const bool launches_kernel = kind == 0 || p.kind == Placement::Kind::kDevice;
+        const bool fail = launches_kernel && rng_() % 3 == 0;
+        const TableInfo before = table->Info();
+        if (fail) kernels::LaunchFaults::Arm(launches - 1, 1);
+        Status s;
+        if (kind == 0) {
+          const RandomVectorStep v = MakeRandomVectorStep(spec, N, rng_, stream);
+          s = vw->AppendFromDevice(v.device_t, stream.handle());
+          if (!fail) ASSERT_OK(ref_vw->Append(v.host_t));
+          ASSERT_OK(stream.Synchronize());
+        } else {
+          const int64_t n = kind == 1 ? 1 : 1 + static_cast<int64_t>(rng_() % 6);
+          const StackedSteps steps = RandomSteps(spec, n, rng_);
+          if (kind == 1) {
+            std::vector<ConstTensor> one;
+            for (const ConstTensor& t : steps.tensors) {
+              one.push_back({t.dtype, spec.columns[one.size()].shape, t.data, t.size_bytes});
+            }
+            s = tw->Append(one);
+            if (!fail) ASSERT_OK(ref_tw->Append(one));
+          } else {
+            s = tw->AppendMany(steps.tensors);
+            if (!fail) ASSERT_OK(ref_tw->AppendMany(steps.tensors));
+            if (fail) {
+              EXPECT_THAT(s.message(), HasSubstr("AppendMany step 0 of " + std::to_string(n)));
+            }
+          }
+        }
+        if (!fail) {
+          ASSERT_OK(s);
+        } else {
+          ++failed;
+          EXPECT_EQ(s.code(), Status::Code::kInternal) << s.ToString();
+          EXPECT_THAT(s.message(), HasSubstr("table '" + spec.name + "'"));
+          EXPECT_THAT(s.message(), HasSubstr("ScatterKernel launch"));
+          EXPECT_THAT(s.message(), HasSubstr("cudaErrorLaunchOutOfResources"));
+          const TableInfo after = table->Info();
+          EXPECT_EQ(after.steps_inserted, before.steps_inserted);
+          EXPECT_EQ(after.num_steps, before.num_steps);
+          EXPECT_EQ(after.num_items, before.num_items);
+          EXPECT_EQ(after.items_inserted, before.items_inserted);
+          EXPECT_EQ(after.num_trajectories, before.num_trajectories);
+          EXPECT_EQ(after.rate_limiter.inserts, before.rate_limiter.inserts);
+        }
+        if (rng_() % 5 == 0) {
+          const size_t env = rng_() % N;
+          ASSERT_OK(vw->End(env, EndReason::kTerminal));
+          ASSERT_OK(ref_vw->End(env, EndReason::kTerminal));
+          ASSERT_OK(tw->End(EndReason::kTruncated));
+          ASSERT_OK(ref_tw->End(EndReason::kTruncated));
+        }
+      }
+      kernels::LaunchFaults::Disarm();
+      ASSERT_NO_FATAL_FAILURE(ExpectSameTrajectories(*ref, *table));
+
+      // A gather that fails, then the same gather: what the CPU path reads.
+      std::vector<ItemKey> keys;
+      std::vector<double> priorities;
+      ASSERT_OK(table->ItemPriorities(&keys, &priorities));
+      ASSERT_FALSE(keys.empty());
+      SampleBatch want;
+      ASSERT_OK(table->Lookup(keys, &want));
+      DeviceOut out = AllocateOut(spec, static_cast<int64_t>(keys.size()));
+      kernels::LaunchFaults::Arm(launches - 1, 1);
+      Status s = table->LookupToDevice(keys, out.view, stream.handle());
+      EXPECT_EQ(s.code(), Status::Code::kInternal) << s.ToString();
+      EXPECT_THAT(s.message(), HasSubstr("table '" + spec.name + "'"));
+      EXPECT_THAT(s.message(), HasSubstr("GatherKernel launch"));
+      ASSERT_OK(table->LookupToDevice(keys, out.view, stream.handle()));
+      ExpectSameAsHost(out, want, name + " after a failed gather");
+      EXPECT_GT(failed, 0);
+    }
+  }
 }
 
 // TrajectoryWriter into a device table (TableImpl::AppendStepsToDevice):
