@@ -350,7 +350,10 @@ class Table {
   // >= 0) the draw runs on the device too and no data passes through the
   // host: times_sampled is then not counted per item. Otherwise the host
   // draws as Sample does and one kernel copies keys, probabilities and
-  // windows.
+  // windows. A kernel that cannot be launched fails the call (Internal,
+  // naming it); draws the host made count all the same (times_sampled, the
+  // rate limiter's samples, max_times_sampled removals), as for a batch the
+  // caller drops.
   virtual Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
                                 const DeviceSampleOutput& out, void* stream) = 0;
   // Lookup into device memory; out.probabilities may be null (zeros are

@@ -915,7 +915,8 @@ void ExpectSameTrajectories(Table& want, Table& got) {
 // call (steps, items, trajectories, the rate limiter's inserts), and the
 // calls after it store and read as in a host twin fed only the calls that
 // succeeded. With 18 columns a call takes two launches, and the second one
-// fails after the first was queued.
+// fails after the first was queued. A SampleToDevice whose gather fails
+// still counts its host draws (as documented).
 TEST_F(TableGpuTest, FailedLaunchesStoreNothingAndTheTableGoesOn) {
   LaunchFaultsGuard guard;
   for (Placement p : {Placement::Device(0), Placement::Host()}) {
@@ -1021,6 +1022,16 @@ TEST_F(TableGpuTest, FailedLaunchesStoreNothingAndTheTableGoesOn) {
       ASSERT_OK(table->LookupToDevice(keys, out.view, stream.handle()));
       ExpectSameAsHost(out, want, name + " after a failed gather");
       EXPECT_GT(failed, 0);
+      // SampleToDevice (drawn on the host): the draws count all the same.
+      const int64_t samples = table->Info().rate_limiter.samples;
+      const int64_t batch = 1 + static_cast<int64_t>(rng_() % keys.size());
+      kernels::LaunchFaults::Arm(launches - 1, 1);
+      s = table->SampleToDevice(batch, {}, out.view, stream.handle());
+      EXPECT_EQ(s.code(), Status::Code::kInternal) << s.ToString();
+      EXPECT_THAT(s.message(), HasSubstr("GatherKernel launch"));
+      EXPECT_EQ(table->Info().rate_limiter.samples, samples + batch);
+      ASSERT_OK(table->SampleToDevice(batch, {}, out.view, stream.handle()));
+      EXPECT_EQ(table->Info().rate_limiter.samples, samples + 2 * batch);
     }
   }
 }
