@@ -38,8 +38,15 @@ def test_device_tensors_in_and_out_without_copies(db_path, seed, placement):
             vw.append(step)  # AppendFromDevice on PyTorch's current stream
             written.append({k: v.cpu() for k, v in step.items()})
         ids = [vw.trajectory_id(e) for e in range(envs)]
+        # A simulator's done flags as a GPU tensor end those environments,
+        # then end(e) the others.
+        done = torch.rand(envs, device="cuda", generator=gen) < 0.5
+        vw.end_many(done)
+        assert table.info()["num_open_trajectories"] == envs - int(done.sum())
         for e in range(envs):
+            assert vw.trajectory_id(e) == (0 if done[e] else ids[e])
             vw.end(e)
+        assert table.info()["num_open_trajectories"] == 0
         torch.cuda.synchronize()
 
         batch = table.sample(64, device="cuda", importance_beta=0.5)
