@@ -438,8 +438,7 @@ Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* 
     REPLAYDB_RETURN_IF_ERROR(
         staged->Prepare(tier_->device(), columns_, layout_, static_cast<size_t>(count))
             .WithContext("table " + Q(name_)));
-    staged->CopyRows(layout_, column_base, static_cast<size_t>(first), static_cast<size_t>(count),
-                     nullptr);
+    staged->CopyRows(column_base, static_cast<size_t>(first), static_cast<size_t>(count), nullptr);
     std::unique_lock<std::mutex> lock(mu_);
     for (int64_t begin = 0; begin < count;) {
       const int64_t at = first + begin;  // the run's first step among the n
@@ -713,12 +712,12 @@ Status StagedRows::Prepare(int device, std::span<const ColumnSpec> schema,
   return Status::OK();
 }
 
-void StagedRows::CopyRows(const TableLayout& layout, const std::byte* const* column_base,
-                          size_t first_row, size_t count, ForkJoin* fork_join) {
+void StagedRows::CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
+                          ForkJoin* fork_join) {
   const size_t num_columns = offsets.size();
   ForkJoin::ForEachShare(fork_join, count, [&](int /*part*/, size_t first, size_t last) {
     for (size_t c = 0; c < num_columns; ++c) {
-      const size_t cb = layout.column_bytes[c];
+      const size_t cb = layout->column_bytes[c];
       std::memcpy(column(c) + first * cb, column_base[c] + (first_row + first) * cb,
                   (last - first) * cb);
     }
@@ -738,7 +737,7 @@ Status TableImpl::StageVectorRows(int device, const VectorSteps& rows, size_t fi
                                   size_t count, VectorScratch* scratch) const {
   StagedRows& staged = scratch->device_rows;
   REPLAYDB_RETURN_IF_ERROR(staged.Prepare(device, columns_, layout_, count));
-  staged.CopyRows(layout_, rows.columns.data(), first_row, count, scratch->fork_join.get());
+  staged.CopyRows(rows.columns.data(), first_row, count, scratch->fork_join.get());
   return Status::OK();
 }
 

@@ -180,8 +180,8 @@ struct StagedRows {
   // Copies host rows [first_row, first_row + count) of every column (column
   // c's row i at column_base[c] + i * its bytes) into the prepared rows,
   // split over `fork_join`'s parts (null: on this thread).
-  void CopyRows(const TableLayout& layout, const std::byte* const* column_base, size_t first_row,
-                size_t count, ForkJoin* fork_join);
+  void CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
+                ForkJoin* fork_join);
   // Queues the scatter of prepared rows [first_row, first_row +
   // slots.size()) to `slots` (< 0: skip).
   Status Scatter(DeviceTier& tier, std::span<const int64_t> slots, size_t first_row = 0);

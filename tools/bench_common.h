@@ -206,9 +206,10 @@ struct VectorAppendTimes {
 // appends `trajectory_steps` steps to every one of `envs` environments of
 // `writer` through `append` (one call per step; `finish`, which may be
 // empty, waits for work a call queued), then ends every environment's
-// trajectory with one EndMany, untimed. `generations` rounds fill the hot tier first, so the
-// timed rounds evict; rounds are then timed until timing.duration passes,
-// the median of timing.repetitions. Returns microseconds per append.
+// trajectory with one EndMany, untimed. `generations` rounds fill the hot
+// tier first, so the timed rounds evict; rounds are then timed until
+// timing.duration passes, the median of timing.repetitions. Returns
+// microseconds per append.
 inline Result<double> TimeVectorAppends(VectorWriter* writer, int64_t envs,
                                         int64_t trajectory_steps, int64_t generations,
                                         const Timing& timing,

@@ -862,28 +862,6 @@ struct LaunchFaultsGuard {
   ~LaunchFaultsGuard() { kernels::LaunchFaults::Disarm(); }
 };
 
-// n steps stacked per column ([n, shape...]) for AppendMany.
-struct StackedSteps {
-  std::vector<std::vector<std::byte>> columns;
-  std::vector<ConstTensor> tensors;
-};
-
-StackedSteps RandomSteps(const TableSpec& spec, int64_t n, std::mt19937_64& rng) {
-  StackedSteps out;
-  out.columns.resize(spec.columns.size());
-  for (int64_t i = 0; i < n; ++i) {
-    const testing_util::StepData step = testing_util::RandomStep(spec, rng);
-    for (size_t c = 0; c < spec.columns.size(); ++c) {
-      out.columns[c].insert(out.columns[c].end(), step.columns[c].begin(), step.columns[c].end());
-    }
-  }
-  for (size_t c = 0; c < spec.columns.size(); ++c) {
-    out.tensors.push_back({spec.columns[c].dtype, spec.columns[c].shape.Prepend(n),
-                           out.columns[c].data(), out.columns[c].size()});
-  }
-  return out;
-}
-
 // Every trajectory of `got` holds what the same trajectory, in id order, of
 // `want` holds (ids may differ: a failed first step uses one up).
 void ExpectSameTrajectories(Table& want, Table& got) {
@@ -963,17 +941,17 @@ TEST_F(TableGpuTest, FailedLaunchesStoreNothingAndTheTableGoesOn) {
           ASSERT_OK(stream.Synchronize());
         } else {
           const int64_t n = kind == 1 ? 1 : 1 + static_cast<int64_t>(rng_() % 6);
-          const StackedSteps steps = RandomSteps(spec, n, rng_);
+          const RandomVectorStep steps =
+              MakeRandomVectorStep(spec, static_cast<size_t>(n), rng_, stream);
           if (kind == 1) {
-            std::vector<ConstTensor> one;
-            for (const ConstTensor& t : steps.tensors) {
-              one.push_back({t.dtype, spec.columns[one.size()].shape, t.data, t.size_bytes});
-            }
+            // One step: Append, with the step's shape (no leading 1).
+            std::vector<ConstTensor> one = steps.host_t;
+            for (size_t c = 0; c < one.size(); ++c) one[c].shape = spec.columns[c].shape;
             s = tw->Append(one);
             if (!fail) ASSERT_OK(ref_tw->Append(one));
           } else {
-            s = tw->AppendMany(steps.tensors);
-            if (!fail) ASSERT_OK(ref_tw->AppendMany(steps.tensors));
+            s = tw->AppendMany(steps.host_t);
+            if (!fail) ASSERT_OK(ref_tw->AppendMany(steps.host_t));
             if (fail) {
               EXPECT_THAT(s.message(), HasSubstr("AppendMany step 0 of " + std::to_string(n)));
             }
