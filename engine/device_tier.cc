@@ -278,6 +278,12 @@ Status DeviceTier::Scatter(std::span<const int64_t> slots, std::span<const Const
   }
   // Even after a failed launch: later gathers wait for what was queued.
   const Status writes = RecordWrites(stream);
+  // The stream is ordered after its own record (its work before the record
+  // waited for every earlier one): its next access needs no wait.
+  if (writes.ok()) {
+    waited_stream_ = stream_id;
+    waited_record_ = writes_recorded_;
+  }
   scattered_ = true;
   REPLAYDB_RETURN_IF_ERROR(Accessed(launched, stream, stream_id, &s->epoch));
   return writes;
