@@ -123,9 +123,17 @@ want memcheck &&
   step "memcheck" memcheck.log sanitizer_note -- \
     compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 \
     "$tests" --gtest_filter="$sanitized_filter" --gtest_color=no
+# Racecheck runs with launches blocking. Without, 3 of 7 full racecheck
+# runs and 1 of 17 runs of TableGpuTest.VectorWriterAppendsFromDeviceMemory
+# alone hung in cudaStreamSynchronize, inside the sanitizer (H200, CUDA
+# 13.0, 2026-11-23; builds before and after that day's changes alike; the
+# same tests have never hung outside the sanitizer); with, none of 26. Racecheck looks for shared-memory
+# hazards inside a kernel, which blocking launches do not hide. Memcheck
+# keeps asynchronous launches: a missing stream dependency can show there as
+# an access to freed or reused memory.
 want racecheck &&
   step "racecheck" racecheck.log sanitizer_note -- \
-    compute-sanitizer --tool racecheck --error-exitcode 1 \
+    env CUDA_LAUNCH_BLOCKING=1 compute-sanitizer --tool racecheck --error-exitcode 1 \
     "$tests" --gtest_filter="$sanitized_filter" --gtest_color=no
 if want prio; then
   step "bench prio" bench.jsonl json_note -- "$tool" bench --json --big --filter prio
