@@ -36,13 +36,18 @@ Deadline DeadlineAfter(std::chrono::milliseconds timeout) {
   return now + timeout;
 }
 
-RateLimiter::RateLimiter(const RateLimiterSpec& spec, std::string table_name)
-    : spec_(spec), table_name_(std::move(table_name)) {
+RateLimiter::RateLimiter(const RateLimiterSpec& spec, std::string table_name, int64_t insert_weight)
+    : spec_(spec), table_name_(std::move(table_name)), insert_weight_(insert_weight) {
   assert(spec.Validate().ok());
+  assert(insert_weight >= 1);
 }
 
 bool RateLimiter::CanInsert(int64_t n) const {
-  const int64_t inserts = inserts_ + reserved_inserts_ + n;
+  return CanInsertItems(n * insert_weight_);
+}
+
+bool RateLimiter::CanInsertItems(int64_t items) const {
+  const int64_t inserts = inserts_ + reserved_inserts_ + items;
   // Until the table reaches its minimum size, inserts are free.
   if (inserts - deletes_ <= spec_.min_size_to_sample) return true;
   const double error =
@@ -81,11 +86,12 @@ Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int6
     return Status::InvalidArgument("table '" + table_name_ + "': cannot reserve " +
                                    std::to_string(n) + " inserts; need at least 1");
   }
+  const int64_t items = n * insert_weight_;
   bool blocked = false;
   while (true) {
     if (cancelled_) {
       return Status::Cancelled("table '" + table_name_ + "' was closed while waiting to insert " +
-                               Items(n));
+                               Items(items));
     }
     if (CanInsert(n)) break;
     if (!blocked) {
@@ -96,13 +102,13 @@ Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int6
       // Woken by the deadline: the state may have changed while this thread
       // waited for the mutex, so re-check before giving up.
       if (cancelled_ || CanInsert(n)) continue;
-      return Status::DeadlineExceeded("table '" + table_name_ +
-                                      "': timed out after waiting for the rate limiter to allow " +
-                                      std::to_string(n) + (n == 1 ? " insert " : " inserts ") +
-                                      StateString(/*for_insert=*/true));
+      return Status::DeadlineExceeded(
+          "table '" + table_name_ + "': timed out after waiting for the rate limiter to allow " +
+          std::to_string(items) + (items == 1 ? " insert " : " inserts ") +
+          StateString(/*for_insert=*/true));
     }
   }
-  reserved_inserts_ += n;
+  reserved_inserts_ += items;
   // A reservation only makes other inserts harder and is invisible to
   // samplers: nobody to wake.
   return Status::OK();
@@ -111,7 +117,7 @@ Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int6
 bool RateLimiter::TryReserveInserts(int64_t n) {
   assert(n >= 1);
   if (cancelled_ || !CanInsert(n)) return false;
-  reserved_inserts_ += n;
+  reserved_inserts_ += n * insert_weight_;
   return true;
 }
 
@@ -129,22 +135,23 @@ int64_t RateLimiter::TryReserveUpTo(int64_t n) {
     }
     k = lo;
   }
-  reserved_inserts_ += k;
+  reserved_inserts_ += k * insert_weight_;
   return k;
 }
 
 void RateLimiter::CommitInserts(int64_t n) {
-  assert(n >= 0 && n <= reserved_inserts_);
-  reserved_inserts_ -= n;
-  inserts_ += n;
+  const int64_t items = n * insert_weight_;
+  assert(n >= 0 && items <= reserved_inserts_);
+  reserved_inserts_ -= items;
+  inserts_ += items;
   // inserts + reserved is unchanged, so CanInsert is too; size and error
   // grew, so samples may now run.
   can_sample_cv_.notify_all();
 }
 
 void RateLimiter::ReleaseInserts(int64_t n) {
-  assert(n >= 0 && n <= reserved_inserts_);
-  reserved_inserts_ -= n;
+  assert(n >= 0 && n * insert_weight_ <= reserved_inserts_);
+  reserved_inserts_ -= n * insert_weight_;
   // Samplers never saw the reservation.
   can_insert_cv_.notify_all();
 }
@@ -199,13 +206,13 @@ void RateLimiter::Restore(const Counters& c) {
 
 void RateLimiter::ForceInserts(int64_t n) {
   assert(n >= 0);
-  inserts_ += n;
+  inserts_ += n * insert_weight_;
   can_sample_cv_.notify_all();
 }
 
 void RateLimiter::Delete(int64_t n) {
   assert(n >= 0);
-  deletes_ += n;
+  deletes_ += n * insert_weight_;
   // A smaller size can only let inserts through (below min_size_to_sample
   // they are free); it never lets a sample through, and `ready()` conditions
   // that depend on the table's items are the caller's to signal.

@@ -28,8 +28,11 @@ Deadline DeadlineAfter(std::chrono::milliseconds timeout);
 
 class RateLimiter {
  public:
-  // REQUIRES: spec.Validate().ok(). `table_name` appears in messages.
-  RateLimiter(const RateLimiterSpec& spec, std::string table_name);
+  // REQUIRES: spec.Validate().ok(), insert_weight >= 1. `table_name`
+  // appears in messages. Every insert and delete the methods below take
+  // counts as `insert_weight` items (a vector table's vector step holds one
+  // item per environment, TableSpec::lanes); samples count one each.
+  RateLimiter(const RateLimiterSpec& spec, std::string table_name, int64_t insert_weight = 1);
 
   // Waits until n more inserts are allowed, then reserves them: reserved
   // inserts count against max_diff for other inserters but are not yet
@@ -76,8 +79,8 @@ class RateLimiter {
   // Every current and future wait returns Cancelled.
   void Cancel();
 
-  // Whether n more inserts, on top of those committed and reserved, are
-  // allowed now.
+  // Whether n more inserts (n * insert_weight items), on top of those
+  // committed and reserved, are allowed now.
   bool CanInsert(int64_t n) const;
   // Whether a sample of n items is allowed now (the rate limiter's rule only;
   // committed inserts count, reserved ones do not).
@@ -102,9 +105,12 @@ class RateLimiter {
   // min_size_to_sample=.., max_diff=..)"; min_diff instead of max_diff when
   // !for_insert; reserved_inserts after inserts when there are any.
   std::string StateString(bool for_insert) const;
+  // Whether `items` more inserted items are allowed now.
+  bool CanInsertItems(int64_t items) const;
 
   RateLimiterSpec spec_;
   const std::string table_name_;
+  const int64_t insert_weight_;
   int64_t inserts_ = 0;
   int64_t reserved_inserts_ = 0;
   int64_t samples_ = 0;
