@@ -113,7 +113,7 @@ flatbuffers::Offset<fb::TableDef> BuildTableDef(flatbuffers::FlatBufferBuilder& 
       spec.priority_exponent, static_cast<uint8_t>(spec.step_priority), spec.priority_device,
       static_cast<uint8_t>(spec.placement.kind), spec.placement.device, id,
       static_cast<uint8_t>(spec.logging), spec.spill, spec.rotation_fraction,
-      spec.rotation_every_samples);
+      spec.rotation_every_samples, spec.lanes);
 }
 
 // Converts one verified TableDef, checking what the verifier cannot: enum
@@ -180,6 +180,7 @@ Status ParseTableDef(const fb::TableDef& def, size_t index, const std::string& p
   spec->spill = def.spill();
   spec->rotation_fraction = def.rotation_fraction();
   spec->rotation_every_samples = def.rotation_every_samples();
+  spec->lanes = def.lanes();
   spec->capacity_steps = def.capacity_steps();
   spec->capacity_bytes = def.capacity_bytes();
   spec->block_steps = def.block_steps();

@@ -201,9 +201,19 @@ Status TableSpec::Validate() const {
                                      std::to_string(engine::kMaxStepBytes));
     }
   }
-  if (step_bytes() > engine::kMaxStepBytes) {
-    return Status::InvalidArgument(table + ": a step of all columns needs " +
-                                   std::to_string(step_bytes()) + " bytes, more than the limit of " +
+  if (lanes < 1 || lanes > kMaxTrajectorySteps) {
+    return Status::InvalidArgument(table + ": lanes is " + std::to_string(lanes) +
+                                   "; it must be between 1 and " +
+                                   std::to_string(kMaxTrajectorySteps));
+  }
+  // What a step stores: one row per lane.
+  const uint64_t stored_step_bytes = step_bytes() * static_cast<uint64_t>(lanes);
+  const std::string vector_steps =
+      lanes > 1 ? " (a vector step of " + std::to_string(lanes) + " environments)" : "";
+  if (stored_step_bytes > engine::kMaxStepBytes) {
+    return Status::InvalidArgument(table + ": a step of all columns" + vector_steps + " needs " +
+                                   std::to_string(stored_step_bytes) +
+                                   " bytes, more than the limit of " +
                                    std::to_string(engine::kMaxStepBytes));
   }
   if (block_steps < 1 || block_steps > engine::kMaxBlockSteps) {
@@ -211,13 +221,12 @@ Status TableSpec::Validate() const {
                                    "; it must be between 1 and " +
                                    std::to_string(engine::kMaxBlockSteps));
   }
-  const uint64_t block_bytes = static_cast<uint64_t>(block_steps) * step_bytes();
+  const uint64_t block_bytes = static_cast<uint64_t>(block_steps) * stored_step_bytes;
   if (block_bytes > engine::kMaxBlockBytes) {
-    return Status::InvalidArgument(
-        table + ": a block of " + std::to_string(block_steps) + " steps of " +
-        std::to_string(step_bytes()) + " bytes is " + std::to_string(block_bytes) +
-        " bytes, more than the limit of " + std::to_string(engine::kMaxBlockBytes) +
-        "; lower block_steps");
+    return Status::InvalidArgument(table + ": a block of " + std::to_string(block_steps) +
+                                   " steps of " + std::to_string(stored_step_bytes) + " bytes is " +
+                                   std::to_string(block_bytes) + " bytes, more than the limit of " +
+                                   std::to_string(engine::kMaxBlockBytes) + "; lower block_steps");
   }
   if (capacity_steps < 0) {
     return Status::InvalidArgument(table + ": capacity_steps is " +
@@ -231,10 +240,9 @@ Status TableSpec::Validate() const {
     }
     if (static_cast<uint64_t>(capacity_bytes) < block_bytes) {
       return Status::InvalidArgument(table + ": capacity_bytes " + std::to_string(capacity_bytes) +
-                                     " is smaller than one block (" +
-                                     std::to_string(block_steps) + " steps x " +
-                                     std::to_string(step_bytes()) + " bytes = " +
-                                     std::to_string(block_bytes) + " bytes)");
+                                     " is smaller than one block (" + std::to_string(block_steps) +
+                                     " steps x " + std::to_string(stored_step_bytes) +
+                                     " bytes = " + std::to_string(block_bytes) + " bytes)");
     }
   }
   const int64_t blocks = engine::CapacityBlocks(*this);
@@ -341,6 +349,43 @@ Status TableSpec::Validate() const {
                                    std::to_string(max_times_sampled) +
                                    "; it must be between 0 (unlimited) and " +
                                    std::to_string(engine::kMaxTimesSampledLimit));
+  }
+  if (lanes > 1) {
+    // docs/vector_tables.md: what a vector table's first version refuses.
+    const std::string vector_table =
+        table + ": a vector table (lanes " + std::to_string(lanes) + ")";
+    const auto refuse = [&](const std::string& what) {
+      return Status::InvalidArgument(vector_table + " needs " + what);
+    };
+    for (const ColumnSpec& c : columns) {
+      if (c.shape.rank() >= Shape::kMaxRank) {
+        return refuse("columns of at most " + std::to_string(Shape::kMaxRank - 1) +
+                      " dims (it stores [lanes, shape...]); column " + Quoted(c.name) +
+                      " has shape " + c.shape.ToString());
+      }
+    }
+    if (sequence_length != 1) {
+      return refuse("sequence_length 1, got " + std::to_string(sequence_length));
+    }
+    if (selector != SelectorKind::kUniform) {
+      return refuse("the uniform selector, got " + std::string(SelectorKindName(selector)));
+    }
+    if (max_times_sampled != 0) {
+      return refuse("max_times_sampled 0, got " + std::to_string(max_times_sampled));
+    }
+    if (priority_device != -1) {
+      return refuse("priority_device -1 (draws on the host), got " +
+                    std::to_string(priority_device));
+    }
+    if (eviction != EvictionPolicy::kOldestFirst) {
+      return refuse("eviction oldest_first, got " + std::string(EvictionPolicyName(eviction)));
+    }
+    if (spill) return refuse("spill off");
+    if (block_steps * lanes > kMaxTrajectorySteps) {
+      return refuse("block_steps * lanes <= " + std::to_string(kMaxTrajectorySteps) +
+                    " (item keys hold step * lanes + environment), got " +
+                    std::to_string(block_steps) + " * " + std::to_string(lanes));
+    }
   }
   return rate_limiter.Validate().WithContext(table);
 }

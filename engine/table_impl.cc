@@ -56,6 +56,11 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     if (device < 0) device = 0;
     memory = p.kind == Placement::Kind::kAuto ? BlockMemory::kDevice : BlockMemory::kPinned;
   }
+  if (spec.lanes > 1 && memory == BlockMemory::kDevice) {
+    return Status::NotSupported(where() + ": a vector table (lanes " + std::to_string(spec.lanes) +
+                                ") in device memory is not built yet (docs/vector_tables.md); "
+                                "place it in host memory");
+  }
   std::unique_ptr<index::Selector> selector;
   DeviceSelector* raw = nullptr;
   index::UniformSelector* uniform = nullptr;
@@ -113,7 +118,9 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
                      std::unique_ptr<index::Selector> selector, DeviceSelector* device,
                      BlockMemory memory, std::unique_ptr<DeviceTier> tier)
     : name_(spec.name),
-      columns_(spec.columns),
+      columns_(StoredColumns(spec)),
+      item_columns_(spec.columns),
+      lanes_(spec.lanes),
       layout_(TableLayout::For(spec)),
       sequence_length_(spec.sequence_length),
       padding_(spec.padding),
@@ -129,7 +136,7 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       spec_(spec),
       pool_(layout_.block_bytes, layout_.num_blocks, memory, tier ? tier->device() : 0),
       tier_(std::move(tier)),
-      limiter_(spec.rate_limiter, spec.name),
+      limiter_(spec.rate_limiter, spec.name, spec.lanes),
       selector_(std::move(selector)),
       device_(device),
       rng_(Random::FromEntropy()) {}
@@ -194,6 +201,11 @@ Result<std::unique_ptr<TrajectoryWriter>> TableImpl::NewWriter(const WriterOptio
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   }
+  if (lanes_ > 1) {
+    return Status::InvalidArgument(
+        "table " + Q(name_) + " is a vector table of " + std::to_string(lanes_) +
+        " environments: write it with NewVectorWriter(" + std::to_string(lanes_) + ")");
+  }
   return std::unique_ptr<TrajectoryWriter>(std::make_unique<TrajectoryWriterImpl>(shared_from_this(), options));
 }
 
@@ -211,6 +223,15 @@ Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs
   {
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  }
+  if (lanes_ > 1) {
+    if (num_envs != static_cast<size_t>(lanes_)) {
+      return Status::InvalidArgument("table " + Q(name_) + " is a vector table of " +
+                                     std::to_string(lanes_) + " environments; a vector writer of " +
+                                     std::to_string(num_envs) + " cannot write it");
+    }
+    return std::unique_ptr<VectorWriter>(
+        std::make_unique<LaneWriterImpl>(shared_from_this(), num_envs, options));
   }
   return std::unique_ptr<VectorWriter>(
       std::make_unique<VectorWriterImpl>(shared_from_this(), num_envs, options));
@@ -1450,7 +1471,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
         "table " + Q(name_) + " has nothing to draw: " + std::to_string(num_items_) +
         " live items" + (num_items_ > 0 ? ", none with a priority above 0" : ""));
   }
-  *live_items = num_items_;
+  *live_items = num_items_ * lanes_;
   std::vector<index::Selection> device_draws;
   if (device_ != nullptr) {
     REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
@@ -1480,8 +1501,12 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
       NoteSampledLocked(1);
       t.dirty = true;
     }
-    out->keys[b] = sel.key;
-    out->probabilities[b] = sel.probability;
+    // A vector table's selector drew a step: the environment is drawn here,
+    // uniformly, and folded into the key.
+    const int64_t lane =
+        lanes_ > 1 ? static_cast<int64_t>(rng_.Uniform(static_cast<uint64_t>(lanes_))) : 0;
+    out->keys[b] = lanes_ > 1 ? MakeItemKey(t.id, start * lanes_ + lane) : sel.key;
+    out->probabilities[b] = sel.probability / static_cast<double>(lanes_);
     out->priorities[b] = item.priority;
     out->times_sampled[b] = item.times_sampled;
     if (take && max_times_sampled_ > 0) {
@@ -1493,7 +1518,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     }
     const int64_t real = std::min(L, t.length - start);
     std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
-    windows->push_back({tp, start, real});
+    windows->push_back({tp, start, real, lane});
   }
   if (log_ != nullptr && !removed_keys.empty()) {
     record_.RemoveItems(table_id_, removed_keys);
@@ -1524,13 +1549,16 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
   for (int64_t b = 0; b < B; ++b) {
     const ItemKey key = keys[b];
     auto it = trajectories_.find(ItemKeyTrajectory(key));
-    const int64_t start = ItemKeyStart(key);
+    // A vector table's key holds step * lanes + environment.
+    const int64_t start = ItemKeyStart(key) / lanes_;
+    const int64_t lane = ItemKeyStart(key) % lanes_;
     if (it == trajectories_.end() || start >= it->second->items_created ||
         !ItemLive(ItemAt(*it->second, start))) {
       return Status::NotFound("table " + Q(name_) + ": key " + std::to_string(key) +
-                              " (trajectory " + std::to_string(ItemKeyTrajectory(key)) +
-                              ", step " + std::to_string(start) + ", index " +
-                              std::to_string(b) + ") is not a live item" +
+                              " (trajectory " + std::to_string(ItemKeyTrajectory(key)) + ", step " +
+                              std::to_string(start) +
+                              (lanes_ > 1 ? ", environment " + std::to_string(lane) : "") +
+                              ", index " + std::to_string(b) + ") is not a live item" +
                               (cold_.count(ItemKeyTrajectory(key)) != 0
                                    ? "; its trajectory is in the cold tier (Table::Load)"
                                    : ""));
@@ -1541,7 +1569,7 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
     out->times_sampled[b] = item.times_sampled;
     const int64_t real = std::min(L, t.length - start);
     std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
-    windows->push_back({it->second, start, real});
+    windows->push_back({it->second, start, real, lane});
   }
   return Status::OK();
 }
@@ -1551,9 +1579,9 @@ Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
   const int64_t B = static_cast<int64_t>(windows.size());
   const int64_t L = sequence_length_;
   const int64_t bs = layout_.block_steps;
-  out->columns.resize(columns_.size());
-  for (size_t c = 0; c < columns_.size(); ++c) {
-    out->columns[c].Reset(columns_[c].dtype, columns_[c].shape.Prepend(L).Prepend(B));
+  out->columns.resize(item_columns_.size());
+  for (size_t c = 0; c < item_columns_.size(); ++c) {
+    out->columns[c].Reset(item_columns_[c].dtype, item_columns_[c].shape.Prepend(L).Prepend(B));
   }
   const auto release_consumed = [&] {
     // After the draws: a trajectory may appear several times in a batch.
@@ -1580,6 +1608,7 @@ Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
     int64_t first_step;  // within the block
     int64_t count;
     int64_t out_step;  // within the window
+    int64_t lane;      // the environment's row of each step (vector tables)
   };
   std::vector<Segment> segments;
   segments.reserve(B * (L / bs + 2));
@@ -1591,7 +1620,8 @@ Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
       const int64_t pos = w.start + step;
       const int64_t in_block = pos % bs;
       const int64_t count = std::min(w.real - step, bs - in_block);
-      segments.push_back({pool_.address(w.trajectory->blocks[pos / bs]), in_block, count, step});
+      segments.push_back(
+          {pool_.address(w.trajectory->blocks[pos / bs]), in_block, count, step, w.lane});
       step += count;
     }
     ++w.trajectory->pins;
@@ -1601,22 +1631,28 @@ Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
   lock.unlock();
 
   for (size_t c = 0; c < columns_.size(); ++c) {
-    const size_t cb = layout_.column_bytes[c];
+    const size_t cb = layout_.column_bytes[c];        // a stored step's
+    const size_t rb = item_columns_[c].step_bytes();  // an item's step's (cb / lanes)
     const size_t offset = layout_.column_offset[c];
     std::byte* base = out->columns[c].data();
     for (int64_t b = 0; b < B; ++b) {
-      std::byte* window = base + static_cast<size_t>(b * L) * cb;
+      std::byte* window = base + static_cast<size_t>(b * L) * rb;
       int64_t written = 0;
       for (size_t i = first_segment[b]; i < first_segment[b + 1]; ++i) {
         const Segment& seg = segments[i];
-        std::memcpy(window + static_cast<size_t>(seg.out_step) * cb,
-                    seg.block + offset + static_cast<size_t>(seg.first_step) * cb,
-                    static_cast<size_t>(seg.count) * cb);
+        const std::byte* from = seg.block + offset + static_cast<size_t>(seg.first_step) * cb +
+                                static_cast<size_t>(seg.lane) * rb;
+        std::byte* to = window + static_cast<size_t>(seg.out_step) * rb;
+        if (rb == cb) {
+          std::memcpy(to, from, static_cast<size_t>(seg.count) * cb);
+        } else {
+          for (int64_t k = 0; k < seg.count; ++k) std::memcpy(to + k * rb, from + k * cb, rb);
+        }
         written = seg.out_step + seg.count;
       }
       if (written < L) {
-        std::memset(window + static_cast<size_t>(written) * cb, 0,
-                    static_cast<size_t>(L - written) * cb);
+        std::memset(window + static_cast<size_t>(written) * rb, 0,
+                    static_cast<size_t>(L - written) * rb);
       }
     }
   }
@@ -1706,6 +1742,7 @@ Status TableImpl::CheckDeviceOutput(const DeviceSampleOutput& out, bool weights)
 
 Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& options,
                                  const DeviceSampleOutput& out, void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(NotForVectorTable("SampleToDevice"));
   if (options.peek) {
     return Status::InvalidArgument("table " + Q(name_) +
                                    ": SampleToDevice does not peek (SampleOptions::peek is for "
@@ -1773,8 +1810,16 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
   return s.WithContext("table " + Q(name_));
 }
 
+Status TableImpl::NotForVectorTable(std::string_view what) const {
+  if (lanes_ == 1) return Status::OK();
+  return Status::NotSupported("table " + Q(name_) + ": " + std::string(what) +
+                              " of a vector table (lanes " + std::to_string(lanes_) +
+                              ") is not built yet (docs/vector_tables.md); use Sample or Lookup");
+}
+
 Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
                                  void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(NotForVectorTable("LookupToDevice"));
   REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, false));
   SampleBatch meta;
   std::vector<Window> windows;
@@ -1795,6 +1840,7 @@ Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSamp
 
 Result<std::unique_ptr<DeviceSampler>> TableImpl::NewDeviceSampler(
     const DeviceSamplerOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(NotForVectorTable("NewDeviceSampler"));
   {
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
@@ -1807,6 +1853,11 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
                                    std::span<const double> priorities,
                                    PriorityUpdateResult* result) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePriorities"));
+  if (lanes_ > 1) {
+    return Status::InvalidArgument(
+        "table " + Q(name_) + ": UpdatePriorities: a vector table (lanes " +
+        std::to_string(lanes_) + ") keeps no per-environment priorities (its selector is uniform)");
+  }
   if (keys.size() != priorities.size()) {
     return Status::InvalidArgument("table " + Q(name_) + ": UpdatePriorities got " +
                                    std::to_string(keys.size()) + " keys and " +
@@ -1861,6 +1912,7 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
 Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities,
                                              int64_t n, void* stream) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePrioritiesFromDevice"));
+  REPLAYDB_RETURN_IF_ERROR(NotForVectorTable("UpdatePrioritiesFromDevice"));
   if (n < 0 || (n > 0 && (keys == nullptr || priorities == nullptr))) {
     return Status::InvalidArgument("table " + Q(name_) +
                                    ": UpdatePrioritiesFromDevice needs n >= 0 and device "
@@ -1919,7 +1971,8 @@ TableInfo TableImpl::Info() const {
   TableInfo info;
   info.name = name_;
   info.num_steps = num_steps_;
-  info.num_items = num_items_;
+  // A vector table's stored step holds an item per environment.
+  info.num_items = num_items_ * lanes_;
   info.num_trajectories = static_cast<int64_t>(trajectories_.size());
   info.num_open_trajectories = info.num_trajectories - static_cast<int64_t>(ended_ids_.size());
   info.blocks_used = pool_.in_use();
@@ -1932,11 +1985,11 @@ TableInfo TableImpl::Info() const {
   info.bytes_reserved = pool_.bytes_reserved();
   info.bytes_capacity = pool_.capacity_blocks() * static_cast<int64_t>(layout_.block_bytes);
   info.steps_inserted = steps_inserted_;
-  info.items_inserted = items_inserted_;
+  info.items_inserted = items_inserted_ * lanes_;
   info.items_sampled = items_sampled_;
-  info.items_removed = items_removed_;
+  info.items_removed = items_removed_ * lanes_;
   info.evicted_trajectories = evicted_trajectories_;
-  info.evicted_items = evicted_items_;
+  info.evicted_items = evicted_items_ * lanes_;
   info.priority_updates = priority_updates_;
   info.priority_updates_skipped = priority_updates_skipped_;
   if (device_ != nullptr && device_updates_ > 0) {

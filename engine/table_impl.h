@@ -230,6 +230,7 @@ struct Window {
   std::shared_ptr<Trajectory> trajectory;
   int64_t start = 0;
   int64_t real = 0;  // real steps, 1..L
+  int64_t lane = 0;  // the environment, in a vector table
 };
 
 class TableImpl final : public Table, public std::enable_shared_from_this<TableImpl> {
@@ -539,6 +540,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // trajectory's (no steps). REQUIRES: t holds its blocks.
   void StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) const;
   Status NeedTierLocked(std::string_view what) const;
+  // NotSupported naming `what` in a vector table (lanes_ > 1), for the calls
+  // it does not have yet (docs/vector_tables.md); OK otherwise.
+  Status NotForVectorTable(std::string_view what) const;
   Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status EvictedError(const Trajectory& t) const;
   // Gives `t` a new block, evicting or waiting for pinned blocks as needed.
@@ -781,7 +785,15 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   CheckpointTicket ticket_;  // guarded by mu_
 
   const std::string name_;
+  // What a step stores: the spec's columns, or [lanes, shape...] each in a
+  // vector table (StoredColumns).
   const std::vector<ColumnSpec> columns_;
+  // What an item holds per step: the spec's columns.
+  const std::vector<ColumnSpec> item_columns_;
+  // TableSpec::lanes: 1, or the environments of a vector table, whose
+  // selector holds one entry per stored step (the item of environment 0,
+  // whose key stands for the step) and whose draws add the environment.
+  const int64_t lanes_;
   const TableLayout layout_;
   const int64_t sequence_length_;
   const Padding padding_;

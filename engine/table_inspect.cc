@@ -181,15 +181,18 @@ Status TableImpl::ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>
   priorities->clear();
   std::lock_guard<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  keys->reserve(static_cast<size_t>(num_items_));
-  priorities->reserve(static_cast<size_t>(num_items_));
+  keys->reserve(static_cast<size_t>(num_items_ * lanes_));
+  priorities->reserve(static_cast<size_t>(num_items_ * lanes_));
   for (const auto& [id, tp] : trajectories_) {
     const Trajectory& t = *tp;
     for (int64_t start = 0; start < t.items_created; ++start) {
       const ItemState& item = ItemAt(t, start);
       if (!ItemLive(item)) continue;
-      keys->push_back(MakeItemKey(id, start));
-      priorities->push_back(item.priority);
+      // A vector table's step is an item per environment.
+      for (int64_t lane = 0; lane < lanes_; ++lane) {
+        keys->push_back(MakeItemKey(id, start * lanes_ + lane));
+        priorities->push_back(item.priority);
+      }
     }
   }
   if (device_ != nullptr && device_updates_ > 0 && !keys->empty()) {

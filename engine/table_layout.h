@@ -1,4 +1,5 @@
 // How a table's steps are laid out in hot-tier blocks, and the size limits.
+// A vector table's step is all its environments' rows (StoredColumns).
 //
 // A block holds `block_steps` consecutive steps of one trajectory, column by
 // column (structure of arrays): column c occupies bytes
@@ -29,6 +30,10 @@ inline constexpr size_t kColumnAlignment = 16;
 
 // Hot-tier capacity in blocks for a spec whose sizes are positive.
 int64_t CapacityBlocks(const TableSpec& spec);
+
+// The columns a step of `spec` stores: its columns, or in a vector table
+// (lanes > 1) each with shape [lanes, shape...]. REQUIRES: spec.Validate().ok()
+std::vector<ColumnSpec> StoredColumns(const TableSpec& spec);
 
 struct TableLayout {
   std::vector<size_t> column_bytes;   // bytes of one step of column c

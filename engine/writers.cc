@@ -189,4 +189,72 @@ uint64_t VectorWriterImpl::trajectory_id(size_t env) const {
   return env < slots_.size() && slots_[env].trajectory ? slots_[env].trajectory->id : 0;
 }
 
+LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
+                               const WriterOptions& options)
+    : table_(std::move(table)), options_(options), lanes_(lanes) {}
+
+LaneWriterImpl::~LaneWriterImpl() {
+  const size_t env = 0;
+  uint64_t seq = 0;
+  (void)table_->EndTrajectories(std::span<WriterSlot>(&slot_, 1), std::span<const size_t>(&env, 1),
+                                EndReason::kTruncated, Clock::now(), &seq);
+  (void)table_->SyncLog(seq, /*wait=*/false);
+}
+
+Status LaneWriterImpl::AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,
+                                  std::span<const double> priorities, std::string_view what) {
+  // The stored columns are [lanes, shape...]: one tensor per column of
+  // exactly that shape.
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, -1, what));
+  if (!priorities.empty()) {
+    return Status::InvalidArgument("table '" + table_->name() + "': " + std::string(what) +
+                                   ": a vector table keeps no per-environment priorities "
+                                   "(its selector is uniform); pass none");
+  }
+  SetBases(steps, &bases_);
+  uint64_t seq = 0;
+  Status s = table_->AppendVectorStep(std::span<WriterSlot>(&slot_, 1),
+                                      VectorSteps{bases_, device, stream}, priorities,
+                                      DeadlineAfter(options_.timeout), &scratch_, &seq);
+  // A full segment ends, so that eviction can take it and keys stay below
+  // kMaxTrajectorySteps.
+  if (s.ok() && slot_.trajectory != nullptr &&
+      slot_.trajectory->length >= table_->layout().block_steps) {
+    s = table_->EndTrajectory(slot_, EndReason::kTruncated, DeadlineAfter(options_.timeout), &seq);
+  }
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return s.ok() ? synced : s;
+}
+
+Status LaneWriterImpl::Append(std::span<const ConstTensor> steps,
+                              std::span<const double> priorities) {
+  return AppendStep(steps, /*device=*/false, nullptr, priorities, "vector step");
+}
+
+Status LaneWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                                        std::span<const double> priorities) {
+  return AppendStep(steps, /*device=*/true, stream, priorities, "device vector step");
+}
+
+Status LaneWriterImpl::CheckEnv(size_t env, std::string_view what) const {
+  if (env < lanes_) return Status::OK();
+  return Status::InvalidArgument("table '" + table_->name() + "': " + std::string(what) +
+                                 ": environment " + std::to_string(env) +
+                                 " is out of range; the vector writer has " +
+                                 std::to_string(lanes_) + " environments");
+}
+
+Status LaneWriterImpl::End(size_t env, EndReason /*reason*/) {
+  return CheckEnv(env, "End");
+}
+
+Status LaneWriterImpl::EndMany(std::span<const size_t> envs, EndReason /*reason*/) {
+  for (const size_t env : envs) REPLAYDB_RETURN_IF_ERROR(CheckEnv(env, "EndMany"));
+  return Status::OK();
+}
+
+uint64_t LaneWriterImpl::trajectory_id(size_t env) const {
+  return env < lanes_ && slot_.trajectory ? slot_.trajectory->id : 0;
+}
+
 }  // namespace replaydb::engine

@@ -337,12 +337,25 @@ struct TableSpec {
   double rotation_fraction = 0;
   int64_t rotation_every_samples = 0;
 
+  // A vector table (docs/vector_tables.md) when > 1: every step holds one
+  // row of each column (of the shape above) for each of `lanes`
+  // environments, as one vector step, and each environment's row is an item
+  // of its own, keyed MakeItemKey(trajectory, step * lanes + environment).
+  // Only a vector writer of `lanes` environments writes it; its trajectories
+  // are segments of block_steps vector steps that the writer starts and ends
+  // itself. Capacities count vector steps and their bytes. A vector table
+  // needs sequence_length 1, the uniform selector, max_times_sampled 0,
+  // priority_device -1, kOldestFirst eviction, no spill, and block_steps *
+  // lanes <= kMaxTrajectorySteps. Default: 1 (an ordinary table).
+  int64_t lanes = 1;
+
   // A FIFO queue of at most `size` items, each sampled once.
   static TableSpec Queue(std::string name, std::vector<ColumnSpec> columns, int64_t size);
   // A LIFO stack of at most `size` items, each sampled once.
   static TableSpec Stack(std::string name, std::vector<ColumnSpec> columns, int64_t size);
 
-  // Bytes of one step over all columns.
+  // Bytes of one step over all columns (of one environment in a vector
+  // table).
   size_t step_bytes() const;
   // OK, or InvalidArgument naming the table, the field and the values.
   Status Validate() const;

@@ -65,7 +65,7 @@ std::string Describe(const TableSpec& t) {
      << " block_steps=" << t.block_steps << " sequence_length=" << t.sequence_length
      << " padding=" << static_cast<int>(t.padding) << " selector=" << static_cast<int>(t.selector)
      << " eviction=" << static_cast<int>(t.eviction) << " max_times_sampled=" << t.max_times_sampled
-     << " rate_limiter={" << t.rate_limiter.samples_per_insert << ", "
+     << " lanes=" << t.lanes << " rate_limiter={" << t.rate_limiter.samples_per_insert << ", "
      << t.rate_limiter.min_size_to_sample << ", " << t.rate_limiter.min_diff << ", "
      << t.rate_limiter.max_diff << "}}";
   return os.str();
@@ -236,7 +236,7 @@ std::string RawCatalogFile(const std::vector<RawTable>& tables, uint32_t format_
     fbb.AddElement<uint8_t>(fb::TableDef::VT_LOGGING, raw.logging, 0);
     if (raw.with_rate_limiter) fbb.AddOffset(fb::TableDef::VT_RATE_LIMITER, rate_limiter);
     if (raw.with_future_field) {
-      fbb.AddElement<int64_t>(fb::TableDef::VT_ROTATION_EVERY_SAMPLES + 2, 123456789, 0);
+      fbb.AddElement<int64_t>(fb::TableDef::VT_LANES + 2, 123456789, 0);
     }
     defs.push_back(flatbuffers::Offset<fb::TableDef>(fbb.EndTable(start)));
   }
@@ -323,6 +323,7 @@ class SpecGenerator {
     t.spill = Int(0, 1) == 1;
     t.rotation_fraction = Double();
     t.rotation_every_samples = Int64();
+    t.lanes = Int64();
     t.max_times_sampled = Int64();
     t.rate_limiter.samples_per_insert = Double();
     t.rate_limiter.min_size_to_sample = Int64();

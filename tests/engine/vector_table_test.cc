@@ -1,0 +1,356 @@
+// Vector tables (TableSpec::lanes > 1, docs/vector_tables.md): a step holds
+// one row per environment; each row is an item, keyed (segment, step *
+// lanes + environment); the vector writer rolls segments of block_steps
+// steps; draws pick a step, then an environment uniformly.
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "replaydb/db.h"
+#include "replaydb/device.h"
+#include "tests/test_util.h"
+
+namespace replaydb {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::TempDir;
+
+TableSpec VectorSpec(int64_t lanes) {
+  TableSpec spec;
+  spec.name = "vt";
+  spec.columns = {
+      {"obs", DType::kF32, {3}}, {"action", DType::kI32, {}}, {"flag", DType::kU8, {2}}};
+  spec.lanes = lanes;
+  spec.block_steps = 8;
+  spec.capacity_steps = 64;
+  return spec;
+}
+
+// A vector step of random bytes: per column [lanes, shape...].
+struct Step {
+  std::vector<std::vector<std::byte>> columns;
+  std::vector<ConstTensor> tensors;
+  // Environment `lane`'s row of column c.
+  std::vector<std::byte> Row(const TableSpec& spec, size_t c, int64_t lane) const {
+    const size_t rb = spec.columns[c].step_bytes();
+    const std::byte* p = columns[c].data() + static_cast<size_t>(lane) * rb;
+    return {p, p + rb};
+  }
+};
+
+Step RandomStep(const TableSpec& spec, std::mt19937_64& rng) {
+  Step step;
+  for (const ColumnSpec& col : spec.columns) {
+    std::vector<std::byte> bytes(col.step_bytes() * static_cast<size_t>(spec.lanes));
+    for (auto& b : bytes) b = static_cast<std::byte>(rng());
+    step.columns.push_back(std::move(bytes));
+  }
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    step.tensors.push_back({spec.columns[c].dtype, spec.columns[c].shape.Prepend(spec.lanes),
+                            step.columns[c].data(), step.columns[c].size()});
+  }
+  return step;
+}
+
+class VectorTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override { db_ = testing_util::OpenDB(dir_.path()); }
+
+  // Appends `n` random vector steps through `w`, remembering each by
+  // (segment, step).
+  void Append(const TableSpec& spec, VectorWriter* w, int n) {
+    for (int i = 0; i < n; ++i) {
+      Step step = RandomStep(spec, rng_);
+      const uint64_t segment_before = w->trajectory_id(0);
+      ASSERT_OK(w->Append(step.tensors));
+      // The step went to the segment open before the call, or to a new one.
+      const uint64_t segment = segment_before != 0 && next_step_[segment_before] < spec.block_steps
+                                   ? segment_before
+                                   : last_segment_ + 1;
+      last_segment_ = std::max(last_segment_, segment);
+      const int64_t s = next_step_[segment]++;
+      steps_[{segment, s}] = std::move(step);
+    }
+  }
+
+  // Checks that batch row b of every column is the stored row its key names.
+  void ExpectRows(const TableSpec& spec, const SampleBatch& batch) {
+    for (int64_t b = 0; b < batch.batch_size; ++b) {
+      const ItemKey key = batch.keys[b];
+      const uint64_t segment = ItemKeyTrajectory(key);
+      const int64_t step = ItemKeyStart(key) / spec.lanes;
+      const int64_t lane = ItemKeyStart(key) % spec.lanes;
+      auto it = steps_.find({segment, step});
+      ASSERT_NE(it, steps_.end()) << "key " << key << " names no appended step";
+      for (size_t c = 0; c < spec.columns.size(); ++c) {
+        const size_t rb = spec.columns[c].step_bytes();
+        ASSERT_EQ(batch.columns[c].shape(),
+                  spec.columns[c].shape.Prepend(1).Prepend(batch.batch_size));
+        const std::vector<std::byte> want = it->second.Row(spec, c, lane);
+        EXPECT_EQ(std::memcmp(batch.columns[c].data() + b * rb, want.data(), rb), 0)
+            << "column " << spec.columns[c].name << ", batch row " << b << ", segment " << segment
+            << " step " << step << " environment " << lane;
+      }
+      EXPECT_EQ(batch.mask[b], 1);
+    }
+  }
+
+  TempDir dir_;
+  std::unique_ptr<DB> db_;
+  std::mt19937_64 rng_{testing_util::TestSeed()};
+  std::map<std::pair<uint64_t, int64_t>, Step> steps_;
+  std::map<uint64_t, int64_t> next_step_;
+  uint64_t last_segment_ = 0;
+};
+
+TEST_F(VectorTableTest, SamplesAndLookupsReturnEachEnvironmentsRow) {
+  const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 30);
+  TableSpec spec = VectorSpec(lanes);
+  spec.capacity_steps = 1024;  // nothing is evicted
+  auto table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(static_cast<size_t>(lanes)));
+  EXPECT_EQ(w->num_envs(), static_cast<size_t>(lanes));
+  const int n = 20 + static_cast<int>(rng_() % 40);
+  Append(spec, w.get(), n);
+
+  const TableInfo info = table->Info();
+  EXPECT_EQ(info.num_steps, n);
+  EXPECT_EQ(info.num_items, n * lanes);
+  EXPECT_EQ(info.items_inserted, n * lanes);
+  // Segments of block_steps steps; all but the last ended by the writer.
+  EXPECT_EQ(info.num_trajectories, (n + spec.block_steps - 1) / spec.block_steps);
+
+  SampleBatch batch;
+  ASSERT_OK(table->Sample(64, {}, &batch));
+  ExpectRows(spec, batch);
+  for (int64_t b = 0; b < batch.batch_size; ++b) {
+    EXPECT_DOUBLE_EQ(batch.probabilities[b], 1.0 / static_cast<double>(n * lanes));
+  }
+  // Lookup of the same keys, and of keys made by hand.
+  SampleBatch looked;
+  ASSERT_OK(table->Lookup(batch.keys, &looked));
+  ExpectRows(spec, looked);
+  std::vector<ItemKey> keys;
+  for (const auto& [at, step] : steps_) {
+    keys.push_back(MakeItemKey(at.first, at.second * lanes + static_cast<int64_t>(rng_() % lanes)));
+  }
+  ASSERT_OK(table->Lookup(keys, &looked));
+  ExpectRows(spec, looked);
+  EXPECT_EQ(table->Info().items_sampled, 64);
+  // Every environment of every step is listed, and each listed key reads.
+  std::vector<ItemKey> all;
+  std::vector<double> priorities;
+  ASSERT_OK(table->ItemPriorities(&all, &priorities));
+  ASSERT_EQ(all.size(), static_cast<size_t>(n * lanes));
+  EXPECT_EQ(std::set<ItemKey>(all.begin(), all.end()).size(), all.size());
+  ASSERT_OK(table->Lookup(all, &looked));
+  ExpectRows(spec, looked);
+}
+
+TEST_F(VectorTableTest, DrawsAreUniformOverEnvironmentsAndSteps) {
+  const int64_t lanes = 4;
+  TableSpec spec = VectorSpec(lanes);
+  auto table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
+  Append(spec, w.get(), 12);  // 48 items
+  std::map<ItemKey, int64_t> counts;
+  const int64_t draws = 48 * 400;
+  for (int64_t done = 0; done < draws; done += 256) {
+    SampleBatch batch;
+    SampleOptions options;
+    options.gather = false;
+    ASSERT_OK(table->Sample(256, options, &batch));
+    for (ItemKey k : batch.keys) ++counts[k];
+  }
+  const int64_t total = (draws + 255) / 256 * 256;
+  ASSERT_EQ(counts.size(), 48u) << "every (step, environment) item is drawn";
+  const double expected = static_cast<double>(total) / 48;
+  EXPECT_LT(testing_util::UniformChiSquare(counts, expected), testing_util::ChiSquareCritical(47));
+}
+
+TEST_F(VectorTableTest, EvictionTakesWholeSegments) {
+  const int64_t lanes = 3;
+  TableSpec spec = VectorSpec(lanes);  // 64 steps: 8 segments of 8
+  auto table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
+  Append(spec, w.get(), 64 + 8 * 3 + 5);
+  const TableInfo info = table->Info();
+  EXPECT_GT(info.evicted_trajectories, 0);
+  EXPECT_EQ(info.evicted_items, info.evicted_trajectories * spec.block_steps * lanes);
+  EXPECT_EQ(info.num_items, info.num_steps * lanes);
+  EXPECT_LE(info.num_steps, 64);
+  for (int i = 0; i < 20; ++i) {
+    SampleBatch batch;
+    ASSERT_OK(table->Sample(32, {}, &batch));
+    ExpectRows(spec, batch);
+    for (ItemKey k : batch.keys) {
+      EXPECT_GT(ItemKeyTrajectory(k), static_cast<uint64_t>(info.evicted_trajectories))
+          << "drew from an evicted segment";
+    }
+  }
+}
+
+TEST_F(VectorTableTest, ReopenKeepsTheSpecAndTheSteps) {
+  // From a checkpoint taken on close, and from the log alone.
+  for (const bool replay : {false, true}) {
+    SCOPED_TRACE(replay ? "replaying the log" : "from the checkpoint");
+    const std::string path = dir_.path() + (replay ? "/replay" : "/checkpoint");
+    const DBOptions options = replay ? testing_util::ManualCheckpoints() : DBOptions{};
+    steps_.clear();
+    next_step_.clear();
+    last_segment_ = 0;
+    const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 7);
+    TableSpec spec = VectorSpec(lanes);
+    spec.capacity_steps = 256;
+    const int n = 1 + static_cast<int>(rng_() % 40);
+    {
+      ASSERT_OK_AND_ASSIGN(auto db, DB::Open(options, path));
+      auto table = testing_util::CreateTable(db.get(), spec);
+      ASSERT_NE(table, nullptr);
+      ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
+      Append(spec, w.get(), n);
+    }
+    ASSERT_OK_AND_ASSIGN(auto db, DB::Open(options, path));
+    ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("vt"));
+    EXPECT_EQ(table->spec(), spec);
+    EXPECT_EQ(table->Info().num_items, n * lanes);
+    SampleBatch batch;
+    ASSERT_OK(table->Sample(64, {}, &batch));
+    ExpectRows(spec, batch);
+    // Writing goes on, in a new segment.
+    ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
+    ASSERT_OK(w->Append(RandomStep(spec, rng_).tensors));
+    EXPECT_EQ(table->Info().num_items, (n + 1) * lanes);
+  }
+}
+
+TEST_F(VectorTableTest, WhatItRefusesSaysWhy) {
+  const auto refused = [&](TableSpec spec) { return db_->CreateTable(spec).status().message(); };
+  TableSpec spec = VectorSpec(4);
+  spec.lanes = 0;
+  EXPECT_THAT(refused(spec), HasSubstr("lanes is 0; it must be between 1 and 16777216"));
+  spec = VectorSpec(4);
+  spec.sequence_length = 2;
+  EXPECT_THAT(refused(spec), HasSubstr("a vector table (lanes 4) needs sequence_length 1, got 2"));
+  spec = VectorSpec(4);
+  spec.selector = SelectorKind::kPrioritized;
+  EXPECT_THAT(refused(spec), HasSubstr("needs the uniform selector, got prioritized"));
+  spec = VectorSpec(4);
+  spec.max_times_sampled = 1;
+  EXPECT_THAT(refused(spec), HasSubstr("needs max_times_sampled 0, got 1"));
+  spec = VectorSpec(4);
+  spec.priority_device = 0;
+  EXPECT_THAT(refused(spec), HasSubstr("needs priority_device -1 (draws on the host), got 0"));
+  spec = VectorSpec(4);
+  spec.eviction = EvictionPolicy::kLowestPriority;
+  EXPECT_THAT(refused(spec), HasSubstr("needs eviction oldest_first"));
+  spec = VectorSpec(4);
+  spec.spill = true;
+  EXPECT_THAT(refused(spec), HasSubstr("needs spill off"));
+  spec = VectorSpec(4096);
+  spec.block_steps = 8192;
+  spec.capacity_steps = 8192;
+  EXPECT_THAT(refused(spec), HasSubstr("needs block_steps * lanes <= 16777216"));
+  spec = VectorSpec(4);
+  spec.columns[0].shape = Shape({1, 1, 1, 1, 1, 1, 1, 1});
+  EXPECT_THAT(refused(spec), HasSubstr("needs columns of at most 7 dims"));
+  spec = VectorSpec(1 << 20);
+  spec.columns = {{"big", DType::kU8, {512}}};
+  EXPECT_THAT(refused(spec), HasSubstr("a step of all columns (a vector step of 1048576 "
+                                       "environments) needs 536870912 bytes"));
+
+  const int64_t lanes = 4;
+  spec = VectorSpec(lanes);
+  auto table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  EXPECT_THAT(table->NewWriter().status().message(),
+              HasSubstr("'vt' is a vector table of 4 environments: write it with "
+                        "NewVectorWriter(4)"));
+  EXPECT_THAT(table->NewVectorWriter(3).status().message(),
+              HasSubstr("a vector table of 4 environments; a vector writer of 3 cannot write it"));
+  ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
+  Step step = RandomStep(spec, rng_);
+  const std::vector<double> priorities(lanes, 1.0);
+  EXPECT_THAT(w->Append(step.tensors, priorities).message(),
+              HasSubstr("vector step: a vector table keeps no per-environment priorities"));
+  // A step of the wrong number of environments.
+  std::vector<ConstTensor> short_step = step.tensors;
+  short_step[0].shape = spec.columns[0].shape.Prepend(lanes - 1);
+  short_step[0].size_bytes = spec.columns[0].step_bytes() * (lanes - 1);
+  EXPECT_THAT(w->Append(short_step).message(), HasSubstr("column 'obs'"));
+  EXPECT_EQ(table->Info().num_steps, 0) << "a refused step stores nothing";
+  ASSERT_OK(w->Append(step.tensors));
+  EXPECT_OK(w->End(3, EndReason::kTerminal));
+  EXPECT_THAT(
+      w->End(4, EndReason::kTerminal).message(),
+      HasSubstr("End: environment 4 is out of range; the vector writer has 4 environments"));
+  const std::vector<size_t> envs = {0, 2, 9};
+  EXPECT_THAT(w->EndMany(envs, EndReason::kTerminal).message(),
+              HasSubstr("EndMany: environment 9 is out of range"));
+  SampleBatch batch;
+  ASSERT_OK(table->Sample(1, {}, &batch));
+  const std::vector<ItemKey> keys = {batch.keys[0]};
+  const std::vector<double> p = {2.0};
+  EXPECT_THAT(table->UpdatePriorities(keys, p).message(),
+              HasSubstr("UpdatePriorities: a vector table (lanes 4) keeps no per-environment "
+                        "priorities"));
+  EXPECT_THAT(
+      table
+          ->Lookup(std::vector<ItemKey>{MakeItemKey(ItemKeyTrajectory(keys[0]), 4 * 7 + 1)}, &batch)
+          .message(),
+      HasSubstr("step 7, environment 1, index 0) is not a live item"));
+  EXPECT_EQ(table->SampleToDevice(1, {}, {}, nullptr).code(), Status::Code::kNotSupported);
+}
+
+// With a GPU, a table in host memory is in pinned blocks: AppendFromDevice
+// copies the vector step from device memory into them (one scatter of one
+// stored step), and host samples read the rows back byte for byte.
+class VectorTableGpuTest : public VectorTableTest {};
+
+TEST_F(VectorTableGpuTest, AppendFromDeviceIntoPinnedBlocks) {
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 300);
+  TableSpec spec = VectorSpec(lanes);
+  spec.capacity_steps = 1024;
+  auto table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->Info().placement, "pinned");
+  ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
+  ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
+  const int n = 1 + static_cast<int>(rng_() % 30);
+  for (int i = 0; i < n; ++i) {
+    Step step = RandomStep(spec, rng_);
+    std::vector<DeviceBuffer> device;
+    std::vector<ConstTensor> tensors;
+    for (size_t c = 0; c < spec.columns.size(); ++c) {
+      ASSERT_OK_AND_ASSIGN(DeviceBuffer buffer, DeviceBuffer::Allocate(0, step.columns[c].size()));
+      ASSERT_OK(
+          buffer.CopyFromHost(step.columns[c].data(), step.columns[c].size(), 0, stream.handle()));
+      tensors.push_back(
+          {step.tensors[c].dtype, step.tensors[c].shape, buffer.data(), step.columns[c].size()});
+      device.push_back(std::move(buffer));
+    }
+    const uint64_t before = w->trajectory_id(0);
+    ASSERT_OK(w->AppendFromDevice(tensors, stream.handle()));
+    // The device inputs may be freed once the stream passes the append.
+    ASSERT_OK(stream.Synchronize());
+    const uint64_t segment = w->trajectory_id(0) != 0 ? w->trajectory_id(0) : before;
+    steps_[{segment, next_step_[segment]++}] = std::move(step);
+  }
+  EXPECT_EQ(table->Info().num_items, n * lanes);
+  SampleBatch batch;
+  ASSERT_OK(table->Sample(128, {}, &batch));
+  ExpectRows(spec, batch);
+}
+
+}  // namespace
+}  // namespace replaydb
