@@ -729,6 +729,7 @@ std::string SpecJson(const TableSpec& spec) {
   j += std::string(",\"spill\":") + (spec.spill ? "true" : "false");
   number("rotation_fraction", spec.rotation_fraction);
   integer("rotation_every_samples", spec.rotation_every_samples);
+  integer("lanes", spec.lanes);
   j += ",\"rate_limiter\":{\"samples_per_insert\":";
   AppendJsonNumber(&j, spec.rate_limiter.samples_per_insert);
   integer("min_size_to_sample", spec.rate_limiter.min_size_to_sample);
@@ -1074,6 +1075,10 @@ void replaydb_table_spec_set_rotation(replaydb_table_spec_t* s, double fraction,
   if (s == nullptr) return;
   s->spec.rotation_fraction = fraction;
   s->spec.rotation_every_samples = every_samples;
+}
+
+void replaydb_table_spec_set_lanes(replaydb_table_spec_t* s, int64_t lanes) {
+  if (s != nullptr) s->spec.lanes = lanes;
 }
 
 void replaydb_table_spec_set_rate_limiter(replaydb_table_spec_t* s, double samples_per_insert,

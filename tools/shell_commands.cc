@@ -65,6 +65,7 @@ Json SpecJson(const TableSpec& spec) {
       .Set("rotation_fraction", spec.rotation_fraction)
       .Set("rotation_every_samples", spec.rotation_every_samples)
       .Set("max_times_sampled", spec.max_times_sampled)
+      .Set("lanes", spec.lanes)
       .Set("rate_limiter", RateLimiterSpecJson(spec.rate_limiter));
 }
 

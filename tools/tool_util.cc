@@ -223,6 +223,9 @@ std::string FormatTableSpec(const TableSpec& spec, std::string_view indent) {
   AddLine(&out, indent, "max_times_sampled",
           spec.max_times_sampled == 0 ? std::string("0 (unlimited)")
                                       : FormatCount(spec.max_times_sampled));
+  AddLine(&out, indent, "lanes",
+          spec.lanes == 1 ? std::string("1")
+                          : FormatCount(spec.lanes) + " (a vector table: an item per environment)");
   AddLine(&out, indent, "rate_limiter", FormatRateLimiterSpec(spec.rate_limiter));
   return out;
 }

@@ -229,6 +229,9 @@ REPLAYDB_C_EXPORT void replaydb_table_spec_set_max_times_sampled(replaydb_table_
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_spill(replaydb_table_spec_t* s, int v);
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_rotation(replaydb_table_spec_t* s,
                                                         double fraction, int64_t every_samples);
+/* TableSpec::lanes: > 1 makes a vector table of that many environments
+   (docs/vector_tables.md). */
+REPLAYDB_C_EXPORT void replaydb_table_spec_set_lanes(replaydb_table_spec_t* s, int64_t lanes);
 /* replaydb::RateLimiterSpec's four fields. */
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_rate_limiter(replaydb_table_spec_t* s,
                                                             double samples_per_insert,

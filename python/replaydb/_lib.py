@@ -240,6 +240,7 @@ _SIGNATURES = [
     ("replaydb_table_spec_set_max_times_sampled", None, [c_void_p, c_int64]),
     ("replaydb_table_spec_set_spill", None, [c_void_p, c_int]),
     ("replaydb_table_spec_set_rotation", None, [c_void_p, c_double, c_int64]),
+    ("replaydb_table_spec_set_lanes", None, [c_void_p, c_int64]),
     ("replaydb_table_spec_set_rate_limiter", None, [c_void_p, c_double, c_int64, c_double,
                                                     c_double]),
     ("replaydb_table_spec_json", c_void_p, [c_void_p]),

@@ -1051,11 +1051,15 @@ class DB(_Owned):
                      rate_limiter: Optional[RateLimiter] = None,
                      spill: bool = False,
                      rotation_fraction: float = 0.0,
-                     rotation_every_samples: int = 0) -> Table:
+                     rotation_every_samples: int = 0,
+                     lanes: int = 1) -> Table:
         """Creates a table. ``columns`` maps each column name to its dtype (a
         scalar per step) or to ``(dtype, shape)``; dtypes are NumPy dtypes or
         names ("float32", "f32", "uint8", ...), or PyTorch dtypes. The other
-        options are replaydb::TableSpec's, with its defaults (capacity: 1 GiB)."""
+        options are replaydb::TableSpec's, with its defaults (capacity: 1 GiB).
+        ``lanes`` > 1 makes a vector table: each step holds a row per
+        environment, written by ``vector_writer(lanes)``, and each row is an
+        item (docs/vector_tables.md)."""
         spec = _lib.replaydb_table_spec_create(_bytes(name))
         try:
             for col_name, col in columns.items():
@@ -1084,6 +1088,7 @@ class DB(_Owned):
                     rate_limiter.min_diff, rate_limiter.max_diff)
             _lib.replaydb_table_spec_set_spill(spec, int(spill))
             _lib.replaydb_table_spec_set_rotation(spec, rotation_fraction, rotation_every_samples)
+            _lib.replaydb_table_spec_set_lanes(spec, lanes)
             handle = c_void_p()
             _call(_lib.replaydb_create_table, self._h(), spec, byref(handle))
             return Table(self, handle.value)

@@ -129,6 +129,7 @@ SpecPtr ToCSpec(const TableSpec& spec) {
   replaydb_table_spec_set_max_times_sampled(s.get(), spec.max_times_sampled);
   replaydb_table_spec_set_spill(s.get(), spec.spill ? 1 : 0);
   replaydb_table_spec_set_rotation(s.get(), spec.rotation_fraction, spec.rotation_every_samples);
+  replaydb_table_spec_set_lanes(s.get(), spec.lanes);
   const RateLimiterSpec& r = spec.rate_limiter;
   replaydb_table_spec_set_rate_limiter(s.get(), r.samples_per_insert, r.min_size_to_sample,
                                        r.min_diff, r.max_diff);
@@ -1153,6 +1154,8 @@ TEST_F(CApiTest, SpecJsonAndAccessors) {
   replaydb_table_spec_set_max_times_sampled(spec.get(), max_times);
   replaydb_table_spec_set_spill(spec.get(), 1);
   replaydb_table_spec_set_rotation(spec.get(), fraction, every);
+  const int64_t lanes = 1 + static_cast<int64_t>(rng_() % 4096);
+  replaydb_table_spec_set_lanes(spec.get(), lanes);
   replaydb_table_spec_set_rate_limiter(spec.get(), spi, min_size, min_diff, max_diff);
   C_ASSERT_OK(replaydb_table_spec_set_padding(spec.get(), "tail", err_.ptr()));
   C_ASSERT_OK(replaydb_table_spec_set_selector(spec.get(), "max_heap", err_.ptr()));
@@ -1162,7 +1165,7 @@ TEST_F(CApiTest, SpecJsonAndAccessors) {
   C_ASSERT_OK(replaydb_table_spec_set_logging(spec.get(), "off", err_.ptr()));
   j = SpecJson(spec.get());
   ASSERT_EQ(j.kind, Json::kObject);
-  EXPECT_EQ(j.size(), 19u) << "a field was added or lost";
+  EXPECT_EQ(j.size(), 20u) << "a field was added or lost";
   EXPECT_EQ(j["name"].string, "json_spec");
   const Json& columns = j["columns"];
   ASSERT_EQ(columns.size(), 3u);
@@ -1191,6 +1194,7 @@ TEST_F(CApiTest, SpecJsonAndAccessors) {
   EXPECT_TRUE(j["spill"].boolean);
   EXPECT_EQ(j["rotation_fraction"].number, fraction);
   EXPECT_EQ(j["rotation_every_samples"].number, every);
+  EXPECT_EQ(j["lanes"].number, lanes);
   EXPECT_EQ(j["rate_limiter"].size(), 4u);
   EXPECT_EQ(j["rate_limiter"]["samples_per_insert"].number, spi);
   EXPECT_EQ(j["rate_limiter"]["min_size_to_sample"].number, min_size);

@@ -154,6 +154,41 @@ def test_dlpack_capsules_are_consumed_once_and_memory_is_freed(db_path, rng):
         assert no_live_batches(baseline)
 
 
+def test_vector_table_items_are_environments_rows(db_path, rng):
+    lanes = int(rng.integers(2, 17))
+    with replaydb.open(db_path) as db:
+        table = db.create_table("v", {"obs": (np.uint8, (5,)), "r": np.float32},
+                                lanes=lanes, block_steps=4, capacity_steps=256)
+        assert table.spec["lanes"] == lanes
+        with pytest.raises(replaydb.InvalidArgumentError,
+                           match=f"vector writer of {lanes - 1} cannot write it"):
+            table.vector_writer(lanes - 1)
+        vw = table.vector_writer(lanes)
+        steps = {}
+        for _ in range(int(rng.integers(1, 30))):
+            step = {"obs": rng.integers(0, 255, (lanes, 5), dtype=np.uint8),
+                    "r": rng.standard_normal(lanes).astype(np.float32)}
+            before = vw.trajectory_id(0)
+            vw.append(step)
+            # The writer ends a segment once it holds block_steps steps: its
+            # id is then 0 until the next step starts the next segment.
+            segment = vw.trajectory_id(0) or before
+            steps.setdefault(segment, []).append(step)
+            assert len(steps[segment]) <= 4
+        with pytest.raises(replaydb.InvalidArgumentError,
+                           match="keeps no per-environment priorities"):
+            vw.append(step, priorities=rng.random(lanes))
+        n = sum(len(v) for v in steps.values())
+        assert table.info()["num_items"] == n * lanes
+        batch = table.sample(64)
+        for b, key in enumerate(np.asarray(batch.keys).tolist()):
+            segment, index = key >> 24, key & ((1 << 24) - 1)
+            step, lane = divmod(index, lanes)
+            want = steps[segment][step]
+            assert np.array_equal(np.asarray(batch["obs"])[b, 0], want["obs"][lane])
+            assert np.asarray(batch["r"])[b, 0] == want["r"][lane]
+
+
 def test_vector_writer_and_append_many(db_path, rng):
     envs = int(rng.integers(1, 9))
     with replaydb.open(db_path) as db:
