@@ -9,7 +9,10 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
+
+#include "tests/test_util.h"
 
 namespace replaydb::engine {
 namespace {
@@ -62,9 +65,9 @@ class BackgroundCall {
 
 class RateLimiterTest : public testing::Test {
  protected:
-  void Reset(const RateLimiterSpec& spec) {
+  void Reset(const RateLimiterSpec& spec, int64_t insert_weight = 1) {
     ASSERT_TRUE(spec.Validate().ok()) << spec.Validate().ToString();
-    limiter_ = std::make_unique<RateLimiter>(spec, "atari");
+    limiter_ = std::make_unique<RateLimiter>(spec, "atari", insert_weight);
   }
 
   // Reserves and commits n inserts without waiting.
@@ -179,6 +182,36 @@ TEST_F(RateLimiterTest, InsertsBlockAboveMaxDiffUntilASample) {
   ASSERT_TRUE(inserter.WaitDone(kUnblocked));
   EXPECT_TRUE(inserter.status().ok()) << inserter.status().ToString();
   EXPECT_EQ(Info().inserts, 3);
+}
+
+// A vector table's limiter: every insert, reserved, committed, released,
+// forced or deleted, counts as `weight` items; samples count one each.
+TEST_F(RateLimiterTest, InsertWeightCountsEachInsertAsThatManyItems) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const int64_t weight = 2 + static_cast<int64_t>(rng() % 50);
+  // min size: two weighted inserts; then samples_per_insert 1 per item and
+  // an error of at most 3 * weight.
+  Reset(RateLimiterSpec::SampleToInsertRatio(1.0, 2 * weight, -1.0, 3.0 * weight), weight);
+  ASSERT_OK(Insert());
+  EXPECT_EQ(Info().inserts, weight);
+  EXPECT_EQ(MaxSamples(), 0) << "below min size: " << weight << " items";
+  ASSERT_OK(Insert());
+  EXPECT_EQ(Info().inserts, 2 * weight);
+  // Error 2 * weight: every item may be sampled once more than the buffer.
+  EXPECT_EQ(MaxSamples(), std::min<int64_t>(1000, 2 * weight + 1));
+  // One more weighted insert makes the error 3 * weight (allowed), two 4 *.
+  EXPECT_EQ(MaxInserts(), 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(limiter_->TryReserveUpTo(5), 1);
+    limiter_->ReleaseInserts(1);
+    limiter_->ForceInserts(2);
+    limiter_->Delete(1);
+  }
+  EXPECT_EQ(Info().inserts, 4 * weight);
+  EXPECT_EQ(Info().deletes, weight);
+  ASSERT_OK(Sample(weight));
+  EXPECT_EQ(Info().samples, weight);
 }
 
 // samples_per_insert = 1.5, min size 2, error buffer 1.5: error must stay in
