@@ -3,6 +3,7 @@
 // lanes + environment); the vector writer rolls segments of block_steps
 // steps; draws pick a step, then an environment uniformly.
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -233,42 +234,43 @@ TEST_F(VectorTableTest, ReopenKeepsTheSpecAndTheSteps) {
 }
 
 TEST_F(VectorTableTest, WhatItRefusesSaysWhy) {
-  const auto refused = [&](TableSpec spec) { return db_->CreateTable(spec).status().message(); };
-  TableSpec spec = VectorSpec(4);
-  spec.lanes = 0;
-  EXPECT_THAT(refused(spec), HasSubstr("lanes is 0; it must be between 1 and 16777216"));
-  spec = VectorSpec(4);
-  spec.sequence_length = 2;
-  EXPECT_THAT(refused(spec), HasSubstr("a vector table (lanes 4) needs sequence_length 1, got 2"));
-  spec = VectorSpec(4);
-  spec.selector = SelectorKind::kPrioritized;
-  EXPECT_THAT(refused(spec), HasSubstr("needs the uniform selector, got prioritized"));
-  spec = VectorSpec(4);
-  spec.max_times_sampled = 1;
-  EXPECT_THAT(refused(spec), HasSubstr("needs max_times_sampled 0, got 1"));
-  spec = VectorSpec(4);
-  spec.priority_device = 0;
-  EXPECT_THAT(refused(spec), HasSubstr("needs priority_device -1 (draws on the host), got 0"));
-  spec = VectorSpec(4);
-  spec.eviction = EvictionPolicy::kLowestPriority;
-  EXPECT_THAT(refused(spec), HasSubstr("needs eviction oldest_first"));
-  spec = VectorSpec(4);
-  spec.spill = true;
-  EXPECT_THAT(refused(spec), HasSubstr("needs spill off"));
-  spec = VectorSpec(4096);
-  spec.block_steps = 8192;
-  spec.capacity_steps = 8192;
-  EXPECT_THAT(refused(spec), HasSubstr("needs block_steps * lanes <= 16777216"));
-  spec = VectorSpec(4);
-  spec.columns[0].shape = Shape({1, 1, 1, 1, 1, 1, 1, 1});
-  EXPECT_THAT(refused(spec), HasSubstr("needs columns of at most 7 dims"));
-  spec = VectorSpec(1 << 20);
-  spec.columns = {{"big", DType::kU8, {512}}};
-  EXPECT_THAT(refused(spec), HasSubstr("a step of all columns (a vector step of 1048576 "
-                                       "environments) needs 536870912 bytes"));
+  // Each option this version refuses, set on a valid vector spec.
+  const std::vector<std::pair<std::function<void(TableSpec*)>, std::string>> refusals = {
+      {[](TableSpec* t) { t->lanes = 0; }, "lanes is 0; it must be between 1 and 16777216"},
+      {[](TableSpec* t) { t->sequence_length = 2; },
+       "a vector table (lanes 4) needs sequence_length 1, got 2"},
+      {[](TableSpec* t) { t->selector = SelectorKind::kPrioritized; },
+       "needs the uniform selector, got prioritized"},
+      {[](TableSpec* t) { t->max_times_sampled = 1; }, "needs max_times_sampled 0, got 1"},
+      {[](TableSpec* t) { t->priority_device = 0; },
+       "needs priority_device -1 (draws on the host), got 0"},
+      {[](TableSpec* t) { t->eviction = EvictionPolicy::kLowestPriority; },
+       "needs eviction oldest_first"},
+      {[](TableSpec* t) { t->spill = true; }, "needs spill off"},
+      {[](TableSpec* t) {
+         t->lanes = 4096;
+         t->block_steps = 8192;
+         t->capacity_steps = 8192;
+       },
+       "needs block_steps * lanes <= 16777216"},
+      {[](TableSpec* t) {
+         t->columns[0].shape = Shape({1, 1, 1, 1, 1, 1, 1, 1});
+       },
+       "needs columns of at most 7 dims"},
+      {[](TableSpec* t) {
+         t->lanes = 1 << 20;
+         t->columns = {{"big", DType::kU8, {512}}};
+       },
+       "a step of all columns (a vector step of 1048576 environments) needs 536870912 bytes"},
+  };
+  for (const auto& [change, message] : refusals) {
+    TableSpec spec = VectorSpec(4);
+    change(&spec);
+    EXPECT_THAT(db_->CreateTable(spec).status().message(), HasSubstr(message));
+  }
 
   const int64_t lanes = 4;
-  spec = VectorSpec(lanes);
+  const TableSpec spec = VectorSpec(lanes);
   auto table = testing_util::CreateTable(db_.get(), spec);
   ASSERT_NE(table, nullptr);
   EXPECT_THAT(table->NewWriter().status().message(),
