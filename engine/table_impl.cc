@@ -582,7 +582,10 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
   const int64_t bs = layout_.block_steps;
   Status first_error;
   const auto note = [&](size_t env, const Status& s) {
-    if (first_error.ok()) first_error = s.WithContext("environment " + std::to_string(env));
+    if (!first_error.ok()) return;
+    // A vector table's one slot is the whole vector step, no one environment.
+    first_error =
+        scratch->whole_vector_step ? s : s.WithContext("environment " + std::to_string(env));
   };
   // Chunks of environments: normally one, the whole vector.
   size_t begin = 0;
@@ -886,7 +889,9 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         if (s.ok()) continue;
         DropVectorStepLocked(chunk[i], reserved[i], &dest[i], scratch);
         if (first_error->ok()) {
-          *first_error = s.WithContext("environment " + std::to_string(begin + i));
+          *first_error = scratch->whole_vector_step
+                             ? s
+                             : s.WithContext("environment " + std::to_string(begin + i));
         }
       }
     }

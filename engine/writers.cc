@@ -191,7 +191,9 @@ uint64_t VectorWriterImpl::trajectory_id(size_t env) const {
 
 LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
                                const WriterOptions& options)
-    : table_(std::move(table)), options_(options), lanes_(lanes) {}
+    : table_(std::move(table)), options_(options), lanes_(lanes) {
+  scratch_.whole_vector_step = true;
+}
 
 LaneWriterImpl::~LaneWriterImpl() {
   const size_t env = 0;

@@ -2,6 +2,7 @@
 // one row per environment; each row is an item, keyed (segment, step *
 // lanes + environment); the vector writer rolls segments of block_steps
 // steps; draws pick a step, then an environment uniformly.
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -19,6 +20,7 @@ namespace replaydb {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing_util::TempDir;
 
 TableSpec VectorSpec(int64_t lanes) {
@@ -233,6 +235,48 @@ TEST_F(VectorTableTest, ReopenKeepsTheSpecAndTheSteps) {
   }
 }
 
+// Datasets: a read-only opener, an export and an import all give back the
+// same environments' rows (segments travel as trajectories).
+TEST_F(VectorTableTest, ReadOnlyOpenExportAndImportKeepTheRows) {
+  const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 9);
+  TableSpec spec = VectorSpec(lanes);
+  spec.capacity_steps = 256;
+  const int n = 1 + static_cast<int>(rng_() % 60);
+  {
+    auto table = testing_util::CreateTable(db_.get(), spec);
+    ASSERT_NE(table, nullptr);
+    ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
+    Append(spec, w.get(), n);
+    ASSERT_OK(db_->Checkpoint());
+  }
+  const auto expect_rows = [&](DB* db, std::string_view name) {
+    ASSERT_OK_AND_ASSIGN(auto table, db->GetTable(name));
+    EXPECT_EQ(table->spec().lanes, lanes);
+    EXPECT_EQ(table->Info().num_items, n * lanes);
+    SampleBatch batch;
+    ASSERT_OK(table->Sample(64, {}, &batch));
+    ExpectRows(spec, batch);
+  };
+  {
+    SCOPED_TRACE("read-only opener");
+    ASSERT_OK_AND_ASSIGN(auto reader, DB::OpenReadOnly({}, dir_.path()));
+    expect_rows(reader.get(), "vt");
+  }
+  const std::string exported = dir_.path() + "/exported";
+  ASSERT_OK(db_->ExportTable("vt", exported));
+  {
+    SCOPED_TRACE("export");
+    ASSERT_OK_AND_ASSIGN(auto copy, DB::Open({}, exported));
+    expect_rows(copy.get(), "vt");
+  }
+  {
+    SCOPED_TRACE("import");
+    ASSERT_OK_AND_ASSIGN(auto other, DB::Open({}, dir_.path() + "/other"));
+    ASSERT_OK(other->ImportTable(exported, "vt").status());
+    expect_rows(other.get(), "vt");
+  }
+}
+
 TEST_F(VectorTableTest, WhatItRefusesSaysWhy) {
   // Each option this version refuses, set on a valid vector spec.
   const std::vector<std::pair<std::function<void(TableSpec*)>, std::string>> refusals = {
@@ -310,6 +354,23 @@ TEST_F(VectorTableTest, WhatItRefusesSaysWhy) {
           .message(),
       HasSubstr("step 7, environment 1, index 0) is not a live item"));
   EXPECT_EQ(table->SampleToDevice(1, {}, {}, nullptr).code(), Status::Code::kNotSupported);
+
+  // An error of the whole vector step names no environment: here the rate
+  // limiter allows one step (4 items) and nothing more until samples come.
+  TableSpec limited = VectorSpec(lanes);
+  limited.name = "limited";
+  limited.rate_limiter = RateLimiterSpec::SampleToInsertRatio(1.0, 4, -1.0, 4.0);
+  auto lt = testing_util::CreateTable(db_.get(), limited);
+  ASSERT_NE(lt, nullptr);
+  WriterOptions quick;
+  quick.timeout = std::chrono::milliseconds(1);
+  ASSERT_OK_AND_ASSIGN(auto lw, lt->NewVectorWriter(lanes, quick));
+  ASSERT_OK(lw->Append(step.tensors));
+  const Status waited = lw->Append(step.tensors);
+  EXPECT_EQ(waited.code(), Status::Code::kDeadlineExceeded) << waited.ToString();
+  EXPECT_THAT(waited.message(), HasSubstr("rate limiter to allow 4 inserts"));
+  EXPECT_THAT(waited.message(), Not(HasSubstr("environment")));
+  EXPECT_EQ(lt->Info().num_items, lanes);
 }
 
 // With a GPU, a table in host memory is in pinned blocks: AppendFromDevice
