@@ -584,8 +584,7 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
   const auto note = [&](size_t env, const Status& s) {
     if (!first_error.ok()) return;
     // A vector table's one slot is the whole vector step, no one environment.
-    first_error =
-        scratch->whole_vector_step ? s : s.WithContext("environment " + std::to_string(env));
+    first_error = lanes_ > 1 ? s : s.WithContext("environment " + std::to_string(env));
   };
   // Chunks of environments: normally one, the whole vector.
   size_t begin = 0;
@@ -889,9 +888,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         if (s.ok()) continue;
         DropVectorStepLocked(chunk[i], reserved[i], &dest[i], scratch);
         if (first_error->ok()) {
-          *first_error = scratch->whole_vector_step
-                             ? s
-                             : s.WithContext("environment " + std::to_string(begin + i));
+          *first_error = lanes_ > 1 ? s : s.WithContext("environment " + std::to_string(begin + i));
         }
       }
     }

@@ -223,9 +223,6 @@ struct VectorScratch {
   // Cleared when an environment loses its reservation after that
   // (TableImpl::DropVectorStepLocked).
   bool items_tallied = false;
-  // The one slot is a vector table's whole vector step (LaneWriterImpl):
-  // errors do not name an environment.
-  bool whole_vector_step = false;
 };
 
 // One window of a sample or lookup: its trajectory (kept alive) and steps.

@@ -28,10 +28,9 @@ TableLayout TableLayout::For(const TableSpec& spec) {
   layout.block_steps = spec.block_steps;
   layout.num_blocks = CapacityBlocks(spec);
   size_t offset = 0;
-  for (const ColumnSpec& c : spec.columns) {
+  for (const ColumnSpec& c : StoredColumns(spec)) {
     offset = (offset + kColumnAlignment - 1) / kColumnAlignment * kColumnAlignment;
-    // A vector table stores [lanes, shape...] per step.
-    const size_t bytes = c.step_bytes() * static_cast<size_t>(std::max<int64_t>(1, spec.lanes));
+    const size_t bytes = c.step_bytes();
     layout.column_bytes.push_back(bytes);
     layout.column_offset.push_back(offset);
     offset += bytes * static_cast<size_t>(spec.block_steps);

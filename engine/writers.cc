@@ -191,15 +191,11 @@ uint64_t VectorWriterImpl::trajectory_id(size_t env) const {
 
 LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
                                const WriterOptions& options)
-    : table_(std::move(table)), options_(options), lanes_(lanes) {
-  scratch_.whole_vector_step = true;
-}
+    : table_(std::move(table)), options_(options), lanes_(lanes) {}
 
 LaneWriterImpl::~LaneWriterImpl() {
-  const size_t env = 0;
   uint64_t seq = 0;
-  (void)table_->EndTrajectories(std::span<WriterSlot>(&slot_, 1), std::span<const size_t>(&env, 1),
-                                EndReason::kTruncated, Clock::now(), &seq);
+  (void)table_->EndTrajectory(slot_, EndReason::kTruncated, Clock::now(), &seq);
   (void)table_->SyncLog(seq, /*wait=*/false);
 }
 
