@@ -170,13 +170,19 @@ struct ScatterRequest {
   // [n] device-readable: the slot receiving environment i's step; < 0: skip.
   const int64_t* slots = nullptr;
   std::span<const ScatterColumn> columns;  // host memory, any number
+  // Steps per entry (>= 1): entry i of each column is `rows` steps,
+  // d_src[i] being [rows, step_bytes], written to slots slots[i] ..
+  // slots[i] + rows - 1, which must lie in one block (a vector table's
+  // step, its environments' rows seen as steps of one row each).
+  int64_t rows = 1;
 };
 
-// Writes d_src[i] of every column to its place at slot slots[i]. Queues the
-// work on `stream` and returns (one launch per 16 columns). REQUIRES: the
-// destination blocks' addresses flushed; distinct slots. A slot outside
-// [0, num_blocks * block_steps) or in a block whose address is null is
-// skipped. InvalidArgument as for Gather.
+// Writes d_src[i] of every column to its place at slot slots[i] (and the
+// rows - 1 slots after it). Queues the work on `stream` and returns (one
+// launch per 16 columns). REQUIRES: the destination blocks' addresses
+// flushed; runs of slots that do not overlap. A slot outside
+// [0, num_blocks * block_steps), in a block whose address is null, or whose
+// run would leave its block, is skipped. InvalidArgument as for Gather.
 Status Scatter(const DeviceBlockIndex& index, const ScatterRequest& request, void* stream);
 
 }  // namespace replaydb::kernels

@@ -540,9 +540,9 @@ REPLAYDB_HD void GatherSmallCopies(const GatherArgs& a, uint32_t tid, uint32_t t
 // ----------------------------------------------------------------- scatter
 
 struct ScatterColumnArgs {
-  uint64_t step_bytes;  // >= 1
+  uint64_t step_bytes;  // >= 1, of one slot in a block
   uint64_t block_offset;
-  const uint8_t* d_src;  // [n, step_bytes]
+  const uint8_t* d_src;  // [n, rows, step_bytes]
   uint64_t begin;        // of the column in an environment's work layout
 };
 
@@ -552,6 +552,7 @@ struct ScatterArgs {
   IndexView index;
   int64_t num_slots;
   const int64_t* d_slots;  // [n]
+  int64_t rows;            // slots per entry, in one block
   uint64_t env_bytes;
   uint64_t chunk_bytes;
   uint32_t chunks_per_env;
@@ -560,14 +561,17 @@ struct ScatterArgs {
 };
 
 // Every thread (no shared state): its share of the CTA's chunk. A slot
-// outside [0, num_slots) or a block whose address is 0 is skipped.
+// outside [0, num_slots), a block whose address is 0, or a run of rows
+// that would leave its block is skipped.
 REPLAYDB_HD void ScatterCta(const ScatterArgs& a, uint32_t cta, uint32_t tid, uint32_t threads) {
   const uint64_t env = cta / a.chunks_per_env;
   const uint64_t chunk = cta % a.chunks_per_env;
   const int64_t slot = a.d_slots[env];
   if (slot < 0 || slot >= a.num_slots) return;
   const int64_t block = slot / a.index.block_steps;
-  const uint64_t step = static_cast<uint64_t>(slot - block * a.index.block_steps);
+  const int64_t step_in_block = slot - block * a.index.block_steps;
+  if (step_in_block > a.index.block_steps - a.rows) return;
+  const uint64_t step = static_cast<uint64_t>(step_in_block);
   const uint64_t address = a.index.d_addresses[block];
   if (address == 0) return;
   const uint64_t lo = chunk * a.chunk_bytes;
@@ -575,11 +579,12 @@ REPLAYDB_HD void ScatterCta(const ScatterArgs& a, uint32_t cta, uint32_t tid, ui
   for (int c = 0; c < a.num_columns; ++c) {
     const ScatterColumnArgs& col = a.columns[c];
     const uint64_t sb = col.step_bytes;
-    const uint64_t b = Clamp(lo, col.begin, col.begin + sb) - col.begin;
-    const uint64_t e = Clamp(hi, col.begin, col.begin + sb) - col.begin;
+    const uint64_t run = sb * static_cast<uint64_t>(a.rows);  // one entry's bytes
+    const uint64_t b = Clamp(lo, col.begin, col.begin + run) - col.begin;
+    const uint64_t e = Clamp(hi, col.begin, col.begin + run) - col.begin;
     if (b >= e) continue;
     uint8_t* dst = reinterpret_cast<uint8_t*>(address + col.block_offset + step * sb + b);
-    CopyBytes(dst, col.d_src + env * sb + b, e - b, tid, threads);
+    CopyBytes(dst, col.d_src + env * run + b, e - b, tid, threads);
   }
 }
 

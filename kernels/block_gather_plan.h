@@ -174,6 +174,10 @@ inline Status ValidateScatterRequest(const ScatterRequest& request) {
     return Status::InvalidArgument(call + "request.n " + std::to_string(request.n) + " is < 1");
   }
   if (request.slots == nullptr) return Status::InvalidArgument(call + "request.slots is null");
+  if (request.rows < 1) {
+    return Status::InvalidArgument(call + "request.rows " + std::to_string(request.rows) +
+                                   " is < 1");
+  }
   for (size_t c = 0; c < request.columns.size(); ++c) {
     const ScatterColumn& col = request.columns[c];
     const std::string name = "request.columns[" + std::to_string(c) + "]";
@@ -182,9 +186,11 @@ inline Status ValidateScatterRequest(const ScatterRequest& request) {
   }
   const uint64_t n = static_cast<uint64_t>(request.n);
   uint64_t env = 0;
-  if (!gather::LayoutBytes(request.columns.data(), request.columns.size(), 1, &env) ||
+  if (!gather::LayoutBytes(request.columns.data(), request.columns.size(),
+                           static_cast<uint64_t>(request.rows), &env) ||
       env > gather::kMaxRequestBytes / n) {
-    return Status::InvalidArgument(call + "request.n * the columns' step_bytes overflows");
+    return Status::InvalidArgument(call +
+                                   "request.n * request.rows * the columns' step_bytes overflows");
   }
   const uint64_t chunks = gather::Max<uint64_t>(1, gather::CeilDiv(env, gather::kMinChunkBytes));
   if (chunks > static_cast<uint64_t>(gather::kMaxGrid) / n) {
@@ -273,6 +279,7 @@ inline void PlanScatter(const gather::IndexView& index, const ScatterRequest& re
   a.index = index;
   a.num_slots = index.num_blocks * index.block_steps;
   a.d_slots = request.slots;
+  a.rows = request.rows;
   const size_t first = static_cast<size_t>(launch) * gather::kMaxColumnsPerLaunch;
   const size_t count =
       gather::Min<size_t>(gather::kMaxColumnsPerLaunch, request.columns.size() - first);
@@ -282,7 +289,7 @@ inline void PlanScatter(const gather::IndexView& index, const ScatterRequest& re
     const uint64_t begin = gather::RoundUp16(env);
     a.columns[i] = gather::ScatterColumnArgs{col.step_bytes, col.block_offset,
                                              static_cast<const uint8_t*>(col.d_src), begin};
-    env = begin + col.step_bytes;
+    env = begin + col.step_bytes * static_cast<uint64_t>(request.rows);
   }
   a.num_columns = static_cast<int32_t>(count);
   a.env_bytes = env;

@@ -637,82 +637,110 @@ TEST_F(BlockGatherGpuTest, MatchesReferenceByteForByte) {
 struct ScatterWorld {
   Blocks blocks;
   int64_t n = 0;
+  int64_t rows = 1;  // slots per entry
   std::vector<int64_t> slots;
-  std::vector<std::vector<uint8_t>> src;  // per column, [n, step_bytes]
+  std::vector<std::vector<uint8_t>> src;  // per column, [n, rows, step_bytes]
+
+  // Whether entry i's run lands: a real slot, in a block with an address,
+  // not leaving its block.
+  bool Written(int64_t i) const {
+    const int64_t slot = slots[static_cast<size_t>(i)];
+    return slot >= 0 && slot < blocks.num_slots() &&
+           !blocks.unset.count(slot / blocks.block_steps) &&
+           slot % blocks.block_steps + rows <= blocks.block_steps;
+  }
 };
 
+// Entries at random runs of `rows` slots that start at multiples of rows
+// in their block, with some -1, past the end, and (rows > 1) leaving their
+// block.
 ScatterWorld MakeScatterWorld(int64_t num_blocks, int64_t block_steps,
-                              const std::vector<size_t>& step_bytes, int64_t n, bool odd,
-                              std::mt19937_64& rng) {
+                              const std::vector<size_t>& step_bytes, int64_t n, int64_t rows,
+                              bool odd, std::mt19937_64& rng) {
   ScatterWorld s;
   s.blocks = MakeBlocks(num_blocks, block_steps, step_bytes, odd, 4, rng);
   s.blocks.unset.insert(static_cast<int64_t>(rng() % num_blocks));
   s.n = n;
-  std::vector<int64_t> all(static_cast<size_t>(s.blocks.num_slots()));
-  std::iota(all.begin(), all.end(), 0);
-  std::shuffle(all.begin(), all.end(), rng);
+  s.rows = rows;
+  std::vector<int64_t> runs;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    for (int64_t k = 0; (k + 1) * rows <= block_steps; ++k)
+      runs.push_back(b * block_steps + k * rows);
+  }
+  EXPECT_LE(n, static_cast<int64_t>(runs.size())) << "a scatter spec with too few runs";
+  std::shuffle(runs.begin(), runs.end(), rng);
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t kind = rng() % 10;
     if (kind == 0) {
       s.slots.push_back(-1);
     } else if (kind == 1) {
       s.slots.push_back(s.blocks.num_slots() + static_cast<int64_t>(rng() % 3));
+    } else if (kind == 2 && rows > 1) {
+      // The run's last row would be the next block's first step.
+      s.slots.push_back(static_cast<int64_t>(rng() % num_blocks) * block_steps + block_steps -
+                        rows + 1);
     } else {
-      s.slots.push_back(all[static_cast<size_t>(i)]);
+      s.slots.push_back(runs[static_cast<size_t>(i)]);
     }
   }
   for (size_t sb : step_bytes) {
-    s.src.emplace_back(static_cast<size_t>(n) * sb);
+    s.src.emplace_back(static_cast<size_t>(n * rows) * sb);
     for (auto& x : s.src.back()) x = static_cast<uint8_t>(rng());
   }
   return s;
 }
 
-// The blocks after the scatter: only real slots in blocks with an address.
+// The blocks after the scatter: only the runs Written says land.
 std::vector<uint8_t> ExpectedScatter(const ScatterWorld& s) {
   std::vector<uint8_t> image = s.blocks.image;
   const Blocks& b = s.blocks;
   for (int64_t i = 0; i < s.n; ++i) {
+    if (!s.Written(i)) continue;
     const int64_t slot = s.slots[static_cast<size_t>(i)];
-    if (slot < 0 || slot >= b.num_slots() || b.unset.count(slot / b.block_steps)) continue;
-    for (size_t c = 0; c < b.step_bytes.size(); ++c) {
-      const size_t sb = b.step_bytes[c];
-      std::memcpy(image.data() + b.Where(slot / b.block_steps, slot % b.block_steps, c),
-                  s.src[c].data() + static_cast<size_t>(i) * sb, sb);
+    for (int64_t r = 0; r < s.rows; ++r) {
+      for (size_t c = 0; c < b.step_bytes.size(); ++c) {
+        const size_t sb = b.step_bytes[c];
+        std::memcpy(image.data() + b.Where(slot / b.block_steps, slot % b.block_steps + r, c),
+                    s.src[c].data() + static_cast<size_t>(i * s.rows + r) * sb, sb);
+      }
     }
   }
   return image;
 }
 
-// A gather of one step at each scattered slot: L = 1, steps 1.
+// A gather of one step at each scattered row: L = 1, steps 1 (no item
+// where the entry's run was not written).
 World RoundTripWorld(const ScatterWorld& s, const std::vector<uint8_t>& image) {
   World w;
-  w.spec =
-      Spec{"round trip", s.blocks.num_blocks, s.blocks.block_steps, s.blocks.step_bytes, s.n, 1};
+  const int64_t windows = s.n * s.rows;
+  w.spec = Spec{
+      "round trip", s.blocks.num_blocks, s.blocks.block_steps, s.blocks.step_bytes, windows, 1};
   w.blocks = s.blocks;
   w.blocks.image = image;
-  w.slots = s.slots;
-  w.steps.assign(static_cast<size_t>(s.n), 1);
+  for (int64_t i = 0; i < s.n; ++i) {
+    for (int64_t r = 0; r < s.rows; ++r) {
+      w.slots.push_back(s.Written(i) ? s.slots[static_cast<size_t>(i)] + r : -1);
+    }
+  }
+  w.steps.assign(static_cast<size_t>(windows), 1);
   w.out_offset.assign(s.blocks.step_bytes.size(), 0);
   return w;
 }
 
-// What the round trip must read: the scattered rows (zeros where the slot
-// was skipped or its block has no address).
+// What the round trip must read: the scattered rows (zeros where the run
+// was not written).
 void ExpectRoundTrip(const ScatterWorld& s, const Outputs& got) {
   const Blocks& b = s.blocks;
   for (size_t c = 0; c < b.step_bytes.size(); ++c) {
     const size_t sb = b.step_bytes[c];
-    std::vector<uint8_t> want(static_cast<size_t>(s.n) * sb + kGuard, kPoison);
+    const size_t entry = static_cast<size_t>(s.rows) * sb;
+    std::vector<uint8_t> want(static_cast<size_t>(s.n) * entry + kGuard, kPoison);
     for (int64_t i = 0; i < s.n; ++i) {
-      const int64_t slot = s.slots[static_cast<size_t>(i)];
-      const bool written =
-          slot >= 0 && slot < b.num_slots() && !b.unset.count(slot / b.block_steps);
-      uint8_t* dst = want.data() + static_cast<size_t>(i) * sb;
-      if (written) {
-        std::memcpy(dst, s.src[c].data() + static_cast<size_t>(i) * sb, sb);
+      uint8_t* dst = want.data() + static_cast<size_t>(i) * entry;
+      if (s.Written(i)) {
+        std::memcpy(dst, s.src[c].data() + static_cast<size_t>(i) * entry, entry);
       } else {
-        std::memset(dst, 0, sb);
+        std::memset(dst, 0, entry);
       }
     }
     EXPECT_EQ(FirstDifference(got.columns[c], want), "") << "round trip, column " << c;
@@ -725,6 +753,7 @@ struct ScatterSpec {
   std::vector<size_t> step_bytes;
   int64_t n;
   bool odd;
+  int64_t rows = 1;
 };
 
 std::vector<ScatterSpec> ScatterSpecs() {
@@ -733,6 +762,10 @@ std::vector<ScatterSpec> ScatterSpecs() {
       {10, 4, {4096 + 4, 65536}, 20, false},
       {10, 4, {4096, 256}, 30, false},
       {8, 5, {1, 2, 3, 4, 5, 8, 16, 17, 32, 33, 64, 100, 128, 255, 256, 4, 12, 7}, 25, true},
+      // Runs of rows (a vector table's steps).
+      {12, 8, {1, 3, 16}, 20, true, 4},
+      {10, 6, {4096 + 4, 256}, 12, false, 3},
+      {6, 8, {1000}, 5, false, 8},
   };
 }
 
@@ -747,6 +780,7 @@ void BuildScatter(const ScatterWorld& s, const int64_t* slots,
   request->n = s.n;
   request->slots = slots;
   request->columns = *columns;
+  request->rows = s.rows;
 }
 
 // Uniform draws inside the gather (request.slots null), run on the host:
@@ -844,10 +878,10 @@ TEST(BlockGatherHostTest, ScatterThenGather) {
   SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   for (const ScatterSpec& spec : ScatterSpecs()) {
-    const ScatterWorld s =
-        MakeScatterWorld(spec.num_blocks, spec.block_steps, spec.step_bytes, spec.n, spec.odd, rng);
+    const ScatterWorld s = MakeScatterWorld(spec.num_blocks, spec.block_steps, spec.step_bytes,
+                                            spec.n, spec.rows, spec.odd, rng);
     SCOPED_TRACE("scatter of " + std::to_string(spec.step_bytes.size()) + " columns, first " +
-                 std::to_string(spec.step_bytes[0]) + " bytes");
+                 std::to_string(spec.step_bytes[0]) + " bytes, rows " + std::to_string(spec.rows));
     const std::vector<uint8_t> want = ExpectedScatter(s);
     for (int sms : {1, 132}) {
       std::vector<uint8_t> blocks = s.blocks.image;
@@ -878,10 +912,10 @@ TEST_F(BlockGatherGpuTest, ScatterThenGather) {
   std::mt19937_64 rng(seed);
   ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
   for (const ScatterSpec& spec : ScatterSpecs()) {
-    const ScatterWorld s =
-        MakeScatterWorld(spec.num_blocks, spec.block_steps, spec.step_bytes, spec.n, spec.odd, rng);
+    const ScatterWorld s = MakeScatterWorld(spec.num_blocks, spec.block_steps, spec.step_bytes,
+                                            spec.n, spec.rows, spec.odd, rng);
     SCOPED_TRACE("scatter of " + std::to_string(spec.step_bytes.size()) + " columns, first " +
-                 std::to_string(spec.step_bytes[0]) + " bytes");
+                 std::to_string(spec.step_bytes[0]) + " bytes, rows " + std::to_string(spec.rows));
     const std::vector<uint8_t> want = ExpectedScatter(s);
     for (bool pinned : {false, true}) {
       GpuArena arena;
@@ -1152,6 +1186,13 @@ TEST(BlockGatherArgumentsTest, ScatterNamesTheBadArgument) {
   r = valid();
   r.slots = nullptr;
   ExpectInvalid(Scatter(index, r, nullptr), "Scatter: request.slots is null");
+  r = valid();
+  r.rows = 0;
+  ExpectInvalid(Scatter(index, r, nullptr), "Scatter: request.rows 0 is < 1");
+  r = valid();
+  r.rows = int64_t{1} << 61;  // 4-byte rows: 2^63 bytes
+  ExpectInvalid(Scatter(index, r, nullptr),
+                "request.n * request.rows * the columns' step_bytes overflows");
   const ScatterColumn no_src[2] = {good, {4, 0, nullptr}};
   r = valid();
   r.columns = {no_src, 2};
