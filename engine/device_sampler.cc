@@ -43,11 +43,12 @@ class DeviceSamplerImpl final : public DeviceSampler {
     REPLAYDB_ASSIGN_OR_RETURN(stream_, DeviceStream::Create(device_));
     const int64_t B = options_.batch_size;
     const int64_t L = table_->spec().sequence_length;
-    const auto& columns = table_->columns();
+    // An item's columns (one environment's row in a vector table).
+    const auto& columns = table_->item_columns();
     std::vector<size_t> column_bytes;
     size_t bytes = 0;
     for (size_t c = 0; c < columns.size(); ++c) {
-      column_bytes.push_back(static_cast<size_t>(B * L) * table_->layout().column_bytes[c]);
+      column_bytes.push_back(static_cast<size_t>(B * L) * columns[c].step_bytes());
       bytes += Align(column_bytes.back());
     }
     const bool weights = options_.sample.importance_beta >= 0;

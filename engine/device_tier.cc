@@ -28,8 +28,12 @@ Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(const Options& options) {
   std::unique_ptr<DeviceTier> tier(new DeviceTier(options));
   kernels::DeviceBlockIndex::Options index;
   index.device = options.device;
+  if (options.lanes < 1 || (options.lanes > 1 && (options.item_steps || options.uniform_draws))) {
+    return Status::InvalidArgument("DeviceTier: lanes " + std::to_string(options.lanes) +
+                                   " with item_steps or uniform draws");
+  }
   index.num_blocks = options.layout.num_blocks;
-  index.block_steps = options.layout.block_steps;
+  index.block_steps = options.layout.block_steps * options.lanes;
   index.item_steps = options.item_steps;
   index.uniform_draws = options.uniform_draws;
   REPLAYDB_ASSIGN_OR_RETURN(tier->index_, kernels::DeviceBlockIndex::Create(index));
@@ -128,7 +132,8 @@ Result<DeviceTier::Staging*> DeviceTier::AcquireStaging(size_t bytes) {
 std::vector<kernels::GatherColumn> DeviceTier::GatherColumns(const DeviceSampleOutput& out) const {
   std::vector<kernels::GatherColumn> columns(out.columns.size());
   for (size_t c = 0; c < out.columns.size(); ++c) {
-    columns[c].step_bytes = options_.layout.column_bytes[c];
+    // One lane's row of a vector table's step.
+    columns[c].step_bytes = options_.layout.column_bytes[c] / static_cast<size_t>(options_.lanes);
     columns[c].block_offset = options_.layout.column_offset[c];
     columns[c].d_out = out.columns[c];
   }
@@ -259,10 +264,17 @@ Status DeviceTier::Scatter(std::span<const int64_t> slots, std::span<const Const
                            void* stream) {
   const size_t n = slots.size();
   REPLAYDB_ASSIGN_OR_RETURN(Staging * s, AcquireStaging(RoundUp(n * sizeof(int64_t), 256)));
-  std::memcpy(s->pinned, slots.data(), n * sizeof(int64_t));
+  const int64_t lanes = options_.lanes;
+  if (lanes == 1) {
+    std::memcpy(s->pinned, slots.data(), n * sizeof(int64_t));
+  } else {
+    // A vector table's step: its lanes' rows, at the step's first lane.
+    auto* tier_slots = static_cast<int64_t*>(s->pinned);
+    for (size_t i = 0; i < n; ++i) tier_slots[i] = slots[i] < 0 ? -1 : TierSlot(slots[i], 0);
+  }
   std::vector<kernels::ScatterColumn> columns(steps.size());
   for (size_t c = 0; c < steps.size(); ++c) {
-    columns[c].step_bytes = options_.layout.column_bytes[c];
+    columns[c].step_bytes = options_.layout.column_bytes[c] / static_cast<size_t>(lanes);
     columns[c].block_offset = options_.layout.column_offset[c];
     columns[c].d_src = steps[c].data;
   }
@@ -270,6 +282,7 @@ Status DeviceTier::Scatter(std::span<const int64_t> slots, std::span<const Const
   request.n = static_cast<int64_t>(n);
   request.slots = static_cast<const int64_t*>(s->pinned);
   request.columns = columns;
+  request.rows = lanes;
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t stream_id, BeforeAccess(stream));
   const Status launched = kernels::Scatter(*index_, request, stream);
   if (std::find(scatter_streams_.begin(), scatter_streams_.end(), stream_id) ==

@@ -49,6 +49,13 @@ class DeviceTier {
     // Keep the live items' slots densely on the device, for uniform draws
     // inside the gather kernel (DrawUniformAndGather). REQUIRES: item_steps.
     bool uniform_draws = false;
+    // A vector table's environments (layout: its stored layout, a step
+    // being every environment's row). The device sees each block as
+    // layout.block_steps * lanes steps of one row: lane n of the table's
+    // slot `slot` is the tier slot slot * lanes + n (TierSlot), which is
+    // what gathers take. REQUIRES: lanes == 1 unless neither item_steps
+    // nor uniform_draws.
+    int64_t lanes = 1;
   };
 
   static Result<std::unique_ptr<DeviceTier>> Create(const Options& options);
@@ -56,6 +63,8 @@ class DeviceTier {
   ~DeviceTier();
 
   int device() const { return options_.device; }
+  // The tier slot of lane `lane` of the table's slot `slot` (see lanes).
+  int64_t TierSlot(int64_t slot, int64_t lane) const { return slot * options_.lanes + lane; }
   // The tier's own stream (index flushes, host-path gathers and draws).
   void* stream() const { return write_stream_.handle(); }
 
@@ -82,7 +91,7 @@ class DeviceTier {
 
   // ---- device work ----
   struct HostDraws {
-    std::span<const int64_t> slots;    // < 0: no item
+    std::span<const int64_t> slots;    // tier slots (TierSlot); < 0: no item
     std::span<const uint32_t> steps;   // real steps per window
     std::span<const uint64_t> keys;
     std::span<const float> probabilities;  // empty: write zeros if out has room
@@ -101,12 +110,13 @@ class DeviceTier {
   // REQUIRES: options.uniform_draws, live >= 1.
   Status DrawUniformAndGather(int64_t live, uint64_t seed, int64_t batch,
                               const DeviceSampleOutput& out, void* stream);
-  // Gathers host-drawn windows of a device-memory tier into host tensors
-  // (SampleBatch::columns, already shaped) and waits for them.
+  // Gathers host-drawn windows (tier slots) of a device-memory tier into
+  // host tensors (SampleBatch::columns, already shaped) and waits for them.
   Status GatherToHost(std::span<const int64_t> slots, std::span<const uint32_t> steps,
                       std::vector<Tensor>* columns);
-  // Writes step i of every column of `steps` (device arrays [n, ...]) to
-  // slot slots[i] (< 0: skip) on `stream`.
+  // Writes step i of every column of `steps` (device arrays [n, ...] of the
+  // stored layout's steps) to the table's slot slots[i] (< 0: skip) on
+  // `stream`.
   Status Scatter(std::span<const int64_t> slots, std::span<const ConstTensor> steps,
                  void* stream);
   // Copies host bytes into a device-memory block; complete on return.

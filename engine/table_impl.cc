@@ -56,11 +56,6 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     if (device < 0) device = 0;
     memory = p.kind == Placement::Kind::kAuto ? BlockMemory::kDevice : BlockMemory::kPinned;
   }
-  if (spec.lanes > 1 && memory == BlockMemory::kDevice) {
-    return Status::NotSupported(where() + ": a vector table (lanes " + std::to_string(spec.lanes) +
-                                ") in device memory is not built yet (docs/vector_tables.md); "
-                                "place it in host memory");
-  }
   std::unique_ptr<index::Selector> selector;
   DeviceSelector* raw = nullptr;
   index::UniformSelector* uniform = nullptr;
@@ -100,6 +95,7 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     options.sequence_length = spec.sequence_length;
     options.item_steps = spec.priority_device >= 0;
     options.uniform_draws = uniform_draws;
+    options.lanes = spec.lanes;
     auto created = DeviceTier::Create(options);
     if (!created.ok()) return created.status().WithContext(where());
     tier = std::move(created).value();
@@ -1456,6 +1452,10 @@ int64_t TableImpl::SlotOf(const Window& w) const {
   return w.trajectory->blocks[w.start / bs] * bs + w.start % bs;
 }
 
+int64_t TableImpl::TierSlotOf(const Window& w) const {
+  return tier_->TierSlot(SlotOf(w), w.lane);
+}
+
 Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
                              const SampleOptions& options, SampleBatch* out,
                              std::vector<Window>* windows, int64_t* live_items) {
@@ -1595,7 +1595,7 @@ Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
     std::vector<int64_t> slots(B);
     std::vector<uint32_t> steps(B);
     for (int64_t b = 0; b < B; ++b) {
-      slots[b] = SlotOf(windows[b]);
+      slots[b] = TierSlotOf(windows[b]);
       steps[b] = static_cast<uint32_t>(windows[b].real);
     }
     Status s = tier_->GatherToHost(slots, steps, &out->columns);
@@ -1744,7 +1744,6 @@ Status TableImpl::CheckDeviceOutput(const DeviceSampleOutput& out, bool weights)
 
 Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& options,
                                  const DeviceSampleOutput& out, void* stream) {
-  REPLAYDB_RETURN_IF_ERROR(NotForVectorTable("SampleToDevice"));
   if (options.peek) {
     return Status::InvalidArgument("table " + Q(name_) +
                                    ": SampleToDevice does not peek (SampleOptions::peek is for "
@@ -1797,7 +1796,7 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
   std::vector<float> probabilities(batch_size);
   std::vector<float> weights;
   for (int64_t b = 0; b < batch_size; ++b) {
-    slots[b] = SlotOf(windows[b]);
+    slots[b] = TierSlotOf(windows[b]);
     steps[b] = static_cast<uint32_t>(windows[b].real);
     probabilities[b] = static_cast<float>(meta.probabilities[b]);
   }
@@ -1812,16 +1811,15 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
   return s.WithContext("table " + Q(name_));
 }
 
-Status TableImpl::NotForVectorTable(std::string_view what) const {
+Status TableImpl::NoVectorPriorities(std::string_view what) const {
   if (lanes_ == 1) return Status::OK();
-  return Status::NotSupported("table " + Q(name_) + ": " + std::string(what) +
-                              " of a vector table (lanes " + std::to_string(lanes_) +
-                              ") is not built yet (docs/vector_tables.md); use Sample or Lookup");
+  return Status::InvalidArgument("table " + Q(name_) + ": " + std::string(what) +
+                                 ": a vector table (lanes " + std::to_string(lanes_) +
+                                 ") keeps no per-environment priorities (its selector is uniform)");
 }
 
 Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
                                  void* stream) {
-  REPLAYDB_RETURN_IF_ERROR(NotForVectorTable("LookupToDevice"));
   REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, false));
   SampleBatch meta;
   std::vector<Window> windows;
@@ -1833,7 +1831,7 @@ Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSamp
   std::vector<int64_t> slots(B);
   std::vector<uint32_t> steps(B);
   for (size_t b = 0; b < B; ++b) {
-    slots[b] = SlotOf(windows[b]);
+    slots[b] = TierSlotOf(windows[b]);
     steps[b] = static_cast<uint32_t>(windows[b].real);
   }
   DeviceTier::HostDraws draws{slots, steps, meta.keys, {}, {}};
@@ -1842,7 +1840,6 @@ Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSamp
 
 Result<std::unique_ptr<DeviceSampler>> TableImpl::NewDeviceSampler(
     const DeviceSamplerOptions& options) {
-  REPLAYDB_RETURN_IF_ERROR(NotForVectorTable("NewDeviceSampler"));
   {
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
@@ -1855,11 +1852,7 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
                                    std::span<const double> priorities,
                                    PriorityUpdateResult* result) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePriorities"));
-  if (lanes_ > 1) {
-    return Status::InvalidArgument(
-        "table " + Q(name_) + ": UpdatePriorities: a vector table (lanes " +
-        std::to_string(lanes_) + ") keeps no per-environment priorities (its selector is uniform)");
-  }
+  REPLAYDB_RETURN_IF_ERROR(NoVectorPriorities("UpdatePriorities"));
   if (keys.size() != priorities.size()) {
     return Status::InvalidArgument("table " + Q(name_) + ": UpdatePriorities got " +
                                    std::to_string(keys.size()) + " keys and " +
@@ -1914,7 +1907,7 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
 Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities,
                                              int64_t n, void* stream) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePrioritiesFromDevice"));
-  REPLAYDB_RETURN_IF_ERROR(NotForVectorTable("UpdatePrioritiesFromDevice"));
+  REPLAYDB_RETURN_IF_ERROR(NoVectorPriorities("UpdatePrioritiesFromDevice"));
   if (n < 0 || (n > 0 && (keys == nullptr || priorities == nullptr))) {
     return Status::InvalidArgument("table " + Q(name_) +
                                    ": UpdatePrioritiesFromDevice needs n >= 0 and device "

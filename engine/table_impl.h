@@ -348,7 +348,10 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // Whether the hot tier's blocks are in device memory (the host cannot
   // address them).
   bool device_blocks() const { return !pool_.host_accessible(); }
+  // The columns of a stored step (a vector table's: [lanes, shape...]).
   const std::vector<ColumnSpec>& columns() const { return columns_; }
+  // The columns of one item's step (the table spec's).
+  const std::vector<ColumnSpec>& item_columns() const { return item_columns_; }
 
   // Checks that `tensors` match the schema: one per column, the column's
   // dtype, shape [leading, column shape...] (or the column shape when
@@ -506,6 +509,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                             SampleBatch* out);
   // The hot-tier slot where window w starts.
   int64_t SlotOf(const Window& w) const;
+  // The window's slot as the device tier sees it (DeviceTier::TierSlot).
+  // REQUIRES: tier_
+  int64_t TierSlotOf(const Window& w) const;
   // The hot-tier slot of t's step `start`. REQUIRES: the step has a block.
   int64_t SlotOf(const Trajectory& t, int64_t start) const {
     const int64_t bs = layout_.block_steps;
@@ -540,9 +546,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // trajectory's (no steps). REQUIRES: t holds its blocks.
   void StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) const;
   Status NeedTierLocked(std::string_view what) const;
-  // NotSupported naming `what` in a vector table (lanes_ > 1), for the calls
-  // it does not have yet (docs/vector_tables.md); OK otherwise.
-  Status NotForVectorTable(std::string_view what) const;
+  // InvalidArgument naming `what` in a vector table (lanes_ > 1), whose
+  // items have no priorities of their own.
+  Status NoVectorPriorities(std::string_view what) const;
   Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status EvictedError(const Trajectory& t) const;
   // Gives `t` a new block, evicting or waiting for pinned blocks as needed.

@@ -353,7 +353,9 @@ TEST_F(VectorTableTest, WhatItRefusesSaysWhy) {
           ->Lookup(std::vector<ItemKey>{MakeItemKey(ItemKeyTrajectory(keys[0]), 4 * 7 + 1)}, &batch)
           .message(),
       HasSubstr("step 7, environment 1, index 0) is not a live item"));
-  EXPECT_EQ(table->SampleToDevice(1, {}, {}, nullptr).code(), Status::Code::kNotSupported);
+  EXPECT_THAT(table->UpdatePrioritiesFromDevice(nullptr, nullptr, 0, nullptr).message(),
+              HasSubstr("UpdatePrioritiesFromDevice: a vector table (lanes 4) keeps no "
+                        "per-environment priorities"));
 
   // An error of the whole vector step names no environment: here the rate
   // limiter allows one step (4 items) and nothing more until samples come.
@@ -413,6 +415,160 @@ TEST_F(VectorTableGpuTest, AppendFromDeviceIntoPinnedBlocks) {
   SampleBatch batch;
   ASSERT_OK(table->Sample(128, {}, &batch));
   ExpectRows(spec, batch);
+}
+
+// Device arrays for `batch` sampled items of `spec`, poisoned.
+struct DeviceOut {
+  std::vector<DeviceBuffer> columns;
+  DeviceBuffer keys, probabilities, mask;
+  DeviceSampleOutput view;
+};
+
+Result<DeviceOut> AllocateOut(const TableSpec& spec, int64_t batch) {
+  DeviceOut out;
+  for (const ColumnSpec& c : spec.columns) {
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(0, batch * c.step_bytes()));
+    out.columns.push_back(std::move(b));
+    out.view.columns.push_back(out.columns.back().data());
+  }
+  REPLAYDB_ASSIGN_OR_RETURN(out.keys, DeviceBuffer::Allocate(0, batch * sizeof(uint64_t)));
+  REPLAYDB_ASSIGN_OR_RETURN(out.probabilities, DeviceBuffer::Allocate(0, batch * sizeof(float)));
+  REPLAYDB_ASSIGN_OR_RETURN(out.mask, DeviceBuffer::Allocate(0, batch));
+  for (DeviceBuffer* b : {&out.keys, &out.probabilities, &out.mask}) {
+    REPLAYDB_RETURN_IF_ERROR(b->Fill(0xAB));
+  }
+  for (DeviceBuffer& b : out.columns) REPLAYDB_RETURN_IF_ERROR(b.Fill(0xAB));
+  out.view.keys = out.keys.as<uint64_t>();
+  out.view.probabilities = out.probabilities.as<float>();
+  out.view.mask = out.mask.as<uint8_t>();
+  return out;
+}
+
+// A device batch (column pointers, keys and mask in device memory) as a
+// host SampleBatch, copied after the work queued on `stream`.
+Result<SampleBatch> ToHostBatch(const TableSpec& spec, int64_t batch,
+                                const std::vector<void*>& columns, const uint64_t* keys,
+                                const uint8_t* mask, void* stream) {
+  SampleBatch out;
+  out.batch_size = batch;
+  out.sequence_length = 1;
+  out.keys.resize(static_cast<size_t>(batch));
+  out.mask.resize(static_cast<size_t>(batch));
+  REPLAYDB_RETURN_IF_ERROR(
+      CopyDeviceToHost(out.keys.data(), keys, batch * sizeof(uint64_t), stream));
+  REPLAYDB_RETURN_IF_ERROR(CopyDeviceToHost(out.mask.data(), mask, batch, stream));
+  out.columns.resize(spec.columns.size());
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    out.columns[c].Reset(spec.columns[c].dtype, spec.columns[c].shape.Prepend(1).Prepend(batch));
+    REPLAYDB_RETURN_IF_ERROR(
+        CopyDeviceToHost(out.columns[c].data(), columns[c], out.columns[c].size_bytes(), stream));
+  }
+  return out;
+}
+
+// A vector table in device memory (or pinned host memory) takes steps from
+// host and device memory, and every read path gives each environment's row
+// byte for byte: Sample, SampleToDevice, LookupToDevice, a DeviceSampler,
+// and Sample after a reopen (the log replayed into device blocks, or a
+// checkpoint loaded into them).
+TEST_F(VectorTableGpuTest, DeviceAndPinnedTablesServeEveryEnvironmentsRow) {
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  for (const bool device : {true, false}) {
+    for (const bool replay : {false, true}) {
+      SCOPED_TRACE(std::string(device ? "device:0" : "pinned") +
+                   (replay ? ", reopened from the log" : ", reopened from a checkpoint"));
+      steps_.clear();
+      next_step_.clear();
+      last_segment_ = 0;
+      const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 300);
+      TableSpec spec = VectorSpec(lanes);
+      spec.capacity_steps = 1024;
+      spec.placement = device ? Placement::Device(0) : Placement::Host();
+      // A device table is not logged by default (TableLogging::kDefault).
+      spec.logging = TableLogging::kOn;
+      const std::string path =
+          dir_.path() + "/" + (device ? "d" : "p") + (replay ? "-replay" : "-checkpoint");
+      const DBOptions options = replay ? testing_util::ManualCheckpoints() : DBOptions{};
+      ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
+      const int n = 1 + static_cast<int>(rng_() % 40);
+      {
+        ASSERT_OK_AND_ASSIGN(auto db, DB::Open(options, path));
+        auto table = testing_util::CreateTable(db.get(), spec);
+        ASSERT_NE(table, nullptr);
+        EXPECT_EQ(table->Info().placement, device ? "device:0" : "pinned");
+        ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
+        for (int i = 0; i < n; ++i) {
+          Step step = RandomStep(spec, rng_);
+          const uint64_t before = w->trajectory_id(0);
+          if (rng_() % 2 == 0) {
+            ASSERT_OK(w->Append(step.tensors));
+          } else {
+            std::vector<DeviceBuffer> buffers;
+            std::vector<ConstTensor> tensors;
+            for (size_t c = 0; c < spec.columns.size(); ++c) {
+              const size_t bytes = step.columns[c].size();
+              ASSERT_OK_AND_ASSIGN(DeviceBuffer b, DeviceBuffer::Allocate(0, bytes));
+              ASSERT_OK(b.CopyFromHost(step.columns[c].data(), bytes, 0, stream.handle()));
+              tensors.push_back({step.tensors[c].dtype, step.tensors[c].shape, b.data(), bytes});
+              buffers.push_back(std::move(b));
+            }
+            ASSERT_OK(w->AppendFromDevice(tensors, stream.handle()));
+            ASSERT_OK(stream.Synchronize());  // before the inputs are freed
+          }
+          const uint64_t segment = w->trajectory_id(0) != 0 ? w->trajectory_id(0) : before;
+          steps_[{segment, next_step_[segment]++}] = std::move(step);
+        }
+        EXPECT_EQ(table->Info().num_items, n * lanes);
+
+        SampleBatch host;
+        ASSERT_OK(table->Sample(128, {}, &host));
+        ExpectRows(spec, host);
+
+        constexpr int64_t kBatch = 96;
+        ASSERT_OK_AND_ASSIGN(DeviceOut out, AllocateOut(spec, kBatch));
+        ASSERT_OK(table->SampleToDevice(kBatch, {}, out.view, stream.handle()));
+        ASSERT_OK_AND_ASSIGN(SampleBatch sampled,
+                             ToHostBatch(spec, kBatch, out.view.columns, out.view.keys,
+                                         out.view.mask, stream.handle()));
+        ExpectRows(spec, sampled);
+        std::vector<float> probabilities(kBatch);
+        ASSERT_OK(CopyDeviceToHost(probabilities.data(), out.view.probabilities,
+                                   kBatch * sizeof(float), stream.handle()));
+        for (float p : probabilities) EXPECT_FLOAT_EQ(p, 1.0f / static_cast<float>(n * lanes));
+
+        // The host sample's keys, looked up on the device.
+        ASSERT_OK_AND_ASSIGN(DeviceOut looked, AllocateOut(spec, host.batch_size));
+        ASSERT_OK(table->LookupToDevice(host.keys, looked.view, stream.handle()));
+        ASSERT_OK_AND_ASSIGN(SampleBatch lookup,
+                             ToHostBatch(spec, host.batch_size, looked.view.columns,
+                                         looked.view.keys, looked.view.mask, stream.handle()));
+        EXPECT_EQ(lookup.keys, host.keys);
+        ExpectRows(spec, lookup);
+
+        DeviceSamplerOptions so;
+        so.batch_size = 1 + static_cast<int64_t>(rng_() % 200);
+        ASSERT_OK_AND_ASSIGN(auto sampler, table->NewDeviceSampler(so));
+        for (int round = 0; round < 3; ++round) {
+          DeviceBatch batch;
+          ASSERT_OK(sampler->Next(stream.handle(), &batch));
+          ASSERT_OK_AND_ASSIGN(SampleBatch got,
+                               ToHostBatch(spec, batch.batch_size, batch.columns, batch.keys,
+                                           batch.mask, stream.handle()));
+          ExpectRows(spec, got);
+          ASSERT_OK(sampler->Release(batch, stream.handle()));
+        }
+      }
+      ASSERT_OK_AND_ASSIGN(auto db, DB::Open(options, path));
+      ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("vt"));
+      ASSERT_EQ(table->Info().num_items, n * lanes);
+      SampleOptions quick;
+      quick.timeout = std::chrono::seconds(10);
+      SampleBatch batch;
+      ASSERT_OK(table->Sample(128, quick, &batch));
+      ExpectRows(spec, batch);
+    }
+  }
 }
 
 }  // namespace

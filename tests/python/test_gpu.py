@@ -73,6 +73,40 @@ def test_device_tensors_in_and_out_without_copies(db_path, seed, placement):
                     assert torch.equal(obs[b, s].cpu(), written[start + s]["obs"][e])
 
 
+@pytest.mark.parametrize("placement", ["device:0", "host"])
+def test_vector_table_on_the_gpu(db_path, seed, placement):
+    """A vector table (lanes=N) written from GPU tensors: a device sample's
+    rows are each drawn environment's, the same as the host path's."""
+    gen = torch.Generator(device="cuda").manual_seed(seed % (1 << 62))
+    lanes = 2 + seed % 200
+    with replaydb.open(db_path) as db:
+        table = db.create_table("v", {"obs": (torch.float32, (3,)), "a": torch.int64},
+                                lanes=lanes, block_steps=4, capacity_steps=256,
+                                placement=placement)
+        vw = table.vector_writer(lanes)
+        written = {}
+        for _ in range(10):
+            step = {"obs": torch.randn(lanes, 3, device="cuda", generator=gen),
+                    "a": torch.randint(0, 1 << 40, (lanes,), device="cuda", generator=gen)}
+            before = vw.trajectory_id(0)
+            vw.append(step)
+            segment = vw.trajectory_id(0) or before
+            written.setdefault(segment, []).append({k: v.cpu() for k, v in step.items()})
+        torch.cuda.synchronize()
+        assert table.info()["num_items"] == 10 * lanes
+        batch = table.sample(48, device="cuda")
+        obs = torch.from_dlpack(batch["obs"]).cpu()
+        a = torch.from_dlpack(batch["a"]).cpu()
+        host_keys = keys_to_host(batch.keys)
+        host = table.lookup(host_keys)
+        assert np.array_equal(obs.numpy(), np.asarray(host["obs"]))
+        for b, key in enumerate(host_keys.tolist()):
+            step, lane = divmod(key & 0xFFFFFF, lanes)
+            want = written[key >> 24][step]
+            assert torch.equal(obs[b, 0], want["obs"][lane])
+            assert a[b, 0] == want["a"][lane]
+
+
 def keys_to_host(keys_array):
     """The keys of a device batch copied to the host through PyTorch (uint64
     travels as int64: the same bits)."""
