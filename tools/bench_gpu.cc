@@ -34,35 +34,36 @@
 //       timed by tools/gather_baseline.py; tools/gather_summary.py puts the
 //       two side by side.
 //
-//   vector_insert/envs=4096/step_bytes=1024/wal={off,on}/threads={auto,1}/
-//       from={device,host}
-//       (threads=1 with wal=off only; from=host with wal=off, threads=auto)
+//   vector_insert/envs=4096/step_bytes=1024/table={vector,per_env}/
+//       wal={off,on}/threads={auto,1}/from={device,host}
+//       (table=vector: wal=off threads=auto only, from both; table=per_env:
+//       threads=1 with wal=off only; from=host with wal=off, threads=auto)
 //       VectorWriter::AppendFromDevice of one step of 4096 environments x
 //       1 KiB from a device array (from=host: VectorWriter::Append of the
-//       same rows from pageable host memory), into a table on device 0 (u8[1024], block
-//       64 steps, room for 4 trajectories of 64 steps per environment). Every
-//       environment's trajectory ends after 64 steps; one EndMany of the
+//       same rows from pageable host memory), into a table on device 0 with
+//       one column u8[1024]:
+//       - table=vector: a vector table (TableSpec::lanes 4096,
+//         docs/vector_tables.md), block 8 vector steps, room for 256 (every
+//         environment's 64-step episode, 4 times over). A call stores one
+//         vector step; its 4096 rows are 4096 items.
+//       - table=per_env: one trajectory per environment, block 64 steps,
+//         room for 4 trajectories of 64 steps per environment.
+//       Every environment's episode ends after 64 steps; one EndMany of the
 //       4096 environments runs between the timed stretches (its cost per
-//       environment is in the row's note).
+//       environment is in the row's note; a vector table's only checks the
+//       environments).
 //       The hot tier is filled once beforehand, so the timed appends evict.
-//       The writer splits its per-environment passes over WriterOptions::
-//       threads threads: automatic (the default; the note says how many),
-//       or 1, the baseline of the caller's thread alone.
+//       A per-environment table's writer splits its per-environment passes
+//       over WriterOptions::threads threads: automatic (the default; the
+//       note says how many), or 1, the baseline of the caller's thread
+//       alone.
 //       Value: microseconds per call. Ceiling "d2d_memcpy": microseconds of
 //       one CopyDeviceToDeviceAsync of the same 4 MiB (from the same input
 //       into a 256 MiB ring); from=host, "pageable_h2d_memcpy": one
 //       CopyHostToDeviceAsync of the host input instead. ratio = value /
-//       ceiling, as for the priority rows.
-//
-//   stacked_insert/envs=4096/step_bytes=1024
-//       The same 4 MiB per call from the same device array, as vector_insert
-//       wal=off threads=auto from=device, but stored as one step of a table
-//       whose column is u8[4096, 1024] (block 8 steps), through a vector
-//       writer of one environment: the layout a table of whole vector steps
-//       would keep, with one trajectory instead of 4096. Value, ceiling and
-//       ratio as for vector_insert. No target (its items are whole vector
-//       steps, not one environment's).
-//
+//       ceiling, as for the priority rows. The issue's <= 20 us target is
+//       the table=vector wal=off from=device row's.
+
 //   device_append/steps_per_call={1,1024}/step_bytes=1024
 //       TrajectoryWriter::Append (steps_per_call=1) or AppendMany of host
 //       steps in pageable memory into a table on device 0 of four columns
@@ -143,8 +144,8 @@ constexpr int64_t kInsertStepBytes = 1024;
 constexpr int64_t kInsertTrajectorySteps = 64;
 // Trajectories per environment the hot tier holds.
 constexpr int64_t kInsertGenerations = 4;
-// Block size of the stacked_insert table, whose steps are 4 MiB each.
-constexpr int64_t kStackedBlockSteps = 8;
+// Block size of the vector table, whose steps are 4 MiB each.
+constexpr int64_t kVectorBlockSteps = 8;
 
 // ---- trajectory writer into a device table
 constexpr int64_t kAppendStepBytes = 1024;
@@ -536,23 +537,20 @@ DBOptions NoCheckpoints() {
   return options;
 }
 
-// threads: WriterOptions::threads (0: automatic). stacked: the same rows as
-// one step of one trajectory whose column is [envs, step_bytes] (a vector
-// writer of one environment), instead of one step for each environment.
+// threads: WriterOptions::threads (0: automatic). vector_table: a vector
+// table of the environments (TableSpec::lanes) instead of one trajectory per
+// environment.
 Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, int threads,
-                                    bool from_host, bool stacked = false) {
+                                    bool from_host, bool vector_table) {
   TableSpec spec =
       OneColumnSpec("bench_vector_insert", kInsertStepBytes, Placement::Device(kDevice));
   // A device table is not logged by default (TableLogging::kDefault).
   spec.logging = logged ? TableLogging::kOn : TableLogging::kDefault;
   spec.capacity_steps = kInsertEnvs * kInsertTrajectorySteps * kInsertGenerations;
-  // Environments the writer has (the table's rows per stored step: 1, or
-  // all of them when stacked).
-  const int64_t writer_envs = stacked ? 1 : kInsertEnvs;
-  if (stacked) {
-    spec.columns[0].shape = Shape{kInsertEnvs, kInsertStepBytes};
-    spec.block_steps = kStackedBlockSteps;
-    spec.capacity_steps = kInsertTrajectorySteps * kInsertGenerations;
+  if (vector_table) {
+    spec.lanes = kInsertEnvs;
+    spec.block_steps = kVectorBlockSteps;
+    spec.capacity_steps = kInsertTrajectorySteps * kInsertGenerations;  // vector steps
   }
 
   return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
@@ -569,18 +567,18 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
     options.timeout = kCallTimeout;
     options.threads = threads;
     REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorWriter> writer,
-                              table->NewVectorWriter(static_cast<size_t>(writer_envs), options));
+                              table->NewVectorWriter(static_cast<size_t>(kInsertEnvs), options));
     // from=host: the same rows in ordinary (pageable) host memory, as a
     // simulator on the CPU would hand them over.
     const std::vector<uint8_t> host_input = PatternBytes(step_rows_bytes, 17);
     const void* source = from_host ? static_cast<const void*>(host_input.data()) : input.data();
-    const ConstTensor step{DType::kU8, spec.columns[0].shape.Prepend(writer_envs), source,
+    const ConstTensor step{DType::kU8, spec.columns[0].shape.Prepend(kInsertEnvs), source,
                            step_rows_bytes};
     const std::span<const ConstTensor> steps(&step, 1);
 
     VectorAppendTimes times;
     Result<double> micros = TimeVectorAppends(
-        writer.get(), writer_envs, kInsertTrajectorySteps, kInsertGenerations, timing,
+        writer.get(), kInsertEnvs, kInsertTrajectorySteps, kInsertGenerations, timing,
         [&] {
           return from_host ? writer->Append(steps).WithContext("Append")
                            : writer->AppendFromDevice(steps, stream.handle())
@@ -604,13 +602,18 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
     r.unit = "us";
     r.ceiling = copy_micros;
     r.ceiling_name = from_host ? "pageable_h2d_memcpy" : kD2dCeiling;
-    // The writer's threads: never more than its environments.
-    const int parts = std::min<int>(
-        threads == 0 ? AutoParts(static_cast<size_t>(writer_envs)) : threads,
-        static_cast<int>(writer_envs));
-    r.note = VectorAppendNote(times, kInsertTrajectorySteps) + "; writer threads " +
-             std::to_string(parts) + " of " + std::to_string(std::thread::hardware_concurrency()) +
-             " hardware threads";
+    r.note = VectorAppendNote(times, kInsertTrajectorySteps);
+    if (vector_table) {
+      r.note +=
+          "; a vector table: one vector step per call, " + std::to_string(kInsertEnvs) + " items";
+    } else {
+      // The writer's threads: never more than its environments.
+      const int parts =
+          std::min<int>(threads == 0 ? AutoParts(static_cast<size_t>(kInsertEnvs)) : threads,
+                        static_cast<int>(kInsertEnvs));
+      r.note += "; writer threads " + std::to_string(parts) + " of " +
+                std::to_string(std::thread::hardware_concurrency()) + " hardware threads";
+    }
     return r;
   });
 }
@@ -722,51 +725,44 @@ std::vector<CaseWithTarget> GpuCases() {
       }
     }
   }
-  // The target is for the pure device path (wal=off: a device table's
-  // default); wal=on (TableLogging::kOn) adds the device-to-host copy that
-  // logs the step (docs/durability.md). The database's log is on in both.
-  // threads=auto is the default writer (WriterOptions::threads 0); wal=off
-  // also runs with threads=1, the caller's thread alone, as the baseline
-  // the shared passes are held to.
-  // from=host (Append of the same rows from pageable host memory into the
-  // device table) runs with wal=off and threads=auto only.
+  // The target is for a vector table on the pure device path (wal=off: a
+  // device table's default; docs/vector_tables.md), the table kind made for
+  // a GPU simulator's steps; from=host (Append of the same rows from
+  // pageable host memory) adds their upload. A table of one trajectory per
+  // environment (table=per_env) runs without a target: with wal=off and
+  // wal=on (TableLogging::kOn: the device-to-host copy that logs the step,
+  // docs/durability.md; the database's log is on in both), with the
+  // default writer (threads=auto, WriterOptions::threads 0) and with
+  // threads=1, the caller's thread alone, the baseline its shared passes
+  // are held to, and from=host.
   struct InsertCase {
+    bool vector_table;
     bool wal;
     int threads;
     bool from_host;
   };
-  for (const auto& [wal, threads, from_host] :
-       {InsertCase{false, 0, false}, InsertCase{false, 1, false}, InsertCase{true, 0, false},
-        InsertCase{false, 0, true}}) {
+  for (const auto& [vector_table, wal, threads, from_host] :
+       {InsertCase{true, false, 0, false}, InsertCase{true, false, 0, true},
+        InsertCase{false, false, 0, false}, InsertCase{false, false, 1, false},
+        InsertCase{false, true, 0, false}, InsertCase{false, false, 0, true}}) {
     std::optional<Target> target;
-    if (!wal && threads == 0 && !from_host) {
+    if (vector_table && !from_host) {
       target = Target{Target::Kind::kValueAtMost, 20.0, "<= 20 us (H100)"};
     }
     cases.push_back({{"vector_insert",
                       {{"envs", kInsertEnvs},
                        {"step_bytes", kInsertStepBytes},
+                       {"table", 0, vector_table ? "vector" : "per_env"},
                        {"wal", 0, wal ? "on" : "off"},
                        {"threads", 0, threads == 0 ? "auto" : std::to_string(threads)},
                        {"from", 0, from_host ? "host" : "device"}},
-                      [wal, threads, from_host](DB*, const Timing& timing) {
+                      [vector_table, wal, threads, from_host](DB*, const Timing& timing) {
                         return WithFreshDB(NoCheckpoints(), [&](DB* db) {
-                          return RunVectorInsert(db, timing, wal, threads, from_host);
+                          return RunVectorInsert(db, timing, wal, threads, from_host, vector_table);
                         });
                       }},
                      target});
   }
-  // The layout a table of vector steps would store (whole steps, not one
-  // trajectory per environment): what its append costs. No target: its
-  // samples are whole vector steps, not environments' windows.
-  cases.push_back({{"stacked_insert",
-                    {{"envs", kInsertEnvs}, {"step_bytes", kInsertStepBytes}},
-                    [](DB*, const Timing& timing) {
-                      return WithFreshDB(NoCheckpoints(), [&](DB* db) {
-                        return RunVectorInsert(db, timing, /*logged=*/false, /*threads=*/0,
-                                               /*from_host=*/false, /*stacked=*/true);
-                      });
-                    }},
-                   std::nullopt});
   // TrajectoryWriter from host memory into a device table: no target in
   // the issue; the ratio says how far a call is from its rows' copy.
   for (int64_t steps_per_call : {int64_t{1}, int64_t{1024}}) {

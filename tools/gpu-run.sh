@@ -15,12 +15,10 @@
 #   7. `replaydb bench --json --filter gather` (window gathers from device and
 #      pinned memory against same-size copies) and
 #   8. `replaydb bench --json --filter vector_insert` (4096 x 1 KiB from
-#      device memory, with the write-ahead log off and on, and the
-#      vector_insert_host rows: the same appends from host memory) and
-#      `--filter stacked_insert` (the same 4 MiB stored as one step of one
-#      trajectory) and `--filter device_append` (TrajectoryWriter Append and
-#      AppendMany of host steps into a device table), when the tool has
-#      those benches,
+#      device and host memory, into a vector table and into a table of one
+#      trajectory per environment, with the write-ahead log off and on) and
+#      `--filter device_append` (TrajectoryWriter Append and AppendMany of
+#      host steps into a device table), when the tool has those benches,
 #   9. tools/gather_baseline.py (PyTorch's index_select on the same rows,
 #      eager and in a CUDA graph),
 #  10. `replaydb bench --filter spill|reload|sample_rotating` (the cold tier,
@@ -141,7 +139,7 @@ if want prio; then
     step "torch baseline" baseline.jsonl json_note -- python3 "$bundle/prio_baseline.py"
 fi
 if want gather; then
-  for bench in gather vector_insert stacked_insert device_append; do
+  for bench in gather vector_insert device_append; do
     step "bench $bench" "bench-$bench.jsonl" json_note -- "$tool" bench --json --filter "$bench"
   done
   command -v python3 >/dev/null &&
@@ -182,8 +180,7 @@ if want gather; then
   echo
   echo "=== gpu-run: gathers (payload GB/s, batch 256), vector inserts and device appends"
   python3 "$bundle/gather_summary.py" "$logs/bench-gather.jsonl" \
-    "$logs/bench-vector_insert.jsonl" "$logs/bench-stacked_insert.jsonl" \
-    "$logs/bench-device_append.jsonl" \
+    "$logs/bench-vector_insert.jsonl" "$logs/bench-device_append.jsonl" \
     "$logs/gather-baseline.jsonl"
 fi
 if want cold; then
