@@ -81,6 +81,13 @@ class VectorTableTest : public ::testing::Test {
     }
   }
 
+  // Forgets the steps appended so far (for a new table).
+  void Forget() {
+    steps_.clear();
+    next_step_.clear();
+    last_segment_ = 0;
+  }
+
   // Checks that batch row b of every column is the stored row its key names.
   void ExpectRows(const TableSpec& spec, const SampleBatch& batch) {
     for (int64_t b = 0; b < batch.batch_size; ++b) {
@@ -207,9 +214,7 @@ TEST_F(VectorTableTest, ReopenKeepsTheSpecAndTheSteps) {
     SCOPED_TRACE(replay ? "replaying the log" : "from the checkpoint");
     const std::string path = dir_.path() + (replay ? "/replay" : "/checkpoint");
     const DBOptions options = replay ? testing_util::ManualCheckpoints() : DBOptions{};
-    steps_.clear();
-    next_step_.clear();
-    last_segment_ = 0;
+    Forget();
     const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 7);
     TableSpec spec = VectorSpec(lanes);
     spec.capacity_steps = 256;
@@ -375,47 +380,7 @@ TEST_F(VectorTableTest, WhatItRefusesSaysWhy) {
   EXPECT_EQ(lt->Info().num_items, lanes);
 }
 
-// With a GPU, a table in host memory is in pinned blocks: AppendFromDevice
-// copies the vector step from device memory into them (one scatter of one
-// stored step), and host samples read the rows back byte for byte.
 class VectorTableGpuTest : public VectorTableTest {};
-
-TEST_F(VectorTableGpuTest, AppendFromDeviceIntoPinnedBlocks) {
-  std::string why;
-  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
-  const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 300);
-  TableSpec spec = VectorSpec(lanes);
-  spec.capacity_steps = 1024;
-  auto table = testing_util::CreateTable(db_.get(), spec);
-  ASSERT_NE(table, nullptr);
-  EXPECT_EQ(table->Info().placement, "pinned");
-  ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
-  ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
-  const int n = 1 + static_cast<int>(rng_() % 30);
-  for (int i = 0; i < n; ++i) {
-    Step step = RandomStep(spec, rng_);
-    std::vector<DeviceBuffer> device;
-    std::vector<ConstTensor> tensors;
-    for (size_t c = 0; c < spec.columns.size(); ++c) {
-      ASSERT_OK_AND_ASSIGN(DeviceBuffer buffer, DeviceBuffer::Allocate(0, step.columns[c].size()));
-      ASSERT_OK(
-          buffer.CopyFromHost(step.columns[c].data(), step.columns[c].size(), 0, stream.handle()));
-      tensors.push_back(
-          {step.tensors[c].dtype, step.tensors[c].shape, buffer.data(), step.columns[c].size()});
-      device.push_back(std::move(buffer));
-    }
-    const uint64_t before = w->trajectory_id(0);
-    ASSERT_OK(w->AppendFromDevice(tensors, stream.handle()));
-    // The device inputs may be freed once the stream passes the append.
-    ASSERT_OK(stream.Synchronize());
-    const uint64_t segment = w->trajectory_id(0) != 0 ? w->trajectory_id(0) : before;
-    steps_[{segment, next_step_[segment]++}] = std::move(step);
-  }
-  EXPECT_EQ(table->Info().num_items, n * lanes);
-  SampleBatch batch;
-  ASSERT_OK(table->Sample(128, {}, &batch));
-  ExpectRows(spec, batch);
-}
 
 // Device arrays for `batch` sampled items of `spec`, poisoned.
 struct DeviceOut {
@@ -478,9 +443,7 @@ TEST_F(VectorTableGpuTest, DeviceAndPinnedTablesServeEveryEnvironmentsRow) {
     for (const bool replay : {false, true}) {
       SCOPED_TRACE(std::string(device ? "device:0" : "pinned") +
                    (replay ? ", reopened from the log" : ", reopened from a checkpoint"));
-      steps_.clear();
-      next_step_.clear();
-      last_segment_ = 0;
+      Forget();
       const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 300);
       TableSpec spec = VectorSpec(lanes);
       spec.capacity_steps = 1024;
@@ -491,7 +454,8 @@ TEST_F(VectorTableGpuTest, DeviceAndPinnedTablesServeEveryEnvironmentsRow) {
           dir_.path() + "/" + (device ? "d" : "p") + (replay ? "-replay" : "-checkpoint");
       const DBOptions options = replay ? testing_util::ManualCheckpoints() : DBOptions{};
       ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
-      const int n = 1 + static_cast<int>(rng_() % 40);
+      const int n = 2 + static_cast<int>(rng_() % 40);
+      const int first_from_device = static_cast<int>(rng_() % 2);
       {
         ASSERT_OK_AND_ASSIGN(auto db, DB::Open(options, path));
         auto table = testing_util::CreateTable(db.get(), spec);
@@ -501,7 +465,8 @@ TEST_F(VectorTableGpuTest, DeviceAndPinnedTablesServeEveryEnvironmentsRow) {
         for (int i = 0; i < n; ++i) {
           Step step = RandomStep(spec, rng_);
           const uint64_t before = w->trajectory_id(0);
-          if (rng_() % 2 == 0) {
+          // Every other step from host memory, the others from device memory.
+          if (i % 2 != first_from_device) {
             ASSERT_OK(w->Append(step.tensors));
           } else {
             std::vector<DeviceBuffer> buffers;
