@@ -132,8 +132,7 @@ Result<DeviceTier::Staging*> DeviceTier::AcquireStaging(size_t bytes) {
 std::vector<kernels::GatherColumn> DeviceTier::GatherColumns(const DeviceSampleOutput& out) const {
   std::vector<kernels::GatherColumn> columns(out.columns.size());
   for (size_t c = 0; c < out.columns.size(); ++c) {
-    // One lane's row of a vector table's step.
-    columns[c].step_bytes = options_.layout.column_bytes[c] / static_cast<size_t>(options_.lanes);
+    columns[c].step_bytes = RowBytes(c);
     columns[c].block_offset = options_.layout.column_offset[c];
     columns[c].d_out = out.columns[c];
   }
@@ -274,7 +273,7 @@ Status DeviceTier::Scatter(std::span<const int64_t> slots, std::span<const Const
   }
   std::vector<kernels::ScatterColumn> columns(steps.size());
   for (size_t c = 0; c < steps.size(); ++c) {
-    columns[c].step_bytes = options_.layout.column_bytes[c] / static_cast<size_t>(lanes);
+    columns[c].step_bytes = RowBytes(c);  // a scatter entry is `lanes` rows
     columns[c].block_offset = options_.layout.column_offset[c];
     columns[c].d_src = steps[c].data;
   }

@@ -162,6 +162,10 @@ class DeviceTier {
   // for its last access if needed.
   Result<Staging*> AcquireStaging(size_t bytes);
   std::vector<kernels::GatherColumn> GatherColumns(const DeviceSampleOutput& out) const;
+  // Bytes of one tier slot of column c: one lane's row of a stored step.
+  size_t RowBytes(size_t c) const {
+    return options_.layout.column_bytes[c] / static_cast<size_t>(options_.lanes);
+  }
 
   const Options options_;
   std::unique_ptr<kernels::DeviceBlockIndex> index_;

@@ -43,11 +43,7 @@ RateLimiter::RateLimiter(const RateLimiterSpec& spec, std::string table_name, in
 }
 
 bool RateLimiter::CanInsert(int64_t n) const {
-  return CanInsertItems(n * insert_weight_);
-}
-
-bool RateLimiter::CanInsertItems(int64_t items) const {
-  const int64_t inserts = inserts_ + reserved_inserts_ + items;
+  const int64_t inserts = inserts_ + reserved_inserts_ + n * insert_weight_;
   // Until the table reaches its minimum size, inserts are free.
   if (inserts - deletes_ <= spec_.min_size_to_sample) return true;
   const double error =

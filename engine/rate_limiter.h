@@ -105,8 +105,6 @@ class RateLimiter {
   // min_size_to_sample=.., max_diff=..)"; min_diff instead of max_diff when
   // !for_insert; reserved_inserts after inserts when there are any.
   std::string StateString(bool for_insert) const;
-  // Whether `items` more inserted items are allowed now.
-  bool CanInsertItems(int64_t items) const;
 
   RateLimiterSpec spec_;
   const std::string table_name_;

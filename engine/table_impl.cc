@@ -578,9 +578,7 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
   const int64_t bs = layout_.block_steps;
   Status first_error;
   const auto note = [&](size_t env, const Status& s) {
-    if (!first_error.ok()) return;
-    // A vector table's one slot is the whole vector step, no one environment.
-    first_error = lanes_ > 1 ? s : s.WithContext("environment " + std::to_string(env));
+    if (first_error.ok()) first_error = EnvironmentError(s, env);
   };
   // Chunks of environments: normally one, the whole vector.
   size_t begin = 0;
@@ -884,7 +882,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         if (s.ok()) continue;
         DropVectorStepLocked(chunk[i], reserved[i], &dest[i], scratch);
         if (first_error->ok()) {
-          *first_error = lanes_ > 1 ? s : s.WithContext("environment " + std::to_string(begin + i));
+          *first_error = EnvironmentError(s, begin + i);
         }
       }
     }
@@ -1507,7 +1505,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     // uniformly, and folded into the key.
     const int64_t lane =
         lanes_ > 1 ? static_cast<int64_t>(rng_.Uniform(static_cast<uint64_t>(lanes_))) : 0;
-    out->keys[b] = lanes_ > 1 ? MakeItemKey(t.id, start * lanes_ + lane) : sel.key;
+    out->keys[b] = MakeItemKey(t.id, start * lanes_ + lane);
     out->probabilities[b] = sel.probability / static_cast<double>(lanes_);
     out->priorities[b] = item.priority;
     out->times_sampled[b] = item.times_sampled;
@@ -1809,6 +1807,12 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
   // After the gather was queued: blocks of consumed trajectories wait for it.
   for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
   return s.WithContext("table " + Q(name_));
+}
+
+Status TableImpl::EnvironmentError(const Status& s, size_t env) const {
+  // A vector table's one writer slot is the whole vector step, no one
+  // environment.
+  return lanes_ > 1 ? s : s.WithContext("environment " + std::to_string(env));
 }
 
 Status TableImpl::NoVectorPriorities(std::string_view what) const {

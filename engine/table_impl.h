@@ -549,6 +549,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // InvalidArgument naming `what` in a vector table (lanes_ > 1), whose
   // items have no priorities of their own.
   Status NoVectorPriorities(std::string_view what) const;
+  // `s`, an error of a vector writer's slot `env`, naming the environment
+  // (not in a vector table, whose one slot is every environment).
+  Status EnvironmentError(const Status& s, size_t env) const;
   Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status EvictedError(const Trajectory& t) const;
   // Gives `t` a new block, evicting or waiting for pinned blocks as needed.

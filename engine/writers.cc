@@ -7,6 +7,16 @@
 namespace replaydb::engine {
 namespace {
 
+// InvalidArgument naming `env` when it is not one of a vector writer's
+// `num_envs` environments; `what` (may be empty) names the call.
+Status CheckWriterEnv(const TableImpl& table, size_t env, size_t num_envs, std::string_view what) {
+  if (env < num_envs) return Status::OK();
+  return Status::InvalidArgument(
+      "table '" + table.name() + "': " + (what.empty() ? "" : std::string(what) + ": ") +
+      "environment " + std::to_string(env) + " is out of range; the vector writer has " +
+      std::to_string(num_envs) + " environments");
+}
+
 void SetBases(std::span<const ConstTensor> tensors, std::vector<const std::byte*>* bases) {
   bases->resize(tensors.size());
   for (size_t c = 0; c < tensors.size(); ++c) {
@@ -161,15 +171,8 @@ Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, vo
   return s.ok() ? synced : s;
 }
 
-Status VectorWriterImpl::CheckEnv(size_t env) const {
-  if (env < slots_.size()) return Status::OK();
-  return Status::InvalidArgument("table '" + table_->name() + "': environment " +
-                                 std::to_string(env) + " is out of range; the vector writer has " +
-                                 std::to_string(slots_.size()) + " environments");
-}
-
 Status VectorWriterImpl::End(size_t env, EndReason reason) {
-  REPLAYDB_RETURN_IF_ERROR(CheckEnv(env));
+  REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, slots_.size(), {}));
   uint64_t seq = 0;
   REPLAYDB_RETURN_IF_ERROR(
       table_->EndTrajectory(slots_[env], reason, DeadlineAfter(options_.timeout), &seq));
@@ -177,7 +180,10 @@ Status VectorWriterImpl::End(size_t env, EndReason reason) {
 }
 
 Status VectorWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason) {
-  for (const size_t env : envs) REPLAYDB_RETURN_IF_ERROR(CheckEnv(env).WithContext("EndMany"));
+  for (const size_t env : envs) {
+    REPLAYDB_RETURN_IF_ERROR(
+        CheckWriterEnv(*table_, env, slots_.size(), {}).WithContext("EndMany"));
+  }
   uint64_t seq = 0;
   Status s = table_->EndTrajectories(slots_, envs, reason, DeadlineAfter(options_.timeout), &seq);
   // What was logged is synced even when an environment failed.
@@ -234,20 +240,14 @@ Status LaneWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void
   return AppendStep(steps, /*device=*/true, stream, priorities, "device vector step");
 }
 
-Status LaneWriterImpl::CheckEnv(size_t env, std::string_view what) const {
-  if (env < lanes_) return Status::OK();
-  return Status::InvalidArgument("table '" + table_->name() + "': " + std::string(what) +
-                                 ": environment " + std::to_string(env) +
-                                 " is out of range; the vector writer has " +
-                                 std::to_string(lanes_) + " environments");
-}
-
 Status LaneWriterImpl::End(size_t env, EndReason /*reason*/) {
-  return CheckEnv(env, "End");
+  return CheckWriterEnv(*table_, env, lanes_, "End");
 }
 
 Status LaneWriterImpl::EndMany(std::span<const size_t> envs, EndReason /*reason*/) {
-  for (const size_t env : envs) REPLAYDB_RETURN_IF_ERROR(CheckEnv(env, "EndMany"));
+  for (const size_t env : envs) {
+    REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, lanes_, "EndMany"));
+  }
   return Status::OK();
 }
 

@@ -58,9 +58,6 @@ class VectorWriterImpl final : public VectorWriter {
   uint64_t trajectory_id(size_t env) const override;
 
  private:
-  // InvalidArgument naming `env` when it is not one of the writer's.
-  Status CheckEnv(size_t env) const;
-
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;
   std::vector<WriterSlot> slots_;
@@ -91,7 +88,6 @@ class LaneWriterImpl final : public VectorWriter {
  private:
   Status AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,
                     std::span<const double> priorities, std::string_view what);
-  Status CheckEnv(size_t env, std::string_view what) const;
 
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;
