@@ -731,14 +731,16 @@ Status StagedRows::Prepare(int device, std::span<const ColumnSpec> schema,
 
 void StagedRows::CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
                           ForkJoin* fork_join) {
+  // Each column's rows are contiguous on both sides: one range per column,
+  // its bytes split over the parts (a vector table's one row of megabytes
+  // too).
   const size_t num_columns = offsets.size();
-  ForkJoin::ForEachShare(fork_join, count, [&](int /*part*/, size_t first, size_t last) {
-    for (size_t c = 0; c < num_columns; ++c) {
-      const size_t cb = layout->column_bytes[c];
-      std::memcpy(column(c) + first * cb, column_base[c] + (first_row + first) * cb,
-                  (last - first) * cb);
-    }
-  });
+  ranges.resize(num_columns);
+  for (size_t c = 0; c < num_columns; ++c) {
+    const size_t cb = layout->column_bytes[c];
+    ranges[c] = {column(c), column_base[c] + first_row * cb, count * cb};
+  }
+  CopyRanges(fork_join, ranges);
 }
 
 Status StagedRows::Scatter(DeviceTier& tier, std::span<const int64_t> slots, size_t first_row) {
@@ -814,9 +816,27 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       }
     };
     // Host-accessible blocks (memcpy, which cannot fail): each row into its
-    // own block (block_of(i)), split over the writer's parts, if any.
+    // own block (block_of(i)), split over the writer's parts, if any: the
+    // rows, or with fewer rows than parts (a vector table's one row per
+    // call), their bytes.
     const auto copy_shared = [&](const auto& block_of) {
       ForkJoin* fj = scratch->fork_join.get();
+      if (fj != nullptr && count < static_cast<size_t>(fj->parts())) {
+        std::vector<CopyRange>& ranges = scratch->ranges;
+        ranges.clear();
+        for (size_t i = 0; i < count; ++i) {
+          if (dest[i] < 0) continue;
+          std::byte* block = block_of(i);
+          const size_t step_in_block = static_cast<size_t>(reserved[i].step_in_block);
+          for (size_t c = 0; c < num_columns; ++c) {
+            const size_t cb = layout_.column_bytes[c];
+            std::byte* to = block + layout_.column_offset[c] + step_in_block * cb;
+            ranges.push_back({to, rows.columns[c] + i * cb, cb});
+          }
+        }
+        CopyRanges(fj, ranges);
+        return;
+      }
       ForkJoin::ForEachShare(fj, count, [&](int /*part*/, size_t first, size_t last) {
         for (size_t i = first; i < last; ++i) {
           if (num_columns > 0 && i + kPrefetchAhead < last && dest[i + kPrefetchAhead] >= 0) {

@@ -156,6 +156,7 @@ struct StagedRows {
   std::span<const ColumnSpec> columns;
   const TableLayout* layout = nullptr;
   std::vector<ConstTensor> tensors;  // Scatter's rows, per column
+  std::vector<CopyRange> ranges;     // CopyRows' copies, per column
 
   // The most bytes of rows a caller stages at a time (or one row): the
   // pinned memory a StagedRows keeps.
@@ -179,7 +180,7 @@ struct StagedRows {
   std::byte* column(size_t c) const { return static_cast<std::byte*>(rows.data()) + offsets[c]; }
   // Copies host rows [first_row, first_row + count) of every column (column
   // c's row i at column_base[c] + i * its bytes) into the prepared rows,
-  // split over `fork_join`'s parts (null: on this thread).
+  // their bytes split over `fork_join`'s parts (null: on this thread).
   void CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
                 ForkJoin* fork_join);
   // Queues the scatter of prepared rows [first_row, first_row +
@@ -196,6 +197,9 @@ struct VectorScratch {
   std::vector<ConstTensor> tensors;       // the same, for the scatter
   // Each environment's block address, for a copy outside the table's mutex.
   std::vector<std::byte*> blocks;
+  // The copies of a step with fewer rows than the writer has parts, whose
+  // bytes the parts split (CopyRanges).
+  std::vector<CopyRange> ranges;
   // A device table fed from host memory: a chunk's rows, copied into
   // pinned host memory (TableImpl::StageVectorRows) that one scatter kernel
   // reads over the bus into their blocks.

@@ -197,7 +197,11 @@ uint64_t VectorWriterImpl::trajectory_id(size_t env) const {
 
 LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
                                const WriterOptions& options)
-    : table_(std::move(table)), options_(options), lanes_(lanes) {}
+    : table_(std::move(table)), options_(options), lanes_(lanes) {
+  // One stored step per call: the parts split the copy of its bytes.
+  const int parts = options.threads == 0 ? AutoParts(lanes) : options.threads;
+  if (parts > 1) scratch_.fork_join = std::make_unique<ForkJoin>(parts);
+}
 
 LaneWriterImpl::~LaneWriterImpl() {
   uint64_t seq = 0;

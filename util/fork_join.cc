@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <cstring>
 
 namespace replaydb {
 namespace {
@@ -83,6 +84,23 @@ int AutoParts(size_t num_envs) {
   const int by_machine = std::max(1, static_cast<int>(hardware / 2));
   const int by_envs = static_cast<int>(std::min<size_t>(num_envs / kMinEnvsPerPart, kMaxAutoParts));
   return std::max(1, std::min(by_machine, by_envs));
+}
+
+void CopyRanges(ForkJoin* fork_join, std::span<const CopyRange> ranges) {
+  size_t total = 0;
+  for (const CopyRange& r : ranges) total += r.bytes;
+  if (total < kMinCopyBytesPerPart * 2) fork_join = nullptr;
+  ForkJoin::ForEachShare(fork_join, total, [&](int /*part*/, size_t begin, size_t end) {
+    // This share's bytes [begin, end) of the ranges laid end to end.
+    size_t at = 0;
+    for (const CopyRange& r : ranges) {
+      if (at >= end) break;
+      const size_t from = std::max(begin, at);
+      const size_t to = std::min(end, at + r.bytes);
+      if (from < to) std::memcpy(r.dst + (from - at), r.src + (from - at), to - from);
+      at += r.bytes;
+    }
+  });
 }
 
 }  // namespace replaydb

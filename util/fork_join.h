@@ -14,7 +14,9 @@
 #define REPLAYDB_UTIL_FORK_JOIN_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -88,6 +90,21 @@ class ForkJoin {
 int AutoParts(size_t num_envs);
 inline constexpr size_t kMinEnvsPerPart = 512;
 inline constexpr int kMaxAutoParts = 8;
+
+// One contiguous copy of CopyRanges: `bytes` from `src` to `dst`.
+struct CopyRange {
+  std::byte* dst;
+  const std::byte* src;
+  size_t bytes;
+};
+
+// Copies every range (they must not overlap each other's destinations),
+// splitting their bytes together into equal shares over `fork_join`'s parts
+// and cutting a range where a share ends, so that a single large range uses
+// every part. On the caller alone when `fork_join` is null or the ranges
+// total less than kMinCopyBytesPerPart * 2.
+void CopyRanges(ForkJoin* fork_join, std::span<const CopyRange> ranges);
+inline constexpr size_t kMinCopyBytesPerPart = size_t{256} << 10;
 
 }  // namespace replaydb
 

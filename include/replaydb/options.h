@@ -373,7 +373,8 @@ struct WriterOptions {
   bool sync = false;
   // VectorWriter only: how many threads an append splits its work over the
   // environments between (the caller's thread and threads - 1 the writer
-  // starts; they spin briefly after each append, then sleep). 0: automatic,
+  // starts; they spin briefly after each append, then sleep); in a vector
+  // table (TableSpec::lanes), the copy of the step's bytes. 0: automatic,
   // one per 512 environments up to 8, at most half the machine's hardware
   // threads (1 below 1024 environments). 1: the caller's thread alone.
   // At most kMaxWriterThreads. Default: 0.

@@ -1,12 +1,14 @@
 // ForkJoin: every part of every run is called once, on its own thread but
 // the caller's part 0, and what the parts wrote is seen by the caller when
 // Run returns (ThreadSanitizer checks the ordering); runs after the workers
-// went to sleep; Share splits a range exactly; AutoParts' bounds.
+// went to sleep; Share splits a range exactly; AutoParts' bounds;
+// CopyRanges copies every byte once.
 #include "util/fork_join.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <thread>
 #include <vector>
@@ -79,6 +81,47 @@ TEST(ForkJoinTest, AutoPartsStaysWithinItsBounds) {
   EXPECT_EQ(AutoParts(2 * kMinEnvsPerPart), std::min(2, by_machine));
   EXPECT_EQ(AutoParts(4096), std::min(8, by_machine));
   EXPECT_EQ(AutoParts(1 << 20), std::min(kMaxAutoParts, by_machine));
+}
+
+// CopyRanges: random ranges (empty ones, one range of megabytes, many
+// small ones, totals on either side of the split threshold) land byte for
+// byte, whatever the parts, and nothing between the destinations is touched.
+TEST(ForkJoinTest, CopyRangesCopiesEveryByteOnce) {
+  Random rng(testing_util::TestSeed());
+  for (int parts : {1, 2, 3, 8}) {
+    ForkJoin fj(parts);
+    for (int trial = 0; trial < 12; ++trial) {
+      SCOPED_TRACE("parts " + std::to_string(parts) + " trial " + std::to_string(trial));
+      const size_t num_ranges = trial % 3 == 0 ? 1 : 1 + rng.Uniform(40);
+      const size_t most = trial % 2 == 0 ? (size_t{3} << 20) : (size_t{64} << 10);
+      std::vector<size_t> sizes(num_ranges);
+      for (size_t& n : sizes) n = rng.Uniform(4) == 0 ? 0 : rng.Uniform(most + 1);
+      size_t total = 0;
+      for (size_t n : sizes) total += n;
+      // Destinations one guard byte apart, in one poisoned buffer.
+      std::vector<std::byte> src(total);
+      for (auto& b : src) b = static_cast<std::byte>(rng.Next());
+      std::vector<std::byte> dst(total + num_ranges, std::byte{0xA5});
+      std::vector<CopyRange> ranges;
+      size_t at_src = 0;
+      size_t at_dst = 0;
+      for (size_t n : sizes) {
+        ranges.push_back({dst.data() + at_dst, src.data() + at_src, n});
+        at_src += n;
+        at_dst += n + 1;
+      }
+      CopyRanges(trial % 4 == 3 ? nullptr : &fj, ranges);
+      at_src = 0;
+      at_dst = 0;
+      for (size_t r = 0; r < num_ranges; ++r) {
+        ASSERT_EQ(std::memcmp(dst.data() + at_dst, src.data() + at_src, sizes[r]), 0)
+            << "range " << r << " of " << sizes[r] << " bytes";
+        ASSERT_EQ(dst[at_dst + sizes[r]], std::byte{0xA5}) << "the byte after range " << r;
+        at_src += sizes[r];
+        at_dst += sizes[r] + 1;
+      }
+    }
+  }
 }
 
 }  // namespace
