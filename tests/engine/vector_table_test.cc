@@ -2,6 +2,7 @@
 // one row per environment; each row is an item, keyed (segment, step *
 // lanes + environment); the vector writer rolls segments of block_steps
 // steps; draws pick a step, then an environment uniformly.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -110,6 +111,35 @@ class VectorTableTest : public ::testing::Test {
     }
   }
 
+  // Steps of about a megabyte (over 1024 environments) through a writer of
+  // several threads, which split each step's bytes between them
+  // (CopyRanges): every environment's row of every step reads back.
+  void CheckLargeStepsSplitOverThreads(const Placement& placement) {
+    Forget();
+    const int64_t lanes = 1024 + static_cast<int64_t>(rng_() % 512);
+    TableSpec spec = VectorSpec(lanes);
+    spec.name = "large_" + placement.ToString();
+    std::replace(spec.name.begin(), spec.name.end(), ':', '_');
+    spec.columns[2].shape = Shape{static_cast<int64_t>(512 + rng_() % 1024)};
+    spec.capacity_steps = 32;  // nothing is evicted
+    spec.placement = placement;
+    auto table = testing_util::CreateTable(db_.get(), spec);
+    ASSERT_NE(table, nullptr);
+    WriterOptions options;
+    options.threads = 2 + static_cast<int>(rng_() % 4);
+    SCOPED_TRACE(spec.name + ": lanes " + std::to_string(lanes) + ", threads " +
+                 std::to_string(options.threads));
+    ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(static_cast<size_t>(lanes), options));
+    Append(spec, w.get(), 9 + static_cast<int>(rng_() % 12));  // past one segment
+    std::vector<ItemKey> all;
+    std::vector<double> priorities;
+    ASSERT_OK(table->ItemPriorities(&all, &priorities));
+    ASSERT_EQ(all.size(), steps_.size() * static_cast<size_t>(lanes));
+    SampleBatch looked;
+    ASSERT_OK(table->Lookup(all, &looked));
+    ExpectRows(spec, looked);
+  }
+
   TempDir dir_;
   std::unique_ptr<DB> db_;
   std::mt19937_64 rng_{testing_util::TestSeed()};
@@ -206,6 +236,80 @@ TEST_F(VectorTableTest, EvictionTakesWholeSegments) {
           << "drew from an evicted segment";
     }
   }
+}
+
+// With nothing ended left, oldest-first eviction takes the oldest open
+// segment, as it takes a per-environment writer's open trajectory: that
+// writer's next Append says so and stores nothing, the one after starts a
+// new segment, and no draw returns the evicted rows.
+TEST_F(VectorTableTest, EvictedOpenSegmentReportsAndWriterRecovers) {
+  const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 6);
+  TableSpec spec = VectorSpec(lanes);
+  spec.capacity_steps = 2 * spec.block_steps;  // two segments' blocks
+  auto table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  std::vector<std::unique_ptr<VectorWriter>> w;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(static_cast<size_t>(lanes)));
+    w.push_back(std::move(writer));
+  }
+  // One random step through `writer`, remembered under its segment when stored.
+  const auto append = [&](VectorWriter* writer) {
+    Step step = RandomStep(spec, rng_);
+    Status s = writer->Append(step.tensors);
+    if (s.ok()) {
+      const uint64_t segment = writer->trajectory_id(0);
+      steps_[{segment, next_step_[segment]++}] = std::move(step);
+    }
+    return s;
+  };
+  const auto expect_draws = [&](uint64_t never) {
+    for (int i = 0; i < 10; ++i) {
+      SampleBatch batch;
+      ASSERT_OK(table->Sample(16, {}, &batch));
+      ExpectRows(spec, batch);
+      for (ItemKey k : batch.keys) EXPECT_NE(ItemKeyTrajectory(k), never) << "drew an evicted row";
+    }
+  };
+  ASSERT_OK(append(w[0].get()));
+  const uint64_t evicted = w[0]->trajectory_id(0);
+  ASSERT_OK(append(w[1].get()));
+  ASSERT_OK(append(w[1].get()));
+  // The third segment needs a block and nothing has ended: the oldest open
+  // segment, w[0]'s, goes.
+  ASSERT_OK(append(w[2].get()));
+  TableInfo info = table->Info();
+  EXPECT_EQ(info.evicted_trajectories, 1);
+  EXPECT_EQ(info.evicted_items, lanes);
+  EXPECT_EQ(info.num_items, 3 * lanes);
+  EXPECT_EQ(info.num_steps, 3);
+  steps_.erase({evicted, 0});
+  expect_draws(evicted);
+
+  Status s = append(w[0].get());
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("table 'vt': trajectory " + std::to_string(evicted) +
+                                     " was evicted from the hot tier while open (it had 1 steps"));
+  EXPECT_EQ(w[0]->trajectory_id(0), 0u);
+  EXPECT_EQ(table->Info().num_steps, 3) << "the refused step is not stored";
+
+  // The next step starts a new segment (w[1]'s, now the oldest, makes room).
+  ASSERT_OK(append(w[0].get()));
+  EXPECT_NE(w[0]->trajectory_id(0), evicted);
+  EXPECT_NE(w[0]->trajectory_id(0), 0u);
+  info = table->Info();
+  EXPECT_EQ(info.evicted_trajectories, 2);
+  EXPECT_EQ(info.num_items, info.num_steps * lanes);
+  for (auto it = steps_.begin(); it != steps_.end();) {
+    it = it->first.first == w[0]->trajectory_id(0) || it->first.first == w[2]->trajectory_id(0)
+             ? std::next(it)
+             : steps_.erase(it);
+  }
+  expect_draws(evicted);
+}
+
+TEST_F(VectorTableTest, LargeStepsAreSplitOverTheWriterThreads) {
+  CheckLargeStepsSplitOverThreads(Placement::Host());
 }
 
 TEST_F(VectorTableTest, ReopenKeepsTheSpecAndTheSteps) {
@@ -429,6 +533,15 @@ Result<SampleBatch> ToHostBatch(const TableSpec& spec, int64_t batch,
         CopyDeviceToHost(out.columns[c].data(), columns[c], out.columns[c].size_bytes(), stream));
   }
   return out;
+}
+
+// The same in device memory (the step's bytes staged in pinned memory by the
+// writer's threads, then scattered) and in pinned host memory.
+TEST_F(VectorTableGpuTest, LargeStepsAreSplitOverTheWriterThreads) {
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  CheckLargeStepsSplitOverThreads(Placement::Device(0));
+  CheckLargeStepsSplitOverThreads(Placement::Host());
 }
 
 // A vector table in device memory (or pinned host memory) takes steps from
