@@ -370,6 +370,10 @@ constexpr int64_t kVectorBlockSteps = 64;
 constexpr int64_t kVectorTrajectorySteps = 64;
 constexpr int64_t kVectorGenerations = 4;  // trajectories per environment the tier holds
 constexpr char kVectorCeiling[] = "memcpy_scatter";
+// table=vector: block 8 vector steps (as the GPU vector_insert's), and one
+// memcpy of the whole step as the ceiling.
+constexpr int64_t kVectorTableBlockSteps = 8;
+constexpr char kVectorTableCeiling[] = "memcpy_step";
 
 // Microseconds per pass of memcpy'ing `envs` rows of `step_bytes` from `src`
 // to where the table's blocks would put them: row e of step i of generation
@@ -464,6 +468,85 @@ Result<BenchResult> RunVectorInsertHost(DB* db, const Timing& timing, int64_t st
   });
 }
 
+// Microseconds per memcpy of `bytes` from `src` into successive `bytes`
+// slots of `ring` (`slots` of them), one thread, for `duration`.
+double MemcpyRingMicros(const std::byte* src, std::byte* ring, int64_t slots, size_t bytes,
+                        Seconds duration) {
+  int64_t copies = 0;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(duration);
+  Clock::time_point now = start;
+  do {
+    std::memcpy(ring + static_cast<size_t>(copies % slots) * bytes, src, bytes);
+    DoNotOptimize(ring);
+    ++copies;
+    now = Clock::now();
+  } while (now < deadline);
+  return Seconds(now - start).count() * 1e6 / static_cast<double>(copies);
+}
+
+// table=vector: VectorWriter::Append of the same step into a vector table
+// (TableSpec::lanes = envs) in host memory, whose one stored row per call the
+// writer's `threads` (0: automatic) copy together.
+Result<BenchResult> RunVectorTableInsertHost(DB* db, const Timing& timing, int64_t step_bytes,
+                                             int threads) {
+  TableSpec spec = OneColumnSpec("bench_vector_table_insert_host", step_bytes);
+  spec.lanes = kVectorEnvs;
+  spec.block_steps = kVectorTableBlockSteps;
+  spec.placement = Placement::Host();
+  spec.logging = TableLogging::kOff;
+  spec.capacity_steps = kVectorTrajectorySteps * kVectorGenerations;  // vector steps
+
+  return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
+    const size_t rows_bytes = static_cast<size_t>(kVectorEnvs * step_bytes);
+    Buffer input = FilledBuffer(rows_bytes, 17);
+    WriterOptions options;
+    options.timeout = kCallTimeout;
+    options.threads = threads;
+    auto writer_or = table->NewVectorWriter(static_cast<size_t>(kVectorEnvs), options);
+    if (!writer_or.ok()) return writer_or.status().WithContext("NewVectorWriter");
+    std::unique_ptr<VectorWriter> writer = std::move(writer_or).value();
+    const ConstTensor step{DType::kU8, Shape{kVectorEnvs, step_bytes}, input.get(), rows_bytes};
+    const std::span<const ConstTensor> steps(&step, 1);
+
+    VectorAppendTimes times;
+    Result<double> micros = TimeVectorAppends(
+        writer.get(), kVectorEnvs, kVectorTrajectorySteps, kVectorGenerations, timing,
+        [&] { return writer->Append(steps).WithContext("Append"); }, nullptr, &times);
+    if (!micros.ok()) return micros.status();
+    const TableInfo info = table->Info();
+    if (info.num_items != info.num_steps * kVectorEnvs || info.evicted_trajectories == 0) {
+      return Status::Internal("after the run the table holds " + std::to_string(info.num_steps) +
+                              " vector steps and " + std::to_string(info.num_items) + " items, " +
+                              std::to_string(info.evicted_trajectories) +
+                              " segments evicted; expected " + std::to_string(kVectorEnvs) +
+                              " items per step and evictions");
+    }
+
+    // Ceiling: one thread memcpy'ing the same step into a ring the size of
+    // the hot tier; one pass first to fault the ring in.
+    const int64_t slots = spec.capacity_steps;
+    Buffer ring = FilledBuffer(static_cast<size_t>(slots) * rows_bytes, 18);
+    (void)MemcpyRingMicros(input.get(), ring.get(), slots, rows_bytes, timing.duration / 4);
+    Result<double> copy_micros = Median(timing.repetitions, [&]() -> Result<double> {
+      return MemcpyRingMicros(input.get(), ring.get(), slots, rows_bytes, timing.duration);
+    });
+    if (!copy_micros.ok()) return copy_micros.status();
+
+    const int parts = threads == 0 ? AutoParts(static_cast<size_t>(kVectorEnvs)) : threads;
+    BenchResult r;
+    r.value = *micros;
+    r.unit = "us";
+    r.ceiling = *copy_micros;
+    r.ceiling_name = kVectorTableCeiling;
+    r.note = VectorAppendNote(times, kVectorTrajectorySteps);
+    r.note += "; a vector table: one vector step per call, " + std::to_string(kVectorEnvs) +
+              " items; writer threads " + std::to_string(parts) + " of " +
+              std::to_string(std::thread::hardware_concurrency()) + " hardware threads";
+    return r;
+  });
+}
+
 // ------------------------------------------------------------------- cases
 
 Target RatioTarget() {
@@ -515,7 +598,7 @@ std::vector<CaseWithTarget> AllCases(bool big) {
     // No target of its own: the issue's <= 20 us is for the GPU row, which
     // adds a kernel launch to this host bookkeeping.
     cases.push_back({{"vector_insert_host",
-                      {{"envs", kVectorEnvs}, {"step_bytes", step_bytes}},
+                      {{"envs", kVectorEnvs}, {"step_bytes", step_bytes}, {"table", 0, "per_env"}},
                       [step_bytes](DB*, const Timing& timing) {
                         DBOptions options;
                         options.checkpoint.every_wal_bytes = 0;
@@ -523,6 +606,26 @@ std::vector<CaseWithTarget> AllCases(bool big) {
                         options.checkpoint.on_close = false;
                         return WithFreshDB(options, [&](DB* db) {
                           return RunVectorInsertHost(db, timing, step_bytes);
+                        });
+                      }},
+                     std::nullopt});
+  }
+  // A vector table's one row per call: the writer's threads split its bytes
+  // (automatic: as many as a per-environment writer of 4096 would use).
+  for (int threads : {1, 2, 0}) {
+    constexpr int64_t kStepBytes = 1024;
+    cases.push_back({{"vector_insert_host",
+                      {{"envs", kVectorEnvs},
+                       {"step_bytes", kStepBytes},
+                       {"table", 0, "vector"},
+                       {"threads", threads, threads == 0 ? "auto" : ""}},
+                      [threads](DB*, const Timing& timing) {
+                        DBOptions options;
+                        options.checkpoint.every_wal_bytes = 0;
+                        options.checkpoint.every = std::chrono::seconds(0);
+                        options.checkpoint.on_close = false;
+                        return WithFreshDB(options, [&](DB* db) {
+                          return RunVectorTableInsertHost(db, timing, kStepBytes, threads);
                         });
                       }},
                      std::nullopt});
@@ -679,6 +782,8 @@ void PrintTableFooter() {
       "  %-22s blocks put them, in a ring the size of the hot tier, split over as many threads\n"
       "  %-22s as the writer's (vector_insert_host: value and ceiling in us per call; ratio =\n"
       "  %-22s value / ceiling, as for vector_insert)\n"
+      "  %-22s vector_insert_host table=vector: one memcpy of the whole vector step into a\n"
+      "  %-22s ring the size of the hot tier (us per call)\n"
       "GPU ceilings (same run: copies of the row's payload size queued back to back on one\n"
       "stream; a gather row's note gives the same copy at 256 MiB, the large-transfer peak):\n"
       "  %-22s device-to-device copy from a >= 256 MiB ring into one buffer; payload bytes\n"
@@ -706,7 +811,8 @@ void PrintTableFooter() {
       "  %-22s many trajectories as the table (flushed), in turn\n"
       "  %-22s the same Sample loop on the same trajectories in a table whose hot tier\n"
       "  %-22s holds them all (sample_rotating's holds a quarter and rotates)\n",
-      kInsertCeiling, kTrajectorySteps, kSampleCeiling, kVectorCeiling, "", "", "", "d2d_memcpy/2",
+      kInsertCeiling, kTrajectorySteps, kSampleCeiling, kVectorCeiling, "", "", "",
+      kVectorTableCeiling, "", "d2d_memcpy/2",
       "", "pinned_h2d_memcpy", "d2d_memcpy", "pageable_h2d_memcpy", "", "raw_write", 32, "", "",
       "sequential_read", "", "", "rocksdb_write", "", "", "rocksdb_put", "", "", "rocksdb_get", "",
       "fully_hot", "");

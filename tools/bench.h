@@ -97,7 +97,7 @@
 //       one SampleBatch. Ceiling "memcpy_random_windows": one thread
 //       memcpy'ing 256 windows of L steps from random offsets of a buffer the
 //       size of the filled steps into one batch buffer.
-//   vector_insert_host/envs=4096/step_bytes={4,1024}
+//   vector_insert_host/envs=4096/step_bytes={4,1024}/table=per_env
 //       VectorWriter::Append of one step of 4096 environments from host
 //       memory into an unlogged table (TableLogging::kOff) in host memory,
 //       in a fresh DB with automatic checkpoints off: the shape of the GPU
@@ -110,6 +110,14 @@
 //       "memcpy_scatter": one thread memcpy'ing the same 4096 rows one by
 //       one to where the blocks put them, in a ring the size of the hot
 //       tier; ratio = value / ceiling.
+//   vector_insert_host/envs=4096/step_bytes=1024/table=vector/threads={1,2,auto}
+//       The same step appended to a vector table (TableSpec::lanes 4096,
+//       block 8 vector steps, room for 256) in host memory: one stored row
+//       of 4 MiB per call, whose bytes the writer's WriterOptions::threads
+//       copy together (auto: as many as for 4096 environments; the note says
+//       how many). Ceiling "memcpy_step": one thread memcpy'ing the whole
+//       step into a ring the size of the hot tier; ratio = value / ceiling,
+//       below 1 where the threads copy faster than one memcpy.
 //   gather/tier={device,pinned}/step_bytes={256,4096,65536}/batch=256/L={1,32}
 //       Table::LookupToDevice of 256 random windows of L steps from a table in
 //       device memory or pinned host memory, in payload GB/s. Ceiling
