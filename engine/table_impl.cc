@@ -806,13 +806,16 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       return copied.WithContext("table " + Q(name_) + ": AppendFromDevice");
     }
   } else {
-    // Row i into host-accessible `block` (its block's address).
+    // Where row i of column c goes in host-accessible `block` (its block's
+    // address).
+    const auto row_dst = [&](size_t i, size_t c, std::byte* block) {
+      return block + layout_.column_offset[c] +
+             static_cast<size_t>(reserved[i].step_in_block) * layout_.column_bytes[c];
+    };
     const auto copy_row = [&](size_t i, std::byte* block) {
-      const size_t step_in_block = static_cast<size_t>(reserved[i].step_in_block);
       for (size_t c = 0; c < num_columns; ++c) {
         const size_t cb = layout_.column_bytes[c];
-        CopyRow(block + layout_.column_offset[c] + step_in_block * cb, rows.columns[c] + i * cb,
-                cb);
+        CopyRow(row_dst(i, c, block), rows.columns[c] + i * cb, cb);
       }
     };
     // Host-accessible blocks (memcpy, which cannot fail): each row into its
@@ -827,11 +830,9 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         for (size_t i = 0; i < count; ++i) {
           if (dest[i] < 0) continue;
           std::byte* block = block_of(i);
-          const size_t step_in_block = static_cast<size_t>(reserved[i].step_in_block);
           for (size_t c = 0; c < num_columns; ++c) {
             const size_t cb = layout_.column_bytes[c];
-            std::byte* to = block + layout_.column_offset[c] + step_in_block * cb;
-            ranges.push_back({to, rows.columns[c] + i * cb, cb});
+            ranges.push_back({row_dst(i, c, block), rows.columns[c] + i * cb, cb});
           }
         }
         CopyRanges(fj, ranges);

@@ -129,7 +129,7 @@ int64_t TrajectoryWriterImpl::num_steps() const {
 VectorWriterImpl::VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_envs,
                                    const WriterOptions& options)
     : table_(std::move(table)), options_(options), slots_(num_envs) {
-  const int parts = options.threads == 0 ? AutoParts(num_envs) : options.threads;
+  const int parts = WriterParts(options.threads, num_envs);
   // Never more parts than environments.
   const int used = static_cast<int>(std::min<size_t>(static_cast<size_t>(parts), num_envs));
   if (used > 1) scratch_.fork_join = std::make_unique<ForkJoin>(used);
@@ -199,7 +199,7 @@ LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
                                const WriterOptions& options)
     : table_(std::move(table)), options_(options), lanes_(lanes) {
   // One stored step per call: the parts split the copy of its bytes.
-  const int parts = options.threads == 0 ? AutoParts(lanes) : options.threads;
+  const int parts = WriterParts(options.threads, lanes);
   if (parts > 1) scratch_.fork_join = std::make_unique<ForkJoin>(parts);
 }
 

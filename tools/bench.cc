@@ -408,23 +408,6 @@ double MemcpyScatterMicros(ForkJoin& fork_join, const std::byte* src, std::byte*
   return Seconds(now - start).count() * 1e6 / static_cast<double>(passes);
 }
 
-// Microseconds per memcpy of `bytes` from `src` into successive `bytes`
-// slots of `ring` (`slots` of them), one thread, for `duration`.
-double MemcpyRingMicros(const std::byte* src, std::byte* ring, int64_t slots, size_t bytes,
-                        Seconds duration) {
-  int64_t copies = 0;
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(duration);
-  Clock::time_point now = start;
-  do {
-    std::memcpy(ring + static_cast<size_t>(copies % slots) * bytes, src, bytes);
-    DoNotOptimize(ring);
-    ++copies;
-    now = Clock::now();
-  } while (now < deadline);
-  return Seconds(now - start).count() * 1e6 / static_cast<double>(copies);
-}
-
 // vector_table false: one trajectory per environment (table=per_env);
 // true: a vector table of the environments (TableSpec::lanes), whose one
 // stored row per call the writer's `threads` (0: automatic) copy together.
@@ -469,16 +452,18 @@ Result<BenchResult> RunVectorInsertHost(DB* db, const Timing& timing, int64_t st
                               std::to_string(items_per_step) + " items per step and evictions");
     }
 
-    const int parts = threads == 0 ? AutoParts(static_cast<size_t>(kVectorEnvs)) : threads;
+    const int parts = WriterParts(threads, static_cast<size_t>(kVectorEnvs));
     Result<double> copy_micros = 0.0;
     if (vector_table) {
       // Ceiling: one thread memcpy'ing the same step into a ring the size of
       // the hot tier; one pass first to fault the ring in.
       const int64_t slots = spec.capacity_steps;
       Buffer ring = FilledBuffer(static_cast<size_t>(slots) * rows_bytes, 18);
-      (void)MemcpyRingMicros(input.get(), ring.get(), slots, rows_bytes, timing.duration / 4);
+      const auto chunk = static_cast<int64_t>(rows_bytes);
+      (void)MemcpyRingRate(input.get(), 1, ring.get(), slots, chunk, timing.duration / 4);
       copy_micros = Median(timing.repetitions, [&]() -> Result<double> {
-        return MemcpyRingMicros(input.get(), ring.get(), slots, rows_bytes, timing.duration);
+        return 1e6 / MemcpyRingRate(input.get(), 1, ring.get(), slots, chunk,
+                                    timing.duration);
       });
     } else {
       // Ceiling: the same rows copied to where the blocks would put them, in

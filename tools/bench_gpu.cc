@@ -609,7 +609,7 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
     } else {
       // The writer's threads: never more than its environments.
       const int parts =
-          std::min<int>(threads == 0 ? AutoParts(static_cast<size_t>(kInsertEnvs)) : threads,
+          std::min<int>(WriterParts(threads, static_cast<size_t>(kInsertEnvs)),
                         static_cast<int>(kInsertEnvs));
       r.note += "; writer threads " + std::to_string(parts) + " of " +
                 std::to_string(std::thread::hardware_concurrency()) + " hardware threads";

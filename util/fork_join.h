@@ -91,6 +91,12 @@ int AutoParts(size_t num_envs);
 inline constexpr size_t kMinEnvsPerPart = 512;
 inline constexpr int kMaxAutoParts = 8;
 
+// The parts of a vector writer of `num_envs` environments whose
+// WriterOptions::threads is `threads`: threads, or AutoParts when 0.
+inline int WriterParts(int threads, size_t num_envs) {
+  return threads == 0 ? AutoParts(num_envs) : threads;
+}
+
 // One contiguous copy of CopyRanges: `bytes` from `src` to `dst`.
 struct CopyRange {
   std::byte* dst;
