@@ -22,7 +22,7 @@ namespace replaydb::wal {
 struct CreateTableRecord {
   uint32_t table_id = 0;
   // The table's spec in the catalog's encoding (a one-table catalog, see
-  // engine/CATALOG.md): the WAL does not interpret it.
+  // engine/db/CATALOG.md): the WAL does not interpret it.
   std::string spec;
 };
 

@@ -73,7 +73,7 @@ class DB {
   //   path/LOCK     held (flock) by the read-write opener; holds its pid
   //   path/CATALOG  FlatBuffers catalog of tables, replaced atomically
   //   path/wal/      write-ahead log segments (wal/FORMAT.md)
-  //   path/cold/     RocksDB: checkpoints (engine/COLD.md)
+  //   path/cold/     RocksDB: checkpoints (engine/cold/COLD.md)
   // Opening restores the last checkpoint and replays the log after it.
   static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path);
   // Opens the database in `path` read-only: any number of such openers, in

@@ -127,7 +127,7 @@ def _load() -> ctypes.CDLL:
             errors.append(f"{path}: {e}")
     raise ImportError(
         "replaydb: cannot load libreplaydb.so; set REPLAYDB_LIBRARY to its path, build it "
-        "(tools/build.sh puts it in build/lib), or install it (cmake --install build). Tried:\n  "
+        "(tools/scripts/build.sh puts it in build/lib), or install it (cmake --install build). Tried:\n  "
         + "\n  ".join(errors))
 
 

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/catalog.h"
+#include "engine/db/catalog.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<replaydb::TableSpec> tables;

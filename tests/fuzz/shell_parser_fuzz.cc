@@ -1,5 +1,5 @@
 // libFuzzer target: the input is one shell command line, split and parsed
-// by tools/shell_parser.h. Nothing may crash; a parse that succeeds must
+// by tools/replaydb/shell/shell_parser.h. Nothing may crash; a parse that succeeds must
 // respect the command's argument counts and known flags.
 #include <cstdint>
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tools/shell_parser.h"
+#include "tools/replaydb/shell/shell_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace replaydb::tools;

@@ -33,9 +33,9 @@ TEST(ReadmeTest, ExampleMatchesQuickstartSource) {
 TEST(ReadmeTest, NamesBothSetupCommands) {
   const auto root = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
   const std::string readme = ReadFile(root / "README.md");
-  EXPECT_NE(readme.find("bash tools/run-demo.sh"), std::string::npos);
-  EXPECT_NE(readme.find("bash tools/run-tests.sh"), std::string::npos);
-  EXPECT_NE(ReadFile(root / ".ci/run").find("bash tools/run-tests.sh"), std::string::npos)
+  EXPECT_NE(readme.find("bash tools/scripts/run-demo.sh"), std::string::npos);
+  EXPECT_NE(readme.find("bash tools/scripts/run-tests.sh"), std::string::npos);
+  EXPECT_NE(ReadFile(root / ".ci/run").find("bash tools/scripts/run-tests.sh"), std::string::npos)
       << ".ci/run must run the README's test command";
 }
 

@@ -1,4 +1,4 @@
-// The shell's commands that read experience (tools/shell_data.cc):
+// The shell's commands that read experience (tools/replaydb/shell/shell_data.cc):
 // trajectories, show, sample and priorities, driven through the `replaydb`
 // binary with --json and in the table view, against databases the tests
 // write with the public API, and every bad input they can get.

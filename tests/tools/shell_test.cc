@@ -10,8 +10,8 @@
 #include "replaydb/db.h"
 #include "tests/test_util.h"
 #include "tests/tools/tool_runner.h"
-#include "tools/shell_json.h"
-#include "tools/shell_parser.h"
+#include "tools/replaydb/shell/shell_json.h"
+#include "tools/replaydb/shell/shell_parser.h"
 
 namespace replaydb {
 namespace {

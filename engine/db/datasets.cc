@@ -1,0 +1,232 @@
+// DB's dataset calls: export a table to a new database, import one from
+// another database, import an HDF5 file in the D4RL layout. Each copies
+// trajectories straight into the cold tier (TableImpl::ImportStored), takes
+// a checkpoint, then fills the hot tier with what fits. See
+// docs/cold_tier.md.
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "utilities/d4rl/d4rl_hdf5.h"
+#include "engine/db/db_impl.h"
+
+namespace replaydb::engine {
+namespace {
+
+std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+std::string Describe(const ColumnSpec& c) {
+  return std::string(DTypeName(c.dtype)) + c.shape.ToString();
+}
+
+// Cancelled when *cancel was set, naming how far the copy got.
+Status CheckCancel(const std::atomic<bool>* cancel, const Progress& progress) {
+  if (cancel == nullptr || !cancel->load(std::memory_order_relaxed)) return Status::OK();
+  return Status::Cancelled("interrupted after " + std::to_string(progress.done()) +
+                           " steps; nothing was kept");
+}
+
+}  // namespace
+
+Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> DBImpl::FindTable(
+    std::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tables_.find(name);
+  auto spec = specs_.find(name);
+  if (it == tables_.end() || spec == specs_.end()) {
+    return Status::NotFound("no table named " + Q(name) + " in " + path_);
+  }
+  return std::make_pair(it->second, spec->second.id);
+}
+
+Status DBImpl::CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
+                                Progress& progress, const std::atomic<bool>* cancel) {
+  // Ids first: reading each trajectory inside the scan would nest reads.
+  std::vector<uint64_t> ids;
+  REPLAYDB_RETURN_IF_ERROR(store.ForEachTrajectory(table_id, [&](uint64_t id, std::string_view) {
+    ids.push_back(id);
+    return Status::OK();
+  }));
+  StoredTrajectory stored;
+  for (uint64_t id : ids) {
+    REPLAYDB_RETURN_IF_ERROR(CheckCancel(cancel, progress));
+    REPLAYDB_RETURN_IF_ERROR(
+        TableImpl::ReadStoredFrom(store, table_id, dst.layout().step_bytes, id, &stored));
+    if (stored.length == 0) continue;
+    REPLAYDB_RETURN_IF_ERROR(dst.ImportStored(stored));
+    progress.Add(stored.length);
+  }
+  return Status::OK();
+}
+
+Status DBImpl::AbandonImport(const std::string& name, const Status& error) {
+  (void)DropTable(name);
+  return error;
+}
+
+Status DBImpl::ExportTable(std::string_view table, const std::string& dir,
+                           const std::atomic<bool>* cancel) {
+  REPLAYDB_ASSIGN_OR_RETURN(auto found, FindTable(table));
+  auto& [source, source_id] = found;
+  const TableSpec spec = source->spec();
+  // Everything of the table is in the cold store after a checkpoint; a
+  // read-only opener's store already holds all it has.
+  if (!read_only_) REPLAYDB_RETURN_IF_ERROR(Checkpoint().WithContext("export of " + Q(table)));
+  const TableInfo info = source->Info();
+  DBOptions options;
+  options.error_if_exists = true;
+  options.env = options_.env;
+  options.cold_compression = options_.cold_compression;
+  const bool existed = env_->FileExists(dir);
+  Status s;
+  {
+    Result<std::unique_ptr<DB>> opened = DBImpl::Open(options, dir);
+    if (!opened.ok()) return opened.status().WithContext("export of " + Q(table));
+    auto* dest = static_cast<DBImpl*>(opened->get());
+    Result<std::shared_ptr<Table>> created = dest->CreateTable(spec);
+    s = created.status();
+    if (s.ok()) {
+      Progress progress("export " + std::string(table), info.num_steps + info.cold_steps);
+      auto* dst = static_cast<TableImpl*>(created->get());
+      s = CopyTrajectories(*cold_, source_id, *dst, progress, cancel);
+      if (s.ok()) s = dest->Checkpoint();
+      if (s.ok()) s = dst->FillHot();
+    }
+  }
+  if (!s.ok()) {
+    std::error_code ec;
+    if (existed) {
+      for (const char* sub : {"CATALOG", "LOCK", "wal", "cold"}) {
+        std::filesystem::remove_all(dir + "/" + sub, ec);
+      }
+    } else {
+      std::filesystem::remove_all(dir, ec);
+    }
+    return s.WithContext("export of " + Q(table) + " to " + dir);
+  }
+  return Status::OK();
+}
+
+Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir,
+                                                   std::string_view source_table,
+                                                   std::string_view name,
+                                                   const std::atomic<bool>* cancel) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("ImportTable"));
+  const std::string what = "import of table " + Q(source_table) + " from " + source_dir;
+  Result<std::unique_ptr<DB>> opened = DBImpl::OpenReadOnly({}, source_dir);
+  if (!opened.ok()) return opened.status().WithContext(what);
+  auto* source_db = static_cast<DBImpl*>(opened->get());
+  REPLAYDB_ASSIGN_OR_RETURN(auto found, source_db->FindTable(source_table));
+  auto& [source, source_id] = found;
+  TableSpec spec = source->spec();
+  if (!name.empty()) spec.name = std::string(name);
+  Result<std::shared_ptr<Table>> created = CreateTable(spec);
+  if (!created.ok()) return created.status().WithContext(what);
+  auto* dst = static_cast<TableImpl*>(created->get());
+  const TableInfo info = source->Info();
+  Progress progress("import " + spec.name, info.num_steps + info.cold_steps);
+  Status s = CopyTrajectories(*source_db->cold_, source_id, *dst, progress, cancel);
+  if (s.ok()) s = Checkpoint();
+  if (s.ok()) s = dst->FillHot();
+  if (!s.ok()) return AbandonImport(spec.name, s.WithContext(what));
+  return created;
+}
+
+Result<std::shared_ptr<Table>> DBImpl::ImportD4rl(const std::string& path,
+                                                  const TableSpec& requested,
+                                                  const std::atomic<bool>* cancel) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("ImportD4rl"));
+  REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<D4rlReader> reader, D4rlReader::Open(path));
+  TableSpec spec = requested;
+  const auto& file_columns = reader->columns();
+  if (spec.columns.empty()) {
+    for (const D4rlColumn& c : file_columns) spec.columns.push_back({c.name, c.dtype, c.shape});
+  } else {
+    // Schema mismatch: say which column differs, and how.
+    for (size_t i = 0; i < std::max(spec.columns.size(), file_columns.size()); ++i) {
+      if (i >= spec.columns.size()) {
+        return Status::InvalidArgument("'" + path + "': dataset '" + file_columns[i].dataset +
+                                       "' (column " + Q(file_columns[i].name) +
+                                       ") is not in the spec of table " + Q(spec.name));
+      }
+      if (i >= file_columns.size()) {
+        return Status::InvalidArgument("'" + path + "': the spec of table " + Q(spec.name) +
+                                       " has column " + Q(spec.columns[i].name) +
+                                       ", which the file lacks");
+      }
+      const ColumnSpec& want = spec.columns[i];
+      const D4rlColumn& got = file_columns[i];
+      if (want.name != got.name || want.dtype != got.dtype || want.shape != got.shape) {
+        return Status::InvalidArgument(
+            "'" + path + "': column " + std::to_string(i) + " of table " + Q(spec.name) + " is " +
+            Q(want.name) + " " + Describe(want) + ", but dataset '" + got.dataset + "' is " +
+            Q(got.name) + " " + Describe({got.name, got.dtype, got.shape}));
+      }
+    }
+  }
+  REPLAYDB_RETURN_IF_ERROR(spec.Validate().WithContext("'" + path + "'"));
+  for (const D4rlTrajectory& t : reader->trajectories()) {
+    if (spec.sequence_length > 0 && TableLayout::For(spec).num_blocks * spec.block_steps < t.length) {
+      return Status::InvalidArgument("'" + path + "': the trajectory at step " +
+                                     std::to_string(t.first_step) + " has " +
+                                     std::to_string(t.length) +
+                                     " steps, more than the hot tier of table " + Q(spec.name) +
+                                     " holds; raise its capacity");
+    }
+  }
+  Result<std::shared_ptr<Table>> created = CreateTable(spec);
+  if (!created.ok()) return created.status().WithContext("'" + path + "'");
+  auto* dst = static_cast<TableImpl*>(created->get());
+  const TableLayout& layout = dst->layout();
+  const size_t step_bytes = layout.step_bytes;
+  Progress progress("import " + path, reader->num_steps());
+  std::vector<std::vector<std::byte>> column(spec.columns.size());
+  StoredTrajectory stored;
+  uint64_t next_id = 1;
+  uint64_t next_seq = 1;
+  Status s;
+  for (const D4rlTrajectory& t : reader->trajectories()) {
+    s = CheckCancel(cancel, progress);
+    for (size_t c = 0; c < column.size() && s.ok(); ++c) {
+      column[c].resize(static_cast<size_t>(t.length) * layout.column_bytes[c]);
+      s = reader->Read(c, t.first_step, t.length, column[c].data());
+    }
+    if (!s.ok()) break;
+    stored = {};
+    stored.id = next_id++;
+    stored.length = t.length;
+    stored.ended = true;
+    stored.end_reason = t.end_reason;
+    stored.step_priorities.assign(static_cast<size_t>(t.length), 1.0);
+    stored.steps.resize(static_cast<size_t>(t.length) * step_bytes);
+    for (int64_t i = 0; i < t.length; ++i) {
+      // Step-major: each step's columns one after another (the WAL's layout).
+      std::byte* dst_step = reinterpret_cast<std::byte*>(stored.steps.data()) + i * step_bytes;
+      for (size_t c = 0; c < column.size(); ++c) {
+        const size_t cb = layout.column_bytes[c];
+        std::memcpy(dst_step, column[c].data() + static_cast<size_t>(i) * cb, cb);
+        dst_step += cb;
+      }
+    }
+    const int64_t items = spec.padding == Padding::kTail
+                              ? t.length
+                              : std::max<int64_t>(0, t.length - spec.sequence_length + 1);
+    for (int64_t i = 0; i < items; ++i) {
+      ItemState item;
+      item.seq = next_seq++;
+      item.priority = 1.0;
+      stored.items.push_back(item);
+      stored.live.push_back(true);
+    }
+    s = dst->ImportStored(stored);
+    if (!s.ok()) break;
+    progress.Add(t.length);
+  }
+  if (s.ok()) s = Checkpoint();
+  if (s.ok()) s = dst->FillHot();
+  if (!s.ok()) return AbandonImport(spec.name, s.WithContext("import of '" + path + "'"));
+  return created;
+}
+
+}  // namespace replaydb::engine

@@ -1,0 +1,484 @@
+#include "engine/db/db_impl.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/cold/cold_generated.h"
+#include "wal/log_reader.h"
+
+namespace replaydb {
+
+Result<std::unique_ptr<DB>> DB::Open(const DBOptions& options, const std::string& path) {
+  return engine::DBImpl::Open(options, path);
+}
+
+Result<std::unique_ptr<DB>> DB::OpenReadOnly(const DBOptions& options, const std::string& path) {
+  return engine::DBImpl::OpenReadOnly(options, path);
+}
+
+namespace engine {
+namespace {
+
+std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+int64_t UnixMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+DBImpl::DBImpl(const DBOptions& options, Env* env, std::string path,
+               std::unique_ptr<FileLock> lock)
+    : options_(options),
+      env_(env),
+      path_(std::move(path)),
+      catalog_path_(path_ + "/CATALOG"),
+      wal_dir_(path_ + "/wal"),
+      lock_(std::move(lock)),
+      last_checkpoint_(std::chrono::steady_clock::now()) {}
+
+DBImpl::~DBImpl() {
+  if (checkpoint_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(loop_mu_);
+      stop_ = true;
+    }
+    loop_cv_.notify_all();
+    checkpoint_thread_.join();
+  }
+  // Best effort: what the checkpoint misses stays in the log.
+  if (options_.checkpoint.on_close && cold_ != nullptr && !read_only_) (void)Checkpoint();
+  std::map<std::string, std::shared_ptr<TableImpl>, std::less<>> tables;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tables.swap(tables_);
+    by_id_.clear();
+  }
+  for (auto& [name, table] : tables) {
+    table->CloseWithReason("closed (its database was closed)");
+    table->SetLog(nullptr, table->id());
+  }
+  // A writer still syncing holds its own reference; the log closes after it.
+  log_.reset();
+}
+
+Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("DB::Open: the database path is empty");
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  const std::string catalog_path = path + "/CATALOG";
+
+  const bool exists = env->FileExists(catalog_path);
+  if (exists && options.error_if_exists) {
+    return Status::AlreadyExists("database " + path + " already exists (error_if_exists is set)");
+  }
+  if (!exists) {
+    if (!options.create_if_missing) {
+      return Status::NotFound("no database at " + path + " (no " + catalog_path +
+                              "; create_if_missing is false)");
+    }
+    REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(path));
+  }
+
+  std::unique_ptr<FileLock> lock;
+  REPLAYDB_RETURN_IF_ERROR(env->LockFile(path + "/LOCK", &lock));
+
+  CatalogContents catalog;
+  if (exists) {
+    REPLAYDB_RETURN_IF_ERROR(LoadCatalog(env, catalog_path, &catalog));
+  } else {
+    REPLAYDB_RETURN_IF_ERROR(SaveCatalog(env, catalog_path, catalog));
+  }
+
+  std::unique_ptr<DBImpl> db(new DBImpl(options, env, path, std::move(lock)));
+  db->next_table_id_ = catalog.next_table_id;
+  for (const CatalogEntry& entry : catalog.tables) {
+    const TableSpec& spec = entry.spec;
+    Status s = spec.Validate();
+    if (!s.ok()) {
+      return Status::Corruption("catalog " + catalog_path + ": stored spec of table " +
+                                Q(spec.name) + " is invalid: " + s.message());
+    }
+    if (db->specs_.count(spec.name) != 0) {
+      return Status::Corruption("catalog " + catalog_path + ": table " + Q(spec.name) +
+                                " appears twice");
+    }
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, db->MakeTable(spec));
+    table->SetLog(nullptr, entry.id);
+    db->specs_.emplace(spec.name, Entry{entry.id, spec});
+    db->by_id_.emplace(entry.id, table);
+    db->tables_.emplace(spec.name, std::move(table));
+  }
+  REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(db->wal_dir_));
+  REPLAYDB_ASSIGN_OR_RETURN(db->cold_,
+                            ColdStore::Open(path + "/cold", env, options.cold_compression));
+  for (auto& [id, table] : db->by_id_) table->SetColdStore(db->cold_);
+  REPLAYDB_RETURN_IF_ERROR(db->Recover());
+  if (options.wal.enabled) {
+    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<wal::LogWriter> log,
+                              wal::LogWriter::Open(env, db->wal_dir_, options.wal,
+                                                   db->next_segment_));
+    db->log_ = std::move(log);
+    for (auto& [id, table] : db->by_id_) table->SetLog(db->log_, id);
+  }
+  // Everything recovered goes into a checkpoint, and the replayed log away:
+  // in the background when automatic checkpoints run (the table serves at
+  // once; until then the replayed segments stay, so a crash meanwhile just
+  // replays them again), else before Open returns.
+  const bool automatic =
+      options.checkpoint.every_wal_bytes > 0 || options.checkpoint.every.count() > 0;
+  const bool recovered = db->recovery_.wal_records > 0 || db->recovery_.trajectories_ended > 0;
+  if (automatic && recovered) {
+    db->checkpoint_requested_.store(true);
+  } else {
+    REPLAYDB_RETURN_IF_ERROR(db->Checkpoint());
+  }
+  if (automatic) {
+    db->checkpoint_thread_ = std::thread([raw = db.get()] { raw->CheckpointLoop(); });
+  }
+  return std::unique_ptr<DB>(std::move(db));
+}
+
+Result<std::unique_ptr<DB>> DBImpl::OpenReadOnly(const DBOptions& options,
+                                                 const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("DB::OpenReadOnly: the database path is empty");
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  const std::string catalog_path = path + "/CATALOG";
+  if (!env->FileExists(catalog_path)) {
+    return Status::NotFound("no database at " + path + " (no " + catalog_path + ")");
+  }
+  CatalogContents catalog;
+  REPLAYDB_RETURN_IF_ERROR(LoadCatalog(env, catalog_path, &catalog));
+  std::unique_ptr<DBImpl> db(new DBImpl(options, env, path, nullptr));
+  db->read_only_ = true;
+  db->next_table_id_ = catalog.next_table_id;
+  REPLAYDB_ASSIGN_OR_RETURN(db->cold_, ColdStore::OpenReadOnly(path + "/cold"));
+  for (const CatalogEntry& entry : catalog.tables) {
+    const TableSpec& spec = entry.spec;
+    Status s = spec.Validate();
+    if (!s.ok()) {
+      return Status::Corruption("catalog " + catalog_path + ": stored spec of table " +
+                                Q(spec.name) + " is invalid: " + s.message());
+    }
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, db->MakeTable(spec));
+    table->SetLog(nullptr, entry.id);
+    table->SetReadOnly();
+    table->SetColdStore(db->cold_);
+    REPLAYDB_RETURN_IF_ERROR(
+        table->Restore(*db->cold_, options.checkpoint.reset_rate_limiters_on_restore));
+    db->specs_.emplace(spec.name, Entry{entry.id, spec});
+    db->by_id_.emplace(entry.id, table);
+    db->tables_.emplace(spec.name, std::move(table));
+  }
+  std::string value;
+  Status s = db->cold_->GetCheckpoint(&value);
+  if (s.ok()) {
+    std::string aligned;
+    const auto* meta = VerifiedValue<fb::CheckpointMeta>(value, &aligned);
+    if (meta != nullptr) {
+      db->recovery_.checkpoint_found = true;
+      db->recovery_.checkpoint_sequence = meta->sequence();
+      db->checkpoint_sequence_ = meta->sequence();
+      db->checkpoint_segment_ = meta->wal_segment();
+    }
+  }
+  return std::unique_ptr<DB>(std::move(db));
+}
+
+Status DBImpl::CheckWritable(std::string_view what) const {
+  if (!read_only_) return Status::OK();
+  return Status::FailedPrecondition(std::string(what) + ": database " + path_ +
+                                    " was opened read-only (DB::OpenReadOnly)");
+}
+
+Status DBImpl::Recover() {
+  uint64_t first_segment = 0;
+  std::string value;
+  Status s = cold_->GetCheckpoint(&value);
+  if (s.ok()) {
+    std::string aligned;
+    const auto* meta = VerifiedValue<fb::CheckpointMeta>(value, &aligned);
+    if (meta == nullptr) {
+      return Status::Corruption("cold store " + cold_->dir() +
+                                ": the checkpoint record fails verification");
+    }
+    first_segment = meta->wal_segment();
+    checkpoint_segment_ = first_segment;
+    checkpoint_sequence_ = meta->sequence();
+    recovery_.checkpoint_found = true;
+    recovery_.checkpoint_sequence = meta->sequence();
+  } else if (s.code() != Status::Code::kNotFound) {
+    return s;
+  }
+  // Keys of tables the catalog no longer has (dropped before a crash).
+  std::vector<uint32_t> stored;
+  REPLAYDB_RETURN_IF_ERROR(cold_->ListTables(&stored));
+  ColdStore::Batch orphans;
+  bool any_orphan = false;
+  for (uint32_t id : stored) {
+    if (by_id_.count(id) == 0) {
+      orphans.DeleteTable(id);
+      any_orphan = true;
+    }
+  }
+  if (any_orphan) REPLAYDB_RETURN_IF_ERROR(cold_->Write(orphans));
+
+  for (auto& [id, table] : by_id_) {
+    REPLAYDB_RETURN_IF_ERROR(
+        table->Restore(*cold_, options_.checkpoint.reset_rate_limiters_on_restore));
+  }
+  wal::ReplayReport report;
+  REPLAYDB_RETURN_IF_ERROR(wal::Replay(
+      env_, wal_dir_, first_segment, options_.wal.recovery,
+      [this](wal::RecordType type, std::span<const std::byte> payload) {
+        return ReplayRecord(type, payload);
+      },
+      &report));
+  recovery_.wal_segments = report.segments;
+  recovery_.wal_records = report.records;
+  recovery_.wal_bytes = report.bytes;
+  recovery_.dropped_file = report.dropped_file;
+  recovery_.dropped_offset = report.dropped_offset;
+  recovery_.dropped_bytes = report.dropped_bytes;
+  recovery_.dropped_reason = report.dropped_reason;
+  next_segment_ = std::max<uint64_t>(report.last_segment + 1, std::max<uint64_t>(first_segment, 1));
+  for (auto& [id, table] : by_id_) recovery_.trajectories_ended += table->EndOpenTrajectories();
+  return Status::OK();
+}
+
+Status DBImpl::ReplayRecord(wal::RecordType type, std::span<const std::byte> payload) {
+  const auto table = [&](uint32_t id) -> TableImpl* {
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? nullptr : it->second.get();
+  };
+  switch (type) {
+    case wal::RecordType::kCreateTable: {
+      // The catalog, written before the record, already has the table (or
+      // it was dropped later): nothing to do.
+      wal::CreateTableRecord r;
+      return wal::Decode(payload, &r);
+    }
+    case wal::RecordType::kDropTable: {
+      wal::DropTableRecord r;
+      return wal::Decode(payload, &r);
+    }
+    case wal::RecordType::kAppendSteps: {
+      wal::AppendStepsRecord r;
+      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+      TableImpl* t = table(r.table_id);
+      return t == nullptr ? Status::OK() : t->ReplayAppend(r);
+    }
+    case wal::RecordType::kEndTrajectory: {
+      wal::EndTrajectoryRecord r;
+      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+      TableImpl* t = table(r.table_id);
+      return t == nullptr ? Status::OK() : t->ReplayEnd(r);
+    }
+    case wal::RecordType::kUpdatePriorities: {
+      wal::UpdatePrioritiesRecord r;
+      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+      TableImpl* t = table(r.table_id);
+      return t == nullptr ? Status::OK() : t->ReplayUpdatePriorities(r);
+    }
+    case wal::RecordType::kRemoveItems: {
+      wal::RemoveItemsRecord r;
+      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+      TableImpl* t = table(r.table_id);
+      return t == nullptr ? Status::OK() : t->ReplayRemoveItems(r);
+    }
+    case wal::RecordType::kRemoveTrajectory: {
+      wal::RemoveTrajectoryRecord r;
+      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+      TableImpl* t = table(r.table_id);
+      return t == nullptr ? Status::OK() : t->ReplayRemoveTrajectory(r);
+    }
+  }
+  return Status::Corruption("record type " + std::to_string(static_cast<int>(type)) +
+                            " is not known to this build");
+}
+
+std::vector<std::shared_ptr<TableImpl>> DBImpl::OpenTables() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<TableImpl>> out;
+  for (const auto& [id, t] : by_id_) out.push_back(t);
+  return out;
+}
+
+Status DBImpl::Checkpoint() {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("Checkpoint"));
+  std::lock_guard<std::mutex> checkpoint_lock(checkpoint_mu_);
+  // Everything logged from here on is in `segment` or later, and replayed
+  // onto this checkpoint (replay skips what the checkpoint already has).
+  uint64_t segment = next_segment_;
+  if (log_ != nullptr) {
+    REPLAYDB_ASSIGN_OR_RETURN(const uint64_t rolled, log_->Roll());
+    segment = rolled;
+  }
+  const std::vector<std::shared_ptr<TableImpl>> tables = OpenTables();
+  ColdStore::Batch batch;
+  Status s;
+  for (const auto& table : tables) {
+    s = table->CollectCheckpoint(&batch);
+    if (!s.ok()) break;
+  }
+  if (s.ok()) {
+    flatbuffers::FlatBufferBuilder fbb(64);
+    fbb.Finish(fb::CreateCheckpointMeta(fbb, segment, checkpoint_sequence_ + 1, UnixMicros()));
+    batch.PutCheckpoint(
+        std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()));
+    s = cold_->Write(batch);
+  }
+  for (const auto& table : tables) table->CheckpointDone(s.ok());
+  REPLAYDB_RETURN_IF_ERROR(s.WithContext("checkpoint of " + path_));
+  ++checkpoint_sequence_;
+  last_checkpoint_ = std::chrono::steady_clock::now();
+  checkpoint_segment_ = segment;
+  if (log_ != nullptr) {
+    log_bytes_at_checkpoint_ = log_->stats().bytes;
+    return log_->DeleteSegmentsBefore(segment);
+  }
+  return wal::RemoveSegmentsBefore(env_, wal_dir_, segment);
+}
+
+void DBImpl::CheckpointLoop() {
+  const CheckpointOptions& o = options_.checkpoint;
+  std::unique_lock<std::mutex> lock(loop_mu_);
+  while (!stop_) {
+    if (!checkpoint_requested_.load()) loop_cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (stop_) break;
+    lock.unlock();
+    const bool requested = checkpoint_requested_.exchange(false);
+    bool due = requested;
+    {
+      std::lock_guard<std::mutex> cl(checkpoint_mu_);
+      const uint64_t bytes = log_ != nullptr ? log_->stats().bytes : 0;
+      const uint64_t grown = bytes - log_bytes_at_checkpoint_;
+      due = due || (o.every_wal_bytes > 0 && grown >= o.every_wal_bytes) ||
+            (o.every.count() > 0 && grown > 0 &&
+             std::chrono::steady_clock::now() - last_checkpoint_ >= o.every);
+    }
+    // A failed automatic checkpoint is retried at the next trigger (the log
+    // still holds everything); a requested one at the next tick.
+    if (due && !Checkpoint().ok() && requested) {
+      checkpoint_requested_.store(true);
+      lock.lock();
+      loop_cv_.wait_for(lock, std::chrono::milliseconds(100));
+      continue;
+    }
+    lock.lock();
+  }
+}
+
+Result<std::shared_ptr<TableImpl>> DBImpl::MakeTable(const TableSpec& spec) {
+  return TableImpl::Create(spec, [this](const TableSpec& s) { return PersistSpec(s); });
+}
+
+Status DBImpl::SaveCatalogLocked(const Specs& specs, uint32_t next_table_id) {
+  CatalogContents catalog;
+  catalog.next_table_id = next_table_id;
+  for (const auto& [name, entry] : specs) catalog.tables.push_back({entry.id, entry.spec});
+  std::sort(catalog.tables.begin(), catalog.tables.end(),
+            [](const CatalogEntry& a, const CatalogEntry& b) { return a.id < b.id; });
+  return SaveCatalog(env_, catalog_path_, catalog);
+}
+
+Result<std::shared_ptr<Table>> DBImpl::CreateTable(const TableSpec& spec) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("CreateTable"));
+  REPLAYDB_RETURN_IF_ERROR(spec.Validate());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (specs_.count(spec.name) != 0) {
+    return Status::AlreadyExists("table " + Q(spec.name) + " already exists in " + path_);
+  }
+  // The table is made (it may need a GPU), then the catalog written: if
+  // either fails, nothing changed.
+  REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<TableImpl> table, MakeTable(spec));
+  const uint32_t id = next_table_id_;
+  auto specs = specs_;
+  specs.emplace(spec.name, Entry{id, spec});
+  REPLAYDB_RETURN_IF_ERROR(SaveCatalogLocked(specs, id + 1));
+  specs_.swap(specs);
+  next_table_id_ = id + 1;
+  if (log_ != nullptr) {
+    CatalogContents one;
+    one.next_table_id = id + 1;
+    one.tables.push_back({id, spec});
+    record_.CreateTable({id, EncodeCatalog(one)});
+    // The catalog already has the table: a lost record loses nothing.
+    (void)log_->Append(wal::RecordType::kCreateTable, record_.payload());
+  }
+  table->SetLog(log_, id);
+  table->SetColdStore(cold_);
+  tables_.emplace(spec.name, table);
+  by_id_.emplace(id, table);
+  return std::shared_ptr<Table>(table);
+}
+
+Result<std::shared_ptr<Table>> DBImpl::GetTable(std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tables_.find(name);
+  if (it == tables_.end()) {
+    return Status::NotFound("no table named " + Q(name) + " in " + path_);
+  }
+  return std::shared_ptr<Table>(it->second);
+}
+
+Status DBImpl::DropTable(std::string_view name) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("DropTable"));
+  std::shared_ptr<TableImpl> table;
+  uint32_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tables_.find(name);
+    if (it == tables_.end()) return Status::NotFound("no table named " + Q(name) + " in " + path_);
+    auto specs = specs_;
+    auto entry = specs.find(name);
+    id = entry->second.id;
+    specs.erase(entry);
+    REPLAYDB_RETURN_IF_ERROR(SaveCatalogLocked(specs, next_table_id_));
+    specs_.swap(specs);
+    table = std::move(it->second);
+    tables_.erase(it);
+    by_id_.erase(id);
+    if (log_ != nullptr) {
+      record_.DropTable({id});
+      (void)log_->Append(wal::RecordType::kDropTable, record_.payload());
+    }
+  }
+  // Outside mu_: closing takes the table's locks, which SetRateLimiter holds
+  // while it calls back into PersistSpec.
+  table->CloseWithReason("dropped");
+  table->SetLog(nullptr, id);
+  // The catalog no longer has it; a failure here leaves keys that the next
+  // open removes.
+  ColdStore::Batch batch;
+  batch.DeleteTable(id);
+  (void)cold_->Write(batch);
+  return Status::OK();
+}
+
+std::vector<std::string> DBImpl::ListTables() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names;
+  names.reserve(specs_.size());
+  for (const auto& [name, entry] : specs_) names.push_back(name);
+  return names;
+}
+
+Status DBImpl::PersistSpec(const TableSpec& spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = specs_.find(spec.name);
+  if (it == specs_.end()) {
+    return Status::FailedPrecondition("table " + Q(spec.name) + " was dropped");
+  }
+  auto specs = specs_;
+  specs[spec.name].spec = spec;
+  REPLAYDB_RETURN_IF_ERROR(SaveCatalogLocked(specs, next_table_id_));
+  specs_.swap(specs);
+  return Status::OK();
+}
+
+}  // namespace engine
+}  // namespace replaydb

@@ -1,0 +1,123 @@
+// DBImpl: the database directory, its lock, its catalog, open tables, the
+// write-ahead log and checkpoints into the cold store.
+#ifndef REPLAYDB_ENGINE_DB_DB_IMPL_H_
+#define REPLAYDB_ENGINE_DB_DB_IMPL_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/db/catalog.h"
+#include "engine/cold/cold_store.h"
+#include "engine/table/table_impl.h"
+#include "replaydb/db.h"
+#include "replaydb/env.h"
+#include "util/progress.h"
+#include "wal/log_writer.h"
+#include "wal/records.h"
+
+namespace replaydb::engine {
+
+class DBImpl final : public DB {
+ public:
+  static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path);
+  static Result<std::unique_ptr<DB>> OpenReadOnly(const DBOptions& options,
+                                                  const std::string& path);
+  ~DBImpl() override;
+
+  Result<std::shared_ptr<Table>> CreateTable(const TableSpec& spec) override;
+  Result<std::shared_ptr<Table>> GetTable(std::string_view name) override;
+  Status DropTable(std::string_view name) override;
+  std::vector<std::string> ListTables() const override;
+  const std::string& path() const override { return path_; }
+  Status Checkpoint() override;
+  RecoveryInfo recovery_info() const override { return recovery_; }
+  bool read_only() const override { return read_only_; }
+  Status ExportTable(std::string_view table, const std::string& dir,
+                     const std::atomic<bool>* cancel) override;
+  Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
+                                             std::string_view source_table,
+                                             std::string_view name,
+                                             const std::atomic<bool>* cancel) override;
+  Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path, const TableSpec& spec,
+                                            const std::atomic<bool>* cancel) override;
+  Result<WalInfo> Wal() const override;
+  Result<VerifyReport> Verify(const std::atomic<bool>* cancel) override;
+  Status Compact(const std::atomic<bool>* cancel) override;
+
+ private:
+  struct Entry {
+    uint32_t id = 0;
+    TableSpec spec;
+  };
+  using Specs = std::map<std::string, Entry, std::less<>>;
+
+  DBImpl(const DBOptions& options, Env* env, std::string path, std::unique_ptr<FileLock> lock);
+
+  Result<std::shared_ptr<TableImpl>> MakeTable(const TableSpec& spec);
+  // Writes the catalog of `specs`. REQUIRES: mu_ held.
+  Status SaveCatalogLocked(const Specs& specs, uint32_t next_table_id);
+  // Records a table's changed spec (SetRateLimiter).
+  Status PersistSpec(const TableSpec& spec);
+  // Restores the checkpoint, replays the log, ends open trajectories.
+  Status Recover();
+  Status ReplayRecord(wal::RecordType type, std::span<const std::byte> payload);
+  // Copies every trajectory of table `table_id` in `store` into `dst` (new,
+  // empty) through TableImpl::ImportStored, counting steps on `progress`.
+  static Status CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
+                                 Progress& progress, const std::atomic<bool>* cancel);
+  // The table and its id, or NotFound.
+  Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> FindTable(std::string_view name) const;
+  // Drops a table an import created, keeping `error`.
+  Status AbandonImport(const std::string& name, const Status& error);
+  void CheckpointLoop();
+  std::vector<std::shared_ptr<TableImpl>> OpenTables() const;
+
+  // FailedPrecondition naming `what` when read-only.
+  Status CheckWritable(std::string_view what) const;
+
+  const DBOptions options_;
+  bool read_only_ = false;
+  Env* const env_;
+  const std::string path_;
+  const std::string catalog_path_;
+  const std::string wal_dir_;
+  std::unique_ptr<FileLock> lock_;
+  std::shared_ptr<ColdStore> cold_;  // shared with the tables, which spill into it
+  std::shared_ptr<wal::LogWriter> log_;  // null when options_.wal.enabled is false
+  RecoveryInfo recovery_;
+  uint64_t next_segment_ = 1;  // the first segment a LogWriter may create
+  // The log segment replay starts at after the last checkpoint (as of open
+  // for a read-only opener).
+  uint64_t checkpoint_segment_ = 0;  // guarded by checkpoint_mu_
+
+  mutable std::mutex mu_;
+  Specs specs_;
+  uint32_t next_table_id_ = 1;
+  std::map<std::string, std::shared_ptr<TableImpl>, std::less<>> tables_;
+  std::map<uint32_t, std::shared_ptr<TableImpl>> by_id_;  // for replay
+  wal::RecordBuilder record_;  // guarded by mu_
+
+  // Checkpoints: one at a time.
+  mutable std::mutex checkpoint_mu_;
+  uint64_t checkpoint_sequence_ = 0;     // guarded by checkpoint_mu_
+  uint64_t log_bytes_at_checkpoint_ = 0;  // guarded by checkpoint_mu_
+  std::chrono::steady_clock::time_point last_checkpoint_;  // guarded by checkpoint_mu_
+  // Set by Open when the checkpoint of what it recovered is left to the
+  // checkpoint thread; that thread retries it until it succeeds.
+  std::atomic<bool> checkpoint_requested_{false};
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool stop_ = false;  // guarded by loop_mu_
+  std::thread checkpoint_thread_;
+};
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_DB_DB_IMPL_H_

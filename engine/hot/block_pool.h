@@ -1,0 +1,90 @@
+// The hot tier's memory: fixed-size blocks, handed out by id up to a
+// capacity and recycled through a free list. A block lives in plain host
+// memory (a dedicated jemalloc arena when built with jemalloc), in pinned
+// host memory mapped for the GPUs (zero-copy reads by kernels), or in the
+// memory of one GPU. Pinned and device blocks are carved from slabs of up to
+// kSlabBytes, obtained lazily as blocks are first needed.
+//
+// Thread safety: not internally locked; the owning table's mutex guards it.
+#ifndef REPLAYDB_ENGINE_HOT_BLOCK_POOL_H_
+#define REPLAYDB_ENGINE_HOT_BLOCK_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "replaydb/status.h"
+
+namespace replaydb::engine {
+
+enum class BlockMemory : uint8_t {
+  kHost = 0,    // plain host memory
+  kPinned = 1,  // page-locked host memory, mapped for every GPU
+  kDevice = 2,  // device memory of one GPU: host code must not dereference it
+};
+
+class BlockPool {
+ public:
+  // Alignment of every block's address (a block's column regions are
+  // 16-byte aligned within it, see TableLayout).
+  static constexpr size_t kBlockAlignment = 256;
+  // Pinned and device memory is obtained in slabs of at most this many bytes
+  // (at least one block).
+  static constexpr size_t kSlabBytes = size_t{64} << 20;
+
+  // REQUIRES: block_bytes > 0, capacity_blocks > 0. `device` is the GPU of
+  // kDevice memory.
+  BlockPool(size_t block_bytes, int64_t capacity_blocks, BlockMemory memory = BlockMemory::kHost,
+            int device = 0);
+  // Frees every block, in use or not.
+  ~BlockPool();
+
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  // The id (0 <= id < capacity_blocks()) of a block of block_bytes() bytes
+  // (contents unspecified), -1 when all capacity_blocks() are in use, or
+  // ResourceExhausted when the system has no memory for a new one. Ids are
+  // first handed out in increasing order: an id >= a previous allocated()
+  // is a block whose address the caller has not seen yet.
+  Result<int64_t> Allocate();
+  // REQUIRES: `block` came from Allocate() and is in use.
+  void Free(int64_t block);
+
+  // The block's address: host memory for kHost and kPinned (also the address
+  // kernels use), device memory for kDevice.
+  std::byte* address(int64_t block) const { return addresses_[static_cast<size_t>(block)]; }
+
+  BlockMemory memory() const { return memory_; }
+  int device() const { return device_; }
+  // True when host code may read and write blocks directly.
+  bool host_accessible() const { return memory_ != BlockMemory::kDevice; }
+  size_t block_bytes() const { return block_bytes_; }
+  int64_t capacity_blocks() const { return capacity_blocks_; }
+  int64_t in_use() const { return in_use_; }
+  // Blocks obtained from the system so far (in use or free).
+  int64_t allocated() const { return static_cast<int64_t>(addresses_.size()); }
+  // Bytes obtained from the system so far.
+  int64_t bytes_reserved() const { return bytes_reserved_; }
+
+ private:
+  Status AddSlab();
+
+  const size_t block_bytes_;
+  const size_t stride_;  // block_bytes rounded up to kBlockAlignment
+  const int64_t capacity_blocks_;
+  const BlockMemory memory_;
+  const int device_;
+  int64_t in_use_ = 0;
+  int64_t bytes_reserved_ = 0;
+  std::vector<std::byte*> addresses_;  // by block id
+  std::vector<int64_t> free_;          // ids, the next to hand out last
+  std::vector<void*> slabs_;           // kPinned and kDevice
+};
+
+std::string_view BlockMemoryName(BlockMemory memory);  // "host", "pinned", "device"
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_HOT_BLOCK_POOL_H_

@@ -1,0 +1,245 @@
+#include "engine/rate_limiter/rate_limiter.h"
+
+#include <cassert>
+#include <utility>
+
+#include "util/format.h"
+
+namespace replaydb::engine {
+
+namespace {
+
+// "1 item", "4 items".
+std::string Items(int64_t n) {
+  return std::to_string(n) + (n == 1 ? " item" : " items");
+}
+
+// Waits on `cv` until notified or `deadline`. False once the deadline has
+// passed.
+bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline) {
+  if (deadline == Deadline::max()) {
+    cv.wait(lock);
+    return true;
+  }
+  return cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
+}
+
+}  // namespace
+
+Deadline DeadlineAfter(std::chrono::milliseconds timeout) {
+  if (timeout < std::chrono::milliseconds::zero()) return Deadline::max();
+  const Clock::time_point now = Clock::now();
+  // Compare in milliseconds: converting a huge timeout to the clock's
+  // nanoseconds would overflow.
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Deadline::max() - now);
+  if (timeout >= room) return Deadline::max();
+  return now + timeout;
+}
+
+RateLimiter::RateLimiter(const RateLimiterSpec& spec, std::string table_name, int64_t insert_weight)
+    : spec_(spec), table_name_(std::move(table_name)), insert_weight_(insert_weight) {
+  assert(spec.Validate().ok());
+  assert(insert_weight >= 1);
+}
+
+bool RateLimiter::CanInsert(int64_t n) const {
+  const int64_t inserts = inserts_ + reserved_inserts_ + n * insert_weight_;
+  // Until the table reaches its minimum size, inserts are free.
+  if (inserts - deletes_ <= spec_.min_size_to_sample) return true;
+  const double error =
+      static_cast<double>(inserts) * spec_.samples_per_insert - static_cast<double>(samples_);
+  return error <= spec_.max_diff;
+}
+
+bool RateLimiter::CanSample(int64_t n) const {
+  if (inserts_ - deletes_ < spec_.min_size_to_sample) return false;
+  const double error = static_cast<double>(inserts_) * spec_.samples_per_insert -
+                       static_cast<double>(samples_) - static_cast<double>(n);
+  return error >= spec_.min_diff;
+}
+
+std::string RateLimiter::StateString(bool for_insert) const {
+  std::string out = "(inserts=" + std::to_string(inserts_);
+  if (reserved_inserts_ != 0) out += ", reserved_inserts=" + std::to_string(reserved_inserts_);
+  out += ", samples=" + std::to_string(samples_);
+  out += ", deletes=" + std::to_string(deletes_);
+  out += ", size=" + std::to_string(inserts_ - deletes_);
+  out += ", samples_per_insert=" + FormatDouble(spec_.samples_per_insert);
+  out += ", min_size_to_sample=" + std::to_string(spec_.min_size_to_sample);
+  if (for_insert) {
+    out += ", max_diff=" + FormatDouble(spec_.max_diff);
+  } else {
+    out += ", min_diff=" + FormatDouble(spec_.min_diff);
+  }
+  out += ")";
+  return out;
+}
+
+Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int64_t n,
+                                        Deadline deadline) {
+  assert(lock.owns_lock());
+  if (n < 1) {
+    return Status::InvalidArgument("table '" + table_name_ + "': cannot reserve " +
+                                   std::to_string(n) + " inserts; need at least 1");
+  }
+  const int64_t items = n * insert_weight_;
+  bool blocked = false;
+  while (true) {
+    if (cancelled_) {
+      return Status::Cancelled("table '" + table_name_ + "' was closed while waiting to insert " +
+                               Items(items));
+    }
+    if (CanInsert(n)) break;
+    if (!blocked) {
+      blocked = true;
+      ++blocked_inserts_;
+    }
+    if (Clock::now() >= deadline || !WaitUntil(can_insert_cv_, lock, deadline)) {
+      // Woken by the deadline: the state may have changed while this thread
+      // waited for the mutex, so re-check before giving up.
+      if (cancelled_ || CanInsert(n)) continue;
+      return Status::DeadlineExceeded(
+          "table '" + table_name_ + "': timed out after waiting for the rate limiter to allow " +
+          std::to_string(items) + (items == 1 ? " insert " : " inserts ") +
+          StateString(/*for_insert=*/true));
+    }
+  }
+  reserved_inserts_ += items;
+  // A reservation only makes other inserts harder and is invisible to
+  // samplers: nobody to wake.
+  return Status::OK();
+}
+
+bool RateLimiter::TryReserveInserts(int64_t n) {
+  assert(n >= 1);
+  if (cancelled_ || !CanInsert(n)) return false;
+  reserved_inserts_ += n * insert_weight_;
+  return true;
+}
+
+int64_t RateLimiter::TryReserveUpTo(int64_t n) {
+  assert(n >= 0);
+  if (cancelled_ || n == 0) return 0;
+  int64_t k = n;
+  if (!CanInsert(k)) {
+    // CanInsert(k) holds for every k up to some bound: find the largest.
+    int64_t lo = 0;  // allowed (0 always is)
+    int64_t hi = n;  // not allowed
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (CanInsert(mid) ? lo : hi) = mid;
+    }
+    k = lo;
+  }
+  reserved_inserts_ += k * insert_weight_;
+  return k;
+}
+
+void RateLimiter::CommitInserts(int64_t n) {
+  const int64_t items = n * insert_weight_;
+  assert(n >= 0 && items <= reserved_inserts_);
+  reserved_inserts_ -= items;
+  inserts_ += items;
+  // inserts + reserved is unchanged, so CanInsert is too; size and error
+  // grew, so samples may now run.
+  can_sample_cv_.notify_all();
+}
+
+void RateLimiter::ReleaseInserts(int64_t n) {
+  assert(n >= 0 && n * insert_weight_ <= reserved_inserts_);
+  reserved_inserts_ -= n * insert_weight_;
+  // Samplers never saw the reservation.
+  can_insert_cv_.notify_all();
+}
+
+Status RateLimiter::AwaitSamples(std::unique_lock<std::mutex>& lock, int64_t n, Deadline deadline,
+                                 const std::function<bool()>& ready) {
+  assert(lock.owns_lock());
+  if (n < 1) {
+    return Status::InvalidArgument("table '" + table_name_ + "': cannot sample " +
+                                   std::to_string(n) + " items; need at least 1");
+  }
+  const auto allowed = [&] { return CanSample(n) && (!ready || ready()); };
+  bool blocked = false;
+  while (true) {
+    if (cancelled_) {
+      return Status::Cancelled("table '" + table_name_ + "' was closed while waiting to sample " +
+                               Items(n));
+    }
+    if (allowed()) break;
+    if (!blocked) {
+      blocked = true;
+      ++blocked_samples_;
+    }
+    if (Clock::now() >= deadline || !WaitUntil(can_sample_cv_, lock, deadline)) {
+      if (cancelled_ || allowed()) continue;
+      if (CanSample(n)) {
+        return Status::DeadlineExceeded(
+            "table '" + table_name_ + "': timed out after waiting to sample " + Items(n) +
+            "; the rate limiter allowed it but the table could not serve it " +
+            StateString(/*for_insert=*/false));
+      }
+      return Status::DeadlineExceeded("table '" + table_name_ +
+                                      "': timed out after waiting for the rate limiter to allow "
+                                      "a sample of " +
+                                      Items(n) + " " + StateString(/*for_insert=*/false));
+    }
+  }
+  samples_ += n;
+  // A sample lowers the error: room for inserts. Other samplers only lost.
+  can_insert_cv_.notify_all();
+  return Status::OK();
+}
+
+void RateLimiter::Restore(const Counters& c) {
+  assert(reserved_inserts_ == 0);
+  inserts_ = c.inserts;
+  samples_ = c.samples;
+  deletes_ = c.deletes;
+  can_insert_cv_.notify_all();
+  can_sample_cv_.notify_all();
+}
+
+void RateLimiter::ForceInserts(int64_t n) {
+  assert(n >= 0);
+  inserts_ += n * insert_weight_;
+  can_sample_cv_.notify_all();
+}
+
+void RateLimiter::Delete(int64_t n) {
+  assert(n >= 0);
+  deletes_ += n * insert_weight_;
+  // A smaller size can only let inserts through (below min_size_to_sample
+  // they are free); it never lets a sample through, and `ready()` conditions
+  // that depend on the table's items are the caller's to signal.
+  can_insert_cv_.notify_all();
+}
+
+void RateLimiter::NotifyAll() {
+  can_insert_cv_.notify_all();
+  can_sample_cv_.notify_all();
+}
+
+void RateLimiter::SetSpec(const RateLimiterSpec& spec) {
+  assert(spec.Validate().ok());
+  spec_ = spec;
+  NotifyAll();
+}
+
+void RateLimiter::Cancel() {
+  cancelled_ = true;
+  NotifyAll();
+}
+
+RateLimiterInfo RateLimiter::Info() const {
+  RateLimiterInfo info;
+  info.spec = spec_;
+  info.inserts = inserts_;
+  info.samples = samples_;
+  info.deletes = deletes_;
+  info.blocked_inserts = blocked_inserts_;
+  info.blocked_samples = blocked_samples_;
+  return info;
+}
+
+}  // namespace replaydb::engine

@@ -1,0 +1,125 @@
+// The table's rate limiter (Reverb semantics; see RateLimiterSpec in
+// replaydb/options.h for the rules).
+//
+// Thread safety: not internally locked. Every method REQUIRES the owning
+// table's mutex to be held; the Await* methods take the caller's unique_lock
+// on that mutex and release it while they wait.
+#ifndef REPLAYDB_ENGINE_RATE_LIMITER_RATE_LIMITER_H_
+#define REPLAYDB_ENGINE_RATE_LIMITER_RATE_LIMITER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "replaydb/options.h"
+#include "replaydb/status.h"
+#include "replaydb/table.h"
+
+namespace replaydb::engine {
+
+using Clock = std::chrono::steady_clock;
+// Clock::time_point::max() means no deadline.
+using Deadline = Clock::time_point;
+// The deadline `timeout` from now; negative timeouts give no deadline.
+Deadline DeadlineAfter(std::chrono::milliseconds timeout);
+
+class RateLimiter {
+ public:
+  // REQUIRES: spec.Validate().ok(), insert_weight >= 1. `table_name`
+  // appears in messages. Every insert and delete the methods below take
+  // counts as `insert_weight` items (a vector table's vector step holds one
+  // item per environment, TableSpec::lanes); samples count one each.
+  RateLimiter(const RateLimiterSpec& spec, std::string table_name, int64_t insert_weight = 1);
+
+  // Waits until n more inserts are allowed, then reserves them: reserved
+  // inserts count against max_diff for other inserters but are not yet
+  // visible to samplers. Follow with CommitInserts(n) or ReleaseInserts(n).
+  // DeadlineExceeded (with the limiter's state in the message) when
+  // `deadline` passes; Cancelled after Cancel(); InvalidArgument if n < 1.
+  // A call that finds the limiter closed counts once in blocked_inserts.
+  Status AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int64_t n, Deadline deadline);
+  // Reserves n more inserts if they are allowed now, without waiting: true
+  // if it did (follow as after AwaitReserveInserts), false otherwise
+  // (including once cancelled). REQUIRES: n >= 1
+  bool TryReserveInserts(int64_t n);
+  // Reserves as many inserts, up to n, as are allowed now without waiting,
+  // and returns how many (0 once cancelled). The same as calling
+  // TryReserveInserts(1) until it fails or n succeeded. REQUIRES: n >= 0
+  int64_t TryReserveUpTo(int64_t n);
+  // The reserved inserts happened; wakes samplers.
+  // REQUIRES: 0 <= n <= inserts reserved and not yet committed or released.
+  void CommitInserts(int64_t n);
+  // The reserved inserts will not happen; wakes inserters.
+  // REQUIRES: as for CommitInserts.
+  void ReleaseInserts(int64_t n);
+
+  // Waits until a sample of n items is allowed and `ready()` (an extra
+  // condition of the caller's, e.g. enough items left; may be empty) holds,
+  // then counts the n samples and wakes inserters. Errors as for
+  // AwaitReserveInserts; a call that had to wait counts once in
+  // blocked_samples.
+  Status AwaitSamples(std::unique_lock<std::mutex>& lock, int64_t n, Deadline deadline,
+                      const std::function<bool()>& ready);
+
+  // n items left the table (evicted or removed); wakes inserters (a smaller
+  // size can only make room for inserts, never allow a sample; if `ready()`
+  // depends on the items, NotifyAll is the caller's). REQUIRES: n >= 0
+  void Delete(int64_t n);
+  // Wakes every waiter so it re-checks its condition (the caller changed
+  // something `ready()` depends on).
+  void NotifyAll();
+
+  // Replaces the parameters, keeps the counters, wakes every waiter.
+  // REQUIRES: spec.Validate().ok()
+  void SetSpec(const RateLimiterSpec& spec);
+
+  // Every current and future wait returns Cancelled.
+  void Cancel();
+
+  // Whether n more inserts (n * insert_weight items), on top of those
+  // committed and reserved, are allowed now.
+  bool CanInsert(int64_t n) const;
+  // Whether a sample of n items is allowed now (the rate limiter's rule only;
+  // committed inserts count, reserved ones do not).
+  bool CanSample(int64_t n) const;
+  RateLimiterInfo Info() const;
+
+  // The counters a checkpoint saves.
+  struct Counters {
+    int64_t inserts = 0;
+    int64_t samples = 0;
+    int64_t deletes = 0;
+  };
+  Counters counters() const { return {inserts_, samples_, deletes_}; }
+  // Sets the counters (restoring a checkpoint). REQUIRES: nothing reserved.
+  void Restore(const Counters& c);
+  // Counts n inserts without waiting or reserving (replaying the log: the
+  // inserts were admitted when they were first made).
+  void ForceInserts(int64_t n);
+
+ private:
+  // "(inserts=.., samples=.., deletes=.., size=.., samples_per_insert=..,
+  // min_size_to_sample=.., max_diff=..)"; min_diff instead of max_diff when
+  // !for_insert; reserved_inserts after inserts when there are any.
+  std::string StateString(bool for_insert) const;
+
+  RateLimiterSpec spec_;
+  const std::string table_name_;
+  const int64_t insert_weight_;
+  int64_t inserts_ = 0;
+  int64_t reserved_inserts_ = 0;
+  int64_t samples_ = 0;
+  int64_t deletes_ = 0;
+  int64_t blocked_inserts_ = 0;
+  int64_t blocked_samples_ = 0;
+  bool cancelled_ = false;
+  std::condition_variable can_insert_cv_;
+  std::condition_variable can_sample_cv_;
+};
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_RATE_LIMITER_RATE_LIMITER_H_

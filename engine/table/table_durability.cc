@@ -1,0 +1,581 @@
+// TableImpl's durability: logging changes to the WAL, replaying them,
+// checkpoints into the cold store and restoring from them. The design is in
+// docs/durability.md.
+#include <flatbuffers/flatbuffers.h>
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "engine/cold/cold_generated.h"
+#include "engine/table/table_impl.h"
+#include "kernels/runtime/device_memory.h"
+
+namespace replaydb::engine {
+namespace {
+
+std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+}  // namespace
+
+void TableImpl::SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // TableLogging: kDefault logs unless the hot tier is in device memory.
+  const bool logged = spec_.logging == TableLogging::kOn ||
+                      (spec_.logging == TableLogging::kDefault &&
+                       pool_.memory() != BlockMemory::kDevice);
+  if (!logged) log.reset();
+  log_sync_.store(log != nullptr ? static_cast<int>(log->sync_mode()) : -1);
+  log_ = std::move(log);
+  table_id_ = id;
+}
+
+Status TableImpl::SyncLog(uint64_t seq, bool wait) {
+  if (seq == 0) return Status::OK();
+  // Nothing to wait for: the record is in the OS since its append returned
+  // (this keeps the per-step path free of a second table lock).
+  const int mode = log_sync_.load(std::memory_order_relaxed);
+  if (mode == static_cast<int>(WalSyncMode::kNone) ||
+      (mode == static_cast<int>(WalSyncMode::kBatch) && !wait)) {
+    return Status::OK();
+  }
+  std::shared_ptr<wal::LogWriter> log;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    log = log_;
+  }
+  if (log == nullptr) return Status::OK();
+  return log->Sync(seq, wait).WithContext("table " + Q(name_));
+}
+
+Result<uint64_t> TableImpl::LogLocked(wal::RecordType type) {
+  if (log_ == nullptr) return uint64_t{0};
+  Result<uint64_t> seq = log_->Append(type, record_.payload());
+  if (!seq.ok()) return seq.status().WithContext("table " + Q(name_));
+  return seq;
+}
+
+Status TableImpl::LogPrioritiesLocked(std::unique_lock<std::mutex>& lock,
+                                      std::span<const uint64_t> keys,
+                                      std::span<const double> priorities) {
+  if (keys.empty()) return Status::OK();
+  record_.UpdatePriorities(table_id_, keys, priorities);
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kUpdatePriorities));
+  lock.unlock();
+  return SyncLog(seq, /*wait=*/false);
+}
+
+Result<uint64_t> TableImpl::LogStepsLocked(const Trajectory& t, const std::byte* const* column_base,
+                                           int64_t index, int64_t count, const double* priorities) {
+  if (log_ == nullptr) return uint64_t{0};
+  const size_t n = static_cast<size_t>(count);
+  log_ids_.assign(n, t.id);
+  log_steps_.resize(n);
+  for (size_t i = 0; i < n; ++i) log_steps_[i] = t.length + static_cast<int64_t>(i);
+  log_priorities_.clear();
+  if (priorities != nullptr) log_priorities_.assign(priorities, priorities + n);
+  std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes),
+                                        log_ids_, log_steps_, log_priorities_);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t row = static_cast<size_t>(index) + i;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      std::memcpy(data, column_base[c] + row * cb, cb);
+      data += cb;
+    }
+  }
+  return LogLocked(wal::RecordType::kAppendSteps);
+}
+
+Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
+                                                 std::span<const int64_t> dest,
+                                                 const VectorSteps& steps,
+                                                 std::span<const double> priorities) {
+  if (log_ == nullptr) return uint64_t{0};
+  const size_t n = slots.size();
+  std::vector<uint64_t> ids;
+  std::vector<int64_t> step_index;
+  std::vector<double> prios;
+  std::vector<size_t> envs;
+  for (size_t env = 0; env < n; ++env) {
+    if (dest[env] < 0) continue;
+    envs.push_back(env);
+    ids.push_back(slots[env].trajectory->id);
+    step_index.push_back(slots[env].trajectory->length);
+    if (!priorities.empty()) prios.push_back(priorities[env]);
+  }
+  if (envs.empty()) return uint64_t{0};
+  std::vector<const std::byte*> host(steps.columns.begin(), steps.columns.end());
+  if (steps.device) {
+    // One copy per column of the whole device array, ordered after the
+    // caller's stream, into pinned staging memory (several times the rate
+    // of a copy to pageable memory), then a host-side transpose into the
+    // record.
+    const size_t total = static_cast<size_t>(layout_.step_bytes) * n;
+    if (log_staging_.size() < total) {
+      Result<PinnedBuffer> grown =
+          PinnedBuffer::Allocate(std::max(total, 2 * log_staging_.size()));
+      if (!grown.ok()) {
+        return grown.status().WithContext("staging a device vector step for the log");
+      }
+      log_staging_ = std::move(grown).value();
+    }
+    size_t offset = 0;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      std::byte* dst = log_staging_.as<std::byte>() + offset;
+      const size_t bytes = layout_.column_bytes[c] * n;
+      REPLAYDB_RETURN_IF_ERROR(CopyDeviceToHost(dst, steps.columns[c], bytes, steps.stream));
+      host[c] = dst;
+      offset += bytes;
+    }
+  }
+  std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes), ids,
+                                        step_index, prios);
+  for (size_t env : envs) {
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      std::memcpy(data, host[c] + env * cb, cb);
+      data += cb;
+    }
+  }
+  return LogLocked(wal::RecordType::kAppendSteps);
+}
+
+void TableImpl::MarkEndedLocked(Trajectory& t, EndReason reason) {
+  t.ended = true;
+  t.end_reason = reason;
+  t.dirty = true;
+  // Usually the newest to end is among the newest in the tier.
+  ended_ids_.emplace_hint(ended_ids_.end(), t.hot_seq, t.id);
+  RankLocked(t);
+}
+
+Result<int64_t> TableImpl::NextSlotLocked(Trajectory& t) {
+  const int64_t block_index = t.length / layout_.block_steps;
+  if (block_index == static_cast<int64_t>(t.blocks.size())) {
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    // Replay waits only for blocks being spilled: nothing else holds any.
+    Status s = AddBlockLocked(lock, t, spill_ ? Deadline::max() : Clock::now());
+    lock.release();
+    REPLAYDB_RETURN_IF_ERROR(s);
+  }
+  return t.blocks[block_index] * layout_.block_steps + t.length % layout_.block_steps;
+}
+
+Status TableImpl::CopyStepInLocked(Trajectory& t, const std::byte* step) {
+  assert(pool_.host_accessible() && "device blocks are replayed through FlushReplayRowsLocked");
+  REPLAYDB_ASSIGN_OR_RETURN(const int64_t slot, NextSlotLocked(t));
+  std::byte* block = pool_.address(slot / layout_.block_steps);
+  const size_t in_block = static_cast<size_t>(slot % layout_.block_steps);
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const size_t cb = layout_.column_bytes[c];
+    std::memcpy(block + layout_.column_offset[c] + in_block * cb, step, cb);
+    step += cb;
+  }
+  return Status::OK();
+}
+
+Status TableImpl::PutStepLocked(Trajectory& t, const std::byte* step, const double* priority) {
+  REPLAYDB_RETURN_IF_ERROR(CopyStepInLocked(t, step));
+  PublishPutStepLocked(t, priority);
+  return Status::OK();
+}
+
+void TableImpl::PublishPutStepLocked(Trajectory& t, const double* priority) {
+  StepReservation r;  // completes_item false: the item is made below
+  const bool completes = t.length + 1 >= sequence_length_;
+  PublishStepLocked(t, r, priority);
+  if (completes) {
+    CreateItemLocked(t);
+    limiter_.ForceInserts(1);
+  }
+}
+
+Status TableImpl::FlushReplayRowsLocked(const wal::AppendStepsRecord& r, std::vector<size_t>* rows,
+                                        std::vector<int64_t>* slots) {
+  if (rows->empty()) return Status::OK();
+  if (replay_rows_ == nullptr) replay_rows_ = std::make_unique<StagedRows>();
+  StagedRows& staged = *replay_rows_;
+  REPLAYDB_RETURN_IF_ERROR(staged.Prepare(tier_->device(), columns_, layout_, rows->size()));
+  // Step-major record rows to one array per column.
+  for (size_t k = 0; k < rows->size(); ++k) {
+    const std::byte* step = r.data.data() + (*rows)[k] * r.step_bytes;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      std::memcpy(staged.column(c) + k * cb, step, cb);
+      step += cb;
+    }
+  }
+  Status s = staged.Scatter(*tier_, *slots);
+  rows->clear();
+  slots->clear();
+  return s;
+}
+
+Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
+  REPLAYDB_RETURN_IF_ERROR(LoadForReplay(r.trajectory_ids));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (r.step_bytes != layout_.step_bytes) {
+    return Status::Corruption("table " + Q(name_) + ": logged steps have " +
+                              std::to_string(r.step_bytes) + " bytes; the schema has " +
+                              std::to_string(layout_.step_bytes));
+  }
+  // Device blocks: the record's rows are staged and scattered together
+  // (FlushReplayRowsLocked), not copied one by one. Rows waiting there go
+  // first whenever a step needs a new block from a full pool, which evicts
+  // a trajectory and hands its blocks on (blocks freed behind a queued
+  // scatter wait for it), and whenever they fill the staging.
+  const bool batched = !pool_.host_accessible();
+  const size_t batch_rows = StagedRows::RowsPerStage(static_cast<size_t>(r.step_bytes));
+  std::vector<size_t> rows;
+  std::vector<int64_t> slots;
+  const auto where = [&](uint64_t id, int64_t step) {
+    return "table " + Q(name_) + ": replaying step " + std::to_string(step) + " of trajectory " +
+           std::to_string(id);
+  };
+  for (size_t i = 0; i < r.trajectory_ids.size(); ++i) {
+    const uint64_t id = r.trajectory_ids[i];
+    const int64_t step = r.steps[i];
+    auto it = trajectories_.find(id);
+    if (it == trajectories_.end()) {
+      if (step != 0) continue;  // removed after the checkpoint
+      auto t = std::make_shared<Trajectory>();
+      t->id = id;
+      t->hot_seq = next_hot_seq_++;
+      it = trajectories_.emplace(id, std::move(t)).first;
+      next_trajectory_id_ = std::max(next_trajectory_id_, id + 1);
+    }
+    Trajectory& t = *it->second;
+    if (step < t.length) continue;  // already in the checkpoint
+    if (step > t.length || t.ended) {
+      return Status::Corruption("table " + Q(name_) + ": logged step " + std::to_string(step) +
+                                " of trajectory " + std::to_string(id) + " does not follow its " +
+                                std::to_string(t.length) + (t.ended ? " steps (ended)" : " steps"));
+    }
+    const double* priority =
+        r.priorities.empty() || std::isnan(r.priorities[i]) ? nullptr : &r.priorities[i];
+    if (!batched) {
+      REPLAYDB_RETURN_IF_ERROR(PutStepLocked(t, r.data.data() + i * r.step_bytes, priority)
+                                   .WithContext(where(id, step)));
+      continue;
+    }
+    // A new block from a full pool means an eviction (or a wait for
+    // blocks): the rows waiting go first, so that no block they are bound
+    // for changes hands before they land.
+    const bool new_block = t.length / layout_.block_steps == static_cast<int64_t>(t.blocks.size());
+    const bool may_evict = new_block && pool_.in_use() >= pool_.capacity_blocks();
+    if (may_evict || rows.size() == batch_rows) {
+      REPLAYDB_RETURN_IF_ERROR(
+          FlushReplayRowsLocked(r, &rows, &slots).WithContext(where(id, step)));
+    }
+    Result<int64_t> slot = NextSlotLocked(t);
+    if (!slot.ok()) return slot.status().WithContext(where(id, step));
+    rows.push_back(i);
+    slots.push_back(*slot);
+    PublishPutStepLocked(t, priority);
+  }
+  if (!rows.empty()) {
+    REPLAYDB_RETURN_IF_ERROR(FlushReplayRowsLocked(r, &rows, &slots)
+                                 .WithContext("table " + Q(name_) + ": replaying steps"));
+  }
+  return Status::OK();
+}
+
+Status TableImpl::ReplayEnd(const wal::EndTrajectoryRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = trajectories_.find(r.trajectory_id);
+  if (it == trajectories_.end() || it->second->ended) return Status::OK();
+  if (EndReasonName(static_cast<EndReason>(r.reason)) == "invalid") {
+    return Status::Corruption("table " + Q(name_) + ": logged end of trajectory " +
+                              std::to_string(r.trajectory_id) + " has unknown reason " +
+                              std::to_string(r.reason));
+  }
+  Trajectory& t = *it->second;
+  MarkEndedLocked(t, static_cast<EndReason>(r.reason));
+  if (padding_ == Padding::kTail) {
+    while (t.items_created < t.length) {
+      CreateItemLocked(t);
+      limiter_.ForceInserts(1);
+    }
+  }
+  MaybeReleaseConsumedLocked(t);
+  return Status::OK();
+}
+
+Status TableImpl::ReplayRemoveTrajectory(const wal::RemoveTrajectoryRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = trajectories_.find(r.trajectory_id);
+  if (it != trajectories_.end()) {
+    // Evicted with spill on: spilled again (the checkpoint may predate it).
+    RemoveTrajectoryLocked(*it->second, r.evicted);
+    return Status::OK();
+  }
+  auto cold = cold_.find(r.trajectory_id);
+  if (cold != cold_.end() && !r.evicted && !cold->second.spilling) {
+    // Consumed after it was loaded (the store still says cold).
+    cold_steps_ -= cold->second.length;
+    cold_.erase(cold);
+    removed_since_checkpoint_.push_back(r.trajectory_id);
+  }
+  return Status::OK();
+}
+
+Status TableImpl::ReplayRemoveItems(const wal::RemoveItemsRecord& r) {
+  std::vector<uint64_t> ids;
+  for (const ItemKey key : r.keys) ids.push_back(ItemKeyTrajectory(key));
+  REPLAYDB_RETURN_IF_ERROR(LoadForReplay(std::move(ids)));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (max_times_sampled_ == 0) return Status::OK();
+  for (const ItemKey key : r.keys) {
+    auto it = trajectories_.find(ItemKeyTrajectory(key));
+    const int64_t start = ItemKeyStart(key);
+    if (it == trajectories_.end() || start >= it->second->items_created) continue;
+    Trajectory& t = *it->second;
+    ItemState& item = ItemAt(t, start);
+    if (!ItemLive(item)) continue;
+    sample_budget_ -= DrawsLeft(item);
+    item.times_sampled = max_times_sampled_;
+    t.dirty = true;
+    DropItemLocked(t, start, item);
+  }
+  return Status::OK();
+}
+
+Status TableImpl::ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r) {
+  for (double p : r.priorities) {
+    if (!std::isfinite(p) || p < 0) {
+      return Status::Corruption("table " + Q(name_) + ": logged priority " + std::to_string(p) +
+                                " is invalid");
+    }
+  }
+  // Keys of a trajectory loaded after the checkpoint, which the store still
+  // has as cold: load it, or the update would be skipped.
+  std::vector<uint64_t> ids;
+  for (const ItemKey key : r.keys) ids.push_back(ItemKeyTrajectory(key));
+  REPLAYDB_RETURN_IF_ERROR(LoadForReplay(std::move(ids)));
+  return UpdatePriorities(r.keys, r.priorities, nullptr);
+}
+
+int64_t TableImpl::EndOpenTrajectories() {
+  std::vector<uint64_t> open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, t] : trajectories_) {
+      if (!t->ended) open.push_back(id);
+    }
+  }
+  for (uint64_t id : open) {
+    (void)ReplayEnd({table_id_, id, static_cast<uint8_t>(EndReason::kTruncated)});
+  }
+  {
+    // Replay is over: its staged rows' pinned memory goes (once the last
+    // scatter from it is done).
+    std::lock_guard<std::mutex> lock(mu_);
+    replay_rows_.reset();
+  }
+  return static_cast<int64_t>(open.size());
+}
+
+Status TableImpl::ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                            std::string* out) const {
+  const int64_t bs = layout_.block_steps;
+  const size_t step_bytes = layout_.step_bytes;
+  out->resize(static_cast<size_t>(to - from) * step_bytes);
+  std::vector<std::byte> scratch;
+  for (int64_t s = from; s < to;) {
+    const int64_t b = s / bs;
+    const int64_t s_end = std::min(to, (b + 1) * bs);
+    const size_t first = static_cast<size_t>(s % bs);
+    const size_t count = static_cast<size_t>(s_end - s);
+    size_t step_offset = 0;
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      const std::byte* src = blocks[b] + layout_.column_offset[c] + first * cb;
+      if (!pool_.host_accessible()) {
+        scratch.resize(count * cb);
+        REPLAYDB_RETURN_IF_ERROR(
+            kernels::CopyFromDevice(spec_.placement.device, scratch.data(), src, count * cb));
+        src = scratch.data();
+      }
+      char* dst = out->data() + static_cast<size_t>(s - from) * step_bytes + step_offset;
+      for (size_t i = 0; i < count; ++i) {
+        std::memcpy(dst + i * step_bytes, src + i * cb, cb);
+      }
+      step_offset += cb;
+    }
+    s = s_end;
+  }
+  return Status::OK();
+}
+
+Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
+  struct Copy {
+    std::shared_ptr<Trajectory> t;
+    int64_t from, to;
+    std::vector<std::byte*> blocks;
+  };
+  std::vector<Copy> copies;
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  uint32_t table_id = 0;  // table_id_ as read under mu_, for the copies below
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Spills queued before this point hold the only copy of their steps
+    // outside the log segments this checkpoint deletes: let them land first
+    // (the flush below makes them durable). Later ones wait for CheckpointDone,
+    // so that none overwrites a chunk this checkpoint writes.
+    cold_cv_.wait(lock, [&] {
+      return closed_ || cold_stop_ || (spill_queue_.empty() && !spill_running_) ||
+             !spill_error_.empty();
+    });
+    if (closed_) return Status::OK();
+    if (!spill_queue_.empty() || spill_running_) {
+      // Failing spills (a full disk): the log they need must stay.
+      return Status::IOError("table " + Q(name_) + ": " +
+                             std::to_string(spill_queue_.size()) +
+                             " trajectories wait to be spilled; the last spill failed: " +
+                             spill_error_);
+    }
+    checkpointing_ = true;
+    table_id = table_id_;
+    ticket_ = {};
+    // Published steps may still be queued on the GPU's write stream.
+    if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters().WithContext("table " + Q(name_)));
+    const RateLimiter::Counters c = limiter_.counters();
+    fbb.Finish(fb::CreateTableState(
+        fbb, next_trajectory_id_, next_item_seq_, max_priority_seen_, steps_inserted_,
+        items_inserted_, items_sampled_, items_removed_, evicted_trajectories_, evicted_items_,
+        priority_updates_, priority_updates_skipped_, c.inserts, c.samples, c.deletes,
+        spilled_trajectories_, spilled_bytes_, loaded_trajectories_, rotations_));
+    batch->PutTableState(table_id_, std::string_view(reinterpret_cast<const char*>(
+                                                         fbb.GetBufferPointer()),
+                                                     fbb.GetSize()));
+    for (const auto& [id, tp] : trajectories_) {
+      Trajectory& t = *tp;
+      if (t.length == 0) continue;
+      const bool new_steps = t.length > t.persisted_steps;
+      if (!t.dirty && !new_steps) continue;
+      BuildMetaLocked(t, /*cold=*/false, &fbb);
+      batch->PutTrajectory(table_id_, t.id,
+                           std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
+                                            fbb.GetSize()));
+      if (t.dirty) {
+        t.dirty = false;
+        ticket_.cleaned.push_back(tp);
+      }
+      t.in_cold = true;
+      if (new_steps) {
+        Copy copy{tp, t.persisted_steps, t.length, {}};
+        for (int64_t b : t.blocks) copy.blocks.push_back(pool_.address(b));
+        ++t.pins;
+        copies.push_back(std::move(copy));
+      }
+    }
+    for (uint64_t id : removed_since_checkpoint_) batch->DeleteTrajectory(table_id_, id);
+    ticket_.removed.swap(removed_since_checkpoint_);
+  }
+  // Published steps never change, and the pins keep their blocks.
+  Status s;
+  std::string steps;
+  for (const Copy& copy : copies) {
+    if (!s.ok()) break;
+    s = ReadSteps(copy.blocks, copy.from, copy.to, &steps);
+    if (!s.ok()) break;
+    fbb.Clear();
+    const auto data = fbb.CreateVector(reinterpret_cast<const uint8_t*>(steps.data()), steps.size());
+    fbb.Finish(fb::CreateStepChunk(fbb, copy.from, copy.to - copy.from,
+                                   static_cast<uint32_t>(layout_.step_bytes), data));
+    batch->PutSteps(table_id, copy.t->id, copy.from,
+                    std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
+                                     fbb.GetSize()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Copy& copy : copies) {
+    if (s.ok()) ticket_.persisted.emplace_back(copy.t, copy.to);
+    UnpinLocked(*copy.t);
+  }
+  return s.WithContext("table " + Q(name_) + ": checkpoint");
+}
+
+void TableImpl::CheckpointDone(bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  checkpointing_ = false;
+  cold_cv_.notify_all();
+  if (ok) {
+    for (auto& [t, steps] : ticket_.persisted) {
+      t->persisted_steps = std::max(t->persisted_steps, steps);
+    }
+  } else {
+    for (auto& t : ticket_.cleaned) t->dirty = true;
+    removed_since_checkpoint_.insert(removed_since_checkpoint_.end(), ticket_.removed.begin(),
+                                     ticket_.removed.end());
+  }
+  ticket_ = {};
+}
+
+Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
+  const std::string where = "table " + Q(name_) + " (id " + std::to_string(table_id_) + ")";
+  std::string value, aligned;
+  Status s = store.GetTableState(table_id_, &value);
+  if (s.code() == Status::Code::kNotFound) return Status::OK();  // never checkpointed
+  REPLAYDB_RETURN_IF_ERROR(s);
+  const fb::TableState* state = VerifiedValue<fb::TableState>(value, &aligned);
+  if (state == nullptr) {
+    return Status::Corruption("cold store " + store.dir() + ": " + where +
+                              ": state fails verification");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  next_trajectory_id_ = state->next_trajectory_id();
+  next_item_seq_ = state->next_item_seq();
+  max_priority_seen_ = state->max_priority_seen();
+  steps_inserted_ = state->steps_inserted();
+  items_inserted_ = state->items_inserted();
+  items_sampled_ = state->items_sampled();
+  items_removed_ = state->items_removed();
+  evicted_trajectories_ = state->evicted_trajectories();
+  evicted_items_ = state->evicted_items();
+  priority_updates_ = state->priority_updates();
+  priority_updates_skipped_ = state->priority_updates_skipped();
+  const RateLimiter::Counters counters{state->limiter_inserts(), state->limiter_samples(),
+                                       state->limiter_deletes()};
+
+  spilled_trajectories_ = state->spilled_trajectories();
+  spilled_bytes_ = state->spilled_bytes();
+  loaded_trajectories_ = state->loaded_trajectories();
+  rotations_ = state->rotations();
+  Status restored = store.ForEachTrajectory(
+      table_id_, [&](uint64_t id, std::string_view bytes) -> Status {
+        const std::string traj =
+            "cold store " + store.dir() + ": " + where + " trajectory " + std::to_string(id);
+        StoredTrajectory stored;
+        REPLAYDB_RETURN_IF_ERROR(ParseMeta(bytes, id, traj, &stored));
+        if (stored.length == 0) return Status::OK();
+        next_trajectory_id_ = std::max(next_trajectory_id_, id + 1);
+        // Spilled ones stay cold, and so does what no longer fits.
+        const bool fits = pool_.capacity_blocks() - pool_.in_use() >= BlocksFor(stored.length);
+        if (stored.cold || !fits) {
+          cold_[id] = ColdEntryOf(stored);
+          cold_steps_ += stored.length;
+          return Status::OK();
+        }
+        auto tp = std::make_shared<Trajectory>();
+        tp->id = id;
+        tp->hot_seq = next_hot_seq_++;
+        REPLAYDB_RETURN_IF_ERROR(
+            AddBlocksLocked(lock, *tp, stored.length, /*evict=*/false).WithContext(traj));
+        std::vector<std::byte*> blocks;
+        for (int64_t b : tp->blocks) blocks.push_back(pool_.address(b));
+        Status s = ReadChunksInto(store, stored, blocks, traj);
+        if (!s.ok()) {
+          for (int64_t b : tp->blocks) pool_.Free(b);
+          return s.WithContext(traj);
+        }
+        InstallLocked(tp, stored, /*loaded=*/false);
+        return Status::OK();
+      });
+  REPLAYDB_RETURN_IF_ERROR(restored);
+  limiter_.Restore(reset_limiter ? RateLimiter::Counters{num_items_, 0, 0} : counters);
+  return Status::OK();
+}
+
+}  // namespace replaydb::engine

@@ -1,0 +1,887 @@
+// TableImpl: the in-memory table. Holds trajectories in hot-tier blocks,
+// creates items as windows complete, samples them through a selector under
+// a rate limiter, and evicts whole trajectories when the tier is full.
+//
+// Concurrency: one mutex (mu_) guards all metadata. Bulk bytes are copied
+// outside it: a writer copies a large step into the unpublished slot after
+// its trajectory's last published step (small steps are copied under the
+// lock, which is cheaper than a second round trip), and a sampler copies
+// published steps. Both pin the trajectory while they copy, so an eviction
+// that happens meanwhile defers returning its blocks to the pool until the
+// last pin goes.
+#ifndef REPLAYDB_ENGINE_TABLE_TABLE_IMPL_H_
+#define REPLAYDB_ENGINE_TABLE_TABLE_IMPL_H_
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <flatbuffers/flatbuffers.h>
+
+#include "engine/hot/block_pool.h"
+#include "engine/cold/cold_store.h"
+#include "engine/gpu/device_selector.h"
+#include "engine/gpu/device_tier.h"
+#include "engine/rate_limiter/rate_limiter.h"
+#include "engine/table/table_layout.h"
+#include "index/selectors/selector.h"
+#include "replaydb/db.h"
+#include "replaydb/device.h"
+#include "replaydb/table.h"
+#include "util/fork_join.h"
+#include "util/huge_page_allocator.h"
+#include "util/progress.h"
+#include "util/random.h"
+#include "wal/log_writer.h"
+#include "wal/records.h"
+
+namespace replaydb::engine {
+
+// Per-item state.
+struct ItemState {
+  uint64_t seq = 0;
+  double priority = 0;
+  uint32_t times_sampled = 0;
+};
+
+// What the table keeps per step of the hot tier, by slot (block *
+// block_steps + step in block), beside the blocks: the step's priority and
+// the item that starts there. Steps and items of a block sit side by side,
+// so appending to many trajectories touches one line per trajectory, and
+// nothing is allocated per step.
+struct SlotMeta {
+  ItemState item;  // valid for starts below the trajectory's items_created
+  double step_priority = 0;  // valid for steps below its length
+};
+
+// A trajectory in the hot tier (or leaving it). Its steps' priorities and
+// items live in the table's SlotMeta of its blocks (TableImpl::ItemAt,
+// StepPriorityAt) while it holds them.
+//
+// The fields an append reads and writes come first, in one cache line (the
+// struct is aligned to one): a vector append touches every environment's
+// trajectory in each call.
+struct alignas(64) Trajectory {
+  uint64_t id = 0;
+  int64_t length = 0;         // published steps
+  int64_t items_created = 0;  // items exist for starts [0, items_created)
+  int64_t live_items = 0;     // of those, not yet removed
+  std::vector<int64_t> blocks;  // BlockPool ids
+  bool ended = false;
+  bool removed = false;  // left the hot tier (evicted or consumed)
+  bool evicted = false;  // left because the tier was full
+  // Durability (engine/table/table_durability.cc): its metadata changed since the
+  // last checkpoint.
+  bool dirty = true;
+  // EvictionPolicy::kLowestPriority: kept while the trajectory is ranked
+  // (ended, in the tier): the highest priority of a live item (-1 when none).
+  bool ranked = false;
+  // The first cache line ends here.
+  double best_priority = -1;
+  int32_t pins = 0;  // in-flight copies into or out of its blocks
+  EndReason end_reason = EndReason::kTruncated;
+  // Durability (engine/table/table_durability.cc): steps [0, persisted_steps)
+  // are in the cold store; `in_cold` means a checkpoint may have stored it.
+  int64_t persisted_steps = 0;
+  bool in_cold = false;
+  // When it entered the hot tier (created or loaded), table-wide order:
+  // eviction and rotation take the oldest first.
+  uint64_t hot_seq = 0;
+};
+
+// A trajectory as stored in the cold store, read back (engine/table/table_cold.cc).
+struct StoredTrajectory {
+  uint64_t id = 0;
+  int64_t length = 0;
+  bool ended = false;
+  EndReason end_reason = EndReason::kTruncated;
+  bool cold = false;
+  std::vector<double> step_priorities;
+  std::vector<ItemState> items;
+  std::vector<bool> live;
+  std::string steps;  // length steps, step-major (the WAL's layout)
+};
+
+// What a writer keeps per trajectory it writes.
+struct WriterSlot {
+  std::shared_ptr<Trajectory> trajectory;  // null: the next step starts one
+  // The trajectory's last block as of its `num_blocks` blocks (a vector
+  // append then reads neither the blocks nor their count from elsewhere):
+  // valid while trajectory->blocks.size() == num_blocks.
+  int64_t last_block = -1;
+  size_t num_blocks = 0;
+};
+
+// Room made for one step by TableImpl::ReserveStepLocked.
+struct StepReservation {
+  bool completes_item = false;  // an item was reserved with the rate limiter
+  bool created = false;         // the step starts the trajectory
+  int64_t block = -1;           // where the step goes
+  int64_t step_in_block = 0;
+};
+
+// One step for each of n environments (TableImpl::AppendVectorStep): row
+// env of column c is at columns[c] + env * column bytes.
+struct VectorSteps {
+  std::span<const std::byte* const> columns;
+  bool device = false;     // device pointers (AppendFromDevice); else host
+  void* stream = nullptr;  // device: the caller's cudaStream_t
+};
+
+// VectorScratch::dest of an environment that a vector append's shared pass
+// (TableImpl::SharedFastReserveLocked) left for the serial one.
+inline constexpr int64_t kReserveLater = -2;
+
+// Rows of host steps on their way into device blocks: each column's rows
+// copied into pinned host memory, where one scatter kernel (DeviceTier::
+// Scatter, on `stream`) reads them. Made on first use; kept for the next.
+struct StagedRows {
+  DeviceStream stream;
+  PinnedBuffer rows;
+  // A scatter queued on `stream` may still read `rows`.
+  bool reading = false;
+  std::vector<size_t> offsets;  // each column's rows in `rows`
+  // The schema of the prepared rows (the table's, which outlives them).
+  std::span<const ColumnSpec> columns;
+  const TableLayout* layout = nullptr;
+  std::vector<ConstTensor> tensors;  // Scatter's rows, per column
+  std::vector<CopyRange> ranges;     // CopyRows' copies, per column
+
+  // The most bytes of rows a caller stages at a time (or one row): the
+  // pinned memory a StagedRows keeps.
+  static constexpr size_t kMaxBytes = size_t{16} << 20;
+  // Rows of `step_bytes` staged at a time: as many as kMaxBytes holds, >= 1.
+  static size_t RowsPerStage(size_t step_bytes) {
+    return std::max<size_t>(1, kMaxBytes / std::max<size_t>(1, step_bytes));
+  }
+
+  StagedRows() = default;
+  StagedRows(const StagedRows&) = delete;
+  StagedRows& operator=(const StagedRows&) = delete;
+  ~StagedRows() {
+    if (reading) (void)stream.Synchronize();
+  }
+  // Room for `count` rows of each of `columns` (column c's at offsets[c],
+  // 256-byte aligned) on `device`, once the scatter that last read `rows`
+  // is done.
+  Status Prepare(int device, std::span<const ColumnSpec> columns, const TableLayout& layout,
+                 size_t count);
+  std::byte* column(size_t c) const { return static_cast<std::byte*>(rows.data()) + offsets[c]; }
+  // Copies host rows [first_row, first_row + count) of every column (column
+  // c's row i at column_base[c] + i * its bytes) into the prepared rows,
+  // their bytes split over `fork_join`'s parts (null: on this thread).
+  void CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
+                ForkJoin* fork_join);
+  // Queues the scatter of prepared rows [first_row, first_row +
+  // slots.size()) to `slots` (< 0: skip).
+  Status Scatter(DeviceTier& tier, std::span<const int64_t> slots, size_t first_row = 0);
+};
+
+// What a vector writer keeps between appends, so that an append allocates
+// nothing once these have grown. Used only by the writer's calls.
+struct VectorScratch {
+  std::vector<StepReservation> reserved;  // per environment
+  std::vector<int64_t> dest;              // its step's hot-tier slot; -1: none
+  std::vector<const std::byte*> columns;  // a chunk's rows, per column
+  std::vector<ConstTensor> tensors;       // the same, for the scatter
+  // Each environment's block address, for a copy outside the table's mutex.
+  std::vector<std::byte*> blocks;
+  // The copies of a step with fewer rows than the writer has parts, whose
+  // bytes the parts split (CopyRanges).
+  std::vector<CopyRange> ranges;
+  // A device table fed from host memory: a chunk's rows, copied into
+  // pinned host memory (TableImpl::StageVectorRows) that one scatter kernel
+  // reads over the bus into their blocks.
+  StagedRows device_rows;
+  // New items, for the selector. SharedPublishLocked's parts write theirs
+  // in place and it only grows it (resizing it to each call's count would
+  // have the caller write every element before the parts do); the serial
+  // publish appends to it. A writer uses one of the two, never both.
+  std::vector<index::ItemRef> items;
+  // With more than one part (WriterOptions::threads): the threads that
+  // share the per-environment passes, and each part's tallies.
+  std::unique_ptr<ForkJoin> fork_join;
+  struct alignas(64) PartTally {
+    size_t todo = 0;         // environments the shared pass left to the caller
+    int64_t items = 0;       // items the part's environments complete
+    int64_t first_item = 0;  // the index of its first among the call's items
+    int64_t published = 0;
+    int64_t draws = 0;
+    double max_priority = 0;
+  };
+  std::vector<PartTally> parts;
+  // parts[p].items holds the items of part p's share of the whole vector
+  // (environments whose step completes one and that hold a reservation):
+  // SharedFastReserveLocked counted them when it reserved every environment.
+  // Cleared when an environment loses its reservation after that
+  // (TableImpl::DropVectorStepLocked).
+  bool items_tallied = false;
+};
+
+// One window of a sample or lookup: its trajectory (kept alive) and steps.
+struct Window {
+  std::shared_ptr<Trajectory> trajectory;
+  int64_t start = 0;
+  int64_t real = 0;  // real steps, 1..L
+  int64_t lane = 0;  // the environment, in a vector table
+};
+
+class TableImpl final : public Table, public std::enable_shared_from_this<TableImpl> {
+ public:
+  // Writes a changed spec to the catalog. Called without the table's mutex.
+  using PersistSpecFn = std::function<Status(const TableSpec&)>;
+
+  // REQUIRES: spec.Validate().ok(). NotSupported when the spec's
+  // placement or priority_device needs a GPU that cannot be used.
+  static Result<std::shared_ptr<TableImpl>> Create(const TableSpec& spec, PersistSpecFn persist);
+
+  // Use Create. `device` is the selector when it is a DeviceSelector;
+  // `tier` is set when a GPU can address the blocks or draws the items.
+  TableImpl(const TableSpec& spec, PersistSpecFn persist,
+            std::unique_ptr<index::Selector> selector, DeviceSelector* device,
+            BlockMemory memory, std::unique_ptr<DeviceTier> tier);
+  ~TableImpl() override;
+
+  TableSpec spec() const override;
+  const std::string& name() const override { return name_; }
+  Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options) override;
+  Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t num_envs,
+                                                        const WriterOptions& options) override;
+  using Table::Sample;
+  Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override;
+  Status UpdatePriorities(std::span<const ItemKey> keys, std::span<const double> priorities,
+                          PriorityUpdateResult* result) override;
+  Status Lookup(std::span<const ItemKey> keys, SampleBatch* out) override;
+  Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
+                        const DeviceSampleOutput& out, void* stream) override;
+  Status LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
+                        void* stream) override;
+  Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(
+      const DeviceSamplerOptions& options) override;
+  Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
+                                    void* stream) override;
+  Status SetRateLimiter(const RateLimiterSpec& spec) override;
+  TableInfo Info() const override;
+  void Close() override { CloseWithReason("closed"); }
+
+  // Closes the table; later calls fail with "table 'x' is <reason>".
+  void CloseWithReason(const std::string& reason);
+
+  // ---- durability (engine/table/table_durability.cc) ----
+
+  // Logs every change to `log` as table `id` from now on; null stops
+  // logging (while the log is replayed, and once the DB closes). A table
+  // whose TableSpec::logging says no (TableLogging) keeps no log whatever
+  // `log` is.
+  void SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id);
+  uint32_t id() const { return table_id_; }
+  // Makes log record `seq` (0: none) durable as the sync mode says; `wait`
+  // is WriterOptions::sync.
+  Status SyncLog(uint64_t seq, bool wait);
+  // Applies one logged change again. Idempotent against the checkpoint the
+  // log is replayed onto: steps and ends already there are skipped.
+  Status ReplayAppend(const wal::AppendStepsRecord& r);
+  Status ReplayEnd(const wal::EndTrajectoryRecord& r);
+  Status ReplayRemoveTrajectory(const wal::RemoveTrajectoryRecord& r);
+  Status ReplayRemoveItems(const wal::RemoveItemsRecord& r);
+  Status ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r);
+  // Ends, as truncated, every trajectory still open after recovery (no
+  // writer can continue it), creating its tail-padded items, and drops what
+  // replay kept (replay_rows_). Returns how many it ended.
+  int64_t EndOpenTrajectories();
+  // Adds what changed since the last checkpoint to `batch`: new steps,
+  // dirty trajectories' metadata, removed trajectories, the counters.
+  // Runs beside writers and samplers (holds the table's mutex only to take
+  // the snapshot). Call CheckpointDone with the outcome.
+  Status CollectCheckpoint(ColdStore::Batch* batch);
+  void CheckpointDone(bool ok);
+  // Loads the table's checkpointed state. REQUIRES: the table is new and
+  // unused. Trajectories stored as cold, and any that do not fit, stay in
+  // the cold tier.
+  Status Restore(ColdStore& store, bool reset_limiter);
+
+  // ---- cold tier (engine/table/table_cold.cc) ----
+
+  // The store spilled trajectories go to and loads read from; starts the
+  // thread that spills and rotates. Call once, before Restore.
+  void SetColdStore(std::shared_ptr<ColdStore> store);
+  // Opened by DB::OpenReadOnly: writers, priority updates and spec changes
+  // fail; eviction and rotation drop trajectories to the cold index
+  // without writing (everything hot came from the store). Call before
+  // SetColdStore.
+  void SetReadOnly() { read_only_.store(true); }
+  Status Load(std::span<const uint64_t> trajectory_ids) override;
+  Status LoadRange(uint64_t first, uint64_t last) override;
+  std::vector<uint64_t> ColdTrajectories(uint64_t from, size_t limit) const override;
+  // Imports: stores `t` (its id kept, its steps in t.steps) straight into
+  // the cold tier of this new table; an open one is stored ended
+  // (truncated). InvalidArgument when the table already has its id.
+  // DB::Verify's part for this table (engine/table/table_verify.cc): checks the
+  // index under the lock, compares each hot trajectory's stored steps with
+  // its blocks and reads every cold one through `store`, appending what is
+  // wrong to report->problems and counting what it read. Cancelled when
+  // *cancel becomes true. REQUIRES: no checkpoint runs meanwhile.
+  Status Verify(ColdStore& store, const std::atomic<bool>* cancel, Progress& progress,
+                VerifyReport* report);
+  Status ImportStored(StoredTrajectory& t);
+  // ListTrajectories, ReadTrajectory, ItemPriorities: engine/table/table_inspect.cc.
+  std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter& filter) const override;
+  Status ReadTrajectory(uint64_t id, int64_t first, int64_t count,
+                        TrajectorySteps* out) override;
+  Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override;
+  // Loads cold trajectories in id order while free blocks hold them.
+  Status FillHot();
+  // Reads one trajectory (metadata and steps) of table `table_id` in `store`.
+  static Status ReadStoredFrom(ColdStore& store, uint32_t table_id, size_t step_bytes,
+                               uint64_t id, StoredTrajectory* out);
+
+  // ---- used by the writers ----
+
+  const TableLayout& layout() const { return layout_; }
+  // Whether the hot tier's blocks are in device memory (the host cannot
+  // address them).
+  bool device_blocks() const { return !pool_.host_accessible(); }
+  // The columns of a stored step (a vector table's: [lanes, shape...]).
+  const std::vector<ColumnSpec>& columns() const { return columns_; }
+  // The columns of one item's step (the table spec's).
+  const std::vector<ColumnSpec>& item_columns() const { return item_columns_; }
+
+  // Checks that `tensors` match the schema: one per column, the column's
+  // dtype, shape [leading, column shape...] (or the column shape when
+  // leading < 0), and byte count. `what` names the call in messages.
+  Status ValidateTensors(std::span<const ConstTensor> tensors, int64_t leading,
+                         std::string_view what) const;
+
+  // InvalidArgument unless `priority` is finite and >= 0.
+  Status ValidatePriority(double priority, std::string_view what) const;
+
+  // Appends one step to slot's trajectory (starting one if needed), in a
+  // table whose blocks the host can address. Column c's bytes are read from
+  // column_base[c] + index * column_bytes[c]. `priority` (validated) may be
+  // null: the step then counts as max_priority_seen_.
+  // `*log_seq` (may be null) gets the step's log record (for SyncLog).
+  Status AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
+                    const double* priority, Deadline deadline, uint64_t* log_seq = nullptr);
+  // AppendStep for steps [0, n) of `column_base` into a table whose blocks
+  // are in device memory, batched: the rows are copied into `staged`
+  // (pinned host memory the writer keeps), StagedRows::kMaxBytes at a time
+  // and outside the mutex; each run of steps then reserved without waiting
+  // goes as one scatter kernel and one log record, and is published. A run
+  // ends before a step that would wait for the rate limiter or take a block
+  // from a full pool (which evicts or waits), so nothing waits while steps
+  // are reserved but not yet scattered. `priorities`: null or n validated
+  // values. On an error the steps before the failing one stay (*appended
+  // counts the stored steps) and the error names the failing step.
+  Status AppendStepsToDevice(WriterSlot& slot, const std::byte* const* column_base, int64_t n,
+                             const double* priorities, Deadline deadline, StagedRows* staged,
+                             uint64_t* log_seq, int64_t* appended);
+  // Ends slot's trajectory (see TrajectoryWriter::End).
+  Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
+                       uint64_t* log_seq = nullptr);
+  // EndTrajectory for slots[env] of every env in `envs` (each < slots.size()),
+  // under one hold of the mutex (VectorWriter::EndMany). One environment's
+  // error does not stop the others: the first is returned, naming the
+  // environment. `*log_seq` (may be null) gets the last log record.
+  Status EndTrajectories(std::span<WriterSlot> slots, std::span<const size_t> envs,
+                         EndReason reason, Deadline deadline, uint64_t* log_seq = nullptr);
+  // VectorWriter::Append and AppendFromDevice for `slots` (one per
+  // environment; steps and priorities validated, priorities empty or one per
+  // environment). One pass under the mutex: the rate limiter admits every
+  // environment's item at once when it can; environments are then walked in
+  // order (trajectories started, blocks taken, evicting as needed), the
+  // rows copied (host) or scattered by one kernel (device), logged as one
+  // record, and published. Where the rate limiter would make an environment
+  // wait, the environments before it are finished first (copied, logged,
+  // published and committed), so a waiting writer never holds back items
+  // that samplers need. Errors of one environment (a rate-limiter timeout,
+  // its trajectory evicted) do not stop the others: the first one is
+  // returned, naming the environment; a failed copy, scatter or log record
+  // fails the environments it carried and ends the call. `*log_seq` (may be
+  // null) gets the last log record.
+  Status AppendVectorStep(std::span<WriterSlot> slots, const VectorSteps& steps,
+                          std::span<const double> priorities, Deadline deadline,
+                          VectorScratch* scratch, uint64_t* log_seq = nullptr);
+
+ private:
+  Status CheckOpenLocked() const;
+  // Makes room for one more step of slot's trajectory: reserves the item
+  // the step completes with the rate limiter, starts the trajectory if
+  // needed, gives it a new block if needed. On error nothing is left behind.
+  // When the rate limiter does not admit the item at once and `may_wait`
+  // is false, sets *would_wait and returns OK having changed nothing.
+  // `*credit` (may be null): inserts already reserved with the rate
+  // limiter, of which the step's item takes one first.
+  Status ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
+                           Deadline deadline, StepReservation* r, bool may_wait = true,
+                           bool* would_wait = nullptr, int64_t* credit = nullptr);
+  // Publishes the reserved step (copied into place) with its priority,
+  // creating the item it completes. Returns whether it did: the caller
+  // commits that insert with the rate limiter.
+  bool PublishStepLocked(Trajectory& t, const StepReservation& r, const double* priority);
+  // Undoes reservation `r` of slot's step after a failure: the rate
+  // limiter's insert, and a trajectory the step would have started.
+  void AbandonStepLocked(WriterSlot& slot, const StepReservation& r);
+  // A vector append's environment loses the step it reserved: undoes the
+  // reservation, sets its *dest to -1, and clears scratch->items_tallied.
+  void DropVectorStepLocked(WriterSlot& slot, const StepReservation& r, int64_t* dest,
+                            VectorScratch* scratch);
+  // A vector append's common case for `slot`: an open trajectory whose last
+  // block has room for the step. Fills `r` and returns true, or returns
+  // false (ReserveStepLocked's work). Reserves nothing with the rate
+  // limiter: the caller counts r->completes_item. Changes nothing else, so
+  // the parts of a ForkJoin may call it for different slots.
+  bool FastReserveLocked(const WriterSlot& slot, StepReservation* r) const;
+  // FastReserveLocked for every environment of `slots`, split over
+  // scratch->fork_join's parts: scratch->dest gets each one's slot, or
+  // kReserveLater. Returns the items the reserved steps complete, and in
+  // *later the environments left to reserve.
+  int64_t SharedFastReserveLocked(std::span<WriterSlot> slots, VectorScratch* scratch,
+                                  size_t* later);
+  // The one-step items' publish of FinishVectorChunkLocked split over
+  // scratch->fork_join's parts. Returns the new items, in environment order
+  // (in scratch->items).
+  std::span<const index::ItemRef> SharedPublishLocked(std::span<WriterSlot> chunk,
+                                                      std::span<const int64_t> dest,
+                                                      std::span<const StepReservation> reserved,
+                                                      std::span<const double> priorities,
+                                                      VectorScratch* scratch);
+  // The publish's pieces, per environment (PublishVectorStepsLocked and
+  // SharedPublishLocked): asks for the SlotMeta of the step kPrefetchAhead
+  // after i (below end); gives step r of t its priority and t its length
+  // (*step: the step's index), returning the step's SlotMeta; makes the
+  // item of one step at `meta` (CreateItemLocked's work for L = 1).
+  void PrefetchMetaAhead(std::span<const int64_t> dest, std::span<const StepReservation> reserved,
+                         size_t i, size_t end) const;
+  SlotMeta& PublishStepLocked(Trajectory& t, const StepReservation& r, double priority,
+                              int64_t* step);
+  index::ItemRef NewOneStepItemLocked(Trajectory& t, SlotMeta& meta, int64_t step, int64_t slot,
+                                      uint64_t seq, double priority);
+  // FinishVectorChunkLocked's publish, one environment after another: each
+  // reserved step's priority, its length, and the item it completes (to
+  // *items, for the selector).
+  void PublishVectorStepsLocked(std::span<WriterSlot> chunk, std::span<const int64_t> dest,
+                                std::span<const StepReservation> reserved,
+                                std::span<const double> chunk_priorities, bool one_step_items,
+                                std::vector<index::ItemRef>* items);
+  // Copies host rows [first_row, first_row + count) of every column of
+  // `rows` into the writer's pinned rows (scratch->device_rows, split over
+  // its parts; first waiting for the scatter that read them last) and
+  // prepares them for a scatter on `device` (StagedRows). Needs no
+  // lock: it reads only the table's immutable layout.
+  Status StageVectorRows(int device, const VectorSteps& rows, size_t first_row, size_t count,
+                         VectorScratch* scratch) const;
+  // AppendVectorStep's work for environments [begin, end) of `slots`,
+  // reserved (scratch->dest[env] >= 0 for those that got room): copies or
+  // scatters, logs and publishes them. An environment that fails alone
+  // (evicted while its row was copied outside the lock) goes to
+  // *first_error if that is OK. Returns a copy's, scatter's or log's error
+  // (every environment of the chunk then fails).
+  Status FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock, std::span<WriterSlot> slots,
+                                 size_t begin, size_t end, const VectorSteps& steps,
+                                 std::span<const double> priorities, VectorScratch* scratch,
+                                 uint64_t* log_seq, Status* first_error);
+  // After a copy outside the lock: OK, or the error that undoes `r`.
+  Status CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& r);
+  // Returns blocks to the pool, or defers them while the GPU may still
+  // access them; clears `blocks`.
+  void ReleaseBlocksLocked(std::vector<int64_t>* blocks);
+  // Frees deferred blocks the GPU is done with; true if any were freed.
+  bool ReclaimDeferredLocked();
+  // Draws `batch` items for a sample: fills out's keys, probabilities,
+  // priorities, times_sampled and mask, and `windows`.
+  Status DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
+                    const SampleOptions& options, SampleBatch* out, std::vector<Window>* windows,
+                    int64_t* live_items);
+  // Resolves keys to windows for a lookup (fills keys, priorities,
+  // times_sampled, mask; probabilities 0).
+  Status LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
+                      std::vector<Window>* windows) const;
+  // Copies the windows' steps into out->columns. Called with the lock held;
+  // may release and retake it. Releases consumed trajectories.
+  Status GatherToHostLocked(std::unique_lock<std::mutex>& lock, std::vector<Window>& windows,
+                            SampleBatch* out);
+  // The hot-tier slot where window w starts.
+  int64_t SlotOf(const Window& w) const;
+  // The window's slot as the device tier sees it (DeviceTier::TierSlot).
+  // REQUIRES: tier_
+  int64_t TierSlotOf(const Window& w) const;
+  // The hot-tier slot of t's step `start`. REQUIRES: the step has a block.
+  int64_t SlotOf(const Trajectory& t, int64_t start) const {
+    const int64_t bs = layout_.block_steps;
+    return t.blocks[static_cast<size_t>(start / bs)] * bs + start % bs;
+  }
+  // Item `start` of t (REQUIRES: start < t.items_created, t holds its
+  // blocks) and the priority of step `step` (REQUIRES: step < t.length).
+  ItemState& ItemAt(const Trajectory& t, int64_t start) { return Meta(SlotOf(t, start)).item; }
+  const ItemState& ItemAt(const Trajectory& t, int64_t start) const {
+    return Meta(SlotOf(t, start)).item;
+  }
+  double StepPriorityAt(const Trajectory& t, int64_t step) const {
+    return Meta(SlotOf(t, step)).step_priority;
+  }
+  // The SlotMeta of step `step` of block `block`, or of a hot-tier slot.
+  // slot_meta_ is laid out in tiles of kMetaTileBlocks blocks, step-major
+  // inside a tile: the same step of neighbouring blocks is adjacent, so a
+  // vector append to environments whose blocks neighbour each other (blocks
+  // handed out together) writes runs of entries, not one line each.
+  static constexpr int64_t kMetaTileBlocks = 64;
+  size_t MetaIndex(int64_t block, int64_t step) const {
+    return static_cast<size_t>((block / kMetaTileBlocks) * kMetaTileBlocks * layout_.block_steps +
+                               step * kMetaTileBlocks + block % kMetaTileBlocks);
+  }
+  SlotMeta& Meta(int64_t slot) {
+    return slot_meta_[MetaIndex(slot / layout_.block_steps, slot % layout_.block_steps)];
+  }
+  const SlotMeta& Meta(int64_t slot) const {
+    return slot_meta_[MetaIndex(slot / layout_.block_steps, slot % layout_.block_steps)];
+  }
+  // t's step priorities and items (with whether each is live) as a stored
+  // trajectory's (no steps). REQUIRES: t holds its blocks.
+  void StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) const;
+  Status NeedTierLocked(std::string_view what) const;
+  // InvalidArgument naming `what` in a vector table (lanes_ > 1), whose
+  // items have no priorities of their own.
+  Status NoVectorPriorities(std::string_view what) const;
+  // `s`, an error of a vector writer's slot `env`, naming the environment
+  // (not in a vector table, whose one slot is every environment).
+  Status EnvironmentError(const Status& s, size_t env) const;
+  Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
+  Status EvictedError(const Trajectory& t) const;
+  // Gives `t` a new block, evicting or waiting for pinned blocks as needed.
+  Status AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, Deadline deadline);
+  // Appends pool block `block` (just allocated) to t's blocks.
+  void TakeBlockLocked(Trajectory& t, int64_t block);
+  // The trajectory to evict for `requester`, or null.
+  std::shared_ptr<Trajectory> PickVictimLocked(const Trajectory& requester) const;
+  // Takes `t` out of the hot tier: its items leave the selector; its blocks
+  // return to the pool now, or when its last pin goes.
+  void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
+  void UnpinLocked(Trajectory& t);
+  // Creates t's next item (at start t.items_created, whose hot-tier slot is
+  // `slot`, or -1 to look it up). With `selector_batch`, its ItemRef is
+  // appended there for the caller to insert into the selector (in order).
+  void CreateItemLocked(Trajectory& t, int64_t slot = -1,
+                        std::vector<index::ItemRef>* selector_batch = nullptr);
+  // Makes item `start` of `t` (already at ItemAt(t, start); slot as for
+  // CreateItemLocked) live: counts, the device tier's item index, the
+  // selector (or `selector_batch`).
+  void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item, int64_t slot = -1,
+                         std::vector<index::ItemRef>* selector_batch = nullptr);
+  // Takes t's live items out of the selector one by one (RemoveMany),
+  // giving back their draws (sample_budget_); returns how many.
+  int64_t RemoveItemsOneByOneLocked(Trajectory& t);
+  // Takes live item `start` of `t` out (sampled max_times_sampled times):
+  // the selector, counts, the rate limiter, the trajectory's rank.
+  void DropItemLocked(Trajectory& t, int64_t start, const ItemState& item);
+  // The priority of a new item at `start` (hot-tier slot `slot`), from its
+  // window's step priorities.
+  double NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const;
+  // kLowestPriority bookkeeping: (re)places an ended trajectory among the
+  // eviction candidates by its best live item, or takes it out.
+  void RankLocked(Trajectory& t);
+  void UnrankLocked(Trajectory& t);
+  bool ItemLive(const ItemState& item) const {
+    return max_times_sampled_ == 0 || item.times_sampled < max_times_sampled_;
+  }
+  // The draws a live item still allows when max_times_sampled > 0: none for
+  // an item the selector cannot draw (priority 0 under kPrioritized).
+  int64_t DrawsLeft(const ItemState& item) const {
+    if (max_times_sampled_ == 0 || (prioritized_ && item.priority == 0)) return 0;
+    return max_times_sampled_ - item.times_sampled;
+  }
+  // Removes an ended trajectory all of whose items were sampled away.
+  void MaybeReleaseConsumedLocked(Trajectory& t);
+  Status ResetWriterIfEndedLocked(WriterSlot& slot);
+  // EndTrajectory's work, the mutex held (and released while padding items
+  // wait for the rate limiter).
+  Status EndTrajectoryLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot, EndReason reason,
+                             Deadline deadline, uint64_t* log_seq);
+  Status CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const;
+  Status NeedDeviceLocked() const;
+  // Draws `batch` keys on the device into the table's own buffers and copies
+  // them (with probabilities) to the host. REQUIRES: device_
+  Status DrawOnDeviceLocked(int64_t batch, const SampleOptions& options,
+                            std::vector<index::Selection>* draws);
+
+  // ---- cold tier (engine/table/table_cold.cc) ----
+  struct ColdEntry {
+    int64_t length = 0;
+    bool spilling = false;  // queued or being written; its blocks are held
+    // As ListTrajectories shows it (a spilled trajectory is ended).
+    bool ended = true;
+    EndReason end_reason = EndReason::kTruncated;
+    int64_t live_items = 0;  // live once loaded
+  };
+  // The cold index entry of `t` (leaving the hot tier, or imported).
+  ColdEntry ColdEntryOf(const Trajectory& t, bool spilling) const;
+  // The cold index entry of a trajectory read from the store.
+  ColdEntry ColdEntryOf(const StoredTrajectory& stored) const;
+  // A trajectory evicted with spill on, to be written to the cold store.
+  struct SpillJob {
+    std::shared_ptr<Trajectory> t;
+    std::vector<std::byte*> blocks;  // its block addresses
+    std::string meta;                // TrajectoryMeta as of the eviction (cold)
+    bool pinned = false;             // holds t's blocks until written
+  };
+  // Queues `t`, which is leaving the hot tier by eviction, for spilling.
+  void SpillLocked(Trajectory& t);
+  // The thread: spills queued trajectories, runs due rotations.
+  void ColdLoop();
+  // Writes the front job's meta and unstored steps; called with `lock` held,
+  // releases it while writing.
+  void RunSpillLocked(std::unique_lock<std::mutex>& lock);
+  // Takes rotation_fraction of the hot tier out and as many cold
+  // trajectories in.
+  void RotateLocked(std::unique_lock<std::mutex>& lock);
+  // Loads cold `ids` (already checked) one by one.
+  Status LoadIds(std::span<const uint64_t> ids);
+  // Loads one cold trajectory; OK without doing anything if it is hot.
+  // `evict`: as in AddBlocksLocked.
+  Status LoadOne(uint64_t id, bool evict);
+  // Reads trajectory `id`'s metadata, and its steps when `steps`, verified.
+  Status ReadStored(ColdStore& store, uint64_t id, bool steps, StoredTrajectory* out) const;
+  // Gives `t` (not yet in trajectories_) blocks for `length` steps: with
+  // `evict`, as a writer gets them (evicting, waiting); otherwise only free
+  // ones (ResourceExhausted when there are too few; t keeps none).
+  Status AddBlocksLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, int64_t length,
+                         bool evict);
+  // Publishes a stored trajectory whose steps are in `tp`'s blocks; `loaded`:
+  // by Load or rotation (counted, an insert for the rate limiter), not by
+  // Restore.
+  void InstallLocked(const std::shared_ptr<Trajectory>& tp, StoredTrajectory& stored,
+                     bool loaded);
+  // Parses a TrajectoryMeta value into `out` (no steps); Corruption naming
+  // `where` when it does not verify.
+  static Status ParseMeta(std::string_view bytes, uint64_t id, const std::string& where,
+                          StoredTrajectory* out);
+  // Calls fn(first, count, steps) with each of trajectory `id`'s step chunks
+  // (table `table_id`, steps of `step_bytes`, step-major) in order, checking
+  // they tile [0, length); Corruption naming `where` when not. `steps`
+  // points into RocksDB's block and lives only for the call.
+  using ChunkVisitor = std::function<Status(int64_t first, int64_t count, const std::byte* steps)>;
+  static Status ForEachStoredChunk(ColdStore& store, uint32_t table_id, uint64_t id,
+                                   int64_t length, size_t step_bytes, const std::string& where,
+                                   const ChunkVisitor& fn);
+  // Reads out->id's step chunks into out->steps (ForEachStoredChunk).
+  static Status ReadChunks(ColdStore& store, uint32_t table_id, size_t step_bytes,
+                           const std::string& where, StoredTrajectory* out);
+  // Writes stored.id's step chunks of this table straight into `blocks`
+  // (sized for stored.length), with no intermediate copy.
+  Status ReadChunksInto(ColdStore& store, const StoredTrajectory& stored,
+                        std::span<std::byte* const> blocks, const std::string& where) const;
+  // "cold store DIR: table 'NAME' (id N) trajectory ID", for messages.
+  std::string StoredWhere(const ColdStore& store, uint64_t id) const;
+  // Copies step-major `steps` [from, to) into blocks (ReadSteps' inverse).
+  Status WriteSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                    const std::byte* steps) const;
+  // Counts n items sampled towards the next rotation.
+  void NoteSampledLocked(int64_t n) {
+    if (rotation_every_samples_ == 0) return;
+    samples_since_rotation_ += n;
+    if (samples_since_rotation_ >= rotation_every_samples_) {
+      samples_since_rotation_ = 0;
+      rotation_due_ = true;
+      cold_cv_.notify_all();
+    }
+  }
+  // Cold trajectories among `ids` loaded before a replayed record uses them.
+  Status LoadForReplay(std::vector<uint64_t> ids);
+  // TrajectoryMeta of `t` into `fbb`. REQUIRES: t holds its blocks.
+  void BuildMetaLocked(const Trajectory& t, bool cold, flatbuffers::FlatBufferBuilder* fbb) const;
+  // TrajectoryMeta of `stored` (its live flags as given) into `fbb`.
+  static void BuildMeta(const StoredTrajectory& stored, bool cold,
+                        flatbuffers::FlatBufferBuilder* fbb);
+  // Blocks the hot tier needs for a trajectory of `length` steps.
+  int64_t BlocksFor(int64_t length) const {
+    return (length + layout_.block_steps - 1) / layout_.block_steps;
+  }
+
+  std::shared_ptr<ColdStore> cold_store_;
+  std::atomic<bool> read_only_{false};
+  // FailedPrecondition naming `what` when the table is read-only.
+  Status CheckWritable(std::string_view what) const;
+  std::map<uint64_t, ColdEntry> cold_;  // guarded by mu_
+  int64_t cold_steps_ = 0;
+  std::deque<SpillJob> spill_queue_;
+  bool spill_running_ = false;   // the front job is being written
+  bool checkpointing_ = false;   // between CollectCheckpoint and CheckpointDone
+  bool rotation_due_ = false;
+  int64_t samples_since_rotation_ = 0;
+  uint64_t rotation_cursor_ = 0;  // the last trajectory id rotation loaded
+  std::set<uint64_t> loading_;    // ids a Load is bringing in
+  std::string spill_error_;       // the last failed spill's error, "" after a success
+  uint64_t next_hot_seq_ = 1;
+  int64_t spilled_trajectories_ = 0;
+  int64_t spilled_bytes_ = 0;
+  int64_t loaded_trajectories_ = 0;
+  int64_t rotations_ = 0;
+  std::condition_variable cold_cv_;  // spill queue, rotation, loads
+  bool cold_stop_ = false;
+  std::thread cold_thread_;
+
+  // ---- durability ----
+  // Appends the record in record_ to log_; 0 when not logging.
+  Result<uint64_t> LogLocked(wal::RecordType type);
+  // Logs `count` steps of t from host memory (one record), as its steps
+  // t.length on: column c's rows index.. at column_base[c] + row * column
+  // bytes; `priorities` null or one per step.
+  Result<uint64_t> LogStepsLocked(const Trajectory& t, const std::byte* const* column_base,
+                                  int64_t index, int64_t count, const double* priorities);
+  // Logs keys and their new priorities (one record) and syncs it, after
+  // releasing `lock`.
+  Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
+                             std::span<const double> priorities);
+  // Logs the vector steps of the environments with dest >= 0 (one record);
+  // `slots`, `dest`, `columns` and `priorities` (empty or one per
+  // environment) cover the same environments. Device rows are copied to the
+  // host first.
+  Result<uint64_t> LogVectorStepsLocked(std::span<WriterSlot> slots, std::span<const int64_t> dest,
+                                        const VectorSteps& steps,
+                                        std::span<const double> priorities);
+  // The hot-tier slot of t's next step, giving t a new block if needed.
+  Result<int64_t> NextSlotLocked(Trajectory& t);
+  // Copies one step (step-major bytes) into t's next position in blocks the
+  // host can address, giving t a new block if needed; does not publish it.
+  Status CopyStepInLocked(Trajectory& t, const std::byte* step);
+  // Appends one step (replay): copy, publish, item.
+  Status PutStepLocked(Trajectory& t, const std::byte* step, const double* priority);
+  // PutStepLocked after the copy: publish, item.
+  void PublishPutStepLocked(Trajectory& t, const double* priority);
+  // Replay into device blocks (ReplayAppend): record rows `rows` of `r`
+  // (step-major) to slots `slots`, staged in replay_rows_ and scattered
+  // together. Empties both.
+  Status FlushReplayRowsLocked(const wal::AppendStepsRecord& r, std::vector<size_t>* rows,
+                               std::vector<int64_t>* slots);
+  void MarkEndedLocked(Trajectory& t, EndReason reason);
+  // Copies steps [from, to) of a trajectory whose blocks are at `blocks`
+  // (its block addresses, taken under the lock; the trajectory pinned) to
+  // `out`, step-major (the WAL's layout). Called without the lock.
+  Status ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                   std::string* out) const;
+
+  std::shared_ptr<wal::LogWriter> log_;  // guarded by mu_
+  // log_'s WalSyncMode as an int, -1 without a log: read by SyncLog without mu_.
+  std::atomic<int> log_sync_{-1};
+  uint32_t table_id_ = 0;
+  wal::RecordBuilder record_;      // guarded by mu_
+  // LogStepsLocked's lists for record_, kept between calls. Guarded by mu_.
+  std::vector<uint64_t> log_ids_;
+  std::vector<int64_t> log_steps_;
+  std::vector<double> log_priorities_;
+  // Pinned host memory that device vector steps are copied into for the
+  // log (LogVectorStepsLocked); grows as needed. Guarded by mu_.
+  PinnedBuffer log_staging_;
+  // Replay into device blocks: staged rows (FlushReplayRowsLocked); made
+  // on first use, dropped once replay is over (EndOpenTrajectories).
+  // Guarded by mu_.
+  std::unique_ptr<StagedRows> replay_rows_;
+  // Trajectories that may be in the cold store and left the table since
+  // the last checkpoint.
+  std::vector<uint64_t> removed_since_checkpoint_;
+  // A checkpoint in progress: what it took, to undo on failure.
+  struct CheckpointTicket {
+    std::vector<std::pair<std::shared_ptr<Trajectory>, int64_t>> persisted;  // (t, new steps)
+    std::vector<std::shared_ptr<Trajectory>> cleaned;  // dirty flags cleared
+    std::vector<uint64_t> removed;
+  };
+  CheckpointTicket ticket_;  // guarded by mu_
+
+  const std::string name_;
+  // What a step stores: the spec's columns, or [lanes, shape...] each in a
+  // vector table (StoredColumns).
+  const std::vector<ColumnSpec> columns_;
+  // What an item holds per step: the spec's columns.
+  const std::vector<ColumnSpec> item_columns_;
+  // TableSpec::lanes: 1, or the environments of a vector table, whose
+  // selector holds one entry per stored step (the item of environment 0,
+  // whose key stands for the step) and whose draws add the environment.
+  const int64_t lanes_;
+  const TableLayout layout_;
+  const int64_t sequence_length_;
+  const Padding padding_;
+  const uint32_t max_times_sampled_;
+  const StepPriority step_priority_;
+  const bool prioritized_;
+  const EvictionPolicy eviction_;
+  // A uniform table drawing on the device: the host's UniformSelector
+  // mirrors its dense array of live slots into the tier, and SampleToDevice
+  // draws inside the gather kernel.
+  const bool uniform_draws_;
+  // TableSpec::spill, rotation_fraction, rotation_every_samples.
+  const bool spill_;
+  const double rotation_fraction_;
+  const int64_t rotation_every_samples_;
+
+  // Serialises SetRateLimiter (persist, then apply) against Close.
+  std::mutex spec_mu_;
+  PersistSpecFn persist_;  // guarded by spec_mu_; cleared on close
+
+  mutable std::mutex mu_;
+  TableSpec spec_;  // guarded by mu_ (the rate limiter may change)
+  std::condition_variable blocks_cv_;  // pinned blocks went back to the pool
+  BlockPool pool_;
+  // Set when a GPU can address the blocks or draws the items.
+  std::unique_ptr<DeviceTier> tier_;
+  int64_t blocks_seen_ = 0;  // pool ids whose address the tier has
+  // Blocks of removed trajectories the GPU may still access, with the access
+  // epoch they wait for (see DeviceTier).
+  std::deque<std::pair<uint64_t, std::vector<int64_t>>> deferred_;
+  RateLimiter limiter_;
+  std::unique_ptr<index::Selector> selector_;
+  // Set when priorities live on a GPU: selector_ is this DeviceSelector.
+  DeviceSelector* const device_;
+  // The host-side Sample of a device table draws into these (on the tier's
+  // stream).
+  DeviceBuffer device_keys_;
+  DeviceBuffer device_probabilities_;
+  int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice
+  Random rng_;
+  // RemoveTrajectoryLocked's items for the selector (kept for its capacity).
+  std::vector<index::ItemRef> removing_;
+  // By hot-tier slot (MetaIndex), for the tiles of blocks handed out so far
+  // (grown as the pool hands out new ones, TakeBlockLocked). Huge pages: an
+  // append touches one entry per environment, each in its own block.
+  std::vector<SlotMeta, HugePageAllocator<SlotMeta>> slot_meta_;
+  // Trajectories in the hot tier by id.
+  std::map<uint64_t, std::shared_ptr<Trajectory>> trajectories_;
+  // The ended ones among them as (hot_seq, id): the longest in the tier first.
+  std::set<std::pair<uint64_t, uint64_t>> ended_ids_;
+  // kLowestPriority: ended trajectories by (best live priority, id).
+  std::set<std::pair<double, uint64_t>> ranked_;
+  double max_priority_seen_ = 1.0;
+  int64_t priority_updates_ = 0;
+  int64_t priority_updates_skipped_ = 0;
+  uint64_t next_trajectory_id_ = 1;
+  uint64_t next_item_seq_ = 1;
+  int64_t num_steps_ = 0;
+  int64_t num_items_ = 0;
+  // Blocks of removed trajectories not yet back in the pool: pinned by host
+  // copies, or deferred for the GPU.
+  int64_t pending_free_blocks_ = 0;
+  // Sum of DrawsLeft over live items: a batch of B is served only when it
+  // is >= B, so no draw can find the selector without mass.
+  int64_t sample_budget_ = 0;
+  int64_t steps_inserted_ = 0;
+  int64_t items_inserted_ = 0;
+  int64_t items_sampled_ = 0;
+  int64_t items_removed_ = 0;
+  int64_t evicted_trajectories_ = 0;
+  int64_t evicted_items_ = 0;
+  bool closed_ = false;
+  std::string closed_reason_;
+};
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_TABLE_TABLE_IMPL_H_

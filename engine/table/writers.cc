@@ -1,0 +1,262 @@
+#include "engine/table/writers.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace replaydb::engine {
+namespace {
+
+// InvalidArgument naming `env` when it is not one of a vector writer's
+// `num_envs` environments; `what` (may be empty) names the call.
+Status CheckWriterEnv(const TableImpl& table, size_t env, size_t num_envs, std::string_view what) {
+  if (env < num_envs) return Status::OK();
+  return Status::InvalidArgument(
+      "table '" + table.name() + "': " + (what.empty() ? "" : std::string(what) + ": ") +
+      "environment " + std::to_string(env) + " is out of range; the vector writer has " +
+      std::to_string(num_envs) + " environments");
+}
+
+void SetBases(std::span<const ConstTensor> tensors, std::vector<const std::byte*>* bases) {
+  bases->resize(tensors.size());
+  for (size_t c = 0; c < tensors.size(); ++c) {
+    (*bases)[c] = static_cast<const std::byte*>(tensors[c].data);
+  }
+}
+
+// `priorities` must be empty or hold n valid values.
+Status ValidatePriorities(const TableImpl& table, std::span<const double> priorities, int64_t n,
+                          std::string_view what) {
+  if (priorities.empty()) return Status::OK();
+  if (static_cast<int64_t>(priorities.size()) != n) {
+    return Status::InvalidArgument("table '" + table.name() + "': " + std::string(what) + " has " +
+                                   std::to_string(n) + " steps but " +
+                                   std::to_string(priorities.size()) + " priorities");
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    REPLAYDB_RETURN_IF_ERROR(table.ValidatePriority(priorities[i], std::string(what) + " step " +
+                                                                       std::to_string(i)));
+  }
+  return Status::OK();
+}
+
+int64_t LeadingDim(std::span<const ConstTensor> tensors) {
+  return tensors.empty() || tensors[0].shape.rank() == 0 ? 0 : tensors[0].shape.dim(0);
+}
+
+}  // namespace
+
+TrajectoryWriterImpl::TrajectoryWriterImpl(std::shared_ptr<TableImpl> table,
+                                           const WriterOptions& options)
+    : table_(std::move(table)), options_(options) {}
+
+TrajectoryWriterImpl::~TrajectoryWriterImpl() {
+  // Best effort: nobody is left to report an error to.
+  uint64_t seq = 0;
+  (void)table_->EndTrajectory(slot_, EndReason::kTruncated, Clock::now(), &seq);
+  (void)table_->SyncLog(seq, /*wait=*/false);
+}
+
+Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step,
+                                    std::optional<double> priority) {
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(step, -1, "step"));
+  if (priority) REPLAYDB_RETURN_IF_ERROR(table_->ValidatePriority(*priority, "step"));
+  SetBases(step, &bases_);
+  uint64_t seq = 0;
+  const double* p = priority ? &*priority : nullptr;
+  const Deadline deadline = DeadlineAfter(options_.timeout);
+  if (table_->device_blocks()) {
+    int64_t appended = 0;
+    REPLAYDB_RETURN_IF_ERROR(table_->AppendStepsToDevice(slot_, bases_.data(), 1, p, deadline,
+                                                         Staged(), &seq, &appended));
+  } else {
+    REPLAYDB_RETURN_IF_ERROR(table_->AppendStep(slot_, bases_.data(), 0, p, deadline, &seq));
+  }
+  return table_->SyncLog(seq, options_.sync);
+}
+
+StagedRows* TrajectoryWriterImpl::Staged() {
+  std::unique_ptr<StagedRows>& staged = staged_[staged_turn_];
+  staged_turn_ ^= 1;
+  if (staged == nullptr) staged = std::make_unique<StagedRows>();
+  return staged.get();
+}
+
+Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
+                                        std::span<const double> priorities) {
+  const int64_t n = LeadingDim(steps);
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "AppendMany"));
+  REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "AppendMany"));
+  SetBases(steps, &bases_);
+  const Deadline deadline = DeadlineAfter(options_.timeout);
+  uint64_t seq = 0;
+  // The steps before a failing one are acknowledged: make them durable too.
+  const auto failed = [&](const Status& s, int64_t i) {
+    (void)table_->SyncLog(seq, options_.sync);
+    return s.WithContext("AppendMany step " + std::to_string(i) + " of " + std::to_string(n));
+  };
+  if (table_->device_blocks()) {
+    int64_t appended = 0;
+    Status s = table_->AppendStepsToDevice(slot_, bases_.data(), n,
+                                           priorities.empty() ? nullptr : priorities.data(),
+                                           deadline, Staged(), &seq, &appended);
+    if (!s.ok()) return failed(s, appended);
+    return table_->SyncLog(seq, options_.sync);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const double* priority = priorities.empty() ? nullptr : &priorities[i];
+    Status s = table_->AppendStep(slot_, bases_.data(), i, priority, deadline, &seq);
+    if (!s.ok()) return failed(s, i);
+  }
+  return table_->SyncLog(seq, options_.sync);
+}
+
+Status TrajectoryWriterImpl::End(EndReason reason) {
+  uint64_t seq = 0;
+  REPLAYDB_RETURN_IF_ERROR(
+      table_->EndTrajectory(slot_, reason, DeadlineAfter(options_.timeout), &seq));
+  return table_->SyncLog(seq, options_.sync);
+}
+
+uint64_t TrajectoryWriterImpl::trajectory_id() const {
+  return slot_.trajectory ? slot_.trajectory->id : 0;
+}
+
+int64_t TrajectoryWriterImpl::num_steps() const {
+  return slot_.trajectory ? slot_.trajectory->length : 0;
+}
+
+VectorWriterImpl::VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_envs,
+                                   const WriterOptions& options)
+    : table_(std::move(table)), options_(options), slots_(num_envs) {
+  const int parts = WriterParts(options.threads, num_envs);
+  // Never more parts than environments.
+  const int used = static_cast<int>(std::min<size_t>(static_cast<size_t>(parts), num_envs));
+  if (used > 1) scratch_.fork_join = std::make_unique<ForkJoin>(used);
+}
+
+VectorWriterImpl::~VectorWriterImpl() {
+  std::vector<size_t> envs(slots_.size());
+  std::iota(envs.begin(), envs.end(), size_t{0});
+  uint64_t seq = 0;
+  (void)table_->EndTrajectories(slots_, envs, EndReason::kTruncated, Clock::now(), &seq);
+  (void)table_->SyncLog(seq, /*wait=*/false);
+}
+
+Status VectorWriterImpl::Append(std::span<const ConstTensor> steps,
+                                std::span<const double> priorities) {
+  const int64_t n = static_cast<int64_t>(slots_.size());
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "vector step"));
+  REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "vector step"));
+  SetBases(steps, &bases_);
+  uint64_t seq = 0;
+  Status s = table_->AppendVectorStep(slots_, VectorSteps{bases_, /*device=*/false, nullptr},
+                                      priorities, DeadlineAfter(options_.timeout), &scratch_,
+                                      &seq);
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return s.ok() ? synced : s;
+}
+
+Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                                          std::span<const double> priorities) {
+  const int64_t n = static_cast<int64_t>(slots_.size());
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "device vector step"));
+  REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "device vector step"));
+  SetBases(steps, &bases_);
+  uint64_t seq = 0;
+  Status s = table_->AppendVectorStep(slots_, VectorSteps{bases_, /*device=*/true, stream},
+                                      priorities, DeadlineAfter(options_.timeout), &scratch_,
+                                      &seq);
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return s.ok() ? synced : s;
+}
+
+Status VectorWriterImpl::End(size_t env, EndReason reason) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, slots_.size(), {}));
+  uint64_t seq = 0;
+  REPLAYDB_RETURN_IF_ERROR(
+      table_->EndTrajectory(slots_[env], reason, DeadlineAfter(options_.timeout), &seq));
+  return table_->SyncLog(seq, options_.sync);
+}
+
+Status VectorWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason) {
+  for (const size_t env : envs) {
+    REPLAYDB_RETURN_IF_ERROR(
+        CheckWriterEnv(*table_, env, slots_.size(), {}).WithContext("EndMany"));
+  }
+  uint64_t seq = 0;
+  Status s = table_->EndTrajectories(slots_, envs, reason, DeadlineAfter(options_.timeout), &seq);
+  // What was logged is synced even when an environment failed.
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return s.ok() ? synced : s;
+}
+
+uint64_t VectorWriterImpl::trajectory_id(size_t env) const {
+  return env < slots_.size() && slots_[env].trajectory ? slots_[env].trajectory->id : 0;
+}
+
+LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
+                               const WriterOptions& options)
+    : table_(std::move(table)), options_(options), lanes_(lanes) {
+  // One stored step per call: the parts split the copy of its bytes.
+  const int parts = WriterParts(options.threads, lanes);
+  if (parts > 1) scratch_.fork_join = std::make_unique<ForkJoin>(parts);
+}
+
+LaneWriterImpl::~LaneWriterImpl() {
+  uint64_t seq = 0;
+  (void)table_->EndTrajectory(slot_, EndReason::kTruncated, Clock::now(), &seq);
+  (void)table_->SyncLog(seq, /*wait=*/false);
+}
+
+Status LaneWriterImpl::AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,
+                                  std::span<const double> priorities, std::string_view what) {
+  // The stored columns are [lanes, shape...]: one tensor per column of
+  // exactly that shape.
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, -1, what));
+  if (!priorities.empty()) {
+    return Status::InvalidArgument("table '" + table_->name() + "': " + std::string(what) +
+                                   ": a vector table keeps no per-environment priorities "
+                                   "(its selector is uniform); pass none");
+  }
+  SetBases(steps, &bases_);
+  uint64_t seq = 0;
+  Status s = table_->AppendVectorStep(std::span<WriterSlot>(&slot_, 1),
+                                      VectorSteps{bases_, device, stream}, priorities,
+                                      DeadlineAfter(options_.timeout), &scratch_, &seq);
+  // A full segment ends, so that eviction can take it and keys stay below
+  // kMaxTrajectorySteps.
+  if (s.ok() && slot_.trajectory != nullptr &&
+      slot_.trajectory->length >= table_->layout().block_steps) {
+    s = table_->EndTrajectory(slot_, EndReason::kTruncated, DeadlineAfter(options_.timeout), &seq);
+  }
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return s.ok() ? synced : s;
+}
+
+Status LaneWriterImpl::Append(std::span<const ConstTensor> steps,
+                              std::span<const double> priorities) {
+  return AppendStep(steps, /*device=*/false, nullptr, priorities, "vector step");
+}
+
+Status LaneWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                                        std::span<const double> priorities) {
+  return AppendStep(steps, /*device=*/true, stream, priorities, "device vector step");
+}
+
+Status LaneWriterImpl::End(size_t env, EndReason /*reason*/) {
+  return CheckWriterEnv(*table_, env, lanes_, "End");
+}
+
+Status LaneWriterImpl::EndMany(std::span<const size_t> envs, EndReason /*reason*/) {
+  for (const size_t env : envs) {
+    REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, lanes_, "EndMany"));
+  }
+  return Status::OK();
+}
+
+uint64_t LaneWriterImpl::trajectory_id(size_t env) const {
+  return env < lanes_ && slot_.trajectory ? slot_.trajectory->id : 0;
+}
+
+}  // namespace replaydb::engine

@@ -1,0 +1,102 @@
+// TrajectoryWriter and VectorWriter implementations: schema checks on the
+// caller's thread, then one TableImpl::AppendStep per step (into a table in
+// device memory, TableImpl::AppendStepsToDevice for all of a call's steps;
+// a vector step: one TableImpl::AppendVectorStep for every environment).
+#ifndef REPLAYDB_ENGINE_TABLE_WRITERS_H_
+#define REPLAYDB_ENGINE_TABLE_WRITERS_H_
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "engine/table/table_impl.h"
+#include "replaydb/table.h"
+
+namespace replaydb::engine {
+
+class TrajectoryWriterImpl final : public TrajectoryWriter {
+ public:
+  TrajectoryWriterImpl(std::shared_ptr<TableImpl> table, const WriterOptions& options);
+  ~TrajectoryWriterImpl() override;
+
+  Status Append(std::span<const ConstTensor> step, std::optional<double> priority) override;
+  Status AppendMany(std::span<const ConstTensor> steps,
+                    std::span<const double> priorities) override;
+  Status End(EndReason reason) override;
+  uint64_t trajectory_id() const override;
+  int64_t num_steps() const override;
+
+ private:
+  // The set of staged rows for this call's turn.
+  StagedRows* Staged();
+
+  const std::shared_ptr<TableImpl> table_;
+  const WriterOptions options_;
+  WriterSlot slot_;
+  std::vector<const std::byte*> bases_;  // scratch: one pointer per column
+  // A table in device memory: the rows on their way there
+  // (TableImpl::AppendStepsToDevice), in two sets used by turns, so that a
+  // call stages its rows while the previous call's scatter still reads the
+  // other set (each set waits only for its own scatters, on its own
+  // stream). Made on first use.
+  std::array<std::unique_ptr<StagedRows>, 2> staged_;
+  size_t staged_turn_ = 0;
+};
+
+class VectorWriterImpl final : public VectorWriter {
+ public:
+  VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_envs,
+                   const WriterOptions& options);
+  ~VectorWriterImpl() override;
+
+  Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override;
+  Status End(size_t env, EndReason reason) override;
+  Status EndMany(std::span<const size_t> envs, EndReason reason) override;
+  Status AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                          std::span<const double> priorities) override;
+  size_t num_envs() const override { return slots_.size(); }
+  uint64_t trajectory_id(size_t env) const override;
+
+ private:
+  const std::shared_ptr<TableImpl> table_;
+  const WriterOptions options_;
+  std::vector<WriterSlot> slots_;
+  std::vector<const std::byte*> bases_;
+  VectorScratch scratch_;
+};
+
+// The vector writer of a vector table (TableSpec::lanes > 1,
+// docs/vector_tables.md): a step of the writer's `lanes` environments is one
+// stored step, [lanes, shape...] per column, of one trajectory (a segment),
+// which the writer ends after the table's block_steps steps and follows with
+// the next. End and EndMany check their environments and change nothing:
+// with windows of one step an episode's end changes no item.
+class LaneWriterImpl final : public VectorWriter {
+ public:
+  LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes, const WriterOptions& options);
+  ~LaneWriterImpl() override;
+
+  Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override;
+  Status End(size_t env, EndReason reason) override;
+  Status EndMany(std::span<const size_t> envs, EndReason reason) override;
+  Status AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                          std::span<const double> priorities) override;
+  size_t num_envs() const override { return lanes_; }
+  // The segment being written (every environment's).
+  uint64_t trajectory_id(size_t env) const override;
+
+ private:
+  Status AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,
+                    std::span<const double> priorities, std::string_view what);
+
+  const std::shared_ptr<TableImpl> table_;
+  const WriterOptions options_;
+  const size_t lanes_;
+  WriterSlot slot_;
+  std::vector<const std::byte*> bases_;
+  VectorScratch scratch_;
+};
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_TABLE_WRITERS_H_
