@@ -40,14 +40,14 @@ void TableImpl::StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) con
   out->end_reason = t.end_reason;
   out->step_priorities.resize(static_cast<size_t>(t.length));
   for (int64_t i = 0; i < t.length; ++i) {
-    out->step_priorities[static_cast<size_t>(i)] = StepPriorityAt(t, i);
+    out->step_priorities[static_cast<size_t>(i)] = store_.StepPriorityAt(t, i);
   }
   out->items.resize(static_cast<size_t>(t.items_created));
   out->live.resize(static_cast<size_t>(t.items_created));
   for (int64_t i = 0; i < t.items_created; ++i) {
-    const ItemState& item = ItemAt(t, i);
+    const ItemState& item = store_.ItemAt(t, i);
     out->items[static_cast<size_t>(i)] = item;
-    out->live[static_cast<size_t>(i)] = ItemLive(item);
+    out->live[static_cast<size_t>(i)] = store_.ItemLive(item);
   }
 }
 
@@ -80,7 +80,7 @@ TableImpl::ColdEntry TableImpl::ColdEntryOf(const Trajectory& t, bool spilling) 
   e.ended = t.ended;
   e.end_reason = t.end_reason;
   // Counted from the items: an evicted trajectory's live_items is already 0.
-  for (int64_t i = 0; i < t.items_created; ++i) e.live_items += ItemLive(ItemAt(t, i)) ? 1 : 0;
+  e.live_items = store_.CountLive(t);
   return e;
 }
 
@@ -111,7 +111,7 @@ void TableImpl::SpillLocked(Trajectory& t) {
     return;
   }
   SpillJob job;
-  job.t = trajectories_.at(t.id);
+  job.t = store_.At(t.id);
   flatbuffers::FlatBufferBuilder fbb(256 + 32 * static_cast<size_t>(t.length));
   BuildMetaLocked(t, /*cold=*/true, &fbb);
   job.meta.assign(View(fbb));
@@ -207,11 +207,10 @@ void TableImpl::RotateLocked(std::unique_lock<std::mutex>& lock) {
   // Out: the ended trajectories that entered the hot tier first.
   std::set<uint64_t> out;
   int64_t freed = 0;
-  while (freed < target && !ended_ids_.empty()) {
-    const uint64_t id = ended_ids_.begin()->second;
-    Trajectory& t = *trajectories_.at(id);
+  while (freed < target && store_.num_ended() > 0) {
+    Trajectory& t = *store_.OldestEnded();
     freed += static_cast<int64_t>(t.blocks.size());
-    out.insert(id);
+    out.insert(t.id);
     RemoveTrajectoryLocked(t, /*evicted=*/true);
   }
   // Their spills first: a load below takes free blocks only.
@@ -388,7 +387,7 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
     if (!stored.live[i] && max_times_sampled_ > 0) {
       item.times_sampled = std::max<uint32_t>(item.times_sampled, max_times_sampled_);
     }
-    t.live[i] = ItemLive(item);
+    t.live[i] = store_.ItemLive(item);
   }
   std::shared_ptr<ColdStore> store;
   uint32_t table_id = 0;
@@ -396,7 +395,7 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-    if (trajectories_.count(t.id) != 0 || cold_.count(t.id) != 0 || t.id == 0 ||
+    if (store_.Find(t.id) != nullptr || cold_.count(t.id) != 0 || t.id == 0 ||
         t.id > kMaxTrajectoryId) {
       return Status::InvalidArgument("table " + Q(name_) + ": imported trajectory id " +
                                      std::to_string(t.id) + " is taken or out of range");
@@ -420,7 +419,7 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
   std::lock_guard<std::mutex> lock(mu_);
   cold_[t.id] = ColdEntryOf(t);
   cold_steps_ += t.length;
-  next_trajectory_id_ = std::max(next_trajectory_id_, t.id + 1);
+  store_.NoteId(t.id);
   for (const ItemState& item : t.items) {
     next_item_seq_ = std::max(next_item_seq_, item.seq + 1);
     max_priority_seen_ = std::max(max_priority_seen_, item.priority);
@@ -495,10 +494,10 @@ void TableImpl::InstallLocked(const std::shared_ptr<Trajectory>& tp, StoredTraje
   Trajectory& t = *tp;
   t.length = stored.length;
   for (int64_t i = 0; i < t.length; ++i) {
-    Meta(SlotOf(t, i)).step_priority = stored.step_priorities[static_cast<size_t>(i)];
+    store_.Meta(store_.SlotOf(t, i)).step_priority = stored.step_priorities[static_cast<size_t>(i)];
   }
   num_steps_ += t.length;
-  trajectories_.emplace(t.id, tp);
+  store_.Insert(tp);
   int64_t live = 0;
   for (size_t i = 0; i < stored.items.size(); ++i) {
     ItemState item = stored.items[i];
@@ -506,16 +505,16 @@ void TableImpl::InstallLocked(const std::shared_ptr<Trajectory>& tp, StoredTraje
       item.times_sampled = std::max<uint32_t>(item.times_sampled, max_times_sampled_);
     }
     const int64_t start = t.items_created;
-    ItemAt(t, start) = item;
+    store_.ItemAt(t, start) = item;
     ++t.items_created;
-    if (ItemLive(item)) {
+    if (store_.ItemLive(item)) {
       AddLiveItemLocked(t, start, item);
       ++live;
     }
   }
   t.persisted_steps = t.length;
   t.in_cold = true;
-  if (stored.ended) MarkEndedLocked(t, stored.end_reason);
+  if (stored.ended) store_.MarkEnded(t, stored.end_reason);
   // A loaded trajectory is stored as cold; the next checkpoint says hot.
   t.dirty = loaded;
   auto it = cold_.find(t.id);
@@ -523,7 +522,7 @@ void TableImpl::InstallLocked(const std::shared_ptr<Trajectory>& tp, StoredTraje
     cold_steps_ -= it->second.length;
     cold_.erase(it);
   }
-  next_trajectory_id_ = std::max(next_trajectory_id_, t.id + 1);
+  store_.NoteId(t.id);
   if (loaded) {
     ++loaded_trajectories_;
     if (live > 0) limiter_.ForceInserts(live);
@@ -535,7 +534,7 @@ Status TableImpl::LoadOne(uint64_t id, bool evict) {
   std::map<uint64_t, ColdEntry>::iterator it;
   while (true) {
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-    if (trajectories_.count(id) != 0) return Status::OK();
+    if (store_.Find(id) != nullptr) return Status::OK();
     it = cold_.find(id);
     if (it == cold_.end()) {
       return Status::NotFound("table " + Q(name_) + ": trajectory " + std::to_string(id) +
@@ -571,9 +570,7 @@ Status TableImpl::LoadOne(uint64_t id, bool evict) {
     done();
     return s;
   }
-  auto tp = std::make_shared<Trajectory>();
-  tp->id = id;
-  tp->hot_seq = next_hot_seq_++;
+  std::shared_ptr<Trajectory> tp = store_.Make(id);
   s = AddBlocksLocked(lock, *tp, stored.length, evict);
   std::vector<std::byte*> blocks;
   for (int64_t b : tp->blocks) blocks.push_back(pool_.address(b));
@@ -606,7 +603,7 @@ Status TableImpl::Load(std::span<const uint64_t> trajectory_ids) {
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
     for (uint64_t id : trajectory_ids) {
-      if (trajectories_.count(id) == 0 && cold_.count(id) == 0) {
+      if (store_.Find(id) == nullptr && cold_.count(id) == 0) {
         return Status::NotFound("table " + Q(name_) + ": trajectory " + std::to_string(id) +
                                 " is neither in the hot nor in the cold tier; nothing loaded");
       }

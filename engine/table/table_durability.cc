@@ -142,15 +142,6 @@ Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
   return LogLocked(wal::RecordType::kAppendSteps);
 }
 
-void TableImpl::MarkEndedLocked(Trajectory& t, EndReason reason) {
-  t.ended = true;
-  t.end_reason = reason;
-  t.dirty = true;
-  // Usually the newest to end is among the newest in the tier.
-  ended_ids_.emplace_hint(ended_ids_.end(), t.hot_seq, t.id);
-  RankLocked(t);
-}
-
 Result<int64_t> TableImpl::NextSlotLocked(Trajectory& t) {
   const int64_t block_index = t.length / layout_.block_steps;
   if (block_index == static_cast<int64_t>(t.blocks.size())) {
@@ -237,16 +228,14 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
   for (size_t i = 0; i < r.trajectory_ids.size(); ++i) {
     const uint64_t id = r.trajectory_ids[i];
     const int64_t step = r.steps[i];
-    auto it = trajectories_.find(id);
-    if (it == trajectories_.end()) {
+    Trajectory* tp = store_.Find(id);
+    if (tp == nullptr) {
       if (step != 0) continue;  // removed after the checkpoint
-      auto t = std::make_shared<Trajectory>();
-      t->id = id;
-      t->hot_seq = next_hot_seq_++;
-      it = trajectories_.emplace(id, std::move(t)).first;
-      next_trajectory_id_ = std::max(next_trajectory_id_, id + 1);
+      std::shared_ptr<Trajectory> made = store_.Make(id);
+      tp = made.get();
+      store_.Insert(std::move(made));
     }
-    Trajectory& t = *it->second;
+    Trajectory& t = *tp;
     if (step < t.length) continue;  // already in the checkpoint
     if (step > t.length || t.ended) {
       return Status::Corruption("table " + Q(name_) + ": logged step " + std::to_string(step) +
@@ -284,15 +273,15 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
 
 Status TableImpl::ReplayEnd(const wal::EndTrajectoryRecord& r) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = trajectories_.find(r.trajectory_id);
-  if (it == trajectories_.end() || it->second->ended) return Status::OK();
+  Trajectory* tp = store_.Find(r.trajectory_id);
+  if (tp == nullptr || tp->ended) return Status::OK();
   if (EndReasonName(static_cast<EndReason>(r.reason)) == "invalid") {
     return Status::Corruption("table " + Q(name_) + ": logged end of trajectory " +
                               std::to_string(r.trajectory_id) + " has unknown reason " +
                               std::to_string(r.reason));
   }
-  Trajectory& t = *it->second;
-  MarkEndedLocked(t, static_cast<EndReason>(r.reason));
+  Trajectory& t = *tp;
+  store_.MarkEnded(t, static_cast<EndReason>(r.reason));
   if (padding_ == Padding::kTail) {
     while (t.items_created < t.length) {
       CreateItemLocked(t);
@@ -305,10 +294,9 @@ Status TableImpl::ReplayEnd(const wal::EndTrajectoryRecord& r) {
 
 Status TableImpl::ReplayRemoveTrajectory(const wal::RemoveTrajectoryRecord& r) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = trajectories_.find(r.trajectory_id);
-  if (it != trajectories_.end()) {
+  if (Trajectory* t = store_.Find(r.trajectory_id); t != nullptr) {
     // Evicted with spill on: spilled again (the checkpoint may predate it).
-    RemoveTrajectoryLocked(*it->second, r.evicted);
+    RemoveTrajectoryLocked(*t, r.evicted);
     return Status::OK();
   }
   auto cold = cold_.find(r.trajectory_id);
@@ -328,12 +316,12 @@ Status TableImpl::ReplayRemoveItems(const wal::RemoveItemsRecord& r) {
   std::lock_guard<std::mutex> lock(mu_);
   if (max_times_sampled_ == 0) return Status::OK();
   for (const ItemKey key : r.keys) {
-    auto it = trajectories_.find(ItemKeyTrajectory(key));
+    Trajectory* tp = store_.Find(ItemKeyTrajectory(key));
     const int64_t start = ItemKeyStart(key);
-    if (it == trajectories_.end() || start >= it->second->items_created) continue;
-    Trajectory& t = *it->second;
-    ItemState& item = ItemAt(t, start);
-    if (!ItemLive(item)) continue;
+    if (tp == nullptr || start >= tp->items_created) continue;
+    Trajectory& t = *tp;
+    ItemState& item = store_.ItemAt(t, start);
+    if (!store_.ItemLive(item)) continue;
     sample_budget_ -= DrawsLeft(item);
     item.times_sampled = max_times_sampled_;
     t.dirty = true;
@@ -361,7 +349,7 @@ int64_t TableImpl::EndOpenTrajectories() {
   std::vector<uint64_t> open;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, t] : trajectories_) {
+    for (const auto& [id, t] : store_.trajectories()) {
       if (!t->ended) open.push_back(id);
     }
   }
@@ -443,14 +431,14 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
     if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters().WithContext("table " + Q(name_)));
     const RateLimiter::Counters c = limiter_.counters();
     fbb.Finish(fb::CreateTableState(
-        fbb, next_trajectory_id_, next_item_seq_, max_priority_seen_, steps_inserted_,
+        fbb, store_.next_id(), next_item_seq_, max_priority_seen_, steps_inserted_,
         items_inserted_, items_sampled_, items_removed_, evicted_trajectories_, evicted_items_,
         priority_updates_, priority_updates_skipped_, c.inserts, c.samples, c.deletes,
         spilled_trajectories_, spilled_bytes_, loaded_trajectories_, rotations_));
     batch->PutTableState(table_id_, std::string_view(reinterpret_cast<const char*>(
                                                          fbb.GetBufferPointer()),
                                                      fbb.GetSize()));
-    for (const auto& [id, tp] : trajectories_) {
+    for (const auto& [id, tp] : store_.trajectories()) {
       Trajectory& t = *tp;
       if (t.length == 0) continue;
       const bool new_steps = t.length > t.persisted_steps;
@@ -525,7 +513,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
                               ": state fails verification");
   }
   std::unique_lock<std::mutex> lock(mu_);
-  next_trajectory_id_ = state->next_trajectory_id();
+  store_.set_next_id(state->next_trajectory_id());
   next_item_seq_ = state->next_item_seq();
   max_priority_seen_ = state->max_priority_seen();
   steps_inserted_ = state->steps_inserted();
@@ -550,7 +538,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
         StoredTrajectory stored;
         REPLAYDB_RETURN_IF_ERROR(ParseMeta(bytes, id, traj, &stored));
         if (stored.length == 0) return Status::OK();
-        next_trajectory_id_ = std::max(next_trajectory_id_, id + 1);
+        store_.NoteId(id);
         // Spilled ones stay cold, and so does what no longer fits.
         const bool fits = pool_.capacity_blocks() - pool_.in_use() >= BlocksFor(stored.length);
         if (stored.cold || !fits) {
@@ -558,9 +546,7 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
           cold_steps_ += stored.length;
           return Status::OK();
         }
-        auto tp = std::make_shared<Trajectory>();
-        tp->id = id;
-        tp->hot_seq = next_hot_seq_++;
+        std::shared_ptr<Trajectory> tp = store_.Make(id);
         REPLAYDB_RETURN_IF_ERROR(
             AddBlocksLocked(lock, *tp, stored.length, /*evict=*/false).WithContext(traj));
         std::vector<std::byte*> blocks;

@@ -123,7 +123,6 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       max_times_sampled_(static_cast<uint32_t>(spec.max_times_sampled)),
       step_priority_(spec.step_priority),
       prioritized_(spec.selector == SelectorKind::kPrioritized),
-      eviction_(spec.eviction),
       uniform_draws_(spec.priority_device >= 0 && spec.selector == SelectorKind::kUniform),
       spill_(spec.spill),
       rotation_fraction_(spec.rotation_fraction),
@@ -135,7 +134,8 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       limiter_(spec.rate_limiter, spec.name, spec.lanes),
       selector_(std::move(selector)),
       device_(device),
-      rng_(Random::FromEntropy()) {}
+      rng_(Random::FromEntropy()),
+      store_({layout_.block_steps, static_cast<uint32_t>(spec.max_times_sampled), spec.eviction}) {}
 
 TableImpl::~TableImpl() { CloseWithReason("closed"); }
 
@@ -331,15 +331,12 @@ Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSl
   }
 
   if (!slot.trajectory) {
-    if (next_trajectory_id_ > kMaxTrajectoryId) {
+    std::shared_ptr<Trajectory> t = store_.StartNew();
+    if (t == nullptr) {
       if (r->completes_item) limiter_.ReleaseInserts(1);
       return Status::ResourceExhausted("table " + Q(name_) + ": trajectory ids are exhausted");
     }
-    auto t = std::make_shared<Trajectory>();
-    t->id = next_trajectory_id_++;
-    t->hot_seq = next_hot_seq_++;
-    trajectories_.emplace_hint(trajectories_.end(), t->id, t);  // the largest id
-    slot.trajectory = t;
+    slot.trajectory = std::move(t);
     r->created = true;
   }
   Trajectory& t = *slot.trajectory;
@@ -378,9 +375,9 @@ bool TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
                                   const double* priority) {
   // Replay publishes without a reservation's block.
   const int64_t slot =
-      r.block >= 0 ? r.block * layout_.block_steps + r.step_in_block : SlotOf(t, t.length);
+      r.block >= 0 ? r.block * layout_.block_steps + r.step_in_block : store_.SlotOf(t, t.length);
   if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
-  Meta(slot).step_priority = priority != nullptr ? *priority : max_priority_seen_;
+  store_.Meta(slot).step_priority = priority != nullptr ? *priority : max_priority_seen_;
   ++t.length;
   t.dirty = true;
   ++num_steps_;
@@ -944,13 +941,13 @@ void TableImpl::PrefetchMetaAhead(std::span<const int64_t> dest,
                                   size_t end) const {
   if (i + kPrefetchAhead < end && dest[i + kPrefetchAhead] >= 0) {
     const StepReservation& ahead = reserved[i + kPrefetchAhead];
-    Prefetch(&slot_meta_[MetaIndex(ahead.block, ahead.step_in_block)]);
+    Prefetch(&store_.MetaAt(ahead.block, ahead.step_in_block));
   }
 }
 
 SlotMeta& TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r, double priority,
                                        int64_t* step) {
-  SlotMeta& meta = slot_meta_[MetaIndex(r.block, r.step_in_block)];
+  SlotMeta& meta = store_.MetaAt(r.block, r.step_in_block);
   meta.step_priority = priority;
   *step = t.length++;
   t.dirty = true;
@@ -1117,7 +1114,7 @@ Status TableImpl::EndTrajectoryLocked(std::unique_lock<std::mutex>& lock, Writer
       REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kEndTrajectory));
       if (log_seq != nullptr) *log_seq = seq;
     }
-    MarkEndedLocked(t, reason);
+    store_.MarkEnded(t, reason);
   }
   if (padding_ == Padding::kTail) {
     while (t.items_created < t.length) {
@@ -1142,33 +1139,33 @@ double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start, int6
   const int64_t end = std::min(t.length, start + sequence_length_);
   switch (step_priority_) {
     case StepPriority::kItem:
-      return Meta(slot).step_priority;
+      return store_.Meta(slot).step_priority;
     case StepPriority::kWindowMax: {
-      double best = StepPriorityAt(t, start);
-      for (int64_t i = start + 1; i < end; ++i) best = std::max(best, StepPriorityAt(t, i));
+      double best = store_.StepPriorityAt(t, start);
+      for (int64_t i = start + 1; i < end; ++i) best = std::max(best, store_.StepPriorityAt(t, i));
       return best;
     }
     case StepPriority::kWindowMean: {
       double sum = 0;
-      for (int64_t i = start; i < end; ++i) sum += StepPriorityAt(t, i);
+      for (int64_t i = start; i < end; ++i) sum += store_.StepPriorityAt(t, i);
       return sum / static_cast<double>(end - start);
     }
   }
-  return StepPriorityAt(t, start);
+  return store_.StepPriorityAt(t, start);
 }
 
 void TableImpl::CreateItemLocked(Trajectory& t, int64_t slot,
                                  std::vector<index::ItemRef>* selector_batch) {
   const int64_t start = t.items_created;
-  if (slot < 0) slot = SlotOf(t, start);
-  ItemState& item = Meta(slot).item;
+  if (slot < 0) slot = store_.SlotOf(t, start);
+  ItemState& item = store_.Meta(slot).item;
   item.seq = next_item_seq_++;
   item.priority = NewItemPriorityLocked(t, start, slot);
   item.times_sampled = 0;
   ++t.items_created;
   ++items_inserted_;
   AddLiveItemLocked(t, start, item, slot, selector_batch);
-  if (t.ranked && item.priority > t.best_priority) RankLocked(t);
+  if (t.ranked && item.priority > t.best_priority) store_.Rank(t);
 }
 
 void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item,
@@ -1176,7 +1173,7 @@ void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState&
   ++t.live_items;
   ++num_items_;
   sample_budget_ += DrawsLeft(item);
-  if (slot < 0) slot = SlotOf(t, start);
+  if (slot < 0) slot = store_.SlotOf(t, start);
   if (tier_ && tier_->item_steps()) {
     tier_->NewItem(slot, std::min(sequence_length_, t.length - start));
   }
@@ -1189,31 +1186,12 @@ void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState&
 }
 
 void TableImpl::DropItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
-  selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority, SlotOf(t, start)});
+  selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority, store_.SlotOf(t, start)});
   --t.live_items;
   --num_items_;
   ++items_removed_;
   limiter_.Delete(1);
-  if (t.ranked && item.priority >= t.best_priority) RankLocked(t);
-}
-
-void TableImpl::RankLocked(Trajectory& t) {
-  if (eviction_ != EvictionPolicy::kLowestPriority) return;
-  UnrankLocked(t);
-  double best = -1;
-  for (int64_t start = 0; start < t.items_created; ++start) {
-    const ItemState& item = ItemAt(t, start);
-    if (ItemLive(item)) best = std::max(best, item.priority);
-  }
-  t.best_priority = best;
-  t.ranked = true;
-  ranked_.emplace(best, t.id);
-}
-
-void TableImpl::UnrankLocked(Trajectory& t) {
-  if (!t.ranked) return;
-  ranked_.erase({t.best_priority, t.id});
-  t.ranked = false;
+  if (t.ranked && item.priority >= t.best_priority) store_.Rank(t);
 }
 
 Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t,
@@ -1240,7 +1218,7 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
     std::shared_ptr<Trajectory> victim;
     const int64_t headroom =
         spill_ && cold_store_ != nullptr ? std::max<int64_t>(1, pool_.capacity_blocks() / 8) : 1;
-    if (pending_free_blocks_ < headroom) victim = PickVictimLocked(t);
+    if (pending_free_blocks_ < headroom) victim = store_.PickVictim(t);
     if (pending_free_blocks_ > 0 && !victim) {
       if (deadline == Deadline::max()) {
         blocks_cv_.wait(lock);
@@ -1271,9 +1249,7 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
 }
 
 void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
-  const int64_t tiles = (pool_.allocated() + kMetaTileBlocks - 1) / kMetaTileBlocks;
-  const size_t slots = static_cast<size_t>(tiles * kMetaTileBlocks * layout_.block_steps);
-  if (slot_meta_.size() < slots) slot_meta_.resize(slots);
+  store_.CoverBlocks(pool_.allocated());
   if (tier_) {
     for (; blocks_seen_ < pool_.allocated(); ++blocks_seen_) {
       tier_->NewBlock(blocks_seen_, pool_.address(blocks_seen_));
@@ -1285,21 +1261,6 @@ void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
     }
   }
   t.blocks.push_back(block);
-}
-
-std::shared_ptr<Trajectory> TableImpl::PickVictimLocked(const Trajectory& requester) const {
-  if (eviction_ == EvictionPolicy::kLowestPriority) {
-    for (const auto& [priority, id] : ranked_) {
-      if (id != requester.id) return trajectories_.at(id);
-    }
-  }
-  for (const auto& [seq, id] : ended_ids_) {
-    if (id != requester.id) return trajectories_.at(id);
-  }
-  for (const auto& [id, t] : trajectories_) {
-    if (id != requester.id && !t->blocks.empty()) return t;
-  }
-  return nullptr;
 }
 
 void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
@@ -1327,8 +1288,6 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   }
   t.removed = true;
   t.evicted = evicted;
-  ended_ids_.erase({t.hot_seq, t.id});
-  UnrankLocked(t);
   if (spilled) SpillLocked(t);  // may pin t until its steps are written
   if (t.pins == 0) {
     ReleaseBlocksLocked(&t.blocks);
@@ -1336,24 +1295,24 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
     pending_free_blocks_ += static_cast<int64_t>(t.blocks.size());
   }
   // Last: this may drop the final reference to `t`.
-  trajectories_.erase(t.id);
+  store_.Erase(t);
 }
 
 int64_t TableImpl::RemoveItemsOneByOneLocked(Trajectory& t) {
   int64_t removed_items = 0;
   const int64_t bs = layout_.block_steps;
-  // Block by block: a block's steps are kMetaTileBlocks entries apart in
-  // slot_meta_ (MetaIndex), so the walk asks for the entries ahead itself.
+  // Block by block: a block's steps are kMetaStride entries apart in the
+  // store's metadata, so the walk asks for the entries ahead itself.
   constexpr int64_t kAhead = 8;
   for (int64_t first = 0; first < t.items_created; first += bs) {
     const int64_t block = t.blocks[static_cast<size_t>(first / bs)];
-    const SlotMeta* meta = &slot_meta_[MetaIndex(block, 0)];
+    const SlotMeta* meta = &store_.MetaAt(block, 0);
     const int64_t steps = std::min(bs, t.items_created - first);
-    for (int64_t i = 0; i < std::min(kAhead, steps); ++i) Prefetch(meta + i * kMetaTileBlocks);
+    for (int64_t i = 0; i < std::min(kAhead, steps); ++i) Prefetch(meta + i * TrajectoryStore::kMetaStride);
     for (int64_t i = 0; i < steps; ++i) {
-      if (i + kAhead < steps) Prefetch(meta + (i + kAhead) * kMetaTileBlocks);
-      const ItemState& item = meta[i * kMetaTileBlocks].item;
-      if (!ItemLive(item)) continue;
+      if (i + kAhead < steps) Prefetch(meta + (i + kAhead) * TrajectoryStore::kMetaStride);
+      const ItemState& item = meta[i * TrajectoryStore::kMetaStride].item;
+      if (!store_.ItemLive(item)) continue;
       removing_.push_back(
           {MakeItemKey(t.id, first + i), item.seq, item.priority, block * bs + i});
       sample_budget_ -= DrawsLeft(item);
@@ -1455,8 +1414,8 @@ Status TableImpl::DrawOnDeviceLocked(int64_t batch, const SampleOptions& options
   for (int64_t b = 0; b < batch; ++b) {
     // With every priority set to 0 from the device, the device draws a
     // sentinel (the host cannot see device updates in advance).
-    auto it = trajectories_.find(ItemKeyTrajectory(keys[b]));
-    if (it == trajectories_.end() || ItemKeyStart(keys[b]) >= it->second->items_created) {
+    const Trajectory* t = store_.Find(ItemKeyTrajectory(keys[b]));
+    if (t == nullptr || ItemKeyStart(keys[b]) >= t->items_created) {
       return Status::FailedPrecondition(
           "table " + Q(name_) + ": the device drew no item (key " + std::to_string(keys[b]) +
           "); every priority on the device may be 0");
@@ -1512,10 +1471,10 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     const index::Stratum stratum = options.stratified ? index::Stratum{b, B} : index::Stratum{};
     const index::Selection sel =
         device_ != nullptr ? device_draws[b] : selector_->Select(rng_, stratum);
-    const std::shared_ptr<Trajectory>& tp = trajectories_.at(ItemKeyTrajectory(sel.key));
+    const std::shared_ptr<Trajectory>& tp = store_.At(ItemKeyTrajectory(sel.key));
     Trajectory& t = *tp;
     const int64_t start = ItemKeyStart(sel.key);
-    ItemState& item = ItemAt(t, start);
+    ItemState& item = store_.ItemAt(t, start);
     if (take) {
       ++item.times_sampled;
       ++items_sampled_;
@@ -1569,12 +1528,12 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
   windows->reserve(B);
   for (int64_t b = 0; b < B; ++b) {
     const ItemKey key = keys[b];
-    auto it = trajectories_.find(ItemKeyTrajectory(key));
+    std::shared_ptr<Trajectory> tp = store_.FindShared(ItemKeyTrajectory(key));
     // A vector table's key holds step * lanes + environment.
     const int64_t start = ItemKeyStart(key) / lanes_;
     const int64_t lane = ItemKeyStart(key) % lanes_;
-    if (it == trajectories_.end() || start >= it->second->items_created ||
-        !ItemLive(ItemAt(*it->second, start))) {
+    if (tp == nullptr || start >= tp->items_created ||
+        !store_.ItemLive(store_.ItemAt(*tp, start))) {
       return Status::NotFound("table " + Q(name_) + ": key " + std::to_string(key) +
                               " (trajectory " + std::to_string(ItemKeyTrajectory(key)) + ", step " +
                               std::to_string(start) +
@@ -1584,13 +1543,13 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
                                    ? "; its trajectory is in the cold tier (Table::Load)"
                                    : ""));
     }
-    const Trajectory& t = *it->second;
-    const ItemState& item = ItemAt(t, start);
+    const Trajectory& t = *tp;
+    const ItemState& item = store_.ItemAt(t, start);
     out->priorities[b] = item.priority;
     out->times_sampled[b] = item.times_sampled;
     const int64_t real = std::min(L, t.length - start);
     std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
-    windows->push_back({it->second, start, real, lane});
+    windows->push_back({std::move(tp), start, real, lane});
   }
   return Status::OK();
 }
@@ -1898,22 +1857,21 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
   std::vector<double> logged_priorities;
   for (size_t i = 0; i < keys.size(); ++i) {
     const ItemKey key = keys[i];
-    auto it = trajectories_.find(ItemKeyTrajectory(key));
+    Trajectory* tp = store_.Find(ItemKeyTrajectory(key));
     const int64_t start = ItemKeyStart(key);
-    if (it == trajectories_.end() || start >= it->second->items_created ||
-        !ItemLive(ItemAt(*it->second, start))) {
+    if (tp == nullptr || start >= tp->items_created || !store_.ItemLive(store_.ItemAt(*tp, start))) {
       ++r.skipped;
       continue;
     }
-    Trajectory& t = *it->second;
-    ItemState& item = ItemAt(t, start);
+    Trajectory& t = *tp;
+    ItemState& item = store_.ItemAt(t, start);
     const double old = item.priority;
-    selector_->Update({key, item.seq, old, SlotOf(t, start)}, priorities[i]);
+    selector_->Update({key, item.seq, old, store_.SlotOf(t, start)}, priorities[i]);
     sample_budget_ -= DrawsLeft(item);
     item.priority = priorities[i];
     sample_budget_ += DrawsLeft(item);
     max_priority_seen_ = std::max(max_priority_seen_, item.priority);
-    if (t.ranked && (item.priority > t.best_priority || old >= t.best_priority)) RankLocked(t);
+    if (t.ranked && (item.priority > t.best_priority || old >= t.best_priority)) store_.Rank(t);
     t.dirty = true;
     ++r.updated;
     if (log_ != nullptr) {
@@ -1956,11 +1914,11 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
   std::vector<uint64_t> logged_keys;
   std::vector<double> logged_priorities;
   for (int64_t i = 0; i < n; ++i) {
-    auto it = trajectories_.find(ItemKeyTrajectory(host_keys[i]));
+    Trajectory* t = store_.Find(ItemKeyTrajectory(host_keys[i]));
     const int64_t start = ItemKeyStart(host_keys[i]);
-    if (it == trajectories_.end() || start >= it->second->items_created) continue;
-    ItemAt(*it->second, start).priority = host_priorities[i];
-    it->second->dirty = true;
+    if (t == nullptr || start >= t->items_created) continue;
+    store_.ItemAt(*t, start).priority = host_priorities[i];
+    t->dirty = true;
     logged_keys.push_back(host_keys[i]);
     logged_priorities.push_back(host_priorities[i]);
   }
@@ -1993,8 +1951,8 @@ TableInfo TableImpl::Info() const {
   info.num_steps = num_steps_;
   // A vector table's stored step holds an item per environment.
   info.num_items = num_items_ * lanes_;
-  info.num_trajectories = static_cast<int64_t>(trajectories_.size());
-  info.num_open_trajectories = info.num_trajectories - static_cast<int64_t>(ended_ids_.size());
+  info.num_trajectories = static_cast<int64_t>(store_.size());
+  info.num_open_trajectories = info.num_trajectories - static_cast<int64_t>(store_.num_ended());
   info.blocks_used = pool_.in_use();
   info.blocks_capacity = pool_.capacity_blocks();
   info.placement = pool_.memory() == BlockMemory::kDevice

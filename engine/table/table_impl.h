@@ -36,6 +36,7 @@
 #include "engine/rate_limiter/rate_limiter.h"
 #include "engine/table/table_layout.h"
 #include "index/selectors/selector.h"
+#include "index/trajectory_store.h"
 #include "replaydb/db.h"
 #include "replaydb/device.h"
 #include "replaydb/table.h"
@@ -48,57 +49,10 @@
 
 namespace replaydb::engine {
 
-// Per-item state.
-struct ItemState {
-  uint64_t seq = 0;
-  double priority = 0;
-  uint32_t times_sampled = 0;
-};
-
-// What the table keeps per step of the hot tier, by slot (block *
-// block_steps + step in block), beside the blocks: the step's priority and
-// the item that starts there. Steps and items of a block sit side by side,
-// so appending to many trajectories touches one line per trajectory, and
-// nothing is allocated per step.
-struct SlotMeta {
-  ItemState item;  // valid for starts below the trajectory's items_created
-  double step_priority = 0;  // valid for steps below its length
-};
-
-// A trajectory in the hot tier (or leaving it). Its steps' priorities and
-// items live in the table's SlotMeta of its blocks (TableImpl::ItemAt,
-// StepPriorityAt) while it holds them.
-//
-// The fields an append reads and writes come first, in one cache line (the
-// struct is aligned to one): a vector append touches every environment's
-// trajectory in each call.
-struct alignas(64) Trajectory {
-  uint64_t id = 0;
-  int64_t length = 0;         // published steps
-  int64_t items_created = 0;  // items exist for starts [0, items_created)
-  int64_t live_items = 0;     // of those, not yet removed
-  std::vector<int64_t> blocks;  // BlockPool ids
-  bool ended = false;
-  bool removed = false;  // left the hot tier (evicted or consumed)
-  bool evicted = false;  // left because the tier was full
-  // Durability (engine/table/table_durability.cc): its metadata changed since the
-  // last checkpoint.
-  bool dirty = true;
-  // EvictionPolicy::kLowestPriority: kept while the trajectory is ranked
-  // (ended, in the tier): the highest priority of a live item (-1 when none).
-  bool ranked = false;
-  // The first cache line ends here.
-  double best_priority = -1;
-  int32_t pins = 0;  // in-flight copies into or out of its blocks
-  EndReason end_reason = EndReason::kTruncated;
-  // Durability (engine/table/table_durability.cc): steps [0, persisted_steps)
-  // are in the cold store; `in_cold` means a checkpoint may have stored it.
-  int64_t persisted_steps = 0;
-  bool in_cold = false;
-  // When it entered the hot tier (created or loaded), table-wide order:
-  // eviction and rotation take the oldest first.
-  uint64_t hot_seq = 0;
-};
+using index::ItemState;
+using index::SlotMeta;
+using index::Trajectory;
+using index::TrajectoryStore;
 
 // A trajectory as stored in the cold store, read back (engine/table/table_cold.cc).
 struct StoredTrajectory {
@@ -516,36 +470,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // The window's slot as the device tier sees it (DeviceTier::TierSlot).
   // REQUIRES: tier_
   int64_t TierSlotOf(const Window& w) const;
-  // The hot-tier slot of t's step `start`. REQUIRES: the step has a block.
-  int64_t SlotOf(const Trajectory& t, int64_t start) const {
-    const int64_t bs = layout_.block_steps;
-    return t.blocks[static_cast<size_t>(start / bs)] * bs + start % bs;
-  }
-  // Item `start` of t (REQUIRES: start < t.items_created, t holds its
-  // blocks) and the priority of step `step` (REQUIRES: step < t.length).
-  ItemState& ItemAt(const Trajectory& t, int64_t start) { return Meta(SlotOf(t, start)).item; }
-  const ItemState& ItemAt(const Trajectory& t, int64_t start) const {
-    return Meta(SlotOf(t, start)).item;
-  }
-  double StepPriorityAt(const Trajectory& t, int64_t step) const {
-    return Meta(SlotOf(t, step)).step_priority;
-  }
-  // The SlotMeta of step `step` of block `block`, or of a hot-tier slot.
-  // slot_meta_ is laid out in tiles of kMetaTileBlocks blocks, step-major
-  // inside a tile: the same step of neighbouring blocks is adjacent, so a
-  // vector append to environments whose blocks neighbour each other (blocks
-  // handed out together) writes runs of entries, not one line each.
-  static constexpr int64_t kMetaTileBlocks = 64;
-  size_t MetaIndex(int64_t block, int64_t step) const {
-    return static_cast<size_t>((block / kMetaTileBlocks) * kMetaTileBlocks * layout_.block_steps +
-                               step * kMetaTileBlocks + block % kMetaTileBlocks);
-  }
-  SlotMeta& Meta(int64_t slot) {
-    return slot_meta_[MetaIndex(slot / layout_.block_steps, slot % layout_.block_steps)];
-  }
-  const SlotMeta& Meta(int64_t slot) const {
-    return slot_meta_[MetaIndex(slot / layout_.block_steps, slot % layout_.block_steps)];
-  }
   // t's step priorities and items (with whether each is live) as a stored
   // trajectory's (no steps). REQUIRES: t holds its blocks.
   void StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) const;
@@ -562,8 +486,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, Deadline deadline);
   // Appends pool block `block` (just allocated) to t's blocks.
   void TakeBlockLocked(Trajectory& t, int64_t block);
-  // The trajectory to evict for `requester`, or null.
-  std::shared_ptr<Trajectory> PickVictimLocked(const Trajectory& requester) const;
   // Takes `t` out of the hot tier: its items leave the selector; its blocks
   // return to the pool now, or when its last pin goes.
   void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
@@ -587,13 +509,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // The priority of a new item at `start` (hot-tier slot `slot`), from its
   // window's step priorities.
   double NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const;
-  // kLowestPriority bookkeeping: (re)places an ended trajectory among the
-  // eviction candidates by its best live item, or takes it out.
-  void RankLocked(Trajectory& t);
-  void UnrankLocked(Trajectory& t);
-  bool ItemLive(const ItemState& item) const {
-    return max_times_sampled_ == 0 || item.times_sampled < max_times_sampled_;
-  }
   // The draws a live item still allows when max_times_sampled > 0: none for
   // an item the selector cannot draw (priority 0 under kPrioritized).
   int64_t DrawsLeft(const ItemState& item) const {
@@ -721,7 +636,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   uint64_t rotation_cursor_ = 0;  // the last trajectory id rotation loaded
   std::set<uint64_t> loading_;    // ids a Load is bringing in
   std::string spill_error_;       // the last failed spill's error, "" after a success
-  uint64_t next_hot_seq_ = 1;
   int64_t spilled_trajectories_ = 0;
   int64_t spilled_bytes_ = 0;
   int64_t loaded_trajectories_ = 0;
@@ -763,7 +677,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // together. Empties both.
   Status FlushReplayRowsLocked(const wal::AppendStepsRecord& r, std::vector<size_t>* rows,
                                std::vector<int64_t>* slots);
-  void MarkEndedLocked(Trajectory& t, EndReason reason);
   // Copies steps [from, to) of a trajectory whose blocks are at `blocks`
   // (its block addresses, taken under the lock; the trajectory pinned) to
   // `out`, step-major (the WAL's layout). Called without the lock.
@@ -813,7 +726,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   const uint32_t max_times_sampled_;
   const StepPriority step_priority_;
   const bool prioritized_;
-  const EvictionPolicy eviction_;
   // A uniform table drawing on the device: the host's UniformSelector
   // mirrors its dense array of live slots into the tier, and SampleToDevice
   // draws inside the gather kernel.
@@ -849,20 +761,12 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Random rng_;
   // RemoveTrajectoryLocked's items for the selector (kept for its capacity).
   std::vector<index::ItemRef> removing_;
-  // By hot-tier slot (MetaIndex), for the tiles of blocks handed out so far
-  // (grown as the pool hands out new ones, TakeBlockLocked). Huge pages: an
-  // append touches one entry per environment, each in its own block.
-  std::vector<SlotMeta, HugePageAllocator<SlotMeta>> slot_meta_;
-  // Trajectories in the hot tier by id.
-  std::map<uint64_t, std::shared_ptr<Trajectory>> trajectories_;
-  // The ended ones among them as (hot_seq, id): the longest in the tier first.
-  std::set<std::pair<uint64_t, uint64_t>> ended_ids_;
-  // kLowestPriority: ended trajectories by (best live priority, id).
-  std::set<std::pair<double, uint64_t>> ranked_;
+  // The trajectories in the hot tier, their steps' and items' metadata, and
+  // the eviction order.
+  TrajectoryStore store_;
   double max_priority_seen_ = 1.0;
   int64_t priority_updates_ = 0;
   int64_t priority_updates_skipped_ = 0;
-  uint64_t next_trajectory_id_ = 1;
   uint64_t next_item_seq_ = 1;
   int64_t num_steps_ = 0;
   int64_t num_items_ = 0;

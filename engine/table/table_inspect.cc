@@ -24,12 +24,13 @@ std::vector<TrajectoryInfo> TableImpl::ListTrajectories(const TrajectoryFilter& 
   std::vector<TrajectoryInfo> out;
   std::lock_guard<std::mutex> lock(mu_);
   // Both indexes are ordered by id: merge them.
-  auto hot = trajectories_.lower_bound(filter.from);
+  const TrajectoryStore::Map& hot_tier = store_.trajectories();
+  auto hot = hot_tier.lower_bound(filter.from);
   auto cold = cold_.lower_bound(filter.from);
-  while (hot != trajectories_.end() || cold != cold_.end()) {
+  while (hot != hot_tier.end() || cold != cold_.end()) {
     if (filter.limit > 0 && out.size() >= filter.limit) break;
     TrajectoryInfo info;
-    if (cold == cold_.end() || (hot != trajectories_.end() && hot->first <= cold->first)) {
+    if (cold == cold_.end() || (hot != hot_tier.end() && hot->first <= cold->first)) {
       const Trajectory& t = *hot->second;
       if (cold != cold_.end() && cold->first == hot->first) ++cold;  // mid-load: hot wins
       ++hot;
@@ -73,9 +74,9 @@ Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
   // A spilling one whose blocks went back: every step is in the store, its
   // metadata (TrajectoryMeta) in its spill job.
   std::string stored_meta;
-  if (auto it = trajectories_.find(id); it != trajectories_.end()) {
-    const Trajectory& t = *it->second;
-    in_blocks = it->second;
+  if (std::shared_ptr<Trajectory> hot = store_.FindShared(id); hot != nullptr) {
+    const Trajectory& t = *hot;
+    in_blocks = hot;
     info.length = t.length;
     info.ended = t.ended;
     info.end_reason = t.end_reason;
@@ -101,7 +102,7 @@ Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
   } else {
     return Status::NotFound("table " + Q(name_) + " has no trajectory " + std::to_string(id) +
                             " in either tier" +
-                            (id > 0 && id < next_trajectory_id_
+                            (id > 0 && id < store_.next_id()
                                  ? " (it left the table: evicted without spill, consumed, "
                                    "or never written)"
                                  : ""));
@@ -123,7 +124,7 @@ Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
     Trajectory& t = *in_blocks;
     out->step_priorities.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      out->step_priorities[static_cast<size_t>(i)] = StepPriorityAt(t, first + i);
+      out->step_priorities[static_cast<size_t>(i)] = store_.StepPriorityAt(t, first + i);
     }
     // Steps a scatter kernel wrote must have landed.
     if (tier_ && n > 0) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters().WithContext(where));
@@ -183,11 +184,11 @@ Status TableImpl::ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   keys->reserve(static_cast<size_t>(num_items_ * lanes_));
   priorities->reserve(static_cast<size_t>(num_items_ * lanes_));
-  for (const auto& [id, tp] : trajectories_) {
+  for (const auto& [id, tp] : store_.trajectories()) {
     const Trajectory& t = *tp;
     for (int64_t start = 0; start < t.items_created; ++start) {
-      const ItemState& item = ItemAt(t, start);
-      if (!ItemLive(item)) continue;
+      const ItemState& item = store_.ItemAt(t, start);
+      if (!store_.ItemLive(item)) continue;
       // A vector table's step is an item per environment.
       for (int64_t lane = 0; lane < lanes_; ++lane) {
         keys->push_back(MakeItemKey(id, start * lanes_ + lane));

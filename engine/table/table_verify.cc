@@ -34,7 +34,7 @@ Status TableImpl::Verify(ColdStore& store, const std::atomic<bool>* cancel, Prog
     int64_t steps = 0;
     int64_t live = 0;
     std::set<int64_t> blocks;
-    for (const auto& [id, tp] : trajectories_) {
+    for (const auto& [id, tp] : store_.trajectories()) {
       const Trajectory& t = *tp;
       if (t.removed) continue;
       const std::string traj = "trajectory " + std::to_string(id);
@@ -59,7 +59,7 @@ Status TableImpl::Verify(ColdStore& store, const std::atomic<bool>* cancel, Prog
       int64_t t_live = 0;
       if (covered) {
         for (int64_t start = 0; start < std::min(t.items_created, t.length); ++start) {
-          t_live += ItemLive(ItemAt(t, start)) ? 1 : 0;
+          t_live += store_.ItemLive(store_.ItemAt(t, start)) ? 1 : 0;
         }
       }
       if (t_live != t.live_items) {
@@ -103,9 +103,9 @@ Status TableImpl::Verify(ColdStore& store, const std::atomic<bool>* cancel, Prog
     int64_t persisted = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = trajectories_.find(id);
-      if (it == trajectories_.end() || it->second->removed) continue;  // left meanwhile
-      const Trajectory& t = *it->second;
+      const Trajectory* tp = store_.Find(id);
+      if (tp == nullptr || tp->removed) continue;  // left meanwhile
+      const Trajectory& t = *tp;
       persisted = t.in_cold ? t.persisted_steps : 0;
       std::vector<std::byte*> blocks;
       for (int64_t b : t.blocks) blocks.push_back(pool_.address(b));
