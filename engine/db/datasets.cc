@@ -10,11 +10,10 @@
 
 #include "utilities/d4rl/d4rl_hdf5.h"
 #include "engine/db/db_impl.h"
+#include "util/format.h"
 
 namespace replaydb::engine {
 namespace {
-
-std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 std::string Describe(const ColumnSpec& c) {
   return std::string(DTypeName(c.dtype)) + c.shape.ToString();
@@ -35,7 +34,7 @@ Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> DBImpl::FindTable(
   auto it = tables_.find(name);
   auto spec = specs_.find(name);
   if (it == tables_.end() || spec == specs_.end()) {
-    return Status::NotFound("no table named " + Q(name) + " in " + path_);
+    return Status::NotFound("no table named " + Quoted(name) + " in " + path_);
   }
   return std::make_pair(it->second, spec->second.id);
 }
@@ -72,7 +71,7 @@ Status DBImpl::ExportTable(std::string_view table, const std::string& dir,
   const TableSpec spec = source->spec();
   // Everything of the table is in the cold store after a checkpoint; a
   // read-only opener's store already holds all it has.
-  if (!read_only_) REPLAYDB_RETURN_IF_ERROR(Checkpoint().WithContext("export of " + Q(table)));
+  if (!read_only_) REPLAYDB_RETURN_IF_ERROR(Checkpoint().WithContext("export of " + Quoted(table)));
   const TableInfo info = source->Info();
   DBOptions options;
   options.error_if_exists = true;
@@ -82,7 +81,7 @@ Status DBImpl::ExportTable(std::string_view table, const std::string& dir,
   Status s;
   {
     Result<std::unique_ptr<DB>> opened = DBImpl::Open(options, dir);
-    if (!opened.ok()) return opened.status().WithContext("export of " + Q(table));
+    if (!opened.ok()) return opened.status().WithContext("export of " + Quoted(table));
     auto* dest = static_cast<DBImpl*>(opened->get());
     Result<std::shared_ptr<Table>> created = dest->CreateTable(spec);
     s = created.status();
@@ -103,7 +102,7 @@ Status DBImpl::ExportTable(std::string_view table, const std::string& dir,
     } else {
       std::filesystem::remove_all(dir, ec);
     }
-    return s.WithContext("export of " + Q(table) + " to " + dir);
+    return s.WithContext("export of " + Quoted(table) + " to " + dir);
   }
   return Status::OK();
 }
@@ -113,7 +112,7 @@ Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir
                                                    std::string_view name,
                                                    const std::atomic<bool>* cancel) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("ImportTable"));
-  const std::string what = "import of table " + Q(source_table) + " from " + source_dir;
+  const std::string what = "import of table " + Quoted(source_table) + " from " + source_dir;
   Result<std::unique_ptr<DB>> opened = DBImpl::OpenReadOnly({}, source_dir);
   if (!opened.ok()) return opened.status().WithContext(what);
   auto* source_db = static_cast<DBImpl*>(opened->get());
@@ -147,21 +146,21 @@ Result<std::shared_ptr<Table>> DBImpl::ImportD4rl(const std::string& path,
     for (size_t i = 0; i < std::max(spec.columns.size(), file_columns.size()); ++i) {
       if (i >= spec.columns.size()) {
         return Status::InvalidArgument("'" + path + "': dataset '" + file_columns[i].dataset +
-                                       "' (column " + Q(file_columns[i].name) +
-                                       ") is not in the spec of table " + Q(spec.name));
+                                       "' (column " + Quoted(file_columns[i].name) +
+                                       ") is not in the spec of table " + Quoted(spec.name));
       }
       if (i >= file_columns.size()) {
-        return Status::InvalidArgument("'" + path + "': the spec of table " + Q(spec.name) +
-                                       " has column " + Q(spec.columns[i].name) +
+        return Status::InvalidArgument("'" + path + "': the spec of table " + Quoted(spec.name) +
+                                       " has column " + Quoted(spec.columns[i].name) +
                                        ", which the file lacks");
       }
       const ColumnSpec& want = spec.columns[i];
       const D4rlColumn& got = file_columns[i];
       if (want.name != got.name || want.dtype != got.dtype || want.shape != got.shape) {
         return Status::InvalidArgument(
-            "'" + path + "': column " + std::to_string(i) + " of table " + Q(spec.name) + " is " +
-            Q(want.name) + " " + Describe(want) + ", but dataset '" + got.dataset + "' is " +
-            Q(got.name) + " " + Describe({got.name, got.dtype, got.shape}));
+            "'" + path + "': column " + std::to_string(i) + " of table " + Quoted(spec.name) + " is " +
+            Quoted(want.name) + " " + Describe(want) + ", but dataset '" + got.dataset + "' is " +
+            Quoted(got.name) + " " + Describe({got.name, got.dtype, got.shape}));
       }
     }
   }
@@ -171,7 +170,7 @@ Result<std::shared_ptr<Table>> DBImpl::ImportD4rl(const std::string& path,
       return Status::InvalidArgument("'" + path + "': the trajectory at step " +
                                      std::to_string(t.first_step) + " has " +
                                      std::to_string(t.length) +
-                                     " steps, more than the hot tier of table " + Q(spec.name) +
+                                     " steps, more than the hot tier of table " + Quoted(spec.name) +
                                      " holds; raise its capacity");
     }
   }

@@ -7,6 +7,7 @@
 
 #include "engine/cold/cold_generated.h"
 #include "wal/log_reader.h"
+#include "util/format.h"
 
 namespace replaydb {
 
@@ -20,8 +21,6 @@ Result<std::unique_ptr<DB>> DB::OpenReadOnly(const DBOptions& options, const std
 
 namespace engine {
 namespace {
-
-std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 int64_t UnixMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -100,10 +99,10 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
     Status s = spec.Validate();
     if (!s.ok()) {
       return Status::Corruption("catalog " + catalog_path + ": stored spec of table " +
-                                Q(spec.name) + " is invalid: " + s.message());
+                                Quoted(spec.name) + " is invalid: " + s.message());
     }
     if (db->specs_.count(spec.name) != 0) {
-      return Status::Corruption("catalog " + catalog_path + ": table " + Q(spec.name) +
+      return Status::Corruption("catalog " + catalog_path + ": table " + Quoted(spec.name) +
                                 " appears twice");
     }
     REPLAYDB_ASSIGN_OR_RETURN(auto table, db->MakeTable(spec));
@@ -161,7 +160,7 @@ Result<std::unique_ptr<DB>> DBImpl::OpenReadOnly(const DBOptions& options,
     Status s = spec.Validate();
     if (!s.ok()) {
       return Status::Corruption("catalog " + catalog_path + ": stored spec of table " +
-                                Q(spec.name) + " is invalid: " + s.message());
+                                Quoted(spec.name) + " is invalid: " + s.message());
     }
     REPLAYDB_ASSIGN_OR_RETURN(auto table, db->MakeTable(spec));
     table->SetLog(nullptr, entry.id);
@@ -390,7 +389,7 @@ Result<std::shared_ptr<Table>> DBImpl::CreateTable(const TableSpec& spec) {
   REPLAYDB_RETURN_IF_ERROR(spec.Validate());
   std::lock_guard<std::mutex> lock(mu_);
   if (specs_.count(spec.name) != 0) {
-    return Status::AlreadyExists("table " + Q(spec.name) + " already exists in " + path_);
+    return Status::AlreadyExists("table " + Quoted(spec.name) + " already exists in " + path_);
   }
   // The table is made (it may need a GPU), then the catalog written: if
   // either fails, nothing changed.
@@ -420,7 +419,7 @@ Result<std::shared_ptr<Table>> DBImpl::GetTable(std::string_view name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = tables_.find(name);
   if (it == tables_.end()) {
-    return Status::NotFound("no table named " + Q(name) + " in " + path_);
+    return Status::NotFound("no table named " + Quoted(name) + " in " + path_);
   }
   return std::shared_ptr<Table>(it->second);
 }
@@ -432,7 +431,7 @@ Status DBImpl::DropTable(std::string_view name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = tables_.find(name);
-    if (it == tables_.end()) return Status::NotFound("no table named " + Q(name) + " in " + path_);
+    if (it == tables_.end()) return Status::NotFound("no table named " + Quoted(name) + " in " + path_);
     auto specs = specs_;
     auto entry = specs.find(name);
     id = entry->second.id;
@@ -471,7 +470,7 @@ Status DBImpl::PersistSpec(const TableSpec& spec) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = specs_.find(spec.name);
   if (it == specs_.end()) {
-    return Status::FailedPrecondition("table " + Q(spec.name) + " was dropped");
+    return Status::FailedPrecondition("table " + Quoted(spec.name) + " was dropped");
   }
   auto specs = specs_;
   specs[spec.name].spec = spec;

@@ -6,6 +6,7 @@
 #include "engine/table/table_layout.h"
 #include "replaydb/options.h"
 #include "replaydb/table.h"
+#include "util/format.h"
 
 namespace replaydb {
 namespace {
@@ -21,8 +22,6 @@ bool ValidName(std::string_view name) {
   }
   return true;
 }
-
-std::string Quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 }  // namespace
 

@@ -78,6 +78,7 @@ class DeviceTier {
   // REQUIRES: options.uniform_draws. Live item `position` starts at `slot`.
   void PlaceLive(size_t position, int64_t slot);
   bool item_steps() const { return options_.item_steps; }
+  bool uniform_draws() const { return options_.uniform_draws; }
 
   // ---- device accesses to blocks ----
   // Epoch of the last access launched; 0 before any.

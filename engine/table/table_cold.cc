@@ -11,11 +11,10 @@
 
 #include "engine/cold/cold_generated.h"
 #include "engine/table/table_impl.h"
+#include "util/format.h"
 
 namespace replaydb::engine {
 namespace {
-
-std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 std::string_view View(const flatbuffers::FlatBufferBuilder& fbb) {
   return {reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()};
@@ -159,7 +158,7 @@ void TableImpl::RunSpillLocked(std::unique_lock<std::mutex>& lock) {
   if (!s.ok()) {
     // Retried by the loop; the blocks stay, so writers wait (and time out
     // with this error in their message) rather than lose anything.
-    spill_error_ = s.WithContext("table " + Q(name_) + ": spilling trajectory " +
+    spill_error_ = s.WithContext("table " + Quoted(name_) + ": spilling trajectory " +
                                  std::to_string(tp->id))
                        .ToString();
     cold_cv_.notify_all();
@@ -333,7 +332,7 @@ Status TableImpl::ReadChunksInto(ColdStore& store, const StoredTrajectory& store
 }
 
 std::string TableImpl::StoredWhere(const ColdStore& store, uint64_t id) const {
-  return "cold store " + store.dir() + ": table " + Q(name_) + " (id " +
+  return "cold store " + store.dir() + ": table " + Quoted(name_) + " (id " +
          std::to_string(table_id_) + ") trajectory " + std::to_string(id);
 }
 
@@ -366,7 +365,7 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
       stored.step_priorities.size() != static_cast<size_t>(stored.length) ||
       stored.items.size() != stored.live.size() ||
       stored.items.size() > static_cast<size_t>(stored.length) || stored.length < 1) {
-    return Status::InvalidArgument("table " + Q(name_) + ": imported trajectory " +
+    return Status::InvalidArgument("table " + Quoted(name_) + ": imported trajectory " +
                                    std::to_string(stored.id) + " is inconsistent (" +
                                    std::to_string(stored.length) + " steps, " +
                                    std::to_string(stored.steps.size()) + " bytes, " +
@@ -397,11 +396,11 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
     if (store_.Find(t.id) != nullptr || cold_.count(t.id) != 0 || t.id == 0 ||
         t.id > kMaxTrajectoryId) {
-      return Status::InvalidArgument("table " + Q(name_) + ": imported trajectory id " +
+      return Status::InvalidArgument("table " + Quoted(name_) + ": imported trajectory id " +
                                      std::to_string(t.id) + " is taken or out of range");
     }
     if (cold_store_ == nullptr) {
-      return Status::FailedPrecondition("table " + Q(name_) + " has no cold store");
+      return Status::FailedPrecondition("table " + Quoted(name_) + " has no cold store");
     }
     store = cold_store_;
     table_id = table_id_;
@@ -415,7 +414,7 @@ Status TableImpl::ImportStored(StoredTrajectory& stored) {
   ColdStore::Batch batch;
   batch.PutSteps(table_id, t.id, 0, View(chunk));
   batch.PutTrajectory(table_id, t.id, View(meta));
-  REPLAYDB_RETURN_IF_ERROR(store->WriteLogged(batch).WithContext("table " + Q(name_)));
+  REPLAYDB_RETURN_IF_ERROR(store->WriteLogged(batch).WithContext("table " + Quoted(name_)));
   std::lock_guard<std::mutex> lock(mu_);
   cold_[t.id] = ColdEntryOf(t);
   cold_steps_ += t.length;
@@ -444,7 +443,7 @@ Status TableImpl::AddBlocksLocked(std::unique_lock<std::mutex>& lock, Trajectory
   if (!evict) {
     ReclaimDeferredLocked();
     if (pool_.capacity_blocks() - pool_.in_use() < need) {
-      return Status::ResourceExhausted("table " + Q(name_) + ": no free hot-tier blocks for " +
+      return Status::ResourceExhausted("table " + Quoted(name_) + ": no free hot-tier blocks for " +
                                        std::to_string(length) + " steps");
     }
   }
@@ -455,7 +454,7 @@ Status TableImpl::AddBlocksLocked(std::unique_lock<std::mutex>& lock, Trajectory
     }
     REPLAYDB_ASSIGN_OR_RETURN(const int64_t block, pool_.Allocate());
     if (block < 0) {
-      return Status::ResourceExhausted("table " + Q(name_) + ": no free hot-tier blocks");
+      return Status::ResourceExhausted("table " + Quoted(name_) + ": no free hot-tier blocks");
     }
     TakeBlockLocked(t, block);
   }
@@ -537,7 +536,7 @@ Status TableImpl::LoadOne(uint64_t id, bool evict) {
     if (store_.Find(id) != nullptr) return Status::OK();
     it = cold_.find(id);
     if (it == cold_.end()) {
-      return Status::NotFound("table " + Q(name_) + ": trajectory " + std::to_string(id) +
+      return Status::NotFound("table " + Quoted(name_) + ": trajectory " + std::to_string(id) +
                               " is neither in the hot nor in the cold tier");
     }
     if (!it->second.spilling && loading_.count(id) == 0) break;
@@ -545,13 +544,13 @@ Status TableImpl::LoadOne(uint64_t id, bool evict) {
   }
   if (BlocksFor(it->second.length) > pool_.capacity_blocks()) {
     return Status::ResourceExhausted(
-        "table " + Q(name_) + ": trajectory " + std::to_string(id) + " (" +
+        "table " + Quoted(name_) + ": trajectory " + std::to_string(id) + " (" +
         std::to_string(it->second.length) + " steps) does not fit in the hot tier of " +
         std::to_string(layout_.num_blocks) + " blocks of " + std::to_string(layout_.block_steps) +
         " steps");
   }
   if (cold_store_ == nullptr) {
-    return Status::FailedPrecondition("table " + Q(name_) + " has no cold store");
+    return Status::FailedPrecondition("table " + Quoted(name_) + " has no cold store");
   }
   const std::shared_ptr<ColdStore> store = cold_store_;
   loading_.insert(id);
@@ -586,7 +585,7 @@ Status TableImpl::LoadOne(uint64_t id, bool evict) {
     tp->blocks.clear();
     blocks_cv_.notify_all();
     done();
-    return s.WithContext("table " + Q(name_) + ": loading trajectory " + std::to_string(id));
+    return s.WithContext("table " + Quoted(name_) + ": loading trajectory " + std::to_string(id));
   }
   InstallLocked(tp, stored, /*loaded=*/true);
   done();
@@ -604,7 +603,7 @@ Status TableImpl::Load(std::span<const uint64_t> trajectory_ids) {
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
     for (uint64_t id : trajectory_ids) {
       if (store_.Find(id) == nullptr && cold_.count(id) == 0) {
-        return Status::NotFound("table " + Q(name_) + ": trajectory " + std::to_string(id) +
+        return Status::NotFound("table " + Quoted(name_) + ": trajectory " + std::to_string(id) +
                                 " is neither in the hot nor in the cold tier; nothing loaded");
       }
     }

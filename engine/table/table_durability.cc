@@ -11,14 +11,9 @@
 #include "engine/cold/cold_generated.h"
 #include "engine/table/table_impl.h"
 #include "kernels/runtime/device_memory.h"
+#include "util/format.h"
 
 namespace replaydb::engine {
-namespace {
-
-std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-}  // namespace
-
 void TableImpl::SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   // TableLogging: kDefault logs unless the hot tier is in device memory.
@@ -46,13 +41,13 @@ Status TableImpl::SyncLog(uint64_t seq, bool wait) {
     log = log_;
   }
   if (log == nullptr) return Status::OK();
-  return log->Sync(seq, wait).WithContext("table " + Q(name_));
+  return log->Sync(seq, wait).WithContext("table " + Quoted(name_));
 }
 
 Result<uint64_t> TableImpl::LogLocked(wal::RecordType type) {
   if (log_ == nullptr) return uint64_t{0};
   Result<uint64_t> seq = log_->Append(type, record_.payload());
-  if (!seq.ok()) return seq.status().WithContext("table " + Q(name_));
+  if (!seq.ok()) return seq.status().WithContext("table " + Quoted(name_));
   return seq;
 }
 
@@ -208,7 +203,7 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
   REPLAYDB_RETURN_IF_ERROR(LoadForReplay(r.trajectory_ids));
   std::lock_guard<std::mutex> lock(mu_);
   if (r.step_bytes != layout_.step_bytes) {
-    return Status::Corruption("table " + Q(name_) + ": logged steps have " +
+    return Status::Corruption("table " + Quoted(name_) + ": logged steps have " +
                               std::to_string(r.step_bytes) + " bytes; the schema has " +
                               std::to_string(layout_.step_bytes));
   }
@@ -222,7 +217,7 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
   std::vector<size_t> rows;
   std::vector<int64_t> slots;
   const auto where = [&](uint64_t id, int64_t step) {
-    return "table " + Q(name_) + ": replaying step " + std::to_string(step) + " of trajectory " +
+    return "table " + Quoted(name_) + ": replaying step " + std::to_string(step) + " of trajectory " +
            std::to_string(id);
   };
   for (size_t i = 0; i < r.trajectory_ids.size(); ++i) {
@@ -238,7 +233,7 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
     Trajectory& t = *tp;
     if (step < t.length) continue;  // already in the checkpoint
     if (step > t.length || t.ended) {
-      return Status::Corruption("table " + Q(name_) + ": logged step " + std::to_string(step) +
+      return Status::Corruption("table " + Quoted(name_) + ": logged step " + std::to_string(step) +
                                 " of trajectory " + std::to_string(id) + " does not follow its " +
                                 std::to_string(t.length) + (t.ended ? " steps (ended)" : " steps"));
     }
@@ -266,7 +261,7 @@ Status TableImpl::ReplayAppend(const wal::AppendStepsRecord& r) {
   }
   if (!rows.empty()) {
     REPLAYDB_RETURN_IF_ERROR(FlushReplayRowsLocked(r, &rows, &slots)
-                                 .WithContext("table " + Q(name_) + ": replaying steps"));
+                                 .WithContext("table " + Quoted(name_) + ": replaying steps"));
   }
   return Status::OK();
 }
@@ -276,7 +271,7 @@ Status TableImpl::ReplayEnd(const wal::EndTrajectoryRecord& r) {
   Trajectory* tp = store_.Find(r.trajectory_id);
   if (tp == nullptr || tp->ended) return Status::OK();
   if (EndReasonName(static_cast<EndReason>(r.reason)) == "invalid") {
-    return Status::Corruption("table " + Q(name_) + ": logged end of trajectory " +
+    return Status::Corruption("table " + Quoted(name_) + ": logged end of trajectory " +
                               std::to_string(r.trajectory_id) + " has unknown reason " +
                               std::to_string(r.reason));
   }
@@ -333,7 +328,7 @@ Status TableImpl::ReplayRemoveItems(const wal::RemoveItemsRecord& r) {
 Status TableImpl::ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r) {
   for (double p : r.priorities) {
     if (!std::isfinite(p) || p < 0) {
-      return Status::Corruption("table " + Q(name_) + ": logged priority " + std::to_string(p) +
+      return Status::Corruption("table " + Quoted(name_) + ": logged priority " + std::to_string(p) +
                                 " is invalid");
     }
   }
@@ -419,7 +414,7 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
     if (closed_) return Status::OK();
     if (!spill_queue_.empty() || spill_running_) {
       // Failing spills (a full disk): the log they need must stay.
-      return Status::IOError("table " + Q(name_) + ": " +
+      return Status::IOError("table " + Quoted(name_) + ": " +
                              std::to_string(spill_queue_.size()) +
                              " trajectories wait to be spilled; the last spill failed: " +
                              spill_error_);
@@ -428,7 +423,7 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
     table_id = table_id_;
     ticket_ = {};
     // Published steps may still be queued on the GPU's write stream.
-    if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters().WithContext("table " + Q(name_)));
+    if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters().WithContext("table " + Quoted(name_)));
     const RateLimiter::Counters c = limiter_.counters();
     fbb.Finish(fb::CreateTableState(
         fbb, store_.next_id(), next_item_seq_, max_priority_seen_, steps_inserted_,
@@ -482,7 +477,7 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
     if (s.ok()) ticket_.persisted.emplace_back(copy.t, copy.to);
     UnpinLocked(*copy.t);
   }
-  return s.WithContext("table " + Q(name_) + ": checkpoint");
+  return s.WithContext("table " + Quoted(name_) + ": checkpoint");
 }
 
 void TableImpl::CheckpointDone(bool ok) {
@@ -502,7 +497,7 @@ void TableImpl::CheckpointDone(bool ok) {
 }
 
 Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
-  const std::string where = "table " + Q(name_) + " (id " + std::to_string(table_id_) + ")";
+  const std::string where = "table " + Quoted(name_) + " (id " + std::to_string(table_id_) + ")";
   std::string value, aligned;
   Status s = store.GetTableState(table_id_, &value);
   if (s.code() == Status::Code::kNotFound) return Status::OK();  // never checkpointed

@@ -9,6 +9,7 @@
 #include "engine/gpu/device_sampler.h"
 #include "index/selectors/uniform_selector.h"
 #include "engine/table/writers.h"
+#include "util/format.h"
 
 namespace replaydb {
 
@@ -28,13 +29,11 @@ constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
 // than a second lock round trip); larger ones outside it.
 constexpr size_t kCopyUnderLockBytes = 1024;
 
-std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
-
 }  // namespace
 
 Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
                                                      PersistSpecFn persist) {
-  const auto where = [&] { return "table " + Q(spec.name); };
+  const auto where = [&] { return "table " + Quoted(spec.name); };
   // Which GPU, if any, the table uses, and where its blocks go.
   std::string why_none;
   const int gpus = CudaDeviceCount(&why_none);
@@ -56,63 +55,28 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     if (device < 0) device = 0;
     memory = p.kind == Placement::Kind::kAuto ? BlockMemory::kDevice : BlockMemory::kPinned;
   }
-  std::unique_ptr<index::Selector> selector;
-  DeviceSelector* raw = nullptr;
-  index::UniformSelector* uniform = nullptr;
-  const bool uniform_draws =
-      spec.priority_device >= 0 && spec.selector == SelectorKind::kUniform;
-  if (uniform_draws) {
-    if (gpus <= spec.priority_device) {
-      return Status::NotSupported(where() + ": uniform draws on CUDA device " +
-                                  std::to_string(spec.priority_device) + " need that GPU, but " +
-                                  (gpus == 0 ? "no GPU can be used (" + why_none + ")"
-                                             : "only " + std::to_string(gpus) + " can be used"));
-    }
-    // Items found by slot where slots fit (a uniform device index needs
-    // fewer than 2^32 anyway; DeviceTier::Create says so below).
-    const int64_t slots = CapacityBlocks(spec) * spec.block_steps;
-    auto owned = slots <= index::UniformSelector::kMaxSlots
-                     ? std::make_unique<index::UniformSelector>(slots, spec.block_steps)
-                     : std::make_unique<index::UniformSelector>();
-    uniform = owned.get();
-    selector = std::move(owned);
-  } else if (spec.priority_device >= 0) {
-    const int64_t capacity = CapacityBlocks(spec) * spec.block_steps;
-    auto chosen = DeviceSelector::Create(spec.priority_device, capacity, spec.priority_exponent);
-    if (!chosen.ok()) return chosen.status().WithContext(where());
-    raw = chosen->get();
-    selector = std::move(chosen).value();
-  } else {
-    // Items are found by their hot-tier slot where the selector can.
-    selector = index::NewSelector({spec.selector, spec.priority_exponent,
-                                   CapacityBlocks(spec) * spec.block_steps, spec.block_steps});
-  }
+  REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<DrawStrategy> draws,
+                            DrawStrategy::Create(spec, gpus, why_none));
   std::unique_ptr<DeviceTier> tier;
   if (gpus > 0 && device >= 0) {
     DeviceTier::Options options;
     options.device = device;
     options.layout = TableLayout::For(spec);
     options.sequence_length = spec.sequence_length;
-    options.item_steps = spec.priority_device >= 0;
-    options.uniform_draws = uniform_draws;
     options.lanes = spec.lanes;
+    draws->ConfigureTier(&options);
     auto created = DeviceTier::Create(options);
     if (!created.ok()) return created.status().WithContext(where());
     tier = std::move(created).value();
   }
-  DeviceTier* tier_raw = tier.get();
-  auto table = std::make_shared<TableImpl>(spec, std::move(persist), std::move(selector), raw,
-                                           memory, std::move(tier));
-  if (uniform != nullptr) {
-    uniform->set_on_place(
-        [tier_raw](size_t position, int64_t slot) { tier_raw->PlaceLive(position, slot); });
-  }
-  return table;
+  draws->AttachTier(tier.get());
+  return std::make_shared<TableImpl>(spec, std::move(persist), std::move(draws), memory,
+                                     std::move(tier));
 }
 
 TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
-                     std::unique_ptr<index::Selector> selector, DeviceSelector* device,
-                     BlockMemory memory, std::unique_ptr<DeviceTier> tier)
+                     std::unique_ptr<DrawStrategy> draws, BlockMemory memory,
+                     std::unique_ptr<DeviceTier> tier)
     : name_(spec.name),
       columns_(StoredColumns(spec)),
       item_columns_(spec.columns),
@@ -123,7 +87,6 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       max_times_sampled_(static_cast<uint32_t>(spec.max_times_sampled)),
       step_priority_(spec.step_priority),
       prioritized_(spec.selector == SelectorKind::kPrioritized),
-      uniform_draws_(spec.priority_device >= 0 && spec.selector == SelectorKind::kUniform),
       spill_(spec.spill),
       rotation_fraction_(spec.rotation_fraction),
       rotation_every_samples_(spec.rotation_every_samples),
@@ -132,8 +95,8 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       pool_(layout_.block_bytes, layout_.num_blocks, memory, tier ? tier->device() : 0),
       tier_(std::move(tier)),
       limiter_(spec.rate_limiter, spec.name, spec.lanes),
-      selector_(std::move(selector)),
-      device_(device),
+      draws_(std::move(draws)),
+      selector_(draws_->selector()),
       rng_(Random::FromEntropy()),
       store_({layout_.block_steps, static_cast<uint32_t>(spec.max_times_sampled), spec.eviction}) {}
 
@@ -173,19 +136,19 @@ void TableImpl::CloseWithReason(const std::string& reason) {
 
 Status TableImpl::CheckWritable(std::string_view what) const {
   if (!read_only_.load(std::memory_order_relaxed)) return Status::OK();
-  return Status::FailedPrecondition("table " + Q(name_) + ": " + std::string(what) +
+  return Status::FailedPrecondition("table " + Quoted(name_) + ": " + std::string(what) +
                                     " needs a read-write database; this one was opened read-only "
                                     "(DB::OpenReadOnly)");
 }
 
 Status TableImpl::CheckOpenLocked() const {
-  if (closed_) return Status::FailedPrecondition("table " + Q(name_) + " is " + closed_reason_);
+  if (closed_) return Status::FailedPrecondition("table " + Quoted(name_) + " is " + closed_reason_);
   return Status::OK();
 }
 
 Status TableImpl::EvictedError(const Trajectory& t) const {
   return Status::FailedPrecondition(
-      "table " + Q(name_) + ": trajectory " + std::to_string(t.id) +
+      "table " + Quoted(name_) + ": trajectory " + std::to_string(t.id) +
       " was evicted from the hot tier while open (it had " + std::to_string(t.length) +
       " steps; the tier holds " + std::to_string(layout_.num_blocks * layout_.block_steps) +
       " steps); the writer's next step starts a new trajectory");
@@ -199,7 +162,7 @@ Result<std::unique_ptr<TrajectoryWriter>> TableImpl::NewWriter(const WriterOptio
   }
   if (lanes_ > 1) {
     return Status::InvalidArgument(
-        "table " + Q(name_) + " is a vector table of " + std::to_string(lanes_) +
+        "table " + Quoted(name_) + " is a vector table of " + std::to_string(lanes_) +
         " environments: write it with NewVectorWriter(" + std::to_string(lanes_) + ")");
   }
   return std::unique_ptr<TrajectoryWriter>(std::make_unique<TrajectoryWriterImpl>(shared_from_this(), options));
@@ -209,10 +172,10 @@ Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs
                                                                  const WriterOptions& options) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("NewVectorWriter"));
   if (num_envs == 0) {
-    return Status::InvalidArgument("table " + Q(name_) + ": a vector writer needs num_envs >= 1");
+    return Status::InvalidArgument("table " + Quoted(name_) + ": a vector writer needs num_envs >= 1");
   }
   if (options.threads < 0 || options.threads > kMaxWriterThreads) {
-    return Status::InvalidArgument("table " + Q(name_) + ": WriterOptions::threads " +
+    return Status::InvalidArgument("table " + Quoted(name_) + ": WriterOptions::threads " +
                                    std::to_string(options.threads) + " is outside [0, " +
                                    std::to_string(kMaxWriterThreads) + "] (0: automatic)");
   }
@@ -222,7 +185,7 @@ Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs
   }
   if (lanes_ > 1) {
     if (num_envs != static_cast<size_t>(lanes_)) {
-      return Status::InvalidArgument("table " + Q(name_) + " is a vector table of " +
+      return Status::InvalidArgument("table " + Quoted(name_) + " is a vector table of " +
                                      std::to_string(lanes_) + " environments; a vector writer of " +
                                      std::to_string(num_envs) + " cannot write it");
     }
@@ -236,7 +199,7 @@ Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs
 Status TableImpl::ValidateTensors(std::span<const ConstTensor> tensors, int64_t leading,
                                   std::string_view what) const {
   // The checks run on every append: messages are built only on failure.
-  const auto prefix = [&] { return "table " + Q(name_) + ": " + std::string(what); };
+  const auto prefix = [&] { return "table " + Quoted(name_) + ": " + std::string(what); };
   if (tensors.size() != columns_.size()) {
     std::string names;
     for (const ColumnSpec& c : columns_) names += (names.empty() ? "" : ", ") + c.name;
@@ -247,7 +210,7 @@ Status TableImpl::ValidateTensors(std::span<const ConstTensor> tensors, int64_t 
   for (size_t c = 0; c < columns_.size(); ++c) {
     const ColumnSpec& col = columns_[c];
     const ConstTensor& t = tensors[c];
-    const auto where = [&] { return prefix() + ", column " + Q(col.name); };
+    const auto where = [&] { return prefix() + ", column " + Quoted(col.name); };
     if (t.dtype != col.dtype) {
       return Status::InvalidArgument(where() + " expects dtype " +
                                      std::string(DTypeName(col.dtype)) + ", got " +
@@ -282,7 +245,7 @@ Status TableImpl::ResetWriterIfEndedLocked(WriterSlot& slot) {
   }
   if (t->ended) {
     return Status::FailedPrecondition(
-        "table " + Q(name_) + ": trajectory " + std::to_string(t->id) +
+        "table " + Quoted(name_) + ": trajectory " + std::to_string(t->id) +
         " is ended but its End did not finish creating padded items; call End again before "
         "appending");
   }
@@ -291,7 +254,7 @@ Status TableImpl::ResetWriterIfEndedLocked(WriterSlot& slot) {
 
 Status TableImpl::ValidatePriority(double priority, std::string_view what) const {
   if (std::isfinite(priority) && priority >= 0) return Status::OK();
-  return Status::InvalidArgument("table " + Q(name_) + ": " + std::string(what) + " priority " +
+  return Status::InvalidArgument("table " + Quoted(name_) + ": " + std::string(what) + " priority " +
                                  std::to_string(priority) + " is invalid; priorities must be " +
                                  "finite and >= 0");
 }
@@ -306,7 +269,7 @@ Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSl
 
   const int64_t length = slot.trajectory ? slot.trajectory->length : 0;
   if (length >= kMaxTrajectorySteps) {
-    return Status::ResourceExhausted("table " + Q(name_) + ": trajectory " +
+    return Status::ResourceExhausted("table " + Quoted(name_) + ": trajectory " +
                                      std::to_string(slot.trajectory->id) + " reached " +
                                      std::to_string(kMaxTrajectorySteps) +
                                      " steps, the longest a trajectory may be; end it");
@@ -334,7 +297,7 @@ Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSl
     std::shared_ptr<Trajectory> t = store_.StartNew();
     if (t == nullptr) {
       if (r->completes_item) limiter_.ReleaseInserts(1);
-      return Status::ResourceExhausted("table " + Q(name_) + ": trajectory ids are exhausted");
+      return Status::ResourceExhausted("table " + Quoted(name_) + ": trajectory ids are exhausted");
     }
     slot.trajectory = std::move(t);
     r->created = true;
@@ -451,7 +414,7 @@ Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* 
     // never changes.
     REPLAYDB_RETURN_IF_ERROR(
         staged->Prepare(tier_->device(), columns_, layout_, static_cast<size_t>(count))
-            .WithContext("table " + Q(name_)));
+            .WithContext("table " + Quoted(name_)));
     staged->CopyRows(column_base, static_cast<size_t>(first), static_cast<size_t>(count), nullptr);
     std::unique_lock<std::mutex> lock(mu_);
     for (int64_t begin = 0; begin < count;) {
@@ -496,7 +459,7 @@ Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* 
       Status scattered = staged->Scatter(*tier_, slots, static_cast<size_t>(begin));
       if (!scattered.ok()) {
         abandon();
-        return scattered.WithContext("table " + Q(name_));
+        return scattered.WithContext("table " + Quoted(name_));
       }
       // Logged before they are published: steps the log refused never appear.
       Result<uint64_t> logged = LogStepsLocked(t, column_base, at, steps, run_priorities);
@@ -800,7 +763,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
     copied = tier_->Scatter(dest, scratch->tensors, steps.stream);
     if (!copied.ok()) {
       abandon_all();
-      return copied.WithContext("table " + Q(name_) + ": AppendFromDevice");
+      return copied.WithContext("table " + Quoted(name_) + ": AppendFromDevice");
     }
   } else {
     // Where row i of column c goes in host-accessible `block` (its block's
@@ -890,7 +853,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
       }
       if (!copied.ok()) {
         abandon_all();
-        return copied.WithContext("table " + Q(name_));
+        return copied.WithContext("table " + Quoted(name_));
       }
       // Closed or evicted meanwhile: those environments lose the step.
       for (size_t i = 0; i < count; ++i) {
@@ -909,7 +872,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   Result<uint64_t> logged = LogVectorStepsLocked(chunk, dest, rows, chunk_priorities);
   if (!logged.ok()) {
     abandon_all();
-    return logged.status().WithContext("table " + Q(name_) +
+    return logged.status().WithContext("table " + Quoted(name_) +
                                        (steps.device ? ": AppendFromDevice" : ": vector step"));
   }
   if (log_seq != nullptr && *logged != 0) *log_seq = *logged;
@@ -924,13 +887,13 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   if (one_step_items && scratch->fork_join != nullptr) {
     items = SharedPublishLocked(chunk, dest, reserved, chunk_priorities, scratch);
     // One item per environment, each in its own trajectory's block.
-    selector_->InsertManyDistinctBlocks(items, *scratch->fork_join);
+    selector_.InsertManyDistinctBlocks(items, *scratch->fork_join);
   } else {
     scratch->items.clear();
     PublishVectorStepsLocked(chunk, dest, reserved, chunk_priorities, one_step_items,
                              &scratch->items);
     items = scratch->items;
-    selector_->InsertMany(items);
+    selector_.InsertMany(items);
   }
   if (!items.empty()) limiter_.CommitInserts(static_cast<int64_t>(items.size()));
   return Status::OK();
@@ -1181,12 +1144,12 @@ void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState&
   if (selector_batch != nullptr) {
     selector_batch->push_back(ref);
   } else {
-    selector_->Insert(ref);
+    selector_.Insert(ref);
   }
 }
 
 void TableImpl::DropItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
-  selector_->Remove({MakeItemKey(t.id, start), item.seq, item.priority, store_.SlotOf(t, start)});
+  selector_.Remove({MakeItemKey(t.id, start), item.seq, item.priority, store_.SlotOf(t, start)});
   --t.live_items;
   --num_items_;
   ++items_removed_;
@@ -1225,7 +1188,7 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
       } else if (blocks_cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
                  pending_free_blocks_ > 0 && pool_.in_use() >= pool_.capacity_blocks()) {
         return Status::DeadlineExceeded(
-            "table " + Q(name_) + ": timed out waiting for hot-tier blocks that " +
+            "table " + Quoted(name_) + ": timed out waiting for hot-tier blocks that " +
             (spill_queue_.empty() ? std::string("in-flight samples still read")
                                   : "are being spilled to the cold tier (" +
                                         std::to_string(spill_queue_.size()) +
@@ -1237,7 +1200,7 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
     }
     if (!victim) {
       return Status::ResourceExhausted(
-          "table " + Q(name_) + ": trajectory " + std::to_string(t.id) + " (" +
+          "table " + Quoted(name_) + ": trajectory " + std::to_string(t.id) + " (" +
           std::to_string(t.length) + " steps) does not fit in the hot tier of " +
           std::to_string(layout_.num_blocks) + " blocks of " +
           std::to_string(layout_.block_steps) + " steps (" +
@@ -1255,7 +1218,7 @@ void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
       tier_->NewBlock(blocks_seen_, pool_.address(blocks_seen_));
     }
     if (!t.blocks.empty()) tier_->Link(t.blocks.back(), block);
-    if (uniform_draws_) {
+    if (tier_->uniform_draws()) {
       tier_->SetBlockKey(block, MakeItemKey(t.id, static_cast<int64_t>(t.blocks.size()) *
                                                       layout_.block_steps));
     }
@@ -1275,7 +1238,7 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   if (t.in_cold && !spilled) removed_since_checkpoint_.push_back(t.id);
   // Without max_times_sampled every created item is live and has no draws
   // to give back: a selector that removes whole blocks needs no walk.
-  int64_t removed_items = max_times_sampled_ == 0 ? selector_->RemoveBlocks(t.blocks) : -1;
+  int64_t removed_items = max_times_sampled_ == 0 ? selector_.RemoveBlocks(t.blocks) : -1;
   assert(removed_items < 0 || removed_items == t.live_items);
   if (removed_items < 0) removed_items = RemoveItemsOneByOneLocked(t);
   t.live_items = 0;
@@ -1319,7 +1282,7 @@ int64_t TableImpl::RemoveItemsOneByOneLocked(Trajectory& t) {
       ++removed_items;
     }
   }
-  selector_->RemoveMany(removing_);
+  selector_.RemoveMany(removing_);
   removing_.clear();
   return removed_items;
 }
@@ -1368,59 +1331,14 @@ void TableImpl::MaybeReleaseConsumedLocked(Trajectory& t) {
 
 Status TableImpl::CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const {
   if (batch_size < 1 || batch_size > kMaxBatchSize) {
-    return Status::InvalidArgument("table " + Q(name_) + ": batch_size is " +
+    return Status::InvalidArgument("table " + Quoted(name_) + ": batch_size is " +
                                    std::to_string(batch_size) + "; it must be between 1 and " +
                                    std::to_string(kMaxBatchSize));
   }
   if (std::isnan(options.importance_beta) || std::isinf(options.importance_beta)) {
-    return Status::InvalidArgument("table " + Q(name_) + ": importance_beta is " +
+    return Status::InvalidArgument("table " + Quoted(name_) + ": importance_beta is " +
                                    std::to_string(options.importance_beta) +
                                    "; use a finite value (< 0 for no weights)");
-  }
-  return Status::OK();
-}
-
-Status TableImpl::NeedDeviceLocked() const {
-  if (device_ != nullptr) return device_->error();
-  if (uniform_draws_) {
-    return Status::FailedPrecondition("table " + Q(name_) +
-                                      ": the uniform selector has no priorities to update");
-  }
-  return Status::FailedPrecondition("table " + Q(name_) +
-                                    " keeps its priorities on the host (priority_device = -1)");
-}
-
-Status TableImpl::DrawOnDeviceLocked(int64_t batch, const SampleOptions& options,
-                                     std::vector<index::Selection>* draws) {
-  const size_t bytes = static_cast<size_t>(batch) * sizeof(uint64_t);
-  if (device_keys_.size() < bytes) {
-    REPLAYDB_ASSIGN_OR_RETURN(device_keys_,
-                              DeviceBuffer::Allocate(spec_.priority_device, bytes));
-    REPLAYDB_ASSIGN_OR_RETURN(device_probabilities_,
-                              DeviceBuffer::Allocate(spec_.priority_device, bytes));
-  }
-  kernels::DevicePriorityTable::SampleParams params;
-  params.stratified = options.stratified;
-  void* stream = tier_->stream();
-  REPLAYDB_RETURN_IF_ERROR(device_->table().Sample(batch, params, device_keys_.as<uint64_t>(),
-                                                   device_probabilities_.as<float>(), nullptr,
-                                                   stream));
-  std::vector<uint64_t> keys(batch);
-  std::vector<float> probabilities(batch);
-  REPLAYDB_RETURN_IF_ERROR(device_keys_.CopyToHost(keys.data(), batch * sizeof(uint64_t), 0, stream));
-  REPLAYDB_RETURN_IF_ERROR(
-      device_probabilities_.CopyToHost(probabilities.data(), batch * sizeof(float), 0, stream));
-  draws->resize(batch);
-  for (int64_t b = 0; b < batch; ++b) {
-    // With every priority set to 0 from the device, the device draws a
-    // sentinel (the host cannot see device updates in advance).
-    const Trajectory* t = store_.Find(ItemKeyTrajectory(keys[b]));
-    if (t == nullptr || ItemKeyStart(keys[b]) >= t->items_created) {
-      return Status::FailedPrecondition(
-          "table " + Q(name_) + ": the device drew no item (key " + std::to_string(keys[b]) +
-          "); every priority on the device may be 0");
-    }
-    (*draws)[b] = {keys[b], probabilities[b]};
   }
   return Status::OK();
 }
@@ -1442,21 +1360,18 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
   const bool take = !options.peek;
   if (take) {
     const auto ready = [&] {
-      return selector_->has_mass() && (max_times_sampled_ == 0 || sample_budget_ >= B);
+      return selector_.has_mass() && (max_times_sampled_ == 0 || sample_budget_ >= B);
     };
     REPLAYDB_RETURN_IF_ERROR(
         limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
-  } else if (num_items_ == 0 || !selector_->has_mass()) {
+  } else if (num_items_ == 0 || !selector_.has_mass()) {
     return Status::FailedPrecondition(
-        "table " + Q(name_) + " has nothing to draw: " + std::to_string(num_items_) +
+        "table " + Quoted(name_) + " has nothing to draw: " + std::to_string(num_items_) +
         " live items" + (num_items_ > 0 ? ", none with a priority above 0" : ""));
   }
   *live_items = num_items_ * lanes_;
-  std::vector<index::Selection> device_draws;
-  if (device_ != nullptr) {
-    REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
-    REPLAYDB_RETURN_IF_ERROR(DrawOnDeviceLocked(B, options, &device_draws));
-  }
+  REPLAYDB_RETURN_IF_ERROR(draws_->PrepareHostDraws(B, options, store_,
+                                                    tier_ ? tier_->stream() : nullptr));
   out->batch_size = B;
   out->sequence_length = L;
   out->keys.resize(B);
@@ -1469,8 +1384,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
   std::vector<ItemKey> removed_keys;
   for (int64_t b = 0; b < B; ++b) {
     const index::Stratum stratum = options.stratified ? index::Stratum{b, B} : index::Stratum{};
-    const index::Selection sel =
-        device_ != nullptr ? device_draws[b] : selector_->Select(rng_, stratum);
+    const index::Selection sel = draws_->HostDraw(b, rng_, stratum);
     const std::shared_ptr<Trajectory>& tp = store_.At(ItemKeyTrajectory(sel.key));
     Trajectory& t = *tp;
     const int64_t start = ItemKeyStart(sel.key);
@@ -1512,7 +1426,7 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
   const int64_t B = static_cast<int64_t>(keys.size());
   const int64_t L = sequence_length_;
   if (B < 1 || B > kMaxBatchSize) {
-    return Status::InvalidArgument("table " + Q(name_) + ": Lookup got " + std::to_string(B) +
+    return Status::InvalidArgument("table " + Quoted(name_) + ": Lookup got " + std::to_string(B) +
                                    " keys; it takes between 1 and " +
                                    std::to_string(kMaxBatchSize));
   }
@@ -1534,7 +1448,7 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
     const int64_t lane = ItemKeyStart(key) % lanes_;
     if (tp == nullptr || start >= tp->items_created ||
         !store_.ItemLive(store_.ItemAt(*tp, start))) {
-      return Status::NotFound("table " + Q(name_) + ": key " + std::to_string(key) +
+      return Status::NotFound("table " + Quoted(name_) + ": key " + std::to_string(key) +
                               " (trajectory " + std::to_string(ItemKeyTrajectory(key)) + ", step " +
                               std::to_string(start) +
                               (lanes_ > 1 ? ", environment " + std::to_string(lane) : "") +
@@ -1578,7 +1492,7 @@ Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
     }
     Status s = tier_->GatherToHost(slots, steps, &out->columns);
     release_consumed();
-    return s.WithContext("table " + Q(name_));
+    return s.WithContext("table " + Quoted(name_));
   }
   // Host-readable blocks: memcpy outside the lock; pins keep the blocks.
   if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters());
@@ -1661,7 +1575,7 @@ void ImportanceWeights(const std::vector<double>& probabilities, int64_t live_it
 
 Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) {
   REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
-  if (out == nullptr) return Status::InvalidArgument("table " + Q(name_) + ": out is null");
+  if (out == nullptr) return Status::InvalidArgument("table " + Quoted(name_) + ": out is null");
   std::vector<Window> windows;
   int64_t live_items = 0;  // N in the importance weights
   std::unique_lock<std::mutex> lock(mu_);
@@ -1681,7 +1595,7 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
 }
 
 Status TableImpl::Lookup(std::span<const ItemKey> keys, SampleBatch* out) {
-  if (out == nullptr) return Status::InvalidArgument("table " + Q(name_) + ": out is null");
+  if (out == nullptr) return Status::InvalidArgument("table " + Quoted(name_) + ": out is null");
   std::vector<Window> windows;
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
@@ -1693,7 +1607,7 @@ Status TableImpl::NeedTierLocked(std::string_view what) const {
   if (tier_) return Status::OK();
   std::string why;
   CudaDeviceCount(&why);
-  return Status::FailedPrecondition("table " + Q(name_) + ": " + std::string(what) +
+  return Status::FailedPrecondition("table " + Quoted(name_) + ": " + std::string(what) +
                                     " needs a GPU that can address the hot tier, but it is in "
                                     "plain host memory" +
                                     (why.empty() ? std::string() : " (" + why + ")"));
@@ -1701,20 +1615,20 @@ Status TableImpl::NeedTierLocked(std::string_view what) const {
 
 Status TableImpl::CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const {
   if (out.keys == nullptr || (weights && out.weights == nullptr)) {
-    return Status::InvalidArgument("table " + Q(name_) +
+    return Status::InvalidArgument("table " + Quoted(name_) +
                                    ": a device sample needs device pointers for keys and "
                                    "probabilities (and weights when importance_beta >= 0)");
   }
   if (!out.columns.empty() && out.columns.size() != columns_.size()) {
-    return Status::InvalidArgument("table " + Q(name_) + ": DeviceSampleOutput has " +
+    return Status::InvalidArgument("table " + Quoted(name_) + ": DeviceSampleOutput has " +
                                    std::to_string(out.columns.size()) +
                                    " column pointers; the table has " +
                                    std::to_string(columns_.size()) + " columns (or give none)");
   }
   for (size_t c = 0; c < out.columns.size(); ++c) {
     if (out.columns[c] == nullptr) {
-      return Status::InvalidArgument("table " + Q(name_) + ": DeviceSampleOutput column " +
-                                     Q(columns_[c].name) + " is null");
+      return Status::InvalidArgument("table " + Quoted(name_) + ": DeviceSampleOutput column " +
+                                     Quoted(columns_[c].name) + " is null");
     }
   }
   return Status::OK();
@@ -1723,44 +1637,27 @@ Status TableImpl::CheckDeviceOutput(const DeviceSampleOutput& out, bool weights)
 Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& options,
                                  const DeviceSampleOutput& out, void* stream) {
   if (options.peek) {
-    return Status::InvalidArgument("table " + Q(name_) +
+    return Status::InvalidArgument("table " + Quoted(name_) +
                                    ": SampleToDevice does not peek (SampleOptions::peek is for "
                                    "Table::Sample)");
   }
   REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
   REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, options.importance_beta >= 0));
   if (out.probabilities == nullptr) {
-    return Status::InvalidArgument("table " + Q(name_) +
+    return Status::InvalidArgument("table " + Quoted(name_) +
                                    ": SampleToDevice needs a device pointer for probabilities");
   }
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("SampleToDevice"));
-  if (uniform_draws_) {
-    // Drawn inside the gather kernel: nothing passes through the host.
-    const auto ready = [&] { return selector_->has_mass(); };
-    REPLAYDB_RETURN_IF_ERROR(
-        limiter_.AwaitSamples(lock, batch_size, DeadlineAfter(options.timeout), ready));
-    DeviceSampleOutput drawn = out;
-    if (options.importance_beta < 0) drawn.weights = nullptr;
-    const Status s = tier_->DrawUniformAndGather(static_cast<int64_t>(selector_->size()),
-                                                 rng_.Next(), batch_size, drawn, stream);
-    if (!s.ok()) return s.WithContext("table " + Q(name_));
-    items_sampled_ += batch_size;
-    NoteSampledLocked(batch_size);
-    return Status::OK();
-  }
-  if (device_ != nullptr) {
+  if (draws_->draws_on_device()) {
     // Drawn and gathered on the device: nothing passes through the host.
-    REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
-    const auto ready = [&] { return selector_->has_mass(); };
+    REPLAYDB_RETURN_IF_ERROR(draws_->status());
+    const auto ready = [&] { return selector_.has_mass(); };
     REPLAYDB_RETURN_IF_ERROR(
         limiter_.AwaitSamples(lock, batch_size, DeadlineAfter(options.timeout), ready));
-    kernels::DevicePriorityTable::SampleParams params;
-    params.beta = options.importance_beta;
-    params.stratified = options.stratified;
-    const Status s = tier_->DrawAndGather(device_->table(), batch_size, params, out, stream);
-    if (!s.ok()) return s.WithContext("table " + Q(name_));
+    const Status s = draws_->DrawAndGather(*tier_, batch_size, options, rng_, out, stream);
+    if (!s.ok()) return s.WithContext("table " + Quoted(name_));
     items_sampled_ += batch_size;
     NoteSampledLocked(batch_size);
     return Status::OK();
@@ -1786,7 +1683,7 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
   Status s = tier_->GatherHostDraws(draws, out, stream);
   // After the gather was queued: blocks of consumed trajectories wait for it.
   for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
-  return s.WithContext("table " + Q(name_));
+  return s.WithContext("table " + Quoted(name_));
 }
 
 Status TableImpl::EnvironmentError(const Status& s, size_t env) const {
@@ -1797,7 +1694,7 @@ Status TableImpl::EnvironmentError(const Status& s, size_t env) const {
 
 Status TableImpl::NoVectorPriorities(std::string_view what) const {
   if (lanes_ == 1) return Status::OK();
-  return Status::InvalidArgument("table " + Q(name_) + ": " + std::string(what) +
+  return Status::InvalidArgument("table " + Quoted(name_) + ": " + std::string(what) +
                                  ": a vector table (lanes " + std::to_string(lanes_) +
                                  ") keeps no per-environment priorities (its selector is uniform)");
 }
@@ -1819,7 +1716,7 @@ Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSamp
     steps[b] = static_cast<uint32_t>(windows[b].real);
   }
   DeviceTier::HostDraws draws{slots, steps, meta.keys, {}, {}};
-  return tier_->GatherHostDraws(draws, out, stream).WithContext("table " + Q(name_));
+  return tier_->GatherHostDraws(draws, out, stream).WithContext("table " + Quoted(name_));
 }
 
 Result<std::unique_ptr<DeviceSampler>> TableImpl::NewDeviceSampler(
@@ -1838,14 +1735,14 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePriorities"));
   REPLAYDB_RETURN_IF_ERROR(NoVectorPriorities("UpdatePriorities"));
   if (keys.size() != priorities.size()) {
-    return Status::InvalidArgument("table " + Q(name_) + ": UpdatePriorities got " +
+    return Status::InvalidArgument("table " + Quoted(name_) + ": UpdatePriorities got " +
                                    std::to_string(keys.size()) + " keys and " +
                                    std::to_string(priorities.size()) + " priorities");
   }
   for (size_t i = 0; i < priorities.size(); ++i) {
     if (!std::isfinite(priorities[i]) || priorities[i] < 0) {
       return Status::InvalidArgument(
-          "table " + Q(name_) + ": UpdatePriorities priority " + std::to_string(priorities[i]) +
+          "table " + Quoted(name_) + ": UpdatePriorities priority " + std::to_string(priorities[i]) +
           " for key " + std::to_string(keys[i]) + " (index " + std::to_string(i) +
           ") is invalid; priorities must be finite and >= 0; nothing was updated");
     }
@@ -1866,7 +1763,7 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
     Trajectory& t = *tp;
     ItemState& item = store_.ItemAt(t, start);
     const double old = item.priority;
-    selector_->Update({key, item.seq, old, store_.SlotOf(t, start)}, priorities[i]);
+    selector_.Update({key, item.seq, old, store_.SlotOf(t, start)}, priorities[i]);
     sample_budget_ -= DrawsLeft(item);
     item.priority = priorities[i];
     sample_budget_ += DrawsLeft(item);
@@ -1892,15 +1789,16 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePrioritiesFromDevice"));
   REPLAYDB_RETURN_IF_ERROR(NoVectorPriorities("UpdatePrioritiesFromDevice"));
   if (n < 0 || (n > 0 && (keys == nullptr || priorities == nullptr))) {
-    return Status::InvalidArgument("table " + Q(name_) +
+    return Status::InvalidArgument("table " + Quoted(name_) +
                                    ": UpdatePrioritiesFromDevice needs n >= 0 and device "
                                    "pointers for keys and priorities");
   }
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  REPLAYDB_RETURN_IF_ERROR(NeedDeviceLocked());
+  REPLAYDB_RETURN_IF_ERROR(draws_->DevicePrioritiesStatus());
   if (n == 0) return Status::OK();
-  REPLAYDB_RETURN_IF_ERROR(device_->table().UpdatePriorities(keys, priorities, n, stream));
+  REPLAYDB_RETURN_IF_ERROR(
+      draws_->device_priorities()->UpdatePriorities(keys, priorities, n, stream));
   device_updates_ += n;
   limiter_.NotifyAll();
   if (log_ == nullptr) return Status::OK();
@@ -1927,7 +1825,7 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
 
 Status TableImpl::SetRateLimiter(const RateLimiterSpec& spec) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("SetRateLimiter"));
-  REPLAYDB_RETURN_IF_ERROR(spec.Validate().WithContext("table " + Q(name_)));
+  REPLAYDB_RETURN_IF_ERROR(spec.Validate().WithContext("table " + Quoted(name_)));
   std::lock_guard<std::mutex> spec_lock(spec_mu_);
   TableSpec updated;
   {
@@ -1970,9 +1868,9 @@ TableInfo TableImpl::Info() const {
   info.evicted_items = evicted_items_ * lanes_;
   info.priority_updates = priority_updates_;
   info.priority_updates_skipped = priority_updates_skipped_;
-  if (device_ != nullptr && device_updates_ > 0) {
+  if (draws_->device_priorities() != nullptr && device_updates_ > 0) {
     // Reading the device's count synchronises with it.
-    auto skipped = device_->table().SkippedUpdates();
+    auto skipped = draws_->device_priorities()->SkippedUpdates();
     const int64_t device_skipped = skipped.ok() ? *skipped : 0;
     info.priority_updates += device_updates_ - device_skipped;
     info.priority_updates_skipped += device_skipped;

@@ -31,9 +31,9 @@
 
 #include "engine/hot/block_pool.h"
 #include "engine/cold/cold_store.h"
-#include "engine/gpu/device_selector.h"
 #include "engine/gpu/device_tier.h"
 #include "engine/rate_limiter/rate_limiter.h"
+#include "engine/table/draw_strategy.h"
 #include "engine/table/table_layout.h"
 #include "index/selectors/selector.h"
 #include "index/trajectory_store.h"
@@ -200,10 +200,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // placement or priority_device needs a GPU that cannot be used.
   static Result<std::shared_ptr<TableImpl>> Create(const TableSpec& spec, PersistSpecFn persist);
 
-  // Use Create. `device` is the selector when it is a DeviceSelector;
-  // `tier` is set when a GPU can address the blocks or draws the items.
-  TableImpl(const TableSpec& spec, PersistSpecFn persist,
-            std::unique_ptr<index::Selector> selector, DeviceSelector* device,
+  // Use Create. `tier` is set when a GPU can address the blocks or draws
+  // the items.
+  TableImpl(const TableSpec& spec, PersistSpecFn persist, std::unique_ptr<DrawStrategy> draws,
             BlockMemory memory, std::unique_ptr<DeviceTier> tier);
   ~TableImpl() override;
 
@@ -523,11 +522,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   Status EndTrajectoryLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot, EndReason reason,
                              Deadline deadline, uint64_t* log_seq);
   Status CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const;
-  Status NeedDeviceLocked() const;
-  // Draws `batch` keys on the device into the table's own buffers and copies
-  // them (with probabilities) to the host. REQUIRES: device_
-  Status DrawOnDeviceLocked(int64_t batch, const SampleOptions& options,
-                            std::vector<index::Selection>* draws);
 
   // ---- cold tier (engine/table/table_cold.cc) ----
   struct ColdEntry {
@@ -729,7 +723,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // A uniform table drawing on the device: the host's UniformSelector
   // mirrors its dense array of live slots into the tier, and SampleToDevice
   // draws inside the gather kernel.
-  const bool uniform_draws_;
   // TableSpec::spill, rotation_fraction, rotation_every_samples.
   const bool spill_;
   const double rotation_fraction_;
@@ -750,13 +743,9 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // epoch they wait for (see DeviceTier).
   std::deque<std::pair<uint64_t, std::vector<int64_t>>> deferred_;
   RateLimiter limiter_;
-  std::unique_ptr<index::Selector> selector_;
-  // Set when priorities live on a GPU: selector_ is this DeviceSelector.
-  DeviceSelector* const device_;
-  // The host-side Sample of a device table draws into these (on the tier's
-  // stream).
-  DeviceBuffer device_keys_;
-  DeviceBuffer device_probabilities_;
+  // Where draws happen (on the host, or on a GPU), with the selector.
+  const std::unique_ptr<DrawStrategy> draws_;
+  index::Selector& selector_;  // draws_'s
   int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice
   Random rng_;
   // RemoveTrajectoryLocked's items for the selector (kept for its capacity).

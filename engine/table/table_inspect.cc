@@ -7,11 +7,10 @@
 #include <vector>
 
 #include "engine/table/table_impl.h"
+#include "util/format.h"
 
 namespace replaydb::engine {
 namespace {
-
-std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 bool Matches(const TrajectoryFilter& f, const TrajectoryInfo& t) {
   return t.length >= f.min_length && t.length <= f.max_length &&
@@ -57,7 +56,7 @@ std::vector<TrajectoryInfo> TableImpl::ListTrajectories(const TrajectoryFilter& 
 
 Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
                                  TrajectorySteps* out) {
-  const std::string where = "table " + Q(name_) + ": trajectory " + std::to_string(id);
+  const std::string where = "table " + Quoted(name_) + ": trajectory " + std::to_string(id);
   if (out == nullptr) return Status::InvalidArgument(where + ": out is null");
   if (first < 0 || count < 0) {
     return Status::InvalidArgument(where + ": cannot read " + std::to_string(count) +
@@ -100,7 +99,7 @@ Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
       }
     }
   } else {
-    return Status::NotFound("table " + Q(name_) + " has no trajectory " + std::to_string(id) +
+    return Status::NotFound("table " + Quoted(name_) + " has no trajectory " + std::to_string(id) +
                             " in either tier" +
                             (id > 0 && id < store_.next_id()
                                  ? " (it left the table: evicted without spill, consumed, "
@@ -176,7 +175,7 @@ Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,
 
 Status TableImpl::ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) {
   if (keys == nullptr || priorities == nullptr) {
-    return Status::InvalidArgument("table " + Q(name_) + ": ItemPriorities needs both outputs");
+    return Status::InvalidArgument("table " + Quoted(name_) + ": ItemPriorities needs both outputs");
   }
   keys->clear();
   priorities->clear();
@@ -196,10 +195,10 @@ Status TableImpl::ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>
       }
     }
   }
-  if (device_ != nullptr && device_updates_ > 0 && !keys->empty()) {
+  if (draws_->device_priorities() != nullptr && device_updates_ > 0 && !keys->empty()) {
     // The device has priorities the host never saw.
-    Result<std::vector<double>> on_device = device_->table().ReadPriorities(*keys);
-    if (!on_device.ok()) return on_device.status().WithContext("table " + Q(name_));
+    Result<std::vector<double>> on_device = draws_->device_priorities()->ReadPriorities(*keys);
+    if (!on_device.ok()) return on_device.status().WithContext("table " + Quoted(name_));
     *priorities = std::move(*on_device);
   }
   return Status::OK();

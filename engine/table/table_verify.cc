@@ -5,11 +5,10 @@
 #include <vector>
 
 #include "engine/table/table_impl.h"
+#include "util/format.h"
 
 namespace replaydb::engine {
 namespace {
-
-std::string Q(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 Status Interrupted(const std::atomic<bool>* cancel) {
   if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
@@ -22,7 +21,7 @@ Status Interrupted(const std::atomic<bool>* cancel) {
 
 Status TableImpl::Verify(ColdStore& store, const std::atomic<bool>* cancel, Progress& progress,
                          VerifyReport* report) {
-  const std::string table = "table " + Q(name_);
+  const std::string table = "table " + Quoted(name_);
   const auto problem = [&](const std::string& what) {
     report->problems.push_back(table + ": " + what);
   };
@@ -83,8 +82,9 @@ Status TableImpl::Verify(ColdStore& store, const std::atomic<bool>* cancel, Prog
       problem("counts " + std::to_string(num_items_) + " live items, its trajectories hold " +
               std::to_string(live));
     }
-    if (device_ == nullptr && static_cast<int64_t>(selector_->size()) != num_items_) {
-      problem("its selector holds " + std::to_string(selector_->size()) + " items, not " +
+    if (draws_->device_priorities() == nullptr &&
+        static_cast<int64_t>(selector_.size()) != num_items_) {
+      problem("its selector holds " + std::to_string(selector_.size()) + " items, not " +
               std::to_string(num_items_));
     }
     if (static_cast<int64_t>(blocks.size()) > pool_.in_use()) {

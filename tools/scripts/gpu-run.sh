@@ -60,7 +60,7 @@ if ldd "$bundle/bin/replaydb_tests" "$bundle/bin/replaydb" 2>&1 | grep -q "not f
 fi
 tests="$bundle/bin/replaydb_tests"
 tool="$bundle/bin/replaydb"
-filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*:CApiGpu*:VectorTableGpu*}"
+filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*:CApiGpu*:VectorTableGpu*:DrawStrategyGpu*}"
 unset GTEST_FILTER
 # Under compute-sanitizer, leave out the test that provokes out-of-memory
 # errors on purpose (the sanitizer reports every failed CUDA call).

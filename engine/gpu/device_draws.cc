@@ -1,0 +1,121 @@
+#include "engine/gpu/device_draws.h"
+
+#include "engine/table/table_layout.h"
+#include "kernels/runtime/gpu.h"
+#include "util/format.h"
+
+namespace replaydb::engine {
+
+// ---- DevicePriorityDraws
+
+Result<std::unique_ptr<DrawStrategy>> DevicePriorityDraws::Create(const TableSpec& spec) {
+  const int64_t capacity = CapacityBlocks(spec) * spec.block_steps;
+  auto selector = DeviceSelector::Create(spec.priority_device, capacity, spec.priority_exponent);
+  if (!selector.ok()) return selector.status().WithContext("table " + Quoted(spec.name));
+  return std::unique_ptr<DrawStrategy>(
+      new DevicePriorityDraws(spec, std::move(selector).value()));
+}
+
+DevicePriorityDraws::DevicePriorityDraws(const TableSpec& spec,
+                                         std::unique_ptr<DeviceSelector> selector)
+    : DrawStrategy(spec.name, nullptr), device_(selector.get()), device_id_(spec.priority_device) {
+  selector_ = std::move(selector);
+}
+
+void DevicePriorityDraws::ConfigureTier(DeviceTier::Options* options) const {
+  // Windows drawn on the device: their lengths must be there too.
+  options->item_steps = true;
+}
+
+Status DevicePriorityDraws::PrepareHostDraws(int64_t batch, const SampleOptions& options,
+                                             const index::TrajectoryStore& store, void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(device_->error());
+  const size_t bytes = static_cast<size_t>(batch) * sizeof(uint64_t);
+  if (keys_.size() < bytes) {
+    REPLAYDB_ASSIGN_OR_RETURN(keys_, DeviceBuffer::Allocate(device_id_, bytes));
+    REPLAYDB_ASSIGN_OR_RETURN(probabilities_, DeviceBuffer::Allocate(device_id_, bytes));
+  }
+  kernels::DevicePriorityTable::SampleParams params;
+  params.stratified = options.stratified;
+  REPLAYDB_RETURN_IF_ERROR(device_->table().Sample(batch, params, keys_.as<uint64_t>(),
+                                                   probabilities_.as<float>(), nullptr, stream));
+  std::vector<uint64_t> keys(batch);
+  std::vector<float> probabilities(batch);
+  REPLAYDB_RETURN_IF_ERROR(keys_.CopyToHost(keys.data(), batch * sizeof(uint64_t), 0, stream));
+  REPLAYDB_RETURN_IF_ERROR(
+      probabilities_.CopyToHost(probabilities.data(), batch * sizeof(float), 0, stream));
+  draws_.resize(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    // With every priority set to 0 from the device, the device draws a
+    // sentinel (the host cannot see device updates in advance).
+    const index::Trajectory* t = store.Find(ItemKeyTrajectory(keys[b]));
+    if (t == nullptr || ItemKeyStart(keys[b]) >= t->items_created) {
+      return Status::FailedPrecondition(
+          "table " + Quoted(table_) + ": the device drew no item (key " +
+          std::to_string(keys[b]) + "); every priority on the device may be 0");
+    }
+    draws_[b] = {keys[b], probabilities[b]};
+  }
+  return Status::OK();
+}
+
+index::Selection DevicePriorityDraws::HostDraw(int64_t b, Random& /*rng*/,
+                                               index::Stratum /*stratum*/) {
+  return draws_[static_cast<size_t>(b)];
+}
+
+Status DevicePriorityDraws::DrawAndGather(DeviceTier& tier, int64_t batch,
+                                          const SampleOptions& options, Random& /*rng*/,
+                                          const DeviceSampleOutput& out, void* stream) {
+  kernels::DevicePriorityTable::SampleParams params;
+  params.beta = options.importance_beta;
+  params.stratified = options.stratified;
+  return tier.DrawAndGather(device_->table(), batch, params, out, stream);
+}
+
+// ---- DeviceUniformDraws
+
+Result<std::unique_ptr<DrawStrategy>> DeviceUniformDraws::Create(const TableSpec& spec, int gpus,
+                                                                 const std::string& why_none) {
+  if (gpus <= spec.priority_device) {
+    return Status::NotSupported("table " + Quoted(spec.name) + ": uniform draws on CUDA device " +
+                                std::to_string(spec.priority_device) + " need that GPU, but " +
+                                (gpus == 0 ? "no GPU can be used (" + why_none + ")"
+                                           : "only " + std::to_string(gpus) + " can be used"));
+  }
+  // Items found by slot where slots fit (a uniform device index needs
+  // fewer than 2^32 anyway; DeviceTier::Create says so).
+  const int64_t slots = CapacityBlocks(spec) * spec.block_steps;
+  auto selector = slots <= index::UniformSelector::kMaxSlots
+                      ? std::make_unique<index::UniformSelector>(slots, spec.block_steps)
+                      : std::make_unique<index::UniformSelector>();
+  return std::unique_ptr<DrawStrategy>(new DeviceUniformDraws(spec.name, std::move(selector)));
+}
+
+void DeviceUniformDraws::ConfigureTier(DeviceTier::Options* options) const {
+  options->item_steps = true;
+  options->uniform_draws = true;
+}
+
+void DeviceUniformDraws::AttachTier(DeviceTier* tier) {
+  if (tier == nullptr) return;
+  static_cast<index::UniformSelector&>(*selector_).set_on_place(
+      [tier](size_t position, int64_t slot) { tier->PlaceLive(position, slot); });
+}
+
+Status DeviceUniformDraws::DrawAndGather(DeviceTier& tier, int64_t batch,
+                                         const SampleOptions& options, Random& rng,
+                                         const DeviceSampleOutput& out, void* stream) {
+  // Drawn inside the gather kernel: nothing passes through the host.
+  DeviceSampleOutput drawn = out;
+  if (options.importance_beta < 0) drawn.weights = nullptr;
+  return tier.DrawUniformAndGather(static_cast<int64_t>(selector_->size()), rng.Next(), batch,
+                                   drawn, stream);
+}
+
+Status DeviceUniformDraws::DevicePrioritiesStatus() const {
+  return Status::FailedPrecondition("table " + Quoted(table_) +
+                                    ": the uniform selector has no priorities to update");
+}
+
+}  // namespace replaydb::engine
