@@ -8,6 +8,7 @@
 
 #include "engine/gpu/device_sampler.h"
 #include "index/selectors/uniform_selector.h"
+#include "engine/table/vector_table.h"
 #include "engine/table/writers.h"
 #include "util/format.h"
 
@@ -70,6 +71,10 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     tier = std::move(created).value();
   }
   draws->AttachTier(tier.get());
+  if (spec.lanes > 1) {
+    return std::shared_ptr<TableImpl>(std::make_shared<VectorTableImpl>(
+        spec, std::move(persist), std::move(draws), memory, std::move(tier)));
+  }
   return std::make_shared<TableImpl>(spec, std::move(persist), std::move(draws), memory,
                                      std::move(tier));
 }
@@ -80,7 +85,6 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
     : name_(spec.name),
       columns_(StoredColumns(spec)),
       item_columns_(spec.columns),
-      lanes_(spec.lanes),
       layout_(TableLayout::For(spec)),
       sequence_length_(spec.sequence_length),
       padding_(spec.padding),
@@ -154,22 +158,19 @@ Status TableImpl::EvictedError(const Trajectory& t) const {
       " steps); the writer's next step starts a new trajectory");
 }
 
-Result<std::unique_ptr<TrajectoryWriter>> TableImpl::NewWriter(const WriterOptions& options) {
+Status TableImpl::CheckNewWriter() const {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("NewWriter"));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  }
-  if (lanes_ > 1) {
-    return Status::InvalidArgument(
-        "table " + Quoted(name_) + " is a vector table of " + std::to_string(lanes_) +
-        " environments: write it with NewVectorWriter(" + std::to_string(lanes_) + ")");
-  }
-  return std::unique_ptr<TrajectoryWriter>(std::make_unique<TrajectoryWriterImpl>(shared_from_this(), options));
+  std::lock_guard<std::mutex> lock(mu_);
+  return CheckOpenLocked();
 }
 
-Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs,
-                                                                 const WriterOptions& options) {
+Result<std::unique_ptr<TrajectoryWriter>> TableImpl::NewWriter(const WriterOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(CheckNewWriter());
+  return std::unique_ptr<TrajectoryWriter>(
+      std::make_unique<TrajectoryWriterImpl>(shared_from_this(), options));
+}
+
+Status TableImpl::CheckNewVectorWriter(size_t num_envs, const WriterOptions& options) const {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("NewVectorWriter"));
   if (num_envs == 0) {
     return Status::InvalidArgument("table " + Quoted(name_) + ": a vector writer needs num_envs >= 1");
@@ -179,19 +180,13 @@ Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs
                                    std::to_string(options.threads) + " is outside [0, " +
                                    std::to_string(kMaxWriterThreads) + "] (0: automatic)");
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  }
-  if (lanes_ > 1) {
-    if (num_envs != static_cast<size_t>(lanes_)) {
-      return Status::InvalidArgument("table " + Quoted(name_) + " is a vector table of " +
-                                     std::to_string(lanes_) + " environments; a vector writer of " +
-                                     std::to_string(num_envs) + " cannot write it");
-    }
-    return std::unique_ptr<VectorWriter>(
-        std::make_unique<LaneWriterImpl>(shared_from_this(), num_envs, options));
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return CheckOpenLocked();
+}
+
+Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs,
+                                                                 const WriterOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(CheckNewVectorWriter(num_envs, options));
   return std::unique_ptr<VectorWriter>(
       std::make_unique<VectorWriterImpl>(shared_from_this(), num_envs, options));
 }
@@ -538,7 +533,7 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
   const int64_t bs = layout_.block_steps;
   Status first_error;
   const auto note = [&](size_t env, const Status& s) {
-    if (first_error.ok()) first_error = EnvironmentError(s, env);
+    if (first_error.ok()) first_error = SlotError(s, env);
   };
   // Chunks of environments: normally one, the whole vector.
   size_t begin = 0;
@@ -863,7 +858,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
         if (s.ok()) continue;
         DropVectorStepLocked(chunk[i], reserved[i], &dest[i], scratch);
         if (first_error->ok()) {
-          *first_error = EnvironmentError(s, begin + i);
+          *first_error = SlotError(s, begin + i);
         }
       }
     }
@@ -1369,7 +1364,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
         "table " + Quoted(name_) + " has nothing to draw: " + std::to_string(num_items_) +
         " live items" + (num_items_ > 0 ? ", none with a priority above 0" : ""));
   }
-  *live_items = num_items_ * lanes_;
+  *live_items = num_items_;
   REPLAYDB_RETURN_IF_ERROR(draws_->PrepareHostDraws(B, options, store_,
                                                     tier_ ? tier_->stream() : nullptr));
   out->batch_size = B;
@@ -1395,12 +1390,8 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
       NoteSampledLocked(1);
       t.dirty = true;
     }
-    // A vector table's selector drew a step: the environment is drawn here,
-    // uniformly, and folded into the key.
-    const int64_t lane =
-        lanes_ > 1 ? static_cast<int64_t>(rng_.Uniform(static_cast<uint64_t>(lanes_))) : 0;
-    out->keys[b] = MakeItemKey(t.id, start * lanes_ + lane);
-    out->probabilities[b] = sel.probability / static_cast<double>(lanes_);
+    out->keys[b] = sel.key;
+    out->probabilities[b] = sel.probability;
     out->priorities[b] = item.priority;
     out->times_sampled[b] = item.times_sampled;
     if (take && max_times_sampled_ > 0) {
@@ -1412,8 +1403,9 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     }
     const int64_t real = std::min(L, t.length - start);
     std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
-    windows->push_back({tp, start, real, lane});
+    windows->push_back({tp, start, real, 0});
   }
+  SpreadOverRowsLocked(rng_, live_items, out, windows);
   if (log_ != nullptr && !removed_keys.empty()) {
     record_.RemoveItems(table_id_, removed_keys);
     REPLAYDB_RETURN_IF_ERROR(LogLocked(wal::RecordType::kRemoveItems).status());
@@ -1443,16 +1435,14 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
   for (int64_t b = 0; b < B; ++b) {
     const ItemKey key = keys[b];
     std::shared_ptr<Trajectory> tp = store_.FindShared(ItemKeyTrajectory(key));
-    // A vector table's key holds step * lanes + environment.
-    const int64_t start = ItemKeyStart(key) / lanes_;
-    const int64_t lane = ItemKeyStart(key) % lanes_;
+    const ItemRow row = RowOf(key);
+    const int64_t start = row.start;
     if (tp == nullptr || start >= tp->items_created ||
         !store_.ItemLive(store_.ItemAt(*tp, start))) {
       return Status::NotFound("table " + Quoted(name_) + ": key " + std::to_string(key) +
-                              " (trajectory " + std::to_string(ItemKeyTrajectory(key)) + ", step " +
-                              std::to_string(start) +
-                              (lanes_ > 1 ? ", environment " + std::to_string(lane) : "") +
-                              ", index " + std::to_string(b) + ") is not a live item" +
+                              " (trajectory " + std::to_string(ItemKeyTrajectory(key)) + ", " +
+                              RowText(row) + ", index " + std::to_string(b) +
+                              ") is not a live item" +
                               (cold_.count(ItemKeyTrajectory(key)) != 0
                                    ? "; its trajectory is in the cold tier (Table::Load)"
                                    : ""));
@@ -1463,7 +1453,7 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
     out->times_sampled[b] = item.times_sampled;
     const int64_t real = std::min(L, t.length - start);
     std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
-    windows->push_back({std::move(tp), start, real, lane});
+    windows->push_back({std::move(tp), start, real, row.lane});
   }
   return Status::OK();
 }
@@ -1686,17 +1676,17 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
   return s.WithContext("table " + Quoted(name_));
 }
 
-Status TableImpl::EnvironmentError(const Status& s, size_t env) const {
-  // A vector table's one writer slot is the whole vector step, no one
-  // environment.
-  return lanes_ > 1 ? s : s.WithContext("environment " + std::to_string(env));
+void TableImpl::SpreadOverRowsLocked(Random& /*rng*/, int64_t* /*live_items*/,
+                                     SampleBatch* /*out*/, std::vector<Window>* /*windows*/) {}
+
+TableImpl::ItemRow TableImpl::RowOf(ItemKey key) const { return {ItemKeyStart(key), 0}; }
+
+std::string TableImpl::RowText(const ItemRow& row) const {
+  return "step " + std::to_string(row.start);
 }
 
-Status TableImpl::NoVectorPriorities(std::string_view what) const {
-  if (lanes_ == 1) return Status::OK();
-  return Status::InvalidArgument("table " + Quoted(name_) + ": " + std::string(what) +
-                                 ": a vector table (lanes " + std::to_string(lanes_) +
-                                 ") keeps no per-environment priorities (its selector is uniform)");
+Status TableImpl::SlotError(const Status& s, size_t slot) const {
+  return s.WithContext("environment " + std::to_string(slot));
 }
 
 Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
@@ -1733,7 +1723,6 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
                                    std::span<const double> priorities,
                                    PriorityUpdateResult* result) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePriorities"));
-  REPLAYDB_RETURN_IF_ERROR(NoVectorPriorities("UpdatePriorities"));
   if (keys.size() != priorities.size()) {
     return Status::InvalidArgument("table " + Quoted(name_) + ": UpdatePriorities got " +
                                    std::to_string(keys.size()) + " keys and " +
@@ -1787,7 +1776,6 @@ Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
 Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities,
                                              int64_t n, void* stream) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePrioritiesFromDevice"));
-  REPLAYDB_RETURN_IF_ERROR(NoVectorPriorities("UpdatePrioritiesFromDevice"));
   if (n < 0 || (n > 0 && (keys == nullptr || priorities == nullptr))) {
     return Status::InvalidArgument("table " + Quoted(name_) +
                                    ": UpdatePrioritiesFromDevice needs n >= 0 and device "
@@ -1847,8 +1835,7 @@ TableInfo TableImpl::Info() const {
   TableInfo info;
   info.name = name_;
   info.num_steps = num_steps_;
-  // A vector table's stored step holds an item per environment.
-  info.num_items = num_items_ * lanes_;
+  info.num_items = num_items_;
   info.num_trajectories = static_cast<int64_t>(store_.size());
   info.num_open_trajectories = info.num_trajectories - static_cast<int64_t>(store_.num_ended());
   info.blocks_used = pool_.in_use();
@@ -1861,11 +1848,11 @@ TableInfo TableImpl::Info() const {
   info.bytes_reserved = pool_.bytes_reserved();
   info.bytes_capacity = pool_.capacity_blocks() * static_cast<int64_t>(layout_.block_bytes);
   info.steps_inserted = steps_inserted_;
-  info.items_inserted = items_inserted_ * lanes_;
+  info.items_inserted = items_inserted_;
   info.items_sampled = items_sampled_;
-  info.items_removed = items_removed_ * lanes_;
+  info.items_removed = items_removed_;
   info.evicted_trajectories = evicted_trajectories_;
-  info.evicted_items = evicted_items_ * lanes_;
+  info.evicted_items = evicted_items_;
   info.priority_updates = priority_updates_;
   info.priority_updates_skipped = priority_updates_skipped_;
   if (draws_->device_priorities() != nullptr && device_updates_ > 0) {

@@ -191,13 +191,14 @@ struct Window {
   int64_t lane = 0;  // the environment, in a vector table
 };
 
-class TableImpl final : public Table, public std::enable_shared_from_this<TableImpl> {
+class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
  public:
   // Writes a changed spec to the catalog. Called without the table's mutex.
   using PersistSpecFn = std::function<Status(const TableSpec&)>;
 
   // REQUIRES: spec.Validate().ok(). NotSupported when the spec's
-  // placement or priority_device needs a GPU that cannot be used.
+  // placement or priority_device needs a GPU that cannot be used. A spec
+  // with lanes > 1 makes a VectorTableImpl (engine/table/vector_table.h).
   static Result<std::shared_ptr<TableImpl>> Create(const TableSpec& spec, PersistSpecFn persist);
 
   // Use Create. `tier` is set when a GPU can address the blocks or draws
@@ -366,6 +367,34 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
                           std::span<const double> priorities, Deadline deadline,
                           VectorScratch* scratch, uint64_t* log_seq = nullptr);
 
+ protected:
+  // ---- what a vector table (engine/table/vector_table.h) does differently
+
+  // Where an item's key points inside a stored step: the step its window
+  // starts at and the row (environment) of that step.
+  struct ItemRow {
+    int64_t start = 0;
+    int64_t lane = 0;
+  };
+  // After the draws of a sample: a table whose stored steps hold several
+  // items each (a vector table's environments) spreads each draw (whose key,
+  // probability and window are the stored step's) over them, and counts
+  // them in *live_items. Does nothing here.
+  virtual void SpreadOverRowsLocked(Random& rng, int64_t* live_items, SampleBatch* out,
+                                    std::vector<Window>* windows);
+  // The row `key` names (Lookup), and how messages name it ("step 3").
+  virtual ItemRow RowOf(ItemKey key) const;
+  virtual std::string RowText(const ItemRow& row) const;
+  // `s`, an error of a vector writer's slot `slot`, naming its environment.
+  virtual Status SlotError(const Status& s, size_t slot) const;
+
+  // FailedPrecondition naming `what` when the table is read-only.
+  Status CheckWritable(std::string_view what) const;
+  // NewWriter's and NewVectorWriter's checks (read-only, closed, the
+  // options).
+  Status CheckNewWriter() const;
+  Status CheckNewVectorWriter(size_t num_envs, const WriterOptions& options) const;
+
  private:
   Status CheckOpenLocked() const;
   // Makes room for one more step of slot's trajectory: reserves the item
@@ -473,12 +502,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   // trajectory's (no steps). REQUIRES: t holds its blocks.
   void StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) const;
   Status NeedTierLocked(std::string_view what) const;
-  // InvalidArgument naming `what` in a vector table (lanes_ > 1), whose
-  // items have no priorities of their own.
-  Status NoVectorPriorities(std::string_view what) const;
-  // `s`, an error of a vector writer's slot `env`, naming the environment
-  // (not in a vector table, whose one slot is every environment).
-  Status EnvironmentError(const Status& s, size_t env) const;
   Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status EvictedError(const Trajectory& t) const;
   // Gives `t` a new block, evicting or waiting for pinned blocks as needed.
@@ -618,8 +641,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
 
   std::shared_ptr<ColdStore> cold_store_;
   std::atomic<bool> read_only_{false};
-  // FailedPrecondition naming `what` when the table is read-only.
-  Status CheckWritable(std::string_view what) const;
   std::map<uint64_t, ColdEntry> cold_;  // guarded by mu_
   int64_t cold_steps_ = 0;
   std::deque<SpillJob> spill_queue_;
@@ -710,10 +731,6 @@ class TableImpl final : public Table, public std::enable_shared_from_this<TableI
   const std::vector<ColumnSpec> columns_;
   // What an item holds per step: the spec's columns.
   const std::vector<ColumnSpec> item_columns_;
-  // TableSpec::lanes: 1, or the environments of a vector table, whose
-  // selector holds one entry per stored step (the item of environment 0,
-  // whose key stands for the step) and whose draws add the environment.
-  const int64_t lanes_;
   const TableLayout layout_;
   const int64_t sequence_length_;
   const Padding padding_;

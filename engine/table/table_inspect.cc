@@ -181,18 +181,15 @@ Status TableImpl::ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>
   priorities->clear();
   std::lock_guard<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  keys->reserve(static_cast<size_t>(num_items_ * lanes_));
-  priorities->reserve(static_cast<size_t>(num_items_ * lanes_));
+  keys->reserve(static_cast<size_t>(num_items_));
+  priorities->reserve(static_cast<size_t>(num_items_));
   for (const auto& [id, tp] : store_.trajectories()) {
     const Trajectory& t = *tp;
     for (int64_t start = 0; start < t.items_created; ++start) {
       const ItemState& item = store_.ItemAt(t, start);
       if (!store_.ItemLive(item)) continue;
-      // A vector table's step is an item per environment.
-      for (int64_t lane = 0; lane < lanes_; ++lane) {
-        keys->push_back(MakeItemKey(id, start * lanes_ + lane));
-        priorities->push_back(item.priority);
-      }
+      keys->push_back(MakeItemKey(id, start));
+      priorities->push_back(item.priority);
     }
   }
   if (draws_->device_priorities() != nullptr && device_updates_ > 0 && !keys->empty()) {

@@ -5,10 +5,7 @@
 #include <string>
 
 namespace replaydb::engine {
-namespace {
 
-// InvalidArgument naming `env` when it is not one of a vector writer's
-// `num_envs` environments; `what` (may be empty) names the call.
 Status CheckWriterEnv(const TableImpl& table, size_t env, size_t num_envs, std::string_view what) {
   if (env < num_envs) return Status::OK();
   return Status::InvalidArgument(
@@ -23,6 +20,8 @@ void SetBases(std::span<const ConstTensor> tensors, std::vector<const std::byte*
     (*bases)[c] = static_cast<const std::byte*>(tensors[c].data);
   }
 }
+
+namespace {
 
 // `priorities` must be empty or hold n valid values.
 Status ValidatePriorities(const TableImpl& table, std::span<const double> priorities, int64_t n,
@@ -193,70 +192,6 @@ Status VectorWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason)
 
 uint64_t VectorWriterImpl::trajectory_id(size_t env) const {
   return env < slots_.size() && slots_[env].trajectory ? slots_[env].trajectory->id : 0;
-}
-
-LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
-                               const WriterOptions& options)
-    : table_(std::move(table)), options_(options), lanes_(lanes) {
-  // One stored step per call: the parts split the copy of its bytes.
-  const int parts = WriterParts(options.threads, lanes);
-  if (parts > 1) scratch_.fork_join = std::make_unique<ForkJoin>(parts);
-}
-
-LaneWriterImpl::~LaneWriterImpl() {
-  uint64_t seq = 0;
-  (void)table_->EndTrajectory(slot_, EndReason::kTruncated, Clock::now(), &seq);
-  (void)table_->SyncLog(seq, /*wait=*/false);
-}
-
-Status LaneWriterImpl::AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,
-                                  std::span<const double> priorities, std::string_view what) {
-  // The stored columns are [lanes, shape...]: one tensor per column of
-  // exactly that shape.
-  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, -1, what));
-  if (!priorities.empty()) {
-    return Status::InvalidArgument("table '" + table_->name() + "': " + std::string(what) +
-                                   ": a vector table keeps no per-environment priorities "
-                                   "(its selector is uniform); pass none");
-  }
-  SetBases(steps, &bases_);
-  uint64_t seq = 0;
-  Status s = table_->AppendVectorStep(std::span<WriterSlot>(&slot_, 1),
-                                      VectorSteps{bases_, device, stream}, priorities,
-                                      DeadlineAfter(options_.timeout), &scratch_, &seq);
-  // A full segment ends, so that eviction can take it and keys stay below
-  // kMaxTrajectorySteps.
-  if (s.ok() && slot_.trajectory != nullptr &&
-      slot_.trajectory->length >= table_->layout().block_steps) {
-    s = table_->EndTrajectory(slot_, EndReason::kTruncated, DeadlineAfter(options_.timeout), &seq);
-  }
-  Status synced = table_->SyncLog(seq, options_.sync);
-  return s.ok() ? synced : s;
-}
-
-Status LaneWriterImpl::Append(std::span<const ConstTensor> steps,
-                              std::span<const double> priorities) {
-  return AppendStep(steps, /*device=*/false, nullptr, priorities, "vector step");
-}
-
-Status LaneWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
-                                        std::span<const double> priorities) {
-  return AppendStep(steps, /*device=*/true, stream, priorities, "device vector step");
-}
-
-Status LaneWriterImpl::End(size_t env, EndReason /*reason*/) {
-  return CheckWriterEnv(*table_, env, lanes_, "End");
-}
-
-Status LaneWriterImpl::EndMany(std::span<const size_t> envs, EndReason /*reason*/) {
-  for (const size_t env : envs) {
-    REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, lanes_, "EndMany"));
-  }
-  return Status::OK();
-}
-
-uint64_t LaneWriterImpl::trajectory_id(size_t env) const {
-  return env < lanes_ && slot_.trajectory ? slot_.trajectory->id : 0;
 }
 
 }  // namespace replaydb::engine

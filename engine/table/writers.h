@@ -1,7 +1,8 @@
 // TrajectoryWriter and VectorWriter implementations: schema checks on the
 // caller's thread, then one TableImpl::AppendStep per step (into a table in
 // device memory, TableImpl::AppendStepsToDevice for all of a call's steps;
-// a vector step: one TableImpl::AppendVectorStep for every environment).
+// a vector step: one TableImpl::AppendVectorStep for every environment). A
+// vector table's writer is LaneWriterImpl (engine/table/vector_table.h).
 #ifndef REPLAYDB_ENGINE_TABLE_WRITERS_H_
 #define REPLAYDB_ENGINE_TABLE_WRITERS_H_
 
@@ -65,37 +66,11 @@ class VectorWriterImpl final : public VectorWriter {
   VectorScratch scratch_;
 };
 
-// The vector writer of a vector table (TableSpec::lanes > 1,
-// docs/vector_tables.md): a step of the writer's `lanes` environments is one
-// stored step, [lanes, shape...] per column, of one trajectory (a segment),
-// which the writer ends after the table's block_steps steps and follows with
-// the next. End and EndMany check their environments and change nothing:
-// with windows of one step an episode's end changes no item.
-class LaneWriterImpl final : public VectorWriter {
- public:
-  LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes, const WriterOptions& options);
-  ~LaneWriterImpl() override;
-
-  Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override;
-  Status End(size_t env, EndReason reason) override;
-  Status EndMany(std::span<const size_t> envs, EndReason reason) override;
-  Status AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
-                          std::span<const double> priorities) override;
-  size_t num_envs() const override { return lanes_; }
-  // The segment being written (every environment's).
-  uint64_t trajectory_id(size_t env) const override;
-
- private:
-  Status AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,
-                    std::span<const double> priorities, std::string_view what);
-
-  const std::shared_ptr<TableImpl> table_;
-  const WriterOptions options_;
-  const size_t lanes_;
-  WriterSlot slot_;
-  std::vector<const std::byte*> bases_;
-  VectorScratch scratch_;
-};
+// InvalidArgument naming `env` when it is not one of a vector writer's
+// `num_envs` environments; `what` (may be empty) names the call.
+Status CheckWriterEnv(const TableImpl& table, size_t env, size_t num_envs, std::string_view what);
+// Each tensor's data pointer, in *bases.
+void SetBases(std::span<const ConstTensor> tensors, std::vector<const std::byte*>* bases);
 
 }  // namespace replaydb::engine
 

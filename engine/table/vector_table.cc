@@ -1,0 +1,181 @@
+#include "engine/table/vector_table.h"
+
+#include <string>
+
+#include "engine/table/writers.h"
+#include "util/format.h"
+#include "util/fork_join.h"
+
+namespace replaydb::engine {
+
+VectorTableImpl::VectorTableImpl(const TableSpec& spec, PersistSpecFn persist,
+                                 std::unique_ptr<DrawStrategy> draws, BlockMemory memory,
+                                 std::unique_ptr<DeviceTier> tier)
+    : TableImpl(spec, std::move(persist), std::move(draws), memory, std::move(tier)),
+      lanes_(spec.lanes) {}
+
+Result<std::unique_ptr<TrajectoryWriter>> VectorTableImpl::NewWriter(
+    const WriterOptions& /*options*/) {
+  REPLAYDB_RETURN_IF_ERROR(CheckNewWriter());
+  return Status::InvalidArgument("table " + Quoted(name()) + " is a vector table of " +
+                                 std::to_string(lanes_) +
+                                 " environments: write it with NewVectorWriter(" +
+                                 std::to_string(lanes_) + ")");
+}
+
+Result<std::unique_ptr<VectorWriter>> VectorTableImpl::NewVectorWriter(
+    size_t num_envs, const WriterOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(CheckNewVectorWriter(num_envs, options));
+  if (num_envs != static_cast<size_t>(lanes_)) {
+    return Status::InvalidArgument("table " + Quoted(name()) + " is a vector table of " +
+                                   std::to_string(lanes_) + " environments; a vector writer of " +
+                                   std::to_string(num_envs) + " cannot write it");
+  }
+  return std::unique_ptr<VectorWriter>(
+      std::make_unique<LaneWriterImpl>(shared_from_this(), num_envs, options));
+}
+
+Status VectorTableImpl::NoPriorities(std::string_view what) const {
+  return Status::InvalidArgument("table " + Quoted(name()) + ": " + std::string(what) +
+                                 ": a vector table (lanes " + std::to_string(lanes_) +
+                                 ") keeps no per-environment priorities (its selector is uniform)");
+}
+
+Status VectorTableImpl::UpdatePriorities(std::span<const ItemKey> /*keys*/,
+                                         std::span<const double> /*priorities*/,
+                                         PriorityUpdateResult* /*result*/) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePriorities"));
+  return NoPriorities("UpdatePriorities");
+}
+
+Status VectorTableImpl::UpdatePrioritiesFromDevice(const uint64_t* /*keys*/,
+                                                   const float* /*priorities*/, int64_t /*n*/,
+                                                   void* /*stream*/) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("UpdatePrioritiesFromDevice"));
+  return NoPriorities("UpdatePrioritiesFromDevice");
+}
+
+TableInfo VectorTableImpl::Info() const {
+  // A stored step holds an item per environment.
+  TableInfo info = TableImpl::Info();
+  info.num_items *= lanes_;
+  info.items_inserted *= lanes_;
+  info.items_removed *= lanes_;
+  info.evicted_items *= lanes_;
+  return info;
+}
+
+Status VectorTableImpl::ItemPriorities(std::vector<ItemKey>* keys,
+                                       std::vector<double>* priorities) {
+  REPLAYDB_RETURN_IF_ERROR(TableImpl::ItemPriorities(keys, priorities));
+  // The stored steps' items, spread over their environments.
+  std::vector<ItemKey> steps;
+  std::vector<double> step_priorities;
+  steps.swap(*keys);
+  step_priorities.swap(*priorities);
+  keys->reserve(steps.size() * static_cast<size_t>(lanes_));
+  priorities->reserve(steps.size() * static_cast<size_t>(lanes_));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const uint64_t segment = ItemKeyTrajectory(steps[i]);
+    const int64_t start = ItemKeyStart(steps[i]);
+    for (int64_t lane = 0; lane < lanes_; ++lane) {
+      keys->push_back(MakeItemKey(segment, start * lanes_ + lane));
+      priorities->push_back(step_priorities[i]);
+    }
+  }
+  return Status::OK();
+}
+
+void VectorTableImpl::SpreadOverRowsLocked(Random& rng, int64_t* live_items, SampleBatch* out,
+                                           std::vector<Window>* windows) {
+  // The selector drew a step: the environment is drawn here, uniformly, and
+  // folded into the key.
+  *live_items *= lanes_;
+  for (size_t b = 0; b < windows->size(); ++b) {
+    const int64_t lane = static_cast<int64_t>(rng.Uniform(static_cast<uint64_t>(lanes_)));
+    const ItemKey step = out->keys[b];
+    out->keys[b] = MakeItemKey(ItemKeyTrajectory(step), ItemKeyStart(step) * lanes_ + lane);
+    out->probabilities[b] /= static_cast<double>(lanes_);
+    (*windows)[b].lane = lane;
+  }
+}
+
+TableImpl::ItemRow VectorTableImpl::RowOf(ItemKey key) const {
+  // The key holds step * lanes + environment.
+  return {ItemKeyStart(key) / lanes_, ItemKeyStart(key) % lanes_};
+}
+
+std::string VectorTableImpl::RowText(const ItemRow& row) const {
+  return TableImpl::RowText(row) + ", environment " + std::to_string(row.lane);
+}
+
+Status VectorTableImpl::SlotError(const Status& s, size_t /*slot*/) const {
+  // The writer's one slot is the whole vector step, no one environment.
+  return s;
+}
+
+LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
+                               const WriterOptions& options)
+    : table_(std::move(table)), options_(options), lanes_(lanes) {
+  // One stored step per call: the parts split the copy of its bytes.
+  const int parts = WriterParts(options.threads, lanes);
+  if (parts > 1) scratch_.fork_join = std::make_unique<ForkJoin>(parts);
+}
+
+LaneWriterImpl::~LaneWriterImpl() {
+  uint64_t seq = 0;
+  (void)table_->EndTrajectory(slot_, EndReason::kTruncated, Clock::now(), &seq);
+  (void)table_->SyncLog(seq, /*wait=*/false);
+}
+
+Status LaneWriterImpl::AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,
+                                  std::span<const double> priorities, std::string_view what) {
+  // The stored columns are [lanes, shape...]: one tensor per column of
+  // exactly that shape.
+  REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, -1, what));
+  if (!priorities.empty()) {
+    return Status::InvalidArgument("table '" + table_->name() + "': " + std::string(what) +
+                                   ": a vector table keeps no per-environment priorities "
+                                   "(its selector is uniform); pass none");
+  }
+  SetBases(steps, &bases_);
+  uint64_t seq = 0;
+  Status s = table_->AppendVectorStep(std::span<WriterSlot>(&slot_, 1),
+                                      VectorSteps{bases_, device, stream}, priorities,
+                                      DeadlineAfter(options_.timeout), &scratch_, &seq);
+  // A full segment ends, so that eviction can take it and keys stay below
+  // kMaxTrajectorySteps.
+  if (s.ok() && slot_.trajectory != nullptr &&
+      slot_.trajectory->length >= table_->layout().block_steps) {
+    s = table_->EndTrajectory(slot_, EndReason::kTruncated, DeadlineAfter(options_.timeout), &seq);
+  }
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return s.ok() ? synced : s;
+}
+
+Status LaneWriterImpl::Append(std::span<const ConstTensor> steps,
+                              std::span<const double> priorities) {
+  return AppendStep(steps, /*device=*/false, nullptr, priorities, "vector step");
+}
+
+Status LaneWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                                        std::span<const double> priorities) {
+  return AppendStep(steps, /*device=*/true, stream, priorities, "device vector step");
+}
+
+Status LaneWriterImpl::End(size_t env, EndReason /*reason*/) {
+  return CheckWriterEnv(*table_, env, lanes_, "End");
+}
+
+Status LaneWriterImpl::EndMany(std::span<const size_t> envs, EndReason /*reason*/) {
+  for (const size_t env : envs) {
+    REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, lanes_, "EndMany"));
+  }
+  return Status::OK();
+}
+
+uint64_t LaneWriterImpl::trajectory_id(size_t env) const {
+  return env < lanes_ && slot_.trajectory ? slot_.trajectory->id : 0;
+}
+
+}  // namespace replaydb::engine

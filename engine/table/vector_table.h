@@ -1,0 +1,97 @@
+// VectorTableImpl: a table of vector steps (TableSpec::lanes = N > 1,
+// docs/vector_tables.md), the layout a GPU simulator hands over: each stored
+// step holds one row per environment of N, [N, shape...] per column, and
+// each environment's row is an item. It shares everything else with
+// TableImpl (the hot tier's blocks and device tier, the trajectory store,
+// the log, checkpoints and the cold tier); what differs lives here:
+//
+// - Writing: one vector writer of exactly N environments (LaneWriterImpl),
+//   which stores one step per call into a segment of block_steps steps that
+//   it ends itself; no TrajectoryWriter.
+// - Items: the selector holds one entry per stored step (the item of
+//   environment 0, whose key stands for the step); a draw picks a step, then
+//   an environment uniformly (probability / N). Keys are
+//   MakeItemKey(segment, step * N + environment).
+// - No per-environment priorities: UpdatePriorities and
+//   UpdatePrioritiesFromDevice are refused.
+// - Counts of items (TableInfo) and ItemPriorities are per environment.
+#ifndef REPLAYDB_ENGINE_TABLE_VECTOR_TABLE_H_
+#define REPLAYDB_ENGINE_TABLE_VECTOR_TABLE_H_
+
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "engine/table/table_impl.h"
+
+namespace replaydb::engine {
+
+class VectorTableImpl final : public TableImpl {
+ public:
+  // Use TableImpl::Create. REQUIRES: spec.lanes > 1.
+  VectorTableImpl(const TableSpec& spec, PersistSpecFn persist,
+                  std::unique_ptr<DrawStrategy> draws, BlockMemory memory,
+                  std::unique_ptr<DeviceTier> tier);
+
+  Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options) override;
+  Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t num_envs,
+                                                        const WriterOptions& options) override;
+  Status UpdatePriorities(std::span<const ItemKey> keys, std::span<const double> priorities,
+                          PriorityUpdateResult* result) override;
+  Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
+                                    void* stream) override;
+  TableInfo Info() const override;
+  Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override;
+
+  int64_t lanes() const { return lanes_; }
+
+ protected:
+  void SpreadOverRowsLocked(Random& rng, int64_t* live_items, SampleBatch* out,
+                            std::vector<Window>* windows) override;
+  ItemRow RowOf(ItemKey key) const override;
+  std::string RowText(const ItemRow& row) const override;
+  Status SlotError(const Status& s, size_t slot) const override;
+
+ private:
+  // InvalidArgument: `what` needs per-environment priorities.
+  Status NoPriorities(std::string_view what) const;
+
+  const int64_t lanes_;
+};
+
+// The vector writer of a vector table: a step of the writer's `lanes`
+// environments is one stored step, [lanes, shape...] per column, of one
+// trajectory (a segment), which the writer ends after the table's
+// block_steps steps and follows with the next. End and EndMany check their
+// environments and change nothing: with windows of one step an episode's
+// end changes no item.
+class LaneWriterImpl final : public VectorWriter {
+ public:
+  LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes, const WriterOptions& options);
+  ~LaneWriterImpl() override;
+
+  Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override;
+  Status End(size_t env, EndReason reason) override;
+  Status EndMany(std::span<const size_t> envs, EndReason reason) override;
+  Status AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                          std::span<const double> priorities) override;
+  size_t num_envs() const override { return lanes_; }
+  // The segment being written (every environment's).
+  uint64_t trajectory_id(size_t env) const override;
+
+ private:
+  Status AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,
+                    std::span<const double> priorities, std::string_view what);
+
+  const std::shared_ptr<TableImpl> table_;
+  const WriterOptions options_;
+  const size_t lanes_;
+  WriterSlot slot_;
+  std::vector<const std::byte*> bases_;
+  VectorScratch scratch_;
+};
+
+}  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_TABLE_VECTOR_TABLE_H_
