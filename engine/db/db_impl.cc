@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "engine/cold/cold_generated.h"
+#include "engine/db/log_apply.h"
 #include "wal/log_reader.h"
 #include "util/format.h"
 
@@ -233,7 +234,10 @@ Status DBImpl::Recover() {
   REPLAYDB_RETURN_IF_ERROR(wal::Replay(
       env_, wal_dir_, first_segment, options_.wal.recovery,
       [this](wal::RecordType type, std::span<const std::byte> payload) {
-        return ReplayRecord(type, payload);
+        return ApplyLogRecord(type, payload, [this](uint32_t id) -> TableImpl* {
+          auto it = by_id_.find(id);
+          return it == by_id_.end() ? nullptr : it->second.get();
+        });
       },
       &report));
   recovery_.wal_segments = report.segments;
@@ -246,57 +250,6 @@ Status DBImpl::Recover() {
   next_segment_ = std::max<uint64_t>(report.last_segment + 1, std::max<uint64_t>(first_segment, 1));
   for (auto& [id, table] : by_id_) recovery_.trajectories_ended += table->EndOpenTrajectories();
   return Status::OK();
-}
-
-Status DBImpl::ReplayRecord(wal::RecordType type, std::span<const std::byte> payload) {
-  const auto table = [&](uint32_t id) -> TableImpl* {
-    auto it = by_id_.find(id);
-    return it == by_id_.end() ? nullptr : it->second.get();
-  };
-  switch (type) {
-    case wal::RecordType::kCreateTable: {
-      // The catalog, written before the record, already has the table (or
-      // it was dropped later): nothing to do.
-      wal::CreateTableRecord r;
-      return wal::Decode(payload, &r);
-    }
-    case wal::RecordType::kDropTable: {
-      wal::DropTableRecord r;
-      return wal::Decode(payload, &r);
-    }
-    case wal::RecordType::kAppendSteps: {
-      wal::AppendStepsRecord r;
-      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
-      TableImpl* t = table(r.table_id);
-      return t == nullptr ? Status::OK() : t->ReplayAppend(r);
-    }
-    case wal::RecordType::kEndTrajectory: {
-      wal::EndTrajectoryRecord r;
-      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
-      TableImpl* t = table(r.table_id);
-      return t == nullptr ? Status::OK() : t->ReplayEnd(r);
-    }
-    case wal::RecordType::kUpdatePriorities: {
-      wal::UpdatePrioritiesRecord r;
-      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
-      TableImpl* t = table(r.table_id);
-      return t == nullptr ? Status::OK() : t->ReplayUpdatePriorities(r);
-    }
-    case wal::RecordType::kRemoveItems: {
-      wal::RemoveItemsRecord r;
-      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
-      TableImpl* t = table(r.table_id);
-      return t == nullptr ? Status::OK() : t->ReplayRemoveItems(r);
-    }
-    case wal::RecordType::kRemoveTrajectory: {
-      wal::RemoveTrajectoryRecord r;
-      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
-      TableImpl* t = table(r.table_id);
-      return t == nullptr ? Status::OK() : t->ReplayRemoveTrajectory(r);
-    }
-  }
-  return Status::Corruption("record type " + std::to_string(static_cast<int>(type)) +
-                            " is not known to this build");
 }
 
 std::vector<std::shared_ptr<TableImpl>> DBImpl::OpenTables() const {

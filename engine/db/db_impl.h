@@ -67,7 +67,6 @@ class DBImpl final : public DB {
   Status PersistSpec(const TableSpec& spec);
   // Restores the checkpoint, replays the log, ends open trajectories.
   Status Recover();
-  Status ReplayRecord(wal::RecordType type, std::span<const std::byte> payload);
   // Copies every trajectory of table `table_id` in `store` into `dst` (new,
   // empty) through TableImpl::ImportStored, counting steps on `progress`.
   static Status CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,

@@ -633,7 +633,7 @@ std::vector<uint64_t> TableImpl::ColdTrajectories(uint64_t from, size_t limit) c
   return ids;
 }
 
-Status TableImpl::LoadForReplay(std::vector<uint64_t> ids) {
+Status TableImpl::LoadBeforeApply(std::vector<uint64_t> ids) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::erase_if(ids, [&](uint64_t id) { return cold_.count(id) == 0; });

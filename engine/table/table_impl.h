@@ -243,17 +243,26 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Makes log record `seq` (0: none) durable as the sync mode says; `wait`
   // is WriterOptions::sync.
   Status SyncLog(uint64_t seq, bool wait);
-  // Applies one logged change again. Idempotent against the checkpoint the
-  // log is replayed onto: steps and ends already there are skipped.
-  Status ReplayAppend(const wal::AppendStepsRecord& r);
-  Status ReplayEnd(const wal::EndTrajectoryRecord& r);
-  Status ReplayRemoveTrajectory(const wal::RemoveTrajectoryRecord& r);
-  Status ReplayRemoveItems(const wal::RemoveItemsRecord& r);
-  Status ReplayUpdatePriorities(const wal::UpdatePrioritiesRecord& r);
+  // ---- applying logged changes (engine/table/table_apply.cc) ----
+
+  // Applies one logged change again (recovery, and replicas; callers go
+  // through ApplyLogRecord, engine/db/log_apply.h). Idempotent against the
+  // checkpoint the records are applied onto: steps and ends already there
+  // are skipped. Corruption (naming the table) when a record contradicts
+  // the table: a step that does not follow its trajectory, a step size that
+  // is not the schema's, an unknown end reason, an invalid priority.
+  Status Apply(const wal::AppendStepsRecord& r);
+  Status Apply(const wal::EndTrajectoryRecord& r);
+  Status Apply(const wal::RemoveTrajectoryRecord& r);
+  Status Apply(const wal::RemoveItemsRecord& r);
+  Status Apply(const wal::UpdatePrioritiesRecord& r);
   // Ends, as truncated, every trajectory still open after recovery (no
   // writer can continue it), creating its tail-padded items, and drops what
-  // replay kept (replay_rows_). Returns how many it ended.
+  // applying kept (apply_rows_). Returns how many it ended.
   int64_t EndOpenTrajectories();
+
+  // ---- checkpoints (engine/table/table_durability.cc) ----
+
   // Adds what changed since the last checkpoint to `batch`: new steps,
   // dirty trajectories' metadata, removed trajectories, the counters.
   // Runs beside writers and samplers (holds the table's mutex only to take
@@ -628,7 +637,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
     }
   }
   // Cold trajectories among `ids` loaded before a replayed record uses them.
-  Status LoadForReplay(std::vector<uint64_t> ids);
+  Status LoadBeforeApply(std::vector<uint64_t> ids);
   // TrajectoryMeta of `t` into `fbb`. REQUIRES: t holds its blocks.
   void BuildMetaLocked(const Trajectory& t, bool cold, flatbuffers::FlatBufferBuilder* fbb) const;
   // TrajectoryMeta of `stored` (its live flags as given) into `fbb`.
@@ -683,14 +692,14 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Copies one step (step-major bytes) into t's next position in blocks the
   // host can address, giving t a new block if needed; does not publish it.
   Status CopyStepInLocked(Trajectory& t, const std::byte* step);
-  // Appends one step (replay): copy, publish, item.
+  // Appends one step (Apply): copy, publish, item.
   Status PutStepLocked(Trajectory& t, const std::byte* step, const double* priority);
   // PutStepLocked after the copy: publish, item.
   void PublishPutStepLocked(Trajectory& t, const double* priority);
-  // Replay into device blocks (ReplayAppend): record rows `rows` of `r`
-  // (step-major) to slots `slots`, staged in replay_rows_ and scattered
+  // Applying into device blocks (Apply): record rows `rows` of `r`
+  // (step-major) to slots `slots`, staged in apply_rows_ and scattered
   // together. Empties both.
-  Status FlushReplayRowsLocked(const wal::AppendStepsRecord& r, std::vector<size_t>* rows,
+  Status FlushApplyRowsLocked(const wal::AppendStepsRecord& r, std::vector<size_t>* rows,
                                std::vector<int64_t>* slots);
   // Copies steps [from, to) of a trajectory whose blocks are at `blocks`
   // (its block addresses, taken under the lock; the trajectory pinned) to
@@ -710,10 +719,10 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Pinned host memory that device vector steps are copied into for the
   // log (LogVectorStepsLocked); grows as needed. Guarded by mu_.
   PinnedBuffer log_staging_;
-  // Replay into device blocks: staged rows (FlushReplayRowsLocked); made
-  // on first use, dropped once replay is over (EndOpenTrajectories).
+  // Applying into device blocks: staged rows (FlushApplyRowsLocked); made
+  // on first use, dropped once recovery is over (EndOpenTrajectories).
   // Guarded by mu_.
-  std::unique_ptr<StagedRows> replay_rows_;
+  std::unique_ptr<StagedRows> apply_rows_;
   // Trajectories that may be in the cold store and left the table since
   // the last checkpoint.
   std::vector<uint64_t> removed_since_checkpoint_;

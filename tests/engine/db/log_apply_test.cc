@@ -1,0 +1,259 @@
+// ApplyLogRecord (engine/db/log_apply.h), the path recovery and replicas
+// apply logged changes through, on a table of its own: records built with
+// wal::RecordBuilder as a writer's table would log them.
+#include "engine/db/log_apply.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/table/table_impl.h"
+#include "tests/test_util.h"
+#include "wal/records.h"
+
+namespace replaydb::engine {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::RandomStep;
+using testing_util::StepData;
+
+constexpr uint32_t kTableId = 7;
+
+class LogApplyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    spec_.name = "applied";
+    spec_.columns = {{"obs", DType::kF32, {static_cast<int64_t>(1 + rng_() % 5)}},
+                     {"act", DType::kI32, {}}};
+    spec_.capacity_steps = 4096;
+    spec_.block_steps = 1 + static_cast<int64_t>(rng_() % 16);
+    spec_.sequence_length = 1 + static_cast<int64_t>(rng_() % 3);
+    spec_.max_times_sampled = 2;
+    ASSERT_OK(spec_.Validate());
+    ASSERT_OK_AND_ASSIGN(table_, TableImpl::Create(spec_, nullptr));
+    find_ = [this](uint32_t id) { return id == kTableId ? table_.get() : nullptr; };
+  }
+
+  // The payload of an AppendSteps record of steps [first, first + n) of
+  // trajectory `id` (their data in steps_[id]), with priorities.
+  std::vector<std::byte> AppendRecord(uint64_t id, int64_t first, int64_t n,
+                                      uint32_t step_bytes = 0) {
+    std::vector<uint64_t> ids(static_cast<size_t>(n), id);
+    std::vector<int64_t> steps;
+    std::vector<double> priorities;
+    for (int64_t i = 0; i < n; ++i) {
+      steps.push_back(first + i);
+      priorities.push_back(0.5 + static_cast<double>(rng_() % 100));
+    }
+    const uint32_t bytes = step_bytes != 0 ? step_bytes : static_cast<uint32_t>(spec_.step_bytes());
+    std::byte* data = builder_.AppendSteps(kTableId, bytes, ids, steps, priorities);
+    for (int64_t i = 0; i < n; ++i) {
+      const StepData& step = steps_[id][static_cast<size_t>(first + i)];
+      for (const auto& column : step.columns) {
+        std::memcpy(data, column.data(), column.size());
+        data += column.size();
+      }
+    }
+    return Payload();
+  }
+  std::vector<std::byte> Payload() const {
+    const std::span<const std::byte> p = builder_.payload();
+    return {p.begin(), p.end()};
+  }
+  Status Apply(wal::RecordType type, const std::vector<std::byte>& payload) {
+    return ApplyLogRecord(type, payload, find_);
+  }
+  // Writes n random steps of trajectory `id` to steps_ (not to the table).
+  void MakeSteps(uint64_t id, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) steps_[id].push_back(RandomStep(spec_, rng_));
+  }
+  // The table's items, looked up, equal steps_.
+  void ExpectItemsAsWritten(uint64_t id) {
+    const int64_t length = static_cast<int64_t>(steps_[id].size());
+    const int64_t L = spec_.sequence_length;
+    std::vector<ItemKey> keys;
+    for (int64_t s = 0; s + L <= length; ++s) keys.push_back(MakeItemKey(id, s));
+    if (keys.empty()) return;
+    SampleBatch batch;
+    ASSERT_OK(table_->Lookup(keys, &batch));
+    for (size_t b = 0; b < keys.size(); ++b) {
+      for (int64_t k = 0; k < L; ++k) {
+        for (size_t c = 0; c < spec_.columns.size(); ++c) {
+          const size_t cb = spec_.columns[c].step_bytes();
+          const std::byte* got = batch.columns[c].data() + (b * L + k) * cb;
+          const auto& want = steps_[id][b + static_cast<size_t>(k)].columns[c];
+          ASSERT_EQ(std::memcmp(got, want.data(), cb), 0)
+              << "trajectory " << id << " item " << b << " step " << k << " column " << c;
+        }
+      }
+    }
+  }
+
+  std::mt19937_64 rng_{testing_util::TestSeed()};
+  TableSpec spec_;
+  std::shared_ptr<TableImpl> table_;
+  TableById find_;
+  wal::RecordBuilder builder_;
+  std::map<uint64_t, std::vector<StepData>> steps_;
+};
+
+TEST_F(LogApplyTest, AppendedStepsReadBackAndApplyingThemAgainChangesNothing) {
+  const int64_t n = 3 + static_cast<int64_t>(rng_() % 40);
+  MakeSteps(1, n);
+  // The steps in records of random sizes, as writers log them.
+  std::vector<std::vector<std::byte>> records;
+  for (int64_t first = 0; first < n;) {
+    const int64_t count = std::min<int64_t>(n - first, 1 + static_cast<int64_t>(rng_() % 7));
+    records.push_back(AppendRecord(1, first, count));
+    first += count;
+  }
+  for (const auto& r : records) ASSERT_OK(Apply(wal::RecordType::kAppendSteps, r));
+  TableInfo info = table_->Info();
+  EXPECT_EQ(info.steps_inserted, n);
+  EXPECT_EQ(info.num_trajectories, 1);
+  EXPECT_EQ(info.num_open_trajectories, 1);
+  ASSERT_NO_FATAL_FAILURE(ExpectItemsAsWritten(1));
+
+  // Again, in part or whole: the steps are there already.
+  for (const auto& r : records) ASSERT_OK(Apply(wal::RecordType::kAppendSteps, r));
+  info = table_->Info();
+  EXPECT_EQ(info.steps_inserted, n);
+  EXPECT_EQ(info.num_items, std::max<int64_t>(0, n - spec_.sequence_length + 1));
+  ASSERT_NO_FATAL_FAILURE(ExpectItemsAsWritten(1));
+
+  // The end, twice.
+  builder_.EndTrajectory({kTableId, 1, static_cast<uint8_t>(EndReason::kTerminal)});
+  const std::vector<std::byte> end = Payload();
+  ASSERT_OK(Apply(wal::RecordType::kEndTrajectory, end));
+  ASSERT_OK(Apply(wal::RecordType::kEndTrajectory, end));
+  std::vector<TrajectoryInfo> listed = table_->ListTrajectories({});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_TRUE(listed[0].ended);
+  EXPECT_EQ(listed[0].end_reason, EndReason::kTerminal);
+  EXPECT_EQ(listed[0].length, n);
+  // No step follows an end.
+  MakeSteps(1, 1);
+  const Status after_end = Apply(wal::RecordType::kAppendSteps, AppendRecord(1, n, 1));
+  EXPECT_EQ(after_end.code(), Status::Code::kCorruption);
+  EXPECT_EQ(after_end.message(), "table 'applied': logged step " + std::to_string(n) +
+                                     " of trajectory 1 does not follow its " + std::to_string(n) +
+                                     " steps (ended)");
+}
+
+TEST_F(LogApplyTest, PrioritiesRemovedItemsAndRemovedTrajectories) {
+  spec_.sequence_length = 1;
+  ASSERT_OK_AND_ASSIGN(table_, TableImpl::Create(spec_, nullptr));
+  const int64_t n = 2 + static_cast<int64_t>(rng_() % 20);
+  MakeSteps(3, n);
+  MakeSteps(4, n);
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(3, 0, n)));
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(4, 0, n)));
+
+  // New priorities for every item of trajectory 3.
+  std::vector<uint64_t> keys;
+  std::vector<double> priorities;
+  for (int64_t s = 0; s < n; ++s) {
+    keys.push_back(MakeItemKey(3, s));
+    priorities.push_back(static_cast<double>(1 + rng_() % 1000) / 8);
+  }
+  builder_.UpdatePriorities(kTableId, keys, priorities);
+  ASSERT_OK(Apply(wal::RecordType::kUpdatePriorities, Payload()));
+  SampleBatch batch;
+  ASSERT_OK(table_->Lookup(keys, &batch));
+  EXPECT_EQ(batch.priorities, priorities);
+
+  // Items sampled away (max_times_sampled), twice.
+  const std::vector<uint64_t> removed = {MakeItemKey(3, 0), MakeItemKey(3, n - 1)};
+  builder_.RemoveItems(kTableId, removed);
+  const std::vector<std::byte> remove_items = Payload();
+  ASSERT_OK(Apply(wal::RecordType::kRemoveItems, remove_items));
+  ASSERT_OK(Apply(wal::RecordType::kRemoveItems, remove_items));
+  for (ItemKey key : removed) {
+    EXPECT_EQ(table_->Lookup(std::span<const ItemKey>(&key, 1), &batch).code(),
+              Status::Code::kNotFound);
+  }
+  EXPECT_EQ(table_->Info().num_items, 2 * n - 2);
+
+  // Trajectory 4 leaves, twice.
+  builder_.RemoveTrajectory({kTableId, 4, /*evicted=*/true});
+  const std::vector<std::byte> remove_trajectory = Payload();
+  ASSERT_OK(Apply(wal::RecordType::kRemoveTrajectory, remove_trajectory));
+  ASSERT_OK(Apply(wal::RecordType::kRemoveTrajectory, remove_trajectory));
+  const std::vector<TrajectoryInfo> listed = table_->ListTrajectories({});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].id, 3u);
+  EXPECT_EQ(table_->Info().num_items, n - 2);
+}
+
+TEST_F(LogApplyTest, RecordsOfOtherTablesAndOfTheCatalogChangeNothing) {
+  MakeSteps(1, 5);
+  std::vector<std::byte> other = AppendRecord(1, 0, 5);
+  // The same record for a table that is not open.
+  const TableById none = [](uint32_t) -> TableImpl* { return nullptr; };
+  ASSERT_OK(ApplyLogRecord(wal::RecordType::kAppendSteps, other, none));
+  builder_.CreateTable({kTableId, "spec bytes the catalog already has"});
+  ASSERT_OK(Apply(wal::RecordType::kCreateTable, Payload()));
+  builder_.DropTable({kTableId});
+  ASSERT_OK(Apply(wal::RecordType::kDropTable, Payload()));
+  EXPECT_EQ(table_->Info().steps_inserted, 0);
+  EXPECT_EQ(table_->Info().num_trajectories, 0);
+}
+
+TEST_F(LogApplyTest, RecordsThatContradictTheTableAreCorruptionNamingIt) {
+  MakeSteps(1, 8);
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(1, 0, 3)));
+  // A gap: step 5 after 3 steps.
+  Status s = Apply(wal::RecordType::kAppendSteps, AppendRecord(1, 5, 1));
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_EQ(s.message(),
+            "table 'applied': logged step 5 of trajectory 1 does not follow its 3 steps");
+  // Steps of another size than the schema's.
+  s = Apply(wal::RecordType::kAppendSteps,
+            AppendRecord(1, 3, 1, static_cast<uint32_t>(spec_.step_bytes()) + 4));
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_EQ(s.message(), "table 'applied': logged steps have " +
+                             std::to_string(spec_.step_bytes() + 4) + " bytes; the schema has " +
+                             std::to_string(spec_.step_bytes()));
+  // An end reason no build knows.
+  builder_.EndTrajectory({kTableId, 1, 7});
+  s = Apply(wal::RecordType::kEndTrajectory, Payload());
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_EQ(s.message(), "table 'applied': logged end of trajectory 1 has unknown reason 7");
+  // A priority no call can set.
+  for (double bad : {-1.0, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()}) {
+    const std::vector<uint64_t> keys = {MakeItemKey(1, 0)};
+    const std::vector<double> priorities = {bad};
+    builder_.UpdatePriorities(kTableId, keys, priorities);
+    s = Apply(wal::RecordType::kUpdatePriorities, Payload());
+    EXPECT_EQ(s.code(), Status::Code::kCorruption);
+    EXPECT_THAT(s.message(), HasSubstr("table 'applied': logged priority "));
+    EXPECT_THAT(s.message(), HasSubstr(" is invalid"));
+  }
+  // Bytes that are no record of the type, and a type no build knows.
+  std::vector<std::byte> garbage(1 + rng_() % 64);
+  for (auto& b : garbage) b = static_cast<std::byte>(rng_());
+  for (wal::RecordType type :
+       {wal::RecordType::kAppendSteps, wal::RecordType::kEndTrajectory,
+        wal::RecordType::kUpdatePriorities, wal::RecordType::kRemoveItems,
+        wal::RecordType::kRemoveTrajectory, wal::RecordType::kCreateTable,
+        wal::RecordType::kDropTable}) {
+    EXPECT_FALSE(Apply(type, garbage).ok()) << static_cast<int>(type);
+  }
+  s = Apply(static_cast<wal::RecordType>(99), garbage);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_EQ(s.message(), "record type 99 is not known to this build");
+  // None of that changed the table.
+  EXPECT_EQ(table_->Info().steps_inserted, 3);
+  EXPECT_EQ(table_->Info().num_open_trajectories, 1);
+}
+
+}  // namespace
+}  // namespace replaydb::engine
