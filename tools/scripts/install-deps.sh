@@ -19,8 +19,10 @@ PACKAGES=(
   libreadline-dev
   # tests
   libgtest-dev libgmock-dev
-  # the Python package's tests (tests/python) and its install check
+  # the Python package's tests (tests/python) and its install check; matplotlib for
+  # tools/analysis/plot_benchmarks.py (ctest analysis.plot_benchmarks)
   python3 python3-numpy python3-pytest python3-venv python3-pip python3-setuptools
+  python3-matplotlib
 )
 
 missing=()
