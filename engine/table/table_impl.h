@@ -1,14 +1,41 @@
-// TableImpl: the in-memory table. Holds trajectories in hot-tier blocks,
-// creates items as windows complete, samples them through a selector under
-// a rate limiter, and evicts whole trajectories when the tier is full.
+// TableImpl: a table (include/replaydb/table.h). It holds trajectories in
+// hot-tier blocks, creates items as windows complete, samples them under a
+// rate limiter, and evicts whole trajectories when the tier is full. Its
+// collaborators, each with its own files and tests:
 //
-// Concurrency: one mutex (mu_) guards all metadata. Bulk bytes are copied
-// outside it: a writer copies a large step into the unpublished slot after
-// its trajectory's last published step (small steps are copied under the
-// lock, which is cheaper than a second round trip), and a sampler copies
-// published steps. Both pin the trajectory while they copy, so an eviction
-// that happens meanwhile defers returning its blocks to the pool until the
-// last pin goes.
+//   index::TrajectoryStore  the trajectories, their per-slot step and item
+//                           metadata, ids, and the eviction order
+//                           (index/trajectory_store.h)
+//   DrawStrategy            where draws happen: the host's selector, a GPU
+//                           priority table, or uniform draws in the gather
+//                           kernel (draw_strategy.h, engine/gpu/device_draws.h)
+//   BlockPool, DeviceTier   the blocks' memory and the GPU's view of them
+//                           (engine/hot/, engine/gpu/)
+//   RateLimiter             inserts against samples (engine/rate_limiter/)
+//   VectorTableImpl         the table of vector steps, a subclass that
+//                           overrides what differs (vector_table.h)
+//
+// The class's own code is split by concern over engine/table/:
+//   table_impl.cc           creation, writers, validation, Info
+//   table_write.cc          appends of one trajectory, ends
+//   table_vector_write.cc   vector steps (every environment in one pass)
+//   table_items.cc          item bookkeeping shared by every path
+//   table_eviction.cc       blocks, eviction, removing trajectories
+//   table_sample.cc         Sample, Lookup and their device forms
+//   table_priorities.cc     priority updates, host and device
+//   table_durability.cc     logging and checkpoints
+//   table_apply.cc          logged changes applied again (recovery, replicas)
+//   table_cold.cc           spill, load and rotation through the cold tier
+//   table_inspect.cc        ListTrajectories, ReadTrajectory, ItemPriorities
+//   table_verify.cc         DB::Verify's part
+//
+// Concurrency: one mutex (mu_) guards all metadata, the collaborators'
+// included. Bulk bytes are copied outside it: a writer copies a large step
+// into the unpublished slot after its trajectory's last published step
+// (small steps are copied under the lock, which is cheaper than a second
+// round trip), and a sampler copies published steps. Both pin the
+// trajectory while they copy, so an eviction that happens meanwhile defers
+// returning its blocks to the pool until the last pin goes.
 #ifndef REPLAYDB_ENGINE_TABLE_TABLE_IMPL_H_
 #define REPLAYDB_ENGINE_TABLE_TABLE_IMPL_H_
 
@@ -34,6 +61,7 @@
 #include "engine/gpu/device_tier.h"
 #include "engine/rate_limiter/rate_limiter.h"
 #include "engine/table/draw_strategy.h"
+#include "engine/table/writer_state.h"
 #include "engine/table/table_layout.h"
 #include "index/selectors/selector.h"
 #include "index/trajectory_store.h"
@@ -65,122 +93,6 @@ struct StoredTrajectory {
   std::vector<ItemState> items;
   std::vector<bool> live;
   std::string steps;  // length steps, step-major (the WAL's layout)
-};
-
-// What a writer keeps per trajectory it writes.
-struct WriterSlot {
-  std::shared_ptr<Trajectory> trajectory;  // null: the next step starts one
-  // The trajectory's last block as of its `num_blocks` blocks (a vector
-  // append then reads neither the blocks nor their count from elsewhere):
-  // valid while trajectory->blocks.size() == num_blocks.
-  int64_t last_block = -1;
-  size_t num_blocks = 0;
-};
-
-// Room made for one step by TableImpl::ReserveStepLocked.
-struct StepReservation {
-  bool completes_item = false;  // an item was reserved with the rate limiter
-  bool created = false;         // the step starts the trajectory
-  int64_t block = -1;           // where the step goes
-  int64_t step_in_block = 0;
-};
-
-// One step for each of n environments (TableImpl::AppendVectorStep): row
-// env of column c is at columns[c] + env * column bytes.
-struct VectorSteps {
-  std::span<const std::byte* const> columns;
-  bool device = false;     // device pointers (AppendFromDevice); else host
-  void* stream = nullptr;  // device: the caller's cudaStream_t
-};
-
-// VectorScratch::dest of an environment that a vector append's shared pass
-// (TableImpl::SharedFastReserveLocked) left for the serial one.
-inline constexpr int64_t kReserveLater = -2;
-
-// Rows of host steps on their way into device blocks: each column's rows
-// copied into pinned host memory, where one scatter kernel (DeviceTier::
-// Scatter, on `stream`) reads them. Made on first use; kept for the next.
-struct StagedRows {
-  DeviceStream stream;
-  PinnedBuffer rows;
-  // A scatter queued on `stream` may still read `rows`.
-  bool reading = false;
-  std::vector<size_t> offsets;  // each column's rows in `rows`
-  // The schema of the prepared rows (the table's, which outlives them).
-  std::span<const ColumnSpec> columns;
-  const TableLayout* layout = nullptr;
-  std::vector<ConstTensor> tensors;  // Scatter's rows, per column
-  std::vector<CopyRange> ranges;     // CopyRows' copies, per column
-
-  // The most bytes of rows a caller stages at a time (or one row): the
-  // pinned memory a StagedRows keeps.
-  static constexpr size_t kMaxBytes = size_t{16} << 20;
-  // Rows of `step_bytes` staged at a time: as many as kMaxBytes holds, >= 1.
-  static size_t RowsPerStage(size_t step_bytes) {
-    return std::max<size_t>(1, kMaxBytes / std::max<size_t>(1, step_bytes));
-  }
-
-  StagedRows() = default;
-  StagedRows(const StagedRows&) = delete;
-  StagedRows& operator=(const StagedRows&) = delete;
-  ~StagedRows() {
-    if (reading) (void)stream.Synchronize();
-  }
-  // Room for `count` rows of each of `columns` (column c's at offsets[c],
-  // 256-byte aligned) on `device`, once the scatter that last read `rows`
-  // is done.
-  Status Prepare(int device, std::span<const ColumnSpec> columns, const TableLayout& layout,
-                 size_t count);
-  std::byte* column(size_t c) const { return static_cast<std::byte*>(rows.data()) + offsets[c]; }
-  // Copies host rows [first_row, first_row + count) of every column (column
-  // c's row i at column_base[c] + i * its bytes) into the prepared rows,
-  // their bytes split over `fork_join`'s parts (null: on this thread).
-  void CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
-                ForkJoin* fork_join);
-  // Queues the scatter of prepared rows [first_row, first_row +
-  // slots.size()) to `slots` (< 0: skip).
-  Status Scatter(DeviceTier& tier, std::span<const int64_t> slots, size_t first_row = 0);
-};
-
-// What a vector writer keeps between appends, so that an append allocates
-// nothing once these have grown. Used only by the writer's calls.
-struct VectorScratch {
-  std::vector<StepReservation> reserved;  // per environment
-  std::vector<int64_t> dest;              // its step's hot-tier slot; -1: none
-  std::vector<const std::byte*> columns;  // a chunk's rows, per column
-  std::vector<ConstTensor> tensors;       // the same, for the scatter
-  // Each environment's block address, for a copy outside the table's mutex.
-  std::vector<std::byte*> blocks;
-  // The copies of a step with fewer rows than the writer has parts, whose
-  // bytes the parts split (CopyRanges).
-  std::vector<CopyRange> ranges;
-  // A device table fed from host memory: a chunk's rows, copied into
-  // pinned host memory (TableImpl::StageVectorRows) that one scatter kernel
-  // reads over the bus into their blocks.
-  StagedRows device_rows;
-  // New items, for the selector. SharedPublishLocked's parts write theirs
-  // in place and it only grows it (resizing it to each call's count would
-  // have the caller write every element before the parts do); the serial
-  // publish appends to it. A writer uses one of the two, never both.
-  std::vector<index::ItemRef> items;
-  // With more than one part (WriterOptions::threads): the threads that
-  // share the per-environment passes, and each part's tallies.
-  std::unique_ptr<ForkJoin> fork_join;
-  struct alignas(64) PartTally {
-    size_t todo = 0;         // environments the shared pass left to the caller
-    int64_t items = 0;       // items the part's environments complete
-    int64_t first_item = 0;  // the index of its first among the call's items
-    int64_t published = 0;
-    int64_t draws = 0;
-    double max_priority = 0;
-  };
-  std::vector<PartTally> parts;
-  // parts[p].items holds the items of part p's share of the whole vector
-  // (environments whose step completes one and that hold a reservation):
-  // SharedFastReserveLocked counted them when it reserved every environment.
-  // Cleared when an environment loses its reservation after that
-  // (TableImpl::DropVectorStepLocked).
-  bool items_tallied = false;
 };
 
 // One window of a sample or lookup: its trajectory (kept alive) and steps.

@@ -1,0 +1,409 @@
+// TableImpl's reads: Sample and Lookup (draws under the rate limiter, the
+// windows' steps copied to the host or gathered on the GPU) and
+// SampleToDevice, LookupToDevice and NewDeviceSampler. Where the draws
+// happen is the DrawStrategy's (draw_strategy.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "engine/gpu/device_sampler.h"
+#include "engine/table/table_impl.h"
+#include "util/format.h"
+
+namespace replaydb {
+
+Result<SampleBatch> Table::Sample(int64_t batch_size, const SampleOptions& options) {
+  SampleBatch batch;
+  REPLAYDB_RETURN_IF_ERROR(Sample(batch_size, options, &batch));
+  return batch;
+}
+
+namespace engine {
+
+namespace {
+
+// Largest batch one Sample call accepts.
+constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
+
+// (N * P)^-beta, divided by the batch's largest weight.
+void ImportanceWeights(const std::vector<double>& probabilities, int64_t live_items, double beta,
+                       std::vector<double>* weights) {
+  weights->resize(probabilities.size());
+  double max_weight = 0;
+  for (size_t b = 0; b < probabilities.size(); ++b) {
+    const double w = std::pow(static_cast<double>(live_items) * probabilities[b], -beta);
+    (*weights)[b] = w;
+    max_weight = std::max(max_weight, w);
+  }
+  for (double& w : *weights) w /= max_weight;
+}
+
+}  // namespace
+
+Status TableImpl::CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const {
+  if (batch_size < 1 || batch_size > kMaxBatchSize) {
+    return Status::InvalidArgument("table " + Quoted(name_) + ": batch_size is " +
+                                   std::to_string(batch_size) + "; it must be between 1 and " +
+                                   std::to_string(kMaxBatchSize));
+  }
+  if (std::isnan(options.importance_beta) || std::isinf(options.importance_beta)) {
+    return Status::InvalidArgument("table " + Quoted(name_) + ": importance_beta is " +
+                                   std::to_string(options.importance_beta) +
+                                   "; use a finite value (< 0 for no weights)");
+  }
+  return Status::OK();
+}
+
+int64_t TableImpl::SlotOf(const Window& w) const {
+  const int64_t bs = layout_.block_steps;
+  return w.trajectory->blocks[w.start / bs] * bs + w.start % bs;
+}
+
+int64_t TableImpl::TierSlotOf(const Window& w) const {
+  return tier_->TierSlot(SlotOf(w), w.lane);
+}
+
+Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
+                             const SampleOptions& options, SampleBatch* out,
+                             std::vector<Window>* windows, int64_t* live_items) {
+  const int64_t B = batch;
+  const int64_t L = sequence_length_;
+  const bool take = !options.peek;
+  if (take) {
+    const auto ready = [&] {
+      return selector_.has_mass() && (max_times_sampled_ == 0 || sample_budget_ >= B);
+    };
+    REPLAYDB_RETURN_IF_ERROR(
+        limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
+  } else if (num_items_ == 0 || !selector_.has_mass()) {
+    return Status::FailedPrecondition(
+        "table " + Quoted(name_) + " has nothing to draw: " + std::to_string(num_items_) +
+        " live items" + (num_items_ > 0 ? ", none with a priority above 0" : ""));
+  }
+  *live_items = num_items_;
+  REPLAYDB_RETURN_IF_ERROR(draws_->PrepareHostDraws(B, options, store_,
+                                                    tier_ ? tier_->stream() : nullptr));
+  out->batch_size = B;
+  out->sequence_length = L;
+  out->keys.resize(B);
+  out->probabilities.resize(B);
+  out->priorities.resize(B);
+  out->times_sampled.resize(B);
+  out->mask.assign(static_cast<size_t>(B * L), 0);
+  windows->clear();
+  windows->reserve(B);
+  std::vector<ItemKey> removed_keys;
+  for (int64_t b = 0; b < B; ++b) {
+    const index::Stratum stratum = options.stratified ? index::Stratum{b, B} : index::Stratum{};
+    const index::Selection sel = draws_->HostDraw(b, rng_, stratum);
+    const std::shared_ptr<Trajectory>& tp = store_.At(ItemKeyTrajectory(sel.key));
+    Trajectory& t = *tp;
+    const int64_t start = ItemKeyStart(sel.key);
+    ItemState& item = store_.ItemAt(t, start);
+    if (take) {
+      ++item.times_sampled;
+      ++items_sampled_;
+      NoteSampledLocked(1);
+      t.dirty = true;
+    }
+    out->keys[b] = sel.key;
+    out->probabilities[b] = sel.probability;
+    out->priorities[b] = item.priority;
+    out->times_sampled[b] = item.times_sampled;
+    if (take && max_times_sampled_ > 0) {
+      --sample_budget_;
+      if (item.times_sampled >= max_times_sampled_) {
+        DropItemLocked(t, start, item);
+        removed_keys.push_back(sel.key);
+      }
+    }
+    const int64_t real = std::min(L, t.length - start);
+    std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
+    windows->push_back({tp, start, real, 0});
+  }
+  SpreadOverRowsLocked(rng_, live_items, out, windows);
+  if (log_ != nullptr && !removed_keys.empty()) {
+    record_.RemoveItems(table_id_, removed_keys);
+    REPLAYDB_RETURN_IF_ERROR(LogLocked(wal::RecordType::kRemoveItems).status());
+  }
+  return Status::OK();
+}
+
+Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
+                               std::vector<Window>* windows) const {
+  const int64_t B = static_cast<int64_t>(keys.size());
+  const int64_t L = sequence_length_;
+  if (B < 1 || B > kMaxBatchSize) {
+    return Status::InvalidArgument("table " + Quoted(name_) + ": Lookup got " + std::to_string(B) +
+                                   " keys; it takes between 1 and " +
+                                   std::to_string(kMaxBatchSize));
+  }
+  out->batch_size = B;
+  out->sequence_length = L;
+  out->keys.assign(keys.begin(), keys.end());
+  out->probabilities.assign(B, 0.0);
+  out->priorities.resize(B);
+  out->times_sampled.resize(B);
+  out->weights.clear();
+  out->mask.assign(static_cast<size_t>(B * L), 0);
+  windows->clear();
+  windows->reserve(B);
+  for (int64_t b = 0; b < B; ++b) {
+    const ItemKey key = keys[b];
+    std::shared_ptr<Trajectory> tp = store_.FindShared(ItemKeyTrajectory(key));
+    const ItemRow row = RowOf(key);
+    const int64_t start = row.start;
+    if (tp == nullptr || start >= tp->items_created ||
+        !store_.ItemLive(store_.ItemAt(*tp, start))) {
+      return Status::NotFound("table " + Quoted(name_) + ": key " + std::to_string(key) +
+                              " (trajectory " + std::to_string(ItemKeyTrajectory(key)) + ", " +
+                              RowText(row) + ", index " + std::to_string(b) +
+                              ") is not a live item" +
+                              (cold_.count(ItemKeyTrajectory(key)) != 0
+                                   ? "; its trajectory is in the cold tier (Table::Load)"
+                                   : ""));
+    }
+    const Trajectory& t = *tp;
+    const ItemState& item = store_.ItemAt(t, start);
+    out->priorities[b] = item.priority;
+    out->times_sampled[b] = item.times_sampled;
+    const int64_t real = std::min(L, t.length - start);
+    std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
+    windows->push_back({std::move(tp), start, real, row.lane});
+  }
+  return Status::OK();
+}
+
+Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
+                                     std::vector<Window>& windows, SampleBatch* out) {
+  const int64_t B = static_cast<int64_t>(windows.size());
+  const int64_t L = sequence_length_;
+  const int64_t bs = layout_.block_steps;
+  out->columns.resize(item_columns_.size());
+  for (size_t c = 0; c < item_columns_.size(); ++c) {
+    out->columns[c].Reset(item_columns_[c].dtype, item_columns_[c].shape.Prepend(L).Prepend(B));
+  }
+  const auto release_consumed = [&] {
+    // After the draws: a trajectory may appear several times in a batch.
+    for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
+  };
+  if (!pool_.host_accessible()) {
+    // Device memory: one gather kernel, then a copy to the host, all under
+    // the lock (the tier is not thread-safe).
+    std::vector<int64_t> slots(B);
+    std::vector<uint32_t> steps(B);
+    for (int64_t b = 0; b < B; ++b) {
+      slots[b] = TierSlotOf(windows[b]);
+      steps[b] = static_cast<uint32_t>(windows[b].real);
+    }
+    Status s = tier_->GatherToHost(slots, steps, &out->columns);
+    release_consumed();
+    return s.WithContext("table " + Quoted(name_));
+  }
+  // Host-readable blocks: memcpy outside the lock; pins keep the blocks.
+  if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters());
+  // One contiguous run of a window inside one block.
+  struct Segment {
+    const std::byte* block;
+    int64_t first_step;  // within the block
+    int64_t count;
+    int64_t out_step;  // within the window
+    int64_t lane;      // the environment's row of each step (vector tables)
+  };
+  std::vector<Segment> segments;
+  segments.reserve(B * (L / bs + 2));
+  std::vector<size_t> first_segment(B + 1);
+  for (int64_t b = 0; b < B; ++b) {
+    const Window& w = windows[b];
+    first_segment[b] = segments.size();
+    for (int64_t step = 0; step < w.real;) {
+      const int64_t pos = w.start + step;
+      const int64_t in_block = pos % bs;
+      const int64_t count = std::min(w.real - step, bs - in_block);
+      segments.push_back(
+          {pool_.address(w.trajectory->blocks[pos / bs]), in_block, count, step, w.lane});
+      step += count;
+    }
+    ++w.trajectory->pins;
+  }
+  first_segment[B] = segments.size();
+  release_consumed();
+  lock.unlock();
+
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    const size_t cb = layout_.column_bytes[c];        // a stored step's
+    const size_t rb = item_columns_[c].step_bytes();  // an item's step's (cb / lanes)
+    const size_t offset = layout_.column_offset[c];
+    std::byte* base = out->columns[c].data();
+    for (int64_t b = 0; b < B; ++b) {
+      std::byte* window = base + static_cast<size_t>(b * L) * rb;
+      int64_t written = 0;
+      for (size_t i = first_segment[b]; i < first_segment[b + 1]; ++i) {
+        const Segment& seg = segments[i];
+        const std::byte* from = seg.block + offset + static_cast<size_t>(seg.first_step) * cb +
+                                static_cast<size_t>(seg.lane) * rb;
+        std::byte* to = window + static_cast<size_t>(seg.out_step) * rb;
+        if (rb == cb) {
+          std::memcpy(to, from, static_cast<size_t>(seg.count) * cb);
+        } else {
+          for (int64_t k = 0; k < seg.count; ++k) std::memcpy(to + k * rb, from + k * cb, rb);
+        }
+        written = seg.out_step + seg.count;
+      }
+      if (written < L) {
+        std::memset(window + static_cast<size_t>(written) * rb, 0,
+                    static_cast<size_t>(L - written) * rb);
+      }
+    }
+  }
+
+  lock.lock();
+  for (const Window& w : windows) UnpinLocked(*w.trajectory);
+  return Status::OK();
+}
+
+Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) {
+  REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
+  if (out == nullptr) return Status::InvalidArgument("table " + Quoted(name_) + ": out is null");
+  std::vector<Window> windows;
+  int64_t live_items = 0;  // N in the importance weights
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(DrawLocked(lock, batch_size, options, out, &windows, &live_items));
+  if (options.importance_beta >= 0) {
+    ImportanceWeights(out->probabilities, live_items, options.importance_beta, &out->weights);
+  } else {
+    out->weights.clear();
+  }
+  if (!options.gather) {
+    for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
+    out->columns.clear();
+    return Status::OK();
+  }
+  return GatherToHostLocked(lock, windows, out);
+}
+
+Status TableImpl::Lookup(std::span<const ItemKey> keys, SampleBatch* out) {
+  if (out == nullptr) return Status::InvalidArgument("table " + Quoted(name_) + ": out is null");
+  std::vector<Window> windows;
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(LookupLocked(keys, out, &windows));
+  return GatherToHostLocked(lock, windows, out);
+}
+
+Status TableImpl::CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const {
+  if (out.keys == nullptr || (weights && out.weights == nullptr)) {
+    return Status::InvalidArgument("table " + Quoted(name_) +
+                                   ": a device sample needs device pointers for keys and "
+                                   "probabilities (and weights when importance_beta >= 0)");
+  }
+  if (!out.columns.empty() && out.columns.size() != columns_.size()) {
+    return Status::InvalidArgument("table " + Quoted(name_) + ": DeviceSampleOutput has " +
+                                   std::to_string(out.columns.size()) +
+                                   " column pointers; the table has " +
+                                   std::to_string(columns_.size()) + " columns (or give none)");
+  }
+  for (size_t c = 0; c < out.columns.size(); ++c) {
+    if (out.columns[c] == nullptr) {
+      return Status::InvalidArgument("table " + Quoted(name_) + ": DeviceSampleOutput column " +
+                                     Quoted(columns_[c].name) + " is null");
+    }
+  }
+  return Status::OK();
+}
+
+Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& options,
+                                 const DeviceSampleOutput& out, void* stream) {
+  if (options.peek) {
+    return Status::InvalidArgument("table " + Quoted(name_) +
+                                   ": SampleToDevice does not peek (SampleOptions::peek is for "
+                                   "Table::Sample)");
+  }
+  REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
+  REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, options.importance_beta >= 0));
+  if (out.probabilities == nullptr) {
+    return Status::InvalidArgument("table " + Quoted(name_) +
+                                   ": SampleToDevice needs a device pointer for probabilities");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("SampleToDevice"));
+  if (draws_->draws_on_device()) {
+    // Drawn and gathered on the device: nothing passes through the host.
+    REPLAYDB_RETURN_IF_ERROR(draws_->status());
+    const auto ready = [&] { return selector_.has_mass(); };
+    REPLAYDB_RETURN_IF_ERROR(
+        limiter_.AwaitSamples(lock, batch_size, DeadlineAfter(options.timeout), ready));
+    const Status s = draws_->DrawAndGather(*tier_, batch_size, options, rng_, out, stream);
+    if (!s.ok()) return s.WithContext("table " + Quoted(name_));
+    items_sampled_ += batch_size;
+    NoteSampledLocked(batch_size);
+    return Status::OK();
+  }
+  SampleBatch meta;
+  std::vector<Window> windows;
+  int64_t live_items = 0;
+  REPLAYDB_RETURN_IF_ERROR(DrawLocked(lock, batch_size, options, &meta, &windows, &live_items));
+  std::vector<int64_t> slots(batch_size);
+  std::vector<uint32_t> steps(batch_size);
+  std::vector<float> probabilities(batch_size);
+  std::vector<float> weights;
+  for (int64_t b = 0; b < batch_size; ++b) {
+    slots[b] = TierSlotOf(windows[b]);
+    steps[b] = static_cast<uint32_t>(windows[b].real);
+    probabilities[b] = static_cast<float>(meta.probabilities[b]);
+  }
+  if (options.importance_beta >= 0) {
+    ImportanceWeights(meta.probabilities, live_items, options.importance_beta, &meta.weights);
+    weights.assign(meta.weights.begin(), meta.weights.end());
+  }
+  DeviceTier::HostDraws draws{slots, steps, meta.keys, probabilities, weights};
+  Status s = tier_->GatherHostDraws(draws, out, stream);
+  // After the gather was queued: blocks of consumed trajectories wait for it.
+  for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
+  return s.WithContext("table " + Quoted(name_));
+}
+
+void TableImpl::SpreadOverRowsLocked(Random& /*rng*/, int64_t* /*live_items*/,
+                                     SampleBatch* /*out*/, std::vector<Window>* /*windows*/) {}
+
+TableImpl::ItemRow TableImpl::RowOf(ItemKey key) const { return {ItemKeyStart(key), 0}; }
+
+std::string TableImpl::RowText(const ItemRow& row) const {
+  return "step " + std::to_string(row.start);
+}
+
+Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
+                                 void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, false));
+  SampleBatch meta;
+  std::vector<Window> windows;
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("LookupToDevice"));
+  REPLAYDB_RETURN_IF_ERROR(LookupLocked(keys, &meta, &windows));
+  const size_t B = keys.size();
+  std::vector<int64_t> slots(B);
+  std::vector<uint32_t> steps(B);
+  for (size_t b = 0; b < B; ++b) {
+    slots[b] = TierSlotOf(windows[b]);
+    steps[b] = static_cast<uint32_t>(windows[b].real);
+  }
+  DeviceTier::HostDraws draws{slots, steps, meta.keys, {}, {}};
+  return tier_->GatherHostDraws(draws, out, stream).WithContext("table " + Quoted(name_));
+}
+
+Result<std::unique_ptr<DeviceSampler>> TableImpl::NewDeviceSampler(
+    const DeviceSamplerOptions& options) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+    REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("NewDeviceSampler"));
+  }
+  return engine::NewDeviceSampler(shared_from_this(), options);
+}
+
+}  // namespace engine
+}  // namespace replaydb

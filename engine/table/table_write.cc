@@ -1,0 +1,323 @@
+// TableImpl's writes of one trajectory at a time (TrajectoryWriter, and a
+// vector writer's per-environment ends): reserving room for a step (the rate
+// limiter, a new trajectory, a new block), copying it in (host blocks) or
+// scattering it (device blocks, AppendStepsToDevice), logging and
+// publishing it; ending trajectories.
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <string>
+
+#include "engine/table/table_impl.h"
+#include "util/format.h"
+
+namespace replaydb::engine {
+
+namespace {
+
+// Steps up to this size are copied while the table's mutex is held (cheaper
+// than a second lock round trip); larger ones outside it.
+constexpr size_t kCopyUnderLockBytes = 1024;
+
+}  // namespace
+
+Status TableImpl::ResetWriterIfEndedLocked(WriterSlot& slot) {
+  Trajectory* t = slot.trajectory.get();
+  if (t == nullptr) return Status::OK();
+  if (t->evicted) {
+    Status s = EvictedError(*t);
+    slot.trajectory.reset();
+    return s;
+  }
+  if (t->ended) {
+    return Status::FailedPrecondition(
+        "table " + Quoted(name_) + ": trajectory " + std::to_string(t->id) +
+        " is ended but its End did not finish creating padded items; call End again before "
+        "appending");
+  }
+  return Status::OK();
+}
+
+Status TableImpl::ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
+                                    Deadline deadline, StepReservation* r, bool may_wait,
+                                    bool* would_wait, int64_t* credit) {
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  if (slot.trajectory && (slot.trajectory->evicted || slot.trajectory->ended)) {
+    REPLAYDB_RETURN_IF_ERROR(ResetWriterIfEndedLocked(slot));
+  }
+
+  const int64_t length = slot.trajectory ? slot.trajectory->length : 0;
+  if (length >= kMaxTrajectorySteps) {
+    return Status::ResourceExhausted("table " + Quoted(name_) + ": trajectory " +
+                                     std::to_string(slot.trajectory->id) + " reached " +
+                                     std::to_string(kMaxTrajectorySteps) +
+                                     " steps, the longest a trajectory may be; end it");
+  }
+  // The item this step completes, if any, must be admitted first.
+  r->completes_item = length + 1 >= sequence_length_;
+  r->created = false;
+  if (r->completes_item && credit != nullptr && *credit > 0) {
+    --*credit;
+  } else if (r->completes_item && !limiter_.TryReserveInserts(1)) {
+    if (!may_wait) {
+      *would_wait = true;
+      return Status::OK();
+    }
+    REPLAYDB_RETURN_IF_ERROR(limiter_.AwaitReserveInserts(lock, 1, deadline));
+    Status s = CheckOpenLocked();
+    if (s.ok()) s = ResetWriterIfEndedLocked(slot);
+    if (!s.ok()) {
+      limiter_.ReleaseInserts(1);
+      return s;
+    }
+  }
+
+  if (!slot.trajectory) {
+    std::shared_ptr<Trajectory> t = store_.StartNew();
+    if (t == nullptr) {
+      if (r->completes_item) limiter_.ReleaseInserts(1);
+      return Status::ResourceExhausted("table " + Quoted(name_) + ": trajectory ids are exhausted");
+    }
+    slot.trajectory = std::move(t);
+    r->created = true;
+  }
+  Trajectory& t = *slot.trajectory;
+  const int64_t block_index = t.length / layout_.block_steps;
+  if (block_index == static_cast<int64_t>(t.blocks.size())) {
+    Status s = AddBlockLocked(lock, t, deadline);
+    if (!s.ok()) {
+      if (r->completes_item) limiter_.ReleaseInserts(1);
+      if (t.evicted) {
+        slot.trajectory.reset();
+      } else if (r->created) {
+        // Leave no empty trajectory behind a failed first step.
+        RemoveTrajectoryLocked(t, /*evicted=*/false);
+        slot.trajectory.reset();
+      }
+      return s;
+    }
+  }
+  r->block = t.blocks[block_index];
+  r->step_in_block = t.length % layout_.block_steps;
+  return Status::OK();
+}
+
+Status TableImpl::CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& r) {
+  Trajectory& t = *slot.trajectory;
+  Status s = CheckOpenLocked();
+  if (s.ok() && t.evicted) s = EvictedError(t);
+  if (!s.ok()) {
+    if (r.completes_item) limiter_.ReleaseInserts(1);
+    if (t.evicted) slot.trajectory.reset();
+  }
+  return s;
+}
+
+bool TableImpl::PublishStepLocked(Trajectory& t, const StepReservation& r,
+                                  const double* priority) {
+  // Replay publishes without a reservation's block.
+  const int64_t slot =
+      r.block >= 0 ? r.block * layout_.block_steps + r.step_in_block : store_.SlotOf(t, t.length);
+  if (priority != nullptr) max_priority_seen_ = std::max(max_priority_seen_, *priority);
+  store_.Meta(slot).step_priority = priority != nullptr ? *priority : max_priority_seen_;
+  ++t.length;
+  t.dirty = true;
+  ++num_steps_;
+  ++steps_inserted_;
+  if (r.completes_item) CreateItemLocked(t);
+  return r.completes_item;
+}
+
+void TableImpl::AbandonStepLocked(WriterSlot& slot, const StepReservation& r) {
+  if (r.completes_item) limiter_.ReleaseInserts(1);
+  Trajectory& t = *slot.trajectory;
+  if (t.evicted) {
+    slot.trajectory.reset();
+  } else if (r.created && !t.removed) {
+    // Leave no empty trajectory behind a failed first step.
+    RemoveTrajectoryLocked(t, /*evicted=*/false);
+    slot.trajectory.reset();
+  }
+}
+
+Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
+                             const double* priority, Deadline deadline, uint64_t* log_seq) {
+  assert(pool_.host_accessible() && "device tables take AppendStepsToDevice");
+  std::unique_lock<std::mutex> lock(mu_);
+  StepReservation r;
+  REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &r));
+  Trajectory& t = *slot.trajectory;
+  std::byte* block = pool_.address(r.block);
+  const auto copy_step = [&] {
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      std::memcpy(block + layout_.column_offset[c] + static_cast<size_t>(r.step_in_block) * cb,
+                  column_base[c] + static_cast<size_t>(index) * cb, cb);
+    }
+  };
+  if (layout_.step_bytes <= kCopyUnderLockBytes) {
+    copy_step();
+  } else {
+    // Large steps are copied outside the lock, the trajectory pinned so an
+    // eviction meanwhile cannot hand its blocks to someone else.
+    ++t.pins;
+    lock.unlock();
+    copy_step();
+    lock.lock();
+    UnpinLocked(t);
+    REPLAYDB_RETURN_IF_ERROR(CheckAfterCopyLocked(slot, r));
+  }
+  // Logged before it is published: a step the log refused never appears.
+  Result<uint64_t> logged = LogStepsLocked(t, column_base, index, 1, priority);
+  if (!logged.ok()) {
+    AbandonStepLocked(slot, r);
+    return logged.status();
+  }
+  if (log_seq != nullptr) *log_seq = *logged;
+  if (PublishStepLocked(t, r, priority)) limiter_.CommitInserts(1);
+  return Status::OK();
+}
+
+Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* column_base,
+                                      int64_t n, const double* priorities, Deadline deadline,
+                                      StagedRows* staged, uint64_t* log_seq, int64_t* appended) {
+  *appended = 0;
+  const int64_t bs = layout_.block_steps;
+  const int64_t per_stage =
+      static_cast<int64_t>(StagedRows::RowsPerStage(static_cast<size_t>(layout_.step_bytes)));
+  std::vector<StepReservation> run;  // the run's reservations, in step order
+  std::vector<int64_t> slots;        // and their hot-tier slots
+  for (int64_t first = 0; first < n; first += per_stage) {
+    const int64_t count = std::min(per_stage, n - first);
+    // Outside the mutex: only the writer uses `staged`, and the layout
+    // never changes.
+    REPLAYDB_RETURN_IF_ERROR(
+        staged->Prepare(tier_->device(), columns_, layout_, static_cast<size_t>(count))
+            .WithContext("table " + Quoted(name_)));
+    staged->CopyRows(column_base, static_cast<size_t>(first), static_cast<size_t>(count), nullptr);
+    std::unique_lock<std::mutex> lock(mu_);
+    for (int64_t begin = 0; begin < count;) {
+      const int64_t at = first + begin;  // the run's first step among the n
+      // The run's first step: the whole reservation, which may wait, start
+      // the trajectory, or evict (nothing of this call is unscattered now).
+      run.assign(1, StepReservation{});
+      REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &run[0]));
+      Trajectory& t = *slot.trajectory;
+      slots.assign(1, run[0].block * bs + run[0].step_in_block);
+      // The steps after it, while none would wait or evict.
+      int64_t end = begin + 1;
+      for (; end < count; ++end) {
+        const int64_t step = t.length + (end - begin);
+        if (step >= kMaxTrajectorySteps) break;  // the next run's reservation says so
+        const int64_t block_index = step / bs;
+        const bool new_block = block_index == static_cast<int64_t>(t.blocks.size());
+        if (new_block && pool_.in_use() >= pool_.capacity_blocks()) break;
+        StepReservation r;
+        r.completes_item = step + 1 >= sequence_length_;
+        if (r.completes_item && !limiter_.TryReserveInserts(1)) break;
+        if (new_block && !AddBlockLocked(lock, t, deadline).ok()) {
+          // The next run's reservation tries again and reports it.
+          if (r.completes_item) limiter_.ReleaseInserts(1);
+          break;
+        }
+        r.block = t.blocks[static_cast<size_t>(block_index)];
+        r.step_in_block = step % bs;
+        run.push_back(r);
+        slots.push_back(r.block * bs + r.step_in_block);
+      }
+      const int64_t steps = end - begin;
+      const double* run_priorities = priorities == nullptr ? nullptr : priorities + at;
+      // Undoes the run's reservations after a failed scatter or log record
+      // (blocks taken for it stay with the trajectory, for its next steps).
+      const auto abandon = [&] {
+        for (size_t i = 1; i < run.size(); ++i) {
+          if (run[i].completes_item) limiter_.ReleaseInserts(1);
+        }
+        AbandonStepLocked(slot, run[0]);
+      };
+      Status scattered = staged->Scatter(*tier_, slots, static_cast<size_t>(begin));
+      if (!scattered.ok()) {
+        abandon();
+        return scattered.WithContext("table " + Quoted(name_));
+      }
+      // Logged before they are published: steps the log refused never appear.
+      Result<uint64_t> logged = LogStepsLocked(t, column_base, at, steps, run_priorities);
+      if (!logged.ok()) {
+        abandon();
+        return logged.status();
+      }
+      if (log_seq != nullptr && *logged != 0) *log_seq = *logged;
+      int64_t items = 0;
+      for (int64_t i = 0; i < steps; ++i) {
+        const double* priority = run_priorities == nullptr ? nullptr : run_priorities + i;
+        if (PublishStepLocked(t, run[static_cast<size_t>(i)], priority)) ++items;
+      }
+      if (items > 0) limiter_.CommitInserts(items);
+      *appended += steps;
+      begin = end;
+    }
+  }
+  return Status::OK();
+}
+
+Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
+                                uint64_t* log_seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  return EndTrajectoryLocked(lock, slot, reason, deadline, log_seq);
+}
+
+Status TableImpl::EndTrajectories(std::span<WriterSlot> slots, std::span<const size_t> envs,
+                                  EndReason reason, Deadline deadline, uint64_t* log_seq) {
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  Status first_error;
+  for (const size_t env : envs) {
+    assert(env < slots.size());
+    // Closed while padding items waited: the rest fail alike.
+    Status s = CheckOpenLocked();
+    if (s.ok()) s = EndTrajectoryLocked(lock, slots[env], reason, deadline, log_seq);
+    if (!s.ok() && first_error.ok()) {
+      first_error = s.WithContext("environment " + std::to_string(env));
+    }
+  }
+  return first_error;
+}
+
+Status TableImpl::EndTrajectoryLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
+                                      EndReason reason, Deadline deadline, uint64_t* log_seq) {
+  if (!slot.trajectory) return Status::OK();
+  Trajectory& t = *slot.trajectory;
+  if (t.evicted) {
+    Status s = EvictedError(t);
+    slot.trajectory.reset();
+    return s;
+  }
+  if (!t.ended) {
+    if (log_ != nullptr) {
+      record_.EndTrajectory({table_id_, t.id, static_cast<uint8_t>(reason)});
+      REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kEndTrajectory));
+      if (log_seq != nullptr) *log_seq = seq;
+    }
+    store_.MarkEnded(t, reason);
+  }
+  if (padding_ == Padding::kTail) {
+    while (t.items_created < t.length) {
+      REPLAYDB_RETURN_IF_ERROR(limiter_.AwaitReserveInserts(lock, 1, deadline));
+      Status s = CheckOpenLocked();
+      if (!s.ok() || t.removed) {
+        limiter_.ReleaseInserts(1);
+        if (s.ok()) s = EvictedError(t);
+        slot.trajectory.reset();
+        return s;
+      }
+      CreateItemLocked(t);
+      limiter_.CommitInserts(1);
+    }
+  }
+  MaybeReleaseConsumedLocked(t);
+  slot.trajectory.reset();
+  return Status::OK();
+}
+
+}  // namespace replaydb::engine
