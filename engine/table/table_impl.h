@@ -144,7 +144,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Closes the table; later calls fail with "table 'x' is <reason>".
   void CloseWithReason(const std::string& reason);
 
-  // ---- durability (engine/table/table_durability.cc) ----
+  // ---- logging (engine/table/table_durability.cc) ----
 
   // Logs every change to `log` as table `id` from now on; null stops
   // logging (while the log is replayed, and once the DB closes). A table
@@ -155,6 +155,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Makes log record `seq` (0: none) durable as the sync mode says; `wait`
   // is WriterOptions::sync.
   Status SyncLog(uint64_t seq, bool wait);
+
   // ---- applying logged changes (engine/table/table_apply.cc) ----
 
   // Applies one logged change again (recovery, and replicas; callers go
@@ -202,6 +203,19 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Imports: stores `t` (its id kept, its steps in t.steps) straight into
   // the cold tier of this new table; an open one is stored ended
   // (truncated). InvalidArgument when the table already has its id.
+  Status ImportStored(StoredTrajectory& t);
+  // Loads cold trajectories in id order while free blocks hold them.
+  Status FillHot();
+  // Reads one trajectory (metadata and steps) of table `table_id` in `store`.
+  static Status ReadStoredFrom(ColdStore& store, uint32_t table_id, size_t step_bytes,
+                               uint64_t id, StoredTrajectory* out);
+
+  // ---- inspection (engine/table/table_inspect.cc, table_verify.cc) ----
+
+  std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter& filter) const override;
+  Status ReadTrajectory(uint64_t id, int64_t first, int64_t count,
+                        TrajectorySteps* out) override;
+  Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override;
   // DB::Verify's part for this table (engine/table/table_verify.cc): checks the
   // index under the lock, compares each hot trajectory's stored steps with
   // its blocks and reads every cold one through `store`, appending what is
@@ -209,19 +223,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // *cancel becomes true. REQUIRES: no checkpoint runs meanwhile.
   Status Verify(ColdStore& store, const std::atomic<bool>* cancel, Progress& progress,
                 VerifyReport* report);
-  Status ImportStored(StoredTrajectory& t);
-  // ListTrajectories, ReadTrajectory, ItemPriorities: engine/table/table_inspect.cc.
-  std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter& filter) const override;
-  Status ReadTrajectory(uint64_t id, int64_t first, int64_t count,
-                        TrajectorySteps* out) override;
-  Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override;
-  // Loads cold trajectories in id order while free blocks hold them.
-  Status FillHot();
-  // Reads one trajectory (metadata and steps) of table `table_id` in `store`.
-  static Status ReadStoredFrom(ColdStore& store, uint32_t table_id, size_t step_bytes,
-                               uint64_t id, StoredTrajectory* out);
 
-  // ---- used by the writers ----
+  // ---- used by the writers (engine/table/writers.h, vector_table.h) ----
 
   const TableLayout& layout() const { return layout_; }
   // Whether the hot tier's blocks are in device memory (the host cannot
@@ -318,6 +321,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
 
  private:
   Status CheckOpenLocked() const;
+
+  // ---- appends of one trajectory and ends (table_write.cc)
+
   // Makes room for one more step of slot's trajectory: reserves the item
   // the step completes with the rate limiter, starts the trajectory if
   // needed, gives it a new block if needed. On error nothing is left behind.
@@ -328,13 +334,24 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status ReserveStepLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
                            Deadline deadline, StepReservation* r, bool may_wait = true,
                            bool* would_wait = nullptr, int64_t* credit = nullptr);
+  // Undoes reservation `r` of slot's step after a failure: the rate
+  // limiter's insert, and a trajectory the step would have started.
+  void AbandonStepLocked(WriterSlot& slot, const StepReservation& r);
+  // After a copy outside the lock: OK, or the error that undoes `r`.
+  Status CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& r);
+  Status EvictedError(const Trajectory& t) const;
+  Status ResetWriterIfEndedLocked(WriterSlot& slot);
   // Publishes the reserved step (copied into place) with its priority,
   // creating the item it completes. Returns whether it did: the caller
   // commits that insert with the rate limiter.
   bool PublishStepLocked(Trajectory& t, const StepReservation& r, const double* priority);
-  // Undoes reservation `r` of slot's step after a failure: the rate
-  // limiter's insert, and a trajectory the step would have started.
-  void AbandonStepLocked(WriterSlot& slot, const StepReservation& r);
+  // EndTrajectory's work, the mutex held (and released while padding items
+  // wait for the rate limiter).
+  Status EndTrajectoryLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot, EndReason reason,
+                             Deadline deadline, uint64_t* log_seq);
+
+  // ---- vector steps (table_vector_write.cc)
+
   // A vector append's environment loses the step it reserved: undoes the
   // reservation, sets its *dest to -1, and clears scratch->items_tallied.
   void DropVectorStepLocked(WriterSlot& slot, const StepReservation& r, int64_t* dest,
@@ -394,13 +411,59 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
                                  size_t begin, size_t end, const VectorSteps& steps,
                                  std::span<const double> priorities, VectorScratch* scratch,
                                  uint64_t* log_seq, Status* first_error);
-  // After a copy outside the lock: OK, or the error that undoes `r`.
-  Status CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& r);
+
+  // ---- items (table_items.cc)
+
+  // Creates t's next item (at start t.items_created, whose hot-tier slot is
+  // `slot`, or -1 to look it up). With `selector_batch`, its ItemRef is
+  // appended there for the caller to insert into the selector (in order).
+  void CreateItemLocked(Trajectory& t, int64_t slot = -1,
+                        std::vector<index::ItemRef>* selector_batch = nullptr);
+  // Makes item `start` of `t` (already at ItemAt(t, start); slot as for
+  // CreateItemLocked) live: counts, the device tier's item index, the
+  // selector (or `selector_batch`).
+  void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item, int64_t slot = -1,
+                         std::vector<index::ItemRef>* selector_batch = nullptr);
+  // Takes live item `start` of `t` out (sampled max_times_sampled times):
+  // the selector, counts, the rate limiter, the trajectory's rank.
+  void DropItemLocked(Trajectory& t, int64_t start, const ItemState& item);
+  // The priority of a new item at `start` (hot-tier slot `slot`), from its
+  // window's step priorities.
+  double NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const;
+  // The draws a live item still allows when max_times_sampled > 0: none for
+  // an item the selector cannot draw (priority 0 under kPrioritized).
+  int64_t DrawsLeft(const ItemState& item) const {
+    if (max_times_sampled_ == 0 || (prioritized_ && item.priority == 0)) return 0;
+    return max_times_sampled_ - item.times_sampled;
+  }
+
+  // ---- blocks and eviction (table_eviction.cc)
+
   // Returns blocks to the pool, or defers them while the GPU may still
   // access them; clears `blocks`.
   void ReleaseBlocksLocked(std::vector<int64_t>* blocks);
   // Frees deferred blocks the GPU is done with; true if any were freed.
   bool ReclaimDeferredLocked();
+  // Gives `t` a new block, evicting or waiting for pinned blocks as needed.
+  Status AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, Deadline deadline);
+  // Appends pool block `block` (just allocated) to t's blocks.
+  void TakeBlockLocked(Trajectory& t, int64_t block);
+  // Takes `t` out of the hot tier: its items leave the selector; its blocks
+  // return to the pool now, or when its last pin goes.
+  void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
+  void UnpinLocked(Trajectory& t);
+  // Takes t's live items out of the selector one by one (RemoveMany),
+  // giving back their draws (sample_budget_); returns how many.
+  int64_t RemoveItemsOneByOneLocked(Trajectory& t);
+  // Removes an ended trajectory all of whose items were sampled away.
+  void MaybeReleaseConsumedLocked(Trajectory& t);
+  // Blocks the hot tier needs for a trajectory of `length` steps.
+  int64_t BlocksFor(int64_t length) const {
+    return (length + layout_.block_steps - 1) / layout_.block_steps;
+  }
+
+  // ---- samples and lookups (table_sample.cc)
+
   // Draws `batch` items for a sample: fills out's keys, probabilities,
   // priorities, times_sampled and mask, and `windows`.
   Status DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
@@ -419,55 +482,60 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // The window's slot as the device tier sees it (DeviceTier::TierSlot).
   // REQUIRES: tier_
   int64_t TierSlotOf(const Window& w) const;
+  Status NeedTierLocked(std::string_view what) const;
+  Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
+  Status CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const;
+
+  // ---- logging (table_durability.cc)
+
+  // Appends the record in record_ to log_; 0 when not logging.
+  Result<uint64_t> LogLocked(wal::RecordType type);
+  // Logs `count` steps of t from host memory (one record), as its steps
+  // t.length on: column c's rows index.. at column_base[c] + row * column
+  // bytes; `priorities` null or one per step.
+  Result<uint64_t> LogStepsLocked(const Trajectory& t, const std::byte* const* column_base,
+                                  int64_t index, int64_t count, const double* priorities);
+  // Logs keys and their new priorities (one record) and syncs it, after
+  // releasing `lock`.
+  Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
+                             std::span<const double> priorities);
+  // Logs the vector steps of the environments with dest >= 0 (one record);
+  // `slots`, `dest`, `columns` and `priorities` (empty or one per
+  // environment) cover the same environments. Device rows are copied to the
+  // host first.
+  Result<uint64_t> LogVectorStepsLocked(std::span<WriterSlot> slots, std::span<const int64_t> dest,
+                                        const VectorSteps& steps,
+                                        std::span<const double> priorities);
+  // Copies steps [from, to) of a trajectory whose blocks are at `blocks`
+  // (its block addresses, taken under the lock; the trajectory pinned) to
+  // `out`, step-major (the WAL's layout). Called without the lock.
+  Status ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                   std::string* out) const;
+
+  // ---- applying logged changes (table_apply.cc)
+
+  // Cold trajectories among `ids` loaded before a replayed record uses them.
+  Status LoadBeforeApply(std::vector<uint64_t> ids);
+  // The hot-tier slot of t's next step, giving t a new block if needed.
+  Result<int64_t> NextSlotLocked(Trajectory& t);
+  // Copies one step (step-major bytes) into t's next position in blocks the
+  // host can address, giving t a new block if needed; does not publish it.
+  Status CopyStepInLocked(Trajectory& t, const std::byte* step);
+  // Appends one step (Apply): copy, publish, item.
+  Status PutStepLocked(Trajectory& t, const std::byte* step, const double* priority);
+  // PutStepLocked after the copy: publish, item.
+  void PublishPutStepLocked(Trajectory& t, const double* priority);
+  // Applying into device blocks (Apply): record rows `rows` of `r`
+  // (step-major) to slots `slots`, staged in apply_rows_ and scattered
+  // together. Empties both.
+  Status FlushApplyRowsLocked(const wal::AppendStepsRecord& r, std::vector<size_t>* rows,
+                               std::vector<int64_t>* slots);
+
+  // ---- the cold tier (table_cold.cc)
+
   // t's step priorities and items (with whether each is live) as a stored
   // trajectory's (no steps). REQUIRES: t holds its blocks.
   void StoredMetaLocked(const Trajectory& t, StoredTrajectory* out) const;
-  Status NeedTierLocked(std::string_view what) const;
-  Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
-  Status EvictedError(const Trajectory& t) const;
-  // Gives `t` a new block, evicting or waiting for pinned blocks as needed.
-  Status AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, Deadline deadline);
-  // Appends pool block `block` (just allocated) to t's blocks.
-  void TakeBlockLocked(Trajectory& t, int64_t block);
-  // Takes `t` out of the hot tier: its items leave the selector; its blocks
-  // return to the pool now, or when its last pin goes.
-  void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
-  void UnpinLocked(Trajectory& t);
-  // Creates t's next item (at start t.items_created, whose hot-tier slot is
-  // `slot`, or -1 to look it up). With `selector_batch`, its ItemRef is
-  // appended there for the caller to insert into the selector (in order).
-  void CreateItemLocked(Trajectory& t, int64_t slot = -1,
-                        std::vector<index::ItemRef>* selector_batch = nullptr);
-  // Makes item `start` of `t` (already at ItemAt(t, start); slot as for
-  // CreateItemLocked) live: counts, the device tier's item index, the
-  // selector (or `selector_batch`).
-  void AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item, int64_t slot = -1,
-                         std::vector<index::ItemRef>* selector_batch = nullptr);
-  // Takes t's live items out of the selector one by one (RemoveMany),
-  // giving back their draws (sample_budget_); returns how many.
-  int64_t RemoveItemsOneByOneLocked(Trajectory& t);
-  // Takes live item `start` of `t` out (sampled max_times_sampled times):
-  // the selector, counts, the rate limiter, the trajectory's rank.
-  void DropItemLocked(Trajectory& t, int64_t start, const ItemState& item);
-  // The priority of a new item at `start` (hot-tier slot `slot`), from its
-  // window's step priorities.
-  double NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const;
-  // The draws a live item still allows when max_times_sampled > 0: none for
-  // an item the selector cannot draw (priority 0 under kPrioritized).
-  int64_t DrawsLeft(const ItemState& item) const {
-    if (max_times_sampled_ == 0 || (prioritized_ && item.priority == 0)) return 0;
-    return max_times_sampled_ - item.times_sampled;
-  }
-  // Removes an ended trajectory all of whose items were sampled away.
-  void MaybeReleaseConsumedLocked(Trajectory& t);
-  Status ResetWriterIfEndedLocked(WriterSlot& slot);
-  // EndTrajectory's work, the mutex held (and released while padding items
-  // wait for the rate limiter).
-  Status EndTrajectoryLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot, EndReason reason,
-                             Deadline deadline, uint64_t* log_seq);
-  Status CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const;
-
-  // ---- cold tier (engine/table/table_cold.cc) ----
   struct ColdEntry {
     int64_t length = 0;
     bool spilling = false;  // queued or being written; its blocks are held
@@ -548,103 +616,13 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
       cold_cv_.notify_all();
     }
   }
-  // Cold trajectories among `ids` loaded before a replayed record uses them.
-  Status LoadBeforeApply(std::vector<uint64_t> ids);
   // TrajectoryMeta of `t` into `fbb`. REQUIRES: t holds its blocks.
   void BuildMetaLocked(const Trajectory& t, bool cold, flatbuffers::FlatBufferBuilder* fbb) const;
   // TrajectoryMeta of `stored` (its live flags as given) into `fbb`.
   static void BuildMeta(const StoredTrajectory& stored, bool cold,
                         flatbuffers::FlatBufferBuilder* fbb);
-  // Blocks the hot tier needs for a trajectory of `length` steps.
-  int64_t BlocksFor(int64_t length) const {
-    return (length + layout_.block_steps - 1) / layout_.block_steps;
-  }
 
-  std::shared_ptr<ColdStore> cold_store_;
-  std::atomic<bool> read_only_{false};
-  std::map<uint64_t, ColdEntry> cold_;  // guarded by mu_
-  int64_t cold_steps_ = 0;
-  std::deque<SpillJob> spill_queue_;
-  bool spill_running_ = false;   // the front job is being written
-  bool checkpointing_ = false;   // between CollectCheckpoint and CheckpointDone
-  bool rotation_due_ = false;
-  int64_t samples_since_rotation_ = 0;
-  uint64_t rotation_cursor_ = 0;  // the last trajectory id rotation loaded
-  std::set<uint64_t> loading_;    // ids a Load is bringing in
-  std::string spill_error_;       // the last failed spill's error, "" after a success
-  int64_t spilled_trajectories_ = 0;
-  int64_t spilled_bytes_ = 0;
-  int64_t loaded_trajectories_ = 0;
-  int64_t rotations_ = 0;
-  std::condition_variable cold_cv_;  // spill queue, rotation, loads
-  bool cold_stop_ = false;
-  std::thread cold_thread_;
-
-  // ---- durability ----
-  // Appends the record in record_ to log_; 0 when not logging.
-  Result<uint64_t> LogLocked(wal::RecordType type);
-  // Logs `count` steps of t from host memory (one record), as its steps
-  // t.length on: column c's rows index.. at column_base[c] + row * column
-  // bytes; `priorities` null or one per step.
-  Result<uint64_t> LogStepsLocked(const Trajectory& t, const std::byte* const* column_base,
-                                  int64_t index, int64_t count, const double* priorities);
-  // Logs keys and their new priorities (one record) and syncs it, after
-  // releasing `lock`.
-  Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
-                             std::span<const double> priorities);
-  // Logs the vector steps of the environments with dest >= 0 (one record);
-  // `slots`, `dest`, `columns` and `priorities` (empty or one per
-  // environment) cover the same environments. Device rows are copied to the
-  // host first.
-  Result<uint64_t> LogVectorStepsLocked(std::span<WriterSlot> slots, std::span<const int64_t> dest,
-                                        const VectorSteps& steps,
-                                        std::span<const double> priorities);
-  // The hot-tier slot of t's next step, giving t a new block if needed.
-  Result<int64_t> NextSlotLocked(Trajectory& t);
-  // Copies one step (step-major bytes) into t's next position in blocks the
-  // host can address, giving t a new block if needed; does not publish it.
-  Status CopyStepInLocked(Trajectory& t, const std::byte* step);
-  // Appends one step (Apply): copy, publish, item.
-  Status PutStepLocked(Trajectory& t, const std::byte* step, const double* priority);
-  // PutStepLocked after the copy: publish, item.
-  void PublishPutStepLocked(Trajectory& t, const double* priority);
-  // Applying into device blocks (Apply): record rows `rows` of `r`
-  // (step-major) to slots `slots`, staged in apply_rows_ and scattered
-  // together. Empties both.
-  Status FlushApplyRowsLocked(const wal::AppendStepsRecord& r, std::vector<size_t>* rows,
-                               std::vector<int64_t>* slots);
-  // Copies steps [from, to) of a trajectory whose blocks are at `blocks`
-  // (its block addresses, taken under the lock; the trajectory pinned) to
-  // `out`, step-major (the WAL's layout). Called without the lock.
-  Status ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
-                   std::string* out) const;
-
-  std::shared_ptr<wal::LogWriter> log_;  // guarded by mu_
-  // log_'s WalSyncMode as an int, -1 without a log: read by SyncLog without mu_.
-  std::atomic<int> log_sync_{-1};
-  uint32_t table_id_ = 0;
-  wal::RecordBuilder record_;      // guarded by mu_
-  // LogStepsLocked's lists for record_, kept between calls. Guarded by mu_.
-  std::vector<uint64_t> log_ids_;
-  std::vector<int64_t> log_steps_;
-  std::vector<double> log_priorities_;
-  // Pinned host memory that device vector steps are copied into for the
-  // log (LogVectorStepsLocked); grows as needed. Guarded by mu_.
-  PinnedBuffer log_staging_;
-  // Applying into device blocks: staged rows (FlushApplyRowsLocked); made
-  // on first use, dropped once recovery is over (EndOpenTrajectories).
-  // Guarded by mu_.
-  std::unique_ptr<StagedRows> apply_rows_;
-  // Trajectories that may be in the cold store and left the table since
-  // the last checkpoint.
-  std::vector<uint64_t> removed_since_checkpoint_;
-  // A checkpoint in progress: what it took, to undo on failure.
-  struct CheckpointTicket {
-    std::vector<std::pair<std::shared_ptr<Trajectory>, int64_t>> persisted;  // (t, new steps)
-    std::vector<std::shared_ptr<Trajectory>> cleaned;  // dirty flags cleared
-    std::vector<uint64_t> removed;
-  };
-  CheckpointTicket ticket_;  // guarded by mu_
+  // ---- the table's configuration (from its spec; never changes)
 
   const std::string name_;
   // What a step stores: the spec's columns, or [lanes, shape...] each in a
@@ -658,9 +636,6 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   const uint32_t max_times_sampled_;
   const StepPriority step_priority_;
   const bool prioritized_;
-  // A uniform table drawing on the device: the host's UniformSelector
-  // mirrors its dense array of live slots into the tier, and SampleToDevice
-  // draws inside the gather kernel.
   // TableSpec::spill, rotation_fraction, rotation_every_samples.
   const bool spill_;
   const double rotation_fraction_;
@@ -670,9 +645,15 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   std::mutex spec_mu_;
   PersistSpecFn persist_;  // guarded by spec_mu_; cleared on close
 
+  // ---- everything below is guarded by mu_ unless said otherwise
+
   mutable std::mutex mu_;
-  TableSpec spec_;  // guarded by mu_ (the rate limiter may change)
-  std::condition_variable blocks_cv_;  // pinned blocks went back to the pool
+  TableSpec spec_;  // the rate limiter may change
+  bool closed_ = false;
+  std::string closed_reason_;
+
+  // The hot tier's blocks. blocks_cv_: pinned blocks went back to the pool.
+  std::condition_variable blocks_cv_;
   BlockPool pool_;
   // Set when a GPU can address the blocks or draws the items.
   std::unique_ptr<DeviceTier> tier_;
@@ -680,37 +661,88 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Blocks of removed trajectories the GPU may still access, with the access
   // epoch they wait for (see DeviceTier).
   std::deque<std::pair<uint64_t, std::vector<int64_t>>> deferred_;
+  // Blocks of removed trajectories not yet back in the pool: pinned by host
+  // copies, or deferred for the GPU.
+  int64_t pending_free_blocks_ = 0;
+
   RateLimiter limiter_;
   // Where draws happen (on the host, or on a GPU), with the selector.
   const std::unique_ptr<DrawStrategy> draws_;
   index::Selector& selector_;  // draws_'s
-  int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice
   Random rng_;
-  // RemoveTrajectoryLocked's items for the selector (kept for its capacity).
-  std::vector<index::ItemRef> removing_;
   // The trajectories in the hot tier, their steps' and items' metadata, and
   // the eviction order.
   TrajectoryStore store_;
-  double max_priority_seen_ = 1.0;
-  int64_t priority_updates_ = 0;
-  int64_t priority_updates_skipped_ = 0;
+  // RemoveTrajectoryLocked's items for the selector (kept for its capacity).
+  std::vector<index::ItemRef> removing_;
+
+  // Items and steps now, and the sequence of the next item.
   uint64_t next_item_seq_ = 1;
   int64_t num_steps_ = 0;
   int64_t num_items_ = 0;
-  // Blocks of removed trajectories not yet back in the pool: pinned by host
-  // copies, or deferred for the GPU.
-  int64_t pending_free_blocks_ = 0;
+  double max_priority_seen_ = 1.0;
   // Sum of DrawsLeft over live items: a batch of B is served only when it
   // is >= B, so no draw can find the selector without mass.
   int64_t sample_budget_ = 0;
+  // Counters (TableInfo; checkpointed in the table's state).
   int64_t steps_inserted_ = 0;
   int64_t items_inserted_ = 0;
   int64_t items_sampled_ = 0;
   int64_t items_removed_ = 0;
   int64_t evicted_trajectories_ = 0;
   int64_t evicted_items_ = 0;
-  bool closed_ = false;
-  std::string closed_reason_;
+  int64_t priority_updates_ = 0;
+  int64_t priority_updates_skipped_ = 0;
+  int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice
+
+  // The log.
+  std::shared_ptr<wal::LogWriter> log_;
+  // log_'s WalSyncMode as an int, -1 without a log: read by SyncLog without mu_.
+  std::atomic<int> log_sync_{-1};
+  uint32_t table_id_ = 0;
+  wal::RecordBuilder record_;
+  // LogStepsLocked's lists for record_, kept between calls.
+  std::vector<uint64_t> log_ids_;
+  std::vector<int64_t> log_steps_;
+  std::vector<double> log_priorities_;
+  // Pinned host memory that device vector steps are copied into for the
+  // log (LogVectorStepsLocked); grows as needed.
+  PinnedBuffer log_staging_;
+  // Applying into device blocks: staged rows (FlushApplyRowsLocked); made
+  // on first use, dropped once recovery is over (EndOpenTrajectories).
+  std::unique_ptr<StagedRows> apply_rows_;
+
+  // Checkpoints. Trajectories that may be in the cold store and left the
+  // table since the last checkpoint.
+  std::vector<uint64_t> removed_since_checkpoint_;
+  // A checkpoint in progress: what it took, to undo on failure.
+  struct CheckpointTicket {
+    std::vector<std::pair<std::shared_ptr<Trajectory>, int64_t>> persisted;  // (t, new steps)
+    std::vector<std::shared_ptr<Trajectory>> cleaned;  // dirty flags cleared
+    std::vector<uint64_t> removed;
+  };
+  CheckpointTicket ticket_;
+  bool checkpointing_ = false;  // between CollectCheckpoint and CheckpointDone
+
+  // The cold tier.
+  std::shared_ptr<ColdStore> cold_store_;
+  std::atomic<bool> read_only_{false};  // read without mu_
+  std::map<uint64_t, ColdEntry> cold_;
+  int64_t cold_steps_ = 0;
+  std::deque<SpillJob> spill_queue_;
+  bool spill_running_ = false;  // the front job is being written
+  bool rotation_due_ = false;
+  int64_t samples_since_rotation_ = 0;
+  uint64_t rotation_cursor_ = 0;  // the last trajectory id rotation loaded
+  std::set<uint64_t> loading_;    // ids a Load is bringing in
+  std::string spill_error_;       // the last failed spill's error, "" after a success
+  int64_t spilled_trajectories_ = 0;
+  int64_t spilled_bytes_ = 0;
+  int64_t loaded_trajectories_ = 0;
+  int64_t rotations_ = 0;
+  std::condition_variable cold_cv_;  // spill queue, rotation, loads
+  bool cold_stop_ = false;
+  std::thread cold_thread_;
 };
 
 }  // namespace replaydb::engine
