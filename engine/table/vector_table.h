@@ -79,6 +79,9 @@ class LaneWriterImpl final : public VectorWriter {
   size_t num_envs() const override { return lanes_; }
   // The segment being written (every environment's).
   uint64_t trajectory_id(size_t env) const override;
+  int threads() const override {
+    return scratch_.fork_join != nullptr ? scratch_.fork_join->parts() : 1;
+  }
 
  private:
   Status AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,

@@ -57,6 +57,9 @@ class VectorWriterImpl final : public VectorWriter {
                           std::span<const double> priorities) override;
   size_t num_envs() const override { return slots_.size(); }
   uint64_t trajectory_id(size_t env) const override;
+  int threads() const override {
+    return scratch_.fork_join != nullptr ? scratch_.fork_join->parts() : 1;
+  }
 
  private:
   const std::shared_ptr<TableImpl> table_;

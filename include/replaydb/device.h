@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "replaydb/status.h"
@@ -159,6 +160,18 @@ Status DeviceSynchronize(int device);
 // consumer reading on its own stream what was written on another (DLPack's
 // stream hand-over).
 Status StreamWait(void* waiting, void* on);
+
+// For benchmarks: the device's time per call of `calls` calls of `call`
+// (each queues work on `stream`, a cudaStream_t of `device`), without the
+// host's: a one-thread kernel holds the stream while the host queues them,
+// then lets them run back to back; the result is the time in microseconds
+// from its release to the end of the last call, over `calls`. Keep calls *
+// the launches of one call well below the driver's queue (some hundreds): a
+// host blocked on a full queue behind the held stream waits for the hold's
+// time limit (10 s), and the result is then an error. InvalidArgument when
+// calls < 1; NotSupported in a build without CUDA.
+Result<double> DeviceMicrosPerCall(int device, void* stream, int calls,
+                                   const std::function<Status()>& call);
 
 }  // namespace replaydb
 

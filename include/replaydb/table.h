@@ -288,6 +288,11 @@ class VectorWriter {
   virtual size_t num_envs() const = 0;
   // Id of environment env's current trajectory; 0 before its first step.
   virtual uint64_t trajectory_id(size_t env) const = 0;
+  // The threads each append's work is split over: WriterOptions::threads,
+  // or when that is 0 the automatic count (one per 512 environments, up to 8
+  // and half the hardware threads); never more than the environments of a
+  // vector writer of single trajectories. 1: the caller's thread alone.
+  virtual int threads() const = 0;
 
   // Append from device memory (a GPU simulator's arrays): each tensor's data
   // is a device pointer of the table's GPU ([N, column shape...]); `stream`

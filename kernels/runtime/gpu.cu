@@ -75,6 +75,16 @@ Status GpuSelfTest(int device, int n) {
   return Status::OK();
 }
 
+
+}  // namespace replaydb::kernels
+
+namespace replaydb {
+
+using kernels::CudaStatus;
+using kernels::HoldKernel;
+
+int CudaDeviceCount(std::string* why_none) { return kernels::CudaDeviceCount(why_none); }
+
 Result<double> DeviceMicrosPerCall(int device, void* stream, int calls,
                                    const std::function<Status()>& call) {
   if (calls < 1) return Status::InvalidArgument("DeviceMicrosPerCall: calls must be >= 1");
@@ -126,11 +136,5 @@ Result<double> DeviceMicrosPerCall(int device, void* stream, int calls,
   if (!s.ok()) return s;
   return static_cast<double>(ms) * 1e3 / calls;
 }
-
-}  // namespace replaydb::kernels
-
-namespace replaydb {
-
-int CudaDeviceCount(std::string* why_none) { return kernels::CudaDeviceCount(why_none); }
 
 }  // namespace replaydb

@@ -23,17 +23,6 @@ int CudaDeviceCount(std::string* why_none);
 // checks every one. The Status names the failing CUDA call.
 Status GpuSelfTest(int device, int n);
 
-// The device's time per call of `calls` calls of `call` (each queues work
-// on `stream`, on `device`), without the host's: a one-thread kernel holds
-// the stream while the host queues them, then lets them run back to back;
-// the result is the time from its release to the end of the last call,
-// over `calls`. Keep calls * the launches of one call well below the
-// driver's queue (some hundreds): a host blocked on a full queue behind the
-// held stream would wait for the hold's time limit (10 s), and the result
-// would be an error. For benchmarks.
-Result<double> DeviceMicrosPerCall(int device, void* stream, int calls,
-                                   const std::function<Status()>& call);
-
 }  // namespace replaydb::kernels
 
 #endif  // REPLAYDB_KERNELS_RUNTIME_GPU_H_

@@ -15,14 +15,16 @@ Status GpuSelfTest(int, int) {
   return Status::NotSupported("GpuSelfTest: built without CUDA (no nvcc at configure time)");
 }
 
-Result<double> DeviceMicrosPerCall(int, void*, int, const std::function<Status()>&) {
-  return Status::NotSupported("DeviceMicrosPerCall: built without CUDA (no nvcc at configure time)");
-}
 
 }  // namespace replaydb::kernels
 
 namespace replaydb {
 
 int CudaDeviceCount(std::string* why_none) { return kernels::CudaDeviceCount(why_none); }
+
+Result<double> DeviceMicrosPerCall(int, void*, int calls, const std::function<Status()>&) {
+  if (calls < 1) return Status::InvalidArgument("DeviceMicrosPerCall: calls must be >= 1");
+  return Status::NotSupported("DeviceMicrosPerCall: built without CUDA (no nvcc at configure time)");
+}
 
 }  // namespace replaydb

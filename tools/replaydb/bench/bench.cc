@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -31,7 +32,6 @@
 #include "replaydb/types.h"
 #include "tools/replaydb/bench/bench_common.h"
 #include "tools/replaydb/tool_util.h"
-#include "util/fork_join.h"
 
 namespace replaydb::tools {
 namespace {
@@ -379,33 +379,46 @@ constexpr char kVectorTableCeiling[] = "memcpy_step";
 // to where the table's blocks would put them: row e of step i of generation
 // g to step i of block (g * envs + e) mod `blocks` of `ring` (blocks of
 // block_steps steps), for `duration` (whole trajectories). Each pass is
-// split over `fork_join`'s parts, as the vector writer splits its copy.
-double MemcpyScatterMicros(ForkJoin& fork_join, const std::byte* src, std::byte* ring, int64_t envs,
+// split over `parts` threads, as the vector writer splits its copy (equal
+// shares of the rows, every thread done before the next pass).
+double MemcpyScatterMicros(int parts, const std::byte* src, std::byte* ring, int64_t envs,
                            int64_t blocks, int64_t block_steps, int64_t trajectory_steps,
                            int64_t step_bytes, Seconds duration) {
   const size_t row = static_cast<size_t>(step_bytes);
-  int64_t generation = 0;
-  int64_t passes = 0;
+  int64_t passes = 0;  // written by part 0 between the barriers
+  bool done = false;   // likewise
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(duration);
-  Clock::time_point now = start;
-  do {
-    for (int64_t i = 0; i < trajectory_steps; ++i) {
-      ForkJoin::ForEachShare(
-          &fork_join, static_cast<size_t>(envs), [&](int /*part*/, size_t first, size_t last) {
-            for (size_t e = first; e < last; ++e) {
-              const int64_t block = (generation * envs + static_cast<int64_t>(e)) % blocks;
-              std::memcpy(ring + static_cast<size_t>(block * block_steps + i) * row, src + e * row,
-                          row);
-            }
-          });
-      DoNotOptimize(ring);
+  Clock::time_point end = start;
+  std::barrier<> pass(parts);
+  const auto copy = [&](int part) {
+    const int64_t first = envs * part / parts;
+    const int64_t last = envs * (part + 1) / parts;
+    for (int64_t generation = 0;; ++generation) {
+      for (int64_t i = 0; i < trajectory_steps; ++i) {
+        for (int64_t e = first; e < last; ++e) {
+          const int64_t block = (generation * envs + e) % blocks;
+          std::memcpy(ring + static_cast<size_t>(block * block_steps + i) * row,
+                      src + static_cast<size_t>(e) * row, row);
+        }
+        DoNotOptimize(ring);
+        pass.arrive_and_wait();
+      }
+      if (part == 0) {
+        passes += trajectory_steps;
+        end = Clock::now();
+        done = end >= deadline;
+      }
+      pass.arrive_and_wait();
+      if (done) return;
     }
-    passes += trajectory_steps;
-    ++generation;
-    now = Clock::now();
-  } while (now < deadline);
-  return Seconds(now - start).count() * 1e6 / static_cast<double>(passes);
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (int part = 1; part < parts; ++part) helpers.emplace_back(copy, part);
+    copy(0);
+  }
+  return Seconds(end - start).count() * 1e6 / static_cast<double>(passes);
 }
 
 // vector_table false: one trajectory per environment (table=per_env);
@@ -452,7 +465,7 @@ Result<BenchResult> RunVectorInsertHost(DB* db, const Timing& timing, int64_t st
                               std::to_string(items_per_step) + " items per step and evictions");
     }
 
-    const int parts = WriterParts(threads, static_cast<size_t>(kVectorEnvs));
+    const int parts = writer->threads();
     Result<double> copy_micros = 0.0;
     if (vector_table) {
       // Ceiling: one thread memcpy'ing the same step into a ring the size of
@@ -469,14 +482,13 @@ Result<BenchResult> RunVectorInsertHost(DB* db, const Timing& timing, int64_t st
       // Ceiling: the same rows copied to where the blocks would put them, in
       // a ring the size of the hot tier; one pass first to fault the ring in.
       // Split over as many threads as the writer's.
-      ForkJoin fork_join(parts);
       const int64_t blocks = kVectorEnvs * kVectorGenerations;
       Buffer ring = FilledBuffer(static_cast<size_t>(blocks * kVectorBlockSteps * step_bytes), 18);
-      (void)MemcpyScatterMicros(fork_join, input.get(), ring.get(), kVectorEnvs, blocks,
+      (void)MemcpyScatterMicros(parts, input.get(), ring.get(), kVectorEnvs, blocks,
                                 kVectorBlockSteps, kVectorTrajectorySteps, step_bytes,
                                 timing.duration / 4);
       copy_micros = Median(timing.repetitions, [&]() -> Result<double> {
-        return MemcpyScatterMicros(fork_join, input.get(), ring.get(), kVectorEnvs, blocks,
+        return MemcpyScatterMicros(parts, input.get(), ring.get(), kVectorEnvs, blocks,
                                    kVectorBlockSteps, kVectorTrajectorySteps, step_bytes,
                                    timing.duration);
       });

@@ -15,7 +15,7 @@
 //       Before timing, 8 windows read by LookupToDevice are checked against
 //       the bytes written. The note splits a call into its host part (time
 //       inside the calls) and its device part (calls queued behind a held
-//       stream, then run back to back: kernels::DeviceMicrosPerCall), the
+//       stream, then run back to back: DeviceMicrosPerCall), the
 //       same for the ceiling's copy, and gives the host part of a
 //       LookupToDevice of 256 host keys (random live items in enough sets of
 //       256 that one pass reads >= 256 MiB, cycling through them), whose
@@ -96,8 +96,6 @@
 #include "replaydb/status.h"
 #include "replaydb/table.h"
 #include "replaydb/types.h"
-#include "kernels/runtime/gpu.h"
-#include "util/fork_join.h"
 #include "tools/replaydb/bench/bench_common.h"
 
 namespace replaydb::tools {
@@ -187,7 +185,7 @@ Status CheckPlacement(Table* table, const std::string& want, const std::string& 
 }
 
 // Calls queued behind a held stream per measurement of the device's part of
-// a call (kernels::DeviceMicrosPerCall); a call queues at most 3 operations.
+// a call (DeviceMicrosPerCall); a call queues at most 3 operations.
 constexpr int kDeviceCalls = 100;
 
 // The device's part of a call: microseconds per call with the host's work
@@ -195,7 +193,7 @@ constexpr int kDeviceCalls = 100;
 Result<double> DeviceMicros(const Timing& timing, const DeviceStream& stream,
                             const std::function<Status()>& call) {
   return Median(timing.repetitions, [&] {
-    return kernels::DeviceMicrosPerCall(kDevice, stream.handle(), kDeviceCalls, call);
+    return DeviceMicrosPerCall(kDevice, stream.handle(), kDeviceCalls, call);
   });
 }
 
@@ -607,11 +605,7 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
       r.note +=
           "; a vector table: one vector step per call, " + std::to_string(kInsertEnvs) + " items";
     } else {
-      // The writer's threads: never more than its environments.
-      const int parts =
-          std::min<int>(WriterParts(threads, static_cast<size_t>(kInsertEnvs)),
-                        static_cast<int>(kInsertEnvs));
-      r.note += "; writer threads " + std::to_string(parts) + " of " +
+      r.note += "; writer threads " + std::to_string(writer->threads()) + " of " +
                 std::to_string(std::thread::hardware_concurrency()) + " hardware threads";
     }
     return r;
