@@ -572,7 +572,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status LoadOne(uint64_t id, bool evict);
   // Reads trajectory `id`'s metadata, and its steps when `steps`, verified.
   Status ReadStored(ColdStore& store, uint64_t id, bool steps, StoredTrajectory* out) const;
-  // Gives `t` (not yet in trajectories_) blocks for `length` steps: with
+  // Gives `t` (not yet in the store) blocks for `length` steps: with
   // `evict`, as a writer gets them (evicting, waiting); otherwise only free
   // ones (ResourceExhausted when there are too few; t keeps none).
   Status AddBlocksLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, int64_t length,

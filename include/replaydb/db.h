@@ -1,5 +1,5 @@
-// The database: a directory holding the catalog of tables and (in later
-// versions) the write-ahead log and the cold store.
+// The database: a directory holding the catalog of tables, the write-ahead
+// log and the cold store (layout at DB::Open).
 //
 //   auto db = replaydb::DB::Open({}, "/data/replay");
 //   auto table = (*db)->CreateTable(spec);

@@ -41,7 +41,7 @@ enum class WalSyncMode : uint8_t {
 enum class RecoveryMode : uint8_t {
   // An incomplete or corrupt record at the very end of the newest segment
   // (a write torn by a crash) is dropped, and the dropped bytes reported in
-  // DB::recovery_report(). Damage anywhere else fails Open with Corruption
+  // DB::recovery_info(). Damage anywhere else fails Open with Corruption
   // naming the file and offset.
   kTolerateTornTail = 0,
   // Any incomplete or corrupt record fails Open with Corruption naming the
