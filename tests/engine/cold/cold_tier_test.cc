@@ -21,10 +21,12 @@
 #include "kernels/runtime/gpu.h"
 #include "replaydb/db.h"
 #include "tests/test_util.h"
-#include "util/fault_injection_env.h"
+#include "tests/support/fault_injection_env.h"
 
 namespace replaydb {
 namespace {
+
+using testing_util::FaultInjectionEnv;
 
 using ::testing::HasSubstr;
 using testing_util::ManualCheckpoints;

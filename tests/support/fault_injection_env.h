@@ -1,4 +1,5 @@
-// FaultInjectionEnv: an Env for tests and crash tools that forwards to a base
+// FaultInjectionEnv: an Env for tests (the test-support library,
+// replaydb_test_support; not part of libreplaydb) that forwards to a base
 // Env and can simulate a power loss, failed writes and fsyncs, torn writes and
 // a full disk.
 //
@@ -42,8 +43,8 @@
 //
 // Lifetime: the base Env and this Env must outlive every WritableFile this Env
 // returned.
-#ifndef REPLAYDB_UTIL_FAULT_INJECTION_ENV_H_
-#define REPLAYDB_UTIL_FAULT_INJECTION_ENV_H_
+#ifndef REPLAYDB_TESTS_SUPPORT_FAULT_INJECTION_ENV_H_
+#define REPLAYDB_TESTS_SUPPORT_FAULT_INJECTION_ENV_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -59,7 +60,7 @@
 #include "replaydb/env.h"
 #include "replaydb/status.h"
 
-namespace replaydb {
+namespace replaydb::testing_util {
 
 class FaultInjectionEnv final : public Env {
  public:
@@ -200,6 +201,6 @@ class FaultInjectionEnv final : public Env {
   uint64_t bytes_written_ = 0;              // guarded by mu_
 };
 
-}  // namespace replaydb
+}  // namespace replaydb::testing_util
 
-#endif  // REPLAYDB_UTIL_FAULT_INJECTION_ENV_H_
+#endif  // REPLAYDB_TESTS_SUPPORT_FAULT_INJECTION_ENV_H_

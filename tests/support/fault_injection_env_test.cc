@@ -1,5 +1,5 @@
 // FaultInjectionEnv: power loss, injected failures, full disk, counters.
-#include "util/fault_injection_env.h"
+#include "tests/support/fault_injection_env.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +19,8 @@
 
 namespace replaydb {
 namespace {
+
+using testing_util::FaultInjectionEnv;
 
 using ::testing::HasSubstr;
 using testing_util::TempDir;

@@ -1,4 +1,4 @@
-#include "util/fault_injection_env.h"
+#include "tests/support/fault_injection_env.h"
 
 #include <algorithm>
 #include <memory>
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace replaydb {
+namespace replaydb::testing_util {
 namespace {
 
 // The directory part of `path` as SyncDir is expected to name it: "." for a
@@ -357,4 +357,4 @@ uint64_t FaultInjectionEnv::bytes_written() const {
   return bytes_written_;
 }
 
-}  // namespace replaydb
+}  // namespace replaydb::testing_util
