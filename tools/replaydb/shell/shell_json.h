@@ -14,10 +14,10 @@ namespace replaydb::tools {
 
 using Json = nlohmann::ordered_json;
 
-// Compact JSON text (no newlines). Doubles are the shortest "%g" text of at
-// least 6 significant digits that reads back as the same double (1 for 1.0,
-// 0.1 for 0.1, 1e+06 for 1000000.0); non-finite ones become null, as JSON
-// has no NaN or infinity. Bytes of strings that are not UTF-8 become U+FFFD.
+// Compact JSON text (no newlines). A double is printed with "%.Ng" for the
+// smallest N from 6 up that reads back as the same double (1 for 1.0, 0.1
+// for 0.1, 1e+06 for 1000000.0); non-finite ones become null, as JSON has no
+// NaN or infinity. Bytes of strings that are not UTF-8 become U+FFFD.
 std::string DumpJson(const Json& j);
 
 // The value as one line of text for tables: strings unquoted, null as "-",
