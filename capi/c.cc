@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -655,88 +656,96 @@ replaydb_table_t* NewTableHandle(std::shared_ptr<Table> table) {
 
 // ----------------------------------------------------------------- JSON
 
-void AppendJsonString(std::string* out, std::string_view s) {
-  out->push_back('"');
-  for (char ch : s) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out->push_back('\\');
-      out->push_back(ch);
-    } else if (u < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", u);
-      out->append(escaped);
-    } else {
-      out->push_back(ch);
-    }
-  }
-  out->push_back('"');
-}
+// Keys stay in the order they are written.
+using OrderedJson = nlohmann::ordered_json;
 
-// The shortest text that reads back as `v`; null when not finite (JSON has
-// no infinity or NaN).
-void AppendJsonNumber(std::string* out, double v) {
-  if (!std::isfinite(v)) {
-    out->append("null");
-    return;
+// `j` as compact JSON text. nlohmann writes the strings (escaped; bytes that
+// are not UTF-8 become U+FFFD), integers, booleans and null; the doubles are
+// written here, as the shortest text that reads back (std::to_chars: 1 for
+// 1.0, 0.1 for 0.1), or null when not finite (JSON has no infinity or NaN).
+// nlohmann's dump has no option for that and would change the text: it
+// writes 1.0 (which Python's json reads as a float, not an int), and its
+// Grisu2 digits are at times one longer than the shortest
+// (0.38822186639999817 for 0.3882218663999982).
+void DumpJson(const OrderedJson& j, std::string* out) {
+  constexpr auto kReplace = OrderedJson::error_handler_t::replace;
+  switch (j.type()) {
+    case OrderedJson::value_t::object: {
+      out->push_back('{');
+      bool first = true;
+      for (const auto& member : j.items()) {
+        if (!first) out->push_back(',');
+        first = false;
+        *out += OrderedJson(member.key()).dump(-1, ' ', false, kReplace);
+        out->push_back(':');
+        DumpJson(member.value(), out);
+      }
+      out->push_back('}');
+      return;
+    }
+    case OrderedJson::value_t::array: {
+      out->push_back('[');
+      for (size_t i = 0; i < j.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        DumpJson(j[i], out);
+      }
+      out->push_back(']');
+      return;
+    }
+    case OrderedJson::value_t::number_float: {
+      const double v = j.get<double>();
+      if (!std::isfinite(v)) {
+        out->append("null");
+        return;
+      }
+      char text[64];
+      const auto r = std::to_chars(text, text + sizeof text, v);
+      out->append(text, r.ptr);
+      return;
+    }
+    default:
+      *out += j.dump(-1, ' ', false, kReplace);
   }
-  char text[64];
-  const auto r = std::to_chars(text, text + sizeof text, v);
-  out->append(text, r.ptr);
 }
 
 std::string SpecJson(const TableSpec& spec) {
-  std::string j = "{\"name\":";
-  AppendJsonString(&j, spec.name);
-  j += ",\"columns\":[";
-  for (size_t c = 0; c < spec.columns.size(); ++c) {
-    const ColumnSpec& col = spec.columns[c];
-    j += c == 0 ? "{\"name\":" : ",{\"name\":";
-    AppendJsonString(&j, col.name);
-    j += ",\"dtype\":";
-    AppendJsonString(&j, replaydb::DTypeName(col.dtype));
-    j += ",\"shape\":[";
-    for (int d = 0; d < col.shape.rank(); ++d) {
-      j += (d == 0 ? "" : ",") + std::to_string(col.shape.dim(d));
-    }
-    j += "]}";
+  OrderedJson columns = OrderedJson::array();
+  for (const ColumnSpec& col : spec.columns) {
+    OrderedJson shape = OrderedJson::array();
+    for (int d = 0; d < col.shape.rank(); ++d) shape.push_back(col.shape.dim(d));
+    columns.push_back(OrderedJson{
+        {"name", col.name}, {"dtype", replaydb::DTypeName(col.dtype)}, {"shape", shape}});
   }
-  const auto integer = [&](const char* key, int64_t v) {
-    j += std::string(",\"") + key + "\":" + std::to_string(v);
+  const RateLimiterSpec& r = spec.rate_limiter;
+  const OrderedJson j = {
+      {"name", spec.name},
+      {"columns", columns},
+      {"capacity_steps", spec.capacity_steps},
+      {"capacity_bytes", spec.capacity_bytes},
+      {"block_steps", spec.block_steps},
+      {"sequence_length", spec.sequence_length},
+      {"padding", replaydb::PaddingName(spec.padding)},
+      {"selector", replaydb::SelectorKindName(spec.selector)},
+      {"eviction", replaydb::EvictionPolicyName(spec.eviction)},
+      {"step_priority", replaydb::StepPriorityName(spec.step_priority)},
+      {"priority_exponent", spec.priority_exponent},
+      {"priority_device", spec.priority_device},
+      {"placement", spec.placement.ToString()},
+      {"logging", replaydb::TableLoggingName(spec.logging)},
+      {"max_times_sampled", spec.max_times_sampled},
+      {"spill", spec.spill},
+      {"rotation_fraction", spec.rotation_fraction},
+      {"rotation_every_samples", spec.rotation_every_samples},
+      {"lanes", spec.lanes},
+      {"rate_limiter",
+       {{"samples_per_insert", r.samples_per_insert},
+        {"min_size_to_sample", r.min_size_to_sample},
+        {"min_diff", r.min_diff},
+        {"max_diff", r.max_diff}}},
   };
-  const auto number = [&](const char* key, double v) {
-    j += std::string(",\"") + key + "\":";
-    AppendJsonNumber(&j, v);
-  };
-  const auto text = [&](const char* key, std::string_view v) {
-    j += std::string(",\"") + key + "\":";
-    AppendJsonString(&j, v);
-  };
-  j += "]";
-  integer("capacity_steps", spec.capacity_steps);
-  integer("capacity_bytes", spec.capacity_bytes);
-  integer("block_steps", spec.block_steps);
-  integer("sequence_length", spec.sequence_length);
-  text("padding", replaydb::PaddingName(spec.padding));
-  text("selector", replaydb::SelectorKindName(spec.selector));
-  text("eviction", replaydb::EvictionPolicyName(spec.eviction));
-  text("step_priority", replaydb::StepPriorityName(spec.step_priority));
-  number("priority_exponent", spec.priority_exponent);
-  integer("priority_device", spec.priority_device);
-  text("placement", spec.placement.ToString());
-  text("logging", replaydb::TableLoggingName(spec.logging));
-  integer("max_times_sampled", spec.max_times_sampled);
-  j += std::string(",\"spill\":") + (spec.spill ? "true" : "false");
-  number("rotation_fraction", spec.rotation_fraction);
-  integer("rotation_every_samples", spec.rotation_every_samples);
-  integer("lanes", spec.lanes);
-  j += ",\"rate_limiter\":{\"samples_per_insert\":";
-  AppendJsonNumber(&j, spec.rate_limiter.samples_per_insert);
-  integer("min_size_to_sample", spec.rate_limiter.min_size_to_sample);
-  number("min_diff", spec.rate_limiter.min_diff);
-  number("max_diff", spec.rate_limiter.max_diff);
-  j += "}}";
-  return j;
+  std::string text;
+  DumpJson(j, &text);
+  return text;
 }
 
 // `strings` as a malloc'ed array of malloc'ed strings (NULL when empty), for

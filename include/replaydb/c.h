@@ -240,7 +240,8 @@ REPLAYDB_C_EXPORT void replaydb_table_spec_set_rate_limiter(replaydb_table_spec_
 /* The spec as JSON text (replaydb_free): every field above by its C++
  * name, enums by the names the setters take, columns as
  * [{"name", "dtype", "shape"}], the rate limiter as an object of its four
- * fields; numbers that are not finite as null. NULL for a NULL spec. */
+ * fields; numbers that are not finite as null; names that are not valid
+ * UTF-8 with U+FFFD in place of the invalid bytes. NULL for a NULL spec. */
 REPLAYDB_C_EXPORT char* replaydb_table_spec_json(const replaydb_table_spec_t* s);
 
 /* ---- tables (replaydb::Table) ---- */

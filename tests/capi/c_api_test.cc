@@ -9,7 +9,7 @@
 // the reason, where no GPU can be used.
 #include <algorithm>
 #include <atomic>
-#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
@@ -34,6 +35,7 @@ namespace replaydb {
 namespace {
 
 using ::testing::HasSubstr;
+using Json = nlohmann::ordered_json;
 using testing_util::TempDir;
 
 // ------------------------------------------------------------ helpers
@@ -309,126 +311,32 @@ HostCopy ReadHostBatch(const replaydb_batch_t* batch, const TableSpec& spec) {
 
 // ---------------------------------------------------------------- JSON
 
-// Just enough of a JSON reader to check replaydb_table_spec_json.
-struct Json {
-  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
-  bool boolean = false;
-  double number = 0;
-  std::string string;
-  std::vector<Json> array;
-  // An object's members (vectors, not pairs, which need a complete Json).
-  std::vector<std::string> keys;
-  std::vector<Json> values;
-
-  const Json& operator[](const std::string& key) const {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (keys[i] == key) return values[i];
-    }
-    ADD_FAILURE() << "JSON object has no member '" << key << "'";
-    static const Json null;
-    return null;
-  }
-  size_t size() const { return kind == kArray ? array.size() : values.size(); }
-};
-
-class JsonReader {
- public:
-  explicit JsonReader(std::string_view text) : text_(text) {}
-  // False (with a test failure naming the offset) on malformed text.
-  bool Read(Json* out) {
-    const bool ok = Value(out) && (Skip(), pos_ == text_.size());
-    if (!ok) ADD_FAILURE() << "malformed JSON at offset " << pos_ << ": " << text_;
-    return ok;
-  }
-
- private:
-  void Skip() {
-    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-  }
-  bool Eat(char c) {
-    Skip();
-    if (pos_ < text_.size() && text_[pos_] == c) return ++pos_, true;
-    return false;
-  }
-  bool Word(std::string_view w) {
-    if (text_.substr(pos_, w.size()) != w) return false;
-    pos_ += w.size();
-    return true;
-  }
-  bool String(std::string* out) {
-    if (!Eat('"')) return false;
-    while (pos_ < text_.size() && text_[pos_] != '"') {
-      char c = text_[pos_++];
-      if (c == '\\') {
-        if (pos_ >= text_.size()) return false;
-        c = text_[pos_++];
-        if (c == 'u') {
-          if (pos_ + 4 > text_.size()) return false;
-          c = static_cast<char>(std::stoi(std::string(text_.substr(pos_, 4)), nullptr, 16));
-          pos_ += 4;
-        } else if (c == 'n') {
-          c = '\n';
-        } else if (c != '"' && c != '\\' && c != '/') {
-          return false;
-        }
-      }
-      out->push_back(c);
-    }
-    return Eat('"');
-  }
-  bool Value(Json* v) {
-    Skip();
-    if (pos_ >= text_.size()) return false;
-    const char c = text_[pos_];
-    if (c == '{') {
-      v->kind = Json::kObject;
-      ++pos_;
-      if (Eat('}')) return true;
-      do {
-        std::string key;
-        Json member;
-        if (!String(&key) || !Eat(':') || !Value(&member)) return false;
-        v->keys.push_back(std::move(key));
-        v->values.push_back(std::move(member));
-      } while (Eat(','));
-      return Eat('}');
-    }
-    if (c == '[') {
-      v->kind = Json::kArray;
-      ++pos_;
-      if (Eat(']')) return true;
-      do {
-        v->array.emplace_back();
-        if (!Value(&v->array.back())) return false;
-      } while (Eat(','));
-      return Eat(']');
-    }
-    if (c == '"') {
-      v->kind = Json::kString;
-      return String(&v->string);
-    }
-    if (Word("true")) return v->kind = Json::kBool, v->boolean = true, true;
-    if (Word("false")) return v->kind = Json::kBool, v->boolean = false, true;
-    if (Word("null")) return v->kind = Json::kNull, true;
-    const std::string rest(text_.substr(pos_));
-    char* end = nullptr;
-    v->number = std::strtod(rest.c_str(), &end);
-    if (end == rest.c_str()) return false;
-    v->kind = Json::kNumber;
-    pos_ += static_cast<size_t>(end - rest.c_str());
-    return true;
-  }
-
-  std::string_view text_;
-  size_t pos_ = 0;
-};
-
-Json SpecJson(const replaydb_table_spec_t* spec) {
+// replaydb_table_spec_json's text ("" for NULL, which fails the test).
+std::string SpecText(const replaydb_table_spec_t* spec) {
   std::unique_ptr<char, Deleter<replaydb_free>> text(replaydb_table_spec_json(spec));
-  Json j;
   EXPECT_TRUE(text != nullptr);
-  if (text != nullptr) JsonReader(text.get()).Read(&j);
-  return j;
+  return text == nullptr ? std::string() : std::string(text.get());
+}
+
+// The spec's JSON, parsed strictly (RFC 8259; malformed text fails the test
+// and gives null). Members keep the order of the text.
+Json SpecJson(const replaydb_table_spec_t* spec) {
+  const std::string text = SpecText(spec);
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "malformed JSON: " << text;
+  return j.is_discarded() ? Json() : j;
+}
+
+std::vector<std::string> Keys(const Json& object) {
+  std::vector<std::string> keys;
+  for (const auto& member : object.items()) keys.push_back(member.key());
+  return keys;
+}
+
+// The text std::to_chars writes for `v`: the shortest that reads back.
+std::string ShortestText(double v) {
+  char text[64];
+  return std::string(text, std::to_chars(text, text + sizeof text, v).ptr);
 }
 
 std::string ReadFile(const std::filesystem::path& p) {
@@ -1122,17 +1030,43 @@ TEST_F(CApiTest, SpecJsonAndAccessors) {
   // Defaults: the C++ TableSpec's.
   const TableSpec defaults;
   Json j = SpecJson(spec.get());
-  EXPECT_EQ(j["name"].string, "json_spec");
-  EXPECT_EQ(j["capacity_steps"].number, defaults.capacity_steps);
-  EXPECT_EQ(j["capacity_bytes"].number, static_cast<double>(defaults.capacity_bytes));
-  EXPECT_EQ(j["block_steps"].number, defaults.block_steps);
-  EXPECT_EQ(j["selector"].string, "uniform");
-  EXPECT_EQ(j["placement"].string, "host");
-  EXPECT_EQ(j["priority_device"].number, -1);
-  EXPECT_EQ(j["spill"].kind, Json::kBool);
-  EXPECT_FALSE(j["spill"].boolean);
-  EXPECT_EQ(j["rate_limiter"]["min_diff"].number, defaults.rate_limiter.min_diff);
-  EXPECT_EQ(j["rate_limiter"]["max_diff"].number, defaults.rate_limiter.max_diff);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(Keys(j), (std::vector<std::string>{
+                         "name",           "columns",           "capacity_steps",
+                         "capacity_bytes", "block_steps",       "sequence_length",
+                         "padding",        "selector",          "eviction",
+                         "step_priority",  "priority_exponent", "priority_device",
+                         "placement",      "logging",           "max_times_sampled",
+                         "spill",          "rotation_fraction", "rotation_every_samples",
+                         "lanes",          "rate_limiter"}))
+      << "a field was added, lost or moved";
+  EXPECT_EQ(Keys(j.at("rate_limiter")),
+            (std::vector<std::string>{"samples_per_insert", "min_size_to_sample", "min_diff",
+                                      "max_diff"}));
+  EXPECT_EQ(j.at("name").get<std::string>(), "json_spec");
+  EXPECT_EQ(j.at("capacity_steps").get<int64_t>(), defaults.capacity_steps);
+  EXPECT_EQ(j.at("capacity_bytes").get<int64_t>(), defaults.capacity_bytes);
+  EXPECT_EQ(j.at("block_steps").get<int64_t>(), defaults.block_steps);
+  EXPECT_EQ(j.at("selector").get<std::string>(), "uniform");
+  EXPECT_EQ(j.at("placement").get<std::string>(), "host");
+  EXPECT_TRUE(j.at("priority_device").is_number_integer());
+  EXPECT_EQ(j.at("priority_device").get<int64_t>(), -1);
+  EXPECT_TRUE(j.at("spill").is_boolean());
+  EXPECT_FALSE(j.at("spill").get<bool>());
+  EXPECT_EQ(j.at("rate_limiter").at("min_diff").get<double>(), defaults.rate_limiter.min_diff);
+  EXPECT_EQ(j.at("rate_limiter").at("max_diff").get<double>(), defaults.rate_limiter.max_diff);
+  // Compact, and doubles as the shortest text that reads back: integral ones
+  // without ".0" (Python's json reads them as int).
+  const std::string text = SpecText(spec.get());
+  EXPECT_EQ(text.find_first_of(" \n"), std::string::npos) << text;
+  EXPECT_THAT(text,
+              HasSubstr("{\"name\":\"json_spec\",\"columns\":[{\"name\":\"a\",\"dtype\":\"u8\","
+                        "\"shape\":[3,2]},"));
+  EXPECT_THAT(text, HasSubstr(",\"priority_exponent\":1,"));
+  EXPECT_THAT(text, HasSubstr(",\"rotation_fraction\":0,"));
+  EXPECT_THAT(text, HasSubstr("\"rate_limiter\":{\"samples_per_insert\":1,\"min_size_to_sample\":1,"
+                              "\"min_diff\":-1.7976931348623157e+308,"
+                              "\"max_diff\":1.7976931348623157e+308}}"));
 
   // Every setter, with values drawn fresh.
   const int64_t capacity_steps = 100 + static_cast<int64_t>(rng_() % 10000);
@@ -1167,48 +1101,67 @@ TEST_F(CApiTest, SpecJsonAndAccessors) {
   C_ASSERT_OK(replaydb_table_spec_set_placement(spec.get(), "device:5", err_.ptr()));
   C_ASSERT_OK(replaydb_table_spec_set_logging(spec.get(), "off", err_.ptr()));
   j = SpecJson(spec.get());
-  ASSERT_EQ(j.kind, Json::kObject);
+  ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j.size(), 20u) << "a field was added or lost";
-  EXPECT_EQ(j["name"].string, "json_spec");
-  const Json& columns = j["columns"];
+  EXPECT_EQ(j.at("name").get<std::string>(), "json_spec");
+  const Json& columns = j.at("columns");
+  ASSERT_TRUE(columns.is_array());
   ASSERT_EQ(columns.size(), 3u);
-  EXPECT_EQ(columns.array[0]["name"].string, "a");
-  EXPECT_EQ(columns.array[0]["dtype"].string, "u8");
-  ASSERT_EQ(columns.array[0]["shape"].size(), 2u);
-  EXPECT_EQ(columns.array[0]["shape"].array[0].number, 3);
-  EXPECT_EQ(columns.array[0]["shape"].array[1].number, 2);
-  EXPECT_EQ(columns.array[1]["dtype"].string, "f64");
-  EXPECT_EQ(columns.array[1]["shape"].size(), 0u);
-  EXPECT_EQ(columns.array[2]["dtype"].string, "bf16");
-  EXPECT_EQ(columns.array[2]["shape"].array[0].number, 7);
-  EXPECT_EQ(j["capacity_steps"].number, capacity_steps);
-  EXPECT_EQ(j["capacity_bytes"].number, static_cast<double>(capacity_bytes));
-  EXPECT_EQ(j["block_steps"].number, block_steps);
-  EXPECT_EQ(j["sequence_length"].number, sequence_length);
-  EXPECT_EQ(j["padding"].string, "tail");
-  EXPECT_EQ(j["selector"].string, "max_heap");
-  EXPECT_EQ(j["eviction"].string, "lowest_priority");
-  EXPECT_EQ(j["step_priority"].string, "window_mean");
-  EXPECT_EQ(j["priority_exponent"].number, exponent) << "numbers round-trip exactly";
-  EXPECT_EQ(j["priority_device"].number, device);
-  EXPECT_EQ(j["placement"].string, "device:5");
-  EXPECT_EQ(j["logging"].string, "off");
-  EXPECT_EQ(j["max_times_sampled"].number, max_times);
-  EXPECT_TRUE(j["spill"].boolean);
-  EXPECT_EQ(j["rotation_fraction"].number, fraction);
-  EXPECT_EQ(j["rotation_every_samples"].number, every);
-  EXPECT_EQ(j["lanes"].number, lanes);
-  EXPECT_EQ(j["rate_limiter"].size(), 4u);
-  EXPECT_EQ(j["rate_limiter"]["samples_per_insert"].number, spi);
-  EXPECT_EQ(j["rate_limiter"]["min_size_to_sample"].number, min_size);
-  EXPECT_EQ(j["rate_limiter"]["min_diff"].number, min_diff);
-  EXPECT_EQ(j["rate_limiter"]["max_diff"].number, max_diff);
+  EXPECT_EQ(Keys(columns[0]), (std::vector<std::string>{"name", "dtype", "shape"}));
+  EXPECT_EQ(columns[0].at("name").get<std::string>(), "a");
+  EXPECT_EQ(columns[0].at("dtype").get<std::string>(), "u8");
+  EXPECT_EQ(columns[0].at("shape").get<std::vector<int64_t>>(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(columns[1].at("dtype").get<std::string>(), "f64");
+  EXPECT_TRUE(columns[1].at("shape").is_array());
+  EXPECT_TRUE(columns[1].at("shape").empty());
+  EXPECT_EQ(columns[2].at("dtype").get<std::string>(), "bf16");
+  EXPECT_EQ(columns[2].at("shape").get<std::vector<int64_t>>(), (std::vector<int64_t>{7}));
+  EXPECT_EQ(j.at("capacity_steps").get<int64_t>(), capacity_steps);
+  EXPECT_EQ(j.at("capacity_bytes").get<int64_t>(), capacity_bytes);
+  EXPECT_EQ(j.at("block_steps").get<int64_t>(), block_steps);
+  EXPECT_EQ(j.at("sequence_length").get<int64_t>(), sequence_length);
+  EXPECT_EQ(j.at("padding").get<std::string>(), "tail");
+  EXPECT_EQ(j.at("selector").get<std::string>(), "max_heap");
+  EXPECT_EQ(j.at("eviction").get<std::string>(), "lowest_priority");
+  EXPECT_EQ(j.at("step_priority").get<std::string>(), "window_mean");
+  EXPECT_EQ(j.at("priority_exponent").get<double>(), exponent) << "numbers round-trip exactly";
+  EXPECT_EQ(j.at("priority_device").get<int64_t>(), device);
+  EXPECT_EQ(j.at("placement").get<std::string>(), "device:5");
+  EXPECT_EQ(j.at("logging").get<std::string>(), "off");
+  EXPECT_EQ(j.at("max_times_sampled").get<int64_t>(), max_times);
+  EXPECT_TRUE(j.at("spill").get<bool>());
+  EXPECT_EQ(j.at("rotation_fraction").get<double>(), fraction);
+  EXPECT_EQ(j.at("rotation_every_samples").get<int64_t>(), every);
+  EXPECT_EQ(j.at("lanes").get<int64_t>(), lanes);
+  const Json& limiter = j.at("rate_limiter");
+  EXPECT_EQ(limiter.size(), 4u);
+  EXPECT_EQ(limiter.at("samples_per_insert").get<double>(), spi);
+  EXPECT_EQ(limiter.at("min_size_to_sample").get<int64_t>(), min_size);
+  EXPECT_EQ(limiter.at("min_diff").get<double>(), min_diff);
+  EXPECT_EQ(limiter.at("max_diff").get<double>(), max_diff);
+  // Each double as the shortest text that reads back, not merely one that does.
+  const std::string drawn = SpecText(spec.get());
+  EXPECT_THAT(drawn, HasSubstr("\"priority_exponent\":" + ShortestText(exponent) + ","));
+  EXPECT_THAT(drawn, HasSubstr("\"rotation_fraction\":" + ShortestText(fraction) + ","));
+  EXPECT_THAT(drawn, HasSubstr("{\"samples_per_insert\":" + ShortestText(spi) + ","));
+  EXPECT_THAT(drawn, HasSubstr("\"min_diff\":" + ShortestText(min_diff) + ","));
+  EXPECT_THAT(drawn, HasSubstr("\"max_diff\":" + ShortestText(max_diff) + "}}"));
+  // Not finite: null.
   replaydb_table_spec_set_rate_limiter(spec.get(), spi, min_size,
-                                       -std::numeric_limits<double>::infinity(), max_diff);
-  EXPECT_EQ(SpecJson(spec.get())["rate_limiter"]["min_diff"].kind, Json::kNull);
-  // Names that need escaping are escaped.
-  SpecPtr odd(replaydb_table_spec_create("quote\"back\\slash\ttab"));
-  EXPECT_EQ(SpecJson(odd.get())["name"].string, "quote\"back\\slash\ttab");
+                                       -std::numeric_limits<double>::infinity(),
+                                       std::numeric_limits<double>::quiet_NaN());
+  EXPECT_TRUE(SpecJson(spec.get()).at("rate_limiter").at("min_diff").is_null());
+  EXPECT_TRUE(SpecJson(spec.get()).at("rate_limiter").at("max_diff").is_null());
+  // Names that need escaping are escaped: quotes, backslashes and control
+  // characters; other UTF-8 is kept as it is, and bytes that are not UTF-8
+  // become U+FFFD.
+  const std::string odd_name = "quote\"back\\slash\ttab\x01 caf\xc3\xa9";
+  SpecPtr odd(replaydb_table_spec_create(odd_name.c_str()));
+  EXPECT_EQ(SpecJson(odd.get()).at("name").get<std::string>(), odd_name);
+  EXPECT_THAT(SpecText(odd.get()),
+              HasSubstr("\"name\":\"quote\\\"back\\\\slash\\ttab\\u0001 caf\xc3\xa9\","));
+  SpecPtr bad(replaydb_table_spec_create("bad\xff"));
+  EXPECT_EQ(SpecJson(bad.get()).at("name").get<std::string>(), "bad\xef\xbf\xbd");
   EXPECT_EQ(replaydb_table_spec_json(nullptr), nullptr);
 
   // Accessors.
@@ -1459,8 +1412,8 @@ TEST_F(CApiTest, RateLimiterAndTimeouts) {
   replaydb_batch_release(b);
   SpecPtr got(replaydb_table_get_spec(table.get()));
   const Json j = SpecJson(got.get());
-  EXPECT_EQ(j["rate_limiter"]["min_size_to_sample"].number, 1);
-  EXPECT_EQ(j["rate_limiter"]["min_diff"].number, -1e300);
+  EXPECT_EQ(j.at("rate_limiter").at("min_size_to_sample").get<int64_t>(), 1);
+  EXPECT_EQ(j.at("rate_limiter").at("min_diff").get<double>(), -1e300);
 }
 
 TEST_F(CApiTest, SpilledTrajectoriesLoadBackAsWritten) {

@@ -1,6 +1,9 @@
 // The replaydb shell (tools/shell*.cc): its parser and JSON directly, and
 // the `replaydb DIR` binary driven with -c, standard input and --json
 // against databases the tests create with the public API.
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -19,11 +22,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing_util::JsonLines;
-using testing_util::JsonParser;
 using testing_util::JsonValue;
 using testing_util::Lines;
 using testing_util::ToolRun;
+using tools::DumpJson;
 using tools::Json;
+using tools::JsonText;
 using tools::ParseCommandLine;
 using tools::ParsedCommand;
 using tools::SplitWords;
@@ -92,19 +96,56 @@ TEST(ShellJsonTest, DumpsValidJsonThatReadsBack) {
   std::string text;
   for (int i = 0; i < 64; ++i) text += static_cast<char>(1 + rng() % 127);
   const double d = std::uniform_real_distribution<double>(-1e9, 1e9)(rng);
-  const Json j = Json::MakeObject()
-                     .Set("s", text)
-                     .Set("d", d)
-                     .Set("i", int64_t{-5})
-                     .Set("nan", std::nan(""))
-                     .Set("a", Json::MakeArray().Push(true).Push(Json()));
-  JsonValue v;
-  ASSERT_TRUE(JsonParser::Parse(j.Dump(), &v)) << j.Dump();
-  EXPECT_EQ(v.Find("s")->string, text);
-  EXPECT_EQ(v.Find("d")->number, d) << "shortest round-trip text";
-  EXPECT_EQ(v.Find("i")->number, -5);
-  EXPECT_EQ(v.Find("nan")->type, T::kNull) << "JSON has no NaN";
-  EXPECT_EQ(v.Find("a")->values.size(), 2u);
+  const Json j = {{"s", text},
+                  {"d", d},
+                  {"i", int64_t{-5}},
+                  {"nan", std::nan("")},
+                  {"a", Json::array({true, nullptr})}};
+  const std::string dumped = DumpJson(j);
+  EXPECT_EQ(dumped.find('\n'), std::string::npos) << "one line";
+  const nlohmann::json v = nlohmann::json::parse(dumped, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(v.is_discarded()) << dumped;
+  EXPECT_EQ(v.at("s").get<std::string>(), text);
+  EXPECT_EQ(v.at("d").get<double>(), d) << "round-trip text";
+  EXPECT_EQ(v.at("i").get<int64_t>(), -5);
+  EXPECT_TRUE(v.at("nan").is_null()) << "JSON has no NaN";
+  EXPECT_EQ(v.at("a"), nlohmann::json::parse("[true,null]"));
+}
+
+TEST(ShellJsonTest, WritesKeysInOrderAndDoublesAsTheShortestText) {
+  const Json j = {{"z", 1.0},
+                  {"a", 0.1},
+                  {"float", 0.8108321},
+                  {"big", 1e6},
+                  {"digits", 1234567.0},
+                  {"small", 1e-5},
+                  {"negative_zero", -0.0},
+                  {"inf", std::numeric_limits<double>::infinity()},
+                  {"i64", std::numeric_limits<int64_t>::min()},
+                  {"u64", std::numeric_limits<uint64_t>::max()},
+                  {"flags", Json::array({true, false, nullptr})},
+                  {"empty", Json::object()},
+                  {"none", Json::array()},
+                  {"text", "q\"b\\n\nt\tc\x01 caf\xc3\xa9"},
+                  {"bad", "x\xffy"}};
+  EXPECT_EQ(DumpJson(j),
+            "{\"z\":1,\"a\":0.1,\"float\":0.8108321,\"big\":1e+06,\"digits\":1234567,"
+            "\"small\":1e-05,\"negative_zero\":-0,\"inf\":null,\"i64\":-9223372036854775808,"
+            "\"u64\":18446744073709551615,\"flags\":[true,false,null],\"empty\":{},\"none\":[],"
+            "\"text\":\"q\\\"b\\\\n\\nt\\tc\\u0001 caf\xc3\xa9\",\"bad\":\"x\xef\xbf\xbdy\"}");
+}
+
+TEST(ShellJsonTest, TextIsWhatTheTableViewShows) {
+  EXPECT_EQ(JsonText("two words"), "two words") << "unquoted";
+  EXPECT_EQ(JsonText(Json()), "-");
+  EXPECT_EQ(JsonText(std::nan("")), "nan");
+  EXPECT_EQ(JsonText(std::numeric_limits<double>::infinity()), "inf");
+  EXPECT_EQ(JsonText(-std::numeric_limits<double>::infinity()), "-inf");
+  EXPECT_EQ(JsonText(2.0), "2");
+  EXPECT_EQ(JsonText(0.25), "0.25");
+  EXPECT_EQ(JsonText(int64_t{-3}), "-3");
+  EXPECT_EQ(JsonText(true), "true");
+  EXPECT_EQ(JsonText(Json::array({1.5, std::nan(""), "s"})), "[1.5,null,\"s\"]");
 }
 
 // ------------------------------------------------------------ the binary

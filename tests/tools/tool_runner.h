@@ -1,6 +1,6 @@
 // Test support for running the `replaydb` binary (path in REPLAYDB_TOOL_PATH)
-// as a child process in a fresh temporary directory (ToolDirTest::Run), and a
-// tiny JSON parser to check what it prints with --json.
+// as a child process in a fresh temporary directory (ToolDirTest::Run), and
+// its --json output parsed into a tree the tests walk (JsonLines).
 #ifndef REPLAYDB_TESTS_TOOLS_TOOL_RUNNER_H_
 #define REPLAYDB_TESTS_TOOLS_TOOL_RUNNER_H_
 
@@ -11,14 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -37,10 +36,11 @@ namespace replaydb::testing_util {
 
 namespace fs = std::filesystem;
 
-// ------------------------------------------------------------ tiny JSON
-// Just enough of RFC 8259 to check the shape of `replaydb bench --json`
-// lines: objects keep their keys in order; numbers follow the JSON grammar
-// strictly (no NaN, no inf, no leading '+' or '.').
+// ------------------------------------------------------------------ JSON
+// What `replaydb ... --json` prints, parsed strictly by nlohmann::json (RFC
+// 8259: no NaN, no inf, no leading '+' or '.', no trailing commas) into a
+// plain tree for the tests to walk: objects keep their keys in order,
+// numbers become doubles.
 
 struct JsonValue {
   enum class Type { kNull, kBool, kNumber, kString, kObject, kArray };
@@ -64,178 +64,37 @@ class JsonParser {
  public:
   // True if `text` is exactly one JSON value (surrounding whitespace allowed).
   static bool Parse(std::string_view text, JsonValue* out) {
-    JsonParser p(text);
-    if (!p.ParseValue(out, 0)) return false;
-    p.SkipSpace();
-    return p.pos_ == text.size();
+    const nlohmann::ordered_json j =
+        nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return false;
+    *out = From(j);
+    return true;
   }
 
  private:
-  static constexpr int kMaxDepth = 32;
-
-  explicit JsonParser(std::string_view text) : text_(text) {}
-
-  void SkipSpace() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
-                                   text_[pos_] == '\n' || text_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-  bool Consume(char c) {
-    SkipSpace();
-    if (pos_ < text_.size() && text_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-  bool ConsumeWord(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
-  bool Digits() {
-    const size_t start = pos_;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
-    return pos_ > start;
-  }
-
-  bool ParseValue(JsonValue* out, int depth) {
-    if (depth > kMaxDepth) return false;
-    SkipSpace();
-    if (pos_ >= text_.size()) return false;
-    const char c = text_[pos_];
-    if (c == '{') return ParseObject(out, depth);
-    if (c == '[') return ParseArray(out, depth);
-    if (c == '"') {
-      out->type = JsonValue::Type::kString;
-      return ParseString(&out->string);
-    }
-    if (c == 't' || c == 'f') {
-      out->type = JsonValue::Type::kBool;
-      out->boolean = c == 't';
-      return ConsumeWord(c == 't' ? "true" : "false");
-    }
-    if (c == 'n') {
-      out->type = JsonValue::Type::kNull;
-      return ConsumeWord("null");
-    }
-    return ParseNumber(out);
-  }
-
-  bool ParseObject(JsonValue* out, int depth) {
-    out->type = JsonValue::Type::kObject;
-    ++pos_;  // '{'
-    if (Consume('}')) return true;
-    for (;;) {
-      SkipSpace();
-      std::string key;
-      if (pos_ >= text_.size() || text_[pos_] != '"' || !ParseString(&key)) return false;
-      if (!Consume(':')) return false;
-      JsonValue value;
-      if (!ParseValue(&value, depth + 1)) return false;
-      out->keys.push_back(std::move(key));
-      out->values.push_back(std::move(value));
-      if (Consume('}')) return true;
-      if (!Consume(',')) return false;
-    }
-  }
-
-  bool ParseArray(JsonValue* out, int depth) {
-    out->type = JsonValue::Type::kArray;
-    ++pos_;  // '['
-    if (Consume(']')) return true;
-    for (;;) {
-      JsonValue value;
-      if (!ParseValue(&value, depth + 1)) return false;
-      out->values.push_back(std::move(value));
-      if (Consume(']')) return true;
-      if (!Consume(',')) return false;
-    }
-  }
-
-  // REQUIRES: text_[pos_] == '"'. Escapes are decoded, \uXXXX only below
-  // 0x80 (others are checked and kept as written).
-  bool ParseString(std::string* out) {
-    ++pos_;
-    while (pos_ < text_.size()) {
-      const char c = text_[pos_++];
-      if (c == '"') return true;
-      if (static_cast<unsigned char>(c) < 0x20) return false;
-      if (c != '\\') {
-        out->push_back(c);
-        continue;
+  static JsonValue From(const nlohmann::ordered_json& j) {
+    JsonValue v;
+    if (j.is_boolean()) {
+      v.type = JsonValue::Type::kBool;
+      v.boolean = j.get<bool>();
+    } else if (j.is_number()) {
+      v.type = JsonValue::Type::kNumber;
+      v.number = j.get<double>();
+    } else if (j.is_string()) {
+      v.type = JsonValue::Type::kString;
+      v.string = j.get<std::string>();
+    } else if (j.is_object()) {
+      v.type = JsonValue::Type::kObject;
+      for (const auto& member : j.items()) {
+        v.keys.push_back(member.key());
+        v.values.push_back(From(member.value()));
       }
-      if (pos_ >= text_.size()) return false;
-      const char e = text_[pos_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out->push_back(e);
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u':
-          if (pos_ + 4 > text_.size()) return false;
-          for (int i = 0; i < 4; ++i) {
-            if (!std::isxdigit(static_cast<unsigned char>(text_[pos_ + i]))) return false;
-          }
-          if (const unsigned long cp = std::stoul(std::string(text_.substr(pos_, 4)), nullptr, 16);
-              cp < 0x80) {
-            out->push_back(static_cast<char>(cp));  // ASCII: decoded
-          } else {
-            out->append("\\u");
-            out->append(text_.substr(pos_, 4));
-          }
-          pos_ += 4;
-          break;
-        default:
-          return false;
-      }
+    } else if (j.is_array()) {
+      v.type = JsonValue::Type::kArray;
+      for (const auto& element : j) v.values.push_back(From(element));
     }
-    return false;  // unterminated
+    return v;
   }
-
-  bool ParseNumber(JsonValue* out) {
-    const size_t start = pos_;
-    if (pos_ < text_.size() && text_[pos_] == '-') ++pos_;
-    if (pos_ < text_.size() && text_[pos_] == '0') {
-      ++pos_;
-    } else if (!Digits()) {
-      return false;
-    }
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      ++pos_;
-      if (!Digits()) return false;
-    }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      if (!Digits()) return false;
-    }
-    const std::string number(text_.substr(start, pos_ - start));
-    char* end = nullptr;
-    out->type = JsonValue::Type::kNumber;
-    out->number = std::strtod(number.c_str(), &end);
-    return end == number.c_str() + number.size() && std::isfinite(out->number);
-  }
-
-  std::string_view text_;
-  size_t pos_ = 0;
 };
 
 // ------------------------------------------------------- running the tool

@@ -1,5 +1,6 @@
 // Runs the `replaydb` binary (path in REPLAYDB_TOOL_PATH) as a child process
 // in a fresh temporary directory and checks its exit status and output.
+#include <cmath>
 #include <set>
 #include <tuple>
 #include <utility>

@@ -12,6 +12,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   # formats, storage, memory, network (see DESIGN.md, Dependencies)
   libflatbuffers-dev flatbuffers-compiler flatbuffers-compiler-dev
+  nlohmann-json3-dev
   librocksdb-dev libzstd-dev liblz4-dev
   libhdf5-dev
   libjemalloc-dev

@@ -138,8 +138,8 @@ std::vector<std::string> Shell::Complete(std::string_view line, bool* paths) {
 namespace {
 
 bool IsTable(const Json& j) {
-  if (!j.is_array() || j.array().empty()) return false;
-  for (const Json& row : j.array()) {
+  if (!j.is_array() || j.empty()) return false;
+  for (const Json& row : j) {
     if (!row.is_object()) return false;
   }
   return true;
@@ -147,15 +147,15 @@ bool IsTable(const Json& j) {
 
 void RenderTable(const Json& rows, const std::string& indent, std::string* out) {
   std::vector<std::string> keys;
-  for (const auto& [k, v] : rows.array()[0].object()) keys.push_back(k);
+  for (const auto& member : rows.front().items()) keys.push_back(member.key());
   std::vector<size_t> width(keys.size());
   for (size_t c = 0; c < keys.size(); ++c) width[c] = keys[c].size();
   std::vector<std::vector<std::string>> cells;
-  for (const Json& row : rows.array()) {
+  for (const Json& row : rows) {
     std::vector<std::string> line;
     for (size_t c = 0; c < keys.size(); ++c) {
-      const Json* v = row.Find(keys[c]);
-      line.push_back(v == nullptr ? std::string("-") : v->Text());
+      const auto v = row.find(keys[c]);
+      line.push_back(v == row.end() ? std::string("-") : JsonText(*v));
       width[c] = std::max(width[c], line.back().size());
     }
     cells.push_back(std::move(line));
@@ -174,17 +174,19 @@ void RenderTable(const Json& rows, const std::string& indent, std::string* out) 
 }
 
 void RenderObject(const Json& obj, const std::string& indent, std::string* out) {
-  for (const auto& [key, value] : obj.object()) {
+  for (const auto& member : obj.items()) {
+    const std::string& key = member.key();
+    const Json& value = member.value();
     if (value.is_object()) {
       *out += indent + key + ":\n";
       RenderObject(value, indent + "  ", out);
     } else if (IsTable(value)) {
       *out += indent + key + ":\n";
       RenderTable(value, indent + "  ", out);
-    } else if (value.is_array() && value.array().empty()) {
+    } else if (value.is_array() && value.empty()) {
       *out += indent + key + ": (none)\n";
     } else {
-      *out += indent + key + ": " + value.Text() + "\n";
+      *out += indent + key + ": " + JsonText(value) + "\n";
     }
   }
 }
@@ -198,7 +200,7 @@ std::string RenderText(const Json& json) {
   } else if (IsTable(json)) {
     RenderTable(json, "", &out);
   } else {
-    out = json.Text() + "\n";
+    out = JsonText(json) + "\n";
   }
   return out;
 }
@@ -224,18 +226,15 @@ bool RunLine(Session& s, std::string_view line, bool* quit) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", status.message().c_str());
     if (s.json) {
-      std::printf("%s\n", Json::MakeObject()
-                              .Set("error", status.message())
-                              .Set("code", std::string(StatusCodeName(status.code())))
-                              .Dump()
-                              .c_str());
+      const Json error = {{"error", status.message()}, {"code", StatusCodeName(status.code())}};
+      std::printf("%s\n", DumpJson(error).c_str());
     }
     std::fflush(stdout);
     return false;
   }
   if (produced) {
     if (s.json) {
-      std::printf("%s\n", out.json.Dump().c_str());
+      std::printf("%s\n", DumpJson(out.json).c_str());
     } else {
       std::fputs(out.text.empty() ? RenderText(out.json).c_str() : out.text.c_str(), stdout);
     }
@@ -394,7 +393,7 @@ int ShellCommand(std::span<const std::string> args) {
     std::fprintf(stderr, "replaydb: cannot open %s: %s\n", dir.c_str(),
                  shell.status().message().c_str());
     if (json) {
-      std::printf("%s\n", Json::MakeObject().Set("error", shell.status().message()).Dump().c_str());
+      std::printf("%s\n", DumpJson(Json{{"error", shell.status().message()}}).c_str());
     }
     return kExitFailure;
   }

@@ -49,7 +49,7 @@ int ShellCommand(std::span<const std::string> args);
 // What a command produced: `json` always; `text`, when not empty, is the
 // table view (otherwise the table view renders `json`).
 struct CommandOutput {
-  Json json = Json::MakeObject();
+  Json json = Json::object();
   std::string text;
 };
 

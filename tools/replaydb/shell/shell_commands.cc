@@ -17,8 +17,8 @@ namespace {
 using Handler = Status (*)(Shell&, const ParsedCommand&, CommandOutput*);
 
 Json ShapeJson(const Shape& shape) {
-  Json dims = Json::MakeArray();
-  for (int64_t d : shape.dims()) dims.Push(d);
+  Json dims = Json::array();
+  for (int64_t d : shape.dims()) dims.push_back(d);
   return dims;
 }
 
@@ -29,93 +29,89 @@ Json DiffBound(double bound) {
 }
 
 Json RateLimiterSpecJson(const RateLimiterSpec& r) {
-  return Json::MakeObject()
-      .Set("samples_per_insert", r.samples_per_insert)
-      .Set("min_size_to_sample", r.min_size_to_sample)
-      .Set("min_diff", DiffBound(r.min_diff))
-      .Set("max_diff", DiffBound(r.max_diff));
+  return {{"samples_per_insert", r.samples_per_insert},
+          {"min_size_to_sample", r.min_size_to_sample},
+          {"min_diff", DiffBound(r.min_diff)},
+          {"max_diff", DiffBound(r.max_diff)}};
 }
 
 Json SpecJson(const TableSpec& spec) {
-  Json columns = Json::MakeArray();
+  Json columns = Json::array();
   for (const ColumnSpec& c : spec.columns) {
-    columns.Push(Json::MakeObject()
-                     .Set("name", c.name)
-                     .Set("dtype", DTypeName(c.dtype))
-                     .Set("shape", ShapeJson(c.shape))
-                     .Set("step_bytes", static_cast<int64_t>(c.step_bytes())));
+    columns.push_back(Json{{"name", c.name},
+                           {"dtype", DTypeName(c.dtype)},
+                           {"shape", ShapeJson(c.shape)},
+                           {"step_bytes", static_cast<int64_t>(c.step_bytes())}});
   }
-  return Json::MakeObject()
-      .Set("name", spec.name)
-      .Set("columns", columns)
-      .Set("step_bytes", static_cast<int64_t>(spec.step_bytes()))
-      .Set("capacity_steps", spec.capacity_steps)
-      .Set("capacity_bytes", spec.capacity_bytes)
-      .Set("block_steps", spec.block_steps)
-      .Set("sequence_length", spec.sequence_length)
-      .Set("padding", PaddingName(spec.padding))
-      .Set("selector", SelectorKindName(spec.selector))
-      .Set("eviction", EvictionPolicyName(spec.eviction))
-      .Set("priority_exponent", spec.priority_exponent)
-      .Set("step_priority", StepPriorityName(spec.step_priority))
-      .Set("priority_device", static_cast<int64_t>(spec.priority_device))
-      .Set("placement", spec.placement.ToString())
-      .Set("logging", TableLoggingName(spec.logging))
-      .Set("spill", spec.spill)
-      .Set("rotation_fraction", spec.rotation_fraction)
-      .Set("rotation_every_samples", spec.rotation_every_samples)
-      .Set("max_times_sampled", spec.max_times_sampled)
-      .Set("lanes", spec.lanes)
-      .Set("rate_limiter", RateLimiterSpecJson(spec.rate_limiter));
+  return {{"name", spec.name},
+          {"columns", columns},
+          {"step_bytes", static_cast<int64_t>(spec.step_bytes())},
+          {"capacity_steps", spec.capacity_steps},
+          {"capacity_bytes", spec.capacity_bytes},
+          {"block_steps", spec.block_steps},
+          {"sequence_length", spec.sequence_length},
+          {"padding", PaddingName(spec.padding)},
+          {"selector", SelectorKindName(spec.selector)},
+          {"eviction", EvictionPolicyName(spec.eviction)},
+          {"priority_exponent", spec.priority_exponent},
+          {"step_priority", StepPriorityName(spec.step_priority)},
+          {"priority_device", static_cast<int64_t>(spec.priority_device)},
+          {"placement", spec.placement.ToString()},
+          {"logging", TableLoggingName(spec.logging)},
+          {"spill", spec.spill},
+          {"rotation_fraction", spec.rotation_fraction},
+          {"rotation_every_samples", spec.rotation_every_samples},
+          {"max_times_sampled", spec.max_times_sampled},
+          {"lanes", spec.lanes},
+          {"rate_limiter", RateLimiterSpecJson(spec.rate_limiter)}};
 }
 
 Json InfoJson(const TableInfo& i, const TableSpec& spec) {
   const RateLimiterInfo& r = i.rate_limiter;
-  return Json::MakeObject()
-      .Set("name", i.name)
-      .Set("hot", Json::MakeObject()
-                      .Set("trajectories", i.num_trajectories)
-                      .Set("open_trajectories", i.num_open_trajectories)
-                      .Set("steps", i.num_steps)
-                      .Set("items", i.num_items)
-                      .Set("placement", i.placement)
-                      .Set("device", static_cast<int64_t>(i.device))
-                      .Set("bytes_used", i.bytes_used)
-                      .Set("bytes_reserved", i.bytes_reserved)
-                      .Set("bytes_capacity", i.bytes_capacity)
-                      .Set("blocks_used", i.blocks_used)
-                      .Set("blocks_capacity", i.blocks_capacity))
-      .Set("cold", Json::MakeObject()
-                       .Set("trajectories", i.cold_trajectories)
-                       .Set("steps", i.cold_steps)
-                       .Set("bytes", i.cold_bytes)
-                       .Set("spilled_trajectories", i.spilled_trajectories)
-                       .Set("spilled_bytes", i.spilled_bytes)
-                       .Set("loaded_trajectories", i.loaded_trajectories)
-                       .Set("rotations", i.rotations)
-                       .Set("spill_queue", i.spill_queue))
-      .Set("counters", Json::MakeObject()
-                           .Set("steps_inserted", i.steps_inserted)
-                           .Set("items_inserted", i.items_inserted)
-                           .Set("items_sampled", i.items_sampled)
-                           .Set("items_removed", i.items_removed)
-                           .Set("evicted_trajectories", i.evicted_trajectories)
-                           .Set("evicted_items", i.evicted_items)
-                           .Set("priority_updates", i.priority_updates)
-                           .Set("priority_updates_skipped", i.priority_updates_skipped)
-                           .Set("max_priority_seen", i.max_priority_seen))
-      .Set("rate_limiter", Json::MakeObject()
-                               .Set("spec", RateLimiterSpecJson(r.spec))
-                               .Set("inserts", r.inserts)
-                               .Set("samples", r.samples)
-                               .Set("deletes", r.deletes)
-                               .Set("blocked_inserts", r.blocked_inserts)
-                               .Set("blocked_samples", r.blocked_samples))
-      .Set("selector", Json::MakeObject()
-                           .Set("kind", SelectorKindName(spec.selector))
-                           .Set("priority_exponent", spec.priority_exponent)
-                           .Set("eviction", EvictionPolicyName(spec.eviction))
-                           .Set("max_times_sampled", spec.max_times_sampled));
+  return {{"name", i.name},
+          {"hot",
+           {{"trajectories", i.num_trajectories},
+            {"open_trajectories", i.num_open_trajectories},
+            {"steps", i.num_steps},
+            {"items", i.num_items},
+            {"placement", i.placement},
+            {"device", static_cast<int64_t>(i.device)},
+            {"bytes_used", i.bytes_used},
+            {"bytes_reserved", i.bytes_reserved},
+            {"bytes_capacity", i.bytes_capacity},
+            {"blocks_used", i.blocks_used},
+            {"blocks_capacity", i.blocks_capacity}}},
+          {"cold",
+           {{"trajectories", i.cold_trajectories},
+            {"steps", i.cold_steps},
+            {"bytes", i.cold_bytes},
+            {"spilled_trajectories", i.spilled_trajectories},
+            {"spilled_bytes", i.spilled_bytes},
+            {"loaded_trajectories", i.loaded_trajectories},
+            {"rotations", i.rotations},
+            {"spill_queue", i.spill_queue}}},
+          {"counters",
+           {{"steps_inserted", i.steps_inserted},
+            {"items_inserted", i.items_inserted},
+            {"items_sampled", i.items_sampled},
+            {"items_removed", i.items_removed},
+            {"evicted_trajectories", i.evicted_trajectories},
+            {"evicted_items", i.evicted_items},
+            {"priority_updates", i.priority_updates},
+            {"priority_updates_skipped", i.priority_updates_skipped},
+            {"max_priority_seen", i.max_priority_seen}}},
+          {"rate_limiter",
+           {{"spec", RateLimiterSpecJson(r.spec)},
+            {"inserts", r.inserts},
+            {"samples", r.samples},
+            {"deletes", r.deletes},
+            {"blocked_inserts", r.blocked_inserts},
+            {"blocked_samples", r.blocked_samples}}},
+          {"selector",
+           {{"kind", SelectorKindName(spec.selector)},
+            {"priority_exponent", spec.priority_exponent},
+            {"eviction", EvictionPolicyName(spec.eviction)},
+            {"max_times_sampled", spec.max_times_sampled}}}};
 }
 
 Result<std::shared_ptr<Table>> GetTable(Shell& shell, const ParsedCommand& c,
@@ -138,35 +134,34 @@ Status Help(Shell&, const ParsedCommand& c, CommandOutput* out) {
     if (spec == nullptr) {
       return UsageError(*c.spec, "unknown command '" + c.args[0] + "'");
     }
-    out->json.Set("usage", spec->usage).Set("summary", spec->summary);
+    out->json = {{"usage", spec->usage}, {"summary", spec->summary}};
     out->text = "usage: " + std::string(spec->usage) + "\n  " + std::string(spec->summary) + "\n";
     return Status::OK();
   }
-  Json commands = Json::MakeArray();
+  Json commands = Json::array();
   for (const ShellCommandSpec& s : ShellCommands()) {
-    commands.Push(Json::MakeObject().Set("usage", s.usage).Set("summary", s.summary));
+    commands.push_back(Json{{"usage", s.usage}, {"summary", s.summary}});
   }
   out->text = "commands:\n" + FormatCommandList();
-  out->json.Set("commands", commands);
+  out->json = {{"commands", commands}};
   return Status::OK();
 }
 
 Status Tables(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
-  Json rows = Json::MakeArray();
+  Json rows = Json::array();
   for (const std::string& name : shell.db().ListTables()) {
     REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> table, GetTable(shell, c, name));
     const TableInfo i = table->Info();
-    rows.Push(Json::MakeObject()
-                  .Set("name", name)
-                  .Set("columns", static_cast<int64_t>(table->spec().columns.size()))
-                  .Set("trajectories", i.num_trajectories + i.cold_trajectories)
-                  .Set("hot_steps", i.num_steps)
-                  .Set("cold_steps", i.cold_steps)
-                  .Set("items", i.num_items)
-                  .Set("placement", i.placement));
+    rows.push_back(Json{{"name", name},
+                        {"columns", static_cast<int64_t>(table->spec().columns.size())},
+                        {"trajectories", i.num_trajectories + i.cold_trajectories},
+                        {"hot_steps", i.num_steps},
+                        {"cold_steps", i.cold_steps},
+                        {"items", i.num_items},
+                        {"placement", i.placement}});
   }
-  out->json.Set("tables", rows);
-  if (rows.array().empty()) out->text = "(no tables)\n";
+  if (rows.empty()) out->text = "(no tables)\n";
+  out->json = {{"tables", std::move(rows)}};
   return Status::OK();
 }
 
@@ -186,13 +181,13 @@ Status Stats(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
 
 Status CheckpointCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   REPLAYDB_RETURN_IF_ERROR(Named(c, shell.db().Checkpoint()));
-  out->json.Set("checkpoint", "written");
+  out->json = {{"checkpoint", "written"}};
   return Status::OK();
 }
 
 Status Export(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   REPLAYDB_RETURN_IF_ERROR(Named(c, shell.db().ExportTable(c.args[0], c.args[1], shell.interrupt())));
-  out->json.Set("exported", c.args[0]).Set("to", c.args[1]);
+  out->json = {{"exported", c.args[0]}, {"to", c.args[1]}};
   return Status::OK();
 }
 
@@ -202,9 +197,9 @@ Status Import(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
                                                                 shell.interrupt());
   REPLAYDB_RETURN_IF_ERROR(Named(c, table.status()));
   const TableInfo i = (*table)->Info();
-  out->json.Set("imported", name)
-      .Set("trajectories", i.num_trajectories + i.cold_trajectories)
-      .Set("steps", i.num_steps + i.cold_steps);
+  out->json = {{"imported", name},
+               {"trajectories", i.num_trajectories + i.cold_trajectories},
+               {"steps", i.num_steps + i.cold_steps}};
   return Status::OK();
 }
 
@@ -214,9 +209,9 @@ Status ImportD4rl(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   Result<std::shared_ptr<Table>> table = shell.db().ImportD4rl(c.args[0], spec, shell.interrupt());
   REPLAYDB_RETURN_IF_ERROR(Named(c, table.status()));
   const TableInfo i = (*table)->Info();
-  out->json.Set("imported", spec.name)
-      .Set("trajectories", i.num_trajectories + i.cold_trajectories)
-      .Set("steps", i.num_steps + i.cold_steps);
+  out->json = {{"imported", spec.name},
+               {"trajectories", i.num_trajectories + i.cold_trajectories},
+               {"steps", i.num_steps + i.cold_steps}};
   return Status::OK();
 }
 
@@ -224,18 +219,18 @@ Status WalCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   Result<WalInfo> wal = shell.db().Wal();
   REPLAYDB_RETURN_IF_ERROR(Named(c, wal.status()));
   const WalInfo& w = *wal;
-  out->json.Set("dir", w.dir)
-      .Set("enabled", w.enabled)
-      .Set("sync", w.sync)
-      .Set("segments", w.segments)
-      .Set("first_segment", w.first_segment)
-      .Set("last_segment", w.last_segment)
-      .Set("bytes", w.bytes)
-      .Set("checkpoint_sequence", w.checkpoint_sequence)
-      .Set("checkpoint_segment", w.checkpoint_segment)
-      .Set("records_since_checkpoint", w.records_since_checkpoint)
-      .Set("bytes_since_checkpoint", w.bytes_since_checkpoint);
-  if (!w.note.empty()) out->json.Set("note", w.note);
+  out->json = {{"dir", w.dir},
+               {"enabled", w.enabled},
+               {"sync", w.sync},
+               {"segments", w.segments},
+               {"first_segment", w.first_segment},
+               {"last_segment", w.last_segment},
+               {"bytes", w.bytes},
+               {"checkpoint_sequence", w.checkpoint_sequence},
+               {"checkpoint_segment", w.checkpoint_segment},
+               {"records_since_checkpoint", w.records_since_checkpoint},
+               {"bytes_since_checkpoint", w.bytes_since_checkpoint}};
+  if (!w.note.empty()) out->json["note"] = w.note;
   return Status::OK();
 }
 
@@ -243,16 +238,14 @@ Status VerifyCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   Result<VerifyReport> report = shell.db().Verify(shell.interrupt());
   REPLAYDB_RETURN_IF_ERROR(Named(c, report.status()));
   const VerifyReport& r = *report;
-  Json problems = Json::MakeArray();
-  for (const std::string& p : r.problems) problems.Push(p);
-  out->json.Set("ok", r.problems.empty())
-      .Set("tables", r.tables)
-      .Set("hot_trajectories", r.hot_trajectories)
-      .Set("cold_trajectories", r.cold_trajectories)
-      .Set("steps", r.steps)
-      .Set("bytes", r.bytes)
-      .Set("wal_records", r.wal_records)
-      .Set("problems", problems);
+  out->json = {{"ok", r.problems.empty()},
+               {"tables", r.tables},
+               {"hot_trajectories", r.hot_trajectories},
+               {"cold_trajectories", r.cold_trajectories},
+               {"steps", r.steps},
+               {"bytes", r.bytes},
+               {"wal_records", r.wal_records},
+               {"problems", r.problems}};
   if (!r.problems.empty()) {
     // Printed, and the command fails so scripts notice.
     std::fputs(RenderText(out->json).c_str(), stdout);
@@ -264,7 +257,7 @@ Status VerifyCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
 
 Status CompactCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   REPLAYDB_RETURN_IF_ERROR(Named(c, shell.db().Compact(shell.interrupt())));
-  out->json.Set("compacted", true);
+  out->json = {{"compacted", true}};
   return Status::OK();
 }
 
@@ -275,7 +268,7 @@ Status Bench(Shell&, const ParsedCommand& c, CommandOutput* out) {
   if (rc != kExitOk) {
     return Status::Internal("bench: exited with status " + std::to_string(rc));
   }
-  out->json.Set("bench", "done");
+  out->json = {{"bench", "done"}};
   return Status::OK();
 }
 

@@ -66,7 +66,7 @@ double ShortestFloat(float f) {
 
 // The element's text for the table view.
 std::string ElementText(DType dtype, const std::byte* p) {
-  return ElementJson(dtype, p).Text();
+  return JsonText(ElementJson(dtype, p));
 }
 
 // Nested JSON arrays of `dims` over elements from `p`.
@@ -75,9 +75,9 @@ Json NestedJson(DType dtype, const std::byte* p, std::span<const int64_t> dims) 
   const int64_t inner =
       std::max<int64_t>(1, Shape::FromSpan(dims.subspan(1)).num_elements());
   const size_t stride = static_cast<size_t>(inner) * DTypeSize(dtype);
-  Json a = Json::MakeArray();
+  Json a = Json::array();
   for (int64_t i = 0; i < dims[0]; ++i) {
-    a.Push(NestedJson(dtype, p + static_cast<size_t>(i) * stride, dims.subspan(1)));
+    a.push_back(NestedJson(dtype, p + static_cast<size_t>(i) * stride, dims.subspan(1)));
   }
   return a;
 }
@@ -89,7 +89,7 @@ std::string ValuesText(DType dtype, const Shape& shape, const std::byte* p) {
   if (shape.rank() == 0) return ElementText(dtype, p);
   const size_t es = DTypeSize(dtype);
   if (n <= kTextValues) {
-    std::string text = NestedJson(dtype, p, shape.dims()).Text();
+    std::string text = JsonText(NestedJson(dtype, p, shape.dims()));
     // "[1,2]" -> "[1, 2]"
     std::string spaced;
     for (char ch : text) {
@@ -151,13 +151,12 @@ std::string StateName(bool ended, EndReason reason) {
 }
 
 Json TrajectoryJson(const TrajectoryInfo& t) {
-  return Json::MakeObject()
-      .Set("id", t.id)
-      .Set("length", t.length)
-      .Set("ended", t.ended)
-      .Set("end_reason", t.ended ? Json(EndReasonName(t.end_reason)) : Json())
-      .Set("tier", TierName(t.tier))
-      .Set("live_items", t.live_items);
+  return {{"id", t.id},
+          {"length", t.length},
+          {"ended", t.ended},
+          {"end_reason", t.ended ? Json(EndReasonName(t.end_reason)) : Json()},
+          {"tier", TierName(t.tier)},
+          {"live_items", t.live_items}};
 }
 
 // Running min, max and mean of values.
@@ -246,25 +245,24 @@ Status TrajectoriesCommand(Shell& shell, const ParsedCommand& c, CommandOutput* 
   std::vector<TrajectoryInfo> rows = table->ListTrajectories(filter);
   Json next;
   if (rows.size() > static_cast<size_t>(limit)) {
-    next = Json(rows[static_cast<size_t>(limit)].id);
+    next = rows[static_cast<size_t>(limit)].id;
     rows.resize(static_cast<size_t>(limit));
   }
-  Json list = Json::MakeArray();
+  Json list = Json::array();
   std::string text;
-  Json view = Json::MakeArray();
+  Json view = Json::array();
   for (const TrajectoryInfo& t : rows) {
-    list.Push(TrajectoryJson(t));
-    view.Push(Json::MakeObject()
-                  .Set("id", t.id)
-                  .Set("length", t.length)
-                  .Set("state", StateName(t.ended, t.end_reason))
-                  .Set("tier", TierName(t.tier))
-                  .Set("live_items", t.live_items));
+    list.push_back(TrajectoryJson(t));
+    view.push_back(Json{{"id", t.id},
+                        {"length", t.length},
+                        {"state", StateName(t.ended, t.end_reason)},
+                        {"tier", TierName(t.tier)},
+                        {"live_items", t.live_items}});
   }
-  out->json.Set("table", table->name()).Set("trajectories", list).Set("next", next);
+  out->json = {{"table", table->name()}, {"trajectories", list}, {"next", next}};
   out->text = rows.empty() ? "(no trajectories match)\n" : RenderText(view);
   if (!next.is_null()) {
-    out->text += "more: trajectories " + table->name() + " --from " + next.Text() + "\n";
+    out->text += "more: trajectories " + table->name() + " --from " + JsonText(next) + "\n";
   }
   return Status::OK();
 }
@@ -288,31 +286,26 @@ Status ShowCommand(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
       Named(c, table->ReadTrajectory(static_cast<uint64_t>(id), first, steps, &ts)));
   const TrajectoryInfo& t = ts.info;
   const int64_t n = static_cast<int64_t>(ts.step_priorities.size());
-  Json columns = Json::MakeArray();
+  Json columns = Json::array();
   for (size_t ci : picked) {
     const ColumnSpec& col = spec.columns[ci];
     const Tensor& tensor = ts.columns[ci];
-    Json values = Json::MakeArray();
+    Json values = Json::array();
     for (int64_t i = 0; i < n; ++i) {
-      values.Push(NestedJson(col.dtype, tensor.data() + static_cast<size_t>(i) * col.step_bytes(),
-                             col.shape.dims()));
+      values.push_back(NestedJson(
+          col.dtype, tensor.data() + static_cast<size_t>(i) * col.step_bytes(), col.shape.dims()));
     }
-    Json shape = Json::MakeArray();
-    for (int64_t d : col.shape.dims()) shape.Push(d);
-    columns.Push(Json::MakeObject()
-                     .Set("name", col.name)
-                     .Set("dtype", DTypeName(col.dtype))
-                     .Set("shape", shape)
-                     .Set("values", values));
+    columns.push_back(Json{{"name", col.name},
+                           {"dtype", DTypeName(col.dtype)},
+                           {"shape", col.shape.dims()},
+                           {"values", std::move(values)}});
   }
-  Json priorities = Json::MakeArray();
-  for (double p : ts.step_priorities) priorities.Push(p);
   out->json = TrajectoryJson(t);
-  out->json.Set("table", table->name())
-      .Set("first", ts.first)
-      .Set("steps", n)
-      .Set("step_priorities", priorities)
-      .Set("columns", columns);
+  out->json["table"] = table->name();
+  out->json["first"] = ts.first;
+  out->json["steps"] = n;
+  out->json["step_priorities"] = ts.step_priorities;
+  out->json["columns"] = std::move(columns);
 
   std::string& text = out->text;
   text = "trajectory " + std::to_string(t.id) + " of table '" + table->name() + "': " +
@@ -334,7 +327,7 @@ Status ShowCommand(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   }
   for (int64_t i = 0; i < n; ++i) {
     text += "step " + std::to_string(first + i) + "  priority " +
-            Json(ts.step_priorities[static_cast<size_t>(i)]).Text() + "\n";
+            JsonText(ts.step_priorities[static_cast<size_t>(i)]) + "\n";
     for (size_t k = 0; k < picked.size(); ++k) {
       const ColumnSpec& col = spec.columns[picked[k]];
       const std::byte* p =
@@ -396,89 +389,84 @@ Status SampleCommand(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
     return windows[b].columns[ci].data() + static_cast<size_t>(s) * sb;
   };
 
-  Json items = Json::MakeArray();
+  Json items = Json::array();
   for (int64_t b = 0; b < n; ++b) {
     const size_t i = static_cast<size_t>(b);
-    items.Push(Json::MakeObject()
-                   .Set("key", batch.keys[i])
-                   .Set("trajectory", ItemKeyTrajectory(batch.keys[i]))
-                   .Set("start", ItemKeyStart(batch.keys[i]))
-                   .Set("priority", batch.priorities[i])
-                   .Set("probability", batch.probabilities[i])
-                   .Set("times_sampled", static_cast<int64_t>(batch.times_sampled[i]))
-                   .Set("real_steps", real[i]));
+    items.push_back(Json{{"key", batch.keys[i]},
+                         {"trajectory", ItemKeyTrajectory(batch.keys[i])},
+                         {"start", ItemKeyStart(batch.keys[i])},
+                         {"priority", batch.priorities[i]},
+                         {"probability", batch.probabilities[i]},
+                         {"times_sampled", static_cast<int64_t>(batch.times_sampled[i])},
+                         {"real_steps", real[i]}});
   }
-  Json columns = Json::MakeArray();
-  Json column_view = Json::MakeArray();
+  Json columns = Json::array();
+  Json column_view = Json::array();
   for (size_t ci : picked) {
     const ColumnSpec& col = spec.columns[ci];
     const int64_t per_step = col.shape.num_elements();
     const size_t es = DTypeSize(col.dtype);
     Stats stats;
-    Json first_values = Json::MakeArray();
+    Json first_values = Json::array();
     for (int64_t b = 0; b < n; ++b) {
       for (int64_t s = 0; s < real[b]; ++s) {
         const std::byte* p = step_data(ci, b, s);
         for (int64_t e = 0; e < per_step; ++e) {
           const std::byte* v = p + static_cast<size_t>(e) * es;
           stats.Add(ElementValue(col.dtype, v));
-          if (b == 0 && static_cast<int64_t>(first_values.array().size()) < kFirstValues) {
-            first_values.Push(ElementJson(col.dtype, v));
+          if (b == 0 && static_cast<int64_t>(first_values.size()) < kFirstValues) {
+            first_values.push_back(ElementJson(col.dtype, v));
           }
         }
       }
     }
     const Shape batch_shape = col.shape.Prepend(L).Prepend(n);
-    Json shape = Json::MakeArray();
-    for (int64_t d : batch_shape.dims()) shape.Push(d);
     // min and max are values of the column: printed as its type prints them.
     const bool floating = col.dtype == DType::kF16 || col.dtype == DType::kBF16 ||
                           col.dtype == DType::kF32;
     const auto value = [&](double v) {
       return stats.count == 0 ? Json() : Json(floating ? ShortestFloat(static_cast<float>(v)) : v);
     };
-    columns.Push(Json::MakeObject()
-                     .Set("name", col.name)
-                     .Set("dtype", DTypeName(col.dtype))
-                     .Set("shape", shape)
-                     .Set("min", value(stats.min))
-                     .Set("max", value(stats.max))
-                     .Set("mean", stats.Mean())
-                     .Set("first", first_values));
-    std::string firsts = first_values.Text();
+    columns.push_back(Json{{"name", col.name},
+                           {"dtype", DTypeName(col.dtype)},
+                           {"shape", batch_shape.dims()},
+                           {"min", value(stats.min)},
+                           {"max", value(stats.max)},
+                           {"mean", stats.Mean()},
+                           {"first", first_values}});
+    std::string firsts = JsonText(first_values);
     for (size_t pos = 0; (pos = firsts.find(',', pos)) != std::string::npos; pos += 2) {
       firsts.replace(pos, 1, ", ");
     }
-    column_view.Push(Json::MakeObject()
-                         .Set("name", col.name)
-                         .Set("shape", std::string(DTypeName(col.dtype)) + batch_shape.ToString())
-                         .Set("min", value(stats.min).Text())
-                         .Set("max", value(stats.max).Text())
-                         .Set("mean", stats.count > 0 ? FormatDouble(stats.mean_value()) : "-")
-                         .Set("first", firsts));
+    column_view.push_back(
+        Json{{"name", col.name},
+             {"shape", std::string(DTypeName(col.dtype)) + batch_shape.ToString()},
+             {"min", JsonText(value(stats.min))},
+             {"max", JsonText(value(stats.max))},
+             {"mean", stats.count > 0 ? FormatDouble(stats.mean_value()) : "-"},
+             {"first", firsts}});
   }
-  Json item_view = Json::MakeArray();
+  Json item_view = Json::array();
   for (int64_t b = 0; b < n; ++b) {
     const size_t i = static_cast<size_t>(b);
-    item_view.Push(Json::MakeObject()
-                       .Set("key", batch.keys[i])
-                       .Set("trajectory", ItemKeyTrajectory(batch.keys[i]))
-                       .Set("start", ItemKeyStart(batch.keys[i]))
-                       .Set("priority", FormatDouble(batch.priorities[i]))
-                       .Set("probability", FormatDouble(batch.probabilities[i]))
-                       .Set("times_sampled", static_cast<int64_t>(batch.times_sampled[i]))
-                       .Set("steps", real[i]));
+    item_view.push_back(Json{{"key", batch.keys[i]},
+                             {"trajectory", ItemKeyTrajectory(batch.keys[i])},
+                             {"start", ItemKeyStart(batch.keys[i])},
+                             {"priority", FormatDouble(batch.priorities[i])},
+                             {"probability", FormatDouble(batch.probabilities[i])},
+                             {"times_sampled", static_cast<int64_t>(batch.times_sampled[i])},
+                             {"steps", real[i]}});
   }
   out->text = std::to_string(n) + " items of table '" + table->name() + "', windows of " +
               std::to_string(L) + " steps, drawn without taking (nothing recorded):\n" +
               RenderText(item_view) + "columns (statistics over real steps):\n" +
               RenderText(column_view);
-  out->json.Set("table", table->name())
-      .Set("batch_size", n)
-      .Set("sequence_length", L)
-      .Set("note", "drawn without taking: nothing recorded; statistics over real steps")
-      .Set("items", items)
-      .Set("columns", columns);
+  out->json = {{"table", table->name()},
+               {"batch_size", n},
+               {"sequence_length", L},
+               {"note", "drawn without taking: nothing recorded; statistics over real steps"},
+               {"items", std::move(items)},
+               {"columns", std::move(columns)}};
   return Status::OK();
 }
 
@@ -497,15 +485,11 @@ Status PrioritiesCommand(Shell& shell, const ParsedCommand& c, CommandOutput* ou
     stats.Add(p);
     zero += p == 0 ? 1 : 0;
   }
-  out->json.Set("table", table->name())
-      .Set("items", stats.count)
-      .Set("min", stats.Min())
-      .Set("max", stats.Max())
-      .Set("mean", stats.Mean())
-      .Set("zero", zero);
-  Json rows = Json::MakeArray();
+  out->json = {{"table", table->name()}, {"items", stats.count}, {"min", stats.Min()},
+               {"max", stats.Max()},     {"mean", stats.Mean()}, {"zero", zero}};
+  Json rows = Json::array();
   if (stats.count == 0) {
-    out->json.Set("bins", rows);
+    out->json["bins"] = rows;
     out->text = "table '" + table->name() + "': no live items in the hot tier\n";
     return Status::OK();
   }
@@ -526,13 +510,13 @@ Status PrioritiesCommand(Shell& shell, const ParsedCommand& c, CommandOutput* ou
   for (int64_t i = 0; i < bins; ++i) {
     const double from = stats.min + width * static_cast<double>(i);
     const double to = i + 1 == bins ? stats.max : stats.min + width * static_cast<double>(i + 1);
-    rows.Push(Json::MakeObject().Set("from", from).Set("to", to).Set("count", counts[i]));
+    rows.push_back(Json{{"from", from}, {"to", to}, {"count", counts[i]}});
     from_text.push_back(FormatDouble(from));
     to_text.push_back(FormatDouble(to));
     from_width = std::max(from_width, from_text.back().size());
     to_width = std::max(to_width, to_text.back().size());
   }
-  out->json.Set("bins", rows);
+  out->json["bins"] = std::move(rows);
   std::string& text = out->text;
   text = "table '" + table->name() + "': " + FormatCount(stats.count) +
          " live items, priority min " + FormatDouble(stats.min) + ", max " +

@@ -3,59 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 
 namespace replaydb::tools {
-
-void Json::SetUnsigned(uint64_t v) {
-  if (v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    v_ = static_cast<int64_t>(v);
-  }
-}
-
-Json& Json::Set(std::string key, Json value) {
-  std::get<Object>(v_).emplace_back(std::move(key), std::move(value));
-  return *this;
-}
-
-Json& Json::Push(Json value) {
-  std::get<Array>(v_).push_back(std::move(value));
-  return *this;
-}
-
-const Json* Json::Find(std::string_view key) const {
-  if (!is_object()) return nullptr;
-  for (const auto& [k, v] : object()) {
-    if (k == key) return &v;
-  }
-  return nullptr;
-}
-
-std::string JsonQuote(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (u < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", u);
-          out += buf;
-        } else {
-          out += c;  // UTF-8 passes through
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
 namespace {
+
+constexpr auto kReplaceInvalidUtf8 = Json::error_handler_t::replace;
 
 std::string NumberText(double d) {
   if (!std::isfinite(d)) return "null";
@@ -70,51 +22,60 @@ std::string NumberText(double d) {
   return buf;
 }
 
-}  // namespace
-
-void Json::DumpTo(std::string* out) const {
-  struct Visitor {
-    std::string* out;
-    void operator()(std::monostate) const { *out += "null"; }
-    void operator()(bool b) const { *out += b ? "true" : "false"; }
-    void operator()(int64_t v) const { *out += std::to_string(v); }
-    void operator()(double d) const { *out += NumberText(d); }
-    void operator()(const std::string& s) const { *out += JsonQuote(s); }
-    void operator()(const Array& a) const {
-      *out += '[';
-      for (size_t i = 0; i < a.size(); ++i) {
-        if (i > 0) *out += ',';
-        a[i].DumpTo(out);
-      }
-      *out += ']';
-    }
-    void operator()(const Object& o) const {
+// nlohmann writes the strings, integers, booleans and null; the doubles are
+// written here. nlohmann's dump has no option for their format and would
+// change the text: it writes 1.0 for 1 and 1000000.0 for 1e+06, and its
+// Grisu2 digits are at times one longer than the shortest (0.8108320999999999
+// for the float 0.8108321f, whose shortest text show and sample print).
+void DumpTo(const Json& j, std::string* out) {
+  switch (j.type()) {
+    case Json::value_t::object: {
       *out += '{';
-      for (size_t i = 0; i < o.size(); ++i) {
-        if (i > 0) *out += ',';
-        *out += JsonQuote(o[i].first);
+      bool first = true;
+      for (const auto& member : j.items()) {
+        if (!first) *out += ',';
+        first = false;
+        *out += Json(member.key()).dump(-1, ' ', false, kReplaceInvalidUtf8);
         *out += ':';
-        o[i].second.DumpTo(out);
+        DumpTo(member.value(), out);
       }
       *out += '}';
+      return;
     }
-  };
-  std::visit(Visitor{out}, v_);
+    case Json::value_t::array: {
+      *out += '[';
+      for (size_t i = 0; i < j.size(); ++i) {
+        if (i > 0) *out += ',';
+        DumpTo(j[i], out);
+      }
+      *out += ']';
+      return;
+    }
+    case Json::value_t::number_float:
+      *out += NumberText(j.get<double>());
+      return;
+    default:
+      *out += j.dump(-1, ' ', false, kReplaceInvalidUtf8);
+  }
 }
 
-std::string Json::Dump() const {
+}  // namespace
+
+std::string DumpJson(const Json& j) {
   std::string out;
-  DumpTo(&out);
+  DumpTo(j, &out);
   return out;
 }
 
-std::string Json::Text() const {
-  if (is_string()) return string();
-  if (is_null()) return "-";
-  if (const double* d = std::get_if<double>(&v_); d != nullptr && !std::isfinite(*d)) {
-    return std::isnan(*d) ? "nan" : (*d > 0 ? "inf" : "-inf");
+std::string JsonText(const Json& j) {
+  if (j.is_string()) return j.get_ref<const std::string&>();
+  if (j.is_null()) return "-";
+  if (j.is_number_float()) {
+    const double d = j.get<double>();
+    if (std::isnan(d)) return "nan";
+    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
   }
-  return Dump();
+  return DumpJson(j);
 }
 
 }  // namespace replaydb::tools
