@@ -13,7 +13,7 @@
 #include "replaydb/db.h"
 #include "tests/test_util.h"
 #include "tests/tools/tool_runner.h"
-#include "tools/replaydb/shell/shell_json.h"
+#include "tools/replaydb/json.h"
 #include "tools/replaydb/shell/shell_parser.h"
 
 namespace replaydb {

@@ -31,6 +31,7 @@
 #include "replaydb/table.h"
 #include "replaydb/types.h"
 #include "tools/replaydb/bench/bench_common.h"
+#include "tools/replaydb/json.h"
 #include "tools/replaydb/tool_util.h"
 
 namespace replaydb::tools {
@@ -599,77 +600,23 @@ std::vector<CaseWithTarget> AllCases(bool big) {
 
 // ------------------------------------------------------------------ output
 
-void AppendJsonString(std::string* out, std::string_view s) {
-  out->push_back('"');
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-          out->append(buf);
-        } else {
-          out->push_back(c);
-        }
-    }
-  }
-  out->push_back('"');
-}
-
-// Shortest round-trip form; null for a value JSON cannot hold.
-void AppendJsonNumber(std::string* out, std::optional<double> v) {
-  if (!v.has_value() || !std::isfinite(*v)) {
-    out->append("null");
-    return;
-  }
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), *v);
-  if (ec != std::errc()) {
-    out->append("null");
-    return;
-  }
-  out->append(buf, end);
-}
-
+// One result as a JSON object: bench, params (numbers, or text), value,
+// unit, ceiling, ceiling_name, ratio (null when not finite or not measured)
+// and note (when there is one).
 std::string JsonLine(const BenchResult& r) {
-  std::string out = "{\"bench\": ";
-  AppendJsonString(&out, r.bench);
-  out.append(", \"params\": {");
-  for (size_t i = 0; i < r.params.size(); ++i) {
-    if (i != 0) out.append(", ");
-    AppendJsonString(&out, r.params[i].name);
-    out.append(": ");
-    if (r.params[i].text.empty()) {
-      out.append(std::to_string(r.params[i].value));
-    } else {
-      AppendJsonString(&out, r.params[i].text);
-    }
+  const auto number = [](std::optional<double> v) -> Json {
+    return v.has_value() && std::isfinite(*v) ? Json(*v) : Json(nullptr);
+  };
+  Json params = Json::object();
+  for (const Param& p : r.params) {
+    params[p.name] = p.text.empty() ? Json(p.value) : Json(p.text);
   }
-  out.append("}, \"value\": ");
-  AppendJsonNumber(&out, r.value);
-  out.append(", \"unit\": ");
-  AppendJsonString(&out, r.unit);
-  out.append(", \"ceiling\": ");
-  AppendJsonNumber(&out, r.ceiling);
-  out.append(", \"ceiling_name\": ");
-  AppendJsonString(&out, r.ceiling_name);
-  out.append(", \"ratio\": ");
-  AppendJsonNumber(&out, r.ratio());
-  if (!r.note.empty()) {
-    out.append(", \"note\": ");
-    AppendJsonString(&out, r.note);
-  }
-  out.append("}");
-  return out;
+  Json line = {{"bench", r.bench},           {"params", std::move(params)},
+               {"value", number(r.value)},   {"unit", r.unit},
+               {"ceiling", number(r.ceiling)}, {"ceiling_name", r.ceiling_name},
+               {"ratio", number(r.ratio())}};
+  if (!r.note.empty()) line["note"] = r.note;
+  return DumpJson(line);
 }
 
 std::string ParamsText(const std::vector<Param>& params) {

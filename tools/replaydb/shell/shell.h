@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "replaydb/db.h"
-#include "tools/replaydb/shell/shell_json.h"
+#include "tools/replaydb/json.h"
 #include "tools/replaydb/shell/shell_parser.h"
 
 namespace replaydb::tools {

@@ -1,4 +1,4 @@
-#include "tools/replaydb/shell/shell_json.h"
+#include "tools/replaydb/json.h"
 
 #include <cmath>
 #include <cstdio>

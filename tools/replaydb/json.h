@@ -1,11 +1,12 @@
-// Json: the values the shell's commands produce, nlohmann::ordered_json (objects
-// keep their keys in the order written). Each command builds one Json object;
-// `--json` prints it (DumpJson), the table view renders it as text
-// (tools/replaydb/shell/shell.cc, RenderText) with JsonText for each value.
+// Json: the values the replaydb command prints, nlohmann::ordered_json
+// (objects keep their keys in the order written). Each shell command builds
+// one Json object; `--json` prints it (DumpJson), the table view renders it
+// as text (tools/replaydb/shell/shell.cc, RenderText) with JsonText for each
+// value. `replaydb bench --json` prints one object per result the same way.
 //
 // Thread safety: value types and pure functions; no shared state.
-#ifndef REPLAYDB_TOOLS_REPLAYDB_SHELL_SHELL_JSON_H_
-#define REPLAYDB_TOOLS_REPLAYDB_SHELL_SHELL_JSON_H_
+#ifndef REPLAYDB_TOOLS_REPLAYDB_JSON_H_
+#define REPLAYDB_TOOLS_REPLAYDB_JSON_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,4 +28,4 @@ std::string JsonText(const Json& j);
 
 }  // namespace replaydb::tools
 
-#endif  // REPLAYDB_TOOLS_REPLAYDB_SHELL_SHELL_JSON_H_
+#endif  // REPLAYDB_TOOLS_REPLAYDB_JSON_H_
