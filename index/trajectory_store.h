@@ -223,7 +223,7 @@ class TrajectoryStore {
   // By hot-tier slot (MetaIndex), for the tiles of blocks covered so far.
   // Huge pages: an append touches one entry per environment, each in its
   // own block.
-  std::vector<SlotMeta, HugePageAllocator<SlotMeta>> meta_;
+  std::vector<SlotMeta, util::HugePageAllocator<SlotMeta>> meta_;
   uint64_t next_id_ = 1;
   uint64_t next_hot_seq_ = 1;
 };

@@ -15,7 +15,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace replaydb {
+namespace replaydb::util {
 namespace {
 
 constexpr uint32_t kReflectedPolynomial = 0x82F63B78u;
@@ -124,4 +124,4 @@ uint32_t Crc32c(const void* data, size_t n) {
   return Crc32cExtend(0, data, n);
 }
 
-}  // namespace replaydb
+}  // namespace replaydb::util

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace replaydb {
+namespace replaydb::util {
 
 // The CRC32C of data[0, n). `data` may be null when n == 0.
 uint32_t Crc32c(const void* data, size_t n);
@@ -29,6 +29,6 @@ uint32_t Crc32cExtendHardware(uint32_t crc, const void* data, size_t n);
 bool Crc32cHardwareAvailable();
 }  // namespace internal
 
-}  // namespace replaydb
+}  // namespace replaydb::util
 
 #endif  // REPLAYDB_UTIL_CRC32C_H_

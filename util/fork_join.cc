@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstring>
 
-namespace replaydb {
+namespace replaydb::util {
 namespace {
 
 void Pause() {
@@ -103,4 +103,4 @@ void CopyRanges(ForkJoin* fork_join, std::span<const CopyRange> ranges) {
   });
 }
 
-}  // namespace replaydb
+}  // namespace replaydb::util

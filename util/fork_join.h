@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-namespace replaydb {
+namespace replaydb::util {
 
 class ForkJoin {
  public:
@@ -112,6 +112,6 @@ struct CopyRange {
 void CopyRanges(ForkJoin* fork_join, std::span<const CopyRange> ranges);
 inline constexpr size_t kMinCopyBytesPerPart = size_t{256} << 10;
 
-}  // namespace replaydb
+}  // namespace replaydb::util
 
 #endif  // REPLAYDB_UTIL_FORK_JOIN_H_

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace replaydb {
+namespace replaydb::util {
 namespace {
 
 size_t RoundUp(size_t n) { return (n + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes; }
@@ -31,4 +31,4 @@ void* AllocateHugePageBacked(size_t bytes) {
 
 void FreeHugePageBacked(void* p, size_t bytes) { munmap(p, RoundUp(bytes)); }
 
-}  // namespace replaydb
+}  // namespace replaydb::util

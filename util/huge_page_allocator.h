@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <new>
 
-namespace replaydb {
+namespace replaydb::util {
 
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
@@ -51,6 +51,6 @@ struct HugePageAllocator {
   }
 };
 
-}  // namespace replaydb
+}  // namespace replaydb::util
 
 #endif  // REPLAYDB_UTIL_HUGE_PAGE_ALLOCATOR_H_

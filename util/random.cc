@@ -3,7 +3,7 @@
 #include <chrono>
 #include <random>
 
-namespace replaydb {
+namespace replaydb::util {
 
 namespace {
 
@@ -71,4 +71,4 @@ double Random::NextDouble() {
   return static_cast<double>(Next() >> 11) * 0x1.0p-53;
 }
 
-}  // namespace replaydb
+}  // namespace replaydb::util

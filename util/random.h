@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace replaydb {
+namespace replaydb::util {
 
 class Random {
  public:
@@ -26,6 +26,6 @@ class Random {
   uint64_t s_[4];
 };
 
-}  // namespace replaydb
+}  // namespace replaydb::util
 
 #endif  // REPLAYDB_UTIL_RANDOM_H_

@@ -125,7 +125,7 @@ bool NothingValidFollows(Env* env, const std::string& path, uint64_t offset) {
     }
     if (len + 5 > budget) return false;
     budget -= len + 5;
-    if (Crc32c(p + 4, len + 5) == UnmaskCrc(GetU32(p))) return false;
+    if (util::Crc32c(p + 4, len + 5) == UnmaskCrc(GetU32(p))) return false;
   }
   return true;
 }
@@ -229,7 +229,7 @@ Status ReadSegment(Env* env, const std::string& path, uint64_t number, uint64_t 
                          " read)",
                      true);
     }
-    const uint32_t crc = Crc32cExtend(Crc32c(rh + 4, 5), payload, length);
+    const uint32_t crc = util::Crc32cExtend(util::Crc32c(rh + 4, 5), payload, length);
     if (crc != UnmaskCrc(GetU32(rh))) return damaged(offset, "checksum mismatch", true);
     if (KnownType(type)) {
       Status s = fn(static_cast<RecordType>(type),

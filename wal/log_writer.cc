@@ -288,7 +288,7 @@ Result<uint64_t> LogWriter::AppendRaw(RecordType type, size_t payload_bytes,
   if (payload_bytes > 0) fill(ctx, reinterpret_cast<std::byte*>(rec + kRecordHeaderBytes));
   PutU32(rec + 4, static_cast<uint32_t>(payload_bytes));
   rec[8] = static_cast<char>(static_cast<uint8_t>(type));
-  const uint32_t crc = Crc32c(rec + 4, record_bytes - 4);
+  const uint32_t crc = util::Crc32c(rec + 4, record_bytes - 4);
   PutU32(rec, MaskCrc(crc));
 
   const uint64_t before = st->file->size();

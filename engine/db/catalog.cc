@@ -233,7 +233,7 @@ std::string EncodeCatalog(const CatalogContents& catalog) {
   out.reserve(kHeaderSize + size);
   out.append(kMagic, kMagicSize);
   PutFixed32(&out, static_cast<uint32_t>(size));
-  PutFixed32(&out, Crc32c(payload, size));
+  PutFixed32(&out, util::Crc32c(payload, size));
   out.append(reinterpret_cast<const char*>(payload), size);
   return out;
 }
@@ -275,7 +275,7 @@ Status DecodeCatalog(std::string_view bytes, const std::string& source,
                               std::to_string(FLATBUFFERS_MAX_BUFFER_SIZE - 1));
   }
   const std::string_view payload = bytes.substr(kHeaderSize);
-  const uint32_t computed_crc = Crc32c(payload.data(), payload.size());
+  const uint32_t computed_crc = util::Crc32c(payload.data(), payload.size());
   if (computed_crc != stored_crc) {
     return Status::Corruption(prefix + "checksum mismatch (stored " + Hex32(stored_crc) +
                               ", computed " + Hex32(computed_crc) + ")");

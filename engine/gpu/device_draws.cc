@@ -59,13 +59,13 @@ Status DevicePriorityDraws::PrepareHostDraws(int64_t batch, const SampleOptions&
   return Status::OK();
 }
 
-index::Selection DevicePriorityDraws::HostDraw(int64_t b, Random& /*rng*/,
+index::Selection DevicePriorityDraws::HostDraw(int64_t b, util::Random& /*rng*/,
                                                index::Stratum /*stratum*/) {
   return draws_[static_cast<size_t>(b)];
 }
 
 Status DevicePriorityDraws::DrawAndGather(DeviceTier& tier, int64_t batch,
-                                          const SampleOptions& options, Random& /*rng*/,
+                                          const SampleOptions& options, util::Random& /*rng*/,
                                           const DeviceSampleOutput& out, void* stream) {
   kernels::DevicePriorityTable::SampleParams params;
   params.beta = options.importance_beta;
@@ -104,7 +104,7 @@ void DeviceUniformDraws::AttachTier(DeviceTier* tier) {
 }
 
 Status DeviceUniformDraws::DrawAndGather(DeviceTier& tier, int64_t batch,
-                                         const SampleOptions& options, Random& rng,
+                                         const SampleOptions& options, util::Random& rng,
                                          const DeviceSampleOutput& out, void* stream) {
   // Drawn inside the gather kernel: nothing passes through the host.
   DeviceSampleOutput drawn = out;

@@ -32,11 +32,11 @@ class DevicePriorityDraws final : public DrawStrategy {
   // from the device: the host cannot see device updates in advance).
   Status PrepareHostDraws(int64_t batch, const SampleOptions& options,
                           const index::TrajectoryStore& store, void* stream) override;
-  index::Selection HostDraw(int64_t b, Random& rng, index::Stratum stratum) override;
+  index::Selection HostDraw(int64_t b, util::Random& rng, index::Stratum stratum) override;
   Status status() const override { return device_->error(); }
   bool draws_on_device() const override { return true; }
   Status DrawAndGather(DeviceTier& tier, int64_t batch, const SampleOptions& options,
-                       Random& rng, const DeviceSampleOutput& out, void* stream) override;
+                       util::Random& rng, const DeviceSampleOutput& out, void* stream) override;
   kernels::DevicePriorityTable* device_priorities() override { return &device_->table(); }
   Status DevicePrioritiesStatus() const override { return device_->error(); }
 
@@ -64,7 +64,7 @@ class DeviceUniformDraws final : public DrawStrategy {
   void AttachTier(DeviceTier* tier) override;
   bool draws_on_device() const override { return true; }
   Status DrawAndGather(DeviceTier& tier, int64_t batch, const SampleOptions& options,
-                       Random& rng, const DeviceSampleOutput& out, void* stream) override;
+                       util::Random& rng, const DeviceSampleOutput& out, void* stream) override;
   Status DevicePrioritiesStatus() const override;
 
  private:

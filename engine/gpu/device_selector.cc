@@ -30,6 +30,6 @@ void DeviceSelector::Update(const index::ItemRef& item, double new_priority) {
   Note(table_->SetPriority(item.key, new_priority));
 }
 
-index::Selection DeviceSelector::Select(Random&, index::Stratum) const { return {0, 0}; }
+index::Selection DeviceSelector::Select(util::Random&, index::Stratum) const { return {0, 0}; }
 
 }  // namespace replaydb::engine

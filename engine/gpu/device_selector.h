@@ -27,7 +27,7 @@ class DeviceSelector final : public index::Selector {
   void Update(const index::ItemRef& item, double new_priority) override;
   size_t size() const override { return static_cast<size_t>(table_->size()); }
   // Not used: draws are batched on the device. Returns {0, 0}.
-  index::Selection Select(Random& rng, index::Stratum stratum) const override;
+  index::Selection Select(util::Random& rng, index::Stratum stratum) const override;
 
   kernels::DevicePriorityTable& table() { return *table_; }
   // The first staging error (a broken invariant: capacity is the hot tier's

@@ -29,7 +29,7 @@ Status StagedRows::Prepare(int device, std::span<const ColumnSpec> schema,
 }
 
 void StagedRows::CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
-                          ForkJoin* fork_join) {
+                          util::ForkJoin* fork_join) {
   // Each column's rows are contiguous on both sides: one range per column,
   // its bytes split over the parts (a vector table's one row of megabytes
   // too).
@@ -39,7 +39,7 @@ void StagedRows::CopyRows(const std::byte* const* column_base, size_t first_row,
     const size_t cb = layout->column_bytes[c];
     ranges[c] = {column(c), column_base[c] + first_row * cb, count * cb};
   }
-  CopyRanges(fork_join, ranges);
+  util::CopyRanges(fork_join, ranges);
 }
 
 Status StagedRows::Scatter(DeviceTier& tier, std::span<const int64_t> slots, size_t first_row) {

@@ -34,7 +34,7 @@ struct StagedRows {
   std::span<const ColumnSpec> columns;
   const TableLayout* layout = nullptr;
   std::vector<ConstTensor> tensors;  // Scatter's rows, per column
-  std::vector<CopyRange> ranges;     // CopyRows' copies, per column
+  std::vector<util::CopyRange> ranges;     // CopyRows' copies, per column
 
   // The most bytes of rows a caller stages at a time (or one row): the
   // pinned memory a StagedRows keeps.
@@ -60,7 +60,7 @@ struct StagedRows {
   // c's row i at column_base[c] + i * its bytes) into the prepared rows,
   // their bytes split over `fork_join`'s parts (null: on this thread).
   void CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
-                ForkJoin* fork_join);
+                util::ForkJoin* fork_join);
   // Queues the scatter of prepared rows [first_row, first_row +
   // slots.size()) to `slots` (< 0: skip).
   Status Scatter(DeviceTier& tier, std::span<const int64_t> slots, size_t first_row = 0);

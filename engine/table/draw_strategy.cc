@@ -32,7 +32,7 @@ Result<std::unique_ptr<DrawStrategy>> DrawStrategy::Create(const TableSpec& spec
 }
 
 Status DrawStrategy::DrawAndGather(DeviceTier& /*tier*/, int64_t /*batch*/,
-                                   const SampleOptions& /*options*/, Random& /*rng*/,
+                                   const SampleOptions& /*options*/, util::Random& /*rng*/,
                                    const DeviceSampleOutput& /*out*/, void* /*stream*/) {
   return Status::Internal("table " + Quoted(table_) + ": its draws do not run on the device");
 }

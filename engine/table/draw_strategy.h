@@ -68,7 +68,7 @@ class DrawStrategy {
     return Status::OK();
   }
   // Draw `b`. REQUIRES: the selector has mass; PrepareHostDraws returned OK.
-  virtual index::Selection HostDraw(int64_t /*b*/, Random& rng, index::Stratum stratum) {
+  virtual index::Selection HostDraw(int64_t /*b*/, util::Random& rng, index::Stratum stratum) {
     return selector_->Select(rng, stratum);
   }
 
@@ -83,7 +83,7 @@ class DrawStrategy {
   // Draws `batch` items and gathers their windows into `out` on `stream`.
   // REQUIRES: draws_on_device(), the selector has mass.
   virtual Status DrawAndGather(DeviceTier& tier, int64_t batch, const SampleOptions& options,
-                               Random& rng, const DeviceSampleOutput& out, void* stream);
+                               util::Random& rng, const DeviceSampleOutput& out, void* stream);
 
   // ---- priorities on a GPU
 

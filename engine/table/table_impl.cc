@@ -81,7 +81,7 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       limiter_(spec.rate_limiter, spec.name, spec.lanes),
       draws_(std::move(draws)),
       selector_(draws_->selector()),
-      rng_(Random::FromEntropy()),
+      rng_(util::Random::FromEntropy()),
       store_({layout_.block_steps, static_cast<uint32_t>(spec.max_times_sampled), spec.eviction}) {}
 
 TableImpl::~TableImpl() { CloseWithReason("closed"); }

@@ -304,7 +304,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // items each (a vector table's environments) spreads each draw (whose key,
   // probability and window are the stored step's) over them, and counts
   // them in *live_items. Does nothing here.
-  virtual void SpreadOverRowsLocked(Random& rng, int64_t* live_items, SampleBatch* out,
+  virtual void SpreadOverRowsLocked(util::Random& rng, int64_t* live_items, SampleBatch* out,
                                     std::vector<Window>* windows);
   // The row `key` names (Lookup), and how messages name it ("step 3").
   virtual ItemRow RowOf(ItemKey key) const;
@@ -669,7 +669,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Where draws happen (on the host, or on a GPU), with the selector.
   const std::unique_ptr<DrawStrategy> draws_;
   index::Selector& selector_;  // draws_'s
-  Random rng_;
+  util::Random rng_;
   // The trajectories in the hot tier, their steps' and items' metadata, and
   // the eviction order.
   TrajectoryStore store_;

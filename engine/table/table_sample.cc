@@ -366,7 +366,7 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
   return s.WithContext("table " + Quoted(name_));
 }
 
-void TableImpl::SpreadOverRowsLocked(Random& /*rng*/, int64_t* /*live_items*/,
+void TableImpl::SpreadOverRowsLocked(util::Random& /*rng*/, int64_t* /*live_items*/,
                                      SampleBatch* /*out*/, std::vector<Window>* /*windows*/) {}
 
 TableImpl::ItemRow TableImpl::RowOf(ItemKey key) const { return {ItemKeyStart(key), 0}; }

@@ -153,10 +153,10 @@ bool TableImpl::FastReserveLocked(const WriterSlot& slot, StepReservation* r) co
 
 int64_t TableImpl::SharedFastReserveLocked(std::span<WriterSlot> slots, VectorScratch* scratch,
                                            size_t* later) {
-  ForkJoin* fj = scratch->fork_join.get();
+  util::ForkJoin* fj = scratch->fork_join.get();
   scratch->parts.resize(static_cast<size_t>(fj->parts()));
   const int64_t bs = layout_.block_steps;
-  ForkJoin::ForEachShare(fj, slots.size(), [&](int part, size_t begin, size_t end) {
+  util::ForkJoin::ForEachShare(fj, slots.size(), [&](int part, size_t begin, size_t end) {
     VectorScratch::PartTally tally;
     for (size_t env = begin; env < end; ++env) {
       if (env + kPrefetchAhead < end) {
@@ -254,9 +254,9 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
     // rows, or with fewer rows than parts (a vector table's one row per
     // call), their bytes.
     const auto copy_shared = [&](const auto& block_of) {
-      ForkJoin* fj = scratch->fork_join.get();
+      util::ForkJoin* fj = scratch->fork_join.get();
       if (fj != nullptr && count < static_cast<size_t>(fj->parts())) {
-        std::vector<CopyRange>& ranges = scratch->ranges;
+        std::vector<util::CopyRange>& ranges = scratch->ranges;
         ranges.clear();
         for (size_t i = 0; i < count; ++i) {
           if (dest[i] < 0) continue;
@@ -266,10 +266,10 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
             ranges.push_back({row_dst(i, c, block), rows.columns[c] + i * cb, cb});
           }
         }
-        CopyRanges(fj, ranges);
+        util::CopyRanges(fj, ranges);
         return;
       }
-      ForkJoin::ForEachShare(fj, count, [&](int /*part*/, size_t first, size_t last) {
+      util::ForkJoin::ForEachShare(fj, count, [&](int /*part*/, size_t first, size_t last) {
         for (size_t i = first; i < last; ++i) {
           if (num_columns > 0 && i + kPrefetchAhead < last && dest[i + kPrefetchAhead] >= 0) {
             const size_t ahead = i + kPrefetchAhead;
@@ -402,7 +402,7 @@ std::span<const index::ItemRef> TableImpl::SharedPublishLocked(
     std::span<WriterSlot> chunk, std::span<const int64_t> dest,
     std::span<const StepReservation> reserved, std::span<const double> priorities,
     VectorScratch* scratch) {
-  ForkJoin* fj = scratch->fork_join.get();
+  util::ForkJoin* fj = scratch->fork_join.get();
   const size_t count = chunk.size();
   // First each part's items, for their sequence numbers in environment order
   // (already counted when the reservations covered the whole vector: the
@@ -414,7 +414,7 @@ std::span<const index::ItemRef> TableImpl::SharedPublishLocked(
     }
   } else {
     scratch->parts.assign(static_cast<size_t>(fj->parts()), VectorScratch::PartTally{});
-    ForkJoin::ForEachShare(fj, count, [&](int part, size_t begin, size_t end) {
+    util::ForkJoin::ForEachShare(fj, count, [&](int part, size_t begin, size_t end) {
       VectorScratch::PartTally& tally = scratch->parts[static_cast<size_t>(part)];
       for (size_t i = begin; i < end; ++i) {
         tally.items += dest[i] >= 0 && reserved[i].completes_item ? 1 : 0;
@@ -430,7 +430,7 @@ std::span<const index::ItemRef> TableImpl::SharedPublishLocked(
   if (items.size() < static_cast<size_t>(total)) items.resize(static_cast<size_t>(total));
   const uint64_t first_seq = next_item_seq_;
   const double max_seen = max_priority_seen_;
-  ForkJoin::ForEachShare(fj, count, [&](int part, size_t begin, size_t end) {
+  util::ForkJoin::ForEachShare(fj, count, [&](int part, size_t begin, size_t end) {
     VectorScratch::PartTally& tally = scratch->parts[static_cast<size_t>(part)];
     int64_t next = tally.first_item;
     double max_priority = max_seen;

@@ -86,7 +86,7 @@ Status VectorTableImpl::ItemPriorities(std::vector<ItemKey>* keys,
   return Status::OK();
 }
 
-void VectorTableImpl::SpreadOverRowsLocked(Random& rng, int64_t* live_items, SampleBatch* out,
+void VectorTableImpl::SpreadOverRowsLocked(util::Random& rng, int64_t* live_items, SampleBatch* out,
                                            std::vector<Window>* windows) {
   // The selector drew a step: the environment is drawn here, uniformly, and
   // folded into the key.
@@ -118,8 +118,8 @@ LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
                                const WriterOptions& options)
     : table_(std::move(table)), options_(options), lanes_(lanes) {
   // One stored step per call: the parts split the copy of its bytes.
-  const int parts = WriterParts(options.threads, lanes);
-  if (parts > 1) scratch_.fork_join = std::make_unique<ForkJoin>(parts);
+  const int parts = util::WriterParts(options.threads, lanes);
+  if (parts > 1) scratch_.fork_join = std::make_unique<util::ForkJoin>(parts);
 }
 
 LaneWriterImpl::~LaneWriterImpl() {

@@ -47,7 +47,7 @@ class VectorTableImpl final : public TableImpl {
   int64_t lanes() const { return lanes_; }
 
  protected:
-  void SpreadOverRowsLocked(Random& rng, int64_t* live_items, SampleBatch* out,
+  void SpreadOverRowsLocked(util::Random& rng, int64_t* live_items, SampleBatch* out,
                             std::vector<Window>* windows) override;
   ItemRow RowOf(ItemKey key) const override;
   std::string RowText(const ItemRow& row) const override;

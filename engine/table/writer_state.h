@@ -62,7 +62,7 @@ struct VectorScratch {
   std::vector<std::byte*> blocks;
   // The copies of a step with fewer rows than the writer has parts, whose
   // bytes the parts split (CopyRanges).
-  std::vector<CopyRange> ranges;
+  std::vector<util::CopyRange> ranges;
   // A device table fed from host memory: a chunk's rows, copied into
   // pinned host memory (TableImpl::StageVectorRows) that one scatter kernel
   // reads over the bus into their blocks.
@@ -74,7 +74,7 @@ struct VectorScratch {
   std::vector<index::ItemRef> items;
   // With more than one part (WriterOptions::threads): the threads that
   // share the per-environment passes, and each part's tallies.
-  std::unique_ptr<ForkJoin> fork_join;
+  std::unique_ptr<util::ForkJoin> fork_join;
   struct alignas(64) PartTally {
     size_t todo = 0;         // environments the shared pass left to the caller
     int64_t items = 0;       // items the part's environments complete

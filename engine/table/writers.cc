@@ -128,10 +128,10 @@ int64_t TrajectoryWriterImpl::num_steps() const {
 VectorWriterImpl::VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_envs,
                                    const WriterOptions& options)
     : table_(std::move(table)), options_(options), slots_(num_envs) {
-  const int parts = WriterParts(options.threads, num_envs);
+  const int parts = util::WriterParts(options.threads, num_envs);
   // Never more parts than environments.
   const int used = static_cast<int>(std::min<size_t>(static_cast<size_t>(parts), num_envs));
-  if (used > 1) scratch_.fork_join = std::make_unique<ForkJoin>(used);
+  if (used > 1) scratch_.fork_join = std::make_unique<util::ForkJoin>(used);
 }
 
 VectorWriterImpl::~VectorWriterImpl() {

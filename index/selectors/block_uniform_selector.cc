@@ -48,10 +48,10 @@ void BlockUniformSelector::InsertMany(std::span<const ItemRef> items) {
 }
 
 void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> items,
-                                                    ForkJoin& fork_join) {
+                                                    util::ForkJoin& fork_join) {
   const size_t n = items.size();
   const int parts = fork_join.parts();
-  if (parts == 1 || n < static_cast<size_t>(parts) * kMinEnvsPerPart / 4) {
+  if (parts == 1 || n < static_cast<size_t>(parts) * util::kMinEnvsPerPart / 4) {
     InsertMany(items);
     return;
   }
@@ -70,7 +70,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
     }
     return kAllRemoved;
   };
-  ForkJoin::ForEachShare(&fork_join, n, [&](int part, size_t begin, size_t end) {
+  util::ForkJoin::ForEachShare(&fork_join, n, [&](int part, size_t begin, size_t end) {
     PartCheck c;
     for (size_t i = begin; i < end; ++i) {
       assert(items[i].slot >= 0 && items[i].slot < num_slots_ &&
@@ -82,7 +82,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
     }
     size_t first = 0;
     size_t last = 0;
-    ForkJoin::Share(window, part, parts, &first, &last);
+    util::ForkJoin::Share(window, part, parts, &first, &last);
     c.first_present = first_present(front_, first, last);
     checks_[static_cast<size_t>(part)] = c;
   });
@@ -102,7 +102,7 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
     front_ += w;
     w = next_window();
     if (w == 0) break;
-    ForkJoin::ForEachShare(&fork_join, w, [&](int part, size_t first, size_t last) {
+    util::ForkJoin::ForEachShare(&fork_join, w, [&](int part, size_t first, size_t last) {
       checks_[static_cast<size_t>(part)].first_present = first_present(front_, first, last);
     });
     for (const PartCheck& c : checks_) present = std::min(present, c.first_present);
@@ -116,11 +116,11 @@ void BlockUniformSelector::InsertManyDistinctBlocks(std::span<const ItemRef> ite
   const bool move = front_ > listed + n;
   const size_t first = move ? listed : entries_.size();
   if (!move) entries_.resize(first + n);
-  ForkJoin::ForEachShare(&fork_join, n, [&](int part, size_t begin, size_t end) {
+  util::ForkJoin::ForEachShare(&fork_join, n, [&](int part, size_t begin, size_t end) {
     if (move) {
       size_t lo = 0;
       size_t hi = 0;
-      ForkJoin::Share(listed, part, parts, &lo, &hi);
+      util::ForkJoin::Share(listed, part, parts, &lo, &hi);
       std::copy(entries_.begin() + static_cast<std::ptrdiff_t>(front_ + lo),
                 entries_.begin() + static_cast<std::ptrdiff_t>(front_ + hi),
                 entries_.begin() + static_cast<std::ptrdiff_t>(lo));
@@ -275,7 +275,7 @@ void BlockUniformSelector::Update(const ItemRef& item, double /*new_priority*/) 
   (void)item;
 }
 
-Selection BlockUniformSelector::Select(Random& rng, Stratum /*stratum*/) const {
+Selection BlockUniformSelector::Select(util::Random& rng, Stratum /*stratum*/) const {
   assert(size_ > 0 && "BlockUniformSelector::Select on an empty selector");
   const double probability = 1.0 / static_cast<double>(size_);
   while (true) {

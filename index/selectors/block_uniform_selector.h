@@ -59,13 +59,13 @@ class BlockUniformSelector final : public Selector {
   void InsertMany(std::span<const ItemRef> items) override;
   // Each part lists its share of the items at their places in the array
   // (the blocks' records touched are all different).
-  void InsertManyDistinctBlocks(std::span<const ItemRef> items, ForkJoin& fork_join) override;
+  void InsertManyDistinctBlocks(std::span<const ItemRef> items, util::ForkJoin& fork_join) override;
   void Remove(const ItemRef& item) override;
   int64_t RemoveBlocks(std::span<const int64_t> blocks) override;
   // Does nothing: every item has the same chance whatever its priority.
   void Update(const ItemRef& item, double new_priority) override;
   size_t size() const override { return size_; }
-  Selection Select(Random& rng, Stratum stratum) const override;
+  Selection Select(util::Random& rng, Stratum stratum) const override;
 
   // Entries listed, present or not (for tests: at most 2 * size() + 64
   // after any call).
@@ -137,10 +137,10 @@ class BlockUniformSelector final : public Selector {
   const uint32_t first_generation_;
   size_t size_ = 0;
   // Listed from front_ on (those before are all removed items').
-  std::vector<Entry, HugePageAllocator<Entry>> entries_;
+  std::vector<Entry, util::HugePageAllocator<Entry>> entries_;
   size_t front_ = 0;
   // Both grown on demand to the highest block inserted into.
-  std::vector<Block, HugePageAllocator<Block>> blocks_;
+  std::vector<Block, util::HugePageAllocator<Block>> blocks_;
   std::vector<uint32_t> tags_;
   // One bit per slot, allocated at the first removal of a single item.
   std::vector<uint64_t> removed_;

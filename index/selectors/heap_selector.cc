@@ -36,7 +36,7 @@ void HeapSelector::Update(const ItemRef& item, double new_priority) {
   items_.insert(std::move(node));
 }
 
-Selection HeapSelector::Select(Random& /*rng*/, Stratum /*stratum*/) const {
+Selection HeapSelector::Select(util::Random& /*rng*/, Stratum /*stratum*/) const {
   assert(!items_.empty() && "HeapSelector::Select on an empty selector");
   return {items_.begin()->key, 1.0};
 }

@@ -36,7 +36,7 @@ class HeapSelector final : public Selector {
   void Update(const ItemRef& item, double new_priority) override;
   size_t size() const override { return items_.size(); }
   using Selector::Select;
-  Selection Select(Random& rng, Stratum stratum) const override;
+  Selection Select(util::Random& rng, Stratum stratum) const override;
 
  private:
   struct Entry {

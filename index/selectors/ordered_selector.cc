@@ -25,7 +25,7 @@ void OrderedSelector::Update(const ItemRef& item, double /*new_priority*/) {
   (void)item;
 }
 
-Selection OrderedSelector::Select(Random& /*rng*/, Stratum /*stratum*/) const {
+Selection OrderedSelector::Select(util::Random& /*rng*/, Stratum /*stratum*/) const {
   assert(!items_.empty() && "OrderedSelector::Select on an empty selector");
   const ItemKey key =
       order_ == Order::kOldestFirst ? items_.begin()->second : items_.rbegin()->second;

@@ -36,7 +36,7 @@ class OrderedSelector final : public Selector {
   // Does nothing: the order is by seq, not priority.
   void Update(const ItemRef& item, double new_priority) override;
   size_t size() const override { return items_.size(); }
-  Selection Select(Random& rng, Stratum stratum) const override;
+  Selection Select(util::Random& rng, Stratum stratum) const override;
 
  private:
   const Order order_;

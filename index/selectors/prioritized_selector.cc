@@ -57,7 +57,7 @@ void PrioritizedSelector::Update(const ItemRef& item, double new_priority) {
   tree_.Set(it->second, Mass(new_priority));
 }
 
-Selection PrioritizedSelector::Select(Random& rng, Stratum stratum) const {
+Selection PrioritizedSelector::Select(util::Random& rng, Stratum stratum) const {
   assert(has_mass() && "PrioritizedSelector::Select without mass");
   assert(stratum.count >= 1 && stratum.index >= 0 && stratum.index < stratum.count &&
          "PrioritizedSelector::Select: stratum out of range");

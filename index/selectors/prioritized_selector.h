@@ -63,7 +63,7 @@ class PrioritizedSelector final : public Selector {
   // builds stay memory-safe when these break: without mass an arbitrary
   // live item comes back with probability 0, and an out-of-range stratum
   // clamps to the first or last positive item.)
-  Selection Select(Random& rng, Stratum stratum) const override;
+  Selection Select(util::Random& rng, Stratum stratum) const override;
   bool has_mass() const override { return tree_.Total() > 0; }
 
   // The sum of every item's mass.

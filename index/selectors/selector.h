@@ -77,7 +77,7 @@ class Selector {
   // block_steps; a vector append's, one per environment), which
   // implementations may split over the parts of `fork_join`. The result is
   // InsertMany's.
-  virtual void InsertManyDistinctBlocks(std::span<const ItemRef> items, ForkJoin& fork_join) {
+  virtual void InsertManyDistinctBlocks(std::span<const ItemRef> items, util::ForkJoin& fork_join) {
     (void)fork_join;
     InsertMany(items);
   }
@@ -106,8 +106,8 @@ class Selector {
   // priority 0 (while any item has priority > 0).
   // REQUIRES: size() > 0; a prioritized selector also REQUIRES
   // has_mass().
-  virtual Selection Select(Random& rng, Stratum stratum) const = 0;
-  Selection Select(Random& rng) const { return Select(rng, Stratum{}); }
+  virtual Selection Select(util::Random& rng, Stratum stratum) const = 0;
+  Selection Select(util::Random& rng) const { return Select(rng, Stratum{}); }
   // False when every item has priority 0 (a prioritized selector then
   // cannot draw); true for selectors that ignore priorities and size() > 0.
   virtual bool has_mass() const { return size() > 0; }

@@ -114,7 +114,7 @@ void UniformSelector::Update(const ItemRef& item, double /*new_priority*/) {
   (void)item;
 }
 
-Selection UniformSelector::Select(Random& rng, Stratum /*stratum*/) const {
+Selection UniformSelector::Select(util::Random& rng, Stratum /*stratum*/) const {
   assert(size() > 0 && "UniformSelector::Select on an empty selector");
   const uint64_t position = rng.Uniform(size());
   const double probability = 1.0 / static_cast<double>(size());

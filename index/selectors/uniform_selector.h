@@ -57,7 +57,7 @@ class UniformSelector final : public Selector {
   // Does nothing: every item has the same chance whatever its priority.
   void Update(const ItemRef& item, double new_priority) override;
   size_t size() const override { return by_slot() ? slots_.size() : entries_.size(); }
-  Selection Select(Random& rng, Stratum stratum) const override;
+  Selection Select(util::Random& rng, Stratum stratum) const override;
 
   // Called with (position, slot) whenever the item at `position` changes
   // (an insert appends, a removal moves the last item into the hole), so a
@@ -94,9 +94,9 @@ class UniformSelector final : public Selector {
   // the blocks that have held items; grown on demand like the positions).
   // Huge pages (util/huge_page_allocator.h): removals write to random
   // positions, inserts to every environment's block.
-  std::vector<uint32_t, HugePageAllocator<uint32_t>> slots_;
-  std::vector<uint32_t, HugePageAllocator<uint32_t>> positions_by_slot_;
-  std::vector<ItemKey, HugePageAllocator<ItemKey>> block_keys_;
+  std::vector<uint32_t, util::HugePageAllocator<uint32_t>> slots_;
+  std::vector<uint32_t, util::HugePageAllocator<uint32_t>> positions_by_slot_;
+  std::vector<ItemKey, util::HugePageAllocator<ItemKey>> block_keys_;
 };
 
 }  // namespace replaydb::index

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace replaydb {
+namespace replaydb::util {
 namespace {
 
 // Bit-at-a-time CRC32C straight from the definition, to check the tables.
@@ -114,4 +114,4 @@ TEST(Crc32cTest, DetectsEverySingleBitFlip) {
 }
 
 }  // namespace
-}  // namespace replaydb
+}  // namespace replaydb::util

@@ -17,7 +17,7 @@
 #include "tests/test_util.h"
 #include "util/random.h"
 
-namespace replaydb {
+namespace replaydb::util {
 namespace {
 
 TEST(ForkJoinTest, EveryPartRunsOnceAndTheCallerSeesItsWrites) {
@@ -129,4 +129,4 @@ TEST(ForkJoinTest, CopyRangesCopiesEveryByteOnce) {
 }
 
 }  // namespace
-}  // namespace replaydb
+}  // namespace replaydb::util

@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-namespace replaydb {
+namespace replaydb::util {
 
 // Reads and sets Random's private state (a friend of Random).
 class RandomTestPeer {
@@ -207,4 +207,4 @@ TEST(RandomTest, NextDoublePassesChiSquare) {
 }
 
 }  // namespace
-}  // namespace replaydb
+}  // namespace replaydb::util

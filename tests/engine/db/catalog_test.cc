@@ -177,7 +177,7 @@ uint32_t Fixed32At(const std::string& bytes, size_t offset) {
 std::string Envelope(std::string_view payload) {
   std::string out("RDBCAT\x00\x01", 8);
   const uint32_t fields[2] = {static_cast<uint32_t>(payload.size()),
-                              Crc32c(payload.data(), payload.size())};
+                              util::Crc32c(payload.data(), payload.size())};
   for (uint32_t v : fields) {
     for (int i = 0; i < 4; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
   }
@@ -187,7 +187,7 @@ std::string Envelope(std::string_view payload) {
 
 // Recomputes the header CRC after the payload of `file` was changed.
 void FixChecksum(std::string* file) {
-  const uint32_t crc = Crc32c(file->data() + kHeaderSize, file->size() - kHeaderSize);
+  const uint32_t crc = util::Crc32c(file->data() + kHeaderSize, file->size() - kHeaderSize);
   for (int i = 0; i < 4; ++i) (*file)[12 + i] = static_cast<char>((crc >> (8 * i)) & 0xFF);
 }
 
@@ -455,7 +455,7 @@ TEST(CatalogTest, DecodesCheckedInSample) {
   ASSERT_EQ(bytes.size(), 1064u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("RDBCAT\x00\x01", 8));
   EXPECT_EQ(Fixed32At(bytes, 8), bytes.size() - kHeaderSize);
-  EXPECT_EQ(Fixed32At(bytes, 12), Crc32c(bytes.data() + kHeaderSize, bytes.size() - kHeaderSize));
+  EXPECT_EQ(Fixed32At(bytes, 12), util::Crc32c(bytes.data() + kHeaderSize, bytes.size() - kHeaderSize));
   EXPECT_EQ(bytes.substr(kHeaderSize + 4, 4), "RDBC");
 
   std::vector<TableSpec> decoded;

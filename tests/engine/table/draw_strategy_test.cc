@@ -32,7 +32,7 @@ TableSpec Spec(SelectorKind selector, int priority_device = -1) {
 class DrawStrategyTest : public ::testing::Test {
  protected:
   std::mt19937_64 rng_{testing_util::TestSeed()};
-  Random random_{rng_()};
+  util::Random random_{rng_()};
   int gpus_ = CudaDeviceCount(&why_none_);
   std::string why_none_;
 };

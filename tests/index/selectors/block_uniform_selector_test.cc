@@ -31,7 +31,7 @@ using Model = std::map<int64_t, ItemRef>;
 
 // Size, the entries bound, and draws: every draw is a present key with
 // probability 1 / size.
-void CheckAgainst(const BlockUniformSelector& selector, const Model& model, Random& rng) {
+void CheckAgainst(const BlockUniformSelector& selector, const Model& model, util::Random& rng) {
   ASSERT_EQ(selector.size(), model.size());
   ASSERT_LE(selector.entries(), 2 * model.size() + 64);
   if (model.empty()) return;
@@ -53,7 +53,7 @@ void CheckAgainst(const BlockUniformSelector& selector, const Model& model, Rand
 // the model.
 void RunModel(int64_t block_steps, uint64_t seed) {
   SCOPED_TRACE("block_steps " + std::to_string(block_steps) + ", seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   constexpr int64_t kBlocks = 40;
   BlockUniformSelector selector(kBlocks * block_steps, block_steps);
   Model model;
@@ -168,7 +168,7 @@ TEST(BlockUniformSelectorTest, MatchesAModelWithOtherBlockSizes) {
 TEST(BlockUniformSelectorTest, DrawsUniformlyAfterRemovals) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   constexpr int64_t kBlockSteps = 16;
   constexpr int64_t kBlocks = 64;
   BlockUniformSelector selector(kBlocks * kBlockSteps, kBlockSteps);
@@ -231,7 +231,7 @@ TEST(BlockUniformSelectorTest, DrawsUniformlyAfterRemovals) {
 TEST(BlockUniformSelectorTest, OldestFirstRemovalsLeaveTheFront) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   constexpr int64_t kBlockSteps = 8;
   constexpr int64_t kGenerations = 3;
   const int64_t envs = 5 + static_cast<int64_t>(rng.Uniform(20));
@@ -295,7 +295,7 @@ TEST(BlockUniformSelectorTest, OldestFirstRemovalsLeaveTheFront) {
 TEST(BlockUniformSelectorTest, InsertManyDistinctBlocksMatchesInsertMany) {
   const uint64_t seed = TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   constexpr int64_t kBlockSteps = 8;
   constexpr int64_t kGenerations = 3;
   // Enough environments that 3 parts share the work, and that a
@@ -305,7 +305,7 @@ TEST(BlockUniformSelectorTest, InsertManyDistinctBlocksMatchesInsertMany) {
   const int64_t slots = envs * kGenerations * kBlockSteps;
   BlockUniformSelector serial(slots, kBlockSteps);
   BlockUniformSelector shared(slots, kBlockSteps);
-  ForkJoin fork_join(3);
+  util::ForkJoin fork_join(3);
   std::vector<int64_t> free_blocks;
   for (int64_t b = envs * kGenerations - 1; b >= 0; --b) free_blocks.push_back(b);
   std::deque<std::vector<int64_t>> generations;
@@ -318,8 +318,8 @@ TEST(BlockUniformSelectorTest, InsertManyDistinctBlocksMatchesInsertMany) {
     ASSERT_EQ(shared.entries(), serial.entries());
     if (serial.size() == 0) return;
     const uint64_t draw_seed = rng.Next();
-    Random a(draw_seed);
-    Random b(draw_seed);
+    util::Random a(draw_seed);
+    util::Random b(draw_seed);
     for (int i = 0; i < 32; ++i) ASSERT_EQ(shared.Select(a).key, serial.Select(b).key);
   };
   for (int round = 0; round < 12; ++round) {
@@ -388,7 +388,7 @@ TEST(BlockUniformSelectorTest, InsertManyDistinctBlocksMatchesInsertMany) {
 // A block's generation passing the largest value starts again at 0 without
 // bringing back items of earlier generations; the other blocks' items stay.
 TEST(BlockUniformSelectorTest, GenerationsWrapAround) {
-  Random rng(TestSeed());
+  util::Random rng(TestSeed());
   constexpr int64_t kBlockSteps = 4;
   BlockUniformSelector selector(8 * kBlockSteps, kBlockSteps,
                                 0x7fffffffu - 2);  // generations are 31 bits

@@ -59,7 +59,7 @@ TEST_P(HeapSelectorTest, NewSelectorMakesTheRightOrder) {
   selector->Insert(Item(2, 1.0));
   selector->Insert(Item(3, 3.0));
   EXPECT_TRUE(selector->has_mass());
-  Random rng(1);
+  util::Random rng(1);
   const Selection s = selector->Select(rng);
   EXPECT_EQ(s.key, min() ? Item(2, 0).key : Item(3, 0).key);
   EXPECT_EQ(s.probability, 1.0);
@@ -67,7 +67,7 @@ TEST_P(HeapSelectorTest, NewSelectorMakesTheRightOrder) {
 
 TEST_P(HeapSelectorTest, SelectsLowestOrHighestPriorityAndIgnoresStrata) {
   HeapSelector selector(order());
-  Random rng(testing_util::TestSeed());
+  util::Random rng(testing_util::TestSeed());
   selector.Insert(Item(1, 5.0));
   selector.Insert(Item(2, 0.0));  // priority 0 is an ordinary priority here
   selector.Insert(Item(3, 9.5));
@@ -84,7 +84,7 @@ TEST_P(HeapSelectorTest, SelectsLowestOrHighestPriorityAndIgnoresStrata) {
 
 TEST_P(HeapSelectorTest, TiesGoToTheOldest) {
   HeapSelector selector(order());
-  Random rng(1);
+  util::Random rng(1);
   // Sparse increasing seqs whose keys are in the opposite order.
   std::vector<ItemRef> items;
   for (uint64_t i = 0; i < 10; ++i) {
@@ -119,7 +119,7 @@ TEST_P(HeapSelectorTest, TiesGoToTheOldest) {
 TEST_P(HeapSelectorTest, DrainsInPriorityOrder) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   HeapSelector selector(order());
   std::vector<ItemRef> items;
   for (uint64_t seq = 1; seq <= 500; ++seq) {
@@ -146,7 +146,7 @@ TEST_P(HeapSelectorTest, DrainsInPriorityOrder) {
 TEST_P(HeapSelectorTest, MatchesAReferenceUnderRandomOperations) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   HeapSelector selector(order());
   std::map<ItemKey, ItemRef> model;
   uint64_t next_seq = 1;

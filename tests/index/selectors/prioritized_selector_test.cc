@@ -37,7 +37,7 @@ long double ReferenceMass(double priority, double exponent) {
 }
 
 // Priorities 10^x with x uniform in [lo, hi].
-double LogUniform(Random& rng, double lo, double hi) {
+double LogUniform(util::Random& rng, double lo, double hi) {
   return std::pow(10.0, lo + (hi - lo) * rng.NextDouble());
 }
 
@@ -50,7 +50,7 @@ using Model = std::map<ItemKey, ItemRef>;
 // the total, both as the selector computes it (bit for bit) and against the
 // reference masses (to 1e-12). Returns the draw counts per key.
 std::map<ItemKey, int64_t> DrawAndCheck(const PrioritizedSelector& selector, const Model& model,
-                                        Random& rng, int64_t rounds, int64_t strata = 1) {
+                                        util::Random& rng, int64_t rounds, int64_t strata = 1) {
   long double reference_total = 0;
   for (const auto& [key, item] : model) {
     reference_total += ReferenceMass(item.priority, selector.exponent());
@@ -159,7 +159,7 @@ TEST(PrioritizedSelectorTest, NewSelectorMakesOneWithTheExponent) {
   EXPECT_FALSE(selector->has_mass());
   selector->Insert(Item(1, 4.0));
   EXPECT_TRUE(selector->has_mass());
-  Random rng(1);
+  util::Random rng(1);
   EXPECT_EQ(selector->Select(rng).key, Item(1, 0).key);
   EXPECT_EQ(selector->Select(rng).probability, 1.0);
 }
@@ -189,7 +189,7 @@ TEST(PrioritizedSelectorTest, ExtremePrioritiesStayDrawable) {
   selector.Insert(Item(2, 1e-200));  // p^2 underflows
   selector.Insert(Item(3, 0.0));
   ASSERT_TRUE(selector.has_mass());
-  Random rng(testing_util::TestSeed());
+  util::Random rng(testing_util::TestSeed());
   for (int i = 0; i < 1000; ++i) {
     const Selection s = selector.Select(rng, Stratum{i % 10, 10});
     ASSERT_EQ(s.key, Item(2, 0).key);
@@ -235,7 +235,7 @@ TEST(PrioritizedSelectorTest, HasMassOnlyWithAPositivePriority) {
 TEST(PrioritizedSelectorTest, ProbabilityIsLeafOverTotal) {
   PrioritizedSelector selector(1.0);
   for (uint64_t seq = 1; seq <= 4; ++seq) selector.Insert(Item(seq, static_cast<double>(seq)));
-  Random rng(testing_util::TestSeed());
+  util::Random rng(testing_util::TestSeed());
   std::set<ItemKey> seen;
   for (int i = 0; i < 2000; ++i) {
     const Selection s = selector.Select(rng);
@@ -256,7 +256,7 @@ TEST_P(PrioritizedFitTest, DrawsFollowPriorityToTheExponent) {
   const double exponent = GetParam();
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   PrioritizedSelector selector(exponent);
   Model model;
   for (uint64_t seq = 1; seq <= 300; ++seq) {
@@ -274,7 +274,7 @@ TEST_P(PrioritizedFitTest, DrawsFollowPrioritiesOverTwelveOrdersOfMagnitude) {
   const double exponent = GetParam();
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   PrioritizedSelector selector(exponent);
   Model model;
   for (uint64_t seq = 1; seq <= 2000; ++seq) {
@@ -319,7 +319,7 @@ INSTANTIATE_TEST_SUITE_P(Exponents, PrioritizedFitTest, testing::Values(1.0, 0.6
 TEST(PrioritizedSelectorTest, ZeroPriorityItemsAreNeverDrawn) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   for (double exponent : {1.0, 0.0}) {
     PrioritizedSelector selector(exponent);
     Model model;
@@ -342,7 +342,7 @@ TEST(PrioritizedSelectorTest, ZeroPriorityItemsAreNeverDrawn) {
 TEST(PrioritizedSelectorTest, UpdateChangesTheDistribution) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   PrioritizedSelector selector(1.0);
   Model model;
   for (uint64_t seq = 1; seq <= 100; ++seq) {
@@ -383,7 +383,7 @@ TEST(PrioritizedSelectorTest, UpdateChangesTheDistribution) {
 TEST(PrioritizedSelectorTest, RemovedKeysAreNeverDrawnAfterSlotReuse) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   PrioritizedSelector selector(0.6);
   Model model;
   std::set<ItemKey> removed;
@@ -461,7 +461,7 @@ class SlotModel {
 // With B strata, the draw for stratum b lies in the b-th of B equal slices
 // of the cumulative mass (in slot order), and the draws together still
 // follow priority^exponent.
-void CheckStratified(const PrioritizedSelector& selector, const SlotModel& slots, Random& rng,
+void CheckStratified(const PrioritizedSelector& selector, const SlotModel& slots, util::Random& rng,
                      int64_t strata, int64_t rounds) {
   const std::vector<ItemRef> in_order = slots.InSlotOrder();
   std::map<ItemKey, std::pair<long double, long double>> interval;  // [begin, end)
@@ -499,7 +499,7 @@ void CheckStratified(const PrioritizedSelector& selector, const SlotModel& slots
 TEST(PrioritizedSelectorTest, StratifiedDrawsComeFromTheirSlice) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   for (double exponent : {1.0, 0.6, 0.0}) {
     SCOPED_TRACE("exponent " + std::to_string(exponent));
     PrioritizedSelector selector(exponent);
@@ -522,7 +522,7 @@ TEST(PrioritizedSelectorTest, StratifiedDrawsComeFromTheirSlice) {
 TEST(PrioritizedSelectorTest, StratifiedAfterSlotReuse) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   PrioritizedSelector selector(1.0);
   SlotModel slots;
   Model model;

@@ -34,7 +34,7 @@ ItemRef Item(uint64_t seq) {
 // Draws `draws` selections and returns the chi-square statistic of the
 // counts against the uniform distribution over `live`. Fails the test if a
 // key outside `live` is drawn or a probability is not 1 / live.size().
-double UniformChiSquare(const Selector& selector, const std::vector<ItemRef>& live, Random& rng,
+double UniformChiSquare(const Selector& selector, const std::vector<ItemRef>& live, util::Random& rng,
                         int64_t draws) {
   std::map<ItemKey, int64_t> counts;
   for (const ItemRef& item : live) counts[item.key] = 0;
@@ -66,7 +66,7 @@ std::unique_ptr<Selector> MakeSelector(SelectorKind kind) {
 }
 
 TEST(NewSelectorTest, MakesUniformFifoAndLifo) {
-  Random rng(1);
+  util::Random rng(1);
   std::unique_ptr<Selector> uniform = MakeSelector(SelectorKind::kUniform);
   std::unique_ptr<Selector> fifo = MakeSelector(SelectorKind::kFifo);
   std::unique_ptr<Selector> lifo = MakeSelector(SelectorKind::kLifo);
@@ -113,7 +113,7 @@ TEST(NewSelectorTest, PrioritiesAndStrataDoNotMatter) {
     refs[Item(6).key].priority = 1e9;
     EXPECT_EQ(selector->size(), 6u);
 
-    Random rng(testing_util::TestSeed());
+    util::Random rng(testing_util::TestSeed());
     for (int64_t stratum = 0; stratum < 4; ++stratum) {
       const Selection s = selector->Select(rng, Stratum{stratum, 4});
       ASSERT_TRUE(refs.count(s.key));
@@ -136,7 +136,7 @@ TEST(NewSelectorTest, PrioritiesAndStrataDoNotMatter) {
 TEST(UniformSelectorTest, IgnoresPriorities) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   UniformSelector selector;
   std::vector<ItemRef> live;
   for (uint64_t seq = 1; seq <= 20; ++seq) {
@@ -155,7 +155,7 @@ TEST(UniformSelectorTest, IgnoresPriorities) {
 TEST(UniformSelectorTest, SingleItemIsAlwaysSelectedWithProbabilityOne) {
   UniformSelector selector;
   selector.Insert(Item(5));
-  Random rng(testing_util::TestSeed());
+  util::Random rng(testing_util::TestSeed());
   for (int i = 0; i < 100; ++i) {
     const Selection s = selector.Select(rng);
     EXPECT_EQ(s.key, Item(5).key);
@@ -165,7 +165,7 @@ TEST(UniformSelectorTest, SingleItemIsAlwaysSelectedWithProbabilityOne) {
 
 TEST(UniformSelectorTest, ProbabilityIsOneOverSize) {
   UniformSelector selector;
-  Random rng(testing_util::TestSeed());
+  util::Random rng(testing_util::TestSeed());
   for (uint64_t seq = 1; seq <= 10; ++seq) {
     selector.Insert(Item(seq));
     EXPECT_EQ(selector.size(), seq);
@@ -179,7 +179,7 @@ TEST(UniformSelectorTest, ProbabilityIsOneOverSize) {
 TEST(UniformSelectorTest, SelectsUniformly) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   UniformSelector selector;
   std::vector<ItemRef> live;
   for (uint64_t seq = 1; seq <= 50; ++seq) {
@@ -192,7 +192,7 @@ TEST(UniformSelectorTest, SelectsUniformly) {
 TEST(UniformSelectorTest, StaysUniformAfterRemovals) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   UniformSelector selector;
   for (uint64_t seq = 1; seq <= 100; ++seq) selector.Insert(Item(seq));
   // Remove the first, the last, and every other one in between: each removal
@@ -215,7 +215,7 @@ TEST(UniformSelectorTest, StaysUniformAfterRemovals) {
 TEST(UniformSelectorTest, MatchesASetUnderRandomInsertsAndRemovals) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   UniformSelector selector;
   std::map<ItemKey, ItemRef> model;
   uint64_t next_seq = 1;
@@ -248,7 +248,7 @@ TEST(UniformSelectorTest, MatchesASetUnderRandomInsertsAndRemovals) {
 
 TEST(UniformSelectorTest, RemovingEverythingThenInsertingAgainWorks) {
   UniformSelector selector;
-  Random rng(testing_util::TestSeed());
+  util::Random rng(testing_util::TestSeed());
   for (uint64_t seq = 1; seq <= 3; ++seq) selector.Insert(Item(seq));
   for (uint64_t seq = 3; seq >= 1; --seq) selector.Remove(Item(seq));
   EXPECT_EQ(selector.size(), 0u);
@@ -259,7 +259,7 @@ TEST(UniformSelectorTest, RemovingEverythingThenInsertingAgainWorks) {
 // Drains a selector by repeated Select + Remove and returns the keys in the
 // order they came out.
 std::vector<ItemKey> Drain(Selector& selector, const std::map<ItemKey, ItemRef>& refs) {
-  Random rng(7);
+  util::Random rng(7);
   std::vector<ItemKey> out;
   while (selector.size() > 0) {
     const Selection s = selector.Select(rng);
@@ -277,7 +277,7 @@ class OrderedSelectorTest : public testing::TestWithParam<OrderedSelector::Order
 
 TEST_P(OrderedSelectorTest, SelectsOldestOrNewestWithProbabilityOne) {
   OrderedSelector selector(GetParam());
-  Random rng(testing_util::TestSeed());
+  util::Random rng(testing_util::TestSeed());
   for (uint64_t seq = 1; seq <= 5; ++seq) {
     selector.Insert(Item(seq * 10));
     const Selection s = selector.Select(rng);
@@ -324,7 +324,7 @@ TEST_P(OrderedSelectorTest, KeepsOrderAfterRemovalsInTheMiddle) {
 
 TEST_P(OrderedSelectorTest, RemovingTheEndMovesSelectionToTheNextItem) {
   OrderedSelector selector(GetParam());
-  Random rng(1);
+  util::Random rng(1);
   for (uint64_t seq = 1; seq <= 3; ++seq) selector.Insert(Item(seq));
   // Remove the item Select returns now; the next one in order takes over.
   selector.Remove(fifo() ? Item(1) : Item(3));

@@ -147,7 +147,7 @@ TEST(SumTreeTest, RoundingPastASubtreeClampsToItsLastPositiveLeaf) {
 TEST(SumTreeTest, NoDriftAfterManyUpdates) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   SumTree tree(1000);
   for (int i = 0; i < 200000; ++i) {
     tree.Set(rng.Uniform(1000),
@@ -166,7 +166,7 @@ TEST(SumTreeTest, NoDriftAfterManyUpdates) {
 TEST(SumTreeTest, MatchesReferenceExactlyOnIntegers) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   SumTree tree;
   Reference ref;
   for (int step = 0; step < 20000; ++step) {
@@ -196,7 +196,7 @@ TEST(SumTreeTest, MatchesReferenceExactlyOnIntegers) {
 TEST(SumTreeTest, MatchesReferenceWithinRoundingOnDoubles) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   SumTree tree;
   Reference ref;
   for (int step = 0; step < 5000; ++step) {
@@ -225,7 +225,7 @@ TEST(SumTreeTest, MatchesReferenceWithinRoundingOnDoubles) {
 TEST(SumTreeTest, NeverFindsAZeroLeaf) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   for (int round = 0; round < 20; ++round) {
     const size_t n = 1 + rng.Uniform(3000);
     SumTree tree;

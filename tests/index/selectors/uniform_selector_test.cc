@@ -47,7 +47,7 @@ void CheckAgainst(const UniformSelector& selector, const Model& model) {
 // Chi-square statistic of `draws` draws against the uniform distribution
 // over the model's items; fails on a key outside them or a probability other
 // than 1 / size.
-double ChiSquare(const UniformSelector& selector, const Model& model, Random& rng,
+double ChiSquare(const UniformSelector& selector, const Model& model, util::Random& rng,
                  int64_t draws) {
   std::map<ItemKey, int64_t> counts;
   for (const auto& [slot, item] : model.by_slot) counts[item.key] = 0;
@@ -75,7 +75,7 @@ double ChiSquare(const UniformSelector& selector, const Model& model, Random& rn
 TEST(UniformSlotSelectorTest, MatchesAModelUnderRandomInsertsAndRemovals) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   constexpr int64_t kBlockSteps = 8;
   constexpr int64_t kBlocks = 32;
   UniformSelector selector(kBlocks * kBlockSteps, kBlockSteps);
@@ -152,7 +152,7 @@ TEST(UniformSlotSelectorTest, MatchesAModelUnderRandomInsertsAndRemovals) {
 TEST(UniformSlotSelectorTest, DrawsUniformlyAfterRemovalsAndSlotReuse) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Random rng(seed);
+  util::Random rng(seed);
   constexpr int64_t kSlots = 4096;
   UniformSelector selector(kSlots);
   Model model;
@@ -191,7 +191,7 @@ TEST(UniformSlotSelectorTest, DrawsUniformlyAfterRemovalsAndSlotReuse) {
 TEST(UniformSlotSelectorTest, SlotsUpToTheLastOne) {
   constexpr int64_t kSlots = 1000;
   UniformSelector selector(kSlots);
-  Random rng(testing_util::TestSeed());
+  util::Random rng(testing_util::TestSeed());
   const ItemRef low{MakeItemKey(1, 0), 1, 0.0, 0};
   const ItemRef high{MakeItemKey(2, 0), 2, 0.0, kSlots - 1};
   selector.Insert(low);
@@ -213,7 +213,7 @@ TEST(UniformSlotSelectorTest, SlotsUpToTheLastOne) {
 // BlockUniformSelector) when given the slots, and by key otherwise (or
 // beyond the 32-bit slots).
 TEST(UniformSlotSelectorTest, NewSelectorChoosesBySlots) {
-  Random rng(testing_util::TestSeed());
+  util::Random rng(testing_util::TestSeed());
   SelectorOptions options;
   options.kind = SelectorKind::kUniform;
   options.slots = 64;
