@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/cold/rocksdb_env.h"
-#include "util/progress.h"
+#include "util/progress_reporter.h"
 
 namespace replaydb::engine {
 namespace {
@@ -334,13 +334,14 @@ Status ColdStore::VerifyChecksums() {
   return FromRocks(db_->VerifyChecksum(), "verify checksums", dir_);
 }
 
-Status ColdStore::Compact(const std::atomic<bool>* cancel) {
+Status ColdStore::Compact(const std::atomic<bool>* cancel,
+                          const ProgressCallback& progress_callback) {
   std::vector<uint32_t> tables;
   REPLAYDB_RETURN_IF_ERROR(ListTables(&tables));
   std::shared_lock<std::shared_mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(Usable());
   // One piece per table (the checkpoint's key goes with the first), so the
-  // progress bar moves and Ctrl-C is seen between pieces; the first and
+  // progress moves and Ctrl-C is seen between pieces; the first and
   // last pieces are open-ended, so together they cover every key.
   std::vector<std::string> bounds;
   for (uint32_t t : tables) bounds.push_back(Key(t, '\0'));
@@ -359,7 +360,8 @@ Status ColdStore::Compact(const std::atomic<bool>* cancel) {
     (void)db_->GetApproximateSizes(size_options, db_->DefaultColumnFamily(), &range, 1, &sizes[i]);
     total += sizes[i];
   }
-  Progress progress("compact " + dir_, static_cast<int64_t>(total), "bytes");
+  internal::ProgressReporter progress("compact " + dir_, static_cast<int64_t>(total), "bytes",
+                                      progress_callback);
   rocksdb::CompactRangeOptions options;
   // RocksDB only reads the flag.
   options.canceled = const_cast<std::atomic<bool>*>(cancel);

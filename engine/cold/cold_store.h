@@ -127,8 +127,10 @@ class ColdStore {
   Status ListTables(std::vector<uint32_t>* tables);
   // Reads every file of the store and checks RocksDB's block checksums.
   Status VerifyChecksums();
-  // Compacts the whole key space; Cancelled when *cancel becomes true.
-  Status Compact(const std::atomic<bool>* cancel);
+  // Compacts the whole key space, one table's range at a time; Cancelled
+  // when *cancel (may be null) becomes true. Reports to `progress` (may be
+  // empty) as "compact DIR", in bytes.
+  Status Compact(const std::atomic<bool>* cancel, const ProgressCallback& progress);
 
   const std::string& dir() const { return dir_; }
 

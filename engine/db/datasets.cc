@@ -20,7 +20,7 @@ std::string Describe(const ColumnSpec& c) {
 }
 
 // Cancelled when *cancel was set, naming how far the copy got.
-Status CheckCancel(const std::atomic<bool>* cancel, const Progress& progress) {
+Status CheckCancel(const std::atomic<bool>* cancel, const internal::ProgressReporter& progress) {
   if (cancel == nullptr || !cancel->load(std::memory_order_relaxed)) return Status::OK();
   return Status::Cancelled("interrupted after " + std::to_string(progress.done()) +
                            " steps; nothing was kept");
@@ -40,7 +40,8 @@ Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> DBImpl::FindTable(
 }
 
 Status DBImpl::CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
-                                Progress& progress, const std::atomic<bool>* cancel) {
+                                internal::ProgressReporter& progress,
+                                const std::atomic<bool>* cancel) {
   // Ids first: reading each trajectory inside the scan would nest reads.
   std::vector<uint64_t> ids;
   REPLAYDB_RETURN_IF_ERROR(store.ForEachTrajectory(table_id, [&](uint64_t id, std::string_view) {
@@ -65,7 +66,7 @@ Status DBImpl::AbandonImport(const std::string& name, const Status& error) {
 }
 
 Status DBImpl::ExportTable(std::string_view table, const std::string& dir,
-                           const std::atomic<bool>* cancel) {
+                           const LongOperationOptions& long_options) {
   REPLAYDB_ASSIGN_OR_RETURN(auto found, FindTable(table));
   auto& [source, source_id] = found;
   const TableSpec spec = source->spec();
@@ -86,9 +87,11 @@ Status DBImpl::ExportTable(std::string_view table, const std::string& dir,
     Result<std::shared_ptr<Table>> created = dest->CreateTable(spec);
     s = created.status();
     if (s.ok()) {
-      Progress progress("export " + std::string(table), info.num_steps + info.cold_steps);
+      internal::ProgressReporter progress("export " + std::string(table),
+                                          info.num_steps + info.cold_steps, "steps",
+                                          long_options.progress);
       auto* dst = static_cast<TableImpl*>(created->get());
-      s = CopyTrajectories(*cold_, source_id, *dst, progress, cancel);
+      s = CopyTrajectories(*cold_, source_id, *dst, progress, long_options.cancel);
       if (s.ok()) s = dest->Checkpoint();
       if (s.ok()) s = dst->FillHot();
     }
@@ -110,7 +113,7 @@ Status DBImpl::ExportTable(std::string_view table, const std::string& dir,
 Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir,
                                                    std::string_view source_table,
                                                    std::string_view name,
-                                                   const std::atomic<bool>* cancel) {
+                                                   const LongOperationOptions& options) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("ImportTable"));
   const std::string what = "import of table " + Quoted(source_table) + " from " + source_dir;
   Result<std::unique_ptr<DB>> opened = DBImpl::OpenReadOnly({}, source_dir);
@@ -124,8 +127,9 @@ Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir
   if (!created.ok()) return created.status().WithContext(what);
   auto* dst = static_cast<TableImpl*>(created->get());
   const TableInfo info = source->Info();
-  Progress progress("import " + spec.name, info.num_steps + info.cold_steps);
-  Status s = CopyTrajectories(*source_db->cold_, source_id, *dst, progress, cancel);
+  internal::ProgressReporter progress("import " + spec.name, info.num_steps + info.cold_steps,
+                                      "steps", options.progress);
+  Status s = CopyTrajectories(*source_db->cold_, source_id, *dst, progress, options.cancel);
   if (s.ok()) s = Checkpoint();
   if (s.ok()) s = dst->FillHot();
   if (!s.ok()) return AbandonImport(spec.name, s.WithContext(what));
@@ -134,7 +138,7 @@ Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir
 
 Result<std::shared_ptr<Table>> DBImpl::ImportD4rl(const std::string& path,
                                                   const TableSpec& requested,
-                                                  const std::atomic<bool>* cancel) {
+                                                  const LongOperationOptions& options) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("ImportD4rl"));
   REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<D4rlReader> reader, D4rlReader::Open(path));
   TableSpec spec = requested;
@@ -179,14 +183,15 @@ Result<std::shared_ptr<Table>> DBImpl::ImportD4rl(const std::string& path,
   auto* dst = static_cast<TableImpl*>(created->get());
   const TableLayout& layout = dst->layout();
   const size_t step_bytes = layout.step_bytes;
-  Progress progress("import " + path, reader->num_steps());
+  internal::ProgressReporter progress("import " + path, reader->num_steps(), "steps",
+                                      options.progress);
   std::vector<std::vector<std::byte>> column(spec.columns.size());
   StoredTrajectory stored;
   uint64_t next_id = 1;
   uint64_t next_seq = 1;
   Status s;
   for (const D4rlTrajectory& t : reader->trajectories()) {
-    s = CheckCancel(cancel, progress);
+    s = CheckCancel(options.cancel, progress);
     for (size_t c = 0; c < column.size() && s.ok(); ++c) {
       column[c].resize(static_cast<size_t>(t.length) * layout.column_bytes[c]);
       s = reader->Read(c, t.first_step, t.length, column[c].data());

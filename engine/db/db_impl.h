@@ -18,7 +18,7 @@
 #include "engine/table/table_impl.h"
 #include "replaydb/db.h"
 #include "replaydb/env.h"
-#include "util/progress.h"
+#include "util/progress_reporter.h"
 #include "wal/log_writer.h"
 #include "wal/records.h"
 
@@ -40,16 +40,16 @@ class DBImpl final : public DB {
   RecoveryInfo recovery_info() const override { return recovery_; }
   bool read_only() const override { return read_only_; }
   Status ExportTable(std::string_view table, const std::string& dir,
-                     const std::atomic<bool>* cancel) override;
+                     const LongOperationOptions& options) override;
   Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
                                              std::string_view source_table,
                                              std::string_view name,
-                                             const std::atomic<bool>* cancel) override;
+                                             const LongOperationOptions& options) override;
   Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path, const TableSpec& spec,
-                                            const std::atomic<bool>* cancel) override;
+                                            const LongOperationOptions& options) override;
   Result<WalInfo> Wal() const override;
-  Result<VerifyReport> Verify(const std::atomic<bool>* cancel) override;
-  Status Compact(const std::atomic<bool>* cancel) override;
+  Result<VerifyReport> Verify(const LongOperationOptions& options) override;
+  Status Compact(const LongOperationOptions& options) override;
 
  private:
   struct Entry {
@@ -70,7 +70,8 @@ class DBImpl final : public DB {
   // Copies every trajectory of table `table_id` in `store` into `dst` (new,
   // empty) through TableImpl::ImportStored, counting steps on `progress`.
   static Status CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
-                                 Progress& progress, const std::atomic<bool>* cancel);
+                                 internal::ProgressReporter& progress,
+                                 const std::atomic<bool>* cancel);
   // The table and its id, or NotFound.
   Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> FindTable(std::string_view name) const;
   // Drops a table an import created, keeping `error`.

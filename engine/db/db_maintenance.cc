@@ -48,7 +48,7 @@ Result<WalInfo> DBImpl::Wal() const {
   return info;
 }
 
-Result<VerifyReport> DBImpl::Verify(const std::atomic<bool>* cancel) {
+Result<VerifyReport> DBImpl::Verify(const LongOperationOptions& options) {
   VerifyReport report;
   // Stored steps stay as they are while they are compared.
   std::unique_lock<std::mutex> checkpoint_lock(checkpoint_mu_);
@@ -63,10 +63,10 @@ Result<VerifyReport> DBImpl::Verify(const std::atomic<bool>* cancel) {
     const TableInfo info = t->Info();
     total += info.num_steps + info.cold_steps;
   }
-  Progress progress("verify " + path_, total);
+  internal::ProgressReporter progress("verify " + path_, total, "steps", options.progress);
   for (const auto& [name, t] : tables) {
     ++report.tables;
-    REPLAYDB_RETURN_IF_ERROR(t->Verify(*cold_, cancel, progress, &report));
+    REPLAYDB_RETURN_IF_ERROR(t->Verify(*cold_, options.cancel, progress, &report));
   }
   const Status s = wal::Replay(
       env_, wal_dir_, checkpoint_segment_, RecoveryMode::kAbsoluteConsistency,
@@ -79,9 +79,9 @@ Result<VerifyReport> DBImpl::Verify(const std::atomic<bool>* cancel) {
   return report;
 }
 
-Status DBImpl::Compact(const std::atomic<bool>* cancel) {
+Status DBImpl::Compact(const LongOperationOptions& options) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("Compact"));
-  return cold_->Compact(cancel);
+  return cold_->Compact(options.cancel, options.progress);
 }
 
 }  // namespace replaydb::engine

@@ -70,7 +70,7 @@
 #include "replaydb/table.h"
 #include "util/fork_join.h"
 #include "util/huge_page_allocator.h"
-#include "util/progress.h"
+#include "util/progress_reporter.h"
 #include "util/random.h"
 #include "wal/log_writer.h"
 #include "wal/records.h"
@@ -221,8 +221,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // its blocks and reads every cold one through `store`, appending what is
   // wrong to report->problems and counting what it read. Cancelled when
   // *cancel becomes true. REQUIRES: no checkpoint runs meanwhile.
-  Status Verify(ColdStore& store, const std::atomic<bool>* cancel, Progress& progress,
-                VerifyReport* report);
+  Status Verify(ColdStore& store, const std::atomic<bool>* cancel,
+                internal::ProgressReporter& progress, VerifyReport* report);
 
   // ---- used by the writers (engine/table/writers.h, vector_table.h) ----
 

@@ -19,8 +19,8 @@ Status Interrupted(const std::atomic<bool>* cancel) {
 
 }  // namespace
 
-Status TableImpl::Verify(ColdStore& store, const std::atomic<bool>* cancel, Progress& progress,
-                         VerifyReport* report) {
+Status TableImpl::Verify(ColdStore& store, const std::atomic<bool>* cancel,
+                         internal::ProgressReporter& progress, VerifyReport* report) {
   const std::string table = "table " + Quoted(name_);
   const auto problem = [&](const std::string& what) {
     report->problems.push_back(table + ": " + what);

@@ -6,7 +6,6 @@
 #ifndef REPLAYDB_DB_H_
 #define REPLAYDB_DB_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -114,7 +113,9 @@ class DB {
   virtual bool read_only() const = 0;
 
   // ---- datasets (docs/cold_tier.md) ----
-  // Long ones show progress on stderr when it is a terminal.
+  // The long calls below (and Verify, Compact) draw nothing: they report
+  // progress to options.progress and stop early on options.cancel
+  // (LongOperationOptions).
 
   // Copies table `table`, as of now, into a new database created in `dir`
   // (AlreadyExists if one is there): its spec and every trajectory, hot and
@@ -123,30 +124,32 @@ class DB {
   // error the new database is removed.
   //
   // Export, the imports, Verify and Compact stop early with Cancelled when
-  // `cancel` (may be null) becomes true, e.g. from a SIGINT handler; an
-  // export or import then leaves nothing behind, as on any error.
+  // *options.cancel becomes true, e.g. from a SIGINT handler; an export or
+  // import then leaves nothing behind, as on any error. Progress: "export
+  // TABLE", in steps.
   virtual Status ExportTable(std::string_view table, const std::string& dir,
-                             const std::atomic<bool>* cancel = nullptr) = 0;
+                             const LongOperationOptions& options = {}) = 0;
   // Imports table `source_table` of the database in `source_dir` (opened
   // read-only, so a writer may be using it: its last checkpoint is what
   // comes) as a new table `name` (empty: the source's name) with the
   // source's spec. Trajectories go to the cold tier, then as many as fit
   // into the hot tier. AlreadyExists if `name` is taken; on any error the
-  // new table is dropped, so nothing half-imported stays.
+  // new table is dropped, so nothing half-imported stays. Progress: "import
+  // NAME" (the new table's), in steps.
   virtual Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
                                                      std::string_view source_table,
                                                      std::string_view name = {},
-                                                     const std::atomic<bool>* cancel = nullptr) = 0;
+                                                     const LongOperationOptions& options = {}) = 0;
   // Imports an HDF5 file in the D4RL layout (observations, actions,
   // rewards, terminals, timeouts, and any other dataset as a column named
   // by its path with '.' for '/'; trajectories cut after each terminal or
   // timeout) as a new table with `spec`'s name and options. Empty
   // spec.columns take the file's; otherwise they must match it exactly.
   // Items get priority 1. Errors name the file, dataset and values; on any
-  // error the new table is dropped.
+  // error the new table is dropped. Progress: "import PATH", in steps.
   virtual Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path,
                                                     const TableSpec& spec,
-                                                    const std::atomic<bool>* cancel = nullptr) = 0;
+                                                    const LongOperationOptions& options = {}) = 0;
 
   // ---- maintenance (the replaydb shell's wal, verify and compact) ----
 
@@ -160,13 +163,16 @@ class DB {
   // compared with its blocks; RocksDB's files are checksummed whole; the log
   // after the last checkpoint is read with its record checksums. What is
   // wrong goes into VerifyReport::problems (an error Status only when the
-  // check itself cannot run). Changes nothing. Shows progress on stderr
-  // when it is a terminal.
-  virtual Result<VerifyReport> Verify(const std::atomic<bool>* cancel = nullptr) = 0;
+  // check itself cannot run). Changes nothing. Stops with Cancelled when
+  // *options.cancel becomes true. Progress: "verify PATH" (the database's
+  // directory), in steps read.
+  virtual Result<VerifyReport> Verify(const LongOperationOptions& options = {}) = 0;
   // Compacts the cold store (RocksDB): space of dropped tables, rewritten
-  // metadata and loaded trajectories is given back. FailedPrecondition on a
-  // read-only opener.
-  virtual Status Compact(const std::atomic<bool>* cancel = nullptr) = 0;
+  // metadata and loaded trajectories is given back, table by table.
+  // FailedPrecondition on a read-only opener. Stops with Cancelled when
+  // *options.cancel becomes true. Progress: "compact PATH/cold", in bytes
+  // (the store's size estimates).
+  virtual Status Compact(const LongOperationOptions& options = {}) = 0;
 };
 
 }  // namespace replaydb

@@ -3,8 +3,10 @@
 #ifndef REPLAYDB_OPTIONS_H_
 #define REPLAYDB_OPTIONS_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -405,6 +407,62 @@ struct SampleOptions {
   // due. FailedPrecondition when nothing can be drawn now. Table::Sample
   // only: SampleToDevice and DeviceSampler reject it. Default: false.
   bool peek = false;
+};
+
+// ---- long operations: DB::ExportTable, ImportTable, ImportD4rl, Verify,
+// Compact
+
+// How far a long operation has come, as LongOperationOptions::progress is
+// told. The string_views point into the engine's memory and are valid only
+// during the call: copy them to keep them.
+struct ProgressUpdate {
+  // What runs, on what; the same in every update of one call: "export
+  // TABLE" (ExportTable), "import NAME" (ImportTable: the new table's
+  // name), "import PATH" (ImportD4rl: the file), "verify DIR" (Verify: the
+  // database's directory), "compact DIR" (Compact: the cold store's
+  // directory, DIR/cold).
+  std::string_view operation;
+  // Units done so far: >= 0, and never less than in the update before.
+  int64_t done = 0;
+  // Units the whole operation is expected to take, counted as it starts; 0
+  // when unknown. The data may change meanwhile (a verify reads what
+  // writers added since), so `done` may end below or above it.
+  int64_t total = 0;
+  // What `done` and `total` count: "steps" (exports, imports, verify) or
+  // "bytes" (compact: the cold store's estimated size of each piece
+  // compacted).
+  std::string_view unit;
+  // True in the last update of the call, which is always sent, whether the
+  // operation succeeded, failed or was cancelled (`done` then tells how far
+  // it got).
+  bool finished = false;
+};
+
+// Called with a long operation's progress (LongOperationOptions::progress).
+using ProgressCallback = std::function<void(const ProgressUpdate&)>;
+
+// Options of the long calls: ExportTable, ImportTable, ImportD4rl, Verify,
+// Compact.
+// The engine draws nothing itself (the replaydb shell draws bars from
+// `progress` on a terminal).
+struct LongOperationOptions {
+  // When not null, the operation checks *cancel between pieces of work
+  // (trajectories, tables, compaction ranges) and stops with Cancelled once
+  // it is true, e.g. set from a SIGINT handler; an export or import then
+  // leaves nothing behind, as on any error. Must outlive the call.
+  // Default: nullptr (runs to the end).
+  const std::atomic<bool>* cancel = nullptr;
+  // When set, called with the operation's progress: once as the work starts
+  // (done 0), then at most once every 100 ms as it advances, then once more
+  // with finished = true (also after an error or a cancel), all before the
+  // call returns. A call that fails before its work starts (a bad argument,
+  // an unknown table) may make no report at all. Calls never overlap: they
+  // come one at a time, from the calling thread or from a thread working
+  // for the operation. The callback runs while the engine holds locks: it
+  // must return quickly, must not throw, and must not call into the DB or
+  // its tables (that may deadlock). Must outlive the call.
+  // Default: empty (no reports).
+  ProgressCallback progress;
 };
 
 }  // namespace replaydb

@@ -172,8 +172,9 @@ TEST_F(ShellPtyTest, TypesCommandsCompletesNamesAndKeepsHistory) {
   EXPECT_THAT(kept, HasSubstr("frobnicate\n"));
 }
 
-// A long command on a terminal draws a progress bar, and Ctrl-C stops it
-// without damage: the export leaves nothing behind and the shell goes on.
+// A long command on a terminal draws a progress bar (the shell's, from the
+// engine's reports), and Ctrl-C stops it without damage: the export leaves
+// nothing behind and the shell goes on.
 TEST_F(ShellPtyTest, CtrlCStopsALongExportWithoutDamage) {
   std::mt19937_64 rng(testing_util::TestSeed());
   const std::string db_path = (dir_ / "db").string();
@@ -214,6 +215,13 @@ TEST_F(ShellPtyTest, CtrlCStopsALongExportWithoutDamage) {
   term.Type("verify\n");
   ASSERT_TRUE(term.WaitFor("problems: (none)", mark)) << term.screen();
   EXPECT_THAT(term.screen().substr(mark), HasSubstr("steps: 4096"));
+  // verify and compact draw their bars too, ended before the output.
+  EXPECT_THAT(term.screen().substr(mark), HasSubstr("\rverify " + db_path + " ["));
+  EXPECT_THAT(term.screen().substr(mark), HasSubstr("4096/4096 steps"));
+  mark = term.screen().size();
+  term.Type("compact\n");
+  ASSERT_TRUE(term.WaitFor("compacted: true", mark)) << term.screen();
+  EXPECT_THAT(term.screen().substr(mark), HasSubstr("\rcompact " + db_path + "/cold "));
   term.Type("\x04");
   EXPECT_EQ(term.Wait(), 0) << term.screen();
 }

@@ -315,6 +315,7 @@ TEST_F(ShellTest, ExportAndImportRoundTrip) {
   ToolRun run = Run({db_path_, "--json", "-c", "export exp " + out_dir, "-c",
                      "import " + out_dir + " exp copy", "-c", "tables"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "") << "no progress bar where stderr is no terminal";
   const std::vector<JsonValue> out = JsonLines(run);
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[1].Find("steps")->number, static_cast<double>(steps_));
@@ -332,6 +333,7 @@ TEST_F(ShellTest, WalVerifyAndCompact) {
   const ToolRun run =
       Run({db_path_, "--json", "-c", "wal", "-c", "verify", "-c", "compact", "-c", "verify"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "") << "no progress bar where stderr is no terminal";
   const std::vector<JsonValue> out = JsonLines(run);
   ASSERT_EQ(out.size(), 4u) << run.out;
   EXPECT_EQ(out[0].Find("dir")->string, db_path_ + "/wal");

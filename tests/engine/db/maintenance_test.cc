@@ -1,4 +1,5 @@
-// DB::Wal, DB::Verify, DB::Compact and the cancel flags of the long calls.
+// DB::Wal, DB::Verify, DB::Compact, and the cancel flags and progress reports
+// of the long calls (LongOperationOptions).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -150,23 +151,27 @@ TEST(CancelTest, LongCallsStopAndLeaveNothingBehind) {
   Fill(t.get(), 5, rng);
   ASSERT_OK(db->ExportTable("t", dir.path() + "/source"));
   const std::atomic<bool> cancel{true};
+  LongOperationOptions cancelled;
+  cancelled.cancel = &cancel;
 
-  Status s = db->ExportTable("t", dir.path() + "/out", &cancel);
+  Status s = db->ExportTable("t", dir.path() + "/out", cancelled);
   EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr("interrupted after 0 steps; nothing was kept"));
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/out"));
 
   Result<std::shared_ptr<Table>> imported =
-      db->ImportTable(dir.path() + "/source", "t", "copy", &cancel);
+      db->ImportTable(dir.path() + "/source", "t", "copy", cancelled);
   EXPECT_EQ(imported.status().code(), Status::Code::kCancelled);
   EXPECT_EQ(db->ListTables(), std::vector<std::string>{"t"}) << "no half-imported table";
 
-  Result<VerifyReport> verified = db->Verify(&cancel);
+  Result<VerifyReport> verified = db->Verify(cancelled);
   EXPECT_EQ(verified.status().code(), Status::Code::kCancelled);
   EXPECT_THAT(verified.status().message(), HasSubstr("verify interrupted"));
 
-  s = db->Compact(&cancel);
+  s = db->Compact(cancelled);
   EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
+  EXPECT_THAT(s.message(),
+              HasSubstr("cold store " + dir.path() + "/db/cold: compaction interrupted"));
   // Nothing was damaged on the way.
   ASSERT_OK_AND_ASSIGN(VerifyReport r, db->Verify());
   EXPECT_TRUE(r.problems.empty());
@@ -179,6 +184,101 @@ TEST(CompactTest, ReadOnlyOpenersCannot) {
   const Status s = reader->Compact();
   EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("Compact: database " + dir.path() + " was opened read-only"));
+}
+
+// What a progress callback was told, the string_views copied.
+struct Report {
+  std::string operation;
+  int64_t done = 0;
+  int64_t total = 0;
+  std::string unit;
+  bool finished = false;
+};
+
+// Options whose callback records every report into *reports.
+LongOperationOptions Recording(std::vector<Report>* reports) {
+  LongOperationOptions options;
+  options.progress = [reports](const ProgressUpdate& u) {
+    reports->push_back(
+        {std::string(u.operation), u.done, u.total, std::string(u.unit), u.finished});
+  };
+  return options;
+}
+
+// The reports of one call: one operation and unit throughout, done never
+// going down, the start first (done 0) and the finish last, only then.
+void ExpectOneCall(const std::vector<Report>& reports, const std::string& operation,
+                   const std::string& unit) {
+  ASSERT_GE(reports.size(), 2u) << operation;
+  EXPECT_EQ(reports.front().done, 0) << operation;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    EXPECT_EQ(reports[i].operation, operation);
+    EXPECT_EQ(reports[i].unit, unit) << operation;
+    EXPECT_EQ(reports[i].total, reports.front().total) << operation;
+    EXPECT_EQ(reports[i].finished, i + 1 == reports.size()) << operation << " report " << i;
+    if (i > 0) {
+      EXPECT_GE(reports[i].done, reports[i - 1].done) << operation << " report " << i;
+    }
+  }
+}
+
+TEST(ProgressTest, LongCallsReportWhatTheyDidUpToTheTotal) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  auto db = testing_util::OpenDB(dir.path() + "/db");
+  ASSERT_OK_AND_ASSIGN(auto t, db->CreateTable(SmallSpill("t")));
+  const int64_t steps = Fill(t.get(), 10 + static_cast<int>(rng() % 10), rng);
+  AwaitSpills(t.get());
+
+  std::vector<Report> reports;
+  ASSERT_OK(db->ExportTable("t", dir.path() + "/exported", Recording(&reports)));
+  ExpectOneCall(reports, "export t", "steps");
+  EXPECT_EQ(reports.back().done, steps);
+  EXPECT_EQ(reports.back().total, steps);
+
+  reports.clear();
+  ASSERT_OK(db->ImportTable(dir.path() + "/exported", "t", "copy", Recording(&reports)).status());
+  ExpectOneCall(reports, "import copy", "steps");
+  EXPECT_EQ(reports.back().done, steps);
+  EXPECT_EQ(reports.back().total, steps);
+
+  reports.clear();
+  ASSERT_OK_AND_ASSIGN(VerifyReport r, db->Verify(Recording(&reports)));
+  EXPECT_TRUE(r.problems.empty());
+  ExpectOneCall(reports, "verify " + dir.path() + "/db", "steps");
+  EXPECT_EQ(reports.back().done, 2 * steps) << "both tables read";
+  EXPECT_EQ(reports.back().total, 2 * steps);
+
+  reports.clear();
+  ASSERT_OK(db->Compact(Recording(&reports)));
+  ExpectOneCall(reports, "compact " + dir.path() + "/db/cold", "bytes");
+  EXPECT_EQ(reports.back().done, reports.back().total);
+  EXPECT_GT(reports.back().total, 0);
+}
+
+TEST(ProgressTest, ACancelledCallStillReportsItsFinish) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  auto db = testing_util::OpenDB(dir.path() + "/db");
+  ASSERT_OK_AND_ASSIGN(auto t, db->CreateTable(SmallSpill("t")));
+  Fill(t.get(), 5, rng);
+  const std::atomic<bool> cancel{true};
+  std::vector<Report> reports;
+  LongOperationOptions options = Recording(&reports);
+  options.cancel = &cancel;
+  const Status s = db->ExportTable("t", dir.path() + "/out", options);
+  EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
+  ExpectOneCall(reports, "export t", "steps");
+  EXPECT_EQ(reports.back().done, 0);
+}
+
+TEST(ProgressTest, ACallThatFailsBeforeItStartsReportsNothing) {
+  TempDir dir;
+  auto db = testing_util::OpenDB(dir.path() + "/db");
+  std::vector<Report> reports;
+  const Status s = db->ExportTable("missing", dir.path() + "/out", Recording(&reports));
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_TRUE(reports.empty());
 }
 
 }  // namespace

@@ -10,9 +10,11 @@
 //   --json                          one JSON object per command on stdout
 //   --read-only                     open read-only even when the lock is free
 //
-// Ctrl-C stops a long command (verify, export, import, compact) without
-// damage: an export or import leaves nothing behind. At the prompt it
-// clears the line.
+// Ctrl-C stops a long command (verify, export, import, import-d4rl,
+// compact) without damage: an export or import leaves nothing behind. At
+// the prompt it clears the line. Long commands draw a progress bar on
+// stderr when it is a terminal (tools/replaydb/progress_bar.h, fed by the
+// engine's LongOperationOptions::progress).
 //
 // The database must exist. When another process holds it read-write, the
 // shell opens it read-only and says so on stderr. Exit status: 0, or 1 when

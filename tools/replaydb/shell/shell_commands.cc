@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tools/replaydb/bench/bench.h"
+#include "tools/replaydb/progress_bar.h"
 #include "tools/replaydb/shell/shell.h"
 #include "tools/replaydb/shell/shell_data.h"
 #include "tools/replaydb/tool_util.h"
@@ -126,6 +127,15 @@ Status Named(const ParsedCommand& c, const Status& s) {
   return s.ok() ? s : s.WithContext(c.spec->name);
 }
 
+// A long command's options: Ctrl-C cancels it, `bar` draws its progress
+// (on a terminal).
+LongOperationOptions LongOperation(const Shell& shell, ProgressBar& bar) {
+  LongOperationOptions options;
+  options.cancel = shell.interrupt();
+  options.progress = bar.Callback();
+  return options;
+}
+
 // ---- commands
 
 Status Help(Shell&, const ParsedCommand& c, CommandOutput* out) {
@@ -186,15 +196,18 @@ Status CheckpointCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
 }
 
 Status Export(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
-  REPLAYDB_RETURN_IF_ERROR(Named(c, shell.db().ExportTable(c.args[0], c.args[1], shell.interrupt())));
+  ProgressBar bar;
+  REPLAYDB_RETURN_IF_ERROR(
+      Named(c, shell.db().ExportTable(c.args[0], c.args[1], LongOperation(shell, bar))));
   out->json = {{"exported", c.args[0]}, {"to", c.args[1]}};
   return Status::OK();
 }
 
 Status Import(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   const std::string& name = c.args.size() > 2 ? c.args[2] : c.args[1];
-  Result<std::shared_ptr<Table>> table = shell.db().ImportTable(c.args[0], c.args[1], name,
-                                                                shell.interrupt());
+  ProgressBar bar;
+  Result<std::shared_ptr<Table>> table =
+      shell.db().ImportTable(c.args[0], c.args[1], name, LongOperation(shell, bar));
   REPLAYDB_RETURN_IF_ERROR(Named(c, table.status()));
   const TableInfo i = (*table)->Info();
   out->json = {{"imported", name},
@@ -206,7 +219,9 @@ Status Import(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
 Status ImportD4rl(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   TableSpec spec;
   spec.name = c.args[1];
-  Result<std::shared_ptr<Table>> table = shell.db().ImportD4rl(c.args[0], spec, shell.interrupt());
+  ProgressBar bar;
+  Result<std::shared_ptr<Table>> table =
+      shell.db().ImportD4rl(c.args[0], spec, LongOperation(shell, bar));
   REPLAYDB_RETURN_IF_ERROR(Named(c, table.status()));
   const TableInfo i = (*table)->Info();
   out->json = {{"imported", spec.name},
@@ -235,7 +250,8 @@ Status WalCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
 }
 
 Status VerifyCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
-  Result<VerifyReport> report = shell.db().Verify(shell.interrupt());
+  ProgressBar bar;
+  Result<VerifyReport> report = shell.db().Verify(LongOperation(shell, bar));
   REPLAYDB_RETURN_IF_ERROR(Named(c, report.status()));
   const VerifyReport& r = *report;
   out->json = {{"ok", r.problems.empty()},
@@ -256,7 +272,8 @@ Status VerifyCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
 }
 
 Status CompactCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
-  REPLAYDB_RETURN_IF_ERROR(Named(c, shell.db().Compact(shell.interrupt())));
+  ProgressBar bar;
+  REPLAYDB_RETURN_IF_ERROR(Named(c, shell.db().Compact(LongOperation(shell, bar))));
   out->json = {{"compacted", true}};
   return Status::OK();
 }
