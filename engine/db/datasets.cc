@@ -1,23 +1,18 @@
 // DB's dataset calls: export a table to a new database, import one from
-// another database, import an HDF5 file in the D4RL layout. Each copies
-// trajectories straight into the cold tier (TableImpl::ImportStored), takes
-// a checkpoint, then fills the hot tier with what fits. See
-// docs/cold_tier.md.
-#include <cstring>
+// another database. Each copies trajectories straight into the cold tier
+// (TableImpl::ImportStored), takes a checkpoint, then fills the hot tier
+// with what fits. See docs/cold_tier.md. The D4RL import, which does the
+// same from an HDF5 file, is an optional library of its own
+// (utilities/d4rl/d4rl_import.cc).
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "utilities/d4rl/d4rl_hdf5.h"
 #include "engine/db/db_impl.h"
 #include "util/format.h"
 
 namespace replaydb::engine {
 namespace {
-
-std::string Describe(const ColumnSpec& c) {
-  return std::string(DTypeName(c.dtype)) + c.shape.ToString();
-}
 
 // Cancelled when *cancel was set, naming how far the copy got.
 Status CheckCancel(const std::atomic<bool>* cancel, const internal::ProgressReporter& progress) {
@@ -133,103 +128,6 @@ Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir
   if (s.ok()) s = Checkpoint();
   if (s.ok()) s = dst->FillHot();
   if (!s.ok()) return AbandonImport(spec.name, s.WithContext(what));
-  return created;
-}
-
-Result<std::shared_ptr<Table>> DBImpl::ImportD4rl(const std::string& path,
-                                                  const TableSpec& requested,
-                                                  const LongOperationOptions& options) {
-  REPLAYDB_RETURN_IF_ERROR(CheckWritable("ImportD4rl"));
-  REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<D4rlReader> reader, D4rlReader::Open(path));
-  TableSpec spec = requested;
-  const auto& file_columns = reader->columns();
-  if (spec.columns.empty()) {
-    for (const D4rlColumn& c : file_columns) spec.columns.push_back({c.name, c.dtype, c.shape});
-  } else {
-    // Schema mismatch: say which column differs, and how.
-    for (size_t i = 0; i < std::max(spec.columns.size(), file_columns.size()); ++i) {
-      if (i >= spec.columns.size()) {
-        return Status::InvalidArgument("'" + path + "': dataset '" + file_columns[i].dataset +
-                                       "' (column " + Quoted(file_columns[i].name) +
-                                       ") is not in the spec of table " + Quoted(spec.name));
-      }
-      if (i >= file_columns.size()) {
-        return Status::InvalidArgument("'" + path + "': the spec of table " + Quoted(spec.name) +
-                                       " has column " + Quoted(spec.columns[i].name) +
-                                       ", which the file lacks");
-      }
-      const ColumnSpec& want = spec.columns[i];
-      const D4rlColumn& got = file_columns[i];
-      if (want.name != got.name || want.dtype != got.dtype || want.shape != got.shape) {
-        return Status::InvalidArgument(
-            "'" + path + "': column " + std::to_string(i) + " of table " + Quoted(spec.name) + " is " +
-            Quoted(want.name) + " " + Describe(want) + ", but dataset '" + got.dataset + "' is " +
-            Quoted(got.name) + " " + Describe({got.name, got.dtype, got.shape}));
-      }
-    }
-  }
-  REPLAYDB_RETURN_IF_ERROR(spec.Validate().WithContext("'" + path + "'"));
-  for (const D4rlTrajectory& t : reader->trajectories()) {
-    if (spec.sequence_length > 0 && TableLayout::For(spec).num_blocks * spec.block_steps < t.length) {
-      return Status::InvalidArgument("'" + path + "': the trajectory at step " +
-                                     std::to_string(t.first_step) + " has " +
-                                     std::to_string(t.length) +
-                                     " steps, more than the hot tier of table " + Quoted(spec.name) +
-                                     " holds; raise its capacity");
-    }
-  }
-  Result<std::shared_ptr<Table>> created = CreateTable(spec);
-  if (!created.ok()) return created.status().WithContext("'" + path + "'");
-  auto* dst = static_cast<TableImpl*>(created->get());
-  const TableLayout& layout = dst->layout();
-  const size_t step_bytes = layout.step_bytes;
-  internal::ProgressReporter progress("import " + path, reader->num_steps(), "steps",
-                                      options.progress);
-  std::vector<std::vector<std::byte>> column(spec.columns.size());
-  StoredTrajectory stored;
-  uint64_t next_id = 1;
-  uint64_t next_seq = 1;
-  Status s;
-  for (const D4rlTrajectory& t : reader->trajectories()) {
-    s = CheckCancel(options.cancel, progress);
-    for (size_t c = 0; c < column.size() && s.ok(); ++c) {
-      column[c].resize(static_cast<size_t>(t.length) * layout.column_bytes[c]);
-      s = reader->Read(c, t.first_step, t.length, column[c].data());
-    }
-    if (!s.ok()) break;
-    stored = {};
-    stored.id = next_id++;
-    stored.length = t.length;
-    stored.ended = true;
-    stored.end_reason = t.end_reason;
-    stored.step_priorities.assign(static_cast<size_t>(t.length), 1.0);
-    stored.steps.resize(static_cast<size_t>(t.length) * step_bytes);
-    for (int64_t i = 0; i < t.length; ++i) {
-      // Step-major: each step's columns one after another (the WAL's layout).
-      std::byte* dst_step = reinterpret_cast<std::byte*>(stored.steps.data()) + i * step_bytes;
-      for (size_t c = 0; c < column.size(); ++c) {
-        const size_t cb = layout.column_bytes[c];
-        std::memcpy(dst_step, column[c].data() + static_cast<size_t>(i) * cb, cb);
-        dst_step += cb;
-      }
-    }
-    const int64_t items = spec.padding == Padding::kTail
-                              ? t.length
-                              : std::max<int64_t>(0, t.length - spec.sequence_length + 1);
-    for (int64_t i = 0; i < items; ++i) {
-      ItemState item;
-      item.seq = next_seq++;
-      item.priority = 1.0;
-      stored.items.push_back(item);
-      stored.live.push_back(true);
-    }
-    s = dst->ImportStored(stored);
-    if (!s.ok()) break;
-    progress.Add(t.length);
-  }
-  if (s.ok()) s = Checkpoint();
-  if (s.ok()) s = dst->FillHot();
-  if (!s.ok()) return AbandonImport(spec.name, s.WithContext("import of '" + path + "'"));
   return created;
 }
 

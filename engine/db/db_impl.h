@@ -45,8 +45,6 @@ class DBImpl final : public DB {
                                              std::string_view source_table,
                                              std::string_view name,
                                              const LongOperationOptions& options) override;
-  Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path, const TableSpec& spec,
-                                            const LongOperationOptions& options) override;
   Result<WalInfo> Wal() const override;
   Result<VerifyReport> Verify(const LongOperationOptions& options) override;
   Status Compact(const LongOperationOptions& options) override;

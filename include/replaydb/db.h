@@ -123,7 +123,7 @@ class DB {
   // ended (truncated). A read-write database takes a checkpoint first. On
   // error the new database is removed.
   //
-  // Export, the imports, Verify and Compact stop early with Cancelled when
+  // Export, import, Verify and Compact stop early with Cancelled when
   // *options.cancel becomes true, e.g. from a SIGINT handler; an export or
   // import then leaves nothing behind, as on any error. Progress: "export
   // TABLE", in steps.
@@ -140,16 +140,8 @@ class DB {
                                                      std::string_view source_table,
                                                      std::string_view name = {},
                                                      const LongOperationOptions& options = {}) = 0;
-  // Imports an HDF5 file in the D4RL layout (observations, actions,
-  // rewards, terminals, timeouts, and any other dataset as a column named
-  // by its path with '.' for '/'; trajectories cut after each terminal or
-  // timeout) as a new table with `spec`'s name and options. Empty
-  // spec.columns take the file's; otherwise they must match it exactly.
-  // Items get priority 1. Errors name the file, dataset and values; on any
-  // error the new table is dropped. Progress: "import PATH", in steps.
-  virtual Result<std::shared_ptr<Table>> ImportD4rl(const std::string& path,
-                                                    const TableSpec& spec,
-                                                    const LongOperationOptions& options = {}) = 0;
+  // An HDF5 file in the D4RL layout is imported by ImportD4rl of
+  // replaydb/utilities/d4rl.h, an optional library (replaydb_d4rl).
 
   // ---- maintenance (the replaydb shell's wal, verify and compact) ----
 

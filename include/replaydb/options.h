@@ -409,8 +409,8 @@ struct SampleOptions {
   bool peek = false;
 };
 
-// ---- long operations: DB::ExportTable, ImportTable, ImportD4rl, Verify,
-// Compact
+// ---- long operations: DB::ExportTable, ImportTable, Verify, Compact, and
+// ImportD4rl (replaydb/utilities/d4rl.h)
 
 // How far a long operation has come, as LongOperationOptions::progress is
 // told. The string_views point into the engine's memory and are valid only
@@ -441,8 +441,8 @@ struct ProgressUpdate {
 // Called with a long operation's progress (LongOperationOptions::progress).
 using ProgressCallback = std::function<void(const ProgressUpdate&)>;
 
-// Options of the long calls: ExportTable, ImportTable, ImportD4rl, Verify,
-// Compact.
+// Options of the long calls: DB::ExportTable, ImportTable, Verify, Compact,
+// and ImportD4rl (replaydb/utilities/d4rl.h).
 // The engine draws nothing itself (the replaydb shell draws bars from
 // `progress` on a terminal).
 struct LongOperationOptions {

@@ -14,7 +14,7 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler flatbuffers-compiler-dev
   nlohmann-json3-dev
   librocksdb-dev libzstd-dev liblz4-dev
-  libhdf5-dev
+  libhdf5-dev  # optional to the engine: the D4RL import (replaydb_d4rl), its tests, the tool's import-d4rl
   libjemalloc-dev
   libucx-dev libibverbs-dev librdmacm-dev
   libreadline-dev

@@ -9,8 +9,12 @@
 #include "tools/replaydb/bench/bench.h"
 #include "tools/replaydb/progress_bar.h"
 #include "tools/replaydb/shell/shell.h"
+#include "tools/replaydb/shell/shell_d4rl.h"
 #include "tools/replaydb/shell/shell_data.h"
 #include "tools/replaydb/tool_util.h"
+#ifdef REPLAYDB_HAVE_D4RL
+#include "replaydb/utilities/d4rl.h"
+#endif
 
 namespace replaydb::tools {
 namespace {
@@ -216,18 +220,24 @@ Status Import(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   return Status::OK();
 }
 
-Status ImportD4rl(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
+Status ImportD4rlCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
+#ifdef REPLAYDB_HAVE_D4RL
   TableSpec spec;
   spec.name = c.args[1];
   ProgressBar bar;
   Result<std::shared_ptr<Table>> table =
-      shell.db().ImportD4rl(c.args[0], spec, LongOperation(shell, bar));
+      replaydb::ImportD4rl(shell.db(), c.args[0], spec, LongOperation(shell, bar));
   REPLAYDB_RETURN_IF_ERROR(Named(c, table.status()));
   const TableInfo i = (*table)->Info();
   out->json = {{"imported", spec.name},
                {"trajectories", i.num_trajectories + i.cold_trajectories},
                {"steps", i.num_steps + i.cold_steps}};
   return Status::OK();
+#else
+  (void)shell;
+  (void)out;
+  return Named(c, D4rlNotBuilt());
+#endif
 }
 
 Status WalCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
@@ -297,7 +307,7 @@ struct Entry {
 constexpr Entry kHandlers[] = {
     {"help", &Help},         {"tables", &Tables},         {"describe", &Describe},
     {"stats", &Stats},       {"checkpoint", &CheckpointCmd}, {"export", &Export},
-    {"import", &Import},     {"import-d4rl", &ImportD4rl}, {"bench", &Bench},
+    {"import", &Import},     {"import-d4rl", &ImportD4rlCmd}, {"bench", &Bench},
     {"wal", &WalCmd},        {"verify", &VerifyCmd},       {"compact", &CompactCmd},
     {"trajectories", &TrajectoriesCommand}, {"show", &ShowCommand},
     {"sample", &SampleCommand},             {"priorities", &PrioritiesCommand},
