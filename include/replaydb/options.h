@@ -418,9 +418,9 @@ struct SampleOptions {
 struct ProgressUpdate {
   // What runs, on what; the same in every update of one call: "export
   // TABLE" (ExportTable), "import NAME" (ImportTable: the new table's
-  // name), "import PATH" (ImportD4rl: the file), "verify DIR" (Verify: the
-  // database's directory), "compact DIR" (Compact: the cold store's
-  // directory, DIR/cold).
+  // name), "import PATH" (ImportD4rl: the file), "verify DIR" (Verify; DIR
+  // is the database's directory) or "compact DIR/cold" (Compact: the cold
+  // store's directory).
   std::string_view operation;
   // Units done so far: >= 0, and never less than in the update before.
   int64_t done = 0;
@@ -442,9 +442,8 @@ struct ProgressUpdate {
 using ProgressCallback = std::function<void(const ProgressUpdate&)>;
 
 // Options of the long calls: DB::ExportTable, ImportTable, Verify, Compact,
-// and ImportD4rl (replaydb/utilities/d4rl.h).
-// The engine draws nothing itself (the replaydb shell draws bars from
-// `progress` on a terminal).
+// and ImportD4rl (replaydb/utilities/d4rl.h). The engine draws nothing
+// itself (the replaydb shell draws bars from `progress` on a terminal).
 struct LongOperationOptions {
   // When not null, the operation checks *cancel between pieces of work
   // (trajectories, tables, compaction ranges) and stops with Cancelled once
