@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace replaydb::internal {
+namespace replaydb::util {
 
 ProgressReporter::ProgressReporter(std::string operation, int64_t total, std::string unit,
                                    const ProgressCallback& callback)
@@ -61,4 +61,4 @@ void ProgressReporter::ReportLocked(bool finished) {
   callback_(update);
 }
 
-}  // namespace replaydb::internal
+}  // namespace replaydb::util

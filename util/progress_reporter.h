@@ -29,7 +29,7 @@
 
 #include "replaydb/options.h"
 
-namespace replaydb::internal {
+namespace replaydb::util {
 
 class ProgressReporter {
  public:
@@ -78,6 +78,6 @@ class ProgressReporter {
   bool finished_ = false;
 };
 
-}  // namespace replaydb::internal
+}  // namespace replaydb::util
 
 #endif  // REPLAYDB_UTIL_PROGRESS_REPORTER_H_

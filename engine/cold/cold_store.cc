@@ -360,8 +360,8 @@ Status ColdStore::Compact(const std::atomic<bool>* cancel,
     (void)db_->GetApproximateSizes(size_options, db_->DefaultColumnFamily(), &range, 1, &sizes[i]);
     total += sizes[i];
   }
-  internal::ProgressReporter progress("compact " + dir_, static_cast<int64_t>(total), "bytes",
-                                      progress_callback);
+  util::ProgressReporter progress("compact " + dir_, static_cast<int64_t>(total), "bytes",
+                                  progress_callback);
   rocksdb::CompactRangeOptions options;
   // RocksDB only reads the flag.
   options.canceled = const_cast<std::atomic<bool>*>(cancel);

@@ -15,7 +15,7 @@ namespace replaydb::engine {
 namespace {
 
 // Cancelled when *cancel was set, naming how far the copy got.
-Status CheckCancel(const std::atomic<bool>* cancel, const internal::ProgressReporter& progress) {
+Status CheckCancel(const std::atomic<bool>* cancel, const util::ProgressReporter& progress) {
   if (cancel == nullptr || !cancel->load(std::memory_order_relaxed)) return Status::OK();
   return Status::Cancelled("interrupted after " + std::to_string(progress.done()) +
                            " steps; nothing was kept");
@@ -35,8 +35,7 @@ Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> DBImpl::FindTable(
 }
 
 Status DBImpl::CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
-                                internal::ProgressReporter& progress,
-                                const std::atomic<bool>* cancel) {
+                                util::ProgressReporter& progress, const std::atomic<bool>* cancel) {
   // Ids first: reading each trajectory inside the scan would nest reads.
   std::vector<uint64_t> ids;
   REPLAYDB_RETURN_IF_ERROR(store.ForEachTrajectory(table_id, [&](uint64_t id, std::string_view) {
@@ -82,9 +81,9 @@ Status DBImpl::ExportTable(std::string_view table, const std::string& dir,
     Result<std::shared_ptr<Table>> created = dest->CreateTable(spec);
     s = created.status();
     if (s.ok()) {
-      internal::ProgressReporter progress("export " + std::string(table),
-                                          info.num_steps + info.cold_steps, "steps",
-                                          long_options.progress);
+      util::ProgressReporter progress("export " + std::string(table),
+                                      info.num_steps + info.cold_steps, "steps",
+                                      long_options.progress);
       auto* dst = static_cast<TableImpl*>(created->get());
       s = CopyTrajectories(*cold_, source_id, *dst, progress, long_options.cancel);
       if (s.ok()) s = dest->Checkpoint();
@@ -122,8 +121,8 @@ Result<std::shared_ptr<Table>> DBImpl::ImportTable(const std::string& source_dir
   if (!created.ok()) return created.status().WithContext(what);
   auto* dst = static_cast<TableImpl*>(created->get());
   const TableInfo info = source->Info();
-  internal::ProgressReporter progress("import " + spec.name, info.num_steps + info.cold_steps,
-                                      "steps", options.progress);
+  util::ProgressReporter progress("import " + spec.name, info.num_steps + info.cold_steps, "steps",
+                                  options.progress);
   Status s = CopyTrajectories(*source_db->cold_, source_id, *dst, progress, options.cancel);
   if (s.ok()) s = Checkpoint();
   if (s.ok()) s = dst->FillHot();

@@ -68,8 +68,7 @@ class DBImpl final : public DB {
   // Copies every trajectory of table `table_id` in `store` into `dst` (new,
   // empty) through TableImpl::ImportStored, counting steps on `progress`.
   static Status CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
-                                 internal::ProgressReporter& progress,
-                                 const std::atomic<bool>* cancel);
+                                 util::ProgressReporter& progress, const std::atomic<bool>* cancel);
   // The table and its id, or NotFound.
   Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> FindTable(std::string_view name) const;
   // Drops a table an import created, keeping `error`.

@@ -63,7 +63,7 @@ Result<VerifyReport> DBImpl::Verify(const LongOperationOptions& options) {
     const TableInfo info = t->Info();
     total += info.num_steps + info.cold_steps;
   }
-  internal::ProgressReporter progress("verify " + path_, total, "steps", options.progress);
+  util::ProgressReporter progress("verify " + path_, total, "steps", options.progress);
   for (const auto& [name, t] : tables) {
     ++report.tables;
     REPLAYDB_RETURN_IF_ERROR(t->Verify(*cold_, options.cancel, progress, &report));

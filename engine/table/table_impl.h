@@ -221,8 +221,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // its blocks and reads every cold one through `store`, appending what is
   // wrong to report->problems and counting what it read. Cancelled when
   // *cancel becomes true. REQUIRES: no checkpoint runs meanwhile.
-  Status Verify(ColdStore& store, const std::atomic<bool>* cancel,
-                internal::ProgressReporter& progress, VerifyReport* report);
+  Status Verify(ColdStore& store, const std::atomic<bool>* cancel, util::ProgressReporter& progress,
+                VerifyReport* report);
 
   // ---- used by the writers (engine/table/writers.h, vector_table.h) ----
 

@@ -20,7 +20,7 @@ Status Interrupted(const std::atomic<bool>* cancel) {
 }  // namespace
 
 Status TableImpl::Verify(ColdStore& store, const std::atomic<bool>* cancel,
-                         internal::ProgressReporter& progress, VerifyReport* report) {
+                         util::ProgressReporter& progress, VerifyReport* report) {
   const std::string table = "table " + Quoted(name_);
   const auto problem = [&](const std::string& what) {
     report->problems.push_back(table + ": " + what);

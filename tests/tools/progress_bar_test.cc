@@ -187,7 +187,7 @@ TEST(ProgressBarTest, DrawsWhatTheReporterReportsFromManyThreads) {
   {
     ProgressBar bar(sink.file(), /*enabled=*/true);
     const ProgressCallback callback = bar.Callback();
-    internal::ProgressReporter p("import", kTotal, "steps", callback);
+    util::ProgressReporter p("import", kTotal, "steps", callback);
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&p] {

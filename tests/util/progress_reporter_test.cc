@@ -13,7 +13,7 @@
 namespace replaydb {
 namespace {
 
-using internal::ProgressReporter;
+using util::ProgressReporter;
 using Clock = ProgressReporter::Clock;
 using std::chrono::milliseconds;
 

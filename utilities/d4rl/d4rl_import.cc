@@ -29,7 +29,7 @@ std::string Describe(const ColumnSpec& c) {
 }
 
 // Cancelled when *cancel was set, naming how far the import got.
-Status CheckCancel(const std::atomic<bool>* cancel, const internal::ProgressReporter& progress) {
+Status CheckCancel(const std::atomic<bool>* cancel, const util::ProgressReporter& progress) {
   if (cancel == nullptr || !cancel->load(std::memory_order_relaxed)) return Status::OK();
   return Status::Cancelled("interrupted after " + std::to_string(progress.done()) +
                            " steps; nothing was kept");
@@ -95,8 +95,7 @@ Result<std::shared_ptr<Table>> ImportD4rl(DB& db, const std::string& path,
   auto* dst = static_cast<engine::TableImpl*>(created->get());
   const engine::TableLayout& layout = dst->layout();
   const size_t step_bytes = layout.step_bytes;
-  internal::ProgressReporter progress("import " + path, reader->num_steps(), "steps",
-                                      options.progress);
+  util::ProgressReporter progress("import " + path, reader->num_steps(), "steps", options.progress);
   Status s;
   std::vector<std::vector<std::byte>> column(spec.columns.size());
   engine::StoredTrajectory stored;
