@@ -33,8 +33,8 @@ class DrawStrategyTest : public ::testing::Test {
  protected:
   std::mt19937_64 rng_{testing_util::TestSeed()};
   util::Random random_{rng_()};
+  std::string why_none_;  // before gpus_, which writes it
   int gpus_ = CudaDeviceCount(&why_none_);
-  std::string why_none_;
 };
 
 TEST_F(DrawStrategyTest, HostSelectorsDrawOnTheHostOnly) {
