@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace replaydb {
+namespace replaydb::util {
 
 // `s` in single quotes, as messages name tables, columns and files: 'obs'.
 inline std::string Quoted(std::string_view s) {
@@ -33,6 +33,6 @@ inline std::string FormatDouble(double v) {
   return std::string(buf, result.ptr);
 }
 
-}  // namespace replaydb
+}  // namespace replaydb::util
 
 #endif  // REPLAYDB_UTIL_FORMAT_H_

@@ -4,12 +4,12 @@
 #ifndef REPLAYDB_UTIL_PREFETCH_H_
 #define REPLAYDB_UTIL_PREFETCH_H_
 
-namespace replaydb {
+namespace replaydb::util {
 
 // Asks for the cache line at `p`, to be written soon, kept in every cache
 // level. A hint: never faults, whatever `p` is.
 inline void PrefetchForWrite(const void* p) { __builtin_prefetch(p, 1, 3); }
 
-}  // namespace replaydb
+}  // namespace replaydb::util
 
 #endif  // REPLAYDB_UTIL_PREFETCH_H_

@@ -12,6 +12,8 @@
 #include "util/format.h"
 
 namespace replaydb::engine {
+
+using util::Quoted;
 namespace {
 
 // Cancelled when *cancel was set, naming how far the copy got.

@@ -12,6 +12,8 @@
 
 namespace replaydb {
 
+using util::Quoted;
+
 Result<std::unique_ptr<DB>> DB::Open(const DBOptions& options, const std::string& path) {
   return engine::DBImpl::Open(options, path);
 }

@@ -9,6 +9,8 @@
 #include "util/format.h"
 
 namespace replaydb {
+
+using util::Quoted;
 namespace {
 
 constexpr size_t kMaxNameLength = 128;

@@ -6,6 +6,8 @@
 
 namespace replaydb::engine {
 
+using util::Quoted;
+
 // ---- DevicePriorityDraws
 
 Result<std::unique_ptr<DrawStrategy>> DevicePriorityDraws::Create(const TableSpec& spec) {

@@ -7,6 +7,8 @@
 
 namespace replaydb::engine {
 
+using util::FormatDouble;
+
 namespace {
 
 // "1 item", "4 items".

@@ -10,6 +10,8 @@
 
 namespace replaydb {
 
+using util::FormatDouble;
+
 namespace {
 
 constexpr double kMaxDouble = std::numeric_limits<double>::max();

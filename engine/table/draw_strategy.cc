@@ -5,6 +5,8 @@
 #include "util/format.h"
 
 namespace replaydb::engine {
+
+using util::Quoted;
 namespace {
 
 // The host's selector draws (priority_device = -1).

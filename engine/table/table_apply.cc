@@ -12,6 +12,8 @@
 
 namespace replaydb::engine {
 
+using util::Quoted;
+
 Result<int64_t> TableImpl::NextSlotLocked(Trajectory& t) {
   const int64_t block_index = t.length / layout_.block_steps;
   if (block_index == static_cast<int64_t>(t.blocks.size())) {

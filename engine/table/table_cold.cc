@@ -14,6 +14,8 @@
 #include "util/format.h"
 
 namespace replaydb::engine {
+
+using util::Quoted;
 namespace {
 
 std::string_view View(const flatbuffers::FlatBufferBuilder& fbb) {

@@ -14,6 +14,8 @@
 #include "util/format.h"
 
 namespace replaydb::engine {
+
+using util::Quoted;
 void TableImpl::SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   // TableLogging: kDefault logs unless the hot tier is in device memory.

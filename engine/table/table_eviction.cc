@@ -13,6 +13,9 @@
 
 namespace replaydb::engine {
 
+using util::Quoted;
+using util::PrefetchForWrite;
+
 Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory& t,
                                  Deadline deadline) {
   while (true) {

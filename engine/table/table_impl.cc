@@ -12,6 +12,8 @@
 
 namespace replaydb::engine {
 
+using util::Quoted;
+
 Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
                                                      PersistSpecFn persist) {
   const auto where = [&] { return "table " + Quoted(spec.name); };

@@ -10,6 +10,8 @@
 #include "util/format.h"
 
 namespace replaydb::engine {
+
+using util::Quoted;
 namespace {
 
 bool Matches(const TrajectoryFilter& f, const TrajectoryInfo& t) {

@@ -12,6 +12,8 @@
 
 namespace replaydb::engine {
 
+using util::Quoted;
+
 Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
                                    std::span<const double> priorities,
                                    PriorityUpdateResult* result) {

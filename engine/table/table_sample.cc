@@ -13,6 +13,8 @@
 
 namespace replaydb {
 
+using util::Quoted;
+
 Result<SampleBatch> Table::Sample(int64_t batch_size, const SampleOptions& options) {
   SampleBatch batch;
   REPLAYDB_RETURN_IF_ERROR(Sample(batch_size, options, &batch));

@@ -15,6 +15,9 @@
 
 namespace replaydb::engine {
 
+using util::Quoted;
+using util::PrefetchForWrite;
+
 namespace {
 
 // A vector step whose rows add up to more than this is copied outside the

@@ -8,6 +8,8 @@
 #include "util/format.h"
 
 namespace replaydb::engine {
+
+using util::Quoted;
 namespace {
 
 Status Interrupted(const std::atomic<bool>* cancel) {

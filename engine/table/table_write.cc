@@ -13,6 +13,8 @@
 
 namespace replaydb::engine {
 
+using util::Quoted;
+
 namespace {
 
 // Steps up to this size are copied while the table's mutex is held (cheaper

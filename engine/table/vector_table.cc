@@ -8,6 +8,8 @@
 
 namespace replaydb::engine {
 
+using util::Quoted;
+
 VectorTableImpl::VectorTableImpl(const TableSpec& spec, PersistSpecFn persist,
                                  std::unique_ptr<DrawStrategy> draws, BlockMemory memory,
                                  std::unique_ptr<DeviceTier> tier)

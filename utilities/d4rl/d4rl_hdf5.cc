@@ -10,9 +10,12 @@
 #include <string_view>
 #include <system_error>
 
+#include "util/format.h"
 #include "utilities/d4rl/hdf5_util.h"
 
 namespace replaydb::engine {
+
+using util::Quoted;
 namespace {
 
 constexpr std::array<std::string_view, 5> kRequired = {"observations", "actions", "rewards",
@@ -30,17 +33,6 @@ constexpr int64_t kCutBatchSteps = int64_t{1} << 20;
 // Bounds of a dataset's chunk cache (libhdf5's default is 1 MiB).
 constexpr size_t kMinChunkCacheBytes = size_t{1} << 20;
 constexpr size_t kMaxChunkCacheBytes = size_t{512} << 20;
-
-std::string Quoted(std::string_view s) {
-  // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict) about the
-  // temporary that "'" + std::string(s) makes.
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '\'';
-  out += s;
-  out += '\'';
-  return out;
-}
 
 std::string DimsToString(const std::vector<hsize_t>& dims) {
   std::string s = "[";

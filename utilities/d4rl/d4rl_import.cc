@@ -18,6 +18,8 @@
 #include "utilities/d4rl/d4rl_hdf5.h"
 
 namespace replaydb {
+
+using util::Quoted;
 namespace {
 
 using engine::D4rlColumn;
