@@ -168,7 +168,10 @@ Status StreamWait(void* waiting, void* on);
 // from its release to the end of the last call, over `calls`. Keep calls *
 // the launches of one call well below the driver's queue (some hundreds): a
 // host blocked on a full queue behind the held stream waits for the hold's
-// time limit (10 s), and the result is then an error. InvalidArgument when
+// time limit (10 s), and the result is then an error. Make `call` once
+// before, outside the hold: CUDA loads kernels lazily, on first use, and
+// loading one waits for the device to be idle, so a first use behind the
+// hold blocks the host until the hold times out. InvalidArgument when
 // calls < 1; NotSupported in a build without CUDA.
 Result<double> DeviceMicrosPerCall(int device, void* stream, int calls,
                                    const std::function<Status()>& call);

@@ -130,11 +130,34 @@ TEST_F(DrawStrategyGpuTest, DeviceDrawsOnTheGpu) {
   prioritized->ConfigureTier(&options);
   EXPECT_TRUE(options.item_steps);
   EXPECT_FALSE(options.uniform_draws);
-  // A device draw with every priority 0 (none inserted) is no item.
+  // Nothing to draw: the device table says so.
   index::TrajectoryStore store({16});
   const Status empty = prioritized->PrepareHostDraws(4, SampleOptions{}, store, nullptr);
-  EXPECT_EQ(empty.code(), Status::Code::kFailedPrecondition);
-  EXPECT_THAT(empty.message(), HasSubstr("table 'draws': the device drew no item"));
+  EXPECT_FALSE(empty.ok());
+  EXPECT_THAT(empty.message(), HasSubstr("no item of priority > 0"));
+  // An item the device draws but the store does not hold (as when every
+  // priority was set to 0 from the device, and the device draws a sentinel)
+  // is no item, named.
+  const ItemKey key = MakeItemKey(7, 3);
+  prioritized->selector().Insert({key, 1, 1.0, 3});
+  const Status unknown = prioritized->PrepareHostDraws(4, SampleOptions{}, store, nullptr);
+  EXPECT_EQ(unknown.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(unknown.message(), "table 'draws': the device drew no item (key " +
+                                   std::to_string(key) +
+                                   "); every priority on the device may be 0");
+  // Once the store holds it, the draws are that item, with probability 1.
+  std::shared_ptr<index::Trajectory> t = store.Make(7);
+  t->blocks.push_back(0);
+  t->length = 4;
+  t->items_created = 4;
+  store.CoverBlocks(1);
+  store.Insert(t);
+  ASSERT_OK(prioritized->PrepareHostDraws(4, SampleOptions{}, store, nullptr));
+  for (int64_t b = 0; b < 4; ++b) {
+    const index::Selection sel = prioritized->HostDraw(b, random_, {});
+    EXPECT_EQ(sel.key, key);
+    EXPECT_NEAR(sel.probability, 1.0, 1e-6);
+  }
 }
 
 }  // namespace
