@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/table/table_impl.h"
+#include "engine/table/table_items.h"
 #include "util/format.h"
 
 namespace replaydb::engine {

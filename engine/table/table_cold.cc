@@ -11,6 +11,7 @@
 
 #include "engine/cold/cold_generated.h"
 #include "engine/table/table_impl.h"
+#include "engine/table/table_items.h"
 #include "util/format.h"
 
 namespace replaydb::engine {

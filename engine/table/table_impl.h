@@ -19,7 +19,7 @@
 //   table_impl.cc           creation, writers, validation, Info
 //   table_write.cc          appends of one trajectory, ends
 //   table_vector_write.cc   vector steps (every environment in one pass)
-//   table_items.cc          item bookkeeping shared by every path
+//   table_items.h           item bookkeeping shared by every path (inline)
 //   table_eviction.cc       blocks, eviction, removing trajectories
 //   table_sample.cc         Sample, Lookup and their device forms
 //   table_priorities.cc     priority updates, host and device
@@ -412,7 +412,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
                                  std::span<const double> priorities, VectorScratch* scratch,
                                  uint64_t* log_seq, Status* first_error);
 
-  // ---- items (table_items.cc)
+  // ---- items (table_items.h, inline)
 
   // Creates t's next item (at start t.items_created, whose hot-tier slot is
   // `slot`, or -1 to look it up). With `selector_batch`, its ItemRef is

@@ -9,6 +9,7 @@
 
 #include "engine/gpu/device_sampler.h"
 #include "engine/table/table_impl.h"
+#include "engine/table/table_items.h"
 #include "util/format.h"
 
 namespace replaydb {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/table/table_impl.h"
+#include "engine/table/table_items.h"
 #include "util/format.h"
 #include "util/prefetch.h"
 

@@ -1,13 +1,20 @@
 // TableImpl's item bookkeeping, shared by writes, ends, applied log records
 // and samples: an item's priority from its window's steps, new items (the
 // selector, counts, the device tier's item lengths) and items sampled away.
+// Defined inline, for the files of engine/table/ whose loops make or drop an
+// item per step or per draw (table_write.cc, table_vector_write.cc,
+// table_apply.cc, table_cold.cc, table_sample.cc) to include.
+#ifndef REPLAYDB_ENGINE_TABLE_TABLE_ITEMS_H_
+#define REPLAYDB_ENGINE_TABLE_TABLE_ITEMS_H_
+
 #include <algorithm>
+#include <vector>
 
 #include "engine/table/table_impl.h"
 
 namespace replaydb::engine {
 
-double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const {
+inline double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const {
   const int64_t end = std::min(t.length, start + sequence_length_);
   switch (step_priority_) {
     case StepPriority::kItem:
@@ -26,7 +33,7 @@ double TableImpl::NewItemPriorityLocked(const Trajectory& t, int64_t start, int6
   return store_.StepPriorityAt(t, start);
 }
 
-void TableImpl::CreateItemLocked(Trajectory& t, int64_t slot,
+inline void TableImpl::CreateItemLocked(Trajectory& t, int64_t slot,
                                  std::vector<index::ItemRef>* selector_batch) {
   const int64_t start = t.items_created;
   if (slot < 0) slot = store_.SlotOf(t, start);
@@ -40,7 +47,7 @@ void TableImpl::CreateItemLocked(Trajectory& t, int64_t slot,
   if (t.ranked && item.priority > t.best_priority) store_.Rank(t);
 }
 
-void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item,
+inline void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState& item,
                                   int64_t slot, std::vector<index::ItemRef>* selector_batch) {
   ++t.live_items;
   ++num_items_;
@@ -57,7 +64,7 @@ void TableImpl::AddLiveItemLocked(Trajectory& t, int64_t start, const ItemState&
   }
 }
 
-void TableImpl::DropItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
+inline void TableImpl::DropItemLocked(Trajectory& t, int64_t start, const ItemState& item) {
   selector_.Remove({MakeItemKey(t.id, start), item.seq, item.priority, store_.SlotOf(t, start)});
   --t.live_items;
   --num_items_;
@@ -67,3 +74,5 @@ void TableImpl::DropItemLocked(Trajectory& t, int64_t start, const ItemState& it
 }
 
 }  // namespace replaydb::engine
+
+#endif  // REPLAYDB_ENGINE_TABLE_TABLE_ITEMS_H_
