@@ -250,7 +250,10 @@ Status DBImpl::Recover() {
   recovery_.dropped_bytes = report.dropped_bytes;
   recovery_.dropped_reason = report.dropped_reason;
   next_segment_ = std::max<uint64_t>(report.last_segment + 1, std::max<uint64_t>(first_segment, 1));
-  for (auto& [id, table] : by_id_) recovery_.trajectories_ended += table->EndOpenTrajectories();
+  for (auto& [id, table] : by_id_) {
+    recovery_.trajectories_ended += table->EndOpenTrajectories();
+    table->SettleRateLimiter(options_.checkpoint.reset_rate_limiters_on_restore);
+  }
   return Status::OK();
 }
 
