@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "util/format.h"
@@ -44,6 +45,7 @@ RateLimiter::RateLimiter(const RateLimiterSpec& spec, std::string table_name, in
     : spec_(spec), table_name_(std::move(table_name)), insert_weight_(insert_weight) {
   assert(spec.Validate().ok());
   assert(insert_weight >= 1);
+  one_insert_fits_ = CheckInsertBatch(1).ok();
 }
 
 bool RateLimiter::CanInsert(int64_t n) const {
@@ -79,6 +81,94 @@ std::string RateLimiter::StateString(bool for_insert) const {
   return out;
 }
 
+bool RateLimiter::Fits(double rise, double drop, double* most_drop) const {
+  // Inserts are blocked at an error e with e + rise > max_diff, samples at
+  // one with e - drop < min_diff: both at once for e in the open interval
+  // (max_diff - rise, min_diff + drop). The error moves by
+  // samples_per_insert * insert_weight per insert and by 1 per item
+  // sampled, so from 0 it only takes multiples of their greatest common
+  // divisor g = 1/q (q the smallest denominator of the insert's move, when
+  // it is a fraction with q <= 1024; else the moves are taken as
+  // continuous). The batch fits when no multiple of g lies in the interval.
+  const double unit = spec_.samples_per_insert * static_cast<double>(insert_weight_);
+  const auto whole = [](double v) { return std::isfinite(v) && std::floor(v) == v; };
+  double g = 0;
+  for (int q = 1; q <= 1024; ++q) {
+    if (whole(unit * q)) {
+      g = 1.0 / q;
+      break;
+    }
+  }
+  // The smallest error at which inserts of `rise` are blocked.
+  double blocked_from = spec_.max_diff - rise;  // exclusive, when continuous
+  if (g > 0 && std::isfinite(blocked_from)) {
+    blocked_from = (std::floor(blocked_from / g) + 1) * g;
+  }
+  const double room = blocked_from - spec_.min_diff;  // inf when a side is unbounded
+  if (most_drop != nullptr) *most_drop = room;
+  return drop <= room;
+}
+
+std::string RateLimiter::RangeString() const {
+  return "(min_diff=" + FormatDouble(spec_.min_diff) + ", max_diff=" +
+         FormatDouble(spec_.max_diff) +
+         ", samples_per_insert=" + FormatDouble(spec_.samples_per_insert) + ")";
+}
+
+int64_t RateLimiter::MaxSampleBatch() const {
+  double most = 0;
+  Fits(spec_.samples_per_insert * static_cast<double>(insert_weight_), 1, &most);
+  constexpr double kUnbounded = 0x1p62;
+  if (!(most < kUnbounded)) return std::numeric_limits<int64_t>::max();
+  return std::max<int64_t>(0, static_cast<int64_t>(std::floor(most)));
+}
+
+Status RateLimiter::CheckSampleBatch(int64_t n) const {
+  const double rise = spec_.samples_per_insert * static_cast<double>(insert_weight_);
+  if (Fits(rise, static_cast<double>(n), nullptr)) return Status::OK();
+  const int64_t most = MaxSampleBatch();
+  return Status::InvalidArgument(
+      "table '" + table_name_ + "': a sample of " + Items(n) +
+      " can never be admitted: the rate limiter's range max_diff - min_diff = " +
+      FormatDouble(spec_.max_diff - spec_.min_diff) + " " + RangeString() +
+      " must hold the batch and one insert (" + FormatDouble(rise) +
+      "), or the learner waits for room while writers wait for samples; sample at most " +
+      std::to_string(most) + " items per call, or widen the range");
+}
+
+Status RateLimiter::CheckInsertBatch(int64_t n) const {
+  const int64_t items = n * insert_weight_;
+  const double rise = spec_.samples_per_insert * static_cast<double>(items);
+  const std::string what =
+      "table '" + table_name_ + "': an insert of " + Items(items) +
+      (insert_weight_ > 1 ? " (one vector step of " + std::to_string(insert_weight_) +
+                                " environments)"
+                          : std::string());
+  // Inserts are free while they leave the table at or below
+  // min_size_to_sample; the free fill stops at the largest multiple of the
+  // insert's items. If that is below min_size_to_sample no sample can run
+  // there, so the insert that passes it must fit under max_diff at once.
+  const int64_t filled = spec_.min_size_to_sample / items * items;
+  if (filled < spec_.min_size_to_sample) {
+    const double error = spec_.samples_per_insert * static_cast<double>(filled + items);
+    if (error > spec_.max_diff) {
+      return Status::InvalidArgument(
+          what + " can never be admitted: the table fills freely to " + Items(filled) +
+          ", below min_size_to_sample = " + std::to_string(spec_.min_size_to_sample) +
+          " where no sample runs, and the next insert would raise the rate limiter's error to " +
+          FormatDouble(error) + ", above max_diff = " + FormatDouble(spec_.max_diff) +
+          "; raise max_diff or make min_size_to_sample a multiple of " + std::to_string(items));
+    }
+  }
+  if (Fits(rise, 1.0, nullptr)) return Status::OK();
+  return Status::InvalidArgument(
+      what + " can never be admitted: it raises the rate limiter's error by " + FormatDouble(rise) +
+      ", and the range max_diff - min_diff = " + FormatDouble(spec_.max_diff - spec_.min_diff) +
+      " " + RangeString() +
+      " must hold that and a one-item sample, or writers wait for samples while the learner "
+      "waits for inserts; widen the range");
+}
+
 Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int64_t n,
                                         Deadline deadline) {
   assert(lock.owns_lock());
@@ -93,6 +183,8 @@ Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int6
       return Status::Cancelled("table '" + table_name_ + "' was closed while waiting to insert " +
                                Items(items));
     }
+    // Checked on every wake: SetSpec may have narrowed the range.
+    REPLAYDB_RETURN_IF_ERROR(CheckInsertBatch(n));
     if (CanInsert(n)) break;
     if (!blocked) {
       blocked = true;
@@ -101,7 +193,7 @@ Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int6
     if (Clock::now() >= deadline || !WaitUntil(can_insert_cv_, lock, deadline)) {
       // Woken by the deadline: the state may have changed while this thread
       // waited for the mutex, so re-check before giving up.
-      if (cancelled_ || CanInsert(n)) continue;
+      if (cancelled_ || CanInsert(n) || !CheckInsertBatch(n).ok()) continue;
       return Status::DeadlineExceeded(
           "table '" + table_name_ + "': timed out after waiting for the rate limiter to allow " +
           std::to_string(items) + (items == 1 ? " insert " : " inserts ") +
@@ -117,13 +209,14 @@ Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int6
 bool RateLimiter::TryReserveInserts(int64_t n) {
   assert(n >= 1);
   if (cancelled_ || !CanInsert(n)) return false;
+  if (n == 1 ? !one_insert_fits_ : !CheckInsertBatch(n).ok()) return false;
   reserved_inserts_ += n * insert_weight_;
   return true;
 }
 
 int64_t RateLimiter::TryReserveUpTo(int64_t n) {
   assert(n >= 0);
-  if (cancelled_ || n == 0) return 0;
+  if (cancelled_ || n == 0 || !one_insert_fits_) return 0;
   int64_t k = n;
   if (!CanInsert(k)) {
     // CanInsert(k) holds for every k up to some bound: find the largest.
@@ -170,13 +263,15 @@ Status RateLimiter::AwaitSamples(std::unique_lock<std::mutex>& lock, int64_t n, 
       return Status::Cancelled("table '" + table_name_ + "' was closed while waiting to sample " +
                                Items(n));
     }
+    // Checked on every wake: SetSpec may have narrowed the range.
+    REPLAYDB_RETURN_IF_ERROR(CheckSampleBatch(n));
     if (allowed()) break;
     if (!blocked) {
       blocked = true;
       ++blocked_samples_;
     }
     if (Clock::now() >= deadline || !WaitUntil(can_sample_cv_, lock, deadline)) {
-      if (cancelled_ || allowed()) continue;
+      if (cancelled_ || allowed() || !CheckSampleBatch(n).ok()) continue;
       if (CanSample(n)) {
         return Status::DeadlineExceeded(
             "table '" + table_name_ + "': timed out after waiting to sample " + Items(n) +
@@ -265,6 +360,7 @@ void RateLimiter::NotifyAll() {
 void RateLimiter::SetSpec(const RateLimiterSpec& spec) {
   assert(spec.Validate().ok());
   spec_ = spec;
+  one_insert_fits_ = CheckInsertBatch(1).ok();
   NotifyAll();
 }
 

@@ -34,20 +34,44 @@ class RateLimiter {
   // item per environment, TableSpec::lanes); samples count one each.
   RateLimiter(const RateLimiterSpec& spec, std::string table_name, int64_t insert_weight = 1);
 
+  // Batches are admitted all or nothing. A batch so large that, at some
+  // error the limiter can reach, it is refused while the other side's
+  // smallest move is refused too would wait forever there (a learner
+  // waiting for room to sample B while writers wait for samples), so these
+  // refuse it outright:
+  //  - a sample of n items, against one insert (samples_per_insert *
+  //    insert_weight);
+  //  - an insert of n (n * insert_weight items), against a one-item sample.
+  // Roughly, the batch and that move together must fit in max_diff -
+  // min_diff; exactly, no error the limiter can take (a multiple of the
+  // greatest common divisor of the two moves) may lie where both are
+  // refused (Fits). So Queue(10) admits Sample(10) and not Sample(11), and
+  // SampleToInsertRatio(1, 1000, 100) (range [900, 1100]) Sample(200), not
+  // Sample(201). OK, or InvalidArgument naming the batch, the range and
+  // the largest batch allowed.
+  Status CheckSampleBatch(int64_t n) const;
+  Status CheckInsertBatch(int64_t n) const;
+  // The largest sample CheckSampleBatch allows (INT64_MAX when the range
+  // is unbounded).
+  int64_t MaxSampleBatch() const;
+
   // Waits until n more inserts are allowed, then reserves them: reserved
   // inserts count against max_diff for other inserters but are not yet
   // visible to samplers. Follow with CommitInserts(n) or ReleaseInserts(n).
   // DeadlineExceeded (with the limiter's state in the message) when
-  // `deadline` passes; Cancelled after Cancel(); InvalidArgument if n < 1.
+  // `deadline` passes; Cancelled after Cancel(); InvalidArgument if n < 1
+  // or CheckInsertBatch(n) fails (checked again when the spec changes).
   // A call that finds the limiter closed counts once in blocked_inserts.
   Status AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int64_t n, Deadline deadline);
   // Reserves n more inserts if they are allowed now, without waiting: true
   // if it did (follow as after AwaitReserveInserts), false otherwise
-  // (including once cancelled). REQUIRES: n >= 1
+  // (including once cancelled, and when CheckInsertBatch(n) fails).
+  // REQUIRES: n >= 1
   bool TryReserveInserts(int64_t n);
   // Reserves as many inserts, up to n, as are allowed now without waiting,
-  // and returns how many (0 once cancelled). The same as calling
-  // TryReserveInserts(1) until it fails or n succeeded. REQUIRES: n >= 0
+  // and returns how many (0 once cancelled, or when CheckInsertBatch(1)
+  // fails). The same as calling TryReserveInserts(1) until it fails or n
+  // succeeded. REQUIRES: n >= 0
   int64_t TryReserveUpTo(int64_t n);
   // The reserved inserts happened; wakes samplers.
   // REQUIRES: 0 <= n <= inserts reserved and not yet committed or released.
@@ -59,8 +83,8 @@ class RateLimiter {
   // Waits until a sample of n items is allowed and `ready()` (an extra
   // condition of the caller's, e.g. enough items left; may be empty) holds,
   // then counts the n samples and wakes inserters. Errors as for
-  // AwaitReserveInserts; a call that had to wait counts once in
-  // blocked_samples.
+  // AwaitReserveInserts (InvalidArgument when CheckSampleBatch(n) fails); a
+  // call that had to wait counts once in blocked_samples.
   Status AwaitSamples(std::unique_lock<std::mutex>& lock, int64_t n, Deadline deadline,
                       const std::function<bool()>& ready);
 
@@ -137,6 +161,13 @@ class RateLimiter {
   // min_size_to_sample=.., max_diff=..)"; min_diff instead of max_diff when
   // !for_insert; reserved_inserts after inserts when there are any.
   std::string StateString(bool for_insert) const;
+  // Whether an insert that raises the error by `rise` and a sample that
+  // lowers it by `drop` are never refused at the same error (see
+  // CheckSampleBatch); *most_drop (may be null) gets the largest drop that
+  // fits beside `rise`.
+  bool Fits(double rise, double drop, double* most_drop) const;
+  // "(min_diff=.., max_diff=.., samples_per_insert=..)".
+  std::string RangeString() const;
 
   RateLimiterSpec spec_;
   const std::string table_name_;
@@ -145,6 +176,8 @@ class RateLimiter {
   int64_t reserved_inserts_ = 0;
   int64_t samples_ = 0;
   int64_t deletes_ = 0;
+  // CheckInsertBatch(1).ok() under spec_ (TryReserveInserts' hot path).
+  bool one_insert_fits_ = true;
   // The counters Restore set (zero if it never ran).
   Counters restored_;
   int64_t blocked_inserts_ = 0;

@@ -234,6 +234,9 @@ Status TableImpl::NeedTierLocked(std::string_view what) const {
 Status TableImpl::SetRateLimiter(const RateLimiterSpec& spec) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("SetRateLimiter"));
   REPLAYDB_RETURN_IF_ERROR(spec.Validate().WithContext("table " + Quoted(name_)));
+  // A vector table's step is `lanes` items at once: a range too narrow for
+  // one would block its writers for good.
+  REPLAYDB_RETURN_IF_ERROR(RateLimiter(spec, name_, spec_.lanes).CheckInsertBatch(1));
   std::lock_guard<std::mutex> spec_lock(spec_mu_);
   TableSpec updated;
   {

@@ -207,6 +207,18 @@ std::string_view TableLoggingName(TableLogging l);      // "default", "on", "off
 // an insert blocks while size has reached min_size_to_sample and the insert
 // would make error > max_diff; a sample of B items blocks while
 // size < min_size_to_sample or error - B < min_diff.
+//
+// A sample's B items are admitted all at once (Reverb admits them one by
+// one). A B so large that, at some error the limiter can reach, the sample
+// and an insert are both refused would wait forever there (the learner for
+// room, the writers for samples): such a Sample fails at once with
+// InvalidArgument naming B, the range and the largest B allowed, about
+// max_diff - min_diff - samples_per_insert (exactly: the range must hold B
+// and one insert at every error the counters can take; Queue(n) allows
+// B = n). Likewise a vector table's step (TableSpec::lanes items at once)
+// that such a range cannot hold beside a one-item sample fails its append,
+// and SetRateLimiter refuses the spec. After a crash the counters are made
+// to agree with the items recovered (docs/durability.md, "Recovery").
 struct RateLimiterSpec {
   // Default: 1.0. REQUIRES: > 0.
   double samples_per_insert = 1.0;

@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "tests/test_util.h"
@@ -226,7 +228,10 @@ TEST_F(RateLimiterTest, SampleToInsertRatioAllowsExactCounts) {
   EXPECT_EQ(MaxSamples(), 0);
   EXPECT_EQ(Sample().code(), Status::Code::kDeadlineExceeded);
 
-  ASSERT_TRUE(Insert(2).ok());  // error 3
+  // (One insert at a time: a reservation of two, a rise of 3, could wait
+  // forever beside one-item samples at error 2, CheckInsertBatch.)
+  ASSERT_TRUE(Insert().ok());
+  ASSERT_TRUE(Insert().ok());  // error 3
   EXPECT_EQ(MaxInserts(), 1);   // 4.5 ok, 6 not
   EXPECT_EQ(MaxSamples(), 1);   // 2 ok, 1 < 1.5 not
 
@@ -244,9 +249,10 @@ TEST_F(RateLimiterTest, SampleToInsertRatioAllowsExactCounts) {
   EXPECT_EQ(MaxInserts(), 2);   // 3, 4.5
   EXPECT_EQ(MaxSamples(), 0);
 
-  ASSERT_TRUE(Insert(2).ok());  // error 4.5
+  ASSERT_TRUE(Insert().ok());
+  ASSERT_TRUE(Insert().ok());  // error 4.5
   EXPECT_EQ(MaxInserts(), 0);
-  EXPECT_EQ(MaxSamples(), 3);  // 1.5 ok
+  EXPECT_EQ(MaxSamples(), 3);  // 1.5 ok (CanSample; CheckSampleBatch allows 2)
 
   const RateLimiterInfo info = Info();
   EXPECT_EQ(info.inserts, 5);
@@ -335,7 +341,7 @@ TEST_F(RateLimiterTest, CancelWakesBlockedInserterAndSampler) {
     ASSERT_TRUE(limiter_->AwaitReserveInserts(lock, 2, DeadlineAfter(0ms)).ok());
   }
   BackgroundCall inserter([this] { return InsertWaiting(); });
-  BackgroundCall sampler([this] { return SampleWaiting(4); });
+  BackgroundCall sampler([this] { return SampleWaiting(2); });
   ASSERT_NO_FATAL_FAILURE(AwaitBlocked(1, 1));
   EXPECT_FALSE(inserter.WaitDone(kStillBlocked));
   EXPECT_FALSE(sampler.WaitDone(kStillBlocked));
@@ -349,7 +355,7 @@ TEST_F(RateLimiterTest, CancelWakesBlockedInserterAndSampler) {
   EXPECT_EQ(inserter.status().code(), Status::Code::kCancelled);
   EXPECT_EQ(inserter.status().message(), "table 'atari' was closed while waiting to insert 1 item");
   EXPECT_EQ(sampler.status().code(), Status::Code::kCancelled);
-  EXPECT_EQ(sampler.status().message(), "table 'atari' was closed while waiting to sample 4 items");
+  EXPECT_EQ(sampler.status().message(), "table 'atari' was closed while waiting to sample 2 items");
   EXPECT_EQ(Info().samples, 0);
 }
 
@@ -576,6 +582,142 @@ TEST_F(RateLimiterTest, RejectsCallsForNoItems) {
   EXPECT_THAT(insert.message(), HasSubstr("table 'atari'"));
   const Status sample = limiter_->AwaitSamples(lock, -1, DeadlineAfter(0ms), nullptr);
   EXPECT_EQ(sample.code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(RateLimiterTest, RefusesASampleLargerThanTheRangeAdmits) {
+  // Reverb's SampleToInsertRatio(1, 1000, buffer 100): error in [900, 1100].
+  Reset(RateLimiterSpec::SampleToInsertRatio(1.0, 1000, 100.0));
+  for (int i = 0; i < 1100; ++i) ASSERT_OK(Insert());  // error 1100, inserts now wait
+  EXPECT_EQ(Insert().code(), Status::Code::kDeadlineExceeded);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(limiter_->MaxSampleBatch(), 200);
+    EXPECT_OK(limiter_->CheckSampleBatch(200));
+  }
+  // 256 would wait for an error of 1156 that inserts never reach.
+  const Status s = SampleWaiting(256);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("table 'atari': a sample of 256 items can never be admitted"));
+  EXPECT_THAT(s.message(), HasSubstr("max_diff - min_diff = 200"));
+  EXPECT_THAT(s.message(), HasSubstr("sample at most 200 items per call"));
+  EXPECT_EQ(Info().samples, 0);
+  EXPECT_EQ(Info().blocked_samples, 0);
+  ASSERT_OK(Sample(200));
+  EXPECT_EQ(Sample(201).code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(RateLimiterTest, QueueAdmitsASampleOfItsSizeAndNoMore) {
+  Reset(RateLimiterSpec::Queue(10));
+  ASSERT_OK(Insert(10));
+  const Status s = Sample(11);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("sample at most 10 items per call"));
+  ASSERT_OK(Sample(10));
+}
+
+TEST_F(RateLimiterTest, RefusesAnInsertOfMoreItemsThanTheRangeAdmits) {
+  // One insert is 8 items (a vector step of 8 environments); the range
+  // [-3, 3] cannot hold 8 beside a one-item sample. Refused even while the
+  // table is below min_size (where inserts are free), so it never stores
+  // some steps and then waits forever.
+  Reset(RateLimiterSpec::SampleToInsertRatio(1.0, 8, -3.0, 3.0), 8);
+  const Status s = InsertWaiting();
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("table 'atari': an insert of 8 items (one vector step of 8 "
+                                     "environments) can never be admitted"));
+  EXPECT_THAT(s.message(), HasSubstr("max_diff - min_diff = 6"));
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_FALSE(limiter_->TryReserveInserts(1));
+  EXPECT_EQ(limiter_->TryReserveUpTo(3), 0);
+  EXPECT_EQ(limiter_->Info().inserts, 0);
+  // A range that holds 8 and one sample.
+  limiter_->SetSpec(RateLimiterSpec::SampleToInsertRatio(1.0, 8, -4.0, 4.0));
+  EXPECT_OK(limiter_->CheckInsertBatch(1));
+  EXPECT_TRUE(limiter_->TryReserveInserts(1));
+  limiter_->CommitInserts(1);
+}
+
+TEST_F(RateLimiterTest, RefusesAWeightedInsertThatPassesMinSizeAboveMaxDiff) {
+  // Steps of 3 items fill freely to 0 (3 would pass min_size 1); the first
+  // insert then makes the error 4.5 > 4 while nothing can be sampled.
+  Reset(RateLimiterSpec::SampleToInsertRatio(1.5, 1, 2.5), 3);
+  const Status s = InsertWaiting();
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("an insert of 3 items (one vector step of 3 environments) "
+                                     "can never be admitted: the table fills freely to 0 items, "
+                                     "below min_size_to_sample = 1"));
+  EXPECT_THAT(s.message(), HasSubstr("error to 4.5, above max_diff = 4"));
+  // min_size 3: the first step is free, samples then run.
+  Reset(RateLimiterSpec::SampleToInsertRatio(1.5, 3, 2.5), 3);
+  EXPECT_OK(Insert());
+  EXPECT_OK(Sample());
+}
+
+TEST_F(RateLimiterTest, ANarrowedRangeFailsAWaitingSampleItNoLongerAdmits) {
+  Reset(RateLimiterSpec::SampleToInsertRatio(1.0, 1, -10.0, 10.0));
+  BackgroundCall sampler([this] { return SampleWaiting(15); });
+  ASSERT_NO_FATAL_FAILURE(AwaitBlocked(0, 1));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    limiter_->SetSpec(RateLimiterSpec::SampleToInsertRatio(1.0, 1, -5.0, 5.0));
+  }
+  ASSERT_TRUE(sampler.WaitDone(kUnblocked));
+  EXPECT_EQ(sampler.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(sampler.status().message(), HasSubstr("a sample of 15 items"));
+}
+
+// The rule is exact: for random limiters, insert weights and batch sizes,
+// CheckSampleBatch(B) allows B exactly when no error reachable by inserts
+// and samples (of one item, or of B) leaves both an insert and a sample of
+// B refused; and CheckInsertBatch(1) likewise against one-item samples.
+TEST(RateLimiterBatchTest, RefusesExactlyTheBatchesThatCanWaitForever) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const double spis[] = {0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 8.0};
+  for (int round = 0; round < 300; ++round) {
+    const double spi = spis[rng() % std::size(spis)];
+    const int64_t min_size = 1 + static_cast<int64_t>(rng() % 4);
+    const double least = std::max(1.0, spi);
+    const double buffer = least + static_cast<double>(rng() % 40) / 4.0;
+    const RateLimiterSpec spec = RateLimiterSpec::SampleToInsertRatio(spi, min_size, buffer);
+    ASSERT_OK(spec.Validate());
+    const int64_t weight = rng() % 3 == 0 ? 1 + static_cast<int64_t>(rng() % 4) : 1;
+    const int64_t batch = 1 + static_cast<int64_t>(rng() % 30);
+    RateLimiter limiter(spec, "t", weight);
+    const bool sample_ok = limiter.CheckSampleBatch(batch).ok();
+    const bool insert_ok = limiter.CheckInsertBatch(1).ok();
+    // Breadth-first over the states (inserts, samples) reachable from a
+    // fresh limiter; once past min_size only the error matters.
+    struct State {
+      int64_t inserts, samples;
+    };
+    std::vector<State> queue{{0, 0}};
+    std::set<std::pair<int64_t, double>> seen;
+    bool sample_stuck = false, insert_stuck = false;
+    for (size_t i = 0; i < queue.size() && queue.size() < 20000; ++i) {
+      const State st = queue[i];
+      RateLimiter probe(spec, "t", weight);
+      probe.Restore({st.inserts, st.samples, 0});
+      const bool can_insert = probe.CanInsert(1);
+      if (!can_insert && !probe.CanSample(batch)) sample_stuck = true;
+      if (!can_insert && !probe.CanSample(1)) insert_stuck = true;
+      const auto visit = [&](State next) {
+        const double error = static_cast<double>(next.inserts) * spi -
+                             static_cast<double>(next.samples);
+        if (seen.insert({std::min(next.inserts, (min_size + 1) * weight), error}).second) {
+          queue.push_back(next);
+        }
+      };
+      if (can_insert) visit({st.inserts + weight, st.samples});
+      if (probe.CanSample(1)) visit({st.inserts, st.samples + 1});
+      if (probe.CanSample(batch)) visit({st.inserts, st.samples + batch});
+    }
+    const std::string what = "spi " + std::to_string(spi) + " min_size " +
+                             std::to_string(min_size) + " buffer " + std::to_string(buffer) +
+                             " weight " + std::to_string(weight) + " batch " +
+                             std::to_string(batch);
+    EXPECT_EQ(sample_ok, !sample_stuck) << what;
+    EXPECT_EQ(insert_ok, !insert_stuck) << what;
+  }
 }
 
 TEST_F(RateLimiterTest, InfoReportsSpecAndCounters) {

@@ -112,8 +112,13 @@ TEST_F(TableRateLimitTest, SampleToInsertRatioOneAndAHalf) {
   ASSERT_OK((*writer)->Append(step.tensors));
   ASSERT_OK((*writer)->Append(step.tensors));
   EXPECT_EQ((*writer)->Append(step.tensors).code(), Status::Code::kDeadlineExceeded);
-  // error 4.5: samples are allowed while error - n >= 1.5, so three now.
-  ASSERT_TRUE(table->Sample(3, {.timeout = 20ms}).ok());
+  // error 4.5: samples are allowed while error - n >= 1.5, so three now,
+  // though at most two per call: a learner sampling three at a time could
+  // wait forever at error 3.5, where inserts wait for samples.
+  EXPECT_EQ(table->Sample(3, {.timeout = 20ms}).status().code(),
+            Status::Code::kInvalidArgument);
+  ASSERT_TRUE(table->Sample(2, {.timeout = 20ms}).ok());
+  ASSERT_TRUE(table->Sample(1, {.timeout = 20ms}).ok());
   EXPECT_EQ(table->Sample(1, {.timeout = 20ms}).status().code(),
             Status::Code::kDeadlineExceeded);
   // error 1.5: one insert brings it to 3, a second to 4.5, a third is refused.
@@ -193,6 +198,63 @@ TEST_F(TableRateLimitTest, TailPaddingEndBlocksAndCanBeRetried) {
     EXPECT_EQ(b->mask[1], i < 3 ? 1 : 0);
   }
   EXPECT_EQ(table->Info().num_trajectories, 0);
+}
+
+// Reverb's SampleToInsertRatio(1, 1000, buffer 100) with Sample(256): the
+// batch needs an error of 1156 that inserts never reach (they stop at
+// 1100), so the call fails at once instead of waiting forever.
+TEST_F(TableRateLimitTest, SampleLargerThanTheLimitersRangeIsRefusedNotAHang) {
+  TableSpec spec;
+  spec.name = "ratio";
+  spec.columns = Columns();
+  spec.rate_limiter = RateLimiterSpec::SampleToInsertRatio(1.0, 1000, 100.0);
+  auto table = Create(spec);
+  auto writer = table->NewWriter({.timeout = 0ms});
+  auto step = RandomStep(spec, rng_);
+  for (int i = 0; i < 1100; ++i) ASSERT_OK((*writer)->Append(step.tensors));
+  EXPECT_EQ((*writer)->Append(step.tensors).code(), Status::Code::kDeadlineExceeded);
+  // (It waited forever before; the timeout makes that a failure here.)
+  auto refused = table->Sample(256, {.timeout = 5s});
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("table 'ratio': a sample of 256 items"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("max_diff - min_diff = 200"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("sample at most 200 items per call"));
+  EXPECT_EQ(table->Info().items_sampled, 0);
+  ASSERT_OK(table->Sample(200).status());
+  ASSERT_OK((*writer)->Append(step.tensors));
+}
+
+// A vector table's step inserts `lanes` items at once: a limiter whose
+// range cannot hold them refuses the append (storing nothing) and cannot be
+// set on the table.
+TEST_F(TableRateLimitTest, VectorStepLargerThanTheLimitersRangeIsRefused) {
+  TableSpec spec;
+  spec.name = "vt";
+  spec.columns = Columns();
+  spec.lanes = 8;
+  spec.block_steps = 4;
+  const RateLimiterSpec narrow = RateLimiterSpec::SampleToInsertRatio(1.0, 8, -3.0, 3.0);
+  auto table = Create(spec);  // MinSize(1)
+  const Status set = table->SetRateLimiter(narrow);
+  EXPECT_EQ(set.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(set.message(), HasSubstr("table 'vt': an insert of 8 items (one vector step of 8 "
+                                       "environments) can never be admitted"));
+  EXPECT_EQ(table->spec().rate_limiter, RateLimiterSpec::MinSize(1));
+
+  // A table created with it (by an earlier version, or from a catalog)
+  // refuses appends.
+  spec.name = "vt2";
+  spec.rate_limiter = narrow;
+  auto narrow_table = Create(spec);
+  ASSERT_NE(narrow_table, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto writer, narrow_table->NewVectorWriter(8));
+  std::vector<int32_t> rows(8 * 2, 7);
+  const ConstTensor t{DType::kI32, Shape{8, 2}, rows.data(), rows.size() * sizeof(int32_t)};
+  const Status append = writer->Append({&t, 1});
+  EXPECT_EQ(append.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(append.message(), HasSubstr("an insert of 8 items"));
+  EXPECT_THAT(append.message(), HasSubstr("max_diff - min_diff = 6"));
+  EXPECT_EQ(narrow_table->Info().num_steps, 0);
 }
 
 }  // namespace
