@@ -715,8 +715,12 @@ TEST(RateLimiterBatchTest, RefusesExactlyTheBatchesThatCanWaitForever) {
                              std::to_string(min_size) + " buffer " + std::to_string(buffer) +
                              " weight " + std::to_string(weight) + " batch " +
                              std::to_string(batch);
-    EXPECT_EQ(sample_ok, !sample_stuck) << what;
     EXPECT_EQ(insert_ok, !insert_stuck) << what;
+    // (A limiter that refuses every insert leaves samples nothing to wait
+    // for: their rule assumes inserts can run.)
+    if (insert_ok) {
+      EXPECT_EQ(sample_ok, !sample_stuck) << what;
+    }
   }
 }
 
