@@ -103,14 +103,27 @@ class Selector {
   virtual size_t size() const = 0;
   // Picks one item. Does not remove it. Selectors without probability mass
   // ignore `stratum`. A prioritized selector never returns an item of
-  // priority 0 (while any item has priority > 0).
-  // REQUIRES: size() > 0; a prioritized selector also REQUIRES
-  // has_mass().
+  // priority 0 while any item has priority > 0 (and draws uniformly when
+  // none has). REQUIRES: has_mass().
   virtual Selection Select(util::Random& rng, Stratum stratum) const = 0;
   Selection Select(util::Random& rng) const { return Select(rng, Stratum{}); }
-  // False when every item has priority 0 (a prioritized selector then
-  // cannot draw); true for selectors that ignore priorities and size() > 0.
+  // Whether Select can draw: size() > 0 for the host's selectors.
   virtual bool has_mass() const { return size() > 0; }
+
+  // For importance weights normalised over the whole selector (PER's
+  // definition, SampleOptions::weight_normalization): log2(P_min / P),
+  // where P is the probability a draw picks a given live item of
+  // `priority` and P_min the smallest such probability over the live items
+  // a draw can pick. <= 0. Selectors whose draws give every item they can
+  // pick the same probability (uniform; FIFO, LIFO and heaps, whose draws
+  // are certain) return 0, as does a prioritized selector drawing
+  // uniformly. Computed in log space: it stays finite where P_min / P
+  // underflows. REQUIRES: the item can be drawn (a prioritized selector's
+  // item of priority 0 only while no item has priority > 0).
+  virtual double Log2MinProbabilityRatio(double priority) const {
+    (void)priority;
+    return 0;
+  }
 };
 
 // nullptr for a kind outside the enum.

@@ -37,6 +37,15 @@ void SumTree::RebuildInternal() {
   }
 }
 
+void SumTree::Reassign(const std::function<double(size_t)>& leaf) {
+  for (size_t slot = 0; slot < size_; ++slot) {
+    const double value = leaf(slot);
+    assert(value >= 0 && std::isfinite(value) && "SumTree::Reassign: value must be finite and >= 0");
+    nodes_[capacity_ + slot] = value;
+  }
+  RebuildInternal();
+}
+
 void SumTree::Set(size_t slot, double value) {
   assert(value >= 0 && std::isfinite(value) && "SumTree::Set: value must be finite and >= 0");
   if (slot >= size_) Resize(slot + 1);

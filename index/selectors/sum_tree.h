@@ -4,6 +4,7 @@
 #define REPLAYDB_INDEX_SELECTORS_SUM_TREE_H_
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace replaydb::index {
@@ -46,6 +47,10 @@ class SumTree {
   // slots [new_n, size()) (their values become 0; capacity stays). Growing
   // past capacity() at least doubles it, in O(new capacity).
   void Resize(size_t new_n);
+
+  // Sets every slot s < size() to leaf(s) and recomputes the sums, in
+  // O(capacity()). REQUIRES: as for Set, for every value.
+  void Reassign(const std::function<double(size_t)>& leaf);
 
   // Sets a slot's value in O(log capacity()). A slot >= size() grows the
   // tree to slot + 1 slots first (amortised O(1) per slot, as Resize).

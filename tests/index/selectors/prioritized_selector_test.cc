@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "index/selectors/selector.h"
@@ -171,65 +173,212 @@ TEST(PrioritizedSelectorTest, MassIsPriorityToTheExponentAndZeroForZero) {
     // Not pow(0, 0) == 1.
     EXPECT_EQ(selector.Mass(0.0), 0.0);
     EXPECT_EQ(selector.Mass(-0.0), 0.0);
+    // Scale 0 until a rescale: leaves are p^exponent (to a rounding).
+    EXPECT_EQ(selector.scale(), 0);
     EXPECT_EQ(selector.Mass(1.0), 1.0);
-    EXPECT_EQ(selector.Mass(3.0), exponent == 0 ? 1.0 : std::pow(3.0, exponent));
-    EXPECT_EQ(selector.Mass(1e-5), exponent == 0 ? 1.0 : std::pow(1e-5, exponent));
+    EXPECT_DOUBLE_EQ(selector.Mass(3.0), exponent == 0 ? 1.0 : std::pow(3.0, exponent));
+    EXPECT_DOUBLE_EQ(selector.Mass(1e-5), exponent == 0 ? 1.0 : std::pow(1e-5, exponent));
   }
-  // Positive priorities never get mass 0, and no mass is infinite.
+  // Where p^exponent is a normal double it is pow's (to libm's rounding).
   PrioritizedSelector squared(2.0);
-  EXPECT_EQ(squared.Mass(1e-200), PrioritizedSelector::kMinMass);
-  EXPECT_GT(squared.Mass(1e-200), 0.0);
-  EXPECT_EQ(squared.Mass(1e200), PrioritizedSelector::kMaxMass);
-  EXPECT_EQ(squared.Mass(std::numeric_limits<double>::max()), PrioritizedSelector::kMaxMass);
-}
-
-TEST(PrioritizedSelectorTest, ExtremePrioritiesStayDrawable) {
-  PrioritizedSelector selector(2.0);
-  selector.Insert(Item(1, 0.0));
-  selector.Insert(Item(2, 1e-200));  // p^2 underflows
-  selector.Insert(Item(3, 0.0));
-  ASSERT_TRUE(selector.has_mass());
   util::Random rng(testing_util::TestSeed());
   for (int i = 0; i < 1000; ++i) {
-    const Selection s = selector.Select(rng, Stratum{i % 10, 10});
-    ASSERT_EQ(s.key, Item(2, 0).key);
-    ASSERT_EQ(s.probability, 1.0);
+    const double p = LogUniform(rng, -100, 100);
+    ASSERT_DOUBLE_EQ(squared.Mass(p), p * p) << p;
   }
-  // Two overflowing masses share the draws and the total stays finite.
-  selector.Insert(Item(4, 1e200));
-  selector.Insert(Item(5, 1e300));
-  EXPECT_TRUE(std::isfinite(selector.total_mass()));
-  int64_t fours = 0;
-  for (int i = 0; i < 1000; ++i) {
-    const Selection s = selector.Select(rng);
-    ASSERT_TRUE(s.key == Item(4, 0).key || s.key == Item(5, 0).key);
-    ASSERT_EQ(s.probability, 0.5);
-    fours += s.key == Item(4, 0).key;
-  }
-  EXPECT_GT(fours, 300);
-  EXPECT_LT(fours, 700);
 }
 
-TEST(PrioritizedSelectorTest, HasMassOnlyWithAPositivePriority) {
+// The case: {1e-200, 3e-200} with exponent 2 have masses 1e-400 and
+// 9e-400, which underflow; clamped to one smallest mass they were reported
+// 0.5 / 0.5 and drawn 25 / 75. They are 0.1 / 0.9.
+TEST(PrioritizedSelectorTest, TinyPrioritiesKeepTheirRatio) {
+  const uint64_t seed = testing_util::TestSeed();
+  util::Random rng(seed);
+  PrioritizedSelector selector(2.0);
+  selector.Insert(Item(1, 1e-200));
+  selector.Insert(Item(2, 3e-200));
+  ASSERT_TRUE(selector.has_mass());
+  EXPECT_NEAR(selector.Mass(1e-200) / selector.total_mass(), 0.1, 1e-15);
+  EXPECT_NEAR(selector.Mass(3e-200) / selector.total_mass(), 0.9, 1e-15);
+  constexpr int64_t kDraws = 200000;
+  int64_t heavy = 0;
+  for (int64_t i = 0; i < kDraws; ++i) {
+    const Selection s = selector.Select(rng);
+    if (s.key == Item(2, 0).key) {
+      ++heavy;
+      ASSERT_NEAR(s.probability, 0.9, 1e-15);
+    } else {
+      ASSERT_EQ(s.key, Item(1, 0).key);
+      ASSERT_NEAR(s.probability, 0.1, 1e-15);
+    }
+  }
+  // Binomial(kDraws, 0.9): 6 sigma is about 800.
+  EXPECT_NEAR(static_cast<double>(heavy), 0.9 * kDraws, 6 * std::sqrt(kDraws * 0.09));
+}
+
+TEST(PrioritizedSelectorTest, HugePrioritiesDoNotOverflow) {
+  for (const auto& [exponent, low, high, p_high] :
+       {std::tuple{2.0, 1e300, 3e300, 0.9}, std::tuple{3.0, 1e250, 2e250, 8.0 / 9.0},
+        std::tuple{7.5, std::numeric_limits<double>::max() / 2, std::numeric_limits<double>::max(),
+                   1.0 / (1.0 + std::pow(0.5, 7.5))}}) {
+    SCOPED_TRACE("exponent " + std::to_string(exponent));
+    PrioritizedSelector selector(exponent);
+    selector.Insert(Item(1, low));
+    selector.Insert(Item(2, high));
+    ASSERT_TRUE(std::isfinite(selector.total_mass()));
+    EXPECT_NEAR(selector.Mass(high) / selector.total_mass(), p_high, 1e-13);
+    EXPECT_NEAR(selector.Mass(low) / selector.total_mass(), 1 - p_high, 1e-13);
+  }
+}
+
+// The probabilities and draws follow priority^exponent wherever priorities
+// lie in the double range: fresh random priorities spread over many orders
+// of magnitude around random centres from 1e-300 to 1e300, inserted,
+// updated and removed (which moves the largest mass across the range and
+// rescales the leaves), checked exactly against long double references and
+// by chi-square.
+TEST(PrioritizedSelectorTest, ProbabilitiesAndDrawsFollowTheDefinitionOverTheWholeRange) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  util::Random rng(seed);
+  for (int round = 0; round < 12; ++round) {
+    const double exponents[] = {0.5, 0.6, 1.0, 1.5, 2.0, 3.0, 7.5};
+    const double exponent = exponents[rng.Uniform(std::size(exponents))];
+    SCOPED_TRACE("round " + std::to_string(round) + " exponent " + std::to_string(exponent));
+    PrioritizedSelector selector(exponent);
+    Model model;
+    uint64_t seq = 1;
+    // Masses over about 16 orders of magnitude around the centre.
+    const auto fill = [&](double centre) {
+      const double spread = 8 / exponent;
+      const double lo = std::max(-307.0, centre - spread), hi = std::min(307.0, centre + spread);
+      for (int i = 0; i < 200; ++i) {
+        const ItemRef item = Item(seq++, rng.Uniform(10) == 0 ? 0.0 : LogUniform(rng, lo, hi));
+        selector.Insert(item);
+        model[item.key] = item;
+      }
+    };
+    const auto check = [&] {
+      long double total = 0;
+      for (const auto& [key, item] : model) total += ReferenceMass(item.priority, exponent);
+      ASSERT_TRUE(std::isfinite(selector.total_mass()));
+      ASSERT_GE(selector.total_mass(), 1.0);
+      for (const auto& [key, item] : model) {
+        const double reported = selector.Mass(item.priority) / selector.total_mass();
+        const long double want = ReferenceMass(item.priority, exponent) / total;
+        if (want >= std::numeric_limits<double>::min()) {
+          ASSERT_LE(std::fabs(reported - want), 1e-12L * want)
+              << "priority " << item.priority << ": " << reported << " vs " << double(want);
+        } else {
+          ASSERT_LE(std::fabs(reported - want), 1e-320L) << "priority " << item.priority;
+        }
+      }
+      ExpectFits(model, exponent, DrawAndCheck(selector, model, rng, 200000));
+    };
+    fill(-300 + 600 * rng.NextDouble());
+    check();
+    // A second population far away: one of them dominates.
+    fill(-300 + 600 * rng.NextDouble());
+    check();
+    // Remove the heavier half (by priority), then update what is left to
+    // new random values around a third centre.
+    std::vector<ItemRef> items;
+    for (const auto& [key, item] : model) items.push_back(item);
+    std::sort(items.begin(), items.end(),
+              [](const ItemRef& a, const ItemRef& b) { return a.priority > b.priority; });
+    for (size_t i = 0; i < items.size() / 2; ++i) {
+      selector.Remove(model[items[i].key]);
+      model.erase(items[i].key);
+    }
+    check();
+    const double centre = -300 + 600 * rng.NextDouble();
+    const double spread = 8 / exponent;
+    for (auto& [key, item] : model) {
+      const double p = LogUniform(rng, std::max(-307.0, centre - spread),
+                                  std::min(307.0, centre + spread));
+      selector.Update(item, p);
+      item.priority = p;
+    }
+    check();
+  }
+}
+
+// Every live priority 0: draws are uniform over the live items, with
+// probability 1 / N (Reverb does the same), plain and stratified; any
+// positive priority takes over again.
+TEST(PrioritizedSelectorTest, AllZeroPrioritiesDrawUniformly) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  util::Random rng(seed);
   PrioritizedSelector selector(1.0);
   EXPECT_FALSE(selector.has_mass());
-  selector.Insert(Item(1, 0.0));
-  selector.Insert(Item(2, 0.0));
-  EXPECT_EQ(selector.size(), 2u);
-  EXPECT_FALSE(selector.has_mass());
-  selector.Insert(Item(3, 0.5));
+  std::vector<ItemRef> items;
+  for (uint64_t seq = 1; seq <= 60; ++seq) {
+    items.push_back(Item(seq, 0.0));
+    selector.Insert(items.back());
+  }
+  // Removals leave holes among the slots: draws skip them.
+  for (uint64_t seq = 1; seq <= 60; seq += 6) selector.Remove(items[seq - 1]);
+  std::set<ItemKey> live;
+  for (const ItemRef& item : items) {
+    if ((item.seq - 1) % 6 != 0) live.insert(item.key);
+  }
+  ASSERT_EQ(selector.size(), live.size());
   EXPECT_TRUE(selector.has_mass());
-  selector.Update(Item(3, 0.5), 0.0);
-  EXPECT_FALSE(selector.has_mass());
-  selector.Update(Item(1, 0.0), 2.0);
-  EXPECT_TRUE(selector.has_mass());
-  selector.Remove(Item(1, 2.0));
-  EXPECT_FALSE(selector.has_mass());
-  EXPECT_EQ(selector.total_mass(), 0.0);
-  selector.Remove(Item(2, 0.0));
-  selector.Remove(Item(3, 0.0));
-  EXPECT_EQ(selector.size(), 0u);
-  EXPECT_FALSE(selector.has_mass());
+  EXPECT_EQ(selector.positive(), 0u);
+  const double n = static_cast<double>(live.size());
+  for (int64_t strata : {int64_t{1}, int64_t{10}}) {
+    std::map<ItemKey, int64_t> counts;
+    constexpr int64_t kRounds = 20000;
+    for (int64_t round = 0; round < kRounds; ++round) {
+      for (int64_t b = 0; b < strata; ++b) {
+        const Selection s = selector.Select(rng, Stratum{b, strata});
+        ASSERT_EQ(live.count(s.key), 1u);
+        ASSERT_EQ(s.probability, 1.0 / n);
+        ++counts[s.key];
+      }
+    }
+    EXPECT_EQ(counts.size(), live.size());
+    EXPECT_LT(testing_util::UniformChiSquare(counts, kRounds * strata / n),
+              ChiSquareCritical(static_cast<int>(live.size()) - 1));
+  }
+  EXPECT_EQ(selector.Log2MinProbabilityRatio(0.0), 0.0);
+  // One positive priority: only it is drawn.
+  selector.Update(items[1], 0.25);
+  for (int i = 0; i < 100; ++i) {
+    const Selection s = selector.Select(rng);
+    ASSERT_EQ(s.key, items[1].key);
+    ASSERT_EQ(s.probability, 1.0);
+  }
+  // Back to 0: uniform again.
+  selector.Update(ItemRef{items[1].key, items[1].seq, 0.25}, 0.0);
+  std::set<ItemKey> seen;
+  for (int i = 0; i < 5000; ++i) seen.insert(selector.Select(rng).key);
+  EXPECT_EQ(seen, live);
+}
+
+// Log2MinProbabilityRatio is log2(P_min / P) over the items of positive
+// priority, whatever their range (it stays finite where the ratio
+// underflows).
+TEST(PrioritizedSelectorTest, MinProbabilityRatioIsTheSmallestOverTheLiveItems) {
+  PrioritizedSelector selector(2.0);
+  selector.Insert(Item(1, 0.0));  // never drawn: not the minimum
+  selector.Insert(Item(2, 4.0));
+  selector.Insert(Item(3, 2.0));
+  selector.Insert(Item(4, 8.0));
+  EXPECT_DOUBLE_EQ(selector.Log2MinProbabilityRatio(8.0), -4.0);  // (2/8)^2
+  EXPECT_DOUBLE_EQ(selector.Log2MinProbabilityRatio(2.0), 0.0);
+  selector.Remove(Item(3, 2.0));
+  EXPECT_DOUBLE_EQ(selector.Log2MinProbabilityRatio(8.0), -2.0);  // (4/8)^2
+  selector.Insert(Item(5, 1e-300));
+  EXPECT_NEAR(selector.Log2MinProbabilityRatio(8.0), 2 * (std::log2(1e-300) - 3), 1e-9);
+  selector.Update(Item(5, 1e-300), 1e300);
+  EXPECT_DOUBLE_EQ(selector.Log2MinProbabilityRatio(4.0), 0.0);
+  EXPECT_NEAR(selector.Log2MinProbabilityRatio(1e300), 2 * (2 - std::log2(1e300)), 1e-9);
+  PrioritizedSelector flat(0.0);  // every positive item equally likely
+  flat.Insert(Item(1, 1.0));
+  flat.Insert(Item(2, 100.0));
+  EXPECT_EQ(flat.Log2MinProbabilityRatio(100.0), 0.0);
 }
 
 TEST(PrioritizedSelectorTest, ProbabilityIsLeafOverTotal) {
@@ -365,7 +514,8 @@ TEST(PrioritizedSelectorTest, UpdateChangesTheDistribution) {
     selector.Update(item, 0.0);
     item.priority = 0;
   }
-  EXPECT_FALSE(selector.has_mass());
+  EXPECT_TRUE(selector.has_mass());  // drawn uniformly
+  EXPECT_EQ(selector.positive(), 0u);
   ItemRef& chosen = model.begin()->second;
   selector.Update(chosen, 0.25);
   chosen.priority = 0.25;
@@ -412,7 +562,8 @@ TEST(PrioritizedSelectorTest, RemovedKeysAreNeverDrawnAfterSlotReuse) {
     ASSERT_EQ(selector.size(), model.size());
     bool any_positive = false;
     for (const auto& [key, item] : model) any_positive |= item.priority > 0;
-    ASSERT_EQ(selector.has_mass(), any_positive);
+    ASSERT_EQ(selector.has_mass(), !model.empty());
+    ASSERT_EQ(selector.positive() > 0, any_positive);
     if (!any_positive) continue;
     const auto counts = DrawAndCheck(selector, model, rng, 20);
     for (const auto& [key, count] : counts) ASSERT_FALSE(removed.count(key));

@@ -353,5 +353,25 @@ TEST(SumTreeTest, ResizeGrowsAndShrinks) {
   EXPECT_EQ(tree.Total(), 0.0);
 }
 
+// Reassign sets every slot at once: the same tree as Set slot by slot.
+TEST(SumTreeTest, ReassignMatchesSetSlotBySlot) {
+  util::Random rng(testing_util::TestSeed());
+  SumTree by_set;
+  for (size_t slot = 0; slot < 1000; ++slot) by_set.Set(slot, rng.NextDouble());
+  SumTree reassigned(1000);
+  std::vector<double> values(1000);
+  for (size_t slot = 0; slot < 1000; ++slot) {
+    values[slot] = static_cast<double>(rng.Uniform(1000));
+    by_set.Set(slot, values[slot]);
+  }
+  reassigned.Reassign([&](size_t slot) { return values[slot]; });
+  EXPECT_EQ(reassigned.Total(), by_set.Total());
+  for (size_t slot = 0; slot < 1000; ++slot) ASSERT_EQ(reassigned.Get(slot), values[slot]);
+  for (int i = 0; i < 1000; ++i) {
+    const double target = rng.NextDouble() * by_set.Total();
+    ASSERT_EQ(reassigned.Find(target), by_set.Find(target));
+  }
+}
+
 }  // namespace
 }  // namespace replaydb::index
