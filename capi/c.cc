@@ -62,9 +62,12 @@ using replaydb::TableInfo;
 using replaydb::TableSpec;
 using replaydb::TrajectoryWriter;
 using replaydb::VectorWriter;
+using replaydb::WeightNormalization;
 
 // The C enums are the C++ values: codes and dtypes pass through as ints.
 static_assert(REPLAYDB_OK == static_cast<int>(Status::Code::kOk));
+static_assert(REPLAYDB_WEIGHTS_BUFFER == static_cast<int>(WeightNormalization::kBuffer));
+static_assert(REPLAYDB_WEIGHTS_BATCH == static_cast<int>(WeightNormalization::kBatch));
 static_assert(REPLAYDB_INVALID_ARGUMENT == static_cast<int>(Status::Code::kInvalidArgument));
 static_assert(REPLAYDB_NOT_FOUND == static_cast<int>(Status::Code::kNotFound));
 static_assert(REPLAYDB_ALREADY_EXISTS == static_cast<int>(Status::Code::kAlreadyExists));
@@ -327,16 +330,25 @@ Status ToPriorities(const char* function, const double* priorities, size_t num_p
   return Status::OK();
 }
 
-SampleOptions ToSampleOptions(const replaydb_sample_options_t* options) {
+// replaydb_sample_options_t as SampleOptions; InvalidArgument naming `fn`
+// for a weight_normalization outside REPLAYDB_WEIGHTS_*.
+Result<SampleOptions> ToSampleOptions(const char* fn, const replaydb_sample_options_t* options) {
   replaydb_sample_options_t defaults;
   replaydb_sample_options_init(&defaults);
   const replaydb_sample_options_t& o = options != nullptr ? *options : defaults;
+  if (o.weight_normalization != REPLAYDB_WEIGHTS_BUFFER &&
+      o.weight_normalization != REPLAYDB_WEIGHTS_BATCH) {
+    return Status::InvalidArgument(std::string(fn) + ": options->weight_normalization is " +
+                                   std::to_string(o.weight_normalization) +
+                                   "; use REPLAYDB_WEIGHTS_BUFFER (0) or REPLAYDB_WEIGHTS_BATCH (1)");
+  }
   SampleOptions out;
   out.timeout = Millis(o.timeout_ms);
   out.importance_beta = o.importance_beta;
   out.stratified = o.stratified != 0;
   out.gather = o.gather != 0;
   out.peek = o.peek != 0;
+  out.weight_normalization = static_cast<WeightNormalization>(o.weight_normalization);
   return out;
 }
 
@@ -1440,6 +1452,7 @@ void replaydb_sample_options_init(replaydb_sample_options_t* options) {
   options->stratified = 0;
   options->gather = 1;
   options->peek = 0;
+  options->weight_normalization = REPLAYDB_WEIGHTS_BUFFER;
 }
 
 int replaydb_table_sample(replaydb_table_t* table, int64_t batch_size,
@@ -1450,9 +1463,9 @@ int replaydb_table_sample(replaydb_table_t* table, int64_t batch_size,
     if (batch == nullptr) return NullArgument(kFn, "batch");
     *batch = nullptr;
     if (table == nullptr) return NullArgument(kFn, "table");
+    REPLAYDB_ASSIGN_OR_RETURN(const SampleOptions sample_options, ToSampleOptions(kFn, options));
     auto memory = std::make_unique<HostBatchMemory>();
-    REPLAYDB_RETURN_IF_ERROR(
-        table->table->Sample(batch_size, ToSampleOptions(options), &memory->batch));
+    REPLAYDB_RETURN_IF_ERROR(table->table->Sample(batch_size, sample_options, &memory->batch));
     *batch = NewHostBatch(*table->layout, std::move(memory));
     return Status::OK();
   });
@@ -1482,7 +1495,7 @@ int replaydb_table_sample_to_device(replaydb_table_t* table, int64_t batch_size,
     if (batch == nullptr) return NullArgument(kFn, "batch");
     *batch = nullptr;
     if (table == nullptr) return NullArgument(kFn, "table");
-    const SampleOptions o = ToSampleOptions(options);
+    REPLAYDB_ASSIGN_OR_RETURN(const SampleOptions o, ToSampleOptions(kFn, options));
     const TableLayout& layout = *table->layout;
     if (layout.device < 0 || batch_size < 1) {
       // No GPU memory to allocate on, or no size to allocate: the C++ call
@@ -1545,7 +1558,8 @@ int replaydb_table_sample_into(replaydb_table_t* table, int64_t batch_size,
       }
       out.columns.assign(columns, columns + num_columns);
     }
-    return table->table->SampleToDevice(batch_size, ToSampleOptions(options), out, stream);
+    REPLAYDB_ASSIGN_OR_RETURN(const SampleOptions sample_options, ToSampleOptions(kFn, options));
+    return table->table->SampleToDevice(batch_size, sample_options, out, stream);
   });
 }
 
@@ -1560,7 +1574,7 @@ int replaydb_table_new_sampler(replaydb_table_t* table, int64_t batch_size, int 
     DeviceSamplerOptions o;
     o.batch_size = batch_size;
     o.in_flight = in_flight;
-    o.sample = ToSampleOptions(options);
+    REPLAYDB_ASSIGN_OR_RETURN(o.sample, ToSampleOptions(kFn, options));
     auto made = table->table->NewDeviceSampler(o);
     if (!made.ok()) return made.status();
     auto state = std::make_shared<SamplerState>();

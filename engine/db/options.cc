@@ -91,6 +91,14 @@ std::string_view StepPriorityName(StepPriority p) {
   return "invalid";
 }
 
+std::string_view WeightNormalizationName(WeightNormalization w) {
+  switch (w) {
+    case WeightNormalization::kBuffer: return "buffer";
+    case WeightNormalization::kBatch: return "batch";
+  }
+  return "invalid";
+}
+
 std::string_view TableLoggingName(TableLogging l) {
   switch (l) {
     case TableLogging::kDefault: return "default";

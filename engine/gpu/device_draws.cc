@@ -10,6 +10,19 @@ using util::Quoted;
 
 // ---- DevicePriorityDraws
 
+namespace {
+
+// The device table's "no item of priority > 0", said as the table's.
+Status NoPositivePriority(const Status& s, const std::string& table, int device) {
+  if (s.code() != Status::Code::kFailedPrecondition) return s;
+  return s.WithContext("table " + Quoted(table) + " draws on CUDA device " +
+                       std::to_string(device) +
+                       ", which needs an item of priority > 0 (a table drawing on the host "
+                       "draws uniformly when every priority is 0)");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<DrawStrategy>> DevicePriorityDraws::Create(const TableSpec& spec) {
   const int64_t capacity = CapacityBlocks(spec) * spec.block_steps;
   auto selector = DeviceSelector::Create(spec.priority_device, capacity, spec.priority_exponent);
@@ -39,13 +52,32 @@ Status DevicePriorityDraws::PrepareHostDraws(int64_t batch, const SampleOptions&
   }
   kernels::DevicePriorityTable::SampleParams params;
   params.stratified = options.stratified;
-  REPLAYDB_RETURN_IF_ERROR(device_->table().Sample(batch, params, keys_.as<uint64_t>(),
-                                                   probabilities_.as<float>(), nullptr, stream));
+  // kBuffer weights need the table-wide smallest probability, which only
+  // the device knows (kBatch ones the table forms from the probabilities).
+  const bool weights = options.importance_beta >= 0 &&
+                       options.weight_normalization == WeightNormalization::kBuffer;
+  if (weights) {
+    params.beta = options.importance_beta;
+    params.table_weights = true;
+    if (weights_.size() < bytes) {
+      REPLAYDB_ASSIGN_OR_RETURN(weights_, DeviceBuffer::Allocate(device_id_, bytes));
+    }
+  }
+  REPLAYDB_RETURN_IF_ERROR(
+      NoPositivePriority(device_->table().Sample(batch, params, keys_.as<uint64_t>(),
+                                                 probabilities_.as<float>(),
+                                                 weights ? weights_.as<float>() : nullptr, stream),
+                         table_, device_id_));
   std::vector<uint64_t> keys(batch);
   std::vector<float> probabilities(batch);
   REPLAYDB_RETURN_IF_ERROR(keys_.CopyToHost(keys.data(), batch * sizeof(uint64_t), 0, stream));
   REPLAYDB_RETURN_IF_ERROR(
       probabilities_.CopyToHost(probabilities.data(), batch * sizeof(float), 0, stream));
+  weights_host_.resize(weights ? static_cast<size_t>(batch) : 0);
+  if (weights) {
+    REPLAYDB_RETURN_IF_ERROR(
+        weights_.CopyToHost(weights_host_.data(), batch * sizeof(float), 0, stream));
+  }
   draws_.resize(batch);
   for (int64_t b = 0; b < batch; ++b) {
     // With every priority set to 0 from the device, the device draws a
@@ -66,13 +98,20 @@ index::Selection DevicePriorityDraws::HostDraw(int64_t b, util::Random& /*rng*/,
   return draws_[static_cast<size_t>(b)];
 }
 
+double DevicePriorityDraws::HostDrawBufferWeight(int64_t b, double /*beta*/,
+                                                 double /*priority*/) const {
+  return weights_host_[static_cast<size_t>(b)];
+}
+
 Status DevicePriorityDraws::DrawAndGather(DeviceTier& tier, int64_t batch,
                                           const SampleOptions& options, util::Random& /*rng*/,
                                           const DeviceSampleOutput& out, void* stream) {
   kernels::DevicePriorityTable::SampleParams params;
   params.beta = options.importance_beta;
+  params.table_weights = options.weight_normalization == WeightNormalization::kBuffer;
   params.stratified = options.stratified;
-  return tier.DrawAndGather(device_->table(), batch, params, out, stream);
+  return NoPositivePriority(tier.DrawAndGather(device_->table(), batch, params, out, stream),
+                            table_, device_id_);
 }
 
 // ---- DeviceUniformDraws

@@ -33,6 +33,9 @@ class DevicePriorityDraws final : public DrawStrategy {
   Status PrepareHostDraws(int64_t batch, const SampleOptions& options,
                           const index::TrajectoryStore& store, void* stream) override;
   index::Selection HostDraw(int64_t b, util::Random& rng, index::Stratum stratum) override;
+  // The weight the device wrote with the draws (PrepareHostDraws asks for
+  // table-wide weights when options ask for kBuffer ones).
+  double HostDrawBufferWeight(int64_t b, double beta, double priority) const override;
   Status status() const override { return device_->error(); }
   bool draws_on_device() const override { return true; }
   Status DrawAndGather(DeviceTier& tier, int64_t batch, const SampleOptions& options,
@@ -49,7 +52,9 @@ class DevicePriorityDraws final : public DrawStrategy {
   // and in draws_ on the host.
   DeviceBuffer keys_;
   DeviceBuffer probabilities_;
+  DeviceBuffer weights_;
   std::vector<index::Selection> draws_;
+  std::vector<float> weights_host_;
 };
 
 class DeviceUniformDraws final : public DrawStrategy {

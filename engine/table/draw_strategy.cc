@@ -1,5 +1,7 @@
 #include "engine/table/draw_strategy.h"
 
+#include <cmath>
+
 #include "engine/gpu/device_draws.h"
 #include "engine/table/table_layout.h"
 #include "util/format.h"
@@ -31,6 +33,10 @@ Result<std::unique_ptr<DrawStrategy>> DrawStrategy::Create(const TableSpec& spec
     return DeviceUniformDraws::Create(spec, gpus, why_none);
   }
   return DevicePriorityDraws::Create(spec);
+}
+
+double DrawStrategy::HostDrawBufferWeight(int64_t /*b*/, double beta, double priority) const {
+  return std::exp2(beta * selector_->Log2MinProbabilityRatio(priority));
 }
 
 Status DrawStrategy::DrawAndGather(DeviceTier& /*tier*/, int64_t /*batch*/,

@@ -71,6 +71,11 @@ class DrawStrategy {
   virtual index::Selection HostDraw(int64_t /*b*/, util::Random& rng, index::Stratum stratum) {
     return selector_->Select(rng, stratum);
   }
+  // Draw b's importance weight with exponent `beta` divided by the largest
+  // any live item could get (WeightNormalization::kBuffer), right after
+  // HostDraw(b) drew an item of `priority`: 2^(beta * log2(P_min / P))
+  // from the selector here.
+  virtual double HostDrawBufferWeight(int64_t /*b*/, double beta, double priority) const;
 
   // ---- SampleToDevice
 

@@ -436,10 +436,11 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // The priority of a new item at `start` (hot-tier slot `slot`), from its
   // window's step priorities.
   double NewItemPriorityLocked(const Trajectory& t, int64_t start, int64_t slot) const;
-  // The draws a live item still allows when max_times_sampled > 0: none for
-  // an item the selector cannot draw (priority 0 under kPrioritized).
+  // The draws a live item still allows when max_times_sampled > 0. An item
+  // of priority 0 under kPrioritized counts too: once every item with a
+  // positive priority is sampled away, draws pick such items uniformly.
   int64_t DrawsLeft(const ItemState& item) const {
-    if (max_times_sampled_ == 0 || (prioritized_ && item.priority == 0)) return 0;
+    if (max_times_sampled_ == 0) return 0;
     return max_times_sampled_ - item.times_sampled;
   }
 
@@ -491,6 +492,10 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status NeedTierLocked(std::string_view what) const;
   Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const;
+  // After DrawLocked: out->weights as options say (kBatch from the
+  // probabilities; kBuffer's DrawLocked made; none without beta).
+  void FinishWeightsLocked(const SampleOptions& options, int64_t live_items,
+                           SampleBatch* out) const;
 
   // ---- logging (table_durability.cc)
 
@@ -641,7 +646,6 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   const Padding padding_;
   const uint32_t max_times_sampled_;
   const StepPriority step_priority_;
-  const bool prioritized_;
   // TableSpec::spill, rotation_fraction, rotation_every_samples.
   const bool spill_;
   const double rotation_fraction_;

@@ -29,9 +29,9 @@ namespace {
 // Largest batch one Sample call accepts.
 constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
 
-// (N * P)^-beta, divided by the batch's largest weight.
-void ImportanceWeights(const std::vector<double>& probabilities, int64_t live_items, double beta,
-                       std::vector<double>* weights) {
+// (N * P)^-beta, divided by the batch's largest weight (kBatch).
+void BatchImportanceWeights(const std::vector<double>& probabilities, int64_t live_items,
+                            double beta, std::vector<double>* weights) {
   weights->resize(probabilities.size());
   double max_weight = 0;
   for (size_t b = 0; b < probabilities.size(); ++b) {
@@ -55,7 +55,24 @@ Status TableImpl::CheckSampleArgs(int64_t batch_size, const SampleOptions& optio
                                    std::to_string(options.importance_beta) +
                                    "; use a finite value (< 0 for no weights)");
   }
+  if (WeightNormalizationName(options.weight_normalization) == "invalid") {
+    return Status::InvalidArgument(
+        "table " + Quoted(name_) + ": weight_normalization is " +
+        std::to_string(static_cast<int>(options.weight_normalization)) +
+        "; use WeightNormalization::kBuffer (0) or kBatch (1)");
+  }
   return Status::OK();
+}
+
+void TableImpl::FinishWeightsLocked(const SampleOptions& options, int64_t live_items,
+                                    SampleBatch* out) const {
+  if (options.importance_beta < 0) {
+    out->weights.clear();
+  } else if (options.weight_normalization == WeightNormalization::kBatch) {
+    BatchImportanceWeights(out->probabilities, live_items, options.importance_beta,
+                           &out->weights);
+  }
+  // kBuffer: DrawLocked computed them draw by draw.
 }
 
 int64_t TableImpl::SlotOf(const Window& w) const {
@@ -80,9 +97,8 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     REPLAYDB_RETURN_IF_ERROR(
         limiter_.AwaitSamples(lock, B, DeadlineAfter(options.timeout), ready));
   } else if (num_items_ == 0 || !selector_.has_mass()) {
-    return Status::FailedPrecondition(
-        "table " + Quoted(name_) + " has nothing to draw: " + std::to_string(num_items_) +
-        " live items" + (num_items_ > 0 ? ", none with a priority above 0" : ""));
+    return Status::FailedPrecondition("table " + Quoted(name_) + " has nothing to draw: " +
+                                      std::to_string(num_items_) + " live items");
   }
   *live_items = num_items_;
   REPLAYDB_RETURN_IF_ERROR(draws_->PrepareHostDraws(B, options, store_,
@@ -94,6 +110,11 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
   out->priorities.resize(B);
   out->times_sampled.resize(B);
   out->mask.assign(static_cast<size_t>(B * L), 0);
+  // Buffer-wide importance weights, draw by draw: P_min is the selector's
+  // as the draw is made, before its item may leave.
+  const bool buffer_weights = options.importance_beta >= 0 &&
+                              options.weight_normalization == WeightNormalization::kBuffer;
+  if (buffer_weights) out->weights.resize(B);
   windows->clear();
   windows->reserve(B);
   std::vector<ItemKey> removed_keys;
@@ -113,6 +134,9 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     out->keys[b] = sel.key;
     out->probabilities[b] = sel.probability;
     out->priorities[b] = item.priority;
+    if (buffer_weights) {
+      out->weights[b] = draws_->HostDrawBufferWeight(b, options.importance_beta, item.priority);
+    }
     out->times_sampled[b] = item.times_sampled;
     if (take && max_times_sampled_ > 0) {
       --sample_budget_;
@@ -274,11 +298,7 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(DrawLocked(lock, batch_size, options, out, &windows, &live_items));
-  if (options.importance_beta >= 0) {
-    ImportanceWeights(out->probabilities, live_items, options.importance_beta, &out->weights);
-  } else {
-    out->weights.clear();
-  }
+  FinishWeightsLocked(options, live_items, out);
   if (!options.gather) {
     for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
     out->columns.clear();
@@ -358,10 +378,8 @@ Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& option
     steps[b] = static_cast<uint32_t>(windows[b].real);
     probabilities[b] = static_cast<float>(meta.probabilities[b]);
   }
-  if (options.importance_beta >= 0) {
-    ImportanceWeights(meta.probabilities, live_items, options.importance_beta, &meta.weights);
-    weights.assign(meta.weights.begin(), meta.weights.end());
-  }
+  FinishWeightsLocked(options, live_items, &meta);
+  weights.assign(meta.weights.begin(), meta.weights.end());
   DeviceTier::HostDraws draws{slots, steps, meta.keys, probabilities, weights};
   Status s = tier_->GatherHostDraws(draws, out, stream);
   // After the gather was queued: blocks of consumed trajectories wait for it.

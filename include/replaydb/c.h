@@ -392,12 +392,17 @@ REPLAYDB_C_EXPORT uint64_t replaydb_vector_writer_trajectory_id(
 /* ---- samples ---- */
 
 /* replaydb::SampleOptions. */
+/* replaydb::WeightNormalization: what importance weights are divided by. */
+#define REPLAYDB_WEIGHTS_BUFFER 0 /* the largest any live item could get (PER's) */
+#define REPLAYDB_WEIGHTS_BATCH 1  /* the batch's largest */
+
 typedef struct {
   int64_t timeout_ms;      /* default REPLAYDB_WAIT_FOREVER */
   double importance_beta;  /* default -1: no weights */
   int stratified;          /* default 0 */
   int gather;              /* default 1 */
   int peek;                /* default 0 */
+  int weight_normalization; /* REPLAYDB_WEIGHTS_*; default REPLAYDB_WEIGHTS_BUFFER */
 } replaydb_sample_options_t;
 
 REPLAYDB_C_EXPORT void replaydb_sample_options_init(replaydb_sample_options_t* options);

@@ -151,7 +151,14 @@ enum class SelectorKind : uint8_t {
   kFifo = 1,     // the oldest live item (probability 1)
   kLifo = 2,     // the newest live item (probability 1)
   // Probability proportional to priority^priority_exponent, with
-  // replacement; items of priority 0 are never drawn.
+  // replacement, over the whole double range of priorities (no mass
+  // underflows or overflows); items of priority 0 are never drawn, unless
+  // every live item has priority 0: then every live item is drawn with
+  // equal probability (as Reverb does). A table drawing on a GPU
+  // (TableSpec::priority_device) differs in two ways: with every priority
+  // 0 a sample fails at once with FailedPrecondition; and it keeps
+  // priority^priority_exponent as a float clamped to [1.4e-45, 3.4e38], so
+  // its probabilities follow the definition only inside that range.
   kPrioritized = 3,
   kMinHeap = 4,  // the item of lowest priority; ties: the oldest
   kMaxHeap = 5,  // the item of highest priority; ties: the oldest
@@ -401,14 +408,36 @@ struct WriterOptions {
 // WriterOptions::threads at most.
 inline constexpr int kMaxWriterThreads = 64;
 
+// What importance weights (SampleOptions::importance_beta) are divided by.
+enum class WeightNormalization : uint8_t {
+  // The largest weight any live item could get, (N * P_min)^-beta with
+  // P_min the smallest probability a draw has of picking a live item it
+  // can pick: w_i = (P_min / P(i))^beta, in (0, 1]. Prioritized experience
+  // replay's definition (also TorchRL's and OpenAI baselines'): a weight
+  // does not depend on what else the batch drew. P_min is that of the
+  // draw's moment (an item sampled away earlier in the batch no longer
+  // counts). Selectors that give every item they can draw the same
+  // probability (uniform, FIFO, LIFO, heaps, and prioritized draws when
+  // every priority is 0) give weight 1. On the host P_min is kept in
+  // O(log n) per priority change; a table drawing on a GPU
+  // (TableSpec::priority_device) finds it with one pass over its device
+  // priorities per sample.
+  kBuffer = 0,
+  // The batch's largest weight: the batch's least likely draw gets 1.
+  kBatch = 1,
+};
+std::string_view WeightNormalizationName(WeightNormalization w);  // "buffer", "batch"
+
 struct SampleOptions {
   // How long Sample may wait for the rate limiter before returning
   // DeadlineExceeded. Default: forever.
   std::chrono::milliseconds timeout = kWaitForever;
   // When >= 0, SampleBatch::weights gets importance weights
-  // (N * P(i))^-beta, divided by the batch's largest weight, where N is the
-  // number of live items. Default: -1 (no weights).
+  // (N * P(i))^-beta, where N is the number of live items, divided as
+  // weight_normalization says. Default: -1 (no weights).
   double importance_beta = -1;
+  // Default: kBuffer (PER's definition).
+  WeightNormalization weight_normalization = WeightNormalization::kBuffer;
   // Split the probability mass into batch_size equal strata and draw one
   // item from each (prioritized selector only; others ignore it).
   // Default: false.

@@ -73,8 +73,16 @@ class DevicePriorityTable {
   };
 
   struct SampleParams {
-    // >= 0: write importance weights (N * P(i))^-beta / max over the batch.
+    // >= 0: write importance weights (N * P(i))^-beta divided by the
+    // largest: over the batch, or with table_weights over every item
+    // present (see Sample).
     double beta = -1;
+    // Divide weights by the largest weight any item present could get,
+    // (N * P_min)^-beta with P_min the smallest probability of an item of
+    // priority > 0 (prioritized replay's definition, the engine's
+    // WeightNormalization::kBuffer), rather than by the batch's largest.
+    // Costs one pass over the table's values per call. Default: false.
+    bool table_weights = false;
     // One draw from each of `batch` equal strata of the probability mass.
     bool stratified = false;
     // Non-null: Sample also writes the slot of each draw, d_slots[batch]
@@ -128,7 +136,9 @@ class DevicePriorityTable {
   // Details: the probability is value / total in fp64, written as float (it
   // underflows to 0 only below about 1e-45). N in the weights is the number
   // of items present; it cancels in the normalisation, so a weight is
-  // (P_min / P(i))^beta with P_min the batch's smallest probability.
+  // (P_min / P(i))^beta with P_min the batch's smallest probability, or
+  // with params.table_weights the smallest of any item present (weights
+  // are capped at 1).
   // Stratum i covers [i, i+1) / batch of the mass in slot order (the
   // caller's order with caller_slots). The host's FailedPrecondition check
   // sees Insert/InsertAt/Remove/SetPriority but not UpdatePriorities: if

@@ -57,6 +57,7 @@ class SampleOptions(Structure):
         ("stratified", c_int),
         ("gather", c_int),
         ("peek", c_int),
+        ("weight_normalization", c_int),
     ]
 
 

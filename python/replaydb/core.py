@@ -82,6 +82,10 @@ def _reason_code(reason: str) -> int:
 # ---------------------------------------------------------------- columns
 
 
+# SampleOptions::weight_normalization (REPLAYDB_WEIGHTS_* in replaydb/c.h).
+_WEIGHT_NORMALIZATIONS = {"buffer": 0, "batch": 1}
+
+
 @dataclass(frozen=True)
 class Column:
     """A column of a table: a name, an element type and a per-step shape."""
@@ -814,12 +818,16 @@ class Table(_Owned):
 
     def _options(self, seq_len: Optional[int], importance_beta: Optional[float],
                  stratified: bool, timeout: Optional[float], peek: bool,
-                 gather: bool) -> _CSampleOptions:
+                 gather: bool, weight_normalization: str = "buffer") -> _CSampleOptions:
         if seq_len is not None and seq_len != self.sequence_length:
             raise ValueError(f"replaydb: table {self.name!r} samples windows of "
                              f"{self.sequence_length} steps (its sequence_length), not {seq_len}; "
                              "create a table with that sequence_length")
-        key = (timeout, importance_beta, stratified, peek, gather)
+        normalization = _WEIGHT_NORMALIZATIONS.get(weight_normalization)
+        if normalization is None:
+            raise ValueError(f"replaydb: table {self.name!r}: weight_normalization must be "
+                             f"'buffer' or 'batch', not {weight_normalization!r}")
+        key = (timeout, importance_beta, stratified, peek, gather, normalization)
         options = self._options_cache.get(key)
         if options is None:  # built once per combination: sampling is a hot path
             options = _CSampleOptions()
@@ -829,6 +837,7 @@ class Table(_Owned):
             options.stratified = int(stratified)
             options.peek = int(peek)
             options.gather = int(gather)
+            options.weight_normalization = normalization
             if len(self._options_cache) < 64:
                 self._options_cache[key] = options
         return options
@@ -869,17 +878,21 @@ class Table(_Owned):
     def sample(self, batch_size: int, *, seq_len: Optional[int] = None,
                device: DeviceLike = None, importance_beta: Optional[float] = None,
                stratified: bool = False, timeout: Optional[float] = None, peek: bool = False,
-               gather: bool = True, stream: StreamLike = None) -> Batch:
+               gather: bool = True, stream: StreamLike = None,
+               weight_normalization: str = "buffer") -> Batch:
         """Draws ``batch_size`` items with the table's selector.
 
         ``device=None`` or ``"cpu"``: a batch in host memory. ``"cuda"`` (or the
         table's ``"cuda:N"``): gathered into GPU memory by one kernel on ``stream``
         (default: PyTorch's current stream when PyTorch is in use, else the legacy
         default stream), returning without waiting for it. ``seq_len`` must be the
-        table's sequence_length. ``importance_beta`` adds importance weights;
-        ``peek`` draws without taking (host only); ``timeout`` (seconds) bounds the
-        wait for the rate limiter."""
-        options = self._options(seq_len, importance_beta, stratified, timeout, peek, gather)
+        table's sequence_length. ``importance_beta`` adds importance weights
+        (N * P(i))^-beta, divided by the largest any live item could get
+        (``weight_normalization="buffer"``, prioritized replay's definition) or by
+        the batch's largest (``"batch"``); ``peek`` draws without taking (host
+        only); ``timeout`` (seconds) bounds the wait for the rate limiter."""
+        options = self._options(seq_len, importance_beta, stratified, timeout, peek, gather,
+                                weight_normalization)
         dev = self._resolve_device(device)
         handle = c_void_p()
         if dev < 0:
@@ -904,10 +917,12 @@ class Table(_Owned):
 
     def batches(self, batch_size: int, *, prefetch: int = 2, device: DeviceLike = None,
                 importance_beta: Optional[float] = None, stratified: bool = False,
-                timeout: Optional[float] = None, stream: StreamLike = None) -> BatchIterator:
+                timeout: Optional[float] = None, stream: StreamLike = None,
+                weight_normalization: str = "buffer") -> BatchIterator:
         """An iterator of batches sampled ahead: ``prefetch`` of them wait ready
-        (on the GPU with ``device="cuda"``)."""
-        options = self._options(None, importance_beta, stratified, None, False, True)
+        (on the GPU with ``device="cuda"``). Options as for ``sample``."""
+        options = self._options(None, importance_beta, stratified, None, False, True,
+                                weight_normalization)
         dev = self._resolve_device(device)
         stream_value = _stream_value(stream)
         if stream_value is None and dev >= 0:

@@ -653,8 +653,22 @@ TEST_F(CApiTest, BatchFieldsAndReferenceCounts) {
   EXPECT_EQ(options.stratified, 0);
   EXPECT_EQ(options.gather, 1);
   EXPECT_EQ(options.peek, 0);
+  EXPECT_EQ(options.weight_normalization, REPLAYDB_WEIGHTS_BUFFER);
   options.importance_beta = 0.4;
   const int64_t B = 5;
+  {
+    replaydb_sample_options_t bad = options;
+    bad.weight_normalization = -1;
+    replaydb_batch_t* none = nullptr;
+    C_EXPECT_ERROR(replaydb_table_sample(table.get(), B, &bad, &none, err_.ptr()),
+                   REPLAYDB_INVALID_ARGUMENT,
+                   "replaydb_table_sample: options->weight_normalization is -1; use "
+                   "REPLAYDB_WEIGHTS_BUFFER (0) or REPLAYDB_WEIGHTS_BATCH (1)");
+    EXPECT_EQ(none, nullptr);
+    bad.weight_normalization = REPLAYDB_WEIGHTS_BATCH;
+    C_ASSERT_OK(replaydb_table_sample(table.get(), B, &bad, &none, err_.ptr()));
+    replaydb_batch_release(none);
+  }
   replaydb_batch_t* b = nullptr;
   C_ASSERT_OK(replaydb_table_sample(table.get(), B, &options, &b, err_.ptr()));
   EXPECT_EQ(replaydb_live_batches(), start + 1);

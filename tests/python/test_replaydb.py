@@ -407,3 +407,38 @@ def test_prefetching_iterator_yields_batches_and_stops(db_path):
                 batch.close()
         gc.collect()
         assert replaydb.live_batches() <= baseline
+
+
+def test_importance_weights_by_buffer_or_batch(db_path):
+    with replaydb.open(db_path) as db:
+        table = db.create_table("w", {"x": np.int64}, capacity_steps=64,
+                                selector="prioritized", priority_exponent=1.0)
+        w = table.writer()
+        for i, p in enumerate([1.0, 2.0, 4.0, 8.0]):
+            w.append({"x": i}, priority=p)
+        w.end()
+        # The default, prioritized replay's: (P_min / P)^beta over the whole table.
+        batch = table.sample(64, importance_beta=0.5, gather=False)
+        priorities = np.asarray(batch.priorities)
+        assert np.allclose(np.asarray(batch.weights), (1.0 / priorities) ** 0.5)
+        # By the batch's largest: the batch's least likely draw gets 1.
+        batch = table.sample(64, importance_beta=0.5, weight_normalization="batch", gather=False)
+        weights = np.asarray(batch.weights)
+        assert weights.max() == 1.0
+        p = np.asarray(batch.probabilities)
+        assert np.allclose(weights, (p.min() / p) ** 0.5)
+        with pytest.raises(ValueError, match="weight_normalization must be 'buffer' or 'batch'"):
+            table.sample(4, importance_beta=0.5, weight_normalization="max")
+
+
+def test_all_zero_priorities_sample_uniformly(db_path):
+    with replaydb.open(db_path) as db:
+        table = db.create_table("z", {"x": np.int64}, capacity_steps=64,
+                                selector="prioritized")
+        w = table.writer()
+        for i in range(4):
+            w.append({"x": i}, priority=0.0)
+        w.end()
+        batch = table.sample(400, timeout=5.0, gather=False)  # waited forever before
+        assert np.allclose(np.asarray(batch.probabilities), 0.25)
+        assert len(set(np.asarray(batch.keys).tolist())) == 4

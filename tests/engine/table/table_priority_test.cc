@@ -198,48 +198,67 @@ TEST_F(TablePriorityTest, UpdatesOfEvictedKeysNeverReachNewItems) {
   for (const auto& [key, p] : DrawnPriorities(*table, 50)) EXPECT_EQ(p, 1.0) << key;
 }
 
-TEST_F(TablePriorityTest, AllZeroPrioritiesBlockUntilAnUpdate) {
+// Every live priority 0: draws are uniform (as Reverb's), not a wait that
+// only a priority update ends.
+TEST_F(TablePriorityTest, AllZeroPrioritiesDrawUniformly) {
   auto table = Create(Spec("zero", SelectorKind::kPrioritized));
   const auto keys = Write(*table, {0.0, 0.0, 0.0});
-  auto timed_out = table->Sample(1, {.timeout = 20ms});
-  EXPECT_EQ(timed_out.status().code(), Status::Code::kDeadlineExceeded);
-  std::thread sampler([&] {
-    auto b = table->Sample(8);
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
-    for (ItemKey k : b->keys) EXPECT_EQ(k, keys[1]);
-  });
-  std::this_thread::sleep_for(30ms);
+  SampleOptions opts;
+  opts.timeout = 5s;  // it waited forever before
+  opts.importance_beta = 0.5;
+  std::map<ItemKey, int64_t> counts;
+  for (int i = 0; i < 30; ++i) {
+    auto b = table->Sample(100, opts);
+    ASSERT_OK(b.status());
+    for (int64_t j = 0; j < 100; ++j) {
+      ++counts[b->keys[j]];
+      EXPECT_EQ(b->probabilities[j], 1.0 / 3);
+      EXPECT_EQ(b->weights[j], 1.0);
+    }
+  }
+  ASSERT_EQ(counts.size(), 3u);
+  EXPECT_LT(testing_util::UniformChiSquare(counts, 1000.0), ChiSquareCritical(2));
+  // A positive priority takes every draw.
   ASSERT_OK(table->UpdatePriorities(std::vector<ItemKey>{keys[1]}, std::vector<double>{2.0}));
-  sampler.join();
+  auto b = table->Sample(8);
+  ASSERT_OK(b.status());
+  for (ItemKey k : b->keys) EXPECT_EQ(k, keys[1]);
 }
 
-TEST_F(TablePriorityTest, BatchesNeverRunOutOfMassMidway) {
-  // max_times_sampled = 1 and one item of priority 0: only one draw has mass,
-  // so a batch of 2 must wait instead of drawing from an empty distribution.
+TEST_F(TablePriorityTest, BatchesDrawZeroPriorityItemsOnceThePositiveOnesAreGone) {
+  // max_times_sampled = 1: the item of priority 1 is drawn first and leaves;
+  // the second draw then finds only priority 0 and draws it (uniformly).
   TableSpec spec = Spec("midway", SelectorKind::kPrioritized);
   spec.max_times_sampled = 1;
   auto table = Create(spec);
   const auto keys = Write(*table, {1.0, 0.0});
-  EXPECT_EQ(table->Sample(2, {.timeout = 20ms}).status().code(), Status::Code::kDeadlineExceeded);
-  EXPECT_EQ(table->Info().num_items, 2);
-  auto one = table->Sample(1, {.timeout = 20ms});
-  ASSERT_TRUE(one.ok());
-  EXPECT_EQ(one->keys[0], keys[0]);
-  EXPECT_EQ(table->Sample(1, {.timeout = 20ms}).status().code(), Status::Code::kDeadlineExceeded);
-  // Giving the other item mass makes it drawable, once.
-  ASSERT_OK(table->UpdatePriorities(std::vector<ItemKey>{keys[1]}, std::vector<double>{3.0}));
-  auto two = table->Sample(1, {.timeout = 20ms});
-  ASSERT_TRUE(two.ok());
-  EXPECT_EQ(two->keys[0], keys[1]);
+  auto both = table->Sample(2, {.timeout = 5s});
+  ASSERT_OK(both.status());
+  EXPECT_EQ(both->keys[0], keys[0]);
+  EXPECT_EQ(both->probabilities[0], 1.0);
+  EXPECT_EQ(both->keys[1], keys[1]);
+  EXPECT_EQ(both->probabilities[1], 1.0);
   EXPECT_EQ(table->Info().num_items, 0);
+  EXPECT_EQ(table->Sample(1, {.timeout = 20ms}).status().code(), Status::Code::kDeadlineExceeded);
 }
 
 TEST_F(TablePriorityTest, ImportanceWeights) {
   auto table = Create(Spec("weights", SelectorKind::kPrioritized));
-  Write(*table, {1.0, 2.0, 4.0, 8.0, 16.0});
+  const auto keys = Write(*table, {1.0, 2.0, 4.0, 8.0, 16.0});
   SampleBatch batch;
   SampleOptions opts;
   opts.importance_beta = 0.7;
+  // The default: PER's, by the buffer-wide largest weight, that of the item
+  // of priority 1: w = (P_min / P)^beta = (1 / priority)^0.7, whatever the
+  // batch drew.
+  EXPECT_EQ(opts.weight_normalization, WeightNormalization::kBuffer);
+  ASSERT_OK(table->Sample(4, opts, &batch));
+  ASSERT_EQ(batch.weights.size(), 4u);
+  for (int b = 0; b < 4; ++b) {
+    EXPECT_NEAR(batch.weights[b], std::pow(1.0 / batch.priorities[b], 0.7), 1e-12);
+  }
+  // By the batch's largest weight.
+  opts.weight_normalization = WeightNormalization::kBatch;
   ASSERT_OK(table->Sample(256, opts, &batch));
   ASSERT_EQ(batch.weights.size(), 256u);
   double max_raw = 0;
@@ -250,11 +269,34 @@ TEST_F(TablePriorityTest, ImportanceWeights) {
   }
   for (int b = 0; b < 256; ++b) EXPECT_NEAR(batch.weights[b], raw[b] / max_raw, 1e-12);
   EXPECT_EQ(*std::max_element(batch.weights.begin(), batch.weights.end()), 1.0);
+  // A batch that drew only the heaviest item: 1 by the batch, (1/16)^0.7
+  // by the buffer.
+  ASSERT_OK(table->UpdatePriorities(std::vector<ItemKey>{keys[4]},
+                                    std::vector<double>{1e12}));
+  ASSERT_OK(table->Sample(2, opts, &batch));
+  EXPECT_EQ(batch.weights[0], 1.0);
+  opts.weight_normalization = WeightNormalization::kBuffer;
+  ASSERT_OK(table->Sample(2, opts, &batch));
+  ASSERT_EQ(batch.priorities[0], 1e12);
+  EXPECT_NEAR(batch.weights[0], std::pow(1e-12, 0.7), 1e-20);
+  // Uniform tables: every weight is 1 either way.
+  auto uniform = Create(Spec("uniform_weights", SelectorKind::kUniform));
+  Write(*uniform, {1.0, 5.0, 9.0});
+  for (WeightNormalization w : {WeightNormalization::kBuffer, WeightNormalization::kBatch}) {
+    opts.weight_normalization = w;
+    ASSERT_OK(uniform->Sample(16, opts, &batch));
+    for (double x : batch.weights) EXPECT_EQ(x, 1.0);
+  }
   opts.importance_beta = -1;
   ASSERT_OK(table->Sample(4, opts, &batch));
   EXPECT_TRUE(batch.weights.empty());
   opts.importance_beta = NAN;
   EXPECT_THAT(table->Sample(4, opts, &batch).message(), HasSubstr("importance_beta is nan"));
+  opts.importance_beta = 0.5;
+  opts.weight_normalization = static_cast<WeightNormalization>(7);
+  const Status bad = table->Sample(4, opts, &batch);
+  EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("table 'weights': weight_normalization is 7"));
 }
 
 TEST_F(TablePriorityTest, StratifiedDrawsCoverTheMassInOrder) {
