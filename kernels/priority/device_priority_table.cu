@@ -673,8 +673,9 @@ Status DevicePriorityTableImpl::Sample(int64_t batch, const SampleParams& params
   temp_bytes = sample_temp_bytes_;
   REPLAYDB_RETURN_IF_CUDA_ERROR(
       priority::DeviceSample(d_sample_temp_, temp_bytes, args, level_entries_[top_], weights_out,
-                             stream_),
-      "DeviceSample (SampleKernel; cub::DeviceReduce::Min, ImportanceWeightsKernel)");
+                             stream_, params.table_weights ? capacity_ : 0),
+      "DeviceSample (TableMinKernel, SampleKernel; cub::DeviceReduce::Min, "
+      "ImportanceWeightsKernel)");
   ++sample_calls_;
   return CallerWaitsForStream(stream);
 }

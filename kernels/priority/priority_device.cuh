@@ -256,10 +256,14 @@ inline cudaError_t CarveSampleScratch(void* d_temp_storage, size_t& temp_storage
 // Draws args.batch slots (SampleKernel) and, when d_weights is not null,
 // their importance weights with exponent `beta`: in the same kernel for
 // batches up to kFusedWeightsMaxBatch, else through cub::DeviceReduce::Min
-// and ImportanceWeightsKernel. `args` supplies the tree, keys, batch, seed,
-// call, outputs, d_counter and d_min_bits; the rest is filled in here.
+// and ImportanceWeightsKernel. With `table_values` > 0 (level 0's padded
+// length) the weights are divided by the table-wide largest weight
+// (TableMinKernel over level 0 first, O(table_values)) instead of the
+// batch's. `args` supplies the tree, keys, batch, seed, call, outputs,
+// d_counter and d_min_bits; the rest is filled in here.
 inline cudaError_t DeviceSample(void* d_temp_storage, size_t& temp_storage_bytes, SampleArgs args,
-                                long long top_count, float* d_weights, cudaStream_t stream) {
+                                long long top_count, float* d_weights, cudaStream_t stream,
+                                long long table_values = 0) {
   const bool weights = d_weights != nullptr;
   SampleScratch s{};
   cudaError_t err = CarveSampleScratch(d_temp_storage, temp_storage_bytes, args.batch, weights, &s);
@@ -268,6 +272,13 @@ inline cudaError_t DeviceSample(void* d_temp_storage, size_t& temp_storage_bytes
   args.d_probabilities64 = weights && !fused ? s.d_probabilities64 : nullptr;
   args.d_log2_probabilities = fused ? s.d_probabilities64 : nullptr;
   args.d_weights = fused ? d_weights : nullptr;
+  const bool table_min = weights && table_values > 0;
+  if (table_min) {
+    // *d_min_bits is ~0 between calls: the table's smallest p goes in first.
+    TableMinKernel<<<std::min(GridFor(table_values, kBlockThreads * 16LL), 1024u), kBlockThreads,
+                     0, stream>>>(args.tree, table_values, top_count, args.d_min_bits);
+    if ((err = LaunchError()) != cudaSuccess) return err;
+  }
   const unsigned grid = GridFor(args.batch, kBigBlockWarps);
   switch (TopItemsPerLane(top_count)) {
 #define REPLAYDB_SAMPLE_CASE(ITEMS)                                   \
@@ -289,6 +300,10 @@ inline cudaError_t DeviceSample(void* d_temp_storage, size_t& temp_storage_bytes
   err = cub::DeviceReduce::Min(s.d_reduce_temp, reduce_bytes, s.d_probabilities64, s.d_min,
                                args.batch, stream);
   if (err != cudaSuccess) return err;
+  if (table_min) {
+    FoldTableMinKernel<<<1, 1, 0, stream>>>(s.d_min, args.d_min_bits);
+    if ((err = LaunchError()) != cudaSuccess) return err;
+  }
   ImportanceWeightsKernel<<<GridFor(args.batch, kElementwiseThreads * 4LL), kElementwiseThreads, 0,
                             stream>>>(s.d_probabilities64, args.batch, s.d_min, args.beta,
                                       d_weights);

@@ -160,6 +160,9 @@ __device__ __forceinline__ double Uniform53(unsigned long long seed, unsigned lo
 struct MinOp {
   __device__ __forceinline__ double operator()(double a, double b) const { return a < b ? a : b; }
 };
+struct MinFloatOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a < b ? a : b; }
+};
 
 // Called once by every thread of every block after the block's global
 // writes: true (in all its threads) for the block that finishes last, which
@@ -183,8 +186,11 @@ __device__ __forceinline__ bool LastBlockToFinish(unsigned* d_counter) {
 // Importance weight of a draw of probability p, normalised by the batch's
 // largest: (N * p)^-beta / (N * p_min)^-beta = (p_min / p)^beta. N cancels
 // and no power of a huge or tiny number is formed. 0 for a failed draw.
+// Capped at 1: a table-wide p_min (TableMinKernel) sums the total in
+// another order than the draws, so it may exceed the smallest drawn p by an
+// ulp.
 __device__ __forceinline__ float ImportanceWeight(double p, double p_min, double beta) {
-  return p > 0.0 ? static_cast<float>(pow(p_min / p, beta)) : 0.0f;
+  return p > 0.0 ? fminf(1.0f, static_cast<float>(pow(p_min / p, beta))) : 0.0f;
 }
 
 // The same from log2 p (+inf for a failed draw): the exponent
@@ -193,7 +199,7 @@ __device__ __forceinline__ float ImportanceWeight(double p, double p_min, double
 __device__ __forceinline__ float ImportanceWeightLog2(double log2_p, double log2_p_min,
                                                       double beta) {
   if (isinf(log2_p)) return 0.0f;
-  return exp2f(static_cast<float>(beta * (log2_p_min - log2_p)));
+  return fminf(1.0f, exp2f(static_cast<float>(beta * (log2_p_min - log2_p))));
 }
 
 // ------------------------------------------------------------------ kernels
@@ -604,6 +610,47 @@ __global__ void __launch_bounds__(kBigBlockThreads) SampleKernel(SampleArgs a) {
   for (long long i = threadIdx.x; i < a.batch; i += kBigBlockThreads) {
     a.d_weights[i] = ImportanceWeightLog2(__ldcg(a.d_log2_probabilities + i), log2_min_p, a.beta);
   }
+}
+
+// The table-wide smallest probability of a slot of positive value (its
+// value over the total, in fp64 as SampleKernel forms a draw's), folded into
+// *d_min_bits as SampleKernel folds the batch's: run before SampleKernel,
+// the weights it writes are then divided by the largest weight any item
+// present could get (SampleParams::table_weights). Each block sums the top
+// level (at most kSegmentItems entries) itself; `values` is level 0's
+// padded length (padding holds 0).
+__global__ void __launch_bounds__(kBlockThreads)
+    TableMinKernel(TreeView tree, long long values, long long top_count,
+                   unsigned long long* d_min_bits) {
+  using BlockMin = cub::BlockReduce<float, kBlockThreads>;
+  __shared__ typename BlockMin::TempStorage temp;
+  __shared__ double total;
+  if (threadIdx.x == 0) {
+    const double* top = LevelSums(tree, tree.top);
+    double t = 0.0;
+    for (long long i = 0; i < top_count; ++i) t += top[i];
+    total = t;
+  }
+  float m = FLT_MAX;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < values;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const float v = tree.d_values[i];
+    if (v > 0.0f && v < m) m = v;
+  }
+  const float block_min = BlockMin(temp).Reduce(m, MinFloatOp{});
+  __syncthreads();  // `total`
+  if (threadIdx.x == 0 && block_min < FLT_MAX && total > 0.0) {
+    const double p = static_cast<double>(block_min) / total;
+    atomicMin(d_min_bits, static_cast<unsigned long long>(__double_as_longlong(p)));
+  }
+}
+
+// Large batches with table-wide weights: *d_min (the batch's smallest p)
+// becomes the smaller of it and *d_min_bits (TableMinKernel's), which is
+// reset for the next call.
+__global__ void FoldTableMinKernel(double* d_min, unsigned long long* d_min_bits) {
+  const unsigned long long bits = atomicExch(d_min_bits, ~0ULL);
+  if (bits != ~0ULL) *d_min = fmin(*d_min, __longlong_as_double(static_cast<long long>(bits)));
 }
 
 // Weights of a batch too large for SampleKernel's last block, once

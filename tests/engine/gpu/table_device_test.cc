@@ -1,6 +1,7 @@
 // Tables whose priorities live on a GPU (TableSpec::priority_device): the
 // host Sample path, SampleToDevice and UpdatePrioritiesFromDevice. Skipped
 // where no GPU can be used; the error paths run everywhere.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -190,6 +191,79 @@ TEST_F(TableDeviceGpuTest, AllPrioritiesZeroedOnTheDeviceIsAnErrorNotACrash) {
   auto again = table_->Sample(8);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   for (ItemKey k : again->keys) EXPECT_EQ(k, keys_[5]);
+}
+
+// Every priority 0 through host updates: a table drawing on the device
+// fails the sample at once with FailedPrecondition naming the table (a
+// host table draws uniformly then), through both sample paths.
+TEST_F(TableDeviceGpuTest, AllPrioritiesZeroFailsFastNamingTheTable) {
+  ASSERT_OK(table_->UpdatePriorities(keys_, std::vector<double>(keys_.size(), 0.0)));
+  auto batch = table_->Sample(4, {.timeout = std::chrono::seconds(5)});
+  ASSERT_FALSE(batch.ok());
+  EXPECT_EQ(batch.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(batch.status().message(), HasSubstr("table 'gpu' draws on CUDA device 0"));
+  EXPECT_THAT(batch.status().message(), HasSubstr("no item of priority > 0"));
+  auto d_keys = DeviceBuffer::Allocate(0, 4 * sizeof(uint64_t));
+  auto d_probs = DeviceBuffer::Allocate(0, 4 * sizeof(float));
+  ASSERT_TRUE(d_keys.ok() && d_probs.ok());
+  const Status s = table_->SampleToDevice(4, {.timeout = std::chrono::seconds(5)},
+                                          {d_keys->as<uint64_t>(), d_probs->as<float>()}, nullptr);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("table 'gpu' draws on CUDA device 0"));
+}
+
+// Importance weights by the table-wide largest (the default, kBuffer):
+// (P_min / P)^beta with P_min that of the smallest positive priority, on
+// both sample paths; kBatch: by the batch's largest.
+TEST_F(TableDeviceGpuTest, ImportanceWeightsByTheTableOrTheBatch) {
+  double min_positive = 1e300;
+  for (double p : priorities_) {
+    if (p > 0) min_positive = std::min(min_positive, p);
+  }
+  constexpr double kBeta = 0.6;
+  const auto expected = [&](double priority) {
+    return std::pow(std::pow(min_positive / priority, 0.8), kBeta);  // exponent 0.8
+  };
+  SampleOptions options;
+  options.importance_beta = kBeta;
+  ASSERT_EQ(options.weight_normalization, WeightNormalization::kBuffer);
+  SampleBatch batch;
+  ASSERT_OK(table_->Sample(512, options, &batch));
+  for (int64_t b = 0; b < batch.batch_size; ++b) {
+    ASSERT_NEAR(batch.weights[b], expected(batch.priorities[b]), 1e-5) << b;
+  }
+  // Large batches take the unfused path (cub::DeviceReduce::Min).
+  for (const int64_t B : {int64_t{512}, int64_t{40000}}) {
+    auto d_keys = DeviceBuffer::Allocate(0, B * sizeof(uint64_t));
+    auto d_probs = DeviceBuffer::Allocate(0, B * sizeof(float));
+    auto d_weights = DeviceBuffer::Allocate(0, B * sizeof(float));
+    ASSERT_TRUE(d_keys.ok() && d_probs.ok() && d_weights.ok());
+    for (WeightNormalization w : {WeightNormalization::kBuffer, WeightNormalization::kBatch}) {
+      options.weight_normalization = w;
+      ASSERT_OK(table_->SampleToDevice(
+          B, options, {d_keys->as<uint64_t>(), d_probs->as<float>(), d_weights->as<float>()},
+          nullptr));
+      std::vector<uint64_t> keys(B);
+      std::vector<float> probs(B), weights(B);
+      ASSERT_OK(d_keys->CopyToHost(keys.data(), B * sizeof(uint64_t)));
+      ASSERT_OK(d_probs->CopyToHost(probs.data(), B * sizeof(float)));
+      ASSERT_OK(d_weights->CopyToHost(weights.data(), B * sizeof(float)));
+      std::map<ItemKey, double> priority_of;
+      for (size_t i = 0; i < keys_.size(); ++i) priority_of[keys_[i]] = priorities_[i];
+      const float p_min = *std::min_element(probs.begin(), probs.end());
+      for (int64_t b = 0; b < B; ++b) {
+        if (w == WeightNormalization::kBuffer) {
+          ASSERT_NEAR(weights[b], expected(priority_of.at(keys[b])), 1e-5) << "B " << B;
+        } else {
+          ASSERT_NEAR(weights[b], std::pow(p_min / probs[b], kBeta), 1e-5) << "B " << B;
+        }
+      }
+      if (w == WeightNormalization::kBatch) {
+        EXPECT_EQ(*std::max_element(weights.begin(), weights.end()), 1.0f);
+      }
+    }
+    options.weight_normalization = WeightNormalization::kBuffer;
+  }
 }
 
 }  // namespace
