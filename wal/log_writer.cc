@@ -80,14 +80,20 @@ LogWriter::LogWriter(Env* env, std::string dir, const WalOptions& options)
 namespace {
 
 // Creates segment `number`, writes its header and makes its directory entry
-// durable. AlreadyExists rather than overwriting a segment holding data.
+// durable. A segment that holds just its header (no records: a writer
+// closed with nothing logged) is taken over; AlreadyExists rather than
+// overwriting one that holds anything else.
 Status CreateSegment(Env* env, const std::string& dir, uint64_t number,
                      std::unique_ptr<WritableFile>* file, std::string* path) {
   *path = dir + "/" + SegmentFileName(number);
+  bool header_only = false;
   if (env->FileExists(*path)) {
     uint64_t size = 0;
     REPLAYDB_RETURN_IF_ERROR(env->GetFileSize(*path, &size));
-    if (size > 0) {
+    std::string bytes;
+    header_only = size == kSegmentHeaderBytes && env->ReadFileToString(*path, &bytes).ok() &&
+                  bytes == SegmentHeader(number);
+    if (size > 0 && !header_only) {
       return Status::AlreadyExists(*path + ": WAL segment already exists (" +
                                    std::to_string(size) + " bytes); not overwriting it");
     }
@@ -98,7 +104,18 @@ Status CreateSegment(Env* env, const std::string& dir, uint64_t number,
   if (!s.ok()) {
     (void)(*file)->Close();
     file->reset();
-    (void)env->RemoveFile(*path);
+    if (header_only) {
+      // Put the header back (best effort): a checkpoint may name this
+      // segment as where the log continues. Failing that, an empty last
+      // segment is a torn tail to recovery.
+      std::unique_ptr<WritableFile> plain;
+      if (env->NewWritableFile(*path, /*truncate=*/true, &plain).ok()) {
+        if (plain->Append(SegmentHeader(number)).ok()) (void)plain->Sync();
+        (void)plain->Close();
+      }
+    } else {
+      (void)env->RemoveFile(*path);
+    }
     return s.WithContext("creating WAL segment " + *path);
   }
   return Status::OK();
@@ -338,9 +355,10 @@ Status LogWriter::Sync(uint64_t seq, bool wait, bool force) {
   return Status::OK();
 }
 
-Result<uint64_t> LogWriter::Roll() {
+Result<uint64_t> LogWriter::Roll(bool only_if_records) {
   State* st = state_.get();
   std::unique_lock<std::mutex> lock(st->mu);
+  if (only_if_records && !st->failed && st->stats.records_since_roll == 0) return st->segment;
   while (true) {
     if (st->failed) return st->failure;
     if (!st->sync_running) break;

@@ -171,6 +171,28 @@ Result<std::unique_ptr<ColdStore>> ColdStore::OpenReadOnly(const std::string& di
     std::filesystem::remove_all(secondary, ec);
     return s;
   }
+  // A secondary instance takes a missing or damaged table file for one the
+  // writer deleted, and reads its keys as absent. Check the files as the
+  // read-write open does: a plain read-only instance opening every file the
+  // MANIFEST lists (table footers and index blocks read). A writer beside
+  // us may compact a file away meanwhile: try again before calling it
+  // damage.
+  for (int attempt = 0;; ++attempt) {
+    rocksdb::Options check;
+    check.max_open_files = -1;
+    check.paranoid_checks = true;
+    check.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+    rocksdb::DB* checker = nullptr;
+    s = FromRocks(rocksdb::DB::OpenForReadOnly(check, dir, &checker), "open read-only", dir);
+    delete checker;
+    if (s.ok() || attempt == 2) break;
+  }
+  if (!s.ok()) {
+    delete db;
+    std::error_code ec;
+    std::filesystem::remove_all(secondary, ec);
+    return s;
+  }
   std::unique_ptr<ColdStore> store(
       new ColdStore(dir, nullptr, db, ColdCompression::kZstd));
   store->secondary_dir_ = secondary;

@@ -69,7 +69,9 @@ class ColdStore {
   // beside a read-write opener that may be writing it: it sees the state
   // as of the open (checkpoints, and spills in RocksDB's log). RocksDB keeps
   // its own files in a fresh temporary directory, removed on close. Writes
-  // fail with FailedPrecondition.
+  // fail with FailedPrecondition. Corruption naming the file when one that
+  // the MANIFEST lists is missing or has another size (as the read-write
+  // open reports).
   static Result<std::unique_ptr<ColdStore>> OpenReadOnly(const std::string& dir);
   ~ColdStore();
   bool read_only() const { return !secondary_dir_.empty(); }

@@ -118,9 +118,28 @@ TEST(LogWriterTest, FillCallbackWritesPayloadInPlace) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(recs[0].bytes.data()), 5), "hello");
 }
 
-TEST(LogWriterTest, OpenRefusesToOverwriteASegmentWithData) {
+TEST(LogWriterTest, OpenTakesOverAHeaderOnlySegmentButNeverOneWithRecords) {
   TempDir dir;
+  // Closed with nothing logged: just its header, taken over by the next Open.
   { ASSERT_OK_AND_ASSIGN(auto log, LogWriter::Open(Env::Default(), dir.path(), Options(WalSyncMode::kNone), 3)); }
+  std::vector<std::byte> p(10, std::byte{7});
+  {
+    ASSERT_OK_AND_ASSIGN(auto log, LogWriter::Open(Env::Default(), dir.path(), Options(WalSyncMode::kNone), 3));
+    ASSERT_OK(log->Append(RecordType::kRemoveItems, Span(p)).status());
+    // Roll(only_if_records) moves on only from a segment holding records.
+    ASSERT_OK_AND_ASSIGN(uint64_t next, log->Roll(/*only_if_records=*/true));
+    EXPECT_EQ(next, 4u);
+    ASSERT_OK_AND_ASSIGN(uint64_t same, log->Roll(/*only_if_records=*/true));
+    EXPECT_EQ(same, 4u);
+  }
+  std::vector<RecordType> types;
+  ASSERT_OK(Replay(Env::Default(), dir.path(), 3, RecoveryMode::kAbsoluteConsistency,
+                   [&](RecordType t, std::span<const std::byte>) {
+                     types.push_back(t);
+                     return Status::OK();
+                   },
+                   nullptr));
+  EXPECT_EQ(types, std::vector<RecordType>{RecordType::kRemoveItems});
   auto again = LogWriter::Open(Env::Default(), dir.path(), Options(WalSyncMode::kNone), 3);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), Status::Code::kAlreadyExists);
