@@ -73,5 +73,26 @@ TEST(CheckedMathTest, Edges) {
   EXPECT_EQ(CeilDiv(int64_t{8}, int64_t{7}), 2);
 }
 
+TEST(CheckedMathTest, ShapeSizesSaturateInsteadOfWrapping) {
+  EXPECT_EQ((Shape{int64_t{1} << 40, int64_t{1} << 40}.num_elements()),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ((Shape{int64_t{1} << 31, int64_t{1} << 31}.num_elements()), int64_t{1} << 62);
+  EXPECT_EQ((Shape{}.num_elements()), 1);
+  EXPECT_EQ((ColumnSpec{"x", DType::kF32, Shape{int64_t{1} << 62}}.step_bytes()),
+            std::numeric_limits<size_t>::max());
+  EXPECT_EQ((ColumnSpec{"x", DType::kF32, Shape{-2}}.step_bytes()),
+            std::numeric_limits<size_t>::max());
+  TableSpec spec;
+  spec.columns = {{"a", DType::kU8, Shape{int64_t{1} << 62}},
+                  {"b", DType::kU8, Shape{int64_t{1} << 62}},
+                  {"c", DType::kU8, Shape{int64_t{1} << 62}},
+                  {"d", DType::kU8, Shape{int64_t{1} << 62}}};  // 2^64 together
+  EXPECT_EQ(spec.step_bytes(), std::numeric_limits<size_t>::max());
+  // A tensor of an overflowing shape throws rather than handing out a
+  // small buffer.
+  Tensor t;
+  EXPECT_THROW(t.Reset(DType::kF32, Shape{int64_t{1} << 62}), std::bad_alloc);
+}
+
 }  // namespace
 }  // namespace replaydb::util
