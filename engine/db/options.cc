@@ -150,6 +150,28 @@ size_t TableSpec::step_bytes() const {
   return total;
 }
 
+Status DBOptions::Validate() const {
+  // The values of enum `name` in order, for the message.
+  const auto bad = [](std::string_view field, int value, std::string_view names) {
+    return Status::InvalidArgument("DBOptions::" + std::string(field) + " is " +
+                                   std::to_string(value) + "; it must be one of " +
+                                   std::string(names));
+  };
+  if (WalSyncModeName(wal.sync) == "invalid") {
+    return bad("wal.sync", static_cast<int>(wal.sync), "none (0), batch (1), always (2)");
+  }
+  if (RecoveryModeName(wal.recovery) == "invalid") {
+    return bad("wal.recovery", static_cast<int>(wal.recovery),
+               "tolerate_torn_tail (0), absolute_consistency (1), point_in_time (2)");
+  }
+  if (cold_compression != ColdCompression::kNone && cold_compression != ColdCompression::kZstd &&
+      cold_compression != ColdCompression::kLz4) {
+    return bad("cold_compression", static_cast<int>(cold_compression),
+               "none (0), zstd (1), lz4 (2)");
+  }
+  return Status::OK();
+}
+
 TableSpec TableSpec::Queue(std::string name, std::vector<ColumnSpec> columns, int64_t size) {
   TableSpec spec;
   spec.name = std::move(name);

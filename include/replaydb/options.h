@@ -116,6 +116,11 @@ struct DBOptions {
   // Compression of the cold store's files (checkpoints, spilled trajectories,
   // datasets), for files written from this open on. Default: kZstd.
   ColdCompression cold_compression = ColdCompression::kZstd;
+
+  // OK, or InvalidArgument naming a field that holds a value its enum does
+  // not have (wal.sync, wal.recovery, cold_compression). DB::Open checks
+  // this before it touches the directory.
+  Status Validate() const;
 };
 
 // The most bytes one step of one column may hold, and one step of all of a

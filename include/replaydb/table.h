@@ -247,7 +247,9 @@ class TrajectoryWriter {
   // Ends the current trajectory. With Padding::kTail this creates the padded
   // items of its last steps, which may block on the rate limiter; after a
   // DeadlineExceeded the trajectory is ended and calling End again creates
-  // the items still missing. Ending an empty trajectory is a no-op.
+  // the items still missing. Ending an empty trajectory is a no-op. A
+  // `reason` that is not an EndReason value is InvalidArgument naming it,
+  // and the trajectory stays open.
   virtual Status End(EndReason reason) = 0;
 
   // Id of the current trajectory; 0 before its first step.
@@ -276,6 +278,8 @@ class VectorWriter {
   virtual Status Append(std::span<const ConstTensor> steps,
                         std::span<const double> priorities = {}) = 0;
   // Ends environment `env`'s trajectory; its next step starts a new one.
+  // A `reason` that is not an EndReason value is InvalidArgument (here and
+  // in EndMany), and nothing is ended.
   virtual Status End(size_t env, EndReason reason) = 0;
   // End of every environment in `envs` (a simulator's done environments),
   // with one hold of the table's lock and one log sync rather than one per
