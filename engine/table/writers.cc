@@ -91,6 +91,11 @@ StagedRows* TrajectoryWriterImpl::Staged() {
 Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
                                         std::span<const double> priorities) {
   const int64_t n = LeadingDim(steps);
+  if (n < 0) {
+    return Status::InvalidArgument("table '" + table_->name() +
+                                   "': AppendMany: the tensors' leading dim (steps) is " +
+                                   std::to_string(n) + "; it must be >= 0");
+  }
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "AppendMany"));
   REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "AppendMany"));
   SetBases(steps, &bases_);
