@@ -15,6 +15,9 @@ namespace replaydb {
 using util::Quoted;
 
 Result<std::unique_ptr<DB>> DB::Open(const DBOptions& options, const std::string& path) {
+  // Before the directory is touched: an unknown enum value would sync or
+  // recover as some other mode.
+  REPLAYDB_RETURN_IF_ERROR(options.Validate().WithContext("DB::Open"));
   return engine::DBImpl::Open(options, path);
 }
 

@@ -77,6 +77,8 @@ class DB {
   //   path/wal/      write-ahead log segments (wal/FORMAT.md)
   //   path/cold/     RocksDB: checkpoints (engine/cold/COLD.md)
   // Opening restores the last checkpoint and replays the log after it.
+  // InvalidArgument, before anything in `path` is touched, when
+  // options.Validate() fails.
   static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path);
   // Opens the database in `path` read-only: any number of such openers, in
   // any processes, also while a read-write opener is writing. Each sees the
