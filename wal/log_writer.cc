@@ -8,7 +8,8 @@
 // Sync may overlap Append/Truncate on the same WritableFile (env.h allows
 // exactly that). A segment switch (Roll, or an Append past segment_bytes)
 // waits until no sync is running, then syncs the old file itself before
-// closing it, so a leader never holds a closed file.
+// closing it, so a leader never holds a closed file. A switch that cannot
+// create the next segment (a full disk) changes nothing and is not sticky.
 #include "wal/log_writer.h"
 
 #include <algorithm>
@@ -194,31 +195,39 @@ struct LogWriterInternal {
     st->cv.wait(lock, [st] { return !st->sync_running; });
   }
 
-  // Syncs (unless kNone) and closes the current segment, then starts the
-  // next. REQUIRES: lock holds mu, no sync running, !failed.
+  // Syncs (unless kNone) the current segment, starts the next and closes
+  // the current one. The sync comes first, so that after a machine crash no
+  // segment follows one with records missing (replay would take that for
+  // damage inside the log). If the next segment cannot be made (a full
+  // disk), the error is not sticky: appends go on into the current segment,
+  // and a later switch tries again. REQUIRES: lock holds mu, no sync
+  // running, !failed.
   static Status SwitchSegment(Env* env, const std::string& dir, const WalOptions& options,
                               LogWriter::State* st) {
-    if (st->last_seq > st->synced_seq || st->unsynced_bytes > 0) {
-      if (options.sync == WalSyncMode::kNone) {
-        st->unsynced_closed.push_back(st->path);
-      } else {
-        // Under mu: a roll is rare, and this keeps the old file's records
-        // ahead of the new file's.
-        Status s = st->file->Sync();
-        if (!s.ok()) return Fail(st, "fsync", s);
-        ++st->stats.syncs;
-        st->synced_seq = st->last_seq;
-        st->cv.notify_all();
-      }
+    const bool unsynced = st->last_seq > st->synced_seq || st->unsynced_bytes > 0;
+    if (unsynced && options.sync != WalSyncMode::kNone) {
+      // Under mu: a roll is rare, and this keeps the old file's records
+      // ahead of the new file's.
+      Status s = st->file->Sync();
+      if (!s.ok()) return Fail(st, "fsync", s);
+      ++st->stats.syncs;
+      st->synced_seq = st->last_seq;
+      st->unsynced_bytes = 0;
+      st->cv.notify_all();
     }
-    st->unsynced_bytes = 0;
-    Status s = st->file->Close();
-    if (!s.ok()) return Fail(st, "close", s);
-    st->file.reset();
     std::unique_ptr<WritableFile> next;
     std::string next_path;
-    s = CreateSegment(env, dir, st->segment + 1, &next, &next_path);
-    if (!s.ok()) return Fail(st, "segment creation", s);
+    REPLAYDB_RETURN_IF_ERROR(CreateSegment(env, dir, st->segment + 1, &next, &next_path));
+    if (unsynced && options.sync == WalSyncMode::kNone) st->unsynced_closed.push_back(st->path);
+    st->unsynced_bytes = 0;
+    Status s = st->file->Close();
+    if (!s.ok()) {
+      // The log's state on disk is unknown: sticky, and the new segment (a
+      // header only) goes again.
+      (void)next->Close();
+      (void)env->RemoveFile(next_path);
+      return Fail(st, "close", s);
+    }
     st->file = std::move(next);
     st->path = std::move(next_path);
     ++st->segment;

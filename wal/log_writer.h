@@ -91,6 +91,9 @@ class LogWriter {
   // stats (an automatic move past segment_bytes does not). With
   // `only_if_records`, a current segment that holds no records (none
   // appended since the last Roll or Open) stays, and its number is returned.
+  // If the next segment cannot be created (a full disk), IOError naming it,
+  // and nothing changed: the writer stays usable in the current segment
+  // (likewise for an Append that needed the next segment).
   Result<uint64_t> Roll(bool only_if_records = false);
 
   // Removes the segment files numbered below `segment` (never the current

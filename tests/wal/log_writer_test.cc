@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/fault_injection_env.h"
 #include "tests/test_util.h"
 #include "tests/wal/wal_test_env.h"
 #include "wal/log_reader.h"
@@ -372,6 +373,53 @@ TEST(LogWriterTest, FailedBackgroundFsyncIsSticky) {
   Status s = log->Sync(seq, /*wait=*/true);
   EXPECT_THAT(s.message(), HasSubstr("unusable after the earlier fsync failure"));
   EXPECT_FALSE(log->Append(RecordType::kDropTable, Span(p)).ok());
+}
+
+// A full disk when the next segment is due (Roll, or an append past
+// segment_bytes) fails that call, naming the segment, and changes nothing:
+// appends go on into the current segment, and once there is room the switch
+// works. Nothing appended before or after is lost.
+TEST(LogWriterTest, SegmentThatCannotBeCreatedLeavesTheWriterUsable) {
+  for (WalSyncMode mode : {WalSyncMode::kNone, WalSyncMode::kBatch, WalSyncMode::kAlways}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    TempDir dir;
+    testing_util::FaultInjectionEnv env;
+    ASSERT_OK_AND_ASSIGN(auto log, LogWriter::Open(&env, dir.path(), Options(mode, 1000), 1));
+    std::vector<Rec> written;
+    std::mt19937_64 rng(TestSeed());
+    const auto append = [&]() -> Status {
+      Rec r{RecordType::kDropTable, Bytes(rng, 300)};
+      Result<uint64_t> seq = log->Append(r.type, Span(r.bytes));
+      if (seq.ok()) written.push_back(std::move(r));
+      return seq.status();
+    };
+    ASSERT_OK(append());
+    env.SetSpaceLimit(env.bytes_written());
+    Result<uint64_t> rolled = log->Roll();
+    ASSERT_FALSE(rolled.ok());
+    EXPECT_EQ(rolled.status().code(), Status::Code::kIOError);
+    EXPECT_THAT(rolled.status().message(),
+                HasSubstr("creating WAL segment " + dir.Sub(SegmentFileName(2))));
+    EXPECT_THAT(rolled.status().message(), HasSubstr("No space left on device"));
+    EXPECT_EQ(log->stats().segment, 1u);
+    env.ClearSpaceLimit();
+    ASSERT_OK(append());  // not sticky: still segment 1
+    ASSERT_OK(append());
+    EXPECT_EQ(log->stats().segment, 1u);
+    // The next append needs segment 2 (segment_bytes): the disk is full.
+    env.SetSpaceLimit(env.bytes_written());
+    const Status full = append();
+    EXPECT_EQ(full.code(), Status::Code::kIOError);
+    EXPECT_THAT(full.message(), HasSubstr("creating WAL segment " + dir.Sub(SegmentFileName(2))));
+    env.ClearSpaceLimit();
+    ASSERT_OK(append());
+    EXPECT_EQ(log->stats().segment, 2u);
+    ASSERT_OK_AND_ASSIGN(uint64_t third, log->Roll());
+    EXPECT_EQ(third, 3u);
+    ASSERT_OK(append());
+    log.reset();
+    EXPECT_EQ(ReadAll(&env, dir.path()), written);
+  }
 }
 
 }  // namespace
