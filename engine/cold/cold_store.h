@@ -23,6 +23,7 @@
 namespace rocksdb {
 class DB;
 class Env;
+class Logger;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -60,8 +61,9 @@ bool ReadStepChunk(std::string_view bytes, StepChunkView* out);
 class ColdStore {
  public:
   // Opens (creating if missing) the store in directory `dir`. RocksDB writes
-  // its files through `env` (engine/cold/rocksdb_env.h), which must outlive the
-  // store. `compression` applies to the files it writes from now on.
+  // its files through `env` (engine/cold/rocksdb_env.h), its info log `dir`/LOG
+  // included (engine/cold/rocksdb_info_log.h); `env` must outlive the store.
+  // `compression` applies to the files it writes from now on.
   static Result<std::unique_ptr<ColdStore>> Open(const std::string& dir, Env* env,
                                                  ColdCompression compression =
                                                      ColdCompression::kZstd);
@@ -137,7 +139,8 @@ class ColdStore {
   const std::string& dir() const { return dir_; }
 
  private:
-  ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb::DB* db,
+  ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env,
+            std::shared_ptr<rocksdb::Logger> info_log, rocksdb::DB* db,
             ColdCompression compression);
   // Reopens RocksDB if a failed write left it stopped.
   Status ReopenIfNeeded();
@@ -146,6 +149,8 @@ class ColdStore {
   Status WriteWith(Batch& batch, bool logged);
   const std::string dir_;
   const std::unique_ptr<rocksdb::Env> env_;  // outlives db_
+  // RocksDB's info log (engine/cold/rocksdb_info_log.h); outlives db_.
+  const std::shared_ptr<rocksdb::Logger> info_log_;
   // Shared by every call; exclusive while Write reopens db_.
   mutable std::shared_mutex mu_;
   std::unique_ptr<rocksdb::DB> db_;
