@@ -250,6 +250,17 @@ Result<std::unique_ptr<ColdStore>> ColdStore::Open(const std::string& dir, Env* 
 }
 
 Status ColdStore::ReopenIfNeeded() {
+  if (!needs_reopen_.load()) {
+    // A background job (a compaction, or a flush RocksDB started itself)
+    // that failed leaves RocksDB refusing writes with that old error, even
+    // once the disk has room again: reopen rather than fail with it.
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    uint64_t errors = 0;
+    if (db_ && db_->GetIntProperty(rocksdb::DB::Properties::kBackgroundErrors, &errors) &&
+        errors > 0) {
+      needs_reopen_.store(true);
+    }
+  }
   if (needs_reopen_.load()) {
     // RocksDB stops writing for good after a failed flush (a background
     // error it takes as fatal); reopening drops the failed batch's memtable
@@ -374,6 +385,10 @@ Status ColdStore::VerifyChecksums() {
 
 Status ColdStore::Compact(const std::atomic<bool>* cancel,
                           const ProgressCallback& progress_callback) {
+  if (read_only()) {
+    return Status::FailedPrecondition("cold store " + dir_ + " is open read-only");
+  }
+  REPLAYDB_RETURN_IF_ERROR(ReopenIfNeeded());
   std::vector<uint32_t> tables;
   REPLAYDB_RETURN_IF_ERROR(ListTables(&tables));
   std::shared_lock<std::shared_mutex> lock(mu_);
@@ -415,7 +430,11 @@ Status ColdStore::Compact(const std::atomic<bool>* cancel,
     if (s.IsManualCompactionPaused() || (cancel != nullptr && cancel->load() && !s.ok())) {
       return Status::Cancelled("cold store " + dir_ + ": compaction interrupted");
     }
-    REPLAYDB_RETURN_IF_ERROR(FromRocks(s, "compact", dir_));
+    if (!s.ok()) {
+      // As after a failed write: RocksDB refuses writes until reopened.
+      needs_reopen_.store(true);
+      return FromRocks(s, "compact", dir_);
+    }
     progress.Add(static_cast<int64_t>(sizes[i]));
   }
   return Status::OK();

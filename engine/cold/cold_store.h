@@ -103,9 +103,12 @@ class ColdStore {
   // Applies `batch` atomically, then flushes the memtable so the batch is
   // on disk in SST files (the store runs without RocksDB's own WAL: the
   // checkpoint's WAL position is only advanced once this returns OK). After
-  // a failed write or flush (full disk, failed fsync) RocksDB stops writing;
-  // the next Write first reopens it (waiting for calls in progress), so a
-  // later checkpoint succeeds once the cause is gone.
+  // a failed write, flush or compaction (full disk, failed fsync), also one
+  // RocksDB ran in the background, RocksDB stops writing; the next Write or
+  // Compact first reopens it (waiting for calls in progress), so a later
+  // checkpoint succeeds once the cause is gone. IOError naming the store,
+  // the step ("write", "flush", "reopening after a failed write") and the
+  // file RocksDB could not write.
   Status Write(Batch& batch);
   // Applies `batch` atomically through RocksDB's own log, unsynced and
   // without a flush (spills: a crash of the process loses nothing written,
@@ -132,7 +135,7 @@ class ColdStore {
   // Reads every file of the store and checks RocksDB's block checksums.
   Status VerifyChecksums();
   // Compacts the whole key space, one table's range at a time; Cancelled
-  // when *cancel (may be null) becomes true. Reports to `progress` (may be
+  // when *cancel (may be null) becomes true. Failures as for Write. Reports to `progress` (may be
   // empty) as "compact DIR", in bytes.
   Status Compact(const std::atomic<bool>* cancel, const ProgressCallback& progress);
 
@@ -142,7 +145,8 @@ class ColdStore {
   ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env,
             std::shared_ptr<rocksdb::Logger> info_log, rocksdb::DB* db,
             ColdCompression compression);
-  // Reopens RocksDB if a failed write left it stopped.
+  // Reopens RocksDB if a failed write, or a failed background job, left it
+  // stopped.
   Status ReopenIfNeeded();
   // IOError while db_ is null (a reopen failed). REQUIRES: mu_ held.
   Status Usable() const;
