@@ -81,11 +81,14 @@ LogWriter::LogWriter(Env* env, std::string dir, const WalOptions& options)
 namespace {
 
 // Creates segment `number`, writes its header and makes its directory entry
-// durable. A segment that holds just its header (no records: a writer
+// durable; unless kNone, the header too: a segment that a later one follows
+// must never be found empty after a machine crash (replay takes that for
+// damage inside the log), and a segment left without records is synced by
+// nothing else. A segment that holds just its header (no records: a writer
 // closed with nothing logged) is taken over; AlreadyExists rather than
 // overwriting one that holds anything else.
-Status CreateSegment(Env* env, const std::string& dir, uint64_t number,
-                     std::unique_ptr<WritableFile>* file, std::string* path) {
+Status CreateSegment(Env* env, const std::string& dir, const WalOptions& options,
+                     uint64_t number, std::unique_ptr<WritableFile>* file, std::string* path) {
   *path = dir + "/" + SegmentFileName(number);
   bool header_only = false;
   if (env->FileExists(*path)) {
@@ -101,6 +104,7 @@ Status CreateSegment(Env* env, const std::string& dir, uint64_t number,
   }
   REPLAYDB_RETURN_IF_ERROR(env->NewMappedWritableFile(*path, file));
   Status s = (*file)->Append(SegmentHeader(number));
+  if (s.ok() && options.sync != WalSyncMode::kNone) s = (*file)->Sync();
   if (s.ok()) s = env->SyncDir(dir);
   if (!s.ok()) {
     (void)(*file)->Close();
@@ -217,7 +221,8 @@ struct LogWriterInternal {
     }
     std::unique_ptr<WritableFile> next;
     std::string next_path;
-    REPLAYDB_RETURN_IF_ERROR(CreateSegment(env, dir, st->segment + 1, &next, &next_path));
+    REPLAYDB_RETURN_IF_ERROR(CreateSegment(env, dir, options, st->segment + 1, &next, &next_path));
+    if (options.sync != WalSyncMode::kNone) ++st->stats.syncs;  // its header
     if (unsynced && options.sync == WalSyncMode::kNone) st->unsynced_closed.push_back(st->path);
     st->unsynced_bytes = 0;
     Status s = st->file->Close();
@@ -253,7 +258,8 @@ Result<std::unique_ptr<LogWriter>> LogWriter::Open(Env* env, std::string dir,
                                                    uint64_t first_segment) {
   std::unique_ptr<LogWriter> w(new LogWriter(env, std::move(dir), options));
   State* st = w->state_.get();
-  REPLAYDB_RETURN_IF_ERROR(CreateSegment(env, w->dir_, first_segment, &st->file, &st->path));
+  REPLAYDB_RETURN_IF_ERROR(CreateSegment(env, w->dir_, options, first_segment, &st->file, &st->path));
+  if (options.sync != WalSyncMode::kNone) st->stats.syncs = 1;  // its header
   st->segment = first_segment;
   st->stats.segment = first_segment;
   if (options.sync == WalSyncMode::kBatch) {

@@ -40,7 +40,8 @@ struct LogWriterStats {
 class LogWriter {
  public:
   // Creates segment `first_segment` in `dir` (which must exist): the file,
-  // its header, and SyncDir(dir) so its entry is durable; then writes records
+  // its header (fsynced unless kNone), and SyncDir(dir) so its entry is
+  // durable; then writes records
   // there, moving to the next segment before a record that would take a
   // segment holding records past options.segment_bytes (a record never spans
   // segments; one larger than segment_bytes gets a segment of its own).
