@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "util/checked_math.h"
 
@@ -115,6 +116,9 @@ void Tensor::Reset(DType dtype, const Shape& shape) {
   // handing out a small buffer.
   const size_t bytes =
       util::SaturatingMul<size_t>(static_cast<uint64_t>(shape.num_elements()), DTypeSize(dtype));
+  // Thrown here rather than by new[]: an allocator may abort on a size no
+  // allocation can have (AddressSanitizer's does) instead of throwing.
+  if (bytes == std::numeric_limits<size_t>::max()) throw std::bad_alloc();
   if (!data_ || bytes != size_bytes_) {
     data_.reset(bytes == 0 ? nullptr : new std::byte[bytes]);
     size_bytes_ = bytes;
