@@ -334,7 +334,10 @@ Status DBImpl::Recover() {
       next_segment_ = report.last_segment;
     }
   }
-  for (auto& [id, table] : by_id_) recovery_.trajectories_ended += table->EndOpenTrajectories();
+  for (auto& [id, table] : by_id_) {
+    recovery_.trajectories_ended += table->EndOpenTrajectories();
+    table->SettleRateLimiter(options_.checkpoint.reset_rate_limiters_on_restore);
+  }
   return Status::OK();
 }
 

@@ -1,6 +1,8 @@
 #include "engine/rate_limiter/rate_limiter.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <utility>
 
 #include "util/format.h"
@@ -195,6 +197,7 @@ Status RateLimiter::AwaitSamples(std::unique_lock<std::mutex>& lock, int64_t n, 
 
 void RateLimiter::Restore(const Counters& c) {
   assert(reserved_inserts_ == 0);
+  restored_ = c;
   inserts_ = c.inserts;
   samples_ = c.samples;
   deletes_ = c.deletes;
@@ -206,6 +209,43 @@ void RateLimiter::ForceInserts(int64_t n) {
   assert(n >= 0);
   inserts_ += n * insert_weight_;
   can_sample_cv_.notify_all();
+}
+
+void RateLimiter::ForceSamples(int64_t n) {
+  assert(n >= 0);
+  samples_ += n;
+  can_insert_cv_.notify_all();
+}
+
+void RateLimiter::SettleAfterRecovery(int64_t items, bool reset) {
+  assert(reserved_inserts_ == 0);
+  assert(items >= 0);
+  const int64_t size = items * insert_weight_;
+  double bound = spec_.max_diff;
+  if (reset) {
+    inserts_ = size;
+    samples_ = 0;
+    deletes_ = 0;
+  } else {
+    bound = std::max(bound, static_cast<double>(restored_.inserts) * spec_.samples_per_insert -
+                                static_cast<double>(restored_.samples));
+    if (inserts_ >= size) {
+      deletes_ = inserts_ - size;
+    } else {
+      // Never seen: more items than inserts counted. Count them inserted.
+      inserts_ = size;
+      deletes_ = 0;
+    }
+  }
+  const double excess =
+      static_cast<double>(inserts_) * spec_.samples_per_insert - static_cast<double>(samples_) -
+      bound;
+  if (excess > 0) {
+    // At most 2^62 more (a limit no real history reaches).
+    constexpr double kMost = 0x1p62;
+    samples_ += static_cast<int64_t>(std::min(std::ceil(excess), kMost));
+  }
+  NotifyAll();
 }
 
 void RateLimiter::Delete(int64_t n) {

@@ -94,11 +94,43 @@ class RateLimiter {
     int64_t deletes = 0;
   };
   Counters counters() const { return {inserts_, samples_, deletes_}; }
-  // Sets the counters (restoring a checkpoint). REQUIRES: nothing reserved.
+  // Sets the counters (restoring a checkpoint) and remembers them for
+  // SettleAfterRecovery. REQUIRES: nothing reserved.
   void Restore(const Counters& c);
   // Counts n inserts without waiting or reserving (replaying the log: the
   // inserts were admitted when they were first made).
   void ForceInserts(int64_t n);
+  // Counts n samples without waiting (replaying the log: an item removed
+  // for reaching max_times_sampled was sampled that many times, n of them
+  // after the checkpoint). REQUIRES: n >= 0
+  void ForceSamples(int64_t n);
+
+  // Recovery's last step, after Restore and the log's replay: makes the
+  // counters agree with the `items` the table holds (each counts
+  // insert_weight, as an insert does). The log records inserts and
+  // removals but not samples, so replayed counters lack the samples made
+  // after the checkpoint that removed no item, and the error they give
+  // (inserts * samples_per_insert - samples) is too high by as many. The
+  // rule:
+  //  - deletes = inserts - items, so that size = items (items left in the
+  //    cold store, which no longer fit the hot tier, count as deleted);
+  //  - with `reset` (CheckpointOptions::reset_rate_limiters_on_restore):
+  //    inserts = items, deletes = 0, samples = 0, as for a fresh table
+  //    that was given the items;
+  //  - then, if the error is above `bound`, samples are added (the fewest,
+  //    rounded up) to bring it down to `bound`, where bound = max_diff with
+  //    `reset`, and otherwise the larger of max_diff and the error Restore
+  //    set (a clean close, which replays nothing, changes no counter). A
+  //    running limiter keeps the error at or below max_diff (except while
+  //    inserts are free below min_size_to_sample), so this assumes the
+  //    fewest lost samples consistent with that: writers are never left
+  //    owing the learner more samples than the limiter's range allows, and
+  //    the learner may draw up to the range, never less than it could
+  //    before the crash.
+  // A table whose every sample removes the item it draws (max_times_sampled
+  // 1: Queue, Stack) thus comes back exactly as it was. REQUIRES: nothing
+  // reserved; items >= 0.
+  void SettleAfterRecovery(int64_t items, bool reset);
 
  private:
   // "(inserts=.., samples=.., deletes=.., size=.., samples_per_insert=..,
@@ -113,6 +145,8 @@ class RateLimiter {
   int64_t reserved_inserts_ = 0;
   int64_t samples_ = 0;
   int64_t deletes_ = 0;
+  // The counters Restore set (zero if it never ran).
+  Counters restored_;
   int64_t blocked_inserts_ = 0;
   int64_t blocked_samples_ = 0;
   bool cancelled_ = false;

@@ -199,6 +199,9 @@ Status TableImpl::Apply(const wal::RemoveItemsRecord& r) {
     ItemState& item = store_.ItemAt(t, start);
     if (!store_.ItemLive(item)) continue;
     sample_budget_ -= DrawsLeft(item);
+    // It was sampled to max_times_sampled: the samples since the state the
+    // record is applied onto count (the log has no record of samples).
+    limiter_.ForceSamples(static_cast<int64_t>(max_times_sampled_) - item.times_sampled);
     item.times_sampled = max_times_sampled_;
     t.dirty = true;
     DropItemLocked(t, start, item);

@@ -334,8 +334,17 @@ Status TableImpl::Restore(ColdStore& store, bool reset_limiter) {
         return Status::OK();
       });
   REPLAYDB_RETURN_IF_ERROR(restored);
-  limiter_.Restore(reset_limiter ? RateLimiter::Counters{num_items_, 0, 0} : counters);
+  limiter_.Restore(counters);
+  // Trajectories that no longer fit stayed cold: their items count as
+  // deleted. (Read-only opens replay nothing; DB::Open settles again after
+  // its replay, SettleRateLimiter.)
+  limiter_.SettleAfterRecovery(num_items_, reset_limiter);
   return Status::OK();
+}
+
+void TableImpl::SettleRateLimiter(bool reset_limiter) {
+  std::lock_guard<std::mutex> lock(mu_);
+  limiter_.SettleAfterRecovery(num_items_, reset_limiter);
 }
 
 }  // namespace replaydb::engine

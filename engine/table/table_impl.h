@@ -207,8 +207,14 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   void CheckpointDone(bool ok);
   // Loads the table's checkpointed state. REQUIRES: the table is new and
   // unused. Trajectories stored as cold, and any that do not fit, stay in
-  // the cold tier.
+  // the cold tier. The rate limiter's counters are the checkpoint's, made
+  // to agree with the items restored (RateLimiter::SettleAfterRecovery;
+  // `reset_limiter`: CheckpointOptions::reset_rate_limiters_on_restore).
   Status Restore(ColdStore& store, bool reset_limiter);
+  // After the log's replay (and EndOpenTrajectories): makes the rate
+  // limiter's counters agree with the items recovered, with the samples
+  // the log does not record estimated (RateLimiter::SettleAfterRecovery).
+  void SettleRateLimiter(bool reset_limiter);
 
   // ---- cold tier (engine/table/table_cold.cc) ----
 

@@ -87,9 +87,12 @@ struct CheckpointOptions {
   // Take one when the DB is closed (destroyed), so the next open replays
   // nothing. Default: true.
   bool on_close = true;
-  // Restore rate limiters with zeroed counters (inserts, samples) instead
-  // of their checkpointed values, so a restored table is limited as if
-  // fresh. Default: false.
+  // After recovery (the checkpoint restored, the log replayed), restart
+  // rate limiters as for a fresh table given the recovered items: inserts =
+  // items, deletes = 0, samples = 0 or the fewest that keep the error
+  // within max_diff. Otherwise their counters are the checkpoint's plus
+  // what the log replays, made to agree with the items recovered
+  // (docs/durability.md, "Recovery"). Default: false.
   bool reset_rate_limiters_on_restore = false;
 };
 
