@@ -215,8 +215,12 @@ TEST(FullDiskTest, SpillsAndTheCheckpointLoopRetryUntilThereIsRoom) {
     ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(rng, /*spill=*/true)));
     WriterOptions wo;
     wo.timeout = std::chrono::milliseconds(200);
+    // With room on the disk a write may still wait for spills to land: a
+    // loaded machine (the tests run in parallel) takes longer than 200 ms.
+    WriterOptions roomy;
+    roomy.timeout = std::chrono::seconds(30);
     for (int round = 0; round < 8; ++round) {
-      ASSERT_OK(WriteSome(*table, rng, 6, &acked, wo));  // evicts (spills) some
+      ASSERT_OK(WriteSome(*table, rng, 6, &acked, roomy));  // evicts (spills) some
       env.SetSpaceLimit(env.bytes_written() + RandomRoom(rng, 17));
       const Status s = WriteSome(*table, rng, 12, &acked, wo);
       // Let the background work meet the full disk too.
