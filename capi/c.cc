@@ -2,7 +2,8 @@
 // wraps the C++ object it names, and nothing here reaches into engine/.
 //
 // No exception crosses into C: every entry point catches std::exception (and
-// anything else) and reports Internal with the function's name and what().
+// anything else) and reports Internal with the function's name and what();
+// std::bad_alloc is ResourceExhausted ("function: out of memory").
 // Error messages are the C++ Status messages unchanged; checks that only the
 // C layer can make (NULL pointers, counts, enum names) name the function and
 // the argument.
@@ -19,6 +20,7 @@
 #include <dlfcn.h>
 #include <exception>
 #include <map>
+#include <new>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -129,8 +131,10 @@ int Report(const Status& s, char** errptr) {
   return static_cast<int>(s.code());
 }
 
-// Internal, for an exception caught at the boundary; nothing here throws.
-int ReportException(const char* function, const char* what, char** errptr) {
+// `code` with "function: what", for an exception caught at the boundary;
+// nothing here throws.
+int ReportException(const char* function, const char* what, char** errptr,
+                    int code = REPLAYDB_INTERNAL) {
   if (errptr != nullptr) {
     const size_t f = std::strlen(function), w = std::strlen(what);
     char* message = static_cast<char*>(std::malloc(f + 2 + w + 1));
@@ -142,7 +146,7 @@ int ReportException(const char* function, const char* what, char** errptr) {
     std::free(*errptr);
     *errptr = message;
   }
-  return REPLAYDB_INTERNAL;
+  return code;
 }
 
 // Runs `body` (returning a Status) as the entry point `function`.
@@ -150,6 +154,11 @@ template <typename Body>
 int Guard(const char* function, char** errptr, Body&& body) noexcept {
   try {
     return Report(body(), errptr);
+  } catch (const std::bad_alloc&) {
+    // Memory ran out: a resource, not a bug (the C++ API sizes what a
+    // caller's arguments ask for before allocating it, and names the size).
+    return ReportException(function, "out of memory (std::bad_alloc)", errptr,
+                           REPLAYDB_RESOURCE_EXHAUSTED);
   } catch (const std::exception& e) {
     return ReportException(function, e.what(), errptr);
   } catch (...) {

@@ -1,6 +1,10 @@
 #include "replaydb/types.h"
 
 #include <cstring>
+#include <limits>
+#include <new>
+
+#include "util/checked_math.h"
 
 namespace replaydb {
 namespace {
@@ -58,7 +62,9 @@ Shape Shape::FromSpan(std::span<const int64_t> dims) {
 
 int64_t Shape::num_elements() const {
   int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= dims_[i];
+  for (int i = 0; i < rank_; ++i) {
+    if (!util::CheckedMul(n, dims_[i], &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 
@@ -106,7 +112,13 @@ bool Shape::operator==(const Shape& other) const {
 }
 
 void Tensor::Reset(DType dtype, const Shape& shape) {
-  const size_t bytes = static_cast<size_t>(shape.num_elements()) * DTypeSize(dtype);
+  // An overflowing size saturates, and its allocation throws rather than
+  // handing out a small buffer.
+  const size_t bytes =
+      util::SaturatingMul<size_t>(static_cast<uint64_t>(shape.num_elements()), DTypeSize(dtype));
+  // Thrown here rather than by new[]: an allocator may abort on a size no
+  // allocation can have (AddressSanitizer's does) instead of throwing.
+  if (bytes == std::numeric_limits<size_t>::max()) throw std::bad_alloc();
   if (!data_ || bytes != size_bytes_) {
     data_.reset(bytes == 0 ? nullptr : new std::byte[bytes]);
     size_bytes_ = bytes;

@@ -296,7 +296,7 @@ Status RemoveSegmentsBefore(Env* env, const std::string& dir, uint64_t segment) 
 
 Status Replay(Env* env, const std::string& dir, uint64_t first_segment, RecoveryMode mode,
               const std::function<Status(RecordType, std::span<const std::byte>)>& fn,
-              ReplayReport* report) {
+              ReplayReport* report, bool first_segment_must_exist) {
   ReplayReport local;
   if (report == nullptr) report = &local;
   *report = ReplayReport{};
@@ -307,20 +307,80 @@ Status Replay(Env* env, const std::string& dir, uint64_t first_segment, Recovery
   for (uint64_t n : all) {
     if (n >= first_segment) segments.push_back(n);
   }
+  auto path_of = [&dir](uint64_t n) { return dir + "/" + SegmentFileName(n); };
+
+  // Drops segments[from..] (the first of them from `offset` on, unless
+  // `missing` names a segment file that is not there, before them) durably,
+  // and reports it.
+  auto drop = [&](size_t from, uint64_t offset, const std::string& damaged_file,
+                  std::string reason, bool missing) -> Status {
+    uint64_t dropped = 0;
+    for (size_t j = from; j < segments.size(); ++j) {
+      uint64_t size = 0;
+      REPLAYDB_RETURN_IF_ERROR(env->GetFileSize(path_of(segments[j]), &size));
+      dropped += j == from && !missing ? (size > offset ? size - offset : 0) : size;
+    }
+    size_t first_removed = from;
+    if (!missing && from < segments.size()) {
+      REPLAYDB_RETURN_IF_ERROR(CutSegment(env, path_of(segments[from]), segments[from], offset));
+      first_removed = from + 1;
+    }
+    for (size_t j = first_removed; j < segments.size(); ++j) {
+      REPLAYDB_RETURN_IF_ERROR(env->RemoveFile(path_of(segments[j])));
+    }
+    if (from < segments.size()) REPLAYDB_RETURN_IF_ERROR(env->SyncDir(dir));
+    report->dropped_file = damaged_file;
+    report->dropped_offset = offset;
+    report->dropped_bytes = dropped;
+    report->dropped_reason = std::move(reason);
+    return Status::OK();
+  };
+
+  // The log must continue from `first_segment` (the checkpoint's position):
+  // a missing head is a gap before everything that follows.
+  if (first_segment > 0 && (first_segment_must_exist || !segments.empty()) &&
+      (segments.empty() || segments.front() != first_segment)) {
+    const std::string missing = path_of(first_segment);
+    const std::string reason =
+        "WAL segment missing: the log continues from the last checkpoint in segment " +
+        std::to_string(first_segment) +
+        (segments.empty() ? std::string(", and no segment at or after it exists")
+                          : ", and segments " + std::to_string(segments.front()) + " to " +
+                                std::to_string(segments.back()) + " exist after the gap");
+    if (mode == RecoveryMode::kAbsoluteConsistency ||
+        (mode == RecoveryMode::kTolerateTornTail && !segments.empty())) {
+      return Status::Corruption(
+          missing + ": " + reason +
+          (segments.empty() ? "" : " (recovery mode point_in_time opens as of the checkpoint)"));
+    }
+    // kPointInTime, or kTolerateTornTail with nothing after the gap: open
+    // as of the checkpoint, reporting the gap.
+    report->last_segment = 0;
+    return drop(0, 0, missing, reason, /*missing=*/true);
+  }
+  // A gap between segments present.
+  size_t end = segments.size();
   for (size_t i = 1; i < segments.size(); ++i) {
     if (segments[i] != segments[i - 1] + 1) {
-      return Status::Corruption(dir + "/" + SegmentFileName(segments[i - 1] + 1) +
-                                ": WAL segment missing (segments " +
-                                std::to_string(segments[i - 1]) + " and " +
-                                std::to_string(segments[i]) + " exist)");
+      end = i;
+      break;
+    }
+  }
+  std::string gap_reason;
+  if (end < segments.size()) {
+    gap_reason = "WAL segment missing (segments " + std::to_string(segments[end - 1]) + " and " +
+                 std::to_string(segments[end]) + " exist)";
+    if (mode != RecoveryMode::kPointInTime) {
+      return Status::Corruption(path_of(segments[end - 1] + 1) + ": " + gap_reason +
+                                " (recovery mode point_in_time opens at the last record before it)");
     }
   }
 
   AlignedBuffer payload;
-  for (size_t i = 0; i < segments.size(); ++i) {
+  for (size_t i = 0; i < end; ++i) {
     const uint64_t number = segments[i];
     const bool last = i + 1 == segments.size();
-    const std::string path = dir + "/" + SegmentFileName(number);
+    const std::string path = path_of(number);
     uint64_t size = 0;
     REPLAYDB_RETURN_IF_ERROR(env->GetFileSize(path, &size));
     ++report->segments;
@@ -342,23 +402,11 @@ Status Replay(Env* env, const std::string& dir, uint64_t first_segment, Recovery
       }
     }
     // Drop the damaged record and everything after it.
-    uint64_t dropped = size > damage.offset ? size - damage.offset : 0;
-    for (size_t j = i + 1; j < segments.size(); ++j) {
-      const std::string later = dir + "/" + SegmentFileName(segments[j]);
-      uint64_t later_size = 0;
-      REPLAYDB_RETURN_IF_ERROR(env->GetFileSize(later, &later_size));
-      dropped += later_size;
-    }
-    REPLAYDB_RETURN_IF_ERROR(CutSegment(env, path, number, damage.offset));
-    for (size_t j = i + 1; j < segments.size(); ++j) {
-      REPLAYDB_RETURN_IF_ERROR(env->RemoveFile(dir + "/" + SegmentFileName(segments[j])));
-    }
-    REPLAYDB_RETURN_IF_ERROR(env->SyncDir(dir));
-    report->dropped_file = path;
-    report->dropped_offset = damage.offset;
-    report->dropped_bytes = dropped;
-    report->dropped_reason = damage.reason;
-    return Status::OK();
+    return drop(i, damage.offset, path, damage.reason, /*missing=*/false);
+  }
+  if (end < segments.size()) {
+    // kPointInTime: replayed up to the gap; what follows it goes.
+    return drop(end, 0, path_of(segments[end - 1] + 1), gap_reason, /*missing=*/true);
   }
   return Status::OK();
 }

@@ -35,8 +35,17 @@ struct ReplayReport {
 };
 
 // Calls `fn(type, payload)` for every record in the segments of `dir`
-// numbered `first_segment` or higher, in order. A gap in the segment
-// numbers (between segments present) is Corruption naming the missing file.
+// numbered `first_segment` or higher, in order.
+//
+// The log must continue from `first_segment` (a checkpoint's position): if
+// segment `first_segment` is missing while later ones exist (or, with
+// `first_segment_must_exist`, while none exist: the checkpoint says its
+// writer created it), or a segment is missing between two present, that is
+// a gap. kAbsoluteConsistency fails with Corruption naming the missing file;
+// kTolerateTornTail too, unless nothing follows the gap (a missing head and
+// no later segment: the log ends there, so the replay ends there, reported);
+// kPointInTime replays up to the gap and drops what follows it, reported
+// with the missing file as `dropped_file`.
 // Damage (a bad segment header, checksum, length past the end, unknown type
 // without kSafeToIgnore) is handled as `mode` says; Corruption messages read
 // "<file>: offset <N>: <reason>", N being the byte offset of the damaged
@@ -63,7 +72,7 @@ struct ReplayReport {
 // any file contents. `report` may be null.
 Status Replay(Env* env, const std::string& dir, uint64_t first_segment, RecoveryMode mode,
               const std::function<Status(RecordType, std::span<const std::byte>)>& fn,
-              ReplayReport* report);
+              ReplayReport* report, bool first_segment_must_exist = false);
 
 // The segment numbers present in `dir`, sorted.
 Status ListSegments(Env* env, const std::string& dir, std::vector<uint64_t>* segments);

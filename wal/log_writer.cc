@@ -8,7 +8,8 @@
 // Sync may overlap Append/Truncate on the same WritableFile (env.h allows
 // exactly that). A segment switch (Roll, or an Append past segment_bytes)
 // waits until no sync is running, then syncs the old file itself before
-// closing it, so a leader never holds a closed file.
+// closing it, so a leader never holds a closed file. A switch that cannot
+// create the next segment (a full disk) changes nothing and is not sticky.
 #include "wal/log_writer.h"
 
 #include <algorithm>
@@ -80,25 +81,46 @@ LogWriter::LogWriter(Env* env, std::string dir, const WalOptions& options)
 namespace {
 
 // Creates segment `number`, writes its header and makes its directory entry
-// durable. AlreadyExists rather than overwriting a segment holding data.
-Status CreateSegment(Env* env, const std::string& dir, uint64_t number,
-                     std::unique_ptr<WritableFile>* file, std::string* path) {
+// durable; unless kNone, the header too: a segment that a later one follows
+// must never be found empty after a machine crash (replay takes that for
+// damage inside the log), and a segment left without records is synced by
+// nothing else. A segment that holds just its header (no records: a writer
+// closed with nothing logged) is taken over; AlreadyExists rather than
+// overwriting one that holds anything else.
+Status CreateSegment(Env* env, const std::string& dir, const WalOptions& options,
+                     uint64_t number, std::unique_ptr<WritableFile>* file, std::string* path) {
   *path = dir + "/" + SegmentFileName(number);
+  bool header_only = false;
   if (env->FileExists(*path)) {
     uint64_t size = 0;
     REPLAYDB_RETURN_IF_ERROR(env->GetFileSize(*path, &size));
-    if (size > 0) {
+    std::string bytes;
+    header_only = size == kSegmentHeaderBytes && env->ReadFileToString(*path, &bytes).ok() &&
+                  bytes == SegmentHeader(number);
+    if (size > 0 && !header_only) {
       return Status::AlreadyExists(*path + ": WAL segment already exists (" +
                                    std::to_string(size) + " bytes); not overwriting it");
     }
   }
   REPLAYDB_RETURN_IF_ERROR(env->NewMappedWritableFile(*path, file));
   Status s = (*file)->Append(SegmentHeader(number));
+  if (s.ok() && options.sync != WalSyncMode::kNone) s = (*file)->Sync();
   if (s.ok()) s = env->SyncDir(dir);
   if (!s.ok()) {
     (void)(*file)->Close();
     file->reset();
-    (void)env->RemoveFile(*path);
+    if (header_only) {
+      // Put the header back (best effort): a checkpoint may name this
+      // segment as where the log continues. Failing that, an empty last
+      // segment is a torn tail to recovery.
+      std::unique_ptr<WritableFile> plain;
+      if (env->NewWritableFile(*path, /*truncate=*/true, &plain).ok()) {
+        if (plain->Append(SegmentHeader(number)).ok()) (void)plain->Sync();
+        (void)plain->Close();
+      }
+    } else {
+      (void)env->RemoveFile(*path);
+    }
     return s.WithContext("creating WAL segment " + *path);
   }
   return Status::OK();
@@ -177,31 +199,40 @@ struct LogWriterInternal {
     st->cv.wait(lock, [st] { return !st->sync_running; });
   }
 
-  // Syncs (unless kNone) and closes the current segment, then starts the
-  // next. REQUIRES: lock holds mu, no sync running, !failed.
+  // Syncs (unless kNone) the current segment, starts the next and closes
+  // the current one. The sync comes first, so that after a machine crash no
+  // segment follows one with records missing (replay would take that for
+  // damage inside the log). If the next segment cannot be made (a full
+  // disk), the error is not sticky: appends go on into the current segment,
+  // and a later switch tries again. REQUIRES: lock holds mu, no sync
+  // running, !failed.
   static Status SwitchSegment(Env* env, const std::string& dir, const WalOptions& options,
                               LogWriter::State* st) {
-    if (st->last_seq > st->synced_seq || st->unsynced_bytes > 0) {
-      if (options.sync == WalSyncMode::kNone) {
-        st->unsynced_closed.push_back(st->path);
-      } else {
-        // Under mu: a roll is rare, and this keeps the old file's records
-        // ahead of the new file's.
-        Status s = st->file->Sync();
-        if (!s.ok()) return Fail(st, "fsync", s);
-        ++st->stats.syncs;
-        st->synced_seq = st->last_seq;
-        st->cv.notify_all();
-      }
+    const bool unsynced = st->last_seq > st->synced_seq || st->unsynced_bytes > 0;
+    if (unsynced && options.sync != WalSyncMode::kNone) {
+      // Under mu: a roll is rare, and this keeps the old file's records
+      // ahead of the new file's.
+      Status s = st->file->Sync();
+      if (!s.ok()) return Fail(st, "fsync", s);
+      ++st->stats.syncs;
+      st->synced_seq = st->last_seq;
+      st->unsynced_bytes = 0;
+      st->cv.notify_all();
     }
-    st->unsynced_bytes = 0;
-    Status s = st->file->Close();
-    if (!s.ok()) return Fail(st, "close", s);
-    st->file.reset();
     std::unique_ptr<WritableFile> next;
     std::string next_path;
-    s = CreateSegment(env, dir, st->segment + 1, &next, &next_path);
-    if (!s.ok()) return Fail(st, "segment creation", s);
+    REPLAYDB_RETURN_IF_ERROR(CreateSegment(env, dir, options, st->segment + 1, &next, &next_path));
+    if (options.sync != WalSyncMode::kNone) ++st->stats.syncs;  // its header
+    if (unsynced && options.sync == WalSyncMode::kNone) st->unsynced_closed.push_back(st->path);
+    st->unsynced_bytes = 0;
+    Status s = st->file->Close();
+    if (!s.ok()) {
+      // The log's state on disk is unknown: sticky, and the new segment (a
+      // header only) goes again.
+      (void)next->Close();
+      (void)env->RemoveFile(next_path);
+      return Fail(st, "close", s);
+    }
     st->file = std::move(next);
     st->path = std::move(next_path);
     ++st->segment;
@@ -227,7 +258,8 @@ Result<std::unique_ptr<LogWriter>> LogWriter::Open(Env* env, std::string dir,
                                                    uint64_t first_segment) {
   std::unique_ptr<LogWriter> w(new LogWriter(env, std::move(dir), options));
   State* st = w->state_.get();
-  REPLAYDB_RETURN_IF_ERROR(CreateSegment(env, w->dir_, first_segment, &st->file, &st->path));
+  REPLAYDB_RETURN_IF_ERROR(CreateSegment(env, w->dir_, options, first_segment, &st->file, &st->path));
+  if (options.sync != WalSyncMode::kNone) st->stats.syncs = 1;  // its header
   st->segment = first_segment;
   st->stats.segment = first_segment;
   if (options.sync == WalSyncMode::kBatch) {
@@ -338,9 +370,10 @@ Status LogWriter::Sync(uint64_t seq, bool wait, bool force) {
   return Status::OK();
 }
 
-Result<uint64_t> LogWriter::Roll() {
+Result<uint64_t> LogWriter::Roll(bool only_if_records) {
   State* st = state_.get();
   std::unique_lock<std::mutex> lock(st->mu);
+  if (only_if_records && !st->failed && st->stats.records_since_roll == 0) return st->segment;
   while (true) {
     if (st->failed) return st->failure;
     if (!st->sync_running) break;

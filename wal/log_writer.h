@@ -40,12 +40,14 @@ struct LogWriterStats {
 class LogWriter {
  public:
   // Creates segment `first_segment` in `dir` (which must exist): the file,
-  // its header, and SyncDir(dir) so its entry is durable; then writes records
+  // its header (fsynced unless kNone), and SyncDir(dir) so its entry is
+  // durable; then writes records
   // there, moving to the next segment before a record that would take a
   // segment holding records past options.segment_bytes (a record never spans
   // segments; one larger than segment_bytes gets a segment of its own).
   // AlreadyExists if that segment (or a later one it moves to) already holds
-  // bytes: it is never overwritten. With kBatch, starts the background
+  // bytes other than its own header: it is never overwritten (one holding
+  // just its header, no records, is taken over). With kBatch, starts the background
   // syncing thread. `env` must outlive the writer.
   static Result<std::unique_ptr<LogWriter>> Open(Env* env, std::string dir,
                                                  const WalOptions& options,
@@ -87,8 +89,13 @@ class LogWriter {
   // one; returns the new segment's number. Records appended after Roll
   // returns are in that segment or later ones; records whose Append returned
   // before Roll was called are in earlier ones. Resets the *_since_roll
-  // stats (an automatic move past segment_bytes does not).
-  Result<uint64_t> Roll();
+  // stats (an automatic move past segment_bytes does not). With
+  // `only_if_records`, a current segment that holds no records (none
+  // appended since the last Roll or Open) stays, and its number is returned.
+  // If the next segment cannot be created (a full disk), IOError naming it,
+  // and nothing changed: the writer stays usable in the current segment
+  // (likewise for an Append that needed the next segment).
+  Result<uint64_t> Roll(bool only_if_records = false);
 
   // Removes the segment files numbered below `segment` (never the current
   // one), then syncs the directory.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/cold/rocksdb_env.h"
+#include "engine/cold/rocksdb_info_log.h"
 #include "util/progress_reporter.h"
 
 namespace replaydb::engine {
@@ -138,9 +139,14 @@ void ColdStore::Batch::DeleteTable(uint32_t table) {
 }
 size_t ColdStore::Batch::bytes() const { return batch_->GetDataSize(); }
 
-ColdStore::ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb::DB* db,
+ColdStore::ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env,
+                     std::shared_ptr<rocksdb::Logger> info_log, rocksdb::DB* db,
                      ColdCompression compression)
-    : dir_(std::move(dir)), env_(std::move(env)), db_(db), compression_(compression) {}
+    : dir_(std::move(dir)),
+      env_(std::move(env)),
+      info_log_(std::move(info_log)),
+      db_(db),
+      compression_(compression) {}
 
 ColdStore::~ColdStore() {
   if (db_) (void)db_->Close();
@@ -161,6 +167,10 @@ Result<std::unique_ptr<ColdStore>> ColdStore::OpenReadOnly(const std::string& di
   }
   rocksdb::Options options;
   options.max_open_files = -1;  // a secondary instance needs every file open
+  // Its info log goes into its own directory, through a logger that cannot
+  // abort the process when that disk fills (engine/cold/rocksdb_info_log.h).
+  std::shared_ptr<rocksdb::Logger> info_log = NewRocksdbInfoLog(Env::Default(), secondary + "/LOG");
+  options.info_log = info_log;
   rocksdb::DB* db = nullptr;
   Status s = FromRocks(rocksdb::DB::OpenAsSecondary(options, dir, secondary, &db),
                        "open read-only", dir);
@@ -171,8 +181,30 @@ Result<std::unique_ptr<ColdStore>> ColdStore::OpenReadOnly(const std::string& di
     std::filesystem::remove_all(secondary, ec);
     return s;
   }
+  // A secondary instance takes a missing or damaged table file for one the
+  // writer deleted, and reads its keys as absent. Check the files as the
+  // read-write open does: a plain read-only instance opening every file the
+  // MANIFEST lists (table footers and index blocks read). A writer beside
+  // us may compact a file away meanwhile: try again before calling it
+  // damage.
+  for (int attempt = 0;; ++attempt) {
+    rocksdb::Options check;
+    check.max_open_files = -1;
+    check.paranoid_checks = true;
+    check.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+    rocksdb::DB* checker = nullptr;
+    s = FromRocks(rocksdb::DB::OpenForReadOnly(check, dir, &checker), "open read-only", dir);
+    delete checker;
+    if (s.ok() || attempt == 2) break;
+  }
+  if (!s.ok()) {
+    delete db;
+    std::error_code ec;
+    std::filesystem::remove_all(secondary, ec);
+    return s;
+  }
   std::unique_ptr<ColdStore> store(
-      new ColdStore(dir, nullptr, db, ColdCompression::kZstd));
+      new ColdStore(dir, nullptr, std::move(info_log), db, ColdCompression::kZstd));
   store->secondary_dir_ = secondary;
   return store;
 }
@@ -188,10 +220,12 @@ rocksdb::CompressionType RocksCompression(ColdCompression c) {
   return rocksdb::kZSTD;
 }
 
-Status OpenRocks(const std::string& dir, rocksdb::Env* env, ColdCompression compression,
+Status OpenRocks(const std::string& dir, rocksdb::Env* env,
+                 const std::shared_ptr<rocksdb::Logger>& info_log, ColdCompression compression,
                  rocksdb::DB** db) {
   rocksdb::Options options;
   options.env = env;
+  options.info_log = info_log;
   options.create_if_missing = true;
   options.compression = RocksCompression(compression);
   // Checkpoints are written in one batch and flushed, without RocksDB's own
@@ -206,12 +240,27 @@ Status OpenRocks(const std::string& dir, rocksdb::Env* env, ColdCompression comp
 Result<std::unique_ptr<ColdStore>> ColdStore::Open(const std::string& dir, Env* env,
                                                    ColdCompression compression) {
   std::unique_ptr<rocksdb::Env> rocks_env = NewRocksdbEnv(env);
+  // The directory first, so that the info log's first lines have a place.
+  REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(dir));
+  std::shared_ptr<rocksdb::Logger> info_log = NewRocksdbInfoLog(env, dir + "/LOG");
   rocksdb::DB* db = nullptr;
-  REPLAYDB_RETURN_IF_ERROR(OpenRocks(dir, rocks_env.get(), compression, &db));
-  return std::unique_ptr<ColdStore>(new ColdStore(dir, std::move(rocks_env), db, compression));
+  REPLAYDB_RETURN_IF_ERROR(OpenRocks(dir, rocks_env.get(), info_log, compression, &db));
+  return std::unique_ptr<ColdStore>(
+      new ColdStore(dir, std::move(rocks_env), std::move(info_log), db, compression));
 }
 
 Status ColdStore::ReopenIfNeeded() {
+  if (!needs_reopen_.load()) {
+    // A background job (a compaction, or a flush RocksDB started itself)
+    // that failed leaves RocksDB refusing writes with that old error, even
+    // once the disk has room again: reopen rather than fail with it.
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    uint64_t errors = 0;
+    if (db_ && db_->GetIntProperty(rocksdb::DB::Properties::kBackgroundErrors, &errors) &&
+        errors > 0) {
+      needs_reopen_.store(true);
+    }
+  }
   if (needs_reopen_.load()) {
     // RocksDB stops writing for good after a failed flush (a background
     // error it takes as fatal); reopening drops the failed batch's memtable
@@ -222,7 +271,7 @@ Status ColdStore::ReopenIfNeeded() {
       if (db_) (void)db_->Close();
       db_.reset();
       rocksdb::DB* db = nullptr;
-      REPLAYDB_RETURN_IF_ERROR(OpenRocks(dir_, env_.get(), compression_, &db)
+      REPLAYDB_RETURN_IF_ERROR(OpenRocks(dir_, env_.get(), info_log_, compression_, &db)
                                    .WithContext("reopening after a failed write"));
       db_.reset(db);
       needs_reopen_.store(false);
@@ -336,6 +385,10 @@ Status ColdStore::VerifyChecksums() {
 
 Status ColdStore::Compact(const std::atomic<bool>* cancel,
                           const ProgressCallback& progress_callback) {
+  if (read_only()) {
+    return Status::FailedPrecondition("cold store " + dir_ + " is open read-only");
+  }
+  REPLAYDB_RETURN_IF_ERROR(ReopenIfNeeded());
   std::vector<uint32_t> tables;
   REPLAYDB_RETURN_IF_ERROR(ListTables(&tables));
   std::shared_lock<std::shared_mutex> lock(mu_);
@@ -377,7 +430,11 @@ Status ColdStore::Compact(const std::atomic<bool>* cancel,
     if (s.IsManualCompactionPaused() || (cancel != nullptr && cancel->load() && !s.ok())) {
       return Status::Cancelled("cold store " + dir_ + ": compaction interrupted");
     }
-    REPLAYDB_RETURN_IF_ERROR(FromRocks(s, "compact", dir_));
+    if (!s.ok()) {
+      // As after a failed write: RocksDB refuses writes until reopened.
+      needs_reopen_.store(true);
+      return FromRocks(s, "compact", dir_);
+    }
     progress.Add(static_cast<int64_t>(sizes[i]));
   }
   return Status::OK();

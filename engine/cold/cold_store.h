@@ -23,6 +23,7 @@
 namespace rocksdb {
 class DB;
 class Env;
+class Logger;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -60,8 +61,9 @@ bool ReadStepChunk(std::string_view bytes, StepChunkView* out);
 class ColdStore {
  public:
   // Opens (creating if missing) the store in directory `dir`. RocksDB writes
-  // its files through `env` (engine/cold/rocksdb_env.h), which must outlive the
-  // store. `compression` applies to the files it writes from now on.
+  // its files through `env` (engine/cold/rocksdb_env.h), its info log `dir`/LOG
+  // included (engine/cold/rocksdb_info_log.h); `env` must outlive the store.
+  // `compression` applies to the files it writes from now on.
   static Result<std::unique_ptr<ColdStore>> Open(const std::string& dir, Env* env,
                                                  ColdCompression compression =
                                                      ColdCompression::kZstd);
@@ -69,7 +71,9 @@ class ColdStore {
   // beside a read-write opener that may be writing it: it sees the state
   // as of the open (checkpoints, and spills in RocksDB's log). RocksDB keeps
   // its own files in a fresh temporary directory, removed on close. Writes
-  // fail with FailedPrecondition.
+  // fail with FailedPrecondition. Corruption naming the file when one that
+  // the MANIFEST lists is missing or has another size (as the read-write
+  // open reports).
   static Result<std::unique_ptr<ColdStore>> OpenReadOnly(const std::string& dir);
   ~ColdStore();
   bool read_only() const { return !secondary_dir_.empty(); }
@@ -99,9 +103,12 @@ class ColdStore {
   // Applies `batch` atomically, then flushes the memtable so the batch is
   // on disk in SST files (the store runs without RocksDB's own WAL: the
   // checkpoint's WAL position is only advanced once this returns OK). After
-  // a failed write or flush (full disk, failed fsync) RocksDB stops writing;
-  // the next Write first reopens it (waiting for calls in progress), so a
-  // later checkpoint succeeds once the cause is gone.
+  // a failed write, flush or compaction (full disk, failed fsync), also one
+  // RocksDB ran in the background, RocksDB stops writing; the next Write or
+  // Compact first reopens it (waiting for calls in progress), so a later
+  // checkpoint succeeds once the cause is gone. IOError naming the store,
+  // the step ("write", "flush", "reopening after a failed write") and the
+  // file RocksDB could not write.
   Status Write(Batch& batch);
   // Applies `batch` atomically through RocksDB's own log, unsynced and
   // without a flush (spills: a crash of the process loses nothing written,
@@ -128,22 +135,26 @@ class ColdStore {
   // Reads every file of the store and checks RocksDB's block checksums.
   Status VerifyChecksums();
   // Compacts the whole key space, one table's range at a time; Cancelled
-  // when *cancel (may be null) becomes true. Reports to `progress` (may be
+  // when *cancel (may be null) becomes true. Failures as for Write. Reports to `progress` (may be
   // empty) as "compact DIR", in bytes.
   Status Compact(const std::atomic<bool>* cancel, const ProgressCallback& progress);
 
   const std::string& dir() const { return dir_; }
 
  private:
-  ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env, rocksdb::DB* db,
+  ColdStore(std::string dir, std::unique_ptr<rocksdb::Env> env,
+            std::shared_ptr<rocksdb::Logger> info_log, rocksdb::DB* db,
             ColdCompression compression);
-  // Reopens RocksDB if a failed write left it stopped.
+  // Reopens RocksDB if a failed write, or a failed background job, left it
+  // stopped.
   Status ReopenIfNeeded();
   // IOError while db_ is null (a reopen failed). REQUIRES: mu_ held.
   Status Usable() const;
   Status WriteWith(Batch& batch, bool logged);
   const std::string dir_;
   const std::unique_ptr<rocksdb::Env> env_;  // outlives db_
+  // RocksDB's info log (engine/cold/rocksdb_info_log.h); outlives db_.
+  const std::shared_ptr<rocksdb::Logger> info_log_;
   // Shared by every call; exclusive while Write reopens db_.
   mutable std::shared_mutex mu_;
   std::unique_ptr<rocksdb::DB> db_;

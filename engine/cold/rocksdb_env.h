@@ -5,10 +5,15 @@
 //
 // What goes through `env`: every file RocksDB writes (SST files, MANIFEST,
 // CURRENT's temporary, OPTIONS, its own log files) by Append, Sync, Truncate
-// and Close, and every directory fsync. What does not: reads, renames,
-// deletions, locking and RocksDB's info LOG, which go to RocksDB's default
-// file system (replaydb's Env has no random-access reads; nothing there is
-// durable state that a fault test needs to tear).
+// and Close, and every directory fsync. RocksDB's info LOG goes through `env`
+// too, but by another road: ColdStore gives RocksDB a logger of its own
+// (engine/cold/rocksdb_info_log.h), since the one this Env would make writes
+// through RocksDB's default file system. What does not go through `env`:
+// reads, renames (CURRENT's temporary onto CURRENT), deletions and locking,
+// which go to RocksDB's default file system (replaydb's Env has no
+// random-access reads and no rename). A fault test therefore cannot fail
+// them, and a simulated power loss takes a rename or a deletion as durable
+// at once (RocksDB fsyncs the directory after each all the same).
 //
 // Thread safety: as RocksDB requires of an Env; `env` must be thread-safe (it
 // is, per env.h).

@@ -225,7 +225,8 @@ std::string EncodeCatalog(const CatalogContents& catalog) {
   for (const CatalogEntry& e : catalog.tables) defs.push_back(BuildTableDef(fbb, e.spec, e.id));
   const auto def_vector = fbb.CreateVector(defs);
   fb::FinishCatalogBuffer(
-      fbb, fb::CreateCatalog(fbb, kFormatVersion, def_vector, catalog.next_table_id));
+      fbb, fb::CreateCatalog(fbb, kFormatVersion, def_vector, catalog.next_table_id,
+                             catalog.checkpointed));
 
   const auto* payload = fbb.GetBufferPointer();
   const size_t size = fbb.GetSize();
@@ -342,6 +343,7 @@ Status DecodeCatalog(std::string_view bytes, const std::string& source,
     return Status::Corruption(prefix + "table id " + std::to_string(max_id) + " leaves no room");
   }
   parsed.next_table_id = std::max(catalog->next_table_id(), max_id + 1);
+  parsed.checkpointed = catalog->checkpointed();
   *contents = std::move(parsed);
   return Status::OK();
 }

@@ -25,6 +25,8 @@ struct CatalogEntry {
 struct CatalogContents {
   uint32_t next_table_id = 1;  // > every entry's id
   std::vector<CatalogEntry> tables;
+  // cold/ holds a checkpoint of this database (catalog.fbs).
+  bool checkpointed = false;
 };
 
 std::string EncodeCatalog(const CatalogContents& catalog);

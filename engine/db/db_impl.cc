@@ -15,6 +15,9 @@ namespace replaydb {
 using util::Quoted;
 
 Result<std::unique_ptr<DB>> DB::Open(const DBOptions& options, const std::string& path) {
+  // Before the directory is touched: an unknown enum value would sync or
+  // recover as some other mode.
+  REPLAYDB_RETURN_IF_ERROR(options.Validate().WithContext("DB::Open"));
   return engine::DBImpl::Open(options, path);
 }
 
@@ -68,35 +71,81 @@ DBImpl::~DBImpl() {
   log_.reset();
 }
 
+namespace {
+
+// What of a database's data is at `path` although its CATALOG is not: e.g.
+// "a write-ahead log (wal/, 3 segments) and a cold store (cold/)"; empty
+// when nothing is (a new database, or a creation that stopped early).
+std::string DataWithoutCatalog(Env* env, const std::string& path) {
+  std::vector<std::string> parts;
+  std::vector<uint64_t> segments;
+  if (env->FileExists(path + "/wal") && wal::ListSegments(env, path + "/wal", &segments).ok() &&
+      !segments.empty()) {
+    parts.push_back("a write-ahead log (wal/, " + std::to_string(segments.size()) +
+                    (segments.size() == 1 ? " segment)" : " segments)"));
+  }
+  if (env->FileExists(path + "/cold/CURRENT")) parts.push_back("a cold store (cold/)");
+  if (parts.empty()) return "";
+  return parts.size() == 1 ? parts[0] : parts[0] + " and " + parts[1];
+}
+
+Status CatalogMissing(const std::string& path, const std::string& data) {
+  return Status::Corruption("database " + path + ": " + path + "/CATALOG is missing, but " +
+                            data + " " + (data.find(" and ") != std::string::npos ? "are" : "is") +
+                            " there: the catalog was deleted or lost. Refusing to open (or "
+                            "create a new, empty database over) it; restore CATALOG from a "
+                            "copy, or move wal/ and cold/ away to start afresh");
+}
+
+// The catalog says a checkpoint was taken; cold/ must still be there.
+Status CheckColdStorePresent(Env* env, const std::string& path, const CatalogContents& catalog) {
+  if (!catalog.checkpointed || env->FileExists(path + "/cold/CURRENT")) return Status::OK();
+  return Status::Corruption("database " + path + ": the cold store " + path +
+                            "/cold is missing (no cold/CURRENT), but the catalog says a "
+                            "checkpoint was taken: every checkpointed step would be lost. "
+                            "Restore cold/ from a copy");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::string& path) {
   if (path.empty()) return Status::InvalidArgument("DB::Open: the database path is empty");
   Env* env = options.env != nullptr ? options.env : Env::Default();
   const std::string catalog_path = path + "/CATALOG";
 
+  if (!options.create_if_missing && !env->FileExists(catalog_path)) {
+    const std::string data = DataWithoutCatalog(env, path);
+    if (!data.empty()) return CatalogMissing(path, data);
+    return Status::NotFound("no database at " + path + " (no " + catalog_path +
+                            "; create_if_missing is false)");
+  }
+  REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(path));
+  // The lock first, then the catalog: two openers creating one database
+  // must not both find it missing and both write a new, empty catalog.
+  std::unique_ptr<FileLock> lock;
+  REPLAYDB_RETURN_IF_ERROR(env->LockFile(path + "/LOCK", &lock));
+
   const bool exists = env->FileExists(catalog_path);
   if (exists && options.error_if_exists) {
     return Status::AlreadyExists("database " + path + " already exists (error_if_exists is set)");
   }
-  if (!exists) {
-    if (!options.create_if_missing) {
-      return Status::NotFound("no database at " + path + " (no " + catalog_path +
-                              "; create_if_missing is false)");
-    }
-    REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(path));
-  }
-
-  std::unique_ptr<FileLock> lock;
-  REPLAYDB_RETURN_IF_ERROR(env->LockFile(path + "/LOCK", &lock));
-
   CatalogContents catalog;
   if (exists) {
     REPLAYDB_RETURN_IF_ERROR(LoadCatalog(env, catalog_path, &catalog));
   } else {
+    if (!options.create_if_missing) {
+      return Status::NotFound("no database at " + path + " (no " + catalog_path +
+                              "; create_if_missing is false)");
+    }
+    const std::string data = DataWithoutCatalog(env, path);
+    if (!data.empty()) return CatalogMissing(path, data);
     REPLAYDB_RETURN_IF_ERROR(SaveCatalog(env, catalog_path, catalog));
   }
+  REPLAYDB_RETURN_IF_ERROR(CheckColdStorePresent(env, path, catalog));
 
   std::unique_ptr<DBImpl> db(new DBImpl(options, env, path, std::move(lock)));
   db->next_table_id_ = catalog.next_table_id;
+  db->checkpointed_ = catalog.checkpointed;
   for (const CatalogEntry& entry : catalog.tables) {
     const TableSpec& spec = entry.spec;
     Status s = spec.Validate();
@@ -129,13 +178,15 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
   // Everything recovered goes into a checkpoint, and the replayed log away:
   // in the background when automatic checkpoints run (the table serves at
   // once; until then the replayed segments stay, so a crash meanwhile just
-  // replays them again), else before Open returns.
+  // replays them again), else before Open returns. With nothing recovered
+  // onto an existing checkpoint there is nothing to save: opening to look
+  // leaves the log where it was.
   const bool automatic =
       options.checkpoint.every_wal_bytes > 0 || options.checkpoint.every.count() > 0;
   const bool recovered = db->recovery_.wal_records > 0 || db->recovery_.trajectories_ended > 0;
   if (automatic && recovered) {
     db->checkpoint_requested_.store(true);
-  } else {
+  } else if (recovered || !db->recovery_.checkpoint_found || !db->checkpointed_) {
     REPLAYDB_RETURN_IF_ERROR(db->Checkpoint());
   }
   if (automatic) {
@@ -150,17 +201,40 @@ Result<std::unique_ptr<DB>> DBImpl::OpenReadOnly(const DBOptions& options,
   Env* env = options.env != nullptr ? options.env : Env::Default();
   const std::string catalog_path = path + "/CATALOG";
   if (!env->FileExists(catalog_path)) {
+    const std::string data = DataWithoutCatalog(env, path);
+    if (!data.empty()) return CatalogMissing(path, data);
     return Status::NotFound("no database at " + path + " (no " + catalog_path + ")");
   }
   CatalogContents catalog;
   REPLAYDB_RETURN_IF_ERROR(LoadCatalog(env, catalog_path, &catalog));
+  REPLAYDB_RETURN_IF_ERROR(CheckColdStorePresent(env, path, catalog));
   std::unique_ptr<DBImpl> db(new DBImpl(options, env, path, nullptr));
   db->read_only_ = true;
   db->next_table_id_ = catalog.next_table_id;
+  db->checkpointed_ = catalog.checkpointed;
   REPLAYDB_ASSIGN_OR_RETURN(db->cold_, ColdStore::OpenReadOnly(path + "/cold"));
+  std::string value;
+  Status s = db->cold_->GetCheckpoint(&value);
+  if (s.ok()) {
+    std::string aligned;
+    const auto* meta = VerifiedValue<fb::CheckpointMeta>(value, &aligned);
+    if (meta == nullptr) {
+      return Status::Corruption("cold store " + db->cold_->dir() +
+                                ": the checkpoint record fails verification");
+    }
+    db->recovery_.checkpoint_found = true;
+    db->recovery_.checkpoint_sequence = meta->sequence();
+    db->checkpoint_sequence_ = meta->sequence();
+    db->checkpoint_segment_ = meta->wal_segment();
+    db->checkpoint_wal_continues_ = meta->wal_continues();
+  } else if (s.code() != Status::Code::kNotFound) {
+    return s;
+  } else if (catalog.checkpointed) {
+    return db->NoCheckpoint();
+  }
   for (const CatalogEntry& entry : catalog.tables) {
     const TableSpec& spec = entry.spec;
-    Status s = spec.Validate();
+    s = spec.Validate();
     if (!s.ok()) {
       return Status::Corruption("catalog " + catalog_path + ": stored spec of table " +
                                 Quoted(spec.name) + " is invalid: " + s.message());
@@ -175,19 +249,14 @@ Result<std::unique_ptr<DB>> DBImpl::OpenReadOnly(const DBOptions& options,
     db->by_id_.emplace(entry.id, table);
     db->tables_.emplace(spec.name, std::move(table));
   }
-  std::string value;
-  Status s = db->cold_->GetCheckpoint(&value);
-  if (s.ok()) {
-    std::string aligned;
-    const auto* meta = VerifiedValue<fb::CheckpointMeta>(value, &aligned);
-    if (meta != nullptr) {
-      db->recovery_.checkpoint_found = true;
-      db->recovery_.checkpoint_sequence = meta->sequence();
-      db->checkpoint_sequence_ = meta->sequence();
-      db->checkpoint_segment_ = meta->wal_segment();
-    }
-  }
   return std::unique_ptr<DB>(std::move(db));
+}
+
+Status DBImpl::NoCheckpoint() const {
+  return Status::Corruption("database " + path_ + ": the cold store " + cold_->dir() +
+                            " holds no checkpoint, but the catalog says one was taken (cold/ "
+                            "emptied or replaced?): every checkpointed step would be lost. "
+                            "Restore cold/ from a copy");
 }
 
 Status DBImpl::CheckWritable(std::string_view what) const {
@@ -198,6 +267,7 @@ Status DBImpl::CheckWritable(std::string_view what) const {
 
 Status DBImpl::Recover() {
   uint64_t first_segment = 0;
+  bool first_segment_must_exist = false;
   std::string value;
   Status s = cold_->GetCheckpoint(&value);
   if (s.ok()) {
@@ -208,12 +278,16 @@ Status DBImpl::Recover() {
                                 ": the checkpoint record fails verification");
     }
     first_segment = meta->wal_segment();
+    first_segment_must_exist = meta->wal_continues();
+    checkpoint_wal_continues_ = first_segment_must_exist;
     checkpoint_segment_ = first_segment;
     checkpoint_sequence_ = meta->sequence();
     recovery_.checkpoint_found = true;
     recovery_.checkpoint_sequence = meta->sequence();
   } else if (s.code() != Status::Code::kNotFound) {
     return s;
+  } else if (checkpointed_) {
+    return NoCheckpoint();
   }
   // Keys of tables the catalog no longer has (dropped before a crash).
   std::vector<uint32_t> stored;
@@ -241,7 +315,7 @@ Status DBImpl::Recover() {
           return it == by_id_.end() ? nullptr : it->second.get();
         });
       },
-      &report));
+      &report, first_segment_must_exist));
   recovery_.wal_segments = report.segments;
   recovery_.wal_records = report.records;
   recovery_.wal_bytes = report.bytes;
@@ -250,6 +324,16 @@ Status DBImpl::Recover() {
   recovery_.dropped_bytes = report.dropped_bytes;
   recovery_.dropped_reason = report.dropped_reason;
   next_segment_ = std::max<uint64_t>(report.last_segment + 1, std::max<uint64_t>(first_segment, 1));
+  // A last segment holding only its header (a writer closed with nothing
+  // logged, e.g. after opening to look) is taken over, not followed by a
+  // new one: opening and closing leaves the log where it was.
+  if (report.last_segment > 0) {
+    uint64_t size = 0;
+    const std::string last = wal_dir_ + "/" + wal::SegmentFileName(report.last_segment);
+    if (env_->GetFileSize(last, &size).ok() && size == wal::kSegmentHeaderBytes) {
+      next_segment_ = report.last_segment;
+    }
+  }
   for (auto& [id, table] : by_id_) {
     recovery_.trajectories_ended += table->EndOpenTrajectories();
     table->SettleRateLimiter(options_.checkpoint.reset_rate_limiters_on_restore);
@@ -271,7 +355,8 @@ Status DBImpl::Checkpoint() {
   // onto this checkpoint (replay skips what the checkpoint already has).
   uint64_t segment = next_segment_;
   if (log_ != nullptr) {
-    REPLAYDB_ASSIGN_OR_RETURN(const uint64_t rolled, log_->Roll());
+    // Nothing logged in the current segment: it is where replay starts.
+    REPLAYDB_ASSIGN_OR_RETURN(const uint64_t rolled, log_->Roll(/*only_if_records=*/true));
     segment = rolled;
   }
   const std::vector<std::shared_ptr<TableImpl>> tables = OpenTables();
@@ -283,7 +368,8 @@ Status DBImpl::Checkpoint() {
   }
   if (s.ok()) {
     flatbuffers::FlatBufferBuilder fbb(64);
-    fbb.Finish(fb::CreateCheckpointMeta(fbb, segment, checkpoint_sequence_ + 1, UnixMicros()));
+    fbb.Finish(fb::CreateCheckpointMeta(fbb, segment, checkpoint_sequence_ + 1, UnixMicros(),
+                                        /*wal_continues=*/log_ != nullptr));
     batch.PutCheckpoint(
         std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()));
     s = cold_->Write(batch);
@@ -292,7 +378,20 @@ Status DBImpl::Checkpoint() {
   REPLAYDB_RETURN_IF_ERROR(s.WithContext("checkpoint of " + path_));
   ++checkpoint_sequence_;
   last_checkpoint_ = std::chrono::steady_clock::now();
+  {
+    // From the first checkpoint on, Open requires one in cold/.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!checkpointed_) {
+      checkpointed_ = true;
+      const Status saved = SaveCatalogLocked(specs_, next_table_id_);
+      if (!saved.ok()) {
+        checkpointed_ = false;  // the next checkpoint tries again
+        return saved.WithContext("checkpoint of " + path_);
+      }
+    }
+  }
   checkpoint_segment_ = segment;
+  checkpoint_wal_continues_ = log_ != nullptr;
   if (log_ != nullptr) {
     log_bytes_at_checkpoint_ = log_->stats().bytes;
     return log_->DeleteSegmentsBefore(segment);
@@ -336,6 +435,7 @@ Result<std::shared_ptr<TableImpl>> DBImpl::MakeTable(const TableSpec& spec) {
 Status DBImpl::SaveCatalogLocked(const Specs& specs, uint32_t next_table_id) {
   CatalogContents catalog;
   catalog.next_table_id = next_table_id;
+  catalog.checkpointed = checkpointed_;
   for (const auto& [name, entry] : specs) catalog.tables.push_back({entry.id, entry.spec});
   std::sort(catalog.tables.begin(), catalog.tables.end(),
             [](const CatalogEntry& a, const CatalogEntry& b) { return a.id < b.id; });

@@ -76,6 +76,8 @@ class DBImpl final : public DB {
   void CheckpointLoop();
   std::vector<std::shared_ptr<TableImpl>> OpenTables() const;
 
+  // Corruption: the catalog says a checkpoint was taken, cold/ has none.
+  Status NoCheckpoint() const;
   // FailedPrecondition naming `what` when read-only.
   Status CheckWritable(std::string_view what) const;
 
@@ -93,10 +95,14 @@ class DBImpl final : public DB {
   // The log segment replay starts at after the last checkpoint (as of open
   // for a read-only opener).
   uint64_t checkpoint_segment_ = 0;  // guarded by checkpoint_mu_
+  // The last checkpoint says its writer created checkpoint_segment_.
+  bool checkpoint_wal_continues_ = false;  // guarded by checkpoint_mu_
 
   mutable std::mutex mu_;
   Specs specs_;
   uint32_t next_table_id_ = 1;
+  // The catalog says cold/ holds a checkpoint (set by the first one).
+  bool checkpointed_ = false;  // guarded by mu_
   std::map<std::string, std::shared_ptr<TableImpl>, std::less<>> tables_;
   std::map<uint32_t, std::shared_ptr<TableImpl>> by_id_;  // for replay
   wal::RecordBuilder record_;  // guarded by mu_

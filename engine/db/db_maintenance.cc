@@ -40,7 +40,7 @@ Result<WalInfo> DBImpl::Wal() const {
         info.bytes_since_checkpoint += payload.size() + wal::kRecordHeaderBytes;
         return Status::OK();
       },
-      &report);
+      &report, checkpoint_wal_continues_);
   if (!s.ok()) {
     info.note = "counted up to " + s.message() +
                 (read_only_ ? " (the writer may be appending there)" : "");
@@ -68,14 +68,22 @@ Result<VerifyReport> DBImpl::Verify(const LongOperationOptions& options) {
     ++report.tables;
     REPLAYDB_RETURN_IF_ERROR(t->Verify(*cold_, options.cancel, progress, &report));
   }
+  // kAbsoluteConsistency changes nothing: it reports damage, never cuts it.
   const Status s = wal::Replay(
       env_, wal_dir_, checkpoint_segment_, RecoveryMode::kAbsoluteConsistency,
       [&](wal::RecordType, std::span<const std::byte>) {
         ++report.wal_records;
         return Status::OK();
       },
-      nullptr);
+      nullptr, checkpoint_wal_continues_);
   if (!s.ok() && s.code() != Status::Code::kNotFound) report.problems.push_back("log: " + s.message());
+  if (!recovery_.dropped_file.empty()) {
+    // Gone from the files now, but damage all the same.
+    report.problems.push_back(
+        "log: recovery at open dropped " + std::to_string(recovery_.dropped_bytes) +
+        " bytes from " + recovery_.dropped_file + " at offset " +
+        std::to_string(recovery_.dropped_offset) + ": " + recovery_.dropped_reason);
+  }
   return report;
 }
 

@@ -1,11 +1,14 @@
 // TableSpec and ColumnSpec: sizes, presets and validation.
+#include <cassert>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <string>
 
 #include "engine/table/table_layout.h"
 #include "replaydb/options.h"
 #include "replaydb/table.h"
+#include "util/checked_math.h"
 #include "util/format.h"
 
 namespace replaydb {
@@ -143,13 +146,38 @@ std::string_view TierName(Tier t) {
 }
 
 size_t ColumnSpec::step_bytes() const {
-  return static_cast<size_t>(shape.num_elements()) * DTypeSize(dtype);
+  if (!shape.valid()) return std::numeric_limits<size_t>::max();
+  // num_elements() saturates too, so an overflow anywhere gives SIZE_MAX.
+  return util::SaturatingMul<size_t>(static_cast<uint64_t>(shape.num_elements()),
+                                     DTypeSize(dtype));
 }
 
 size_t TableSpec::step_bytes() const {
   size_t total = 0;
-  for (const ColumnSpec& c : columns) total += c.step_bytes();
+  for (const ColumnSpec& c : columns) total = util::SaturatingAdd<size_t>(total, c.step_bytes());
   return total;
+}
+
+Status DBOptions::Validate() const {
+  // The values of enum `name` in order, for the message.
+  const auto bad = [](std::string_view field, int value, std::string_view names) {
+    return Status::InvalidArgument("DBOptions::" + std::string(field) + " is " +
+                                   std::to_string(value) + "; it must be one of " +
+                                   std::string(names));
+  };
+  if (WalSyncModeName(wal.sync) == "invalid") {
+    return bad("wal.sync", static_cast<int>(wal.sync), "none (0), batch (1), always (2)");
+  }
+  if (RecoveryModeName(wal.recovery) == "invalid") {
+    return bad("wal.recovery", static_cast<int>(wal.recovery),
+               "tolerate_torn_tail (0), absolute_consistency (1), point_in_time (2)");
+  }
+  if (cold_compression != ColdCompression::kNone && cold_compression != ColdCompression::kZstd &&
+      cold_compression != ColdCompression::kLz4) {
+    return bad("cold_compression", static_cast<int>(cold_compression),
+               "none (0), zstd (1), lz4 (2)");
+  }
+  return Status::OK();
 }
 
 TableSpec TableSpec::Queue(std::string name, std::vector<ColumnSpec> columns, int64_t size) {
@@ -204,10 +232,22 @@ Status TableSpec::Validate() const {
                                        ": every dim must be >= 1");
       }
     }
-    if (c.step_bytes() > engine::kMaxStepBytes) {
-      return Status::InvalidArgument(column + " needs " + std::to_string(c.step_bytes()) +
+    // Computed without wrapping: a wrapped size (f32[2^62] is 2^64 bytes,
+    // 0 when wrapped) would pass every check below.
+    uint64_t bytes = DTypeSize(c.dtype);
+    for (int64_t d : c.shape.dims()) {
+      if (!util::CheckedMul(bytes, static_cast<uint64_t>(d), &bytes)) {
+        return Status::InvalidArgument(
+            column + " has shape " + c.shape.ToString() + " of " +
+            std::string(DTypeName(c.dtype)) +
+            ", whose bytes per step overflow 64 bits; a column's step holds at most " +
+            std::to_string(kMaxStepBytes) + " bytes (kMaxStepBytes)");
+      }
+    }
+    if (bytes > kMaxStepBytes) {
+      return Status::InvalidArgument(column + " needs " + std::to_string(bytes) +
                                      " bytes per step, more than the limit of " +
-                                     std::to_string(engine::kMaxStepBytes));
+                                     std::to_string(kMaxStepBytes) + " (kMaxStepBytes)");
     }
   }
   if (lanes < 1 || lanes > kMaxTrajectorySteps) {
@@ -215,15 +255,23 @@ Status TableSpec::Validate() const {
                                    "; it must be between 1 and " +
                                    std::to_string(kMaxTrajectorySteps));
   }
-  // What a step stores: one row per lane.
-  const uint64_t stored_step_bytes = step_bytes() * static_cast<uint64_t>(lanes);
+  // What a step stores: one row per lane. Each column fits, so only the
+  // product can overflow (step_bytes() saturates in any case).
   const std::string vector_steps =
       lanes > 1 ? " (a vector step of " + std::to_string(lanes) + " environments)" : "";
-  if (stored_step_bytes > engine::kMaxStepBytes) {
+  uint64_t stored_step_bytes = 0;
+  if (!util::CheckedMul(uint64_t{step_bytes()}, static_cast<uint64_t>(lanes),
+                        &stored_step_bytes) ||
+      step_bytes() == std::numeric_limits<size_t>::max()) {
+    return Status::InvalidArgument(table + ": a step of all columns" + vector_steps +
+                                   " needs more than 2^64 bytes, more than the limit of " +
+                                   std::to_string(kMaxStepBytes) + " (kMaxStepBytes)");
+  }
+  if (stored_step_bytes > kMaxStepBytes) {
     return Status::InvalidArgument(table + ": a step of all columns" + vector_steps + " needs " +
                                    std::to_string(stored_step_bytes) +
                                    " bytes, more than the limit of " +
-                                   std::to_string(engine::kMaxStepBytes));
+                                   std::to_string(kMaxStepBytes) + " (kMaxStepBytes)");
   }
   if (block_steps < 1 || block_steps > engine::kMaxBlockSteps) {
     return Status::InvalidArgument(table + ": block_steps is " + std::to_string(block_steps) +
@@ -241,7 +289,19 @@ Status TableSpec::Validate() const {
     return Status::InvalidArgument(table + ": capacity_steps is " +
                                    std::to_string(capacity_steps) + "; it must be >= 0");
   }
-  if (capacity_steps == 0) {
+  // block_bytes <= kMaxBlockBytes and blocks <= kMaxBlocks below keep
+  // every later product (steps, bytes of the tier) far from overflowing.
+  int64_t blocks = 0;
+  if (capacity_steps > 0) {
+    blocks = util::CeilDiv(capacity_steps, block_steps);
+    if (blocks > engine::kMaxBlocks) {
+      return Status::InvalidArgument(
+          table + ": capacity_steps " + std::to_string(capacity_steps) + " needs " +
+          std::to_string(blocks) + " blocks of " + std::to_string(block_steps) +
+          " steps, more than the limit of " + std::to_string(engine::kMaxBlocks) +
+          " blocks; lower capacity_steps or raise block_steps");
+    }
+  } else {
     if (capacity_bytes <= 0) {
       return Status::InvalidArgument(table + ": capacity_bytes is " +
                                      std::to_string(capacity_bytes) +
@@ -253,13 +313,16 @@ Status TableSpec::Validate() const {
                                      " steps x " + std::to_string(stored_step_bytes) +
                                      " bytes = " + std::to_string(block_bytes) + " bytes)");
     }
+    blocks = static_cast<int64_t>(static_cast<uint64_t>(capacity_bytes) / block_bytes);
+    if (blocks > engine::kMaxBlocks) {
+      return Status::InvalidArgument(
+          table + ": capacity_bytes " + std::to_string(capacity_bytes) + " makes " +
+          std::to_string(blocks) + " blocks of " + std::to_string(block_bytes) +
+          " bytes, more than the limit of " + std::to_string(engine::kMaxBlocks) +
+          " blocks; lower capacity_bytes or raise block_steps");
+    }
   }
-  const int64_t blocks = engine::CapacityBlocks(*this);
-  if (blocks > engine::kMaxBlocks) {
-    return Status::InvalidArgument(table + ": capacity of " + std::to_string(blocks) +
-                                   " blocks exceeds the limit of " +
-                                   std::to_string(engine::kMaxBlocks) + "; raise block_steps");
-  }
+  assert(blocks == engine::CapacityBlocks(*this));
   if (sequence_length < 1) {
     return Status::InvalidArgument(table + ": sequence_length is " +
                                    std::to_string(sequence_length) + "; it must be >= 1");

@@ -145,14 +145,17 @@ Status TableImpl::Apply(const wal::AppendStepsRecord& r) {
 }
 
 Status TableImpl::Apply(const wal::EndTrajectoryRecord& r) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Trajectory* tp = store_.Find(r.trajectory_id);
-  if (tp == nullptr || tp->ended) return Status::OK();
+  // Writers refuse unknown reasons, so one here is damage or an older
+  // build's: reported whether or not the trajectory is still here (Replay
+  // names the segment and offset).
   if (EndReasonName(static_cast<EndReason>(r.reason)) == "invalid") {
     return Status::Corruption("table " + Quoted(name_) + ": logged end of trajectory " +
                               std::to_string(r.trajectory_id) + " has unknown reason " +
                               std::to_string(r.reason));
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  Trajectory* tp = store_.Find(r.trajectory_id);
+  if (tp == nullptr || tp->ended) return Status::OK();
   Trajectory& t = *tp;
   store_.MarkEnded(t, static_cast<EndReason>(r.reason));
   if (padding_ == Padding::kTail) {

@@ -266,7 +266,9 @@ Status TableImpl::ParseMeta(std::string_view bytes, uint64_t id, const std::stri
   out->id = id;
   out->length = meta->length();
   out->ended = meta->ended();
-  out->end_reason = static_cast<EndReason>(meta->end_reason());
+  // An open trajectory's stored reason means nothing; it ends truncated.
+  out->end_reason =
+      meta->ended() ? static_cast<EndReason>(meta->end_reason()) : EndReason::kTruncated;
   out->cold = meta->cold();
   out->step_priorities.assign(meta->step_priorities()->begin(), meta->step_priorities()->end());
   out->items.clear();

@@ -4,10 +4,12 @@
 #include "engine/table/table_impl.h"
 
 #include <cmath>
+#include <new>
 #include <string>
 
 #include "engine/table/vector_table.h"
 #include "engine/table/writers.h"
+#include "util/checked_math.h"
 #include "util/format.h"
 
 namespace replaydb::engine {
@@ -156,6 +158,12 @@ Status TableImpl::CheckNewVectorWriter(size_t num_envs, const WriterOptions& opt
   if (num_envs == 0) {
     return Status::InvalidArgument("table " + Quoted(name_) + ": a vector writer needs num_envs >= 1");
   }
+  if (num_envs > kMaxVectorWriterEnvs) {
+    return Status::InvalidArgument("table " + Quoted(name_) + ": a vector writer of " +
+                                   std::to_string(num_envs) +
+                                   " environments is more than the limit of " +
+                                   std::to_string(kMaxVectorWriterEnvs) + " (kMaxVectorWriterEnvs)");
+  }
   if (options.threads < 0 || options.threads > kMaxWriterThreads) {
     return Status::InvalidArgument("table " + Quoted(name_) + ": WriterOptions::threads " +
                                    std::to_string(options.threads) + " is outside [0, " +
@@ -168,8 +176,16 @@ Status TableImpl::CheckNewVectorWriter(size_t num_envs, const WriterOptions& opt
 Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs,
                                                                  const WriterOptions& options) {
   REPLAYDB_RETURN_IF_ERROR(CheckNewVectorWriter(num_envs, options));
-  return std::unique_ptr<VectorWriter>(
-      std::make_unique<VectorWriterImpl>(shared_from_this(), num_envs, options));
+  // Its state grows with num_envs, which the caller chose.
+  try {
+    return std::unique_ptr<VectorWriter>(
+        std::make_unique<VectorWriterImpl>(shared_from_this(), num_envs, options));
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("table " + Quoted(name_) + ": a vector writer of " +
+                                     std::to_string(num_envs) +
+                                     " environments: its per-environment state could not be "
+                                     "allocated");
+  }
 }
 
 Status TableImpl::ValidateTensors(std::span<const ConstTensor> tensors, int64_t leading,
@@ -197,7 +213,13 @@ Status TableImpl::ValidateTensors(std::span<const ConstTensor> tensors, int64_t 
       return Status::InvalidArgument(where() + " expects shape " + expected.ToString() +
                                      ", got " + t.shape.ToString());
     }
-    const size_t bytes = layout_.column_bytes[c] * static_cast<size_t>(leading < 0 ? 1 : leading);
+    size_t bytes = 0;
+    if (!util::CheckedMul(layout_.column_bytes[c], leading < 0 ? int64_t{1} : leading, &bytes)) {
+      // Wrapped, the size could match a small size_bytes.
+      return Status::InvalidArgument(where() + ": " + std::to_string(leading) + " rows of " +
+                                     std::to_string(layout_.column_bytes[c]) +
+                                     " bytes overflow 64 bits");
+    }
     if (t.size_bytes != bytes) {
       return Status::InvalidArgument(where() + " has size_bytes " + std::to_string(t.size_bytes) +
                                      " but dtype " + std::string(DTypeName(col.dtype)) +

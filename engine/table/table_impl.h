@@ -103,6 +103,29 @@ struct Window {
   int64_t lane = 0;  // the environment, in a vector table
 };
 
+// One contiguous run of a window inside one block, as GatherToHostLocked
+// copies it.
+struct GatherSegment {
+  const std::byte* block;
+  int64_t first_step;  // within the block
+  int64_t count;
+  int64_t out_step;  // within the window
+  int64_t lane;      // the environment's row of each step (vector tables)
+};
+
+// What a sample or lookup into host memory works in. Sized by
+// TableImpl::PrepareHostBatch before anything is drawn, so that the draw and
+// the gather allocate nothing (an allocation that failed after the draw
+// would lose what it counted and consumed).
+struct HostBatchScratch {
+  std::vector<Window> windows;
+  std::vector<GatherSegment> segments;
+  std::vector<size_t> first_segment;
+  // Device blocks: each window's tier slot and real steps.
+  std::vector<int64_t> slots;
+  std::vector<uint32_t> steps;
+};
+
 class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
  public:
   // Writes a changed spec to the catalog. Called without the table's mutex.
@@ -480,9 +503,16 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // times_sampled, mask; probabilities 0).
   Status LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
                       std::vector<Window>* windows) const;
-  // Copies the windows' steps into out->columns. Called with the lock held;
-  // may release and retake it. Releases consumed trajectories.
-  Status GatherToHostLocked(std::unique_lock<std::mutex>& lock, std::vector<Window>& windows,
+  // Sizes out's buffers (columns only when `gather`; weights when
+  // `weights`) and *scratch for a batch of B items of sequence_length_
+  // steps. ResourceExhausted naming the bytes when they overflow, exceed
+  // kMaxSampleBytes or cannot be allocated. Called without the lock.
+  Status PrepareHostBatch(int64_t B, bool gather, bool weights, SampleBatch* out,
+                          HostBatchScratch* scratch) const;
+  // Copies the windows' steps (scratch->windows) into out->columns, sized
+  // by PrepareHostBatch. Called with the lock held; may release and retake
+  // it. Releases consumed trajectories.
+  Status GatherToHostLocked(std::unique_lock<std::mutex>& lock, HostBatchScratch& scratch,
                             SampleBatch* out);
   // The hot-tier slot where window w starts.
   int64_t SlotOf(const Window& w) const;

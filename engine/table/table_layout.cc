@@ -2,15 +2,16 @@
 
 #include <algorithm>
 
+#include "util/checked_math.h"
+
 namespace replaydb::engine {
 
 int64_t CapacityBlocks(const TableSpec& spec) {
   if (spec.block_steps <= 0) return 0;
-  if (spec.capacity_steps > 0) {
-    return (spec.capacity_steps + spec.block_steps - 1) / spec.block_steps;
-  }
-  const uint64_t block_bytes = static_cast<uint64_t>(spec.block_steps) * spec.step_bytes() *
-                               static_cast<uint64_t>(std::max<int64_t>(1, spec.lanes));
+  if (spec.capacity_steps > 0) return util::CeilDiv(spec.capacity_steps, spec.block_steps);
+  const uint64_t block_bytes = util::SaturatingMul<uint64_t>(
+      util::SaturatingMul<uint64_t>(static_cast<uint64_t>(spec.block_steps), spec.step_bytes()),
+      static_cast<uint64_t>(std::max<int64_t>(1, spec.lanes)));
   if (block_bytes == 0 || spec.capacity_bytes <= 0) return 0;
   return static_cast<int64_t>(static_cast<uint64_t>(spec.capacity_bytes) / block_bytes);
 }

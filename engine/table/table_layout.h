@@ -20,15 +20,17 @@
 
 namespace replaydb::engine {
 
-// Limits that keep sizes within 64-bit arithmetic and sane allocations.
-inline constexpr size_t kMaxStepBytes = size_t{256} << 20;   // 256 MiB per step
+// Limits that keep sizes within 64-bit arithmetic and sane allocations
+// (with kMaxStepBytes of replaydb/options.h, 256 MiB per step; the public
+// header documents these in words).
 inline constexpr uint64_t kMaxBlockBytes = uint64_t{1} << 30;  // 1 GiB per block
 inline constexpr int64_t kMaxBlockSteps = 65536;
 inline constexpr int64_t kMaxBlocks = int64_t{1} << 28;
 inline constexpr int64_t kMaxTimesSampledLimit = int64_t{1} << 31;
 inline constexpr size_t kColumnAlignment = 16;
 
-// Hot-tier capacity in blocks for a spec whose sizes are positive.
+// Hot-tier capacity in blocks for a spec whose sizes are positive; never
+// overflows (a step size that does saturates, giving 0 blocks).
 int64_t CapacityBlocks(const TableSpec& spec);
 
 // The columns a step of `spec` stores: its columns, or in a vector table

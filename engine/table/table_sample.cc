@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <string>
+
+#include <unistd.h>
 
 #include "engine/gpu/device_sampler.h"
 #include "engine/table/table_impl.h"
 #include "engine/table/table_items.h"
+#include "util/checked_math.h"
 #include "util/format.h"
 
 namespace replaydb {
@@ -25,6 +29,15 @@ Result<SampleBatch> Table::Sample(int64_t batch_size, const SampleOptions& optio
 namespace engine {
 
 namespace {
+
+// The machine's physical memory in bytes; 0 when unknown.
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return util::SaturatingMul<uint64_t>(static_cast<uint64_t>(pages),
+                                       static_cast<uint64_t>(page_size));
+}
 
 // Largest batch one Sample call accepts.
 constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
@@ -73,6 +86,69 @@ void TableImpl::FinishWeightsLocked(const SampleOptions& options, int64_t live_i
                            &out->weights);
   }
   // kBuffer: DrawLocked computed them draw by draw.
+}
+
+Status TableImpl::PrepareHostBatch(int64_t B, bool gather, bool weights, SampleBatch* out,
+                                   HostBatchScratch* scratch) const {
+  const int64_t L = sequence_length_;
+  // Per step: the mask's byte and (gathered) an item's step of every
+  // column; per item: key, probability, priority, weight, times_sampled.
+  uint64_t step_bytes = 1;
+  if (gather) {
+    for (const ColumnSpec& c : item_columns_) step_bytes += c.step_bytes();
+  }
+  constexpr uint64_t kItemBytes = sizeof(ItemKey) + 3 * sizeof(double) + sizeof(uint32_t);
+  uint64_t steps = 0, bytes = 0;
+  const bool fits = util::CheckedMul(B, L, &steps) && util::CheckedMul(steps, step_bytes, &bytes) &&
+                    util::CheckedAdd(bytes, static_cast<uint64_t>(B) * kItemBytes, &bytes);
+  const std::string batch = "table " + Quoted(name_) + ": a batch of " + std::to_string(B) +
+                            " items of " + std::to_string(L) + " steps";
+  if (!fits || bytes > kMaxSampleBytes) {
+    return Status::ResourceExhausted(
+        batch + " needs " + (fits ? std::to_string(bytes) : "more than 2^64") +
+        " bytes of host memory, more than the limit of " + std::to_string(kMaxSampleBytes) +
+        " (kMaxSampleBytes)");
+  }
+  // The allocator maps more than there is (jemalloc overcommits) and the
+  // zero-filling would then end the process: refuse what the machine
+  // cannot hold at all.
+  if (const uint64_t memory = PhysicalMemoryBytes(); memory > 0 && bytes > memory) {
+    return Status::ResourceExhausted(batch + " needs " + std::to_string(bytes) +
+                                     " bytes of host memory, more than this machine's " +
+                                     std::to_string(memory) + " bytes of memory");
+  }
+  // A window touches at most min(L, L / block_steps + 2) blocks.
+  const int64_t bs = layout_.block_steps;
+  const size_t segments = static_cast<size_t>(B) * static_cast<size_t>(std::min(L, L / bs + 2));
+  try {
+    out->keys.resize(B);
+    out->probabilities.resize(B);
+    out->priorities.resize(B);
+    out->times_sampled.resize(B);
+    if (weights) out->weights.reserve(B);
+    out->mask.resize(static_cast<size_t>(steps));
+    if (gather) {
+      out->columns.resize(item_columns_.size());
+      for (size_t c = 0; c < item_columns_.size(); ++c) {
+        out->columns[c].Reset(item_columns_[c].dtype,
+                              item_columns_[c].shape.Prepend(L).Prepend(B));
+      }
+    }
+    scratch->windows.reserve(B);
+    if (gather && pool_.host_accessible()) {
+      scratch->segments.reserve(segments);
+      scratch->first_segment.reserve(B + 1);
+    } else if (gather) {
+      scratch->slots.reserve(B);
+      scratch->steps.reserve(B);
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted(batch + ": its " + std::to_string(bytes) +
+                                     " bytes of host memory (and " +
+                                     std::to_string(segments * sizeof(GatherSegment)) +
+                                     " bytes to gather them) could not be allocated");
+  }
+  return Status::OK();
 }
 
 int64_t TableImpl::SlotOf(const Window& w) const {
@@ -202,11 +278,13 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
   return Status::OK();
 }
 
-Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
-                                     std::vector<Window>& windows, SampleBatch* out) {
+Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock, HostBatchScratch& scratch,
+                                     SampleBatch* out) {
+  std::vector<Window>& windows = scratch.windows;
   const int64_t B = static_cast<int64_t>(windows.size());
   const int64_t L = sequence_length_;
   const int64_t bs = layout_.block_steps;
+  // Sized by PrepareHostBatch: these allocate nothing.
   out->columns.resize(item_columns_.size());
   for (size_t c = 0; c < item_columns_.size(); ++c) {
     out->columns[c].Reset(item_columns_[c].dtype, item_columns_[c].shape.Prepend(L).Prepend(B));
@@ -218,8 +296,10 @@ Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
   if (!pool_.host_accessible()) {
     // Device memory: one gather kernel, then a copy to the host, all under
     // the lock (the tier is not thread-safe).
-    std::vector<int64_t> slots(B);
-    std::vector<uint32_t> steps(B);
+    std::vector<int64_t>& slots = scratch.slots;
+    std::vector<uint32_t>& steps = scratch.steps;
+    slots.resize(B);
+    steps.resize(B);
     for (int64_t b = 0; b < B; ++b) {
       slots[b] = TierSlotOf(windows[b]);
       steps[b] = static_cast<uint32_t>(windows[b].real);
@@ -230,17 +310,11 @@ Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
   }
   // Host-readable blocks: memcpy outside the lock; pins keep the blocks.
   if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters());
-  // One contiguous run of a window inside one block.
-  struct Segment {
-    const std::byte* block;
-    int64_t first_step;  // within the block
-    int64_t count;
-    int64_t out_step;  // within the window
-    int64_t lane;      // the environment's row of each step (vector tables)
-  };
-  std::vector<Segment> segments;
-  segments.reserve(B * (L / bs + 2));
-  std::vector<size_t> first_segment(B + 1);
+  using Segment = GatherSegment;
+  std::vector<Segment>& segments = scratch.segments;
+  segments.clear();
+  std::vector<size_t>& first_segment = scratch.first_segment;
+  first_segment.resize(B + 1);
   for (int64_t b = 0; b < B; ++b) {
     const Window& w = windows[b];
     first_segment[b] = segments.size();
@@ -293,7 +367,10 @@ Status TableImpl::GatherToHostLocked(std::unique_lock<std::mutex>& lock,
 Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) {
   REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
   if (out == nullptr) return Status::InvalidArgument("table " + Quoted(name_) + ": out is null");
-  std::vector<Window> windows;
+  HostBatchScratch scratch;
+  REPLAYDB_RETURN_IF_ERROR(PrepareHostBatch(batch_size, options.gather,
+                                            options.importance_beta >= 0, out, &scratch));
+  std::vector<Window>& windows = scratch.windows;
   int64_t live_items = 0;  // N in the importance weights
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
@@ -304,16 +381,23 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
     out->columns.clear();
     return Status::OK();
   }
-  return GatherToHostLocked(lock, windows, out);
+  return GatherToHostLocked(lock, scratch, out);
 }
 
 Status TableImpl::Lookup(std::span<const ItemKey> keys, SampleBatch* out) {
   if (out == nullptr) return Status::InvalidArgument("table " + Quoted(name_) + ": out is null");
-  std::vector<Window> windows;
+  const int64_t B = static_cast<int64_t>(keys.size());
+  if (B < 1 || B > kMaxBatchSize) {
+    return Status::InvalidArgument("table " + Quoted(name_) + ": Lookup got " + std::to_string(B) +
+                                   " keys; it takes between 1 and " +
+                                   std::to_string(kMaxBatchSize));
+  }
+  HostBatchScratch scratch;
+  REPLAYDB_RETURN_IF_ERROR(PrepareHostBatch(B, /*gather=*/true, /*weights=*/false, out, &scratch));
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-  REPLAYDB_RETURN_IF_ERROR(LookupLocked(keys, out, &windows));
-  return GatherToHostLocked(lock, windows, out);
+  REPLAYDB_RETURN_IF_ERROR(LookupLocked(keys, out, &scratch.windows));
+  return GatherToHostLocked(lock, scratch, out);
 }
 
 Status TableImpl::CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const {
@@ -418,6 +502,31 @@ Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSamp
 
 Result<std::unique_ptr<DeviceSampler>> TableImpl::NewDeviceSampler(
     const DeviceSamplerOptions& options) {
+  const std::string where = "table " + Quoted(name_) + ": DeviceSampler";
+  const int64_t B = options.batch_size;
+  if (B > kMaxBatchSize) {
+    return Status::InvalidArgument(where + " batch_size is " + std::to_string(B) +
+                                   "; it must be at most " + std::to_string(kMaxBatchSize) +
+                                   ", as Table::Sample's");
+  }
+  if (B >= 1) {
+    // Each of its in_flight batches in device memory: B x L steps of every
+    // column and the mask (the sampler checks the rest of its options).
+    uint64_t step_bytes = 1;
+    for (const ColumnSpec& c : item_columns_) step_bytes += c.step_bytes();
+    uint64_t bytes = 0;
+    const bool fits = util::CheckedMul(static_cast<uint64_t>(B),
+                                       static_cast<uint64_t>(sequence_length_), &bytes) &&
+                      util::CheckedMul(bytes, step_bytes, &bytes);
+    if (!fits || bytes > kMaxSampleBytes) {
+      return Status::ResourceExhausted(
+          where + ": a batch of " + std::to_string(B) + " items of " +
+          std::to_string(sequence_length_) + " steps needs " +
+          (fits ? std::to_string(bytes) : "more than 2^64") +
+          " bytes of device memory, more than the limit of " + std::to_string(kMaxSampleBytes) +
+          " (kMaxSampleBytes)");
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());

@@ -165,11 +165,13 @@ Status LaneWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void
   return AppendStep(steps, /*device=*/true, stream, priorities, "device vector step");
 }
 
-Status LaneWriterImpl::End(size_t env, EndReason /*reason*/) {
+Status LaneWriterImpl::End(size_t env, EndReason reason) {
+  REPLAYDB_RETURN_IF_ERROR(CheckEndReason(*table_, reason, "End"));
   return CheckWriterEnv(*table_, env, lanes_, "End");
 }
 
-Status LaneWriterImpl::EndMany(std::span<const size_t> envs, EndReason /*reason*/) {
+Status LaneWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason) {
+  REPLAYDB_RETURN_IF_ERROR(CheckEndReason(*table_, reason, "EndMany"));
   for (const size_t env : envs) {
     REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, lanes_, "EndMany"));
   }

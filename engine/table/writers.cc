@@ -14,6 +14,13 @@ Status CheckWriterEnv(const TableImpl& table, size_t env, size_t num_envs, std::
       std::to_string(num_envs) + " environments");
 }
 
+Status CheckEndReason(const TableImpl& table, EndReason reason, std::string_view what) {
+  if (EndReasonName(reason) != "invalid") return Status::OK();
+  return Status::InvalidArgument("table '" + table.name() + "': " + std::string(what) +
+                                 ": reason " + std::to_string(static_cast<int>(reason)) +
+                                 " is not an EndReason (0 terminal, 1 truncated)");
+}
+
 void SetBases(std::span<const ConstTensor> tensors, std::vector<const std::byte*>* bases) {
   bases->resize(tensors.size());
   for (size_t c = 0; c < tensors.size(); ++c) {
@@ -84,6 +91,11 @@ StagedRows* TrajectoryWriterImpl::Staged() {
 Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
                                         std::span<const double> priorities) {
   const int64_t n = LeadingDim(steps);
+  if (n < 0) {
+    return Status::InvalidArgument("table '" + table_->name() +
+                                   "': AppendMany: the tensors' leading dim (steps) is " +
+                                   std::to_string(n) + "; it must be >= 0");
+  }
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "AppendMany"));
   REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "AppendMany"));
   SetBases(steps, &bases_);
@@ -111,6 +123,9 @@ Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
 }
 
 Status TrajectoryWriterImpl::End(EndReason reason) {
+  // Checked before anything is logged: recovery refuses a logged value it
+  // does not know.
+  REPLAYDB_RETURN_IF_ERROR(CheckEndReason(*table_, reason, "End"));
   uint64_t seq = 0;
   REPLAYDB_RETURN_IF_ERROR(
       table_->EndTrajectory(slot_, reason, DeadlineAfter(options_.timeout), &seq));
@@ -171,6 +186,7 @@ Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, vo
 }
 
 Status VectorWriterImpl::End(size_t env, EndReason reason) {
+  REPLAYDB_RETURN_IF_ERROR(CheckEndReason(*table_, reason, "End"));
   REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, slots_.size(), {}));
   uint64_t seq = 0;
   REPLAYDB_RETURN_IF_ERROR(
@@ -179,6 +195,7 @@ Status VectorWriterImpl::End(size_t env, EndReason reason) {
 }
 
 Status VectorWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason) {
+  REPLAYDB_RETURN_IF_ERROR(CheckEndReason(*table_, reason, "EndMany"));
   for (const size_t env : envs) {
     REPLAYDB_RETURN_IF_ERROR(
         CheckWriterEnv(*table_, env, slots_.size(), {}).WithContext("EndMany"));

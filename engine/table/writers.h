@@ -72,6 +72,9 @@ class VectorWriterImpl final : public VectorWriter {
 // InvalidArgument naming `env` when it is not one of a vector writer's
 // `num_envs` environments; `what` (may be empty) names the call.
 Status CheckWriterEnv(const TableImpl& table, size_t env, size_t num_envs, std::string_view what);
+// InvalidArgument naming `reason` when it is not an EndReason value; `what`
+// names the call ("End", "EndMany").
+Status CheckEndReason(const TableImpl& table, EndReason reason, std::string_view what);
 // Each tensor's data pointer, in *bases.
 void SetBases(std::span<const ConstTensor> tensors, std::vector<const std::byte*>* bases);
 

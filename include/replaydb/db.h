@@ -24,7 +24,10 @@ struct RecoveryInfo {
   uint64_t wal_segments = 0;       // log segments replayed
   uint64_t wal_records = 0;        // log records replayed
   uint64_t wal_bytes = 0;
-  // Damage that RecoveryMode dropped (dropped_bytes == 0: none).
+  // Damage or a gap in the log that RecoveryMode dropped (dropped_file
+  // empty: none; wal/FORMAT.md, Recovery). For a missing segment
+  // dropped_file names it and dropped_bytes counts the later segments'
+  // bytes that were dropped (what the missing file held is unknown).
   std::string dropped_file;
   uint64_t dropped_offset = 0;
   uint64_t dropped_bytes = 0;
@@ -74,6 +77,8 @@ class DB {
   //   path/wal/      write-ahead log segments (wal/FORMAT.md)
   //   path/cold/     RocksDB: checkpoints (engine/cold/COLD.md)
   // Opening restores the last checkpoint and replays the log after it.
+  // InvalidArgument, before anything in `path` is touched, when
+  // options.Validate() fails.
   static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path);
   // Opens the database in `path` read-only: any number of such openers, in
   // any processes, also while a read-write opener is writing. Each sees the
@@ -153,9 +158,13 @@ class DB {
   // trajectory is read from the cold store (FlatBuffers verified, RocksDB
   // block checksums checked) and a hot trajectory's stored steps are
   // compared with its blocks; RocksDB's files are checksummed whole; the log
-  // after the last checkpoint is read with its record checksums. What is
-  // wrong goes into VerifyReport::problems (an error Status only when the
-  // check itself cannot run). Changes nothing. Stops with Cancelled when
+  // after the last checkpoint is read with its record checksums (and must
+  // continue from the checkpoint's segment). Damage that recovery dropped
+  // when this opener opened (RecoveryInfo::dropped_file) is a problem too:
+  // it is gone from the files, but it was damage. What is wrong goes into
+  // VerifyReport::problems (an error Status only when the check itself
+  // cannot run). Changes nothing (`replaydb DIR -c verify` opens read-only,
+  // so recovery changes nothing either). Stops with Cancelled when
   // *options.cancel becomes true. Progress: "verify PATH" (the database's
   // directory), in steps read.
   virtual Result<VerifyReport> Verify(const LongOperationOptions& options = {}) = 0;

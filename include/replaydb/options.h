@@ -119,17 +119,30 @@ struct DBOptions {
   // Compression of the cold store's files (checkpoints, spilled trajectories,
   // datasets), for files written from this open on. Default: kZstd.
   ColdCompression cold_compression = ColdCompression::kZstd;
+
+  // OK, or InvalidArgument naming a field that holds a value its enum does
+  // not have (wal.sync, wal.recovery, cold_compression). DB::Open checks
+  // this before it touches the directory.
+  Status Validate() const;
 };
+
+// The most bytes one step of one column may hold, and one step of all of a
+// table's columns together (in a vector table: of all its environments):
+// 256 MiB. TableSpec::Validate refuses larger shapes, and shapes whose byte
+// size overflows 64 bits, naming the column.
+inline constexpr size_t kMaxStepBytes = size_t{256} << 20;
 
 // One column of a table: every step holds one value of `shape` per column.
 struct ColumnSpec {
   // Non-empty, at most 128 characters of [A-Za-z0-9_.-], unique in its table.
   std::string name;
   DType dtype = DType::kF32;
-  // Per-step shape; {} is a scalar. Every dim >= 1.
+  // Per-step shape; {} is a scalar. Every dim >= 1, and the step's bytes
+  // (the dims' product times the dtype's size) at most kMaxStepBytes.
   Shape shape;
 
-  // Bytes one step of this column occupies.
+  // Bytes one step of this column occupies; SIZE_MAX when the shape is
+  // invalid or the product overflows (Validate rejects such a column).
   size_t step_bytes() const;
   bool operator==(const ColumnSpec&) const = default;
 };
@@ -300,11 +313,13 @@ struct TableSpec {
 
   // Hot-tier capacity. If capacity_steps > 0 the tier holds that many steps
   // (rounded up to whole blocks); otherwise capacity_bytes of step data
-  // (rounded down to whole blocks, at least one). Default: 0 steps, 1 GiB.
+  // (rounded down to whole blocks, at least one). At most 2^28 blocks.
+  // Default: 0 steps, 1 GiB.
   int64_t capacity_steps = 0;
   int64_t capacity_bytes = int64_t{1} << 30;
   // Steps per hot-tier block; a trajectory occupies whole blocks.
-  // Default: 64. REQUIRES: 1 <= block_steps <= 65536.
+  // Default: 64. REQUIRES: 1 <= block_steps <= 65536, and a block's bytes
+  // (block_steps x step_bytes() x lanes) at most 1 GiB.
   int64_t block_steps = 64;
 
   // Steps per item (window length L). Default: 1 (items are transitions).
@@ -379,7 +394,7 @@ struct TableSpec {
   static TableSpec Stack(std::string name, std::vector<ColumnSpec> columns, int64_t size);
 
   // Bytes of one step over all columns (of one environment in a vector
-  // table).
+  // table); SIZE_MAX when the sum overflows.
   size_t step_bytes() const;
   // OK, or InvalidArgument naming the table, the field and the values.
   Status Validate() const;

@@ -116,7 +116,9 @@ struct DeviceBatch {
 };
 
 struct DeviceSamplerOptions {
-  // Items per batch. REQUIRES: >= 1.
+  // Items per batch. REQUIRES: 1 <= batch_size <= 2^24 (as Table::Sample),
+  // and a batch's device memory (B x L steps of every column and the mask)
+  // at most kMaxSampleBytes: NewDeviceSampler refuses others.
   int64_t batch_size = 256;
   // Batches gathered ahead of the learner (k). Default: 2.
   // REQUIRES: 1 <= in_flight <= 16.
@@ -247,7 +249,9 @@ class TrajectoryWriter {
   // Ends the current trajectory. With Padding::kTail this creates the padded
   // items of its last steps, which may block on the rate limiter; after a
   // DeadlineExceeded the trajectory is ended and calling End again creates
-  // the items still missing. Ending an empty trajectory is a no-op.
+  // the items still missing. Ending an empty trajectory is a no-op. A
+  // `reason` that is not an EndReason value is InvalidArgument naming it,
+  // and the trajectory stays open.
   virtual Status End(EndReason reason) = 0;
 
   // Id of the current trajectory; 0 before its first step.
@@ -276,6 +280,8 @@ class VectorWriter {
   virtual Status Append(std::span<const ConstTensor> steps,
                         std::span<const double> priorities = {}) = 0;
   // Ends environment `env`'s trajectory; its next step starts a new one.
+  // A `reason` that is not an EndReason value is InvalidArgument (here and
+  // in EndMany), and nothing is ended.
   virtual Status End(size_t env, EndReason reason) = 0;
   // End of every environment in `envs` (a simulator's done environments),
   // with one hold of the table's lock and one log sync rather than one per
@@ -306,6 +312,13 @@ class VectorWriter {
                                   std::span<const double> priorities = {}) = 0;
 };
 
+// Table::NewVectorWriter's num_envs at most.
+inline constexpr size_t kMaxVectorWriterEnvs = size_t{1} << 24;
+// The most host memory one Sample or Lookup may need for its batch: B x L
+// steps of every column and the mask, and B keys, probabilities,
+// priorities, weights and sample counts. 1 TiB.
+inline constexpr uint64_t kMaxSampleBytes = uint64_t{1} << 40;
+
 // A named table of trajectories. Obtained from DB; thread-safe. A handle
 // stays valid after DropTable or DB close, but calls then fail with
 // FailedPrecondition (or Cancelled while waiting).
@@ -318,13 +331,19 @@ class Table {
   virtual const std::string& name() const = 0;
 
   virtual Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options = {}) = 0;
-  // REQUIRES: num_envs >= 1
+  // InvalidArgument unless 1 <= num_envs <= kMaxVectorWriterEnvs;
+  // ResourceExhausted, naming the count, when the writer's per-environment
+  // state cannot be allocated.
   virtual Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t num_envs,
                                                                 const WriterOptions& options = {}) = 0;
 
   // Draws batch_size items with the table's selector into `out`, reusing
   // its buffers when the shapes match. Blocks on the rate limiter up to
   // options.timeout. A window never crosses a trajectory boundary.
+  // ResourceExhausted, naming the bytes, when the batch would need more than
+  // kMaxSampleBytes of host memory, more than the machine's physical memory,
+  // or its buffers cannot be allocated: the buffers are sized before
+  // anything is drawn, so nothing is then drawn.
   virtual Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) = 0;
   Result<SampleBatch> Sample(int64_t batch_size, const SampleOptions& options = {});
 
@@ -339,7 +358,7 @@ class Table {
   // Reads the items `keys` (for example to compare or re-read what a sample
   // returned) into `out` as Sample would, without drawing: nothing is
   // counted, probabilities are 0 and weights empty. NotFound naming the
-  // first key that is not a live item.
+  // first key that is not a live item; ResourceExhausted as Sample.
   virtual Status Lookup(std::span<const ItemKey> keys, SampleBatch* out) = 0;
 
   // ---- samples in GPU memory ----

@@ -50,7 +50,8 @@ class Shape {
   int rank() const { return rank_; }
   int64_t dim(int i) const { return dims_[i]; }
   std::span<const int64_t> dims() const { return {dims_, static_cast<size_t>(rank_)}; }
-  // Product of dims; 1 for a scalar (rank 0).
+  // Product of dims; 1 for a scalar (rank 0); INT64_MAX when the product
+  // overflows int64.
   int64_t num_elements() const;
   // False if built with more than kMaxRank dims or any dim < 0.
   bool valid() const;
@@ -86,7 +87,10 @@ class Tensor {
  public:
   Tensor() = default;
   // Allocates shape.num_elements() * DTypeSize(dtype) bytes, reusing the
-  // current allocation when it is already exactly that large.
+  // current allocation when it is already exactly that large. Like any
+  // allocation, throws std::bad_alloc when that much memory cannot be had
+  // (the engine sizes its tensors before it calls this, and returns
+  // ResourceExhausted instead).
   void Reset(DType dtype, const Shape& shape);
 
   DType dtype() const { return dtype_; }

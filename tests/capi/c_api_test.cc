@@ -1883,6 +1883,59 @@ TEST_F(CApiTest, ErrorsNameTheFunctionAndArgument) {
                  REPLAYDB_INVALID_ARGUMENT, "replaydb_batch_field_names: batch is NULL");
 }
 
+// Sizes that overflowed: a column of f32[2^62] (2^64 bytes, wrapped to 0)
+// was accepted and then blamed on sequence_length ("larger than the hot-tier
+// capacity of 0 steps"), capacity_steps near 2^63 gave a negative capacity,
+// and a vector writer of 2^40 environments threw std::bad_alloc (Internal).
+// Each now fails with InvalidArgument naming the real cause.
+TEST_F(CApiTest, OversizedShapesCapacitiesAndWriterCountsNameTheRealCause) {
+  const auto create = [&](const std::vector<int64_t>& dims, int64_t capacity_steps) {
+    SpecPtr spec(replaydb_table_spec_create("big"));
+    EXPECT_EQ(replaydb_table_spec_add_column(spec.get(), "obs", REPLAYDB_F32,
+                                             static_cast<int>(dims.size()), dims.data(),
+                                             err_.ptr()),
+              REPLAYDB_OK)
+        << err_.str();
+    replaydb_table_spec_set_capacity_steps(spec.get(), capacity_steps);
+    replaydb_table_t* table = nullptr;
+    err_.Clear();
+    const int rc = replaydb_create_table(db_.get(), spec.get(), &table, err_.ptr());
+    EXPECT_EQ(table, nullptr);
+    return rc;
+  };
+  const int64_t huge = (int64_t{1} << 62) + static_cast<int64_t>(rng_() % (uint64_t{1} << 61));
+  EXPECT_EQ(create({huge}, 64), REPLAYDB_INVALID_ARGUMENT);
+  EXPECT_EQ(err_.str(), "table 'big': column 'obs' has shape [" + std::to_string(huge) +
+                            "] of f32, whose bytes per step overflow 64 bits; a column's step "
+                            "holds at most 268435456 bytes (kMaxStepBytes)");
+  EXPECT_EQ(create({int64_t{1} << 40, int64_t{1} << 40}, 64), REPLAYDB_INVALID_ARGUMENT);
+  EXPECT_THAT(err_.str(), HasSubstr("column 'obs' has shape [1099511627776, 1099511627776] of "
+                                    "f32, whose bytes per step overflow 64 bits"));
+  EXPECT_THAT(err_.str(), ::testing::Not(HasSubstr("sequence_length")));
+  EXPECT_EQ(create({4}, std::numeric_limits<int64_t>::max()), REPLAYDB_INVALID_ARGUMENT);
+  EXPECT_EQ(err_.str(),
+            "table 'big': capacity_steps 9223372036854775807 needs 144115188075855872 blocks of "
+            "64 steps, more than the limit of 268435456 blocks; lower capacity_steps or raise "
+            "block_steps");
+
+  TableSpec spec;
+  spec.name = "envs";
+  spec.columns = {{"obs", DType::kF32, Shape({4})}};
+  spec.capacity_steps = 64;
+  TablePtr table = CreateTable(spec);
+  ASSERT_TRUE(table != nullptr);
+  for (const size_t envs : {size_t{1} << 40, (size_t{1} << 24) + 1 + rng_() % 1000,
+                            std::numeric_limits<size_t>::max()}) {
+    replaydb_vector_writer_t* vw = nullptr;
+    C_EXPECT_ERROR(replaydb_table_new_vector_writer(table.get(), envs, 0, 0, 0, &vw, err_.ptr()),
+                   REPLAYDB_INVALID_ARGUMENT,
+                   "table 'envs': a vector writer of " + std::to_string(envs) +
+                       " environments is more than the limit of 16777216 "
+                       "(kMaxVectorWriterEnvs)");
+    EXPECT_EQ(vw, nullptr);
+  }
+}
+
 // Tables made through the C++ API may have what the C API refuses: a column
 // named like a batch array (it hides that array) or of 7 or 8 dims (its
 // field cannot be expressed).

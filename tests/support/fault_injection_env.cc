@@ -78,16 +78,36 @@ class FaultInjectionEnv::TrackedWritableFile final : public WritableFile {
     return fault;
   }
 
+  // The base file's fsync runs without the Env's lock, so Appends go on
+  // meanwhile (env.h allows it, and the WAL relies on it): it makes durable
+  // the bytes the file had when it began, not those appended since.
   Status Sync() override {
-    std::lock_guard<std::mutex> lock(env_->mu_);
-    if (Stale()) return StaleError("sync");
-    ++env_->syncs_;
-    if (Fires(&env_->sync_countdown_)) {
-      return Status::IOError("fdatasync " + path_ + ": injected fsync failure");
+    uint64_t target = 0;
+    uint64_t ticket = 0;
+    const std::string dir = DirName(path_);
+    {
+      std::lock_guard<std::mutex> lock(env_->mu_);
+      if (Stale()) return StaleError("sync");
+      ++env_->syncs_;
+      if (Fires(&env_->sync_countdown_)) {
+        return Status::IOError("fdatasync " + path_ + ": injected fsync failure");
+      }
+      // Torn bytes not yet cut off are in the file, so they are synced too.
+      target = base_->size();
+      low_water_ = target;
+      ticket = ++env_->sync_tickets_[dir].begun;
     }
-    REPLAYDB_RETURN_IF_ERROR(base_->Sync());
-    // Torn bytes not yet cut off are in the file, so they are synced too.
-    if (FileState* state = env_->Tracked(path_, id_)) state->durable_size = base_->size();
+    const Status s = base_->Sync();
+    std::lock_guard<std::mutex> lock(env_->mu_);
+    // A power loss while it ran: what it did is lost with the rest.
+    if (Stale()) return StaleError("sync");
+    REPLAYDB_RETURN_IF_ERROR(s);
+    if (FileState* state = env_->Tracked(path_, id_)) {
+      // Bytes cut off while it ran were not made durable by it.
+      state->durable_size = std::max(state->durable_size, std::min(target, low_water_));
+    }
+    uint64_t& completed = env_->sync_tickets_[dir].completed;
+    completed = std::max(completed, ticket);
     return Status::OK();
   }
 
@@ -96,6 +116,7 @@ class FaultInjectionEnv::TrackedWritableFile final : public WritableFile {
     if (Stale()) return StaleError("truncate");
     REPLAYDB_RETURN_IF_ERROR(base_->Truncate(size));
     size_ = size;
+    low_water_ = std::min(low_water_, size);
     if (FileState* state = env_->Tracked(path_, id_)) {
       state->durable_size = std::min(state->durable_size, size);
     }
@@ -130,6 +151,7 @@ class FaultInjectionEnv::TrackedWritableFile final : public WritableFile {
   Status CutTornBytes() {
     if (base_->size() <= size_) return Status::OK();
     REPLAYDB_RETURN_IF_ERROR(base_->Truncate(size_));
+    low_water_ = std::min(low_water_, size_);
     if (FileState* state = env_->Tracked(path_, id_)) {
       state->durable_size = std::min(state->durable_size, size_);
     }
@@ -142,6 +164,9 @@ class FaultInjectionEnv::TrackedWritableFile final : public WritableFile {
   const uint64_t epoch_;  // env_->epoch_ when opened
   const std::unique_ptr<WritableFile> base_;
   uint64_t size_;  // bytes before any torn write; base_->size() may be larger
+  // The least size the file had since the running Sync began (guarded by
+  // env_->mu_).
+  uint64_t low_water_ = 0;
 };
 
 FaultInjectionEnv::FaultInjectionEnv(Env* base) : base_(base) {}
@@ -170,7 +195,15 @@ FaultInjectionEnv::FileState* FaultInjectionEnv::Tracked(const std::string& path
   return &it->second;
 }
 
+Status FaultInjectionEnv::OffError(std::string_view call, const std::string& path) const {
+  if (!off_) return Status::OK();
+  return Status::IOError(std::string(call) + " " + path +
+                         ": the machine is off (simulated power loss)");
+}
+
 Status FaultInjectionEnv::CreateDirIfMissing(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(OffError("mkdir", dir));
   return base_->CreateDirIfMissing(dir);
 }
 
@@ -184,8 +217,9 @@ Status FaultInjectionEnv::ReadFileToString(const std::string& path, std::string*
 
 Status FaultInjectionEnv::WriteFileAtomic(const std::string& path, std::string_view data) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++writes_;
   const std::string tmp = path + ".tmp";
+  REPLAYDB_RETURN_IF_ERROR(OffError("write", tmp));
+  ++writes_;
   if (Fires(&atomic_write_countdown_)) {
     return Status::IOError("write " + tmp + ": injected write failure");
   }
@@ -200,6 +234,7 @@ Status FaultInjectionEnv::WriteFileAtomic(const std::string& path, std::string_v
 
 Status FaultInjectionEnv::RemoveFile(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(OffError("remove", path));
   REPLAYDB_RETURN_IF_ERROR(base_->RemoveFile(path));
   files_.erase(path);
   return Status::OK();
@@ -232,6 +267,7 @@ Status FaultInjectionEnv::OpenTracked(
     const std::function<Status(std::unique_ptr<WritableFile>*)>& open_base) {
   file->reset();
   std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(OffError("open", path));
   const bool existed = base_->FileExists(path);
   std::unique_ptr<WritableFile> base_file;
   REPLAYDB_RETURN_IF_ERROR(open_base(&base_file));
@@ -260,6 +296,7 @@ Status FaultInjectionEnv::GetFileSize(const std::string& path, uint64_t* size) {
 
 Status FaultInjectionEnv::TruncateFile(const std::string& path, uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(OffError("truncate", path));
   REPLAYDB_RETURN_IF_ERROR(base_->TruncateFile(path, size));
   const auto it = files_.find(path);
   if (it != files_.end()) it->second.durable_size = std::min(it->second.durable_size, size);
@@ -268,6 +305,7 @@ Status FaultInjectionEnv::TruncateFile(const std::string& path, uint64_t size) {
 
 Status FaultInjectionEnv::SyncDir(const std::string& dir) {
   std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(OffError("fsync", dir));
   ++syncs_;
   if (Fires(&sync_countdown_)) return Status::IOError("fsync " + dir + ": injected fsync failure");
   REPLAYDB_RETURN_IF_ERROR(base_->SyncDir(dir));
@@ -280,6 +318,21 @@ Status FaultInjectionEnv::SyncDir(const std::string& dir) {
 
 Status FaultInjectionEnv::DropUnsyncedData() {
   std::lock_guard<std::mutex> lock(mu_);
+  return DropUnsyncedDataLocked();
+}
+
+Status FaultInjectionEnv::PowerOff() {
+  std::lock_guard<std::mutex> lock(mu_);
+  off_ = true;
+  return DropUnsyncedDataLocked();
+}
+
+void FaultInjectionEnv::PowerOn() {
+  std::lock_guard<std::mutex> lock(mu_);
+  off_ = false;
+}
+
+Status FaultInjectionEnv::DropUnsyncedDataLocked() {
   ++epoch_;
   Status first_error;
   const auto note = [&first_error](const Status& s) {
@@ -357,4 +410,15 @@ uint64_t FaultInjectionEnv::bytes_written() const {
   return bytes_written_;
 }
 
+uint64_t FaultInjectionEnv::SyncTicket(const std::string& dir) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = sync_tickets_.find(WithoutTrailingSlash(dir));
+  return it == sync_tickets_.end() ? 0 : it->second.begun;
+}
+
+bool FaultInjectionEnv::SyncedSince(const std::string& dir, uint64_t ticket) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = sync_tickets_.find(WithoutTrailingSlash(dir));
+  return it != sync_tickets_.end() && it->second.completed > ticket;
+}
 }  // namespace replaydb::testing_util

@@ -5,9 +5,9 @@
 //
 // Durability model. For every file written through this Env (opened by
 // NewWritableFile or written by WriteFileAtomic) it tracks
-//   - the durable size: the file's size at its last successful
-//     WritableFile::Sync through this Env, or the whole file after
-//     WriteFileAtomic;
+//   - the durable size: the file's size when its last successful
+//     WritableFile::Sync through this Env began (bytes appended while it ran
+//     are not made durable by it), or the whole file after WriteFileAtomic;
 //   - whether its creation is durable: a successful SyncDir of its directory
 //     after it was created, or WriteFileAtomic (which syncs the directory).
 // Files the Env has not written, directories, removals and truncations are
@@ -31,15 +31,19 @@
 //                                                      for WriteFileAtomic)
 //   "append <path>: file was open across a simulated power loss" (and
 //     "sync", "truncate", "close" for the other WritableFile calls)
+//   "<call> <path>: the machine is off (simulated power loss)"  (PowerOff;
+//     <call> is open, write, remove, truncate, fsync or mkdir)
 //
 // Thread safety: every method may be called from any thread. One mutex
-// serialises the bookkeeping together with the base Env's writes, syncs and
+// serialises the bookkeeping together with the base Env's writes and
 // truncations made through this Env (so a DropUnsyncedData never interleaves
 // with an Append), which makes it slow under contention: a test tool, not a
-// production Env. Calls that change no file data (ReadFileToString,
-// NewSequentialFile, FileExists, GetFileSize, GetChildren, LockFile,
-// CreateDirIfMissing) are forwarded without the lock. The WritableFiles it
-// returns keep env.h's contract (one owner at a time).
+// production Env. A WritableFile's fsync runs without it, so that Appends
+// overlap a Sync as env.h allows (a Sync that a power loss overtakes counts
+// for nothing). Calls that change no file data (ReadFileToString,
+// NewSequentialFile, FileExists, GetFileSize, GetChildren, LockFile) are
+// forwarded without the lock. The WritableFiles it returns keep env.h's
+// contract (one owner at a time; Sync may overlap Append and Truncate).
 //
 // Lifetime: the base Env and this Env must outlive every WritableFile this Env
 // returned.
@@ -113,6 +117,20 @@ class FaultInjectionEnv final : public Env {
   // forgotten without error.
   Status DropUnsyncedData();
 
+  // A power loss that lasts: DropUnsyncedData, then the machine stays off
+  // until PowerOn, so that nothing the program still does (a database being
+  // closed: its last checkpoint, its log's final fsync) can reach the files
+  // that a restart would find. While off, every call that would change a
+  // file fails with IOError "<call> <path>: the machine is off (simulated
+  // power loss)" and changes nothing: NewWritableFile, NewMappedWritableFile
+  // ("open"), WriteFileAtomic ("write"), RemoveFile ("remove"),
+  // TruncateFile ("truncate"), SyncDir ("fsync"), CreateDirIfMissing
+  // ("mkdir"); WritableFiles opened before fail as after DropUnsyncedData.
+  // Reads go on. Returns DropUnsyncedData's result.
+  Status PowerOff();
+  // Ends PowerOff: calls work again (files opened before stay unusable).
+  void PowerOn();
+
   // ---- Injected failures. Each is one-shot: it fires once and disarms.
   // n == 0 disarms it; arming again replaces the earlier setting.
 
@@ -155,13 +173,24 @@ class FaultInjectionEnv final : public Env {
   // ---- Counters, since construction.
 
   // WritableFile::Append and WriteFileAtomic calls, failed ones included
-  // (calls on files open across a simulated power loss excluded).
+  // (calls on files open across a simulated power loss, and calls while
+  // PowerOff lasts, excluded).
   uint64_t writes() const;
   // WritableFile::Sync and SyncDir calls, failed ones included (as above).
   uint64_t syncs() const;
   // Bytes written to base files by Append (torn prefixes included) and by
   // successful WriteFileAtomic calls.
   uint64_t bytes_written() const;
+  // Which writes a power loss may take. SyncTicket(dir) counts the
+  // WritableFile::Sync calls begun so far on files in `dir` (spelled as for
+  // SyncDir); take it after an Append returns. SyncedSince(dir, ticket) is
+  // true once a Sync on a file in `dir` that began after the ticket was
+  // taken has completed successfully (before any power loss since): that
+  // Sync made the Append durable if it was of the same file. A test of a
+  // log that syncs its older files before starting newer ones (the WAL)
+  // needs no more.
+  uint64_t SyncTicket(const std::string& dir) const;
+  bool SyncedSince(const std::string& dir, uint64_t ticket) const;
 
  private:
   class TrackedWritableFile;
@@ -175,6 +204,8 @@ class FaultInjectionEnv final : public Env {
   // Opens a base file through `open_base` and wraps it for tracking.
   Status OpenTracked(const std::string& path, bool truncate, std::unique_ptr<WritableFile>* file,
                      const std::function<Status(std::unique_ptr<WritableFile>*)>& open_base);
+  // DropUnsyncedData. REQUIRES: mu_ held.
+  Status DropUnsyncedDataLocked();
   // One-shot countdown: true on the n-th call after arming. REQUIRES: mu_ held.
   static bool Fires(uint64_t* countdown);
   // "write <path>: No space left on device (...)". REQUIRES: mu_ held.
@@ -184,6 +215,9 @@ class FaultInjectionEnv final : public Env {
   // The tracked state of `path` if it is still the file with `id`.
   // REQUIRES: mu_ held.
   FileState* Tracked(const std::string& path, uint64_t id);
+  // IOError "<call> <path>: the machine is off ..." while PowerOff lasts,
+  // else OK. REQUIRES: mu_ held.
+  Status OffError(std::string_view call, const std::string& path) const;
 
   Env* const base_;
 
@@ -199,6 +233,12 @@ class FaultInjectionEnv final : public Env {
   uint64_t writes_ = 0;                     // guarded by mu_
   uint64_t syncs_ = 0;                      // guarded by mu_
   uint64_t bytes_written_ = 0;              // guarded by mu_
+  bool off_ = false;                        // guarded by mu_; PowerOff until PowerOn
+  struct SyncTickets {
+    uint64_t begun = 0;      // WritableFile::Sync calls begun
+    uint64_t completed = 0;  // the latest-begun of those that succeeded
+  };
+  std::map<std::string, SyncTickets> sync_tickets_;  // guarded by mu_; by directory
 };
 
 }  // namespace replaydb::testing_util

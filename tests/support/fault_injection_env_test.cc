@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -305,6 +306,133 @@ TEST_F(FaultInjectionEnvTest, WritersOpenAcrossAPowerLossFail) {
   ASSERT_OK(file->Append("def"));
   ASSERT_OK(file->Close());
   EXPECT_EQ(Contents(path), "abcdef");
+}
+
+TEST_F(FaultInjectionEnvTest, PowerOffDropsUnsyncedDataAndRefusesChangesUntilPowerOn) {
+  const std::string synced = Path("synced");
+  const std::string catalog = Path("CATALOG");
+  ASSERT_OK(env_.WriteFileAtomic(catalog, "old"));
+  auto file = Open(synced);
+  ASSERT_OK(file->Append("kept"));
+  ASSERT_OK(file->Sync());
+  ASSERT_OK(env_.SyncDir(dir_.path()));
+  ASSERT_OK(file->Append(" lost"));
+  const uint64_t writes = env_.writes();
+  const uint64_t syncs = env_.syncs();
+
+  ASSERT_OK(env_.PowerOff());
+  EXPECT_EQ(Contents(synced), "kept");
+  // Nothing the program still does reaches the files.
+  const std::string off = ": the machine is off (simulated power loss)";
+  std::unique_ptr<WritableFile> other;
+  Status s = env_.NewWritableFile(Path("new"), /*truncate=*/true, &other);
+  EXPECT_EQ(s.code(), Status::Code::kIOError);
+  EXPECT_EQ(s.message(), "open " + Path("new") + off);
+  EXPECT_EQ(other, nullptr);
+  EXPECT_EQ(Contents(Path("new")), "<absent>");
+  s = env_.NewMappedWritableFile(Path("mapped"), &other);
+  EXPECT_EQ(s.message(), "open " + Path("mapped") + off);
+  s = env_.WriteFileAtomic(catalog, "new");
+  EXPECT_EQ(s.message(), "write " + catalog + ".tmp" + off);
+  EXPECT_EQ(Contents(catalog), "old");
+  s = env_.RemoveFile(synced);
+  EXPECT_EQ(s.message(), "remove " + synced + off);
+  s = env_.TruncateFile(synced, 0);
+  EXPECT_EQ(s.message(), "truncate " + synced + off);
+  EXPECT_EQ(Contents(synced), "kept");
+  s = env_.SyncDir(dir_.path());
+  EXPECT_EQ(s.message(), "fsync " + dir_.path() + off);
+  s = env_.CreateDirIfMissing(Path("sub"));
+  EXPECT_EQ(s.message(), "mkdir " + Path("sub") + off);
+  EXPECT_FALSE(env_.FileExists(Path("sub")));
+  EXPECT_THAT(file->Append("x").message(), HasSubstr("open across a simulated power loss"));
+  // Reads go on; the refused calls are not counted.
+  std::string text;
+  ASSERT_OK(env_.ReadFileToString(synced, &text));
+  EXPECT_EQ(text, "kept");
+  EXPECT_EQ(env_.writes(), writes);
+  EXPECT_EQ(env_.syncs(), syncs);
+  (void)file->Close();
+
+  env_.PowerOn();
+  ASSERT_OK(env_.WriteFileAtomic(catalog, "new"));
+  EXPECT_EQ(Contents(catalog), "new");
+  auto again = Open(synced);
+  ASSERT_OK(again->Append("!"));
+  ASSERT_OK(again->Close());
+  EXPECT_EQ(Contents(synced), "kept!");
+  ASSERT_OK(env_.RemoveFile(synced));
+}
+
+TEST_F(FaultInjectionEnvTest, SyncTicketsTellWhichAppendsASyncCovered) {
+  ASSERT_OK(env_.CreateDirIfMissing(Path("wal")));
+  ASSERT_OK(env_.CreateDirIfMissing(Path("cold")));
+  auto wal = Open(Path("wal/1.log"));
+  auto cold = Open(Path("cold/1.sst"));
+  ASSERT_OK(wal->Append("a"));
+  const uint64_t after_a = env_.SyncTicket(Path("wal"));
+  EXPECT_EQ(after_a, 0u);
+  EXPECT_FALSE(env_.SyncedSince(Path("wal"), after_a));
+  ASSERT_OK(cold->Sync());               // another directory
+  ASSERT_OK(env_.SyncDir(Path("wal")));  // a directory's fsync, not a file's
+  EXPECT_FALSE(env_.SyncedSince(Path("wal"), after_a));
+  env_.FailNthSync(1);
+  EXPECT_FALSE(wal->Sync().ok());  // failed: covers nothing
+  EXPECT_FALSE(env_.SyncedSince(Path("wal"), after_a));
+  ASSERT_OK(wal->Sync());
+  EXPECT_TRUE(env_.SyncedSince(Path("wal"), after_a));
+  EXPECT_TRUE(env_.SyncedSince(Path("wal") + "/", after_a));
+  ASSERT_OK(wal->Append("b"));
+  const uint64_t after_b = env_.SyncTicket(Path("wal"));
+  EXPECT_EQ(after_b, 1u);  // the injected failure never began an fsync
+  EXPECT_FALSE(env_.SyncedSince(Path("wal"), after_b));
+  EXPECT_FALSE(env_.SyncedSince(dir_.path(), 0));
+  // A power loss: nothing since counts, and "b" is gone.
+  ASSERT_OK(env_.PowerOff());
+  EXPECT_FALSE(wal->Sync().ok());
+  EXPECT_FALSE(env_.SyncedSince(Path("wal"), after_b));
+  EXPECT_EQ(Contents(Path("wal/1.log")), "a");
+  env_.PowerOn();
+}
+
+// Appends while a Sync runs (the WAL's leader fsyncs without its lock): the
+// Sync makes durable what the file held when it began, never more.
+TEST_F(FaultInjectionEnvTest, AppendsDuringASyncAreNotMadeDurableByIt) {
+  std::mt19937_64 rng(TestSeed());
+  const std::string path = Path("wal");
+  auto file = Open(path);
+  ASSERT_OK(env_.SyncDir(dir_.path()));
+  std::atomic<bool> stop{false};
+  std::thread syncer([&] {
+    while (!stop.load() && file->Sync().ok()) {
+    }
+  });
+  std::string written;
+  std::vector<std::pair<uint64_t, size_t>> tickets;  // after each Append: ticket, bytes
+  // At least 2000 Appends, and on until a Sync begun after the first is done.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (int i = 0; i < 2000 || !env_.SyncedSince(dir_.path(), tickets.front().first); ++i) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    const std::string chunk(1 + rng() % 64, static_cast<char>('a' + i % 26));
+    ASSERT_OK(file->Append(chunk));
+    written += chunk;
+    tickets.emplace_back(env_.SyncTicket(dir_.path()), written.size());
+  }
+  ASSERT_OK(env_.PowerOff());
+  stop = true;
+  syncer.join();
+  const std::string kept = Contents(path);
+  // A prefix of what was written: at least every Append a completed Sync
+  // covered, and no more than a Sync had begun with.
+  EXPECT_EQ(kept, written.substr(0, kept.size()));
+  size_t covered = 0;
+  for (const auto& [ticket, bytes] : tickets) {
+    if (env_.SyncedSince(dir_.path(), ticket)) covered = bytes;
+  }
+  EXPECT_GE(kept.size(), covered);
+  EXPECT_GT(covered, 0u) << "no Sync completed while appending";
+  EXPECT_LT(kept.size(), written.size()) << "the last Appends were never synced";
+  env_.PowerOn();
 }
 
 TEST_F(FaultInjectionEnvTest, SpaceLimitWritesThePrefixThatFitsUntilCleared) {

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "engine/db/catalog.h"
 #include "replaydb/db.h"
+#include "replaydb/env.h"
 #include "tests/test_util.h"
 #include "tests/tools/tool_runner.h"
 
@@ -391,6 +393,53 @@ TEST_F(ShellDataTest, EveryBadInputNamesTheProblem) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("table 'empty': no live items in the hot tier"));
   EXPECT_THAT(run.out, HasSubstr("(no trajectories match)"));
+}
+
+// A column whose bytes per step overflow 64 bits (f32[2^62]: 2^64 bytes,
+// wrapped to 0) was accepted by older builds, whose `show` and `sample` then
+// crashed on the table. It cannot be created any more, and a catalog that
+// still holds one fails the shell's open with a message naming the table
+// and column, in every mode, never a signal.
+TEST_F(ShellDataTest, ShowAndSampleOfAColumnWhoseBytesOverflowFailCleanly) {
+  Write(1 + static_cast<int>(rng_() % 3));
+  // At least 2^62 f32 values: 2^64 bytes or more; exactly 2^62 wrapped to
+  // 0 bytes, which every later check let through.
+  const int64_t huge = (int64_t{1} << 62) +
+                       (rng_() % 2 ? 0 : static_cast<int64_t>(rng_() % (uint64_t{1} << 61)));
+  TableSpec spec;
+  spec.name = "huge";
+  spec.columns = {{"obs", DType::kF32, Shape{huge}}};
+  spec.capacity_steps = 64;
+  const std::string overflow = "column 'obs' has shape [" + std::to_string(huge) +
+                               "] of f32, whose bytes per step overflow 64 bits";
+  {
+    auto db = testing_util::OpenDB(Db());
+    auto made = db->CreateTable(spec);
+    ASSERT_FALSE(made.ok());
+    EXPECT_EQ(made.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_THAT(made.status().message(), HasSubstr("table 'huge': " + overflow));
+  }
+  // As an older build left it: table "t" with the overflowing shape.
+  const std::string catalog = Db() + "/CATALOG";
+  engine::CatalogContents contents;
+  ASSERT_OK(engine::LoadCatalog(Env::Default(), catalog, &contents));
+  ASSERT_EQ(contents.tables.size(), 1u);
+  contents.tables[0].spec.columns[1].shape = Shape{huge};
+  ASSERT_OK(engine::SaveCatalog(Env::Default(), catalog, contents));
+  const std::string expected = "replaydb: cannot open " + Db() + ": catalog " + catalog +
+                               ": stored spec of table 't' is invalid: table 't': column 'y' "
+                               "has shape [" + std::to_string(huge) +
+                               "] of f32, whose bytes per step overflow 64 bits";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{Db(), "-c", "show t 1"},
+        std::vector<std::string>{Db(), "-c", "sample t 2"},
+        std::vector<std::string>{Db(), "--json", "-c", "sample t 2 --seq 3"},
+        std::vector<std::string>{Db(), "--read-only", "-c", "show t 1 --steps 5"}}) {
+    const ToolRun run = Run(args);
+    SCOPED_TRACE(args.back());
+    EXPECT_EQ(run.exit_code, 1) << run.err;
+    EXPECT_THAT(run.err, HasSubstr(expected));
+  }
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 // against databases the tests create with the public API.
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <set>
@@ -351,6 +354,67 @@ TEST_F(ShellTest, WalVerifyAndCompact) {
   EXPECT_EQ(ro.exit_code, 1);
   EXPECT_THAT(ro.err, HasSubstr("error: compact: Compact: database " + db_path_ +
                                 " was opened read-only"));
+}
+
+// The newest log segment of the database at `db`.
+std::string LastSegment(const std::string& db) {
+  std::string last;
+  for (const auto& e : std::filesystem::directory_iterator(db + "/wal")) {
+    if (e.path().extension() == ".log" && e.path().string() > last) last = e.path().string();
+  }
+  return last;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_F(ShellTest, VerifyReportsATornLogTailWithoutCuttingIt) {
+  MakeDatabase("t", 1 + static_cast<int>(rng_() % 6));
+  const std::string segment = LastSegment(db_path_);
+  ASSERT_FALSE(segment.empty());
+  {
+    // Half a record header, as a crash in the middle of a write leaves.
+    std::ofstream out(segment, std::ios::binary | std::ios::app);
+    for (int i = 0; i < 5; ++i) out.put(static_cast<char>(1 + rng_() % 250));
+  }
+  const std::string before = ReadAll(segment);
+  const ToolRun run = Run({db_path_, "-c", "verify"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_THAT(run.out + run.err, HasSubstr(segment));
+  EXPECT_THAT(run.out + run.err, HasSubstr("incomplete record header"));
+  EXPECT_EQ(ReadAll(segment), before) << "verify changed the log it checked";
+  // A read-write open lets recovery drop the torn tail (the default mode),
+  // and that opener's verify still reports what was dropped.
+  const ToolRun rw = Run({db_path_, "-c", "tables", "-c", "verify"});
+  EXPECT_EQ(rw.exit_code, 1) << rw.out << rw.err;
+  EXPECT_THAT(rw.out + rw.err, HasSubstr("recovery at open dropped 5 bytes from " + segment));
+  EXPECT_NE(ReadAll(segment), before);
+  // Afterwards the log is clean.
+  const ToolRun again = Run({db_path_, "-c", "verify"});
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+}
+
+TEST_F(ShellTest, InspectingLeavesTheLogWhereItWas) {
+  MakeDatabase("t", 1 + static_cast<int>(rng_() % 6));
+  auto segments = [&] {
+    const ToolRun run = Run({db_path_, "--json", "--read-only", "-c", "wal"});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    const std::vector<JsonValue> out = JsonLines(run);
+    if (out.size() != 1) return std::string("?");
+    return std::to_string(static_cast<int64_t>(out[0].Find("first_segment")->number)) + ".." +
+           std::to_string(static_cast<int64_t>(out[0].Find("last_segment")->number)) + " from " +
+           std::to_string(static_cast<int64_t>(out[0].Find("checkpoint_segment")->number));
+  };
+  // The first read-write open after the writer may settle the log once.
+  ASSERT_EQ(Run({db_path_, "-c", "tables"}).exit_code, 0);
+  const std::string settled = segments();
+  for (const char* command : {"tables", "stats t", "describe t", "tables"}) {
+    const ToolRun run = Run({db_path_, "-c", command});
+    ASSERT_EQ(run.exit_code, 0) << command << ": " << run.err;
+    EXPECT_EQ(segments(), settled) << "after -c " << command;
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <vector>
@@ -314,15 +315,33 @@ TEST(LogRecoveryTest, ZeroFilledLastSegmentIsTorn) {
   EXPECT_EQ(tol.report.dropped_bytes, 8192u);
 }
 
-TEST(LogRecoveryTest, MissingSegmentIsCorruptionNamingIt) {
+TEST(LogRecoveryTest, MissingSegmentIsCorruptionNamingItExceptAtPointInTime) {
   TempDir dir;
   WalTestEnv env;
   const Written w = MakeLog(&env, dir.path(), {1, 1, 1, 1}, 3);
   ASSERT_OK(env.RemoveFile(dir.Sub(SegmentFileName(3))));
-  for (RecoveryMode mode : kModes) {
+  for (RecoveryMode mode : {RecoveryMode::kTolerateTornTail, RecoveryMode::kAbsoluteConsistency}) {
     Outcome o = ReplayAll(&env, dir.path(), mode);
     EXPECT_EQ(o.status.code(), Status::Code::kCorruption);
-    EXPECT_THAT(o.status.message(), HasSubstr(dir.Sub(SegmentFileName(3))));
+    EXPECT_THAT(o.status.message(), HasSubstr(dir.Sub(SegmentFileName(3)) +
+                                              ": WAL segment missing (segments 2 and 4 exist)"));
+    EXPECT_TRUE(env.FileExists(dir.Sub(SegmentFileName(4)))) << "a failed replay changes nothing";
+  }
+  {
+    // Point in time: the records before the gap; the rest dropped, durably.
+    TempDir copy;
+    std::filesystem::copy(dir.path(), copy.path(), std::filesystem::copy_options::recursive);
+    Outcome pit = ReplayAll(&env, copy.path(), RecoveryMode::kPointInTime);
+    ASSERT_OK(pit.status);
+    EXPECT_EQ(pit.records, Prefix(w, 2));
+    EXPECT_EQ(pit.report.last_segment, 2u);
+    EXPECT_EQ(pit.report.dropped_file, copy.Sub(SegmentFileName(3)));
+    EXPECT_THAT(pit.report.dropped_reason, HasSubstr("WAL segment missing"));
+    EXPECT_GT(pit.report.dropped_bytes, 0u);
+    EXPECT_FALSE(env.FileExists(copy.Sub(SegmentFileName(4))));
+    Outcome again = ReplayAll(&env, copy.path(), RecoveryMode::kAbsoluteConsistency);
+    ASSERT_OK(again.status);
+    EXPECT_EQ(again.records, Prefix(w, 2));
   }
   // Starting past the gap is fine.
   Outcome o;

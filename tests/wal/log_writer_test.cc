@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/fault_injection_env.h"
 #include "tests/test_util.h"
 #include "tests/wal/wal_test_env.h"
 #include "wal/log_reader.h"
@@ -118,9 +119,28 @@ TEST(LogWriterTest, FillCallbackWritesPayloadInPlace) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(recs[0].bytes.data()), 5), "hello");
 }
 
-TEST(LogWriterTest, OpenRefusesToOverwriteASegmentWithData) {
+TEST(LogWriterTest, OpenTakesOverAHeaderOnlySegmentButNeverOneWithRecords) {
   TempDir dir;
+  // Closed with nothing logged: just its header, taken over by the next Open.
   { ASSERT_OK_AND_ASSIGN(auto log, LogWriter::Open(Env::Default(), dir.path(), Options(WalSyncMode::kNone), 3)); }
+  std::vector<std::byte> p(10, std::byte{7});
+  {
+    ASSERT_OK_AND_ASSIGN(auto log, LogWriter::Open(Env::Default(), dir.path(), Options(WalSyncMode::kNone), 3));
+    ASSERT_OK(log->Append(RecordType::kRemoveItems, Span(p)).status());
+    // Roll(only_if_records) moves on only from a segment holding records.
+    ASSERT_OK_AND_ASSIGN(uint64_t next, log->Roll(/*only_if_records=*/true));
+    EXPECT_EQ(next, 4u);
+    ASSERT_OK_AND_ASSIGN(uint64_t same, log->Roll(/*only_if_records=*/true));
+    EXPECT_EQ(same, 4u);
+  }
+  std::vector<RecordType> types;
+  ASSERT_OK(Replay(Env::Default(), dir.path(), 3, RecoveryMode::kAbsoluteConsistency,
+                   [&](RecordType t, std::span<const std::byte>) {
+                     types.push_back(t);
+                     return Status::OK();
+                   },
+                   nullptr));
+  EXPECT_EQ(types, std::vector<RecordType>{RecordType::kRemoveItems});
   auto again = LogWriter::Open(Env::Default(), dir.path(), Options(WalSyncMode::kNone), 3);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), Status::Code::kAlreadyExists);
@@ -353,6 +373,53 @@ TEST(LogWriterTest, FailedBackgroundFsyncIsSticky) {
   Status s = log->Sync(seq, /*wait=*/true);
   EXPECT_THAT(s.message(), HasSubstr("unusable after the earlier fsync failure"));
   EXPECT_FALSE(log->Append(RecordType::kDropTable, Span(p)).ok());
+}
+
+// A full disk when the next segment is due (Roll, or an append past
+// segment_bytes) fails that call, naming the segment, and changes nothing:
+// appends go on into the current segment, and once there is room the switch
+// works. Nothing appended before or after is lost.
+TEST(LogWriterTest, SegmentThatCannotBeCreatedLeavesTheWriterUsable) {
+  for (WalSyncMode mode : {WalSyncMode::kNone, WalSyncMode::kBatch, WalSyncMode::kAlways}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    TempDir dir;
+    testing_util::FaultInjectionEnv env;
+    ASSERT_OK_AND_ASSIGN(auto log, LogWriter::Open(&env, dir.path(), Options(mode, 1000), 1));
+    std::vector<Rec> written;
+    std::mt19937_64 rng(TestSeed());
+    const auto append = [&]() -> Status {
+      Rec r{RecordType::kDropTable, Bytes(rng, 300)};
+      Result<uint64_t> seq = log->Append(r.type, Span(r.bytes));
+      if (seq.ok()) written.push_back(std::move(r));
+      return seq.status();
+    };
+    ASSERT_OK(append());
+    env.SetSpaceLimit(env.bytes_written());
+    Result<uint64_t> rolled = log->Roll();
+    ASSERT_FALSE(rolled.ok());
+    EXPECT_EQ(rolled.status().code(), Status::Code::kIOError);
+    EXPECT_THAT(rolled.status().message(),
+                HasSubstr("creating WAL segment " + dir.Sub(SegmentFileName(2))));
+    EXPECT_THAT(rolled.status().message(), HasSubstr("No space left on device"));
+    EXPECT_EQ(log->stats().segment, 1u);
+    env.ClearSpaceLimit();
+    ASSERT_OK(append());  // not sticky: still segment 1
+    ASSERT_OK(append());
+    EXPECT_EQ(log->stats().segment, 1u);
+    // The next append needs segment 2 (segment_bytes): the disk is full.
+    env.SetSpaceLimit(env.bytes_written());
+    const Status full = append();
+    EXPECT_EQ(full.code(), Status::Code::kIOError);
+    EXPECT_THAT(full.message(), HasSubstr("creating WAL segment " + dir.Sub(SegmentFileName(2))));
+    env.ClearSpaceLimit();
+    ASSERT_OK(append());
+    EXPECT_EQ(log->stats().segment, 2u);
+    ASSERT_OK_AND_ASSIGN(uint64_t third, log->Roll());
+    EXPECT_EQ(third, 3u);
+    ASSERT_OK(append());
+    log.reset();
+    EXPECT_EQ(ReadAll(&env, dir.path()), written);
+  }
 }
 
 }  // namespace

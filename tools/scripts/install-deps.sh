@@ -16,7 +16,7 @@ PACKAGES=(
   librocksdb-dev libzstd-dev liblz4-dev
   libhdf5-dev  # optional to the engine: the D4RL import (replaydb_d4rl), its tests, the tool's import-d4rl
   libjemalloc-dev
-  libucx-dev ucx-utils  # rdma/ (the network tier); ucx_perftest gives its ceilings
+  libucx-dev  # rdma/ (the network tier), when its code lands
   libreadline-dev
   # tests
   libgtest-dev libgmock-dev

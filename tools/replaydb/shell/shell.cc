@@ -387,8 +387,15 @@ int ShellCommand(std::span<const std::string> args) {
     return kExitUsage;
   }
   const std::string& dir = positional[0];
+  // `verify` checks the files as they are: a read-write open would first let
+  // recovery cut a torn log tail (and hide it). Run alone, it opens read-only.
+  const bool only_verify =
+      !commands.empty() && std::all_of(commands.begin(), commands.end(), [](const std::string& c) {
+        std::vector<std::string> words;
+        return SplitWords(c, &words).ok() && !words.empty() && words[0] == "verify";
+      });
   std::string note;
-  Result<std::unique_ptr<Shell>> shell = Shell::Open(dir, read_only, &note);
+  Result<std::unique_ptr<Shell>> shell = Shell::Open(dir, read_only || only_verify, &note);
   if (!shell.ok()) {
     std::fprintf(stderr, "replaydb: cannot open %s: %s\n", dir.c_str(),
                  shell.status().message().c_str());

@@ -1,0 +1,246 @@
+// Bad input to the writers and to Sample through the public API: enum values
+// no build knows, counts and shapes whose sizes overflow or exceed what
+// memory can hold. Each is refused with a Status naming the value, before
+// anything is stored, logged or drawn, and nothing is thrown.
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "replaydb/db.h"
+#include "tests/test_util.h"
+
+namespace replaydb {
+namespace {
+
+using testing_util::RandomStep;
+using testing_util::StepData;
+using testing_util::TempDir;
+using ::testing::HasSubstr;
+
+class TableBadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override { db_ = testing_util::OpenDB(dir_.path()); }
+
+  TableSpec Spec(const std::string& name) {
+    TableSpec spec;
+    spec.name = name;
+    spec.columns = {{"obs", DType::kF32, {1 + static_cast<int64_t>(rng_() % 4)}},
+                    {"act", DType::kI32, {}}};
+    spec.capacity_steps = 1024;
+    spec.block_steps = 1 + static_cast<int64_t>(rng_() % 8);
+    return spec;
+  }
+  // An EndReason value past the known ones.
+  EndReason UnknownReason() { return static_cast<EndReason>(2 + rng_() % 254); }
+
+  TempDir dir_;
+  std::unique_ptr<DB> db_;
+  std::mt19937_64 rng_{testing_util::TestSeed()};
+};
+
+TEST_F(TableBadInputTest, WriterEndRefusesAnUnknownReasonAndKeepsTheTrajectoryOpen) {
+  const TableSpec spec = Spec("ends");
+  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+  const int64_t n = 1 + static_cast<int64_t>(rng_() % 10);
+  for (int64_t i = 0; i < n; ++i) ASSERT_OK(writer->Append(RandomStep(spec, rng_).tensors));
+  const uint64_t id = writer->trajectory_id();
+  const EndReason bad = UnknownReason();
+  const Status s = writer->End(bad);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(s.message(), "table 'ends': End: reason " +
+                             std::to_string(static_cast<int>(bad)) +
+                             " is not an EndReason (0 terminal, 1 truncated)");
+  // Nothing changed: the trajectory is open and takes more steps.
+  EXPECT_EQ(writer->trajectory_id(), id);
+  EXPECT_EQ(writer->num_steps(), n);
+  EXPECT_EQ(table->Info().num_open_trajectories, 1);
+  ASSERT_OK(writer->Append(RandomStep(spec, rng_).tensors));
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+  const std::vector<TrajectoryInfo> listed = table->ListTrajectories();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_TRUE(listed[0].ended);
+  EXPECT_EQ(listed[0].end_reason, EndReason::kTerminal);
+  EXPECT_EQ(listed[0].length, n + 1);
+  // Ending an empty trajectory with a bad reason is refused too.
+  EXPECT_EQ(writer->End(bad).code(), Status::Code::kInvalidArgument);
+}
+
+TEST_F(TableBadInputTest, VectorWriterEndsRefuseAnUnknownReason) {
+  const TableSpec spec = Spec("vector_ends");
+  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  const size_t envs = 2 + rng_() % 6;
+  ASSERT_OK_AND_ASSIGN(auto vw, table->NewVectorWriter(envs));
+  std::vector<std::vector<std::byte>> data(spec.columns.size());
+  std::vector<ConstTensor> tensors;
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    const ColumnSpec& col = spec.columns[c];
+    data[c].resize(col.step_bytes() * envs);
+    tensors.push_back({col.dtype, col.shape.Prepend(static_cast<int64_t>(envs)), data[c].data(),
+                       data[c].size()});
+  }
+  ASSERT_OK(vw->Append(tensors));
+  const EndReason bad = UnknownReason();
+  const std::string reason = "reason " + std::to_string(static_cast<int>(bad)) +
+                             " is not an EndReason (0 terminal, 1 truncated)";
+  Status s = vw->End(0, bad);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(s.message(), "table 'vector_ends': End: " + reason);
+  std::vector<size_t> all(envs);
+  for (size_t e = 0; e < envs; ++e) all[e] = e;
+  s = vw->EndMany(all, bad);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(s.message(), "table 'vector_ends': EndMany: " + reason);
+  EXPECT_EQ(table->Info().num_open_trajectories, static_cast<int64_t>(envs));
+  ASSERT_OK(vw->EndMany(all, EndReason::kTruncated));
+  EXPECT_EQ(table->Info().num_open_trajectories, 0);
+
+  // A vector table's writer (one trajectory of all lanes) checks it too.
+  TableSpec lanes = Spec("lanes");
+  lanes.lanes = static_cast<int64_t>(envs);
+  std::shared_ptr<Table> lane_table = testing_util::CreateTable(db_.get(), lanes);
+  ASSERT_NE(lane_table, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto lw, lane_table->NewVectorWriter(envs));
+  s = lw->End(0, bad);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(s.message(), "table 'lanes': End: " + reason);
+  s = lw->EndMany(all, bad);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(s.message(), "table 'lanes': EndMany: " + reason);
+}
+
+TEST_F(TableBadInputTest, VectorWriterOfTooManyEnvironmentsIsRefusedNotThrown) {
+  const TableSpec spec = Spec("envs");
+  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  const size_t limit = size_t{1} << 24;  // kMaxVectorWriterEnvs
+  for (size_t envs : {size_t{1} << 40, limit + 1, std::numeric_limits<size_t>::max(),
+                      limit + 1 + rng_() % (size_t{1} << 50)}) {
+    auto vw = table->NewVectorWriter(envs);
+    ASSERT_FALSE(vw.ok());
+    EXPECT_EQ(vw.status().code(), Status::Code::kInvalidArgument) << vw.status().ToString();
+    EXPECT_EQ(vw.status().message(),
+              "table 'envs': a vector writer of " + std::to_string(envs) +
+                  " environments is more than the limit of 16777216 (kMaxVectorWriterEnvs)");
+  }
+}
+
+TEST_F(TableBadInputTest, AppendManyWithALeadingDimThatOverflowsIsRefused) {
+  TableSpec spec = Spec("many");
+  spec.columns = {{"obs", DType::kF32, {}}};
+  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+  // 2^62 f32 values are 2^64 bytes: wrapped, the size was 0 and matched a
+  // tensor of no data.
+  const int64_t n = (int64_t{1} << 62) + static_cast<int64_t>(rng_() % 4) * (int64_t{1} << 60);
+  ConstTensor t{DType::kF32, Shape{n}, nullptr, 0};
+  Status s = writer->AppendMany(std::span<const ConstTensor>(&t, 1));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(s.message(), "table 'many': AppendMany, column 'obs': " + std::to_string(n) +
+                             " rows of 4 bytes overflow 64 bits");
+  // A negative count of steps.
+  t.shape = Shape{-3};
+  s = writer->AppendMany(std::span<const ConstTensor>(&t, 1));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(s.message(), "table 'many': AppendMany: the tensors' leading dim (steps) is -3; it "
+                         "must be >= 0");
+  EXPECT_EQ(table->Info().steps_inserted, 0);
+  EXPECT_EQ(writer->num_steps(), 0);
+}
+
+TEST_F(TableBadInputTest, SampleAndLookupTooLargeForMemoryAreRefusedBeforeDrawing) {
+  // Items of 2^24 steps: a batch of 2^24 of them needs 2^48 bytes of mask
+  // alone.
+  TableSpec spec;
+  spec.name = "long";
+  spec.columns = {{"obs", DType::kU8, {}}};
+  spec.sequence_length = kMaxTrajectorySteps;
+  spec.padding = Padding::kTail;
+  spec.block_steps = 65536;
+  spec.capacity_steps = kMaxTrajectorySteps;
+  spec.max_times_sampled = 3;
+  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+  ASSERT_OK(writer->Append(RandomStep(spec, rng_).tensors));
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+  ASSERT_EQ(table->Info().num_items, 1);
+
+  const int64_t B = int64_t{1} << (16 + rng_() % 9);  // 2^16 .. 2^24
+  const int64_t L = kMaxTrajectorySteps;
+  const uint64_t bytes = static_cast<uint64_t>(B) * L * 2 + static_cast<uint64_t>(B) * 36;
+  auto drawn = table->Sample(B);
+  ASSERT_FALSE(drawn.ok());
+  EXPECT_EQ(drawn.status().code(), Status::Code::kResourceExhausted) << drawn.status().ToString();
+  EXPECT_EQ(drawn.status().message(),
+            "table 'long': a batch of " + std::to_string(B) + " items of " + std::to_string(L) +
+                " steps needs " + std::to_string(bytes) +
+                " bytes of host memory, more than the limit of 1099511627776 (kMaxSampleBytes)");
+  // Nothing was drawn: no counter moved, the item was not consumed.
+  TableInfo info = table->Info();
+  EXPECT_EQ(info.items_sampled, 0);
+  EXPECT_EQ(info.rate_limiter.samples, 0);
+  EXPECT_EQ(info.num_items, 1);
+
+  // Below the limit but more than the machine has: refused too, rather
+  // than mapped (the allocator overcommits) and killed while zero-filling.
+  const uint64_t memory =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  const int64_t big = static_cast<int64_t>(memory / (2 * static_cast<uint64_t>(L))) + 1;
+  const uint64_t big_bytes = static_cast<uint64_t>(big) * L * 2 + static_cast<uint64_t>(big) * 36;
+  if (big_bytes <= (uint64_t{1} << 40)) {
+    drawn = table->Sample(big);
+    ASSERT_FALSE(drawn.ok());
+    EXPECT_EQ(drawn.status().code(), Status::Code::kResourceExhausted) << drawn.status().ToString();
+    EXPECT_EQ(drawn.status().message(),
+              "table 'long': a batch of " + std::to_string(big) + " items of " + std::to_string(L) +
+                  " steps needs " + std::to_string(big_bytes) +
+                  " bytes of host memory, more than this machine's " + std::to_string(memory) +
+                  " bytes of memory");
+  }
+  EXPECT_EQ(table->Info().items_sampled, 0);
+
+  const std::vector<ItemKey> keys(size_t{1} << 16, MakeItemKey(1, 0));
+  SampleBatch batch;
+  Status s = table->Lookup(keys, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kResourceExhausted) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("table 'long': a batch of 65536 items of " +
+                                     std::to_string(L) + " steps needs "));
+
+  // A device sampler of such batches is refused the same way, before it
+  // looks for a GPU.
+  DeviceSamplerOptions device;
+  device.batch_size = B;
+  auto sampler = table->NewDeviceSampler(device);
+  ASSERT_FALSE(sampler.ok());
+  EXPECT_EQ(sampler.status().code(), Status::Code::kResourceExhausted)
+      << sampler.status().ToString();
+  EXPECT_EQ(sampler.status().message(),
+            "table 'long': DeviceSampler: a batch of " + std::to_string(B) + " items of " +
+                std::to_string(L) + " steps needs " +
+                std::to_string(static_cast<uint64_t>(B) * L * 2) +
+                " bytes of device memory, more than the limit of 1099511627776 (kMaxSampleBytes)");
+  device.batch_size = (int64_t{1} << 24) + 1 + static_cast<int64_t>(rng_() % 1000);
+  sampler = table->NewDeviceSampler(device);
+  ASSERT_FALSE(sampler.ok());
+  EXPECT_EQ(sampler.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(sampler.status().message(),
+            "table 'long': DeviceSampler batch_size is " + std::to_string(device.batch_size) +
+                "; it must be at most 16777216, as Table::Sample's");
+
+  // A batch that fits is drawn as usual.
+  ASSERT_OK_AND_ASSIGN(SampleBatch one, table->Sample(1));
+  EXPECT_EQ(one.columns[0].shape(), (Shape{1, L}));
+  EXPECT_EQ(one.mask[0], 1);
+  EXPECT_EQ(one.mask[1], 0);
+  EXPECT_EQ(table->Info().items_sampled, 1);
+}
+
+}  // namespace
+}  // namespace replaydb
