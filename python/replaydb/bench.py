@@ -6,7 +6,8 @@ Each row times one call two ways on the same table, in the same run:
   * ``python``: the package's call as a learner or an actor writes it.
 Rows: ``sample_host`` (``table.sample(B)`` and a column taken into NumPy),
 ``sample_device`` (on a GPU: ``table.sample(B, device="cuda")`` and a column
-taken into PyTorch with ``torch.from_dlpack``), ``vector_append`` (one step of
+taken into PyTorch with ``batch.torch(name)``; ``torch.from_dlpack(batch[name])``
+gives the same tensor and costs PyTorch's own few microseconds more), ``vector_append`` (one step of
 E environments, from host arrays, or device tensors on a GPU) and
 ``update_priorities`` (B keys, host arrays, or device tensors on a GPU).
 
@@ -40,6 +41,10 @@ from replaydb import _convert
 from replaydb._lib import SampleOptions, Tensor, lib
 
 TARGET_US = 10.0
+# A host sample of B=256 windows of L=32 steps of 4 KiB copies 32 MiB (milliseconds): the
+# host rows use small steps, so that the call's fixed costs are what is measured.
+HOST_SEQ, HOST_STEP_BYTES = 4, 64
+DEVICE_SEQ, DEVICE_STEP_BYTES = 32, 4096
 ROWS = ("sample_host", "sample_device", "vector_append", "update_priorities")
 
 
@@ -116,6 +121,8 @@ class _Env:
     """The tables and the framework of one run."""
 
     def __init__(self, db: Any, on_gpu: bool, batch: int, seq: int, step_bytes: int, envs: int):
+        """``seq`` and ``step_bytes``: of the rows whose data lives on the GPU
+        on a GPU machine, of every row on a host (host rows use host sizes)."""
         self.db, self.on_gpu, self.batch, self.seq = db, on_gpu, batch, seq
         self.step_bytes, self.envs = step_bytes, envs
         self.np = _convert.numpy()
@@ -127,28 +134,30 @@ class _Env:
             self.torch = torch
             self.sync = torch.cuda.synchronize
             self.stream = torch.cuda.current_stream().cuda_stream
-        self.steps = max(4 * batch * seq, 64 * envs, 1 << 14)
+        self.host_seq, self.host_step_bytes = seq, step_bytes
 
-    def frame(self) -> Any:
-        if self.torch is not None:
-            return self.torch.randint(0, 255, (self.envs, self.step_bytes),
+    def frame(self, on_device: bool, step_bytes: int) -> Any:
+        if on_device:
+            return self.torch.randint(0, 255, (self.envs, step_bytes),
                                       dtype=self.torch.uint8, device="cuda")
-        return self.np.random.default_rng(1).integers(0, 255, (self.envs, self.step_bytes),
+        return self.np.random.default_rng(1).integers(0, 255, (self.envs, step_bytes),
                                                       dtype=self.np.uint8)
 
-    def table(self, name: str, placement: str, selector: str = "uniform",
-              seq: Optional[int] = None) -> Any:
+    def table(self, name: str, on_device: bool, seq: int, step_bytes: int,
+              selector: str = "uniform") -> Any:
         kwargs: Dict[str, Any] = {}
-        if selector == "prioritized" and placement != "host":
+        if selector == "prioritized" and on_device:
             kwargs["priority_device"] = 0
-        table = self.db.create_table(name, {"obs": (self.np.uint8, (self.step_bytes,))},
-                                     capacity_steps=self.steps,
-                                     sequence_length=self.seq if seq is None else seq,
-                                     placement=placement, selector=selector, **kwargs)
+        steps = max(4 * self.batch * seq, 64 * self.envs, 1 << 14)
+        table = self.db.create_table(name, {"obs": (self.np.uint8, (step_bytes,))},
+                                     capacity_steps=steps, sequence_length=seq,
+                                     placement="device:0" if on_device else "host",
+                                     selector=selector, **kwargs)
         writer = table.vector_writer(self.envs)
-        frame = self.frame()
-        per_trajectory = max(1, min(64, self.steps // (4 * self.envs)))
-        for i in range(self.steps // self.envs):
+        frame = self.frame(on_device, step_bytes)
+        # Trajectories of at least L steps (windows fit), well short of the capacity.
+        per_trajectory = max(seq, min(64, steps // (4 * self.envs)))
+        for i in range(steps // self.envs):
             writer.append({"obs": frame})
             if (i + 1) % per_trajectory == 0:
                 writer.end_many(range(self.envs))
@@ -157,8 +166,10 @@ class _Env:
 
 
 def _sample_row(env: _Env, on_device: bool, calls: int, repetitions: int) -> Dict[str, Any]:
-    placement = "device:0" if on_device else "host"
-    table = env.table("sample_" + ("device" if on_device else "host"), placement)
+    seq, step_bytes = (env.seq, env.step_bytes) if on_device else (env.host_seq,
+                                                                   env.host_step_bytes)
+    table = env.table("sample_" + ("device" if on_device else "host"), on_device, seq,
+                      step_bytes)
     handle = table._h()
     options = SampleOptions()
     lib.replaydb_sample_options_init(ctypes.byref(options))
@@ -176,7 +187,7 @@ def _sample_row(env: _Env, on_device: bool, calls: int, repetitions: int) -> Dic
             lib.replaydb_batch_release(out)
 
         def python() -> None:
-            torch.from_dlpack(table.sample(batch, device="cuda")["obs"])
+            table.sample(batch, device="cuda").torch("obs")
     else:
         asarray, sample = env.np.asarray, lib.replaydb_table_sample
 
@@ -187,22 +198,23 @@ def _sample_row(env: _Env, on_device: bool, calls: int, repetitions: int) -> Dic
 
         def python() -> None:
             asarray(table.sample(batch)["obs"])
-    params = {"device": "cuda:0" if on_device else "cpu", "batch": batch, "L": env.seq,
-              "step_bytes": env.step_bytes}
+    params = {"device": "cuda:0" if on_device else "cpu", "batch": batch, "L": seq,
+              "step_bytes": step_bytes}
     return _paired("sample_device" if on_device else "sample_host", c_api, python, calls,
                    repetitions, env.sync, params)
 
 
 def _append_row(env: _Env, calls: int, repetitions: int) -> Dict[str, Any]:
-    table = env.table("append", "device:0" if env.on_gpu else "host", seq=1)
+    step_bytes = env.step_bytes
+    table = env.table("append", env.on_gpu, 1, step_bytes)
     writer = table.vector_writer(env.envs)
     handle = writer._h()
-    frame = env.frame()
+    frame = env.frame(env.on_gpu, step_bytes)
     if env.on_gpu:
         data, nbytes = frame.data_ptr(), frame.numel()
     else:
         data, nbytes = frame.ctypes.data, frame.nbytes
-    dims = (ctypes.c_int64 * 2)(env.envs, env.step_bytes)
+    dims = (ctypes.c_int64 * 2)(env.envs, step_bytes)
     tensors = (Tensor * 1)(Tensor(1, 2, dims, data, nbytes))
     err = ctypes.c_char_p()
     np = env.np
@@ -237,15 +249,14 @@ def _append_row(env: _Env, calls: int, repetitions: int) -> Dict[str, Any]:
         end_now()
 
     params = {"device": "cuda:0" if env.on_gpu else "cpu", "envs": env.envs,
-              "step_bytes": env.step_bytes, "from": "device" if env.on_gpu else "host"}
+              "step_bytes": step_bytes, "from": "device" if env.on_gpu else "host"}
     row = _paired("vector_append", c_api, python, calls, repetitions, env.sync, params)
     writer.close()
     return row
 
 
 def _update_row(env: _Env, calls: int, repetitions: int) -> Dict[str, Any]:
-    placement = "device:0" if env.on_gpu else "host"
-    table = env.table("update", placement, selector="prioritized", seq=1)
+    table = env.table("update", env.on_gpu, 1, 64, selector="prioritized")
     handle = table._h()
     np = env.np
     keys = np.asarray(table.sample(env.batch)["keys"] if not env.on_gpu else
@@ -287,13 +298,18 @@ def _update_row(env: _Env, calls: int, repetitions: int) -> Dict[str, Any]:
 
 
 def run(device: str, batch: int, seq: int, step_bytes: int, envs: int, calls: int,
-        repetitions: int, directory: str, rows: Tuple[str, ...] = ROWS) -> List[Dict[str, Any]]:
-    """Runs the rows asked for; returns one result dict per row."""
+        repetitions: int, directory: str, rows: Tuple[str, ...] = ROWS,
+        host_seq: int = HOST_SEQ, host_step_bytes: int = HOST_STEP_BYTES) -> List[Dict[str, Any]]:
+    """Runs the rows asked for; returns one result dict per row. ``seq`` and
+    ``step_bytes`` size every row on a host, the device rows on a GPU (where
+    ``host_seq`` and ``host_step_bytes`` size sample_host)."""
     on_gpu = device != "cpu"
     results: List[Dict[str, Any]] = []
     with replaydb.open(directory, wal=False, checkpoint_every=None, checkpoint_wal_bytes=None,
                        checkpoint_on_close=False) as db:
         env = _Env(db, on_gpu, batch, seq, step_bytes, envs)
+        if on_gpu:
+            env.host_seq, env.host_step_bytes = host_seq, host_step_bytes
         for name in rows:
             if name == "sample_device" and not on_gpu:
                 continue
@@ -320,10 +336,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when there is one)")
     p.add_argument("--batch", type=int, default=256, help="B of sample and of update_priorities")
     p.add_argument("--seq", type=int, default=None,
-                   help="L of the sampled windows (default: 32 on a GPU, 4 on the host)")
+                   help=f"L of the sampled windows (default: {DEVICE_SEQ} on a GPU, "
+                        f"{HOST_SEQ} in host memory)")
     p.add_argument("--step-bytes", type=int, default=None,
-                   help="bytes per step (default: 4096 on a GPU, 64 on the host, so that a "
-                        "host sample costs tens of microseconds, not milliseconds)")
+                   help=f"bytes per step (default: {DEVICE_STEP_BYTES} on a GPU, "
+                        f"{HOST_STEP_BYTES} in host memory, so that a host sample costs tens "
+                        "of microseconds, not milliseconds)")
     p.add_argument("--envs", type=int, default=64, help="environments of vector_append")
     p.add_argument("--calls", type=int, default=200, help="calls per timed block")
     p.add_argument("--repetitions", type=int, default=31, help="paired blocks per row")
@@ -333,8 +351,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = p.parse_args(argv)
     device = args.device or ("cuda" if replaydb.cuda_device_count() > 0 else "cpu")
     on_gpu = device != "cpu"
-    seq = args.seq or (32 if on_gpu else 4)
-    step_bytes = args.step_bytes or (4096 if on_gpu else 64)
+    seq = args.seq or (DEVICE_SEQ if on_gpu else HOST_SEQ)
+    step_bytes = args.step_bytes or (DEVICE_STEP_BYTES if on_gpu else HOST_STEP_BYTES)
     if args.quick:
         args.calls, args.repetitions = 50, 9
     rows = tuple(r for r in args.rows.split(",") if r)
