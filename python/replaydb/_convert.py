@@ -89,6 +89,55 @@ class Input:
         self.keep.clear()
 
 
+# The fast path of an input (see ``exact``): the dtype objects of NumPy and
+# PyTorch mapped to the C API's codes, filled when first needed.
+_NUMPY_CODES: Dict[Any, int] = {}
+_TORCH_CODES: Dict[Any, int] = {}
+_TORCH_TENSOR: Any = None
+
+
+def _numpy_codes() -> Dict[Any, int]:
+    if not _NUMPY_CODES:
+        np = numpy()
+        for code, name in NAMES.items():
+            if code in TYPESTR:
+                _NUMPY_CODES[np.dtype(name)] = code
+    return _NUMPY_CODES
+
+
+def _torch_codes(torch: Any) -> Dict[Any, int]:
+    global _TORCH_TENSOR
+    if not _TORCH_CODES:
+        for code, name in NAMES.items():
+            dtype = getattr(torch, name, None)
+            if dtype is not None:
+                _TORCH_CODES[dtype] = code
+        _TORCH_TENSOR = torch.Tensor
+    return _TORCH_CODES
+
+
+def exact(obj: Any) -> Optional[Tuple[int, int, Tuple[int, ...], int]]:
+    """(data, dtype code, shape, device) of a C-contiguous NumPy array or
+    PyTorch tensor (host or GPU), read without copies or interface objects;
+    None for anything else, which ``as_input`` then takes. The caller keeps
+    ``obj`` alive while the memory is used."""
+    np = sys.modules.get("numpy")
+    if np is not None and type(obj) is np.ndarray:
+        code = (_NUMPY_CODES or _numpy_codes()).get(obj.dtype)
+        if code is None or not obj.flags.c_contiguous:
+            return None
+        return obj.ctypes.data, code, obj.shape, -1
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        codes = _TORCH_CODES or _torch_codes(torch)
+        if isinstance(obj, _TORCH_TENSOR):
+            code = codes.get(obj.dtype)
+            if code is None or not obj.is_contiguous() or obj.requires_grad:
+                return None
+            return obj.data_ptr(), code, tuple(obj.shape), obj.get_device()
+    return None
+
+
 def _contiguous(shape: Tuple[int, ...], strides: Optional[Tuple[int, ...]], itemsize: int) -> bool:
     if strides is None:
         return True

@@ -95,12 +95,17 @@ _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, c_char_p]
 
+_destructor: Optional[c_void_p] = None
+
+
 def capsule(managed_tensor: int) -> object:
     """A ``"dltensor"`` capsule over a DLManagedTensor from the C API."""
-    from replaydb._lib import lib
+    global _destructor
+    if _destructor is None:
+        from replaydb._lib import lib
 
-    return _api.PyCapsule_New(managed_tensor, _NAME,
-                              ctypes.cast(lib.replaydb_dlpack_capsule_destructor, c_void_p))
+        _destructor = ctypes.cast(lib.replaydb_dlpack_capsule_destructor, c_void_p)
+    return _api.PyCapsule_New(managed_tensor, _NAME, _destructor)
 
 
 class Imported:

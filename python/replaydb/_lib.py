@@ -324,6 +324,33 @@ for _name, _restype, _argtypes in _SIGNATURES:
 
 
 
+class _Fast:
+    """The hot calls (sample, DLPack export, appends, priority updates) over
+    the same library with plain argument types: no per-argument Python
+    conversion. Callers check that every integer they pass fits (see
+    ``fits_int64``); a value that does not would be wrapped into range."""
+
+
+fast = _Fast()
+_FAST_NAMES = {
+    "replaydb_table_sample", "replaydb_table_sample_to_device", "replaydb_batch_field",
+    "replaydb_batch_dlpack", "replaydb_batch_release", "replaydb_batch_retain",
+    "replaydb_writer_append", "replaydb_vector_writer_append",
+    "replaydb_vector_writer_append_from_device", "replaydb_table_update_priorities",
+    "replaydb_table_update_priorities_from_device", "replaydb_stream_wait",
+}
+_plain = ctypes.CDLL(lib._name)  # the same loaded library: its own function objects
+for _name, _restype, _argtypes in _SIGNATURES:
+    if _name in _FAST_NAMES:
+        _fn = getattr(_plain, _name)
+        _fn.restype = _restype
+        # Arrays of numbers go as addresses (ints) or ctypes pointers alike.
+        _fn.argtypes = [c_void_p if t in (POINTER(c_uint64), POINTER(c_double)) else t
+                        for t in _argtypes]
+        setattr(fast, _name, _fn)
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+
+
 def take_string(ptr: Optional[int]) -> str:
     """Decodes and frees a malloc'ed string the C API returned."""
     if not ptr:

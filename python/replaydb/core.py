@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import operator
 import queue
 import sys
 import threading
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union)
 
 from replaydb import _convert, _dlpack
-from replaydb._lib import (Array as _CArray, SampleOptions as _CSampleOptions, TableInfo as _CInfo,
-                           Tensor as _CTensor, int64_array as _int64_array, lib as _lib,
-                           take_string, take_strings)
-from replaydb.errors import Error, check as _check
+from replaydb._lib import (MAX_DIMS, INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN, Array as _CArray,
+                           SampleOptions as _CSampleOptions, TableInfo as _CInfo,
+                           Tensor as _CTensor, fast as _fast, int64_array as _int64_array,
+                           lib as _lib, take_string, take_strings)
+from replaydb.errors import Error, InvalidArgumentError, check as _check
 
 # A stream: a cudaStream_t as an int, or an object with .cuda_stream
 # (torch.cuda.Stream) or .ptr (cupy); None picks a default (see Table.sample).
@@ -43,6 +45,33 @@ def _call(fn, *args) -> None:
 
 def _bytes(s: str) -> bytes:
     return s.encode()
+
+
+_NAME_BYTES: Dict[str, bytes] = {}
+
+
+def _name_bytes(name: str) -> bytes:
+    """``name`` encoded, remembered: field names repeat on every batch."""
+    encoded = _NAME_BYTES.get(name)
+    if encoded is None:
+        encoded = name.encode()
+        if len(_NAME_BYTES) < 4096:
+            _NAME_BYTES[name] = encoded
+    return encoded
+
+
+def _index(value: Any, what: str) -> int:
+    """``value`` as an int64 for the plain (unchecked) calls of ``_lib.fast``."""
+    if type(value) is not int:
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"replaydb: {what} must be an integer, not "
+                            f"{type(value).__name__} {value!r}") from None
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise InvalidArgumentError(f"replaydb: {what} {value} does not fit a signed 64-bit "
+                                   "C integer")
+    return value
 
 
 _MAX_MS = 2**63 - 1
@@ -178,7 +207,11 @@ class Array:
     def _c(self) -> _CArray:
         if self._info is None:
             out = _CArray()
-            _call(_lib.replaydb_batch_field, self._handle(), _bytes(self.name), byref(out))
+            err = c_char_p()
+            code = _fast.replaydb_batch_field(self._handle(), _name_bytes(self.name), byref(out),
+                                              byref(err))
+            if code:
+                _check(code, err)
             self._info = out
         return self._info
 
@@ -187,13 +220,13 @@ class Array:
         pointer (``__array_interface__``) outlive ``Batch.close()``."""
         if self._own is None:
             handle = self._handle()
-            _lib.replaydb_batch_retain(handle)
+            _fast.replaydb_batch_retain(handle)
             self._own = handle
 
     @property
     def shape(self) -> Tuple[int, ...]:
         c = self._c()
-        return tuple(c.dims[i] for i in range(c.ndim))
+        return tuple(c.dims[:c.ndim])
 
     @property
     def device(self) -> int:
@@ -215,7 +248,9 @@ class Array:
         return self._c().data or 0
 
     def __dlpack_device__(self) -> Tuple[int, int]:
-        device = self._c().device
+        device = self._batch._device_known
+        if device is None:
+            device = self._c().device
         return (_dlpack.CPU, 0) if device < 0 else (_dlpack.CUDA, device)
 
     def __dlpack__(self, *, stream: Optional[int] = None, max_version: Any = None,
@@ -228,29 +263,27 @@ class Array:
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"replaydb: array {self.name!r} is on {self.__dlpack_device__()}, "
                               f"not {tuple(dl_device)}")
-        if stream is not None and stream != -1 and self._c().device >= 0:
-            consumer = 0 if stream == 1 else stream
-            mine = self._batch._stream or 0
-            if consumer != mine:  # the consumer waits for the stream that wrote it
-                _call(_lib.replaydb_stream_wait, c_void_p(consumer), c_void_p(mine))
-        managed = c_void_p()
-        # The tensor (made in C) holds its own reference to the batch; its
-        # deleter, or the capsule's destructor when nobody consumes it,
-        # gives that back.
-        _call(_lib.replaydb_batch_dlpack, self._handle(), _bytes(self.name), byref(managed))
-        return _dlpack.capsule(managed.value)
+        if stream is not None and stream != -1:
+            device = self._batch._device_known
+            if device is None:
+                device = self._c().device
+            if device >= 0:
+                self._batch._wait_on(0 if stream == 1 else stream)
+        return self._batch._capsule(self.name, self._own)
 
     @property
     def __array_interface__(self) -> Dict[str, Any]:
-        c = self._c()
+        c = self._info or self._c()
         if c.device >= 0:
             raise TypeError(f"replaydb: array {self.name!r} is in GPU memory; use "
                             "torch.from_dlpack or __cuda_array_interface__")
-        if c.dtype not in _convert.TYPESTR:
+        typestr = _convert.TYPESTR.get(c.dtype)
+        if typestr is None:
             raise TypeError(f"replaydb: NumPy has no {self.dtype}; use torch.from_dlpack")
-        self._hold()
-        return {"shape": self.shape, "typestr": _convert.TYPESTR[c.dtype],
-                "data": (c.data or 0, False), "strides": None, "version": 3}
+        if self._own is None:
+            self._hold()
+        return {"shape": tuple(c.dims[:c.ndim]), "typestr": typestr,
+                "data": (c.data or 0, False), "version": 3}
 
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:
@@ -294,9 +327,11 @@ class Batch:
     The batch's memory lives while the batch or any array from it does;
     ``close()`` (or ``with``) lets go of the batch's own reference early."""
 
-    def __init__(self, handle: int, stream: Optional[int] = None):
+    def __init__(self, handle: int, stream: Optional[int] = None,
+                 device: Optional[int] = None):
         self._handle: Optional[int] = handle
         self._stream = stream
+        self._device_known = device  # where every field is (-1: host), when the caller knows
         # Sizes and names are read when first asked for: sampling stays a
         # single foreign call.
         self._sizes: Optional[Tuple[int, int, int]] = None
@@ -342,10 +377,17 @@ class Batch:
         return list(self._names)
 
     def __getitem__(self, name: str) -> Array:
-        if self._handle is None:
+        handle = self._handle
+        if handle is None:
             raise ValueError("replaydb: the batch was closed")
         array = Array(self, name)
-        array._c()  # an unknown name fails here, naming the fields there are
+        # An unknown name fails here, naming the fields there are.
+        info = _CArray()
+        err = c_char_p()
+        code = _fast.replaydb_batch_field(handle, _name_bytes(name), byref(info), byref(err))
+        if code:
+            _check(code, err)
+        array._info = info
         return array
 
     def __contains__(self, name: str) -> bool:
@@ -387,17 +429,57 @@ class Batch:
         """Every host array as a NumPy array (no copies)."""
         return {n: self[n].numpy() for n in self._names}
 
-    def torch(self) -> Dict[str, Any]:
-        """Every array as a PyTorch tensor through DLPack (no copies)."""
-        import torch
-        return {n: torch.from_dlpack(self[n]) for n in self._names}
+    def torch(self, name: Optional[str] = None) -> Any:
+        """Field ``name`` as a PyTorch tensor over the batch's memory (no copy),
+        or, without a name, every field as a dict of tensors. The fast way in:
+        one foreign call per field, and on a GPU the tensor is ordered after
+        the sample on PyTorch's current stream (which the sample used by
+        default). ``torch.from_dlpack(batch[name])`` gives the same tensor."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            import torch
+        if name is None:
+            return {n: self.torch(n) for n in self._names}
+        from_capsule = getattr(torch._C, "_from_dlpack", None)
+        if from_capsule is None:  # not this PyTorch's: the public, slower way
+            return torch.from_dlpack(self[name])
+        device = self._device_known
+        if device is None:
+            device = self._read_sizes()[2]
+        if device >= 0:
+            self._wait_on(_convert.torch_stream(device) or 0)
+        return from_capsule(self._capsule(name, None))
+
+    def _wait_on(self, consumer: int) -> None:
+        """Makes stream ``consumer`` wait for the stream the batch was written on."""
+        mine = self._stream or 0
+        if consumer != mine:
+            err = c_char_p()
+            code = _fast.replaydb_stream_wait(consumer, mine, byref(err))
+            if code:
+                _check(code, err)
+
+    def _capsule(self, name: str, handle: Optional[int]) -> object:
+        """A DLPack capsule over field ``name`` (the tensor made in C holds its
+        own reference to the batch; its deleter, or the capsule's destructor
+        when nobody consumes it, gives that back)."""
+        if handle is None:
+            handle = self._handle
+            if handle is None:
+                raise ValueError(f"replaydb: array {name!r}: the batch was closed")
+        managed = c_void_p()
+        err = c_char_p()
+        code = _fast.replaydb_batch_dlpack(handle, _name_bytes(name), byref(managed), byref(err))
+        if code:
+            _check(code, err)
+        return _dlpack.capsule(managed.value)
 
     def close(self) -> None:
         """Lets go of the batch's own reference: tensors and arrays that
         frameworks made from it keep the memory until they go."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            _lib.replaydb_batch_release(handle)
+            _fast.replaydb_batch_release(handle)
 
     def __enter__(self) -> "Batch":
         return self
@@ -406,9 +488,10 @@ class Batch:
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            _lib.replaydb_batch_release(self._handle)
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
             self._handle = None
+            _fast.replaydb_batch_release(handle)
 
     def __repr__(self) -> str:
         where = "host" if self.device < 0 else f"cuda:{self.device}"
@@ -499,6 +582,58 @@ class _Inputs:
             inp.close()
 
 
+class _StepSlots:
+    """The C tensors of one writer's appends, filled in place call after call
+    when every value is a C-contiguous NumPy array or PyTorch tensor of its
+    column's dtype (a writer is used by one thread at a time)."""
+
+    def __init__(self, table: "Table"):
+        self.names = list(table.columns)
+        self.n = len(self.names)
+        self.tensors = (_CTensor * self.n)()
+        self.dims = [(c_int64 * MAX_DIMS)() for _ in range(self.n)]
+        for i in range(self.n):
+            self.tensors[i].dims = self.dims[i]
+
+    def fill(self, step: Any) -> Optional[int]:
+        """Where the step's memory is (-1: host, else a CUDA device), with the
+        tensors filled; None when it is not all of one kind or not exact, for
+        ``_Inputs`` to take (and explain)."""
+        if type(step) is dict:
+            if len(step) != self.n:
+                return None
+            try:
+                values = [step[name] for name in self.names]
+            except KeyError:
+                return None
+        elif type(step) in (list, tuple) and len(step) == self.n:
+            values = step
+        else:
+            return None
+        where = None
+        exact = _convert.exact
+        for i, value in enumerate(values):
+            got = exact(value)
+            if got is None:
+                return None
+            data, code, shape, device = got
+            if where is None:
+                where = device
+            elif where != device or len(shape) > MAX_DIMS:
+                return None
+            t = self.tensors[i]
+            dims = self.dims[i]
+            count = 1
+            for d, extent in enumerate(shape):
+                dims[d] = extent
+                count *= extent
+            t.dtype = code
+            t.ndim = len(shape)
+            t.data = data
+            t.nbytes = count * _convert.SIZES[code]
+        return where
+
+
 def _priorities(values: Any, n_what: str) -> Tuple[Any, int]:
     if values is None:
         return None, 0
@@ -520,12 +655,21 @@ class Writer(_Owned):
     def __init__(self, table: "Table", handle: int):
         super().__init__(handle)
         self._table = table
+        self._slots = _StepSlots(table)
 
     def append(self, step: Union[Mapping[str, Any], Sequence[Any]],
                priority: Optional[float] = None) -> None:
         """Appends one step: a value per column (a dict by name, or a sequence in
         schema order), each of the column's dtype and shape. ``priority`` (>= 0)
         becomes item priorities per the table's step_priority."""
+        slots = self._slots
+        if priority is None and slots.fill(step) == -1:
+            err = c_char_p()
+            code = _fast.replaydb_writer_append(self._h(), slots.tensors, slots.n, None,
+                                                byref(err))
+            if code:
+                _check(code, err)
+            return
         inputs = _Inputs(self._table, step, None, None, "append")
         try:
             if any(inputs.on_device):
@@ -577,6 +721,7 @@ class VectorWriter(_Owned):
         super().__init__(handle)
         self._table = table
         self.num_envs = num_envs
+        self._slots = _StepSlots(table)
 
     def append(self, steps: Union[Mapping[str, Any], Sequence[Any]],
                priorities: Optional[Sequence[float]] = None,
@@ -585,6 +730,27 @@ class VectorWriter(_Owned):
         all in host memory or all in GPU memory. For device arrays ``stream``
         orders the read after the work that produced them (default: PyTorch's
         current stream when PyTorch is in use, else the legacy default stream)."""
+        slots = self._slots
+        where = slots.fill(steps)
+        if where is not None:  # the fast path: arrays of the columns' dtypes, as they are
+            if priorities is None:
+                p, n = None, 0
+            else:
+                arr, n = _priorities(priorities, "priorities")
+                p = arr.ctypes.data_as(POINTER(c_double))
+            err = c_char_p()
+            if where == -1:
+                code = _fast.replaydb_vector_writer_append(self._h(), slots.tensors, slots.n, p,
+                                                           n, byref(err))
+            else:
+                stream_value = _stream_value(stream)
+                if stream_value is None:
+                    stream_value = _convert.torch_stream(where)
+                code = _fast.replaydb_vector_writer_append_from_device(
+                    self._h(), slots.tensors, slots.n, stream_value, p, n, byref(err))
+            if code:
+                _check(code, err)
+            return
         device = self._table._device()
         stream_value = _stream_value(stream)
         if stream_value is None:
@@ -778,6 +944,7 @@ class Table(_Owned):
         self._device_cache: Optional[int] = None
         self._options_cache: Dict[Tuple[Any, ...], _CSampleOptions] = {}
         self._devices: Dict[Any, int] = {}
+        self._default_options = self._options(None, None, False, None, False, True)
 
     @property
     def _what(self) -> str:  # for the closed-handle message
@@ -891,20 +1058,31 @@ class Table(_Owned):
         (``weight_normalization="buffer"``, prioritized replay's definition) or by
         the batch's largest (``"batch"``); ``peek`` draws without taking (host
         only); ``timeout`` (seconds) bounds the wait for the rate limiter."""
-        options = self._options(seq_len, importance_beta, stratified, timeout, peek, gather,
-                                weight_normalization)
-        dev = self._resolve_device(device)
+        if (seq_len is None and importance_beta is None and timeout is None and not stratified
+                and not peek and gather is True and weight_normalization == "buffer"):
+            options = self._default_options  # the usual call: nothing to look up
+        else:
+            options = self._options(seq_len, importance_beta, stratified, timeout, peek, gather,
+                                    weight_normalization)
+        dev = -1 if device is None else self._resolve_device(device)
+        if type(batch_size) is not int or not 0 <= batch_size <= _INT64_MAX:
+            batch_size = _index(batch_size, f"table {self.name!r}: batch_size")
         handle = c_void_p()
+        err = c_char_p()
         if dev < 0:
-            _call(_lib.replaydb_table_sample, self._h(), batch_size, byref(options),
-                  byref(handle))
-            return Batch(handle.value)
+            code = _fast.replaydb_table_sample(self._h(), batch_size, byref(options),
+                                               byref(handle), byref(err))
+            if code:
+                _check(code, err)
+            return Batch(handle.value, None, -1)
         stream_value = _stream_value(stream)
         if stream_value is None:
             stream_value = _convert.torch_stream(dev)
-        _call(_lib.replaydb_table_sample_to_device, self._h(), batch_size, byref(options),
-              c_void_p(stream_value or 0), byref(handle))
-        return Batch(handle.value, stream_value)
+        code = _fast.replaydb_table_sample_to_device(self._h(), batch_size, byref(options),
+                                                     stream_value, byref(handle), byref(err))
+        if code:
+            _check(code, err)
+        return Batch(handle.value, stream_value, dev)
 
     def lookup(self, keys: Any) -> Batch:
         """Reads the items ``keys`` into a host batch without drawing."""
@@ -936,6 +1114,9 @@ class Table(_Owned):
         keys no longer present. GPU arrays (uint64 or int64 keys, float32
         priorities) are read on the device with no host copy, ordered on
         ``stream``; the table must keep its priorities there (priority_device)."""
+        fast = self._update_fast(keys, priorities, stream)
+        if fast is not False:
+            return fast
         dev = self._device()
         stream_value = _stream_value(stream)
         if stream_value is None and dev >= 0:
@@ -981,6 +1162,47 @@ class Table(_Owned):
               kk.ctypes.data_as(POINTER(c_uint64)), pp.ctypes.data_as(POINTER(c_double)),
               kk.size, byref(updated), byref(skipped))
         return updated.value, skipped.value
+
+    def _update_fast(self, keys: Any, priorities: Any, stream: StreamLike) -> Any:
+        """update_priorities without conversions, for uint64 (or on a GPU int64)
+        keys and float64 (host) or float32 (GPU) priorities, each C-contiguous
+        and of one memory; False for anything else."""
+        k = _convert.exact(keys)
+        if k is None:
+            return False
+        p = _convert.exact(priorities)
+        if p is None or k[3] != p[3]:
+            return False
+        n = 1
+        for d in k[2]:
+            n *= d
+        m = 1
+        for d in p[2]:
+            m *= d
+        if n != m:
+            return False
+        err = c_char_p()
+        if k[3] == -1:
+            if k[1] != 101 or p[1] != 9:
+                return False
+            updated = c_int64()
+            skipped = c_int64()
+            code = _fast.replaydb_table_update_priorities(self._h(), k[0], p[0], n,
+                                                          byref(updated), byref(skipped),
+                                                          byref(err))
+            if code:
+                _check(code, err)
+            return updated.value, skipped.value
+        if k[1] not in (5, 101) or p[1] != 8:
+            return False
+        stream_value = _stream_value(stream)
+        if stream_value is None:
+            stream_value = _convert.torch_stream(k[3])
+        code = _fast.replaydb_table_update_priorities_from_device(self._h(), k[0], p[0], n,
+                                                                  stream_value, byref(err))
+        if code:
+            _check(code, err)
+        return None
 
     def info(self) -> Dict[str, Any]:
         """Sizes, memory and counters (replaydb::TableInfo) as a dict."""

@@ -185,3 +185,25 @@ def test_jax_and_cupy_read_device_batches(db_path):
             assert float(j.sum()) == 4 * 15 * 2.0
         except ImportError:
             pass
+
+
+def test_batch_torch_gives_the_tensors_from_dlpack_gives(db_path, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed % (1 << 62))
+    with replaydb.open(db_path) as db:
+        table = make_table(db, "device:0", seq=2)
+        vw = table.vector_writer(8)
+        for _ in range(4):
+            vw.append({"obs": torch.randn(8, 3, 5, device="cuda", generator=gen),
+                       "a": torch.randint(0, 9, (8,), device="cuda", generator=gen),
+                       "raw": torch.zeros(8, 33, dtype=torch.uint8, device="cuda")})
+        vw.close()
+        batch = table.sample(16, device="cuda")
+        one = batch.torch("obs")
+        assert one.is_cuda and one.shape == (16, 2, 3, 5)
+        assert one.data_ptr() == torch.from_dlpack(batch["obs"]).data_ptr()
+        every = batch.torch()
+        assert set(every) == set(batch.fields()) and every["a"].dtype == torch.int64
+        batch.close()  # the tensors keep the memory
+        assert torch.equal(one, every["obs"])
+        with pytest.raises(replaydb.NotFoundError, match="no field 'nope'"):
+            table.sample(1, device="cuda").torch("nope")

@@ -298,7 +298,7 @@ def test_integers_that_do_not_fit_a_c_argument_are_refused(db_path, rng):
         vw = table.vector_writer(1)
         cases = [
             (lambda: table.sample(2**64 + k, timeout=0),
-             f"replaydb_table_sample: argument 2: {2**64 + k} does not fit a signed 64-bit"),
+             f"table 't': batch_size {2**64 + k} does not fit a signed 64-bit"),
             (lambda: table.vector_writer(-k), f"argument 2: {-k} does not fit an unsigned 64-bit"),
             (lambda: vw.end(2**64 + k), "replaydb_vector_writer_end: argument 2"),
             (lambda: db.create_table("u", {"x": np.int32}, capacity_steps=2**63 + k),
@@ -311,7 +311,7 @@ def test_integers_that_do_not_fit_a_c_argument_are_refused(db_path, rng):
                 call()
             assert message in str(e.value) and "does not fit" in str(e.value), str(e.value)
             assert isinstance(e.value, ValueError)
-        with pytest.raises(TypeError, match="replaydb_table_sample: argument 2: 'float'"):
+        with pytest.raises(TypeError, match="table 't': batch_size must be an integer, not float 1.5"):
             table.sample(1.5)
         # Timeouts are seconds: NaN is refused, infinity and more than int64
         # milliseconds wait forever (the writer is made; it waits for nothing).

@@ -109,7 +109,10 @@ sanitizer_note() {
   grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$1" | tail -1 | sed 's/=========//'
   gtest_note "$1"
 }
-json_note() { grep -c '^{' "$1" | sed 's/$/ results/'; }
+json_note() {
+  local missed; missed=$(grep -c '"MISSED"' "$1" || true)
+  echo "$(grep -c '^{' "$1" || true) results$([ "${missed:-0}" -gt 0 ] && echo ", $missed MISSED")"
+}
 cold_note() { grep -m1 -E '^(spill|reload|sample_rotating) ' "$1" | awk '{print $(NF-1), $NF}'; }
 smi_note() { grep -m1 '^GPU' "$1" | cut -d'(' -f1; }
 pytest_note() { grep -E '(passed|failed|skipped|error)' "$1" | tail -1; }
@@ -195,7 +198,7 @@ if want cold; then
 fi
 if want python && [ -f "$logs/python-bench.jsonl" ]; then
   echo
-  echo "=== gpu-run: what Python adds to a sample (python -m replaydb.bench)"
+  echo "=== gpu-run: what Python adds per call (python -m replaydb.bench; target <= 10 us)"
   python3 - "$logs/python-bench.jsonl" <<'PY' || true
 import json
 import sys
@@ -205,8 +208,10 @@ for line in open(sys.argv[1]):
         continue
     r = json.loads(line)
     params = " ".join(f"{k}={v}" for k, v in r["params"].items())
-    print(f"{params}: python {r['value']} us, c_api {r['ceiling']} us per batch; "
-          f"Python adds {r['overhead_us']} us (allowed {r['allowed_us']}): {r['target']}")
+    lo, hi = r["overhead_ci95_us"]
+    print(f"{r['bench']:26s} {params}: python {r['value']} us, c_api {r['ceiling']} us; "
+          f"adds {r['overhead_us']} us [95% CI {lo}, {hi}] (allowed {r['allowed_us']}): "
+          f"{r['target']}")
 PY
 fi
 echo
