@@ -176,6 +176,20 @@ Status TableImpl::CheckNewVectorWriter(size_t num_envs, const WriterOptions& opt
 Result<std::unique_ptr<VectorWriter>> TableImpl::NewVectorWriter(size_t num_envs,
                                                                  const WriterOptions& options) {
   REPLAYDB_RETURN_IF_ERROR(CheckNewVectorWriter(num_envs, options));
+  // Every environment keeps a trajectory open, in a block of its own: with
+  // fewer blocks than environments the first append would evict open ones.
+  const int64_t blocks = pool_.capacity_blocks();
+  if (num_envs > static_cast<uint64_t>(blocks)) {
+    return Status::InvalidArgument(
+        "table " + Quoted(name_) + ": a vector writer of " + std::to_string(num_envs) +
+        " environments keeps " + std::to_string(num_envs) +
+        " trajectories open, each in a block of its own; the table has " +
+        std::to_string(blocks) + " block" + (blocks == 1 ? "" : "s") + " of " +
+        std::to_string(layout_.block_steps) + " steps: give capacity_steps >= " +
+        std::to_string(num_envs * layout_.block_steps) + ", or block_steps <= " +
+        std::to_string(std::max<int64_t>(1, blocks * layout_.block_steps /
+                                                static_cast<int64_t>(num_envs))));
+  }
   // Its state grows with num_envs, which the caller chose.
   try {
     return std::unique_ptr<VectorWriter>(

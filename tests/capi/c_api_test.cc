@@ -1544,6 +1544,7 @@ TEST_F(CApiTest, ErrorsNameTheFunctionAndArgument) {
   spec.name = "errs";
   spec.columns = {{"obs", DType::kF32, Shape({4})}, {"act", DType::kI32, Shape()}};
   spec.capacity_steps = 64;
+  spec.block_steps = 16;  // blocks for the vector writer's environments
   TablePtr table = CreateTable(spec);
   ASSERT_TRUE(table != nullptr);
   replaydb_writer_t* w = nullptr;

@@ -130,6 +130,50 @@ TEST_F(TableBadInputTest, VectorWriterOfTooManyEnvironmentsIsRefusedNotThrown) {
   }
 }
 
+// Every environment of a vector writer keeps a trajectory open in a block of
+// its own: a table with fewer blocks refuses the writer, saying what fits,
+// instead of evicting open trajectories on the first append.
+TEST_F(TableBadInputTest, VectorWriterOfMoreEnvironmentsThanBlocksIsRefusedSayingWhatFits) {
+  TableSpec spec = Spec("blocks");
+  const int64_t blocks = 1 + static_cast<int64_t>(rng_() % 6);
+  spec.block_steps = 4 << (rng_() % 4);
+  spec.capacity_steps = blocks * spec.block_steps;
+  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  ASSERT_EQ(table->Info().blocks_capacity, blocks);
+  const size_t envs = static_cast<size_t>(blocks) + 1 + rng_() % 5;
+  auto refused = table->NewVectorWriter(envs);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "table 'blocks': a vector writer of " + std::to_string(envs) +
+                " environments keeps " + std::to_string(envs) +
+                " trajectories open, each in a block of its own; the table has " +
+                std::to_string(blocks) + " block" + (blocks == 1 ? "" : "s") + " of " +
+                std::to_string(spec.block_steps) + " steps: give capacity_steps >= " +
+                std::to_string(static_cast<int64_t>(envs) * spec.block_steps) +
+                ", or block_steps <= " +
+                std::to_string(std::max<int64_t>(
+                    1, spec.capacity_steps / static_cast<int64_t>(envs))));
+  // As many environments as blocks: every one writes.
+  ASSERT_OK_AND_ASSIGN(auto vw, table->NewVectorWriter(static_cast<size_t>(blocks)));
+  std::vector<StepData> steps;
+  for (int64_t e = 0; e < blocks; ++e) steps.push_back(RandomStep(spec, rng_));
+  std::vector<ConstTensor> stacked;
+  std::vector<std::vector<uint8_t>> bytes(spec.columns.size());
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    for (const StepData& s : steps) {
+      const auto* p = static_cast<const uint8_t*>(s.tensors[c].data);
+      bytes[c].insert(bytes[c].end(), p, p + s.tensors[c].size_bytes);
+    }
+    std::vector<int64_t> dims = {blocks};
+    for (int64_t d : spec.columns[c].shape.dims()) dims.push_back(d);
+    stacked.push_back({spec.columns[c].dtype, Shape::FromSpan(dims), bytes[c].data(), bytes[c].size()});
+  }
+  ASSERT_OK(vw->Append(stacked));
+  EXPECT_EQ(table->Info().num_steps, blocks);
+}
+
 TEST_F(TableBadInputTest, AppendManyWithALeadingDimThatOverflowsIsRefused) {
   TableSpec spec = Spec("many");
   spec.columns = {{"obs", DType::kF32, {}}};
