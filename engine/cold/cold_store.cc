@@ -5,6 +5,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
+#include <rocksdb/sst_file_reader.h>
 #include <rocksdb/write_batch.h>
 
 #include <cerrno>
@@ -91,6 +92,28 @@ Status Scan(rocksdb::DB* db, const std::string& dir, const std::string& prefix,
 }
 
 }  // namespace
+
+// Reads every table file of `dir` with its checksums (only on the failure
+// path of an open).
+Status NameDamagedTableFiles(Status s, const std::string& dir) {
+  if (s.code() != Status::Code::kCorruption || s.message().find(".sst") != std::string::npos) {
+    return s;
+  }
+  std::error_code ec;
+  std::vector<std::string> damaged;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".sst") continue;
+    rocksdb::SstFileReader reader{rocksdb::Options()};
+    rocksdb::Status r = reader.Open(e.path().string());
+    if (r.ok()) r = reader.VerifyChecksum();
+    if (!r.ok()) damaged.push_back(e.path().filename().string() + " (" + r.ToString() + ")");
+  }
+  if (damaged.empty()) return s;
+  std::string names;
+  for (const std::string& d : damaged) names += (names.empty() ? "" : ", ") + d;
+  return Status::Corruption(s.message() + "; damaged table file" +
+                            (damaged.size() == 1 ? "" : "s") + ": " + names);
+}
 
 bool ReadStepChunk(std::string_view bytes, StepChunkView* out) {
   const auto* buf = reinterpret_cast<const uint8_t*>(bytes.data());
@@ -201,7 +224,7 @@ Result<std::unique_ptr<ColdStore>> ColdStore::OpenReadOnly(const std::string& di
     delete db;
     std::error_code ec;
     std::filesystem::remove_all(secondary, ec);
-    return s;
+    return NameDamagedTableFiles(s, dir);
   }
   std::unique_ptr<ColdStore> store(
       new ColdStore(dir, nullptr, std::move(info_log), db, ColdCompression::kZstd));
@@ -232,7 +255,7 @@ Status OpenRocks(const std::string& dir, rocksdb::Env* env,
   // log; spills go through it (WriteLogged) until the next flush.
   options.avoid_flush_during_shutdown = false;
   options.max_open_files = 256;
-  return FromRocks(rocksdb::DB::Open(options, dir, db), "open", dir);
+  return NameDamagedTableFiles(FromRocks(rocksdb::DB::Open(options, dir, db), "open", dir), dir);
 }
 
 }  // namespace

@@ -58,6 +58,11 @@ struct StepChunkView {
 // False when `bytes` are not a valid StepChunk.
 bool ReadStepChunk(std::string_view bytes, StepChunkView* out);
 
+// `s`, with the table files (*.sst) of `dir` that fail their checksums named
+// when `s` is a Corruption that names none: RocksDB reports some damage to a
+// table file against the MANIFEST that lists it.
+Status NameDamagedTableFiles(Status s, const std::string& dir);
+
 class ColdStore {
  public:
   // Opens (creating if missing) the store in directory `dir`. RocksDB writes
