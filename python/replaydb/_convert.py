@@ -1,10 +1,12 @@
 """Element types, and the memory behind the arrays a caller passes in.
 
 An input is taken without a copy when its memory is already C-contiguous and
-of the right type: host arrays through ``__array_interface__`` (NumPy) or
-``__dlpack__`` (PyTorch, JAX, ...), device arrays through
-``__cuda_array_interface__`` or ``__dlpack__``. Python scalars and lists are
-converted with NumPy to the column's type.
+of the column's type: NumPy arrays and PyTorch tensors directly, other host
+arrays through ``__array_interface__`` or ``__dlpack__``, device arrays through
+``__cuda_array_interface__`` or ``__dlpack__``. Host values of another type
+(Python numbers and lists, NumPy scalars and arrays, PyTorch CPU tensors) are
+converted when the column's dtype represents every value exactly, and refused
+naming the value otherwise (``exactly``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from replaydb import _dlpack
+from replaydb.errors import InvalidArgumentError
 
 # The C API's dtype codes (include/replaydb/c.h) and their NumPy names.
 NAMES: Dict[int, str] = {
@@ -200,35 +203,190 @@ def _from_array_interface(obj: Any, ai: Dict[str, Any], name: str) -> Input:
     return Input(int(ai["data"][0] or 0), code, shape, -1, [obj])
 
 
+# The integer columns' ranges, by code.
+_INT_RANGE: Dict[int, Tuple[int, int]] = {
+    1: (0, 2**8 - 1), 2: (-2**7, 2**7 - 1), 3: (-2**15, 2**15 - 1), 4: (-2**31, 2**31 - 1),
+    5: (-2**63, 2**63 - 1), 100: (0, 2**32 - 1), 101: (0, 2**64 - 1),
+}
+
+
+class NotExact(InvalidArgumentError):
+    """A value the column's dtype does not represent exactly (see ``exactly``)."""
+
+
+def _refuse(name: str, code: int, value: Any, index: Optional[int]) -> NotExact:
+    at = "" if index is None else f" (element {index})"
+    if isinstance(value, float) or type(value).__module__ == "numpy":
+        value = value.item() if hasattr(value, "item") else value
+    return NotExact(f"replaydb: {name} is {SHORT[code]}: value {value!r}{at} is not one that "
+                    f"{SHORT[code]} represents exactly")
+
+
+def _scalar_fits(v: Any, code: int) -> Optional[Any]:
+    """``v`` (a Python or NumPy scalar) as the column's value, or None."""
+    if hasattr(v, "item") and type(v).__module__ == "numpy":
+        v = v.item()
+    if isinstance(v, bool):
+        v = int(v)
+    if not isinstance(v, (int, float)):
+        return None
+    if code == 0:
+        return bool(v) if v in (0, 1) else None
+    if code in _INT_RANGE:
+        if isinstance(v, float):
+            if not v.is_integer():
+                return None
+            v = int(v)
+        lo, hi = _INT_RANGE[code]
+        return v if lo <= v <= hi else None
+    # Floats: exact when the nearest value of the dtype is the value itself.
+    np = numpy()
+    target = np.float64 if code in (7, 9) else (np.float32 if code == 8 else np.float16)
+    try:
+        f = float(v)
+    except OverflowError:  # an int past the double range
+        return None
+    if f != v and not (f != f):  # an int that no double holds (NaN compares unequal)
+        return None
+    with np.errstate(over="ignore"):
+        t = target(f)
+    if float(t) != f and f == f:
+        return None
+    if code == 7 and f == f:  # bfloat16: the float32's low 16 bits must be zero
+        bits = int(np.array(f, np.float32).view(np.uint32))
+        if float(np.float32(f)) != f or bits & 0xFFFF:
+            return None
+    return f
+
+
+def exactly(src: Any, code: int, name: str) -> Any:
+    """``src`` (a NumPy array of any dtype) as a C-contiguous NumPy array of
+    the column's dtype ``code`` (bfloat16: its bits as uint16), when every
+    element is a value that dtype represents exactly: integers in range for
+    integer columns (floats with no fraction included), 0 and 1 for bool, and
+    for float columns values that survive the round trip (NaN and infinities
+    included). Raises NotExact naming the first element that is not."""
+    np = numpy()
+    kind = src.dtype.kind
+    flat = src.reshape(-1)
+    if kind == "O" or kind not in "biuf":
+        out = []
+        for i, v in enumerate(flat):
+            got = _scalar_fits(v, code)
+            if got is None:
+                raise _refuse(name, code, v, i if src.ndim else None)
+            out.append(got)
+        src = np.array(out, dtype=np.float64 if code in (6, 7, 8, 9) else None).reshape(src.shape)
+        if src.dtype.kind == "O":  # ints past int64 that fit u64
+            src = np.array(out, dtype=np.uint64).reshape(src.shape)
+        kind = src.dtype.kind
+        flat = src.reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if code == 0:
+            ok = flat.astype(bool) if kind == "b" else (flat == 0) | (flat == 1)
+            out = src.astype(np.bool_)
+        elif code in _INT_RANGE:
+            lo, hi = _INT_RANGE[code]
+            target = np.dtype(NAMES[code])
+            if kind in "biu":
+                if kind == "b" or (int(flat.min(initial=0)) >= lo and
+                                   int(flat.max(initial=0)) <= hi):
+                    ok = None
+                else:
+                    ok = np.array([lo <= int(v) <= hi for v in flat], dtype=bool)
+            else:
+                ok = (np.isfinite(flat) & (np.floor(flat) == flat) & (flat >= float(lo))
+                      & (flat < float(hi) + 1))
+            out = src.astype(target)
+        else:
+            target = np.dtype(np.float16 if code == 6 else np.float32 if code in (7, 8)
+                              else np.float64)
+            out = src.astype(target)
+            back = out.reshape(-1).astype(src.dtype)
+            ok = (back == flat) & np.isfinite(out.reshape(-1)) if kind in "biu" else \
+                (back == flat) | np.isnan(flat)
+            if code == 7:  # bfloat16: the float32's low 16 bits must be zero
+                bits = out.reshape(-1).view(np.uint32)
+                ok = ok & ((bits & 0xFFFF) == 0)
+                out = np.asarray(out.view(np.uint32) >> 16).astype(np.uint16)
+    if ok is not None and not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise _refuse(name, code, flat[i], i if src.ndim else None)
+    out = np.asarray(out)
+    return out if out.flags.c_contiguous else out.copy()  # (0-d stays 0-d)
+
+
+def _torch_host(obj: Any, code: int, name: str, torch: Any) -> Any:
+    """A host PyTorch tensor as NumPy (copied where it is not contiguous)."""
+    t = obj.detach()
+    if t.dtype == torch.bfloat16:  # NumPy has no bfloat16: exact as float32
+        return t.float().contiguous().numpy()
+    return t.contiguous().numpy()
+
+
 def as_input(obj: Any, dtype: Optional[int], name: str, stream: Optional[int] = None) -> Input:
-    """The memory of ``obj``. ``dtype`` (a code) converts Python scalars and lists;
-    arrays keep their own type, which the engine then checks against the column.
-    ``stream`` is the CUDA stream device inputs are read on (for ``__dlpack__``)."""
+    """The memory of ``obj`` as values of dtype ``dtype`` (a code; None: the
+    array's own). Arrays of that dtype are taken without a copy; host values of
+    another type (Python numbers, lists, NumPy scalars and arrays, PyTorch CPU
+    tensors, non-contiguous arrays) are converted when every value is one the
+    dtype represents exactly (see ``exactly``), else InvalidArgumentError naming
+    ``name``, the value and the dtype. Device arrays must have the dtype (no
+    conversion on the GPU). ``stream`` is the CUDA stream device inputs are read
+    on (for ``__dlpack__``)."""
+    got = exact(obj)
+    if got is not None and (dtype is None or got[1] == dtype):
+        return Input(got[0], got[1], tuple(got[2]), got[3], [obj])
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        if obj.is_cuda:
+            code = _torch_codes(torch).get(obj.dtype)
+            if dtype is not None and code != dtype:
+                raise NotExact(f"replaydb: {name} is {SHORT[dtype]}: got a GPU tensor of "
+                               f"{obj.dtype}; convert it on the device first (e.g. "
+                               f"tensor.to(torch.{NAMES[dtype]}))")
+            t = obj.detach().contiguous()
+            got = exact(t)
+            if got is not None:
+                return Input(got[0], got[1], tuple(got[2]), got[3], [t, obj])
+        else:
+            obj = _torch_host(obj, dtype, name, torch)
+    device_input: Optional[Input] = None
     if hasattr(obj, "__cuda_array_interface__"):
-        return _from_cuda_interface(obj, name)
-    ai = getattr(obj, "__array_interface__", None)
-    if isinstance(ai, dict):
-        np = sys.modules.get("numpy")
-        if np is not None:
-            # np.asarray holds what the interface points into (a NumPy
-            # scalar's interface points into a temporary).
-            arr = obj if isinstance(obj, np.ndarray) else np.asarray(obj)
-            return _from_array_interface(arr, arr.__array_interface__, name)
-        return _from_array_interface(obj, ai, name)
-    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
-        device_type, device_id = obj.__dlpack_device__()
-        on_device = int(device_type) == _dlpack.CUDA
-        dl_stream = None
-        if on_device:
-            dl_stream = 1 if not stream else stream  # 1: the legacy default stream
-        imported = _dlpack.consume(obj, dl_stream)
+        device_input = _from_cuda_interface(obj, name)
+    elif (not hasattr(obj, "__array_interface__") and hasattr(obj, "__dlpack__")
+          and hasattr(obj, "__dlpack_device__")
+          and int(obj.__dlpack_device__()[0]) == _dlpack.CUDA):
+        imported = _dlpack.consume(obj, 1 if not stream else stream)  # 1: the legacy stream
         # DLPack counts strides in elements, the array interfaces in bytes.
         if not _contiguous(imported.shape, imported.strides, 1):
             imported.close()
             raise ValueError(f"replaydb: {name}: the array is not C-contiguous "
                              "(make it contiguous first)")
-        return Input(imported.data, imported.dtype, imported.shape, imported.device,
-                     [imported, obj])
+        device_input = Input(imported.data, imported.dtype, imported.shape, imported.device,
+                             [imported, obj])
+    if device_input is not None:
+        if dtype is not None and device_input.dtype != dtype:
+            device_input.close()
+            raise NotExact(f"replaydb: {name} is {SHORT[dtype]}: got a GPU array of "
+                           f"{SHORT.get(device_input.dtype, device_input.dtype)}; convert it "
+                           "on the device first")
+        return device_input
     np = numpy()
-    arr = np.asarray(obj, dtype=None if dtype is None or dtype == 7 else NAMES[dtype])
-    return _from_array_interface(arr, arr.__array_interface__, name)
+    if hasattr(obj, "__array_interface__") or not hasattr(obj, "__dlpack__"):
+        src = np.asarray(obj)
+    else:  # a host array known only by DLPack
+        src = np.from_dlpack(obj)
+    if not src.dtype.isnative:
+        src = src.astype(src.dtype.newbyteorder("="))
+    if dtype is None:
+        code = _FROM_TYPESTR.get(src.dtype.str)
+        if code is None:
+            raise ValueError(f"replaydb: {name}: unsupported array type {src.dtype}")
+        arr = src if src.flags.c_contiguous else src.copy()
+    elif src.dtype.kind != "O" and _numpy_codes().get(src.dtype) == dtype:
+        arr = src if src.flags.c_contiguous else src.copy()
+        code = dtype
+    else:
+        arr = exactly(src, dtype, name)
+        code = dtype
+    return Input(arr.ctypes.data, code, tuple(arr.shape), -1, [arr])

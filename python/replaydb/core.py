@@ -589,6 +589,7 @@ class _StepSlots:
 
     def __init__(self, table: "Table"):
         self.names = list(table.columns)
+        self.codes = [c.code for c in table.columns.values()]
         self.n = len(self.names)
         self.tensors = (_CTensor * self.n)()
         self.dims = [(c_int64 * MAX_DIMS)() for _ in range(self.n)]
@@ -617,6 +618,8 @@ class _StepSlots:
             if got is None:
                 return None
             data, code, shape, device = got
+            if code != self.codes[i]:  # converted, exactly or not at all, by _Inputs
+                return None
             if where is None:
                 where = device
             elif where != device or len(shape) > MAX_DIMS:

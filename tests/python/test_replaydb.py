@@ -248,9 +248,9 @@ def test_errors_carry_the_engines_messages(db_path):
     with replaydb.open(db_path) as db:
         table = db.create_table("t", {"obs": (np.float32, (4,))}, capacity_steps=64)
         w = table.writer()
-        with pytest.raises(replaydb.InvalidArgumentError) as e:
-            w.append({"obs": np.zeros(4, np.float64)})
-        assert "table 't'" in str(e.value) and "obs" in str(e.value) and "f64" in str(e.value)
+        with pytest.raises(replaydb.InvalidArgumentError) as e:  # 0.1 is no float32
+            w.append({"obs": np.full(4, 0.1)})
+        assert "table 't'" in str(e.value) and "obs" in str(e.value) and "f32" in str(e.value)
         assert isinstance(e.value, ValueError)
         with pytest.raises(replaydb.InvalidArgumentError) as e:
             w.append({"obs": np.zeros(5, np.float32)})
