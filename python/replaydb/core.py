@@ -11,9 +11,11 @@ import ctypes
 import json
 import math
 import operator
+import os
 import queue
 import sys
 import threading
+import time
 from ctypes import POINTER, byref, c_char_p, c_double, c_int64, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass
 from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union)
@@ -23,7 +25,8 @@ from replaydb._lib import (MAX_DIMS, INT64_MAX as _INT64_MAX, INT64_MIN as _INT6
                            SampleOptions as _CSampleOptions, TableInfo as _CInfo,
                            Tensor as _CTensor, fast as _fast, int64_array as _int64_array,
                            lib as _lib, take_string, take_strings)
-from replaydb.errors import Error, InvalidArgumentError, check as _check
+from replaydb.errors import (Error, FailedPreconditionError, InvalidArgumentError,
+                             check as _check)
 
 # A stream: a cudaStream_t as an int, or an object with .cuda_stream
 # (torch.cuda.Stream) or .ptr (cupy); None picks a default (see Table.sample).
@@ -75,6 +78,65 @@ def _index(value: Any, what: str) -> int:
 
 
 _MAX_MS = 2**63 - 1
+
+# Waits in the engine last at most a slice; Python then runs its signal
+# handlers (Ctrl-C raises KeyboardInterrupt) and waits again until the caller's
+# timeout has passed. A retry after DeadlineExceeded is the same call again:
+# nothing was taken or stored by the slice that timed out.
+_SLICE_S = 0.1
+_SLICE_MS = 100
+_DEADLINE_EXCEEDED = 5
+
+
+def _sliced_ms(timeout: Optional[float]) -> int:
+    """The engine's wait for one slice of a wait of ``timeout`` seconds."""
+    ms = _timeout_ms(timeout)
+    return _SLICE_MS if ms < 0 or ms > _SLICE_MS else ms
+
+
+def _until(timeout: Optional[float]) -> Optional[float]:
+    """The monotonic time a wait of ``timeout`` seconds (None: forever) ends."""
+    ms = _timeout_ms(timeout)
+    return None if ms < 0 else time.monotonic() + ms / 1000.0
+
+
+def _again(code: int, err: c_char_p, until: Optional[float]) -> bool:
+    """After a slice's DeadlineExceeded with time left: frees its message, and
+    the caller tries again (Python's signal handlers run before it does)."""
+    if code != _DEADLINE_EXCEEDED or (until is not None and time.monotonic() >= until):
+        return False
+    if err.value is not None:
+        _lib.replaydb_free(ctypes.cast(err, c_void_p))
+        err.value = None
+    return True
+
+
+# Handles belong to the process that made them. A fork (a DataLoader worker,
+# multiprocessing) copies them without the engine's threads and with its locks
+# in whatever state they were: the child may not use them, nor free them.
+_PID = os.getpid()
+
+
+def _after_fork_in_child() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _foreign(what: str, owner: int) -> Error:
+    return FailedPreconditionError(
+        f"replaydb: this {what} was opened by process {owner}; process {os.getpid()} is a fork "
+        "of it, where the engine's threads do not run and its locks may be held: open the "
+        "database again in this process (replaydb.open(path, read_only=True) beside the "
+        "parent's read-write open), or give this process data rather than handles")
+
+
+def _no_pickle(what: str) -> TypeError:
+    return TypeError(f"replaydb: a {what} cannot be pickled: it is a handle into this "
+                     "process's engine. Pass the database path and table name instead, and "
+                     "open it in the other process (read-only beside a read-write opener)")
 
 
 def _timeout_ms(timeout: Optional[float]) -> int:
@@ -197,6 +259,8 @@ class Array:
         self._own: Optional[int] = None  # a reference of its own, for interface views
 
     def _handle(self) -> int:
+        if self._batch._pid != _PID:
+            raise _foreign("batch", self._batch._pid)
         if self._own is not None:
             return self._own
         handle = self._batch._handle
@@ -310,7 +374,11 @@ class Array:
         own = getattr(self, "_own", None)
         if own is not None:
             self._own = None
-            _lib.replaydb_batch_release(own)
+            if self._batch._pid == _PID:  # a fork's copy is dropped
+                _fast.replaydb_batch_release(own)
+
+    def __reduce__(self):
+        raise _no_pickle("batch array (copy it out: numpy.array(array))")
 
     def __repr__(self) -> str:
         device = self.device
@@ -332,6 +400,7 @@ class Batch:
         self._handle: Optional[int] = handle
         self._stream = stream
         self._device_known = device  # where every field is (-1: host), when the caller knows
+        self._pid = _PID
         # Sizes and names are read when first asked for: sampling stays a
         # single foreign call.
         self._sizes: Optional[Tuple[int, int, int]] = None
@@ -340,8 +409,8 @@ class Batch:
     def _read_sizes(self) -> Tuple[int, int, int]:
         if self._sizes is None:
             h = self._handle
-            if h is None:
-                raise ValueError("replaydb: the batch was closed")
+            if h is None or self._pid != _PID:
+                raise self._gone()
             self._sizes = (_lib.replaydb_batch_size(h), _lib.replaydb_batch_sequence_length(h),
                            _lib.replaydb_batch_device(h))
         return self._sizes
@@ -364,8 +433,8 @@ class Batch:
     @property
     def _names(self) -> List[str]:
         if self._names_cache is None:
-            if self._handle is None:
-                raise ValueError("replaydb: the batch was closed")
+            if self._handle is None or self._pid != _PID:
+                raise self._gone()
             names = POINTER(c_char_p)()
             count = c_size_t()
             _call(_lib.replaydb_batch_field_names, self._handle, byref(names), byref(count))
@@ -378,8 +447,8 @@ class Batch:
 
     def __getitem__(self, name: str) -> Array:
         handle = self._handle
-        if handle is None:
-            raise ValueError("replaydb: the batch was closed")
+        if handle is None or self._pid != _PID:
+            raise self._gone()
         array = Array(self, name)
         # An unknown name fails here, naming the fields there are.
         info = _CArray()
@@ -463,6 +532,8 @@ class Batch:
         """A DLPack capsule over field ``name`` (the tensor made in C holds its
         own reference to the batch; its deleter, or the capsule's destructor
         when nobody consumes it, gives that back)."""
+        if self._pid != _PID:
+            raise _foreign("batch", self._pid)
         if handle is None:
             handle = self._handle
             if handle is None:
@@ -478,8 +549,16 @@ class Batch:
         """Lets go of the batch's own reference: tensors and arrays that
         frameworks made from it keep the memory until they go."""
         handle, self._handle = self._handle, None
-        if handle is not None:
+        if handle is not None and self._pid == _PID:  # a fork's copy is dropped
             _fast.replaydb_batch_release(handle)
+
+    def _gone(self) -> Exception:
+        if self._pid != _PID:
+            return _foreign("batch", self._pid)
+        return ValueError("replaydb: the batch was closed")
+
+    def __reduce__(self):
+        raise _no_pickle("batch (copy its arrays out: batch.numpy())")
 
     def __enter__(self) -> "Batch":
         return self
@@ -491,7 +570,8 @@ class Batch:
         handle = getattr(self, "_handle", None)
         if handle is not None:
             self._handle = None
-            _fast.replaydb_batch_release(handle)
+            if getattr(self, "_pid", None) == _PID:
+                _fast.replaydb_batch_release(handle)
 
     def __repr__(self) -> str:
         where = "host" if self.device < 0 else f"cuda:{self.device}"
@@ -510,16 +590,22 @@ class _Owned:
 
     def __init__(self, handle: int):
         self._handle: Optional[int] = handle
+        self._pid = _PID
 
     def _h(self) -> int:
+        if self._pid != _PID:
+            raise _foreign(self._what, self._pid)
         if self._handle is None:
             raise ValueError(f"replaydb: the {self._what} was closed")
         return self._handle
 
     def close(self) -> None:
         handle, self._handle = getattr(self, "_handle", None), None
-        if handle is not None:
+        if handle is not None and getattr(self, "_pid", None) == _PID:  # a fork's copy: dropped
             getattr(_lib, self._destroy)(handle)
+
+    def __reduce__(self):
+        raise _no_pickle(self._what)
 
     def __enter__(self):
         return self
@@ -576,6 +662,19 @@ class _Inputs:
             for d in inp.shape:
                 count *= d
             self.tensors[i] = _CTensor(inp.dtype, len(inp.shape), dims, inp.data, count * size)
+
+    def drop_leading(self, k: int) -> None:
+        """Drops the first ``k`` rows of every tensor (steps already stored)."""
+        if k <= 0:
+            return
+        for i, inp in enumerate(self.inputs):
+            t = self.tensors[i]
+            rows = inp.shape[0] if inp.shape else 1
+            row_bytes = t.nbytes // rows if rows else 0
+            self._dims[i][0] = rows - k
+            t.data = (t.data or 0) + k * row_bytes
+            t.nbytes -= k * row_bytes
+            inp.shape = (rows - k,) + tuple(inp.shape[1:])
 
     def close(self) -> None:
         for inp in self.inputs:
@@ -655,10 +754,11 @@ class Writer(_Owned):
     _destroy = "replaydb_writer_destroy"
     _what = "writer"
 
-    def __init__(self, table: "Table", handle: int):
+    def __init__(self, table: "Table", handle: int, timeout: Optional[float] = None):
         super().__init__(handle)
         self._table = table
         self._slots = _StepSlots(table)
+        self._timeout = timeout  # of each call; the engine waits in slices of it
 
     def append(self, step: Union[Mapping[str, Any], Sequence[Any]],
                priority: Optional[float] = None) -> None:
@@ -670,7 +770,11 @@ class Writer(_Owned):
             err = c_char_p()
             code = _fast.replaydb_writer_append(self._h(), slots.tensors, slots.n, None,
                                                 byref(err))
-            if code:
+            if code:  # on any error nothing was stored: a slice's timeout is tried again
+                until = _until(self._timeout)
+                while _again(code, err, until):
+                    code = _fast.replaydb_writer_append(self._h(), slots.tensors, slots.n, None,
+                                                        byref(err))
                 _check(code, err)
             return
         inputs = _Inputs(self._table, step, None, None, "append")
@@ -679,8 +783,15 @@ class Writer(_Owned):
                 raise ValueError(f"replaydb: table {self._table.name!r}: Writer.append takes host "
                                  "arrays; use a vector writer's append for device arrays")
             p = c_double(priority) if priority is not None else None
-            _call(_lib.replaydb_writer_append, self._h(), inputs.tensors, len(inputs.inputs),
-                  byref(p) if p is not None else None)
+            until = _until(self._timeout)
+            while True:
+                err = c_char_p()
+                code = _lib.replaydb_writer_append(self._h(), inputs.tensors, len(inputs.inputs),
+                                                   byref(p) if p is not None else None,
+                                                   byref(err))
+                if not _again(code, err, until):
+                    break
+            _check(code, err)
         finally:
             inputs.close()
 
@@ -690,14 +801,35 @@ class Writer(_Owned):
         inputs = _Inputs(self._table, steps, None, None, "append_many")
         try:
             arr, n = _priorities(priorities, "priorities")
-            _call(_lib.replaydb_writer_append_many, self._h(), inputs.tensors, len(inputs.inputs),
-                  arr.ctypes.data_as(POINTER(c_double)) if arr is not None else None, n)
+            until = _until(self._timeout)
+            while True:
+                before = self.num_steps
+                err = c_char_p()
+                code = _lib.replaydb_writer_append_many(
+                    self._h(), inputs.tensors, len(inputs.inputs),
+                    arr.ctypes.data_as(POINTER(c_double)) if arr is not None else None, n,
+                    byref(err))
+                if not _again(code, err, until):
+                    break
+                # The steps before the one that waited stay: go on from there.
+                done = self.num_steps - before
+                inputs.drop_leading(done)
+                if arr is not None:
+                    arr, n = arr[done:], n - done
+            _check(code, err)
         finally:
             inputs.close()
 
     def end(self, reason: str = "terminal") -> None:
         """Ends the trajectory ("terminal" or "truncated"); the next append starts one."""
-        _call(_lib.replaydb_writer_end, self._h(), _reason_code(reason))
+        code_reason = _reason_code(reason)
+        until = _until(self._timeout)
+        while True:  # padded items may wait; End again makes the ones still missing
+            err = c_char_p()
+            code = _lib.replaydb_writer_end(self._h(), code_reason, byref(err))
+            if not _again(code, err, until):
+                break
+        _check(code, err)
 
     @property
     def trajectory_id(self) -> int:
@@ -827,6 +959,7 @@ class BatchIterator:
         self._table = table
         self._timeout = timeout
         self._stream = stream
+        self._pid = _PID
         self._sampler: Optional[int] = None
         self._thread: Optional[threading.Thread] = None
         self._closed = False
@@ -874,10 +1007,19 @@ class BatchIterator:
     def __next__(self) -> Batch:
         if self._closed:
             raise StopIteration
+        if self._pid != _PID:
+            raise _foreign("batch iterator", self._pid)
         if self._sampler is not None:
             handle = c_void_p()
-            _call(_lib.replaydb_sampler_next, self._sampler, c_void_p(self._stream or 0),
-                  _timeout_ms(self._timeout), byref(handle))
+            until = _until(self._timeout)
+            slice_ms = _sliced_ms(self._timeout)
+            while True:
+                err = c_char_p()
+                code = _lib.replaydb_sampler_next(self._sampler, c_void_p(self._stream or 0),
+                                                  slice_ms, byref(handle), byref(err))
+                if not _again(code, err, until):
+                    break
+            _check(code, err)
             return Batch(handle.value, self._stream)
         try:
             item = self._queue.get(timeout=self._timeout)
@@ -892,6 +1034,9 @@ class BatchIterator:
         if self._closed:
             return
         self._closed = True
+        if self._pid != _PID:  # a fork's copy: no thread here, the sampler is the parent's
+            self._sampler = None
+            return
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
@@ -915,6 +1060,9 @@ class BatchIterator:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
+
+    def __reduce__(self):
+        raise _no_pickle("batch iterator")
 
 
 # ---------------------------------------------------------------- tables
@@ -969,9 +1117,10 @@ class Table(_Owned):
         """A writer of one trajectory at a time. ``timeout`` (seconds) bounds each
         wait on the rate limiter; ``sync`` waits for the log to be durable."""
         handle = c_void_p()
-        _call(_lib.replaydb_table_new_writer, self._h(), _timeout_ms(timeout), int(sync),
+        # The engine's writer waits a slice at a time (see _again).
+        _call(_lib.replaydb_table_new_writer, self._h(), _sliced_ms(timeout), int(sync),
               byref(handle))
-        return Writer(self, handle.value)
+        return Writer(self, handle.value, timeout)
 
     def vector_writer(self, num_envs: int, timeout: Optional[float] = None,
                       sync: bool = False, threads: int = 0) -> VectorWriter:
@@ -1002,7 +1151,7 @@ class Table(_Owned):
         if options is None:  # built once per combination: sampling is a hot path
             options = _CSampleOptions()
             _lib.replaydb_sample_options_init(byref(options))
-            options.timeout_ms = _timeout_ms(timeout)
+            options.timeout_ms = _sliced_ms(timeout)
             options.importance_beta = -1.0 if importance_beta is None else float(importance_beta)
             options.stratified = int(stratified)
             options.peek = int(peek)
@@ -1067,6 +1216,7 @@ class Table(_Owned):
         else:
             options = self._options(seq_len, importance_beta, stratified, timeout, peek, gather,
                                     weight_normalization)
+        # (options.timeout_ms is one slice of the wait: see _again.)
         dev = -1 if device is None else self._resolve_device(device)
         if type(batch_size) is not int or not 0 <= batch_size <= _INT64_MAX:
             batch_size = _index(batch_size, f"table {self.name!r}: batch_size")
@@ -1076,6 +1226,10 @@ class Table(_Owned):
             code = _fast.replaydb_table_sample(self._h(), batch_size, byref(options),
                                                byref(handle), byref(err))
             if code:
+                until = _until(timeout)
+                while _again(code, err, until):
+                    code = _fast.replaydb_table_sample(self._h(), batch_size, byref(options),
+                                                       byref(handle), byref(err))
                 _check(code, err)
             return Batch(handle.value, None, -1)
         stream_value = _stream_value(stream)
@@ -1084,6 +1238,11 @@ class Table(_Owned):
         code = _fast.replaydb_table_sample_to_device(self._h(), batch_size, byref(options),
                                                      stream_value, byref(handle), byref(err))
         if code:
+            until = _until(timeout)
+            while _again(code, err, until):
+                code = _fast.replaydb_table_sample_to_device(self._h(), batch_size,
+                                                             byref(options), stream_value,
+                                                             byref(handle), byref(err))
             _check(code, err)
         return Batch(handle.value, stream_value, dev)
 
