@@ -197,7 +197,7 @@ def main() -> int:
             optimizer.step()
             # New priorities for the drawn keys, read where they are (on a GPU:
             # from device memory, no host copy).
-            table.update_priorities(batch.keys, (td.detach().abs() + 1e-3).float())
+            table.update_priorities(batch.item_keys, (td.detach().abs() + 1e-3).float())
             with torch.no_grad():
                 for p_t, p in zip(target.parameters(), net.parameters()):
                     p_t.mul_(0.99).add_(0.01 * p)

@@ -18,7 +18,8 @@ import threading
 import time
 from ctypes import POINTER, byref, c_char_p, c_double, c_int64, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass
-from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union)
+from collections.abc import Mapping
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from replaydb import _convert, _dlpack
 from replaydb._lib import (MAX_DIMS, INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN, Array as _CArray,
@@ -236,6 +237,13 @@ class RateLimiter:
         """At most ``size`` items waiting (use with selector="fifo", max_times_sampled=1)."""
         return RateLimiter(1.0, 1, 0.0, float(size))
 
+    @staticmethod
+    def stack(size: int) -> "RateLimiter":
+        """Reverb's Stack: the queue's limits (at most ``size`` items waiting, a
+        sample waits for an item), for a table drawn last-in first-out: use
+        with selector="lifo", max_times_sampled=1."""
+        return RateLimiter(1.0, 1, 0.0, float(size))
+
 
 # ---------------------------------------------------------------- batches
 
@@ -276,6 +284,8 @@ class Array:
                                               byref(err))
             if code:
                 _check(code, err)
+            if self._batch._squeeze:
+                _drop_sequence_axis(out.dims, out.ndim, out)
             self._info = out
         return self._info
 
@@ -386,11 +396,22 @@ class Array:
         return f"replaydb.Array({self.name!r}, {self.dtype}{list(self.shape)}, {where})"
 
 
-class Batch:
-    """B items, each a window of L steps: one :class:`Array` per column
-    ([B, L, shape...]), and ``keys``, ``probabilities``, ``weights`` (with
-    ``importance_beta``), ``mask`` ([B, L], 1 = real step), and on the host
-    ``priorities`` and ``times_sampled``. ``batch["obs"]`` is a column.
+def _drop_sequence_axis(dims: Any, ndim: int, owner: Any) -> None:
+    """Removes axis 1 (L = 1) of a [B, 1, ...] shape in place (``owner.ndim``)."""
+    if ndim >= 2 and dims[1] == 1:
+        for d in range(1, ndim - 1):
+            dims[d] = dims[d + 1]
+        owner.ndim = ndim - 1
+
+
+class Batch(Mapping):
+    """B items, each a window of L steps: a read-only mapping from field name
+    to :class:`Array`: one per column ([B, L, shape...]), and ``"keys"``,
+    ``"probabilities"``, ``"weights"`` (with ``importance_beta``), ``"mask"``
+    ([B, L], 1 = real step), and on the host ``"priorities"`` and
+    ``"times_sampled"``. ``batch["obs"]`` is a column, ``dict(batch)`` every
+    field, ``batch.keys()`` the field names (the mapping's), and
+    ``batch.item_keys`` the items' keys (``batch["keys"]``).
 
     The batch's memory lives while the batch or any array from it does;
     ``close()`` (or ``with``) lets go of the batch's own reference early."""
@@ -401,6 +422,7 @@ class Batch:
         self._stream = stream
         self._device_known = device  # where every field is (-1: host), when the caller knows
         self._pid = _PID
+        self._squeeze = False  # sample(squeeze=True): [B, 1, ...] fields shown as [B, ...]
         # Sizes and names are read when first asked for: sampling stays a
         # single foreign call.
         self._sizes: Optional[Tuple[int, int, int]] = None
@@ -456,17 +478,26 @@ class Batch:
         code = _fast.replaydb_batch_field(handle, _name_bytes(name), byref(info), byref(err))
         if code:
             _check(code, err)
+        if self._squeeze:
+            _drop_sequence_axis(info.dims, info.ndim, info)
         array._info = info
         return array
 
-    def __contains__(self, name: str) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self._names
 
-    def get(self, name: str) -> Optional[Array]:
-        return self[name] if name in self._names else None
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self._names else default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
     @property
-    def keys(self) -> Array:
+    def item_keys(self) -> Array:
+        """The sampled items' keys ([B] uint64), for ``update_priorities``."""
         return self["keys"]
 
     @property
@@ -543,6 +574,9 @@ class Batch:
         code = _fast.replaydb_batch_dlpack(handle, _name_bytes(name), byref(managed), byref(err))
         if code:
             _check(code, err)
+        if self._squeeze:  # the tensor's shape is the C API's to give, and ours until consumed
+            t = ctypes.cast(managed.value, POINTER(_dlpack.DLManagedTensor)).contents.dl_tensor
+            _drop_sequence_axis(t.shape, t.ndim, t)
         return _dlpack.capsule(managed.value)
 
     def close(self) -> None:
@@ -1198,7 +1232,7 @@ class Table(_Owned):
                device: DeviceLike = None, importance_beta: Optional[float] = None,
                stratified: bool = False, timeout: Optional[float] = None, peek: bool = False,
                gather: bool = True, stream: StreamLike = None,
-               weight_normalization: str = "buffer") -> Batch:
+               weight_normalization: str = "buffer", squeeze: bool = False) -> Batch:
         """Draws ``batch_size`` items with the table's selector.
 
         ``device=None`` or ``"cpu"``: a batch in host memory. ``"cuda"`` (or the
@@ -1209,7 +1243,20 @@ class Table(_Owned):
         (N * P(i))^-beta, divided by the largest any live item could get
         (``weight_normalization="buffer"``, prioritized replay's definition) or by
         the batch's largest (``"batch"``); ``peek`` draws without taking (host
-        only); ``timeout`` (seconds) bounds the wait for the rate limiter."""
+        only); ``timeout`` (seconds) bounds the wait for the rate limiter.
+        ``squeeze`` drops the L axis of a table of transitions (sequence_length
+        1): columns come as [B, shape...] and the mask as [B]."""
+        if squeeze:
+            if self.sequence_length != 1:
+                raise ValueError(f"replaydb: table {self.name!r} samples windows of "
+                                 f"{self.sequence_length} steps: squeeze=True drops the L axis "
+                                 "only of tables of sequence_length 1")
+            batch = self.sample(batch_size, seq_len=seq_len, device=device,
+                                importance_beta=importance_beta, stratified=stratified,
+                                timeout=timeout, peek=peek, gather=gather, stream=stream,
+                                weight_normalization=weight_normalization)
+            batch._squeeze = True
+            return batch
         if (seq_len is None and importance_beta is None and timeout is None and not stratified
                 and not peek and gather is True and weight_normalization == "buffer"):
             options = self._default_options  # the usual call: nothing to look up
@@ -1276,6 +1323,9 @@ class Table(_Owned):
         keys no longer present. GPU arrays (uint64 or int64 keys, float32
         priorities) are read on the device with no host copy, ordered on
         ``stream``; the table must keep its priorities there (priority_device)."""
+        if getattr(keys, "__self__", None).__class__ is Batch and callable(keys):
+            raise TypeError("replaydb: update_priorities got batch.keys, the mapping's field "
+                            "names; give batch.item_keys (the items' keys)")
         fast = self._update_fast(keys, priorities, stream)
         if fast is not False:
             return fast
@@ -1366,6 +1416,12 @@ class Table(_Owned):
             _check(code, err)
         return None
 
+    def __len__(self) -> int:
+        """The number of live items (what a sample draws from)."""
+        info = _CInfo()
+        _call(_lib.replaydb_table_info, self._h(), byref(info))
+        return info.num_items
+
     def info(self) -> Dict[str, Any]:
         """Sizes, memory and counters (replaydb::TableInfo) as a dict."""
         info = _CInfo()
@@ -1430,8 +1486,16 @@ class DB(_Owned):
 
     __getitem__ = table
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.tables()
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.tables()
+
+    def __iter__(self) -> Iterator[str]:
+        """The table names, sorted (``for name in db``, ``list(db)``)."""
+        return iter(self.tables())
+
+    def __len__(self) -> int:
+        """The number of tables."""
+        return len(self.tables())
 
     def create_table(self, name: str, columns: Mapping[str, Any], *,
                      capacity_steps: Optional[int] = None,
@@ -1451,14 +1515,17 @@ class DB(_Owned):
                      spill: bool = False,
                      rotation_fraction: float = 0.0,
                      rotation_every_samples: int = 0,
-                     lanes: int = 1) -> Table:
+                     lanes: int = 1,
+                     exist_ok: bool = False) -> Table:
         """Creates a table. ``columns`` maps each column name to its dtype (a
         scalar per step) or to ``(dtype, shape)``; dtypes are NumPy dtypes or
         names ("float32", "f32", "uint8", ...), or PyTorch dtypes. The other
         options are replaydb::TableSpec's, with its defaults (capacity: 1 GiB).
         ``lanes`` > 1 makes a vector table: each step holds a row per
         environment, written by ``vector_writer(lanes)``, and each row is an
-        item (docs/vector_tables.md)."""
+        item (docs/vector_tables.md). ``exist_ok``: a table of that name and the
+        same spec is returned as it is (a different spec raises
+        InvalidArgumentError naming what differs)."""
         spec = _lib.replaydb_table_spec_create(_bytes(name))
         try:
             for col_name, col in columns.items():
@@ -1488,6 +1555,18 @@ class DB(_Owned):
             _lib.replaydb_table_spec_set_spill(spec, int(spill))
             _lib.replaydb_table_spec_set_rotation(spec, rotation_fraction, rotation_every_samples)
             _lib.replaydb_table_spec_set_lanes(spec, lanes)
+            if exist_ok and name in self:
+                existing = self.table(name)
+                wanted = json.loads(take_string(_lib.replaydb_table_spec_json(spec)))
+                have = existing.spec
+                differ = [k for k in sorted(set(wanted) | set(have)) if wanted.get(k) != have.get(k)]
+                if differ:
+                    existing.close()
+                    raise InvalidArgumentError(
+                        f"replaydb: table {name!r} exists with another spec: "
+                        + "; ".join(f"{k} is {have.get(k)!r}, not {wanted.get(k)!r}"
+                                    for k in differ))
+                return existing
             handle = c_void_p()
             _call(_lib.replaydb_create_table, self._h(), spec, byref(handle))
             return Table(self, handle.value)

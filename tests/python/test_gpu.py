@@ -54,7 +54,7 @@ def test_device_tensors_in_and_out_without_copies(db_path, seed, placement):
         obs = torch.from_dlpack(batch["obs"])
         assert obs.is_cuda and obs.shape == (64, seq, 3, 5)
         assert obs.data_ptr() == batch["obs"].data_ptr, "the same device memory: no copy"
-        keys = batch.keys
+        keys = batch.item_keys
         assert keys.__cuda_array_interface__["data"][0] == keys.data_ptr
         # The same items read through the host path are byte-identical.
         host_keys = keys_to_host(keys)
@@ -97,7 +97,7 @@ def test_vector_table_on_the_gpu(db_path, seed, placement):
         batch = table.sample(48, device="cuda")
         obs = torch.from_dlpack(batch["obs"]).cpu()
         a = torch.from_dlpack(batch["a"]).cpu()
-        host_keys = keys_to_host(batch.keys)
+        host_keys = keys_to_host(batch.item_keys)
         host = table.lookup(host_keys)
         assert np.array_equal(obs.numpy(), np.asarray(host["obs"]))
         for b, key in enumerate(host_keys.tolist()):
@@ -132,13 +132,13 @@ def test_priorities_from_the_device_steer_sampling(db_path, seed):
         keys = torch.tensor(every, dtype=torch.int64, device="cuda")
         priorities = (keys == chosen).float()
         assert table.update_priorities(keys, priorities) is None
-        drawn = keys_to_host(table.sample(64, device="cuda").keys)
+        drawn = keys_to_host(table.sample(64, device="cuda").item_keys)
         assert set(drawn.tolist()) == {chosen}
         # And back to all equal: every item is drawn again (with 64 draws of 32
         # items, each one misses with probability (31/32)^64 < 0.14; over all,
         # at least 2 distinct).
         table.update_priorities(keys, torch.ones(len(every), device="cuda"))
-        drawn = keys_to_host(table.sample(64, device="cuda").keys)
+        drawn = keys_to_host(table.sample(64, device="cuda").item_keys)
         assert len(set(drawn.tolist())) > 2
 
 

@@ -57,7 +57,7 @@ def test_round_trip_of_random_steps_is_byte_identical(db_path, rng):
         keys = np.array(sorted(written), dtype=np.uint64)
         batch = table.lookup(keys)
         assert batch.batch_size == len(keys) and batch.sequence_length == seq
-        assert np.array_equal(np.asarray(batch.keys), keys)
+        assert np.array_equal(np.asarray(batch.item_keys), keys)
         mask = np.asarray(batch.mask)
         for name, (dtype, shape) in columns.items():
             got = np.asarray(batch[name])
@@ -89,7 +89,7 @@ def test_sample_draws_live_items_and_counts_them(db_path, rng):
         w.end()
         b = int(rng.integers(1, 64))
         batch = table.sample(b, importance_beta=0.5)
-        keys = np.asarray(batch.keys)
+        keys = np.asarray(batch.item_keys)
         assert ((keys & ((1 << 24) - 1)) < n).all()
         assert np.array_equal(np.asarray(batch["x"])[:, 0], keys & ((1 << 24) - 1))
         assert np.allclose(np.asarray(batch.probabilities), 1.0 / n)
@@ -181,7 +181,7 @@ def test_vector_table_items_are_environments_rows(db_path, rng):
         n = sum(len(v) for v in steps.values())
         assert table.info()["num_items"] == n * lanes
         batch = table.sample(64)
-        for b, key in enumerate(np.asarray(batch.keys).tolist()):
+        for b, key in enumerate(np.asarray(batch.item_keys).tolist()):
             segment, index = key >> 24, key & ((1 << 24) - 1)
             step, lane = divmod(index, lanes)
             want = steps[segment][step]
@@ -358,7 +358,7 @@ def test_threads_write_while_one_samples(db_path, seed):
             who = np.asarray(batch["who"])[:, 0]
             i = np.asarray(batch["i"])[:, 0]
             assert ((who >= 0) & (who < writers)).all()
-            assert (np.asarray(batch.keys) & 0xFFFFFF == i % 50).all()
+            assert (np.asarray(batch.item_keys) & 0xFFFFFF == i % 50).all()
             seen += 1
         for t in threads:
             t.join()
@@ -441,4 +441,4 @@ def test_all_zero_priorities_sample_uniformly(db_path):
         w.end()
         batch = table.sample(400, timeout=5.0, gather=False)  # waited forever before
         assert np.allclose(np.asarray(batch.probabilities), 0.25)
-        assert len(set(np.asarray(batch.keys).tolist())) == 4
+        assert len(set(np.asarray(batch.item_keys).tolist())) == 4
