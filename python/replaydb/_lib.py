@@ -2,9 +2,10 @@
 
 The library is looked for, in order:
   1. the path in the environment variable REPLAYDB_LIBRARY;
-  2. the build tree this package sits in (python/../build/lib), for developers;
-  3. the system's library search (LD_LIBRARY_PATH, the ld cache), where
-     ``cmake --install`` puts it.
+  2. the copy inside the package (replaydb/lib/), which ``pip install`` puts there;
+  3. the build tree this package sits in (python/../build/lib), for developers;
+  4. the system's library search (LD_LIBRARY_PATH, the ld cache) by its soname,
+     libreplaydb.so.0.1, then libreplaydb.so, where ``cmake --install`` puts them.
 """
 
 from __future__ import annotations
@@ -104,18 +105,27 @@ class TableInfo(Structure):
     _fields_ = _INFO_FIELDS
 
 
+# The library's soname (CMakeLists.txt: VERSION 0.1.0, SOVERSION major.minor).
+SONAME = "libreplaydb.so.0.1"
+
+
 def _candidates() -> List[str]:
     found = []
     env = os.environ.get("REPLAYDB_LIBRARY")
     if env:
         found.append(env)
     here = Path(__file__).resolve().parent
+    packaged = here / "lib" / "libreplaydb.so"  # what `pip install` put in the package
+    if packaged.exists():
+        found.append(str(packaged))
     for build in ("build", "build-asan", "build-tsan"):
         lib = here.parent.parent / build / "lib" / "libreplaydb.so"
         if lib.exists():
             found.append(str(lib))
             break
-    found += ["libreplaydb.so", "libreplaydb.so.0"]
+    # The system's search (LD_LIBRARY_PATH, the ld cache): an installed
+    # library by its soname first (a runtime install has no libreplaydb.so).
+    found += [SONAME, "libreplaydb.so"]
     return found
 
 

@@ -38,6 +38,11 @@ for f in "$lib" "$prefix/include/replaydb/c.h" "$prefix/include/replaydb/db.h" \
          "$prefix/$libdir/cmake/replaydb/replaydbTargets.cmake"; do
   [ -e "$f" ] || fail "$f was not installed"
 done
+tool="$prefix/bin/replaydb"
+[ -x "$tool" ] || fail "$tool (the replaydb tool) was not installed"
+# It runs with no library path (the engine is linked into it).
+env -u LD_LIBRARY_PATH "$tool" --version >"$work/tool.out" 2>&1 || { cat "$work/tool.out" >&2; fail "$tool --version failed"; }
+grep -q "$version" "$work/tool.out" || fail "$tool --version printed: $(cat "$work/tool.out")"
 soname="$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\].*/\1/p')"
 want_soname="libreplaydb.so.${version%.*}"  # major.minor
 [ "$soname" = "$want_soname" ] || fail "soname is '$soname', expected $want_soname"
