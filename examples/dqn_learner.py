@@ -9,8 +9,16 @@ priorities live in GPU memory); batches come back as PyTorch tensors through
 DLPack with no copy; TD errors go back as priorities, from the device.
 
 Every --checkpoint-every iterations the learner takes a database checkpoint
-and saves its network next to it. Killed at any point (try --kill-after N), it
-resumes from the last checkpoint: same network, same replay.
+and saves its network and optimizer next to it (written to a temporary file,
+then renamed: the file is always a whole checkpoint). Killed at any point (try
+--kill-after N), it resumes with exactly this:
+  - the network, optimizer and iteration of the last checkpoint;
+  - the replay as it was when the process stopped: every transition appended
+    before the kill (the database's log replays what came after its
+    checkpoint), so up to --checkpoint-every iterations of transitions more
+    than at the network's checkpoint. They are kept: DQN learns off-policy,
+    from transitions of older policies as much as of the current one.
+It prints both counts when it resumes.
 
     python3 examples/dqn_learner.py --dir /tmp/dqn              # GPU if there is one
     python3 examples/dqn_learner.py --dir /tmp/dqn --device cpu
@@ -143,8 +151,11 @@ def main() -> int:
         net.load_state_dict(saved["net"])
         optimizer.load_state_dict(saved["optimizer"])
         start = saved["iteration"]
-        print(f"resumed at iteration {start} with {table.info()['num_items']} transitions "
-              f"in replay (checkpointed: {saved['replay_items']})", flush=True)
+        now = table.info()["items_inserted"]
+        print(f"resumed at iteration {start} (the network's checkpoint) with "
+              f"{table.info()['num_items']} transitions in replay: {saved['replay_inserted']} "
+              f"written by the checkpoint, {now - saved['replay_inserted']} after it, until "
+              "the process stopped", flush=True)
     target.load_state_dict(net.state_dict())
 
     gen = torch.Generator(device=device).manual_seed(args.seed + start)
@@ -206,7 +217,8 @@ def main() -> int:
             db.checkpoint()
             tmp = net_path.with_suffix(".tmp")
             torch.save({"net": net.state_dict(), "optimizer": optimizer.state_dict(),
-                        "iteration": it, "replay_items": table.info()["num_items"]}, tmp)
+                        "iteration": it, "replay_items": table.info()["num_items"],
+                        "replay_inserted": table.info()["items_inserted"]}, tmp)
             os.replace(tmp, net_path)
         if it % args.eval_every == 0 or it == args.iterations:
             print(f"iteration {it}: env steps {env_steps}, replay {table.info()['num_items']}, "

@@ -35,13 +35,16 @@ def test_learner_trains_survives_a_kill_and_resumes(tmp_path):
 
     second = run(common, env)
     assert second.returncode == 0, second.stdout + second.stderr
-    resumed = re.search(r"resumed at iteration (\d+) with (\d+) transitions in replay "
-                        r"\(checkpointed: (\d+)\)", second.stdout)
+    resumed = re.search(r"resumed at iteration (\d+) \(the network's checkpoint\) with (\d+) "
+                        r"transitions in replay: (\d+) written by the checkpoint, (\d+) after "
+                        r"it, until the process stopped", second.stdout)
     assert resumed, second.stdout
     assert int(resumed.group(1)) == 500, "the last checkpoint before the kill"
-    in_replay, checkpointed = int(resumed.group(2)), int(resumed.group(3))
-    assert checkpointed > 0
-    assert in_replay >= checkpointed, "nothing checkpointed is lost"
+    in_replay, at_checkpoint, after = (int(resumed.group(i)) for i in (2, 3, 4))
+    envs = 32  # the example's default: one transition per environment per iteration
+    assert at_checkpoint == 500 * envs, "the network's checkpoint saw 500 iterations of them"
+    assert after == (700 - 500) * envs, "every transition acknowledged before the kill is back"
+    assert in_replay == at_checkpoint + after
     later = [float(x) for x in re.findall(r"greedy return ([0-9.]+)", second.stdout)]
     print(first.stdout, second.stdout)
     assert max(later) >= 100 and max(later) > 3 * start_return, (
