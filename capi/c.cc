@@ -963,6 +963,33 @@ int replaydb_drop_table(replaydb_db_t* db, const char* name, char** errptr) {
   });
 }
 
+int replaydb_export_table(replaydb_db_t* db, const char* name, const char* dir,
+                          char** errptr) {
+  constexpr char kFn[] = "replaydb_export_table";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (db == nullptr) return NullArgument(kFn, "db");
+    if (name == nullptr) return NullArgument(kFn, "name");
+    if (dir == nullptr) return NullArgument(kFn, "dir");
+    return db->db->ExportTable(name, dir);
+  });
+}
+
+int replaydb_import_table(replaydb_db_t* db, const char* source_dir, const char* source_table,
+                          const char* name, replaydb_table_t** table, char** errptr) {
+  constexpr char kFn[] = "replaydb_import_table";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (db == nullptr) return NullArgument(kFn, "db");
+    if (source_dir == nullptr) return NullArgument(kFn, "source_dir");
+    if (source_table == nullptr) return NullArgument(kFn, "source_table");
+    if (table == nullptr) return NullArgument(kFn, "table");
+    *table = nullptr;
+    auto made = db->db->ImportTable(source_dir, source_table, name == nullptr ? "" : name);
+    if (!made.ok()) return made.status();
+    *table = NewTableHandle(std::move(made).value());
+    return Status::OK();
+  });
+}
+
 const char* replaydb_db_path(const replaydb_db_t* db) {
   return db == nullptr ? nullptr : db->db->path().c_str();
 }
@@ -1239,6 +1266,14 @@ int replaydb_table_info(replaydb_table_t* table, replaydb_table_info_t* info, ch
     out.spill_queue = t.spill_queue;
     *info = out;
     return Status::OK();
+  });
+}
+
+int replaydb_table_seed(replaydb_table_t* table, uint64_t seed, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_seed";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    return table->table->Seed(seed);
   });
 }
 

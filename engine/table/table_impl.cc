@@ -266,6 +266,13 @@ Status TableImpl::NeedTierLocked(std::string_view what) const {
                                     (why.empty() ? std::string() : " (" + why + ")"));
 }
 
+Status TableImpl::Seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  rng_ = util::Random(seed);
+  return Status::OK();
+}
+
 Status TableImpl::SetRateLimiter(const RateLimiterSpec& spec) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("SetRateLimiter"));
   REPLAYDB_RETURN_IF_ERROR(spec.Validate().WithContext("table " + Quoted(name_)));

@@ -161,6 +161,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
                                     void* stream) override;
   Status SetRateLimiter(const RateLimiterSpec& spec) override;
+  Status Seed(uint64_t seed) override;
   TableInfo Info() const override;
   void Close() override { CloseWithReason("closed"); }
 

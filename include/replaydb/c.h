@@ -175,6 +175,15 @@ REPLAYDB_C_EXPORT int replaydb_checkpoint(replaydb_db_t* db, char** errptr);
 REPLAYDB_C_EXPORT int replaydb_list_tables(replaydb_db_t* db, char*** names, size_t* count,
                                            char** errptr);
 REPLAYDB_C_EXPORT int replaydb_drop_table(replaydb_db_t* db, const char* name, char** errptr);
+/* DB::ExportTable: table `name` into a new database created in `dir`. */
+REPLAYDB_C_EXPORT int replaydb_export_table(replaydb_db_t* db, const char* name, const char* dir,
+                                            char** errptr);
+/* DB::ImportTable: table `source_table` of the database in `source_dir`
+ * (opened read-only) as new table `name` (NULL or "": the source's name);
+ * *table gets it (replaydb_table_release). */
+REPLAYDB_C_EXPORT int replaydb_import_table(replaydb_db_t* db, const char* source_dir,
+                                            const char* source_table, const char* name,
+                                            replaydb_table_t** table, char** errptr);
 REPLAYDB_C_EXPORT const char* replaydb_db_path(const replaydb_db_t* db);
 REPLAYDB_C_EXPORT int replaydb_db_read_only(const replaydb_db_t* db);
 
@@ -306,6 +315,8 @@ typedef struct {
 
 REPLAYDB_C_EXPORT int replaydb_table_info(replaydb_table_t* table, replaydb_table_info_t* info,
                                           char** errptr);
+/* Table::Seed: the same contents, seed and calls give the same draws. */
+REPLAYDB_C_EXPORT int replaydb_table_seed(replaydb_table_t* table, uint64_t seed, char** errptr);
 REPLAYDB_C_EXPORT int replaydb_table_set_rate_limiter(replaydb_table_t* table,
                                                       double samples_per_insert,
                                                       int64_t min_size_to_sample,

@@ -400,6 +400,12 @@ class Table {
   // them in the catalog, and wakes every waiter to re-check.
   virtual Status SetRateLimiter(const RateLimiterSpec& spec) = 0;
 
+  // Seeds the generator the table's draws use (host selectors, and the seeds
+  // it hands the GPU's draw kernels): the same table contents, the same seed
+  // and the same calls give the same draws. Tables start from entropy.
+  // Prefetching samplers draw from it too, in their own order.
+  virtual Status Seed(uint64_t seed) = 0;
+
   // Brings cold trajectories (spilled, rotated out, imported) back into the
   // hot tier, evicting others by the table's policy (and spilling them) when
   // it is full; their items become sampleable again with the priorities and

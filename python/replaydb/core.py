@@ -1432,6 +1432,30 @@ class Table(_Owned):
             out[name] = value.decode() if isinstance(value, bytes) else value
         return out
 
+    def seed(self, seed: int) -> None:
+        """Seeds the table's draws: the same contents, seed and calls give the
+        same batches (host and GPU draws alike; a prefetching iterator draws
+        in its own order)."""
+        _call(_lib.replaydb_table_seed, self._h(), seed)
+
+    def clear(self) -> None:
+        """Empties the table, durably: drops it and creates it again with the
+        same spec (its rate limiter starts afresh, as Reverb's reset does).
+        This handle then names the new table; writers, iterators and other
+        handles of the old one fail from then on: make new ones."""
+        db = self._db
+        spec = _lib.replaydb_table_get_spec(self._h())  # a copy, kept through the drop
+        try:
+            _call(_lib.replaydb_drop_table, db._h(), _bytes(self.name))
+            new = c_void_p()
+            _call(_lib.replaydb_create_table, db._h(), spec, byref(new))
+        finally:
+            _lib.replaydb_table_spec_destroy(spec)
+        mine, self._handle = self._handle, new.value
+        if mine is not None:
+            _lib.replaydb_table_release(mine)
+        self._device_cache = None
+
     def set_rate_limiter(self, limiter: RateLimiter) -> None:
         """Replaces the rate limiter's parameters, keeping its counters."""
         _call(_lib.replaydb_table_set_rate_limiter, self._h(), limiter.samples_per_insert,
@@ -1572,6 +1596,24 @@ class DB(_Owned):
             return Table(self, handle.value)
         finally:
             _lib.replaydb_table_spec_destroy(spec)
+
+    def export_table(self, name: str, directory: str) -> None:
+        """Copies table ``name``, as of now, into a new database created in
+        ``directory`` (its spec, every trajectory hot and cold, priorities and
+        sample counts; open trajectories arrive ended). A read-write database
+        takes a checkpoint first. On error nothing is left behind."""
+        _call(_lib.replaydb_export_table, self._h(), _bytes(name), _bytes(str(directory)))
+
+    def import_table(self, source_directory: str, source_table: str,
+                     name: Optional[str] = None) -> Table:
+        """Imports table ``source_table`` of the database in
+        ``source_directory`` (opened read-only: a writer may be using it, and
+        its last checkpoint is what comes) as a new table ``name`` (default:
+        the source's name) with the source's spec; returns it."""
+        handle = c_void_p()
+        _call(_lib.replaydb_import_table, self._h(), _bytes(str(source_directory)),
+              _bytes(source_table), _bytes(name) if name else None, byref(handle))
+        return Table(self, handle.value)
 
     def drop_table(self, name: str) -> None:
         _call(_lib.replaydb_drop_table, self._h(), _bytes(name))

@@ -136,3 +136,60 @@ def test_bool_and_uint64_fields_reach_torch_and_cpu_tensors_go_in(db_path, rng):
         assert torch.from_dlpack(b["flag"]).dtype == torch.bool
         assert b.torch("flag").reshape(-1).tolist() == flags.tolist()
         assert torch.equal(b.torch("v")[:, 0], values.transpose(1, 2))
+
+
+def test_seeded_tables_draw_the_same_batches(db_path, rng):
+    with replaydb.open(db_path) as db:
+        tables = [db.create_table(n, _spec(), capacity_steps=1024, selector=sel)
+                  for n, sel in (("u", "uniform"), ("p", "prioritized"))]
+        for t in tables:
+            w = t.writer()
+            for i in range(200):
+                w.append({"x": np.zeros(3, np.float32), "a": i}, priority=float(i % 7 + 1))
+            w.end()
+        seed = int(rng.integers(0, 2**63))
+        for t in tables:
+            t.seed(seed)
+            first = [np.asarray(t.sample(16, peek=True)["a"]).tolist() for _ in range(3)]
+            t.seed(seed)
+            again = [np.asarray(t.sample(16, peek=True)["a"]).tolist() for _ in range(3)]
+            assert first == again
+            t.seed(seed + 1)
+            assert [np.asarray(t.sample(16, peek=True)["a"]).tolist() for _ in range(3)] != first
+        with pytest.raises(replaydb.InvalidArgumentError, match="does not fit"):
+            tables[0].seed(2**64)
+
+
+def test_clear_empties_the_table_durably_with_the_same_spec(db_path):
+    with replaydb.open(db_path) as db:
+        t = db.create_table("t", _spec(), capacity_steps=64, selector="prioritized")
+        old_writer = t.writer()
+        _write(t, 5)
+        spec = t.spec
+        t.clear()
+        assert len(t) == 0 and t.spec == spec
+        _write(t, 2)
+        assert len(t) == 2
+        with pytest.raises(replaydb.Error):
+            old_writer.append({"x": np.zeros(3, np.float32), "a": 1})  # of the dropped table
+    with replaydb.open(db_path) as db:
+        assert len(db["t"]) == 2
+
+
+def test_export_then_import_copies_every_column(db_path, tmp_path, rng):
+    with replaydb.open(db_path) as db:
+        t = db.create_table("t", _spec(), capacity_steps=256)
+        tid = _write(t, 20, start=int(rng.integers(0, 1000)))
+        db.export_table("t", str(tmp_path / "exported"))
+        with pytest.raises(replaydb.AlreadyExistsError):
+            db.export_table("t", str(tmp_path / "exported"))
+        with pytest.raises(replaydb.NotFoundError):
+            db.export_table("nope", str(tmp_path / "other"))
+        copy = db.import_table(str(tmp_path / "exported"), "t", "copy")
+        assert copy.name == "copy" and copy.spec["columns"] == t.spec["columns"]
+        keys = replaydb.item_key(np.full(20, tid), np.arange(20))
+        a, b = t.lookup(keys), copy.lookup(keys)
+        for name in ("x", "a"):
+            np.testing.assert_array_equal(np.asarray(a[name]), np.asarray(b[name]))
+        with pytest.raises(replaydb.AlreadyExistsError):
+            db.import_table(str(tmp_path / "exported"), "t", "copy")
