@@ -27,7 +27,7 @@ from replaydb._lib import (MAX_DIMS, INT64_MAX as _INT64_MAX, INT64_MIN as _INT6
                            Tensor as _CTensor, fast as _fast, int64_array as _int64_array,
                            lib as _lib, take_string, take_strings)
 from replaydb.errors import (Error, FailedPreconditionError, InvalidArgumentError,
-                             check as _check)
+                             NotFoundError, NotSupportedError, check as _check)
 
 # A stream: a cudaStream_t as an int, or an object with .cuda_stream
 # (torch.cuda.Stream) or .ptr (cupy); None picks a default (see Table.sample).
@@ -1614,6 +1614,52 @@ class DB(_Owned):
         _call(_lib.replaydb_import_table, self._h(), _bytes(str(source_directory)),
               _bytes(source_table), _bytes(name) if name else None, byref(handle))
         return Table(self, handle.value)
+
+    def import_d4rl(self, path: str, name: str, *, tool: Optional[str] = None) -> Table:
+        """Imports an HDF5 file in D4RL's layout (observations, actions,
+        rewards, terminals, timeouts, and any other dataset as a column;
+        trajectories cut after each terminal or timeout; docs/cold_tier.md) as
+        a new table ``name``. The D4RL reader is an optional part of the
+        engine, in the ``replaydb`` tool where it was built with libhdf5: the
+        tool imports the file into a scratch database beside this one, with
+        its progress on the terminal, and ``import_table`` copies the table
+        here. ``tool``: the tool's path (default: REPLAYDB_TOOL, the build tree
+        this package sits in, then ``replaydb`` on PATH)."""
+        import shutil
+        import subprocess
+        import tempfile
+
+        exe = tool or os.environ.get("REPLAYDB_TOOL")
+        if not exe:
+            built = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+                os.path.abspath(__file__)))), "build", "bin", "replaydb")
+            exe = built if os.path.isfile(built) else shutil.which("replaydb")
+        if not exe:
+            raise NotSupportedError("replaydb: import_d4rl runs the replaydb tool, which was not "
+                                    "found: give tool=, set REPLAYDB_TOOL, or put it on PATH "
+                                    "(cmake --install installs it)")
+        source = os.path.abspath(str(path))
+        if not os.path.isfile(source):
+            raise NotFoundError(f"replaydb: import_d4rl: no file {source}")
+        if any(c.isspace() for c in name) or not name:
+            raise InvalidArgumentError(f"replaydb: import_d4rl: table name {name!r} must be "
+                                       "non-empty, without spaces")
+        scratch = tempfile.mkdtemp(prefix=".import-d4rl-",
+                                   dir=os.path.dirname(os.path.abspath(self.path)))
+        try:
+            link = os.path.join(scratch, "file.hdf5")  # a path the tool's parser takes as is
+            os.symlink(source, link)
+            staging = os.path.join(scratch, "db")
+            open(staging, create=True).close()
+            done = subprocess.run([exe, staging, "-c", f"import-d4rl {link} {name}"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if done.returncode != 0:
+                why = (done.stderr or done.stdout).strip().replace(link, source)
+                kind = NotSupportedError if "libhdf5" in why else InvalidArgumentError
+                raise kind(f"replaydb: import_d4rl {source}: {why}")
+            return self.import_table(staging, name, name)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def drop_table(self, name: str) -> None:
         _call(_lib.replaydb_drop_table, self._h(), _bytes(name))

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <random>
 #include <string>
@@ -259,6 +261,36 @@ TEST_F(D4rlShellTest, ImportD4rlCommandImportsTheFile) {
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_THAT(run.err, HasSubstr("error: import-d4rl: "));
   EXPECT_THAT(run.err, HasSubstr((dir_ / "none.h5").string()));
+}
+
+}  // namespace
+}  // namespace replaydb
+
+namespace replaydb {
+namespace {
+
+// Not a test of its own: tests/python/test_d4rl.py runs it to get a D4RL
+// file (Python here has no HDF5 writer). With REPLAYDB_D4RL_FILE set it
+// writes a random file there, and each of its five datasets' raw bytes
+// (little-endian, C order) beside it as PATH.<dataset>.
+TEST(D4rlFileForPython, WritesTheFileWhenAsked) {
+  using testing_util::D4rlTestDataset;
+  using testing_util::D4rlTestShape;
+  using testing_util::RandomD4rlDatasets;
+  using testing_util::WriteD4rlTestFile;
+  const char* path = std::getenv("REPLAYDB_D4RL_FILE");
+  if (path == nullptr) GTEST_SKIP() << "runs for tests/python/test_d4rl.py (REPLAYDB_D4RL_FILE)";
+  std::mt19937_64 rng(TestSeed());
+  D4rlTestShape shape;
+  shape.steps = 50 + static_cast<int64_t>(rng() % 100);
+  std::vector<D4rlTestDataset> datasets = RandomD4rlDatasets(shape, rng);
+  ASSERT_OK(WriteD4rlTestFile(path, datasets));
+  for (const D4rlTestDataset& d : datasets) {
+    std::ofstream out(std::string(path) + "." + d.path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(d.data.data()),
+              static_cast<std::streamsize>(d.data.size()));
+    ASSERT_TRUE(out.good()) << d.path;
+  }
 }
 
 }  // namespace
