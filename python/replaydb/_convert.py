@@ -130,6 +130,9 @@ def exact(obj: Any) -> Optional[Tuple[int, int, Tuple[int, ...], int]]:
         if code is None or not obj.flags.c_contiguous:
             return None
         return obj.ctypes.data, code, obj.shape, -1
+    if type(obj).__name__ == "Array" and type(obj).__module__ == "replaydb.core":
+        c = obj._c()  # a batch's own array: C-contiguous, its memory and dtype known
+        return c.data or 0, c.dtype, tuple(c.dims[:c.ndim]), c.device
     torch = sys.modules.get("torch")
     if torch is not None:
         codes = _TORCH_CODES or _torch_codes(torch)
@@ -324,15 +327,17 @@ def _torch_host(obj: Any, code: int, name: str, torch: Any) -> Any:
     return t.contiguous().numpy()
 
 
-def as_input(obj: Any, dtype: Optional[int], name: str, stream: Optional[int] = None) -> Input:
+def as_input(obj: Any, dtype: Optional[int], name: str, stream: Optional[int] = None,
+             device_dtype_strict: bool = True) -> Input:
     """The memory of ``obj`` as values of dtype ``dtype`` (a code; None: the
     array's own). Arrays of that dtype are taken without a copy; host values of
     another type (Python numbers, lists, NumPy scalars and arrays, PyTorch CPU
     tensors, non-contiguous arrays) are converted when every value is one the
     dtype represents exactly (see ``exactly``), else InvalidArgumentError naming
     ``name``, the value and the dtype. Device arrays must have the dtype (no
-    conversion on the GPU). ``stream`` is the CUDA stream device inputs are read
-    on (for ``__dlpack__``)."""
+    conversion on the GPU; ``device_dtype_strict=False``: device arrays keep
+    their own dtype, for the caller to check). ``stream`` is the CUDA stream
+    device inputs are read on (for ``__dlpack__``)."""
     got = exact(obj)
     if got is not None and (dtype is None or got[1] == dtype):
         return Input(got[0], got[1], tuple(got[2]), got[3], [obj])
@@ -340,7 +345,7 @@ def as_input(obj: Any, dtype: Optional[int], name: str, stream: Optional[int] = 
     if torch is not None and isinstance(obj, torch.Tensor):
         if obj.is_cuda:
             code = _torch_codes(torch).get(obj.dtype)
-            if dtype is not None and code != dtype:
+            if dtype is not None and code != dtype and device_dtype_strict:
                 raise NotExact(f"replaydb: {name} is {SHORT[dtype]}: got a GPU tensor of "
                                f"{obj.dtype}; convert it on the device first (e.g. "
                                f"tensor.to(torch.{NAMES[dtype]}))")
@@ -365,7 +370,7 @@ def as_input(obj: Any, dtype: Optional[int], name: str, stream: Optional[int] = 
         device_input = Input(imported.data, imported.dtype, imported.shape, imported.device,
                              [imported, obj])
     if device_input is not None:
-        if dtype is not None and device_input.dtype != dtype:
+        if dtype is not None and device_input.dtype != dtype and device_dtype_strict:
             device_input.close()
             raise NotExact(f"replaydb: {name} is {SHORT[dtype]}: got a GPU array of "
                            f"{SHORT.get(device_input.dtype, device_input.dtype)}; convert it "

@@ -1333,8 +1333,9 @@ class Table(_Owned):
         stream_value = _stream_value(stream)
         if stream_value is None and dev >= 0:
             stream_value = _convert.torch_stream(dev)
-        k = _convert.as_input(keys, 101, "keys", stream_value)
-        p = _convert.as_input(priorities, 9, "priorities", stream_value)
+        k = _convert.as_input(keys, 101, "keys", stream_value, device_dtype_strict=False)
+        p = _convert.as_input(priorities, 9, "priorities", stream_value,
+                              device_dtype_strict=False)
         try:
             if k.device != -1 or p.device != -1:
                 if k.device == -1 or p.device == -1:

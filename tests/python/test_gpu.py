@@ -207,3 +207,19 @@ def test_batch_torch_gives_the_tensors_from_dlpack_gives(db_path, seed):
         assert torch.equal(one, every["obs"])
         with pytest.raises(replaydb.NotFoundError, match="no field 'nope'"):
             table.sample(1, device="cuda").torch("nope")
+
+
+def test_update_priorities_takes_the_batchs_own_keys_and_float32_tensors(db_path):
+    with replaydb.open(db_path) as db:
+        table = make_table(db, "device:0", selector="prioritized", priority_device=0)
+        vw = table.vector_writer(8)
+        for _ in range(4):
+            vw.append({"obs": torch.zeros(8, 3, 5, device="cuda"),
+                       "a": torch.zeros(8, dtype=torch.int64, device="cuda"),
+                       "raw": torch.zeros(8, 33, dtype=torch.uint8, device="cuda")})
+        vw.close()
+        batch = table.sample(16, device="cuda")
+        td = torch.rand(16, device="cuda") + 0.1  # float32, as a learner's TD errors are
+        assert table.update_priorities(batch.item_keys, td) is None  # on the device
+        with pytest.raises(ValueError, match="uint64 or int64 keys and float32 priorities"):
+            table.update_priorities(batch.item_keys, td.double())
