@@ -13,11 +13,15 @@ and saves its network and optimizer next to it (written to a temporary file,
 then renamed: the file is always a whole checkpoint). Killed at any point (try
 --kill-after N), it resumes with exactly this:
   - the network, optimizer and iteration of the last checkpoint;
-  - the replay as it was when the process stopped: every transition appended
-    before the kill (the database's log replays what came after its
-    checkpoint), so up to --checkpoint-every iterations of transitions more
-    than at the network's checkpoint. They are kept: DQN learns off-policy,
-    from transitions of older policies as much as of the current one.
+  - on the host, the replay as it was when the process stopped: every
+    transition appended before the kill (the table is logged, and the log
+    replays what came after the checkpoint), so up to --checkpoint-every
+    iterations of transitions more than at the network's checkpoint. They are
+    kept: DQN learns off-policy, from older policies' transitions as much as
+    from the current one's;
+  - on a GPU, the replay of the same checkpoint as the network: a table in
+    device memory is not logged by default (TableLogging::kDefault keeps the
+    device-only append path), so it is durable as of its checkpoints.
 It prints both counts when it resumes.
 
     python3 examples/dqn_learner.py --dir /tmp/dqn              # GPU if there is one
@@ -151,11 +155,11 @@ def main() -> int:
         net.load_state_dict(saved["net"])
         optimizer.load_state_dict(saved["optimizer"])
         start = saved["iteration"]
-        now = table.info()["items_inserted"]
-        print(f"resumed at iteration {start} (the network's checkpoint) with "
-              f"{table.info()['num_items']} transitions in replay: {saved['replay_inserted']} "
-              f"written by the checkpoint, {now - saved['replay_inserted']} after it, until "
-              "the process stopped", flush=True)
+        now = table.info()["num_items"]
+        print(f"resumed at iteration {start} (the network's checkpoint) with {now} "
+              f"transitions in replay: {saved['replay_items']} at the checkpoint, "
+              f"{now - saved['replay_items']} more written after it, until the process "
+              "stopped", flush=True)
     target.load_state_dict(net.state_dict())
 
     gen = torch.Generator(device=device).manual_seed(args.seed + start)
@@ -217,8 +221,7 @@ def main() -> int:
             db.checkpoint()
             tmp = net_path.with_suffix(".tmp")
             torch.save({"net": net.state_dict(), "optimizer": optimizer.state_dict(),
-                        "iteration": it, "replay_items": table.info()["num_items"],
-                        "replay_inserted": table.info()["items_inserted"]}, tmp)
+                        "iteration": it, "replay_items": table.info()["num_items"]}, tmp)
             os.replace(tmp, net_path)
         if it % args.eval_every == 0 or it == args.iterations:
             print(f"iteration {it}: env steps {env_steps}, replay {table.info()['num_items']}, "

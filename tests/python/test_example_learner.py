@@ -36,14 +36,17 @@ def test_learner_trains_survives_a_kill_and_resumes(tmp_path):
     second = run(common, env)
     assert second.returncode == 0, second.stdout + second.stderr
     resumed = re.search(r"resumed at iteration (\d+) \(the network's checkpoint\) with (\d+) "
-                        r"transitions in replay: (\d+) written by the checkpoint, (\d+) after "
-                        r"it, until the process stopped", second.stdout)
+                        r"transitions in replay: (\d+) at the checkpoint, (\d+) more written "
+                        r"after it, until the process stopped", second.stdout)
     assert resumed, second.stdout
     assert int(resumed.group(1)) == 500, "the last checkpoint before the kill"
     in_replay, at_checkpoint, after = (int(resumed.group(i)) for i in (2, 3, 4))
     envs = 32  # the example's default: one transition per environment per iteration
     assert at_checkpoint == 500 * envs, "the network's checkpoint saw 500 iterations of them"
-    assert after == (700 - 500) * envs, "every transition acknowledged before the kill is back"
+    if device == "cpu":  # a logged table: everything acknowledged before the kill is back
+        assert after == (700 - 500) * envs
+    else:  # a table in GPU memory is not logged by default: as of its checkpoint
+        assert after == 0
     assert in_replay == at_checkpoint + after
     later = [float(x) for x in re.findall(r"greedy return ([0-9.]+)", second.stdout)]
     print(first.stdout, second.stdout)
