@@ -1269,6 +1269,17 @@ int replaydb_table_info(replaydb_table_t* table, replaydb_table_info_t* info, ch
   });
 }
 
+int replaydb_table_delete_items(replaydb_table_t* table, const uint64_t* keys, size_t n,
+                                int64_t* deleted, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_delete_items";
+  if (deleted != nullptr) *deleted = 0;
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    if (keys == nullptr && n > 0) return NullArgument(kFn, "keys");
+    return table->table->DeleteItems(std::span<const ItemKey>(keys, n), deleted);
+  });
+}
+
 int replaydb_table_seed(replaydb_table_t* table, uint64_t seed, char** errptr) {
   constexpr char kFn[] = "replaydb_table_seed";
   return Guard(kFn, errptr, [&]() -> Status {

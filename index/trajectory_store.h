@@ -35,8 +35,12 @@ namespace replaydb::index {
 struct ItemState {
   uint64_t seq = 0;
   double priority = 0;
-  uint32_t times_sampled = 0;
+  uint32_t times_sampled = 0;  // kDeletedItem: deleted (Table::DeleteItems)
 };
+
+// ItemState::times_sampled of a deleted item (kept so through checkpoints and
+// the cold tier); a sample count stops one short of it.
+inline constexpr uint32_t kDeletedItem = 0xFFFFFFFFu;
 
 // What the table keeps per step of the hot tier, by slot: the step's
 // priority and the item that starts there. Steps and items of a block sit
@@ -198,9 +202,11 @@ class TrajectoryStore {
   double StepPriorityAt(const Trajectory& t, int64_t step) const {
     return Meta(SlotOf(t, step)).step_priority;
   }
-  // Whether an item may still be drawn (max_times_sampled not reached).
+  // Whether an item may still be drawn: not deleted (Table::DeleteItems) and
+  // max_times_sampled not reached.
   bool ItemLive(const ItemState& item) const {
-    return options_.max_times_sampled == 0 || item.times_sampled < options_.max_times_sampled;
+    return item.times_sampled != kDeletedItem &&
+           (options_.max_times_sampled == 0 || item.times_sampled < options_.max_times_sampled);
   }
   // The items of t that are live.
   int64_t CountLive(const Trajectory& t) const;

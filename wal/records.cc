@@ -136,11 +136,12 @@ void RecordBuilder::UpdatePriorities(uint32_t table_id, std::span<const uint64_t
   b.Finish(fb::CreateUpdatePriorities(b, table_id, k, p));
 }
 
-void RecordBuilder::RemoveItems(uint32_t table_id, std::span<const uint64_t> keys) {
+void RecordBuilder::RemoveItems(uint32_t table_id, std::span<const uint64_t> keys,
+                                bool deleted) {
   auto& b = impl_->fbb;
   impl_->Start();
   const auto k = CreateVector(b, keys);
-  b.Finish(fb::CreateRemoveItems(b, table_id, k));
+  b.Finish(fb::CreateRemoveItems(b, table_id, k, deleted));
 }
 
 void RecordBuilder::RemoveTrajectory(const RemoveTrajectoryRecord& r) {
@@ -238,6 +239,7 @@ Status Decode(std::span<const std::byte> payload, RemoveItemsRecord* out) {
   if (r == nullptr) return s;
   out->table_id = r->table_id();
   out->keys = ToVector(r->keys());
+  out->deleted = r->deleted();
   return Status::OK();
 }
 

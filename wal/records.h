@@ -60,6 +60,7 @@ struct UpdatePrioritiesRecord {
 struct RemoveItemsRecord {
   uint32_t table_id = 0;
   std::vector<uint64_t> keys;
+  bool deleted = false;  // Table::DeleteItems (else consumed by max_times_sampled)
 };
 
 // A trajectory that left the hot tier, with all its items.
@@ -89,7 +90,7 @@ class RecordBuilder {
   void EndTrajectory(const EndTrajectoryRecord& r);
   void UpdatePriorities(uint32_t table_id, std::span<const uint64_t> keys,
                         std::span<const double> priorities);
-  void RemoveItems(uint32_t table_id, std::span<const uint64_t> keys);
+  void RemoveItems(uint32_t table_id, std::span<const uint64_t> keys, bool deleted = false);
   void RemoveTrajectory(const RemoveTrajectoryRecord& r);
 
   // The finished payload of the last call.

@@ -190,6 +190,10 @@ Status TableImpl::Apply(const wal::RemoveItemsRecord& r) {
   for (const ItemKey key : r.keys) ids.push_back(ItemKeyTrajectory(key));
   REPLAYDB_RETURN_IF_ERROR(LoadBeforeApply(std::move(ids)));
   std::lock_guard<std::mutex> lock(mu_);
+  if (r.deleted) {  // Table::DeleteItems
+    DeleteItemsLocked(r.keys, nullptr);
+    return Status::OK();
+  }
   if (max_times_sampled_ == 0) return Status::OK();
   for (const ItemKey key : r.keys) {
     Trajectory* tp = store_.Find(ItemKeyTrajectory(key));

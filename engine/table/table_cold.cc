@@ -92,7 +92,8 @@ TableImpl::ColdEntry TableImpl::ColdEntryOf(const StoredTrajectory& stored) cons
   e.ended = stored.ended;
   e.end_reason = stored.end_reason;
   for (size_t i = 0; i < stored.items.size(); ++i) {
-    e.live_items += max_times_sampled_ == 0 || stored.live[i] ? 1 : 0;
+    const bool deleted = stored.items[i].times_sampled == kDeletedItem;
+    e.live_items += !deleted && (max_times_sampled_ == 0 || stored.live[i]) ? 1 : 0;
   }
   return e;
 }

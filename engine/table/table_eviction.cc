@@ -97,7 +97,10 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
   if (t.in_cold && !spilled) removed_since_checkpoint_.push_back(t.id);
   // Without max_times_sampled every created item is live and has no draws
   // to give back: a selector that removes whole blocks needs no walk.
-  int64_t removed_items = max_times_sampled_ == 0 ? selector_.RemoveBlocks(t.blocks) : -1;
+  // (Deleted items make the walk needed too.)
+  int64_t removed_items = max_times_sampled_ == 0 && t.live_items == t.items_created
+                              ? selector_.RemoveBlocks(t.blocks)
+                              : -1;
   assert(removed_items < 0 || removed_items == t.live_items);
   if (removed_items < 0) removed_items = RemoveItemsOneByOneLocked(t);
   t.live_items = 0;

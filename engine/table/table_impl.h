@@ -78,6 +78,7 @@
 namespace replaydb::engine {
 
 using index::ItemState;
+using index::kDeletedItem;
 using index::SlotMeta;
 using index::Trajectory;
 using index::TrajectoryStore;
@@ -162,6 +163,10 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
                                     void* stream) override;
   Status SetRateLimiter(const RateLimiterSpec& spec) override;
   Status Seed(uint64_t seed) override;
+  Status DeleteItems(std::span<const ItemKey> keys, int64_t* deleted) override;
+  // DeleteItems' work, also replay's (kRemoveItems with deleted): the live
+  // items of `keys` deleted, their keys appended to *gone (may be null).
+  void DeleteItemsLocked(std::span<const ItemKey> keys, std::vector<ItemKey>* gone);
   TableInfo Info() const override;
   void Close() override { CloseWithReason("closed"); }
 

@@ -1,12 +1,14 @@
 // TableImpl's priority updates: from the host (UpdatePriorities: the
 // selector, the eviction order, the log) and from device arrays
 // (UpdatePrioritiesFromDevice: the GPU priority table, and the host's copy
-// of a logged table).
+// of a logged table); and item deletion (DeleteItems), which takes items out
+// of the same selector and log.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "engine/table/table_impl.h"
+#include "engine/table/table_items.h"
 #include "kernels/runtime/device_memory.h"
 #include "util/format.h"
 
@@ -104,6 +106,54 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
     logged_priorities.push_back(host_priorities[i]);
   }
   return LogPrioritiesLocked(lock, logged_keys, logged_priorities);
+}
+
+Status TableImpl::DeleteItems(std::span<const ItemKey> keys, int64_t* deleted) {
+  if (deleted != nullptr) *deleted = 0;
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("DeleteItems"));
+  if (tier_ && tier_->uniform_draws()) {
+    return Status::InvalidArgument(
+        "table " + Quoted(name_) + ": DeleteItems: the table draws uniformly on the GPU over "
+        "whole blocks, which cannot skip deleted items (a table with a prioritized selector, "
+        "or one sampled on the host, can delete them)");
+  }
+  if (keys.empty()) return Status::OK();
+  std::vector<uint64_t> ids;
+  ids.reserve(keys.size());
+  for (const ItemKey key : keys) ids.push_back(ItemKeyTrajectory(key));
+  REPLAYDB_RETURN_IF_ERROR(LoadBeforeApply(ids));  // cold items: loaded first
+  std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  std::vector<ItemKey> gone;
+  DeleteItemsLocked(keys, &gone);
+  if (deleted != nullptr) *deleted = static_cast<int64_t>(gone.size());
+  if (log_ != nullptr && !gone.empty()) {
+    record_.RemoveItems(table_id_, gone, /*deleted=*/true);
+    REPLAYDB_RETURN_IF_ERROR(LogLocked(wal::RecordType::kRemoveItems).status());
+  }
+  return Status::OK();
+}
+
+void TableImpl::DeleteItemsLocked(std::span<const ItemKey> keys, std::vector<ItemKey>* gone) {
+  std::vector<uint64_t> touched;
+  for (const ItemKey key : keys) {
+    Trajectory* tp = store_.Find(ItemKeyTrajectory(key));
+    const int64_t start = ItemKeyStart(key);
+    if (tp == nullptr || start >= tp->items_created) continue;
+    Trajectory& t = *tp;
+    ItemState& item = store_.ItemAt(t, start);
+    if (!store_.ItemLive(item)) continue;
+    sample_budget_ -= DrawsLeft(item);
+    item.times_sampled = kDeletedItem;
+    t.dirty = true;
+    DropItemLocked(t, start, item);
+    if (gone != nullptr) gone->push_back(key);
+    touched.push_back(t.id);
+  }
+  // A trajectory with nothing left to draw goes, once it has ended.
+  for (const uint64_t id : touched) {
+    if (Trajectory* t = store_.Find(id); t != nullptr) MaybeReleaseConsumedLocked(*t);
+  }
 }
 
 }  // namespace replaydb::engine

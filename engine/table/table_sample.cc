@@ -202,7 +202,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
     const int64_t start = ItemKeyStart(sel.key);
     ItemState& item = store_.ItemAt(t, start);
     if (take) {
-      ++item.times_sampled;
+      if (item.times_sampled < kDeletedItem - 1) ++item.times_sampled;
       ++items_sampled_;
       NoteSampledLocked(1);
       t.dirty = true;

@@ -37,6 +37,12 @@ Result<std::unique_ptr<VectorWriter>> VectorTableImpl::NewVectorWriter(
       std::make_unique<LaneWriterImpl>(shared_from_this(), num_envs, options));
 }
 
+Status VectorTableImpl::DeleteItems(std::span<const ItemKey> /*keys*/, int64_t* deleted) {
+  if (deleted != nullptr) *deleted = 0;
+  return Status::InvalidArgument("table " + Quoted(name()) + ": DeleteItems: a vector table (lanes " +
+                                 std::to_string(lanes_) + ") has no separate items to delete");
+}
+
 Status VectorTableImpl::NoPriorities(std::string_view what) const {
   return Status::InvalidArgument("table " + Quoted(name()) + ": " + std::string(what) +
                                  ": a vector table (lanes " + std::to_string(lanes_) +

@@ -42,6 +42,7 @@ class VectorTableImpl final : public TableImpl {
   Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
                                     void* stream) override;
   TableInfo Info() const override;
+  Status DeleteItems(std::span<const ItemKey> keys, int64_t* deleted) override;
   Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override;
 
   int64_t lanes() const { return lanes_; }

@@ -315,6 +315,10 @@ typedef struct {
 
 REPLAYDB_C_EXPORT int replaydb_table_info(replaydb_table_t* table, replaydb_table_info_t* info,
                                           char** errptr);
+/* Table::DeleteItems: the live items of keys[0..n) deleted, durably; others
+ * skipped. *deleted (may be NULL) gets how many were. */
+REPLAYDB_C_EXPORT int replaydb_table_delete_items(replaydb_table_t* table, const uint64_t* keys,
+                                                  size_t n, int64_t* deleted, char** errptr);
 /* Table::Seed: the same contents, seed and calls give the same draws. */
 REPLAYDB_C_EXPORT int replaydb_table_seed(replaydb_table_t* table, uint64_t seed, char** errptr);
 REPLAYDB_C_EXPORT int replaydb_table_set_rate_limiter(replaydb_table_t* table,

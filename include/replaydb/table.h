@@ -406,6 +406,17 @@ class Table {
   // Prefetching samplers draw from it too, in their own order.
   virtual Status Seed(uint64_t seed) = 0;
 
+  // Deletes the items `keys`, durably (logged like any change): they are
+  // never drawn or looked up again, their priorities leave the totals, the
+  // rate limiter counts them as deletes (Reverb's), and a trajectory whose
+  // items are all gone leaves the table once it has ended. Keys of items
+  // that are not live (gone already, never made, of another table) are
+  // skipped, as Reverb skips them; *deleted (optional) gets how many were
+  // deleted. Cold items are loaded first. InvalidArgument for a vector
+  // table (lanes > 1: its rows are not separate items to delete) and for a
+  // table that draws uniformly on a GPU over whole blocks.
+  virtual Status DeleteItems(std::span<const ItemKey> keys, int64_t* deleted = nullptr) = 0;
+
   // Brings cold trajectories (spilled, rotated out, imported) back into the
   // hot tier, evicting others by the table's policy (and spilling them) when
   // it is full; their items become sampleable again with the priorities and

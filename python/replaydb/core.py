@@ -396,6 +396,13 @@ class Array:
         return f"replaydb.Array({self.name!r}, {self.dtype}{list(self.shape)}, {where})"
 
 
+def _count(shape: Tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def _drop_sequence_axis(dims: Any, ndim: int, owner: Any) -> None:
     """Removes axis 1 (L = 1) of a [B, 1, ...] shape in place (``owner.ndim``)."""
     if ndim >= 2 and dims[1] == 1:
@@ -1432,6 +1439,26 @@ class Table(_Owned):
             value = getattr(info, name)
             out[name] = value.decode() if isinstance(value, bytes) else value
         return out
+
+    def delete(self, keys: Any) -> int:
+        """Deletes the items ``keys`` (item keys, e.g. ``batch.item_keys``),
+        durably: they are never drawn again, the rate limiter counts them as
+        deletes, and a trajectory with nothing left goes once it has ended.
+        Keys of items that are gone already are skipped (as Reverb does);
+        returns how many were deleted."""
+        np = _convert.numpy()
+        k = _convert.as_input(keys, 101, "keys")
+        try:
+            if k.device != -1:
+                raise ValueError("replaydb: delete takes item keys in host memory")
+            arr = np.frombuffer(ctypes.string_at(k.data, 8 * _count(k.shape)), np.uint64) \
+                if _count(k.shape) else np.zeros(0, np.uint64)
+        finally:
+            k.close()
+        deleted = c_int64()
+        _call(_lib.replaydb_table_delete_items, self._h(),
+              arr.ctypes.data_as(POINTER(c_uint64)), arr.size, byref(deleted))
+        return deleted.value
 
     def seed(self, seed: int) -> None:
         """Seeds the table's draws: the same contents, seed and calls give the

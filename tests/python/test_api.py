@@ -193,3 +193,23 @@ def test_export_then_import_copies_every_column(db_path, tmp_path, rng):
             np.testing.assert_array_equal(np.asarray(a[name]), np.asarray(b[name]))
         with pytest.raises(replaydb.AlreadyExistsError):
             db.import_table(str(tmp_path / "exported"), "t", "copy")
+
+
+def test_delete_removes_items_durably_and_skips_the_gone(db_path, rng):
+    with replaydb.open(db_path) as db:
+        t = db.create_table("t", _spec(), capacity_steps=256, selector="prioritized")
+        tid = _write(t, 30)
+        keys = replaydb.item_key(np.full(30, tid), np.arange(30))
+        doomed = keys[rng.random(30) < 0.4]
+        assert t.delete(doomed) == doomed.size
+        assert t.delete(doomed) == 0 and t.delete([]) == 0
+        assert len(t) == 30 - doomed.size
+        drawn = set(np.asarray(t.sample(512, peek=True).item_keys).tolist())
+        assert not drawn & set(doomed.tolist())
+        with pytest.raises(replaydb.InvalidArgumentError, match="keys is u64: value -1"):
+            t.delete([-1])
+    with replaydb.open(db_path) as db:  # the log brings the deletions back
+        t = db["t"]
+        assert len(t) == 30 - doomed.size
+        drawn = set(np.asarray(t.sample(512, peek=True).item_keys).tolist())
+        assert not drawn & set(doomed.tolist())

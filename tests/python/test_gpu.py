@@ -223,3 +223,20 @@ def test_update_priorities_takes_the_batchs_own_keys_and_float32_tensors(db_path
         assert table.update_priorities(batch.item_keys, td) is None  # on the device
         with pytest.raises(ValueError, match="uint64 or int64 keys and float32 priorities"):
             table.update_priorities(batch.item_keys, td.double())
+
+
+def test_deleted_items_are_never_drawn_on_the_device(db_path):
+    with replaydb.open(db_path) as db:
+        table = make_table(db, "device:0", selector="prioritized", priority_device=0)
+        vw = table.vector_writer(8)
+        for _ in range(8):
+            vw.append({"obs": torch.zeros(8, 3, 5, device="cuda"),
+                       "a": torch.zeros(8, dtype=torch.int64, device="cuda"),
+                       "raw": torch.zeros(8, 33, dtype=torch.uint8, device="cuda")})
+        keys = [(vw.trajectory_id(e) << 24) | s for e in range(8) for s in range(8)]
+        vw.close()
+        doomed = np.array(keys[::3], np.uint64)
+        assert table.delete(doomed) == doomed.size
+        for _ in range(20):
+            drawn = keys_to_host(table.sample(256, device="cuda").item_keys)
+            assert not set(drawn.tolist()) & set(doomed.tolist())
