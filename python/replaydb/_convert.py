@@ -155,8 +155,16 @@ def _contiguous(shape: Tuple[int, ...], strides: Optional[Tuple[int, ...]], item
     return True
 
 
+# PyTorch's raw current-stream getter, once PyTorch has initialised CUDA
+# (from then on it stays so): one C call per stream asked.
+_raw_stream: Any = None
+
+
 def torch_stream(device: int) -> Optional[int]:
     """PyTorch's current stream on ``device`` when PyTorch is in use, else None."""
+    global _raw_stream
+    if _raw_stream is not None and device >= 0:
+        return _raw_stream(device)
     torch = sys.modules.get("torch")
     if torch is None or device < 0:
         return None
@@ -166,6 +174,7 @@ def torch_stream(device: int) -> Optional[int]:
         # The raw handle without a Stream object (a tenth of the cost).
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         if raw is not None:
+            _raw_stream = raw
             return int(raw(device))
         return int(torch.cuda.current_stream(device).cuda_stream)
     except Exception:  # no CUDA in this torch build

@@ -396,6 +396,18 @@ class Array:
         return f"replaydb.Array({self.name!r}, {self.dtype}{list(self.shape)}, {where})"
 
 
+_from_capsule: Any = None
+
+
+def _torch_from_capsule() -> Any:
+    """torch._C._from_dlpack (a capsule to a tensor), looked up once."""
+    global _from_capsule
+    if _from_capsule is None:
+        import torch
+        _from_capsule = getattr(torch._C, "_from_dlpack", None) or False
+    return _from_capsule or None
+
+
 def _count(shape: Tuple[int, ...]) -> int:
     n = 1
     for d in shape:
@@ -429,11 +441,13 @@ class Batch(Mapping):
         self._stream = stream
         self._device_known = device  # where every field is (-1: host), when the caller knows
         self._pid = _PID
-        self._squeeze = False  # sample(squeeze=True): [B, 1, ...] fields shown as [B, ...]
-        # Sizes and names are read when first asked for: sampling stays a
-        # single foreign call.
-        self._sizes: Optional[Tuple[int, int, int]] = None
-        self._names_cache: Optional[List[str]] = None
+        # _squeeze, _sizes and _names_cache start as the class's (below): sizes
+        # and names are read when first asked for, so sampling stays a single
+        # foreign call.
+
+    _squeeze = False  # sample(squeeze=True): [B, 1, ...] fields shown as [B, ...]
+    _sizes: Optional[Tuple[int, int, int]] = None
+    _names_cache: Optional[List[str]] = None
 
     def _read_sizes(self) -> Tuple[int, int, int]:
         if self._sizes is None:
@@ -542,13 +556,11 @@ class Batch(Mapping):
         one foreign call per field, and on a GPU the tensor is ordered after
         the sample on PyTorch's current stream (which the sample used by
         default). ``torch.from_dlpack(batch[name])`` gives the same tensor."""
-        torch = sys.modules.get("torch")
-        if torch is None:
-            import torch
+        from_capsule = _torch_from_capsule()
         if name is None:
             return {n: self.torch(n) for n in self._names}
-        from_capsule = getattr(torch._C, "_from_dlpack", None)
         if from_capsule is None:  # not this PyTorch's: the public, slower way
+            import torch
             return torch.from_dlpack(self[name])
         device = self._device_known
         if device is None:
@@ -1274,10 +1286,13 @@ class Table(_Owned):
         dev = -1 if device is None else self._resolve_device(device)
         if type(batch_size) is not int or not 0 <= batch_size <= _INT64_MAX:
             batch_size = _index(batch_size, f"table {self.name!r}: batch_size")
+        me = self._handle
+        if me is None or self._pid != _PID:
+            me = self._h()  # raises, saying why
         handle = c_void_p()
         err = c_char_p()
         if dev < 0:
-            code = _fast.replaydb_table_sample(self._h(), batch_size, byref(options),
+            code = _fast.replaydb_table_sample(me, batch_size, byref(options),
                                                byref(handle), byref(err))
             if code:
                 until = _until(timeout)
@@ -1289,7 +1304,7 @@ class Table(_Owned):
         stream_value = _stream_value(stream)
         if stream_value is None:
             stream_value = _convert.torch_stream(dev)
-        code = _fast.replaydb_table_sample_to_device(self._h(), batch_size, byref(options),
+        code = _fast.replaydb_table_sample_to_device(me, batch_size, byref(options),
                                                      stream_value, byref(handle), byref(err))
         if code:
             until = _until(timeout)
