@@ -267,6 +267,12 @@ Status TableImpl::NeedTierLocked(std::string_view what) const {
 }
 
 Status TableImpl::Seed(uint64_t seed) {
+  if (spec().priority_device >= 0) {
+    return Status::NotSupported(
+        "table " + Quoted(name_) + ": Seed: its priorities live on GPU " +
+        std::to_string(spec().priority_device) +
+        " (priority_device), whose priority table draws with a generator of its own");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   rng_ = util::Random(seed);

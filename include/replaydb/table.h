@@ -401,9 +401,11 @@ class Table {
   virtual Status SetRateLimiter(const RateLimiterSpec& spec) = 0;
 
   // Seeds the generator the table's draws use (host selectors, and the seeds
-  // it hands the GPU's draw kernels): the same table contents, the same seed
-  // and the same calls give the same draws. Tables start from entropy.
-  // Prefetching samplers draw from it too, in their own order.
+  // it hands the GPU's uniform draw kernels): the same table contents, the
+  // same seed and the same calls give the same draws. Tables start from
+  // entropy. Prefetching samplers draw from it too, in their own order.
+  // NotSupported for a table whose priorities live on a GPU
+  // (priority_device): its priority table draws with a generator of its own.
   virtual Status Seed(uint64_t seed) = 0;
 
   // Deletes the items `keys`, durably (logged like any change): they are

@@ -1477,8 +1477,9 @@ class Table(_Owned):
 
     def seed(self, seed: int) -> None:
         """Seeds the table's draws: the same contents, seed and calls give the
-        same batches (host and GPU draws alike; a prefetching iterator draws
-        in its own order)."""
+        same batches (a prefetching iterator draws in its own order).
+        NotSupportedError for a table whose priorities live on a GPU
+        (priority_device): its priority table has a generator of its own."""
         _call(_lib.replaydb_table_seed, self._h(), seed)
 
     def clear(self) -> None:

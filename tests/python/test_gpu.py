@@ -240,3 +240,10 @@ def test_deleted_items_are_never_drawn_on_the_device(db_path):
         for _ in range(20):
             drawn = keys_to_host(table.sample(256, device="cuda").item_keys)
             assert not set(drawn.tolist()) & set(doomed.tolist())
+
+
+def test_seed_is_refused_where_the_priorities_live_on_the_gpu(db_path):
+    with replaydb.open(db_path) as db:
+        table = make_table(db, "device:0", selector="prioritized", priority_device=0)
+        with pytest.raises(replaydb.NotSupportedError, match="priorities live on GPU 0"):
+            table.seed(1)
