@@ -141,7 +141,13 @@ void RecordBuilder::RemoveItems(uint32_t table_id, std::span<const uint64_t> key
   auto& b = impl_->fbb;
   impl_->Start();
   const auto k = CreateVector(b, keys);
-  b.Finish(fb::CreateRemoveItems(b, table_id, k, deleted));
+  // `deleted` only when true: records of sampled-away items keep the bytes
+  // they had before the field (tests/wal/testdata; FORMAT.md).
+  fb::RemoveItemsBuilder builder(b);
+  builder.add_keys(k);
+  builder.add_table_id(table_id);
+  if (deleted) builder.add_deleted(true);
+  b.Finish(builder.Finish());
 }
 
 void RecordBuilder::RemoveTrajectory(const RemoveTrajectoryRecord& r) {
