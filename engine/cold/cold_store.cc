@@ -18,6 +18,7 @@
 
 #include "engine/cold/rocksdb_env.h"
 #include "engine/cold/rocksdb_info_log.h"
+#include "engine/cold/table_file_check.h"
 #include "util/progress_reporter.h"
 
 namespace replaydb::engine {
@@ -103,6 +104,12 @@ Status NameDamagedTableFiles(Status s, const std::string& dir) {
   std::vector<std::string> damaged;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     if (e.path().extension() != ".sst") continue;
+    // One that would abort RocksDB's reader is named without it.
+    const Status before = CheckTableFileBeforeRocksdb(e.path().string());
+    if (!before.ok()) {
+      damaged.push_back(e.path().filename().string() + " (" + before.ToString() + ")");
+      continue;
+    }
     rocksdb::SstFileReader reader{rocksdb::Options()};
     rocksdb::Status r = reader.Open(e.path().string());
     if (r.ok()) r = reader.VerifyChecksum();
@@ -181,6 +188,8 @@ ColdStore::~ColdStore() {
 }
 
 Result<std::unique_ptr<ColdStore>> ColdStore::OpenReadOnly(const std::string& dir) {
+  // RocksDB must not see a table file that aborts its reader.
+  REPLAYDB_RETURN_IF_ERROR(CheckTableFilesBeforeRocksdb(dir));
   const char* tmp = std::getenv("TMPDIR");
   std::string secondary = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
                           "/replaydb-reader-XXXXXX";
@@ -246,6 +255,9 @@ rocksdb::CompressionType RocksCompression(ColdCompression c) {
 Status OpenRocks(const std::string& dir, rocksdb::Env* env,
                  const std::shared_ptr<rocksdb::Logger>& info_log, ColdCompression compression,
                  rocksdb::DB** db) {
+  // RocksDB must not see a table file that aborts its reader (files it
+  // writes from now on are its own; those it opens lazily are checked here).
+  REPLAYDB_RETURN_IF_ERROR(CheckTableFilesBeforeRocksdb(dir));
   rocksdb::Options options;
   options.env = env;
   options.info_log = info_log;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/cold/cold_store.h"
+#include "engine/cold/table_file_check.h"
 #include "replaydb/db.h"
 #include "replaydb/env.h"
 #include "tests/test_util.h"
@@ -331,6 +332,121 @@ TEST(DamagedColdStoreTest, ACorruptionThatNamesNoTableFileGetsTheDamagedOnesName
   EXPECT_EQ(engine::NameDamagedTableFiles(io, cold).message(), io.message());
   const Status has_sst = Status::Corruption("block checksum mismatch in " + victim);
   EXPECT_EQ(engine::NameDamagedTableFiles(has_sst, cold).message(), has_sst.message());
+}
+
+// One flipped bit, the top one of a table file's properties block restart
+// count, aborted every opener inside RocksDB (an assertion: RocksDB parses
+// that block before checking its checksum). Now each opener fails naming
+// the file, and with the bit restored everything is there again.
+TEST(DamagedColdStoreTest, TheBitThatAbortedRocksdbIsReportedNamingTheFile) {
+  Fixture f;
+  f.Build();
+  {
+    auto db = DB::Open(Fixture::Options(), f.path());
+    ASSERT_OK(db.status());
+    ASSERT_OK((*db)->Checkpoint());
+  }
+  const std::string cold = f.path() + "/cold";
+  std::vector<std::string> ssts;
+  for (const auto& e : fs::directory_iterator(cold)) {
+    if (e.path().extension() == ".sst") ssts.push_back(e.path().string());
+  }
+  ASSERT_FALSE(ssts.empty());
+  for (const std::string& sst : ssts) {
+    // The block found is the properties block: it names RocksDB's properties.
+    ASSERT_OK_AND_ASSIGN(const engine::PropertiesBlock block, engine::FindPropertiesBlock(sst));
+    std::ifstream in(sst, std::ios::binary);
+    std::string bytes(block.size, '\0');
+    in.seekg(static_cast<std::streamoff>(block.offset));
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    ASSERT_TRUE(in) << sst;
+    // (its first key, whole: later keys share its prefix)
+    EXPECT_THAT(bytes, HasSubstr("rocksdb.block.based.table.index.type")) << sst;
+    EXPECT_EQ(static_cast<uint8_t>(bytes.back()) & 0x80, 0) << sst;
+    EXPECT_OK(engine::CheckTableFileBeforeRocksdb(sst));
+  }
+  std::mt19937_64 rng(TestSeed());
+  const std::string victim = ssts[rng() % ssts.size()];
+  ASSERT_OK_AND_ASSIGN(const engine::PropertiesBlock block, engine::FindPropertiesBlock(victim));
+  const auto at = static_cast<std::streamoff>(block.offset + block.size - 1);
+  char original = 0;
+  {
+    std::fstream io(victim, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(at);
+    io.get(original);
+    io.seekp(at);
+    io.put(static_cast<char>(original | 0x80));
+  }
+  auto db = DB::Open(Fixture::Options(), f.path());
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), Status::Code::kCorruption) << db.status().ToString();
+  EXPECT_THAT(db.status().message(),
+              HasSubstr("table file " + victim + ": its properties block"));
+  auto ro = DB::OpenReadOnly({}, f.path());
+  ASSERT_FALSE(ro.ok());
+  EXPECT_EQ(ro.status().code(), Status::Code::kCorruption) << ro.status().ToString();
+  EXPECT_THAT(ro.status().message(), HasSubstr(victim));
+  const Status named =
+      engine::NameDamagedTableFiles(Status::Corruption("cold store " + cold + ": open"), cold);
+  EXPECT_THAT(named.message(),
+              HasSubstr("damaged table file: " + fs::path(victim).filename().string() + " ("));
+  {
+    std::fstream io(victim, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(at);
+    io.put(original);
+  }
+  auto again = DB::Open(Fixture::Options(), f.path());
+  ASSERT_OK(again.status());
+  ASSERT_OK_AND_ASSIGN(auto table, (*again)->GetTable("t"));
+  EXPECT_EQ(CountIntact(*table, f.checkpointed), static_cast<int>(f.checkpointed.size()));
+  EXPECT_EQ(CountIntact(*table, f.logged), static_cast<int>(f.logged.size()));
+}
+
+// Files that are no table file, or truncated ones, of random bytes and
+// sizes: the check reads them without crashing and leaves them to RocksDB.
+TEST(DamagedColdStoreTest, TheCheckBeforeRocksdbReadsAnyBytesSafely) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  Fixture f;
+  f.Build();
+  {
+    auto db = DB::Open(Fixture::Options(), f.path());
+    ASSERT_OK(db.status());
+    ASSERT_OK((*db)->Checkpoint());
+  }
+  std::string table_file;
+  for (const auto& e : fs::directory_iterator(f.path() + "/cold")) {
+    if (e.path().extension() == ".sst") table_file = e.path().string();
+  }
+  ASSERT_FALSE(table_file.empty());
+  std::ifstream in(table_file, std::ios::binary);
+  const std::string real((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string path = dir.path() + "/000001.sst";
+  for (int i = 0; i < 300; ++i) {
+    std::string bytes;
+    switch (i % 3) {
+      case 0:  // random bytes
+        bytes.resize(rng() % 200);
+        for (char& c : bytes) c = static_cast<char>(rng());
+        break;
+      case 1:  // a real file's tail, cut anywhere
+        bytes = real.substr(rng() % real.size());
+        break;
+      default:  // a real file with its footer and metaindex bytes scrambled
+        bytes = real;
+        for (int k = 0; k < 4; ++k) {
+          bytes[bytes.size() - 1 - rng() % std::min<size_t>(bytes.size(), 400)] =
+              static_cast<char>(rng());
+        }
+    }
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    const Status s = engine::CheckTableFileBeforeRocksdb(path);
+    EXPECT_TRUE(s.ok() || s.code() == Status::Code::kCorruption) << s.ToString();
+  }
+  fs::remove(path);
+  const Status missing = engine::CheckTableFileBeforeRocksdb(path);
+  EXPECT_EQ(missing.code(), Status::Code::kIOError) << missing.ToString();
+  EXPECT_THAT(missing.message(), HasSubstr(path));
 }
 
 // Every SST of cold/ in turn deleted, or damaged in its middle: the
