@@ -33,6 +33,7 @@
 
 #include "replaydb/db.h"
 #include "replaydb/device.h"
+#include "replaydb/interrupt.h"
 #include "replaydb/options.h"
 #include "replaydb/status.h"
 #include "replaydb/table.h"
@@ -812,6 +813,20 @@ extern "C" {
 
 void replaydb_free(void* p) {
   std::free(p);
+}
+
+namespace {
+struct CInterruptCheck {
+  int (*check)(void*) = nullptr;
+  void* arg = nullptr;
+};
+thread_local CInterruptCheck c_interrupt_check;
+bool RunCInterruptCheck(void*) { return c_interrupt_check.check(c_interrupt_check.arg) != 0; }
+}  // namespace
+
+void replaydb_set_interrupt_check(int (*check)(void* arg), void* arg) {
+  c_interrupt_check = CInterruptCheck{check, arg};
+  replaydb::SetThreadInterruptCheck(check == nullptr ? nullptr : &RunCInterruptCheck, nullptr);
 }
 
 void replaydb_free_strings(char** strings, size_t n) {

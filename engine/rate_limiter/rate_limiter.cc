@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "util/format.h"
+#include "util/interrupt.h"
 
 namespace replaydb::engine {
 
@@ -17,16 +18,6 @@ namespace {
 // "1 item", "4 items".
 std::string Items(int64_t n) {
   return std::to_string(n) + (n == 1 ? " item" : " items");
-}
-
-// Waits on `cv` until notified or `deadline`. False once the deadline has
-// passed.
-bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline) {
-  if (deadline == Deadline::max()) {
-    cv.wait(lock);
-    return true;
-  }
-  return cv.wait_until(lock, deadline) == std::cv_status::no_timeout;
 }
 
 }  // namespace
@@ -190,7 +181,15 @@ Status RateLimiter::AwaitReserveInserts(std::unique_lock<std::mutex>& lock, int6
       blocked = true;
       ++blocked_inserts_;
     }
-    if (Clock::now() >= deadline || !WaitUntil(can_insert_cv_, lock, deadline)) {
+    const util::WaitEnd end =
+        Clock::now() >= deadline ? util::WaitEnd::kTimedOut
+                                 : util::WaitInterruptibly(can_insert_cv_, lock, deadline);
+    if (end == util::WaitEnd::kInterrupted) {
+      return Status::Cancelled("table '" + table_name_ + "': interrupted while waiting for the " +
+                               "rate limiter to allow " + std::to_string(items) +
+                               (items == 1 ? " insert" : " inserts"));
+    }
+    if (end == util::WaitEnd::kTimedOut) {
       // Woken by the deadline: the state may have changed while this thread
       // waited for the mutex, so re-check before giving up.
       if (cancelled_ || CanInsert(n) || !CheckInsertBatch(n).ok()) continue;
@@ -270,7 +269,14 @@ Status RateLimiter::AwaitSamples(std::unique_lock<std::mutex>& lock, int64_t n, 
       blocked = true;
       ++blocked_samples_;
     }
-    if (Clock::now() >= deadline || !WaitUntil(can_sample_cv_, lock, deadline)) {
+    const util::WaitEnd end =
+        Clock::now() >= deadline ? util::WaitEnd::kTimedOut
+                                 : util::WaitInterruptibly(can_sample_cv_, lock, deadline);
+    if (end == util::WaitEnd::kInterrupted) {
+      return Status::Cancelled("table '" + table_name_ + "': interrupted while waiting to " +
+                               "sample " + Items(n));
+    }
+    if (end == util::WaitEnd::kTimedOut) {
       if (cancelled_ || allowed() || !CheckSampleBatch(n).ok()) continue;
       if (CanSample(n)) {
         return Status::DeadlineExceeded(

@@ -9,6 +9,7 @@
 
 #include "engine/table/table_impl.h"
 #include "util/format.h"
+#include "util/interrupt.h"
 #include "util/prefetch.h"
 
 namespace replaydb::engine {
@@ -42,10 +43,13 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
         spill_ && cold_store_ != nullptr ? std::max<int64_t>(1, pool_.capacity_blocks() / 8) : 1;
     if (pending_free_blocks_ < headroom) victim = store_.PickVictim(t);
     if (pending_free_blocks_ > 0 && !victim) {
-      if (deadline == Deadline::max()) {
-        blocks_cv_.wait(lock);
-      } else if (blocks_cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
-                 pending_free_blocks_ > 0 && pool_.in_use() >= pool_.capacity_blocks()) {
+      const util::WaitEnd end = util::WaitInterruptibly(blocks_cv_, lock, deadline);
+      if (end == util::WaitEnd::kInterrupted) {
+        return Status::Cancelled("table " + Quoted(name_) +
+                                 ": interrupted while waiting for hot-tier blocks");
+      }
+      if (end == util::WaitEnd::kTimedOut && pending_free_blocks_ > 0 &&
+          pool_.in_use() >= pool_.capacity_blocks()) {
         return Status::DeadlineExceeded(
             "table " + Quoted(name_) + ": timed out waiting for hot-tier blocks that " +
             (spill_queue_.empty() ? std::string("in-flight samples still read")

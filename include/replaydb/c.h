@@ -124,6 +124,14 @@ REPLAYDB_C_EXPORT void replaydb_free(void* p);
 REPLAYDB_C_EXPORT void replaydb_free_strings(char** strings, size_t n);
 /* "0.1.0"; static storage. */
 REPLAYDB_C_EXPORT const char* replaydb_version(void);
+/* Sets the calling thread's interrupt check (replaydb/interrupt.h): while a
+ * call of this thread waits (for the rate limiter, or for hot-tier blocks),
+ * it runs check(arg) every 100 ms; a nonzero result stops the wait and the
+ * call fails with REPLAYDB_CANCELLED, "interrupted" in its message (what a vector
+ * writer's append did before the wait stays done). NULL clears it; other
+ * threads are unaffected. The Python package sets one that runs Python's
+ * signal handlers, so that Ctrl-C reaches any wait. */
+REPLAYDB_C_EXPORT void replaydb_set_interrupt_check(int (*check)(void* arg), void* arg);
 /* Name of a status code ("NotFound") or dtype ("f32"); static storage, or
  * "invalid". */
 REPLAYDB_C_EXPORT const char* replaydb_code_name(int code);

@@ -10,15 +10,18 @@ The library is looked for, in order:
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import operator
 import os
+import sys
+import threading
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int32,
                     c_int64, c_size_t, c_uint8, c_uint64, c_void_p)
 from pathlib import Path
 from typing import List, Optional
 
-from replaydb.errors import InvalidArgumentError
+from replaydb.errors import InvalidArgumentError, interrupts
 
 MAX_DIMS = 8
 WAIT_FOREVER = -1
@@ -208,6 +211,7 @@ _errp = POINTER(c_char_p)
 # char** errptr last.
 _SIGNATURES = [
     ("replaydb_free", None, [c_void_p]),
+    ("replaydb_set_interrupt_check", None, [c_void_p, c_void_p]),
     ("replaydb_free_strings", None, [POINTER(c_char_p), c_size_t]),
     ("replaydb_version", c_char_p, []),
     ("replaydb_code_name", c_char_p, [c_int]),
@@ -365,6 +369,45 @@ for _name, _restype, _argtypes in _SIGNATURES:
                         for t in _argtypes]
         setattr(fast, _name, _fn)
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+
+
+# Ctrl-C inside the engine: a call of the main thread that waits there (for
+# the rate limiter, or for hot-tier blocks) runs this every 100 ms
+# (replaydb_set_interrupt_check). Python runs its signal handlers as the
+# callback starts; an exception one raises there (KeyboardInterrupt) cannot
+# reach the callback's code, and ctypes hands it to sys.unraisablehook,
+# where _keep_interrupts keeps it in errors.interrupts (ctypes' return value
+# is then undefined: the next poll, 100 ms on, returns 1). The call that
+# waited raises it once the engine returns (errors.check). With another
+# unraisable hook installed in place of this one (pytest's, during a test),
+# Ctrl-C reaches those waits only when they time out, as before.
+_InterruptCheck = ctypes.CFUNCTYPE(c_int, c_void_p)
+
+
+def _run_signal_handlers(_arg: Optional[int]) -> int:
+    return 1 if interrupts else 0
+
+
+_interrupt_check = _InterruptCheck(_run_signal_handlers)
+_prior_unraisablehook = sys.unraisablehook
+
+
+def _keep_interrupts(unraisable) -> None:
+    if unraisable.object is _run_signal_handlers and unraisable.exc_value is not None:
+        interrupts.append(unraisable.exc_value)
+        return
+    _prior_unraisablehook(unraisable)
+
+
+def _set_interrupt_check() -> None:
+    if threading.current_thread() is threading.main_thread():
+        sys.unraisablehook = _keep_interrupts
+        lib.replaydb_set_interrupt_check(ctypes.cast(_interrupt_check, c_void_p), None)
+        # Cleared before the interpreter goes: nothing may call into it then.
+        atexit.register(lib.replaydb_set_interrupt_check, None, None)
+
+
+_set_interrupt_check()
 
 
 def take_string(ptr: Optional[int]) -> str:

@@ -8,7 +8,7 @@ caller would expect, so ``except ValueError`` catches a bad argument and
 from __future__ import annotations
 
 import ctypes
-from typing import Dict, Type
+from typing import Dict, List, Type
 
 
 class Error(Exception):
@@ -89,9 +89,15 @@ _BY_CODE: Dict[int, Type[Error]] = {
 }
 
 
+# What Python's signal handlers raised while the engine waited (the
+# interrupt check of replaydb._lib): the call that waited raises it.
+interrupts: List[BaseException] = []
+
+
 def check(code: int, err: ctypes.c_char_p) -> None:
     """Raises the exception for a non-zero status code, with the message in ``err``
-    (which the C API malloc'ed; it is freed here)."""
+    (which the C API malloc'ed; it is freed here); after a wait that Ctrl-C
+    ended, the KeyboardInterrupt."""
     if code == 0:
         return
     from replaydb._lib import lib
@@ -101,4 +107,8 @@ def check(code: int, err: ctypes.c_char_p) -> None:
         message = err.value.decode(errors="replace")
         lib.replaydb_free(ctypes.cast(err, ctypes.c_void_p))
         err.value = None
+    if interrupts:
+        interrupted = interrupts.pop()
+        interrupts.clear()
+        raise interrupted
     raise _BY_CODE.get(code, InternalError)(message or f"replaydb error code {code}")

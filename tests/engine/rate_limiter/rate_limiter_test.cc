@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "replaydb/interrupt.h"
 #include "tests/test_util.h"
 
 namespace replaydb::engine {
@@ -330,6 +332,59 @@ TEST_F(RateLimiterTest, ZeroTimeoutSucceedsWhenAllowedAndFailsAtOnceWhenNot) {
   const auto start = Clock::now();
   EXPECT_EQ(Insert().code(), Status::Code::kDeadlineExceeded);
   EXPECT_LT(Clock::now() - start, 1s);
+}
+
+// A thread's interrupt check (replaydb/interrupt.h) ends its own waits,
+// polled about every 100 ms; another thread's waits go on to their deadline.
+TEST_F(RateLimiterTest, AThreadsInterruptCheckEndsItsWaitsOnly) {
+  Reset(RateLimiterSpec::Queue(2));
+  ASSERT_TRUE(Insert(2).ok());
+  struct Polls {
+    std::atomic<int> calls{0};
+    int stop_at = 0;
+  };
+  const auto check = [](void* arg) {
+    auto* polls = static_cast<Polls*>(arg);
+    return ++polls->calls >= polls->stop_at;
+  };
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Polls inserts;
+  inserts.stop_at = 2 + static_cast<int>(rng() % 3);
+  Polls samples;
+  samples.stop_at = 1;
+  BackgroundCall other([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    return limiter_->AwaitReserveInserts(lock, 1, DeadlineAfter(600ms));
+  });
+  SetThreadInterruptCheck(check, &inserts);
+  const auto start = Clock::now();
+  const Status s = InsertWaiting();
+  const auto waited = Clock::now() - start;
+  EXPECT_EQ(s.code(), Status::Code::kCancelled) << s.ToString();
+  EXPECT_EQ(s.message(),
+            "table 'atari': interrupted while waiting for the rate limiter to allow 1 insert");
+  EXPECT_EQ(inserts.calls.load(), inserts.stop_at);
+  EXPECT_GE(waited, 100ms * (inserts.stop_at - 1));
+  EXPECT_LT(waited, kUnblocked);
+  // Nothing was reserved by the interrupted call.
+  EXPECT_EQ(Info().inserts, 2);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ASSERT_TRUE(limiter_->AwaitSamples(lock, 2, DeadlineAfter(0ms), nullptr).ok());
+  }
+  // The queue is empty: a sample waits, and the check ends it.
+  SetThreadInterruptCheck(check, &samples);
+  const Status sampled = SampleWaiting(1);
+  EXPECT_EQ(sampled.code(), Status::Code::kCancelled) << sampled.ToString();
+  EXPECT_EQ(sampled.message(), "table 'atari': interrupted while waiting to sample 1 item");
+  SetThreadInterruptCheck(nullptr, nullptr);
+  // The other thread, without a check, was unaffected: it got its insert
+  // once the samples made room, or timed out.
+  ASSERT_TRUE(other.WaitDone(kUnblocked));
+  EXPECT_TRUE(other.status().ok() || other.status().code() == Status::Code::kDeadlineExceeded)
+      << other.status().ToString();
+  // Cleared: a wait runs to its deadline.
+  EXPECT_EQ(Sample(1).code(), Status::Code::kDeadlineExceeded);
 }
 
 TEST_F(RateLimiterTest, CancelWakesBlockedInserterAndSampler) {
