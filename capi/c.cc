@@ -83,6 +83,7 @@ static_assert(REPLAYDB_IO_ERROR == static_cast<int>(Status::Code::kIOError));
 static_assert(REPLAYDB_CORRUPTION == static_cast<int>(Status::Code::kCorruption));
 static_assert(REPLAYDB_NOT_SUPPORTED == static_cast<int>(Status::Code::kNotSupported));
 static_assert(REPLAYDB_INTERNAL == static_cast<int>(Status::Code::kInternal));
+static_assert(REPLAYDB_UNAVAILABLE == static_cast<int>(Status::Code::kUnavailable));
 static_assert(REPLAYDB_BOOL == static_cast<int>(DType::kBool));
 static_assert(REPLAYDB_U8 == static_cast<int>(DType::kU8));
 static_assert(REPLAYDB_I8 == static_cast<int>(DType::kI8));
@@ -101,7 +102,7 @@ static_assert(REPLAYDB_ITEM_KEY_START_BITS == replaydb::kItemKeyStartBits);
 
 namespace {
 
-constexpr int kNumCodes = REPLAYDB_INTERNAL + 1;
+constexpr int kNumCodes = REPLAYDB_UNAVAILABLE + 1;
 // A column's dims in a batch field follow [B, L].
 constexpr int kMaxColumnDims = REPLAYDB_MAX_DIMS - 2;
 // The arrays of a batch besides its columns, in the order fields list them.

@@ -17,6 +17,7 @@ std::string_view StatusCodeName(Status::Code code) {
     case Status::Code::kCorruption: return "Corruption";
     case Status::Code::kNotSupported: return "NotSupported";
     case Status::Code::kInternal: return "Internal";
+    case Status::Code::kUnavailable: return "Unavailable";
   }
   return "Unknown";
 }

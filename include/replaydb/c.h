@@ -65,6 +65,7 @@ enum {
   REPLAYDB_CORRUPTION = 10,
   REPLAYDB_NOT_SUPPORTED = 11,
   REPLAYDB_INTERNAL = 12,
+  REPLAYDB_UNAVAILABLE = 13,
 };
 
 /* ---- element types: the values of replaydb::DType ---- */

@@ -33,6 +33,7 @@ class [[nodiscard]] Status {
     kCorruption,         // stored bytes fail their checks
     kNotSupported,       // valid request this build or machine cannot serve
     kInternal,           // a replaydb bug
+    kUnavailable,        // a server or peer cannot be reached (refused, gone, timed out)
   };
 
   // An OK status.
@@ -51,6 +52,7 @@ class [[nodiscard]] Status {
   static Status Corruption(std::string msg) { return Status(Code::kCorruption, std::move(msg)); }
   static Status NotSupported(std::string msg) { return Status(Code::kNotSupported, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
+  static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -29,7 +29,7 @@ from replaydb.keys import item_key, key_start, key_trajectory
 from replaydb.errors import (AlreadyExistsError, BusyError, CancelledError, CorruptionError,
                              DeadlineExceededError, Error, FailedPreconditionError,
                              InternalError, InvalidArgumentError, IOErrorError, NotFoundError,
-                             NotSupportedError, ResourceExhaustedError)
+                             NotSupportedError, ResourceExhaustedError, UnavailableError)
 
 __all__ = [
     "DB", "Table", "Writer", "VectorWriter", "Batch", "Array", "BatchIterator", "Column",
@@ -38,7 +38,7 @@ __all__ = [
     "Error", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError",
     "ResourceExhaustedError", "DeadlineExceededError", "CancelledError",
     "FailedPreconditionError", "BusyError", "IOErrorError", "CorruptionError",
-    "NotSupportedError", "InternalError",
+    "NotSupportedError", "InternalError", "UnavailableError",
 ]
 
 __version__ = "0.1.0"

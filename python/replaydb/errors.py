@@ -72,6 +72,10 @@ class InternalError(Error, RuntimeError):
     code = "Internal"
 
 
+class UnavailableError(Error, ConnectionError):
+    code = "Unavailable"
+
+
 # The C API's codes (include/replaydb/c.h), in order.
 _BY_CODE: Dict[int, Type[Error]] = {
     1: InvalidArgumentError,
@@ -86,6 +90,7 @@ _BY_CODE: Dict[int, Type[Error]] = {
     10: CorruptionError,
     11: NotSupportedError,
     12: InternalError,
+    13: UnavailableError,
 }
 
 

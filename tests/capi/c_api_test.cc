@@ -407,12 +407,13 @@ class CApiTest : public ::testing::Test {
 
 TEST_F(CApiTest, VersionNamesAndDTypes) {
   EXPECT_STREQ(replaydb_version(), REPLAYDB_PROJECT_VERSION);
-  for (int code = 0; code <= REPLAYDB_INTERNAL; ++code) {
+  for (int code = 0; code <= REPLAYDB_UNAVAILABLE; ++code) {
     EXPECT_EQ(replaydb_code_name(code), StatusCodeName(static_cast<Status::Code>(code)));
   }
   EXPECT_STREQ(replaydb_code_name(REPLAYDB_NOT_FOUND), "NotFound");
   EXPECT_STREQ(replaydb_code_name(-1), "invalid");
-  EXPECT_STREQ(replaydb_code_name(REPLAYDB_INTERNAL + 1), "invalid");
+  EXPECT_STREQ(replaydb_code_name(REPLAYDB_UNAVAILABLE), "Unavailable");
+  EXPECT_STREQ(replaydb_code_name(REPLAYDB_UNAVAILABLE + 1), "invalid");
   for (int d = 0; d < kNumDTypes; ++d) {
     EXPECT_EQ(replaydb_dtype_name(d), DTypeName(static_cast<DType>(d)));
     EXPECT_EQ(replaydb_dtype_size(d), DTypeSize(static_cast<DType>(d)));

@@ -1,0 +1,617 @@
+#include "rdma/transport.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace replaydb::rdma {
+namespace {
+
+// The one active-message id every message uses: the header says what it is.
+constexpr unsigned kMessageId = 1;
+
+std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
+
+// `host` (a dotted IPv4 address or a name) and `port` as a socket address.
+Result<sockaddr_in> Resolve(const std::string& host, uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return Status::InvalidArgument("cannot resolve host '" + host + "': " + ::gai_strerror(rc));
+  }
+  addr.sin_addr = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr;
+  ::freeaddrinfo(found);
+  return addr;
+}
+
+std::string Address(const std::string& host, uint16_t port) {
+  return host + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+class Transport::Impl {
+ public:
+  struct Worker;
+
+  // One message on its way out; freed when UCX is done with it.
+  struct Outgoing {
+    Worker* worker = nullptr;
+    ConnectionId to = 0;
+    std::string header;
+    std::string payload;
+    std::function<void(const Status&)> done;
+  };
+  // A message received, whole once `ready` (a rendezvous payload is
+  // fetched first).
+  struct Incoming {
+    Worker* worker = nullptr;
+    ConnectionId from = 0;
+    std::string header;
+    std::string payload;
+    bool ready = false;
+  };
+  struct Connection {
+    ucp_ep_h ep = nullptr;
+    std::string peer;  // for messages
+    int in_flight = 0; // sends not yet completed
+    // Known to the user (accepted, or Connect returned it): on_close is due.
+    bool announced = false;
+    // Messages in the order they arrived: each is delivered once it and
+    // all before it are whole (a large one fetched by rendezvous must not
+    // be overtaken by a small one sent after it).
+    std::deque<std::shared_ptr<Incoming>> arrivals;
+  };
+
+  struct Worker {
+    Impl* impl = nullptr;
+    int index = 0;
+    ucp_worker_h worker = nullptr;
+    std::thread thread;
+    // Work other threads hand over; run on this worker's thread.
+    std::mutex mu;
+    std::deque<std::function<void()>> queue;
+    // Owned by the worker's thread.
+    std::unordered_map<ConnectionId, Connection> connections;
+    std::unordered_map<ucp_ep_h, ConnectionId> by_ep;
+    // Endpoint closes in progress.
+    std::vector<ucs_status_ptr_t> closing;
+  };
+
+  explicit Impl(TransportOptions options) : options_(std::move(options)) {}
+
+  Status Start() {
+    if (options_.workers < 1 || options_.workers > 64) {
+      return Status::InvalidArgument("transport: workers must be 1 to 64, not " +
+                                     std::to_string(options_.workers));
+    }
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) return Status::Internal("transport: ucp_config_read: " + UcsError(s));
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = options_.workers > 1 ? 1 : 0;
+    s = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    if (s != UCS_OK) return Status::Internal("transport: ucp_init: " + UcsError(s));
+    workers_.reserve(static_cast<size_t>(options_.workers));
+    for (int i = 0; i < options_.workers; ++i) {
+      auto w = std::make_unique<Worker>();
+      w->impl = this;
+      w->index = i;
+      ucp_worker_params_t wp{};
+      wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+      wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+      s = ucp_worker_create(context_, &wp, &w->worker);
+      if (s != UCS_OK) return Status::Internal("transport: ucp_worker_create: " + UcsError(s));
+      ucp_am_handler_param_t hp{};
+      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG;
+      hp.id = kMessageId;
+      hp.cb = &Impl::OnMessage;
+      hp.arg = w.get();
+      s = ucp_worker_set_am_recv_handler(w->worker, &hp);
+      if (s != UCS_OK) return Status::Internal("transport: am handler: " + UcsError(s));
+      workers_.push_back(std::move(w));
+    }
+    if (!options_.listen_host.empty()) {
+      REPLAYDB_ASSIGN_OR_RETURN(const sockaddr_in addr,
+                                Resolve(options_.listen_host, options_.listen_port));
+      ucp_listener_params_t lp{};
+      lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+      lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+      lp.sockaddr.addrlen = sizeof(addr);
+      lp.conn_handler.cb = &Impl::OnConnectionRequest;
+      lp.conn_handler.arg = this;
+      s = ucp_listener_create(workers_[0]->worker, &lp, &listener_);
+      if (s != UCS_OK) {
+        return Status::IOError("transport: cannot listen on " +
+                               Address(options_.listen_host, options_.listen_port) + ": " +
+                               UcsError(s));
+      }
+      ucp_listener_attr_t attr{};
+      attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+      s = ucp_listener_query(listener_, &attr);
+      if (s != UCS_OK) return Status::Internal("transport: ucp_listener_query: " + UcsError(s));
+      port_ = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+    }
+    for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { Run(*p); });
+    return Status::OK();
+  }
+
+  ~Impl() {
+    stopping_.store(true);
+    for (auto& w : workers_) {
+      if (w->worker != nullptr) ucp_worker_signal(w->worker);
+    }
+    for (auto& w : workers_) {
+      if (w->thread.joinable()) w->thread.join();
+    }
+    // Work queued after a worker left fails as stopped.
+    for (auto& w : workers_) RunQueued(*w);
+    if (listener_ != nullptr) ucp_listener_destroy(listener_);
+    for (auto& w : workers_) {
+      if (w->worker != nullptr) ucp_worker_destroy(w->worker);
+    }
+    if (context_ != nullptr) ucp_cleanup(context_);
+  }
+
+  uint16_t port() const { return port_; }
+  int open_connections() const { return open_.load(); }
+
+  Result<ConnectionId> Connect(const std::string& host, uint16_t port,
+                               std::chrono::milliseconds timeout) {
+    REPLAYDB_ASSIGN_OR_RETURN(const sockaddr_in addr, Resolve(host, port));
+    const std::string peer = Address(host, port);
+    Worker& w = NextWorker();
+    const ConnectionId id = NewId(w);
+    // The endpoint is made on the worker's thread; the connection is up once
+    // a first message round trip would go through: UCX reports a refused or
+    // unreachable peer through the error handler, so wait for a flush.
+    auto promise = std::make_shared<std::promise<Status>>();
+    std::future<Status> result = promise->get_future();
+    Post(w, [this, &w, id, addr, peer, promise] {
+      if (stopping_.load()) {
+        promise->set_value(Status::Cancelled("transport: stopped while connecting to " + peer));
+        return;
+      }
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+      ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+      ep.sockaddr.addrlen = sizeof(addr);
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = &Impl::OnEndpointError;
+      ep.err_handler.arg = &w;
+      ucp_ep_h handle = nullptr;
+      const ucs_status_t s = ucp_ep_create(w.worker, &ep, &handle);
+      if (s != UCS_OK) {
+        promise->set_value(
+            Status::Unavailable("transport: cannot connect to " + peer + ": " + UcsError(s)));
+        return;
+      }
+      Added(w, id, handle, peer);
+      Flush(w, id, promise);
+    });
+    if (result.wait_for(timeout) != std::future_status::ready) {
+      CloseAndWait(id);
+      return Status::Unavailable("transport: connecting to " + peer + " timed out after " +
+                                 std::to_string(timeout.count()) + " ms");
+    }
+    Status s = result.get();
+    if (!s.ok()) {
+      CloseAndWait(id);
+      return s;
+    }
+    return id;
+  }
+
+  void Send(ConnectionId to, std::string header, std::string payload,
+            std::function<void(const Status&)> done) {
+    Worker* w = WorkerOf(to);
+    if (w == nullptr) {
+      if (done) done(Status::NotFound("transport: no connection " + std::to_string(to)));
+      return;
+    }
+    auto out = std::make_unique<Outgoing>();
+    out->worker = w;
+    out->to = to;
+    out->header = std::move(header);
+    out->payload = std::move(payload);
+    out->done = std::move(done);
+    Post(*w, [this, out = out.release()]() mutable { SendNow(std::unique_ptr<Outgoing>(out)); });
+  }
+
+  // Close, returning once the connection is gone from its worker (a failed
+  // Connect leaves nothing open behind it).
+  void CloseAndWait(ConnectionId id) {
+    Worker* w = WorkerOf(id);
+    if (w == nullptr) return;
+    auto gone = std::make_shared<std::promise<void>>();
+    std::future<void> f = gone->get_future();
+    Post(*w, [this, w, id, gone] {
+      Closed(*w, id, Status::OK(), /*by_us=*/false);
+      gone->set_value();
+    });
+    (void)f.wait_for(std::chrono::seconds(10));
+  }
+
+  void Close(ConnectionId id) {
+    Worker* w = WorkerOf(id);
+    if (w == nullptr) return;
+    Post(*w, [this, w, id] { Closed(*w, id, Status::OK(), /*by_us=*/true); });
+  }
+
+ private:
+  Worker& NextWorker() {
+    const size_t i = next_worker_.fetch_add(1) % workers_.size();
+    return *workers_[i];
+  }
+  // Ids carry their worker's index in the low 8 bits.
+  ConnectionId NewId(const Worker& w) {
+    return (next_id_.fetch_add(1) << 8) | static_cast<ConnectionId>(w.index);
+  }
+  Worker* WorkerOf(ConnectionId id) {
+    if (id == 0) return nullptr;
+    const size_t i = id & 0xFF;
+    return i < workers_.size() ? workers_[i].get() : nullptr;
+  }
+
+  // Runs `fn` on `w`'s thread. After the stop, work is dropped (a Send's
+  // done is run with Cancelled by the drain in Run).
+  void Post(Worker& w, std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.queue.push_back(std::move(fn));
+    }
+    ucp_worker_signal(w.worker);
+  }
+
+  void Added(Worker& w, ConnectionId id, ucp_ep_h ep, std::string peer) {
+    w.connections[id] = Connection{ep, std::move(peer), 0};
+    w.by_ep[ep] = id;
+    open_.fetch_add(1);
+  }
+
+  // Completes `promise` once everything sent on `id` so far has reached the
+  // peer (for Connect: the connection is up), or with the failure.
+  void Flush(Worker& w, ConnectionId id, std::shared_ptr<std::promise<Status>> promise) {
+    auto it = w.connections.find(id);
+    if (it == w.connections.end()) {
+      promise->set_value(Status::Unavailable("transport: the connection ended"));
+      return;
+    }
+    struct Flushing {
+      std::shared_ptr<std::promise<Status>> promise;
+      std::string peer;
+      Worker* worker;
+      ConnectionId id;
+    };
+    auto* f = new Flushing{std::move(promise), it->second.peer, &w, id};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = [](void* request, ucs_status_t status, void* user) {
+      auto* f = static_cast<Flushing*>(user);
+      if (status == UCS_OK) f->worker->impl->Announce(*f->worker, f->id);
+      f->promise->set_value(status == UCS_OK ? Status::OK()
+                                             : Status::Unavailable("transport: cannot connect to " +
+                                                                   f->peer + ": " +
+                                                                   UcsError(status)));
+      delete f;
+      ucp_request_free(request);
+    };
+    p.user_data = f;
+    ucs_status_ptr_t r = ucp_ep_flush_nbx(it->second.ep, &p);
+    if (r == nullptr) {
+      Announce(w, id);
+      f->promise->set_value(Status::OK());
+      delete f;
+    } else if (UCS_PTR_IS_ERR(r)) {
+      f->promise->set_value(Status::Unavailable("transport: cannot connect to " + f->peer + ": " +
+                                                UcsError(UCS_PTR_STATUS(r))));
+      delete f;
+    }
+  }
+
+  void Announce(Worker& w, ConnectionId id) {
+    auto it = w.connections.find(id);
+    if (it != w.connections.end()) it->second.announced = true;
+  }
+
+  void SendNow(std::unique_ptr<Outgoing> out) {
+    Worker& w = *out->worker;
+    if (stopping_.load()) {
+      if (out->done) out->done(Status::Cancelled("transport: stopped before the message was sent"));
+      return;
+    }
+    auto it = w.connections.find(out->to);
+    if (it == w.connections.end()) {
+      if (out->done) {
+        out->done(Status::Unavailable("transport: connection " + std::to_string(out->to) +
+                                      " has ended"));
+      }
+      return;
+    }
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_AM_SEND_FLAG_REPLY;
+    p.cb.send = [](void* request, ucs_status_t status, void* user) {
+      std::unique_ptr<Outgoing> out(static_cast<Outgoing*>(user));
+      out->worker->impl->Sent(*out, status);
+      ucp_request_free(request);
+    };
+    Outgoing* raw = out.get();
+    p.user_data = raw;
+    ucs_status_ptr_t r =
+        ucp_am_send_nbx(it->second.ep, kMessageId, raw->header.data(), raw->header.size(),
+                        raw->payload.data(), raw->payload.size(), &p);
+    if (r == nullptr) {
+      Sent(*out, UCS_OK);
+    } else if (UCS_PTR_IS_ERR(r)) {
+      Sent(*out, UCS_PTR_STATUS(r));
+    } else {
+      ++it->second.in_flight;
+      (void)out.release();  // the callback owns it now
+    }
+  }
+
+  void Sent(Outgoing& out, ucs_status_t status) {
+    auto it = out.worker->connections.find(out.to);
+    if (it != out.worker->connections.end() && it->second.in_flight > 0) {
+      --it->second.in_flight;
+    }
+    if (!out.done) return;
+    if (status == UCS_OK) {
+      out.done(Status::OK());
+    } else {
+      out.done(Status::Unavailable("transport: sending on connection " + std::to_string(out.to) +
+                                   " failed: " + UcsError(status)));
+    }
+  }
+
+  // The connection ends (at most once): handlers told, endpoint closed.
+  void Closed(Worker& w, ConnectionId id, const Status& why, bool by_us) {
+    auto it = w.connections.find(id);
+    if (it == w.connections.end()) return;
+    const ucp_ep_h ep = it->second.ep;
+    const bool announced = it->second.announced;
+    w.by_ep.erase(ep);
+    w.connections.erase(it);
+    open_.fetch_sub(1);
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    // A failed endpoint can only be closed by force; ours flushes first.
+    p.flags = by_us ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) w.closing.push_back(r);
+    if (announced && options_.on_close) options_.on_close(id, why);
+  }
+
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+    auto* w = static_cast<Worker*>(arg);
+    auto it = w->by_ep.find(ep);
+    if (it == w->by_ep.end()) return;
+    const ConnectionId id = it->second;
+    const std::string peer = w->connections[id].peer;
+    w->impl->Closed(*w, id,
+                    Status::Unavailable("transport: connection " + std::to_string(id) + " to " +
+                                        peer + " ended: " + UcsError(status)),
+                    /*by_us=*/false);
+  }
+
+  static void OnConnectionRequest(ucp_conn_request_h request, void* arg) {
+    auto* impl = static_cast<Impl*>(arg);
+    std::string peer = "?";
+    ucp_conn_request_attr_t attr{};
+    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    if (ucp_conn_request_query(request, &attr) == UCS_OK &&
+        attr.client_address.ss_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(&attr.client_address);
+      char ip[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+      peer = Address(ip, ntohs(in->sin_port));
+    }
+    Worker& w = impl->NextWorker();
+    const ConnectionId id = impl->NewId(w);
+    impl->Post(w, [impl, &w, id, request, peer] {
+      if (impl->stopping_.load()) {
+        (void)ucp_listener_reject(impl->listener_, request);
+        return;
+      }
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.conn_request = request;
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = &Impl::OnEndpointError;
+      ep.err_handler.arg = &w;
+      ucp_ep_h handle = nullptr;
+      if (ucp_ep_create(w.worker, &ep, &handle) != UCS_OK) return;
+      impl->Added(w, id, handle, peer);
+      impl->Announce(w, id);
+      if (impl->options_.on_accept) impl->options_.on_accept(id);
+    });
+  }
+
+  static ucs_status_t OnMessage(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param) {
+    auto* w = static_cast<Worker*>(arg);
+    ConnectionId from = 0;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0) {
+      auto it = w->by_ep.find(param->reply_ep);
+      if (it != w->by_ep.end()) from = it->second;
+    }
+    if (from == 0) return UCS_OK;  // from a connection already closed here: dropped
+    Connection& c = w->connections[from];
+    auto in = std::make_shared<Incoming>();
+    in->worker = w;
+    in->from = from;
+    in->header.assign(static_cast<const char*>(header), header_length);
+    c.arrivals.push_back(in);
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0) {
+      in->payload.assign(static_cast<const char*>(data), length);
+      in->ready = true;
+      w->impl->DeliverArrived(*w, from);
+      return UCS_OK;
+    }
+    // Rendezvous: fetch the payload into a buffer of our own first.
+    in->payload.resize(length);
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = [](void* request, ucs_status_t status, size_t, void* user) {
+      std::unique_ptr<std::shared_ptr<Incoming>> in(static_cast<std::shared_ptr<Incoming>*>(user));
+      (*in)->ready = true;
+      if (status != UCS_OK) (*in)->header.clear(), (*in)->from = 0;  // lost with its connection
+      (*in)->worker->impl->DeliverArrived(*(*in)->worker, (*in)->from);
+      ucp_request_free(request);
+    };
+    auto* hold = new std::shared_ptr<Incoming>(in);
+    p.user_data = hold;
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(w->worker, data, in->payload.data(), length, &p);
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+      delete hold;
+      in->ready = true;
+      if (r != nullptr) in->from = 0;
+      w->impl->DeliverArrived(*w, from);
+    }
+    return UCS_OK;
+  }
+
+  // Delivers the whole messages at the front of `from`'s arrivals.
+  void DeliverArrived(Worker& w, ConnectionId from) {
+    auto it = w.connections.find(from);
+    if (it == w.connections.end()) return;
+    auto& arrivals = it->second.arrivals;
+    while (!arrivals.empty() && arrivals.front()->ready) {
+      std::shared_ptr<Incoming> in = std::move(arrivals.front());
+      arrivals.pop_front();
+      if (in->from != 0) Deliver(in->from, std::move(in->header), std::move(in->payload));
+      // The handler may have closed the connection.
+      it = w.connections.find(from);
+      if (it == w.connections.end()) return;
+    }
+  }
+
+  void Deliver(ConnectionId from, std::string header, std::string payload) {
+    if (options_.on_message) options_.on_message(from, std::move(header), std::move(payload));
+  }
+
+  // Frees the endpoint closes that finished; true if some are in progress.
+  static bool SweepCloses(Worker& w) {
+    std::vector<ucs_status_ptr_t> pending;
+    for (ucs_status_ptr_t r : w.closing) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+        pending.push_back(r);
+      } else {
+        ucp_request_free(r);
+      }
+    }
+    w.closing.swap(pending);
+    return !w.closing.empty();
+  }
+
+  // Runs the work queued for `w`; true if there was some.
+  static bool RunQueued(Worker& w) {
+    std::deque<std::function<void()>> work;
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      work.swap(w.queue);
+    }
+    for (auto& fn : work) fn();
+    return !work.empty();
+  }
+
+  // A worker's thread: queued work, progress, then sleep when idle.
+  void Run(Worker& w) {
+    using Clock = std::chrono::steady_clock;
+    while (!stopping_.load()) {
+      bool active = RunQueued(w);
+      const Clock::time_point spin_until = Clock::now() + options_.spin;
+      do {
+        if (ucp_worker_progress(w.worker) != 0) active = true;
+      } while (Clock::now() < spin_until);
+      if (!w.closing.empty()) SweepCloses(w);
+      if (active) continue;
+      const ucs_status_t armed = ucp_worker_arm(w.worker);
+      if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
+      {
+        std::lock_guard<std::mutex> lock(w.mu);
+        if (!w.queue.empty() || stopping_.load()) continue;
+      }
+      if (armed == UCS_OK) (void)ucp_worker_wait(w.worker);
+    }
+    // Stopping: what was queued runs (sends and connects fail as stopped),
+    // every connection of this worker ends, and their closes finish.
+    RunQueued(w);
+    std::vector<ConnectionId> ids;
+    for (const auto& [id, c] : w.connections) ids.push_back(id);
+    for (const ConnectionId id : ids) {
+      Closed(w, id, Status::Cancelled("transport: stopped"), /*by_us=*/true);
+    }
+    const Clock::time_point give_up = Clock::now() + std::chrono::seconds(2);
+    while (SweepCloses(w) && Clock::now() < give_up) {
+      ucp_worker_progress(w.worker);
+      RunQueued(w);
+    }
+    RunQueued(w);
+  }
+
+  TransportOptions options_;
+  ucp_context_h context_ = nullptr;
+  ucp_listener_h listener_ = nullptr;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<size_t> next_worker_{0};
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<int> open_{0};
+};
+
+Result<std::unique_ptr<Transport>> Transport::Start(TransportOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  REPLAYDB_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<Transport>(new Transport(std::move(impl)));
+}
+
+Transport::Transport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Transport::~Transport() = default;
+
+uint16_t Transport::port() const { return impl_->port(); }
+
+Result<ConnectionId> Transport::Connect(const std::string& host, uint16_t port,
+                                        std::chrono::milliseconds timeout) {
+  return impl_->Connect(host, port, timeout);
+}
+
+void Transport::Send(ConnectionId to, std::string header, std::string payload,
+                     std::function<void(const Status&)> done) {
+  impl_->Send(to, std::move(header), std::move(payload), std::move(done));
+}
+
+void Transport::Close(ConnectionId connection) { impl_->Close(connection); }
+
+int Transport::open_connections() const { return impl_->open_connections(); }
+
+}  // namespace replaydb::rdma

@@ -1,0 +1,108 @@
+// Transport: messages between processes over UCX's UCP API (libucx), the
+// layer that `replaydb serve`, remote clients, replication and shards are
+// built on (../shared/DESIGN.md, "The network tier").
+//
+// One UCP context; W worker threads, each owning one ucp_worker in
+// single-thread mode and the endpoints (connections) placed on it. A
+// transport that listens has a listener on worker 0, which hands each
+// connection request to the next worker in turn; that worker accepts it.
+// A message is a header (small: a FlatBuffer of rdma/wire.fbs, later) and a
+// payload (bulk bytes), sent as one UCP active message: eager when small,
+// rendezvous when large (UCX picks); the receiver gets both whole.
+//
+// Workers never block in a handler: the message and close handlers run on
+// the worker's thread and must return promptly (hand waits to an executor).
+// Calls from other threads (Connect, Send, Close) are queued to the worker
+// and it is woken with ucp_worker_signal. A worker spins on
+// ucp_worker_progress for a short while after activity, then sleeps in
+// ucp_worker_wait (pure spinning starves a 2-core machine).
+//
+// Errors: every endpoint uses UCP_ERR_HANDLING_MODE_PEER, so a peer that
+// dies or a connection that fails is reported (the close handler, and the
+// completion of sends in flight) and never hangs a call. A Send's `done`
+// runs exactly once, on the worker's thread.
+//
+// Thread safety: every public method may be called from any thread,
+// including from the handlers.
+#ifndef REPLAYDB_RDMA_TRANSPORT_H_
+#define REPLAYDB_RDMA_TRANSPORT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "replaydb/status.h"
+
+namespace replaydb::rdma {
+
+// A connection's id within its transport; never reused. 0 is no connection.
+using ConnectionId = uint64_t;
+
+struct TransportOptions {
+  // Worker threads (>= 1).
+  int workers = 1;
+  // Listen on this address (a dotted IPv4 address or a host name) and
+  // `listen_port` (0: any free port; see Transport::port). Empty: no
+  // listener (a client).
+  std::string listen_host;
+  uint16_t listen_port = 0;
+  // A message arrived on `from`: its header and payload, whole. Runs on the
+  // connection's worker thread.
+  std::function<void(ConnectionId from, std::string header, std::string payload)> on_message;
+  // A connection was accepted (listeners only). Runs on its worker thread.
+  std::function<void(ConnectionId)> on_accept;
+  // A connection ended: closed by Close on this side, or failed or closed
+  // by the peer (`why` says which). Once per connection, on its worker
+  // thread; nothing more arrives from it.
+  std::function<void(ConnectionId, const Status& why)> on_close;
+  // How long a worker spins on progress after activity before it sleeps.
+  std::chrono::microseconds spin{50};
+};
+
+class Transport {
+ public:
+  // Starts the workers (and the listener). IOError naming the address when
+  // it cannot listen (in use, not local); InvalidArgument for bad options.
+  static Result<std::unique_ptr<Transport>> Start(TransportOptions options);
+  // Closes every connection (peers see them end) and stops the workers.
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // The port the listener listens on (the one picked when listen_port was
+  // 0); 0 without a listener.
+  uint16_t port() const;
+
+  // Connects to a listener at `host`:`port`, waiting until the connection
+  // is up or `timeout` passes. Unavailable naming the address when nothing
+  // answers there (refused, unreachable) or the time ran out.
+  Result<ConnectionId> Connect(const std::string& host, uint16_t port,
+                               std::chrono::milliseconds timeout);
+
+  // Sends one message on `to`; `done` (may be empty) runs once it has been
+  // sent (the buffers are the transport's from the call on) or failed:
+  // Unavailable once the connection has ended, NotFound for an id this
+  // transport never had or closed. Messages on one connection arrive in the
+  // order they were sent.
+  void Send(ConnectionId to, std::string header, std::string payload,
+            std::function<void(const Status&)> done = {});
+
+  // Ends the connection (the peer sees it end); on_close follows. A no-op
+  // for an id already closed.
+  void Close(ConnectionId connection);
+
+  // The number of connections open now (for tests and the server's log).
+  int open_connections() const;
+
+ private:
+  class Impl;
+  explicit Transport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace replaydb::rdma
+
+#endif  // REPLAYDB_RDMA_TRANSPORT_H_

@@ -1,0 +1,288 @@
+// The UCX transport (rdma/transport.h) between real UCP workers over
+// 127.0.0.1: whatever transports UCX picks here (tcp, shared memory), as the
+// server and its clients will use it. Every wait is bounded.
+#include "rdma/transport.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <optional>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace replaydb::rdma {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr auto kWait = 30s;  // a bug fails a test instead of hanging it
+
+// What a transport's handlers saw.
+class Inbox {
+ public:
+  struct Message {
+    ConnectionId from;
+    std::string header;
+    std::string payload;
+  };
+  void Add(Message m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    messages_.push_back(std::move(m));
+    cv_.notify_all();
+  }
+  void Closed(ConnectionId id, const Status& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_[id] = why;
+    cv_.notify_all();
+  }
+  void Accepted(ConnectionId id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepted_.push_back(id);
+    cv_.notify_all();
+  }
+  std::vector<Message> WaitMessages(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kWait, [&] { return messages_.size() >= n; });
+    return messages_;
+  }
+  std::optional<Status> WaitClosed(ConnectionId id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kWait, [&] { return closed_.count(id) > 0; });
+    if (closed_.count(id) == 0) return std::nullopt;
+    return closed_[id];
+  }
+  std::vector<ConnectionId> WaitAccepted(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kWait, [&] { return accepted_.size() >= n; });
+    return accepted_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Message> messages_;
+  std::map<ConnectionId, Status> closed_;
+  std::vector<ConnectionId> accepted_;
+};
+
+TransportOptions Recording(Inbox* inbox) {
+  TransportOptions o;
+  o.on_message = [inbox](ConnectionId from, std::string header, std::string payload) {
+    inbox->Add({from, std::move(header), std::move(payload)});
+  };
+  o.on_close = [inbox](ConnectionId id, const Status& why) { inbox->Closed(id, why); };
+  o.on_accept = [inbox](ConnectionId id) { inbox->Accepted(id); };
+  return o;
+}
+
+// A server of `workers` workers on 127.0.0.1 that sends every message back.
+struct EchoServer {
+  Inbox inbox;
+  std::unique_ptr<Transport> transport;
+
+  explicit EchoServer(int workers) {
+    TransportOptions o = Recording(&inbox);
+    o.workers = workers;
+    o.listen_host = "127.0.0.1";
+    Transport** self = &echo_to_;
+    o.on_message = [this, self](ConnectionId from, std::string header, std::string payload) {
+      (*self)->Send(from, header, payload);
+      inbox.Add({from, std::move(header), std::move(payload)});
+    };
+    auto started = Transport::Start(std::move(o));
+    EXPECT_TRUE(started.ok()) << started.status().ToString();
+    if (started.ok()) transport = std::move(started).value();
+    echo_to_ = transport.get();
+  }
+  Transport* echo_to_ = nullptr;
+};
+
+std::string RandomBytes(std::mt19937_64& rng, size_t n) {
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// A port nothing listens on: one the kernel just handed out and took back.
+uint16_t UnusedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST(TransportTest, MessagesOfEverySizeComeBackWholeAndInOrder) {
+  EchoServer server(2);
+  ASSERT_NE(server.transport, nullptr);
+  ASSERT_NE(server.transport->port(), 0);
+  Inbox inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to,
+                       client->Connect("127.0.0.1", server.transport->port(), 10s));
+  EXPECT_EQ(client->open_connections(), 1);
+  std::mt19937_64 rng(testing_util::TestSeed());
+  // Empty, small (eager) and large (rendezvous: up to 4 MiB) payloads.
+  std::vector<std::pair<std::string, std::string>> sent;
+  for (int i = 0; i < 40; ++i) {
+    size_t n = 0;
+    switch (i % 4) {
+      case 0: n = 0; break;
+      case 1: n = 1 + rng() % 256; break;
+      case 2: n = rng() % (64 << 10); break;
+      default: n = rng() % (4 << 20); break;
+    }
+    std::string header = std::to_string(i) + ":" + RandomBytes(rng, rng() % 200);
+    sent.emplace_back(header, RandomBytes(rng, n));
+  }
+  std::mutex mu;
+  std::vector<Status> done;
+  for (const auto& [header, payload] : sent) {
+    client->Send(to, header, payload, [&](const Status& s) {
+      std::lock_guard<std::mutex> lock(mu);
+      done.push_back(s);
+    });
+  }
+  const std::vector<Inbox::Message> back = inbox.WaitMessages(sent.size());
+  ASSERT_EQ(back.size(), sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(back[i].from, to);
+    EXPECT_EQ(back[i].header, sent[i].first) << "message " << i;
+    EXPECT_EQ(back[i].payload.size(), sent[i].second.size()) << "message " << i;
+    EXPECT_TRUE(back[i].payload == sent[i].second) << "message " << i;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(done.size(), sent.size());
+  for (const Status& s : done) EXPECT_OK(s);
+}
+
+TEST(TransportTest, ConnectionsSpreadOverTheWorkersAndEachGetsItsOwnReplies) {
+  EchoServer server(3);
+  ASSERT_NE(server.transport, nullptr);
+  constexpr int kClients = 6;
+  std::vector<std::unique_ptr<Inbox>> inboxes;
+  std::vector<std::unique_ptr<Transport>> clients;
+  std::vector<ConnectionId> ids;
+  for (int c = 0; c < kClients; ++c) {
+    inboxes.push_back(std::make_unique<Inbox>());
+    ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(inboxes.back().get())));
+    ASSERT_OK_AND_ASSIGN(const ConnectionId id,
+                         client->Connect("127.0.0.1", server.transport->port(), 10s));
+    clients.push_back(std::move(client));
+    ids.push_back(id);
+  }
+  for (int c = 0; c < kClients; ++c) clients[c]->Send(ids[c], "client " + std::to_string(c), "");
+  for (int c = 0; c < kClients; ++c) {
+    const auto back = inboxes[c]->WaitMessages(1);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].header, "client " + std::to_string(c));
+  }
+  const std::vector<ConnectionId> accepted = server.inbox.WaitAccepted(kClients);
+  ASSERT_EQ(accepted.size(), static_cast<size_t>(kClients));
+  std::set<ConnectionId> workers;
+  for (const ConnectionId id : accepted) workers.insert(id & 0xFF);
+  EXPECT_EQ(workers.size(), 3u) << "every worker should hold some connections";
+  EXPECT_EQ(server.transport->open_connections(), kClients);
+}
+
+TEST(TransportTest, ClosingEndsTheConnectionOnBothSides) {
+  EchoServer server(1);
+  ASSERT_NE(server.transport, nullptr);
+  Inbox inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to,
+                       client->Connect("127.0.0.1", server.transport->port(), 10s));
+  client->Send(to, "hello", "");
+  ASSERT_EQ(inbox.WaitMessages(1).size(), 1u);
+  const ConnectionId at_server = server.inbox.WaitAccepted(1).at(0);
+  client->Close(to);
+  const std::optional<Status> mine = inbox.WaitClosed(to);
+  ASSERT_TRUE(mine.has_value());
+  EXPECT_OK(*mine);  // closed by us
+  const std::optional<Status> theirs = server.inbox.WaitClosed(at_server);
+  ASSERT_TRUE(theirs.has_value()) << "the server did not see the connection end";
+  EXPECT_EQ(theirs->code(), Status::Code::kUnavailable) << theirs->ToString();
+  EXPECT_THAT(theirs->message(), HasSubstr("127.0.0.1:"));
+  // Sending on it now fails, saying so.
+  std::promise<Status> failed;
+  client->Send(to, "late", "", [&](const Status& s) { failed.set_value(s); });
+  auto f = failed.get_future();
+  ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
+  const Status late = f.get();
+  EXPECT_EQ(late.code(), Status::Code::kUnavailable) << late.ToString();
+  EXPECT_THAT(late.message(), HasSubstr("has ended"));
+}
+
+TEST(TransportTest, AServerThatStopsEndsItsClientsConnections) {
+  auto server = std::make_unique<EchoServer>(2);
+  ASSERT_NE(server->transport, nullptr);
+  Inbox inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to,
+                       client->Connect("127.0.0.1", server->transport->port(), 10s));
+  client->Send(to, "hello", "");
+  ASSERT_EQ(inbox.WaitMessages(1).size(), 1u);
+  server.reset();
+  const std::optional<Status> why = inbox.WaitClosed(to);
+  ASSERT_TRUE(why.has_value()) << "the client did not see the server go";
+  EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
+  EXPECT_EQ(client->open_connections(), 0);
+}
+
+TEST(TransportTest, ConnectingWhereNothingListensIsUnavailableNamingTheAddress) {
+  Inbox inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox)));
+  const uint16_t port = UnusedPort();
+  const auto start = std::chrono::steady_clock::now();
+  auto to = client->Connect("127.0.0.1", port, 5s);
+  ASSERT_FALSE(to.ok());
+  EXPECT_EQ(to.status().code(), Status::Code::kUnavailable) << to.status().ToString();
+  EXPECT_THAT(to.status().message(), HasSubstr("127.0.0.1:" + std::to_string(port)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 6s);
+  EXPECT_EQ(client->open_connections(), 0);
+}
+
+TEST(TransportTest, BadOptionsAndAnAddressInUseFailNamingThem) {
+  TransportOptions none;
+  none.workers = 0;
+  auto bad = Transport::Start(none);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("workers must be 1 to 64, not 0"));
+  EchoServer first(1);
+  ASSERT_NE(first.transport, nullptr);
+  TransportOptions again;
+  again.listen_host = "127.0.0.1";
+  again.listen_port = first.transport->port();
+  auto second = Transport::Start(again);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kIOError) << second.status().ToString();
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first.transport->port())));
+  TransportOptions unknown;
+  unknown.listen_host = "no-such-host.invalid";
+  auto nowhere = Transport::Start(unknown);
+  ASSERT_FALSE(nowhere.ok());
+  EXPECT_THAT(nowhere.status().message(), HasSubstr("cannot resolve host 'no-such-host.invalid'"));
+}
+
+}  // namespace
+}  // namespace replaydb::rdma
