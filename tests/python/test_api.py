@@ -213,3 +213,17 @@ def test_delete_removes_items_durably_and_skips_the_gone(db_path, rng):
         assert len(t) == 30 - doomed.size
         drawn = set(np.asarray(t.sample(512, peek=True).item_keys).tolist())
         assert not drawn & set(doomed.tolist())
+
+
+def test_every_engine_status_code_has_its_exception_class():
+    from replaydb import errors
+    from replaydb._lib import lib
+
+    code = 1
+    while lib.replaydb_code_name(code) != b"invalid":
+        cls = errors._BY_CODE[code]
+        assert cls.code == lib.replaydb_code_name(code).decode(), (code, cls)
+        assert issubclass(cls, replaydb.Error) and cls.__name__ in replaydb.__all__
+        code += 1
+    assert code - 1 == max(errors._BY_CODE), "a Python class for a code the library lacks"
+    assert issubclass(replaydb.UnavailableError, ConnectionError)
