@@ -3,9 +3,11 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -19,8 +21,10 @@
 namespace replaydb::rdma {
 namespace {
 
-// The one active-message id every message uses: the header says what it is.
+// The active-message ids: messages (the header says what each is), and
+// heartbeats (empty).
 constexpr unsigned kMessageId = 1;
+constexpr unsigned kHeartbeatId = 2;
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -76,6 +80,8 @@ class Transport::Impl {
     int in_flight = 0; // sends not yet completed
     // Known to the user (accepted, or Connect returned it): on_close is due.
     bool announced = false;
+    // When anything last came from the peer.
+    std::chrono::steady_clock::time_point heard = std::chrono::steady_clock::now();
     // Messages in the order they arrived: each is delivered once it and
     // all before it are whole (a large one fetched by rendezvous must not
     // be overtaken by a small one sent after it).
@@ -95,11 +101,19 @@ class Transport::Impl {
     std::unordered_map<ucp_ep_h, ConnectionId> by_ep;
     // Endpoint closes in progress.
     std::vector<ucs_status_ptr_t> closing;
+    // The worker's event fd (ucp_worker_get_efd), to sleep with a timeout.
+    int efd = -1;
+    std::chrono::steady_clock::time_point next_heartbeat;
   };
 
   explicit Impl(TransportOptions options) : options_(std::move(options)) {}
 
   Status Start() {
+    if (options_.heartbeat.count() < 0 || options_.missed_heartbeats < 1) {
+      return Status::InvalidArgument("transport: heartbeat must be >= 0 ms and missed_heartbeats "
+                                     ">= 1, not " + std::to_string(options_.heartbeat.count()) +
+                                     " ms and " + std::to_string(options_.missed_heartbeats));
+    }
     if (options_.workers < 1 || options_.workers > 64) {
       return Status::InvalidArgument("transport: workers must be 1 to 64, not " +
                                      std::to_string(options_.workers));
@@ -132,6 +146,12 @@ class Transport::Impl {
       hp.arg = w.get();
       s = ucp_worker_set_am_recv_handler(w->worker, &hp);
       if (s != UCS_OK) return Status::Internal("transport: am handler: " + UcsError(s));
+      hp.id = kHeartbeatId;
+      hp.cb = &Impl::OnHeartbeat;
+      s = ucp_worker_set_am_recv_handler(w->worker, &hp);
+      if (s != UCS_OK) return Status::Internal("transport: am handler: " + UcsError(s));
+      s = ucp_worker_get_efd(w->worker, &w->efd);
+      if (s != UCS_OK) return Status::Internal("transport: ucp_worker_get_efd: " + UcsError(s));
       workers_.push_back(std::move(w));
     }
     if (!options_.listen_host.empty()) {
@@ -465,6 +485,7 @@ class Transport::Impl {
     }
     if (from == 0) return UCS_OK;  // from a connection already closed here: dropped
     Connection& c = w->connections[from];
+    c.heard = std::chrono::steady_clock::now();
     auto in = std::make_shared<Incoming>();
     in->worker = w;
     in->from = from;
@@ -497,6 +518,49 @@ class Transport::Impl {
       w->impl->DeliverArrived(*w, from);
     }
     return UCS_OK;
+  }
+
+  static ucs_status_t OnHeartbeat(void* arg, const void*, size_t, void*, size_t,
+                                  const ucp_am_recv_param_t* param) {
+    auto* w = static_cast<Worker*>(arg);
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0) return UCS_OK;
+    auto it = w->by_ep.find(param->reply_ep);
+    if (it == w->by_ep.end()) return UCS_OK;
+    w->connections[it->second].heard = std::chrono::steady_clock::now();
+    return UCS_OK;
+  }
+
+  // Each heartbeat interval: a heartbeat on every connection, and the end
+  // of those whose peer has been silent for missed_heartbeats intervals.
+  void Heartbeats(Worker& w, std::chrono::steady_clock::time_point now) {
+    const auto silence = options_.heartbeat * options_.missed_heartbeats;
+    std::vector<ConnectionId> silent;
+    for (auto& [id, c] : w.connections) {
+      if (!c.announced) continue;
+      if (now - c.heard > silence) {
+        silent.push_back(id);
+        continue;
+      }
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_AM_SEND_FLAG_REPLY;
+      p.cb.send = [](void* request, ucs_status_t, void*) { ucp_request_free(request); };
+      ucs_status_ptr_t r = ucp_am_send_nbx(c.ep, kHeartbeatId, nullptr, 0, nullptr, 0, &p);
+      (void)r;  // done at once, or freed by the callback; a failure shows as an ep error
+    }
+    for (const ConnectionId id : silent) {
+      const std::string peer = w.connections[id].peer;
+      Closed(w, id,
+             Status::Unavailable("transport: connection " + std::to_string(id) + " to " + peer +
+                                 ": nothing heard for " +
+                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                    silence)
+                                                    .count()) +
+                                 " ms (" + std::to_string(options_.missed_heartbeats) +
+                                 " heartbeats missed)"),
+             /*by_us=*/false);
+    }
+    w.next_heartbeat = now + options_.heartbeat;
   }
 
   // Delivers the whole messages at the front of `from`'s arrivals.
@@ -543,9 +607,12 @@ class Transport::Impl {
     return !work.empty();
   }
 
-  // A worker's thread: queued work, progress, then sleep when idle.
+  // A worker's thread: queued work, progress, heartbeats, then sleep when
+  // idle (until an event, a signal, or the next heartbeat).
   void Run(Worker& w) {
     using Clock = std::chrono::steady_clock;
+    const bool beating = options_.heartbeat.count() > 0;
+    w.next_heartbeat = Clock::now() + options_.heartbeat;
     while (!stopping_.load()) {
       bool active = RunQueued(w);
       const Clock::time_point spin_until = Clock::now() + options_.spin;
@@ -553,6 +620,8 @@ class Transport::Impl {
         if (ucp_worker_progress(w.worker) != 0) active = true;
       } while (Clock::now() < spin_until);
       if (!w.closing.empty()) SweepCloses(w);
+      const Clock::time_point now = Clock::now();
+      if (beating && now >= w.next_heartbeat) Heartbeats(w, now);
       if (active) continue;
       const ucs_status_t armed = ucp_worker_arm(w.worker);
       if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
@@ -560,7 +629,15 @@ class Transport::Impl {
         std::lock_guard<std::mutex> lock(w.mu);
         if (!w.queue.empty() || stopping_.load()) continue;
       }
-      if (armed == UCS_OK) (void)ucp_worker_wait(w.worker);
+      if (armed != UCS_OK) continue;
+      int timeout_ms = -1;
+      if (beating) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            w.next_heartbeat - Clock::now());
+        timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count()) + 1);
+      }
+      pollfd fd{w.efd, POLLIN, 0};
+      (void)::poll(&fd, 1, timeout_ms);
     }
     // Stopping: what was queued runs (sends and connects fail as stopped),
     // every connection of this worker ends, and their closes finish.

@@ -19,7 +19,8 @@
 //
 // Errors: every endpoint uses UCP_ERR_HANDLING_MODE_PEER, so a peer that
 // dies or a connection that fails is reported (the close handler, and the
-// completion of sends in flight) and never hangs a call. A Send's `done`
+// completion of sends in flight) and never hangs a call; a peer that stops
+// answering (hung, stopped, cut off) is found by heartbeats. A Send's `done`
 // runs exactly once, on the worker's thread.
 //
 // Thread safety: every public method may be called from any thread,
@@ -60,6 +61,13 @@ struct TransportOptions {
   std::function<void(ConnectionId, const Status& why)> on_close;
   // How long a worker spins on progress after activity before it sleeps.
   std::chrono::microseconds spin{50};
+  // Liveness: every connection carries a heartbeat each `heartbeat`
+  // (0: none); one that hears nothing from its peer (no message, no
+  // heartbeat) for `missed_heartbeats` of them ends, Unavailable. UCX alone
+  // notices a peer that died, but not one that hangs or a network partition
+  // (tens of seconds and more). Both ends must agree on the interval.
+  std::chrono::milliseconds heartbeat{100};
+  int missed_heartbeats = 3;
 };
 
 class Transport {

@@ -6,10 +6,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <future>
 #include <map>
@@ -18,6 +22,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -79,8 +84,13 @@ class Inbox {
   std::vector<ConnectionId> accepted_;
 };
 
-TransportOptions Recording(Inbox* inbox) {
+// Heartbeats slow enough that a test process starved under a sanitizer and
+// a parallel ctest is not taken for a dead peer; the heartbeat test sets its own.
+constexpr auto kSlowHeartbeat = 2000ms;
+
+TransportOptions Recording(Inbox* inbox, std::chrono::milliseconds heartbeat = kSlowHeartbeat) {
   TransportOptions o;
+  o.heartbeat = heartbeat;
   o.on_message = [inbox](ConnectionId from, std::string header, std::string payload) {
     inbox->Add({from, std::move(header), std::move(payload)});
   };
@@ -94,8 +104,8 @@ struct EchoServer {
   Inbox inbox;
   std::unique_ptr<Transport> transport;
 
-  explicit EchoServer(int workers) {
-    TransportOptions o = Recording(&inbox);
+  explicit EchoServer(int workers, std::chrono::milliseconds heartbeat = kSlowHeartbeat) {
+    TransportOptions o = Recording(&inbox, heartbeat);
     o.workers = workers;
     o.listen_host = "127.0.0.1";
     Transport** self = &echo_to_;
@@ -282,6 +292,109 @@ TEST(TransportTest, BadOptionsAndAnAddressInUseFailNamingThem) {
   auto nowhere = Transport::Start(unknown);
   ASSERT_FALSE(nowhere.ok());
   EXPECT_THAT(nowhere.status().message(), HasSubstr("cannot resolve host 'no-such-host.invalid'"));
+}
+
+// A server in a process of its own: this test binary again, running the
+// child test below, which prints its port and then serves until killed
+// (60 s at most).
+constexpr char kServerChildEnv[] = "REPLAYDB_TRANSPORT_SERVER_CHILD";
+// The heartbeat of the server process and of the heartbeat test's client.
+constexpr auto kHeartbeat = 200ms;
+
+TEST(TransportChild, ServeUntilKilled) {
+  if (std::getenv(kServerChildEnv) == nullptr) {
+    GTEST_SKIP() << "runs only as the transport tests' server process";
+  }
+  EchoServer server(1, kHeartbeat);
+  ASSERT_NE(server.transport, nullptr);
+  std::printf("port %u\n", static_cast<unsigned>(server.transport->port()));
+  std::fflush(stdout);
+  std::this_thread::sleep_for(60s);
+}
+
+class ServerProcess {
+ public:
+  ServerProcess() {
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::close(out[0]);
+      ::close(out[1]);
+      ::setenv(kServerChildEnv, "1", 1);
+      const char* argv[] = {"/proc/self/exe", "--gtest_filter=TransportChild.ServeUntilKilled",
+                            "--gtest_brief=1", nullptr};
+      ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+      std::_Exit(127);
+    }
+    ::close(out[1]);
+    FILE* from = ::fdopen(out[0], "r");
+    char line[256];
+    while (from != nullptr && std::fgets(line, sizeof(line), from) != nullptr) {
+      unsigned port = 0;
+      if (std::sscanf(line, "port %u", &port) == 1) {
+        port_ = static_cast<uint16_t>(port);
+        break;
+      }
+    }
+    out_ = from;
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ != nullptr) std::fclose(out_);
+  }
+  uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  FILE* out_ = nullptr;
+};
+
+// A peer that stops answering (SIGSTOP: its sockets stay open, so UCX sees
+// nothing wrong) is found by the heartbeats within a few intervals.
+TEST(TransportTest, APeerThatStopsAnsweringIsFoundByHeartbeats) {
+  ServerProcess server;
+  ASSERT_NE(server.port(), 0) << "the server process did not start";
+  Inbox inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox, kHeartbeat)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server.port(), 10s));
+  client->Send(to, "hello", "");
+  ASSERT_EQ(inbox.WaitMessages(1).size(), 1u);
+  // Quiet but alive: heartbeats keep the connection up.
+  std::this_thread::sleep_for(4 * kHeartbeat);
+  EXPECT_EQ(client->open_connections(), 1);
+  ASSERT_EQ(::kill(server.pid(), SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  const std::optional<Status> why = inbox.WaitClosed(to);
+  ASSERT_TRUE(why.has_value()) << "the stopped peer was never noticed";
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, 5s);
+  EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
+  EXPECT_THAT(why->message(),
+              HasSubstr("127.0.0.1:" + std::to_string(server.port()) +
+                        ": nothing heard for 600 ms (3 heartbeats missed)"));
+}
+
+// A server process killed: its clients' connections end, Unavailable.
+TEST(TransportTest, AKilledServerProcessEndsItsConnections) {
+  ServerProcess server;
+  ASSERT_NE(server.port(), 0) << "the server process did not start";
+  Inbox inbox;
+  TransportOptions o = Recording(&inbox);
+  o.heartbeat = 0ms;  // UCX's own error handling, alone
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(o));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server.port(), 10s));
+  client->Send(to, "hello", "");
+  ASSERT_EQ(inbox.WaitMessages(1).size(), 1u);
+  ASSERT_EQ(::kill(server.pid(), SIGKILL), 0);
+  const std::optional<Status> why = inbox.WaitClosed(to);
+  ASSERT_TRUE(why.has_value()) << "the killed server was never noticed";
+  EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
 }
 
 }  // namespace
