@@ -1,0 +1,94 @@
+#include "rdma/wire.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+namespace replaydb::rdma {
+namespace {
+
+namespace fb = wire::fb;
+
+template <typename Body>
+std::string Finish(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, fb::Body kind,
+                   flatbuffers::Offset<Body> body) {
+  fb::HeaderBuilder h(b);
+  h.add_request_id(f.request_id);
+  h.add_timeout_ms(f.timeout_ms);
+  h.add_table_id(f.table_id);
+  h.add_body_type(kind);
+  h.add_body(body.Union());
+  b.Finish(h.Finish(), fb::HeaderIdentifier());
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+}
+
+}  // namespace
+
+std::string EncodeHello(const HeaderFields& fields, std::string_view client_name) {
+  flatbuffers::FlatBufferBuilder b(128);
+  b.ForceDefaults(true);
+  const auto name = b.CreateString(client_name.data(), client_name.size());
+  return Finish(b, fields, fb::Body::Hello, fb::CreateHello(b, kProtocolVersion, name));
+}
+
+std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_name) {
+  flatbuffers::FlatBufferBuilder b(128);
+  b.ForceDefaults(true);
+  const auto name = b.CreateString(server_name.data(), server_name.size());
+  return Finish(b, fields, fb::Body::Welcome, fb::CreateWelcome(b, kProtocolVersion, name));
+}
+
+std::string EncodeFailure(const HeaderFields& fields, const Status& status) {
+  flatbuffers::FlatBufferBuilder b(128 + status.message().size());
+  b.ForceDefaults(true);
+  const auto message = b.CreateString(status.message());
+  return Finish(b, fields, fb::Body::Failure,
+                fb::CreateFailure(b, static_cast<uint8_t>(status.code()), message));
+}
+
+Result<const fb::Header*> DecodeHeader(std::string_view bytes, std::string_view from) {
+  const std::string where = "message from " + std::string(from) + " (" +
+                            std::to_string(bytes.size()) + " header bytes)";
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  if (bytes.size() < 8 || !fb::HeaderBufferHasIdentifier(data)) {
+    return Status::Corruption(where + ": not a replaydb wire header (identifier RDW1 missing)");
+  }
+  flatbuffers::Verifier verifier(data, bytes.size());
+  if (!fb::VerifyHeaderBuffer(verifier)) {
+    return Status::Corruption(where + ": the header does not verify (sizes or offsets out of "
+                              "range)");
+  }
+  const fb::Header* header = fb::GetHeader(data);
+  if (header->body_type() == fb::Body::NONE || header->body() == nullptr ||
+      static_cast<uint8_t>(header->body_type()) > static_cast<uint8_t>(fb::Body::MAX)) {
+    return Status::Corruption(where + ": no body, or a body of kind " +
+                              std::to_string(static_cast<unsigned>(header->body_type())) +
+                              " this build does not know (protocol version " +
+                              std::to_string(kProtocolVersion) + ")");
+  }
+  return header;
+}
+
+Status FailureStatus(const fb::Failure& failure) {
+  const std::string message = failure.message() != nullptr ? failure.message()->str() : "";
+  using Code = Status::Code;
+  switch (static_cast<Code>(failure.code())) {
+    case Code::kOk:
+      return Status::Internal("a Failure without an error code: " + message);
+    case Code::kInvalidArgument: return Status::InvalidArgument(message);
+    case Code::kNotFound: return Status::NotFound(message);
+    case Code::kAlreadyExists: return Status::AlreadyExists(message);
+    case Code::kResourceExhausted: return Status::ResourceExhausted(message);
+    case Code::kDeadlineExceeded: return Status::DeadlineExceeded(message);
+    case Code::kCancelled: return Status::Cancelled(message);
+    case Code::kFailedPrecondition: return Status::FailedPrecondition(message);
+    case Code::kBusy: return Status::Busy(message);
+    case Code::kIOError: return Status::IOError(message);
+    case Code::kCorruption: return Status::Corruption(message);
+    case Code::kNotSupported: return Status::NotSupported(message);
+    case Code::kInternal: return Status::Internal(message);
+    case Code::kUnavailable: return Status::Unavailable(message);
+  }
+  return Status::Internal("a Failure with error code " + std::to_string(failure.code()) +
+                          " this build does not know: " + message);
+}
+
+}  // namespace replaydb::rdma

@@ -1,0 +1,43 @@
+// Building and reading the wire protocol's message headers (rdma/wire.fbs,
+// byte format and rules in rdma/WIRE.md).
+//
+// Thread safety: free functions over their arguments.
+#ifndef REPLAYDB_RDMA_WIRE_H_
+#define REPLAYDB_RDMA_WIRE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "rdma/wire_generated.h"
+#include "replaydb/status.h"
+
+namespace replaydb::rdma {
+
+// The protocol this build speaks (Hello and Welcome carry it).
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// What every header carries besides its body.
+struct HeaderFields {
+  uint64_t request_id = 0;
+  int64_t timeout_ms = -1;  // -1: no limit
+  uint32_t table_id = 0;
+};
+
+std::string EncodeHello(const HeaderFields& fields, std::string_view client_name);
+std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_name);
+// A Failure carrying `status` (not OK).
+std::string EncodeFailure(const HeaderFields& fields, const Status& status);
+
+// The header in `bytes`, verified (sizes, offsets, the identifier, a known
+// body kind), pointing into `bytes`. Corruption naming `from` (the peer)
+// and what is wrong otherwise: nothing a peer sends can crash the reader.
+Result<const wire::fb::Header*> DecodeHeader(std::string_view bytes, std::string_view from);
+
+// The Status a Failure carries; a code this build does not know is
+// Internal, naming the code.
+Status FailureStatus(const wire::fb::Failure& failure);
+
+}  // namespace replaydb::rdma
+
+#endif  // REPLAYDB_RDMA_WIRE_H_
