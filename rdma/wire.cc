@@ -22,11 +22,12 @@ std::string Finish(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, fb:
 
 }  // namespace
 
-std::string EncodeHello(const HeaderFields& fields, std::string_view client_name) {
+std::string EncodeHello(const HeaderFields& fields, std::string_view client_name,
+                        uint32_t protocol_version) {
   flatbuffers::FlatBufferBuilder b(128);
   b.ForceDefaults(true);
   const auto name = b.CreateString(client_name.data(), client_name.size());
-  return Finish(b, fields, fb::Body::Hello, fb::CreateHello(b, kProtocolVersion, name));
+  return Finish(b, fields, fb::Body::Hello, fb::CreateHello(b, protocol_version, name));
 }
 
 std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_name) {
@@ -34,6 +35,18 @@ std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_na
   b.ForceDefaults(true);
   const auto name = b.CreateString(server_name.data(), server_name.size());
   return Finish(b, fields, fb::Body::Welcome, fb::CreateWelcome(b, kProtocolVersion, name));
+}
+
+std::string EncodePing(const HeaderFields& fields) {
+  flatbuffers::FlatBufferBuilder b(64);
+  b.ForceDefaults(true);
+  return Finish(b, fields, fb::Body::Ping, fb::CreatePing(b));
+}
+
+std::string EncodePong(const HeaderFields& fields) {
+  flatbuffers::FlatBufferBuilder b(64);
+  b.ForceDefaults(true);
+  return Finish(b, fields, fb::Body::Pong, fb::CreatePong(b));
 }
 
 std::string EncodeFailure(const HeaderFields& fields, const Status& status) {

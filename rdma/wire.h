@@ -24,8 +24,12 @@ struct HeaderFields {
   uint32_t table_id = 0;
 };
 
-std::string EncodeHello(const HeaderFields& fields, std::string_view client_name);
+// (`protocol_version`: another only in tests of the refusal.)
+std::string EncodeHello(const HeaderFields& fields, std::string_view client_name,
+                        uint32_t protocol_version = kProtocolVersion);
 std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_name);
+std::string EncodePing(const HeaderFields& fields);
+std::string EncodePong(const HeaderFields& fields);
 // A Failure carrying `status` (not OK).
 std::string EncodeFailure(const HeaderFields& fields, const Status& status);
 

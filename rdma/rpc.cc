@@ -1,0 +1,374 @@
+#include "rdma/rpc.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace replaydb::rdma {
+namespace {
+
+namespace fb = wire::fb;
+using Clock = std::chrono::steady_clock;
+
+int64_t TimeoutMs(std::chrono::milliseconds timeout) {
+  return timeout.count() < 0 ? -1 : timeout.count();
+}
+
+Clock::time_point DeadlineOf(int64_t timeout_ms) {
+  if (timeout_ms < 0) return Clock::time_point::max();
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+      Clock::time_point::max() - Clock::now());
+  if (std::chrono::milliseconds(timeout_ms) >= room) return Clock::time_point::max();
+  return Clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ client
+
+class RpcClient::Impl {
+ public:
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Result<Message>> result;
+  };
+
+  explicit Impl(RpcClientOptions options) : options_(std::move(options)) {}
+
+  ~Impl() {
+    // The transport's workers call into this object: they stop first.
+    transport_.reset();
+  }
+
+  Status Start(const std::string& host, uint16_t port) {
+    address_ = host + ":" + std::to_string(port);
+    TransportOptions t = options_.transport;
+    t.listen_host.clear();
+    t.on_message = [this](ConnectionId, std::string header, std::string payload) {
+      OnReply(std::move(header), std::move(payload));
+    };
+    t.on_close = [this](ConnectionId, const Status& why) {
+      Fail(why.ok() ? Status::Unavailable("connection to " + address_ + " closed") : why);
+    };
+    t.on_accept = nullptr;
+    REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
+    REPLAYDB_ASSIGN_OR_RETURN(connection_,
+                              transport_->Connect(host, port, options_.connect_timeout));
+    const uint32_t version = options_.protocol_version;
+    const std::string name = options_.client_name;
+    Result<Message> welcome = Call(
+        [&](const HeaderFields& f) { return EncodeHello(f, name, version); },
+        "", options_.connect_timeout, 0);
+    if (!welcome.ok()) {
+      if (welcome.status().code() == Status::Code::kDeadlineExceeded) {
+        return Status::Unavailable("server " + address_ + " did not answer Hello within " +
+                                   std::to_string(options_.connect_timeout.count()) + " ms");
+      }
+      return welcome.status();
+    }
+    const fb::Header* h = welcome->header();
+    if (h->body_type() != fb::Body::Welcome) {
+      return Status::Corruption("server " + address_ + " answered Hello with body kind " +
+                                std::to_string(static_cast<int>(h->body_type())));
+    }
+    const fb::Welcome* w = h->body_as_Welcome();
+    server_name_ = w->server_name() != nullptr ? w->server_name()->str() : "";
+    return Status::OK();
+  }
+
+  Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
+                       std::string payload, std::chrono::milliseconds timeout,
+                       uint32_t table_id) {
+    auto pending = std::make_shared<Pending>();
+    HeaderFields fields;
+    fields.timeout_ms = TimeoutMs(timeout);
+    fields.table_id = table_id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!closed_.ok()) return closed_;
+      fields.request_id = next_request_++;
+      pending_[fields.request_id] = pending;
+    }
+    const uint64_t id = fields.request_id;
+    transport_->Send(connection_, encode(fields), std::move(payload), [this, id](const Status& s) {
+      if (!s.ok()) Complete(id, s);
+    });
+    const Clock::time_point deadline = DeadlineOf(fields.timeout_ms);
+    std::unique_lock<std::mutex> lock(pending->mu);
+    if (deadline == Clock::time_point::max()) {
+      pending->cv.wait(lock, [&] { return pending->result.has_value(); });
+    } else if (!pending->cv.wait_until(lock, deadline,
+                                       [&] { return pending->result.has_value(); })) {
+      lock.unlock();
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        pending_.erase(id);
+      }
+      return Status::DeadlineExceeded("request " + std::to_string(id) + " to server " + address_ +
+                                      " got no reply within " + std::to_string(timeout.count()) +
+                                      " ms");
+    }
+    return std::move(*pending->result);
+  }
+
+  const std::string& server_name() const { return server_name_; }
+  const std::string& address() const { return address_; }
+  bool connected() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_.ok();
+  }
+
+ private:
+  void OnReply(std::string header, std::string payload) {
+    auto decoded = DecodeHeader(header, "server " + address_);
+    if (!decoded.ok()) {
+      // A reply we cannot read: its request cannot be told; the connection
+      // is no longer trustworthy.
+      transport_->Close(connection_);
+      Fail(decoded.status());
+      return;
+    }
+    const fb::Header* h = *decoded;
+    const uint64_t id = h->request_id();
+    if (h->body_type() == fb::Body::Failure) {
+      Complete(id, FailureStatus(*h->body_as_Failure()));
+      return;
+    }
+    Complete(id, Message{std::move(header), std::move(payload)});
+  }
+
+  void Complete(uint64_t id, Result<Message> result) {
+    std::shared_ptr<Pending> pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = pending_.find(id);
+      if (it == pending_.end()) return;  // timed out, or never ours
+      pending = std::move(it->second);
+      pending_.erase(it);
+    }
+    std::lock_guard<std::mutex> lock(pending->mu);
+    pending->result = std::move(result);
+    pending->cv.notify_all();
+  }
+
+  // The connection ended: every call in flight, and every later one, fails.
+  void Fail(const Status& why) {
+    std::map<uint64_t, std::shared_ptr<Pending>> pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_.ok()) closed_ = why;
+      pending.swap(pending_);
+    }
+    for (auto& [id, p] : pending) {
+      std::lock_guard<std::mutex> lock(p->mu);
+      p->result = why;
+      p->cv.notify_all();
+    }
+  }
+
+  RpcClientOptions options_;
+  std::string address_;
+  std::string server_name_;
+  ConnectionId connection_ = 0;
+  mutable std::mutex mu_;
+  uint64_t next_request_ = 1;
+  std::map<uint64_t, std::shared_ptr<Pending>> pending_;
+  Status closed_;  // OK while connected
+  std::unique_ptr<Transport> transport_;
+};
+
+Result<std::unique_ptr<RpcClient>> RpcClient::Connect(const std::string& host, uint16_t port,
+                                                      RpcClientOptions options) {
+  auto impl = std::make_shared<Impl>(std::move(options));
+  REPLAYDB_RETURN_IF_ERROR(impl->Start(host, port));
+  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impl)));
+}
+
+RpcClient::RpcClient(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RpcClient::~RpcClient() = default;
+
+Result<Message> RpcClient::Call(const std::function<std::string(const HeaderFields&)>& encode,
+                                std::string payload, std::chrono::milliseconds timeout,
+                                uint32_t table_id) {
+  return impl_->Call(encode, std::move(payload), timeout, table_id);
+}
+
+const std::string& RpcClient::server_name() const { return impl_->server_name(); }
+const std::string& RpcClient::address() const { return impl_->address(); }
+bool RpcClient::connected() const { return impl_->connected(); }
+
+// ------------------------------------------------------------------ server
+
+class RpcServer::Impl {
+ public:
+  Impl(RpcServerOptions options, RequestHandler handler)
+      : options_(std::move(options)), handler_(std::move(handler)) {}
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    // Then the connections end and the workers stop (they call into this
+    // object, which they must not outlive).
+    transport_.reset();
+  }
+
+  Status Start() {
+    if (options_.threads < 1) {
+      return Status::InvalidArgument("rpc server: threads must be >= 1, not " +
+                                     std::to_string(options_.threads));
+    }
+    TransportOptions t = options_.transport;
+    if (t.listen_host.empty()) t.listen_host = "127.0.0.1";
+    t.on_message = [this](ConnectionId from, std::string header, std::string payload) {
+      OnRequest(from, std::move(header), std::move(payload));
+    };
+    t.on_close = [this](ConnectionId id, const Status&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      greeted_.erase(id);
+    };
+    t.on_accept = nullptr;
+    REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
+    for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Serve(); });
+    return Status::OK();
+  }
+
+  uint16_t port() const { return transport_->port(); }
+  int open_connections() const { return transport_->open_connections(); }
+
+ private:
+  void Fail(ConnectionId to, const HeaderFields& fields, const Status& why) {
+    transport_->Send(to, EncodeFailure(fields, why), "");
+  }
+
+  // On a transport worker: the handshake and Ping here, the rest queued.
+  void OnRequest(ConnectionId from, std::string header, std::string payload) {
+    auto decoded = DecodeHeader(header, "connection " + std::to_string(from));
+    if (!decoded.ok()) {
+      // Unreadable: refuse it (request id 0: no request to name) and end
+      // the connection; nothing it sends can be trusted after this.
+      Fail(from, {}, decoded.status());
+      transport_->Close(from);
+      return;
+    }
+    const fb::Header* h = *decoded;
+    HeaderFields reply;
+    reply.request_id = h->request_id();
+    reply.table_id = h->table_id();
+    bool greeted = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      greeted = greeted_.count(from) > 0;
+    }
+    if (!greeted) {
+      const fb::Hello* hello = h->body_as_Hello();
+      if (hello == nullptr) {
+        Fail(from, reply, Status::FailedPrecondition("the first message on a connection must be "
+                                                     "Hello"));
+        transport_->Close(from);
+        return;
+      }
+      if (hello->protocol_version() != kProtocolVersion) {
+        Fail(from, reply,
+             Status::FailedPrecondition(
+                 "server '" + options_.server_name + "' speaks protocol version " +
+                 std::to_string(kProtocolVersion) + ", the client " +
+                 std::to_string(hello->protocol_version())));
+        transport_->Close(from);
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        greeted_.insert(from);
+      }
+      transport_->Send(from, EncodeWelcome(reply, options_.server_name), "");
+      return;
+    }
+    if (h->body_type() == fb::Body::Ping) {
+      transport_->Send(from, EncodePong(reply), std::move(payload));
+      return;
+    }
+    Request request;
+    request.connection = from;
+    request.deadline = DeadlineOf(h->timeout_ms());
+    request.message = Message{std::move(header), std::move(payload)};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!stopping_ && queue_.size() < options_.max_queued) {
+        queue_.push_back(std::move(request));
+        cv_.notify_one();
+        return;
+      }
+    }
+    Fail(from, reply,
+         Status::ResourceExhausted("server '" + options_.server_name + "' has " +
+                                   std::to_string(options_.max_queued) +
+                                   " requests waiting: try again later"));
+  }
+
+  // An executor thread: requests in turn, each answered.
+  void Serve() {
+    while (true) {
+      Request request;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        request = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      const fb::Header* h = request.message.header();
+      HeaderFields fields;
+      fields.request_id = h->request_id();
+      fields.table_id = h->table_id();
+      Result<Reply> reply = Status::DeadlineExceeded(
+          "request " + std::to_string(fields.request_id) + " waited in server '" +
+          options_.server_name + "''s queue past its timeout of " +
+          std::to_string(h->timeout_ms()) + " ms");
+      if (Clock::now() < request.deadline) reply = handler_(request);
+      if (reply.ok()) {
+        transport_->Send(request.connection, std::move(reply->header_bytes),
+                         std::move(reply->payload));
+      } else {
+        Fail(request.connection, fields, reply.status());
+      }
+    }
+  }
+
+  RpcServerOptions options_;
+  RequestHandler handler_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::deque<Request> queue_;
+  std::set<ConnectionId> greeted_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<Transport> transport_;
+};
+
+Result<std::unique_ptr<RpcServer>> RpcServer::Start(RpcServerOptions options,
+                                                    RequestHandler handler) {
+  auto impl = std::make_shared<Impl>(std::move(options), std::move(handler));
+  REPLAYDB_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<RpcServer>(new RpcServer(std::move(impl)));
+}
+
+RpcServer::RpcServer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RpcServer::~RpcServer() = default;
+
+uint16_t RpcServer::port() const { return impl_->port(); }
+int RpcServer::open_connections() const { return impl_->open_connections(); }
+
+}  // namespace replaydb::rdma

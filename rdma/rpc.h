@@ -1,0 +1,128 @@
+// Requests and replies over a Transport (rdma/transport.h) in the wire
+// protocol (rdma/WIRE.md): a client's calls matched to their replies by
+// request id and bounded by their timeouts; a server whose handlers run on
+// an executor, off the transport's workers, so that a call that waits (the
+// rate limiter, a full hot tier) never holds up a worker.
+//
+// A connection starts with Hello (the client's protocol version and name)
+// and Welcome; a client of another protocol version is refused with a
+// Failure naming both versions, and the connection ends.
+//
+// Thread safety: every method may be called from any thread.
+#ifndef REPLAYDB_RDMA_RPC_H_
+#define REPLAYDB_RDMA_RPC_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "rdma/transport.h"
+#include "rdma/wire.h"
+#include "replaydb/status.h"
+
+namespace replaydb::rdma {
+
+// A message received: its header's bytes (verified) and its payload.
+struct Message {
+  std::string header_bytes;
+  std::string payload;
+  const wire::fb::Header* header() const {
+    return wire::fb::GetHeader(header_bytes.data());
+  }
+};
+
+struct RpcClientOptions {
+  std::string client_name = "client";
+  // For the connection and the handshake.
+  std::chrono::milliseconds connect_timeout{10000};
+  TransportOptions transport;  // its handlers are the client's own
+  // Tests only: the protocol version the Hello claims.
+  uint32_t protocol_version = kProtocolVersion;
+};
+
+class RpcClient {
+ public:
+  // Connects to a server at `host`:`port` and says Hello. Unavailable when
+  // nothing answers in time; FailedPrecondition, with the server's words,
+  // when it refuses the client (another protocol version).
+  static Result<std::unique_ptr<RpcClient>> Connect(const std::string& host, uint16_t port,
+                                                    RpcClientOptions options = {});
+  ~RpcClient();
+  RpcClient(const RpcClient&) = delete;
+  RpcClient& operator=(const RpcClient&) = delete;
+
+  // Sends a request and waits for its reply. `encode` builds the request's
+  // header from the request id it is given (and `fields`' other values);
+  // the timeout is sent along (the server gives up on a request that waited
+  // that long) and bounds the wait here: DeadlineExceeded naming the server
+  // when it passes (a late reply is dropped). A Failure reply is returned as
+  // its Status; Unavailable when the connection ends first.
+  Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
+                       std::string payload, std::chrono::milliseconds timeout,
+                       uint32_t table_id = 0);
+
+  // The server's name and address, for messages.
+  const std::string& server_name() const;
+  const std::string& address() const;
+  // False once the connection has ended (every call then fails Unavailable).
+  bool connected() const;
+
+ private:
+  class Impl;
+  explicit RpcClient(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+struct RpcServerOptions {
+  std::string server_name = "replaydb";
+  // Executor threads for requests (handlers may wait).
+  int threads = 4;
+  // Requests waiting for an executor thread, at most: beyond that a request
+  // is refused at once, ResourceExhausted (backpressure, not an unbounded
+  // queue).
+  size_t max_queued = 1024;
+  TransportOptions transport;  // listen_host/port, workers; handlers are the server's own
+};
+
+// A request as a server's handler sees it.
+struct Request {
+  ConnectionId connection = 0;
+  Message message;
+  // When the request's timeout passes (time_point::max(): none).
+  std::chrono::steady_clock::time_point deadline;
+};
+
+// Builds the reply to `request`: a header made with its request id (and
+// table id) and a payload; a non-OK Status is sent as a Failure.
+struct Reply {
+  std::string header_bytes;
+  std::string payload;
+};
+using RequestHandler = std::function<Result<Reply>(Request& request)>;
+
+class RpcServer {
+ public:
+  // Starts listening. `handler` runs on the executor for every request
+  // after the handshake (Ping is answered by the server itself).
+  static Result<std::unique_ptr<RpcServer>> Start(RpcServerOptions options,
+                                                  RequestHandler handler);
+  // Stops taking requests, ends every connection, waits for the handlers
+  // running.
+  ~RpcServer();
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+
+  uint16_t port() const;
+  int open_connections() const;
+
+ private:
+  class Impl;
+  explicit RpcServer(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace replaydb::rdma
+
+#endif  // REPLAYDB_RDMA_RPC_H_

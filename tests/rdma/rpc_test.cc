@@ -1,0 +1,228 @@
+// Requests and replies (rdma/rpc.h) between real UCP workers over
+// 127.0.0.1: the handshake, replies matched to their calls under
+// concurrency, timeouts, failures carried back, backpressure, a server
+// process killed mid-call. Every wait is bounded.
+#include "rdma/rpc.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace replaydb::rdma {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+namespace fb = wire::fb;
+
+// Requests in these tests are Pong bodies (the handler's to answer; Ping
+// the server answers itself). The payload says what the handler does:
+// "sleep N" sleeps N ms, "fail" fails, anything else comes back reversed.
+Result<Reply> TestHandler(Request& r) {
+  const std::string& p = r.message.payload;
+  HeaderFields f;
+  f.request_id = r.message.header()->request_id();
+  if (p.rfind("sleep ", 0) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(p.c_str() + 6)));
+  }
+  if (p == "fail") return Status::NotFound("no table named 'x'");
+  return Reply{EncodePong(f), std::string(p.rbegin(), p.rend())};
+}
+
+auto Pong() {
+  return [](const HeaderFields& f) { return EncodePong(f); };
+}
+auto Ping() {
+  return [](const HeaderFields& f) { return EncodePing(f); };
+}
+
+RpcServerOptions ServerOptions(int threads = 2, size_t max_queued = 64) {
+  RpcServerOptions o;
+  o.server_name = "test-server";
+  o.threads = threads;
+  o.max_queued = max_queued;
+  o.transport.workers = 2;
+  o.transport.heartbeat = 2000ms;  // robust under sanitizers and parallel ctest
+  return o;
+}
+
+RpcClientOptions ClientOptions() {
+  RpcClientOptions o;
+  o.client_name = "test-client";
+  o.transport.heartbeat = 2000ms;
+  return o;
+}
+
+TEST(RpcTest, HandshakeThenRepliesMatchTheirCallsAcrossThreads) {
+  ASSERT_OK_AND_ASSIGN(auto server, RpcServer::Start(ServerOptions(), TestHandler));
+  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", server->port(), ClientOptions()));
+  EXPECT_EQ(client->server_name(), "test-server");
+  EXPECT_TRUE(client->connected());
+  const uint64_t seed = testing_util::TestSeed();
+  std::atomic<int> matched{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(seed + t);
+      for (int i = 0; i < 40; ++i) {
+        std::string payload(rng() % (i % 5 == 0 ? 256 << 10 : 512), '\0');
+        for (char& c : payload) c = static_cast<char>('a' + rng() % 26);
+        const bool ping = i % 2 == 0;
+        auto reply = client->Call(ping ? std::function<std::string(const HeaderFields&)>(Ping())
+                                       : Pong(),
+                                  payload, 20s);
+        ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+        ASSERT_EQ(reply->header()->body_type(), fb::Body::Pong);
+        const std::string want = ping ? payload : std::string(payload.rbegin(), payload.rend());
+        EXPECT_TRUE(reply->payload == want) << "thread " << t << " call " << i;
+        ++matched;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(matched.load(), 160);
+}
+
+TEST(RpcTest, FailuresComeBackAsTheirStatus) {
+  ASSERT_OK_AND_ASSIGN(auto server, RpcServer::Start(ServerOptions(), TestHandler));
+  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", server->port(), ClientOptions()));
+  auto reply = client->Call(Pong(), "fail", 10s);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status(), Status::NotFound("no table named 'x'"));
+  // The connection goes on.
+  ASSERT_OK(client->Call(Ping(), "", 10s).status());
+}
+
+TEST(RpcTest, ACallThatOutlivesItsTimeoutFailsAndTheLateReplyIsDropped) {
+  ASSERT_OK_AND_ASSIGN(auto server, RpcServer::Start(ServerOptions(), TestHandler));
+  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", server->port(), ClientOptions()));
+  const auto start = std::chrono::steady_clock::now();
+  auto slow = client->Call(Pong(), "sleep 1500", 300ms);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(slow.ok());
+  EXPECT_EQ(slow.status().code(), Status::Code::kDeadlineExceeded) << slow.status().ToString();
+  EXPECT_THAT(slow.status().message(),
+              HasSubstr("to server 127.0.0.1:" + std::to_string(server->port()) +
+                        " got no reply within 300 ms"));
+  EXPECT_GE(waited, 300ms);
+  EXPECT_LT(waited, 1400ms);
+  // The late reply arrives meanwhile and is dropped; later calls get theirs.
+  auto next = client->Call(Pong(), "abc", 10s);
+  ASSERT_OK(next.status());
+  EXPECT_EQ(next->payload, "cba");
+}
+
+TEST(RpcTest, AClientOfAnotherProtocolVersionIsRefusedNamingBoth) {
+  ASSERT_OK_AND_ASSIGN(auto server, RpcServer::Start(ServerOptions(), TestHandler));
+  RpcClientOptions o = ClientOptions();
+  o.protocol_version = 99;
+  auto client = RpcClient::Connect("127.0.0.1", server->port(), o);
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), Status::Code::kFailedPrecondition)
+      << client.status().ToString();
+  EXPECT_THAT(client.status().message(),
+              HasSubstr("server 'test-server' speaks protocol version 1, the client 99"));
+}
+
+TEST(RpcTest, AFullQueueRefusesAtOnceInsteadOfGrowing) {
+  // One executor thread, one queued request at most.
+  ASSERT_OK_AND_ASSIGN(auto server, RpcServer::Start(ServerOptions(1, 1), TestHandler));
+  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", server->port(), ClientOptions()));
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  std::atomic<int> refused{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      auto r = client->Call(Pong(), "sleep 400", 20s);
+      if (r.ok()) {
+        ++ok;
+      } else {
+        EXPECT_EQ(r.status().code(), Status::Code::kResourceExhausted) << r.status().ToString();
+        EXPECT_THAT(r.status().message(), HasSubstr("has 1 requests waiting: try again later"));
+        ++refused;
+      }
+    });
+    std::this_thread::sleep_for(50ms);  // likely in order: running, queued, refused, refused
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load() + refused.load(), 4);
+  EXPECT_GE(refused.load(), 1);
+  EXPECT_GE(ok.load(), 1);
+}
+
+// A server in a process of its own (this binary again), killed mid-call.
+constexpr char kChildEnv[] = "REPLAYDB_RPC_SERVER_CHILD";
+
+TEST(RpcChild, ServeUntilKilled) {
+  if (std::getenv(kChildEnv) == nullptr) GTEST_SKIP() << "runs only as the rpc tests' server";
+  auto server = RpcServer::Start(ServerOptions(), TestHandler);
+  ASSERT_OK(server.status());
+  std::printf("port %u\n", static_cast<unsigned>((*server)->port()));
+  std::fflush(stdout);
+  std::this_thread::sleep_for(60s);
+}
+
+TEST(RpcTest, AServerKilledMidCallFailsTheCallUnavailable) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::setenv(kChildEnv, "1", 1);
+    const char* argv[] = {"/proc/self/exe", "--gtest_filter=RpcChild.ServeUntilKilled",
+                          "--gtest_brief=1", nullptr};
+    ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+    std::_Exit(127);
+  }
+  ::close(out[1]);
+  FILE* from = ::fdopen(out[0], "r");
+  unsigned port = 0;
+  char line[256];
+  while (std::fgets(line, sizeof(line), from) != nullptr) {
+    if (std::sscanf(line, "port %u", &port) == 1) break;
+  }
+  struct Reap {
+    pid_t pid;
+    FILE* f;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      std::fclose(f);
+    }
+  } reap{pid, from};
+  ASSERT_NE(port, 0u);
+  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", static_cast<uint16_t>(port),
+                                                       ClientOptions()));
+  std::thread killer([pid] {
+    std::this_thread::sleep_for(300ms);
+    ::kill(pid, SIGKILL);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto r = client->Call(Pong(), "sleep 20000", 30s);
+  killer.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_FALSE(client->connected());
+  auto after = client->Call(Ping(), "", 1s);
+  EXPECT_EQ(after.status().code(), Status::Code::kUnavailable) << after.status().ToString();
+}
+
+}  // namespace
+}  // namespace replaydb::rdma
