@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -108,17 +109,18 @@ struct EchoServer {
     TransportOptions o = Recording(&inbox, heartbeat);
     o.workers = workers;
     o.listen_host = "127.0.0.1";
-    Transport** self = &echo_to_;
-    o.on_message = [this, self](ConnectionId from, std::string header, std::string payload) {
-      (*self)->Send(from, header, payload);
+    o.on_message = [this](ConnectionId from, std::string header, std::string payload) {
+      echo_to_.load()->Send(from, header, payload);
       inbox.Add({from, std::move(header), std::move(payload)});
     };
     auto started = Transport::Start(std::move(o));
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     if (started.ok()) transport = std::move(started).value();
-    echo_to_ = transport.get();
+    echo_to_.store(transport.get());
   }
-  Transport* echo_to_ = nullptr;
+  // Set once started; read by the workers (a message only comes after a
+  // client connected, which TSan cannot see through the network).
+  std::atomic<Transport*> echo_to_{nullptr};
 };
 
 std::string RandomBytes(std::mt19937_64& rng, size_t n) {
