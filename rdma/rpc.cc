@@ -235,11 +235,17 @@ class RpcServer::Impl {
     t.on_message = [this](ConnectionId from, std::string header, std::string payload) {
       OnRequest(from, std::move(header), std::move(payload));
     };
-    t.on_close = [this](ConnectionId id, const Status&) {
-      std::lock_guard<std::mutex> lock(mu_);
-      greeted_.erase(id);
+    t.on_close = [this](ConnectionId id, const Status& why) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        greeted_.erase(id);
+      }
+      Log("connection " + std::to_string(id) + " ended" +
+          (why.ok() ? std::string(" (closed here)") : ": " + why.message()));
     };
-    t.on_accept = nullptr;
+    t.on_accept = [this](ConnectionId id, const std::string& peer) {
+      Log("connection " + std::to_string(id) + " from " + peer);
+    };
     REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
     for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Serve(); });
     return Status::OK();
@@ -249,6 +255,10 @@ class RpcServer::Impl {
   int open_connections() const { return transport_->open_connections(); }
 
  private:
+  void Log(const std::string& line) {
+    if (options_.log) options_.log(line);
+  }
+
   void Fail(ConnectionId to, const HeaderFields& fields, const Status& why) {
     transport_->Send(to, EncodeFailure(fields, why), "");
   }
@@ -281,14 +291,17 @@ class RpcServer::Impl {
         return;
       }
       if (hello->protocol_version() != kProtocolVersion) {
-        Fail(from, reply,
-             Status::FailedPrecondition(
-                 "server '" + options_.server_name + "' speaks protocol version " +
-                 std::to_string(kProtocolVersion) + ", the client " +
-                 std::to_string(hello->protocol_version())));
+        const Status refused = Status::FailedPrecondition(
+            "server '" + options_.server_name + "' speaks protocol version " +
+            std::to_string(kProtocolVersion) + ", the client " +
+            std::to_string(hello->protocol_version()));
+        Log("connection " + std::to_string(from) + " refused: " + refused.message());
+        Fail(from, reply, refused);
         transport_->Close(from);
         return;
       }
+      Log("connection " + std::to_string(from) + " is '" +
+          (hello->client_name() != nullptr ? hello->client_name()->str() : std::string()) + "'");
       {
         std::lock_guard<std::mutex> lock(mu_);
         greeted_.insert(from);

@@ -84,6 +84,10 @@ struct RpcServerOptions {
   // queue).
   size_t max_queued = 1024;
   TransportOptions transport;  // listen_host/port, workers; handlers are the server's own
+  // A line for the server's log: connections accepted (with the client's
+  // name once it said Hello), refused and ended. May be empty; called from
+  // the server's threads, several at once.
+  std::function<void(const std::string& line)> log;
 };
 
 // A request as a server's handler sees it.

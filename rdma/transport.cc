@@ -471,7 +471,7 @@ class Transport::Impl {
       if (ucp_ep_create(w.worker, &ep, &handle) != UCS_OK) return;
       impl->Added(w, id, handle, peer);
       impl->Announce(w, id);
-      if (impl->options_.on_accept) impl->options_.on_accept(id);
+      if (impl->options_.on_accept) impl->options_.on_accept(id, peer);
     });
   }
 

@@ -53,8 +53,9 @@ struct TransportOptions {
   // A message arrived on `from`: its header and payload, whole. Runs on the
   // connection's worker thread.
   std::function<void(ConnectionId from, std::string header, std::string payload)> on_message;
-  // A connection was accepted (listeners only). Runs on its worker thread.
-  std::function<void(ConnectionId)> on_accept;
+  // A connection was accepted (listeners only), from `peer` (HOST:PORT).
+  // Runs on its worker thread.
+  std::function<void(ConnectionId, const std::string& peer)> on_accept;
   // A connection ended: closed by Close on this side, or failed or closed
   // by the peer (`why` says which). Once per connection, on its worker
   // thread; nothing more arrives from it.

@@ -10,14 +10,7 @@ namespace fb = wire::fb;
 template <typename Body>
 std::string Finish(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, fb::Body kind,
                    flatbuffers::Offset<Body> body) {
-  fb::HeaderBuilder h(b);
-  h.add_request_id(f.request_id);
-  h.add_timeout_ms(f.timeout_ms);
-  h.add_table_id(f.table_id);
-  h.add_body_type(kind);
-  h.add_body(body.Union());
-  b.Finish(h.Finish(), fb::HeaderIdentifier());
-  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+  return EncodeHeader(b, f, kind, body);
 }
 
 }  // namespace

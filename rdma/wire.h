@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include <flatbuffers/flatbuffers.h>
+
 #include "rdma/wire_generated.h"
 #include "replaydb/status.h"
 
@@ -23,6 +25,21 @@ struct HeaderFields {
   int64_t timeout_ms = -1;  // -1: no limit
   uint32_t table_id = 0;
 };
+
+// Finishes a header around `body` (built in `b` already, with
+// b.ForceDefaults(true)): the encoder of every message kind.
+template <typename Body>
+std::string EncodeHeader(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f,
+                         wire::fb::Body kind, flatbuffers::Offset<Body> body) {
+  wire::fb::HeaderBuilder h(b);
+  h.add_request_id(f.request_id);
+  h.add_timeout_ms(f.timeout_ms);
+  h.add_table_id(f.table_id);
+  h.add_body_type(kind);
+  h.add_body(body.Union());
+  b.Finish(h.Finish(), wire::fb::HeaderIdentifier());
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+}
 
 // (`protocol_version`: another only in tests of the refusal.)
 std::string EncodeHello(const HeaderFields& fields, std::string_view client_name,

@@ -96,7 +96,7 @@ TransportOptions Recording(Inbox* inbox, std::chrono::milliseconds heartbeat = k
     inbox->Add({from, std::move(header), std::move(payload)});
   };
   o.on_close = [inbox](ConnectionId id, const Status& why) { inbox->Closed(id, why); };
-  o.on_accept = [inbox](ConnectionId id) { inbox->Accepted(id); };
+  o.on_accept = [inbox](ConnectionId id, const std::string&) { inbox->Accepted(id); };
   return o;
 }
 

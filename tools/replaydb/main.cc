@@ -14,6 +14,7 @@
 
 #include "tools/replaydb/bench/bench.h"
 #include "tools/replaydb/demo/demo.h"
+#include "tools/replaydb/serve/serve.h"
 #include "tools/replaydb/shell/shell.h"
 #include "tools/replaydb/tool_util.h"
 
@@ -41,6 +42,7 @@ constexpr Command kCommands[] = {
     {"demo", kDemoUsage, kDemoSummary, &DemoCommand},
     {"bench", kBenchUsage, kBenchSummary, &BenchCommand},
     {"shell", kShellUsage, kShellSummary, &ShellCommand},
+    {"serve", kServeUsage, kServeSummary, &ServeCommand},
 };
 
 const Command* FindCommand(std::string_view name) {

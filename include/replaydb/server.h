@@ -1,0 +1,52 @@
+// Serving a database to other processes and nodes over UCX (the network
+// tier, rdma/; `replaydb serve` is its command). What is served so far:
+// rdma/WIRE.md (tables listed and opened, samples, seeds); clients use
+// rdma/remote_db.h until DB::Connect lands.
+//
+// Thread safety: Start and the destructor from one thread; the server's own
+// threads call `log` several at once.
+#ifndef REPLAYDB_SERVER_H_
+#define REPLAYDB_SERVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "replaydb/db.h"
+#include "replaydb/status.h"
+
+namespace replaydb {
+
+struct ServerOptions {
+  // ucx://HOST:PORT; port 0 picks a free one (Server::address says which).
+  // Loopback only (127.0.0.0/8, localhost): other addresses need a token,
+  // which this build does not have yet.
+  std::string listen = "ucx://127.0.0.1:7077";
+  // Threads that run the transport (one UCP worker each), and threads that
+  // run requests (they may wait for the rate limiter).
+  int workers = 2;
+  int threads = 4;
+  // A line per connection accepted, named, refused and ended. May be empty.
+  std::function<void(const std::string& line)> log;
+
+  // OK, or InvalidArgument naming what is wrong (the address malformed or
+  // not loopback, counts out of range). Start checks it too.
+  Status Validate() const;
+};
+
+class Server {
+ public:
+  // Serves `db` (which must outlive the server). InvalidArgument naming
+  // the address when it is malformed or not loopback; IOError when it
+  // cannot be listened on.
+  static Result<std::unique_ptr<Server>> Start(DB* db, const ServerOptions& options);
+  // Ends every connection (clients see Unavailable) and stops.
+  virtual ~Server() = default;
+  // ucx://HOST:PORT, the port the one listened on.
+  virtual std::string address() const = 0;
+};
+
+}  // namespace replaydb
+
+#endif  // REPLAYDB_SERVER_H_

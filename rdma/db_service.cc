@@ -1,0 +1,161 @@
+#include "rdma/db_service.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "engine/db/catalog.h"
+
+namespace replaydb::rdma {
+namespace {
+
+namespace fb = wire::fb;
+using Clock = std::chrono::steady_clock;
+
+template <typename T>
+void Put(std::string* out, const std::vector<T>& v) {
+  out->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+template <typename T>
+bool Take(std::string_view* in, size_t n, std::vector<T>* v) {
+  if (n > in->size() / sizeof(T)) return false;
+  v->resize(n);
+  std::memcpy(v->data(), in->data(), n * sizeof(T));
+  in->remove_prefix(n * sizeof(T));
+  return true;
+}
+
+std::string Name(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
+
+Result<Reply> Handle(DB& db, Request& r) {
+  const fb::Header* h = r.message.header();
+  HeaderFields f;
+  f.request_id = h->request_id();
+  f.table_id = h->table_id();
+  flatbuffers::FlatBufferBuilder b(256);
+  b.ForceDefaults(true);
+  switch (h->body_type()) {
+    case fb::Body::ListTables: {
+      std::vector<flatbuffers::Offset<flatbuffers::String>> names;
+      for (const std::string& n : db.ListTables()) names.push_back(b.CreateString(n));
+      const auto v = b.CreateVector(names);
+      return Reply{EncodeHeader(b, f, fb::Body::TableList, fb::CreateTableList(b, v)), ""};
+    }
+    case fb::Body::OpenTable: {
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(h->body_as_OpenTable()->name())));
+      const std::string spec = engine::EncodeCatalog(std::vector<TableSpec>{table->spec()});
+      const auto bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(spec.data()), spec.size());
+      return Reply{EncodeHeader(b, f, fb::Body::TableOpened, fb::CreateTableOpened(b, bytes)),
+                   ""};
+    }
+    case fb::Body::Sample: {
+      const fb::Sample* q = h->body_as_Sample();
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
+      SampleOptions o;
+      if (r.deadline != Clock::time_point::max()) {
+        o.timeout = std::max(std::chrono::milliseconds(0),
+                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 r.deadline - Clock::now()));
+      }
+      o.importance_beta = q->importance_beta();
+      if (q->weight_normalization() > static_cast<uint8_t>(WeightNormalization::kBatch)) {
+        return Status::InvalidArgument("sample of table '" + table->name() +
+                                       "': weight_normalization " +
+                                       std::to_string(q->weight_normalization()) +
+                                       " is not one of buffer (0), batch (1)");
+      }
+      o.weight_normalization = static_cast<WeightNormalization>(q->weight_normalization());
+      o.stratified = q->stratified();
+      o.peek = q->peek();
+      SampleBatch batch;
+      REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, &batch));
+      std::string payload = EncodeSamplePayload(batch);
+      return Reply{EncodeHeader(b, f, fb::Body::Sampled,
+                                fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
+                                                  !batch.weights.empty())),
+                   std::move(payload)};
+    }
+    case fb::Body::SeedTable: {
+      const fb::SeedTable* q = h->body_as_SeedTable();
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
+      REPLAYDB_RETURN_IF_ERROR(table->Seed(q->seed()));
+      return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
+    }
+    default:
+      return Status::NotSupported(
+          "this server does not serve requests of kind '" +
+          std::string(fb::EnumNameBody(h->body_type())) + "'");
+  }
+}
+
+}  // namespace
+
+RequestHandler DbRequestHandler(DB* db) {
+  return [db](Request& r) { return Handle(*db, r); };
+}
+
+std::string EncodeSamplePayload(const SampleBatch& batch) {
+  size_t bytes = batch.keys.size() * (8 + 8 + 8 + 4) + batch.weights.size() * 8 +
+                 batch.mask.size();
+  for (const Tensor& c : batch.columns) bytes += c.size_bytes();
+  std::string out;
+  out.reserve(bytes);
+  Put(&out, batch.keys);
+  Put(&out, batch.probabilities);
+  Put(&out, batch.priorities);
+  Put(&out, batch.weights);
+  Put(&out, batch.times_sampled);
+  Put(&out, batch.mask);
+  for (const Tensor& c : batch.columns) {
+    out.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
+  }
+  return out;
+}
+
+Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int64_t batch_size,
+                           int64_t sequence_length, bool has_weights, const std::string& from,
+                           SampleBatch* out) {
+  const auto bad = [&](const std::string& what) {
+    return Status::Corruption("sample of table '" + spec.name + "' from " + from + ": " + what +
+                              " (payload of " + std::to_string(payload.size()) + " bytes, " +
+                              std::to_string(batch_size) + " items of " +
+                              std::to_string(sequence_length) + " steps)");
+  };
+  if (batch_size < 0 || sequence_length < 0 || batch_size > (int64_t{1} << 32) ||
+      sequence_length > (int64_t{1} << 32)) {
+    return bad("the batch's sizes are out of range");
+  }
+  const auto n = static_cast<size_t>(batch_size);
+  std::string_view in = payload;
+  SampleBatch b;
+  b.batch_size = batch_size;
+  b.sequence_length = sequence_length;
+  if (!Take(&in, n, &b.keys) || !Take(&in, n, &b.probabilities) ||
+      !Take(&in, n, &b.priorities) || !Take(&in, has_weights ? n : 0, &b.weights) ||
+      !Take(&in, n, &b.times_sampled) ||
+      !Take(&in, n * static_cast<size_t>(sequence_length), &b.mask)) {
+    return bad("too short for the items' keys, probabilities, priorities and mask");
+  }
+  b.columns.resize(spec.columns.size());
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    const ColumnSpec& col = spec.columns[c];
+    std::vector<int64_t> dims = {batch_size, sequence_length};
+    for (const int64_t d : col.shape.dims()) dims.push_back(d);
+    // (n * L is at most the payload's size: the mask was there.)
+    size_t bytes = 0;
+    if (__builtin_mul_overflow(n * static_cast<size_t>(sequence_length), col.step_bytes(),
+                               &bytes) ||
+        bytes > in.size()) {
+      return bad("too short for column '" + col.name + "'");
+    }
+    b.columns[c].Reset(col.dtype, Shape::FromSpan(dims));
+    std::memcpy(b.columns[c].data(), in.data(), bytes);
+    in.remove_prefix(bytes);
+  }
+  if (!in.empty()) return bad(std::to_string(in.size()) + " bytes more than the batch holds");
+  *out = std::move(b);
+  return Status::OK();
+}
+
+}  // namespace replaydb::rdma

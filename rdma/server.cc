@@ -1,0 +1,84 @@
+// replaydb::Server (include/replaydb/server.h): an RpcServer running the
+// database's requests (rdma/db_service.h).
+#include "replaydb/server.h"
+
+#include <charconv>
+
+#include "rdma/db_service.h"
+#include "rdma/remote_db.h"
+#include "rdma/rpc.h"
+
+namespace replaydb {
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+class ServerImpl final : public Server {
+ public:
+  ServerImpl(std::unique_ptr<rdma::RpcServer> server, std::string host)
+      : server_(std::move(server)), host_(std::move(host)) {}
+  std::string address() const override {
+    return "ucx://" + host_ + ":" + std::to_string(server_->port());
+  }
+
+ private:
+  std::unique_ptr<rdma::RpcServer> server_;
+  std::string host_;
+};
+
+}  // namespace
+
+namespace {
+
+// The listen address's host and port (0: any free port, allowed here unlike
+// in a client's address).
+Status ParseListen(const std::string& listen, std::string* host, uint16_t* port) {
+  std::string parsed = listen;
+  const bool any_port = parsed.size() > 2 && parsed.compare(parsed.size() - 2, 2, ":0") == 0;
+  if (any_port) parsed.back() = '1';
+  REPLAYDB_RETURN_IF_ERROR(rdma::ParseAddress(parsed, host, port));
+  if (any_port) *port = 0;
+  if (!IsLoopback(*host)) {
+    return Status::InvalidArgument(
+        "listen address " + listen + ": an address other than loopback needs a token, "
+        "which this build does not have yet; listen on 127.0.0.1");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ServerOptions::Validate() const {
+  std::string host;
+  uint16_t port = 0;
+  REPLAYDB_RETURN_IF_ERROR(ParseListen(listen, &host, &port));
+  if (workers < 1 || workers > 64) {
+    return Status::InvalidArgument("server: workers must be 1 to 64, not " +
+                                   std::to_string(workers));
+  }
+  if (threads < 1 || threads > 1024) {
+    return Status::InvalidArgument("server: threads must be 1 to 1024, not " +
+                                   std::to_string(threads));
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Server>> Server::Start(DB* db, const ServerOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(options.Validate());
+  std::string host;
+  uint16_t port = 0;
+  REPLAYDB_RETURN_IF_ERROR(ParseListen(options.listen, &host, &port));
+  rdma::RpcServerOptions o;
+  o.server_name = "replaydb serve " + db->path();
+  o.threads = options.threads;
+  o.transport.workers = options.workers;
+  o.transport.listen_host = host;
+  o.transport.listen_port = port;
+  o.log = options.log;
+  REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::RpcServer::Start(o, rdma::DbRequestHandler(db)));
+  return std::unique_ptr<Server>(new ServerImpl(std::move(server), host));
+}
+
+}  // namespace replaydb

@@ -1,0 +1,197 @@
+// `replaydb serve` as a process of its own: a client in this process lists,
+// opens and samples its tables over UCX on 127.0.0.1; SIGTERM ends the
+// connections (the client sees Unavailable), checkpoints and exits 0, and
+// the database opens afterwards with everything in it. Bounded waits only.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "rdma/remote_db.h"
+#include "tests/test_util.h"
+
+#ifndef REPLAYDB_TOOL_PATH
+#error "REPLAYDB_TOOL_PATH must name the replaydb binary (set by CMakeLists.txt)"
+#endif
+
+namespace replaydb {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// `replaydb serve ARGS...`, its stdout and stderr read through a pipe.
+class ServeProcess {
+ public:
+  explicit ServeProcess(std::vector<std::string> args) {
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(out[1], 2);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<char*> argv;
+      std::string tool = REPLAYDB_TOOL_PATH;
+      argv.push_back(tool.data());
+      std::string serve = "serve";
+      argv.push_back(serve.data());
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(tool.c_str(), argv.data());
+      std::_Exit(127);
+    }
+    ::close(out[1]);
+    fd_ = out[0];
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Reads output until `pattern` matches some of it (first group returned)
+  // or `timeout` passes (empty).
+  std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      std::smatch m;
+      if (std::regex_search(output_, m, pattern)) return m.size() > 1 ? m[1].str() : m[0].str();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !ReadSome(static_cast<int>(left.count()))) return "";
+    }
+  }
+  // Waits for the exit (bounded), reading the rest of the output; the exit
+  // status, or -1 when it did not exit in time.
+  int Exit(std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        while (ReadSome(100)) {
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      ReadSome(50);
+    }
+    return -1;
+  }
+  pid_t pid() const { return pid_; }
+  const std::string& output() const { return output_; }
+
+ private:
+  bool ReadSome(int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+    char buf[4096];
+    const ssize_t n = ::read(fd_, buf, sizeof(buf));
+    if (n <= 0) return false;
+    output_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool reaped_ = false;
+  std::string output_;
+};
+
+TableSpec Spec() {
+  TableSpec spec;
+  spec.name = "experience";
+  spec.columns = {{"obs", DType::kF32, Shape{4}}, {"reward", DType::kF32, Shape{}}};
+  spec.capacity_steps = 4096;
+  spec.block_steps = 16;
+  spec.sequence_length = 2;
+  return spec;
+}
+
+TEST(ServeTest, ServesSamplesAndStopsCleanlyOnSigterm) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  int64_t steps = 0;
+  {
+    auto db = testing_util::OpenDB(dir.path());
+    auto table = db->CreateTable(Spec());
+    ASSERT_OK(table.status());
+    for (int t = 0; t < 10; ++t) {
+      auto writer = (*table)->NewWriter();
+      ASSERT_OK(writer.status());
+      for (int s = 0; s < 5; ++s, ++steps) {
+        ASSERT_OK((*writer)->Append(testing_util::RandomStep(Spec(), rng).tensors));
+      }
+      ASSERT_OK((*writer)->End(EndReason::kTerminal));
+    }
+  }
+  ServeProcess serve({dir.path(), "--listen", "ucx://127.0.0.1:0", "--workers", "2"});
+  const std::string address =
+      serve.WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"), 30s);
+  ASSERT_FALSE(address.empty()) << "no listening line; output:\n" << serve.output();
+  EXPECT_THAT(serve.output(), HasSubstr("database " + dir.path() + " (1 tables)"));
+
+  rdma::RemoteOptions o;
+  o.client_name = "learner 1";
+  ASSERT_OK_AND_ASSIGN(auto remote, rdma::RemoteDB::Connect(address, o));
+  ASSERT_OK_AND_ASSIGN(auto names, remote->ListTables());
+  EXPECT_EQ(names, std::vector<std::string>{"experience"});
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("experience"));
+  SampleOptions so;
+  so.timeout = 10s;
+  SampleBatch batch;
+  ASSERT_OK(table->Sample(8, so, &batch));
+  EXPECT_EQ(batch.batch_size, 8);
+  EXPECT_EQ(batch.sequence_length, 2);
+  ASSERT_EQ(batch.columns.size(), 2u);
+  EXPECT_EQ(batch.columns[0].size_bytes(), 8u * 2 * 4 * sizeof(float));
+  EXPECT_FALSE(serve.WaitFor(std::regex("is 'learner 1'"), 10s).empty()) << serve.output();
+
+  ASSERT_EQ(::kill(serve.pid(), SIGTERM), 0);
+  EXPECT_EQ(serve.Exit(60s), 0) << serve.output();
+  EXPECT_THAT(serve.output(), HasSubstr("stopping (SIGTERM)"));
+  EXPECT_THAT(serve.output(), HasSubstr("stopped; database checkpointed and closed"));
+  // The client was told: its connection ended.
+  const Status after = table->Sample(1, so, &batch);
+  EXPECT_EQ(after.code(), Status::Code::kUnavailable) << after.ToString();
+  // Everything is there on reopening.
+  auto db = testing_util::OpenDB(dir.path());
+  ASSERT_OK_AND_ASSIGN(auto local, db->GetTable("experience"));
+  EXPECT_EQ(local->Info().num_steps, steps);
+}
+
+TEST(ServeTest, ADatabaseAnotherProcessHoldsIsRefusedNamingIt) {
+  testing_util::TempDir dir;
+  auto db = testing_util::OpenDB(dir.path());
+  ServeProcess serve({dir.path(), "--listen", "ucx://127.0.0.1:0"});
+  EXPECT_EQ(serve.Exit(30s), 1) << serve.output();
+  EXPECT_THAT(serve.output(), HasSubstr("replaydb serve: Busy"));
+  EXPECT_THAT(serve.output(), HasSubstr(dir.path()));
+}
+
+TEST(ServeTest, BadCommandLinesAreUsageErrors) {
+  testing_util::TempDir dir;
+  ServeProcess remote({dir.Sub("db"), "--listen", "ucx://10.1.2.3:7077"});
+  EXPECT_EQ(remote.Exit(30s), 2) << remote.output();
+  EXPECT_THAT(remote.output(), HasSubstr("an address other than loopback needs a token"));
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("db"))) << "nothing is created on a usage error";
+  ServeProcess none({});
+  EXPECT_EQ(none.Exit(30s), 2) << none.output();
+  EXPECT_THAT(none.output(), HasSubstr("which database? give DIR"));
+  ServeProcess bad_port({dir.Sub("db"), "--listen", "ucx://127.0.0.1:99999"});
+  EXPECT_EQ(bad_port.Exit(30s), 2) << bad_port.output();
+  EXPECT_THAT(bad_port.output(), HasSubstr("is not ucx://HOST:PORT"));
+}
+
+}  // namespace
+}  // namespace replaydb
