@@ -28,7 +28,7 @@ bool Take(std::string_view* in, size_t n, std::vector<T>* v) {
 
 std::string Name(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
 
-Result<Reply> Handle(DB& db, Request& r) {
+Result<Reply> HandleTables(DB& db, Request& r) {
   const fb::Header* h = r.message.header();
   HeaderFields f;
   f.request_id = h->request_id();
@@ -91,8 +91,124 @@ Result<Reply> Handle(DB& db, Request& r) {
 
 }  // namespace
 
-RequestHandler DbRequestHandler(DB* db) {
-  return [db](Request& r) { return Handle(*db, r); };
+struct DbService::Writer {
+  std::mutex mu;  // one call at a time (a client waits for each reply)
+  std::shared_ptr<Table> table;
+  std::unique_ptr<TrajectoryWriter> writer;
+};
+
+DbService::DbService(DB* db) : db_(db) {}
+DbService::~DbService() = default;
+
+void ServeWith(DbService* service, RpcServerOptions* options, RequestHandler* handler) {
+  *handler = [service](Request& r) { return service->Handle(r); };
+  options->on_disconnect = [service](ConnectionId c) { service->Disconnected(c); };
+}
+
+size_t DbService::open_writers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writers_.size();
+}
+
+void DbService::Disconnected(ConnectionId connection) {
+  std::vector<std::shared_ptr<Writer>> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = writers_.lower_bound({connection, 0});
+    while (it != writers_.end() && it->first.first == connection) {
+      gone.push_back(std::move(it->second));
+      it = writers_.erase(it);
+    }
+  }
+  // Destroyed here, each once no call holds it: an open trajectory ends
+  // truncated, as a local writer's destructor ends it.
+}
+
+Result<Reply> DbService::Handle(Request& r) {
+  switch (r.message.header()->body_type()) {
+    case fb::Body::NewWriter:
+    case fb::Body::AppendStep:
+    case fb::Body::EndTrajectory:
+    case fb::Body::CloseWriter:
+      return HandleWriter(r);
+    default:
+      return HandleTables(*db_, r);
+  }
+}
+
+Result<Reply> DbService::HandleWriter(Request& r) {
+  const fb::Header* h = r.message.header();
+  HeaderFields f;
+  f.request_id = h->request_id();
+  f.table_id = h->table_id();
+  flatbuffers::FlatBufferBuilder b(128);
+  b.ForceDefaults(true);
+  if (h->body_type() == fb::Body::NewWriter) {
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, db_->GetTable(Name(h->body_as_NewWriter()->table())));
+    auto w = std::make_shared<Writer>();
+    REPLAYDB_ASSIGN_OR_RETURN(w->writer, table->NewWriter());
+    w->table = std::move(table);
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = next_writer_++;
+      writers_[{r.connection, id}] = std::move(w);
+    }
+    return Reply{EncodeHeader(b, f, fb::Body::WriterOpened, fb::CreateWriterOpened(b, id)), ""};
+  }
+  uint64_t id = 0;
+  switch (h->body_type()) {
+    case fb::Body::AppendStep: id = h->body_as_AppendStep()->writer(); break;
+    case fb::Body::EndTrajectory: id = h->body_as_EndTrajectory()->writer(); break;
+    default: id = h->body_as_CloseWriter()->writer(); break;
+  }
+  std::shared_ptr<Writer> w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = writers_.find({r.connection, id});
+    if (it != writers_.end()) {
+      w = it->second;
+      if (h->body_type() == fb::Body::CloseWriter) writers_.erase(it);
+    }
+  }
+  if (!w) {
+    return Status::NotFound("this connection has no writer " + std::to_string(id));
+  }
+  std::lock_guard<std::mutex> lock(w->mu);
+  switch (h->body_type()) {
+    case fb::Body::AppendStep: {
+      const fb::AppendStep* q = h->body_as_AppendStep();
+      const TableSpec spec = w->table->spec();
+      size_t want = 0;
+      for (const ColumnSpec& c : spec.columns) want += c.step_bytes();
+      const std::string& payload = r.message.payload;
+      if (payload.size() != want) {
+        return Status::InvalidArgument("table '" + spec.name + "': a remote step of " +
+                                       std::to_string(payload.size()) + " bytes; its columns " +
+                                       "take " + std::to_string(want));
+      }
+      std::vector<ConstTensor> step;
+      size_t at = 0;
+      for (const ColumnSpec& c : spec.columns) {
+        step.push_back({c.dtype, c.shape, reinterpret_cast<const std::byte*>(payload.data() + at),
+                        c.step_bytes()});
+        at += c.step_bytes();
+      }
+      REPLAYDB_RETURN_IF_ERROR(w->writer->Append(
+          step, q->has_priority() ? std::optional<double>(q->priority()) : std::nullopt));
+      return Reply{EncodeHeader(b, f, fb::Body::Appended,
+                                fb::CreateAppended(b, w->writer->trajectory_id(),
+                                                   w->writer->num_steps())),
+                   ""};
+    }
+    case fb::Body::EndTrajectory: {
+      const uint8_t reason = h->body_as_EndTrajectory()->reason();
+      REPLAYDB_RETURN_IF_ERROR(w->writer->End(static_cast<EndReason>(reason)));
+      return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
+    }
+    default:  // CloseWriter: gone from the map; destroyed with the last hold
+      return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
+  }
 }
 
 std::string EncodeSamplePayload(const SampleBatch& batch) {

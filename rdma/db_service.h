@@ -7,8 +7,11 @@
 #ifndef REPLAYDB_RDMA_DB_SERVICE_H_
 #define REPLAYDB_RDMA_DB_SERVICE_H_
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "rdma/rpc.h"
 #include "replaydb/db.h"
@@ -16,9 +19,30 @@
 
 namespace replaydb::rdma {
 
-// The handler for an RpcServer that serves `db` (which must outlive the
-// server). A request of a kind it does not serve is NotSupported, naming it.
-RequestHandler DbRequestHandler(DB* db);
+// Serves `db` (which must outlive it) to an RpcServer: Handle is its
+// handler, Disconnected its on_disconnect. A request of a kind it does not
+// serve is NotSupported, naming it.
+class DbService {
+ public:
+  explicit DbService(DB* db);
+  ~DbService();
+  Result<Reply> Handle(Request& request);
+  // The connection's writers go: their open trajectories end truncated.
+  void Disconnected(ConnectionId connection);
+  // Writers open now, over every connection (for tests and the log).
+  size_t open_writers() const;
+
+ private:
+  struct Writer;
+  Result<Reply> HandleWriter(Request& request);
+  DB* db_;
+  mutable std::mutex mu_;
+  uint64_t next_writer_ = 1;
+  std::map<std::pair<ConnectionId, uint64_t>, std::shared_ptr<Writer>> writers_;
+};
+
+// An RpcServer's options with `service` as its handler and on_disconnect.
+void ServeWith(DbService* service, RpcServerOptions* options, RequestHandler* handler);
 
 // A sample's payload (WIRE.md, "A sample's payload"): keys, probabilities,
 // priorities, weights (when present), times sampled, the mask, then each

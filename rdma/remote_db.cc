@@ -124,6 +124,94 @@ Status RemoteTable::Sample(int64_t batch_size, const SampleOptions& options, Sam
                              s->has_weights(), client_->address(), out);
 }
 
+namespace {
+
+template <typename Build>
+std::function<std::string(const HeaderFields&)> Encoder(fb::Body kind, Build build) {
+  return [kind, build](const HeaderFields& f) {
+    flatbuffers::FlatBufferBuilder b(128);
+    b.ForceDefaults(true);
+    return EncodeHeader(b, f, kind, build(b));
+  };
+}
+
+constexpr std::chrono::milliseconds kWriterCallTimeout{60000};
+
+}  // namespace
+
+Result<std::unique_ptr<RemoteWriter>> RemoteTable::NewWriter() {
+  const std::string table = name();
+  REPLAYDB_ASSIGN_OR_RETURN(
+      Message m, client_->Call(Encoder(fb::Body::NewWriter,
+                                       [&](flatbuffers::FlatBufferBuilder& b) {
+                                         return fb::CreateNewWriter(b, b.CreateString(table));
+                                       }),
+                               "", kWriterCallTimeout));
+  REPLAYDB_RETURN_IF_ERROR(
+      ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
+  return std::unique_ptr<RemoteWriter>(
+      new RemoteWriter(client_, &spec_, m.header()->body_as_WriterOpened()->writer()));
+}
+
+RemoteWriter::~RemoteWriter() {
+  const uint64_t id = id_;
+  // Best effort: a connection that is gone has ended the writer already.
+  (void)client_->Call(Encoder(fb::Body::CloseWriter,
+                              [id](flatbuffers::FlatBufferBuilder& b) {
+                                return fb::CreateCloseWriter(b, id);
+                              }),
+                      "", std::chrono::milliseconds(10000));
+}
+
+Status RemoteWriter::Append(std::span<const ConstTensor> step, std::optional<double> priority) {
+  const TableSpec& spec = *spec_;
+  if (step.size() != spec.columns.size()) {
+    return Status::InvalidArgument("table '" + spec.name + "': step has " +
+                                   std::to_string(step.size()) + " tensors, the table " +
+                                   std::to_string(spec.columns.size()) + " columns");
+  }
+  step_.clear();
+  for (size_t c = 0; c < step.size(); ++c) {
+    const ColumnSpec& col = spec.columns[c];
+    if (step[c].dtype != col.dtype || !(step[c].shape == col.shape) ||
+        step[c].size_bytes != col.step_bytes()) {
+      return Status::InvalidArgument("table '" + spec.name + "': step, column '" + col.name +
+                                     "' expects dtype " + std::string(DTypeName(col.dtype)) +
+                                     " and shape " + col.shape.ToString() + ", got " +
+                                     std::string(DTypeName(step[c].dtype)) + " " +
+                                     step[c].shape.ToString());
+    }
+    step_.append(static_cast<const char*>(step[c].data), step[c].size_bytes);
+  }
+  const uint64_t id = id_;
+  REPLAYDB_ASSIGN_OR_RETURN(
+      Message m, client_->Call(Encoder(fb::Body::AppendStep,
+                                       [&](flatbuffers::FlatBufferBuilder& b) {
+                                         return fb::CreateAppendStep(b, id, priority.has_value(),
+                                                                     priority.value_or(0));
+                                       }),
+                               step_, kWriterCallTimeout));
+  REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Appended, "an append to '" + spec.name + "'"));
+  trajectory_id_ = m.header()->body_as_Appended()->trajectory_id();
+  num_steps_ = m.header()->body_as_Appended()->num_steps();
+  return Status::OK();
+}
+
+Status RemoteWriter::End(EndReason reason) {
+  const uint64_t id = id_;
+  REPLAYDB_ASSIGN_OR_RETURN(
+      Message m, client_->Call(Encoder(fb::Body::EndTrajectory,
+                                       [&](flatbuffers::FlatBufferBuilder& b) {
+                                         return fb::CreateEndTrajectory(
+                                             b, id, static_cast<uint8_t>(reason));
+                                       }),
+                               "", kWriterCallTimeout));
+  REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Done, "ending a trajectory of '" +
+                                                            spec_->name + "'"));
+  num_steps_ = 0;
+  return Status::OK();
+}
+
 Status RemoteTable::Seed(uint64_t seed) {
   REPLAYDB_ASSIGN_OR_RETURN(
       Message m, client_->Call(

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,8 +25,41 @@ namespace replaydb::rdma {
 // naming the address otherwise.
 Status ParseAddress(const std::string& address, std::string* host, uint16_t* port);
 
+// A trajectory writer on the server (DbService), as TrajectoryWriter: each
+// Append returns once the server has the step as durably as a local append
+// with the table's sync mode. When this process or its connection goes,
+// the server ends the open trajectory truncated; every acknowledged step
+// stays. Not thread-safe (one thread at a time).
+class RemoteWriter {
+ public:
+  // Ends the writer on the server (its open trajectory truncated).
+  ~RemoteWriter();
+  RemoteWriter(const RemoteWriter&) = delete;
+  RemoteWriter& operator=(const RemoteWriter&) = delete;
+  // As TrajectoryWriter::Append: one tensor per column, each the column's
+  // dtype and shape (InvalidArgument naming the column otherwise, checked
+  // here before anything is sent).
+  Status Append(std::span<const ConstTensor> step, std::optional<double> priority = std::nullopt);
+  Status End(EndReason reason);
+  uint64_t trajectory_id() const { return trajectory_id_; }
+  int64_t num_steps() const { return num_steps_; }
+
+ private:
+  friend class RemoteTable;
+  RemoteWriter(std::shared_ptr<RpcClient> client, const TableSpec* spec, uint64_t id)
+      : client_(std::move(client)), spec_(spec), id_(id) {}
+  std::shared_ptr<RpcClient> client_;
+  const TableSpec* spec_;  // the RemoteTable's, which outlives the writer
+  uint64_t id_;
+  uint64_t trajectory_id_ = 0;
+  int64_t num_steps_ = 0;
+  std::string step_;  // the payload, reused
+};
+
 class RemoteTable {
  public:
+  // A writer on the server, owned by this connection.
+  Result<std::unique_ptr<RemoteWriter>> NewWriter();
   const TableSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
   // Table::Sample on the server. options.timeout bounds the wait (for the

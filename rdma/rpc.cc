@@ -220,6 +220,18 @@ class RpcServer::Impl {
     }
     cv_.notify_all();
     for (auto& t : threads_) t.join();
+    // What the connections held goes too (their writers end truncated).
+    if (options_.on_disconnect) {
+      for (Request& r : queue_) {
+        if (r.message.header_bytes.empty()) options_.on_disconnect(r.connection);
+      }
+      std::set<ConnectionId> open;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        open = greeted_;
+      }
+      for (const ConnectionId id : open) options_.on_disconnect(id);
+    }
     // Then the connections end and the workers stop (they call into this
     // object, which they must not outlive).
     transport_.reset();
@@ -242,6 +254,15 @@ class RpcServer::Impl {
       }
       Log("connection " + std::to_string(id) + " ended" +
           (why.ok() ? std::string(" (closed here)") : ": " + why.message()));
+      if (options_.on_disconnect) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!stopping_) {
+          Request gone;
+          gone.connection = id;  // no message: the connection ended
+          queue_.push_back(std::move(gone));
+          cv_.notify_one();
+        }
+      }
     };
     t.on_accept = [this](ConnectionId id, const std::string& peer) {
       Log("connection " + std::to_string(id) + " from " + peer);
@@ -341,6 +362,10 @@ class RpcServer::Impl {
         if (stopping_) return;
         request = std::move(queue_.front());
         queue_.pop_front();
+      }
+      if (request.message.header_bytes.empty()) {
+        options_.on_disconnect(request.connection);
+        continue;
       }
       const fb::Header* h = request.message.header();
       HeaderFields fields;

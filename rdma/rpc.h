@@ -84,6 +84,10 @@ struct RpcServerOptions {
   // queue).
   size_t max_queued = 1024;
   TransportOptions transport;  // listen_host/port, workers; handlers are the server's own
+  // A connection ended: run on the executor (not a transport worker) after
+  // the requests already queued, so that the server can drop what the
+  // connection held (its writers). May be empty.
+  std::function<void(ConnectionId)> on_disconnect;
   // A line for the server's log: connections accepted (with the client's
   // name once it said Hello), refused and ended. May be empty; called from
   // the server's threads, several at once.

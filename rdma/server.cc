@@ -17,13 +17,17 @@ bool IsLoopback(const std::string& host) {
 
 class ServerImpl final : public Server {
  public:
-  ServerImpl(std::unique_ptr<rdma::RpcServer> server, std::string host)
-      : server_(std::move(server)), host_(std::move(host)) {}
+  ServerImpl(std::unique_ptr<rdma::DbService> service, std::unique_ptr<rdma::RpcServer> server,
+             std::string host)
+      : service_(std::move(service)), server_(std::move(server)), host_(std::move(host)) {}
+  // The server first (its threads call the service), then the service.
+  ~ServerImpl() override { server_.reset(); }
   std::string address() const override {
     return "ucx://" + host_ + ":" + std::to_string(server_->port());
   }
 
  private:
+  std::unique_ptr<rdma::DbService> service_;
   std::unique_ptr<rdma::RpcServer> server_;
   std::string host_;
 };
@@ -77,8 +81,11 @@ Result<std::unique_ptr<Server>> Server::Start(DB* db, const ServerOptions& optio
   o.transport.listen_host = host;
   o.transport.listen_port = port;
   o.log = options.log;
-  REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::RpcServer::Start(o, rdma::DbRequestHandler(db)));
-  return std::unique_ptr<Server>(new ServerImpl(std::move(server), host));
+  auto service = std::make_unique<rdma::DbService>(db);
+  rdma::RequestHandler handler;
+  rdma::ServeWith(service.get(), &o, &handler);
+  REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::RpcServer::Start(o, std::move(handler)));
+  return std::unique_ptr<Server>(new ServerImpl(std::move(service), std::move(server), host));
 }
 
 }  // namespace replaydb

@@ -6,10 +6,17 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 
@@ -74,6 +81,7 @@ struct Served {
   testing_util::TempDir dir;
   std::unique_ptr<DB> served;  // the server's
   std::unique_ptr<DB> local;   // a copy, opened here
+  std::unique_ptr<DbService> service;
   std::unique_ptr<RpcServer> server;
   TableSpec spec;
 
@@ -102,7 +110,10 @@ struct Served {
     RpcServerOptions o;
     o.server_name = "served";
     o.transport.heartbeat = 2000ms;
-    auto s = RpcServer::Start(o, DbRequestHandler(served.get()));
+    service = std::make_unique<DbService>(served.get());
+    RequestHandler handler;
+    ServeWith(service.get(), &o, &handler);
+    auto s = RpcServer::Start(o, std::move(handler));
     ASSERT_OK(s.status());
     server = std::move(s).value();
   }
@@ -213,6 +224,146 @@ TEST(RemoteDBTest, ASamplePayloadThatDoesNotAddUpIsCorruption) {
   EXPECT_THAT(longer.message(), HasSubstr("1 bytes more than the batch holds"));
   const Status huge = DecodeSamplePayload(payload, spec, int64_t{1} << 40, 1, false, "peer", &back);
   EXPECT_EQ(huge.code(), Status::Code::kCorruption);
+}
+
+std::string StepBytes(const testing_util::StepData& step) {
+  std::string out;
+  for (const auto& c : step.columns) out.append(reinterpret_cast<const char*>(c.data()), c.size());
+  return out;
+}
+
+std::string ReadBack(Table& table, uint64_t id, int64_t step) {
+  TrajectorySteps steps;
+  EXPECT_OK(table.ReadTrajectory(id, step, 1, &steps));
+  std::string out;
+  for (const Tensor& c : steps.columns) {
+    out.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
+  }
+  return out;
+}
+
+TEST(RemoteDBTest, RemoteWritersStoreEveryStepByteForByte) {
+  const uint64_t seed = testing_util::TestSeed();
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(seed));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
+  const int64_t before = served->Info().num_steps;
+  std::mt19937_64 rng(seed + 1);
+  std::map<uint64_t, std::vector<std::string>> written;
+  {
+    ASSERT_OK_AND_ASSIGN(auto writer, rt->NewWriter());
+    for (int t = 0; t < 5; ++t) {
+      const int steps = 1 + static_cast<int>(rng() % 10);
+      for (int i = 0; i < steps; ++i) {
+        testing_util::StepData step = testing_util::RandomStep(rt->spec(), rng);
+        ASSERT_OK(writer->Append(step.tensors, 1.0 + static_cast<double>(rng() % 50)));
+        EXPECT_EQ(writer->num_steps(), i + 1);
+        written[writer->trajectory_id()].push_back(StepBytes(step));
+      }
+      ASSERT_OK(writer->End(t % 2 == 0 ? EndReason::kTerminal : EndReason::kTruncated));
+    }
+  }
+  int64_t total = 0;
+  for (const auto& [id, steps] : written) {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      EXPECT_EQ(ReadBack(*served, id, static_cast<int64_t>(i)), steps[i])
+          << "trajectory " << id << " step " << i;
+    }
+    total += static_cast<int64_t>(steps.size());
+  }
+  EXPECT_EQ(written.size(), 5u);
+  EXPECT_EQ(served->Info().num_steps, before + total);
+  EXPECT_EQ(s.service->open_writers(), 0u);
+}
+
+TEST(RemoteDBTest, ABadStepIsRefusedNamingTheColumnAndNothingIsStored) {
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
+  const int64_t before = served->Info().num_steps;
+  ASSERT_OK_AND_ASSIGN(auto writer, rt->NewWriter());
+  std::mt19937_64 rng(1);
+  testing_util::StepData step = testing_util::RandomStep(rt->spec(), rng);
+  step.tensors[1].dtype = DType::kF32;  // "act" is i32
+  const Status wrong = writer->Append(step.tensors);
+  EXPECT_EQ(wrong.code(), Status::Code::kInvalidArgument) << wrong.ToString();
+  EXPECT_THAT(wrong.message(), HasSubstr("table 't': step, column 'act' expects dtype i32"));
+  const Status bad_end = writer->End(static_cast<EndReason>(7));
+  EXPECT_EQ(bad_end.code(), Status::Code::kInvalidArgument) << bad_end.ToString();
+  EXPECT_EQ(served->Info().num_steps, before);
+  auto missing = remote->GetTable("nope");
+  EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
+}
+
+// A client process killed in the middle of a trajectory: the server ends it
+// truncated; every acknowledged step stays, and nothing waits for it.
+constexpr char kWriterChildEnv[] = "REPLAYDB_REMOTE_WRITER_CHILD";
+
+TEST(RemoteWriterChild, AppendThreeStepsThenWait) {
+  const char* address = std::getenv(kWriterChildEnv);
+  if (address == nullptr) GTEST_SKIP() << "runs only as the remote writer test's client";
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address));
+  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto writer, rt->NewWriter());
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(writer->Append(testing_util::RandomStep(rt->spec(), rng).tensors));
+  }
+  std::printf("appended %llu\n", static_cast<unsigned long long>(writer->trajectory_id()));
+  std::fflush(stdout);
+  std::this_thread::sleep_for(60s);
+}
+
+TEST(RemoteDBTest, AClientKilledMidTrajectoryLeavesItEndedTruncatedWithItsSteps) {
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::setenv(kWriterChildEnv, s.address().c_str(), 1);
+    const char* argv[] = {"/proc/self/exe", "--gtest_filter=RemoteWriterChild.*",
+                          "--gtest_brief=1", nullptr};
+    ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+    std::_Exit(127);
+  }
+  ::close(out[1]);
+  FILE* from = ::fdopen(out[0], "r");
+  unsigned long long id = 0;
+  char line[256];
+  while (std::fgets(line, sizeof(line), from) != nullptr) {
+    if (std::sscanf(line, "appended %llu", &id) == 1) break;
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  std::fclose(from);
+  ASSERT_NE(id, 0u) << "the client process did not append";
+  ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
+  // Bounded: the server notices the dead peer and drops its writer.
+  TrajectoryInfo info;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < until) {
+    TrajectoryFilter filter;
+    filter.from = id;
+    filter.limit = 1;
+    const auto found = served->ListTrajectories(filter);
+    ASSERT_FALSE(found.empty());
+    info = found[0];
+    if (info.ended) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(info.ended) << "the killed client's trajectory was never ended";
+  EXPECT_EQ(info.end_reason, EndReason::kTruncated);
+  EXPECT_EQ(info.length, 3);
+  EXPECT_EQ(s.service->open_writers(), 0u);
 }
 
 }  // namespace
