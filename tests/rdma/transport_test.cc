@@ -301,7 +301,7 @@ TEST(TransportTest, BadOptionsAndAnAddressInUseFailNamingThem) {
 // (60 s at most).
 constexpr char kServerChildEnv[] = "REPLAYDB_TRANSPORT_SERVER_CHILD";
 // The heartbeat of the server process and of the heartbeat test's client.
-constexpr auto kHeartbeat = 200ms;
+constexpr auto kHeartbeat = 300ms;
 
 TEST(TransportChild, ServeUntilKilled) {
   if (std::getenv(kServerChildEnv) == nullptr) {
@@ -379,7 +379,7 @@ TEST(TransportTest, APeerThatStopsAnsweringIsFoundByHeartbeats) {
   EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
   EXPECT_THAT(why->message(),
               HasSubstr("127.0.0.1:" + std::to_string(server.port()) +
-                        ": nothing heard for 600 ms (3 heartbeats missed)"));
+                        ": nothing heard for 900 ms (3 heartbeats missed)"));
 }
 
 // A server process killed: its clients' connections end, Unavailable.
