@@ -58,6 +58,10 @@ if ldd "$bundle/bin/replaydb_tests" "$bundle/bin/replaydb" 2>&1 | grep -q "not f
   export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$bundle/lib/fallback"
   echo "gpu-run.sh: using the bundled libstdc++/libgcc_s"
 fi
+# The binaries link UCX (rdma/) for the network tier, which none of these
+# steps uses: keep its memory hooks (libucm patches mmap and friends once
+# loaded) out of the CUDA runtime's and compute-sanitizer's way.
+export UCX_MEM_MMAP_HOOK_MODE=none
 tests="$bundle/bin/replaydb_tests"
 tool="$bundle/bin/replaydb"
 filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*:CApiGpu*:VectorTableGpu*:DrawStrategyGpu*}"
