@@ -14,13 +14,14 @@ using Clock = std::chrono::steady_clock;
 
 template <typename T>
 void Put(std::string* out, const std::vector<T>& v) {
-  out->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  if (!v.empty()) out->append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
 template <typename T>
 bool Take(std::string_view* in, size_t n, std::vector<T>* v) {
   if (n > in->size() / sizeof(T)) return false;
   v->resize(n);
+  if (n == 0) return true;  // (an empty vector's data() may be null: no memcpy)
   std::memcpy(v->data(), in->data(), n * sizeof(T));
   in->remove_prefix(n * sizeof(T));
   return true;
@@ -224,7 +225,7 @@ std::string EncodeSamplePayload(const SampleBatch& batch) {
   Put(&out, batch.times_sampled);
   Put(&out, batch.mask);
   for (const Tensor& c : batch.columns) {
-    out.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
+    if (c.size_bytes() > 0) out.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
   }
   return out;
 }
@@ -266,7 +267,7 @@ Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int6
       return bad("too short for column '" + col.name + "'");
     }
     b.columns[c].Reset(col.dtype, Shape::FromSpan(dims));
-    std::memcpy(b.columns[c].data(), in.data(), bytes);
+    if (bytes > 0) std::memcpy(b.columns[c].data(), in.data(), bytes);
     in.remove_prefix(bytes);
   }
   if (!in.empty()) return bad(std::to_string(in.size()) + " bytes more than the batch holds");

@@ -181,7 +181,9 @@ Status RemoteWriter::Append(std::span<const ConstTensor> step, std::optional<dou
                                      std::string(DTypeName(step[c].dtype)) + " " +
                                      step[c].shape.ToString());
     }
-    step_.append(static_cast<const char*>(step[c].data), step[c].size_bytes);
+    if (step[c].size_bytes > 0) {
+      step_.append(static_cast<const char*>(step[c].data), step[c].size_bytes);
+    }
   }
   const uint64_t id = id_;
   REPLAYDB_ASSIGN_OR_RETURN(
