@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/rate_limiter/rate_limiter.h"
+
 namespace replaydb::rdma {
 namespace {
 
@@ -22,12 +24,9 @@ int64_t TimeoutMs(std::chrono::milliseconds timeout) {
   return timeout.count() < 0 ? -1 : timeout.count();
 }
 
+// When a request of `timeout_ms` (-1: none) ends: the engine's deadlines.
 Clock::time_point DeadlineOf(int64_t timeout_ms) {
-  if (timeout_ms < 0) return Clock::time_point::max();
-  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
-      Clock::time_point::max() - Clock::now());
-  if (std::chrono::milliseconds(timeout_ms) >= room) return Clock::time_point::max();
-  return Clock::now() + std::chrono::milliseconds(timeout_ms);
+  return engine::DeadlineAfter(std::chrono::milliseconds(timeout_ms));
 }
 
 }  // namespace

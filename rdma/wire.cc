@@ -3,50 +3,41 @@
 #include <flatbuffers/flatbuffers.h>
 
 namespace replaydb::rdma {
-namespace {
 
 namespace fb = wire::fb;
-
-template <typename Body>
-std::string Finish(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, fb::Body kind,
-                   flatbuffers::Offset<Body> body) {
-  return EncodeHeader(b, f, kind, body);
-}
-
-}  // namespace
 
 std::string EncodeHello(const HeaderFields& fields, std::string_view client_name,
                         uint32_t protocol_version) {
   flatbuffers::FlatBufferBuilder b(128);
   b.ForceDefaults(true);
   const auto name = b.CreateString(client_name.data(), client_name.size());
-  return Finish(b, fields, fb::Body::Hello, fb::CreateHello(b, protocol_version, name));
+  return EncodeHeader(b, fields, fb::Body::Hello, fb::CreateHello(b, protocol_version, name));
 }
 
 std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_name) {
   flatbuffers::FlatBufferBuilder b(128);
   b.ForceDefaults(true);
   const auto name = b.CreateString(server_name.data(), server_name.size());
-  return Finish(b, fields, fb::Body::Welcome, fb::CreateWelcome(b, kProtocolVersion, name));
+  return EncodeHeader(b, fields, fb::Body::Welcome, fb::CreateWelcome(b, kProtocolVersion, name));
 }
 
 std::string EncodePing(const HeaderFields& fields) {
   flatbuffers::FlatBufferBuilder b(64);
   b.ForceDefaults(true);
-  return Finish(b, fields, fb::Body::Ping, fb::CreatePing(b));
+  return EncodeHeader(b, fields, fb::Body::Ping, fb::CreatePing(b));
 }
 
 std::string EncodePong(const HeaderFields& fields) {
   flatbuffers::FlatBufferBuilder b(64);
   b.ForceDefaults(true);
-  return Finish(b, fields, fb::Body::Pong, fb::CreatePong(b));
+  return EncodeHeader(b, fields, fb::Body::Pong, fb::CreatePong(b));
 }
 
 std::string EncodeFailure(const HeaderFields& fields, const Status& status) {
   flatbuffers::FlatBufferBuilder b(128 + status.message().size());
   b.ForceDefaults(true);
   const auto message = b.CreateString(status.message());
-  return Finish(b, fields, fb::Body::Failure,
+  return EncodeHeader(b, fields, fb::Body::Failure,
                 fb::CreateFailure(b, static_cast<uint8_t>(status.code()), message));
 }
 

@@ -5,9 +5,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -159,6 +163,59 @@ inline std::shared_ptr<Table> CreateTable(DB* db, const TableSpec& spec) {
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return t.ok() ? *t : nullptr;
 }
+
+// This test binary again, in a process of its own, running only the tests
+// of `filter` with `env_name`=`env_value` set (a child test skips itself
+// without it); its stdout read through a pipe. Killed (SIGKILL) and reaped
+// on destruction: a test never leaves one behind.
+class ChildTest {
+ public:
+  ChildTest(const std::string& filter, const char* env_name, const std::string& env_value) {
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::close(out[0]);
+      ::close(out[1]);
+      ::setenv(env_name, env_value.c_str(), 1);
+      const std::string gtest_filter = "--gtest_filter=" + filter;
+      const char* argv[] = {"/proc/self/exe", gtest_filter.c_str(), "--gtest_brief=1", nullptr};
+      ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+      std::_Exit(127);
+    }
+    ::close(out[1]);
+    out_ = ::fdopen(out[0], "r");
+  }
+  ~ChildTest() {
+    Kill();
+    if (out_ != nullptr) std::fclose(out_);
+  }
+  ChildTest(const ChildTest&) = delete;
+  ChildTest& operator=(const ChildTest&) = delete;
+
+  // The first line the child prints that starts with `prefix`, or "" when
+  // its output ends first.
+  std::string LineStartingWith(const std::string& prefix) {
+    char line[256];
+    while (out_ != nullptr && std::fgets(line, sizeof(line), out_) != nullptr) {
+      if (std::string(line).rfind(prefix, 0) == 0) return line;
+    }
+    return "";
+  }
+  void Kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+};
 
 }  // namespace replaydb::testing_util
 

@@ -321,30 +321,11 @@ TEST(RemoteWriterChild, AppendThreeStepsThenWait) {
 TEST(RemoteDBTest, AClientKilledMidTrajectoryLeavesItEndedTruncatedWithItsSteps) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::dup2(out[1], 1);
-    ::close(out[0]);
-    ::close(out[1]);
-    ::setenv(kWriterChildEnv, s.address().c_str(), 1);
-    const char* argv[] = {"/proc/self/exe", "--gtest_filter=RemoteWriterChild.*",
-                          "--gtest_brief=1", nullptr};
-    ::execv("/proc/self/exe", const_cast<char* const*>(argv));
-    std::_Exit(127);
-  }
-  ::close(out[1]);
-  FILE* from = ::fdopen(out[0], "r");
   unsigned long long id = 0;
-  char line[256];
-  while (std::fgets(line, sizeof(line), from) != nullptr) {
-    if (std::sscanf(line, "appended %llu", &id) == 1) break;
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-  std::fclose(from);
+  {
+    testing_util::ChildTest child("RemoteWriterChild.*", kWriterChildEnv, s.address());
+    std::sscanf(child.LineStartingWith("appended ").c_str(), "appended %llu", &id);
+  }  // killed here, mid-trajectory
   ASSERT_NE(id, 0u) << "the client process did not append";
   ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
   // Bounded: the server notices the dead peer and drops its writer.

@@ -176,36 +176,10 @@ TEST(RpcChild, ServeUntilKilled) {
 }
 
 TEST(RpcTest, AServerKilledMidCallFailsTheCallUnavailable) {
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::dup2(out[1], 1);
-    ::close(out[0]);
-    ::close(out[1]);
-    ::setenv(kChildEnv, "1", 1);
-    const char* argv[] = {"/proc/self/exe", "--gtest_filter=RpcChild.ServeUntilKilled",
-                          "--gtest_brief=1", nullptr};
-    ::execv("/proc/self/exe", const_cast<char* const*>(argv));
-    std::_Exit(127);
-  }
-  ::close(out[1]);
-  FILE* from = ::fdopen(out[0], "r");
+  testing_util::ChildTest child("RpcChild.ServeUntilKilled", kChildEnv, "1");
+  const pid_t pid = child.pid();
   unsigned port = 0;
-  char line[256];
-  while (std::fgets(line, sizeof(line), from) != nullptr) {
-    if (std::sscanf(line, "port %u", &port) == 1) break;
-  }
-  struct Reap {
-    pid_t pid;
-    FILE* f;
-    ~Reap() {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      std::fclose(f);
-    }
-  } reap{pid, from};
+  std::sscanf(child.LineStartingWith("port ").c_str(), "port %u", &port);
   ASSERT_NE(port, 0u);
   ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", static_cast<uint16_t>(port),
                                                        ClientOptions()));

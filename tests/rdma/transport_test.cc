@@ -316,46 +316,18 @@ TEST(TransportChild, ServeUntilKilled) {
 
 class ServerProcess {
  public:
-  ServerProcess() {
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      ::close(out[0]);
-      ::close(out[1]);
-      ::setenv(kServerChildEnv, "1", 1);
-      const char* argv[] = {"/proc/self/exe", "--gtest_filter=TransportChild.ServeUntilKilled",
-                            "--gtest_brief=1", nullptr};
-      ::execv("/proc/self/exe", const_cast<char* const*>(argv));
-      std::_Exit(127);
+  ServerProcess() : child_("TransportChild.ServeUntilKilled", kServerChildEnv, "1") {
+    unsigned port = 0;
+    if (std::sscanf(child_.LineStartingWith("port ").c_str(), "port %u", &port) == 1) {
+      port_ = static_cast<uint16_t>(port);
     }
-    ::close(out[1]);
-    FILE* from = ::fdopen(out[0], "r");
-    char line[256];
-    while (from != nullptr && std::fgets(line, sizeof(line), from) != nullptr) {
-      unsigned port = 0;
-      if (std::sscanf(line, "port %u", &port) == 1) {
-        port_ = static_cast<uint16_t>(port);
-        break;
-      }
-    }
-    out_ = from;
-  }
-  ~ServerProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ != nullptr) std::fclose(out_);
   }
   uint16_t port() const { return port_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
 
  private:
-  pid_t pid_ = -1;
+  testing_util::ChildTest child_;
   uint16_t port_ = 0;
-  FILE* out_ = nullptr;
 };
 
 // A peer that stops answering (SIGSTOP: its sockets stay open, so UCX sees

@@ -142,6 +142,23 @@ struct Fixture {
     ASSERT_EQ(segments.front(), checkpoint_segment);
   }
 
+  // Build, then everything into cold/: a checkpoint of all, closed cleanly.
+  void BuildCheckpointed() {
+    ASSERT_NO_FATAL_FAILURE(Build());
+    auto db = DB::Open(Options(), path());
+    ASSERT_OK(db.status());
+    ASSERT_OK((*db)->Checkpoint());
+  }
+
+  // The paths of cold/'s table files.
+  std::vector<std::string> ColdSsts() const {
+    std::vector<std::string> ssts;
+    for (const auto& e : fs::directory_iterator(path() + "/cold")) {
+      if (e.path().extension() == ".sst") ssts.push_back(e.path().string());
+    }
+    return ssts;
+  }
+
   // What of the logged trajectories a replay that stops before `segment`
   // keeps, found by reopening a copy with the segments from `segment` on
   // removed.
@@ -292,12 +309,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, DamagedDatabaseTest,
 // too. Errors that name a table file, or are no Corruption, pass unchanged.
 TEST(DamagedColdStoreTest, ACorruptionThatNamesNoTableFileGetsTheDamagedOnesNamed) {
   Fixture f;
-  f.Build();
-  {
-    auto db = DB::Open(Fixture::Options(), f.path());
-    ASSERT_OK(db.status());
-    ASSERT_OK((*db)->Checkpoint());
-  }
+  ASSERT_NO_FATAL_FAILURE(f.BuildCheckpointed());
   const std::string cold = f.path() + "/cold";
   const Status manifest = Status::Corruption("cold store " + cold +
                                              ": open: Corruption: properties unsorted in file " +
@@ -340,17 +352,9 @@ TEST(DamagedColdStoreTest, ACorruptionThatNamesNoTableFileGetsTheDamagedOnesName
 // the file, and with the bit restored everything is there again.
 TEST(DamagedColdStoreTest, TheBitThatAbortedRocksdbIsReportedNamingTheFile) {
   Fixture f;
-  f.Build();
-  {
-    auto db = DB::Open(Fixture::Options(), f.path());
-    ASSERT_OK(db.status());
-    ASSERT_OK((*db)->Checkpoint());
-  }
+  ASSERT_NO_FATAL_FAILURE(f.BuildCheckpointed());
   const std::string cold = f.path() + "/cold";
-  std::vector<std::string> ssts;
-  for (const auto& e : fs::directory_iterator(cold)) {
-    if (e.path().extension() == ".sst") ssts.push_back(e.path().string());
-  }
+  const std::vector<std::string> ssts = f.ColdSsts();
   ASSERT_FALSE(ssts.empty());
   for (const std::string& sst : ssts) {
     // The block found is the properties block: it names RocksDB's properties.
@@ -408,17 +412,10 @@ TEST(DamagedColdStoreTest, TheCheckBeforeRocksdbReadsAnyBytesSafely) {
   TempDir dir;
   std::mt19937_64 rng(TestSeed());
   Fixture f;
-  f.Build();
-  {
-    auto db = DB::Open(Fixture::Options(), f.path());
-    ASSERT_OK(db.status());
-    ASSERT_OK((*db)->Checkpoint());
-  }
-  std::string table_file;
-  for (const auto& e : fs::directory_iterator(f.path() + "/cold")) {
-    if (e.path().extension() == ".sst") table_file = e.path().string();
-  }
-  ASSERT_FALSE(table_file.empty());
+  ASSERT_NO_FATAL_FAILURE(f.BuildCheckpointed());
+  const std::vector<std::string> ssts = f.ColdSsts();
+  ASSERT_FALSE(ssts.empty());
+  const std::string table_file = ssts.back();
   std::ifstream in(table_file, std::ios::binary);
   const std::string real((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string path = dir.path() + "/000001.sst";
@@ -454,17 +451,9 @@ TEST(DamagedColdStoreTest, TheCheckBeforeRocksdbReadsAnyBytesSafely) {
 // Verify reports problems; neither shows the table emptied without a word.
 TEST(DamagedColdStoreTest, MissingOrDamagedSstFailsOrIsReportedByEveryOpener) {
   Fixture f;
-  f.Build();
-  {
-    // Everything into cold/: a checkpoint of all, closed cleanly.
-    auto db = DB::Open(Fixture::Options(), f.path());
-    ASSERT_OK(db.status());
-    ASSERT_OK((*db)->Checkpoint());
-  }
+  ASSERT_NO_FATAL_FAILURE(f.BuildCheckpointed());
   std::vector<std::string> ssts;
-  for (const auto& e : fs::directory_iterator(f.path() + "/cold")) {
-    if (e.path().extension() == ".sst") ssts.push_back(e.path().filename().string());
-  }
+  for (const std::string& p : f.ColdSsts()) ssts.push_back(fs::path(p).filename().string());
   ASSERT_FALSE(ssts.empty());
   std::mt19937_64 rng(TestSeed());
   int cases = 0;
