@@ -948,6 +948,24 @@ int replaydb_open_read_only(const char* path, replaydb_db_t** db, char** errptr)
   });
 }
 
+int replaydb_connect(const char* address, const char* client_name, const char* token_file,
+                     int64_t connect_timeout_ms, replaydb_db_t** db, char** errptr) {
+  constexpr char kFn[] = "replaydb_connect";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (db == nullptr) return NullArgument(kFn, "db");
+    *db = nullptr;
+    if (address == nullptr) return NullArgument(kFn, "address");
+    replaydb::ConnectOptions o;
+    if (client_name != nullptr) o.client_name = client_name;
+    if (token_file != nullptr) o.token_file = token_file;
+    if (connect_timeout_ms > 0) o.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
+    auto connected = replaydb::DB::Connect(address, o);
+    if (!connected.ok()) return connected.status();
+    *db = new replaydb_db_t{std::move(connected).value()};
+    return Status::OK();
+  });
+}
+
 void replaydb_close(replaydb_db_t* db) {
   GuardVoid([&] { delete db; });
 }

@@ -29,6 +29,80 @@ bool Take(std::string_view* in, size_t n, std::vector<T>* v) {
 
 std::string Name(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
 
+}  // namespace
+
+flatbuffers::Offset<fb::RateLimiter> EncodeLimiter(flatbuffers::FlatBufferBuilder& b,
+                                                   const RateLimiterSpec& spec) {
+  return fb::CreateRateLimiter(b, spec.samples_per_insert, spec.min_size_to_sample,
+                               spec.min_diff, spec.max_diff);
+}
+
+RateLimiterSpec DecodeLimiter(const fb::RateLimiter& limiter) {
+  RateLimiterSpec spec;
+  spec.samples_per_insert = limiter.samples_per_insert();
+  spec.min_size_to_sample = limiter.min_size_to_sample();
+  spec.min_diff = limiter.min_diff();
+  spec.max_diff = limiter.max_diff();
+  return spec;
+}
+
+TableInfo DecodeInfo(const fb::Info& i, const std::string& name) {
+  TableInfo o;
+  o.name = name;
+  o.num_steps = i.num_steps();
+  o.num_items = i.num_items();
+  o.num_trajectories = i.num_trajectories();
+  o.num_open_trajectories = i.num_open_trajectories();
+  o.placement = i.placement() == nullptr ? std::string() : i.placement()->str();
+  o.device = i.device();
+  o.bytes_used = i.bytes_used();
+  o.bytes_reserved = i.bytes_reserved();
+  o.bytes_capacity = i.bytes_capacity();
+  o.blocks_used = i.blocks_used();
+  o.blocks_capacity = i.blocks_capacity();
+  o.steps_inserted = i.steps_inserted();
+  o.items_inserted = i.items_inserted();
+  o.items_sampled = i.items_sampled();
+  o.items_removed = i.items_removed();
+  o.evicted_trajectories = i.evicted_trajectories();
+  o.evicted_items = i.evicted_items();
+  o.priority_updates = i.priority_updates();
+  o.priority_updates_skipped = i.priority_updates_skipped();
+  o.max_priority_seen = i.max_priority_seen();
+  if (i.limiter() != nullptr) o.rate_limiter.spec = DecodeLimiter(*i.limiter());
+  o.rate_limiter.inserts = i.limiter_inserts();
+  o.rate_limiter.samples = i.limiter_samples();
+  o.rate_limiter.deletes = i.limiter_deletes();
+  o.rate_limiter.blocked_inserts = i.limiter_blocked_inserts();
+  o.rate_limiter.blocked_samples = i.limiter_blocked_samples();
+  o.cold_trajectories = i.cold_trajectories();
+  o.cold_steps = i.cold_steps();
+  o.cold_bytes = i.cold_bytes();
+  o.spilled_trajectories = i.spilled_trajectories();
+  o.spilled_bytes = i.spilled_bytes();
+  o.loaded_trajectories = i.loaded_trajectories();
+  o.rotations = i.rotations();
+  o.spill_queue = i.spill_queue();
+  return o;
+}
+
+namespace {
+
+flatbuffers::Offset<fb::Info> EncodeInfo(flatbuffers::FlatBufferBuilder& b, const TableInfo& i) {
+  const auto placement = b.CreateString(i.placement);
+  const auto limiter = EncodeLimiter(b, i.rate_limiter.spec);
+  const RateLimiterInfo& l = i.rate_limiter;
+  return fb::CreateInfo(
+      b, i.num_steps, i.num_items, i.num_trajectories, i.num_open_trajectories, placement,
+      i.device, i.bytes_used, i.bytes_reserved, i.bytes_capacity, i.blocks_used,
+      i.blocks_capacity, i.steps_inserted, i.items_inserted, i.items_sampled, i.items_removed,
+      i.evicted_trajectories, i.evicted_items, i.priority_updates, i.priority_updates_skipped,
+      i.max_priority_seen, limiter, l.inserts, l.samples, l.deletes, l.blocked_inserts,
+      l.blocked_samples, i.cold_trajectories, i.cold_steps, i.cold_bytes,
+      i.spilled_trajectories, i.spilled_bytes, i.loaded_trajectories, i.rotations,
+      i.spill_queue);
+}
+
 Result<Reply> HandleTables(DB& db, Request& r) {
   const fb::Header* h = r.message.header();
   HeaderFields f;
@@ -69,13 +143,88 @@ Result<Reply> HandleTables(DB& db, Request& r) {
       o.weight_normalization = static_cast<WeightNormalization>(q->weight_normalization());
       o.stratified = q->stratified();
       o.peek = q->peek();
+      o.gather = q->gather();
       SampleBatch batch;
       REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, &batch));
       std::string payload = EncodeSamplePayload(batch);
       return Reply{EncodeHeader(b, f, fb::Body::Sampled,
                                 fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
-                                                  !batch.weights.empty())),
+                                                  !batch.weights.empty(), o.gather)),
                    std::move(payload)};
+    }
+    case fb::Body::CreateTable: {
+      const auto* bytes = h->body_as_CreateTable()->spec();
+      std::vector<TableSpec> specs;
+      REPLAYDB_RETURN_IF_ERROR(engine::DecodeCatalog(
+          bytes == nullptr ? std::string_view()
+                           : std::string_view(reinterpret_cast<const char*>(bytes->data()),
+                                              bytes->size()),
+          "a remote CreateTable", &specs));
+      if (specs.size() != 1) {
+        return Status::InvalidArgument("a remote CreateTable holds " +
+                                       std::to_string(specs.size()) + " table specs, not 1");
+      }
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.CreateTable(specs[0]));
+      const std::string spec = engine::EncodeCatalog(std::vector<TableSpec>{table->spec()});
+      const auto v = b.CreateVector(reinterpret_cast<const uint8_t*>(spec.data()), spec.size());
+      return Reply{EncodeHeader(b, f, fb::Body::TableOpened, fb::CreateTableOpened(b, v)), ""};
+    }
+    case fb::Body::DropTable:
+      REPLAYDB_RETURN_IF_ERROR(db.DropTable(Name(h->body_as_DropTable()->name())));
+      return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
+    case fb::Body::Checkpoint:
+      REPLAYDB_RETURN_IF_ERROR(db.Checkpoint());
+      return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
+    case fb::Body::GetInfo: {
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(h->body_as_GetInfo()->table())));
+      return Reply{EncodeHeader(b, f, fb::Body::Info, EncodeInfo(b, table->Info())), ""};
+    }
+    case fb::Body::SetRateLimiter: {
+      const fb::SetRateLimiter* q = h->body_as_SetRateLimiter();
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
+      if (q->limiter() == nullptr) {
+        return Status::InvalidArgument("a remote SetRateLimiter of table '" + table->name() +
+                                       "' without its limiter");
+      }
+      REPLAYDB_RETURN_IF_ERROR(table->SetRateLimiter(DecodeLimiter(*q->limiter())));
+      return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
+    }
+    case fb::Body::Lookup: {
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(h->body_as_Lookup()->table())));
+      std::string_view in = r.message.payload;
+      std::vector<ItemKey> keys;
+      if (in.size() % sizeof(ItemKey) != 0 || !Take(&in, in.size() / sizeof(ItemKey), &keys)) {
+        return Status::InvalidArgument("a remote Lookup of table '" + table->name() + "': " +
+                                       std::to_string(r.message.payload.size()) +
+                                       " payload bytes are not whole 8-byte keys");
+      }
+      SampleBatch batch;
+      REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, &batch));
+      std::string payload = EncodeSamplePayload(batch);
+      return Reply{EncodeHeader(b, f, fb::Body::Sampled,
+                                fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
+                                                  !batch.weights.empty(), true)),
+                   std::move(payload)};
+    }
+    case fb::Body::UpdatePriorities: {
+      REPLAYDB_ASSIGN_OR_RETURN(auto table,
+                                db.GetTable(Name(h->body_as_UpdatePriorities()->table())));
+      std::string_view in = r.message.payload;
+      const size_t n = in.size() / (sizeof(ItemKey) + sizeof(double));
+      std::vector<ItemKey> keys;
+      std::vector<double> priorities;
+      if (in.size() % (sizeof(ItemKey) + sizeof(double)) != 0 || !Take(&in, n, &keys) ||
+          !Take(&in, n, &priorities)) {
+        return Status::InvalidArgument(
+            "a remote UpdatePriorities of table '" + table->name() + "': " +
+            std::to_string(r.message.payload.size()) +
+            " payload bytes are not whole (8-byte key, 8-byte priority) pairs");
+      }
+      PriorityUpdateResult result;
+      REPLAYDB_RETURN_IF_ERROR(table->UpdatePriorities(keys, priorities, &result));
+      return Reply{EncodeHeader(b, f, fb::Body::PrioritiesUpdated,
+                                fb::CreatePrioritiesUpdated(b, result.updated, result.skipped)),
+                   ""};
     }
     case fb::Body::SeedTable: {
       const fb::SeedTable* q = h->body_as_SeedTable();
@@ -95,7 +244,8 @@ Result<Reply> HandleTables(DB& db, Request& r) {
 struct DbService::Writer {
   std::mutex mu;  // one call at a time (a client waits for each reply)
   std::shared_ptr<Table> table;
-  std::unique_ptr<TrajectoryWriter> writer;
+  std::unique_ptr<TrajectoryWriter> writer;  // one of the two
+  std::unique_ptr<VectorWriter> vector;
 };
 
 DbService::DbService(DB* db) : db_(db) {}
@@ -126,7 +276,25 @@ void DbService::Disconnected(ConnectionId connection) {
 }
 
 Result<Reply> DbService::Handle(Request& r) {
-  switch (r.message.header()->body_type()) {
+  const fb::Body kind = r.message.header()->body_type();
+  if (r.read_only) {
+    switch (kind) {
+      case fb::Body::NewWriter:
+      case fb::Body::AppendStep:
+      case fb::Body::EndTrajectory:
+      case fb::Body::CreateTable:
+      case fb::Body::DropTable:
+      case fb::Body::Checkpoint:
+      case fb::Body::UpdatePriorities:
+      case fb::Body::SetRateLimiter:
+        return Status::FailedPrecondition(
+            std::string("this connection's token is a read-only one: ") +
+            fb::EnumNameBody(kind) + " refused (reads, samples and lookups are served)");
+      default:
+        break;
+    }
+  }
+  switch (kind) {
     case fb::Body::NewWriter:
     case fb::Body::AppendStep:
     case fb::Body::EndTrajectory:
@@ -137,6 +305,45 @@ Result<Reply> DbService::Handle(Request& r) {
   }
 }
 
+namespace {
+
+// The rows of an AppendStep's payload as one tensor per column, each
+// [rows, column shape...] (or the column's shape when `one` is true: a
+// single step); InvalidArgument naming the table when the sizes differ.
+Status StepTensors(const TableSpec& spec, const std::string& payload, int64_t rows, bool one,
+                   std::vector<ConstTensor>* out) {
+  size_t row_bytes = 0;
+  for (const ColumnSpec& c : spec.columns) row_bytes += c.step_bytes();
+  if (rows < 1 || (row_bytes > 0 && static_cast<uint64_t>(rows) > payload.size() / row_bytes) ||
+      payload.size() != row_bytes * static_cast<size_t>(rows)) {
+    return Status::InvalidArgument("table '" + spec.name + "': a remote append of " +
+                                   std::to_string(payload.size()) + " bytes for " +
+                                   std::to_string(rows) + " steps; a step's columns take " +
+                                   std::to_string(row_bytes));
+  }
+  out->clear();
+  size_t at = 0;
+  for (const ColumnSpec& c : spec.columns) {
+    const size_t bytes = c.step_bytes() * static_cast<size_t>(rows);
+    Shape shape = c.shape;
+    if (!one) {
+      std::vector<int64_t> dims = {rows};
+      for (const int64_t d : c.shape.dims()) dims.push_back(d);
+      shape = Shape::FromSpan(dims);
+    }
+    out->push_back({c.dtype, shape, reinterpret_cast<const std::byte*>(payload.data() + at),
+                    bytes});
+    at += bytes;
+  }
+  return Status::OK();
+}
+
+std::vector<double> Doubles(const flatbuffers::Vector<double>* v) {
+  return v == nullptr ? std::vector<double>() : std::vector<double>(v->begin(), v->end());
+}
+
+}  // namespace
+
 Result<Reply> DbService::HandleWriter(Request& r) {
   const fb::Header* h = r.message.header();
   HeaderFields f;
@@ -145,9 +352,17 @@ Result<Reply> DbService::HandleWriter(Request& r) {
   flatbuffers::FlatBufferBuilder b(128);
   b.ForceDefaults(true);
   if (h->body_type() == fb::Body::NewWriter) {
-    REPLAYDB_ASSIGN_OR_RETURN(auto table, db_->GetTable(Name(h->body_as_NewWriter()->table())));
+    const fb::NewWriter* q = h->body_as_NewWriter();
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, db_->GetTable(Name(q->table())));
+    WriterOptions o;
+    o.timeout = q->timeout_ms() < 0 ? kWaitForever : std::chrono::milliseconds(q->timeout_ms());
+    o.sync = q->sync();
     auto w = std::make_shared<Writer>();
-    REPLAYDB_ASSIGN_OR_RETURN(w->writer, table->NewWriter());
+    if (q->envs() == 0) {
+      REPLAYDB_ASSIGN_OR_RETURN(w->writer, table->NewWriter(o));
+    } else {
+      REPLAYDB_ASSIGN_OR_RETURN(w->vector, table->NewVectorWriter(q->envs(), o));
+    }
     w->table = std::move(table);
     uint64_t id = 0;
     {
@@ -180,31 +395,41 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     case fb::Body::AppendStep: {
       const fb::AppendStep* q = h->body_as_AppendStep();
       const TableSpec spec = w->table->spec();
-      size_t want = 0;
-      for (const ColumnSpec& c : spec.columns) want += c.step_bytes();
-      const std::string& payload = r.message.payload;
-      if (payload.size() != want) {
-        return Status::InvalidArgument("table '" + spec.name + "': a remote step of " +
-                                       std::to_string(payload.size()) + " bytes; its columns " +
-                                       "take " + std::to_string(want));
-      }
       std::vector<ConstTensor> step;
-      size_t at = 0;
-      for (const ColumnSpec& c : spec.columns) {
-        step.push_back({c.dtype, c.shape, reinterpret_cast<const std::byte*>(payload.data() + at),
-                        c.step_bytes()});
-        at += c.step_bytes();
+      const std::vector<double> priorities = Doubles(q->priorities());
+      if (w->vector) {
+        REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload,
+                                             static_cast<int64_t>(w->vector->num_envs()), false,
+                                             &step));
+        REPLAYDB_RETURN_IF_ERROR(w->vector->Append(step, priorities));
+        std::vector<uint64_t> ids(w->vector->num_envs());
+        for (size_t e = 0; e < ids.size(); ++e) ids[e] = w->vector->trajectory_id(e);
+        const auto v = b.CreateVector(ids);
+        return Reply{EncodeHeader(b, f, fb::Body::Appended, fb::CreateAppended(b, 0, 0, v)), ""};
       }
-      REPLAYDB_RETURN_IF_ERROR(w->writer->Append(
-          step, q->has_priority() ? std::optional<double>(q->priority()) : std::nullopt));
+      if (q->steps() == 1 && priorities.empty()) {
+        REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload, 1, true, &step));
+        REPLAYDB_RETURN_IF_ERROR(w->writer->Append(
+            step, q->has_priority() ? std::optional<double>(q->priority()) : std::nullopt));
+      } else {
+        REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload, q->steps(), false, &step));
+        REPLAYDB_RETURN_IF_ERROR(w->writer->AppendMany(step, priorities));
+      }
       return Reply{EncodeHeader(b, f, fb::Body::Appended,
                                 fb::CreateAppended(b, w->writer->trajectory_id(),
                                                    w->writer->num_steps())),
                    ""};
     }
     case fb::Body::EndTrajectory: {
-      const uint8_t reason = h->body_as_EndTrajectory()->reason();
-      REPLAYDB_RETURN_IF_ERROR(w->writer->End(static_cast<EndReason>(reason)));
+      const fb::EndTrajectory* q = h->body_as_EndTrajectory();
+      const auto reason = static_cast<EndReason>(q->reason());
+      if (w->vector) {
+        std::vector<size_t> envs;
+        if (q->envs() != nullptr) envs.assign(q->envs()->begin(), q->envs()->end());
+        REPLAYDB_RETURN_IF_ERROR(w->vector->EndMany(envs, reason));
+      } else {
+        REPLAYDB_RETURN_IF_ERROR(w->writer->End(reason));
+      }
       return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
     }
     default:  // CloseWriter: gone from the map; destroyed with the last hold
@@ -231,8 +456,8 @@ std::string EncodeSamplePayload(const SampleBatch& batch) {
 }
 
 Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int64_t batch_size,
-                           int64_t sequence_length, bool has_weights, const std::string& from,
-                           SampleBatch* out) {
+                           int64_t sequence_length, bool has_weights, bool has_columns,
+                           const std::string& from, SampleBatch* out) {
   const auto bad = [&](const std::string& what) {
     return Status::Corruption("sample of table '" + spec.name + "' from " + from + ": " + what +
                               " (payload of " + std::to_string(payload.size()) + " bytes, " +
@@ -254,8 +479,8 @@ Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int6
       !Take(&in, n * static_cast<size_t>(sequence_length), &b.mask)) {
     return bad("too short for the items' keys, probabilities, priorities and mask");
   }
-  b.columns.resize(spec.columns.size());
-  for (size_t c = 0; c < spec.columns.size(); ++c) {
+  b.columns.resize(has_columns ? spec.columns.size() : 0);
+  for (size_t c = 0; c < b.columns.size(); ++c) {
     const ColumnSpec& col = spec.columns[c];
     std::vector<int64_t> dims = {batch_size, sequence_length};
     for (const int64_t d : col.shape.dims()) dims.push_back(d);

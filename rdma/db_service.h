@@ -44,16 +44,22 @@ class DbService {
 // An RpcServer's options with `service` as its handler and on_disconnect.
 void ServeWith(DbService* service, RpcServerOptions* options, RequestHandler* handler);
 
+// A RateLimiterSpec and a TableInfo on the wire (fb::RateLimiter, fb::Info).
+flatbuffers::Offset<wire::fb::RateLimiter> EncodeLimiter(flatbuffers::FlatBufferBuilder& b,
+                                                         const RateLimiterSpec& spec);
+RateLimiterSpec DecodeLimiter(const wire::fb::RateLimiter& limiter);
+TableInfo DecodeInfo(const wire::fb::Info& info, const std::string& name);
+
 // A sample's payload (WIRE.md, "A sample's payload"): keys, probabilities,
 // priorities, weights (when present), times sampled, the mask, then each
-// column's bytes in schema order.
+// column's bytes in schema order (none when the sample did not gather).
 std::string EncodeSamplePayload(const SampleBatch& batch);
 // The batch that `payload` holds for a table of `spec`, `batch_size` items
 // of windows of `sequence_length`; Corruption naming `from` when its size
 // does not add up.
 Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int64_t batch_size,
-                           int64_t sequence_length, bool has_weights, const std::string& from,
-                           SampleBatch* out);
+                           int64_t sequence_length, bool has_weights, bool has_columns,
+                           const std::string& from, SampleBatch* out);
 
 }  // namespace replaydb::rdma
 

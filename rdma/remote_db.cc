@@ -1,14 +1,25 @@
 #include "rdma/remote_db.h"
 
 #include <charconv>
+#include <optional>
 
 #include "engine/db/catalog.h"
 #include "rdma/db_service.h"
+#include "rdma/token.h"
 
-namespace replaydb::rdma {
+namespace replaydb {
+
+Result<std::unique_ptr<DB>> DB::Connect(const std::string& address,
+                                        const ConnectOptions& options) {
+  REPLAYDB_ASSIGN_OR_RETURN(auto db, rdma::RemoteDB::Connect(address, options));
+  return std::unique_ptr<DB>(std::move(db));
+}
+
+namespace rdma {
 namespace {
 
 namespace fb = wire::fb;
+using std::chrono::milliseconds;
 
 // The reply's body, checked to be of `kind`.
 Status ExpectBody(const Message& m, fb::Body kind, const std::string& what) {
@@ -19,6 +30,471 @@ Status ExpectBody(const Message& m, fb::Body kind, const std::string& what) {
   }
   return Status::OK();
 }
+
+// A request's encoder: `build` makes its body in the builder it is given.
+template <typename Build>
+std::function<std::string(const HeaderFields&)> Encoder(fb::Body kind, Build build,
+                                                        int64_t timeout_ms = -1) {
+  return [kind, build, timeout_ms](const HeaderFields& f) {
+    flatbuffers::FlatBufferBuilder b(128);
+    b.ForceDefaults(true);
+    HeaderFields g = f;
+    g.timeout_ms = timeout_ms;
+    return EncodeHeader(b, g, kind, build(b));
+  };
+}
+
+// How long to wait for the reply of a call that itself may wait `wait`
+// (the rate limiter's): that, and `margin` for the transfer and the work.
+milliseconds ReplyWait(milliseconds wait, milliseconds margin) {
+  return wait.count() < 0 ? milliseconds(-1) : wait + margin;
+}
+
+template <typename T>
+void Put(std::string* out, std::span<const T> v) {
+  if (!v.empty()) out->append(reinterpret_cast<const char*>(v.data()), v.size_bytes());
+}
+
+// The tensors of `step` checked against the table's columns (one row, or
+// `rows` rows as [rows, column shape...] when rows >= 0) and appended to
+// `out`; InvalidArgument naming the column otherwise, before anything is
+// sent.
+Status PackRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_t rows,
+                const std::string& what, std::string* out) {
+  if (step.size() != spec.columns.size()) {
+    return Status::InvalidArgument("table '" + spec.name + "': " + what + " has " +
+                                   std::to_string(step.size()) + " tensors, the table " +
+                                   std::to_string(spec.columns.size()) + " columns");
+  }
+  out->clear();
+  for (size_t c = 0; c < step.size(); ++c) {
+    const ColumnSpec& col = spec.columns[c];
+    Shape want = col.shape;
+    if (rows >= 0) {
+      std::vector<int64_t> dims = {rows};
+      for (const int64_t d : col.shape.dims()) dims.push_back(d);
+      want = Shape::FromSpan(dims);
+    }
+    const size_t bytes = col.step_bytes() * static_cast<size_t>(rows < 0 ? 1 : rows);
+    if (step[c].dtype != col.dtype || !(step[c].shape == want) || step[c].size_bytes != bytes ||
+        (bytes > 0 && step[c].data == nullptr)) {
+      return Status::InvalidArgument("table '" + spec.name + "': " + what + ", column '" +
+                                     col.name + "' expects dtype " +
+                                     std::string(DTypeName(col.dtype)) + " and shape " +
+                                     want.ToString() + ", got " +
+                                     std::string(DTypeName(step[c].dtype)) + " " +
+                                     step[c].shape.ToString());
+    }
+    if (bytes > 0) out->append(static_cast<const char*>(step[c].data), bytes);
+  }
+  return Status::OK();
+}
+
+// What every remote call shares: the connection and the table's spec.
+struct Remote {
+  std::shared_ptr<RpcClient> client;
+  std::string address;  // ucx://HOST:PORT, for messages
+  TableSpec spec;
+  ConnectOptions options;
+  std::atomic<bool> closed{false};
+
+  Status Closed() const {
+    if (closed.load(std::memory_order_acquire)) {
+      return Status::FailedPrecondition("table '" + spec.name + "' of " + address +
+                                        " is closed");
+    }
+    return Status::OK();
+  }
+  Status NotServed(const std::string& call) const {
+    return Status::NotSupported("table '" + spec.name + "' of " + address + ": " + call +
+                                " is not served over a remote connection yet");
+  }
+};
+
+class RemoteWriter final : public TrajectoryWriter {
+ public:
+  RemoteWriter(std::shared_ptr<Remote> remote, uint64_t id, WriterOptions options)
+      : remote_(std::move(remote)), id_(id), options_(options) {}
+
+  // Ends the writer on the server (its open trajectory truncated), without
+  // waiting long: a connection that is gone has ended it already.
+  ~RemoteWriter() override {
+    const uint64_t id = id_;
+    (void)remote_->client->Call(Encoder(fb::Body::CloseWriter,
+                                        [id](flatbuffers::FlatBufferBuilder& b) {
+                                          return fb::CreateCloseWriter(b, id);
+                                        }),
+                                "", milliseconds(10000));
+  }
+
+  Status Append(std::span<const ConstTensor> step, std::optional<double> priority) override {
+    REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, step, -1, "step", &payload_));
+    return Send(1, priority, {});
+  }
+
+  Status AppendMany(std::span<const ConstTensor> steps,
+                    std::span<const double> priorities) override {
+    // n rows: the first tensor's leading dimension (each is [n, column shape...]).
+    const int64_t n =
+        !steps.empty() && !steps[0].shape.dims().empty() ? steps[0].shape.dims()[0] : 0;
+    REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, steps, n, "steps", &payload_));
+    if (!priorities.empty() && priorities.size() != static_cast<size_t>(n)) {
+      return Status::InvalidArgument("table '" + remote_->spec.name + "': " +
+                                     std::to_string(priorities.size()) + " priorities for " +
+                                     std::to_string(n) + " steps");
+    }
+    if (n == 0) return Status::OK();
+    return Send(n, std::nullopt, priorities);
+  }
+
+  Status End(EndReason reason) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const uint64_t id = id_;
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->client->Call(
+                       Encoder(fb::Body::EndTrajectory,
+                               [&](flatbuffers::FlatBufferBuilder& b) {
+                                 return fb::CreateEndTrajectory(b, id,
+                                                                static_cast<uint8_t>(reason));
+                               }),
+                       "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Done, "ending a trajectory of '" +
+                                                              remote_->spec.name + "'"));
+    num_steps_ = 0;
+    return Status::OK();
+  }
+
+  uint64_t trajectory_id() const override { return trajectory_id_; }
+  int64_t num_steps() const override { return num_steps_; }
+
+ private:
+  Status Send(int64_t steps, std::optional<double> priority, std::span<const double> priorities) {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const uint64_t id = id_;
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->client->Call(
+                       Encoder(fb::Body::AppendStep,
+                               [&](flatbuffers::FlatBufferBuilder& b) {
+                                 const auto p = b.CreateVector(priorities.data(),
+                                                               priorities.size());
+                                 return fb::CreateAppendStep(b, id, priority.has_value(),
+                                                             priority.value_or(0), steps, p);
+                               }),
+                       payload_, ReplyWait(options_.timeout, remote_->options.call_timeout)));
+    REPLAYDB_RETURN_IF_ERROR(
+        ExpectBody(m, fb::Body::Appended, "an append to '" + remote_->spec.name + "'"));
+    trajectory_id_ = m.header()->body_as_Appended()->trajectory_id();
+    num_steps_ = m.header()->body_as_Appended()->num_steps();
+    return Status::OK();
+  }
+
+  std::shared_ptr<Remote> remote_;
+  uint64_t id_;
+  WriterOptions options_;
+  uint64_t trajectory_id_ = 0;
+  int64_t num_steps_ = 0;
+  std::string payload_;  // reused
+};
+
+class RemoteVectorWriter final : public VectorWriter {
+ public:
+  RemoteVectorWriter(std::shared_ptr<Remote> remote, uint64_t id, size_t envs,
+                     WriterOptions options)
+      : remote_(std::move(remote)), id_(id), options_(options), ids_(envs, 0) {}
+
+  ~RemoteVectorWriter() override {
+    const uint64_t id = id_;
+    (void)remote_->client->Call(Encoder(fb::Body::CloseWriter,
+                                        [id](flatbuffers::FlatBufferBuilder& b) {
+                                          return fb::CreateCloseWriter(b, id);
+                                        }),
+                                "", milliseconds(10000));
+  }
+
+  Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const auto n = static_cast<int64_t>(ids_.size());
+    REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, steps, n, "vector step", &payload_));
+    if (!priorities.empty() && priorities.size() != ids_.size()) {
+      return Status::InvalidArgument("table '" + remote_->spec.name + "': " +
+                                     std::to_string(priorities.size()) + " priorities for " +
+                                     std::to_string(n) + " environments");
+    }
+    const uint64_t id = id_;
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->client->Call(
+                       Encoder(fb::Body::AppendStep,
+                               [&](flatbuffers::FlatBufferBuilder& b) {
+                                 const auto p = b.CreateVector(priorities.data(),
+                                                               priorities.size());
+                                 return fb::CreateAppendStep(b, id, false, 0, n, p);
+                               }),
+                       payload_, ReplyWait(options_.timeout, remote_->options.call_timeout)));
+    REPLAYDB_RETURN_IF_ERROR(
+        ExpectBody(m, fb::Body::Appended, "a vector append to '" + remote_->spec.name + "'"));
+    const auto* ids = m.header()->body_as_Appended()->trajectory_ids();
+    if (ids == nullptr || ids->size() != ids_.size()) {
+      return Status::Corruption("a vector append to '" + remote_->spec.name + "' of " +
+                                remote_->address +
+                                ": the reply does not hold one trajectory id per environment");
+    }
+    ids_.assign(ids->begin(), ids->end());
+    return Status::OK();
+  }
+
+  Status End(size_t env, EndReason reason) override {
+    const size_t envs[] = {env};
+    return EndMany(envs, reason);
+  }
+
+  Status EndMany(std::span<const size_t> envs, EndReason reason) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const uint64_t id = id_;
+    const std::vector<uint64_t> list(envs.begin(), envs.end());
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->client->Call(
+                       Encoder(fb::Body::EndTrajectory,
+                               [&](flatbuffers::FlatBufferBuilder& b) {
+                                 const auto v = b.CreateVector(list);
+                                 return fb::CreateEndTrajectory(
+                                     b, id, static_cast<uint8_t>(reason), v);
+                               }),
+                       "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
+    return ExpectBody(m, fb::Body::Done,
+                      "ending trajectories of '" + remote_->spec.name + "'");
+  }
+
+  size_t num_envs() const override { return ids_.size(); }
+  uint64_t trajectory_id(size_t env) const override {
+    return env < ids_.size() ? ids_[env] : 0;
+  }
+  // The server's writer splits the work; this side sends one message.
+  int threads() const override { return 1; }
+  Status AppendFromDevice(std::span<const ConstTensor>, void*,
+                          std::span<const double>) override {
+    return remote_->NotServed("a vector writer's AppendFromDevice");
+  }
+
+ private:
+  std::shared_ptr<Remote> remote_;
+  uint64_t id_;
+  WriterOptions options_;
+  std::vector<uint64_t> ids_;
+  std::string payload_;
+};
+
+class RemoteTable final : public Table {
+ public:
+  RemoteTable(std::shared_ptr<RpcClient> client, std::string address, TableSpec spec,
+              ConnectOptions options)
+      : remote_(std::make_shared<Remote>()) {
+    remote_->client = std::move(client);
+    remote_->address = std::move(address);
+    remote_->spec = std::move(spec);
+    remote_->options = options;
+  }
+
+  TableSpec spec() const override { return remote_->spec; }
+  const std::string& name() const override { return remote_->spec.name; }
+
+  Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options) override {
+    REPLAYDB_ASSIGN_OR_RETURN(const uint64_t id, OpenWriter(options, 0));
+    return std::unique_ptr<TrajectoryWriter>(new RemoteWriter(remote_, id, options));
+  }
+
+  Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t num_envs,
+                                                        const WriterOptions& options) override {
+    if (num_envs == 0 || num_envs > kMaxVectorWriterEnvs) {
+      return Status::InvalidArgument("table '" + name() + "': a vector writer of " +
+                                     std::to_string(num_envs) + " environments (1 to " +
+                                     std::to_string(kMaxVectorWriterEnvs) + ")");
+    }
+    REPLAYDB_ASSIGN_OR_RETURN(const uint64_t id, OpenWriter(options, num_envs));
+    return std::unique_ptr<VectorWriter>(
+        new RemoteVectorWriter(remote_, id, num_envs, options));
+  }
+
+  Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m,
+        remote_->client->Call(
+            Encoder(
+                fb::Body::Sample,
+                [&](flatbuffers::FlatBufferBuilder& b) {
+                  const auto t = b.CreateString(table);
+                  return fb::CreateSample(b, t, batch_size, options.importance_beta,
+                                          static_cast<uint8_t>(options.weight_normalization),
+                                          options.stratified, options.peek, options.gather);
+                },
+                options.timeout.count() < 0 ? -1 : options.timeout.count()),
+            "", ReplyWait(options.timeout, remote_->options.call_timeout)));
+    return DecodeSampled(m, "sample of table '" + table + "' from " + address(), out);
+  }
+
+  Status UpdatePriorities(std::span<const ItemKey> keys, std::span<const double> priorities,
+                          PriorityUpdateResult* result) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    if (keys.size() != priorities.size()) {
+      return Status::InvalidArgument("table '" + name() + "': " + std::to_string(keys.size()) +
+                                     " keys and " + std::to_string(priorities.size()) +
+                                     " priorities");
+    }
+    std::string payload;
+    payload.reserve(keys.size_bytes() + priorities.size_bytes());
+    Put(&payload, keys);
+    Put(&payload, priorities);
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->client->Call(Encoder(fb::Body::UpdatePriorities,
+                                                 [&](flatbuffers::FlatBufferBuilder& b) {
+                                                   return fb::CreateUpdatePriorities(
+                                                       b, b.CreateString(table));
+                                                 }),
+                                         std::move(payload), remote_->options.call_timeout));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::PrioritiesUpdated,
+                                        "a priority update of table '" + table + "'"));
+    if (result != nullptr) {
+      result->updated = m.header()->body_as_PrioritiesUpdated()->updated();
+      result->skipped = m.header()->body_as_PrioritiesUpdated()->skipped();
+    }
+    return Status::OK();
+  }
+
+  Status Lookup(std::span<const ItemKey> keys, SampleBatch* out) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    std::string payload;
+    Put(&payload, keys);
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->client->Call(Encoder(fb::Body::Lookup,
+                                                 [&](flatbuffers::FlatBufferBuilder& b) {
+                                                   return fb::CreateLookup(
+                                                       b, b.CreateString(table));
+                                                 }),
+                                         std::move(payload), remote_->options.call_timeout));
+    return DecodeSampled(m, "lookup in table '" + table + "' from " + address(), out);
+  }
+
+  Status SampleToDevice(int64_t, const SampleOptions&, const DeviceSampleOutput&,
+                        void*) override {
+    return remote_->NotServed("SampleToDevice");
+  }
+  Status LookupToDevice(std::span<const ItemKey>, const DeviceSampleOutput&, void*) override {
+    return remote_->NotServed("LookupToDevice");
+  }
+  Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(const DeviceSamplerOptions&) override {
+    return remote_->NotServed("NewDeviceSampler");
+  }
+  Status UpdatePrioritiesFromDevice(const uint64_t*, const float*, int64_t, void*) override {
+    return remote_->NotServed("UpdatePrioritiesFromDevice");
+  }
+
+  Status SetRateLimiter(const RateLimiterSpec& spec) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    REPLAYDB_RETURN_IF_ERROR(spec.Validate());
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->client->Call(Encoder(fb::Body::SetRateLimiter,
+                                                 [&](flatbuffers::FlatBufferBuilder& b) {
+                                                   const auto t = b.CreateString(table);
+                                                   const auto l = EncodeLimiter(b, spec);
+                                                   return fb::CreateSetRateLimiter(b, t, l);
+                                                 }),
+                                         "", remote_->options.call_timeout));
+    return ExpectBody(m, fb::Body::Done, "setting the rate limiter of table '" + table + "'");
+  }
+
+  Status Seed(uint64_t seed) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->client->Call(Encoder(fb::Body::SeedTable,
+                                                 [&](flatbuffers::FlatBufferBuilder& b) {
+                                                   return fb::CreateSeedTable(
+                                                       b, b.CreateString(table), seed);
+                                                 }),
+                                         "", remote_->options.call_timeout));
+    return ExpectBody(m, fb::Body::Done, "seeding table '" + table + "'");
+  }
+
+  Status DeleteItems(std::span<const ItemKey>, int64_t*) override {
+    return remote_->NotServed("DeleteItems");
+  }
+  Status Load(std::span<const uint64_t>) override { return remote_->NotServed("Load"); }
+  Status LoadRange(uint64_t, uint64_t) override { return remote_->NotServed("LoadRange"); }
+  // Empty: not served yet.
+  std::vector<uint64_t> ColdTrajectories(uint64_t, size_t) const override { return {}; }
+  std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter&) const override {
+    return {};
+  }
+  Status ReadTrajectory(uint64_t, int64_t, int64_t, TrajectorySteps*) override {
+    return remote_->NotServed("ReadTrajectory");
+  }
+  Status ItemPriorities(std::vector<ItemKey>*, std::vector<double>*) override {
+    return remote_->NotServed("ItemPriorities");
+  }
+
+  // The server's; when it cannot be asked, only the name (InfoOrError says
+  // why).
+  TableInfo Info() const override {
+    Result<TableInfo> info = InfoOrError();
+    if (info.ok()) return std::move(info).value();
+    TableInfo empty;
+    empty.name = name();
+    return empty;
+  }
+
+  Result<TableInfo> InfoOrError() const {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->client->Call(Encoder(fb::Body::GetInfo,
+                                                 [&](flatbuffers::FlatBufferBuilder& b) {
+                                                   return fb::CreateGetInfo(
+                                                       b, b.CreateString(table));
+                                                 }),
+                                         "", remote_->options.call_timeout));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Info, "the info of table '" + table + "'"));
+    return DecodeInfo(*m.header()->body_as_Info(), table);
+  }
+
+  // This handle's calls fail from now on; the server's table stays open
+  // (other clients use it).
+  void Close() override { remote_->closed.store(true, std::memory_order_release); }
+
+ private:
+  const std::string& address() const { return remote_->address; }
+
+  Result<uint64_t> OpenWriter(const WriterOptions& options, size_t envs) {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m,
+        remote_->client->Call(
+            Encoder(fb::Body::NewWriter,
+                    [&](flatbuffers::FlatBufferBuilder& b) {
+                      const auto t = b.CreateString(table);
+                      return fb::CreateNewWriter(
+                          b, t, options.timeout.count() < 0 ? -1 : options.timeout.count(),
+                          options.sync, envs);
+                    }),
+            "", remote_->options.call_timeout));
+    REPLAYDB_RETURN_IF_ERROR(
+        ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
+    return m.header()->body_as_WriterOpened()->writer();
+  }
+
+  Status DecodeSampled(const Message& m, const std::string& what, SampleBatch* out) {
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Sampled, what));
+    const fb::Sampled* s = m.header()->body_as_Sampled();
+    return DecodeSamplePayload(m.payload, remote_->spec, s->batch_size(), s->sequence_length(),
+                               s->has_weights(), s->has_columns(), address(), out);
+  }
+
+  std::shared_ptr<Remote> remote_;
+};
 
 }  // namespace
 
@@ -41,27 +517,32 @@ Status ParseAddress(const std::string& address, std::string* host, uint16_t* por
 }
 
 Result<std::unique_ptr<RemoteDB>> RemoteDB::Connect(const std::string& address,
-                                                   const RemoteOptions& options) {
+                                                   const ConnectOptions& options) {
   std::string host;
   uint16_t port = 0;
   REPLAYDB_RETURN_IF_ERROR(ParseAddress(address, &host, &port));
   RpcClientOptions o;
   o.client_name = options.client_name;
   o.connect_timeout = options.connect_timeout;
+  if (!options.token_file.empty()) {
+    REPLAYDB_ASSIGN_OR_RETURN(const std::vector<Token> tokens, ReadTokenFile(options.token_file));
+    o.token = tokens.front().secret;
+  }
   REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<RpcClient> client, RpcClient::Connect(host, port, o));
-  return std::unique_ptr<RemoteDB>(
-      new RemoteDB(std::shared_ptr<RpcClient>(std::move(client)), address, options));
+  return std::unique_ptr<RemoteDB>(new RemoteDB(std::shared_ptr<RpcClient>(std::move(client)),
+                                                "ucx://" + host + ":" + std::to_string(port),
+                                                options));
 }
 
-Result<std::vector<std::string>> RemoteDB::ListTables() {
+RemoteDB::~RemoteDB() = default;
+
+Result<std::vector<std::string>> RemoteDB::ListTablesOrError() const {
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(
-                     [](const HeaderFields& f) {
-                       flatbuffers::FlatBufferBuilder b(64);
-                       b.ForceDefaults(true);
-                       return EncodeHeader(b, f, fb::Body::ListTables, fb::CreateListTables(b));
-                     },
-                     "", options_.call_timeout));
+      Message m, client_->Call(Encoder(fb::Body::ListTables,
+                                       [](flatbuffers::FlatBufferBuilder& b) {
+                                         return fb::CreateListTables(b);
+                                       }),
+                               "", options_.call_timeout));
   REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::TableList, "listing the tables of " + address_));
   std::vector<std::string> names;
   if (const auto* v = m.header()->body_as_TableList()->names()) {
@@ -70,17 +551,12 @@ Result<std::vector<std::string>> RemoteDB::ListTables() {
   return names;
 }
 
-Result<std::shared_ptr<RemoteTable>> RemoteDB::GetTable(const std::string& name) {
-  REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(
-                     [&](const HeaderFields& f) {
-                       flatbuffers::FlatBufferBuilder b(128);
-                       b.ForceDefaults(true);
-                       const auto n = b.CreateString(name);
-                       return EncodeHeader(b, f, fb::Body::OpenTable, fb::CreateOpenTable(b, n));
-                     },
-                     "", options_.call_timeout));
-  const std::string what = "opening table '" + name + "' of " + address_;
+std::vector<std::string> RemoteDB::ListTables() const {
+  Result<std::vector<std::string>> names = ListTablesOrError();
+  return names.ok() ? std::move(names).value() : std::vector<std::string>();
+}
+
+Result<std::shared_ptr<Table>> RemoteDB::Opened(const Message& m, const std::string& what) {
   REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::TableOpened, what));
   const auto* spec = m.header()->body_as_TableOpened()->spec();
   std::vector<TableSpec> tables;
@@ -89,143 +565,76 @@ Result<std::shared_ptr<RemoteTable>> RemoteDB::GetTable(const std::string& name)
                       : std::string_view(reinterpret_cast<const char*>(spec->data()), spec->size()),
       what, &tables));
   if (tables.size() != 1) return Status::Corruption(what + ": the reply holds no one table spec");
-  return std::shared_ptr<RemoteTable>(new RemoteTable(client_, std::move(tables[0])));
+  return std::shared_ptr<Table>(
+      new RemoteTable(client_, address_, std::move(tables[0]), options_));
 }
 
-Status RemoteTable::Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) {
-  if (!options.gather) {
-    return Status::NotSupported("table '" + name() + "': a remote sample always gathers "
-                                "(gather = false is not served)");
-  }
-  // The reply may take the rate limiter's wait and then the transfer.
-  const std::chrono::milliseconds wait =
-      options.timeout.count() < 0 ? std::chrono::milliseconds(-1)
-                                  : options.timeout + std::chrono::milliseconds(30000);
+Result<std::shared_ptr<Table>> RemoteDB::GetTable(std::string_view name) {
+  const std::string table(name);
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m,
-      client_->Call(
-          [&](const HeaderFields& f) {
-            flatbuffers::FlatBufferBuilder b(128);
-            b.ForceDefaults(true);
-            const auto t = b.CreateString(name());
-            HeaderFields g = f;
-            g.timeout_ms = options.timeout.count() < 0 ? -1 : options.timeout.count();
-            return EncodeHeader(
-                b, g, fb::Body::Sample,
-                fb::CreateSample(b, t, batch_size, options.importance_beta,
-                                 static_cast<uint8_t>(options.weight_normalization),
-                                 options.stratified, options.peek));
-          },
-          "", wait));
-  const std::string what = "sample of table '" + name() + "' from " + client_->address();
-  REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Sampled, what));
-  const fb::Sampled* s = m.header()->body_as_Sampled();
-  return DecodeSamplePayload(m.payload, spec_, s->batch_size(), s->sequence_length(),
-                             s->has_weights(), client_->address(), out);
-}
-
-namespace {
-
-template <typename Build>
-std::function<std::string(const HeaderFields&)> Encoder(fb::Body kind, Build build) {
-  return [kind, build](const HeaderFields& f) {
-    flatbuffers::FlatBufferBuilder b(128);
-    b.ForceDefaults(true);
-    return EncodeHeader(b, f, kind, build(b));
-  };
-}
-
-constexpr std::chrono::milliseconds kWriterCallTimeout{60000};
-
-}  // namespace
-
-Result<std::unique_ptr<RemoteWriter>> RemoteTable::NewWriter() {
-  const std::string table = name();
-  REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(Encoder(fb::Body::NewWriter,
+      Message m, client_->Call(Encoder(fb::Body::OpenTable,
                                        [&](flatbuffers::FlatBufferBuilder& b) {
-                                         return fb::CreateNewWriter(b, b.CreateString(table));
+                                         return fb::CreateOpenTable(b, b.CreateString(table));
                                        }),
-                               "", kWriterCallTimeout));
-  REPLAYDB_RETURN_IF_ERROR(
-      ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
-  return std::unique_ptr<RemoteWriter>(
-      new RemoteWriter(client_, &spec_, m.header()->body_as_WriterOpened()->writer()));
+                               "", options_.call_timeout));
+  return Opened(m, "opening table '" + table + "' of " + address_);
 }
 
-RemoteWriter::~RemoteWriter() {
-  const uint64_t id = id_;
-  // Best effort: a connection that is gone has ended the writer already.
-  (void)client_->Call(Encoder(fb::Body::CloseWriter,
-                              [id](flatbuffers::FlatBufferBuilder& b) {
-                                return fb::CreateCloseWriter(b, id);
-                              }),
-                      "", std::chrono::milliseconds(10000));
-}
-
-Status RemoteWriter::Append(std::span<const ConstTensor> step, std::optional<double> priority) {
-  const TableSpec& spec = *spec_;
-  if (step.size() != spec.columns.size()) {
-    return Status::InvalidArgument("table '" + spec.name + "': step has " +
-                                   std::to_string(step.size()) + " tensors, the table " +
-                                   std::to_string(spec.columns.size()) + " columns");
-  }
-  step_.clear();
-  for (size_t c = 0; c < step.size(); ++c) {
-    const ColumnSpec& col = spec.columns[c];
-    if (step[c].dtype != col.dtype || !(step[c].shape == col.shape) ||
-        step[c].size_bytes != col.step_bytes()) {
-      return Status::InvalidArgument("table '" + spec.name + "': step, column '" + col.name +
-                                     "' expects dtype " + std::string(DTypeName(col.dtype)) +
-                                     " and shape " + col.shape.ToString() + ", got " +
-                                     std::string(DTypeName(step[c].dtype)) + " " +
-                                     step[c].shape.ToString());
-    }
-    if (step[c].size_bytes > 0) {
-      step_.append(static_cast<const char*>(step[c].data), step[c].size_bytes);
-    }
-  }
-  const uint64_t id = id_;
+Result<std::shared_ptr<Table>> RemoteDB::CreateTable(const TableSpec& spec) {
+  // Checked here too, so that a bad spec's message does not depend on the
+  // server being reachable.
+  REPLAYDB_RETURN_IF_ERROR(spec.Validate());
+  const std::string bytes = engine::EncodeCatalog(std::vector<TableSpec>{spec});
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(Encoder(fb::Body::AppendStep,
+      Message m, client_->Call(Encoder(fb::Body::CreateTable,
                                        [&](flatbuffers::FlatBufferBuilder& b) {
-                                         return fb::CreateAppendStep(b, id, priority.has_value(),
-                                                                     priority.value_or(0));
+                                         const auto v = b.CreateVector(
+                                             reinterpret_cast<const uint8_t*>(bytes.data()),
+                                             bytes.size());
+                                         return fb::CreateCreateTable(b, v);
                                        }),
-                               step_, kWriterCallTimeout));
-  REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Appended, "an append to '" + spec.name + "'"));
-  trajectory_id_ = m.header()->body_as_Appended()->trajectory_id();
-  num_steps_ = m.header()->body_as_Appended()->num_steps();
-  return Status::OK();
+                               "", options_.call_timeout));
+  return Opened(m, "creating table '" + spec.name + "' on " + address_);
 }
 
-Status RemoteWriter::End(EndReason reason) {
-  const uint64_t id = id_;
+Status RemoteDB::DropTable(std::string_view name) {
+  const std::string table(name);
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(Encoder(fb::Body::EndTrajectory,
+      Message m, client_->Call(Encoder(fb::Body::DropTable,
                                        [&](flatbuffers::FlatBufferBuilder& b) {
-                                         return fb::CreateEndTrajectory(
-                                             b, id, static_cast<uint8_t>(reason));
+                                         return fb::CreateDropTable(b, b.CreateString(table));
                                        }),
-                               "", kWriterCallTimeout));
-  REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Done, "ending a trajectory of '" +
-                                                            spec_->name + "'"));
-  num_steps_ = 0;
-  return Status::OK();
+                               "", options_.call_timeout));
+  return ExpectBody(m, fb::Body::Done, "dropping table '" + table + "' of " + address_);
 }
 
-Status RemoteTable::Seed(uint64_t seed) {
+Status RemoteDB::Checkpoint() {
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(
-                     [&](const HeaderFields& f) {
-                       flatbuffers::FlatBufferBuilder b(128);
-                       b.ForceDefaults(true);
-                       const auto t = b.CreateString(name());
-                       return EncodeHeader(b, f, fb::Body::SeedTable,
-                                           fb::CreateSeedTable(b, t, seed));
-                     },
-                     "", std::chrono::milliseconds(60000)));
-  return ExpectBody(m, fb::Body::Done, "seeding table '" + name() + "'");
+      Message m, client_->Call(Encoder(fb::Body::Checkpoint,
+                                       [](flatbuffers::FlatBufferBuilder& b) {
+                                         return fb::CreateCheckpoint(b);
+                                       }),
+                               "", options_.call_timeout));
+  return ExpectBody(m, fb::Body::Done, "a checkpoint of " + address_);
 }
 
-}  // namespace replaydb::rdma
+Status RemoteDB::NotServed(const std::string& call) const {
+  return Status::NotSupported(address_ + ": " + call +
+                              " runs where the database is: `replaydb DIR` on the server's "
+                              "machine (not served over a remote connection)");
+}
+
+Status RemoteDB::ExportTable(std::string_view, const std::string&, const LongOperationOptions&) {
+  return NotServed("ExportTable");
+}
+Result<std::shared_ptr<Table>> RemoteDB::ImportTable(const std::string&, std::string_view,
+                                                     std::string_view,
+                                                     const LongOperationOptions&) {
+  return NotServed("ImportTable");
+}
+Result<WalInfo> RemoteDB::Wal() const { return NotServed("Wal"); }
+Result<VerifyReport> RemoteDB::Verify(const LongOperationOptions&) { return NotServed("Verify"); }
+Status RemoteDB::Compact(const LongOperationOptions&) { return NotServed("Compact"); }
+
+}  // namespace rdma
+}  // namespace replaydb

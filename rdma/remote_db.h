@@ -1,22 +1,30 @@
-// The client side of a served database (rdma/db_service.h): tables listed,
-// opened and sampled over an RpcClient. A first slice of the remote access
-// of issue 33: reading (sampling) only; writers, priority updates and the
-// rest of the Table interface come next, and with them DB::Connect returning
-// the same DB and Table interfaces.
+// The client side of a served database (rdma/db_service.h): DB::Connect's
+// DB, its Tables and their writers, each call a request over an RpcClient
+// (rdma/rpc.h) in the wire protocol (rdma/WIRE.md).
 //
-// Thread safety: every method may be called from any thread.
+// What a remote table does not do (yet), each NotSupported naming it: the
+// calls into GPU memory (SampleToDevice, LookupToDevice, NewDeviceSampler,
+// UpdatePrioritiesFromDevice, a vector writer's AppendFromDevice), the cold
+// tier's calls (Load, LoadRange, ColdTrajectories), DeleteItems,
+// ListTrajectories, ReadTrajectory, ItemPriorities, and the database's
+// maintenance (ExportTable, ImportTable, Wal, Verify, Compact: run them on
+// the server's machine with `replaydb DIR`).
+//
+// Thread safety: as DB and Table (every method from any thread); writers as
+// local ones (one thread at a time each).
 #ifndef REPLAYDB_RDMA_REMOTE_DB_H_
 #define REPLAYDB_RDMA_REMOTE_DB_H_
 
-#include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "rdma/rpc.h"
+#include "replaydb/db.h"
 #include "replaydb/table.h"
 
 namespace replaydb::rdma {
@@ -25,78 +33,42 @@ namespace replaydb::rdma {
 // naming the address otherwise.
 Status ParseAddress(const std::string& address, std::string* host, uint16_t* port);
 
-// A trajectory writer on the server (DbService), as TrajectoryWriter: each
-// Append returns once the server has the step as durably as a local append
-// with the table's sync mode. When this process or its connection goes,
-// the server ends the open trajectory truncated; every acknowledged step
-// stays. Not thread-safe (one thread at a time).
-class RemoteWriter {
+// A served database: what DB::Connect returns.
+class RemoteDB final : public DB {
  public:
-  // Ends the writer on the server (its open trajectory truncated).
-  ~RemoteWriter();
-  RemoteWriter(const RemoteWriter&) = delete;
-  RemoteWriter& operator=(const RemoteWriter&) = delete;
-  // As TrajectoryWriter::Append: one tensor per column, each the column's
-  // dtype and shape (InvalidArgument naming the column otherwise, checked
-  // here before anything is sent).
-  Status Append(std::span<const ConstTensor> step, std::optional<double> priority = std::nullopt);
-  Status End(EndReason reason);
-  uint64_t trajectory_id() const { return trajectory_id_; }
-  int64_t num_steps() const { return num_steps_; }
-
- private:
-  friend class RemoteTable;
-  RemoteWriter(std::shared_ptr<RpcClient> client, const TableSpec* spec, uint64_t id)
-      : client_(std::move(client)), spec_(spec), id_(id) {}
-  std::shared_ptr<RpcClient> client_;
-  const TableSpec* spec_;  // the RemoteTable's, which outlives the writer
-  uint64_t id_;
-  uint64_t trajectory_id_ = 0;
-  int64_t num_steps_ = 0;
-  std::string step_;  // the payload, reused
-};
-
-class RemoteTable {
- public:
-  // A writer on the server, owned by this connection.
-  Result<std::unique_ptr<RemoteWriter>> NewWriter();
-  const TableSpec& spec() const { return spec_; }
-  const std::string& name() const { return spec_.name; }
-  // Table::Sample on the server. options.timeout bounds the wait (for the
-  // rate limiter, and for the reply); `gather = false` is not served.
-  Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out);
-  Status Seed(uint64_t seed);
-
- private:
-  friend class RemoteDB;
-  RemoteTable(std::shared_ptr<RpcClient> client, TableSpec spec)
-      : client_(std::move(client)), spec_(std::move(spec)) {}
-  std::shared_ptr<RpcClient> client_;
-  TableSpec spec_;
-};
-
-struct RemoteOptions {
-  std::string client_name = "replaydb client";
-  std::chrono::milliseconds connect_timeout{10000};
-  // Calls without a timeout of their own wait this long for their reply.
-  std::chrono::milliseconds call_timeout{60000};
-};
-
-class RemoteDB {
- public:
-  // Connects to `replaydb serve` at `address` ("ucx://HOST:PORT").
   static Result<std::unique_ptr<RemoteDB>> Connect(const std::string& address,
-                                                   const RemoteOptions& options = {});
-  Result<std::vector<std::string>> ListTables();
-  Result<std::shared_ptr<RemoteTable>> GetTable(const std::string& name);
-  const std::string& address() const { return address_; }
+                                                   const ConnectOptions& options = {});
+  ~RemoteDB() override;
+
+  Result<std::shared_ptr<Table>> CreateTable(const TableSpec& spec) override;
+  Result<std::shared_ptr<Table>> GetTable(std::string_view name) override;
+  Status DropTable(std::string_view name) override;
+  // Empty when the server cannot be asked (ListTablesOrError says why).
+  std::vector<std::string> ListTables() const override;
+  Result<std::vector<std::string>> ListTablesOrError() const;
+  // The server's address, ucx://HOST:PORT.
+  const std::string& path() const override { return address_; }
+  Status Checkpoint() override;
+  // Nothing: recovery happened on the server.
+  RecoveryInfo recovery_info() const override { return {}; }
+  bool read_only() const override { return false; }
+  Status ExportTable(std::string_view table, const std::string& dir,
+                     const LongOperationOptions& options) override;
+  Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
+                                             std::string_view source_table, std::string_view name,
+                                             const LongOperationOptions& options) override;
+  Result<WalInfo> Wal() const override;
+  Result<VerifyReport> Verify(const LongOperationOptions& options) override;
+  Status Compact(const LongOperationOptions& options) override;
 
  private:
-  RemoteDB(std::shared_ptr<RpcClient> client, std::string address, RemoteOptions options)
+  RemoteDB(std::shared_ptr<RpcClient> client, std::string address, ConnectOptions options)
       : client_(std::move(client)), address_(std::move(address)), options_(options) {}
+  Result<std::shared_ptr<Table>> Opened(const Message& reply, const std::string& what);
+  Status NotServed(const std::string& call) const;
   std::shared_ptr<RpcClient> client_;
   std::string address_;
-  RemoteOptions options_;
+  ConnectOptions options_;
 };
 
 }  // namespace replaydb::rdma

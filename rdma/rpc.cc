@@ -75,12 +75,35 @@ class RpcClient::Impl {
       return welcome.status();
     }
     const fb::Header* h = welcome->header();
+    if (h->body_type() == fb::Body::Challenge) {
+      if (options_.token.empty()) {
+        return Status::FailedPrecondition("server " + address_ + " requires a token, and this "
+                                          "client has none (ConnectOptions::token_file)");
+      }
+      const auto* c = h->body_as_Challenge()->challenge();
+      const std::string proof = TokenProof(
+          options_.token, c == nullptr ? std::string_view()
+                                       : std::string_view(
+                                             reinterpret_cast<const char*>(c->data()), c->size()));
+      welcome = Call(
+          [&](const HeaderFields& f) {
+            flatbuffers::FlatBufferBuilder b(128);
+            b.ForceDefaults(true);
+            const auto v =
+                b.CreateVector(reinterpret_cast<const uint8_t*>(proof.data()), proof.size());
+            return EncodeHeader(b, f, fb::Body::Proof, fb::CreateProof(b, v));
+          },
+          "", options_.connect_timeout, 0);
+      if (!welcome.ok()) return welcome.status();
+      h = welcome->header();
+    }
     if (h->body_type() != fb::Body::Welcome) {
       return Status::Corruption("server " + address_ + " answered Hello with body kind " +
                                 std::to_string(static_cast<int>(h->body_type())));
     }
     const fb::Welcome* w = h->body_as_Welcome();
     server_name_ = w->server_name() != nullptr ? w->server_name()->str() : "";
+    read_only_ = w->read_only();
     return Status::OK();
   }
 
@@ -121,6 +144,7 @@ class RpcClient::Impl {
 
   const std::string& server_name() const { return server_name_; }
   const std::string& address() const { return address_; }
+  bool read_only() const { return read_only_; }
   bool connected() const {
     std::lock_guard<std::mutex> lock(mu_);
     return closed_.ok();
@@ -177,6 +201,7 @@ class RpcClient::Impl {
   RpcClientOptions options_;
   std::string address_;
   std::string server_name_;
+  bool read_only_ = false;
   ConnectionId connection_ = 0;
   mutable std::mutex mu_;
   uint64_t next_request_ = 1;
@@ -204,6 +229,7 @@ Result<Message> RpcClient::Call(const std::function<std::string(const HeaderFiel
 const std::string& RpcClient::server_name() const { return impl_->server_name(); }
 const std::string& RpcClient::address() const { return impl_->address(); }
 bool RpcClient::connected() const { return impl_->connected(); }
+bool RpcClient::read_only() const { return impl_->read_only(); }
 
 // ------------------------------------------------------------------ server
 
@@ -250,6 +276,8 @@ class RpcServer::Impl {
       {
         std::lock_guard<std::mutex> lock(mu_);
         greeted_.erase(id);
+        read_only_.erase(id);
+        challenges_.erase(id);
       }
       Log("connection " + std::to_string(id) + " ended" +
           (why.ok() ? std::string(" (closed here)") : ": " + why.message()));
@@ -298,9 +326,42 @@ class RpcServer::Impl {
     reply.request_id = h->request_id();
     reply.table_id = h->table_id();
     bool greeted = false;
+    bool read_only = false;
+    std::string challenge;
     {
       std::lock_guard<std::mutex> lock(mu_);
       greeted = greeted_.count(from) > 0;
+      read_only = read_only_.count(from) > 0;
+      if (auto it = challenges_.find(from); it != challenges_.end()) challenge = it->second;
+    }
+    if (!greeted && !challenge.empty()) {
+      // The answer to our Challenge: the token's proof, or the end.
+      const fb::Proof* proof = h->body_as_Proof();
+      const auto* bytes = proof == nullptr ? nullptr : proof->proof();
+      bool grants_read_only = false;
+      if (bytes == nullptr ||
+          !CheckProof(options_.tokens, challenge,
+                      std::string_view(reinterpret_cast<const char*>(bytes->data()),
+                                       bytes->size()),
+                      &grants_read_only)) {
+        const Status refused = Status::FailedPrecondition(
+            "server '" + options_.server_name + "' refused the client's token: it matches none "
+            "of the server's tokens");
+        Log("connection " + std::to_string(from) + " refused: wrong token");
+        Fail(from, reply, refused);
+        transport_->Close(from);
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        challenges_.erase(from);
+        greeted_.insert(from);
+        if (grants_read_only) read_only_.insert(from);
+      }
+      Log("connection " + std::to_string(from) + " proved a " +
+          (grants_read_only ? "read-only" : "read-write") + " token");
+      transport_->Send(from, EncodeWelcome(reply, options_.server_name, grants_read_only), "");
+      return;
     }
     if (!greeted) {
       const fb::Hello* hello = h->body_as_Hello();
@@ -322,6 +383,26 @@ class RpcServer::Impl {
       }
       Log("connection " + std::to_string(from) + " is '" +
           (hello->client_name() != nullptr ? hello->client_name()->str() : std::string()) + "'");
+      if (!options_.tokens.empty()) {
+        Result<std::string> fresh = NewChallenge();
+        if (!fresh.ok()) {
+          Fail(from, reply, fresh.status());
+          transport_->Close(from);
+          return;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          challenges_[from] = *fresh;
+        }
+        flatbuffers::FlatBufferBuilder b(128);
+        b.ForceDefaults(true);
+        const auto v =
+            b.CreateVector(reinterpret_cast<const uint8_t*>(fresh->data()), fresh->size());
+        transport_->Send(from, EncodeHeader(b, reply, fb::Body::Challenge,
+                                            fb::CreateChallenge(b, v)),
+                         "");
+        return;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         greeted_.insert(from);
@@ -336,6 +417,7 @@ class RpcServer::Impl {
     Request request;
     request.connection = from;
     request.deadline = DeadlineOf(h->timeout_ms());
+    request.read_only = read_only;
     request.message = Message{std::move(header), std::move(payload)};
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -391,6 +473,8 @@ class RpcServer::Impl {
   bool stopping_ = false;
   std::deque<Request> queue_;
   std::set<ConnectionId> greeted_;
+  std::set<ConnectionId> read_only_;              // greeted with a read-only token
+  std::map<ConnectionId, std::string> challenges_;  // sent, not yet answered
   std::vector<std::thread> threads_;
   std::unique_ptr<Transport> transport_;
 };

@@ -17,7 +17,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "rdma/token.h"
 #include "rdma/transport.h"
 #include "rdma/wire.h"
 #include "replaydb/status.h"
@@ -40,6 +42,9 @@ struct RpcClientOptions {
   TransportOptions transport;  // its handlers are the client's own
   // Tests only: the protocol version the Hello claims.
   uint32_t protocol_version = kProtocolVersion;
+  // The secret to prove when the server asks for a token (rdma/token.h);
+  // empty: none (a server that requires one refuses the client).
+  std::string token;
 };
 
 class RpcClient {
@@ -68,6 +73,8 @@ class RpcClient {
   const std::string& address() const;
   // False once the connection has ended (every call then fails Unavailable).
   bool connected() const;
+  // Whether the server grants this client reads only (its token's).
+  bool read_only() const;
 
  private:
   class Impl;
@@ -88,6 +95,10 @@ struct RpcServerOptions {
   // the requests already queued, so that the server can drop what the
   // connection held (its writers). May be empty.
   std::function<void(ConnectionId)> on_disconnect;
+  // When not empty, a client must prove one of these tokens (challenge and
+  // response, rdma/token.h) before its requests are served; what the token
+  // grants comes with each request (Request::read_only).
+  std::vector<Token> tokens;
   // A line for the server's log: connections accepted (with the client's
   // name once it said Hello), refused and ended. May be empty; called from
   // the server's threads, several at once.
@@ -100,6 +111,8 @@ struct Request {
   Message message;
   // When the request's timeout passes (time_point::max(): none).
   std::chrono::steady_clock::time_point deadline;
+  // The connection's token grants reads only.
+  bool read_only = false;
 };
 
 // Builds the reply to `request`: a header made with its request id (and

@@ -7,6 +7,7 @@
 #include "rdma/db_service.h"
 #include "rdma/remote_db.h"
 #include "rdma/rpc.h"
+#include "rdma/token.h"
 
 namespace replaydb {
 namespace {
@@ -38,16 +39,16 @@ namespace {
 
 // The listen address's host and port (0: any free port, allowed here unlike
 // in a client's address).
-Status ParseListen(const std::string& listen, std::string* host, uint16_t* port) {
-  std::string parsed = listen;
+Status ParseListen(const ServerOptions& options, std::string* host, uint16_t* port) {
+  std::string parsed = options.listen;
   const bool any_port = parsed.size() > 2 && parsed.compare(parsed.size() - 2, 2, ":0") == 0;
   if (any_port) parsed.back() = '1';
   REPLAYDB_RETURN_IF_ERROR(rdma::ParseAddress(parsed, host, port));
   if (any_port) *port = 0;
-  if (!IsLoopback(*host)) {
-    return Status::InvalidArgument(
-        "listen address " + listen + ": an address other than loopback needs a token, "
-        "which this build does not have yet; listen on 127.0.0.1");
+  if (!IsLoopback(*host) && options.token_file.empty()) {
+    return Status::InvalidArgument("listen address " + options.listen +
+                                   ": an address other than loopback needs a token file "
+                                   "(--token-file), so that only its holders get in");
   }
   return Status::OK();
 }
@@ -57,7 +58,8 @@ Status ParseListen(const std::string& listen, std::string* host, uint16_t* port)
 Status ServerOptions::Validate() const {
   std::string host;
   uint16_t port = 0;
-  REPLAYDB_RETURN_IF_ERROR(ParseListen(listen, &host, &port));
+  REPLAYDB_RETURN_IF_ERROR(ParseListen(*this, &host, &port));
+  if (!token_file.empty()) REPLAYDB_RETURN_IF_ERROR(rdma::ReadTokenFile(token_file).status());
   if (workers < 1 || workers > 64) {
     return Status::InvalidArgument("server: workers must be 1 to 64, not " +
                                    std::to_string(workers));
@@ -73,7 +75,7 @@ Result<std::unique_ptr<Server>> Server::Start(DB* db, const ServerOptions& optio
   REPLAYDB_RETURN_IF_ERROR(options.Validate());
   std::string host;
   uint16_t port = 0;
-  REPLAYDB_RETURN_IF_ERROR(ParseListen(options.listen, &host, &port));
+  REPLAYDB_RETURN_IF_ERROR(ParseListen(options, &host, &port));
   rdma::RpcServerOptions o;
   o.server_name = "replaydb serve " + db->path();
   o.threads = options.threads;
@@ -81,6 +83,9 @@ Result<std::unique_ptr<Server>> Server::Start(DB* db, const ServerOptions& optio
   o.transport.listen_host = host;
   o.transport.listen_port = port;
   o.log = options.log;
+  if (!options.token_file.empty()) {
+    REPLAYDB_ASSIGN_OR_RETURN(o.tokens, rdma::ReadTokenFile(options.token_file));
+  }
   auto service = std::make_unique<rdma::DbService>(db);
   rdma::RequestHandler handler;
   rdma::ServeWith(service.get(), &o, &handler);

@@ -14,11 +14,13 @@ std::string EncodeHello(const HeaderFields& fields, std::string_view client_name
   return EncodeHeader(b, fields, fb::Body::Hello, fb::CreateHello(b, protocol_version, name));
 }
 
-std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_name) {
+std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_name,
+                          bool read_only) {
   flatbuffers::FlatBufferBuilder b(128);
   b.ForceDefaults(true);
   const auto name = b.CreateString(server_name.data(), server_name.size());
-  return EncodeHeader(b, fields, fb::Body::Welcome, fb::CreateWelcome(b, kProtocolVersion, name));
+  return EncodeHeader(b, fields, fb::Body::Welcome,
+                      fb::CreateWelcome(b, kProtocolVersion, name, read_only));
 }
 
 std::string EncodePing(const HeaderFields& fields) {

@@ -44,7 +44,9 @@ std::string EncodeHeader(flatbuffers::FlatBufferBuilder& b, const HeaderFields& 
 // (`protocol_version`: another only in tests of the refusal.)
 std::string EncodeHello(const HeaderFields& fields, std::string_view client_name,
                         uint32_t protocol_version = kProtocolVersion);
-std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_name);
+// (`read_only`: what the client's token grants.)
+std::string EncodeWelcome(const HeaderFields& fields, std::string_view server_name,
+                          bool read_only = false);
 std::string EncodePing(const HeaderFields& fields);
 std::string EncodePong(const HeaderFields& fields);
 // A Failure carrying `status` (not OK).

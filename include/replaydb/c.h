@@ -172,6 +172,17 @@ REPLAYDB_C_EXPORT int replaydb_open(const replaydb_options_t* options, const cha
                                     replaydb_db_t** db, char** errptr);
 REPLAYDB_C_EXPORT int replaydb_open_read_only(const char* path, replaydb_db_t** db,
                                               char** errptr);
+/* A database that `replaydb serve` hosts at `address` (ucx://HOST:PORT;
+ * replaydb::DB::Connect): the same calls, each run on the server; those a
+ * remote database does not serve yet fail with REPLAYDB_NOT_SUPPORTED.
+ * `client_name` (may be NULL) names this client in the server's log;
+ * `token_file` (may be NULL) holds the token a server may require;
+ * `connect_timeout_ms` <= 0: the default (10 s). REPLAYDB_UNAVAILABLE when
+ * nothing answers; REPLAYDB_FAILED_PRECONDITION when the server refuses
+ * the client (no token, a wrong one). */
+REPLAYDB_C_EXPORT int replaydb_connect(const char* address, const char* client_name,
+                                       const char* token_file, int64_t connect_timeout_ms,
+                                       replaydb_db_t** db, char** errptr);
 /* Closes the database (waiters on its tables get Cancelled; open table
  * handles then fail with FailedPrecondition, except replaydb_table_info,
  * replaydb_table_name and replaydb_table_get_spec, which still answer with

@@ -91,6 +91,18 @@ class DB {
   static Result<std::unique_ptr<DB>> OpenReadOnly(const DBOptions& options,
                                                   const std::string& path);
 
+  // Connects to a database that `replaydb serve` (replaydb/server.h) hosts
+  // at `address`, ucx://HOST:PORT, and returns it as a DB whose tables and
+  // writers run every call on the server: what a local table would do,
+  // byte for byte (a seeded sample draws the same items). What a remote
+  // table does not do yet is NotSupported, naming the call (rdma/README.md
+  // lists them). InvalidArgument naming a malformed address; Unavailable
+  // when nothing answers within options.connect_timeout; FailedPrecondition
+  // with the server's words when it refuses the client. Once the server is
+  // gone, every call returns Unavailable (within its deadline).
+  static Result<std::unique_ptr<DB>> Connect(const std::string& address,
+                                             const ConnectOptions& options = {});
+
   virtual ~DB() = default;
 
   // Validates `spec`, records it in the catalog (durably, before returning)

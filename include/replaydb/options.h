@@ -523,6 +523,25 @@ struct LongOperationOptions {
   ProgressCallback progress;
 };
 
+// ---- remote databases: DB::Connect
+
+struct ConnectOptions {
+  // Who is calling, for the server's log ("actor 3", a host name).
+  // Default: "replaydb client".
+  std::string client_name = "replaydb client";
+  // How long Connect may take (the connection and the handshake) before
+  // Unavailable. Default: 10 s.
+  std::chrono::milliseconds connect_timeout{10000};
+  // How long a call waits for its reply beyond its own wait (a sample's or
+  // a writer's timeout for the rate limiter) before DeadlineExceeded: the
+  // transfer and the server's work. Calls that do not wait (Info, priority
+  // updates, CreateTable, Checkpoint) wait this long. Default: 60 s.
+  std::chrono::milliseconds call_timeout{60000};
+  // A token file (replaydb/server.h's format; its first token is used) for
+  // a server that requires a token. Empty: none. Default: empty.
+  std::string token_file;
+};
+
 }  // namespace replaydb
 
 #endif  // REPLAYDB_OPTIONS_H_

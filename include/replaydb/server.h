@@ -1,7 +1,6 @@
 // Serving a database to other processes and nodes over UCX (the network
-// tier, rdma/; `replaydb serve` is its command). What is served so far:
-// rdma/WIRE.md (tables listed and opened, samples, seeds); clients use
-// rdma/remote_db.h until DB::Connect lands.
+// tier, rdma/; `replaydb serve` is its command). Clients reach it with
+// DB::Connect; what is served: rdma/WIRE.md.
 //
 // Thread safety: Start and the destructor from one thread; the server's own
 // threads call `log` several at once.
@@ -20,9 +19,15 @@ namespace replaydb {
 
 struct ServerOptions {
   // ucx://HOST:PORT; port 0 picks a free one (Server::address says which).
-  // Loopback only (127.0.0.0/8, localhost): other addresses need a token,
-  // which this build does not have yet.
+  // An address other than loopback (127.0.0.0/8, localhost) needs
+  // token_file.
   std::string listen = "ucx://127.0.0.1:7077";
+  // A file of tokens (rdma/token.h: lines of "read-write SECRET" or
+  // "read-only SECRET", mode 600): when set, a client must prove one by
+  // challenge and response (HMAC-SHA256; the token never crosses the wire),
+  // and a read-only token's writes are refused. Empty: no tokens (loopback
+  // only).
+  std::string token_file;
   // Threads that run the transport (one UCP worker each), and threads that
   // run requests (they may wait for the rate limiter).
   int workers = 2;
@@ -38,7 +43,8 @@ struct ServerOptions {
 class Server {
  public:
   // Serves `db` (which must outlive the server). InvalidArgument naming
-  // the address when it is malformed or not loopback; IOError when it
+  // the address when it is malformed, or not loopback without a token file,
+  // or naming the token file when it is unusable; IOError when the address
   // cannot be listened on.
   static Result<std::unique_ptr<Server>> Start(DB* db, const ServerOptions& options);
   // Ends every connection (clients see Unavailable) and stops.

@@ -23,7 +23,8 @@ carrying the engine's message.
 """
 
 from replaydb.core import (DB, Array, Batch, BatchIterator, Column, RateLimiter, Table,
-                           VectorWriter, Writer, cuda_device_count, live_batches, open, version)
+                           VectorWriter, Writer, connect, cuda_device_count, live_batches, open,
+                           version)
 from replaydb import data
 from replaydb.keys import item_key, key_start, key_trajectory
 from replaydb.errors import (AlreadyExistsError, BusyError, CancelledError, CorruptionError,
@@ -33,7 +34,7 @@ from replaydb.errors import (AlreadyExistsError, BusyError, CancelledError, Corr
 
 __all__ = [
     "DB", "Table", "Writer", "VectorWriter", "Batch", "Array", "BatchIterator", "Column",
-    "RateLimiter", "open", "version", "cuda_device_count", "live_batches", "data",
+    "RateLimiter", "open", "connect", "version", "cuda_device_count", "live_batches", "data",
     "item_key", "key_trajectory", "key_start",
     "Error", "InvalidArgumentError", "NotFoundError", "AlreadyExistsError",
     "ResourceExhaustedError", "DeadlineExceededError", "CancelledError",

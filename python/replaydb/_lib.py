@@ -229,6 +229,8 @@ _SIGNATURES = [
     ("replaydb_options_set_checkpoint", None, [c_void_p, c_int64, c_uint64, c_int]),
     ("replaydb_open", c_int, [c_void_p, c_char_p, POINTER(c_void_p), _errp]),
     ("replaydb_open_read_only", c_int, [c_char_p, POINTER(c_void_p), _errp]),
+    ("replaydb_connect", c_int,
+     [c_char_p, c_char_p, c_char_p, c_int64, POINTER(c_void_p), _errp]),
     ("replaydb_close", None, [c_void_p]),
     ("replaydb_checkpoint", c_int, [c_void_p, _errp]),
     ("replaydb_list_tables", c_int, [c_void_p, POINTER(POINTER(c_char_p)), POINTER(c_size_t),

@@ -1746,6 +1746,25 @@ def open(path: str, *, create: bool = True, error_if_exists: bool = False,
     return DB(handle.value)
 
 
+def connect(address: str, *, client_name: Optional[str] = None,
+            token_file: Optional[str] = None, connect_timeout: float = 10.0) -> DB:
+    """The database that ``replaydb serve`` hosts at ``address``
+    ("ucx://HOST:PORT"), with the same DB and Table calls, each run on the
+    server (those it does not serve yet raise NotSupportedError). Many
+    processes may connect to one server at once: actors writing, learners
+    sampling. ``client_name`` names this process in the server's log.
+    ``token_file`` holds the token of a server started with ``--token-file``
+    (its first line's). UnavailableError when nothing answers within
+    ``connect_timeout`` seconds; FailedPreconditionError when the server refuses
+    the client (no token, a wrong one)."""
+    handle = c_void_p()
+    _call(_lib.replaydb_connect, _bytes(address),
+          None if client_name is None else _bytes(client_name),
+          None if token_file is None else _bytes(str(token_file)),
+          max(1, int(connect_timeout * 1000)), byref(handle))
+    return DB(handle.value)
+
+
 def version() -> str:
     """The engine's version ("0.1.0")."""
     return _lib.replaydb_version().decode()

@@ -29,6 +29,7 @@
 #include "replaydb/c.h"
 #include "replaydb/db.h"
 #include "replaydb/device.h"
+#include "replaydb/server.h"
 #include "tests/test_util.h"
 
 namespace replaydb {
@@ -526,6 +527,58 @@ TEST_F(CApiTest, WritesReadBackByteForByteAcrossDTypesAndShapes) {
     ASSERT_NO_FATAL_FAILURE(
         ExpectWindows(spec, written, copy.keys, copy.columns, copy.mask, what + " sample"));
   }
+}
+
+// replaydb_connect: a database served by replaydb::Server (over UCX on
+// 127.0.0.1) through the same calls, written and read back byte for byte.
+TEST_F(CApiTest, AConnectedDatabaseWritesAndReadsAsALocalOne) {
+  auto served = testing_util::OpenDB(dir_.Sub("served"));
+  ServerOptions so;
+  so.listen = "ucx://127.0.0.1:0";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Server> server, Server::Start(served.get(), so));
+  replaydb_db_t* d = nullptr;
+  C_ASSERT_OK(replaydb_connect(server->address().c_str(), "c api test", nullptr, 10000, &d,
+                               err_.ptr()));
+  DbPtr remote(d);
+  EXPECT_EQ(std::string(replaydb_db_path(remote.get())), server->address());
+  const TableSpec spec = RandomSpec("remote", rng_);
+  TablePtr table = CreateTable(spec, remote.get());
+  ASSERT_TRUE(table != nullptr);
+  EXPECT_EQ(served->ListTables(), std::vector<std::string>{"remote"});
+  Written written;
+  ASSERT_NO_FATAL_FAILURE(WriteRandom(table.get(), spec, 4, 10, &written));
+  std::vector<ItemKey> keys = AllItems(spec, written);
+  ASSERT_FALSE(keys.empty());
+  std::shuffle(keys.begin(), keys.end(), rng_);
+  replaydb_batch_t* b = nullptr;
+  C_ASSERT_OK(replaydb_table_lookup(table.get(), keys.data(), keys.size(), &b, err_.ptr()));
+  BatchPtr looked_up(b);
+  HostCopy copy = ReadHostBatch(looked_up.get(), spec);
+  EXPECT_EQ(copy.keys, keys);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectWindows(spec, written, keys, copy.columns, copy.mask, "remote lookup"));
+  replaydb_sample_options_t options;
+  replaydb_sample_options_init(&options);
+  options.timeout_ms = 5000;
+  C_ASSERT_OK(replaydb_table_sample(table.get(), 8, &options, &b, err_.ptr()));
+  BatchPtr sampled(b);
+  copy = ReadHostBatch(sampled.get(), spec);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectWindows(spec, written, copy.keys, copy.columns, copy.mask, "remote sample"));
+  replaydb_table_info_t info;
+  C_ASSERT_OK(replaydb_table_info(table.get(), &info, err_.ptr()));
+  ASSERT_OK_AND_ASSIGN(auto there, served->GetTable("remote"));
+  EXPECT_EQ(info.num_steps, there->Info().num_steps);
+  EXPECT_EQ(info.items_sampled, 8);
+  C_EXPECT_ERROR(replaydb_connect("ucx://127.0.0.1", nullptr, nullptr, 0, &d, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "is not ucx://HOST:PORT");
+  C_EXPECT_ERROR(replaydb_connect(nullptr, nullptr, nullptr, 0, &d, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_connect: address is NULL");
+  // A stopped server: every call says Unavailable, naming it.
+  const std::string address = server->address();
+  server.reset();
+  C_EXPECT_ERROR(replaydb_table_sample(table.get(), 1, &options, &b, err_.ptr()),
+                 REPLAYDB_UNAVAILABLE, address.substr(address.rfind(':')));
 }
 
 TEST_F(CApiTest, AppendManyAndVectorWritersReadBackAsWritten) {

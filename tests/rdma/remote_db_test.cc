@@ -126,7 +126,7 @@ TEST(RemoteDBTest, SeededRemoteSamplesAreByteIdenticalToLocalOnes) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(seed));
   ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
-  ASSERT_OK_AND_ASSIGN(const std::vector<std::string> names, remote->ListTables());
+  ASSERT_OK_AND_ASSIGN(const std::vector<std::string> names, remote->ListTablesOrError());
   EXPECT_EQ(names, s.local->ListTables());
   ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto lt, s.local->GetTable("t"));
@@ -168,8 +168,172 @@ TEST(RemoteDBTest, TheServersErrorsComeBackNamingWhatFailed) {
   EXPECT_EQ(waited.code(), Status::Code::kDeadlineExceeded) << waited.ToString();
   EXPECT_THAT(waited.message(), HasSubstr("table 'empty'"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
-  o.gather = false;
-  EXPECT_EQ(empty->Sample(1, o, &batch).code(), Status::Code::kNotSupported);
+  // Calls a remote table does not serve say so, naming themselves.
+  const Status device = empty->SampleToDevice(1, o, {}, nullptr);
+  EXPECT_EQ(device.code(), Status::Code::kNotSupported);
+  EXPECT_THAT(device.message(), HasSubstr("table 'empty' of " + s.address() +
+                                          ": SampleToDevice is not served"));
+  const auto verify = remote->Verify({});
+  EXPECT_EQ(verify.status().code(), Status::Code::kNotSupported);
+  EXPECT_THAT(verify.status().message(), HasSubstr("Verify runs where the database is"));
+  // A bad spec is refused here, naming what is wrong; a taken name there.
+  TableSpec bad = empty->spec();
+  bad.name = "bad";
+  bad.sequence_length = 0;
+  EXPECT_EQ(remote->CreateTable(bad).status().code(), Status::Code::kInvalidArgument);
+  const auto taken = remote->CreateTable(empty->spec());
+  EXPECT_EQ(taken.status().code(), Status::Code::kAlreadyExists) << taken.status().ToString();
+  EXPECT_THAT(taken.status().message(), HasSubstr("empty"));
+  const Status drop = remote->DropTable("nope");
+  EXPECT_EQ(drop.code(), Status::Code::kNotFound) << drop.ToString();
+  // A closed handle refuses its calls; the server's table stays.
+  empty->Close();
+  EXPECT_EQ(empty->Sample(1, o, &batch).code(), Status::Code::kFailedPrecondition);
+  EXPECT_OK(remote->GetTable("empty").status());
+}
+
+// Applies the same random calls to a remote table and to the same table
+// opened locally (a copy of the served database): every result is the same,
+// byte for byte. Writers (single, many steps at once, vector), priority
+// updates, samples with and without gathering, lookups, rate limiters,
+// Info, tables created and dropped, a checkpoint.
+TEST(RemoteDBTest, EveryServedCallGivesWhatTheSameLocalCallGives) {
+  const uint64_t seed = testing_util::TestSeed();
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(seed));
+  ConnectOptions co;
+  co.client_name = "twin test";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DB> remote, DB::Connect(s.address(), co));
+  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto lt, s.local->GetTable("t"));
+  const TableSpec spec = lt->spec();
+  std::mt19937_64 rng(seed ^ 0x5eed);
+  ASSERT_OK(rt->Seed(seed));
+  ASSERT_OK(lt->Seed(seed));
+  // Many steps per call.
+  {
+    ASSERT_OK_AND_ASSIGN(auto rw, rt->NewWriter());
+    ASSERT_OK_AND_ASSIGN(auto lw, lt->NewWriter());
+    for (int round = 0; round < 3; ++round) {
+      const int64_t n = 1 + static_cast<int64_t>(rng() % 9);
+      std::vector<Tensor> cols;
+      std::vector<ConstTensor> views;
+      for (const ColumnSpec& c : spec.columns) {
+        std::vector<int64_t> dims = {n};
+        for (const int64_t d : c.shape.dims()) dims.push_back(d);
+        Tensor t;
+        t.Reset(c.dtype, Shape::FromSpan(dims));
+        for (size_t i = 0; i < t.size_bytes(); ++i) t.data()[i] = std::byte(rng() & 0x7f);
+        cols.push_back(std::move(t));
+      }
+      for (const Tensor& t : cols) views.push_back(t.view());
+      std::vector<double> priorities;
+      if (round % 2 == 0) {
+        for (int64_t i = 0; i < n; ++i) priorities.push_back(0.5 + static_cast<double>(rng() % 9));
+      }
+      ASSERT_OK(rw->AppendMany(views, priorities));
+      ASSERT_OK(lw->AppendMany(views, priorities));
+      EXPECT_EQ(rw->trajectory_id(), lw->trajectory_id());
+      EXPECT_EQ(rw->num_steps(), lw->num_steps());
+    }
+    ASSERT_OK(rw->End(EndReason::kTerminal));
+    ASSERT_OK(lw->End(EndReason::kTerminal));
+  }
+  // A vector writer of 3 environments; environment 1 ends early.
+  {
+    ASSERT_OK_AND_ASSIGN(auto rv, rt->NewVectorWriter(3));
+    ASSERT_OK_AND_ASSIGN(auto lv, lt->NewVectorWriter(3));
+    for (int step = 0; step < 5; ++step) {
+      std::vector<Tensor> cols;
+      std::vector<ConstTensor> views;
+      for (const ColumnSpec& c : spec.columns) {
+        std::vector<int64_t> dims = {3};
+        for (const int64_t d : c.shape.dims()) dims.push_back(d);
+        Tensor t;
+        t.Reset(c.dtype, Shape::FromSpan(dims));
+        for (size_t i = 0; i < t.size_bytes(); ++i) t.data()[i] = std::byte(rng() & 0x7f);
+        cols.push_back(std::move(t));
+      }
+      for (const Tensor& t : cols) views.push_back(t.view());
+      ASSERT_OK(rv->Append(views));
+      ASSERT_OK(lv->Append(views));
+      for (size_t e = 0; e < 3; ++e) EXPECT_EQ(rv->trajectory_id(e), lv->trajectory_id(e));
+      if (step == 2) {
+        ASSERT_OK(rv->End(1, EndReason::kTerminal));
+        ASSERT_OK(lv->End(1, EndReason::kTerminal));
+      }
+    }
+    const size_t all[] = {0, 1, 2};
+    ASSERT_OK(rv->EndMany(all, EndReason::kTruncated));
+    ASSERT_OK(lv->EndMany(all, EndReason::kTruncated));
+  }
+  // Samples (with and without gathering), priority updates, lookups.
+  for (int i = 0; i < 4; ++i) {
+    SampleOptions o;
+    o.timeout = 10s;
+    o.gather = i != 1;
+    o.importance_beta = i == 2 ? 0.6 : -1;
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 32);
+    SampleBatch got;
+    SampleBatch want;
+    ASSERT_OK(rt->Sample(n, o, &got));
+    ASSERT_OK(lt->Sample(n, o, &want));
+    ASSERT_NO_FATAL_FAILURE(ExpectSameBatch(got, want)) << "sample " << i;
+    std::vector<double> priorities;
+    for (size_t k = 0; k < got.keys.size(); ++k) {
+      priorities.push_back(static_cast<double>(rng() % 1000) / 10);
+    }
+    std::vector<ItemKey> keys = got.keys;
+    keys.push_back(ItemKey{1} << 62);  // no such item: skipped
+    priorities.push_back(1.0);
+    PriorityUpdateResult ru;
+    PriorityUpdateResult lu;
+    ASSERT_OK(rt->UpdatePriorities(keys, priorities, &ru));
+    ASSERT_OK(lt->UpdatePriorities(keys, priorities, &lu));
+    EXPECT_EQ(ru.updated, lu.updated);
+    EXPECT_EQ(ru.skipped, 1);
+    EXPECT_EQ(lu.skipped, 1);
+    ASSERT_OK(rt->Lookup(got.keys, &got));
+    ASSERT_OK(lt->Lookup(want.keys, &want));
+    ASSERT_NO_FATAL_FAILURE(ExpectSameBatch(got, want)) << "lookup " << i;
+  }
+  const std::vector<ItemKey> missing = {ItemKey{1} << 62};
+  SampleBatch none;
+  const Status lookup = rt->Lookup(missing, &none);
+  EXPECT_EQ(lookup.code(), lt->Lookup(missing, &none).code());
+  const std::vector<double> bad = {-1.0};
+  const Status negative = rt->UpdatePriorities(missing, bad);
+  EXPECT_EQ(negative.code(), Status::Code::kInvalidArgument) << negative.ToString();
+  EXPECT_EQ(negative.message(), lt->UpdatePriorities(missing, bad).message());
+  // The rate limiter, and Info field for field.
+  const RateLimiterSpec limiter = RateLimiterSpec::SampleToInsertRatio(2.0, 3, 100.0);
+  ASSERT_OK(rt->SetRateLimiter(limiter));
+  ASSERT_OK(lt->SetRateLimiter(limiter));
+  const TableInfo ri = rt->Info();
+  const TableInfo li = lt->Info();
+  EXPECT_EQ(ri.name, li.name);
+  EXPECT_TRUE(ri.rate_limiter.spec == limiter);
+  for (const auto field :
+       {&TableInfo::num_steps, &TableInfo::num_items, &TableInfo::num_trajectories,
+        &TableInfo::num_open_trajectories, &TableInfo::steps_inserted,
+        &TableInfo::items_inserted, &TableInfo::items_sampled, &TableInfo::priority_updates,
+        &TableInfo::priority_updates_skipped, &TableInfo::blocks_used,
+        &TableInfo::bytes_capacity}) {
+    EXPECT_EQ(ri.*field, li.*field);
+  }
+  EXPECT_EQ(ri.placement, li.placement);
+  EXPECT_EQ(ri.max_priority_seen, li.max_priority_seen);
+  EXPECT_EQ(ri.rate_limiter.samples, li.rate_limiter.samples);
+  // Tables created and dropped there; a checkpoint.
+  std::mt19937_64 spec_rng(seed + 2);
+  const TableSpec made = RandomSpec(spec_rng, "made_remotely");
+  ASSERT_OK_AND_ASSIGN(auto created, remote->CreateTable(made));
+  EXPECT_EQ(created->spec().sequence_length, made.sequence_length);
+  ASSERT_OK(remote->Checkpoint());
+  ASSERT_OK_AND_ASSIGN(auto there, s.served->GetTable("made_remotely"));
+  EXPECT_EQ(there->spec().columns.size(), made.columns.size());
+  ASSERT_OK(remote->DropTable("made_remotely"));
+  EXPECT_EQ(remote->ListTables(), s.local->ListTables());
 }
 
 TEST(RemoteDBTest, AddressesAreCheckedNamingThem) {
@@ -211,18 +375,20 @@ TEST(RemoteDBTest, ASamplePayloadThatDoesNotAddUpIsCorruption) {
   }
   const std::string payload = EncodeSamplePayload(batch);
   SampleBatch back;
-  ASSERT_OK(DecodeSamplePayload(payload, spec, 3, spec.sequence_length, false, "peer", &back));
+  ASSERT_OK(
+      DecodeSamplePayload(payload, spec, 3, spec.sequence_length, false, true, "peer", &back));
   ASSERT_NO_FATAL_FAILURE(ExpectSameBatch(back, batch));
   for (const size_t cut : {size_t{0}, payload.size() / 2, payload.size() - 1}) {
     const Status s = DecodeSamplePayload(std::string_view(payload).substr(0, cut), spec, 3,
-                                         spec.sequence_length, false, "peer", &back);
+                                         spec.sequence_length, false, true, "peer", &back);
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << cut;
     EXPECT_THAT(s.message(), HasSubstr("sample of table 't' from peer: "));
   }
   const Status longer = DecodeSamplePayload(payload + "x", spec, 3, spec.sequence_length, false,
-                                            "peer", &back);
+                                            true, "peer", &back);
   EXPECT_THAT(longer.message(), HasSubstr("1 bytes more than the batch holds"));
-  const Status huge = DecodeSamplePayload(payload, spec, int64_t{1} << 40, 1, false, "peer", &back);
+  const Status huge =
+      DecodeSamplePayload(payload, spec, int64_t{1} << 40, 1, false, true, "peer", &back);
   EXPECT_EQ(huge.code(), Status::Code::kCorruption);
 }
 

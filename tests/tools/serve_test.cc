@@ -9,13 +9,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <regex>
 #include <string>
 #include <vector>
 
-#include "rdma/remote_db.h"
+#include "replaydb/db.h"
 #include "tests/test_util.h"
 
 #ifndef REPLAYDB_TOOL_PATH
@@ -108,6 +113,18 @@ class ServeProcess {
   std::string output_;
 };
 
+// What `command` (a shell line) prints.
+std::string Output(const std::string& command) {
+  std::string out;
+  FILE* f = ::popen(command.c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  ::pclose(f);
+  return out;
+}
+
 TableSpec Spec() {
   TableSpec spec;
   spec.name = "experience";
@@ -141,11 +158,11 @@ TEST(ServeTest, ServesSamplesAndStopsCleanlyOnSigterm) {
   ASSERT_FALSE(address.empty()) << "no listening line; output:\n" << serve.output();
   EXPECT_THAT(serve.output(), HasSubstr("database " + dir.path() + " (1 tables)"));
 
-  rdma::RemoteOptions o;
+  ConnectOptions o;
   o.client_name = "learner 1";
-  ASSERT_OK_AND_ASSIGN(auto remote, rdma::RemoteDB::Connect(address, o));
-  ASSERT_OK_AND_ASSIGN(auto names, remote->ListTables());
-  EXPECT_EQ(names, std::vector<std::string>{"experience"});
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(address, o));
+  EXPECT_EQ(remote->ListTables(), std::vector<std::string>{"experience"});
+  EXPECT_EQ(remote->path(), address);
   ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("experience"));
   SampleOptions so;
   so.timeout = 10s;
@@ -170,6 +187,61 @@ TEST(ServeTest, ServesSamplesAndStopsCleanlyOnSigterm) {
   EXPECT_EQ(local->Info().num_steps, steps);
 }
 
+// The shell opens a server as it opens a directory (`replaydb ucx://...`),
+// and a server started with --token-file lets in only clients that prove a
+// token of it.
+TEST(ServeTest, TheShellAndTokenHoldersReachAServerWithTokens) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  {
+    auto db = testing_util::OpenDB(dir.Sub("db"));
+    auto table = db->CreateTable(Spec());
+    ASSERT_OK(table.status());
+    auto writer = (*table)->NewWriter();
+    ASSERT_OK(writer.status());
+    for (int s = 0; s < 6; ++s) {
+      ASSERT_OK((*writer)->Append(testing_util::RandomStep(Spec(), rng).tensors));
+    }
+    ASSERT_OK((*writer)->End(EndReason::kTerminal));
+  }
+  std::string secret;
+  for (int i = 0; i < 48; ++i) secret.push_back("0123456789abcdef"[rng() % 16]);
+  const std::string tokens = dir.Sub("tokens");
+  {
+    std::ofstream(tokens) << "read-write " << secret << "\n";
+  }
+  ::chmod(tokens.c_str(), 0600);
+  ServeProcess serve({dir.Sub("db"), "--listen", "ucx://127.0.0.1:0", "--token-file", tokens});
+  const std::string address =
+      serve.WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"), 30s);
+  ASSERT_FALSE(address.empty()) << "no listening line; output:\n" << serve.output();
+  EXPECT_THAT(serve.output(), HasSubstr("tokens of " + tokens));
+  const auto refused = DB::Connect(address);
+  EXPECT_THAT(refused.status().message(), HasSubstr("requires a token"));
+  ConnectOptions o;
+  o.token_file = tokens;
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(address, o));
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("experience"));
+  EXPECT_EQ(table->Info().num_steps, 6);
+  EXPECT_FALSE(serve.WaitFor(std::regex("proved a read-write token"), 10s).empty())
+      << serve.output();
+  // The shell: the same commands against the server, with the token; none
+  // without it.
+  const std::string tool = REPLAYDB_TOOL_PATH;
+  const std::string out =
+      Output(tool + " " + address + " --token-file " + tokens + " -c tables --json 2>&1");
+  std::string compact = out;
+  std::erase_if(compact, [](char ch) { return ch == ' ' || ch == '\n'; });
+  EXPECT_THAT(compact, HasSubstr("\"name\":\"experience\"")) << out;
+  EXPECT_THAT(compact, HasSubstr("\"hot_steps\":6")) << out;
+  EXPECT_FALSE(serve.WaitFor(std::regex("is 'replaydb shell'"), 10s).empty()) << serve.output();
+  const std::string refused_shell = Output(tool + " " + address + " -c tables 2>&1");
+  EXPECT_THAT(refused_shell, HasSubstr("cannot open " + address));
+  EXPECT_THAT(refused_shell, HasSubstr("requires a token"));
+  ASSERT_EQ(::kill(serve.pid(), SIGTERM), 0);
+  EXPECT_EQ(serve.Exit(60s), 0) << serve.output();
+}
+
 TEST(ServeTest, ADatabaseAnotherProcessHoldsIsRefusedNamingIt) {
   testing_util::TempDir dir;
   auto db = testing_util::OpenDB(dir.path());
@@ -188,6 +260,15 @@ TEST(ServeTest, BadCommandLinesAreUsageErrors) {
   ServeProcess none({});
   EXPECT_EQ(none.Exit(30s), 2) << none.output();
   EXPECT_THAT(none.output(), HasSubstr("which database? give DIR"));
+  const std::string open_tokens = dir.Sub("tokens");
+  {
+    std::ofstream(open_tokens) << "read-write " << std::string(40, 'a') << "\n";
+  }
+  ::chmod(open_tokens.c_str(), 0644);
+  ServeProcess exposed({dir.Sub("db"), "--token-file", open_tokens});
+  EXPECT_EQ(exposed.Exit(30s), 2) << exposed.output();
+  EXPECT_THAT(exposed.output(), HasSubstr("is open to group or others (mode 0644): chmod 600"));
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("db")));
   ServeProcess bad_port({dir.Sub("db"), "--listen", "ucx://127.0.0.1:99999"});
   EXPECT_EQ(bad_port.Exit(30s), 2) << bad_port.output();
   EXPECT_THAT(bad_port.output(), HasSubstr("is not ucx://HOST:PORT"));

@@ -16,7 +16,8 @@ PACKAGES=(
   librocksdb-dev libzstd-dev liblz4-dev
   libhdf5-dev  # optional to the engine: the D4RL import (replaydb_d4rl), its tests, the tool's import-d4rl
   libjemalloc-dev
-  libucx-dev  # rdma/ (the network tier), when its code lands
+  libucx-dev  # rdma/: the network tier's transport
+  libssl-dev  # rdma/: HMAC-SHA256 of its tokens (libcrypto)
   libreadline-dev
   # tests
   libgtest-dev libgmock-dev

@@ -52,10 +52,12 @@ int ServeCommand(std::span<const std::string> args) {
   std::string listen(kServeDefaultListen);
   std::string workers_flag = "2";
   std::string threads_flag = "4";
+  std::string token_file;
   const FlagSpec flags[] = {{"help", &help, nullptr},
                             {"listen", nullptr, &listen},
                             {"workers", nullptr, &workers_flag},
-                            {"threads", nullptr, &threads_flag}};
+                            {"threads", nullptr, &threads_flag},
+                            {"token-file", nullptr, &token_file}};
   std::vector<std::string> positional;
   Status status = ParseFlags(args, flags, &positional);
   int workers = 0;
@@ -70,6 +72,7 @@ int ServeCommand(std::span<const std::string> args) {
   o.listen = listen;
   o.workers = workers;
   o.threads = threads;
+  o.token_file = token_file;
   o.log = LogLine;
   if (status.ok()) status = o.Validate();
   if (!status.ok()) {
@@ -78,8 +81,15 @@ int ServeCommand(std::span<const std::string> args) {
     return kExitUsage;
   }
   if (help) {
-    std::printf("usage: replaydb %s\n  %s\n", std::string(kServeUsage).c_str(),
-                std::string(kServeSummary).c_str());
+    std::printf(
+        "usage: replaydb %s\n  %s\n\n"
+        "  --listen ucx://HOST:PORT  where to listen (port 0: a free one); an address other\n"
+        "                            than loopback needs --token-file\n"
+        "  --workers N               transport threads, one UCP worker each (default 2)\n"
+        "  --threads N               threads that run requests (default 4)\n"
+        "  --token-file F            clients must prove a token of F (lines of 'read-write\n"
+        "                            SECRET' or 'read-only SECRET', mode 600)\n",
+        std::string(kServeUsage).c_str(), std::string(kServeSummary).c_str());
     return kExitOk;
   }
   // The signals that stop the server wait for sigwait below: blocked in
@@ -98,7 +108,8 @@ int ServeCommand(std::span<const std::string> args) {
   auto server = Server::Start(db->get(), o);
   if (!server.ok()) return Fail(server.status());
   LogLine("listening on " + (*server)->address() + ", database " + dir + " (" +
-          std::to_string((*db)->ListTables().size()) + " tables)");
+          std::to_string((*db)->ListTables().size()) + " tables)" +
+          (token_file.empty() ? "" : ", tokens of " + token_file));
   int signal = 0;
   sigwait(&stop, &signal);
   LogLine(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");

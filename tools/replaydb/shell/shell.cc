@@ -39,10 +39,18 @@ void CatchInterrupts() {
 const std::atomic<bool>* Shell::interrupt() const { return &g_interrupt; }
 
 Result<std::unique_ptr<Shell>> Shell::Open(const std::string& dir, bool read_only,
-                                           std::string* note) {
+                                           std::string* note, const std::string& token_file) {
   DBOptions options;
   options.create_if_missing = false;
   note->clear();
+  if (dir.starts_with("ucx://")) {
+    // A database that `replaydb serve` hosts: the same commands, run there.
+    ConnectOptions connect;
+    connect.client_name = "replaydb shell";
+    connect.token_file = token_file;
+    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<DB> db, DB::Connect(dir, connect));
+    return std::unique_ptr<Shell>(new Shell(std::move(db)));
+  }
   if (!read_only) {
     Result<std::unique_ptr<DB>> db = DB::Open(options, dir);
     if (db.ok()) return std::unique_ptr<Shell>(new Shell(std::move(*db)));
@@ -351,6 +359,7 @@ int ShellCommand(std::span<const std::string> args) {
   bool help = false;
   bool json = false;
   bool read_only = false;
+  std::string token_file;
   std::vector<std::string> commands;
   std::vector<std::string> positional;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -366,6 +375,13 @@ int ShellCommand(std::span<const std::string> args) {
       json = true;
     } else if (a == "--read-only") {
       read_only = true;
+    } else if (a == "--token-file") {
+      if (i + 1 >= args.size()) {
+        std::fprintf(stderr, "replaydb shell: --token-file needs a file\nusage: replaydb %s\n",
+                     std::string(kShellUsage).c_str());
+        return kExitUsage;
+      }
+      token_file = args[++i];
     } else if (a == "--help" || a == "-h") {
       help = true;
     } else if (a.starts_with("-") && a != "-") {
@@ -395,7 +411,8 @@ int ShellCommand(std::span<const std::string> args) {
         return SplitWords(c, &words).ok() && !words.empty() && words[0] == "verify";
       });
   std::string note;
-  Result<std::unique_ptr<Shell>> shell = Shell::Open(dir, read_only || only_verify, &note);
+  Result<std::unique_ptr<Shell>> shell =
+      Shell::Open(dir, read_only || only_verify, &note, token_file);
   if (!shell.ok()) {
     std::fprintf(stderr, "replaydb: cannot open %s: %s\n", dir.c_str(),
                  shell.status().message().c_str());

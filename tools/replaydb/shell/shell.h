@@ -41,7 +41,7 @@
 namespace replaydb::tools {
 
 inline constexpr std::string_view kShellUsage =
-    "shell DIR [-c COMMAND]... [--json] [--read-only]";
+    "shell DIR|ucx://HOST:PORT [-c COMMAND]... [--json] [--read-only] [--token-file F]";
 inline constexpr std::string_view kShellSummary =
     "inspect a database: interactive, -c COMMAND, or commands on stdin (also: replaydb DIR)";
 
@@ -59,9 +59,12 @@ struct CommandOutput {
 class Shell {
  public:
   // Opens the database in `dir` (read-only when `read_only`, or when another
-  // process holds it; *note then says so).
+  // process holds it; *note then says so), or connects to the server at
+  // `dir` when it is ucx://HOST:PORT (DB::Connect, proving the token of
+  // `token_file` when not empty).
   static Result<std::unique_ptr<Shell>> Open(const std::string& dir, bool read_only,
-                                             std::string* note);
+                                             std::string* note,
+                                             const std::string& token_file = {});
 
   DB& db() { return *db_; }
   // Set by SIGINT (Ctrl-C) while a command runs; long commands stop early

@@ -1,0 +1,176 @@
+"""replaydb.connect: a database that `replaydb serve` hosts, used from Python
+as a local one is, by several processes at once (actors writing, a learner
+sampling), over UCX on 127.0.0.1 with TCP and with shared memory. Every
+server a test starts is stopped by it; every wait is bounded."""
+
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import replaydb
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = os.environ.get("REPLAYDB_TOOL", str(ROOT / "build" / "bin" / "replaydb"))
+
+pytestmark = pytest.mark.skipif(not Path(TOOL).exists(),
+                                reason=f"the replaydb tool is not built ({TOOL})")
+
+
+class Server:
+    """`replaydb serve DIR` on a free loopback port, its output collected."""
+
+    def __init__(self, path, env):
+        self.proc = subprocess.Popen(
+            [TOOL, "serve", path, "--listen", "ucx://127.0.0.1:0", "--workers", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        self.output = ""
+        self.address = self.wait_for(r"listening on (ucx://127\.0\.0\.1:\d+)", 30)
+        assert self.address, f"no listening line:\n{self.output}"
+
+    def wait_for(self, pattern, seconds):
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            found = re.search(pattern, self.output)
+            if found:
+                return found.group(1) if found.groups() else found.group(0)
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                self.output += chunk.decode(errors="replace")
+        return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rest, _ = self.proc.communicate(timeout=60)
+                self.output += rest.decode(errors="replace")
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.communicate()
+        return self.proc.returncode
+
+
+@pytest.fixture(params=["tcp", "shm"])
+def served(request, db_path):
+    """A served database, reached over UCX_TLS=tcp or shared memory (sm:
+    posix/sysv/cma, with tcp for the connection's set-up)."""
+    tls = "tcp" if request.param == "tcp" else "sm,tcp"
+    env = dict(os.environ, UCX_TLS=tls)
+    before = os.environ.get("UCX_TLS")
+    os.environ["UCX_TLS"] = tls  # this process's clients read it as they connect
+    with replaydb.open(db_path) as db:
+        db.create_table("experience", {"obs": ("float32", (4,)), "reward": "float32"},
+                        capacity_steps=4096, selector="prioritized", sequence_length=2)
+    server = Server(db_path, env)
+    try:
+        yield server, env
+    finally:
+        code = server.stop()
+        if before is None:
+            os.environ.pop("UCX_TLS", None)
+        else:
+            os.environ["UCX_TLS"] = before
+    assert code == 0, server.output
+    assert "stopped; database checkpointed and closed" in server.output
+
+
+def test_a_connected_database_writes_samples_and_updates_as_a_local_one(served, rng):
+    server, _ = served
+    db = replaydb.connect(server.address, client_name="pytest learner")
+    assert db.path == server.address
+    assert db.tables() == ["experience"]
+    table = db["experience"]
+    rows = rng.standard_normal((12, 4)).astype(np.float32)
+    with table.writer() as w:
+        for i, row in enumerate(rows):
+            w.append({"obs": row, "reward": float(i)}, priority=1.0 + i)
+        w.end()
+    vw = table.vector_writer(3)
+    for step in range(4):
+        vw.append({"obs": np.full((3, 4), step, np.float32), "reward": np.arange(3, dtype=np.float32)})
+    vw.end_many([0, 1, 2])
+    vw.close()
+    info = table.info()
+    assert info["num_steps"] == 12 + 12
+    table.seed(7)
+    batch = table.sample(16, importance_beta=0.5, timeout=10)
+    obs = np.asarray(batch["obs"])
+    assert obs.shape == (16, 2, 4)
+    # Every window of the single writer's trajectory is two consecutive rows.
+    for item in range(16):
+        if np.asarray(batch.mask)[item].all() and obs[item, 0, 0] not in (0, 1, 2, 3):
+            first = np.flatnonzero((rows == obs[item, 0]).all(axis=1))
+            assert first.size == 1 and np.array_equal(rows[first[0] + 1], obs[item, 1])
+    updated, skipped = table.update_priorities(batch.item_keys, np.full(16, 5.0))
+    assert skipped == 0 and updated == 16
+    again = table.lookup(batch.item_keys)
+    assert np.array_equal(np.asarray(again["obs"]), obs)
+    assert server.wait_for(r"is 'pytest learner'", 10), server.output
+    with pytest.raises(replaydb.NotFoundError, match="nope"):
+        db.table("nope")
+    with pytest.raises(replaydb.NotSupportedError, match="DeleteItems is not served"):
+        table.delete(batch.item_keys)
+    db.close()
+
+
+ACTOR = textwrap.dedent("""
+    import sys, numpy as np, replaydb
+    address, actor = sys.argv[1], int(sys.argv[2])
+    db = replaydb.connect(address, client_name=f"actor {actor}")
+    table = db["experience"]
+    with table.writer() as w:
+        for t in range(3):
+            for s in range(10):
+                w.append({"obs": np.full(4, actor, np.float32), "reward": float(s)})
+            w.end()
+    print("actor", actor, "done", flush=True)
+""")
+
+
+def test_four_actor_processes_and_a_learner_share_one_table(served):
+    server, env = served
+    env = dict(env, PYTHONPATH=str(ROOT / "python"))
+    actors = [subprocess.Popen([sys.executable, "-c", ACTOR, server.address, str(a)], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+              for a in range(4)]
+    outputs = [a.communicate(timeout=120)[0].decode() for a in actors]
+    for a, out in zip(actors, outputs):
+        assert a.returncode == 0, out
+    db = replaydb.connect(server.address, client_name="learner")
+    table = db["experience"]
+    assert table.info()["num_steps"] == 4 * 3 * 10
+    obs = np.asarray(table.sample(64, timeout=10)["obs"])
+    assert set(np.unique(obs[:, 0, 0]).tolist()) <= {0.0, 1.0, 2.0, 3.0}
+    db.close()
+
+
+def test_a_dead_address_is_unavailable_within_the_timeout():
+    start = time.monotonic()
+    with pytest.raises(replaydb.UnavailableError):
+        replaydb.connect("ucx://127.0.0.1:1", connect_timeout=5)
+    assert time.monotonic() - start < 30
+    with pytest.raises(replaydb.InvalidArgumentError, match="is not ucx://HOST:PORT"):
+        replaydb.connect("ucx://127.0.0.1")
+
+
+def test_the_cluster_demo_runs_its_actors_and_learner():
+    build = Path(TOOL).parents[1]
+    done = subprocess.run(["bash", str(ROOT / "tools" / "cluster-demo.sh"), "--seconds", "1",
+                           "--build", str(build.resolve())], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHON=sys.executable))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for who in ("actor 0:", "actor 3:", "learner:", "server log:"):
+        assert who in done.stdout, done.stdout
+    assert "stopped; database checkpointed and closed" in done.stdout
