@@ -26,8 +26,9 @@ std::string CheckBenchRecord(std::string_view line, std::string_view bench) {
   JsonValue v;
   if (!JsonParser::Parse(line, &v)) return "not valid JSON";
   if (v.type != JsonValue::Type::kObject) return "not a JSON object";
-  const std::vector<std::string> in_order = {"bench",   "params",       "value", "unit",
-                                             "ceiling", "ceiling_name", "ratio"};
+  std::vector<std::string> in_order = {"bench",   "params",       "value", "unit",
+                                       "ceiling", "ceiling_name", "ratio"};
+  if (v.keys.size() == in_order.size() + 1) in_order.push_back("note");  // optional, last
   if (v.keys != in_order) {
     std::string got;
     for (const std::string& k : v.keys) got += (got.empty() ? "" : ",") + k;
@@ -232,6 +233,29 @@ TEST_F(ToolTest, BenchJsonQuickInsertPrintsOnlyInsertRecords) {
                 name.rfind("stderr.", 0) == 0)
         << name;
   }
+}
+
+// The remote rows run against a `replaydb serve` process of their own and
+// carry ucx_perftest's ceiling from the same run (ucx-utils, which
+// tools/scripts/install-deps.sh installs); the server is stopped after.
+TEST_F(ToolTest, BenchRemoteSmallRowsCarryUcxPerftestsCeiling) {
+  ToolRun run = Run({"bench", "--json", "--quick", "--filter", "remote_small"},
+                    std::chrono::seconds(300));
+  ASSERT_EQ(run.exit_code, 0) << "stderr:\n" << run.err << "\nstdout:\n" << run.out;
+  std::set<std::string> calls;
+  for (const std::string& line : Lines(run.out)) {
+    SCOPED_TRACE(line);
+    ASSERT_EQ(CheckBenchRecord(line, "remote_small"), "");
+    JsonValue v;
+    ASSERT_TRUE(JsonParser::Parse(line, &v));
+    calls.insert(v.Find("params")->Find("call")->string);
+    EXPECT_EQ(v.Find("unit")->string, "us");
+    EXPECT_GT(v.Find("value")->number, 0);
+    EXPECT_EQ(v.Find("ceiling")->type, JsonValue::Type::kNumber) << "no ucx_perftest ceiling";
+    EXPECT_EQ(v.Find("ceiling_name")->string, "am_lat_rtt+local tcp");
+    EXPECT_NE(v.Find("note")->string.find("am_lat round trip"), std::string::npos);
+  }
+  EXPECT_EQ(calls, (std::set<std::string>{"sample_B1_64B", "update_1_key"})) << run.out;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ PACKAGES=(
   libjemalloc-dev
   libucx-dev  # rdma/: the network tier's transport
   libssl-dev  # rdma/: HMAC-SHA256 of its tokens (libcrypto)
+  ucx-utils   # ucx_perftest: the ceilings of `replaydb bench --filter remote`
   libreadline-dev
   # tests
   libgtest-dev libgmock-dev

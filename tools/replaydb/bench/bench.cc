@@ -592,6 +592,7 @@ std::vector<CaseWithTarget> AllCases(bool big) {
   }
   for (CaseWithTarget& c : DurabilityCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : ColdCases()) cases.push_back(std::move(c));
+  for (CaseWithTarget& c : RemoteCases()) cases.push_back(std::move(c));
   // Before the priority cases, whose shared table stays until the run ends.
   for (CaseWithTarget& c : GpuCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : PriorityCases(big)) cases.push_back(std::move(c));
@@ -675,6 +676,14 @@ void PrintTableFooter() {
       "tools/analysis/gather_summary.py)\n"
       "  vector_insert envs=4096 step_bytes=1024 (H100)   <= 20 us per call (4096 x 1 KiB from "
       "device memory)\n"
+      "  remote_insert step_bytes=16384                   >= 70%% of ucp_am_bw (ratio >= 0.70)\n"
+      "  remote_sample step_bytes=4096 batch=256 L=32     >= 60%% of tag_bw (ratio >= 0.60)\n"
+      "  remote_small                                     p50 <= 1.5 x (am_lat round trip + the "
+      "local call)\n"
+      "remote rows: a `replaydb serve` process and this one over UCX_TLS=tcp on 127.0.0.1; their\n"
+      "ceilings come from ucx_perftest (ucx-utils) run in the same invocation over tcp:\n"
+      "ucp_am_bw of messages of a call's bytes (16 KiB, 1 MiB), tag_bw of 4 MiB, ucp_am_lat of\n"
+      "8 B (one way, doubled); remote_insert's table is unlogged (the network path, not the log)\n"
       "priority rows are microseconds per call of 4096 draws or updates; their ceiling is a\n"
       "baseline measured in the same run (prefix sum + search, or prefix-sum rebuild) and\n"
       "ratio = value / baseline, so 1 / ratio is the speed-up; the vector_insert row likewise\n"

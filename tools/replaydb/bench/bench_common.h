@@ -81,7 +81,7 @@ struct Timing {
 
 // The goal a row is held to.
 struct Target {
-  enum class Kind { kRatioAtLeast, kValueAtLeast, kValueAtMost };
+  enum class Kind { kRatioAtLeast, kRatioAtMost, kValueAtLeast, kValueAtMost };
   Kind kind = Kind::kRatioAtLeast;
   double threshold = 0;
   std::string text;  // printed beside the row and in the footer
@@ -110,6 +110,7 @@ struct BenchResult {
     if (target->kind == Target::Kind::kValueAtMost) return value <= target->threshold;
     std::optional<double> r = ratio();
     if (!r.has_value()) return std::nullopt;
+    if (target->kind == Target::Kind::kRatioAtMost) return *r <= target->threshold;
     return *r >= target->threshold;
   }
 };
@@ -348,6 +349,10 @@ std::vector<CaseWithTarget> DurabilityCases();
 // The cold-tier benches (tools/replaydb/bench/bench_cold.cc): spill, reload,
 // sample_rotating.
 std::vector<CaseWithTarget> ColdCases();
+// The remote benches (tools/replaydb/bench/bench_remote.cc): remote_insert,
+// remote_sample, remote_small, each against a `replaydb serve` process, with
+// ucx_perftest's ceilings.
+std::vector<CaseWithTarget> RemoteCases();
 
 }  // namespace replaydb::tools
 

@@ -1,0 +1,476 @@
+// The remote benches: a `replaydb serve` process of its own (this binary,
+// started for each row) and this process as its client over UCX on
+// 127.0.0.1 with UCX_TLS=tcp, against ceilings that `ucx_perftest`
+// (ucx-utils) measures in the same run over the same transport:
+//
+//   remote_insert   16 KiB steps from 1 and 4 writers (threads of this
+//                   process, a connection each), one Append per step and
+//                   AppendMany of 64 steps per call; bytes/s of step data
+//                   against ucp_am_bw of messages of a call's bytes (16 KiB,
+//                   1 MiB). The table is unlogged: the row measures the
+//                   network path, not the log.
+//   remote_sample   B=256 windows of L=32 steps of 4 KiB (32 MiB a batch),
+//                   bytes/s against tag_bw of 4 MiB messages.
+//   remote_small    p50 microseconds of a sample of B=1 of 64 B steps, and of
+//                   an update of 1 key, against the am_lat round trip (twice
+//                   ucp_am_lat's one-way p50) plus the same call's p50 on a
+//                   local table; ratio = value / that.
+//
+// Where ucx_perftest is not installed the rows have no ceiling, and say so.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "tools/replaydb/bench/bench_common.h"
+
+namespace replaydb::tools {
+namespace {
+
+constexpr char kTransport[] = "tcp";
+
+// A TCP port free on 127.0.0.1 now (0 when none could be had).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// A child process running `argv` with UCX_TLS set, its stdout and stderr
+// read through a pipe; killed (and reaped) when the object goes.
+class Child {
+ public:
+  static Result<std::unique_ptr<Child>> Start(std::vector<std::string> argv) {
+    int out[2];
+    if (::pipe(out) != 0) return Status::IOError("pipe: " + std::string(std::strerror(errno)));
+    const pid_t pid = ::fork();
+    if (pid < 0) return Status::IOError("fork: " + std::string(std::strerror(errno)));
+    if (pid == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(out[1], 2);
+      ::close(out[0]);
+      ::close(out[1]);
+      ::setenv("UCX_TLS", kTransport, 1);
+      std::vector<char*> args;
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      std::_Exit(127);
+    }
+    ::close(out[1]);
+    return std::unique_ptr<Child>(new Child(pid, out[0]));
+  }
+  ~Child() {
+    if (!reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(fd_);
+  }
+  // Reads output until `pattern` matches (its first group, or all of it)
+  // or `timeout` passes, or the output ends (empty).
+  std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
+    const auto until = Clock::now() + timeout;
+    while (true) {
+      std::smatch m;
+      if (std::regex_search(output_, m, pattern)) return m.size() > 1 ? m[1].str() : m[0].str();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+      if (left.count() <= 0 || !ReadSome(static_cast<int>(left.count()))) return "";
+    }
+  }
+  // Waits up to `timeout` for the exit, reading the rest of the output;
+  // the exit status, or -1 (then killed).
+  int Wait(std::chrono::milliseconds timeout) {
+    const auto until = Clock::now() + timeout;
+    while (Clock::now() < until) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        while (ReadSome(50)) {
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      ReadSome(20);
+    }
+    return -1;
+  }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  const std::string& output() const { return output_; }
+
+ private:
+  Child(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  bool ReadSome(int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+    char buf[4096];
+    const ssize_t n = ::read(fd_, buf, sizeof(buf));
+    if (n <= 0) return false;
+    output_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  pid_t pid_;
+  int fd_;
+  bool reaped_ = false;
+  std::string output_;
+};
+
+// ucx_perftest's numbers for one test: the one-way latency's p50 (us) and
+// the bandwidth (bytes/s; it prints MB/s of 2^20 bytes).
+struct Perf {
+  double p50_us = 0;
+  double bytes_per_second = 0;
+};
+
+// Runs ucx_perftest `test` with messages of `bytes`, a server and a client
+// process over kTransport on 127.0.0.1. NotFound when ucx_perftest is not
+// installed.
+Result<Perf> UcxPerftest(const std::string& test, size_t bytes, int iterations) {
+  if (std::system("command -v ucx_perftest >/dev/null 2>&1") != 0) {
+    return Status::NotFound("ucx_perftest is not installed (Debian's ucx-utils)");
+  }
+  std::string last_error;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const int port = FreePort();
+    if (port == 0) return Status::IOError("no free TCP port on 127.0.0.1 for ucx_perftest");
+    REPLAYDB_ASSIGN_OR_RETURN(auto server,
+                              Child::Start({"ucx_perftest", "-p", std::to_string(port)}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REPLAYDB_ASSIGN_OR_RETURN(
+        auto client,
+        Child::Start({"ucx_perftest", "127.0.0.1", "-p", std::to_string(port), "-t", test, "-s",
+                      std::to_string(bytes), "-n", std::to_string(iterations), "-w",
+                      std::to_string(std::max(1, iterations / 10)), "-f"}));
+    const int status = client->Wait(std::chrono::seconds(120));
+    server->Wait(std::chrono::seconds(10));
+    // The last line of numbers: iterations, p50, average, overall
+    // (latency, us), average and overall bandwidth (MB/s), message rates.
+    std::istringstream lines(client->output());
+    std::string line;
+    std::vector<double> numbers;
+    while (std::getline(lines, line)) {
+      std::istringstream words(line);
+      std::vector<double> v;
+      double x = 0;
+      while (words >> x) v.push_back(x);
+      if (v.size() == 8 && words.eof()) numbers = v;
+    }
+    if (status == 0 && numbers.size() == 8) {
+      return Perf{numbers[1], numbers[5] * 1048576.0};
+    }
+    last_error = "ucx_perftest -t " + test + " exited " + std::to_string(status) + ": " +
+                 client->output().substr(0, 400);
+  }
+  return Status::Internal(last_error);
+}
+
+// `replaydb serve` (this binary) on a fresh database in `dir`, on a free port.
+struct Served {
+  std::unique_ptr<Child> process;
+  std::string address;
+
+  static Result<Served> Start(const std::string& dir) {
+    Served s;
+    REPLAYDB_ASSIGN_OR_RETURN(s.process,
+                              Child::Start({"/proc/self/exe", "serve", dir, "--listen",
+                                            "ucx://127.0.0.1:0", "--workers", "1", "--threads",
+                                            "4"}));
+    s.address = s.process->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"),
+                                   std::chrono::seconds(30));
+    if (s.address.empty()) {
+      return Status::Internal("replaydb serve did not start: " + s.process->output());
+    }
+    return s;
+  }
+  Status Stop() {
+    process->Signal(SIGTERM);
+    const int status = process->Wait(std::chrono::seconds(60));
+    if (status != 0) {
+      return Status::Internal("replaydb serve exited " + std::to_string(status) + ": " +
+                              process->output());
+    }
+    return Status::OK();
+  }
+};
+
+// Runs `body` with a DB connected to a server of a fresh database holding
+// `spec`'s table, over kTransport; stops the server after.
+Result<BenchResult> WithServedTable(const TableSpec& spec,
+                                    const std::function<Result<BenchResult>(DB*)>& body) {
+  REPLAYDB_ASSIGN_OR_RETURN(auto dir, TempDir::Make());
+  ::setenv("UCX_TLS", kTransport, 1);  // this process's connections
+  REPLAYDB_ASSIGN_OR_RETURN(Served served, Served::Start(dir->path() + "/db"));
+  Result<BenchResult> result = [&]() -> Result<BenchResult> {
+    ConnectOptions o;
+    o.client_name = "replaydb bench";
+    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<DB> remote, DB::Connect(served.address, o));
+    REPLAYDB_RETURN_IF_ERROR(remote->CreateTable(spec).status());
+    return body(remote.get());
+  }();
+  const Status stopped = served.Stop();
+  if (result.ok() && !stopped.ok()) return stopped;
+  return result;
+}
+
+TableSpec BytesSpec(const std::string& name, int64_t step_bytes, int64_t capacity_steps,
+                    int64_t sequence_length) {
+  TableSpec spec;
+  spec.name = name;
+  spec.columns = {{"data", DType::kU8, Shape{step_bytes}}};
+  spec.capacity_steps = capacity_steps;
+  spec.sequence_length = sequence_length;
+  spec.logging = TableLogging::kOff;
+  return spec;
+}
+
+void SetCeiling(const Result<Perf>& perf, double value, const std::string& name,
+                BenchResult* r) {
+  if (perf.ok()) {
+    r->ceiling = value;
+    r->ceiling_name = name;
+  } else {
+    r->ceiling_name = name;
+    r->note = "no ceiling: " + perf.status().message();
+  }
+}
+
+Result<BenchResult> RunRemoteInsert(const Timing& timing, int writers, int64_t per_call) {
+  constexpr int64_t kStepBytes = 16384;
+  const TableSpec spec = BytesSpec("remote_insert", kStepBytes, 1 << 14, 1);
+  BenchResult r;
+  REPLAYDB_ASSIGN_OR_RETURN(r, WithServedTable(spec, [&](DB* remote) -> Result<BenchResult> {
+    // One connection per writer, as separate actors have.
+    std::vector<std::unique_ptr<DB>> connections;
+    std::vector<std::shared_ptr<Table>> tables;
+    for (int w = 0; w < writers; ++w) {
+      ConnectOptions o;
+      o.client_name = "bench writer " + std::to_string(w);
+      REPLAYDB_ASSIGN_OR_RETURN(auto db, DB::Connect(remote->path(), o));
+      REPLAYDB_ASSIGN_OR_RETURN(auto t, db->GetTable(spec.name));
+      connections.push_back(std::move(db));
+      tables.push_back(std::move(t));
+    }
+    std::vector<uint8_t> data(static_cast<size_t>(kStepBytes * per_call));
+    FillPattern(data.data(), data.size(), 7);
+    BenchResult out;
+    out.unit = "B/s";
+    REPLAYDB_ASSIGN_OR_RETURN(out.value, Median(timing.repetitions, [&]() -> Result<double> {
+      std::atomic<int64_t> bytes{0};
+      std::vector<Status> errors(static_cast<size_t>(writers));
+      const auto start = Clock::now();
+      std::vector<std::thread> threads;
+      for (int w = 0; w < writers; ++w) {
+        threads.emplace_back([&, w] {
+          WriterOptions wo;
+          wo.timeout = kCallTimeout;
+          auto writer = tables[static_cast<size_t>(w)]->NewWriter(wo);
+          if (!writer.ok()) {
+            errors[static_cast<size_t>(w)] = writer.status();
+            return;
+          }
+          const ConstTensor one{DType::kU8, Shape{kStepBytes}, data.data(),
+                                static_cast<size_t>(kStepBytes)};
+          const ConstTensor many{DType::kU8, Shape{per_call, kStepBytes}, data.data(),
+                                 data.size()};
+          int64_t done = 0;
+          while (Clock::now() - start < timing.duration) {
+            const Status s = per_call == 1 ? (*writer)->Append(std::span(&one, 1))
+                                           : (*writer)->AppendMany(std::span(&many, 1));
+            if (!s.ok()) {
+              errors[static_cast<size_t>(w)] = s;
+              return;
+            }
+            done += per_call;
+            if (done % 1024 < per_call) (void)(*writer)->End(EndReason::kTruncated);
+          }
+          (void)(*writer)->End(EndReason::kTruncated);
+          bytes += done * kStepBytes;
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (const Status& e : errors) REPLAYDB_RETURN_IF_ERROR(e);
+      return static_cast<double>(bytes.load()) / Seconds(Clock::now() - start).count();
+    }));
+    return out;
+  }));
+  // The same bytes per message as a call sends.
+  const size_t message = static_cast<size_t>(kStepBytes * per_call);
+  const Result<Perf> perf =
+      UcxPerftest("ucp_am_bw", message, per_call == 1 ? 20000 : 1000);
+  SetCeiling(perf, perf.ok() ? perf->bytes_per_second : 0,
+             per_call == 1 ? "ucp_am_bw 16KiB tcp" : "ucp_am_bw 1MiB tcp", &r);
+  return r;
+}
+
+Result<BenchResult> RunRemoteSample(const Timing& timing) {
+  constexpr int64_t kStepBytes = 4096;
+  constexpr int64_t kBatch = 256;
+  constexpr int64_t kL = 32;
+  const TableSpec spec = BytesSpec("remote_sample", kStepBytes, 1 << 14, kL);
+  BenchResult r;
+  REPLAYDB_ASSIGN_OR_RETURN(r, WithServedTable(spec, [&](DB* remote) -> Result<BenchResult> {
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, remote->GetTable(spec.name));
+    {  // Fills the table: 8192 steps in trajectories of 256, 64 steps a call.
+      REPLAYDB_ASSIGN_OR_RETURN(auto writer, table->NewWriter());
+      std::vector<uint8_t> data(static_cast<size_t>(kStepBytes * 64));
+      FillPattern(data.data(), data.size(), 3);
+      const ConstTensor many{DType::kU8, Shape{64, kStepBytes}, data.data(), data.size()};
+      for (int i = 0; i < 128; ++i) {
+        REPLAYDB_RETURN_IF_ERROR(writer->AppendMany(std::span(&many, 1)));
+        if (i % 4 == 3) REPLAYDB_RETURN_IF_ERROR(writer->End(EndReason::kTerminal));
+      }
+    }
+    SampleBatch batch;
+    REPLAYDB_ASSIGN_OR_RETURN(const double rate,
+                              Median(timing.repetitions, [&]() -> Result<double> {
+                                return SampleRate(table.get(), kBatch, timing.duration, &batch);
+                              }));
+    BenchResult out;
+    out.value = rate * static_cast<double>(kBatch * kL * kStepBytes);
+    out.unit = "B/s";
+    return out;
+  }));
+  const Result<Perf> perf = UcxPerftest("tag_bw", size_t{4} << 20, 400);
+  SetCeiling(perf, perf.ok() ? perf->bytes_per_second : 0, "tag_bw 4MiB tcp", &r);
+  return r;
+}
+
+// p50 microseconds of `call` over `duration` (at least 200 calls).
+Result<double> P50Micros(Seconds duration, const std::function<Status()>& call) {
+  std::vector<double> micros;
+  const auto start = Clock::now();
+  for (int i = 0; i < 20; ++i) REPLAYDB_RETURN_IF_ERROR(call());
+  while (micros.size() < 200 || Clock::now() - start < duration) {
+    const auto t0 = Clock::now();
+    REPLAYDB_RETURN_IF_ERROR(call());
+    micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (micros.size() >= 1000000) break;
+  }
+  std::nth_element(micros.begin(), micros.begin() + static_cast<ptrdiff_t>(micros.size() / 2),
+                   micros.end());
+  return micros[micros.size() / 2];
+}
+
+// The small calls on `table`: sample (B=1) or update (1 key).
+std::function<Status()> SmallCall(Table* table, bool update, SampleBatch* batch,
+                                  std::vector<ItemKey>* keys) {
+  if (!update) {
+    return [table, batch] {
+      SampleOptions o;
+      o.timeout = kCallTimeout;
+      return table->Sample(1, o, batch);
+    };
+  }
+  return [table, keys] {
+    static thread_local double p = 1.0;
+    p = p >= 100 ? 1.0 : p + 1;
+    const double priorities[] = {p};
+    return table->UpdatePriorities(std::span(keys->data(), 1), priorities);
+  };
+}
+
+Status FillSmall(Table* table, std::vector<ItemKey>* keys) {
+  REPLAYDB_ASSIGN_OR_RETURN(auto writer, table->NewWriter());
+  std::vector<uint8_t> data(64 * 64);
+  FillPattern(data.data(), data.size(), 5);
+  const ConstTensor many{DType::kU8, Shape{64, 64}, data.data(), data.size()};
+  REPLAYDB_RETURN_IF_ERROR(writer->AppendMany(std::span(&many, 1)));
+  REPLAYDB_RETURN_IF_ERROR(writer->End(EndReason::kTerminal));
+  SampleBatch b;
+  SampleOptions o;
+  o.timeout = kCallTimeout;
+  REPLAYDB_RETURN_IF_ERROR(table->Sample(1, o, &b));
+  *keys = b.keys;
+  return Status::OK();
+}
+
+Result<BenchResult> RunRemoteSmall(DB* local_db, const Timing& timing, bool update) {
+  TableSpec spec = BytesSpec(update ? "remote_small_update" : "remote_small_sample", 64, 4096, 1);
+  spec.selector = SelectorKind::kPrioritized;
+  // The same call on a local table.
+  double local = 0;
+  REPLAYDB_RETURN_IF_ERROR(WithTable(local_db, spec, [&](Table* t) -> Result<BenchResult> {
+                             std::vector<ItemKey> keys;
+                             REPLAYDB_RETURN_IF_ERROR(FillSmall(t, &keys));
+                             SampleBatch batch;
+                             REPLAYDB_ASSIGN_OR_RETURN(
+                                 local, P50Micros(timing.duration,
+                                                  SmallCall(t, update, &batch, &keys)));
+                             return BenchResult{};
+                           }).status());
+  BenchResult r;
+  REPLAYDB_ASSIGN_OR_RETURN(r, WithServedTable(spec, [&](DB* remote) -> Result<BenchResult> {
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, remote->GetTable(spec.name));
+    std::vector<ItemKey> keys;
+    REPLAYDB_RETURN_IF_ERROR(FillSmall(table.get(), &keys));
+    SampleBatch batch;
+    BenchResult out;
+    REPLAYDB_ASSIGN_OR_RETURN(
+        out.value, P50Micros(timing.duration, SmallCall(table.get(), update, &batch, &keys)));
+    out.unit = "us";
+    return out;
+  }));
+  const Result<Perf> perf = UcxPerftest("ucp_am_lat", 8, 20000);
+  SetCeiling(perf, perf.ok() ? 2 * perf->p50_us + local : 0, "am_lat_rtt+local tcp", &r);
+  char note[160];
+  std::snprintf(note, sizeof(note), "local call p50 %.2f us; am_lat round trip %.2f us", local,
+                perf.ok() ? 2 * perf->p50_us : 0.0);
+  r.note = r.note.empty() ? note : r.note + "; " + note;
+  return r;
+}
+
+}  // namespace
+
+std::vector<CaseWithTarget> RemoteCases() {
+  std::vector<CaseWithTarget> cases;
+  const Target bw{Target::Kind::kRatioAtLeast, 0.7, "ratio >= 0.70"};
+  for (const int writers : {1, 4}) {
+    for (const int64_t per_call : {int64_t{1}, int64_t{64}}) {
+      cases.push_back({{"remote_insert",
+                        // (transport first: `--filter insert/step_bytes` means the
+                        // local insert rows)
+                        {{"transport", 0, kTransport},
+                         {"step_bytes", 16384},
+                         {"writers", writers},
+                         {"steps_per_call", per_call}},
+                        [writers, per_call](DB*, const Timing& timing) {
+                          return RunRemoteInsert(timing, writers, per_call);
+                        }},
+                       bw});
+    }
+  }
+  cases.push_back({{"remote_sample",
+                    {{"transport", 0, kTransport}, {"step_bytes", 4096}, {"batch", 256}, {"L", 32}},
+                    [](DB*, const Timing& timing) { return RunRemoteSample(timing); }},
+                   Target{Target::Kind::kRatioAtLeast, 0.6, "ratio >= 0.60"}});
+  for (const bool update : {false, true}) {
+    cases.push_back({{"remote_small",
+                      {{"transport", 0, kTransport},
+                       {"call", 0, update ? "update_1_key" : "sample_B1_64B"}},
+                      [update](DB* db, const Timing& timing) {
+                        return RunRemoteSmall(db, timing, update);
+                      }},
+                     Target{Target::Kind::kRatioAtMost, 1.5, "ratio <= 1.50"}});
+  }
+  return cases;
+}
+
+}  // namespace replaydb::tools
