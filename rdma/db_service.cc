@@ -1,5 +1,6 @@
 #include "rdma/db_service.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -128,10 +129,11 @@ Result<Reply> HandleTables(DB& db, Request& r) {
       const fb::Sample* q = h->body_as_Sample();
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
       SampleOptions o;
+      o.timeout = kMaxServedWait;
       if (r.deadline != Clock::time_point::max()) {
-        o.timeout = std::max(std::chrono::milliseconds(0),
-                             std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 r.deadline - Clock::now()));
+        o.timeout = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   r.deadline - Clock::now()),
+                               std::chrono::milliseconds(0), kMaxServedWait);
       }
       o.importance_beta = q->importance_beta();
       if (q->weight_normalization() > static_cast<uint8_t>(WeightNormalization::kBatch)) {
@@ -265,6 +267,7 @@ void DbService::Disconnected(ConnectionId connection) {
   std::vector<std::shared_ptr<Writer>> gone;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    gone_.insert(connection);
     auto it = writers_.lower_bound({connection, 0});
     while (it != writers_.end() && it->first.first == connection) {
       gone.push_back(std::move(it->second));
@@ -287,6 +290,7 @@ Result<Reply> DbService::Handle(Request& r) {
       case fb::Body::Checkpoint:
       case fb::Body::UpdatePriorities:
       case fb::Body::SetRateLimiter:
+      case fb::Body::SeedTable:
         return Status::FailedPrecondition(
             std::string("this connection's token is a read-only one: ") +
             fb::EnumNameBody(kind) + " refused (reads, samples and lookups are served)");
@@ -355,7 +359,13 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     const fb::NewWriter* q = h->body_as_NewWriter();
     REPLAYDB_ASSIGN_OR_RETURN(auto table, db_->GetTable(Name(q->table())));
     WriterOptions o;
+    // Each call waits at most kMaxServedWait here; the client sends it again
+    // until its own timeout passes.
+    // (A vector writer's waits are not cut: its failures are per
+    // environment, and the client could not send only the missing rows.)
     o.timeout = q->timeout_ms() < 0 ? kWaitForever : std::chrono::milliseconds(q->timeout_ms());
+    if (q->envs() == 0) o.timeout = o.timeout.count() < 0 ? kMaxServedWait
+                                                          : std::min(o.timeout, kMaxServedWait);
     o.sync = q->sync();
     auto w = std::make_shared<Writer>();
     if (q->envs() == 0) {
@@ -367,8 +377,18 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     uint64_t id = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      id = next_writer_++;
-      writers_[{r.connection, id}] = std::move(w);
+      if (gone_.count(r.connection) > 0) {
+        // The connection ended while this ran: the writer goes now (its
+        // destructor runs outside the lock, below).
+        id = 0;
+      } else {
+        id = next_writer_++;
+        writers_[{r.connection, id}] = w;
+      }
+    }
+    if (id == 0) {
+      return Status::Unavailable("connection " + std::to_string(r.connection) +
+                                 " ended while its writer was being opened");
     }
     return Reply{EncodeHeader(b, f, fb::Body::WriterOpened, fb::CreateWriterOpened(b, id)), ""};
   }
@@ -389,6 +409,11 @@ Result<Reply> DbService::HandleWriter(Request& r) {
   }
   if (!w) {
     return Status::NotFound("this connection has no writer " + std::to_string(id));
+  }
+  if (h->body_type() == fb::Body::CloseWriter) {
+    // Gone from the map; destroyed with the last hold (after a call of its
+    // still running, which waits at most kMaxServedWait).
+    return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
   }
   std::lock_guard<std::mutex> lock(w->mu);
   switch (h->body_type()) {
@@ -413,7 +438,22 @@ Result<Reply> DbService::HandleWriter(Request& r) {
             step, q->has_priority() ? std::optional<double>(q->priority()) : std::nullopt));
       } else {
         REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload, q->steps(), false, &step));
-        REPLAYDB_RETURN_IF_ERROR(w->writer->AppendMany(step, priorities));
+        const uint64_t trajectory = w->writer->trajectory_id();
+        const int64_t before = w->writer->num_steps();
+        const Status s = w->writer->AppendMany(step, priorities);
+        if (s.code() == Status::Code::kDeadlineExceeded) {
+          // The rows before the one the rate limiter held stay: say how
+          // many, so that the client sends only the rest again.
+          const int64_t taken = w->writer->trajectory_id() == trajectory || before == 0
+                                    ? w->writer->num_steps() - before
+                                    : 0;
+          if (taken <= 0) return s;
+          return Reply{EncodeHeader(b, f, fb::Body::Appended,
+                                    fb::CreateAppended(b, w->writer->trajectory_id(),
+                                                       w->writer->num_steps(), 0, taken)),
+                       ""};
+        }
+        REPLAYDB_RETURN_IF_ERROR(s);
       }
       return Reply{EncodeHeader(b, f, fb::Body::Appended,
                                 fb::CreateAppended(b, w->writer->trajectory_id(),
@@ -432,8 +472,9 @@ Result<Reply> DbService::HandleWriter(Request& r) {
       }
       return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
     }
-    default:  // CloseWriter: gone from the map; destroyed with the last hold
-      return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
+    default:
+      return Status::Internal("writer request of kind '" +
+                              std::string(fb::EnumNameBody(h->body_type())) + "'");
   }
 }
 

@@ -9,7 +9,9 @@
 
 #include <map>
 #include <memory>
+#include <chrono>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -18,6 +20,13 @@
 #include "replaydb/table.h"
 
 namespace replaydb::rdma {
+
+// The longest a served call waits for the rate limiter (or hot-tier blocks)
+// before it returns DeadlineExceeded; a client whose own timeout is longer
+// sends the call again (remote_db.cc). Bounded waits keep the executor's
+// threads turning over: a learner's sample queued behind appends that wait
+// for it still runs, and a stopping server joins its threads promptly.
+inline constexpr std::chrono::milliseconds kMaxServedWait{200};
 
 // Serves `db` (which must outlive it) to an RpcServer: Handle is its
 // handler, Disconnected its on_disconnect. A request of a kind it does not
@@ -39,6 +48,9 @@ class DbService {
   mutable std::mutex mu_;
   uint64_t next_writer_ = 1;
   std::map<std::pair<ConnectionId, uint64_t>, std::shared_ptr<Writer>> writers_;
+  // Connections that ended: a NewWriter of theirs still running when the
+  // end was handled must not leave a writer behind.
+  std::set<ConnectionId> gone_;
 };
 
 // An RpcServer's options with `service` as its handler and on_disconnect.

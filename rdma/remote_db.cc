@@ -1,9 +1,11 @@
 #include "rdma/remote_db.h"
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 
 #include "engine/db/catalog.h"
+#include "engine/rate_limiter/rate_limiter.h"
 #include "rdma/db_service.h"
 #include "rdma/token.h"
 
@@ -48,6 +50,33 @@ std::function<std::string(const HeaderFields&)> Encoder(fb::Body kind, Build bui
 // (the rate limiter's): that, and `margin` for the transfer and the work.
 milliseconds ReplyWait(milliseconds wait, milliseconds margin) {
   return wait.count() < 0 ? milliseconds(-1) : wait + margin;
+}
+
+// Runs `call` (a request that may wait for the rate limiter, given the wait
+// it may take) in slices of at most kMaxServedWait, the longest a server
+// waits, again while the server answers DeadlineExceeded and `wait` (the
+// caller's timeout; kWaitForever: none) has not passed. A reply that never
+// came (RpcClient's own DeadlineExceeded) is not sent again.
+Result<Message> CallWaiting(milliseconds wait,
+                            const std::function<Result<Message>(milliseconds slice)>& call) {
+  const auto until = engine::DeadlineAfter(wait);
+  bool first = true;
+  while (true) {
+    milliseconds slice = kMaxServedWait;
+    if (until != std::chrono::steady_clock::time_point::max()) {
+      slice = std::clamp(std::chrono::duration_cast<milliseconds>(
+                             until - std::chrono::steady_clock::now()),
+                         milliseconds(0), kMaxServedWait);
+    }
+    Result<Message> m = call(slice);
+    // (A slice of 0 asks once without waiting: the caller's own timeout 0.)
+    if (m.ok() || m.status().code() != Status::Code::kDeadlineExceeded || IsNoReply(m.status()) ||
+        (slice.count() == 0 && !first) ||
+        std::chrono::steady_clock::now() + milliseconds(1) >= until) {
+      return m;
+    }
+    first = false;
+  }
 }
 
 template <typename T>
@@ -97,8 +126,14 @@ struct Remote {
   TableSpec spec;
   ConnectOptions options;
   std::atomic<bool> closed{false};
+  // Set when the RemoteDB goes (its tables and writers are closed with it).
+  std::shared_ptr<const std::atomic<bool>> db_closed;
 
   Status Closed() const {
+    if (db_closed->load(std::memory_order_acquire)) {
+      return Status::FailedPrecondition("table '" + spec.name + "' of " + address +
+                                        " is closed (its database was closed)");
+    }
     if (closed.load(std::memory_order_acquire)) {
       return Status::FailedPrecondition("table '" + spec.name + "' of " + address +
                                         " is closed");
@@ -150,14 +185,17 @@ class RemoteWriter final : public TrajectoryWriter {
   Status End(EndReason reason) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const uint64_t id = id_;
+    // (After a DeadlineExceeded the trajectory is ended; End again creates
+    // the padded items still missing, as a local writer's.)
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->client->Call(
-                       Encoder(fb::Body::EndTrajectory,
-                               [&](flatbuffers::FlatBufferBuilder& b) {
-                                 return fb::CreateEndTrajectory(b, id,
-                                                                static_cast<uint8_t>(reason));
-                               }),
-                       "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
+        Message m, CallWaiting(options_.timeout, [&](milliseconds slice) {
+          return remote_->client->Call(
+              Encoder(fb::Body::EndTrajectory,
+                      [&](flatbuffers::FlatBufferBuilder& b) {
+                        return fb::CreateEndTrajectory(b, id, static_cast<uint8_t>(reason));
+                      }),
+              "", ReplyWait(slice, remote_->options.call_timeout));
+        }));
     REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Done, "ending a trajectory of '" +
                                                               remote_->spec.name + "'"));
     num_steps_ = 0;
@@ -168,24 +206,48 @@ class RemoteWriter final : public TrajectoryWriter {
   int64_t num_steps() const override { return num_steps_; }
 
  private:
+  // Sends payload_'s `steps` rows; when the server takes only the first k
+  // (the rate limiter held the rest past its longest wait), the rest again.
   Status Send(int64_t steps, std::optional<double> priority, std::span<const double> priorities) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const uint64_t id = id_;
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->client->Call(
-                       Encoder(fb::Body::AppendStep,
-                               [&](flatbuffers::FlatBufferBuilder& b) {
-                                 const auto p = b.CreateVector(priorities.data(),
-                                                               priorities.size());
-                                 return fb::CreateAppendStep(b, id, priority.has_value(),
-                                                             priority.value_or(0), steps, p);
-                               }),
-                       payload_, ReplyWait(options_.timeout, remote_->options.call_timeout)));
-    REPLAYDB_RETURN_IF_ERROR(
-        ExpectBody(m, fb::Body::Appended, "an append to '" + remote_->spec.name + "'"));
-    trajectory_id_ = m.header()->body_as_Appended()->trajectory_id();
-    num_steps_ = m.header()->body_as_Appended()->num_steps();
-    return Status::OK();
+    const auto until = engine::DeadlineAfter(options_.timeout);
+    while (true) {
+      const milliseconds left =
+          until == std::chrono::steady_clock::time_point::max()
+              ? kWaitForever
+              : std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
+                                              until - std::chrono::steady_clock::now()));
+      REPLAYDB_ASSIGN_OR_RETURN(Message m, CallWaiting(left, [&](milliseconds slice) {
+        return remote_->client->Call(
+            Encoder(fb::Body::AppendStep,
+                    [&](flatbuffers::FlatBufferBuilder& b) {
+                      const auto p = b.CreateVector(priorities.data(), priorities.size());
+                      return fb::CreateAppendStep(b, id, priority.has_value(),
+                                                  priority.value_or(0), steps, p);
+                    }),
+            payload_, ReplyWait(slice, remote_->options.call_timeout));
+      }));
+      REPLAYDB_RETURN_IF_ERROR(
+          ExpectBody(m, fb::Body::Appended, "an append to '" + remote_->spec.name + "'"));
+      const fb::Appended* a = m.header()->body_as_Appended();
+      trajectory_id_ = a->trajectory_id();
+      num_steps_ = a->num_steps();
+      const int64_t taken = a->rows_taken();
+      if (taken < 0 || taken >= steps) return Status::OK();
+      // The rest: rows [taken, steps) of each column.
+      std::string rest;
+      size_t at = 0;
+      for (const ColumnSpec& c : remote_->spec.columns) {
+        const size_t row = c.step_bytes();
+        rest.append(payload_, at + row * static_cast<size_t>(taken),
+                    row * static_cast<size_t>(steps - taken));
+        at += row * static_cast<size_t>(steps);
+      }
+      payload_ = std::move(rest);
+      if (!priorities.empty()) priorities = priorities.subspan(static_cast<size_t>(taken));
+      steps -= taken;
+    }
   }
 
   std::shared_ptr<Remote> remote_;
@@ -286,10 +348,11 @@ class RemoteVectorWriter final : public VectorWriter {
 class RemoteTable final : public Table {
  public:
   RemoteTable(std::shared_ptr<RpcClient> client, std::string address, TableSpec spec,
-              ConnectOptions options)
+              ConnectOptions options, std::shared_ptr<const std::atomic<bool>> db_closed)
       : remote_(std::make_shared<Remote>()) {
     remote_->client = std::move(client);
     remote_->address = std::move(address);
+    remote_->db_closed = std::move(db_closed);
     remote_->spec = std::move(spec);
     remote_->options = options;
   }
@@ -318,18 +381,19 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m,
-        remote_->client->Call(
-            Encoder(
-                fb::Body::Sample,
-                [&](flatbuffers::FlatBufferBuilder& b) {
-                  const auto t = b.CreateString(table);
-                  return fb::CreateSample(b, t, batch_size, options.importance_beta,
-                                          static_cast<uint8_t>(options.weight_normalization),
-                                          options.stratified, options.peek, options.gather);
-                },
-                options.timeout.count() < 0 ? -1 : options.timeout.count()),
-            "", ReplyWait(options.timeout, remote_->options.call_timeout)));
+        Message m, CallWaiting(options.timeout, [&](milliseconds slice) {
+          return remote_->client->Call(
+              Encoder(
+                  fb::Body::Sample,
+                  [&](flatbuffers::FlatBufferBuilder& b) {
+                    const auto t = b.CreateString(table);
+                    return fb::CreateSample(b, t, batch_size, options.importance_beta,
+                                            static_cast<uint8_t>(options.weight_normalization),
+                                            options.stratified, options.peek, options.gather);
+                  },
+                  slice.count()),
+              "", ReplyWait(slice, remote_->options.call_timeout));
+        }));
     return DecodeSampled(m, "sample of table '" + table + "' from " + address(), out);
   }
 
@@ -534,7 +598,12 @@ Result<std::unique_ptr<RemoteDB>> RemoteDB::Connect(const std::string& address,
                                                 options));
 }
 
-RemoteDB::~RemoteDB() = default;
+// As a local DB's: its tables and writers are closed with it, and calls in
+// flight end (the server ends this connection's writers, truncated).
+RemoteDB::~RemoteDB() {
+  closed_->store(true, std::memory_order_release);
+  client_->Close(Status::Cancelled("database " + address_ + " was closed"));
+}
 
 Result<std::vector<std::string>> RemoteDB::ListTablesOrError() const {
   REPLAYDB_ASSIGN_OR_RETURN(
@@ -566,7 +635,7 @@ Result<std::shared_ptr<Table>> RemoteDB::Opened(const Message& m, const std::str
       what, &tables));
   if (tables.size() != 1) return Status::Corruption(what + ": the reply holds no one table spec");
   return std::shared_ptr<Table>(
-      new RemoteTable(client_, address_, std::move(tables[0]), options_));
+      new RemoteTable(client_, address_, std::move(tables[0]), options_, closed_));
 }
 
 Result<std::shared_ptr<Table>> RemoteDB::GetTable(std::string_view name) {

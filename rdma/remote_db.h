@@ -51,7 +51,8 @@ class RemoteDB final : public DB {
   Status Checkpoint() override;
   // Nothing: recovery happened on the server.
   RecoveryInfo recovery_info() const override { return {}; }
-  bool read_only() const override { return false; }
+  // Whether the server grants this client reads only (its token's).
+  bool read_only() const override { return client_->read_only(); }
   Status ExportTable(std::string_view table, const std::string& dir,
                      const LongOperationOptions& options) override;
   Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
@@ -69,6 +70,7 @@ class RemoteDB final : public DB {
   std::shared_ptr<RpcClient> client_;
   std::string address_;
   ConnectOptions options_;
+  std::shared_ptr<std::atomic<bool>> closed_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace replaydb::rdma

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/rate_limiter/rate_limiter.h"
+#include "util/interrupt.h"
 
 namespace replaydb::rdma {
 namespace {
@@ -29,7 +30,14 @@ Clock::time_point DeadlineOf(int64_t timeout_ms) {
   return engine::DeadlineAfter(std::chrono::milliseconds(timeout_ms));
 }
 
+constexpr std::string_view kNoReply = " got no reply within ";
+
 }  // namespace
+
+bool IsNoReply(const Status& s) {
+  return s.code() == Status::Code::kDeadlineExceeded &&
+         s.message().find(kNoReply) != std::string::npos && s.message().rfind("request ", 0) == 0;
+}
 
 // ------------------------------------------------------------------ client
 
@@ -126,17 +134,24 @@ class RpcClient::Impl {
     });
     const Clock::time_point deadline = DeadlineOf(fields.timeout_ms);
     std::unique_lock<std::mutex> lock(pending->mu);
-    if (deadline == Clock::time_point::max()) {
-      pending->cv.wait(lock, [&] { return pending->result.has_value(); });
-    } else if (!pending->cv.wait_until(lock, deadline,
-                                       [&] { return pending->result.has_value(); })) {
+    // Interruptible (the thread's interrupt check, replaydb/interrupt.h):
+    // Ctrl-C in a Python client ends a remote wait as it ends a local one.
+    util::WaitEnd end = util::WaitEnd::kWoken;
+    while (!pending->result.has_value() && end == util::WaitEnd::kWoken) {
+      end = util::WaitInterruptibly(pending->cv, lock, deadline);
+    }
+    if (!pending->result.has_value()) {
       lock.unlock();
       {
         std::lock_guard<std::mutex> l(mu_);
         pending_.erase(id);
       }
+      if (end == util::WaitEnd::kInterrupted) {
+        return Status::Cancelled("request " + std::to_string(id) + " to server " + address_ +
+                                 ": interrupted while waiting for its reply");
+      }
       return Status::DeadlineExceeded("request " + std::to_string(id) + " to server " + address_ +
-                                      " got no reply within " + std::to_string(timeout.count()) +
+                                      std::string(kNoReply) + std::to_string(timeout.count()) +
                                       " ms");
     }
     return std::move(*pending->result);
@@ -145,6 +160,12 @@ class RpcClient::Impl {
   const std::string& server_name() const { return server_name_; }
   const std::string& address() const { return address_; }
   bool read_only() const { return read_only_; }
+
+  // Ends the connection: calls in flight and later ones fail with `why`.
+  void Close(const Status& why) {
+    Fail(why);
+    transport_->Close(connection_);
+  }
   bool connected() const {
     std::lock_guard<std::mutex> lock(mu_);
     return closed_.ok();
@@ -230,6 +251,7 @@ const std::string& RpcClient::server_name() const { return impl_->server_name();
 const std::string& RpcClient::address() const { return impl_->address(); }
 bool RpcClient::connected() const { return impl_->connected(); }
 bool RpcClient::read_only() const { return impl_->read_only(); }
+void RpcClient::Close(const Status& why) { impl_->Close(why); }
 
 // ------------------------------------------------------------------ server
 
@@ -278,6 +300,7 @@ class RpcServer::Impl {
         greeted_.erase(id);
         read_only_.erase(id);
         challenges_.erase(id);
+        refused_.erase(id);
       }
       Log("connection " + std::to_string(id) + " ended" +
           (why.ok() ? std::string(" (closed here)") : ": " + why.message()));
@@ -311,6 +334,18 @@ class RpcServer::Impl {
     transport_->Send(to, EncodeFailure(fields, why), "");
   }
 
+  // Refuses a connection in its handshake: `why` sent, nothing more read
+  // from it, the connection closed.
+  void Refuse(ConnectionId to, const HeaderFields& fields, const Status& why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      refused_.insert(to);
+      challenges_.erase(to);
+    }
+    Fail(to, fields, why);
+    transport_->Close(to);
+  }
+
   // On a transport worker: the handshake and Ping here, the rest queued.
   void OnRequest(ConnectionId from, std::string header, std::string payload) {
     auto decoded = DecodeHeader(header, "connection " + std::to_string(from));
@@ -330,6 +365,9 @@ class RpcServer::Impl {
     std::string challenge;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // Refused: whatever else it sent before its close takes effect is
+      // dropped unread.
+      if (refused_.count(from) > 0) return;
       greeted = greeted_.count(from) > 0;
       read_only = read_only_.count(from) > 0;
       if (auto it = challenges_.find(from); it != challenges_.end()) challenge = it->second;
@@ -344,12 +382,15 @@ class RpcServer::Impl {
                       std::string_view(reinterpret_cast<const char*>(bytes->data()),
                                        bytes->size()),
                       &grants_read_only)) {
+        const bool no_proof = proof == nullptr;
         const Status refused = Status::FailedPrecondition(
-            "server '" + options_.server_name + "' refused the client's token: it matches none "
-            "of the server's tokens");
-        Log("connection " + std::to_string(from) + " refused: wrong token");
-        Fail(from, reply, refused);
-        transport_->Close(from);
+            "server '" + options_.server_name + "' refused the client" +
+            (no_proof ? ": it answered the token's challenge with '" +
+                            std::string(fb::EnumNameBody(h->body_type())) + "', not a Proof"
+                      : "'s token: it matches none of the server's tokens"));
+        Log("connection " + std::to_string(from) + " refused: " +
+            (no_proof ? "no proof of a token" : "wrong token"));
+        Refuse(from, reply, refused);
         return;
       }
       {
@@ -366,9 +407,8 @@ class RpcServer::Impl {
     if (!greeted) {
       const fb::Hello* hello = h->body_as_Hello();
       if (hello == nullptr) {
-        Fail(from, reply, Status::FailedPrecondition("the first message on a connection must be "
-                                                     "Hello"));
-        transport_->Close(from);
+        Refuse(from, reply,
+               Status::FailedPrecondition("the first message on a connection must be Hello"));
         return;
       }
       if (hello->protocol_version() != kProtocolVersion) {
@@ -377,8 +417,7 @@ class RpcServer::Impl {
             std::to_string(kProtocolVersion) + ", the client " +
             std::to_string(hello->protocol_version()));
         Log("connection " + std::to_string(from) + " refused: " + refused.message());
-        Fail(from, reply, refused);
-        transport_->Close(from);
+        Refuse(from, reply, refused);
         return;
       }
       Log("connection " + std::to_string(from) + " is '" +
@@ -475,6 +514,7 @@ class RpcServer::Impl {
   std::set<ConnectionId> greeted_;
   std::set<ConnectionId> read_only_;              // greeted with a read-only token
   std::map<ConnectionId, std::string> challenges_;  // sent, not yet answered
+  std::set<ConnectionId> refused_;                  // closing: their messages dropped
   std::vector<std::thread> threads_;
   std::unique_ptr<Transport> transport_;
 };

@@ -62,7 +62,8 @@ class RpcClient {
   // header from the request id it is given (and `fields`' other values);
   // the timeout is sent along (the server gives up on a request that waited
   // that long) and bounds the wait here: DeadlineExceeded naming the server
-  // when it passes (a late reply is dropped). A Failure reply is returned as
+  // when it passes (a late reply is dropped); Cancelled when the calling
+  // thread's interrupt check (replaydb/interrupt.h) says so. A Failure reply is returned as
   // its Status; Unavailable when the connection ends first.
   Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
                        std::string payload, std::chrono::milliseconds timeout,
@@ -75,12 +76,20 @@ class RpcClient {
   bool connected() const;
   // Whether the server grants this client reads only (its token's).
   bool read_only() const;
+  // Ends the connection now: calls in flight and every later one fail with
+  // `why`.
+  void Close(const Status& why);
 
  private:
   class Impl;
   explicit RpcClient(std::shared_ptr<Impl> impl);
   std::shared_ptr<Impl> impl_;
 };
+
+// Whether `s` is RpcClient::Call's own DeadlineExceeded (no reply came in
+// time), not one the server sent: a call that may have been served must
+// not simply be sent again.
+bool IsNoReply(const Status& s);
 
 struct RpcServerOptions {
   std::string server_name = "replaydb";

@@ -2,6 +2,9 @@
 // database's requests (rdma/db_service.h).
 #include "replaydb/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <charconv>
 
 #include "rdma/db_service.h"
@@ -12,8 +15,12 @@
 namespace replaydb {
 namespace {
 
+// "localhost", or an IPv4 address in 127.0.0.0/8 (a literal address only: a
+// host name that starts with "127." may be anywhere).
 bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0;
+  in_addr a{};
+  return host == "localhost" ||
+         (::inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127);
 }
 
 class ServerImpl final : public Server {

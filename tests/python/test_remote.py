@@ -34,7 +34,10 @@ class Server:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         self.output = ""
         self.address = self.wait_for(r"listening on (ucx://127\.0\.0\.1:\d+)", 30)
-        assert self.address, f"no listening line:\n{self.output}"
+        if not self.address:
+            self.proc.kill()
+            self.proc.communicate()
+            pytest.fail(f"no listening line:\n{self.output}")
 
     def wait_for(self, pattern, seconds):
         until = time.monotonic() + seconds
@@ -145,7 +148,13 @@ def test_four_actor_processes_and_a_learner_share_one_table(served):
     actors = [subprocess.Popen([sys.executable, "-c", ACTOR, server.address, str(a)], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
               for a in range(4)]
-    outputs = [a.communicate(timeout=120)[0].decode() for a in actors]
+    try:
+        outputs = [a.communicate(timeout=120)[0].decode() for a in actors]
+    finally:
+        for a in actors:  # none left behind, whatever happened
+            if a.poll() is None:
+                a.kill()
+                a.communicate()
     for a, out in zip(actors, outputs):
         assert a.returncode == 0, out
     db = replaydb.connect(server.address, client_name="learner")

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -334,6 +335,152 @@ TEST(RemoteDBTest, EveryServedCallGivesWhatTheSameLocalCallGives) {
   EXPECT_EQ(there->spec().columns.size(), made.columns.size());
   ASSERT_OK(remote->DropTable("made_remotely"));
   EXPECT_EQ(remote->ListTables(), s.local->ListTables());
+}
+
+// A served database whose table lets inserts run at most `error` items ahead
+// of samples (a queue-like rate limiter), on a server with two executor
+// threads: writers that wait for it must not hold the threads a learner's
+// sample needs (each served wait is bounded; clients send the call again).
+struct Throttled {
+  testing_util::TempDir dir;
+  std::unique_ptr<DB> db;
+  std::unique_ptr<DbService> service;
+  std::unique_ptr<RpcServer> server;
+  TableSpec spec;
+
+  void Start() {
+    spec.name = "q";
+    spec.columns = {{"x", DType::kI64, Shape{}}};
+    spec.capacity_steps = 1 << 12;
+    spec.rate_limiter = RateLimiterSpec::SampleToInsertRatio(1.0, 1, 4.0);
+    db = testing_util::OpenDB(dir.Sub("db"));
+    ASSERT_OK(db->CreateTable(spec).status());
+    RpcServerOptions o;
+    o.threads = 2;
+    service = std::make_unique<DbService>(db.get());
+    RequestHandler handler;
+    ServeWith(service.get(), &o, &handler);
+    auto started = RpcServer::Start(o, std::move(handler));
+    ASSERT_OK(started.status());
+    server = std::move(started).value();
+  }
+  std::string address() const { return "ucx://127.0.0.1:" + std::to_string(server->port()); }
+  ~Throttled() { server.reset(); }
+};
+
+TEST(RemoteDBTest, WritersWaitingForTheRateLimiterDoNotStarveALearner) {
+  Throttled s;
+  ASSERT_NO_FATAL_FAILURE(s.Start());
+  constexpr int kWriters = 3;
+  constexpr int kSteps = 12;
+  std::vector<std::thread> writers;
+  std::vector<Status> errors(kWriters);
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      auto db = DB::Connect(s.address());
+      if (!db.ok()) return void(errors[w] = db.status());
+      auto table = (*db)->GetTable("q");
+      if (!table.ok()) return void(errors[w] = table.status());
+      WriterOptions o;
+      o.timeout = 60s;  // longer than any one served wait
+      auto writer = (*table)->NewWriter(o);
+      if (!writer.ok()) return void(errors[w] = writer.status());
+      for (int64_t i = 0; i < kSteps; ++i) {
+        const int64_t value = w * 1000 + i;
+        const ConstTensor x{DType::kI64, Shape{}, &value, sizeof(value)};
+        if (Status st = (*writer)->Append(std::span(&x, 1)); !st.ok()) return void(errors[w] = st);
+      }
+      errors[w] = (*writer)->End(EndReason::kTerminal);
+    });
+  }
+  // The learner: every append above waits for its samples.
+  ASSERT_OK_AND_ASSIGN(auto learner, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, learner->GetTable("q"));
+  SampleOptions o;
+  o.timeout = 30s;
+  SampleBatch batch;
+  int64_t sampled = 0;
+  std::chrono::steady_clock::duration slowest{0};
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (table->Info().steps_inserted < kWriters * kSteps &&
+         std::chrono::steady_clock::now() < until) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_OK(table->Sample(1, o, &batch));
+    slowest = std::max(slowest, std::chrono::steady_clock::now() - t0);
+    ++sampled;
+  }
+  // Each sample waited at most for a served wait or two to end, not for
+  // the writers (they wait for it).
+  EXPECT_LT(slowest, 5s);
+  for (auto& t : writers) t.join();
+  for (const Status& e : errors) EXPECT_OK(e);
+  EXPECT_EQ(table->Info().steps_inserted, kWriters * kSteps);
+  EXPECT_GT(sampled, kWriters * kSteps - 10);
+}
+
+// AppendMany whose rows the rate limiter admits only part of within the
+// server's longest wait: the server keeps what it took and says how many,
+// the client sends the rest; every row lands once, in order.
+TEST(RemoteDBTest, AnAppendManyTheRateLimiterHoldsLandsEveryRowOnce) {
+  Throttled s;
+  ASSERT_NO_FATAL_FAILURE(s.Start());
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("q"));
+  std::atomic<bool> done{false};
+  std::thread learner([&] {
+    auto db = DB::Connect(s.address());
+    if (!db.ok()) return;
+    auto t = (*db)->GetTable("q");
+    if (!t.ok()) return;
+    SampleBatch batch;
+    SampleOptions o;
+    o.timeout = 200ms;
+    std::this_thread::sleep_for(1200ms);  // past one served wait
+    while (!done.load()) (void)(*t)->Sample(1, o, &batch);
+  });
+  constexpr int64_t kRows = 30;
+  std::vector<int64_t> values(kRows);
+  std::mt19937_64 rng(testing_util::TestSeed());
+  for (int64_t& v : values) v = static_cast<int64_t>(rng() >> 1);
+  WriterOptions wo;
+  wo.timeout = 60s;
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter(wo));
+  const ConstTensor rows{DType::kI64, Shape{kRows}, values.data(), values.size() * 8};
+  const Status appended = writer->AppendMany(std::span(&rows, 1));
+  done.store(true);
+  learner.join();
+  ASSERT_OK(appended);
+  EXPECT_EQ(writer->num_steps(), kRows);
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+  ASSERT_OK_AND_ASSIGN(auto local, s.db->GetTable("q"));
+  TrajectorySteps steps;
+  ASSERT_OK(local->ReadTrajectory(writer->trajectory_id(), 0, kRows, &steps));
+  ASSERT_EQ(steps.columns[0].size_bytes(), values.size() * 8);
+  EXPECT_EQ(std::memcmp(steps.columns[0].data(), values.data(), values.size() * 8), 0);
+  EXPECT_EQ(local->Info().steps_inserted, kRows);
+}
+
+TEST(RemoteDBTest, ClosingTheDatabaseClosesItsTablesAndWriters) {
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DB> remote, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+  remote.reset();
+  SampleBatch batch;
+  const Status sample = table->Sample(1, {}, &batch);
+  EXPECT_EQ(sample.code(), Status::Code::kFailedPrecondition) << sample.ToString();
+  EXPECT_THAT(sample.message(), HasSubstr("(its database was closed)"));
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(writer->Append(testing_util::RandomStep(table->spec(), rng).tensors).code(),
+            Status::Code::kFailedPrecondition);
+  writer.reset();  // best effort close: the connection is gone already
+  // The server dropped the connection's writer.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (s.service->open_writers() != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(s.service->open_writers(), 0u);
 }
 
 TEST(RemoteDBTest, AddressesAreCheckedNamingThem) {

@@ -59,7 +59,7 @@ TEST(TokenTest, TokenFilesAreReadStrictlyNamingFileAndLine) {
   } bad[] = {
       {"read-write " + rw + "\n", 0644, "is open to group or others (mode 0644): chmod 600"},
       {"# nothing\n", 0600, "holds no token"},
-      {"admin " + rw + "\n", 0600, "line 1: starts with 'admin', not read-write or read-only"},
+      {"admin " + rw + "\n", 0600, "line 1: does not start with read-write or read-only"},
       {"\nread-only short\n", 0600, "line 2: the secret has 5 characters, fewer than 32"},
       {"read-write " + rw + " extra\n", 0600, "line 1: want 'read-write SECRET'"},
       {"read-only\n", 0600, "line 1: want 'read-only SECRET'"},
@@ -74,6 +74,13 @@ TEST(TokenTest, TokenFilesAreReadStrictlyNamingFileAndLine) {
   }
   const auto missing = ReadTokenFile(dir.Sub("none"));
   EXPECT_THAT(missing.status().message(), HasSubstr("cannot be read"));
+  // A secret where the access word belongs is not repeated in the message.
+  const std::string swapped = WriteFile(dir, "swapped", rw + " read-write\n");
+  const auto s = ReadTokenFile(swapped);
+  EXPECT_THAT(s.status().message(), HasSubstr("does not start with read-write or read-only"));
+  EXPECT_EQ(s.status().message().find(rw), std::string::npos) << "the secret was echoed";
+  // Not a regular file.
+  EXPECT_THAT(ReadTokenFile(dir.path()).status().message(), HasSubstr("not a regular file"));
 }
 
 TEST(TokenTest, OnlyTheHolderOfATokenCanProveIt) {
@@ -95,8 +102,6 @@ TEST(TokenTest, OnlyTheHolderOfATokenCanProveIt) {
   EXPECT_EQ(proof.size(), 32u);  // SHA-256
   EXPECT_FALSE(CheckProof(tokens, challenge, proof.substr(0, 31), &read_only));
   EXPECT_FALSE(CheckProof(tokens, challenge, "", &read_only));
-  // The secret is not in the proof.
-  EXPECT_EQ(proof.find(tokens[0].secret.substr(0, 8)), std::string::npos);
 }
 
 TEST(TokenTest, AServerWithTokensLetsInOnlyTheirHoldersAndReadOnlyOnesOnlyRead) {
@@ -162,6 +167,9 @@ TEST(TokenTest, AServerWithTokensLetsInOnlyTheirHoldersAndReadOnlyOnesOnlyRead) 
   const Status no_update = rt->UpdatePriorities(batch.keys, std::vector<double>(3, 1.0));
   EXPECT_THAT(no_update.message(), HasSubstr("UpdatePriorities refused"));
   EXPECT_THAT(read_only->DropTable("t").message(), HasSubstr("DropTable refused"));
+  EXPECT_THAT(rt->Seed(1).message(), HasSubstr("SeedTable refused"));
+  EXPECT_TRUE(read_only->read_only());
+  EXPECT_FALSE(remote->read_only());
   EXPECT_OK(db->GetTable("t").status());
 
   std::lock_guard<std::mutex> lock(mu);
@@ -179,6 +187,8 @@ TEST(TokenTest, AnAddressOtherThanLoopbackNeedsATokenFile) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
   ServerOptions o;
+  o.listen = "ucx://127.evil.example:7077";  // a name, not a loopback address
+  EXPECT_THAT(o.Validate().message(), HasSubstr("needs a token file"));
   o.listen = "ucx://10.0.0.1:7077";
   const Status without = o.Validate();
   EXPECT_EQ(without.code(), Status::Code::kInvalidArgument);

@@ -229,13 +229,15 @@ TEST(ServeTest, TheShellAndTokenHoldersReachAServerWithTokens) {
   // without it.
   const std::string tool = REPLAYDB_TOOL_PATH;
   const std::string out =
-      Output(tool + " " + address + " --token-file " + tokens + " -c tables --json 2>&1");
+      Output("timeout 60 " + tool + " " + address + " --token-file " + tokens +
+             " -c tables --json 2>&1");
   std::string compact = out;
   std::erase_if(compact, [](char ch) { return ch == ' ' || ch == '\n'; });
   EXPECT_THAT(compact, HasSubstr("\"name\":\"experience\"")) << out;
   EXPECT_THAT(compact, HasSubstr("\"hot_steps\":6")) << out;
   EXPECT_FALSE(serve.WaitFor(std::regex("is 'replaydb shell'"), 10s).empty()) << serve.output();
-  const std::string refused_shell = Output(tool + " " + address + " -c tables 2>&1");
+  const std::string refused_shell =
+      Output("timeout 60 " + tool + " " + address + " -c tables 2>&1");
   EXPECT_THAT(refused_shell, HasSubstr("cannot open " + address));
   EXPECT_THAT(refused_shell, HasSubstr("requires a token"));
   ASSERT_EQ(::kill(serve.pid(), SIGTERM), 0);

@@ -18,6 +18,7 @@
 //
 // Where ucx_perftest is not installed the rows have no ceiling, and say so.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -59,20 +60,28 @@ int FreePort() {
 // read through a pipe; killed (and reaped) when the object goes.
 class Child {
  public:
+  // (The caller sets UCX_TLS in this process's environment first: the
+  // child inherits it.)
   static Result<std::unique_ptr<Child>> Start(std::vector<std::string> argv) {
+    // Everything the child needs is made before the fork: it only dup2s and
+    // execs (this process has threads).
+    std::vector<char*> args;
+    for (std::string& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
     int out[2];
-    if (::pipe(out) != 0) return Status::IOError("pipe: " + std::string(std::strerror(errno)));
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      return Status::IOError("pipe2: " + std::string(std::strerror(errno)));
+    }
     const pid_t pid = ::fork();
-    if (pid < 0) return Status::IOError("fork: " + std::string(std::strerror(errno)));
-    if (pid == 0) {
-      ::dup2(out[1], 1);
-      ::dup2(out[1], 2);
+    if (pid < 0) {
+      const int e = errno;
       ::close(out[0]);
       ::close(out[1]);
-      ::setenv("UCX_TLS", kTransport, 1);
-      std::vector<char*> args;
-      for (std::string& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
+      return Status::IOError("fork: " + std::string(std::strerror(e)));
+    }
+    if (pid == 0) {
+      ::dup2(out[1], 1);  // (dup2 clears close-on-exec on 1 and 2)
+      ::dup2(out[1], 2);
       ::execvp(args[0], args.data());
       std::_Exit(127);
     }
@@ -144,6 +153,7 @@ struct Perf {
 // process over kTransport on 127.0.0.1. NotFound when ucx_perftest is not
 // installed.
 Result<Perf> UcxPerftest(const std::string& test, size_t bytes, int iterations) {
+  ::setenv("UCX_TLS", kTransport, 1);
   if (std::system("command -v ucx_perftest >/dev/null 2>&1") != 0) {
     return Status::NotFound("ucx_perftest is not installed (Debian's ucx-utils)");
   }

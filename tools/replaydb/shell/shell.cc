@@ -45,6 +45,10 @@ Result<std::unique_ptr<Shell>> Shell::Open(const std::string& dir, bool read_onl
   note->clear();
   if (dir.starts_with("ucx://")) {
     // A database that `replaydb serve` hosts: the same commands, run there.
+    if (read_only) {
+      return Status::InvalidArgument("--read-only opens a directory read-only; a server grants "
+                                     "read-only access by its token (--token-file)");
+    }
     ConnectOptions connect;
     connect.client_name = "replaydb shell";
     connect.token_file = token_file;
