@@ -134,6 +134,15 @@ def _foreign(what: str, owner: int) -> Error:
         "parent's read-write open), or give this process data rather than handles")
 
 
+def _foreign_remote(what: str, owner: int) -> Error:
+    return FailedPreconditionError(
+        f"replaydb: this {what} was connected by process {owner}; process {os.getpid()} is a "
+        "fork of it, and UCX's state does not survive a fork (nor can the fork connect "
+        "again): pickle the database or table into a process started fresh (multiprocessing's "
+        "'spawn' or 'forkserver'; torch DataLoader(multiprocessing_context='spawn')), which "
+        "connects again")
+
+
 def _no_pickle(what: str) -> TypeError:
     return TypeError(f"replaydb: a {what} cannot be pickled: it is a handle into this "
                      "process's engine. Pass the database path and table name instead, and "
@@ -1154,6 +1163,16 @@ class Table(_Owned):
     def _what(self) -> str:  # for the closed-handle message
         return f"table {self.name!r}"
 
+    def _h(self) -> int:
+        if self._pid != _PID and self._db._connect_args is not None:
+            raise _foreign_remote(self._what, self._pid)
+        return super()._h()
+
+    def __reduce__(self):
+        if self._db._connect_args is None:
+            raise _no_pickle(self._what)
+        return (_remote_table, (self._db, self.name))
+
     def _device(self) -> int:
         if self._device_cache is None:
             info = _CInfo()
@@ -1535,10 +1554,23 @@ class DB(_Owned):
     _destroy = "replaydb_close"
     _what = "database"
 
-    def __init__(self, handle: int):
+    def __init__(self, handle: int, connect_args: Optional[Tuple[Any, ...]] = None):
         super().__init__(handle)
         self.path: str = _lib.replaydb_db_path(handle).decode()
         self.read_only: bool = bool(_lib.replaydb_db_read_only(handle))
+        # A served database (replaydb.connect): what to connect with again,
+        # in a fork or a process that unpickles it.
+        self._connect_args = connect_args
+
+    def _h(self) -> int:
+        if self._pid != _PID and self._connect_args is not None:
+            raise _foreign_remote(self._what, self._pid)
+        return super()._h()
+
+    def __reduce__(self):
+        if self._connect_args is None:
+            raise _no_pickle(self._what)
+        return (_reconnect, self._connect_args)
 
     def tables(self) -> List[str]:
         """Names of all tables, sorted."""
@@ -1757,12 +1789,28 @@ def connect(address: str, *, client_name: Optional[str] = None,
     (its first line's). UnavailableError when nothing answers within
     ``connect_timeout`` seconds; FailedPreconditionError when the server refuses
     the client (no token, a wrong one)."""
+    args = (address, client_name, None if token_file is None else str(token_file),
+            connect_timeout)
     handle = c_void_p()
-    _call(_lib.replaydb_connect, _bytes(address),
-          None if client_name is None else _bytes(client_name),
-          None if token_file is None else _bytes(str(token_file)),
-          max(1, int(connect_timeout * 1000)), byref(handle))
-    return DB(handle.value)
+    _call(_lib.replaydb_connect, *_connect_c_args(*args), byref(handle))
+    return DB(handle.value, args)
+
+
+def _reconnect(address: str, client_name: Optional[str], token_file: Optional[str],
+               connect_timeout: float) -> DB:
+    return connect(address, client_name=client_name, token_file=token_file,
+                   connect_timeout=connect_timeout)
+
+
+def _remote_table(db: "DB", name: str) -> "Table":
+    return db.table(name)
+
+
+def _connect_c_args(address: str, client_name: Optional[str], token_file: Optional[str],
+                    connect_timeout: float) -> Tuple[Any, ...]:
+    return (_bytes(address), None if client_name is None else _bytes(client_name),
+            None if token_file is None else _bytes(token_file),
+            max(1, int(connect_timeout * 1000)))
 
 
 def version() -> str:

@@ -4,6 +4,7 @@ sampling), over UCX on 127.0.0.1 with TCP and with shared memory. Every
 server a test starts is stopped by it; every wait is bounded."""
 
 import os
+import pickle
 import re
 import select
 import signal
@@ -183,3 +184,48 @@ def test_the_cluster_demo_runs_its_actors_and_learner():
     for who in ("actor 0:", "actor 3:", "learner:", "server log:"):
         assert who in done.stdout, done.stdout
     assert "stopped; database checkpointed and closed" in done.stdout
+
+
+def test_a_served_table_pickles_and_forks_by_connecting_again(served):
+    server, env = served
+    db = replaydb.connect(server.address, client_name="parent")
+    table = db["experience"]
+    with table.writer() as w:
+        for i in range(6):
+            w.append({"obs": np.full(4, i, np.float32), "reward": 1.0})
+        w.end()
+    # Unpickled: connected again, the same table.
+    again = pickle.loads(pickle.dumps(table))
+    assert again.name == "experience" and again.info()["num_steps"] == 6
+    assert pickle.loads(pickle.dumps(db)).tables() == ["experience"]
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(table.writer())
+    # A process started fresh unpickles the table and samples it over a
+    # connection of its own; a fork is refused, saying what to do instead.
+    child = subprocess.run(
+        [sys.executable, "-c", "import pickle, sys, numpy as np, replaydb; "
+         "t = pickle.loads(sys.stdin.buffer.read()); "
+         "print(np.asarray(t.sample(4, timeout=10)['obs']).shape, t.info()['num_steps'])"],
+        input=pickle.dumps(table), capture_output=True, timeout=120,
+        env=dict(env, PYTHONPATH=str(ROOT / "python")))
+    assert child.returncode == 0, child.stderr.decode()
+    assert child.stdout.decode().strip() == "(4, 2, 4) 6"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            table.sample(1)
+            os.write(write, b"no error")
+        except replaydb.FailedPreconditionError as e:
+            os.write(write, str(e).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    message = os.read(read, 2000).decode()
+    os.close(read)
+    assert "UCX's state does not survive a fork" in message, message
+    assert "'spawn'" in message
+    assert table.info()["num_steps"] == 6
+    db.close()
