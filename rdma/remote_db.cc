@@ -119,9 +119,86 @@ Status PackRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_
   return Status::OK();
 }
 
+}  // namespace
+
+// The connection a RemoteDB and its tables share: an RpcClient, made again
+// when it has ended and a call comes, no sooner than a backoff allows (50 ms,
+// doubling to 5 s while attempts fail). Writers keep the client they were
+// opened on: the server ended their trajectories with it.
+class Connection {
+ public:
+  Connection(std::string host, uint16_t port, RpcClientOptions options, std::string address,
+             std::shared_ptr<RpcClient> first)
+      : host_(std::move(host)),
+        port_(port),
+        options_(std::move(options)),
+        address_(std::move(address)),
+        client_(std::move(first)) {}
+
+  // The live client, a new one, or why there is none.
+  Result<std::shared_ptr<RpcClient>> Get() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_.ok()) return closed_;
+    if (client_->connected()) return client_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_try_) {
+      return Status::Unavailable(
+          "server " + address_ + " is not connected (" + last_error_ + "); the next attempt in " +
+          std::to_string(std::chrono::duration_cast<milliseconds>(next_try_ - now).count()) +
+          " ms");
+    }
+    Result<std::unique_ptr<RpcClient>> fresh = RpcClient::Connect(host_, port_, options_);
+    if (!fresh.ok()) {
+      last_error_ = fresh.status().message();
+      backoff_ = std::min(backoff_ * 2, milliseconds(5000));
+      next_try_ = std::chrono::steady_clock::now() + backoff_;
+      return fresh.status();
+    }
+    backoff_ = milliseconds(50);
+    client_ = std::shared_ptr<RpcClient>(std::move(fresh).value());
+    return client_;
+  }
+
+  Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
+                       std::string payload, milliseconds timeout) {
+    REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<RpcClient> client, Get());
+    return client->Call(encode, std::move(payload), timeout);
+  }
+
+  bool read_only() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return client_->read_only();
+  }
+
+  // No more calls, no more attempts: every call fails with `why`.
+  void Close(const Status& why) {
+    std::shared_ptr<RpcClient> client;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = why;
+      client = client_;
+    }
+    client->Close(why);
+  }
+
+ private:
+  const std::string host_;
+  const uint16_t port_;
+  const RpcClientOptions options_;
+  const std::string address_;
+  mutable std::mutex mu_;
+  std::shared_ptr<RpcClient> client_;
+  Status closed_;  // OK until Close
+  milliseconds backoff_{50};
+  std::chrono::steady_clock::time_point next_try_;
+  std::string last_error_;
+};
+
+namespace {
+
 // What every remote call shares: the connection and the table's spec.
 struct Remote {
-  std::shared_ptr<RpcClient> client;
+  std::shared_ptr<Connection> connection;
   std::string address;  // ucx://HOST:PORT, for messages
   TableSpec spec;
   ConnectOptions options;
@@ -148,14 +225,15 @@ struct Remote {
 
 class RemoteWriter final : public TrajectoryWriter {
  public:
-  RemoteWriter(std::shared_ptr<Remote> remote, uint64_t id, WriterOptions options)
-      : remote_(std::move(remote)), id_(id), options_(options) {}
+  RemoteWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
+               WriterOptions options)
+      : remote_(std::move(remote)), client_(std::move(client)), id_(id), options_(options) {}
 
   // Ends the writer on the server (its open trajectory truncated), without
   // waiting long: a connection that is gone has ended it already.
   ~RemoteWriter() override {
     const uint64_t id = id_;
-    (void)remote_->client->Call(Encoder(fb::Body::CloseWriter,
+    (void)client_->Call(Encoder(fb::Body::CloseWriter,
                                         [id](flatbuffers::FlatBufferBuilder& b) {
                                           return fb::CreateCloseWriter(b, id);
                                         }),
@@ -189,7 +267,7 @@ class RemoteWriter final : public TrajectoryWriter {
     // the padded items still missing, as a local writer's.)
     REPLAYDB_ASSIGN_OR_RETURN(
         Message m, CallWaiting(options_.timeout, [&](milliseconds slice) {
-          return remote_->client->Call(
+          return client_->Call(
               Encoder(fb::Body::EndTrajectory,
                       [&](flatbuffers::FlatBufferBuilder& b) {
                         return fb::CreateEndTrajectory(b, id, static_cast<uint8_t>(reason));
@@ -219,7 +297,7 @@ class RemoteWriter final : public TrajectoryWriter {
               : std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
                                               until - std::chrono::steady_clock::now()));
       REPLAYDB_ASSIGN_OR_RETURN(Message m, CallWaiting(left, [&](milliseconds slice) {
-        return remote_->client->Call(
+        return client_->Call(
             Encoder(fb::Body::AppendStep,
                     [&](flatbuffers::FlatBufferBuilder& b) {
                       const auto p = b.CreateVector(priorities.data(), priorities.size());
@@ -251,6 +329,7 @@ class RemoteWriter final : public TrajectoryWriter {
   }
 
   std::shared_ptr<Remote> remote_;
+  std::shared_ptr<RpcClient> client_;  // the connection it was opened on
   uint64_t id_;
   WriterOptions options_;
   uint64_t trajectory_id_ = 0;
@@ -260,13 +339,17 @@ class RemoteWriter final : public TrajectoryWriter {
 
 class RemoteVectorWriter final : public VectorWriter {
  public:
-  RemoteVectorWriter(std::shared_ptr<Remote> remote, uint64_t id, size_t envs,
-                     WriterOptions options)
-      : remote_(std::move(remote)), id_(id), options_(options), ids_(envs, 0) {}
+  RemoteVectorWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client,
+                     uint64_t id, size_t envs, WriterOptions options)
+      : remote_(std::move(remote)),
+        client_(std::move(client)),
+        id_(id),
+        options_(options),
+        ids_(envs, 0) {}
 
   ~RemoteVectorWriter() override {
     const uint64_t id = id_;
-    (void)remote_->client->Call(Encoder(fb::Body::CloseWriter,
+    (void)client_->Call(Encoder(fb::Body::CloseWriter,
                                         [id](flatbuffers::FlatBufferBuilder& b) {
                                           return fb::CreateCloseWriter(b, id);
                                         }),
@@ -284,7 +367,7 @@ class RemoteVectorWriter final : public VectorWriter {
     }
     const uint64_t id = id_;
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->client->Call(
+        Message m, client_->Call(
                        Encoder(fb::Body::AppendStep,
                                [&](flatbuffers::FlatBufferBuilder& b) {
                                  const auto p = b.CreateVector(priorities.data(),
@@ -314,7 +397,7 @@ class RemoteVectorWriter final : public VectorWriter {
     const uint64_t id = id_;
     const std::vector<uint64_t> list(envs.begin(), envs.end());
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->client->Call(
+        Message m, client_->Call(
                        Encoder(fb::Body::EndTrajectory,
                                [&](flatbuffers::FlatBufferBuilder& b) {
                                  const auto v = b.CreateVector(list);
@@ -339,6 +422,7 @@ class RemoteVectorWriter final : public VectorWriter {
 
  private:
   std::shared_ptr<Remote> remote_;
+  std::shared_ptr<RpcClient> client_;  // the connection it was opened on
   uint64_t id_;
   WriterOptions options_;
   std::vector<uint64_t> ids_;
@@ -347,10 +431,10 @@ class RemoteVectorWriter final : public VectorWriter {
 
 class RemoteTable final : public Table {
  public:
-  RemoteTable(std::shared_ptr<RpcClient> client, std::string address, TableSpec spec,
+  RemoteTable(std::shared_ptr<Connection> connection, std::string address, TableSpec spec,
               ConnectOptions options, std::shared_ptr<const std::atomic<bool>> db_closed)
       : remote_(std::make_shared<Remote>()) {
-    remote_->client = std::move(client);
+    remote_->connection = std::move(connection);
     remote_->address = std::move(address);
     remote_->db_closed = std::move(db_closed);
     remote_->spec = std::move(spec);
@@ -361,8 +445,9 @@ class RemoteTable final : public Table {
   const std::string& name() const override { return remote_->spec.name; }
 
   Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options) override {
-    REPLAYDB_ASSIGN_OR_RETURN(const uint64_t id, OpenWriter(options, 0));
-    return std::unique_ptr<TrajectoryWriter>(new RemoteWriter(remote_, id, options));
+    REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriter(options, 0));
+    return std::unique_ptr<TrajectoryWriter>(
+        new RemoteWriter(remote_, std::move(opened.second), opened.first, options));
   }
 
   Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t num_envs,
@@ -372,9 +457,9 @@ class RemoteTable final : public Table {
                                      std::to_string(num_envs) + " environments (1 to " +
                                      std::to_string(kMaxVectorWriterEnvs) + ")");
     }
-    REPLAYDB_ASSIGN_OR_RETURN(const uint64_t id, OpenWriter(options, num_envs));
-    return std::unique_ptr<VectorWriter>(
-        new RemoteVectorWriter(remote_, id, num_envs, options));
+    REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriter(options, num_envs));
+    return std::unique_ptr<VectorWriter>(new RemoteVectorWriter(
+        remote_, std::move(opened.second), opened.first, num_envs, options));
   }
 
   Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override {
@@ -382,7 +467,7 @@ class RemoteTable final : public Table {
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
         Message m, CallWaiting(options.timeout, [&](milliseconds slice) {
-          return remote_->client->Call(
+          return remote_->connection->Call(
               Encoder(
                   fb::Body::Sample,
                   [&](flatbuffers::FlatBufferBuilder& b) {
@@ -411,7 +496,7 @@ class RemoteTable final : public Table {
     Put(&payload, priorities);
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->client->Call(Encoder(fb::Body::UpdatePriorities,
+        Message m, remote_->connection->Call(Encoder(fb::Body::UpdatePriorities,
                                                  [&](flatbuffers::FlatBufferBuilder& b) {
                                                    return fb::CreateUpdatePriorities(
                                                        b, b.CreateString(table));
@@ -432,7 +517,7 @@ class RemoteTable final : public Table {
     Put(&payload, keys);
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->client->Call(Encoder(fb::Body::Lookup,
+        Message m, remote_->connection->Call(Encoder(fb::Body::Lookup,
                                                  [&](flatbuffers::FlatBufferBuilder& b) {
                                                    return fb::CreateLookup(
                                                        b, b.CreateString(table));
@@ -460,7 +545,7 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(spec.Validate());
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->client->Call(Encoder(fb::Body::SetRateLimiter,
+        Message m, remote_->connection->Call(Encoder(fb::Body::SetRateLimiter,
                                                  [&](flatbuffers::FlatBufferBuilder& b) {
                                                    const auto t = b.CreateString(table);
                                                    const auto l = EncodeLimiter(b, spec);
@@ -474,7 +559,7 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->client->Call(Encoder(fb::Body::SeedTable,
+        Message m, remote_->connection->Call(Encoder(fb::Body::SeedTable,
                                                  [&](flatbuffers::FlatBufferBuilder& b) {
                                                    return fb::CreateSeedTable(
                                                        b, b.CreateString(table), seed);
@@ -514,7 +599,7 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->client->Call(Encoder(fb::Body::GetInfo,
+        Message m, remote_->connection->Call(Encoder(fb::Body::GetInfo,
                                                  [&](flatbuffers::FlatBufferBuilder& b) {
                                                    return fb::CreateGetInfo(
                                                        b, b.CreateString(table));
@@ -531,12 +616,15 @@ class RemoteTable final : public Table {
  private:
   const std::string& address() const { return remote_->address; }
 
-  Result<uint64_t> OpenWriter(const WriterOptions& options, size_t envs) {
+  // The writer's id on the server, and the connection it belongs to.
+  Result<std::pair<uint64_t, std::shared_ptr<RpcClient>>> OpenWriter(const WriterOptions& options,
+                                                                      size_t envs) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<RpcClient> client, remote_->connection->Get());
     REPLAYDB_ASSIGN_OR_RETURN(
         Message m,
-        remote_->client->Call(
+        client->Call(
             Encoder(fb::Body::NewWriter,
                     [&](flatbuffers::FlatBufferBuilder& b) {
                       const auto t = b.CreateString(table);
@@ -547,7 +635,7 @@ class RemoteTable final : public Table {
             "", remote_->options.call_timeout));
     REPLAYDB_RETURN_IF_ERROR(
         ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
-    return m.header()->body_as_WriterOpened()->writer();
+    return std::make_pair(m.header()->body_as_WriterOpened()->writer(), std::move(client));
   }
 
   Status DecodeSampled(const Message& m, const std::string& what, SampleBatch* out) {
@@ -593,21 +681,22 @@ Result<std::unique_ptr<RemoteDB>> RemoteDB::Connect(const std::string& address,
     o.token = tokens.front().secret;
   }
   REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<RpcClient> client, RpcClient::Connect(host, port, o));
-  return std::unique_ptr<RemoteDB>(new RemoteDB(std::shared_ptr<RpcClient>(std::move(client)),
-                                                "ucx://" + host + ":" + std::to_string(port),
-                                                options));
+  const std::string canonical = "ucx://" + host + ":" + std::to_string(port);
+  auto connection = std::make_shared<Connection>(host, port, o, canonical,
+                                                 std::shared_ptr<RpcClient>(std::move(client)));
+  return std::unique_ptr<RemoteDB>(new RemoteDB(std::move(connection), canonical, options));
 }
 
 // As a local DB's: its tables and writers are closed with it, and calls in
 // flight end (the server ends this connection's writers, truncated).
 RemoteDB::~RemoteDB() {
   closed_->store(true, std::memory_order_release);
-  client_->Close(Status::Cancelled("database " + address_ + " was closed"));
+  connection_->Close(Status::Cancelled("database " + address_ + " was closed"));
 }
 
 Result<std::vector<std::string>> RemoteDB::ListTablesOrError() const {
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(Encoder(fb::Body::ListTables,
+      Message m, connection_->Call(Encoder(fb::Body::ListTables,
                                        [](flatbuffers::FlatBufferBuilder& b) {
                                          return fb::CreateListTables(b);
                                        }),
@@ -635,13 +724,13 @@ Result<std::shared_ptr<Table>> RemoteDB::Opened(const Message& m, const std::str
       what, &tables));
   if (tables.size() != 1) return Status::Corruption(what + ": the reply holds no one table spec");
   return std::shared_ptr<Table>(
-      new RemoteTable(client_, address_, std::move(tables[0]), options_, closed_));
+      new RemoteTable(connection_, address_, std::move(tables[0]), options_, closed_));
 }
 
 Result<std::shared_ptr<Table>> RemoteDB::GetTable(std::string_view name) {
   const std::string table(name);
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(Encoder(fb::Body::OpenTable,
+      Message m, connection_->Call(Encoder(fb::Body::OpenTable,
                                        [&](flatbuffers::FlatBufferBuilder& b) {
                                          return fb::CreateOpenTable(b, b.CreateString(table));
                                        }),
@@ -655,7 +744,7 @@ Result<std::shared_ptr<Table>> RemoteDB::CreateTable(const TableSpec& spec) {
   REPLAYDB_RETURN_IF_ERROR(spec.Validate());
   const std::string bytes = engine::EncodeCatalog(std::vector<TableSpec>{spec});
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(Encoder(fb::Body::CreateTable,
+      Message m, connection_->Call(Encoder(fb::Body::CreateTable,
                                        [&](flatbuffers::FlatBufferBuilder& b) {
                                          const auto v = b.CreateVector(
                                              reinterpret_cast<const uint8_t*>(bytes.data()),
@@ -669,7 +758,7 @@ Result<std::shared_ptr<Table>> RemoteDB::CreateTable(const TableSpec& spec) {
 Status RemoteDB::DropTable(std::string_view name) {
   const std::string table(name);
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(Encoder(fb::Body::DropTable,
+      Message m, connection_->Call(Encoder(fb::Body::DropTable,
                                        [&](flatbuffers::FlatBufferBuilder& b) {
                                          return fb::CreateDropTable(b, b.CreateString(table));
                                        }),
@@ -679,13 +768,15 @@ Status RemoteDB::DropTable(std::string_view name) {
 
 Status RemoteDB::Checkpoint() {
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, client_->Call(Encoder(fb::Body::Checkpoint,
+      Message m, connection_->Call(Encoder(fb::Body::Checkpoint,
                                        [](flatbuffers::FlatBufferBuilder& b) {
                                          return fb::CreateCheckpoint(b);
                                        }),
                                "", options_.call_timeout));
   return ExpectBody(m, fb::Body::Done, "a checkpoint of " + address_);
 }
+
+bool RemoteDB::read_only() const { return connection_->read_only(); }
 
 Status RemoteDB::NotServed(const std::string& call) const {
   return Status::NotSupported(address_ + ": " + call +

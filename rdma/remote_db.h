@@ -33,7 +33,13 @@ namespace replaydb::rdma {
 // naming the address otherwise.
 Status ParseAddress(const std::string& address, std::string* host, uint16_t* port);
 
-// A served database: what DB::Connect returns.
+class Connection;
+
+// A served database: what DB::Connect returns. When the server goes, calls
+// fail Unavailable; a later call connects again (no sooner than a backoff
+// of 50 ms doubling to 5 s allows). Writers belong to the connection they
+// were opened on: after it ended (the server ended their trajectories
+// truncated) their calls fail Unavailable, and new writers are needed.
 class RemoteDB final : public DB {
  public:
   static Result<std::unique_ptr<RemoteDB>> Connect(const std::string& address,
@@ -52,7 +58,7 @@ class RemoteDB final : public DB {
   // Nothing: recovery happened on the server.
   RecoveryInfo recovery_info() const override { return {}; }
   // Whether the server grants this client reads only (its token's).
-  bool read_only() const override { return client_->read_only(); }
+  bool read_only() const override;
   Status ExportTable(std::string_view table, const std::string& dir,
                      const LongOperationOptions& options) override;
   Result<std::shared_ptr<Table>> ImportTable(const std::string& source_dir,
@@ -63,11 +69,11 @@ class RemoteDB final : public DB {
   Status Compact(const LongOperationOptions& options) override;
 
  private:
-  RemoteDB(std::shared_ptr<RpcClient> client, std::string address, ConnectOptions options)
-      : client_(std::move(client)), address_(std::move(address)), options_(options) {}
+  RemoteDB(std::shared_ptr<Connection> connection, std::string address, ConnectOptions options)
+      : connection_(std::move(connection)), address_(std::move(address)), options_(options) {}
   Result<std::shared_ptr<Table>> Opened(const Message& reply, const std::string& what);
   Status NotServed(const std::string& call) const;
-  std::shared_ptr<RpcClient> client_;
+  std::shared_ptr<Connection> connection_;
   std::string address_;
   ConnectOptions options_;
   std::shared_ptr<std::atomic<bool>> closed_ = std::make_shared<std::atomic<bool>>(false);

@@ -51,6 +51,14 @@ std::string Address(const std::string& host, uint16_t port) {
   return host + ":" + std::to_string(port);
 }
 
+// Connection numbers are unique in the process, not only in one Transport:
+// a server started again over the same service (rdma/db_service.h) must not
+// see an old connection's id again.
+uint64_t NextConnectionNumber() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 class Transport::Impl {
@@ -290,7 +298,7 @@ class Transport::Impl {
   }
   // Ids carry their worker's index in the low 8 bits.
   ConnectionId NewId(const Worker& w) {
-    return (next_id_.fetch_add(1) << 8) | static_cast<ConnectionId>(w.index);
+    return (NextConnectionNumber() << 8) | static_cast<ConnectionId>(w.index);
   }
   Worker* WorkerOf(ConnectionId id) {
     if (id == 0) return nullptr;
@@ -662,7 +670,6 @@ class Transport::Impl {
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> next_worker_{0};
-  std::atomic<uint64_t> next_id_{1};
   std::atomic<int> open_{0};
 };
 

@@ -40,6 +40,7 @@
 namespace replaydb::rdma {
 
 // A connection's id within its transport; never reused. 0 is no connection.
+// Unique within the process (across Transports), never reused.
 using ConnectionId = uint64_t;
 
 struct TransportOptions {

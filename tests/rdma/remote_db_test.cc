@@ -483,6 +483,55 @@ TEST(RemoteDBTest, ClosingTheDatabaseClosesItsTablesAndWriters) {
   EXPECT_EQ(s.service->open_writers(), 0u);
 }
 
+// The server goes: calls fail Unavailable, within their deadlines. It comes
+// back on the same port: the next calls connect again (after a short
+// backoff); a writer of the old connection stays Unavailable, a new one works.
+TEST(RemoteDBTest, ClientsConnectAgainWhenTheServerIsBack) {
+  // The listener takes its port again at once, as `replaydb serve` sets it
+  // (before this test's UCX threads start).
+  ::setenv("UCX_TCP_CM_REUSEADDR", "y", 1);
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
+  const uint16_t port = s.server->port();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DB> remote, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto old_writer, table->NewWriter());
+  const int64_t steps = table->Info().num_steps;
+  ASSERT_GT(steps, 0);
+  s.server.reset();
+  SampleOptions o;
+  o.timeout = 2s;
+  SampleBatch batch;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status gone = table->Sample(1, o, &batch);
+  EXPECT_EQ(gone.code(), Status::Code::kUnavailable) << gone.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);
+  // Back on the same port.
+  RpcServerOptions ro;
+  ro.transport.listen_port = port;
+  RequestHandler handler;
+  ServeWith(s.service.get(), &ro, &handler);
+  auto again = RpcServer::Start(ro, std::move(handler));
+  ASSERT_OK(again.status());
+  s.server = std::move(again).value();
+  Status back = Status::Unavailable("not tried");
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    back = table->Sample(1, o, &batch);
+    if (back.code() != Status::Code::kUnavailable) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_OK(back);
+  EXPECT_EQ(table->Info().num_steps, steps);
+  std::mt19937_64 rng(3);
+  const Status stale = old_writer->Append(testing_util::RandomStep(table->spec(), rng).tensors);
+  EXPECT_EQ(stale.code(), Status::Code::kUnavailable) << stale.ToString();
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+  ASSERT_OK(writer->Append(testing_util::RandomStep(table->spec(), rng).tensors));
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+  EXPECT_EQ(table->Info().num_steps, steps + 1);
+}
+
 TEST(RemoteDBTest, AddressesAreCheckedNamingThem) {
   std::string host;
   uint16_t port = 0;

@@ -4,6 +4,7 @@
 // step is there, byte-identical. 20 iterations; REPLAYDB_CRASH_ITERATIONS
 // sets another count (the long mode is 500).
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,6 +112,13 @@ TEST(CrashTest, KilledWriterLosesNothingAcknowledged) {
       std::_Exit(127);
     }
     ::close(pipefd[1]);
+    // Every other iteration waits for a first acknowledged step (bounded),
+    // so that a loaded machine (a sanitizer build, other tests) still kills
+    // writers that have written; the others may kill one inside Open.
+    if (it % 2 == 1) {
+      pollfd p{pipefd[0], POLLIN, 0};
+      (void)::poll(&p, 1, 30000);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 300));
     ::kill(pid, SIGKILL);
     int status = 0;

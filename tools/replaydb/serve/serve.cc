@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <mutex>
@@ -100,6 +101,10 @@ int ServeCommand(std::span<const std::string> args) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
+  // A server started again takes its port at once (SO_REUSEADDR on UCX's
+  // TCP listener, which UCX 1.13 takes only from the environment), unless
+  // the environment says otherwise. Set before any thread reads it.
+  ::setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
   const std::string& dir = positional[0];
   DBOptions options;
   options.create_if_missing = true;
