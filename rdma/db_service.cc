@@ -104,6 +104,13 @@ flatbuffers::Offset<fb::Info> EncodeInfo(flatbuffers::FlatBufferBuilder& b, cons
       i.spill_queue);
 }
 
+// TableOpened: `table`'s spec in the catalog's encoding.
+Reply Opened(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, const Table& table) {
+  const std::string spec = engine::EncodeCatalog(std::vector<TableSpec>{table.spec()});
+  const auto bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(spec.data()), spec.size());
+  return Reply{EncodeHeader(b, f, fb::Body::TableOpened, fb::CreateTableOpened(b, bytes)), ""};
+}
+
 Result<Reply> HandleTables(DB& db, Request& r) {
   const fb::Header* h = r.message.header();
   HeaderFields f;
@@ -120,10 +127,7 @@ Result<Reply> HandleTables(DB& db, Request& r) {
     }
     case fb::Body::OpenTable: {
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(h->body_as_OpenTable()->name())));
-      const std::string spec = engine::EncodeCatalog(std::vector<TableSpec>{table->spec()});
-      const auto bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(spec.data()), spec.size());
-      return Reply{EncodeHeader(b, f, fb::Body::TableOpened, fb::CreateTableOpened(b, bytes)),
-                   ""};
+      return Opened(b, f, *table);
     }
     case fb::Body::Sample: {
       const fb::Sample* q = h->body_as_Sample();
@@ -167,9 +171,7 @@ Result<Reply> HandleTables(DB& db, Request& r) {
                                        std::to_string(specs.size()) + " table specs, not 1");
       }
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.CreateTable(specs[0]));
-      const std::string spec = engine::EncodeCatalog(std::vector<TableSpec>{table->spec()});
-      const auto v = b.CreateVector(reinterpret_cast<const uint8_t*>(spec.data()), spec.size());
-      return Reply{EncodeHeader(b, f, fb::Body::TableOpened, fb::CreateTableOpened(b, v)), ""};
+      return Opened(b, f, *table);
     }
     case fb::Body::DropTable:
       REPLAYDB_RETURN_IF_ERROR(db.DropTable(Name(h->body_as_DropTable()->name())));

@@ -11,8 +11,7 @@
 
 namespace replaydb {
 
-Result<std::unique_ptr<DB>> DB::Connect(const std::string& address,
-                                        const ConnectOptions& options) {
+Result<std::unique_ptr<DB>> DB::Connect(const std::string& address, const ConnectOptions& options) {
   REPLAYDB_ASSIGN_OR_RETURN(auto db, rdma::RemoteDB::Connect(address, options));
   return std::unique_ptr<DB>(std::move(db));
 }
@@ -27,8 +26,8 @@ using std::chrono::milliseconds;
 Status ExpectBody(const Message& m, fb::Body kind, const std::string& what) {
   if (m.header()->body_type() != kind) {
     return Status::Corruption(what + ": the server answered with a body of kind '" +
-                              std::string(fb::EnumNameBody(m.header()->body_type())) +
-                              "', not '" + fb::EnumNameBody(kind) + "'");
+                              std::string(fb::EnumNameBody(m.header()->body_type())) + "', not '" +
+                              fb::EnumNameBody(kind) + "'");
   }
   return Status::OK();
 }
@@ -64,9 +63,9 @@ Result<Message> CallWaiting(milliseconds wait,
   while (true) {
     milliseconds slice = kMaxServedWait;
     if (until != std::chrono::steady_clock::time_point::max()) {
-      slice = std::clamp(std::chrono::duration_cast<milliseconds>(
-                             until - std::chrono::steady_clock::now()),
-                         milliseconds(0), kMaxServedWait);
+      slice = std::clamp(
+          std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now()),
+          milliseconds(0), kMaxServedWait);
     }
     Result<Message> m = call(slice);
     // (A slice of 0 asks once without waiting: the caller's own timeout 0.)
@@ -107,12 +106,10 @@ Status PackRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_
     const size_t bytes = col.step_bytes() * static_cast<size_t>(rows < 0 ? 1 : rows);
     if (step[c].dtype != col.dtype || !(step[c].shape == want) || step[c].size_bytes != bytes ||
         (bytes > 0 && step[c].data == nullptr)) {
-      return Status::InvalidArgument("table '" + spec.name + "': " + what + ", column '" +
-                                     col.name + "' expects dtype " +
-                                     std::string(DTypeName(col.dtype)) + " and shape " +
-                                     want.ToString() + ", got " +
-                                     std::string(DTypeName(step[c].dtype)) + " " +
-                                     step[c].shape.ToString());
+      return Status::InvalidArgument(
+          "table '" + spec.name + "': " + what + ", column '" + col.name + "' expects dtype " +
+          std::string(DTypeName(col.dtype)) + " and shape " + want.ToString() + ", got " +
+          std::string(DTypeName(step[c].dtype)) + " " + step[c].shape.ToString());
     }
     if (bytes > 0) out->append(static_cast<const char*>(step[c].data), bytes);
   }
@@ -128,11 +125,12 @@ Status PackRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_
 class Connection {
  public:
   Connection(std::string host, uint16_t port, RpcClientOptions options, std::string address,
-             std::shared_ptr<RpcClient> first)
+             milliseconds call_timeout, std::shared_ptr<RpcClient> first)
       : host_(std::move(host)),
         port_(port),
         options_(std::move(options)),
         address_(std::move(address)),
+        call_timeout_(call_timeout),
         client_(std::move(first)) {}
 
   // The live client, a new one, or why there is none.
@@ -165,6 +163,13 @@ class Connection {
     return client->Call(encode, std::move(payload), timeout);
   }
 
+  // A call that does not wait for the rate limiter: its body built by
+  // `build`, its reply awaited for ConnectOptions::call_timeout.
+  template <typename Build>
+  Result<Message> Ask(fb::Body kind, Build build, std::string payload = {}) {
+    return Call(Encoder(kind, build), std::move(payload), call_timeout_);
+  }
+
   bool read_only() const {
     std::lock_guard<std::mutex> lock(mu_);
     return client_->read_only();
@@ -186,6 +191,7 @@ class Connection {
   const uint16_t port_;
   const RpcClientOptions options_;
   const std::string address_;
+  const milliseconds call_timeout_;
   mutable std::mutex mu_;
   std::shared_ptr<RpcClient> client_;
   Status closed_;  // OK until Close
@@ -212,8 +218,7 @@ struct Remote {
                                         " is closed (its database was closed)");
     }
     if (closed.load(std::memory_order_acquire)) {
-      return Status::FailedPrecondition("table '" + spec.name + "' of " + address +
-                                        " is closed");
+      return Status::FailedPrecondition("table '" + spec.name + "' of " + address + " is closed");
     }
     return Status::OK();
   }
@@ -223,6 +228,15 @@ struct Remote {
   }
 };
 
+// Ends writer `id` on the server (its open trajectories truncated), without
+// waiting long: a connection that is gone has ended it already.
+void CloseWriterOn(RpcClient& client, uint64_t id) {
+  (void)client.Call(
+      Encoder(fb::Body::CloseWriter,
+              [id](flatbuffers::FlatBufferBuilder& b) { return fb::CreateCloseWriter(b, id); }),
+      "", milliseconds(10000));
+}
+
 class RemoteWriter final : public TrajectoryWriter {
  public:
   RemoteWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
@@ -231,14 +245,7 @@ class RemoteWriter final : public TrajectoryWriter {
 
   // Ends the writer on the server (its open trajectory truncated), without
   // waiting long: a connection that is gone has ended it already.
-  ~RemoteWriter() override {
-    const uint64_t id = id_;
-    (void)client_->Call(Encoder(fb::Body::CloseWriter,
-                                        [id](flatbuffers::FlatBufferBuilder& b) {
-                                          return fb::CreateCloseWriter(b, id);
-                                        }),
-                                "", milliseconds(10000));
-  }
+  ~RemoteWriter() override { CloseWriterOn(*client_, id_); }
 
   Status Append(std::span<const ConstTensor> step, std::optional<double> priority) override {
     REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, step, -1, "step", &payload_));
@@ -252,9 +259,9 @@ class RemoteWriter final : public TrajectoryWriter {
         !steps.empty() && !steps[0].shape.dims().empty() ? steps[0].shape.dims()[0] : 0;
     REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, steps, n, "steps", &payload_));
     if (!priorities.empty() && priorities.size() != static_cast<size_t>(n)) {
-      return Status::InvalidArgument("table '" + remote_->spec.name + "': " +
-                                     std::to_string(priorities.size()) + " priorities for " +
-                                     std::to_string(n) + " steps");
+      return Status::InvalidArgument("table '" + remote_->spec.name +
+                                     "': " + std::to_string(priorities.size()) +
+                                     " priorities for " + std::to_string(n) + " steps");
     }
     if (n == 0) return Status::OK();
     return Send(n, std::nullopt, priorities);
@@ -265,17 +272,17 @@ class RemoteWriter final : public TrajectoryWriter {
     const uint64_t id = id_;
     // (After a DeadlineExceeded the trajectory is ended; End again creates
     // the padded items still missing, as a local writer's.)
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, CallWaiting(options_.timeout, [&](milliseconds slice) {
-          return client_->Call(
-              Encoder(fb::Body::EndTrajectory,
-                      [&](flatbuffers::FlatBufferBuilder& b) {
-                        return fb::CreateEndTrajectory(b, id, static_cast<uint8_t>(reason));
-                      }),
-              "", ReplyWait(slice, remote_->options.call_timeout));
-        }));
-    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Done, "ending a trajectory of '" +
-                                                              remote_->spec.name + "'"));
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, CallWaiting(options_.timeout, [&](milliseconds slice) {
+                                return client_->Call(
+                                    Encoder(fb::Body::EndTrajectory,
+                                            [&](flatbuffers::FlatBufferBuilder& b) {
+                                              return fb::CreateEndTrajectory(
+                                                  b, id, static_cast<uint8_t>(reason));
+                                            }),
+                                    "", ReplyWait(slice, remote_->options.call_timeout));
+                              }));
+    REPLAYDB_RETURN_IF_ERROR(
+        ExpectBody(m, fb::Body::Done, "ending a trajectory of '" + remote_->spec.name + "'"));
     num_steps_ = 0;
     return Status::OK();
   }
@@ -296,16 +303,17 @@ class RemoteWriter final : public TrajectoryWriter {
               ? kWaitForever
               : std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
                                               until - std::chrono::steady_clock::now()));
-      REPLAYDB_ASSIGN_OR_RETURN(Message m, CallWaiting(left, [&](milliseconds slice) {
-        return client_->Call(
-            Encoder(fb::Body::AppendStep,
-                    [&](flatbuffers::FlatBufferBuilder& b) {
-                      const auto p = b.CreateVector(priorities.data(), priorities.size());
-                      return fb::CreateAppendStep(b, id, priority.has_value(),
-                                                  priority.value_or(0), steps, p);
-                    }),
-            payload_, ReplyWait(slice, remote_->options.call_timeout));
-      }));
+      REPLAYDB_ASSIGN_OR_RETURN(
+          Message m, CallWaiting(left, [&](milliseconds slice) {
+            return client_->Call(
+                Encoder(fb::Body::AppendStep,
+                        [&](flatbuffers::FlatBufferBuilder& b) {
+                          const auto p = b.CreateVector(priorities.data(), priorities.size());
+                          return fb::CreateAppendStep(b, id, priority.has_value(),
+                                                      priority.value_or(0), steps, p);
+                        }),
+                payload_, ReplyWait(slice, remote_->options.call_timeout));
+          }));
       REPLAYDB_RETURN_IF_ERROR(
           ExpectBody(m, fb::Body::Appended, "an append to '" + remote_->spec.name + "'"));
       const fb::Appended* a = m.header()->body_as_Appended();
@@ -339,42 +347,34 @@ class RemoteWriter final : public TrajectoryWriter {
 
 class RemoteVectorWriter final : public VectorWriter {
  public:
-  RemoteVectorWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client,
-                     uint64_t id, size_t envs, WriterOptions options)
+  RemoteVectorWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
+                     size_t envs, WriterOptions options)
       : remote_(std::move(remote)),
         client_(std::move(client)),
         id_(id),
         options_(options),
         ids_(envs, 0) {}
 
-  ~RemoteVectorWriter() override {
-    const uint64_t id = id_;
-    (void)client_->Call(Encoder(fb::Body::CloseWriter,
-                                        [id](flatbuffers::FlatBufferBuilder& b) {
-                                          return fb::CreateCloseWriter(b, id);
-                                        }),
-                                "", milliseconds(10000));
-  }
+  ~RemoteVectorWriter() override { CloseWriterOn(*client_, id_); }
 
   Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const auto n = static_cast<int64_t>(ids_.size());
     REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, steps, n, "vector step", &payload_));
     if (!priorities.empty() && priorities.size() != ids_.size()) {
-      return Status::InvalidArgument("table '" + remote_->spec.name + "': " +
-                                     std::to_string(priorities.size()) + " priorities for " +
-                                     std::to_string(n) + " environments");
+      return Status::InvalidArgument("table '" + remote_->spec.name +
+                                     "': " + std::to_string(priorities.size()) +
+                                     " priorities for " + std::to_string(n) + " environments");
     }
     const uint64_t id = id_;
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, client_->Call(
-                       Encoder(fb::Body::AppendStep,
-                               [&](flatbuffers::FlatBufferBuilder& b) {
-                                 const auto p = b.CreateVector(priorities.data(),
-                                                               priorities.size());
-                                 return fb::CreateAppendStep(b, id, false, 0, n, p);
-                               }),
-                       payload_, ReplyWait(options_.timeout, remote_->options.call_timeout)));
+        Message m,
+        client_->Call(Encoder(fb::Body::AppendStep,
+                              [&](flatbuffers::FlatBufferBuilder& b) {
+                                const auto p = b.CreateVector(priorities.data(), priorities.size());
+                                return fb::CreateAppendStep(b, id, false, 0, n, p);
+                              }),
+                      payload_, ReplyWait(options_.timeout, remote_->options.call_timeout)));
     REPLAYDB_RETURN_IF_ERROR(
         ExpectBody(m, fb::Body::Appended, "a vector append to '" + remote_->spec.name + "'"));
     const auto* ids = m.header()->body_as_Appended()->trajectory_ids();
@@ -397,26 +397,21 @@ class RemoteVectorWriter final : public VectorWriter {
     const uint64_t id = id_;
     const std::vector<uint64_t> list(envs.begin(), envs.end());
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, client_->Call(
-                       Encoder(fb::Body::EndTrajectory,
-                               [&](flatbuffers::FlatBufferBuilder& b) {
-                                 const auto v = b.CreateVector(list);
-                                 return fb::CreateEndTrajectory(
-                                     b, id, static_cast<uint8_t>(reason), v);
-                               }),
-                       "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
-    return ExpectBody(m, fb::Body::Done,
-                      "ending trajectories of '" + remote_->spec.name + "'");
+        Message m, client_->Call(Encoder(fb::Body::EndTrajectory,
+                                         [&](flatbuffers::FlatBufferBuilder& b) {
+                                           const auto v = b.CreateVector(list);
+                                           return fb::CreateEndTrajectory(
+                                               b, id, static_cast<uint8_t>(reason), v);
+                                         }),
+                                 "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
+    return ExpectBody(m, fb::Body::Done, "ending trajectories of '" + remote_->spec.name + "'");
   }
 
   size_t num_envs() const override { return ids_.size(); }
-  uint64_t trajectory_id(size_t env) const override {
-    return env < ids_.size() ? ids_[env] : 0;
-  }
+  uint64_t trajectory_id(size_t env) const override { return env < ids_.size() ? ids_[env] : 0; }
   // The server's writer splits the work; this side sends one message.
   int threads() const override { return 1; }
-  Status AppendFromDevice(std::span<const ConstTensor>, void*,
-                          std::span<const double>) override {
+  Status AppendFromDevice(std::span<const ConstTensor>, void*, std::span<const double>) override {
     return remote_->NotServed("a vector writer's AppendFromDevice");
   }
 
@@ -458,27 +453,27 @@ class RemoteTable final : public Table {
                                      std::to_string(kMaxVectorWriterEnvs) + ")");
     }
     REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriter(options, num_envs));
-    return std::unique_ptr<VectorWriter>(new RemoteVectorWriter(
-        remote_, std::move(opened.second), opened.first, num_envs, options));
+    return std::unique_ptr<VectorWriter>(
+        new RemoteVectorWriter(remote_, std::move(opened.second), opened.first, num_envs, options));
   }
 
   Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, CallWaiting(options.timeout, [&](milliseconds slice) {
-          return remote_->connection->Call(
-              Encoder(
-                  fb::Body::Sample,
-                  [&](flatbuffers::FlatBufferBuilder& b) {
-                    const auto t = b.CreateString(table);
-                    return fb::CreateSample(b, t, batch_size, options.importance_beta,
-                                            static_cast<uint8_t>(options.weight_normalization),
-                                            options.stratified, options.peek, options.gather);
-                  },
-                  slice.count()),
-              "", ReplyWait(slice, remote_->options.call_timeout));
-        }));
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, CallWaiting(options.timeout, [&](milliseconds slice) {
+                                return remote_->connection->Call(
+                                    Encoder(
+                                        fb::Body::Sample,
+                                        [&](flatbuffers::FlatBufferBuilder& b) {
+                                          const auto t = b.CreateString(table);
+                                          return fb::CreateSample(
+                                              b, t, batch_size, options.importance_beta,
+                                              static_cast<uint8_t>(options.weight_normalization),
+                                              options.stratified, options.peek, options.gather);
+                                        },
+                                        slice.count()),
+                                    "", ReplyWait(slice, remote_->options.call_timeout));
+                              }));
     return DecodeSampled(m, "sample of table '" + table + "' from " + address(), out);
   }
 
@@ -495,15 +490,15 @@ class RemoteTable final : public Table {
     Put(&payload, keys);
     Put(&payload, priorities);
     const std::string table = name();
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->connection->Call(Encoder(fb::Body::UpdatePriorities,
-                                                 [&](flatbuffers::FlatBufferBuilder& b) {
-                                                   return fb::CreateUpdatePriorities(
-                                                       b, b.CreateString(table));
-                                                 }),
-                                         std::move(payload), remote_->options.call_timeout));
-    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::PrioritiesUpdated,
-                                        "a priority update of table '" + table + "'"));
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
+                                             fb::Body::UpdatePriorities,
+                                             [&](flatbuffers::FlatBufferBuilder& b) {
+                                               return fb::CreateUpdatePriorities(
+                                                   b, b.CreateString(table));
+                                             },
+                                             std::move(payload)));
+    REPLAYDB_RETURN_IF_ERROR(
+        ExpectBody(m, fb::Body::PrioritiesUpdated, "a priority update of table '" + table + "'"));
     if (result != nullptr) {
       result->updated = m.header()->body_as_PrioritiesUpdated()->updated();
       result->skipped = m.header()->body_as_PrioritiesUpdated()->skipped();
@@ -516,18 +511,16 @@ class RemoteTable final : public Table {
     std::string payload;
     Put(&payload, keys);
     const std::string table = name();
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->connection->Call(Encoder(fb::Body::Lookup,
-                                                 [&](flatbuffers::FlatBufferBuilder& b) {
-                                                   return fb::CreateLookup(
-                                                       b, b.CreateString(table));
-                                                 }),
-                                         std::move(payload), remote_->options.call_timeout));
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
+                                             fb::Body::Lookup,
+                                             [&](flatbuffers::FlatBufferBuilder& b) {
+                                               return fb::CreateLookup(b, b.CreateString(table));
+                                             },
+                                             std::move(payload)));
     return DecodeSampled(m, "lookup in table '" + table + "' from " + address(), out);
   }
 
-  Status SampleToDevice(int64_t, const SampleOptions&, const DeviceSampleOutput&,
-                        void*) override {
+  Status SampleToDevice(int64_t, const SampleOptions&, const DeviceSampleOutput&, void*) override {
     return remote_->NotServed("SampleToDevice");
   }
   Status LookupToDevice(std::span<const ItemKey>, const DeviceSampleOutput&, void*) override {
@@ -545,13 +538,12 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(spec.Validate());
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->connection->Call(Encoder(fb::Body::SetRateLimiter,
-                                                 [&](flatbuffers::FlatBufferBuilder& b) {
-                                                   const auto t = b.CreateString(table);
-                                                   const auto l = EncodeLimiter(b, spec);
-                                                   return fb::CreateSetRateLimiter(b, t, l);
-                                                 }),
-                                         "", remote_->options.call_timeout));
+        Message m,
+        remote_->connection->Ask(fb::Body::SetRateLimiter, [&](flatbuffers::FlatBufferBuilder& b) {
+          const auto t = b.CreateString(table);
+          const auto l = EncodeLimiter(b, spec);
+          return fb::CreateSetRateLimiter(b, t, l);
+        }));
     return ExpectBody(m, fb::Body::Done, "setting the rate limiter of table '" + table + "'");
   }
 
@@ -559,12 +551,10 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->connection->Call(Encoder(fb::Body::SeedTable,
-                                                 [&](flatbuffers::FlatBufferBuilder& b) {
-                                                   return fb::CreateSeedTable(
-                                                       b, b.CreateString(table), seed);
-                                                 }),
-                                         "", remote_->options.call_timeout));
+        Message m,
+        remote_->connection->Ask(fb::Body::SeedTable, [&](flatbuffers::FlatBufferBuilder& b) {
+          return fb::CreateSeedTable(b, b.CreateString(table), seed);
+        }));
     return ExpectBody(m, fb::Body::Done, "seeding table '" + table + "'");
   }
 
@@ -599,12 +589,10 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->connection->Call(Encoder(fb::Body::GetInfo,
-                                                 [&](flatbuffers::FlatBufferBuilder& b) {
-                                                   return fb::CreateGetInfo(
-                                                       b, b.CreateString(table));
-                                                 }),
-                                         "", remote_->options.call_timeout));
+        Message m,
+        remote_->connection->Ask(fb::Body::GetInfo, [&](flatbuffers::FlatBufferBuilder& b) {
+          return fb::CreateGetInfo(b, b.CreateString(table));
+        }));
     REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Info, "the info of table '" + table + "'"));
     return DecodeInfo(*m.header()->body_as_Info(), table);
   }
@@ -618,21 +606,20 @@ class RemoteTable final : public Table {
 
   // The writer's id on the server, and the connection it belongs to.
   Result<std::pair<uint64_t, std::shared_ptr<RpcClient>>> OpenWriter(const WriterOptions& options,
-                                                                      size_t envs) {
+                                                                     size_t envs) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<RpcClient> client, remote_->connection->Get());
     REPLAYDB_ASSIGN_OR_RETURN(
         Message m,
-        client->Call(
-            Encoder(fb::Body::NewWriter,
-                    [&](flatbuffers::FlatBufferBuilder& b) {
-                      const auto t = b.CreateString(table);
-                      return fb::CreateNewWriter(
-                          b, t, options.timeout.count() < 0 ? -1 : options.timeout.count(),
-                          options.sync, envs);
-                    }),
-            "", remote_->options.call_timeout));
+        client->Call(Encoder(fb::Body::NewWriter,
+                             [&](flatbuffers::FlatBufferBuilder& b) {
+                               const auto t = b.CreateString(table);
+                               return fb::CreateNewWriter(
+                                   b, t, options.timeout.count() < 0 ? -1 : options.timeout.count(),
+                                   options.sync, envs);
+                             }),
+                     "", remote_->options.call_timeout));
     REPLAYDB_RETURN_IF_ERROR(
         ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
     return std::make_pair(m.header()->body_as_WriterOpened()->writer(), std::move(client));
@@ -669,7 +656,7 @@ Status ParseAddress(const std::string& address, std::string* host, uint16_t* por
 }
 
 Result<std::unique_ptr<RemoteDB>> RemoteDB::Connect(const std::string& address,
-                                                   const ConnectOptions& options) {
+                                                    const ConnectOptions& options) {
   std::string host;
   uint16_t port = 0;
   REPLAYDB_RETURN_IF_ERROR(ParseAddress(address, &host, &port));
@@ -682,7 +669,7 @@ Result<std::unique_ptr<RemoteDB>> RemoteDB::Connect(const std::string& address,
   }
   REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<RpcClient> client, RpcClient::Connect(host, port, o));
   const std::string canonical = "ucx://" + host + ":" + std::to_string(port);
-  auto connection = std::make_shared<Connection>(host, port, o, canonical,
+  auto connection = std::make_shared<Connection>(host, port, o, canonical, options.call_timeout,
                                                  std::shared_ptr<RpcClient>(std::move(client)));
   return std::unique_ptr<RemoteDB>(new RemoteDB(std::move(connection), canonical, options));
 }
@@ -696,11 +683,9 @@ RemoteDB::~RemoteDB() {
 
 Result<std::vector<std::string>> RemoteDB::ListTablesOrError() const {
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, connection_->Call(Encoder(fb::Body::ListTables,
-                                       [](flatbuffers::FlatBufferBuilder& b) {
-                                         return fb::CreateListTables(b);
-                                       }),
-                               "", options_.call_timeout));
+      Message m, connection_->Ask(fb::Body::ListTables, [](flatbuffers::FlatBufferBuilder& b) {
+        return fb::CreateListTables(b);
+      }));
   REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::TableList, "listing the tables of " + address_));
   std::vector<std::string> names;
   if (const auto* v = m.header()->body_as_TableList()->names()) {
@@ -730,11 +715,9 @@ Result<std::shared_ptr<Table>> RemoteDB::Opened(const Message& m, const std::str
 Result<std::shared_ptr<Table>> RemoteDB::GetTable(std::string_view name) {
   const std::string table(name);
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, connection_->Call(Encoder(fb::Body::OpenTable,
-                                       [&](flatbuffers::FlatBufferBuilder& b) {
-                                         return fb::CreateOpenTable(b, b.CreateString(table));
-                                       }),
-                               "", options_.call_timeout));
+      Message m, connection_->Ask(fb::Body::OpenTable, [&](flatbuffers::FlatBufferBuilder& b) {
+        return fb::CreateOpenTable(b, b.CreateString(table));
+      }));
   return Opened(m, "opening table '" + table + "' of " + address_);
 }
 
@@ -744,39 +727,33 @@ Result<std::shared_ptr<Table>> RemoteDB::CreateTable(const TableSpec& spec) {
   REPLAYDB_RETURN_IF_ERROR(spec.Validate());
   const std::string bytes = engine::EncodeCatalog(std::vector<TableSpec>{spec});
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, connection_->Call(Encoder(fb::Body::CreateTable,
-                                       [&](flatbuffers::FlatBufferBuilder& b) {
-                                         const auto v = b.CreateVector(
-                                             reinterpret_cast<const uint8_t*>(bytes.data()),
-                                             bytes.size());
-                                         return fb::CreateCreateTable(b, v);
-                                       }),
-                               "", options_.call_timeout));
+      Message m, connection_->Ask(fb::Body::CreateTable, [&](flatbuffers::FlatBufferBuilder& b) {
+        const auto v = b.CreateVector(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+        return fb::CreateCreateTable(b, v);
+      }));
   return Opened(m, "creating table '" + spec.name + "' on " + address_);
 }
 
 Status RemoteDB::DropTable(std::string_view name) {
   const std::string table(name);
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, connection_->Call(Encoder(fb::Body::DropTable,
-                                       [&](flatbuffers::FlatBufferBuilder& b) {
-                                         return fb::CreateDropTable(b, b.CreateString(table));
-                                       }),
-                               "", options_.call_timeout));
+      Message m, connection_->Ask(fb::Body::DropTable, [&](flatbuffers::FlatBufferBuilder& b) {
+        return fb::CreateDropTable(b, b.CreateString(table));
+      }));
   return ExpectBody(m, fb::Body::Done, "dropping table '" + table + "' of " + address_);
 }
 
 Status RemoteDB::Checkpoint() {
   REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, connection_->Call(Encoder(fb::Body::Checkpoint,
-                                       [](flatbuffers::FlatBufferBuilder& b) {
-                                         return fb::CreateCheckpoint(b);
-                                       }),
-                               "", options_.call_timeout));
+      Message m, connection_->Ask(fb::Body::Checkpoint, [](flatbuffers::FlatBufferBuilder& b) {
+        return fb::CreateCheckpoint(b);
+      }));
   return ExpectBody(m, fb::Body::Done, "a checkpoint of " + address_);
 }
 
-bool RemoteDB::read_only() const { return connection_->read_only(); }
+bool RemoteDB::read_only() const {
+  return connection_->read_only();
+}
 
 Status RemoteDB::NotServed(const std::string& call) const {
   return Status::NotSupported(address_ + ": " + call +
@@ -792,9 +769,15 @@ Result<std::shared_ptr<Table>> RemoteDB::ImportTable(const std::string&, std::st
                                                      const LongOperationOptions&) {
   return NotServed("ImportTable");
 }
-Result<WalInfo> RemoteDB::Wal() const { return NotServed("Wal"); }
-Result<VerifyReport> RemoteDB::Verify(const LongOperationOptions&) { return NotServed("Verify"); }
-Status RemoteDB::Compact(const LongOperationOptions&) { return NotServed("Compact"); }
+Result<WalInfo> RemoteDB::Wal() const {
+  return NotServed("Wal");
+}
+Result<VerifyReport> RemoteDB::Verify(const LongOperationOptions&) {
+  return NotServed("Verify");
+}
+Status RemoteDB::Compact(const LongOperationOptions&) {
+  return NotServed("Compact");
+}
 
 }  // namespace rdma
 }  // namespace replaydb

@@ -275,7 +275,9 @@ class RpcServer::Impl {
       std::set<ConnectionId> open;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        open = greeted_;
+        for (const auto& [id, peer] : peers_) {
+          if (peer.stage == Peer::Stage::kGreeted) open.insert(id);
+        }
       }
       for (const ConnectionId id : open) options_.on_disconnect(id);
     }
@@ -297,10 +299,7 @@ class RpcServer::Impl {
     t.on_close = [this](ConnectionId id, const Status& why) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        greeted_.erase(id);
-        read_only_.erase(id);
-        challenges_.erase(id);
-        refused_.erase(id);
+        peers_.erase(id);
       }
       Log("connection " + std::to_string(id) + " ended" +
           (why.ok() ? std::string(" (closed here)") : ": " + why.message()));
@@ -339,8 +338,7 @@ class RpcServer::Impl {
   void Refuse(ConnectionId to, const HeaderFields& fields, const Status& why) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      refused_.insert(to);
-      challenges_.erase(to);
+      peers_[to] = Peer{Peer::Stage::kRefused, false, {}};
     }
     Fail(to, fields, why);
     transport_->Close(to);
@@ -367,10 +365,12 @@ class RpcServer::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       // Refused: whatever else it sent before its close takes effect is
       // dropped unread.
-      if (refused_.count(from) > 0) return;
-      greeted = greeted_.count(from) > 0;
-      read_only = read_only_.count(from) > 0;
-      if (auto it = challenges_.find(from); it != challenges_.end()) challenge = it->second;
+      if (auto it = peers_.find(from); it != peers_.end()) {
+        if (it->second.stage == Peer::Stage::kRefused) return;
+        greeted = it->second.stage == Peer::Stage::kGreeted;
+        read_only = it->second.read_only;
+        if (it->second.stage == Peer::Stage::kChallenged) challenge = it->second.challenge;
+      }
     }
     if (!greeted && !challenge.empty()) {
       // The answer to our Challenge: the token's proof, or the end.
@@ -395,9 +395,7 @@ class RpcServer::Impl {
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
-        challenges_.erase(from);
-        greeted_.insert(from);
-        if (grants_read_only) read_only_.insert(from);
+        peers_[from] = Peer{Peer::Stage::kGreeted, grants_read_only, {}};
       }
       Log("connection " + std::to_string(from) + " proved a " +
           (grants_read_only ? "read-only" : "read-write") + " token");
@@ -431,7 +429,7 @@ class RpcServer::Impl {
         }
         {
           std::lock_guard<std::mutex> lock(mu_);
-          challenges_[from] = *fresh;
+          peers_[from] = Peer{Peer::Stage::kChallenged, false, *fresh};
         }
         flatbuffers::FlatBufferBuilder b(128);
         b.ForceDefaults(true);
@@ -444,7 +442,7 @@ class RpcServer::Impl {
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
-        greeted_.insert(from);
+        peers_[from] = Peer{Peer::Stage::kGreeted, false, {}};
       }
       transport_->Send(from, EncodeWelcome(reply, options_.server_name), "");
       return;
@@ -511,10 +509,18 @@ class RpcServer::Impl {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::deque<Request> queue_;
-  std::set<ConnectionId> greeted_;
-  std::set<ConnectionId> read_only_;              // greeted with a read-only token
-  std::map<ConnectionId, std::string> challenges_;  // sent, not yet answered
-  std::set<ConnectionId> refused_;                  // closing: their messages dropped
+  // Where each connection's handshake stands (none yet: no entry).
+  struct Peer {
+    enum class Stage {
+      kChallenged,  // sent a token challenge, not yet answered
+      kGreeted,     // welcomed: its requests are served
+      kRefused,     // closing: its messages are dropped unread
+    };
+    Stage stage;
+    bool read_only;         // greeted with a read-only token
+    std::string challenge;  // kChallenged: the one sent
+  };
+  std::map<ConnectionId, Peer> peers_;
   std::vector<std::thread> threads_;
   std::unique_ptr<Transport> transport_;
 };

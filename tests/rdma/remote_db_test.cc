@@ -78,6 +78,18 @@ void ExpectSameBatch(const SampleBatch& a, const SampleBatch& b) {
   }
 }
 
+// Serves `db` over a fresh RpcServer with `options` (127.0.0.1; port 0: a
+// free one): the service and the server, in *service and *server.
+void ServeOver(DB* db, RpcServerOptions options, std::unique_ptr<DbService>* service,
+               std::unique_ptr<RpcServer>* server) {
+  if (!*service) *service = std::make_unique<DbService>(db);
+  RequestHandler handler;
+  ServeWith(service->get(), &options, &handler);
+  auto started = RpcServer::Start(options, std::move(handler));
+  ASSERT_OK(started.status());
+  *server = std::move(started).value();
+}
+
 struct Served {
   testing_util::TempDir dir;
   std::unique_ptr<DB> served;  // the server's
@@ -111,12 +123,7 @@ struct Served {
     RpcServerOptions o;
     o.server_name = "served";
     o.transport.heartbeat = 2000ms;
-    service = std::make_unique<DbService>(served.get());
-    RequestHandler handler;
-    ServeWith(service.get(), &o, &handler);
-    auto s = RpcServer::Start(o, std::move(handler));
-    ASSERT_OK(s.status());
-    server = std::move(s).value();
+    ServeOver(served.get(), o, &service, &server);
   }
   std::string address() const { return "ucx://127.0.0.1:" + std::to_string(server->port()); }
   ~Served() { server.reset(); }
@@ -357,12 +364,7 @@ struct Throttled {
     ASSERT_OK(db->CreateTable(spec).status());
     RpcServerOptions o;
     o.threads = 2;
-    service = std::make_unique<DbService>(db.get());
-    RequestHandler handler;
-    ServeWith(service.get(), &o, &handler);
-    auto started = RpcServer::Start(o, std::move(handler));
-    ASSERT_OK(started.status());
-    server = std::move(started).value();
+    ServeOver(db.get(), o, &service, &server);
   }
   std::string address() const { return "ucx://127.0.0.1:" + std::to_string(server->port()); }
   ~Throttled() { server.reset(); }
@@ -509,11 +511,7 @@ TEST(RemoteDBTest, ClientsConnectAgainWhenTheServerIsBack) {
   // Back on the same port.
   RpcServerOptions ro;
   ro.transport.listen_port = port;
-  RequestHandler handler;
-  ServeWith(s.service.get(), &ro, &handler);
-  auto again = RpcServer::Start(ro, std::move(handler));
-  ASSERT_OK(again.status());
-  s.server = std::move(again).value();
+  ASSERT_NO_FATAL_FAILURE(ServeOver(s.served.get(), ro, &s.service, &s.server));
   Status back = Status::Unavailable("not tried");
   const auto until = std::chrono::steady_clock::now() + 30s;
   while (std::chrono::steady_clock::now() < until) {

@@ -4,7 +4,6 @@
 // the database opens afterwards with everything in it. Bounded waits only.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 
 #include "replaydb/db.h"
 #include "tests/test_util.h"
+#include "tools/replaydb/child_process.h"
 
 #ifndef REPLAYDB_TOOL_PATH
 #error "REPLAYDB_TOOL_PATH must name the replaydb binary (set by CMakeLists.txt)"
@@ -37,80 +37,25 @@ using namespace std::chrono_literals;
 class ServeProcess {
  public:
   explicit ServeProcess(std::vector<std::string> args) {
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      ::dup2(out[1], 2);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> argv;
-      std::string tool = REPLAYDB_TOOL_PATH;
-      argv.push_back(tool.data());
-      std::string serve = "serve";
-      argv.push_back(serve.data());
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(tool.c_str(), argv.data());
-      std::_Exit(127);
-    }
-    ::close(out[1]);
-    fd_ = out[0];
+    args.insert(args.begin(), {REPLAYDB_TOOL_PATH, "serve"});
+    auto started = tools::ChildProcess::Start(std::move(args));
+    EXPECT_OK(started.status());
+    if (started.ok()) child_ = std::move(started).value();
   }
-  ~ServeProcess() {
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (fd_ >= 0) ::close(fd_);
-  }
-
   // Reads output until `pattern` matches some of it (first group returned)
   // or `timeout` passes (empty).
   std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-      std::smatch m;
-      if (std::regex_search(output_, m, pattern)) return m.size() > 1 ? m[1].str() : m[0].str();
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          until - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || !ReadSome(static_cast<int>(left.count()))) return "";
-    }
+    return child_ ? child_->WaitFor(pattern, timeout) : "";
   }
   // Waits for the exit (bounded), reading the rest of the output; the exit
   // status, or -1 when it did not exit in time.
-  int Exit(std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        reaped_ = true;
-        while (ReadSome(100)) {
-        }
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      ReadSome(50);
-    }
-    return -1;
-  }
-  pid_t pid() const { return pid_; }
-  const std::string& output() const { return output_; }
+  int Exit(std::chrono::milliseconds timeout) { return child_ ? child_->Wait(timeout) : -1; }
+  pid_t pid() const { return child_ ? child_->pid() : -1; }
+  const std::string& output() const { return child_ ? child_->output() : none_; }
 
  private:
-  bool ReadSome(int timeout_ms) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return false;
-    char buf[4096];
-    const ssize_t n = ::read(fd_, buf, sizeof(buf));
-    if (n <= 0) return false;
-    output_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  bool reaped_ = false;
-  std::string output_;
+  std::unique_ptr<tools::ChildProcess> child_;  // killed and reaped when it goes
+  std::string none_;
 };
 
 // What `command` (a shell line) prints.

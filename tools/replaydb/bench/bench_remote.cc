@@ -18,12 +18,9 @@
 //
 // Where ucx_perftest is not installed the rows have no ceiling, and say so.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -33,6 +30,7 @@
 #include <thread>
 
 #include "tools/replaydb/bench/bench_common.h"
+#include "tools/replaydb/child_process.h"
 
 namespace replaydb::tools {
 namespace {
@@ -56,92 +54,6 @@ int FreePort() {
   return port;
 }
 
-// A child process running `argv` with UCX_TLS set, its stdout and stderr
-// read through a pipe; killed (and reaped) when the object goes.
-class Child {
- public:
-  // (The caller sets UCX_TLS in this process's environment first: the
-  // child inherits it.)
-  static Result<std::unique_ptr<Child>> Start(std::vector<std::string> argv) {
-    // Everything the child needs is made before the fork: it only dup2s and
-    // execs (this process has threads).
-    std::vector<char*> args;
-    for (std::string& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-      return Status::IOError("pipe2: " + std::string(std::strerror(errno)));
-    }
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      const int e = errno;
-      ::close(out[0]);
-      ::close(out[1]);
-      return Status::IOError("fork: " + std::string(std::strerror(e)));
-    }
-    if (pid == 0) {
-      ::dup2(out[1], 1);  // (dup2 clears close-on-exec on 1 and 2)
-      ::dup2(out[1], 2);
-      ::execvp(args[0], args.data());
-      std::_Exit(127);
-    }
-    ::close(out[1]);
-    return std::unique_ptr<Child>(new Child(pid, out[0]));
-  }
-  ~Child() {
-    if (!reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    ::close(fd_);
-  }
-  // Reads output until `pattern` matches (its first group, or all of it)
-  // or `timeout` passes, or the output ends (empty).
-  std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
-    const auto until = Clock::now() + timeout;
-    while (true) {
-      std::smatch m;
-      if (std::regex_search(output_, m, pattern)) return m.size() > 1 ? m[1].str() : m[0].str();
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-      if (left.count() <= 0 || !ReadSome(static_cast<int>(left.count()))) return "";
-    }
-  }
-  // Waits up to `timeout` for the exit, reading the rest of the output;
-  // the exit status, or -1 (then killed).
-  int Wait(std::chrono::milliseconds timeout) {
-    const auto until = Clock::now() + timeout;
-    while (Clock::now() < until) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        reaped_ = true;
-        while (ReadSome(50)) {
-        }
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      ReadSome(20);
-    }
-    return -1;
-  }
-  void Signal(int sig) { ::kill(pid_, sig); }
-  const std::string& output() const { return output_; }
-
- private:
-  Child(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
-  bool ReadSome(int timeout_ms) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return false;
-    char buf[4096];
-    const ssize_t n = ::read(fd_, buf, sizeof(buf));
-    if (n <= 0) return false;
-    output_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
-  pid_t pid_;
-  int fd_;
-  bool reaped_ = false;
-  std::string output_;
-};
-
 // ucx_perftest's numbers for one test: the one-way latency's p50 (us) and
 // the bandwidth (bytes/s; it prints MB/s of 2^20 bytes).
 struct Perf {
@@ -162,11 +74,11 @@ Result<Perf> UcxPerftest(const std::string& test, size_t bytes, int iterations) 
     const int port = FreePort();
     if (port == 0) return Status::IOError("no free TCP port on 127.0.0.1 for ucx_perftest");
     REPLAYDB_ASSIGN_OR_RETURN(auto server,
-                              Child::Start({"ucx_perftest", "-p", std::to_string(port)}));
+                              ChildProcess::Start({"ucx_perftest", "-p", std::to_string(port)}));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     REPLAYDB_ASSIGN_OR_RETURN(
         auto client,
-        Child::Start({"ucx_perftest", "127.0.0.1", "-p", std::to_string(port), "-t", test, "-s",
+        ChildProcess::Start({"ucx_perftest", "127.0.0.1", "-p", std::to_string(port), "-t", test, "-s",
                       std::to_string(bytes), "-n", std::to_string(iterations), "-w",
                       std::to_string(std::max(1, iterations / 10)), "-f"}));
     const int status = client->Wait(std::chrono::seconds(120));
@@ -194,13 +106,13 @@ Result<Perf> UcxPerftest(const std::string& test, size_t bytes, int iterations) 
 
 // `replaydb serve` (this binary) on a fresh database in `dir`, on a free port.
 struct Served {
-  std::unique_ptr<Child> process;
+  std::unique_ptr<ChildProcess> process;
   std::string address;
 
   static Result<Served> Start(const std::string& dir) {
     Served s;
     REPLAYDB_ASSIGN_OR_RETURN(s.process,
-                              Child::Start({"/proc/self/exe", "serve", dir, "--listen",
+                              ChildProcess::Start({"/proc/self/exe", "serve", dir, "--listen",
                                             "ucx://127.0.0.1:0", "--workers", "1", "--threads",
                                             "4"}));
     s.address = s.process->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"),

@@ -1,0 +1,90 @@
+#include "tools/replaydb/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace replaydb::tools {
+
+using Clock = std::chrono::steady_clock;
+
+Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(std::vector<std::string> argv) {
+  // Everything the child needs is made before the fork: it only dup2s and
+  // execs (this process may have threads).
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    return Status::IOError("pipe2: " + std::string(std::strerror(errno)));
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(out[0]);
+    ::close(out[1]);
+    return Status::IOError("fork: " + std::string(std::strerror(e)));
+  }
+  if (pid == 0) {
+    ::dup2(out[1], 1);  // (dup2 clears close-on-exec on 1 and 2)
+    ::dup2(out[1], 2);
+    ::execvp(args[0], args.data());
+    std::_Exit(127);
+  }
+  ::close(out[1]);
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid, out[0]));
+}
+
+ChildProcess::~ChildProcess() {
+  if (!reaped_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  ::close(fd_);
+}
+
+std::string ChildProcess::WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  while (true) {
+    std::smatch m;
+    if (std::regex_search(output_, m, pattern)) return m.size() > 1 ? m[1].str() : m[0].str();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0 || !ReadSome(static_cast<int>(left.count()))) return "";
+  }
+}
+
+int ChildProcess::Wait(std::chrono::milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  while (Clock::now() < until) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      reaped_ = true;
+      while (ReadSome(50)) {
+      }
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    ReadSome(20);
+  }
+  return -1;
+}
+
+void ChildProcess::Signal(int sig) { ::kill(pid_, sig); }
+
+bool ChildProcess::ReadSome(int timeout_ms) {
+  pollfd p{fd_, POLLIN, 0};
+  if (::poll(&p, 1, timeout_ms) <= 0) return false;
+  char buf[4096];
+  const ssize_t n = ::read(fd_, buf, sizeof(buf));
+  if (n <= 0) return false;
+  output_.append(buf, static_cast<size_t>(n));
+  return true;
+}
+
+}  // namespace replaydb::tools

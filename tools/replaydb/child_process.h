@@ -1,0 +1,50 @@
+// A child process with its stdout and stderr read through a pipe: what the
+// remote benches (`replaydb serve`, ucx_perftest) and the serve tests start.
+//
+// Thread safety: one thread at a time.
+#ifndef REPLAYDB_TOOLS_REPLAYDB_CHILD_PROCESS_H_
+#define REPLAYDB_TOOLS_REPLAYDB_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "replaydb/status.h"
+
+namespace replaydb::tools {
+
+class ChildProcess {
+ public:
+  // Runs `argv` (argv[0] found on PATH) with this process's environment.
+  static Result<std::unique_ptr<ChildProcess>> Start(std::vector<std::string> argv);
+  // Killed (SIGKILL) and reaped if it has not exited.
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // Reads output until `pattern` matches (its first group, or all of it),
+  // `timeout` passes or the output ends (then empty).
+  std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for the exit, reading the rest of the output: the
+  // exit status (128 + the signal when killed by one), or -1.
+  int Wait(std::chrono::milliseconds timeout);
+  void Signal(int sig);
+  pid_t pid() const { return pid_; }
+  const std::string& output() const { return output_; }
+
+ private:
+  ChildProcess(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  bool ReadSome(int timeout_ms);
+  pid_t pid_;
+  int fd_;
+  bool reaped_ = false;
+  std::string output_;
+};
+
+}  // namespace replaydb::tools
+
+#endif  // REPLAYDB_TOOLS_REPLAYDB_CHILD_PROCESS_H_
