@@ -134,7 +134,9 @@ Result<Reply> HandleTables(DB& db, Request& r) {
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
       SampleOptions o;
       o.timeout = kMaxServedWait;
-      if (r.deadline != Clock::time_point::max()) {
+      if (r.no_wait) {
+        o.timeout = std::chrono::milliseconds(0);
+      } else if (r.deadline != Clock::time_point::max()) {
         o.timeout = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    r.deadline - Clock::now()),
                                std::chrono::milliseconds(0), kMaxServedWait);
@@ -246,7 +248,13 @@ Result<Reply> HandleTables(DB& db, Request& r) {
 }  // namespace
 
 struct DbService::Writer {
-  std::mutex mu;  // one call at a time (a client waits for each reply)
+  std::mutex mu;  // one call at a time (its requests share a strand too)
+  // The client's timeout for the rate limiter (kWaitForever: none); each
+  // run of a request waits at most kMaxServedWait of it.
+  std::chrono::milliseconds timeout{kWaitForever};
+  // The epoch of its appends that failed last (0: none): the rest of that
+  // epoch, sent ahead before the client knew, is refused (wire.fbs).
+  uint32_t failed_epoch = 0;
   std::shared_ptr<Table> table;
   std::unique_ptr<TrajectoryWriter> writer;  // one of the two
   std::unique_ptr<VectorWriter> vector;
@@ -257,6 +265,16 @@ DbService::~DbService() = default;
 
 void ServeWith(DbService* service, RpcServerOptions* options, RequestHandler* handler) {
   *handler = [service](Request& r) { return service->Handle(r); };
+  options->try_inline = [service](Request& r) { return service->TryInline(r); };
+  // A writer's requests run in the order they came: appends are sent ahead.
+  options->strand_of = [](const fb::Header& h) -> uint64_t {
+    switch (h.body_type()) {
+      case fb::Body::AppendStep: return h.body_as_AppendStep()->writer();
+      case fb::Body::EndTrajectory: return h.body_as_EndTrajectory()->writer();
+      case fb::Body::CloseWriter: return h.body_as_CloseWriter()->writer();
+      default: return 0;
+    }
+  };
   options->on_disconnect = [service](ConnectionId c) { service->Disconnected(c); };
 }
 
@@ -278,6 +296,53 @@ void DbService::Disconnected(ConnectionId connection) {
   }
   // Destroyed here, each once no call holds it: an open trajectory ends
   // truncated, as a local writer's destructor ends it.
+}
+
+std::optional<Result<Reply>> DbService::TryInline(Request& r) {
+  const fb::Header* h = r.message.header();
+  // Whether `items` windows of table `name` stay within kInlineBytes.
+  const auto small = [&](const flatbuffers::String* name, uint64_t items) -> Result<bool> {
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, db_->GetTable(Name(name)));
+    const TableSpec& spec = table->spec();
+    uint64_t row = 0;
+    for (const ColumnSpec& c : spec.columns) row += c.step_bytes();
+    const uint64_t window = row * static_cast<uint64_t>(std::max<int64_t>(spec.sequence_length, 1));
+    return items <= kInlineKeys && (window == 0 || items <= kInlineBytes / window);
+  };
+  switch (h->body_type()) {
+    case fb::Body::ListTables:
+    case fb::Body::OpenTable:
+    case fb::Body::GetInfo:
+      return Handle(r);
+    case fb::Body::UpdatePriorities:
+      if (r.message.payload.size() > kInlineKeys * (sizeof(ItemKey) + sizeof(double))) {
+        return std::nullopt;
+      }
+      return Handle(r);
+    case fb::Body::Lookup: {
+      Result<bool> fits =
+          small(h->body_as_Lookup()->table(), r.message.payload.size() / sizeof(ItemKey));
+      if (!fits.ok()) return fits.status();
+      if (!*fits) return std::nullopt;
+      return Handle(r);
+    }
+    case fb::Body::Sample: {
+      // Small batches only (a large gather would hold the worker), and only
+      // when the rate limiter lets it through at once.
+      const fb::Sample* q = h->body_as_Sample();
+      Result<bool> fits =
+          small(q->table(), static_cast<uint64_t>(std::max<int64_t>(q->batch_size(), 0)));
+      if (!fits.ok()) return fits.status();
+      if (!*fits) return std::nullopt;
+      Result<Reply> reply = Handle(r);
+      if (!reply.ok() && reply.status().code() == Status::Code::kDeadlineExceeded) {
+        return std::nullopt;  // it waits, on the executor
+      }
+      return reply;
+    }
+    default:
+      return std::nullopt;
+  }
 }
 
 Result<Reply> DbService::Handle(Request& r) {
@@ -370,6 +435,7 @@ Result<Reply> DbService::HandleWriter(Request& r) {
                                                           : std::min(o.timeout, kMaxServedWait);
     o.sync = q->sync();
     auto w = std::make_shared<Writer>();
+    w->timeout = q->timeout_ms() < 0 ? kWaitForever : std::chrono::milliseconds(q->timeout_ms());
     if (q->envs() == 0) {
       REPLAYDB_ASSIGN_OR_RETURN(w->writer, table->NewWriter(o));
     } else {
@@ -434,33 +500,69 @@ Result<Reply> DbService::HandleWriter(Request& r) {
         const auto v = b.CreateVector(ids);
         return Reply{EncodeHeader(b, f, fb::Body::Appended, fb::CreateAppended(b, 0, 0, v)), ""};
       }
+      const auto state = [&](int64_t rows_taken) {
+        return Reply{EncodeHeader(b, f, fb::Body::Appended,
+                                  fb::CreateAppended(b, w->writer->trajectory_id(),
+                                                     w->writer->num_steps(), 0, rows_taken)),
+                     ""};
+      };
+      if (q->epoch() != 0 && q->epoch() == w->failed_epoch) {
+        return Status::FailedPrecondition("writer " + std::to_string(id) + ": an earlier append of epoch " +
+                               std::to_string(q->epoch()) + " failed; this one was dropped");
+      }
+      if (q->steps() == 0) return state(-1);  // the writer's state only
+      // Rows [progress, steps) are still to go (earlier runs took the rest).
+      const int64_t skip = r.progress;
       if (q->steps() == 1 && priorities.empty()) {
         REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload, 1, true, &step));
-        REPLAYDB_RETURN_IF_ERROR(w->writer->Append(
-            step, q->has_priority() ? std::optional<double>(q->priority()) : std::nullopt));
       } else {
         REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload, q->steps(), false, &step));
-        const uint64_t trajectory = w->writer->trajectory_id();
-        const int64_t before = w->writer->num_steps();
-        const Status s = w->writer->AppendMany(step, priorities);
-        if (s.code() == Status::Code::kDeadlineExceeded) {
-          // The rows before the one the rate limiter held stay: say how
-          // many, so that the client sends only the rest again.
-          const int64_t taken = w->writer->trajectory_id() == trajectory || before == 0
-                                    ? w->writer->num_steps() - before
-                                    : 0;
-          if (taken <= 0) return s;
-          return Reply{EncodeHeader(b, f, fb::Body::Appended,
-                                    fb::CreateAppended(b, w->writer->trajectory_id(),
-                                                       w->writer->num_steps(), 0, taken)),
-                       ""};
+        if (!priorities.empty() && priorities.size() != static_cast<size_t>(q->steps())) {
+          return Status::InvalidArgument("table '" + spec.name + "': " +
+                                         std::to_string(priorities.size()) + " priorities for " +
+                                         std::to_string(q->steps()) + " steps");
         }
-        REPLAYDB_RETURN_IF_ERROR(s);
+        for (size_t c = 0; c < step.size(); ++c) {
+          const size_t row = spec.columns[c].step_bytes();
+          std::vector<int64_t> dims(step[c].shape.dims().begin(), step[c].shape.dims().end());
+          dims[0] -= skip;
+          step[c].data = static_cast<const std::byte*>(step[c].data) + row * skip;
+          step[c].size_bytes -= row * static_cast<size_t>(skip);
+          step[c].shape = Shape::FromSpan(dims);
+        }
       }
-      return Reply{EncodeHeader(b, f, fb::Body::Appended,
-                                fb::CreateAppended(b, w->writer->trajectory_id(),
-                                                   w->writer->num_steps())),
-                   ""};
+      const uint64_t trajectory = w->writer->trajectory_id();
+      const int64_t before = w->writer->num_steps();
+      const Status s =
+          q->steps() == 1 && priorities.empty()
+              ? w->writer->Append(step, q->has_priority() ? std::optional<double>(q->priority())
+                                                          : std::nullopt)
+              : w->writer->AppendMany(step, priorities.empty()
+                                                ? std::span<const double>()
+                                                : std::span<const double>(priorities).subspan(
+                                                      static_cast<size_t>(skip)));
+      if (s.code() == Status::Code::kDeadlineExceeded) {
+        // The rows before the one the rate limiter held stay.
+        const int64_t taken = w->writer->trajectory_id() == trajectory || before == 0
+                                  ? w->writer->num_steps() - before
+                                  : 0;
+        r.progress += std::max<int64_t>(taken, 0);
+        // Wait again later (the thread goes to other requests meanwhile):
+        // an append sent ahead without bound, others for the writer's
+        // timeout from their first run.
+        const auto now = Clock::now();
+        if (now < r.deadline &&
+            (q->ahead() || w->timeout.count() < 0 || now < r.started + w->timeout)) {
+          r.requeue = true;
+          return s;
+        }
+        if (r.progress > 0) return state(r.progress);
+      }
+      if (!s.ok()) {
+        if (q->epoch() != 0) w->failed_epoch = q->epoch();
+        return s;
+      }
+      return state(-1);
     }
     case fb::Body::EndTrajectory: {
       const fb::EndTrajectory* q = h->body_as_EndTrajectory();
@@ -470,7 +572,16 @@ Result<Reply> DbService::HandleWriter(Request& r) {
         if (q->envs() != nullptr) envs.assign(q->envs()->begin(), q->envs()->end());
         REPLAYDB_RETURN_IF_ERROR(w->vector->EndMany(envs, reason));
       } else {
-        REPLAYDB_RETURN_IF_ERROR(w->writer->End(reason));
+        const Status s = w->writer->End(reason);
+        if (s.code() == Status::Code::kDeadlineExceeded) {
+          // Padded items the rate limiter holds: End again later makes
+          // the ones still missing, within the writer's timeout.
+          const auto now = Clock::now();
+          if (now < r.deadline && (w->timeout.count() < 0 || now < r.started + w->timeout)) {
+            r.requeue = true;
+          }
+        }
+        REPLAYDB_RETURN_IF_ERROR(s);
       }
       return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
     }
@@ -522,23 +633,33 @@ Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int6
       !Take(&in, n * static_cast<size_t>(sequence_length), &b.mask)) {
     return bad("too short for the items' keys, probabilities, priorities and mask");
   }
-  b.columns.resize(has_columns ? spec.columns.size() : 0);
-  for (size_t c = 0; c < b.columns.size(); ++c) {
+  // The columns' sizes first; then their bytes, into `out`'s buffers where
+  // they are the right size already (a learner's batch, sampled again).
+  const size_t columns = has_columns ? spec.columns.size() : 0;
+  std::vector<size_t> sizes(columns);
+  size_t total = 0;
+  for (size_t c = 0; c < columns; ++c) {
+    // (n * L is at most the payload's size: the mask was there.)
+    if (__builtin_mul_overflow(n * static_cast<size_t>(sequence_length),
+                               spec.columns[c].step_bytes(), &sizes[c]) ||
+        sizes[c] > in.size() - total) {
+      return bad("too short for column '" + spec.columns[c].name + "'");
+    }
+    total += sizes[c];
+  }
+  if (in.size() != total) {
+    return bad(std::to_string(in.size() - total) + " bytes more than the batch holds");
+  }
+  b.columns = std::move(out->columns);
+  b.columns.resize(columns);
+  for (size_t c = 0; c < columns; ++c) {
     const ColumnSpec& col = spec.columns[c];
     std::vector<int64_t> dims = {batch_size, sequence_length};
     for (const int64_t d : col.shape.dims()) dims.push_back(d);
-    // (n * L is at most the payload's size: the mask was there.)
-    size_t bytes = 0;
-    if (__builtin_mul_overflow(n * static_cast<size_t>(sequence_length), col.step_bytes(),
-                               &bytes) ||
-        bytes > in.size()) {
-      return bad("too short for column '" + col.name + "'");
-    }
     b.columns[c].Reset(col.dtype, Shape::FromSpan(dims));
-    if (bytes > 0) std::memcpy(b.columns[c].data(), in.data(), bytes);
-    in.remove_prefix(bytes);
+    if (sizes[c] > 0) std::memcpy(b.columns[c].data(), in.data(), sizes[c]);
+    in.remove_prefix(sizes[c]);
   }
-  if (!in.empty()) return bad(std::to_string(in.size()) + " bytes more than the batch holds");
   *out = std::move(b);
   return Status::OK();
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -36,6 +37,14 @@ class DbService {
   explicit DbService(DB* db);
   ~DbService();
   Result<Reply> Handle(Request& request);
+  // Handle on the transport's worker (RpcServerOptions::try_inline) for
+  // the calls that never wait and stay small: listing and opening tables,
+  // Info, lookups and priority updates of up to kInlineKeys keys, and
+  // samples of up to kInlineBytes that the rate limiter lets through at
+  // once. nullopt for the rest (the executor's).
+  std::optional<Result<Reply>> TryInline(Request& request);
+  static constexpr size_t kInlineKeys = 4096;
+  static constexpr uint64_t kInlineBytes = 256 << 10;
   // The connection's writers go: their open trajectories end truncated.
   void Disconnected(ConnectionId connection);
   // Writers open now, over every connection (for tests and the log).

@@ -1,3 +1,5 @@
+#include <deque>
+#include <thread>
 #include "rdma/remote_db.h"
 
 #include <algorithm>
@@ -237,15 +239,35 @@ void CloseWriterOn(RpcClient& client, uint64_t id) {
       "", milliseconds(10000));
 }
 
+// A trajectory writer of a served table. Appends are sent ahead: Append
+// returns once its step is on its way, and the server's acknowledgments
+// (each given once the server holds the step as durably as a local append)
+// are collected as they come; at most kAheadCalls appends or kAheadBytes of
+// steps go unacknowledged, and a call that would exceed that first waits,
+// up to WriterOptions::timeout, for the oldest (DeadlineExceeded then, its
+// own step not sent: a retry sends it once). End, trajectory_id() and the
+// destructor wait for all of them. With WriterOptions::sync each Append
+// waits for its own acknowledgment. The server runs a writer's requests in
+// order; when one fails (not the rate limiter: an append sent ahead waits
+// for it without bound), the server refuses the rest of its epoch, and the
+// writer's next call returns the failure, saying how many steps were sent
+// after it and dropped; num_steps() then says what the trajectory holds.
 class RemoteWriter final : public TrajectoryWriter {
  public:
+  static constexpr size_t kAheadCalls = 64;
+  static constexpr size_t kAheadBytes = size_t{8} << 20;
+
   RemoteWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
                WriterOptions options)
       : remote_(std::move(remote)), client_(std::move(client)), id_(id), options_(options) {}
 
-  // Ends the writer on the server (its open trajectory truncated), without
-  // waiting long: a connection that is gone has ended it already.
-  ~RemoteWriter() override { CloseWriterOn(*client_, id_); }
+  // Ends the writer on the server (its open trajectory truncated), after
+  // the appends in flight, without waiting long: a connection that is gone
+  // has ended it already.
+  ~RemoteWriter() override {
+    (void)Settle(milliseconds(10000));
+    CloseWriterOn(*client_, id_);
+  }
 
   Status Append(std::span<const ConstTensor> step, std::optional<double> priority) override {
     REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, step, -1, "step", &payload_));
@@ -269,71 +291,165 @@ class RemoteWriter final : public TrajectoryWriter {
 
   Status End(EndReason reason) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    REPLAYDB_RETURN_IF_ERROR(Settle(options_.timeout));
     const uint64_t id = id_;
-    // (After a DeadlineExceeded the trajectory is ended; End again creates
-    // the padded items still missing, as a local writer's.)
-    REPLAYDB_ASSIGN_OR_RETURN(Message m, CallWaiting(options_.timeout, [&](milliseconds slice) {
-                                return client_->Call(
-                                    Encoder(fb::Body::EndTrajectory,
-                                            [&](flatbuffers::FlatBufferBuilder& b) {
-                                              return fb::CreateEndTrajectory(
-                                                  b, id, static_cast<uint8_t>(reason));
-                                            }),
-                                    "", ReplyWait(slice, remote_->options.call_timeout));
-                              }));
+    // The server waits up to the writer's timeout (in runs of at most
+    // kMaxServedWait); after a DeadlineExceeded the trajectory is ended, and
+    // End again creates the padded items still missing, as a local writer's.
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, client_->Call(Encoder(fb::Body::EndTrajectory,
+                                         [&](flatbuffers::FlatBufferBuilder& b) {
+                                           return fb::CreateEndTrajectory(
+                                               b, id, static_cast<uint8_t>(reason));
+                                         }),
+                                 "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
     REPLAYDB_RETURN_IF_ERROR(
         ExpectBody(m, fb::Body::Done, "ending a trajectory of '" + remote_->spec.name + "'"));
     num_steps_ = 0;
     return Status::OK();
   }
 
-  uint64_t trajectory_id() const override { return trajectory_id_; }
+  // (Waits for the appends in flight: the server names trajectories.)
+  uint64_t trajectory_id() const override {
+    (void)const_cast<RemoteWriter*>(this)->Settle(remote_->options.call_timeout);
+    return trajectory_id_;
+  }
   int64_t num_steps() const override { return num_steps_; }
 
  private:
-  // Sends payload_'s `steps` rows; when the server takes only the first k
-  // (the rate limiter held the rest past its longest wait), the rest again.
+  struct Ahead {
+    std::shared_ptr<PendingCall> call;
+    int64_t steps = 0;
+    size_t bytes = 0;
+    uint32_t epoch = 0;
+  };
+
+  // Sends payload_'s `steps` rows.
   Status Send(int64_t steps, std::optional<double> priority, std::span<const double> priorities) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
-    const uint64_t id = id_;
-    const auto until = engine::DeadlineAfter(options_.timeout);
-    while (true) {
-      const milliseconds left =
-          until == std::chrono::steady_clock::time_point::max()
-              ? kWaitForever
-              : std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(
-                                              until - std::chrono::steady_clock::now()));
-      REPLAYDB_ASSIGN_OR_RETURN(
-          Message m, CallWaiting(left, [&](milliseconds slice) {
-            return client_->Call(
-                Encoder(fb::Body::AppendStep,
-                        [&](flatbuffers::FlatBufferBuilder& b) {
-                          const auto p = b.CreateVector(priorities.data(), priorities.size());
-                          return fb::CreateAppendStep(b, id, priority.has_value(),
-                                                      priority.value_or(0), steps, p);
-                        }),
-                payload_, ReplyWait(slice, remote_->options.call_timeout));
-          }));
-      REPLAYDB_RETURN_IF_ERROR(
-          ExpectBody(m, fb::Body::Appended, "an append to '" + remote_->spec.name + "'"));
-      const fb::Appended* a = m.header()->body_as_Appended();
-      trajectory_id_ = a->trajectory_id();
-      num_steps_ = a->num_steps();
-      const int64_t taken = a->rows_taken();
-      if (taken < 0 || taken >= steps) return Status::OK();
-      // The rest: rows [taken, steps) of each column.
-      std::string rest;
-      size_t at = 0;
-      for (const ColumnSpec& c : remote_->spec.columns) {
-        const size_t row = c.step_bytes();
-        rest.append(payload_, at + row * static_cast<size_t>(taken),
-                    row * static_cast<size_t>(steps - taken));
-        at += row * static_cast<size_t>(steps);
-      }
-      payload_ = std::move(rest);
-      if (!priorities.empty()) priorities = priorities.subspan(static_cast<size_t>(taken));
-      steps -= taken;
+    // Failures that came meanwhile first; then room for this call.
+    while (!ahead_.empty() && RpcClient::Ready(*ahead_.front().call)) {
+      REPLAYDB_RETURN_IF_ERROR(CollectOldest());
     }
+    const auto until = engine::DeadlineAfter(options_.timeout);
+    while (!ahead_.empty() && (ahead_.size() >= kAheadCalls ||
+                               ahead_bytes_ + payload_.size() > kAheadBytes)) {
+      if (!RpcClient::Ready(*ahead_.front().call) &&
+          !WaitReady(*ahead_.front().call, until)) {
+        return Status::DeadlineExceeded(
+            "table '" + remote_->spec.name + "' of " + remote_->address + ": " +
+            std::to_string(ahead_.size()) + " appends were still unacknowledged after " +
+            std::to_string(options_.timeout.count()) +
+            " ms (the rate limiter holds them); this one was not sent");
+      }
+      REPLAYDB_RETURN_IF_ERROR(CollectOldest());
+    }
+    const uint64_t id = id_;
+    const bool wait = options_.sync;
+    const uint32_t epoch = epoch_;
+    const size_t bytes = payload_.size();
+    std::shared_ptr<PendingCall> call = client_->Start(
+        Encoder(fb::Body::AppendStep,
+                [&](flatbuffers::FlatBufferBuilder& b) {
+                  const auto p = b.CreateVector(priorities.data(), priorities.size());
+                  return fb::CreateAppendStep(b, id, priority.has_value(), priority.value_or(0),
+                                              steps, p, epoch, /*ahead=*/!wait);
+                }),
+        std::move(payload_),
+        wait ? ReplyWait(options_.timeout, remote_->options.call_timeout) : milliseconds(-1));
+    if (wait) {
+      REPLAYDB_ASSIGN_OR_RETURN(Message m, client_->Await(*call));
+      REPLAYDB_ASSIGN_OR_RETURN(const int64_t taken, Acknowledged(m));
+      if (taken >= 0 && taken < steps) {
+        return Status::DeadlineExceeded(
+            "table '" + remote_->spec.name + "' of " + remote_->address +
+            ": timed out after waiting for the rate limiter; the first " +
+            std::to_string(taken) + " of " + std::to_string(steps) + " steps were appended");
+      }
+      return Status::OK();
+    }
+    ahead_.push_back({std::move(call), steps, bytes, epoch});
+    ahead_bytes_ += bytes;
+    num_steps_ += steps;
+    // Replies already here (one refused at once: the connection has ended).
+    while (!ahead_.empty() && RpcClient::Ready(*ahead_.front().call)) {
+      REPLAYDB_RETURN_IF_ERROR(CollectOldest());
+    }
+    return Status::OK();
+  }
+
+  // Waits for `call`'s reply until `until`; false when it has not come.
+  bool WaitReady(PendingCall& call, std::chrono::steady_clock::time_point until) {
+    return client_->WaitFor(call, until);
+  }
+
+  // The trajectory's state from an Appended reply: its id and steps; the
+  // rows it took (-1: all).
+  Result<int64_t> Acknowledged(const Message& m) {
+    REPLAYDB_RETURN_IF_ERROR(
+        ExpectBody(m, fb::Body::Appended, "an append to '" + remote_->spec.name + "'"));
+    const fb::Appended* a = m.header()->body_as_Appended();
+    trajectory_id_ = a->trajectory_id();
+    num_steps_ = a->num_steps();
+    return a->rows_taken();
+  }
+
+  // The oldest append in flight's acknowledgment (waiting for it). Its
+  // failure ends the epoch: the rest in flight are refused by the server,
+  // the writer's state is asked for, and the failure returned.
+  Status CollectOldest() {
+    Ahead a = std::move(ahead_.front());
+    ahead_.pop_front();
+    ahead_bytes_ -= a.bytes;
+    Result<Message> m = client_->Await(*a.call);
+    if (a.epoch != epoch_) return Status::OK();  // refused with its epoch
+    if (m.ok()) {
+      const fb::Appended* r = m->header()->body_type() == fb::Body::Appended
+                                  ? m->header()->body_as_Appended()
+                                  : nullptr;
+      if (r != nullptr) trajectory_id_ = r->trajectory_id();
+      return Status::OK();
+    }
+    ++epoch_;
+    int64_t dropped = 0;
+    for (const Ahead& later : ahead_) dropped += later.steps;
+    while (!ahead_.empty()) {
+      (void)client_->Await(*ahead_.front().call);
+      ahead_.pop_front();
+    }
+    ahead_bytes_ = 0;
+    // The server's word on what the trajectory holds (after the failed
+    // one, in its strand).
+    const uint64_t id = id_;
+    const uint32_t epoch = epoch_;
+    Result<Message> state = client_->Call(
+        Encoder(fb::Body::AppendStep,
+                [&](flatbuffers::FlatBufferBuilder& b) {
+                  return fb::CreateAppendStep(b, id, false, 0, 0, 0, epoch, false);
+                }),
+        "", remote_->options.call_timeout);
+    if (state.ok()) (void)Acknowledged(*state);
+    if (dropped == 0) return m.status();
+    return m.status().WithContext(
+        "an append sent ahead failed, and the " + std::to_string(dropped) +
+        " steps appended after it were dropped (num_steps() says what the trajectory holds)");
+  }
+
+  // Every append in flight acknowledged (or `wait` passed: DeadlineExceeded).
+  Status Settle(milliseconds wait) {
+    const auto until = engine::DeadlineAfter(wait);
+    Status first;
+    while (!ahead_.empty()) {
+      if (!WaitReady(*ahead_.front().call, until)) {
+        return Status::DeadlineExceeded(
+            "table '" + remote_->spec.name + "' of " + remote_->address + ": " +
+            std::to_string(ahead_.size()) + " appends were still unacknowledged after " +
+            std::to_string(wait.count()) + " ms (the rate limiter holds them)");
+      }
+      const Status s = CollectOldest();
+      if (first.ok()) first = s;
+    }
+    return first;
   }
 
   std::shared_ptr<Remote> remote_;
@@ -343,6 +459,9 @@ class RemoteWriter final : public TrajectoryWriter {
   uint64_t trajectory_id_ = 0;
   int64_t num_steps_ = 0;
   std::string payload_;  // reused
+  std::deque<Ahead> ahead_;  // sent, not yet acknowledged, oldest first
+  size_t ahead_bytes_ = 0;
+  uint32_t epoch_ = 1;
 };
 
 class RemoteVectorWriter final : public VectorWriter {

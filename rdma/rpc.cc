@@ -2,6 +2,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -41,14 +42,18 @@ bool IsNoReply(const Status& s) {
 
 // ------------------------------------------------------------------ client
 
+struct PendingCall {
+  uint64_t id = 0;
+  std::chrono::milliseconds timeout{0};
+  Clock::time_point deadline;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Result<Message>> result;
+  std::atomic<bool> ready{false};  // result is set
+};
+
 class RpcClient::Impl {
  public:
-  struct Pending {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<Result<Message>> result;
-  };
-
   explicit Impl(RpcClientOptions options) : options_(std::move(options)) {}
 
   ~Impl() {
@@ -115,46 +120,83 @@ class RpcClient::Impl {
     return Status::OK();
   }
 
-  Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
-                       std::string payload, std::chrono::milliseconds timeout,
-                       uint32_t table_id) {
-    auto pending = std::make_shared<Pending>();
+  std::shared_ptr<PendingCall> Start(
+      const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
+      std::chrono::milliseconds timeout, uint32_t table_id) {
+    auto pending = std::make_shared<PendingCall>();
     HeaderFields fields;
     fields.timeout_ms = TimeoutMs(timeout);
     fields.table_id = table_id;
+    pending->timeout = timeout;
+    pending->deadline = DeadlineOf(fields.timeout_ms);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!closed_.ok()) return closed_;
+      if (!closed_.ok()) {
+        pending->result = closed_;
+        pending->ready.store(true, std::memory_order_release);
+        return pending;
+      }
       fields.request_id = next_request_++;
       pending_[fields.request_id] = pending;
     }
+    pending->id = fields.request_id;
     const uint64_t id = fields.request_id;
     transport_->Send(connection_, encode(fields), std::move(payload), [this, id](const Status& s) {
       if (!s.ok()) Complete(id, s);
     });
-    const Clock::time_point deadline = DeadlineOf(fields.timeout_ms);
-    std::unique_lock<std::mutex> lock(pending->mu);
+    return pending;
+  }
+
+  bool WaitFor(PendingCall& pending, Clock::time_point until) {
+    if (pending.ready.load(std::memory_order_acquire)) return true;
+    (void)transport_->Drive(
+        connection_, [&] { return pending.ready.load(std::memory_order_acquire); },
+        options_.drive);
+    std::unique_lock<std::mutex> lock(pending.mu);
+    util::WaitEnd end = util::WaitEnd::kWoken;
+    while (!pending.result.has_value() && end == util::WaitEnd::kWoken) {
+      end = util::WaitInterruptibly(pending.cv, lock, until);
+    }
+    return pending.result.has_value();
+  }
+
+  Result<Message> Await(PendingCall& pending) {
+    // The reply of a quick call is seen on this thread, progressing the
+    // connection itself; a slow one's after a sleep.
+    (void)transport_->Drive(
+        connection_, [&] { return pending.ready.load(std::memory_order_acquire); },
+        options_.drive);
+    std::unique_lock<std::mutex> lock(pending.mu);
     // Interruptible (the thread's interrupt check, replaydb/interrupt.h):
     // Ctrl-C in a Python client ends a remote wait as it ends a local one.
     util::WaitEnd end = util::WaitEnd::kWoken;
-    while (!pending->result.has_value() && end == util::WaitEnd::kWoken) {
-      end = util::WaitInterruptibly(pending->cv, lock, deadline);
+    while (!pending.result.has_value() && end == util::WaitEnd::kWoken) {
+      end = util::WaitInterruptibly(pending.cv, lock, pending.deadline);
     }
-    if (!pending->result.has_value()) {
+    if (!pending.result.has_value()) {
       lock.unlock();
       {
         std::lock_guard<std::mutex> l(mu_);
-        pending_.erase(id);
+        pending_.erase(pending.id);
       }
       if (end == util::WaitEnd::kInterrupted) {
-        return Status::Cancelled("request " + std::to_string(id) + " to server " + address_ +
-                                 ": interrupted while waiting for its reply");
+        return Status::Cancelled("request " + std::to_string(pending.id) + " to server " +
+                                 address_ + ": interrupted while waiting for its reply");
       }
-      return Status::DeadlineExceeded("request " + std::to_string(id) + " to server " + address_ +
-                                      std::string(kNoReply) + std::to_string(timeout.count()) +
-                                      " ms");
+      return Status::DeadlineExceeded("request " + std::to_string(pending.id) + " to server " +
+                                      address_ + std::string(kNoReply) +
+                                      std::to_string(pending.timeout.count()) + " ms");
     }
-    return std::move(*pending->result);
+    Result<Message> out = std::move(*pending.result);
+    pending.result = Status::FailedPrecondition("request " + std::to_string(pending.id) +
+                                                "'s reply was taken already");
+    return out;
+  }
+
+  Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
+                       std::string payload, std::chrono::milliseconds timeout,
+                       uint32_t table_id) {
+    return Await(*Start(encode, std::move(payload), timeout, table_id));
   }
 
   const std::string& server_name() const { return server_name_; }
@@ -191,7 +233,7 @@ class RpcClient::Impl {
   }
 
   void Complete(uint64_t id, Result<Message> result) {
-    std::shared_ptr<Pending> pending;
+    std::shared_ptr<PendingCall> pending;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = pending_.find(id);
@@ -201,12 +243,13 @@ class RpcClient::Impl {
     }
     std::lock_guard<std::mutex> lock(pending->mu);
     pending->result = std::move(result);
+    pending->ready.store(true, std::memory_order_release);
     pending->cv.notify_all();
   }
 
   // The connection ended: every call in flight, and every later one, fails.
   void Fail(const Status& why) {
-    std::map<uint64_t, std::shared_ptr<Pending>> pending;
+    std::map<uint64_t, std::shared_ptr<PendingCall>> pending;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_.ok()) closed_ = why;
@@ -215,6 +258,7 @@ class RpcClient::Impl {
     for (auto& [id, p] : pending) {
       std::lock_guard<std::mutex> lock(p->mu);
       p->result = why;
+      p->ready.store(true, std::memory_order_release);
       p->cv.notify_all();
     }
   }
@@ -226,7 +270,7 @@ class RpcClient::Impl {
   ConnectionId connection_ = 0;
   mutable std::mutex mu_;
   uint64_t next_request_ = 1;
-  std::map<uint64_t, std::shared_ptr<Pending>> pending_;
+  std::map<uint64_t, std::shared_ptr<PendingCall>> pending_;
   Status closed_;  // OK while connected
   std::unique_ptr<Transport> transport_;
 };
@@ -245,6 +289,22 @@ Result<Message> RpcClient::Call(const std::function<std::string(const HeaderFiel
                                 std::string payload, std::chrono::milliseconds timeout,
                                 uint32_t table_id) {
   return impl_->Call(encode, std::move(payload), timeout, table_id);
+}
+
+std::shared_ptr<PendingCall> RpcClient::Start(
+    const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
+    std::chrono::milliseconds timeout, uint32_t table_id) {
+  return impl_->Start(encode, std::move(payload), timeout, table_id);
+}
+
+Result<Message> RpcClient::Await(PendingCall& call) { return impl_->Await(call); }
+
+bool RpcClient::WaitFor(PendingCall& call, std::chrono::steady_clock::time_point until) {
+  return impl_->WaitFor(call, until);
+}
+
+bool RpcClient::Ready(const PendingCall& call) {
+  return call.ready.load(std::memory_order_acquire);
 }
 
 const std::string& RpcClient::server_name() const { return impl_->server_name(); }
@@ -456,9 +516,35 @@ class RpcServer::Impl {
     request.deadline = DeadlineOf(h->timeout_ms());
     request.read_only = read_only;
     request.message = Message{std::move(header), std::move(payload)};
+    if (options_.strand_of) request.strand = options_.strand_of(*h);
+    if (options_.try_inline && request.strand == 0) {
+      request.no_wait = true;
+      std::optional<Result<Reply>> served = options_.try_inline(request);
+      request.no_wait = false;
+      if (served.has_value()) {
+        if (served->ok()) {
+          transport_->Send(from, std::move((*served)->header_bytes),
+                           std::move((*served)->payload));
+        } else {
+          Fail(from, reply, served->status());
+        }
+        return;
+      }
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!stopping_ && queue_.size() < options_.max_queued) {
+      if (!stopping_ && queued_ < options_.max_queued) {
+        ++queued_;
+        if (request.strand != 0) {
+          // Behind the strand's earlier requests, if any are waiting or
+          // running; at the executor's queue otherwise.
+          Strand& strand = strands_[{from, request.strand}];
+          if (strand.busy) {
+            strand.waiting.push_back(std::move(request));
+            return;
+          }
+          strand.busy = true;
+        }
         queue_.push_back(std::move(request));
         cv_.notify_one();
         return;
@@ -468,6 +554,21 @@ class RpcServer::Impl {
          Status::ResourceExhausted("server '" + options_.server_name + "' has " +
                                    std::to_string(options_.max_queued) +
                                    " requests waiting: try again later"));
+  }
+
+  // `done` has run: the next of its strand (if any) goes to the executor.
+  void Next(const Request& done) {
+    if (done.strand == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = strands_.find({done.connection, done.strand});
+    if (it == strands_.end()) return;  // its connection ended
+    if (it->second.waiting.empty()) {
+      strands_.erase(it);
+      return;
+    }
+    queue_.push_back(std::move(it->second.waiting.front()));
+    it->second.waiting.pop_front();
+    cv_.notify_one();
   }
 
   // An executor thread: requests in turn, each answered.
@@ -480,8 +581,18 @@ class RpcServer::Impl {
         if (stopping_) return;
         request = std::move(queue_.front());
         queue_.pop_front();
+        if (!request.message.header_bytes.empty() && !request.requeue) --queued_;
       }
       if (request.message.header_bytes.empty()) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          // Its strands' waiting requests go unanswered: nobody is there.
+          auto it = strands_.lower_bound({request.connection, 0});
+          while (it != strands_.end() && it->first.first == request.connection) {
+            queued_ -= it->second.waiting.size();
+            it = strands_.erase(it);
+          }
+        }
         options_.on_disconnect(request.connection);
         continue;
       }
@@ -493,7 +604,17 @@ class RpcServer::Impl {
           "request " + std::to_string(fields.request_id) + " waited in server '" +
           options_.server_name + "''s queue past its timeout of " +
           std::to_string(h->timeout_ms()) + " ms");
+      request.requeue = false;
+      if (request.started == Clock::time_point{}) request.started = Clock::now();
       if (Clock::now() < request.deadline) reply = handler_(request);
+      if (request.requeue) {
+        // Not done: again later, after what is queued now.
+        std::lock_guard<std::mutex> lock(mu_);
+        queue_.push_back(std::move(request));
+        cv_.notify_one();
+        continue;
+      }
+      Next(request);
       if (reply.ok()) {
         transport_->Send(request.connection, std::move(reply->header_bytes),
                          std::move(reply->payload));
@@ -509,6 +630,15 @@ class RpcServer::Impl {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::deque<Request> queue_;
+  // Requests taken and not yet started (queue_'s and the strands'
+  // waiting), at most max_queued.
+  size_t queued_ = 0;
+  // A strand's requests after the one queued or running.
+  struct Strand {
+    bool busy = false;
+    std::deque<Request> waiting;
+  };
+  std::map<std::pair<ConnectionId, uint64_t>, Strand> strands_;
   // Where each connection's handshake stands (none yet: no entry).
   struct Peer {
     enum class Stage {

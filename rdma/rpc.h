@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,18 @@ struct Message {
   }
 };
 
+// A request sent and its reply still to come (RpcClient::Start).
+struct PendingCall;
+
 struct RpcClientOptions {
   std::string client_name = "client";
   // For the connection and the handshake.
   std::chrono::milliseconds connect_timeout{10000};
   TransportOptions transport;  // its handlers are the client's own
+  // How long a caller progresses the connection itself waiting for a reply
+  // (Transport::Drive) before it sleeps until the reply comes: quick calls
+  // then take no thread switch. 0: always sleep.
+  std::chrono::microseconds drive{200};
   // Tests only: the protocol version the Hello claims.
   uint32_t protocol_version = kProtocolVersion;
   // The secret to prove when the server asks for a token (rdma/token.h);
@@ -69,6 +77,19 @@ class RpcClient {
                        std::string payload, std::chrono::milliseconds timeout,
                        uint32_t table_id = 0);
 
+  // Call in two halves, for requests sent ahead of their replies: Start
+  // sends (a call that cannot be sent completes at once with why), Await
+  // waits for the reply as Call does (once per call), and Ready says
+  // whether it has come. Replies may come in any order.
+  std::shared_ptr<PendingCall> Start(
+      const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
+      std::chrono::milliseconds timeout, uint32_t table_id = 0);
+  Result<Message> Await(PendingCall& call);
+  static bool Ready(const PendingCall& call);
+  // Waits until `call`'s reply has come (true) or `until` passes (false;
+  // the call stays pending). Interruptible as Call.
+  bool WaitFor(PendingCall& call, std::chrono::steady_clock::time_point until);
+
   // The server's name and address, for messages.
   const std::string& server_name() const;
   const std::string& address() const;
@@ -91,6 +112,41 @@ class RpcClient {
 // not simply be sent again.
 bool IsNoReply(const Status& s);
 
+// A request as a server's handler sees it.
+struct Request {
+  ConnectionId connection = 0;
+  Message message;
+  // When the request's timeout passes (time_point::max(): none).
+  std::chrono::steady_clock::time_point deadline;
+  // The connection's token grants reads only.
+  bool read_only = false;
+  // Set for RpcServerOptions::try_inline's attempt: the handler must not
+  // wait (a call that would, returns DeadlineExceeded at once).
+  bool no_wait = false;
+  // Its strand (RpcServerOptions::strand_of; 0: none).
+  uint64_t strand = 0;
+  // Set by a handler whose request is not done (it waited as long as one
+  // run may, and its deadline has not passed): the request runs again
+  // later, still first in its strand, and nothing is replied this time.
+  // `progress` is the handler's own, kept between runs (e.g. rows taken).
+  bool requeue = false;
+  int64_t progress = 0;
+  // When its first run began.
+  std::chrono::steady_clock::time_point started{};
+};
+
+// Builds the reply to `request`: a header made with its request id (and
+// table id) and a payload; a non-OK Status is sent as a Failure.
+struct Reply {
+  std::string header_bytes;
+  std::string payload;
+};
+using RequestHandler = std::function<Result<Reply>(Request& request)>;
+// Serves a request on the transport's worker, without a thread switch:
+// a reply (or a Failure's Status), or nullopt for a request that goes to
+// the executor (it would wait, or take long). Must return promptly.
+using InlineHandler = std::function<std::optional<Result<Reply>>(Request& request)>;
+
 struct RpcServerOptions {
   std::string server_name = "replaydb";
   // Executor threads for requests (handlers may wait).
@@ -112,25 +168,15 @@ struct RpcServerOptions {
   // name once it said Hello), refused and ended. May be empty; called from
   // the server's threads, several at once.
   std::function<void(const std::string& line)> log;
+  // When set, tried first for every request after the handshake, on the
+  // worker that received it (see InlineHandler); may be empty.
+  InlineHandler try_inline;
+  // Requests of one connection with the same strand (not 0) run one at a
+  // time, in the order they came: a client may send them ahead of their
+  // replies (a writer's appends). Other requests run in any order, several
+  // at once. May be empty (no strands).
+  std::function<uint64_t(const wire::fb::Header&)> strand_of;
 };
-
-// A request as a server's handler sees it.
-struct Request {
-  ConnectionId connection = 0;
-  Message message;
-  // When the request's timeout passes (time_point::max(): none).
-  std::chrono::steady_clock::time_point deadline;
-  // The connection's token grants reads only.
-  bool read_only = false;
-};
-
-// Builds the reply to `request`: a header made with its request id (and
-// table id) and a payload; a non-OK Status is sent as a Failure.
-struct Reply {
-  std::string header_bytes;
-  std::string payload;
-};
-using RequestHandler = std::function<Result<Reply>(Request& request)>;
 
 class RpcServer {
  public:

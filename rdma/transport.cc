@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -101,10 +102,18 @@ class Transport::Impl {
     int index = 0;
     ucp_worker_h worker = nullptr;
     std::thread thread;
-    // Work other threads hand over; run on this worker's thread.
+    // Work other threads hand over; run by whoever holds `progress` next.
     std::mutex mu;
     std::deque<std::function<void()>> queue;
-    // Owned by the worker's thread.
+    // The UCP worker (serialized mode) and what follows are used only by
+    // the thread holding `progress`: the worker's own thread, a thread
+    // sending directly (Send), or a caller driving progress (Drive).
+    std::mutex progress;
+    // Callers in Drive now: the worker's thread parks meanwhile (two
+    // threads taking turns at one UCP worker would only slow both).
+    std::atomic<int> drivers{0};
+    std::mutex park_mu;
+    std::condition_variable park_cv;
     std::unordered_map<ConnectionId, Connection> connections;
     std::unordered_map<ucp_ep_h, ConnectionId> by_ep;
     // Endpoint closes in progress.
@@ -112,6 +121,23 @@ class Transport::Impl {
     // The worker's event fd (ucp_worker_get_efd), to sleep with a timeout.
     int efd = -1;
     std::chrono::steady_clock::time_point next_heartbeat;
+  };
+
+  // The worker whose `progress` this thread holds (nullptr: none): a send
+  // made from a handler or a callback goes out directly.
+  static thread_local Worker* holding_;
+
+  // Holds `w.progress` for the scope.
+  class Hold {
+   public:
+    explicit Hold(Worker& w) : lock_(w.progress), previous_(holding_) { holding_ = &w; }
+    ~Hold() { holding_ = previous_; }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    std::lock_guard<std::mutex> lock_;
+    Worker* previous_;
   };
 
   explicit Impl(TransportOptions options) : options_(std::move(options)) {}
@@ -143,7 +169,7 @@ class Transport::Impl {
       w->index = i;
       ucp_worker_params_t wp{};
       wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-      wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+      wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
       s = ucp_worker_create(context_, &wp, &w->worker);
       if (s != UCS_OK) return Status::Internal("transport: ucp_worker_create: " + UcsError(s));
       ucp_am_handler_param_t hp{};
@@ -196,7 +222,10 @@ class Transport::Impl {
       if (w->thread.joinable()) w->thread.join();
     }
     // Work queued after a worker left fails as stopped.
-    for (auto& w : workers_) RunQueued(*w);
+    for (auto& w : workers_) {
+      Hold hold(*w);
+      RunQueued(*w);
+    }
     if (listener_ != nullptr) ucp_listener_destroy(listener_);
     for (auto& w : workers_) {
       if (w->worker != nullptr) ucp_worker_destroy(w->worker);
@@ -268,7 +297,50 @@ class Transport::Impl {
     out->header = std::move(header);
     out->payload = std::move(payload);
     out->done = std::move(done);
-    Post(*w, [this, out = out.release()]() mutable { SendNow(std::unique_ptr<Outgoing>(out)); });
+    // Directly when this thread holds the worker (a handler, a callback) or
+    // it is free; queued to its holder otherwise. Work queued before runs
+    // first: messages on a connection keep their order.
+    if (holding_ == w) {
+      SendNow(std::move(out));
+      return;
+    }
+    std::unique_lock<std::mutex> free(w->progress, std::try_to_lock);
+    if (free.owns_lock()) {
+      Worker* previous = holding_;
+      holding_ = w;
+      RunQueued(*w);
+      const bool in_flight = SendNow(std::move(out));
+      holding_ = previous;
+      free.unlock();
+      // Its completion needs progress: the worker's thread may be asleep.
+      if (in_flight) ucp_worker_signal(w->worker);
+      return;
+    }
+    Post(*w, [this, out = out.release()]() mutable { (void)SendNow(std::unique_ptr<Outgoing>(out)); });
+  }
+
+  bool Drive(ConnectionId id, const std::function<bool()>& done,
+             std::chrono::microseconds budget) {
+    Worker* w = WorkerOf(id);
+    if (w == nullptr || holding_ == w || budget.count() <= 0) return done();
+    w->drivers.fetch_add(1, std::memory_order_acq_rel);
+    const auto until = std::chrono::steady_clock::now() + budget;
+    bool finished = done();
+    while (!finished && !stopping_.load(std::memory_order_relaxed) &&
+           std::chrono::steady_clock::now() < until) {
+      {
+        Hold hold(*w);
+        RunQueued(*w);
+        ucp_worker_progress(w->worker);
+      }
+      finished = done();
+    }
+    if (w->drivers.fetch_sub(1, std::memory_order_acq_rel) == 1 && !finished) {
+      // The caller goes to sleep: the worker's thread takes over at once.
+      std::lock_guard<std::mutex> lock(w->park_mu);
+      w->park_cv.notify_all();
+    }
+    return finished;
   }
 
   // Close, returning once the connection is gone from its worker (a failed
@@ -367,11 +439,12 @@ class Transport::Impl {
     if (it != w.connections.end()) it->second.announced = true;
   }
 
-  void SendNow(std::unique_ptr<Outgoing> out) {
+  // Sends `out` on its worker (held); true when it is still in flight.
+  bool SendNow(std::unique_ptr<Outgoing> out) {
     Worker& w = *out->worker;
     if (stopping_.load()) {
       if (out->done) out->done(Status::Cancelled("transport: stopped before the message was sent"));
-      return;
+      return false;
     }
     auto it = w.connections.find(out->to);
     if (it == w.connections.end()) {
@@ -379,7 +452,7 @@ class Transport::Impl {
         out->done(Status::Unavailable("transport: connection " + std::to_string(out->to) +
                                       " has ended"));
       }
-      return;
+      return false;
     }
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -397,12 +470,15 @@ class Transport::Impl {
                         raw->payload.data(), raw->payload.size(), &p);
     if (r == nullptr) {
       Sent(*out, UCS_OK);
-    } else if (UCS_PTR_IS_ERR(r)) {
-      Sent(*out, UCS_PTR_STATUS(r));
-    } else {
-      ++it->second.in_flight;
-      (void)out.release();  // the callback owns it now
+      return false;
     }
+    if (UCS_PTR_IS_ERR(r)) {
+      Sent(*out, UCS_PTR_STATUS(r));
+      return false;
+    }
+    ++it->second.in_flight;
+    (void)out.release();  // the callback owns it now
+    return true;
   }
 
   void Sent(Outgoing& out, ucs_status_t status) {
@@ -616,28 +692,55 @@ class Transport::Impl {
   }
 
   // A worker's thread: queued work, progress, heartbeats, then sleep when
-  // idle (until an event, a signal, or the next heartbeat).
+  // idle (until an event, a signal, or the next heartbeat). While callers
+  // drive progress themselves (Drive) it parks, waking each millisecond for
+  // the heartbeats and to see whether they left.
   void Run(Worker& w) {
     using Clock = std::chrono::steady_clock;
     const bool beating = options_.heartbeat.count() > 0;
     w.next_heartbeat = Clock::now() + options_.heartbeat;
     while (!stopping_.load()) {
-      bool active = RunQueued(w);
+      if (w.drivers.load(std::memory_order_acquire) > 0) {
+        {
+          std::unique_lock<std::mutex> lock(w.park_mu);
+          w.park_cv.wait_for(lock, std::chrono::milliseconds(1), [&] {
+            return w.drivers.load(std::memory_order_acquire) == 0 || stopping_.load();
+          });
+        }
+        Hold hold(w);
+        const Clock::time_point now = Clock::now();
+        if (beating && now >= w.next_heartbeat) Heartbeats(w, now);
+        continue;
+      }
+      bool active = false;
+      {
+        Hold hold(w);
+        active = RunQueued(w);
+      }
       const Clock::time_point spin_until = Clock::now() + options_.spin;
       do {
+        Hold hold(w);
         if (ucp_worker_progress(w.worker) != 0) active = true;
-      } while (Clock::now() < spin_until);
-      if (!w.closing.empty()) SweepCloses(w);
-      const Clock::time_point now = Clock::now();
-      if (beating && now >= w.next_heartbeat) Heartbeats(w, now);
+      } while (Clock::now() < spin_until && w.drivers.load(std::memory_order_relaxed) == 0);
+      {
+        Hold hold(w);
+        if (!w.closing.empty()) SweepCloses(w);
+        const Clock::time_point now = Clock::now();
+        if (beating && now >= w.next_heartbeat) Heartbeats(w, now);
+      }
       if (active) continue;
-      const ucs_status_t armed = ucp_worker_arm(w.worker);
+      ucs_status_t armed = UCS_OK;
+      {
+        Hold hold(w);
+        armed = ucp_worker_arm(w.worker);
+      }
       if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
       {
         std::lock_guard<std::mutex> lock(w.mu);
         if (!w.queue.empty() || stopping_.load()) continue;
       }
       if (armed != UCS_OK) continue;
+      if (w.drivers.load(std::memory_order_acquire) > 0) continue;
       int timeout_ms = -1;
       if (beating) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -649,6 +752,7 @@ class Transport::Impl {
     }
     // Stopping: what was queued runs (sends and connects fail as stopped),
     // every connection of this worker ends, and their closes finish.
+    Hold hold(w);
     RunQueued(w);
     std::vector<ConnectionId> ids;
     for (const auto& [id, c] : w.connections) ids.push_back(id);
@@ -673,6 +777,8 @@ class Transport::Impl {
   std::atomic<int> open_{0};
 };
 
+thread_local Transport::Impl::Worker* Transport::Impl::holding_ = nullptr;
+
 Result<std::unique_ptr<Transport>> Transport::Start(TransportOptions options) {
   auto impl = std::make_unique<Impl>(std::move(options));
   REPLAYDB_RETURN_IF_ERROR(impl->Start());
@@ -695,6 +801,11 @@ void Transport::Send(ConnectionId to, std::string header, std::string payload,
 }
 
 void Transport::Close(ConnectionId connection) { impl_->Close(connection); }
+
+bool Transport::Drive(ConnectionId connection, const std::function<bool()>& done,
+                      std::chrono::microseconds budget) {
+  return impl_->Drive(connection, done, budget);
+}
 
 int Transport::open_connections() const { return impl_->open_connections(); }
 

@@ -11,9 +11,12 @@
 // rendezvous when large (UCX picks); the receiver gets both whole.
 //
 // Workers never block in a handler: the message and close handlers run on
-// the worker's thread and must return promptly (hand waits to an executor).
-// Calls from other threads (Connect, Send, Close) are queued to the worker
-// and it is woken with ucp_worker_signal. A worker spins on
+// the thread holding the worker (its own, or a caller in Send or Drive) and
+// must return promptly (hand waits to an executor).
+// Calls from other threads (Connect, Close) are queued to the worker and it
+// is woken with ucp_worker_signal; a Send goes out on the calling thread
+// when the worker is free (each UCP worker is in serialized mode, held by
+// one thread at a time), queued otherwise. A worker spins on
 // ucp_worker_progress for a short while after activity, then sleeps in
 // ucp_worker_wait (pure spinning starves a 2-core machine).
 //
@@ -21,7 +24,8 @@
 // dies or a connection that fails is reported (the close handler, and the
 // completion of sends in flight) and never hangs a call; a peer that stops
 // answering (hung, stopped, cut off) is found by heartbeats. A Send's `done`
-// runs exactly once, on the worker's thread.
+// runs exactly once, on the thread holding the worker then (possibly the
+// sender's, within Send).
 //
 // Thread safety: every public method may be called from any thread,
 // including from the handlers.
@@ -99,6 +103,15 @@ class Transport {
   // order they were sent.
   void Send(ConnectionId to, std::string header, std::string payload,
             std::function<void(const Status&)> done = {});
+
+  // Progresses `connection`'s worker on the calling thread until `done()`
+  // is true or `budget` passes; returns done(). A caller that waits for a
+  // reply this way takes no thread switch to see it (the worker's thread
+  // parks meanwhile); one whose reply takes longer sleeps after the budget
+  // and the worker's thread takes over. `done` runs on this thread; the
+  // handlers may run here too. Returns done() at once from a handler.
+  bool Drive(ConnectionId connection, const std::function<bool()>& done,
+             std::chrono::microseconds budget);
 
   // Ends the connection (the peer sees it end); on_close follows. A no-op
   // for an id already closed.

@@ -100,6 +100,12 @@ class DB {
   // when nothing answers within options.connect_timeout; FailedPrecondition
   // with the server's words when it refuses the client. Once the server is
   // gone, every call returns Unavailable (within its deadline).
+  // One difference by design: a remote trajectory writer sends its appends
+  // ahead of their acknowledgments (at most 64 calls or 8 MiB of steps);
+  // End, trajectory_id() and the writer's destructor wait for them, and a
+  // failure comes back from a later call of the writer, saying how many
+  // steps after it were dropped. WriterOptions::sync makes each Append wait
+  // for its own (rdma/remote_db.cc, RemoteWriter).
   static Result<std::unique_ptr<DB>> Connect(const std::string& address,
                                              const ConnectOptions& options = {});
 

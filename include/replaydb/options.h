@@ -408,7 +408,9 @@ struct WriterOptions {
   std::chrono::milliseconds timeout = kWaitForever;
   // With WalSyncMode::kBatch, Append and End return only once their log
   // record is durable (they wait for the batch's fsync). kAlways always
-  // waits and kNone never does. Default: false.
+  // waits and kNone never does. A remote writer (DB::Connect) with sync
+  // waits for each append's acknowledgment instead of sending appends ahead.
+  // Default: false.
   bool sync = false;
   // VectorWriter only: how many threads an append splits its work over the
   // environments between (the caller's thread and threads - 1 the writer

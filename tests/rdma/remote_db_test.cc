@@ -420,46 +420,163 @@ TEST(RemoteDBTest, WritersWaitingForTheRateLimiterDoNotStarveALearner) {
   EXPECT_GT(sampled, kWriters * kSteps - 10);
 }
 
-// AppendMany whose rows the rate limiter admits only part of within the
-// server's longest wait: the server keeps what it took and says how many,
-// the client sends the rest; every row lands once, in order.
+// AppendMany whose rows the rate limiter admits only part of within one
+// run of the server's (kMaxServedWait): the server keeps what it took and
+// runs the request again for the rest; every row lands once, in order, for
+// an append sent ahead and for one that waits (WriterOptions::sync).
 TEST(RemoteDBTest, AnAppendManyTheRateLimiterHoldsLandsEveryRowOnce) {
-  Throttled s;
-  ASSERT_NO_FATAL_FAILURE(s.Start());
-  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address()));
-  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("q"));
-  std::atomic<bool> done{false};
-  std::thread learner([&] {
-    auto db = DB::Connect(s.address());
-    if (!db.ok()) return;
-    auto t = (*db)->GetTable("q");
-    if (!t.ok()) return;
-    SampleBatch batch;
-    SampleOptions o;
-    o.timeout = 200ms;
-    std::this_thread::sleep_for(1200ms);  // past one served wait
-    while (!done.load()) (void)(*t)->Sample(1, o, &batch);
+  for (const bool sync : {false, true}) {
+    SCOPED_TRACE(sync ? "sync" : "sent ahead");
+    Throttled s;
+    ASSERT_NO_FATAL_FAILURE(s.Start());
+    ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address()));
+    ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("q"));
+    std::atomic<bool> done{false};
+    std::thread learner([&] {
+      auto db = DB::Connect(s.address());
+      if (!db.ok()) return;
+      auto t = (*db)->GetTable("q");
+      if (!t.ok()) return;
+      SampleBatch batch;
+      SampleOptions o;
+      o.timeout = 200ms;
+      std::this_thread::sleep_for(1200ms);  // past several served waits
+      while (!done.load()) (void)(*t)->Sample(1, o, &batch);
+    });
+    constexpr int64_t kRows = 30;
+    std::vector<int64_t> values(kRows);
+    std::mt19937_64 rng(testing_util::TestSeed());
+    for (int64_t& v : values) v = static_cast<int64_t>(rng() >> 1);
+    WriterOptions wo;
+    wo.timeout = 60s;
+    wo.sync = sync;
+    ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter(wo));
+    const ConstTensor rows{DType::kI64, Shape{kRows}, values.data(), values.size() * 8};
+    const Status appended = writer->AppendMany(std::span(&rows, 1));
+    const int64_t counted = writer->num_steps();
+    // (End waits for an append sent ahead: the learner still samples.)
+    const Status ended = writer->End(EndReason::kTerminal);
+    done.store(true);
+    learner.join();
+    ASSERT_OK(appended);
+    EXPECT_EQ(counted, kRows);
+    ASSERT_OK(ended);
+    ASSERT_OK_AND_ASSIGN(auto local, s.db->GetTable("q"));
+    TrajectorySteps steps;
+    ASSERT_OK(local->ReadTrajectory(writer->trajectory_id(), 0, kRows, &steps));
+    ASSERT_EQ(steps.columns[0].size_bytes(), values.size() * 8);
+    EXPECT_EQ(std::memcmp(steps.columns[0].data(), values.data(), values.size() * 8), 0);
+    EXPECT_EQ(local->Info().steps_inserted, kRows);
+  }
+}
+
+// The calls that never wait (Info, lookups, priority updates, samples the
+// rate limiter lets through) are served on the transport's worker: a server
+// whose only executor thread is held by a vector writer waiting for the rate
+// limiter still answers them at once.
+TEST(RemoteDBTest, QuickCallsAreAnsweredWhileTheExecutorIsHeld) {
+  testing_util::TempDir dir;
+  std::unique_ptr<DB> db = testing_util::OpenDB(dir.Sub("db"));
+  TableSpec spec;
+  spec.name = "q";
+  spec.columns = {{"x", DType::kI64, Shape{}}};
+  spec.capacity_steps = 1 << 12;
+  spec.selector = SelectorKind::kPrioritized;
+  spec.rate_limiter = RateLimiterSpec::SampleToInsertRatio(1.0, 1, 4.0);
+  ASSERT_OK(db->CreateTable(spec).status());
+  std::unique_ptr<DbService> service;
+  std::unique_ptr<RpcServer> server;
+  RpcServerOptions so;
+  so.threads = 1;
+  ASSERT_NO_FATAL_FAILURE(ServeOver(db.get(), so, &service, &server));
+  const std::string address = "ucx://127.0.0.1:" + std::to_string(server->port());
+  ASSERT_OK_AND_ASSIGN(auto local, db->GetTable("q"));
+
+  // A vector writer appends until the rate limiter holds it (its waits are
+  // not cut: the one executor thread waits with it).
+  std::atomic<bool> stop{false};
+  Status writer_status;
+  std::thread actor([&] {
+    auto remote = DB::Connect(address);
+    if (!remote.ok()) return void(writer_status = remote.status());
+    auto table = (*remote)->GetTable("q");
+    if (!table.ok()) return void(writer_status = table.status());
+    WriterOptions wo;
+    wo.timeout = 20s;
+    auto writer = (*table)->NewVectorWriter(1, wo);
+    if (!writer.ok()) return void(writer_status = writer.status());
+    for (int64_t i = 0; i < 100 && !stop.load(); ++i) {
+      const ConstTensor x{DType::kI64, Shape{1}, &i, 8};
+      const Status s = (*writer)->Append(std::span(&x, 1));
+      if (!s.ok()) return void(writer_status = s);
+    }
   });
-  constexpr int64_t kRows = 30;
-  std::vector<int64_t> values(kRows);
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (local->Info().rate_limiter.blocked_inserts == 0 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_GT(local->Info().rate_limiter.blocked_inserts, 0);
+
+  ConnectOptions co;
+  co.call_timeout = 3s;  // far shorter than the writer's wait
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(address, co));
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("q"));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_GT(table->Info().num_items, 0);
+  SampleBatch batch;
+  SampleOptions o;
+  o.timeout = 0ms;
+  ASSERT_OK(table->Sample(1, o, &batch));
+  SampleBatch looked_up;
+  ASSERT_OK(table->Lookup(batch.keys, &looked_up));
+  EXPECT_EQ(looked_up.keys, batch.keys);
+  const double priority[] = {7.5};
+  ASSERT_OK(table->UpdatePriorities(batch.keys, priority));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  stop.store(true);
+  actor.join();
+  EXPECT_TRUE(writer_status.ok() || writer_status.code() == Status::Code::kDeadlineExceeded)
+      << writer_status.ToString();
+}
+
+// An append sent ahead that the server refuses: a later call of the writer
+// returns the server's error; the appends sent after it are dropped, and
+// num_steps() says what the trajectory holds; the writer goes on.
+TEST(RemoteDBTest, AFailedAppendSentAheadIsReportedAndTheWriterGoesOn) {
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
   std::mt19937_64 rng(testing_util::TestSeed());
-  for (int64_t& v : values) v = static_cast<int64_t>(rng() >> 1);
-  WriterOptions wo;
-  wo.timeout = 60s;
-  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter(wo));
-  const ConstTensor rows{DType::kI64, Shape{kRows}, values.data(), values.size() * 8};
-  const Status appended = writer->AppendMany(std::span(&rows, 1));
-  done.store(true);
-  learner.join();
-  ASSERT_OK(appended);
-  EXPECT_EQ(writer->num_steps(), kRows);
+  const int64_t good = 2 + static_cast<int64_t>(rng() % 5);
+  for (int64_t i = 0; i < good; ++i) {
+    ASSERT_OK(writer->Append(testing_util::RandomStep(table->spec(), rng).tensors, 1.0));
+  }
+  // A negative priority: refused by the server, not before sending.
+  Status first;
+  for (int i = 0; i < 4 && first.ok(); ++i) {
+    first = writer->Append(testing_util::RandomStep(table->spec(), rng).tensors,
+                           i == 0 ? -1.0 : 1.0);
+  }
+  if (first.ok()) first = writer->End(EndReason::kTerminal);
+  EXPECT_EQ(first.code(), Status::Code::kInvalidArgument) << first.ToString();
+  EXPECT_THAT(first.message(), HasSubstr("priority"));
+  EXPECT_EQ(writer->num_steps(), good);
+  // It goes on: two more steps, ended; the trajectory holds good + 2.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK(writer->Append(testing_util::RandomStep(table->spec(), rng).tensors, 2.0));
+  }
   ASSERT_OK(writer->End(EndReason::kTerminal));
-  ASSERT_OK_AND_ASSIGN(auto local, s.db->GetTable("q"));
+  ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
   TrajectorySteps steps;
-  ASSERT_OK(local->ReadTrajectory(writer->trajectory_id(), 0, kRows, &steps));
-  ASSERT_EQ(steps.columns[0].size_bytes(), values.size() * 8);
-  EXPECT_EQ(std::memcmp(steps.columns[0].data(), values.data(), values.size() * 8), 0);
-  EXPECT_EQ(local->Info().steps_inserted, kRows);
+  ASSERT_OK(served->ReadTrajectory(writer->trajectory_id(), 0, good + 2, &steps));
+  EXPECT_EQ(steps.info.length, good + 2);
+  std::vector<double> want(static_cast<size_t>(good), 1.0);
+  want.push_back(2.0);
+  want.push_back(2.0);
+  EXPECT_EQ(steps.step_priorities, want);
 }
 
 TEST(RemoteDBTest, ClosingTheDatabaseClosesItsTablesAndWriters) {
