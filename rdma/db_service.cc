@@ -1,11 +1,14 @@
 #include "rdma/db_service.h"
 
+#include "engine/rate_limiter/rate_limiter.h"
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "engine/db/catalog.h"
+#include "engine/rate_limiter/rate_limiter.h"
 
 namespace replaydb::rdma {
 namespace {
@@ -104,6 +107,19 @@ flatbuffers::Offset<fb::Info> EncodeInfo(flatbuffers::FlatBufferBuilder& b, cons
       i.spill_queue);
 }
 
+// A Sampled reply: the items' fields as the payload, the columns sent from
+// `batch` itself (held until sent).
+Reply SampledReply(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, bool gathered,
+                   std::shared_ptr<SampleBatch> batch) {
+  Reply reply{EncodeHeader(b, f, fb::Body::Sampled,
+                           fb::CreateSampled(b, batch->batch_size, batch->sequence_length,
+                                             !batch->weights.empty(), gathered)),
+              EncodeSampleItems(*batch), {}, nullptr};
+  for (const Tensor& c : batch->columns) reply.parts.emplace_back(c.data(), c.size_bytes());
+  reply.keep = std::move(batch);
+  return reply;
+}
+
 // TableOpened: `table`'s spec in the catalog's encoding.
 Reply Opened(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, const Table& table) {
   const std::string spec = engine::EncodeCatalog(std::vector<TableSpec>{table.spec()});
@@ -111,7 +127,7 @@ Reply Opened(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, const Tab
   return Reply{EncodeHeader(b, f, fb::Body::TableOpened, fb::CreateTableOpened(b, bytes)), ""};
 }
 
-Result<Reply> HandleTables(DB& db, Request& r) {
+Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
   const fb::Header* h = r.message.header();
   HeaderFields f;
   f.request_id = h->request_id();
@@ -152,13 +168,9 @@ Result<Reply> HandleTables(DB& db, Request& r) {
       o.stratified = q->stratified();
       o.peek = q->peek();
       o.gather = q->gather();
-      SampleBatch batch;
-      REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, &batch));
-      std::string payload = EncodeSamplePayload(batch);
-      return Reply{EncodeHeader(b, f, fb::Body::Sampled,
-                                fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
-                                                  !batch.weights.empty(), o.gather)),
-                   std::move(payload)};
+      std::shared_ptr<SampleBatch> batch = batches.Take();
+      REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, batch.get()));
+      return SampledReply(b, f, o.gather, std::move(batch));
     }
     case fb::Body::CreateTable: {
       const auto* bytes = h->body_as_CreateTable()->spec();
@@ -204,13 +216,9 @@ Result<Reply> HandleTables(DB& db, Request& r) {
                                        std::to_string(r.message.payload.size()) +
                                        " payload bytes are not whole 8-byte keys");
       }
-      SampleBatch batch;
-      REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, &batch));
-      std::string payload = EncodeSamplePayload(batch);
-      return Reply{EncodeHeader(b, f, fb::Body::Sampled,
-                                fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
-                                                  !batch.weights.empty(), true)),
-                   std::move(payload)};
+      std::shared_ptr<SampleBatch> batch = batches.Take();
+      REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, batch.get()));
+      return SampledReply(b, f, true, std::move(batch));
     }
     case fb::Body::UpdatePriorities: {
       REPLAYDB_ASSIGN_OR_RETURN(auto table,
@@ -255,10 +263,31 @@ struct DbService::Writer {
   // The epoch of its appends that failed last (0: none): the rest of that
   // epoch, sent ahead before the client knew, is refused (wire.fbs).
   uint32_t failed_epoch = 0;
+  bool sync = false;  // its appends wait for the log's fsync
   std::shared_ptr<Table> table;
   std::unique_ptr<TrajectoryWriter> writer;  // one of the two
   std::unique_ptr<VectorWriter> vector;
 };
+
+std::shared_ptr<SampleBatch> BatchPool::Take() {
+  std::unique_ptr<SampleBatch> batch;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (!shared_->free.empty()) {
+      batch = std::move(shared_->free.back());
+      shared_->free.pop_back();
+    }
+  }
+  if (!batch) batch = std::make_unique<SampleBatch>();
+  std::weak_ptr<Shared> pool = shared_;
+  return std::shared_ptr<SampleBatch>(batch.release(), [pool](SampleBatch* b) {
+    std::unique_ptr<SampleBatch> back(b);
+    if (auto shared = pool.lock()) {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      if (shared->free.size() < kKept) shared->free.push_back(std::move(back));
+    }
+  });
+}
 
 DbService::DbService(DB* db) : db_(db) {}
 DbService::~DbService() = default;
@@ -326,6 +355,29 @@ std::optional<Result<Reply>> DbService::TryInline(Request& r) {
       if (!*fits) return std::nullopt;
       return Handle(r);
     }
+    case fb::Body::AppendStep:
+    case fb::Body::EndTrajectory: {
+      // A trajectory writer's (RpcServer runs it here only when none of the
+      // writer's requests is queued or running), when it takes no waiting:
+      // the engine is told not to wait, and one that would goes on in the
+      // writer's strand with what it did so far (Request::progress).
+      if (r.message.payload.size() > kInlineBytes) return std::nullopt;
+      const uint64_t id = h->body_type() == fb::Body::AppendStep
+                              ? h->body_as_AppendStep()->writer()
+                              : h->body_as_EndTrajectory()->writer();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = writers_.find({r.connection, id});
+        if (it == writers_.end() || it->second->vector || it->second->sync) return std::nullopt;
+      }
+      engine::ScopedNoWait no_wait;
+      Result<Reply> reply = Handle(r);
+      if (r.requeue) {
+        r.requeue = false;
+        return std::nullopt;
+      }
+      return reply;
+    }
     case fb::Body::Sample: {
       // Small batches only (a large gather would hold the worker), and only
       // when the rate limiter lets it through at once.
@@ -372,7 +424,7 @@ Result<Reply> DbService::Handle(Request& r) {
     case fb::Body::CloseWriter:
       return HandleWriter(r);
     default:
-      return HandleTables(*db_, r);
+      return HandleTables(*db_, *batches_, r);
   }
 }
 
@@ -436,6 +488,7 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     o.sync = q->sync();
     auto w = std::make_shared<Writer>();
     w->timeout = q->timeout_ms() < 0 ? kWaitForever : std::chrono::milliseconds(q->timeout_ms());
+    w->sync = q->sync();
     if (q->envs() == 0) {
       REPLAYDB_ASSIGN_OR_RETURN(w->writer, table->NewWriter(o));
     } else {
@@ -547,6 +600,10 @@ Result<Reply> DbService::HandleWriter(Request& r) {
                                   ? w->writer->num_steps() - before
                                   : 0;
         r.progress += std::max<int64_t>(taken, 0);
+        if (r.no_wait) {  // tried on the transport's worker: the rest waits elsewhere
+          r.requeue = true;
+          return s;
+        }
         // Wait again later (the thread goes to other requests meanwhile):
         // an append sent ahead without bound, others for the writer's
         // timeout from their first run.
@@ -573,7 +630,9 @@ Result<Reply> DbService::HandleWriter(Request& r) {
         REPLAYDB_RETURN_IF_ERROR(w->vector->EndMany(envs, reason));
       } else {
         const Status s = w->writer->End(reason);
-        if (s.code() == Status::Code::kDeadlineExceeded) {
+        if (s.code() == Status::Code::kDeadlineExceeded && r.no_wait) {
+          r.requeue = true;
+        } else if (s.code() == Status::Code::kDeadlineExceeded) {
           // Padded items the rate limiter holds: End again later makes
           // the ones still missing, within the writer's timeout.
           const auto now = Clock::now();
@@ -591,22 +650,42 @@ Result<Reply> DbService::HandleWriter(Request& r) {
   }
 }
 
-std::string EncodeSamplePayload(const SampleBatch& batch) {
-  size_t bytes = batch.keys.size() * (8 + 8 + 8 + 4) + batch.weights.size() * 8 +
-                 batch.mask.size();
-  for (const Tensor& c : batch.columns) bytes += c.size_bytes();
+std::string EncodeSampleItems(const SampleBatch& batch) {
   std::string out;
-  out.reserve(bytes);
+  out.reserve(batch.keys.size() * (8 + 8 + 8 + 4) + batch.weights.size() * 8 +
+              batch.mask.size());
   Put(&out, batch.keys);
   Put(&out, batch.probabilities);
   Put(&out, batch.priorities);
   Put(&out, batch.weights);
   Put(&out, batch.times_sampled);
   Put(&out, batch.mask);
+  return out;
+}
+
+std::string EncodeSamplePayload(const SampleBatch& batch) {
+  std::string out = EncodeSampleItems(batch);
   for (const Tensor& c : batch.columns) {
     if (c.size_bytes() > 0) out.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
   }
   return out;
+}
+
+size_t SampleItemsBytes(int64_t batch_size, int64_t sequence_length, bool has_weights) {
+  const auto n = static_cast<size_t>(std::max<int64_t>(batch_size, 0));
+  return n * (sizeof(ItemKey) + 8 + 8 + (has_weights ? 8 : 0) + 4) +
+         n * static_cast<size_t>(std::max<int64_t>(sequence_length, 0));
+}
+
+bool DecodeSampleItems(std::string_view* in, int64_t batch_size, int64_t sequence_length,
+                       bool has_weights, SampleBatch* b) {
+  const auto n = static_cast<size_t>(batch_size);
+  b->batch_size = batch_size;
+  b->sequence_length = sequence_length;
+  return Take(in, n, &b->keys) && Take(in, n, &b->probabilities) &&
+         Take(in, n, &b->priorities) && Take(in, has_weights ? n : 0, &b->weights) &&
+         Take(in, n, &b->times_sampled) &&
+         Take(in, n * static_cast<size_t>(sequence_length), &b->mask);
 }
 
 Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int64_t batch_size,
@@ -625,12 +704,7 @@ Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int6
   const auto n = static_cast<size_t>(batch_size);
   std::string_view in = payload;
   SampleBatch b;
-  b.batch_size = batch_size;
-  b.sequence_length = sequence_length;
-  if (!Take(&in, n, &b.keys) || !Take(&in, n, &b.probabilities) ||
-      !Take(&in, n, &b.priorities) || !Take(&in, has_weights ? n : 0, &b.weights) ||
-      !Take(&in, n, &b.times_sampled) ||
-      !Take(&in, n * static_cast<size_t>(sequence_length), &b.mask)) {
+  if (!DecodeSampleItems(&in, batch_size, sequence_length, has_weights, &b)) {
     return bad("too short for the items' keys, probabilities, priorities and mask");
   }
   // The columns' sizes first; then their bytes, into `out`'s buffers where

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "rdma/rpc.h"
 #include "replaydb/db.h"
@@ -32,6 +33,24 @@ inline constexpr std::chrono::milliseconds kMaxServedWait{200};
 // Serves `db` (which must outlive it) to an RpcServer: Handle is its
 // handler, Disconnected its on_disconnect. A request of a kind it does not
 // serve is NotSupported, naming it.
+// Sample batches for replies, used again once sent: a sample's columns (tens
+// of MiB) then land in memory already faulted in, not in fresh pages each
+// time. Keeps at most kKept; thread-safe.
+class BatchPool {
+ public:
+  static constexpr size_t kKept = 8;
+  // A batch that goes back to the pool when the last hold on it goes
+  // (the pool may be gone by then: it is then freed).
+  std::shared_ptr<SampleBatch> Take();
+
+ private:
+  struct Shared {
+    std::mutex mu;
+    std::vector<std::unique_ptr<SampleBatch>> free;
+  };
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+};
+
 class DbService {
  public:
   explicit DbService(DB* db);
@@ -54,6 +73,7 @@ class DbService {
   struct Writer;
   Result<Reply> HandleWriter(Request& request);
   DB* db_;
+  std::unique_ptr<BatchPool> batches_ = std::make_unique<BatchPool>();
   mutable std::mutex mu_;
   uint64_t next_writer_ = 1;
   std::map<std::pair<ConnectionId, uint64_t>, std::shared_ptr<Writer>> writers_;
@@ -75,6 +95,13 @@ TableInfo DecodeInfo(const wire::fb::Info& info, const std::string& name);
 // priorities, weights (when present), times sampled, the mask, then each
 // column's bytes in schema order (none when the sample did not gather).
 std::string EncodeSamplePayload(const SampleBatch& batch);
+// Its first part, the items' fields (all but the columns), and its size.
+std::string EncodeSampleItems(const SampleBatch& batch);
+size_t SampleItemsBytes(int64_t batch_size, int64_t sequence_length, bool has_weights);
+// Reads the items' fields from the front of `in` into `b` (its batch_size
+// and sequence_length too); false when `in` is too short.
+bool DecodeSampleItems(std::string_view* in, int64_t batch_size, int64_t sequence_length,
+                       bool has_weights, SampleBatch* b);
 // The batch that `payload` holds for a table of `spec`, `batch_size` items
 // of windows of `sequence_length`; Corruption naming `from` when its size
 // does not add up.

@@ -160,16 +160,17 @@ class Connection {
   }
 
   Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
-                       std::string payload, milliseconds timeout) {
+                       std::string payload, milliseconds timeout, Placement place = {}) {
     REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<RpcClient> client, Get());
-    return client->Call(encode, std::move(payload), timeout);
+    return client->Call(encode, std::move(payload), timeout, 0, std::move(place));
   }
 
   // A call that does not wait for the rate limiter: its body built by
   // `build`, its reply awaited for ConnectOptions::call_timeout.
   template <typename Build>
-  Result<Message> Ask(fb::Body kind, Build build, std::string payload = {}) {
-    return Call(Encoder(kind, build), std::move(payload), call_timeout_);
+  Result<Message> Ask(fb::Body kind, Build build, std::string payload = {},
+                      Placement place = {}) {
+    return Call(Encoder(kind, build), std::move(payload), call_timeout_, std::move(place));
   }
 
   bool read_only() const {
@@ -579,6 +580,7 @@ class RemoteTable final : public Table {
   Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
+    std::string items;
     REPLAYDB_ASSIGN_OR_RETURN(Message m, CallWaiting(options.timeout, [&](milliseconds slice) {
                                 return remote_->connection->Call(
                                     Encoder(
@@ -591,9 +593,10 @@ class RemoteTable final : public Table {
                                               options.stratified, options.peek, options.gather);
                                         },
                                         slice.count()),
-                                    "", ReplyWait(slice, remote_->options.call_timeout));
+                                    "", ReplyWait(slice, remote_->options.call_timeout),
+                                    Landing(out, &items));
                               }));
-    return DecodeSampled(m, "sample of table '" + table + "' from " + address(), out);
+    return DecodeSampled(m, "sample of table '" + table + "' from " + address(), items, out);
   }
 
   Status UpdatePriorities(std::span<const ItemKey> keys, std::span<const double> priorities,
@@ -630,13 +633,14 @@ class RemoteTable final : public Table {
     std::string payload;
     Put(&payload, keys);
     const std::string table = name();
+    std::string items;
     REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
                                              fb::Body::Lookup,
                                              [&](flatbuffers::FlatBufferBuilder& b) {
                                                return fb::CreateLookup(b, b.CreateString(table));
                                              },
-                                             std::move(payload)));
-    return DecodeSampled(m, "lookup in table '" + table + "' from " + address(), out);
+                                             std::move(payload), Landing(out, &items)));
+    return DecodeSampled(m, "lookup in table '" + table + "' from " + address(), items, out);
   }
 
   Status SampleToDevice(int64_t, const SampleOptions&, const DeviceSampleOutput&, void*) override {
@@ -744,11 +748,64 @@ class RemoteTable final : public Table {
     return std::make_pair(m.header()->body_as_WriterOpened()->writer(), std::move(client));
   }
 
-  Status DecodeSampled(const Message& m, const std::string& what, SampleBatch* out) {
+  // Where a large Sampled reply goes (RpcClient's Placement): the items'
+  // fields into `items`, the columns straight into `out`'s, which keep
+  // their buffers when they are the right size already (a learner's batch
+  // sampled again): no copy, and no fresh pages to fault in.
+  Placement Landing(SampleBatch* out, std::string* items) const {
+    const TableSpec* spec = &remote_->spec;
+    return [spec, out, items](const fb::Header& h, size_t length) {
+      std::vector<std::span<std::byte>> pieces;
+      const fb::Sampled* s = h.body_as_Sampled();
+      if (s == nullptr || !s->has_columns() || s->batch_size() < 0 ||
+          s->sequence_length() < 0 || s->batch_size() > (int64_t{1} << 32) ||
+          s->sequence_length() > (int64_t{1} << 32)) {
+        return pieces;
+      }
+      const size_t rows = static_cast<size_t>(s->batch_size()) *
+                          static_cast<size_t>(s->sequence_length());
+      size_t total = SampleItemsBytes(s->batch_size(), s->sequence_length(), s->has_weights());
+      for (const ColumnSpec& c : spec->columns) {
+        size_t bytes = 0;
+        if (__builtin_mul_overflow(rows, c.step_bytes(), &bytes) ||
+            __builtin_add_overflow(total, bytes, &total)) {
+          return pieces;
+        }
+      }
+      if (total != length) return pieces;  // not what this table's sample holds
+      items->resize(SampleItemsBytes(s->batch_size(), s->sequence_length(), s->has_weights()));
+      pieces.emplace_back(reinterpret_cast<std::byte*>(items->data()), items->size());
+      out->columns.resize(spec->columns.size());
+      for (size_t c = 0; c < spec->columns.size(); ++c) {
+        const ColumnSpec& col = spec->columns[c];
+        std::vector<int64_t> dims = {s->batch_size(), s->sequence_length()};
+        for (const int64_t d : col.shape.dims()) dims.push_back(d);
+        out->columns[c].Reset(col.dtype, Shape::FromSpan(dims));
+        pieces.emplace_back(out->columns[c].data(), out->columns[c].size_bytes());
+      }
+      return pieces;
+    };
+  }
+
+  // The batch of a Sampled reply: from its payload, or (placed) from
+  // `items` and the columns already in `out`.
+  Status DecodeSampled(const Message& m, const std::string& what, const std::string& items,
+                       SampleBatch* out) {
     REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Sampled, what));
     const fb::Sampled* s = m.header()->body_as_Sampled();
-    return DecodeSamplePayload(m.payload, remote_->spec, s->batch_size(), s->sequence_length(),
-                               s->has_weights(), s->has_columns(), address(), out);
+    if (!m.placed) {
+      return DecodeSamplePayload(m.payload, remote_->spec, s->batch_size(), s->sequence_length(),
+                                 s->has_weights(), s->has_columns(), address(), out);
+    }
+    SampleBatch b;
+    std::string_view in = items;
+    if (!DecodeSampleItems(&in, s->batch_size(), s->sequence_length(), s->has_weights(), &b) ||
+        !in.empty()) {
+      return Status::Internal(what + ": the items' fields placed do not add up");
+    }
+    b.columns = std::move(out->columns);
+    *out = std::move(b);
+    return Status::OK();
   }
 
   std::shared_ptr<Remote> remote_;

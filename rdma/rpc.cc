@@ -33,6 +33,10 @@ Clock::time_point DeadlineOf(int64_t timeout_ms) {
 
 constexpr std::string_view kNoReply = " got no reply within ";
 
+// A reply's pieces (Reply::parts) smaller than this in all are copied into
+// one payload.
+constexpr size_t kCopyReplyBelow = 64 << 10;
+
 }  // namespace
 
 bool IsNoReply(const Status& s) {
@@ -50,6 +54,8 @@ struct PendingCall {
   std::condition_variable cv;
   std::optional<Result<Message>> result;
   std::atomic<bool> ready{false};  // result is set
+  Placement place;      // where a large reply's payload goes (may be empty)
+  bool placed = false;  // it is going there: the call waits for it
 };
 
 class RpcClient::Impl {
@@ -70,6 +76,9 @@ class RpcClient::Impl {
     };
     t.on_close = [this](ConnectionId, const Status& why) {
       Fail(why.ok() ? Status::Unavailable("connection to " + address_ + " closed") : why);
+    };
+    t.place_large = [this](ConnectionId, std::string_view header, size_t length) {
+      return Place(header, length);
     };
     t.on_accept = nullptr;
     REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
@@ -122,8 +131,9 @@ class RpcClient::Impl {
 
   std::shared_ptr<PendingCall> Start(
       const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
-      std::chrono::milliseconds timeout, uint32_t table_id) {
+      std::chrono::milliseconds timeout, uint32_t table_id, Placement place = {}) {
     auto pending = std::make_shared<PendingCall>();
+    pending->place = std::move(place);
     HeaderFields fields;
     fields.timeout_ms = TimeoutMs(timeout);
     fields.table_id = table_id;
@@ -175,10 +185,21 @@ class RpcClient::Impl {
     }
     if (!pending.result.has_value()) {
       lock.unlock();
+      bool placing = false;
       {
         std::lock_guard<std::mutex> l(mu_);
-        pending_.erase(pending.id);
+        std::lock_guard<std::mutex> p(pending.mu);
+        placing = pending.placed && !pending.result.has_value();
+        if (!placing) pending_.erase(pending.id);
       }
+      if (placing) {
+        // Its payload is coming into the caller's buffers: they must not be
+        // given back before it is whole (or its connection ends).
+        lock.lock();
+        pending.cv.wait(lock, [&] { return pending.result.has_value(); });
+      }
+    }
+    if (!pending.result.has_value()) {
       if (end == util::WaitEnd::kInterrupted) {
         return Status::Cancelled("request " + std::to_string(pending.id) + " to server " +
                                  address_ + ": interrupted while waiting for its reply");
@@ -195,8 +216,8 @@ class RpcClient::Impl {
 
   Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
                        std::string payload, std::chrono::milliseconds timeout,
-                       uint32_t table_id) {
-    return Await(*Start(encode, std::move(payload), timeout, table_id));
+                       uint32_t table_id, Placement place = {}) {
+    return Await(*Start(encode, std::move(payload), timeout, table_id, std::move(place)));
   }
 
   const std::string& server_name() const { return server_name_; }
@@ -242,9 +263,29 @@ class RpcClient::Impl {
       pending_.erase(it);
     }
     std::lock_guard<std::mutex> lock(pending->mu);
+    if (result.ok()) result->placed = pending->placed;
     pending->result = std::move(result);
     pending->ready.store(true, std::memory_order_release);
     pending->cv.notify_all();
+  }
+
+  // A large reply's payload is about to be fetched: its call's Placement.
+  std::vector<std::span<std::byte>> Place(std::string_view header, size_t length) {
+    auto decoded = DecodeHeader(header, "server " + address_);
+    if (!decoded.ok()) return {};  // OnReply refuses it
+    const fb::Header* h = *decoded;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(h->request_id());
+    if (it == pending_.end()) return {};
+    PendingCall& p = *it->second;
+    std::lock_guard<std::mutex> l(p.mu);
+    if (!p.place || p.result.has_value()) return {};
+    std::vector<std::span<std::byte>> pieces = p.place(*h, length);
+    size_t total = 0;
+    for (const auto& piece : pieces) total += piece.size();
+    if (total != length) return {};
+    p.placed = true;
+    return pieces;
   }
 
   // The connection ended: every call in flight, and every later one, fails.
@@ -287,14 +328,14 @@ RpcClient::~RpcClient() = default;
 
 Result<Message> RpcClient::Call(const std::function<std::string(const HeaderFields&)>& encode,
                                 std::string payload, std::chrono::milliseconds timeout,
-                                uint32_t table_id) {
-  return impl_->Call(encode, std::move(payload), timeout, table_id);
+                                uint32_t table_id, Placement place) {
+  return impl_->Call(encode, std::move(payload), timeout, table_id, std::move(place));
 }
 
 std::shared_ptr<PendingCall> RpcClient::Start(
     const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
-    std::chrono::milliseconds timeout, uint32_t table_id) {
-  return impl_->Start(encode, std::move(payload), timeout, table_id);
+    std::chrono::milliseconds timeout, uint32_t table_id, Placement place) {
+  return impl_->Start(encode, std::move(payload), timeout, table_id, std::move(place));
 }
 
 Result<Message> RpcClient::Await(PendingCall& call) { return impl_->Await(call); }
@@ -387,6 +428,34 @@ class RpcServer::Impl {
  private:
   void Log(const std::string& line) {
     if (options_.log) options_.log(line);
+  }
+
+  void SendReply(ConnectionId to, Reply reply) {
+    size_t bytes = reply.payload.size();
+    for (const auto& part : reply.parts) bytes += part.size();
+    if (!reply.parts.empty() && bytes <= kCopyReplyBelow) {
+      // Small: one contiguous payload costs less than pieces.
+      for (const auto& part : reply.parts) {
+        reply.payload.append(reinterpret_cast<const char*>(part.data()), part.size());
+      }
+      reply.parts.clear();
+    }
+    if (reply.parts.empty()) {
+      transport_->Send(to, std::move(reply.header_bytes), std::move(reply.payload));
+      return;
+    }
+    // The payload's first piece is `payload`, kept alive with the rest.
+    struct Held {
+      std::string payload;
+      std::shared_ptr<const void> keep;
+    };
+    auto held = std::make_shared<Held>(Held{std::move(reply.payload), std::move(reply.keep)});
+    std::vector<std::span<const std::byte>> parts;
+    parts.reserve(reply.parts.size() + 1);
+    parts.emplace_back(reinterpret_cast<const std::byte*>(held->payload.data()),
+                       held->payload.size());
+    parts.insert(parts.end(), reply.parts.begin(), reply.parts.end());
+    transport_->SendParts(to, std::move(reply.header_bytes), std::move(parts), std::move(held));
   }
 
   void Fail(ConnectionId to, const HeaderFields& fields, const Status& why) {
@@ -517,14 +586,18 @@ class RpcServer::Impl {
     request.read_only = read_only;
     request.message = Message{std::move(header), std::move(payload)};
     if (options_.strand_of) request.strand = options_.strand_of(*h);
-    if (options_.try_inline && request.strand == 0) {
+    bool idle = true;  // none of its strand's requests is queued or running
+    if (request.strand != 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      idle = strands_.count({from, request.strand}) == 0;
+    }
+    if (options_.try_inline && idle) {
       request.no_wait = true;
       std::optional<Result<Reply>> served = options_.try_inline(request);
       request.no_wait = false;
       if (served.has_value()) {
         if (served->ok()) {
-          transport_->Send(from, std::move((*served)->header_bytes),
-                           std::move((*served)->payload));
+          SendReply(from, std::move(**served));
         } else {
           Fail(from, reply, served->status());
         }
@@ -616,8 +689,7 @@ class RpcServer::Impl {
       }
       Next(request);
       if (reply.ok()) {
-        transport_->Send(request.connection, std::move(reply->header_bytes),
-                         std::move(reply->payload));
+        SendReply(request.connection, std::move(*reply));
       } else {
         Fail(request.connection, fields, reply.status());
       }

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ namespace replaydb::rdma {
 struct Message {
   std::string header_bytes;
   std::string payload;
+  // The payload went where the call's Placement put it (payload is empty).
+  bool placed = false;
   const wire::fb::Header* header() const {
     return wire::fb::GetHeader(header_bytes.data());
   }
@@ -38,6 +41,14 @@ struct Message {
 
 // A request sent and its reply still to come (RpcClient::Start).
 struct PendingCall;
+
+// Where a call's reply payload goes when it comes by rendezvous (a large
+// one): given the reply's header (verified) and the payload's length, the
+// pieces that add up to it (they must stay valid until the call returns),
+// or nothing for a buffer of the client's own (Message::payload). Runs on
+// whichever thread progresses the connection, while the caller waits.
+using Placement = std::function<std::vector<std::span<std::byte>>(const wire::fb::Header& reply,
+                                                                  size_t length)>;
 
 struct RpcClientOptions {
   std::string client_name = "client";
@@ -75,7 +86,7 @@ class RpcClient {
   // its Status; Unavailable when the connection ends first.
   Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
                        std::string payload, std::chrono::milliseconds timeout,
-                       uint32_t table_id = 0);
+                       uint32_t table_id = 0, Placement place = {});
 
   // Call in two halves, for requests sent ahead of their replies: Start
   // sends (a call that cannot be sent completes at once with why), Await
@@ -83,7 +94,7 @@ class RpcClient {
   // whether it has come. Replies may come in any order.
   std::shared_ptr<PendingCall> Start(
       const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
-      std::chrono::milliseconds timeout, uint32_t table_id = 0);
+      std::chrono::milliseconds timeout, uint32_t table_id = 0, Placement place = {});
   Result<Message> Await(PendingCall& call);
   static bool Ready(const PendingCall& call);
   // Waits until `call`'s reply has come (true) or `until` passes (false;
@@ -140,6 +151,10 @@ struct Request {
 struct Reply {
   std::string header_bytes;
   std::string payload;
+  // More of the payload, after `payload`: pieces sent without a copy, which
+  // `keep` holds alive until they are sent.
+  std::vector<std::span<const std::byte>> parts;
+  std::shared_ptr<const void> keep;
 };
 using RequestHandler = std::function<Result<Reply>(Request& request)>;
 // Serves a request on the transport's worker, without a thread switch:
@@ -169,7 +184,8 @@ struct RpcServerOptions {
   // the server's threads, several at once.
   std::function<void(const std::string& line)> log;
   // When set, tried first for every request after the handshake, on the
-  // worker that received it (see InlineHandler); may be empty.
+  // worker that received it (see InlineHandler); a request of a strand only
+  // when none of its strand's is queued or running. May be empty.
   InlineHandler try_inline;
   // Requests of one connection with the same strand (not 0) run one at a
   // time, in the order they came: a client may send them ahead of their

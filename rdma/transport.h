@@ -2,8 +2,9 @@
 // layer that `replaydb serve`, remote clients, replication and shards are
 // built on (../shared/DESIGN.md, "The network tier").
 //
-// One UCP context; W worker threads, each owning one ucp_worker in
-// single-thread mode and the endpoints (connections) placed on it. A
+// One UCP context; W worker threads, each with one ucp_worker in
+// serialized mode (behind a mutex: its thread, or a caller sending or
+// driving progress, holds it) and the endpoints (connections) placed on it. A
 // transport that listens has a listener on worker 0, which hands each
 // connection request to the next worker in turn; that worker accepts it.
 // A message is a header (small: a FlatBuffer of rdma/wire.fbs, later) and a
@@ -36,8 +37,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "replaydb/status.h"
 
@@ -58,6 +62,15 @@ struct TransportOptions {
   // A message arrived on `from`: its header and payload, whole. Runs on the
   // connection's worker thread.
   std::function<void(ConnectionId from, std::string header, std::string payload)> on_message;
+  // A message whose payload comes by rendezvous (a large one) is about to
+  // be fetched: where its `length` bytes go, as pieces in order that add up
+  // to it and stay valid until the message is delivered (or its connection
+  // ends), or nothing for a buffer of the transport's own. A placed
+  // message is delivered with an empty payload. Runs where on_message
+  // runs; may be empty.
+  std::function<std::vector<std::span<std::byte>>(ConnectionId from, std::string_view header,
+                                                  size_t length)>
+      place_large;
   // A connection was accepted (listeners only), from `peer` (HOST:PORT).
   // Runs on its worker thread.
   std::function<void(ConnectionId, const std::string& peer)> on_accept;
@@ -75,6 +88,12 @@ struct TransportOptions {
   std::chrono::milliseconds heartbeat{100};
   int missed_heartbeats = 3;
 };
+
+// UCX settings every Transport uses (NAME, VALUE): TCP segments of 256 KiB,
+// not 8 KiB. The first Transport of a process sets UCX_NAME in the
+// environment to VALUE where it is not set already (UCX reads them from
+// there). A ceiling measured with ucx_perftest runs with the same.
+extern const std::vector<std::pair<const char*, const char*>> kTcpSettings;
 
 class Transport {
  public:
@@ -103,6 +122,12 @@ class Transport {
   // order they were sent.
   void Send(ConnectionId to, std::string header, std::string payload,
             std::function<void(const Status&)> done = {});
+
+  // Send, with the payload in pieces sent in order without copying them
+  // (the receiver gets them as one payload): `keep` holds them alive until
+  // the send is done.
+  void SendParts(ConnectionId to, std::string header, std::vector<std::span<const std::byte>> parts,
+                 std::shared_ptr<const void> keep, std::function<void(const Status&)> done = {});
 
   // Progresses `connection`'s worker on the calling thread until `done()`
   // is true or `budget` passes; returns done(). A caller that waits for a

@@ -24,7 +24,24 @@ using Clock = std::chrono::steady_clock;
 // Clock::time_point::max() means no deadline.
 using Deadline = Clock::time_point;
 // The deadline `timeout` from now; negative timeouts give no deadline.
+// Under a ScopedNoWait: now, whatever the timeout.
 Deadline DeadlineAfter(std::chrono::milliseconds timeout);
+
+// While one is alive on a thread, the engine's calls on that thread do not
+// wait: one that would (the rate limiter, hot-tier blocks still being read)
+// returns DeadlineExceeded at once, as with a timeout of 0. A thread that
+// must not block (a network worker, rdma/rpc.h) serves calls this way and
+// hands those that would wait to one that may.
+class ScopedNoWait {
+ public:
+  ScopedNoWait();
+  ~ScopedNoWait();
+  ScopedNoWait(const ScopedNoWait&) = delete;
+  ScopedNoWait& operator=(const ScopedNoWait&) = delete;
+
+ private:
+  bool previous_;
+};
 
 class RateLimiter {
  public:

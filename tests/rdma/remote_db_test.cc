@@ -158,6 +158,55 @@ TEST(RemoteDBTest, SeededRemoteSamplesAreByteIdenticalToLocalOnes) {
   }
 }
 
+// `got`'s items' steps (columns and mask) are what the served table holds
+// for its keys.
+void ExpectServedSteps(Table& served, const SampleBatch& got) {
+  SampleBatch want;
+  ASSERT_OK(served.Lookup(got.keys, &want));
+  EXPECT_EQ(got.mask, want.mask);
+  ASSERT_EQ(got.columns.size(), want.columns.size());
+  for (size_t c = 0; c < got.columns.size(); ++c) {
+    EXPECT_TRUE(got.columns[c].shape() == want.columns[c].shape()) << "column " << c;
+    ASSERT_EQ(got.columns[c].size_bytes(), want.columns[c].size_bytes());
+    EXPECT_EQ(std::memcmp(got.columns[c].data(), want.columns[c].data(),
+                          got.columns[c].size_bytes()),
+              0)
+        << "column " << c;
+  }
+}
+
+// Large samples and lookups (their columns fetched straight into the
+// caller's batch) hold what the server's table holds, byte for byte, also
+// when one batch is used again for samples of other sizes.
+TEST(RemoteDBTest, LargeSamplesLandInTheCallersBatchByteForByte) {
+  testing_util::TempDir dir;
+  std::unique_ptr<DB> db = testing_util::OpenDB(dir.Sub("db"));
+  std::mt19937_64 rng(testing_util::TestSeed());
+  TableSpec spec;
+  spec.name = "big";
+  spec.columns = {{"frame", DType::kU8, Shape{32 << 10}}, {"x", DType::kF32, Shape{3}}};
+  spec.capacity_steps = 512;
+  spec.sequence_length = 1 + static_cast<int64_t>(rng() % 4);
+  ASSERT_OK_AND_ASSIGN(auto served, db->CreateTable(spec));
+  ASSERT_NO_FATAL_FAILURE(Fill(*served, rng));
+  std::unique_ptr<DbService> service;
+  std::unique_ptr<RpcServer> server;
+  ASSERT_NO_FATAL_FAILURE(ServeOver(db.get(), {}, &service, &server));
+  ASSERT_OK_AND_ASSIGN(
+      auto remote, DB::Connect("ucx://127.0.0.1:" + std::to_string(server->port())));
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("big"));
+  SampleBatch got;  // used again by every call
+  for (const int64_t n : {int64_t{64}, int64_t{1}, int64_t{37}, int64_t{64}}) {
+    SampleOptions o;
+    o.timeout = 10s;
+    ASSERT_OK(table->Sample(n, o, &got));
+    ASSERT_NO_FATAL_FAILURE(ExpectServedSteps(*served, got)) << "a sample of " << n;
+  }
+  ASSERT_OK(table->Lookup(std::span(got.keys).subspan(0, 40), &got));
+  EXPECT_EQ(got.batch_size, 40);
+  ASSERT_NO_FATAL_FAILURE(ExpectServedSteps(*served, got)) << "a lookup of 40";
+}
+
 TEST(RemoteDBTest, TheServersErrorsComeBackNamingWhatFailed) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -184,6 +185,78 @@ TEST(TransportTest, MessagesOfEverySizeComeBackWholeAndInOrder) {
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(done.size(), sent.size());
   for (const Status& s : done) EXPECT_OK(s);
+}
+
+// A payload sent in pieces (SendParts) arrives as one; a large one is
+// fetched straight into the buffers the receiver names (place_large), and
+// delivered with an empty payload; pieces that do not add up to the length
+// fall back to the transport's own buffer. In order with plain sends.
+TEST(TransportTest, PiecesArriveAsOnePayloadAndLargeOnesWhereTheReceiverPlacesThem) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Inbox inbox;
+  TransportOptions o = Recording(&inbox);
+  o.listen_host = "127.0.0.1";
+  // Where placed payloads go: a buffer of their own each, in two pieces
+  // (the second from a random split), or a wrong total for every third.
+  std::mutex mu;
+  std::vector<std::unique_ptr<std::string>> landed;
+  std::vector<size_t> asked;
+  o.place_large = [&](ConnectionId, std::string_view header, size_t length) {
+    std::lock_guard<std::mutex> lock(mu);
+    asked.push_back(std::stoul(std::string(header.substr(0, header.find(':')))));
+    landed.push_back(std::make_unique<std::string>(length, '\0'));
+    std::string& b = *landed.back();
+    const size_t split = length / 3;
+    std::vector<std::span<std::byte>> pieces = {
+        std::span(reinterpret_cast<std::byte*>(b.data()), split),
+        std::span(reinterpret_cast<std::byte*>(b.data()) + split, length - split)};
+    if (asked.size() % 3 == 0) pieces.pop_back();  // short: not placed
+    return pieces;
+  };
+  ASSERT_OK_AND_ASSIGN(auto server, Transport::Start(std::move(o)));
+  Inbox client_inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&client_inbox)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server->port(), 10s));
+  std::vector<std::pair<std::string, std::string>> sent;
+  for (int i = 0; i < 24; ++i) {
+    const size_t n = i % 2 == 0 ? rng() % 512 : (1 << 20) + rng() % (3 << 20);
+    sent.emplace_back(std::to_string(i) + ":" + RandomBytes(rng, rng() % 64), RandomBytes(rng, n));
+    const std::string& payload = sent.back().second;
+    if (i % 4 == 3) {
+      client->Send(to, sent.back().first, payload);
+      continue;
+    }
+    // In 1 to 4 pieces, held by `keep` (a copy) until sent.
+    auto copy = std::make_shared<std::string>(payload);
+    std::vector<std::span<const std::byte>> parts;
+    size_t at = 0;
+    const size_t pieces = 1 + rng() % 4;
+    for (size_t p = 0; p < pieces; ++p) {
+      const size_t len = p + 1 == pieces ? copy->size() - at : rng() % (copy->size() - at + 1);
+      parts.emplace_back(reinterpret_cast<const std::byte*>(copy->data()) + at, len);
+      at += len;
+    }
+    client->SendParts(to, sent.back().first, std::move(parts), copy);
+  }
+  const std::vector<Inbox::Message> got = inbox.WaitMessages(sent.size());
+  ASSERT_EQ(got.size(), sent.size());
+  std::lock_guard<std::mutex> lock(mu);
+  size_t placed = 0;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(got[i].header, sent[i].first) << "message " << i;
+    if (!got[i].payload.empty() || sent[i].second.empty()) {
+      EXPECT_TRUE(got[i].payload == sent[i].second) << "message " << i;
+      continue;
+    }
+    // Placed: in the buffer its place_large call made.
+    const auto it = std::find(asked.begin(), asked.end(), i);
+    ASSERT_NE(it, asked.end()) << "message " << i;
+    const size_t k = static_cast<size_t>(it - asked.begin());
+    EXPECT_NE((k + 1) % 3, 0u) << "message " << i << " placed in pieces that were short";
+    EXPECT_TRUE(*landed[k] == sent[i].second) << "message " << i;
+    ++placed;
+  }
+  EXPECT_GT(placed, 0u);  // the large ones went by rendezvous
 }
 
 TEST(TransportTest, ConnectionsSpreadOverTheWorkersAndEachGetsItsOwnReplies) {

@@ -1,7 +1,9 @@
 // The remote benches: a `replaydb serve` process of its own (this binary,
 // started for each row) and this process as its client over UCX on
 // 127.0.0.1 with UCX_TLS=tcp, against ceilings that `ucx_perftest`
-// (ucx-utils) measures in the same run over the same transport:
+// (ucx-utils) measures in the same run over the same transport, with the
+// UCX settings the transport uses (rdma::kTcpSettings: TCP segments of
+// 256 KiB):
 //
 //   remote_insert   16 KiB steps from 1 and 4 writers (threads of this
 //                   process, a connection each), one Append per step and
@@ -29,6 +31,7 @@
 #include <sstream>
 #include <thread>
 
+#include "rdma/transport.h"
 #include "tools/replaydb/bench/bench_common.h"
 #include "tools/replaydb/child_process.h"
 
@@ -66,6 +69,10 @@ struct Perf {
 // installed.
 Result<Perf> UcxPerftest(const std::string& test, size_t bytes, int iterations) {
   ::setenv("UCX_TLS", kTransport, 1);
+  // The UCX settings the transport itself runs with (rdma/transport.h).
+  for (const auto& [name, value] : rdma::kTcpSettings) {
+    ::setenv(("UCX_" + std::string(name)).c_str(), value, /*overwrite=*/0);
+  }
   if (std::system("command -v ucx_perftest >/dev/null 2>&1") != 0) {
     return Status::NotFound("ucx_perftest is not installed (Debian's ucx-utils)");
   }
