@@ -361,7 +361,7 @@ std::optional<Result<Reply>> DbService::TryInline(Request& r) {
       // writer's requests is queued or running), when it takes no waiting:
       // the engine is told not to wait, and one that would goes on in the
       // writer's strand with what it did so far (Request::progress).
-      if (r.message.payload.size() > kInlineBytes) return std::nullopt;
+      if (r.message.payload.size() > kInlineAppendBytes) return std::nullopt;
       const uint64_t id = h->body_type() == fb::Body::AppendStep
                               ? h->body_as_AppendStep()->writer()
                               : h->body_as_EndTrajectory()->writer();

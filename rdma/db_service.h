@@ -58,12 +58,17 @@ class DbService {
   Result<Reply> Handle(Request& request);
   // Handle on the transport's worker (RpcServerOptions::try_inline) for
   // the calls that never wait and stay small: listing and opening tables,
-  // Info, lookups and priority updates of up to kInlineKeys keys, and
-  // samples of up to kInlineBytes that the rate limiter lets through at
-  // once. nullopt for the rest (the executor's).
+  // Info, lookups and priority updates of up to kInlineKeys keys, samples
+  // of up to kInlineBytes that the rate limiter lets through at once, and
+  // a trajectory writer's appends (up to kInlineAppendBytes) and ends that
+  // take no waiting (engine::ScopedNoWait; not a sync writer's, not a
+  // vector writer's). nullopt for the rest (the executor's).
   std::optional<Result<Reply>> TryInline(Request& request);
   static constexpr size_t kInlineKeys = 4096;
   static constexpr uint64_t kInlineBytes = 256 << 10;
+  // A trajectory writer's appends of up to this many bytes too (its rows
+  // are copied once, into the hot tier).
+  static constexpr uint64_t kInlineAppendBytes = 4 << 20;
   // The connection's writers go: their open trajectories end truncated.
   void Disconnected(ConnectionId connection);
   // Writers open now, over every connection (for tests and the log).

@@ -11,6 +11,7 @@
 #include "rdma/remote_db.h"
 #include "rdma/rpc.h"
 #include "rdma/token.h"
+#include "rdma/transport.h"
 
 namespace replaydb {
 namespace {
@@ -61,6 +62,12 @@ Status ParseListen(const ServerOptions& options, std::string* host, uint16_t* po
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> UcxSettings() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, value] : rdma::kTcpSettings) out.emplace_back(name, value);
+  return out;
+}
 
 Status ServerOptions::Validate() const {
   std::string host;

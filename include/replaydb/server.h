@@ -11,6 +11,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "replaydb/db.h"
 #include "replaydb/status.h"
@@ -52,6 +54,13 @@ class Server {
   // ucx://HOST:PORT, the port the one listened on.
   virtual std::string address() const = 0;
 };
+
+// The UCX settings that replaydb's connections (servers and DB::Connect's
+// clients) use where the environment does not set them: (NAME, VALUE) for
+// UCX_NAME, e.g. TCP segments of 256 KiB. A process's first connection sets
+// them in its environment (UCX reads them there). ucx_perftest run as a
+// ceiling for comparison should run with the same.
+std::vector<std::pair<std::string, std::string>> UcxSettings();
 
 }  // namespace replaydb
 

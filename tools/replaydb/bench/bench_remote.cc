@@ -2,8 +2,8 @@
 // started for each row) and this process as its client over UCX on
 // 127.0.0.1 with UCX_TLS=tcp, against ceilings that `ucx_perftest`
 // (ucx-utils) measures in the same run over the same transport, with the
-// UCX settings the transport uses (rdma::kTcpSettings: TCP segments of
-// 256 KiB):
+// UCX settings replaydb's connections use (UcxSettings(), replaydb/server.h:
+// TCP segments of 256 KiB):
 //
 //   remote_insert   16 KiB steps from 1 and 4 writers (threads of this
 //                   process, a connection each), one Append per step and
@@ -31,7 +31,7 @@
 #include <sstream>
 #include <thread>
 
-#include "rdma/transport.h"
+#include "replaydb/server.h"
 #include "tools/replaydb/bench/bench_common.h"
 #include "tools/replaydb/child_process.h"
 
@@ -69,9 +69,9 @@ struct Perf {
 // installed.
 Result<Perf> UcxPerftest(const std::string& test, size_t bytes, int iterations) {
   ::setenv("UCX_TLS", kTransport, 1);
-  // The UCX settings the transport itself runs with (rdma/transport.h).
-  for (const auto& [name, value] : rdma::kTcpSettings) {
-    ::setenv(("UCX_" + std::string(name)).c_str(), value, /*overwrite=*/0);
+  // The UCX settings replaydb's connections run with.
+  for (const auto& [name, value] : UcxSettings()) {
+    ::setenv(("UCX_" + name).c_str(), value.c_str(), /*overwrite=*/0);
   }
   if (std::system("command -v ucx_perftest >/dev/null 2>&1") != 0) {
     return Status::NotFound("ucx_perftest is not installed (Debian's ucx-utils)");
