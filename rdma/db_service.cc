@@ -295,12 +295,13 @@ DbService::~DbService() = default;
 void ServeWith(DbService* service, RpcServerOptions* options, RequestHandler* handler) {
   *handler = [service](Request& r) { return service->Handle(r); };
   options->try_inline = [service](Request& r) { return service->TryInline(r); };
-  // A writer's requests run in the order they came: appends are sent ahead.
+  // A writer's appends and ends run in the order they came: appends are
+  // sent ahead. (CloseWriter does not wait behind them: a client closes a
+  // writer once its appends are acknowledged, or gives up on them.)
   options->strand_of = [](const fb::Header& h) -> uint64_t {
     switch (h.body_type()) {
       case fb::Body::AppendStep: return h.body_as_AppendStep()->writer();
       case fb::Body::EndTrajectory: return h.body_as_EndTrajectory()->writer();
-      case fb::Body::CloseWriter: return h.body_as_CloseWriter()->writer();
       default: return 0;
     }
   };

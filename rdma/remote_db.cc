@@ -262,9 +262,11 @@ class RemoteWriter final : public TrajectoryWriter {
                WriterOptions options)
       : remote_(std::move(remote)), client_(std::move(client)), id_(id), options_(options) {}
 
-  // Ends the writer on the server (its open trajectory truncated), after
-  // the appends in flight, without waiting long: a connection that is gone
-  // has ended it already.
+  // Ends the writer on the server (its open trajectory truncated) once the
+  // appends in flight are acknowledged, as a local writer's destructor keeps
+  // every step appended; after 10 s of waiting for them (the rate limiter
+  // holding them) it gives up on those left. A connection that is gone has
+  // ended the writer already.
   ~RemoteWriter() override {
     (void)Settle(milliseconds(10000));
     CloseWriterOn(*client_, id_);

@@ -628,6 +628,28 @@ TEST(RemoteDBTest, AFailedAppendSentAheadIsReportedAndTheWriterGoesOn) {
   EXPECT_EQ(steps.step_priorities, want);
 }
 
+// A writer destroyed right after its appends (sent ahead, not yet
+// acknowledged) keeps every one, as a local writer does: its destructor
+// waits for them before the server ends the trajectory truncated.
+TEST(RemoteDBTest, AWriterDestroyedWithAppendsInFlightKeepsThemAll) {
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
+  const int64_t before = served->Info().steps_inserted;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const int64_t steps = 20 + static_cast<int64_t>(rng() % 100);
+  {
+    ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+    for (int64_t i = 0; i < steps; ++i) {
+      ASSERT_OK(writer->Append(testing_util::RandomStep(table->spec(), rng).tensors, 1.0));
+    }
+  }
+  EXPECT_EQ(served->Info().steps_inserted, before + steps);
+  EXPECT_EQ(served->Info().num_open_trajectories, 0);
+}
+
 TEST(RemoteDBTest, ClosingTheDatabaseClosesItsTablesAndWriters) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
