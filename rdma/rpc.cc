@@ -82,8 +82,9 @@ class RpcClient::Impl {
     };
     t.on_accept = nullptr;
     REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
+    net_ = transport_.get();
     REPLAYDB_ASSIGN_OR_RETURN(connection_,
-                              transport_->Connect(host, port, options_.connect_timeout));
+                              net_->Connect(host, port, options_.connect_timeout));
     const uint32_t version = options_.protocol_version;
     const std::string name = options_.client_name;
     Result<Message> welcome = Call(
@@ -151,7 +152,7 @@ class RpcClient::Impl {
     }
     pending->id = fields.request_id;
     const uint64_t id = fields.request_id;
-    transport_->Send(connection_, encode(fields), std::move(payload), [this, id](const Status& s) {
+    net_->Send(connection_, encode(fields), std::move(payload), [this, id](const Status& s) {
       if (!s.ok()) Complete(id, s);
     });
     return pending;
@@ -159,7 +160,7 @@ class RpcClient::Impl {
 
   bool WaitFor(PendingCall& pending, Clock::time_point until) {
     if (pending.ready.load(std::memory_order_acquire)) return true;
-    (void)transport_->Drive(
+    (void)net_->Drive(
         connection_, [&] { return pending.ready.load(std::memory_order_acquire); },
         options_.drive);
     std::unique_lock<std::mutex> lock(pending.mu);
@@ -173,7 +174,7 @@ class RpcClient::Impl {
   Result<Message> Await(PendingCall& pending) {
     // The reply of a quick call is seen on this thread, progressing the
     // connection itself; a slow one's after a sleep.
-    (void)transport_->Drive(
+    (void)net_->Drive(
         connection_, [&] { return pending.ready.load(std::memory_order_acquire); },
         options_.drive);
     std::unique_lock<std::mutex> lock(pending.mu);
@@ -227,7 +228,7 @@ class RpcClient::Impl {
   // Ends the connection: calls in flight and later ones fail with `why`.
   void Close(const Status& why) {
     Fail(why);
-    transport_->Close(connection_);
+    net_->Close(connection_);
   }
   bool connected() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -240,7 +241,7 @@ class RpcClient::Impl {
     if (!decoded.ok()) {
       // A reply we cannot read: its request cannot be told; the connection
       // is no longer trustworthy.
-      transport_->Close(connection_);
+      net_->Close(connection_);
       Fail(decoded.status());
       return;
     }
@@ -314,6 +315,10 @@ class RpcClient::Impl {
   std::map<uint64_t, std::shared_ptr<PendingCall>> pending_;
   Status closed_;  // OK while connected
   std::unique_ptr<Transport> transport_;
+  // The transport, for the handlers: set once at the start and never
+  // changed, so that a handler running while transport_ is being reset
+  // (its destructor joins the workers) still reaches it.
+  Transport* net_ = nullptr;
 };
 
 Result<std::unique_ptr<RpcClient>> RpcClient::Connect(const std::string& host, uint16_t port,
@@ -418,12 +423,13 @@ class RpcServer::Impl {
       Log("connection " + std::to_string(id) + " from " + peer);
     };
     REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
+    net_ = transport_.get();
     for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Serve(); });
     return Status::OK();
   }
 
-  uint16_t port() const { return transport_->port(); }
-  int open_connections() const { return transport_->open_connections(); }
+  uint16_t port() const { return net_->port(); }
+  int open_connections() const { return net_->open_connections(); }
 
  private:
   void Log(const std::string& line) {
@@ -441,7 +447,7 @@ class RpcServer::Impl {
       reply.parts.clear();
     }
     if (reply.parts.empty()) {
-      transport_->Send(to, std::move(reply.header_bytes), std::move(reply.payload));
+      net_->Send(to, std::move(reply.header_bytes), std::move(reply.payload));
       return;
     }
     // The payload's first piece is `payload`, kept alive with the rest.
@@ -455,11 +461,11 @@ class RpcServer::Impl {
     parts.emplace_back(reinterpret_cast<const std::byte*>(held->payload.data()),
                        held->payload.size());
     parts.insert(parts.end(), reply.parts.begin(), reply.parts.end());
-    transport_->SendParts(to, std::move(reply.header_bytes), std::move(parts), std::move(held));
+    net_->SendParts(to, std::move(reply.header_bytes), std::move(parts), std::move(held));
   }
 
   void Fail(ConnectionId to, const HeaderFields& fields, const Status& why) {
-    transport_->Send(to, EncodeFailure(fields, why), "");
+    net_->Send(to, EncodeFailure(fields, why), "");
   }
 
   // Refuses a connection in its handshake: `why` sent, nothing more read
@@ -470,7 +476,7 @@ class RpcServer::Impl {
       peers_[to] = Peer{Peer::Stage::kRefused, false, {}};
     }
     Fail(to, fields, why);
-    transport_->Close(to);
+    net_->Close(to);
   }
 
   // On a transport worker: the handshake and Ping here, the rest queued.
@@ -480,7 +486,7 @@ class RpcServer::Impl {
       // Unreadable: refuse it (request id 0: no request to name) and end
       // the connection; nothing it sends can be trusted after this.
       Fail(from, {}, decoded.status());
-      transport_->Close(from);
+      net_->Close(from);
       return;
     }
     const fb::Header* h = *decoded;
@@ -528,7 +534,7 @@ class RpcServer::Impl {
       }
       Log("connection " + std::to_string(from) + " proved a " +
           (grants_read_only ? "read-only" : "read-write") + " token");
-      transport_->Send(from, EncodeWelcome(reply, options_.server_name, grants_read_only), "");
+      net_->Send(from, EncodeWelcome(reply, options_.server_name, grants_read_only), "");
       return;
     }
     if (!greeted) {
@@ -553,7 +559,7 @@ class RpcServer::Impl {
         Result<std::string> fresh = NewChallenge();
         if (!fresh.ok()) {
           Fail(from, reply, fresh.status());
-          transport_->Close(from);
+          net_->Close(from);
           return;
         }
         {
@@ -564,7 +570,7 @@ class RpcServer::Impl {
         b.ForceDefaults(true);
         const auto v =
             b.CreateVector(reinterpret_cast<const uint8_t*>(fresh->data()), fresh->size());
-        transport_->Send(from, EncodeHeader(b, reply, fb::Body::Challenge,
+        net_->Send(from, EncodeHeader(b, reply, fb::Body::Challenge,
                                             fb::CreateChallenge(b, v)),
                          "");
         return;
@@ -573,11 +579,11 @@ class RpcServer::Impl {
         std::lock_guard<std::mutex> lock(mu_);
         peers_[from] = Peer{Peer::Stage::kGreeted, false, {}};
       }
-      transport_->Send(from, EncodeWelcome(reply, options_.server_name), "");
+      net_->Send(from, EncodeWelcome(reply, options_.server_name), "");
       return;
     }
     if (h->body_type() == fb::Body::Ping) {
-      transport_->Send(from, EncodePong(reply), std::move(payload));
+      net_->Send(from, EncodePong(reply), std::move(payload));
       return;
     }
     Request request;
@@ -725,6 +731,10 @@ class RpcServer::Impl {
   std::map<ConnectionId, Peer> peers_;
   std::vector<std::thread> threads_;
   std::unique_ptr<Transport> transport_;
+  // The transport, for the handlers: set once at the start and never
+  // changed, so that a handler running while transport_ is being reset
+  // (its destructor joins the workers) still reaches it.
+  Transport* net_ = nullptr;
 };
 
 Result<std::unique_ptr<RpcServer>> RpcServer::Start(RpcServerOptions options,
