@@ -120,6 +120,16 @@ Reply SampledReply(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, boo
   return reply;
 }
 
+// The same for a small batch (served on the transport's worker): one
+// contiguous payload, `batch` left to be used again.
+Reply SmallSampledReply(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, bool gathered,
+                        const SampleBatch& batch) {
+  return Reply{EncodeHeader(b, f, fb::Body::Sampled,
+                            fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
+                                              !batch.weights.empty(), gathered)),
+               EncodeSamplePayload(batch), {}, nullptr};
+}
+
 // TableOpened: `table`'s spec in the catalog's encoding.
 Reply Opened(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, const Table& table) {
   const std::string spec = engine::EncodeCatalog(std::vector<TableSpec>{table.spec()});
@@ -168,6 +178,11 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
       o.stratified = q->stratified();
       o.peek = q->peek();
       o.gather = q->gather();
+      if (r.no_wait) {  // small, on the transport's worker: one payload
+        thread_local SampleBatch small;
+        REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, &small));
+        return SmallSampledReply(b, f, o.gather, small);
+      }
       std::shared_ptr<SampleBatch> batch = batches.Take();
       REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, batch.get()));
       return SampledReply(b, f, o.gather, std::move(batch));
@@ -215,6 +230,11 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
         return Status::InvalidArgument("a remote Lookup of table '" + table->name() + "': " +
                                        std::to_string(r.message.payload.size()) +
                                        " payload bytes are not whole 8-byte keys");
+      }
+      if (r.no_wait) {
+        thread_local SampleBatch small;
+        REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, &small));
+        return SmallSampledReply(b, f, true, small);
       }
       std::shared_ptr<SampleBatch> batch = batches.Take();
       REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, batch.get()));

@@ -18,7 +18,8 @@
 //                   ucp_am_lat's one-way p50) plus the same call's p50 on a
 //                   local table; ratio = value / that.
 //
-// Where ucx_perftest is not installed the rows have no ceiling, and say so.
+// Each ceiling is the best of three ucx_perftest runs. Where ucx_perftest is
+// not installed the rows have no ceiling, and say so.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -67,7 +68,22 @@ struct Perf {
 // Runs ucx_perftest `test` with messages of `bytes`, a server and a client
 // process over kTransport on 127.0.0.1. NotFound when ucx_perftest is not
 // installed.
+Result<Perf> UcxPerftestOnce(const std::string& test, size_t bytes, int iterations);
+
+// The best of three runs of UcxPerftestOnce (the highest bandwidth, the
+// lowest latency): on a small shared machine one run swings by 2x or more,
+// and the ceiling is what the transport can do.
 Result<Perf> UcxPerftest(const std::string& test, size_t bytes, int iterations) {
+  Perf best;
+  for (int run = 0; run < 3; ++run) {
+    REPLAYDB_ASSIGN_OR_RETURN(const Perf p, UcxPerftestOnce(test, bytes, iterations));
+    best.bytes_per_second = std::max(best.bytes_per_second, p.bytes_per_second);
+    best.p50_us = run == 0 ? p.p50_us : std::min(best.p50_us, p.p50_us);
+  }
+  return best;
+}
+
+Result<Perf> UcxPerftestOnce(const std::string& test, size_t bytes, int iterations) {
   ::setenv("UCX_TLS", kTransport, 1);
   // The UCX settings replaydb's connections run with.
   for (const auto& [name, value] : UcxSettings()) {
