@@ -107,14 +107,19 @@ flatbuffers::Offset<fb::Info> EncodeInfo(flatbuffers::FlatBufferBuilder& b, cons
       i.spill_queue);
 }
 
+// A Sampled header for `batch`.
+std::string SampledHeader(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f,
+                          bool gathered, const SampleBatch& batch) {
+  return EncodeHeader(b, f, fb::Body::Sampled,
+                      fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
+                                        !batch.weights.empty(), gathered));
+}
+
 // A Sampled reply: the items' fields as the payload, the columns sent from
 // `batch` itself (held until sent).
 Reply SampledReply(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, bool gathered,
                    std::shared_ptr<SampleBatch> batch) {
-  Reply reply{EncodeHeader(b, f, fb::Body::Sampled,
-                           fb::CreateSampled(b, batch->batch_size, batch->sequence_length,
-                                             !batch->weights.empty(), gathered)),
-              EncodeSampleItems(*batch), {}, nullptr};
+  Reply reply{SampledHeader(b, f, gathered, *batch), EncodeSampleItems(*batch), {}, nullptr};
   for (const Tensor& c : batch->columns) reply.parts.emplace_back(c.data(), c.size_bytes());
   reply.keep = std::move(batch);
   return reply;
@@ -124,10 +129,7 @@ Reply SampledReply(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, boo
 // contiguous payload, `batch` left to be used again.
 Reply SmallSampledReply(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, bool gathered,
                         const SampleBatch& batch) {
-  return Reply{EncodeHeader(b, f, fb::Body::Sampled,
-                            fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
-                                              !batch.weights.empty(), gathered)),
-               EncodeSamplePayload(batch), {}, nullptr};
+  return Reply{SampledHeader(b, f, gathered, batch), EncodeSamplePayload(batch), {}, nullptr};
 }
 
 // TableOpened: `table`'s spec in the catalog's encoding.
@@ -746,17 +748,28 @@ Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int6
     return bad(std::to_string(in.size() - total) + " bytes more than the batch holds");
   }
   b.columns = std::move(out->columns);
-  b.columns.resize(columns);
+  if (has_columns) {
+    ShapeSampleColumns(spec, batch_size, sequence_length, &b.columns);
+  } else {
+    b.columns.clear();
+  }
   for (size_t c = 0; c < columns; ++c) {
-    const ColumnSpec& col = spec.columns[c];
-    std::vector<int64_t> dims = {batch_size, sequence_length};
-    for (const int64_t d : col.shape.dims()) dims.push_back(d);
-    b.columns[c].Reset(col.dtype, Shape::FromSpan(dims));
     if (sizes[c] > 0) std::memcpy(b.columns[c].data(), in.data(), sizes[c]);
     in.remove_prefix(sizes[c]);
   }
   *out = std::move(b);
   return Status::OK();
+}
+
+void ShapeSampleColumns(const TableSpec& spec, int64_t batch_size, int64_t sequence_length,
+                        std::vector<Tensor>* columns) {
+  columns->resize(spec.columns.size());
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    const ColumnSpec& col = spec.columns[c];
+    std::vector<int64_t> dims = {batch_size, sequence_length};
+    for (const int64_t d : col.shape.dims()) dims.push_back(d);
+    (*columns)[c].Reset(col.dtype, Shape::FromSpan(dims));
+  }
 }
 
 }  // namespace replaydb::rdma

@@ -103,6 +103,12 @@ std::string EncodeSamplePayload(const SampleBatch& batch);
 // Its first part, the items' fields (all but the columns), and its size.
 std::string EncodeSampleItems(const SampleBatch& batch);
 size_t SampleItemsBytes(int64_t batch_size, int64_t sequence_length, bool has_weights);
+// `columns` shaped as a sample's of `batch_size` windows of
+// `sequence_length` steps of a table of `spec`: one per column,
+// [batch_size, sequence_length, column shape...], each keeping its buffer
+// where that is the right size already.
+void ShapeSampleColumns(const TableSpec& spec, int64_t batch_size, int64_t sequence_length,
+                        std::vector<Tensor>* columns);
 // Reads the items' fields from the front of `in` into `b` (its batch_size
 // and sequence_length too); false when `in` is too short.
 bool DecodeSampleItems(std::string_view* in, int64_t batch_size, int64_t sequence_length,

@@ -331,20 +331,11 @@ class RemoteWriter final : public TrajectoryWriter {
   Status Send(int64_t steps, std::optional<double> priority, std::span<const double> priorities) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     // Failures that came meanwhile first; then room for this call.
-    while (!ahead_.empty() && RpcClient::Ready(*ahead_.front().call)) {
-      REPLAYDB_RETURN_IF_ERROR(CollectOldest());
-    }
+    REPLAYDB_RETURN_IF_ERROR(CollectArrived());
     const auto until = engine::DeadlineAfter(options_.timeout);
     while (!ahead_.empty() && (ahead_.size() >= kAheadCalls ||
                                ahead_bytes_ + payload_.size() > kAheadBytes)) {
-      if (!RpcClient::Ready(*ahead_.front().call) &&
-          !WaitReady(*ahead_.front().call, until)) {
-        return Status::DeadlineExceeded(
-            "table '" + remote_->spec.name + "' of " + remote_->address + ": " +
-            std::to_string(ahead_.size()) + " appends were still unacknowledged after " +
-            std::to_string(options_.timeout.count()) +
-            " ms (the rate limiter holds them); this one was not sent");
-      }
+      if (!WaitOldest(until)) return Unacknowledged(options_.timeout, "; this one was not sent");
       REPLAYDB_RETURN_IF_ERROR(CollectOldest());
     }
     const uint64_t id = id_;
@@ -375,15 +366,29 @@ class RemoteWriter final : public TrajectoryWriter {
     ahead_bytes_ += bytes;
     num_steps_ += steps;
     // Replies already here (one refused at once: the connection has ended).
+    return CollectArrived();
+  }
+
+  // The acknowledgments that have come, oldest first, up to a failure.
+  Status CollectArrived() {
     while (!ahead_.empty() && RpcClient::Ready(*ahead_.front().call)) {
       REPLAYDB_RETURN_IF_ERROR(CollectOldest());
     }
     return Status::OK();
   }
 
-  // Waits for `call`'s reply until `until`; false when it has not come.
-  bool WaitReady(PendingCall& call, std::chrono::steady_clock::time_point until) {
-    return client_->WaitFor(call, until);
+  // Waits for the oldest acknowledgment until `until`; false when it has
+  // not come by then.
+  bool WaitOldest(std::chrono::steady_clock::time_point until) {
+    return client_->WaitFor(*ahead_.front().call, until);
+  }
+
+  // DeadlineExceeded: appends still unacknowledged after `wait`, then `more`.
+  Status Unacknowledged(milliseconds wait, const std::string& more) const {
+    return Status::DeadlineExceeded(
+        "table '" + remote_->spec.name + "' of " + remote_->address + ": " +
+        std::to_string(ahead_.size()) + " appends were still unacknowledged after " +
+        std::to_string(wait.count()) + " ms (the rate limiter holds them)" + more);
   }
 
   // The trajectory's state from an Appended reply: its id and steps; the
@@ -443,12 +448,7 @@ class RemoteWriter final : public TrajectoryWriter {
     const auto until = engine::DeadlineAfter(wait);
     Status first;
     while (!ahead_.empty()) {
-      if (!WaitReady(*ahead_.front().call, until)) {
-        return Status::DeadlineExceeded(
-            "table '" + remote_->spec.name + "' of " + remote_->address + ": " +
-            std::to_string(ahead_.size()) + " appends were still unacknowledged after " +
-            std::to_string(wait.count()) + " ms (the rate limiter holds them)");
-      }
+      if (!WaitOldest(until)) return Unacknowledged(wait, "");
       const Status s = CollectOldest();
       if (first.ok()) first = s;
     }
@@ -766,7 +766,9 @@ class RemoteTable final : public Table {
       }
       const size_t rows = static_cast<size_t>(s->batch_size()) *
                           static_cast<size_t>(s->sequence_length());
-      size_t total = SampleItemsBytes(s->batch_size(), s->sequence_length(), s->has_weights());
+      const size_t item_bytes =
+          SampleItemsBytes(s->batch_size(), s->sequence_length(), s->has_weights());
+      size_t total = item_bytes;
       for (const ColumnSpec& c : spec->columns) {
         size_t bytes = 0;
         if (__builtin_mul_overflow(rows, c.step_bytes(), &bytes) ||
@@ -775,16 +777,10 @@ class RemoteTable final : public Table {
         }
       }
       if (total != length) return pieces;  // not what this table's sample holds
-      items->resize(SampleItemsBytes(s->batch_size(), s->sequence_length(), s->has_weights()));
+      items->resize(item_bytes);
       pieces.emplace_back(reinterpret_cast<std::byte*>(items->data()), items->size());
-      out->columns.resize(spec->columns.size());
-      for (size_t c = 0; c < spec->columns.size(); ++c) {
-        const ColumnSpec& col = spec->columns[c];
-        std::vector<int64_t> dims = {s->batch_size(), s->sequence_length()};
-        for (const int64_t d : col.shape.dims()) dims.push_back(d);
-        out->columns[c].Reset(col.dtype, Shape::FromSpan(dims));
-        pieces.emplace_back(out->columns[c].data(), out->columns[c].size_bytes());
-      }
+      ShapeSampleColumns(*spec, s->batch_size(), s->sequence_length(), &out->columns);
+      for (Tensor& c : out->columns) pieces.emplace_back(c.data(), c.size_bytes());
       return pieces;
     };
   }

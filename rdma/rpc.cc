@@ -158,32 +158,35 @@ class RpcClient::Impl {
     return pending;
   }
 
-  bool WaitFor(PendingCall& pending, Clock::time_point until) {
-    if (pending.ready.load(std::memory_order_acquire)) return true;
-    (void)net_->Drive(
-        connection_, [&] { return pending.ready.load(std::memory_order_acquire); },
-        options_.drive);
-    std::unique_lock<std::mutex> lock(pending.mu);
+  // Waits for `pending`'s reply until `until`, holding `lock` (on
+  // pending.mu) once it returns. The reply of a quick call is seen on this
+  // thread, progressing the connection itself; a slow one's after a sleep,
+  // interruptible (the thread's interrupt check, replaydb/interrupt.h:
+  // Ctrl-C in a Python client ends a remote wait as it ends a local one).
+  util::WaitEnd WaitReply(PendingCall& pending, Clock::time_point until,
+                          std::unique_lock<std::mutex>* lock) {
+    if (!pending.ready.load(std::memory_order_acquire)) {
+      (void)net_->Drive(
+          connection_, [&] { return pending.ready.load(std::memory_order_acquire); },
+          options_.drive);
+    }
+    *lock = std::unique_lock<std::mutex>(pending.mu);
     util::WaitEnd end = util::WaitEnd::kWoken;
     while (!pending.result.has_value() && end == util::WaitEnd::kWoken) {
-      end = util::WaitInterruptibly(pending.cv, lock, until);
+      end = util::WaitInterruptibly(pending.cv, *lock, until);
     }
+    return end;
+  }
+
+  bool WaitFor(PendingCall& pending, Clock::time_point until) {
+    std::unique_lock<std::mutex> lock;
+    (void)WaitReply(pending, until, &lock);
     return pending.result.has_value();
   }
 
   Result<Message> Await(PendingCall& pending) {
-    // The reply of a quick call is seen on this thread, progressing the
-    // connection itself; a slow one's after a sleep.
-    (void)net_->Drive(
-        connection_, [&] { return pending.ready.load(std::memory_order_acquire); },
-        options_.drive);
-    std::unique_lock<std::mutex> lock(pending.mu);
-    // Interruptible (the thread's interrupt check, replaydb/interrupt.h):
-    // Ctrl-C in a Python client ends a remote wait as it ends a local one.
-    util::WaitEnd end = util::WaitEnd::kWoken;
-    while (!pending.result.has_value() && end == util::WaitEnd::kWoken) {
-      end = util::WaitInterruptibly(pending.cv, lock, pending.deadline);
-    }
+    std::unique_lock<std::mutex> lock;
+    const util::WaitEnd end = WaitReply(pending, pending.deadline, &lock);
     if (!pending.result.has_value()) {
       lock.unlock();
       bool placing = false;

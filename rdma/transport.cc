@@ -309,42 +309,44 @@ class Transport::Impl {
 
   void Send(ConnectionId to, std::string header, std::string payload,
             std::function<void(const Status&)> done) {
-    Worker* w = WorkerOf(to);
-    if (w == nullptr) {
-      if (done) done(Status::NotFound("transport: no connection " + std::to_string(to)));
-      return;
-    }
-    auto out = std::make_unique<Outgoing>();
-    out->worker = w;
-    out->to = to;
-    out->header = std::move(header);
+    std::unique_ptr<Outgoing> out = NewOutgoing(to, std::move(header), std::move(done));
+    if (!out) return;
     out->payload = std::move(payload);
-    out->done = std::move(done);
-    Dispatch(w, std::move(out));
+    Dispatch(std::move(out));
   }
 
   void SendParts(ConnectionId to, std::string header,
                  std::vector<std::span<const std::byte>> parts, std::shared_ptr<const void> keep,
                  std::function<void(const Status&)> done) {
-    Worker* w = WorkerOf(to);
-    if (w == nullptr) {
-      if (done) done(Status::NotFound("transport: no connection " + std::to_string(to)));
-      return;
-    }
-    auto out = std::make_unique<Outgoing>();
-    out->worker = w;
-    out->to = to;
-    out->header = std::move(header);
+    std::unique_ptr<Outgoing> out = NewOutgoing(to, std::move(header), std::move(done));
+    if (!out) return;
     for (const auto& part : parts) {
       if (part.empty()) continue;
       out->iov.push_back(ucp_dt_iov_t{const_cast<std::byte*>(part.data()), part.size()});
     }
     out->keep = std::move(keep);
-    out->done = std::move(done);
-    Dispatch(w, std::move(out));
+    Dispatch(std::move(out));
   }
 
-  void Dispatch(Worker* w, std::unique_ptr<Outgoing> out) {
+  // A message for `to` with `header` and `done`; nullptr (`done` run with
+  // NotFound) for a connection this transport never had.
+  std::unique_ptr<Outgoing> NewOutgoing(ConnectionId to, std::string header,
+                                        std::function<void(const Status&)> done) {
+    Worker* w = WorkerOf(to);
+    if (w == nullptr) {
+      if (done) done(Status::NotFound("transport: no connection " + std::to_string(to)));
+      return nullptr;
+    }
+    auto out = std::make_unique<Outgoing>();
+    out->worker = w;
+    out->to = to;
+    out->header = std::move(header);
+    out->done = std::move(done);
+    return out;
+  }
+
+  void Dispatch(std::unique_ptr<Outgoing> out) {
+    Worker* w = out->worker;
     // Directly when this thread holds the worker (a handler, a callback) or
     // it is free; queued to its holder otherwise. Work queued before runs
     // first: messages on a connection keep their order.

@@ -58,15 +58,7 @@ void Fill(Table& table, std::mt19937_64& rng) {
   }
 }
 
-void ExpectSameBatch(const SampleBatch& a, const SampleBatch& b) {
-  EXPECT_EQ(a.batch_size, b.batch_size);
-  EXPECT_EQ(a.sequence_length, b.sequence_length);
-  EXPECT_EQ(a.keys, b.keys);
-  EXPECT_EQ(a.probabilities, b.probabilities);
-  EXPECT_EQ(a.priorities, b.priorities);
-  EXPECT_EQ(a.weights, b.weights);
-  EXPECT_EQ(a.mask, b.mask);
-  EXPECT_EQ(a.times_sampled, b.times_sampled);
+void ExpectSameColumns(const SampleBatch& a, const SampleBatch& b) {
   ASSERT_EQ(a.columns.size(), b.columns.size());
   for (size_t c = 0; c < a.columns.size(); ++c) {
     EXPECT_EQ(a.columns[c].dtype(), b.columns[c].dtype());
@@ -76,6 +68,18 @@ void ExpectSameBatch(const SampleBatch& a, const SampleBatch& b) {
               0)
         << "column " << c;
   }
+}
+
+void ExpectSameBatch(const SampleBatch& a, const SampleBatch& b) {
+  EXPECT_EQ(a.batch_size, b.batch_size);
+  EXPECT_EQ(a.sequence_length, b.sequence_length);
+  EXPECT_EQ(a.keys, b.keys);
+  EXPECT_EQ(a.probabilities, b.probabilities);
+  EXPECT_EQ(a.priorities, b.priorities);
+  EXPECT_EQ(a.weights, b.weights);
+  EXPECT_EQ(a.mask, b.mask);
+  EXPECT_EQ(a.times_sampled, b.times_sampled);
+  ExpectSameColumns(a, b);
 }
 
 // Serves `db` over a fresh RpcServer with `options` (127.0.0.1; port 0: a
@@ -164,15 +168,7 @@ void ExpectServedSteps(Table& served, const SampleBatch& got) {
   SampleBatch want;
   ASSERT_OK(served.Lookup(got.keys, &want));
   EXPECT_EQ(got.mask, want.mask);
-  ASSERT_EQ(got.columns.size(), want.columns.size());
-  for (size_t c = 0; c < got.columns.size(); ++c) {
-    EXPECT_TRUE(got.columns[c].shape() == want.columns[c].shape()) << "column " << c;
-    ASSERT_EQ(got.columns[c].size_bytes(), want.columns[c].size_bytes());
-    EXPECT_EQ(std::memcmp(got.columns[c].data(), want.columns[c].data(),
-                          got.columns[c].size_bytes()),
-              0)
-        << "column " << c;
-  }
+  ExpectSameColumns(got, want);
 }
 
 // Large samples and lookups (their columns fetched straight into the
