@@ -1314,6 +1314,14 @@ int replaydb_table_delete_items(replaydb_table_t* table, const uint64_t* keys, s
   });
 }
 
+int replaydb_table_clear(replaydb_table_t* table, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_clear";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    return table->table->Clear();
+  });
+}
+
 int replaydb_table_seed(replaydb_table_t* table, uint64_t seed, char** errptr) {
   constexpr char kFn[] = "replaydb_table_seed";
   return Guard(kFn, errptr, [&]() -> Status {

@@ -77,6 +77,9 @@ struct alignas(64) Trajectory {
   double best_priority = -1;
   int32_t pins = 0;  // in-flight copies into or out of its blocks
   EndReason end_reason = EndReason::kTruncated;
+  // Left by Table::Clear (`evicted` is set too, so that its writer starts
+  // anew); messages say so.
+  bool cleared = false;
   // Durability: steps [0, persisted_steps) are in the cold store; `in_cold`
   // means a checkpoint may have stored it.
   int64_t persisted_steps = 0;

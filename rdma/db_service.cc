@@ -268,6 +268,12 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
       REPLAYDB_RETURN_IF_ERROR(table->Seed(q->seed()));
       return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
     }
+    case fb::Body::ClearTable: {
+      const fb::ClearTable* q = h->body_as_ClearTable();
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
+      REPLAYDB_RETURN_IF_ERROR(table->Clear());
+      return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
+    }
     default:
       return Status::NotSupported(
           "this server does not serve requests of kind '" +
@@ -433,6 +439,7 @@ Result<Reply> DbService::Handle(Request& r) {
       case fb::Body::UpdatePriorities:
       case fb::Body::SetRateLimiter:
       case fb::Body::SeedTable:
+      case fb::Body::ClearTable:
         return Status::FailedPrecondition(
             std::string("this connection's token is a read-only one: ") +
             fb::EnumNameBody(kind) + " refused (reads, samples and lookups are served)");

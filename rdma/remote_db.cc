@@ -683,6 +683,17 @@ class RemoteTable final : public Table {
     return ExpectBody(m, fb::Body::Done, "seeding table '" + table + "'");
   }
 
+  Status Clear() override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m,
+        remote_->connection->Ask(fb::Body::ClearTable, [&](flatbuffers::FlatBufferBuilder& b) {
+          return fb::CreateClearTable(b, b.CreateString(table));
+        }));
+    return ExpectBody(m, fb::Body::Done, "clearing table '" + table + "'");
+  }
+
   Status DeleteItems(std::span<const ItemKey>, int64_t*) override {
     return remote_->NotServed("DeleteItems");
   }

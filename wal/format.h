@@ -34,6 +34,7 @@ enum class RecordType : uint8_t {
   kUpdatePriorities = 5,
   kRemoveItems = 6,
   kRemoveTrajectory = 7,
+  kClearTable = 8,
 };
 inline constexpr uint8_t kSafeToIgnore = 0x80;
 

@@ -28,7 +28,7 @@ uint64_t GetU64(const char* p) {
 
 bool KnownType(uint8_t type) {
   return type >= static_cast<uint8_t>(RecordType::kCreateTable) &&
-         type <= static_cast<uint8_t>(RecordType::kRemoveTrajectory);
+         type <= static_cast<uint8_t>(RecordType::kClearTable);
 }
 
 // Reads a SequentialFile front to back through a 64 KiB buffer; reads of a

@@ -156,6 +156,12 @@ void RecordBuilder::RemoveTrajectory(const RemoveTrajectoryRecord& r) {
   b.Finish(fb::CreateRemoveTrajectory(b, r.table_id, r.trajectory_id, r.evicted));
 }
 
+void RecordBuilder::ClearTable(const ClearTableRecord& r) {
+  auto& b = impl_->fbb;
+  impl_->Start();
+  b.Finish(fb::CreateClearTable(b, r.table_id, r.below_trajectory_id));
+}
+
 std::span<const std::byte> RecordBuilder::payload() const {
   return {reinterpret_cast<const std::byte*>(impl_->fbb.GetBufferPointer()),
           impl_->fbb.GetSize()};
@@ -256,6 +262,15 @@ Status Decode(std::span<const std::byte> payload, RemoveTrajectoryRecord* out) {
   out->table_id = r->table_id();
   out->trajectory_id = r->trajectory_id();
   out->evicted = r->evicted();
+  return Status::OK();
+}
+
+Status Decode(std::span<const std::byte> payload, ClearTableRecord* out) {
+  Status s;
+  const auto* r = Root<fb::ClearTable>(payload, "ClearTable", &s);
+  if (r == nullptr) return s;
+  out->table_id = r->table_id();
+  out->below_trajectory_id = r->below_trajectory_id();
   return Status::OK();
 }
 

@@ -70,6 +70,13 @@ struct RemoveTrajectoryRecord {
   bool evicted = false;  // false: all its items were consumed
 };
 
+// Table::Clear: every trajectory with an id below below_trajectory_id left
+// the table (hot and cold, with its items); the rate limiter starts afresh.
+struct ClearTableRecord {
+  uint32_t table_id = 0;
+  uint64_t below_trajectory_id = 0;
+};
+
 // Builds a payload. Small records build into a reusable buffer; AppendSteps
 // reserves its data bytes so the caller fills them in place. Every scalar is
 // stored, defaults included. Not thread-safe: one builder per thread.
@@ -92,6 +99,7 @@ class RecordBuilder {
                         std::span<const double> priorities);
   void RemoveItems(uint32_t table_id, std::span<const uint64_t> keys, bool deleted = false);
   void RemoveTrajectory(const RemoveTrajectoryRecord& r);
+  void ClearTable(const ClearTableRecord& r);
 
   // The finished payload of the last call.
   std::span<const std::byte> payload() const;
@@ -114,6 +122,7 @@ Status Decode(std::span<const std::byte> payload, EndTrajectoryRecord* out);
 Status Decode(std::span<const std::byte> payload, UpdatePrioritiesRecord* out);
 Status Decode(std::span<const std::byte> payload, RemoveItemsRecord* out);
 Status Decode(std::span<const std::byte> payload, RemoveTrajectoryRecord* out);
+Status Decode(std::span<const std::byte> payload, ClearTableRecord* out);
 
 }  // namespace replaydb::wal
 

@@ -304,6 +304,15 @@ Status RateLimiter::AwaitSamples(std::unique_lock<std::mutex>& lock, int64_t n, 
   return Status::OK();
 }
 
+void RateLimiter::Reset() {
+  inserts_ = 0;
+  samples_ = 0;
+  deletes_ = 0;
+  restored_ = {};
+  can_insert_cv_.notify_all();
+  can_sample_cv_.notify_all();
+}
+
 void RateLimiter::Restore(const Counters& c) {
   assert(reserved_inserts_ == 0);
   restored_ = c;

@@ -120,6 +120,11 @@ class RateLimiter {
   // Every current and future wait returns Cancelled.
   void Cancel();
 
+  // Starts the counters afresh (Table::Clear): inserts, samples and deletes
+  // 0, as for a new table; reserved inserts stay reserved. Wakes every
+  // waiter.
+  void Reset();
+
   // Whether n more inserts (n * insert_weight items), on top of those
   // committed and reserved, are allowed now.
   bool CanInsert(int64_t n) const;

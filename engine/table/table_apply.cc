@@ -185,6 +185,13 @@ Status TableImpl::Apply(const wal::RemoveTrajectoryRecord& r) {
   return Status::OK();
 }
 
+Status TableImpl::Apply(const wal::ClearTableRecord& r) {
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(AwaitColdIdleLocked(lock));
+  ClearLocked(r.below_trajectory_id);
+  return Status::OK();
+}
+
 Status TableImpl::Apply(const wal::RemoveItemsRecord& r) {
   std::vector<uint64_t> ids;
   for (const ItemKey key : r.keys) ids.push_back(ItemKeyTrajectory(key));

@@ -89,8 +89,8 @@ void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
   t.blocks.push_back(block);
 }
 
-void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted) {
-  if (log_ != nullptr && t.length > 0) {
+void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted, bool log) {
+  if (log && log_ != nullptr && t.length > 0) {
     // Best effort: if the log refuses the record (a failed disk), replay
     // brings the trajectory back; nothing acknowledged is lost.
     record_.RemoveTrajectory({table_id_, t.id, evicted});
@@ -193,6 +193,64 @@ void TableImpl::MaybeReleaseConsumedLocked(Trajectory& t) {
                                 : std::max<int64_t>(0, t.length - sequence_length_ + 1);
   if (t.items_created < all_items) return;
   RemoveTrajectoryLocked(t, /*evicted=*/false);
+}
+
+// ---- Clear
+
+Status TableImpl::AwaitColdIdleLocked(std::unique_lock<std::mutex>& lock) {
+  cold_cv_.wait(lock, [&] {
+    return closed_ || cold_stop_ || (spill_queue_.empty() && !spill_running_ && loading_.empty()) ||
+           !spill_error_.empty();
+  });
+  if (!spill_queue_.empty() || spill_running_) {
+    return Status::IOError("table " + Quoted(name_) + ": " + std::to_string(spill_queue_.size()) +
+                           " trajectories wait to be spilled to the cold tier; the last spill "
+                           "failed: " +
+                           spill_error_);
+  }
+  return Status::OK();
+}
+
+Status TableImpl::Clear() {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("Clear"));
+  uint64_t seq = 0;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+    REPLAYDB_RETURN_IF_ERROR(AwaitColdIdleLocked(lock));
+    REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+    // Logged first, as one record: replay clears what the checkpoint and
+    // the records before it held, and keeps trajectories started after it.
+    const uint64_t below = store_.next_id();
+    if (log_ != nullptr) {
+      record_.ClearTable({table_id_, below});
+      REPLAYDB_ASSIGN_OR_RETURN(seq, LogLocked(wal::RecordType::kClearTable));
+    }
+    ClearLocked(below);
+  }
+  return SyncLog(seq, /*wait=*/true);
+}
+
+void TableImpl::ClearLocked(uint64_t below) {
+  std::vector<std::shared_ptr<Trajectory>> hot;
+  for (const auto& [id, tp] : store_.trajectories()) {
+    if (id < below) hot.push_back(tp);
+  }
+  for (const std::shared_ptr<Trajectory>& tp : hot) {
+    tp->cleared = true;
+    RemoveTrajectoryLocked(*tp, /*evicted=*/false, /*log=*/false);
+    tp->evicted = true;  // its writer's next call reports the clear and starts anew
+  }
+  for (auto it = cold_.begin(); it != cold_.end() && it->first < below;) {
+    // No spill or load is in flight (AwaitColdIdleLocked, or recovery).
+    cold_steps_ -= it->second.length;
+    removed_since_checkpoint_.push_back(it->first);
+    it = cold_.erase(it);
+  }
+  ++clears_;
+  limiter_.Reset();
+  blocks_cv_.notify_all();
+  cold_cv_.notify_all();
 }
 
 }  // namespace replaydb::engine

@@ -134,6 +134,12 @@ Status TableImpl::CheckOpenLocked() const {
 }
 
 Status TableImpl::EvictedError(const Trajectory& t) const {
+  if (t.cleared) {
+    return Status::FailedPrecondition(
+        "table " + Quoted(name_) + ": trajectory " + std::to_string(t.id) +
+        " was removed while open, with its " + std::to_string(t.length) +
+        " steps, by a Clear of the table; the writer's next step starts a new trajectory");
+  }
   return Status::FailedPrecondition(
       "table " + Quoted(name_) + ": trajectory " + std::to_string(t.id) +
       " was evicted from the hot tier while open (it had " + std::to_string(t.length) +

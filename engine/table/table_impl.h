@@ -164,6 +164,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status SetRateLimiter(const RateLimiterSpec& spec) override;
   Status Seed(uint64_t seed) override;
   Status DeleteItems(std::span<const ItemKey> keys, int64_t* deleted) override;
+  Status Clear() override;
   // DeleteItems' work, also replay's (kRemoveItems with deleted): the live
   // items of `keys` deleted, their keys appended to *gone (may be null).
   void DeleteItemsLocked(std::span<const ItemKey> keys, std::vector<ItemKey>* gone);
@@ -198,6 +199,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status Apply(const wal::RemoveTrajectoryRecord& r);
   Status Apply(const wal::RemoveItemsRecord& r);
   Status Apply(const wal::UpdatePrioritiesRecord& r);
+  Status Apply(const wal::ClearTableRecord& r);
   // Ends, as truncated, every trajectory still open after recovery (no
   // writer can continue it), creating its tail-padded items, and drops what
   // applying kept (apply_rows_). Returns how many it ended.
@@ -485,8 +487,16 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Appends pool block `block` (just allocated) to t's blocks.
   void TakeBlockLocked(Trajectory& t, int64_t block);
   // Takes `t` out of the hot tier: its items leave the selector; its blocks
-  // return to the pool now, or when its last pin goes.
-  void RemoveTrajectoryLocked(Trajectory& t, bool evicted);
+  // return to the pool now, or when its last pin goes. `log`: a
+  // RemoveTrajectory record is logged (Clear logs one record for all).
+  void RemoveTrajectoryLocked(Trajectory& t, bool evicted, bool log = true);
+  // Clear's work (and its replay's): every trajectory with an id below
+  // `below`, hot or cold, leaves the table; the rate limiter starts afresh.
+  void ClearLocked(uint64_t below);
+  // Waits until no spill or load is in flight, so that nothing reaches the
+  // cold store or the hot tier behind Clear's back. IOError when spills
+  // keep failing (a full disk), as for a checkpoint.
+  Status AwaitColdIdleLocked(std::unique_lock<std::mutex>& lock);
   void UnpinLocked(Trajectory& t);
   // Takes t's live items out of the selector one by one (RemoveMany),
   // giving back their draws (sample_budget_); returns how many.
@@ -737,6 +747,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   int64_t items_removed_ = 0;
   int64_t evicted_trajectories_ = 0;
   int64_t evicted_items_ = 0;
+  // Clears so far: a vector append that released the lock checks its
+  // reservations again when this moved (as for evictions).
+  uint64_t clears_ = 0;
   int64_t priority_updates_ = 0;
   int64_t priority_updates_skipped_ = 0;
   int64_t device_updates_ = 0;  // priorities sent by UpdatePrioritiesFromDevice

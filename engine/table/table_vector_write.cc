@@ -73,6 +73,7 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
     // (as many as it would one by one); what is left goes back below.
     int64_t credit = limiter_.TryReserveUpTo(static_cast<int64_t>(n - begin));
     const int64_t evicted_before = evicted_trajectories_;
+    const uint64_t clears_before = clears_;
     // With several parts and the whole vector admitted, the common case of
     // every environment is done by all parts at once first; the loop below
     // then reserves the others (kReserveLater) in order.
@@ -115,9 +116,11 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
     assert((!shared || end == n) && "the credit covered every environment: nothing waited");
     if (credit > 0) limiter_.ReleaseInserts(credit);
     // A later environment's block may have come from evicting an earlier
-    // one's trajectory (here or, while the lock was released, elsewhere):
-    // that one loses its step (its block is someone else's now).
-    for (env = evicted_trajectories_ != evicted_before ? begin : end; env < end; ++env) {
+    // one's trajectory (here or, while the lock was released, elsewhere), or
+    // a Clear ran while the lock was released: that one loses its step (its
+    // block is someone else's now).
+    const bool lost = evicted_trajectories_ != evicted_before || clears_ != clears_before;
+    for (env = lost ? begin : end; env < end; ++env) {
       if (scratch->dest[env] < 0) continue;
       WriterSlot& slot = slots[env];
       if (!slot.trajectory->evicted) continue;

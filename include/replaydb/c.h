@@ -339,6 +339,9 @@ REPLAYDB_C_EXPORT int replaydb_table_info(replaydb_table_t* table, replaydb_tabl
  * skipped. *deleted (may be NULL) gets how many were. */
 REPLAYDB_C_EXPORT int replaydb_table_delete_items(replaydb_table_t* table, const uint64_t* keys,
                                                   size_t n, int64_t* deleted, char** errptr);
+/* Table::Clear: every trajectory and item leaves the table, as one logged
+ * change; the rate limiter starts afresh; handles and writers stay usable. */
+REPLAYDB_C_EXPORT int replaydb_table_clear(replaydb_table_t* table, char** errptr);
 /* Table::Seed: the same contents, seed and calls give the same draws. */
 REPLAYDB_C_EXPORT int replaydb_table_seed(replaydb_table_t* table, uint64_t seed, char** errptr);
 REPLAYDB_C_EXPORT int replaydb_table_set_rate_limiter(replaydb_table_t* table,

@@ -419,6 +419,17 @@ class Table {
   // table that draws uniformly on a GPU over whole blocks.
   virtual Status DeleteItems(std::span<const ItemKey> keys, int64_t* deleted = nullptr) = 0;
 
+  // Empties the table, durably and at once (one logged change: a crash
+  // leaves the table either as it was or empty): every trajectory, hot and
+  // cold, leaves it with its items, and the rate limiter's counters start
+  // afresh (Reverb's Reset). The table keeps its name, spec and id, and
+  // every handle of it goes on working: a writer whose trajectory was open
+  // gets FailedPrecondition from its next call, naming the clear, and the
+  // call after that starts a new trajectory. Lifetime counters (steps and
+  // items inserted, ...) keep counting. Waits for spills and loads in flight
+  // to finish first. FailedPrecondition for a read-only table.
+  virtual Status Clear() = 0;
+
   // Brings cold trajectories (spilled, rotated out, imported) back into the
   // hot tier, evicting others by the table's policy (and spilling them) when
   // it is full; their items become sampleable again with the priorities and

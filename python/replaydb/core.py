@@ -1502,22 +1502,14 @@ class Table(_Owned):
         _call(_lib.replaydb_table_seed, self._h(), seed)
 
     def clear(self) -> None:
-        """Empties the table, durably: drops it and creates it again with the
-        same spec (its rate limiter starts afresh, as Reverb's reset does).
-        This handle then names the new table; writers, iterators and other
-        handles of the old one fail from then on: make new ones."""
-        db = self._db
-        spec = _lib.replaydb_table_get_spec(self._h())  # a copy, kept through the drop
-        try:
-            _call(_lib.replaydb_drop_table, db._h(), _bytes(self.name))
-            new = c_void_p()
-            _call(_lib.replaydb_create_table, db._h(), spec, byref(new))
-        finally:
-            _lib.replaydb_table_spec_destroy(spec)
-        mine, self._handle = self._handle, new.value
-        if mine is not None:
-            _lib.replaydb_table_release(mine)
-        self._device_cache = None
+        """Empties the table, durably and at once (one logged change: a crash
+        leaves it as it was or empty): every trajectory, hot and cold, goes
+        with its items, and the rate limiter starts afresh (as Reverb's reset
+        does). The table keeps its name and spec, and this and every other
+        handle, writer and iterator of it go on working; a writer whose
+        trajectory was open gets ``FailedPreconditionError`` from its next
+        call, and the call after that starts a new trajectory."""
+        _call(_lib.replaydb_table_clear, self._h())
 
     def set_rate_limiter(self, limiter: RateLimiter) -> None:
         """Replaces the rate limiter's parameters, keeping its counters."""

@@ -108,6 +108,7 @@ Status DecodeByType(RecordType type, std::span<const std::byte> p) {
     case RecordType::kUpdatePriorities: DecodeAs<UpdatePrioritiesRecord>(p); break;
     case RecordType::kRemoveItems: DecodeAs<RemoveItemsRecord>(p); break;
     case RecordType::kRemoveTrajectory: DecodeAs<RemoveTrajectoryRecord>(p); break;
+    case RecordType::kClearTable: DecodeAs<ClearTableRecord>(p); break;
   }
   return Status::OK();
 }

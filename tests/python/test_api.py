@@ -160,20 +160,26 @@ def test_seeded_tables_draw_the_same_batches(db_path, rng):
             tables[0].seed(2**64)
 
 
-def test_clear_empties_the_table_durably_with_the_same_spec(db_path):
+def test_clear_empties_the_table_durably_and_every_handle_goes_on(db_path):
     with replaydb.open(db_path) as db:
-        t = db.create_table("t", _spec(), capacity_steps=64, selector="prioritized")
-        old_writer = t.writer()
+        t = db.create_table("t", _spec(), capacity_steps=256, block_steps=8, selector="prioritized")
+        other = db["t"]
+        open_writer = t.writer()
+        open_writer.append({"x": np.zeros(3, np.float32), "a": 1})
         _write(t, 5)
         spec = t.spec
         t.clear()
-        assert len(t) == 0 and t.spec == spec
-        _write(t, 2)
-        assert len(t) == 2
-        with pytest.raises(replaydb.Error):
-            old_writer.append({"x": np.zeros(3, np.float32), "a": 1})  # of the dropped table
+        assert len(t) == 0 and len(other) == 0 and t.spec == spec
+        assert t.info()["rate_limiter_inserts"] == 0
+        with pytest.raises(replaydb.FailedPreconditionError, match="by a Clear of the table"):
+            open_writer.append({"x": np.zeros(3, np.float32), "a": 2})
+        open_writer.append({"x": np.zeros(3, np.float32), "a": 3})  # a new trajectory
+        open_writer.end()
+        _write(other, 2)
+        assert len(t) == 3
     with replaydb.open(db_path) as db:
-        assert len(db["t"]) == 2
+        assert len(db["t"]) == 3
+        assert set(np.asarray(db["t"].sample(64, peek=True)["a"]).ravel().tolist()) == {0, 1, 3}
 
 
 def test_export_then_import_copies_every_column(db_path, tmp_path, rng):

@@ -377,6 +377,12 @@ TEST(RemoteDBTest, EveryServedCallGivesWhatTheSameLocalCallGives) {
   EXPECT_EQ(ri.placement, li.placement);
   EXPECT_EQ(ri.max_priority_seen, li.max_priority_seen);
   EXPECT_EQ(ri.rate_limiter.samples, li.rate_limiter.samples);
+  // Clear, as one change there.
+  ASSERT_OK(rt->Clear());
+  ASSERT_OK(lt->Clear());
+  EXPECT_EQ(rt->Info().num_items, 0);
+  EXPECT_EQ(rt->Info().num_trajectories, lt->Info().num_trajectories);
+  EXPECT_EQ(rt->Info().rate_limiter.inserts, lt->Info().rate_limiter.inserts);
   // Tables created and dropped there; a checkpoint.
   std::mt19937_64 spec_rng(seed + 2);
   const TableSpec made = RandomSpec(spec_rng, "made_remotely");

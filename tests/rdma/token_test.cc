@@ -168,6 +168,7 @@ TEST(TokenTest, AServerWithTokensLetsInOnlyTheirHoldersAndReadOnlyOnesOnlyRead) 
   EXPECT_THAT(no_update.message(), HasSubstr("UpdatePriorities refused"));
   EXPECT_THAT(read_only->DropTable("t").message(), HasSubstr("DropTable refused"));
   EXPECT_THAT(rt->Seed(1).message(), HasSubstr("SeedTable refused"));
+  EXPECT_THAT(rt->Clear().message(), HasSubstr("ClearTable refused"));
   EXPECT_TRUE(read_only->read_only());
   EXPECT_FALSE(remote->read_only());
   EXPECT_OK(db->GetTable("t").status());

@@ -98,6 +98,12 @@ TEST(RecordsTest, EveryTypeRoundTrips) {
   EXPECT_EQ(rt.table_id, 7u);
   EXPECT_EQ(rt.trajectory_id, 99u);
   EXPECT_TRUE(rt.evicted);
+
+  b.ClearTable({.table_id = 8, .below_trajectory_id = 12345});
+  ClearTableRecord cl;
+  ASSERT_OK(Decode(b.payload(), &cl));
+  EXPECT_EQ(cl.table_id, 8u);
+  EXPECT_EQ(cl.below_trajectory_id, 12345u);
 }
 
 TEST(RecordsTest, InconsistentAppendStepsIsCorruption) {

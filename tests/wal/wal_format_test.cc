@@ -63,6 +63,8 @@ Status WriteSample(const std::string& dir) {
   REPLAYDB_RETURN_IF_ERROR(Append(log.get(), RecordType::kRemoveItems, b.payload()));
   b.RemoveTrajectory({.table_id = 1, .trajectory_id = 8, .evicted = true});
   REPLAYDB_RETURN_IF_ERROR(Append(log.get(), RecordType::kRemoveTrajectory, b.payload()));
+  b.ClearTable({.table_id = 1, .below_trajectory_id = 9});
+  REPLAYDB_RETURN_IF_ERROR(Append(log.get(), RecordType::kClearTable, b.payload()));
   b.DropTable({.table_id = 1});
   return Append(log.get(), RecordType::kDropTable, b.payload());
 }
@@ -134,6 +136,13 @@ TEST(WalFormatTest, SampleLogDecodesFieldByField) {
         EXPECT_TRUE(r.evicted);
         break;
       }
+      case RecordType::kClearTable: {
+        ClearTableRecord r;
+        REPLAYDB_RETURN_IF_ERROR(Decode(p, &r));
+        EXPECT_EQ(r.table_id, 1u);
+        EXPECT_EQ(r.below_trajectory_id, 9u);
+        break;
+      }
       case RecordType::kDropTable: {
         DropTableRecord r;
         REPLAYDB_RETURN_IF_ERROR(Decode(p, &r));
@@ -148,7 +157,7 @@ TEST(WalFormatTest, SampleLogDecodesFieldByField) {
   EXPECT_EQ(types, (std::vector<RecordType>{RecordType::kCreateTable, RecordType::kAppendSteps,
                                             RecordType::kUpdatePriorities, RecordType::kEndTrajectory,
                                             RecordType::kRemoveItems, RecordType::kRemoveTrajectory,
-                                            RecordType::kDropTable}));
+                                            RecordType::kClearTable, RecordType::kDropTable}));
   EXPECT_EQ(report.segments, 1u);
   EXPECT_EQ(report.last_segment, 1u);
 }

@@ -192,6 +192,37 @@ TEST_F(LogApplyTest, PrioritiesRemovedItemsAndRemovedTrajectories) {
   EXPECT_EQ(table_->Info().num_items, n - 2);
 }
 
+// A clear takes the trajectories whose ids are below its mark, and keeps
+// those started after it (a checkpoint taken after the clear may hold them
+// when the log is replayed from before it); applying it again changes
+// nothing.
+TEST_F(LogApplyTest, AClearTakesTheTrajectoriesBeforeItsMarkAndKeepsTheRest) {
+  const uint64_t trajectories = 2 + rng_() % 6;
+  for (uint64_t id = 1; id <= trajectories; ++id) {
+    MakeSteps(id, spec_.sequence_length + static_cast<int64_t>(rng_() % 9));
+    ASSERT_OK(Apply(wal::RecordType::kAppendSteps,
+                    AppendRecord(id, 0, static_cast<int64_t>(steps_[id].size()))));
+  }
+  const uint64_t below = 2 + rng_() % (trajectories - 1);  // 2..trajectories
+  builder_.ClearTable({kTableId, below});
+  const std::vector<std::byte> clear = Payload();
+  ASSERT_OK(Apply(wal::RecordType::kClearTable, clear));
+  ASSERT_OK(Apply(wal::RecordType::kClearTable, clear));
+  std::vector<uint64_t> kept;
+  int64_t steps = 0;
+  for (const TrajectoryInfo& t : table_->ListTrajectories({})) kept.push_back(t.id);
+  std::vector<uint64_t> want;
+  for (uint64_t id = below; id <= trajectories; ++id) {
+    want.push_back(id);
+    steps += static_cast<int64_t>(steps_[id].size());
+  }
+  EXPECT_EQ(kept, want) << "below " << below;
+  const TableInfo info = table_->Info();
+  EXPECT_EQ(info.num_steps, steps);
+  EXPECT_EQ(info.rate_limiter.inserts, 0) << "the clear restarted the counters";
+  for (uint64_t id = below; id <= trajectories; ++id) ExpectItemsAsWritten(id);
+}
+
 TEST_F(LogApplyTest, RecordsOfOtherTablesAndOfTheCatalogChangeNothing) {
   MakeSteps(1, 5);
   std::vector<std::byte> other = AppendRecord(1, 0, 5);
@@ -243,8 +274,8 @@ TEST_F(LogApplyTest, RecordsThatContradictTheTableAreCorruptionNamingIt) {
   for (wal::RecordType type :
        {wal::RecordType::kAppendSteps, wal::RecordType::kEndTrajectory,
         wal::RecordType::kUpdatePriorities, wal::RecordType::kRemoveItems,
-        wal::RecordType::kRemoveTrajectory, wal::RecordType::kCreateTable,
-        wal::RecordType::kDropTable}) {
+        wal::RecordType::kRemoveTrajectory, wal::RecordType::kClearTable,
+        wal::RecordType::kCreateTable, wal::RecordType::kDropTable}) {
     EXPECT_FALSE(Apply(type, garbage).ok()) << static_cast<int>(type);
   }
   s = Apply(static_cast<wal::RecordType>(99), garbage);
