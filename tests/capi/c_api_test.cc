@@ -1083,6 +1083,24 @@ TEST_F(CApiTest, TableInfoMatchesTheCppApi) {
   EXPECT_EQ(c.loaded_trajectories, cpp.loaded_trajectories);
   EXPECT_EQ(c.rotations, cpp.rotations);
   EXPECT_EQ(c.spill_queue, cpp.spill_queue);
+
+  // replaydb_table_clear is Table::Clear: the same counts after it, and the
+  // writer goes on (once told).
+  C_ASSERT_OK(replaydb_table_clear(table.get(), err_.ptr()));
+  ASSERT_OK(twin->Clear());
+  C_ASSERT_OK(replaydb_table_info(table.get(), &c, err_.ptr()));
+  EXPECT_EQ(c.num_items, 0);
+  EXPECT_EQ(c.num_trajectories, twin->Info().num_trajectories);
+  EXPECT_EQ(c.rate_limiter_inserts, twin->Info().rate_limiter.inserts);
+  const testing_util::StepData step = testing_util::RandomStep(spec, rng_);
+  const CTensors after = ToC(step.tensors);
+  C_EXPECT_ERROR(replaydb_writer_append(writer.get(), after.tensors.data(), after.tensors.size(),
+                                        nullptr, err_.ptr()),
+                 REPLAYDB_FAILED_PRECONDITION, "by a Clear of the table");
+  C_ASSERT_OK(replaydb_writer_append(writer.get(), after.tensors.data(), after.tensors.size(),
+                                     nullptr, err_.ptr()));
+  C_EXPECT_ERROR(replaydb_table_clear(nullptr, err_.ptr()), REPLAYDB_INVALID_ARGUMENT,
+                 "replaydb_table_clear: table is NULL");
 }
 
 TEST_F(CApiTest, SpecJsonAndAccessors) {
