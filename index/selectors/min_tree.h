@@ -27,7 +27,8 @@ class MinTree {
   size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
 
-  // Sets a slot's value in O(log capacity()). A slot >= size() grows the
+  // Sets a slot's value in O(log capacity()), walking up only while the
+  // minimum of a subtree changes. A slot >= size() grows the
   // tree to slot + 1 slots first (amortised O(1) per slot: capacity at
   // least doubles). REQUIRES: value is not NaN.
   void Set(size_t slot, double value);

@@ -66,6 +66,10 @@ double PrioritizedSelector::MassAt(double priority, int64_t scale) const {
   double mantissa = 0.5;
   int64_t exponent2 = 1;  // exponent 0: mass 1
   if (exponent_ != 0) PowerOf(priority, &mantissa, &exponent2);
+  return ScaledMass(mantissa, exponent2, scale);
+}
+
+double PrioritizedSelector::ScaledMass(double mantissa, int64_t exponent2, int64_t scale) {
   const int64_t shift = std::clamp(exponent2 - scale, -kFarExponent, kFarExponent);
   return std::ldexp(mantissa, static_cast<int>(shift));
 }
@@ -100,17 +104,21 @@ void PrioritizedSelector::SetSlot(size_t slot, double old_priority, double p) {
   if (old_priority > 0) --positive_;
   if (p > 0) ++positive_;
   priorities_.Set(slot, p > 0 ? p : MinTree::kEmpty);
+  double mass = 0;
   if (p > 0 && exponent_ != 0) {
     double mantissa;
     int64_t exponent2;
-    PowerOf(p, &mantissa, &exponent2);
+    PowerOf(p, &mantissa, &exponent2);  // once: the check and the leaf share it
     if (exponent2 - scale_ > kMaxExponent) {
       if (slot >= tree_.size()) tree_.Resize(slot + 1);
       Rescale();  // recomputes this slot's leaf too
       return;
     }
+    mass = ScaledMass(mantissa, exponent2, scale_);
+  } else {
+    mass = MassAt(p, scale_);
   }
-  tree_.Set(slot, MassAt(p, scale_));
+  tree_.Set(slot, mass);
   RescaleIfLow();
 }
 

@@ -109,6 +109,8 @@ class PrioritizedSelector final : public Selector {
   void PowerOf(double p, double* mantissa, int64_t* exponent2) const;
   // Mass at `scale`.
   double MassAt(double priority, int64_t scale) const;
+  // The leaf of mantissa * 2^exponent2 (PowerOf's) at `scale`.
+  static double ScaledMass(double mantissa, int64_t exponent2, int64_t scale);
   // Gives `slot` priority `p` (the sum tree's leaf, the min tree's value,
   // the count of positives), rescaling first if its leaf would be too
   // large. REQUIRES: p finite and >= 0.
