@@ -330,18 +330,26 @@ Status ColdStore::WriteWith(Batch& batch, bool logged) {
   if (read_only()) {
     return Status::FailedPrecondition("cold store " + dir_ + " is open read-only");
   }
-  REPLAYDB_RETURN_IF_ERROR(ReopenIfNeeded());
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  REPLAYDB_RETURN_IF_ERROR(Usable());
-  rocksdb::WriteOptions wo;
-  wo.disableWAL = !logged;
-  Status s = FromRocks(db_->Write(wo, batch.batch_.get()), "write", dir_);
-  if (s.ok() && !logged) {
-    rocksdb::FlushOptions fo;
-    fo.wait = true;
-    s = FromRocks(db_->Flush(fo), "flush", dir_);
+  // Twice at most: a background job that failed while the disk was full
+  // can record its error after ReopenIfNeeded looked, and RocksDB then
+  // refuses this write with that old error although there is room now. A
+  // reopen clears it; the batch (puts and deletes) may be written again.
+  Status s;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    REPLAYDB_RETURN_IF_ERROR(ReopenIfNeeded());
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(Usable());
+    rocksdb::WriteOptions wo;
+    wo.disableWAL = !logged;
+    s = FromRocks(db_->Write(wo, batch.batch_.get()), "write", dir_);
+    if (s.ok() && !logged) {
+      rocksdb::FlushOptions fo;
+      fo.wait = true;
+      s = FromRocks(db_->Flush(fo), "flush", dir_);
+    }
+    if (s.ok()) return s;
+    needs_reopen_.store(true);
   }
-  if (!s.ok()) needs_reopen_.store(true);
   return s;
 }
 
