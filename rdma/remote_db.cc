@@ -173,6 +173,13 @@ class Connection {
     return Call(Encoder(kind, build), std::move(payload), call_timeout_, std::move(place));
   }
 
+  // Ask for a request answered with Done; `what` names it in a failure.
+  template <typename Build>
+  Status AskDone(fb::Body kind, Build build, const std::string& what) {
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, Ask(kind, build));
+    return ExpectBody(m, fb::Body::Done, what);
+  }
+
   bool read_only() const {
     std::lock_guard<std::mutex> lock(mu_);
     return client_->read_only();
@@ -662,36 +669,36 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     REPLAYDB_RETURN_IF_ERROR(spec.Validate());
     const std::string table = name();
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m,
-        remote_->connection->Ask(fb::Body::SetRateLimiter, [&](flatbuffers::FlatBufferBuilder& b) {
+    return remote_->connection->AskDone(
+        fb::Body::SetRateLimiter,
+        [&](flatbuffers::FlatBufferBuilder& b) {
           const auto t = b.CreateString(table);
           const auto l = EncodeLimiter(b, spec);
           return fb::CreateSetRateLimiter(b, t, l);
-        }));
-    return ExpectBody(m, fb::Body::Done, "setting the rate limiter of table '" + table + "'");
+        },
+        "setting the rate limiter of table '" + table + "'");
   }
 
   Status Seed(uint64_t seed) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m,
-        remote_->connection->Ask(fb::Body::SeedTable, [&](flatbuffers::FlatBufferBuilder& b) {
+    return remote_->connection->AskDone(
+        fb::Body::SeedTable,
+        [&](flatbuffers::FlatBufferBuilder& b) {
           return fb::CreateSeedTable(b, b.CreateString(table), seed);
-        }));
-    return ExpectBody(m, fb::Body::Done, "seeding table '" + table + "'");
+        },
+        "seeding table '" + table + "'");
   }
 
   Status Clear() override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m,
-        remote_->connection->Ask(fb::Body::ClearTable, [&](flatbuffers::FlatBufferBuilder& b) {
+    return remote_->connection->AskDone(
+        fb::Body::ClearTable,
+        [&](flatbuffers::FlatBufferBuilder& b) {
           return fb::CreateClearTable(b, b.CreateString(table));
-        }));
-    return ExpectBody(m, fb::Body::Done, "clearing table '" + table + "'");
+        },
+        "clearing table '" + table + "'");
   }
 
   Status DeleteItems(std::span<const ItemKey>, int64_t*) override {
@@ -921,19 +928,19 @@ Result<std::shared_ptr<Table>> RemoteDB::CreateTable(const TableSpec& spec) {
 
 Status RemoteDB::DropTable(std::string_view name) {
   const std::string table(name);
-  REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, connection_->Ask(fb::Body::DropTable, [&](flatbuffers::FlatBufferBuilder& b) {
+  return connection_->AskDone(
+      fb::Body::DropTable,
+      [&](flatbuffers::FlatBufferBuilder& b) {
         return fb::CreateDropTable(b, b.CreateString(table));
-      }));
-  return ExpectBody(m, fb::Body::Done, "dropping table '" + table + "' of " + address_);
+      },
+      "dropping table '" + table + "' of " + address_);
 }
 
 Status RemoteDB::Checkpoint() {
-  REPLAYDB_ASSIGN_OR_RETURN(
-      Message m, connection_->Ask(fb::Body::Checkpoint, [](flatbuffers::FlatBufferBuilder& b) {
-        return fb::CreateCheckpoint(b);
-      }));
-  return ExpectBody(m, fb::Body::Done, "a checkpoint of " + address_);
+  return connection_->AskDone(
+      fb::Body::Checkpoint,
+      [](flatbuffers::FlatBufferBuilder& b) { return fb::CreateCheckpoint(b); },
+      "a checkpoint of " + address_);
 }
 
 bool RemoteDB::read_only() const {

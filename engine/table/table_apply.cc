@@ -187,7 +187,7 @@ Status TableImpl::Apply(const wal::RemoveTrajectoryRecord& r) {
 
 Status TableImpl::Apply(const wal::ClearTableRecord& r) {
   std::unique_lock<std::mutex> lock(mu_);
-  REPLAYDB_RETURN_IF_ERROR(AwaitColdIdleLocked(lock));
+  REPLAYDB_RETURN_IF_ERROR(AwaitColdIdleLocked(lock, /*loads=*/true));
   ClearLocked(r.below_trajectory_id);
   return Status::OK();
 }

@@ -186,18 +186,10 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
     // outside the log segments this checkpoint deletes: let them land first
     // (the flush below makes them durable). Later ones wait for CheckpointDone,
     // so that none overwrites a chunk this checkpoint writes.
-    cold_cv_.wait(lock, [&] {
-      return closed_ || cold_stop_ || (spill_queue_.empty() && !spill_running_) ||
-             !spill_error_.empty();
-    });
+    const Status spilled = AwaitColdIdleLocked(lock, /*loads=*/false);
     if (closed_) return Status::OK();
-    if (!spill_queue_.empty() || spill_running_) {
-      // Failing spills (a full disk): the log they need must stay.
-      return Status::IOError("table " + Quoted(name_) + ": " +
-                             std::to_string(spill_queue_.size()) +
-                             " trajectories wait to be spilled; the last spill failed: " +
-                             spill_error_);
-    }
+    // Failing spills (a full disk): the log they need must stay.
+    REPLAYDB_RETURN_IF_ERROR(spilled);
     checkpointing_ = true;
     table_id = table_id_;
     ticket_ = {};

@@ -197,15 +197,15 @@ void TableImpl::MaybeReleaseConsumedLocked(Trajectory& t) {
 
 // ---- Clear
 
-Status TableImpl::AwaitColdIdleLocked(std::unique_lock<std::mutex>& lock) {
+Status TableImpl::AwaitColdIdleLocked(std::unique_lock<std::mutex>& lock, bool loads) {
   cold_cv_.wait(lock, [&] {
-    return closed_ || cold_stop_ || (spill_queue_.empty() && !spill_running_ && loading_.empty()) ||
+    return closed_ || cold_stop_ ||
+           (spill_queue_.empty() && !spill_running_ && (!loads || loading_.empty())) ||
            !spill_error_.empty();
   });
   if (!spill_queue_.empty() || spill_running_) {
     return Status::IOError("table " + Quoted(name_) + ": " + std::to_string(spill_queue_.size()) +
-                           " trajectories wait to be spilled to the cold tier; the last spill "
-                           "failed: " +
+                           " trajectories wait to be spilled; the last spill failed: " +
                            spill_error_);
   }
   return Status::OK();
@@ -217,7 +217,7 @@ Status TableImpl::Clear() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
-    REPLAYDB_RETURN_IF_ERROR(AwaitColdIdleLocked(lock));
+    REPLAYDB_RETURN_IF_ERROR(AwaitColdIdleLocked(lock, /*loads=*/true));
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
     // Logged first, as one record: replay clears what the checkpoint and
     // the records before it held, and keeps trajectories started after it.

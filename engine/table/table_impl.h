@@ -493,10 +493,11 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Clear's work (and its replay's): every trajectory with an id below
   // `below`, hot or cold, leaves the table; the rate limiter starts afresh.
   void ClearLocked(uint64_t below);
-  // Waits until no spill or load is in flight, so that nothing reaches the
-  // cold store or the hot tier behind Clear's back. IOError when spills
-  // keep failing (a full disk), as for a checkpoint.
-  Status AwaitColdIdleLocked(std::unique_lock<std::mutex>& lock);
+  // Waits until no spill (and with `loads`, no load) is in flight, so that
+  // nothing reaches the cold store or the hot tier behind a checkpoint's or
+  // Clear's back. IOError when spills keep failing (a full disk). Returns
+  // at once when the table closes (the caller checks closed_).
+  Status AwaitColdIdleLocked(std::unique_lock<std::mutex>& lock, bool loads);
   void UnpinLocked(Trajectory& t);
   // Takes t's live items out of the selector one by one (RemoveMany),
   // giving back their draws (sample_budget_); returns how many.
