@@ -197,7 +197,8 @@ TEST(FullDiskTest, CompactionsFailingAtRandomPointsReturnIOErrorAndLoseNothing) 
 // Everything that writes in the background meets the full disk: spills of
 // evicted trajectories (through RocksDB's own log), the checkpoint loop
 // (every 8 KiB of log), and the log's own segments. Writers see IOError
-// naming the log, or DeadlineExceeded naming the failed spill; the
+// naming the log, or DeadlineExceeded naming the failed spill (or, when a
+// spill is merely slow, the spill it waited for); the
 // background work retries, and once there is room it catches up: spills
 // land, a checkpoint succeeds, and the reopened database has every
 // acknowledged step, hot or cold.
@@ -227,14 +228,20 @@ TEST(FullDiskTest, SpillsAndTheCheckpointLoopRetryUntilThereIsRoom) {
       std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 200));
       env.ClearSpaceLimit();
       if (!s.ok()) {
-        ++writer_errors;
-        if (s.code() == Status::Code::kDeadlineExceeded) {
-          EXPECT_THAT(s.message(), HasSubstr("the last spill failed")) << s.ToString();
+        if (s.code() == Status::Code::kDeadlineExceeded &&
+            s.message().find("the last spill failed") == std::string::npos) {
+          // A spill still being written (a reopen of the cold store after
+          // the disk filled, a loaded machine) outlasted the 200 ms: the
+          // writer says what it waited for, and nothing failed.
+          EXPECT_THAT(s.message(), HasSubstr("are being spilled to the cold tier")) << s.ToString();
         } else {
-          EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
-          EXPECT_THAT(s.message(), HasSubstr(dir.Sub("wal") + "/")) << s.ToString();
+          ++writer_errors;
+          if (s.code() != Status::Code::kDeadlineExceeded) {
+            EXPECT_EQ(s.code(), Status::Code::kIOError) << s.ToString();
+            EXPECT_THAT(s.message(), HasSubstr(dir.Sub("wal") + "/")) << s.ToString();
+          }
+          EXPECT_THAT(s.message(), HasSubstr("No space left on device")) << s.ToString();
         }
-        EXPECT_THAT(s.message(), HasSubstr("No space left on device")) << s.ToString();
       }
       // The spills land and the checkpoint loop catches up, unasked.
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
