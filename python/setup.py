@@ -9,8 +9,10 @@ system-wide and no environment variables. The library comes from, in order:
      the library; Release; REPLAYDB_CMAKE_ARGS adds CMake arguments, e.g.
      -DREPLAYDB_WITH_CUDA=OFF), with the progress printed.
 
-Everything else is in pyproject.toml. The wheel is one for every Python 3 of
-the platform (py3-none-<platform>): the library is plain C, loaded by ctypes.
+and with it the module of per-batch calls in C that the build puts beside it
+(_speedups.abi3.so, for CPython >= 3.11's stable ABI; older Pythons use
+ctypes alone). Everything else is in pyproject.toml. The wheel is one for
+every Python 3 of the platform (py3-none-<platform>).
 """
 
 import os
@@ -85,6 +87,14 @@ class BuildPy(build_py):
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(lib, dest / "libreplaydb.so")
         _say(f"packaged {lib}")
+        # The per-batch calls in C, which the build puts beside the library
+        # (without Python's headers there is none: the package uses ctypes).
+        speedups = lib.parent / "_speedups.abi3.so"
+        if speedups.is_file():
+            shutil.copyfile(speedups, dest / speedups.name)
+            _say(f"packaged {speedups}")
+        else:
+            _say(f"no {speedups} (no python3-dev at build time): the package will use ctypes")
 
 
 commands = {"build_py": BuildPy}

@@ -131,8 +131,8 @@ def exact(obj: Any) -> Optional[Tuple[int, int, Tuple[int, ...], int]]:
             return None
         return obj.ctypes.data, code, obj.shape, -1
     if type(obj).__name__ == "Array" and type(obj).__module__ == "replaydb.core":
-        c = obj._c()  # a batch's own array: C-contiguous, its memory and dtype known
-        return c.data or 0, c.dtype, tuple(c.dims[:c.ndim]), c.device
+        # A batch's own array: C-contiguous, its memory and dtype known.
+        return obj._data, obj._dtype_code, obj._shape, obj._device
     torch = sys.modules.get("torch")
     if torch is not None:
         codes = _TORCH_CODES or _torch_codes(torch)

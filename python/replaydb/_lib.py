@@ -374,6 +374,47 @@ for _name, _restype, _argtypes in _SIGNATURES:
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
 
 
+# The per-batch calls in C (_speedups.c): the module the build puts beside
+# the library (build/lib, or replaydb/lib in an installed package), for
+# CPython >= 3.11. Without it the package does the same through ctypes;
+# ``speedups_error`` says why it is not in use (REPLAYDB_PURE_PYTHON=1 turns
+# it off, to test that path).
+SPEEDUPS_FILE = "_speedups.abi3.so"
+speedups = None
+speedups_error = ""
+
+
+def _load_speedups():
+    global speedups_error
+    if os.environ.get("REPLAYDB_PURE_PYTHON", "") not in ("", "0"):
+        speedups_error = "turned off by REPLAYDB_PURE_PYTHON"
+        return None
+    if sys.implementation.name != "cpython" or sys.version_info < (3, 11):
+        speedups_error = "needs CPython >= 3.11"
+        return None
+    directory = Path(lib._name).resolve().parent if os.sep in lib._name else None
+    path = directory / SPEEDUPS_FILE if directory is not None else None
+    if path is None or not path.is_file():
+        speedups_error = f"no {SPEEDUPS_FILE} beside {lib._name}"
+        return None
+    import importlib.util
+    try:
+        spec = importlib.util.spec_from_file_location("replaydb._speedups", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.bind(*(ctypes.cast(getattr(_plain, name), c_void_p).value for name in (
+            "replaydb_table_sample", "replaydb_table_sample_to_device", "replaydb_batch_field",
+            "replaydb_batch_retain", "replaydb_batch_release", "replaydb_batch_dlpack",
+            "replaydb_dlpack_capsule_destructor")))
+    except (ImportError, OSError, AttributeError) as e:
+        speedups_error = f"{path}: {e}"
+        return None
+    return module
+
+
+speedups = _load_speedups()
+
+
 # Ctrl-C inside the engine: a call of the main thread that waits there (for
 # the rate limiter, or for hot-tier blocks) runs this every 100 ms
 # (replaydb_set_interrupt_check). Python runs its signal handlers as the

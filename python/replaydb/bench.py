@@ -37,7 +37,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import replaydb
-from replaydb import _convert
+from replaydb import _convert, _lib
 from replaydb._lib import SampleOptions, Tensor, lib
 
 TARGET_US = 10.0
@@ -325,8 +325,10 @@ def run(device: str, batch: int, seq: int, step_bytes: int, envs: int, calls: in
                 results.append(_update_row(env, calls, repetitions))
         bare = statistics.median(_block_micros(lambda: lib.replaydb_version(), 10000, lambda: None)
                                  for _ in range(5))
+    path = "C module" if _lib.speedups is not None else f"ctypes ({_lib.speedups_error})"
     for r in results:
         r["bare_foreign_call_us"] = round(bare, 3)
+        r["python_path"] = path
     return results
 
 
@@ -372,7 +374,8 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"(ratio {r['ratio']}); adds {r['overhead_us']:.1f} us [95% CI {lo:.1f}, {hi:.1f}], "
               f"allowed {r['allowed_us']:.0f}: {r['target']}")
     if results and not args.json:
-        print(f"a bare foreign call costs {results[0]['bare_foreign_call_us']:.2f} us")
+        print(f"a bare foreign call costs {results[0]['bare_foreign_call_us']:.2f} us; "
+              f"per-batch calls through the {results[0]['python_path']}")
     return 0
 
 

@@ -2,7 +2,9 @@
 
 Everything goes through the C API (include/replaydb/c.h) with ctypes, which
 releases the GIL for every call, so writers and samplers in several Python
-threads run in parallel inside the engine.
+threads run in parallel inside the engine. A batch's calls (sample, its
+arrays, DLPack capsules) go through the C module _speedups.c where the build
+made one (see _lib.speedups), which releases the GIL the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from replaydb._lib import (MAX_DIMS, INT64_MAX as _INT64_MAX, INT64_MIN as _INT6
                            SampleOptions as _CSampleOptions, TableInfo as _CInfo,
                            Tensor as _CTensor, fast as _fast, int64_array as _int64_array,
                            lib as _lib, take_string, take_strings)
+from replaydb import _lib as _lib_module
 from replaydb.errors import (Error, FailedPreconditionError, InvalidArgumentError,
                              NotFoundError, NotSupportedError, check as _check)
 
@@ -257,83 +260,114 @@ class RateLimiter:
 # ---------------------------------------------------------------- batches
 
 
-class Array:
+class _PyArrayBase:
+    """What _speedups.ArrayBase does in C, through ctypes: an array's
+    description (``_shape``, ``_device``, ...), and the reference of its own
+    that views made from its raw pointer keep (``_own``)."""
+
+    __slots__ = ("_batch", "name", "_ndim", "_dtype_code", "_device", "_nbytes", "_data",
+                 "_shape", "_own")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("replaydb: arrays come from batches (batch[name]); they cannot be made")
+
+    def _set_own(self, handle: int) -> None:
+        if self._own is None:
+            _fast.replaydb_batch_retain(handle)
+            self._own = handle
+
+    def __del__(self) -> None:
+        own = getattr(self, "_own", None)
+        if own is not None:
+            self._own = None
+            if self._batch._pid == _PID:  # a fork's copy is dropped
+                _fast.replaydb_batch_release(own)
+
+
+def _py_field(cls: type, batch: "Batch", handle: int, name: str, name_bytes: bytes,
+              squeeze: bool) -> Any:
+    """_speedups.field through ctypes: field ``name`` of the batch as a
+    ``cls``, or (code, message address) for a failure."""
+    info = _CArray()
+    err = c_char_p()
+    code = _fast.replaydb_batch_field(handle, name_bytes, byref(info), byref(err))
+    if code:
+        return code, ctypes.cast(err, c_void_p).value or 0
+    if squeeze:
+        _drop_sequence_axis(info.dims, info.ndim, info)
+    a = object.__new__(cls)
+    a._batch, a.name, a._own = batch, name, None
+    a._ndim, a._dtype_code, a._device = info.ndim, info.dtype, info.device
+    a._nbytes, a._data, a._shape = info.nbytes, info.data or 0, tuple(info.dims[:info.ndim])
+    return a
+
+
+def _fail(failure: Tuple[int, int]) -> None:
+    """Raises for a (code, message address) that _speedups or _py_field returned."""
+    _check(failure[0], c_char_p(failure[1] or None))
+
+
+_speedups = _lib_module.speedups
+_ArrayBase: Any = _speedups.ArrayBase if _speedups is not None else _PyArrayBase
+_field: Any = _speedups.field if _speedups is not None else _py_field
+
+
+class Array(_ArrayBase):
     """One array of a batch, in host or GPU memory that the batch owns.
 
     Zero-copy into any framework: ``torch.from_dlpack(a)``,
     ``jax.dlpack.from_dlpack(a)``, ``numpy.from_dlpack(a)`` (host) or
-    ``numpy.asarray(a)`` (host, through ``__array_interface__``); device arrays
-    also offer ``__cuda_array_interface__``. What a framework made from it keeps
-    the memory for as long as it lives, also after ``Batch.close()``; the Array
+    ``numpy.asarray(a)`` (host, through the buffer protocol, or
+    ``__array_interface__``); device arrays also offer
+    ``__cuda_array_interface__``. What a framework made from it keeps the
+    memory for as long as it lives, also after ``Batch.close()``; the Array
     object itself reads through its batch (closed: ValueError)."""
 
-    __slots__ = ("_batch", "name", "_info", "_own", "__weakref__")
-
-    def __init__(self, batch: "Batch", name: str):
-        self._batch = batch  # the batch keeps no reference back: no cycle
-        self.name = name
-        self._info: Optional[_CArray] = None  # the C description, read when first needed
-        self._own: Optional[int] = None  # a reference of its own, for interface views
+    __slots__ = ("__weakref__",)
 
     def _handle(self) -> int:
         if self._batch._pid != _PID:
             raise _foreign("batch", self._batch._pid)
-        if self._own is not None:
-            return self._own
+        own = self._own
+        if own is not None:
+            return own
         handle = self._batch._handle
         if handle is None:
             raise ValueError(f"replaydb: array {self.name!r}: the batch was closed")
         return handle
 
-    def _c(self) -> _CArray:
-        if self._info is None:
-            out = _CArray()
-            err = c_char_p()
-            code = _fast.replaydb_batch_field(self._handle(), _name_bytes(self.name), byref(out),
-                                              byref(err))
-            if code:
-                _check(code, err)
-            if self._batch._squeeze:
-                _drop_sequence_axis(out.dims, out.ndim, out)
-            self._info = out
-        return self._info
-
     def _hold(self) -> None:
         """Takes a reference of its own, so that views made from the raw
-        pointer (``__array_interface__``) outlive ``Batch.close()``."""
+        pointer outlive ``Batch.close()``."""
+        handle = self._handle()  # raises in a fork's child or after close
         if self._own is None:
-            handle = self._handle()
-            _fast.replaydb_batch_retain(handle)
-            self._own = handle
+            self._set_own(handle)
 
     @property
     def shape(self) -> Tuple[int, ...]:
-        c = self._c()
-        return tuple(c.dims[:c.ndim])
+        return self._shape
 
     @property
     def device(self) -> int:
         """-1 for host memory, else the CUDA device."""
-        return self._c().device
+        return self._device
 
     @property
     def dtype(self) -> str:
         """NumPy's name of the element type ("float32", "bool", "bfloat16", ...)."""
-        return _convert.NAMES[self._c().dtype]
+        return _convert.NAMES[self._dtype_code]
 
     @property
     def nbytes(self) -> int:
-        return self._c().nbytes
+        return self._nbytes
 
     @property
     def data_ptr(self) -> int:
         """Address of the first element (host or device)."""
-        return self._c().data or 0
+        return self._data
 
     def __dlpack_device__(self) -> Tuple[int, int]:
-        device = self._batch._device_known
-        if device is None:
-            device = self._c().device
+        device = self._device
         return (_dlpack.CPU, 0) if device < 0 else (_dlpack.CUDA, device)
 
     def __dlpack__(self, *, stream: Optional[int] = None, max_version: Any = None,
@@ -346,63 +380,49 @@ class Array:
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"replaydb: array {self.name!r} is on {self.__dlpack_device__()}, "
                               f"not {tuple(dl_device)}")
-        if stream is not None and stream != -1:
-            device = self._batch._device_known
-            if device is None:
-                device = self._c().device
-            if device >= 0:
-                self._batch._wait_on(0 if stream == 1 else stream)
+        if stream is not None and stream != -1 and self._device >= 0:
+            self._batch._wait_on(0 if stream == 1 else stream)
         return self._batch._capsule(self.name, self._own)
 
     @property
     def __array_interface__(self) -> Dict[str, Any]:
-        c = self._info or self._c()
-        if c.device >= 0:
+        if self._device >= 0:
             raise TypeError(f"replaydb: array {self.name!r} is in GPU memory; use "
                             "torch.from_dlpack or __cuda_array_interface__")
-        typestr = _convert.TYPESTR.get(c.dtype)
+        typestr = _convert.TYPESTR.get(self._dtype_code)
         if typestr is None:
             raise TypeError(f"replaydb: NumPy has no {self.dtype}; use torch.from_dlpack")
-        if self._own is None:
-            self._hold()
-        return {"shape": tuple(c.dims[:c.ndim]), "typestr": typestr,
-                "data": (c.data or 0, False), "version": 3}
+        self._hold()
+        return {"shape": self._shape, "typestr": typestr, "data": (self._data, False),
+                "version": 3}
 
     @property
     def __cuda_array_interface__(self) -> Dict[str, Any]:
-        c = self._c()
-        if c.device < 0:
+        if self._device < 0:
             raise AttributeError("replaydb: a host array has no __cuda_array_interface__")
-        if c.dtype not in _convert.TYPESTR:
+        typestr = _convert.TYPESTR.get(self._dtype_code)
+        if typestr is None:
             raise TypeError(f"replaydb: no type string for {self.dtype}; use DLPack")
         self._hold()
         stream = self._batch._stream
-        return {"shape": self.shape, "typestr": _convert.TYPESTR[c.dtype],
-                "data": (c.data or 0, False), "strides": None, "version": 3,
-                "stream": stream if stream else 1}
+        return {"shape": self._shape, "typestr": typestr, "data": (self._data, False),
+                "strides": None, "version": 3, "stream": stream if stream else 1}
 
     def numpy(self):
         """The host array as a NumPy array over the same memory."""
         return _convert.numpy().asarray(self)
 
     def __len__(self) -> int:
-        shape = self.shape
+        shape = self._shape
         return shape[0] if shape else 0
-
-    def __del__(self) -> None:
-        own = getattr(self, "_own", None)
-        if own is not None:
-            self._own = None
-            if self._batch._pid == _PID:  # a fork's copy is dropped
-                _fast.replaydb_batch_release(own)
 
     def __reduce__(self):
         raise _no_pickle("batch array (copy it out: numpy.array(array))")
 
     def __repr__(self) -> str:
-        device = self.device
+        device = self._device
         where = "host" if device < 0 else f"cuda:{device}"
-        return f"replaydb.Array({self.name!r}, {self.dtype}{list(self.shape)}, {where})"
+        return f"replaydb.Array({self.name!r}, {self.dtype}{list(self._shape)}, {where})"
 
 
 _from_capsule: Any = None
@@ -501,16 +521,11 @@ class Batch(Mapping):
         handle = self._handle
         if handle is None or self._pid != _PID:
             raise self._gone()
-        array = Array(self, name)
-        # An unknown name fails here, naming the fields there are.
-        info = _CArray()
-        err = c_char_p()
-        code = _fast.replaydb_batch_field(handle, _name_bytes(name), byref(info), byref(err))
-        if code:
-            _check(code, err)
-        if self._squeeze:
-            _drop_sequence_axis(info.dims, info.ndim, info)
-        array._info = info
+        if type(name) is not str:
+            raise TypeError(f"replaydb: batch fields are named by str, not {type(name).__name__}")
+        array = _field(Array, self, handle, name, _name_bytes(name), self._squeeze)
+        if type(array) is tuple:
+            _fail(array)  # an unknown name: the message names the fields there are
         return array
 
     def __contains__(self, name: object) -> bool:
@@ -597,6 +612,11 @@ class Batch(Mapping):
             handle = self._handle
             if handle is None:
                 raise ValueError(f"replaydb: array {name!r}: the batch was closed")
+        if _speedups is not None:
+            capsule = _speedups.capsule(handle, _name_bytes(name), self._squeeze)
+            if type(capsule) is tuple:
+                _fail(capsule)
+            return capsule
         managed = c_void_p()
         err = c_char_p()
         code = _fast.replaydb_batch_dlpack(handle, _name_bytes(name), byref(managed), byref(err))
@@ -1229,6 +1249,7 @@ class Table(_Owned):
             options.peek = int(peek)
             options.gather = int(gather)
             options.weight_normalization = normalization
+            options._address = ctypes.addressof(options)  # for _speedups (the options live on)
             if len(self._options_cache) < 64:
                 self._options_cache[key] = options
         return options
@@ -1308,6 +1329,20 @@ class Table(_Owned):
         me = self._handle
         if me is None or self._pid != _PID:
             me = self._h()  # raises, saying why
+        if _speedups is not None:
+            stream_value = None
+            if dev < 0:
+                got = _speedups.sample(me, batch_size, options._address)
+                if type(got) is int:
+                    return Batch(got, None, -1)
+            else:
+                stream_value = _stream_value(stream)
+                if stream_value is None:
+                    stream_value = _convert.torch_stream(dev)
+                got = _speedups.sample_to_device(me, batch_size, options._address, stream_value)
+                if type(got) is int:
+                    return Batch(got, stream_value, dev)
+            return self._sample_again(got, batch_size, options, timeout, dev, stream_value)
         handle = c_void_p()
         err = c_char_p()
         if dev < 0:
@@ -1333,6 +1368,25 @@ class Table(_Owned):
                                                              byref(handle), byref(err))
             _check(code, err)
         return Batch(handle.value, stream_value, dev)
+
+    def _sample_again(self, failure: Tuple[int, int], batch_size: int,
+                      options: _CSampleOptions, timeout: Optional[float], dev: int,
+                      stream_value: Optional[int]) -> Batch:
+        """After a sample through _speedups failed: the waits of the rate
+        limiter go on in slices until ``timeout`` (see _again), or it raises."""
+        code, err = failure[0], c_char_p(failure[1] or None)
+        until = _until(timeout)
+        while _again(code, err, until):
+            if dev < 0:
+                got = _speedups.sample(self._h(), batch_size, options._address)
+            else:
+                got = _speedups.sample_to_device(self._h(), batch_size, options._address,
+                                                 stream_value)
+            if type(got) is int:
+                return Batch(got, stream_value if dev >= 0 else None, dev)
+            code, err = got[0], c_char_p(got[1] or None)
+        _check(code, err)
+        raise AssertionError("unreachable: _check raises for a failure")
 
     def lookup(self, keys: Any) -> Batch:
         """Reads the items ``keys`` into a host batch without drawing."""

@@ -13,14 +13,19 @@
 #   install_test.sh PYTHON SOURCE_DIR LIBRARY BUILD_DIR CMAKE
 set -euo pipefail
 python="$1" src="$2" library="$3" build="$4" cmake="$5"
+# The per-batch calls in C go with the library where the build made them
+# (Python >= 3.11 with its headers); the system install of case 3 has none.
+speedups=0
+[ ! -f "$(dirname "$library")/_speedups.abi3.so" ] || speedups=1
 work="$(mktemp -d "${TMPDIR:-/tmp}/replaydb-python-install-XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 cat >"$work/check.py" <<'PY'
 import sys, numpy as np, replaydb
 from replaydb import _lib
-where = sys.argv[2]
+where, speedups = sys.argv[2], sys.argv[3] == "1"
 assert where in replaydb.__file__ or where in _lib.lib._name, (replaydb.__file__, _lib.lib._name)
+assert (_lib.speedups is not None) == speedups, (speedups, _lib.speedups_error)
 with replaydb.open(sys.argv[1]) as db:
     t = db.create_table("t", {"x": (np.int32, (3,))}, capacity_steps=64)
     with t.writer() as w:
@@ -42,7 +47,7 @@ cp -r "$src/python" "$work/package"
 REPLAYDB_LIBRARY="$library" "$work/venv1/bin/python" -m pip install -q --no-build-isolation \
   --no-index --no-deps "$work/package" >"$work/pip1.log" 2>&1 || { cat "$work/pip1.log" >&2; exit 1; }
 rm -rf "$work/package"
-clean_run "$work" "$work/venv1/bin/python" "$work/check.py" "$work/db1" "$work/venv1/"
+clean_run "$work" "$work/venv1/bin/python" "$work/check.py" "$work/db1" "$work/venv1/" "$speedups"
 
 echo "--- 2. pip install from the sources, CMake building the library"
 mkdir "$work/repo"
@@ -56,7 +61,7 @@ REPLAYDB_CMAKE_ARGS="-DREPLAYDB_WITH_CUDA=OFF" "$work/venv2/bin/python" -m pip i
   { cat "$work/pip2.log" >&2; exit 1; }
 echo "(built and installed in $(( $(date +%s) - start )) s)"
 rm -rf "$work/repo"
-clean_run "$work" "$work/venv2/bin/python" "$work/check.py" "$work/db2" "$work/venv2/"
+clean_run "$work" "$work/venv2/bin/python" "$work/check.py" "$work/db2" "$work/venv2/" "$speedups"
 
 echo "--- 3. the library of cmake --install, found by its soname"
 "$cmake" --install "$build" --prefix "$work/prefix" >"$work/install.log" 2>&1 ||
@@ -66,4 +71,4 @@ rm -f "$libdir/libreplaydb.so"  # a runtime install: the soname's file and its t
 mkdir "$work/pkg3"
 cp -r "$src/python/replaydb" "$work/pkg3/"
 clean_run "$work" env PYTHONPATH="$work/pkg3" LD_LIBRARY_PATH="$libdir" "$python" \
-  "$work/check.py" "$work/db3" "libreplaydb.so.0.1"
+  "$work/check.py" "$work/db3" "libreplaydb.so.0.1" 0

@@ -7,7 +7,7 @@
 # non-system shared library they load (found with ldd):
 #   .bundle/bin/          replaydb_tests, replaydb
 #   .bundle/lib/          libreplaydb.so (the C API, which the Python package
-#                         in python/ loads), and
+#                         in python/ loads) and _speedups.abi3.so (its C calls), and
 #                         jemalloc, flatbuffers, rocksdb, ucx, ... (whatever ldd lists)
 #   .bundle/lib/fallback/ libstdc++ and libgcc_s, used there only when the
 #                         machine's own are too old for our binaries (newer
@@ -56,6 +56,13 @@ cp "$build/bin/replaydb_tests" "$build/bin/replaydb" "$bundle/bin/"
 soname="$(objdump -p "$build/lib/libreplaydb.so" | awk '/SONAME/ {print $2}')"
 cp -L "$build/lib/libreplaydb.so" "$bundle/lib/$soname"
 ln -sf "$soname" "$bundle/lib/libreplaydb.so"
+# The package's per-batch calls in C (stable ABI: any CPython >= 3.11 there),
+# beside the library where the package looks for them.
+if [ -f "$build/lib/_speedups.abi3.so" ]; then
+  cp "$build/lib/_speedups.abi3.so" "$bundle/lib/"
+else
+  echo "gpu-bundle.sh: no _speedups.abi3.so (python3-dev missing?): Python uses ctypes there" >&2
+fi
 
 # Libraries every Linux machine has in a matching version: never bundled.
 is_glibc() {

@@ -207,6 +207,7 @@ if want python && [ -f "$logs/python-bench.jsonl" ]; then
 import json
 import sys
 
+path = "nothing: no rows"
 for line in open(sys.argv[1]):
     if not line.startswith("{"):
         continue
@@ -216,6 +217,8 @@ for line in open(sys.argv[1]):
     print(f"{r['bench']:26s} {params}: python {r['value']} us, c_api {r['ceiling']} us; "
           f"adds {r['overhead_us']} us [95% CI {lo}, {hi}] (allowed {r['allowed_us']}): "
           f"{r['target']}")
+    path = r.get("python_path", "ctypes")
+print(f"(per-batch calls through the {path})")
 PY
 fi
 echo

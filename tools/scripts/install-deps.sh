@@ -26,6 +26,7 @@ PACKAGES=(
   # tools/analysis/plot_benchmarks.py (ctest analysis.plot_benchmarks)
   python3 python3-numpy python3-pytest python3-venv python3-pip python3-setuptools
   python3-matplotlib
+  python3-dev  # Python.h: the package's per-batch calls in C (python/replaydb/_speedups.c)
 )
 
 missing=()
