@@ -404,9 +404,8 @@ def _load_speedups():
         spec.loader.exec_module(module)
         module.bind(*(ctypes.cast(getattr(_plain, name), c_void_p).value for name in (
             "replaydb_table_sample", "replaydb_table_sample_to_device", "replaydb_batch_field",
-            "replaydb_batch_retain", "replaydb_batch_release", "replaydb_batch_dlpack",
-            "replaydb_dlpack_capsule_destructor")))
-    except (ImportError, OSError, AttributeError) as e:
+            "replaydb_batch_retain", "replaydb_batch_release", "replaydb_batch_dlpack")))
+    except (ImportError, OSError, AttributeError, TypeError, ValueError) as e:
         speedups_error = f"{path}: {e}"
         return None
     return module

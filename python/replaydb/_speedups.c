@@ -49,7 +49,6 @@ static struct {
   BatchRefFn retain;
   BatchRefFn release;
   DlpackFn dlpack;
-  PyCapsule_Destructor capsule_destructor;
 } api;
 
 /* Handles belong to the process that made them (a forked child may neither
@@ -76,6 +75,7 @@ typedef struct {
 
 static PyObject* handle_name; /* "_handle" */
 static PyObject* hold_name;   /* "_hold" */
+static const char kDltensor[] = "dltensor";
 static PyTypeObject* ArrayBaseType;
 
 /* (code, address of the C API's malloc'ed message or 0): errors.check turns
@@ -103,15 +103,15 @@ static int CheckArgs(const char* fn, Py_ssize_t n, Py_ssize_t want) {
 }
 
 /* bind(sample, sample_to_device, batch_field, batch_retain, batch_release,
- *      batch_dlpack, dlpack_capsule_destructor): function addresses. */
+ *      batch_dlpack): function addresses. */
 static PyObject* Bind(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   (void)self;
-  void* p[7];
-  if (n != 7) {
-    PyErr_SetString(PyExc_TypeError, "replaydb._speedups.bind takes 7 function addresses");
+  void* p[6];
+  if (n != 6) {
+    PyErr_SetString(PyExc_TypeError, "replaydb._speedups.bind takes 6 function addresses");
     return NULL;
   }
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < 6; ++i) {
     if (AsPointer(args[i], &p[i]) < 0) return NULL;
     if (p[i] == NULL) {
       PyErr_Format(PyExc_ValueError, "replaydb._speedups.bind: address %d is 0", i);
@@ -124,7 +124,6 @@ static PyObject* Bind(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   api.retain = (BatchRefFn)p[3];
   api.release = (BatchRefFn)p[4];
   api.dlpack = (DlpackFn)p[5];
-  api.capsule_destructor = (PyCapsule_Destructor)p[6];
   Py_RETURN_NONE;
 }
 
@@ -255,6 +254,18 @@ static PyObject* Field(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   return (PyObject*)a;
 }
 
+/* A capsule nobody consumed (a consumer renames it "used_dltensor" and calls
+ * the deleter itself): its tensor's deleter, which gives the batch's
+ * reference back, runs without the GIL (see ReleaseOwn). */
+static void CapsuleDestructor(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, kDltensor)) return;
+  DLManagedTensorView* m = (DLManagedTensorView*)PyCapsule_GetPointer(capsule, kDltensor);
+  if (m == NULL || m->deleter == NULL) return;
+  PyThreadState* state = PyEval_SaveThread();
+  m->deleter(m);
+  PyEval_RestoreThread(state);
+}
+
 /* capsule(handle, name_bytes, squeeze): a "dltensor" capsule over field
  * `name` (the tensor holds its own reference to the batch), or a failure. */
 static PyObject* Capsule(PyObject* self, PyObject* const* args, Py_ssize_t n) {
@@ -277,40 +288,40 @@ static PyObject* Capsule(PyObject* self, PyObject* const* args, Py_ssize_t n) {
     memmove(&t->shape[1], &t->shape[2], sizeof(int64_t) * (size_t)(t->ndim - 2));
     --t->ndim;
   }
-  PyObject* capsule = PyCapsule_New(managed, "dltensor", api.capsule_destructor);
+  PyObject* capsule = PyCapsule_New(managed, kDltensor, CapsuleDestructor);
   if (capsule == NULL) m->deleter(m);  // nobody else will
   return capsule;
 }
 
-/* Takes the array's own reference through its batch, as core.Array._hold:
- * a closed batch or another process's raises there, with its message. */
+/* Takes the array's own reference through its batch, as core.Array._hold
+ * does; where that cannot be done here (a closed batch, another process's
+ * array, a batch the collector cleared) _hold itself runs and raises, with
+ * its message. */
 static int Hold(ArrayObject* a) {
   if (a->own != NULL && a->pid == current_pid) return 0;
-  PyObject* handle = NULL;
-  if (a->pid == current_pid) handle = PyObject_GetAttr(a->batch, handle_name);
-  if (handle == NULL || handle == Py_None) {
-    Py_XDECREF(handle);
-    PyErr_Clear();
-    PyObject* r = PyObject_CallMethodObjArgs((PyObject*)a, hold_name, NULL);  // raises
-    Py_XDECREF(r);
-    if (r != NULL) {
-      PyErr_SetString(PyExc_BufferError, "replaydb: the array's batch is not usable here");
+  if (a->own == NULL && a->pid == current_pid && a->batch != NULL) {
+    PyObject* handle = PyObject_GetAttr(a->batch, handle_name);
+    if (handle == NULL) return -1;
+    void* h = handle == Py_None ? NULL : PyLong_AsVoidPtr(handle);
+    Py_DECREF(handle);
+    if (h == NULL && PyErr_Occurred()) return -1;
+    if (h != NULL) {
+      api.retain((replaydb_batch_t*)h);
+      a->own = (replaydb_batch_t*)h;
+      return 0;
     }
-    return -1;
   }
-  void* h = PyLong_AsVoidPtr(handle);
-  Py_DECREF(handle);
-  if (h == NULL) {
-    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "replaydb: the batch was closed");
-    return -1;
-  }
-  api.retain((replaydb_batch_t*)h);
-  a->own = (replaydb_batch_t*)h;
-  return 0;
+  PyObject* r = PyObject_CallMethodObjArgs((PyObject*)a, hold_name, NULL);
+  if (r == NULL) return -1;
+  Py_DECREF(r);
+  if (a->own != NULL && a->pid == current_pid) return 0;
+  PyErr_SetString(PyExc_BufferError, "replaydb: the array's batch cannot be used here");
+  return -1;
 }
 
 static int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
   ArrayObject* a = (ArrayObject*)self;
+  view->obj = NULL;
   if (a->device >= 0) {
     PyErr_Format(PyExc_BufferError,
                  "replaydb: array %R is in GPU memory; use torch.from_dlpack or "
@@ -322,6 +333,10 @@ static int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
   if (format == NULL) {
     PyErr_Format(PyExc_BufferError, "replaydb: array %R: NumPy has no such type; use "
                  "torch.from_dlpack", a->name);
+    return -1;
+  }
+  if ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && a->ndim > 1) {
+    PyErr_Format(PyExc_BufferError, "replaydb: array %R is C-contiguous, not Fortran", a->name);
     return -1;
   }
   if (Hold(a) < 0) return -1;
@@ -345,11 +360,40 @@ static void ReleaseBuffer(PyObject* self, Py_buffer* view) {
   (void)view;  // the memory stays with the array's own reference
 }
 
+/* Gives the array's own reference back without the GIL: the last release of
+ * a device sampler's batch takes the sampler's lock, which a thread waiting in
+ * replaydb_sampler_next holds (and its interrupt check needs the GIL). */
+static void ReleaseOwn(ArrayObject* a) {
+  replaydb_batch_t* own = a->own;
+  a->own = NULL;
+  if (own != NULL && a->pid == current_pid) {  // a fork's copy is dropped
+    PyThreadState* state = PyEval_SaveThread();
+    api.release(own);
+    PyEval_RestoreThread(state);
+  }
+}
+
+/* A batch can hold its arrays (batch.keep = batch["x"]): the collector
+ * must see the array's references to find such cycles. */
+static int ArrayTraverse(PyObject* self, visitproc visit, void* arg) {
+  ArrayObject* a = (ArrayObject*)self;
+  Py_VISIT(a->batch);
+  Py_VISIT(a->name);
+  Py_VISIT((PyObject*)Py_TYPE(self));  // instances of heap types refer to them
+  return 0;
+}
+
+static int ArrayClear(PyObject* self) {
+  ArrayObject* a = (ArrayObject*)self;
+  Py_CLEAR(a->batch);
+  return 0;
+}
+
 static void ArrayDealloc(PyObject* self) {
   ArrayObject* a = (ArrayObject*)self;
   PyTypeObject* type = Py_TYPE(self);
-  if (a->own != NULL && a->pid == current_pid) api.release(a->own);  // a fork's copy: dropped
-  a->own = NULL;
+  PyObject_GC_UnTrack(self);
+  ReleaseOwn(a);
   Py_CLEAR(a->batch);
   Py_CLEAR(a->name);
   freefunc free_fn = (freefunc)PyType_GetSlot(type, Py_tp_free);
@@ -434,6 +478,8 @@ static PyMethodDef array_methods[] = {
 
 static PyType_Slot array_slots[] = {
     {Py_tp_dealloc, ArrayDealloc},
+    {Py_tp_traverse, ArrayTraverse},
+    {Py_tp_clear, ArrayClear},
     {Py_tp_new, ArrayNew},
     {Py_tp_members, array_members},
     {Py_tp_getset, array_getset},
@@ -448,7 +494,7 @@ static PyType_Spec array_spec = {
     "replaydb._speedups.ArrayBase",
     sizeof(ArrayObject),
     0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     array_slots,
 };
 

@@ -521,7 +521,7 @@ class Batch(Mapping):
         handle = self._handle
         if handle is None or self._pid != _PID:
             raise self._gone()
-        if type(name) is not str:
+        if not isinstance(name, str):
             raise TypeError(f"replaydb: batch fields are named by str, not {type(name).__name__}")
         array = _field(Array, self, handle, name, _name_bytes(name), self._squeeze)
         if type(array) is tuple:

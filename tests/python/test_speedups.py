@@ -159,3 +159,25 @@ def test_a_forked_child_gets_no_view_and_frees_nothing(db_path, rng):
         for line in lines[:2] + ([] if PURE else lines[2:]):
             assert f"process {pid} is a fork" in line, line
         np.testing.assert_array_equal(np.asarray(array), parent_view)
+
+
+def test_a_batch_that_holds_its_own_array_is_collected(db_path, rng):
+    with replaydb.open(db_path) as db:
+        table, _, _ = _filled(db, rng, {"x": ("float32", (2,))}, 4)
+        gc.collect()
+        baseline = replaydb.live_batches()
+        for _ in range(int(rng.integers(1, 5))):
+            batch = table.sample(2)
+            batch.keep = batch["x"]  # a cycle: batch -> array -> batch
+            np.asarray(batch.keep)  # and the array's own reference
+        del batch
+        gc.collect()
+        assert replaydb.live_batches() == baseline
+
+
+def test_fields_are_named_by_str_and_its_subclasses(db_path, rng):
+    with replaydb.open(db_path) as db:
+        table, _, _ = _filled(db, rng, {"x": ("int16", (3,))}, 4)
+        batch = table.sample(3)
+        np.testing.assert_array_equal(np.asarray(batch[np.str_("x")]), np.asarray(batch["x"]))
+        assert batch[np.str_("x")].name == "x"
