@@ -33,6 +33,18 @@ bool Take(std::string_view* in, size_t n, std::vector<T>* v) {
 
 std::string Name(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
 
+// A payload of uint64s (keys or trajectory ids); InvalidArgument naming
+// `what` when it is not whole ones.
+template <typename T>
+Status TakeIds(std::string_view in, const std::string& what, std::vector<T>* out) {
+  static_assert(sizeof(T) == 8);
+  if (in.size() % sizeof(T) != 0 || !Take(&in, in.size() / sizeof(T), out)) {
+    return Status::InvalidArgument(what + ": " + std::to_string(in.size()) +
+                                   " payload bytes are not whole 8-byte keys or ids");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 flatbuffers::Offset<fb::RateLimiter> EncodeLimiter(flatbuffers::FlatBufferBuilder& b,
@@ -274,6 +286,105 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
       REPLAYDB_RETURN_IF_ERROR(table->Clear());
       return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
     }
+    case fb::Body::DeleteItems: {
+      REPLAYDB_ASSIGN_OR_RETURN(auto table,
+                                db.GetTable(Name(h->body_as_DeleteItems()->table())));
+      std::vector<ItemKey> keys;
+      REPLAYDB_RETURN_IF_ERROR(
+          TakeIds(r.message.payload, "a remote DeleteItems of table '" + table->name() + "'",
+                  &keys));
+      int64_t deleted = 0;
+      REPLAYDB_RETURN_IF_ERROR(table->DeleteItems(keys, &deleted));
+      return Reply{
+          EncodeHeader(b, f, fb::Body::ItemsDeleted, fb::CreateItemsDeleted(b, deleted)), ""};
+    }
+    case fb::Body::ItemPriorities: {
+      REPLAYDB_ASSIGN_OR_RETURN(auto table,
+                                db.GetTable(Name(h->body_as_ItemPriorities()->table())));
+      std::vector<ItemKey> keys;
+      std::vector<double> priorities;
+      REPLAYDB_RETURN_IF_ERROR(table->ItemPriorities(&keys, &priorities));
+      std::string payload;
+      payload.reserve(keys.size() * (sizeof(ItemKey) + sizeof(double)));
+      Put(&payload, keys);
+      Put(&payload, priorities);
+      const auto count = static_cast<int64_t>(keys.size());
+      return Reply{EncodeHeader(b, f, fb::Body::ItemPrioritiesRead,
+                                fb::CreateItemPrioritiesRead(b, count)),
+                   std::move(payload)};
+    }
+    case fb::Body::LoadTrajectories: {
+      const fb::LoadTrajectories* q = h->body_as_LoadTrajectories();
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
+      if (q->range()) {
+        REPLAYDB_RETURN_IF_ERROR(table->LoadRange(q->first(), q->last()));
+      } else {
+        std::vector<uint64_t> ids;
+        REPLAYDB_RETURN_IF_ERROR(TakeIds(
+            r.message.payload, "a remote Load of table '" + table->name() + "'", &ids));
+        REPLAYDB_RETURN_IF_ERROR(table->Load(ids));
+      }
+      return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
+    }
+    case fb::Body::ColdTrajectories: {
+      const fb::ColdTrajectories* q = h->body_as_ColdTrajectories();
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
+      std::vector<uint64_t> ids;
+      REPLAYDB_RETURN_IF_ERROR(
+          table->ColdTrajectories(q->from(), static_cast<size_t>(q->limit()), &ids));
+      std::string payload;
+      Put(&payload, ids);
+      const auto count = static_cast<int64_t>(ids.size());
+      return Reply{
+          EncodeHeader(b, f, fb::Body::TrajectoryIds, fb::CreateTrajectoryIds(b, count)),
+          std::move(payload)};
+    }
+    case fb::Body::ListTrajectories: {
+      const fb::ListTrajectories* q = h->body_as_ListTrajectories();
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
+      TrajectoryFilter filter;
+      filter.from = q->from();
+      filter.limit = static_cast<size_t>(q->limit());
+      filter.min_length = q->min_length();
+      filter.max_length = q->max_length();
+      if (q->ended() < -1 || q->ended() > 1 || q->tier() < -1 ||
+          q->tier() > static_cast<int8_t>(Tier::kCold)) {
+        return Status::InvalidArgument(
+            "a remote ListTrajectories of table '" + table->name() + "': ended " +
+            std::to_string(q->ended()) + " and tier " + std::to_string(q->tier()) +
+            " must each be -1 (any) or a value (ended 0 or 1; tier 0 hot, 1 cold)");
+      }
+      if (q->ended() >= 0) filter.ended = q->ended() == 1;
+      if (q->tier() >= 0) filter.tier = static_cast<Tier>(q->tier());
+      std::vector<TrajectoryInfo> rows;
+      REPLAYDB_RETURN_IF_ERROR(table->ListTrajectories(filter, &rows));
+      std::string payload;
+      payload.reserve(rows.size() * kTrajectoryRowBytes);
+      for (const TrajectoryInfo& t : rows) PutTrajectoryRow(&payload, t);
+      const auto count = static_cast<int64_t>(rows.size());
+      return Reply{
+          EncodeHeader(b, f, fb::Body::TrajectoryList, fb::CreateTrajectoryList(b, count)),
+          std::move(payload)};
+    }
+    case fb::Body::ReadTrajectory: {
+      const fb::ReadTrajectory* q = h->body_as_ReadTrajectory();
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
+      TrajectorySteps steps;
+      REPLAYDB_RETURN_IF_ERROR(table->ReadTrajectory(q->id(), q->first(), q->count(), &steps));
+      std::string payload;
+      for (const Tensor& c : steps.columns) {
+        payload.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
+      }
+      Put(&payload, steps.step_priorities);
+      const TrajectoryInfo& t = steps.info;
+      const auto read = static_cast<int64_t>(steps.step_priorities.size());
+      return Reply{EncodeHeader(b, f, fb::Body::TrajectoryRead,
+                                fb::CreateTrajectoryRead(
+                                    b, t.id, t.length, t.live_items, t.ended,
+                                    static_cast<uint8_t>(t.end_reason),
+                                    static_cast<uint8_t>(t.tier), steps.first, read)),
+                   std::move(payload)};
+    }
     default:
       return Status::NotSupported(
           "this server does not serve requests of kind '" +
@@ -440,6 +551,8 @@ Result<Reply> DbService::Handle(Request& r) {
       case fb::Body::SetRateLimiter:
       case fb::Body::SeedTable:
       case fb::Body::ClearTable:
+      case fb::Body::DeleteItems:
+      case fb::Body::LoadTrajectories:  // evicts (and spills) others
         return Status::FailedPrecondition(
             std::string("this connection's token is a read-only one: ") +
             fb::EnumNameBody(kind) + " refused (reads, samples and lookups are served)");
@@ -766,6 +879,35 @@ Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int6
   }
   *out = std::move(b);
   return Status::OK();
+}
+
+void PutTrajectoryRow(std::string* out, const TrajectoryInfo& t) {
+  char row[kTrajectoryRowBytes] = {};
+  const int64_t length = t.length, live = t.live_items;
+  std::memcpy(row, &t.id, 8);
+  std::memcpy(row + 8, &length, 8);
+  std::memcpy(row + 16, &live, 8);
+  row[24] = t.ended ? 1 : 0;
+  row[25] = static_cast<char>(t.end_reason);
+  row[26] = static_cast<char>(t.tier);
+  out->append(row, sizeof(row));
+}
+
+bool TakeTrajectoryRow(std::string_view* in, TrajectoryInfo* t) {
+  if (in->size() < kTrajectoryRowBytes) return false;
+  const auto* row = reinterpret_cast<const uint8_t*>(in->data());
+  std::memcpy(&t->id, row, 8);
+  std::memcpy(&t->length, row + 8, 8);
+  std::memcpy(&t->live_items, row + 16, 8);
+  if (row[24] > 1 || row[25] > static_cast<uint8_t>(EndReason::kTruncated) ||
+      row[26] > static_cast<uint8_t>(Tier::kCold) || t->length < 0 || t->live_items < 0) {
+    return false;
+  }
+  t->ended = row[24] == 1;
+  t->end_reason = static_cast<EndReason>(row[25]);
+  t->tier = static_cast<Tier>(row[26]);
+  in->remove_prefix(kTrajectoryRowBytes);
+  return true;
 }
 
 void ShapeSampleColumns(const TableSpec& spec, int64_t batch_size, int64_t sequence_length,

@@ -96,6 +96,14 @@ flatbuffers::Offset<wire::fb::RateLimiter> EncodeLimiter(flatbuffers::FlatBuffer
 RateLimiterSpec DecodeLimiter(const wire::fb::RateLimiter& limiter);
 TableInfo DecodeInfo(const wire::fb::Info& info, const std::string& name);
 
+// The rows of a TrajectoryList's payload (WIRE.md, "Trajectory rows"): id,
+// length and live items (8 bytes each), ended, end reason and tier (1 byte
+// each), 5 zero bytes. TakeTrajectoryRow: false when `in` is too short or a
+// field is out of range.
+inline constexpr size_t kTrajectoryRowBytes = 32;
+void PutTrajectoryRow(std::string* out, const TrajectoryInfo& t);
+bool TakeTrajectoryRow(std::string_view* in, TrajectoryInfo* t);
+
 // A sample's payload (WIRE.md, "A sample's payload"): keys, probabilities,
 // priorities, weights (when present), times sampled, the mask, then each
 // column's bytes in schema order (none when the sample did not gather).

@@ -701,21 +701,170 @@ class RemoteTable final : public Table {
         "clearing table '" + table + "'");
   }
 
-  Status DeleteItems(std::span<const ItemKey>, int64_t*) override {
-    return remote_->NotServed("DeleteItems");
+  Status DeleteItems(std::span<const ItemKey> keys, int64_t* deleted) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    std::string payload;
+    Put(&payload, keys);
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
+                                             fb::Body::DeleteItems,
+                                             [&](flatbuffers::FlatBufferBuilder& b) {
+                                               return fb::CreateDeleteItems(
+                                                   b, b.CreateString(table));
+                                             },
+                                             std::move(payload)));
+    REPLAYDB_RETURN_IF_ERROR(
+        ExpectBody(m, fb::Body::ItemsDeleted, "deleting items of table '" + table + "'"));
+    if (deleted != nullptr) *deleted = m.header()->body_as_ItemsDeleted()->deleted();
+    return Status::OK();
   }
-  Status Load(std::span<const uint64_t>) override { return remote_->NotServed("Load"); }
-  Status LoadRange(uint64_t, uint64_t) override { return remote_->NotServed("LoadRange"); }
-  // Empty: not served yet.
-  std::vector<uint64_t> ColdTrajectories(uint64_t, size_t) const override { return {}; }
-  std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter&) const override {
-    return {};
+
+  Status Load(std::span<const uint64_t> ids) override {
+    std::string payload;
+    Put(&payload, ids);
+    return LoadOn(false, 0, 0, std::move(payload));
   }
-  Status ReadTrajectory(uint64_t, int64_t, int64_t, TrajectorySteps*) override {
-    return remote_->NotServed("ReadTrajectory");
+  Status LoadRange(uint64_t first, uint64_t last) override {
+    return LoadOn(true, first, last, {});
   }
-  Status ItemPriorities(std::vector<ItemKey>*, std::vector<double>*) override {
-    return remote_->NotServed("ItemPriorities");
+
+  using Table::ColdTrajectories;
+  Status ColdTrajectories(uint64_t from, size_t limit, std::vector<uint64_t>* ids) const override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    const std::string what = "the cold trajectories of table '" + table + "'";
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
+                                             fb::Body::ColdTrajectories,
+                                             [&](flatbuffers::FlatBufferBuilder& b) {
+                                               return fb::CreateColdTrajectories(
+                                                   b, b.CreateString(table), from, limit);
+                                             }));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::TrajectoryIds, what));
+    const int64_t count = m.header()->body_as_TrajectoryIds()->count();
+    std::string_view in = m.payload;
+    if (count < 0 || in.size() != static_cast<uint64_t>(count) * sizeof(uint64_t)) {
+      return Status::Corruption(what + " from " + address() + ": " + std::to_string(count) +
+                                " ids in " + std::to_string(in.size()) + " payload bytes");
+    }
+    ids->resize(static_cast<size_t>(count));
+    if (count > 0) std::memcpy(ids->data(), in.data(), in.size());
+    return Status::OK();
+  }
+
+  using Table::ListTrajectories;
+  Status ListTrajectories(const TrajectoryFilter& filter,
+                          std::vector<TrajectoryInfo>* out) const override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    const std::string what = "the trajectories of table '" + table + "'";
+    const int8_t ended = filter.ended ? (*filter.ended ? 1 : 0) : -1;
+    const int8_t tier = filter.tier ? static_cast<int8_t>(*filter.tier) : -1;
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, remote_->connection->Ask(
+                       fb::Body::ListTrajectories, [&](flatbuffers::FlatBufferBuilder& b) {
+                         return fb::CreateListTrajectories(b, b.CreateString(table), filter.from,
+                                                           filter.limit, filter.min_length,
+                                                           filter.max_length, ended, tier);
+                       }));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::TrajectoryList, what));
+    const int64_t count = m.header()->body_as_TrajectoryList()->count();
+    std::string_view in = m.payload;
+    if (count < 0 || in.size() != static_cast<uint64_t>(count) * kTrajectoryRowBytes) {
+      return Status::Corruption(what + " from " + address() + ": " + std::to_string(count) +
+                                " rows in " + std::to_string(in.size()) + " payload bytes");
+    }
+    out->resize(static_cast<size_t>(count));
+    for (TrajectoryInfo& t : *out) {
+      if (!TakeTrajectoryRow(&in, &t)) {
+        return Status::Corruption(what + " from " + address() +
+                                  ": a row holds a value out of range");
+      }
+    }
+    return Status::OK();
+  }
+
+  Status ReadTrajectory(uint64_t id, int64_t first, int64_t count,
+                        TrajectorySteps* out) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    const std::string what =
+        "reading trajectory " + std::to_string(id) + " of table '" + table + "'";
+    if (out == nullptr) return Status::InvalidArgument(what + ": out is null");
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
+                                             fb::Body::ReadTrajectory,
+                                             [&](flatbuffers::FlatBufferBuilder& b) {
+                                               return fb::CreateReadTrajectory(
+                                                   b, b.CreateString(table), id, first, count);
+                                             }));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::TrajectoryRead, what));
+    const fb::TrajectoryRead* r = m.header()->body_as_TrajectoryRead();
+    const int64_t steps = r->steps();
+    const std::string bad = what + " from " + address() + ": ";
+    if (r->end_reason() > static_cast<uint8_t>(EndReason::kTruncated) ||
+        r->tier() > static_cast<uint8_t>(Tier::kCold) || r->length() < 0 ||
+        r->live_items() < 0) {
+      return Status::Corruption(bad + "the trajectory's end reason, tier, length or item "
+                                      "count is out of range");
+    }
+    TrajectoryInfo info;
+    info.id = r->id();
+    info.length = r->length();
+    info.live_items = r->live_items();
+    info.ended = r->ended();
+    info.end_reason = static_cast<EndReason>(r->end_reason());
+    info.tier = static_cast<Tier>(r->tier());
+    const TableSpec& spec = remote_->spec;
+    uint64_t row_bytes = 0;
+    for (const ColumnSpec& c : spec.columns) row_bytes += c.step_bytes();
+    std::string_view in = m.payload;
+    if (steps < 0 || r->first() < 0 ||
+        (row_bytes + sizeof(double)) * static_cast<uint64_t>(steps) != in.size()) {
+      return Status::Corruption(bad + std::to_string(steps) + " steps in " +
+                                std::to_string(in.size()) + " payload bytes");
+    }
+    out->info = info;
+    out->first = r->first();
+    out->columns.resize(spec.columns.size());
+    for (size_t c = 0; c < spec.columns.size(); ++c) {
+      const ColumnSpec& col = spec.columns[c];
+      std::vector<int64_t> dims = {steps};
+      for (const int64_t d : col.shape.dims()) dims.push_back(d);
+      out->columns[c].Reset(col.dtype, Shape::FromSpan(dims));
+      const size_t bytes = out->columns[c].size_bytes();
+      if (bytes > 0) std::memcpy(out->columns[c].data(), in.data(), bytes);
+      in.remove_prefix(bytes);
+    }
+    out->step_priorities.resize(static_cast<size_t>(steps));
+    if (steps > 0) std::memcpy(out->step_priorities.data(), in.data(), in.size());
+    return Status::OK();
+  }
+
+  Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    const std::string what = "the item priorities of table '" + table + "'";
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
+                                             fb::Body::ItemPriorities,
+                                             [&](flatbuffers::FlatBufferBuilder& b) {
+                                               return fb::CreateItemPriorities(
+                                                   b, b.CreateString(table));
+                                             }));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::ItemPrioritiesRead, what));
+    const int64_t count = m.header()->body_as_ItemPrioritiesRead()->count();
+    std::string_view in = m.payload;
+    if (count < 0 ||
+        in.size() != static_cast<uint64_t>(count) * (sizeof(ItemKey) + sizeof(double))) {
+      return Status::Corruption(what + " from " + address() + ": " + std::to_string(count) +
+                                " items in " + std::to_string(in.size()) + " payload bytes");
+    }
+    const size_t n = static_cast<size_t>(count);
+    keys->resize(n);
+    priorities->resize(n);
+    if (n > 0) {
+      std::memcpy(keys->data(), in.data(), n * sizeof(ItemKey));
+      std::memcpy(priorities->data(), in.data() + n * sizeof(ItemKey), n * sizeof(double));
+    }
+    return Status::OK();
   }
 
   // The server's; when it cannot be asked, only the name (InfoOrError says
@@ -822,6 +971,21 @@ class RemoteTable final : public Table {
     b.columns = std::move(out->columns);
     *out = std::move(b);
     return Status::OK();
+  }
+
+  // Load (`range` false: the ids in `payload`) or LoadRange on the server.
+  Status LoadOn(bool range, uint64_t first, uint64_t last, std::string payload) {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
+                                             fb::Body::LoadTrajectories,
+                                             [&](flatbuffers::FlatBufferBuilder& b) {
+                                               return fb::CreateLoadTrajectories(
+                                                   b, b.CreateString(table), range, first,
+                                                   last);
+                                             },
+                                             std::move(payload)));
+    return ExpectBody(m, fb::Body::Done, "loading cold trajectories of table '" + table + "'");
   }
 
   std::shared_ptr<Remote> remote_;

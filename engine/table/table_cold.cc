@@ -629,14 +629,15 @@ Status TableImpl::LoadRange(uint64_t first, uint64_t last) {
   return LoadIds(ids);
 }
 
-std::vector<uint64_t> TableImpl::ColdTrajectories(uint64_t from, size_t limit) const {
+Status TableImpl::ColdTrajectories(uint64_t from, size_t limit,
+                                   std::vector<uint64_t>* ids) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<uint64_t> ids;
+  ids->clear();
   for (auto it = cold_.lower_bound(from); it != cold_.end(); ++it) {
-    if (limit != 0 && ids.size() >= limit) break;
-    ids.push_back(it->first);
+    if (limit != 0 && ids->size() >= limit) break;
+    ids->push_back(it->first);
   }
-  return ids;
+  return Status::OK();
 }
 
 Status TableImpl::LoadBeforeApply(std::vector<uint64_t> ids) {

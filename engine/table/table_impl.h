@@ -236,7 +236,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   void SetReadOnly() { read_only_.store(true); }
   Status Load(std::span<const uint64_t> trajectory_ids) override;
   Status LoadRange(uint64_t first, uint64_t last) override;
-  std::vector<uint64_t> ColdTrajectories(uint64_t from, size_t limit) const override;
+  using Table::ColdTrajectories;
+  Status ColdTrajectories(uint64_t from, size_t limit, std::vector<uint64_t>* ids) const override;
   // Imports: stores `t` (its id kept, its steps in t.steps) straight into
   // the cold tier of this new table; an open one is stored ended
   // (truncated). InvalidArgument when the table already has its id.
@@ -249,7 +250,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
 
   // ---- inspection (engine/table/table_inspect.cc, table_verify.cc) ----
 
-  std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter& filter) const override;
+  using Table::ListTrajectories;
+  Status ListTrajectories(const TrajectoryFilter& filter,
+                          std::vector<TrajectoryInfo>* out) const override;
   Status ReadTrajectory(uint64_t id, int64_t first, int64_t count,
                         TrajectorySteps* out) override;
   Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override;

@@ -1,5 +1,6 @@
 // TableImpl's inspection calls (include/replaydb/table.h): ListTrajectories,
-// ReadTrajectory and ItemPriorities. They change nothing; the replaydb shell's
+// ReadTrajectory and ItemPriorities, and Table's returning forms of
+// ListTrajectories and ColdTrajectories. They change nothing; the replaydb shell's
 // trajectories, show and priorities commands are built on them.
 #include <algorithm>
 #include <cstring>
@@ -21,8 +22,30 @@ bool Matches(const TrajectoryFilter& f, const TrajectoryInfo& t) {
 
 }  // namespace
 
-std::vector<TrajectoryInfo> TableImpl::ListTrajectories(const TrajectoryFilter& filter) const {
+}  // namespace replaydb::engine
+
+namespace replaydb {
+
+std::vector<TrajectoryInfo> Table::ListTrajectories(const TrajectoryFilter& filter) const {
   std::vector<TrajectoryInfo> out;
+  if (!ListTrajectories(filter, &out).ok()) out.clear();
+  return out;
+}
+
+std::vector<uint64_t> Table::ColdTrajectories(uint64_t from, size_t limit) const {
+  std::vector<uint64_t> ids;
+  if (!ColdTrajectories(from, limit, &ids).ok()) ids.clear();
+  return ids;
+}
+
+}  // namespace replaydb
+
+namespace replaydb::engine {
+
+Status TableImpl::ListTrajectories(const TrajectoryFilter& filter,
+                                   std::vector<TrajectoryInfo>* result) const {
+  std::vector<TrajectoryInfo>& out = *result;
+  out.clear();
   std::lock_guard<std::mutex> lock(mu_);
   // Both indexes are ordered by id: merge them.
   const TrajectoryStore::Map& hot_tier = store_.trajectories();
@@ -53,7 +76,7 @@ std::vector<TrajectoryInfo> TableImpl::ListTrajectories(const TrajectoryFilter& 
     }
     if (Matches(filter, info)) out.push_back(info);
   }
-  return out;
+  return Status::OK();
 }
 
 Status TableImpl::ReadTrajectory(uint64_t id, int64_t first, int64_t count,

@@ -443,14 +443,23 @@ class Table {
   // Every cold trajectory with first <= id <= last, in id order.
   virtual Status LoadRange(uint64_t first, uint64_t last) = 0;
   // Ids of the cold trajectories, in order, at most `limit` (0: all) from
-  // the first >= `from`.
-  virtual std::vector<uint64_t> ColdTrajectories(uint64_t from = 0, size_t limit = 0) const = 0;
+  // the first >= `from`, into *ids. A local table's never fails; a remote
+  // one's fails with the call (Unavailable, DeadlineExceeded, ...).
+  virtual Status ColdTrajectories(uint64_t from, size_t limit, std::vector<uint64_t>* ids) const = 0;
+  // The same, returned: {} where the call above fails (only a remote
+  // table's can: use that form for those).
+  std::vector<uint64_t> ColdTrajectories(uint64_t from = 0, size_t limit = 0) const;
 
   // ---- inspection (the replaydb shell uses these) ----
 
-  // The trajectories of both tiers that match `filter`, in id order. One
-  // being spilled counts as cold. Changes nothing.
-  virtual std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter& filter = {}) const = 0;
+  // The trajectories of both tiers that match `filter`, in id order, into
+  // *out. One being spilled counts as cold. Changes nothing. Fails only for
+  // a remote table (the call's Status).
+  virtual Status ListTrajectories(const TrajectoryFilter& filter,
+                                  std::vector<TrajectoryInfo>* out) const = 0;
+  // The same, returned: {} where the call above fails (only a remote
+  // table's can: use that form for those).
+  std::vector<TrajectoryInfo> ListTrajectories(const TrajectoryFilter& filter = {}) const;
   // Reads steps [first, first + count) of trajectory `id`, clipped to its
   // length, hot or cold, into `out` (a cold one stays cold). Changes
   // nothing. NotFound naming the table and id when it has no such

@@ -395,6 +395,179 @@ TEST(RemoteDBTest, EveryServedCallGivesWhatTheSameLocalCallGives) {
   EXPECT_EQ(remote->ListTables(), s.local->ListTables());
 }
 
+void ExpectSameTrajectories(const std::vector<TrajectoryInfo>& a,
+                            const std::vector<TrajectoryInfo>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].id, b[i].id);
+    EXPECT_EQ(a[i].length, b[i].length) << a[i].id;
+    EXPECT_EQ(a[i].ended, b[i].ended) << a[i].id;
+    EXPECT_EQ(a[i].end_reason, b[i].end_reason) << a[i].id;
+    EXPECT_EQ(a[i].tier, b[i].tier) << a[i].id;
+    EXPECT_EQ(a[i].live_items, b[i].live_items) << a[i].id;
+  }
+}
+
+// Waits until neither twin has a spill queued (spills run in the background).
+void AwaitSpills(Table& a, Table& b) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (a.Info().spill_queue > 0 || b.Info().spill_queue > 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "spills did not finish";
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+// The inspection calls, deleting items and the cold tier's calls, on a
+// table that spills: twins as above, one served.
+TEST(RemoteDBTest, InspectionDeletesAndTheColdTierGiveWhatTheLocalCallsGive) {
+  const uint64_t seed = testing_util::TestSeed();
+  std::mt19937_64 rng(seed);
+  testing_util::TempDir dir;
+  TableSpec spec = RandomSpec(rng, "c");
+  spec.block_steps = 8;
+  spec.capacity_steps = 8 * 8;
+  spec.sequence_length = 1;
+  spec.spill = true;
+  {
+    DBOptions o = testing_util::ManualCheckpoints();
+    ASSERT_OK_AND_ASSIGN(auto db, DB::Open(o, dir.Sub("a")));
+    ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+    ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+    for (int t = 0; t < 24; ++t) {
+      const int steps = 1 + static_cast<int>(rng() % 12);
+      for (int i = 0; i < steps; ++i) {
+        ASSERT_OK(writer->Append(testing_util::RandomStep(spec, rng).tensors,
+                                 0.5 + static_cast<double>(rng() % 100)));
+      }
+      ASSERT_OK(writer->End(t % 3 == 0 ? EndReason::kTruncated : EndReason::kTerminal));
+    }
+    ASSERT_OK(writer->Append(testing_util::RandomStep(spec, rng).tensors));  // one left open
+    writer.reset();  // (ends it truncated)
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (table->Info().spill_queue > 0) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_OK(db->Checkpoint());
+  }
+  fs::copy(dir.Sub("a"), dir.Sub("b"), fs::copy_options::recursive);
+  ASSERT_OK_AND_ASSIGN(auto served, DB::Open(testing_util::ManualCheckpoints(), dir.Sub("a")));
+  ASSERT_OK_AND_ASSIGN(auto local, DB::Open(testing_util::ManualCheckpoints(), dir.Sub("b")));
+  std::unique_ptr<DbService> service;
+  std::unique_ptr<RpcServer> server;
+  ASSERT_NO_FATAL_FAILURE(ServeOver(served.get(), RpcServerOptions{}, &service, &server));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DB> remote,
+                       DB::Connect("ucx://127.0.0.1:" + std::to_string(server->port()), {}));
+  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("c"));
+  ASSERT_OK_AND_ASSIGN(auto lt, local->GetTable("c"));
+  ASSERT_OK_AND_ASSIGN(auto st, served->GetTable("c"));
+
+  // Everything compared after each change below.
+  const auto compare = [&](const std::string& when) {
+    SCOPED_TRACE(when);
+    ASSERT_NO_FATAL_FAILURE(AwaitSpills(*st, *lt));
+    std::vector<TrajectoryInfo> got;
+    ASSERT_OK(rt->ListTrajectories({}, &got));
+    const std::vector<TrajectoryInfo> all = lt->ListTrajectories();
+    ASSERT_NO_FATAL_FAILURE(ExpectSameTrajectories(got, all));
+    ASSERT_FALSE(all.empty());
+    for (int i = 0; i < 6; ++i) {  // random filters
+      TrajectoryFilter f;
+      f.from = all[rng() % all.size()].id;
+      f.limit = rng() % 5;
+      f.min_length = static_cast<int64_t>(rng() % 4);
+      f.max_length = f.min_length + static_cast<int64_t>(rng() % 10);
+      if (rng() % 2) f.ended = rng() % 2 == 0;
+      if (rng() % 2) f.tier = rng() % 2 ? Tier::kHot : Tier::kCold;
+      ASSERT_OK(rt->ListTrajectories(f, &got));
+      ASSERT_NO_FATAL_FAILURE(ExpectSameTrajectories(got, lt->ListTrajectories(f)));
+    }
+    std::vector<uint64_t> cold;
+    ASSERT_OK(rt->ColdTrajectories(0, 0, &cold));
+    EXPECT_EQ(cold, lt->ColdTrajectories());
+    const uint64_t from = all[rng() % all.size()].id;
+    EXPECT_EQ(rt->ColdTrajectories(from, 2), lt->ColdTrajectories(from, 2));
+    std::vector<ItemKey> rk, lk;
+    std::vector<double> rp, lp;
+    ASSERT_OK(rt->ItemPriorities(&rk, &rp));
+    ASSERT_OK(lt->ItemPriorities(&lk, &lp));
+    EXPECT_EQ(rk, lk);
+    EXPECT_EQ(rp, lp);
+    // A hot and a cold trajectory read, whole and in part.
+    for (const Tier tier : {Tier::kHot, Tier::kCold}) {
+      std::vector<TrajectoryInfo> of_tier = lt->ListTrajectories({.tier = tier});
+      if (of_tier.empty()) continue;
+      const TrajectoryInfo& t = of_tier[rng() % of_tier.size()];
+      const int64_t first = static_cast<int64_t>(rng() % static_cast<uint64_t>(t.length + 1));
+      const int64_t count = static_cast<int64_t>(rng() % 8);
+      TrajectorySteps r, l;
+      ASSERT_OK(rt->ReadTrajectory(t.id, first, count, &r));
+      ASSERT_OK(lt->ReadTrajectory(t.id, first, count, &l));
+      ASSERT_NO_FATAL_FAILURE(ExpectSameTrajectories({r.info}, {l.info}));
+      EXPECT_EQ(r.first, l.first);
+      EXPECT_EQ(r.step_priorities, l.step_priorities);
+      ASSERT_EQ(r.columns.size(), l.columns.size());
+      for (size_t c = 0; c < r.columns.size(); ++c) {
+        EXPECT_TRUE(r.columns[c].shape() == l.columns[c].shape()) << "column " << c;
+        ASSERT_EQ(r.columns[c].size_bytes(), l.columns[c].size_bytes());
+        EXPECT_EQ(0, std::memcmp(r.columns[c].data(), l.columns[c].data(),
+                                 r.columns[c].size_bytes()))
+            << "column " << c;
+      }
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(compare("as written"));
+  ASSERT_FALSE(lt->ColdTrajectories().empty()) << "nothing went cold";
+
+  // Errors come back as the local call gives them.
+  TrajectorySteps steps;
+  const Status missing = rt->ReadTrajectory(uint64_t{1} << 40, 0, 1, &steps);
+  EXPECT_EQ(missing.code(), Status::Code::kNotFound) << missing.ToString();
+  EXPECT_EQ(missing.message(), lt->ReadTrajectory(uint64_t{1} << 40, 0, 1, &steps).message());
+  const Status negative = rt->ReadTrajectory(lt->ListTrajectories()[0].id, -1, 1, &steps);
+  EXPECT_EQ(negative.code(), Status::Code::kInvalidArgument);
+  const uint64_t nowhere[] = {uint64_t{1} << 40};
+  const Status not_cold = rt->Load(nowhere);
+  EXPECT_EQ(not_cold.code(), Status::Code::kNotFound) << not_cold.ToString();
+  EXPECT_EQ(not_cold.message(), lt->Load(nowhere).message());
+
+  // Deleting items: live and gone keys.
+  {
+    std::vector<ItemKey> keys;
+    std::vector<double> priorities;
+    ASSERT_OK(lt->ItemPriorities(&keys, &priorities));
+    std::vector<ItemKey> doomed;
+    for (const ItemKey k : keys) {
+      if (rng() % 3 == 0) doomed.push_back(k);
+    }
+    doomed.push_back(ItemKey{1} << 62);
+    int64_t rd = -1, ld = -1;
+    ASSERT_OK(rt->DeleteItems(doomed, &rd));
+    ASSERT_OK(lt->DeleteItems(doomed, &ld));
+    EXPECT_EQ(rd, ld);
+    EXPECT_EQ(rd, static_cast<int64_t>(doomed.size()) - 1);
+  }
+  ASSERT_NO_FATAL_FAILURE(compare("after deleting"));
+
+  // Loads: two cold ids, then a range.
+  {
+    const std::vector<uint64_t> cold = lt->ColdTrajectories();
+    std::vector<uint64_t> ids = {cold[rng() % cold.size()], cold[rng() % cold.size()]};
+    ASSERT_OK(rt->Load(ids));
+    ASSERT_OK(lt->Load(ids));
+  }
+  ASSERT_NO_FATAL_FAILURE(compare("after a Load"));
+  {
+    const std::vector<uint64_t> cold = lt->ColdTrajectories();
+    ASSERT_FALSE(cold.empty());
+    const uint64_t first = cold[rng() % cold.size()];
+    ASSERT_OK(rt->LoadRange(first, first + 2));
+    ASSERT_OK(lt->LoadRange(first, first + 2));
+  }
+  ASSERT_NO_FATAL_FAILURE(compare("after a LoadRange"));
+  server.reset();
+}
+
 // A served database whose table lets inserts run at most `error` items ahead
 // of samples (a queue-like rate limiter), on a server with two executor
 // threads: writers that wait for it must not hold the threads a learner's
@@ -736,6 +909,37 @@ TEST(RemoteDBTest, AddressesAreCheckedNamingThem) {
   auto nobody = RemoteDB::Connect("ucx://127.0.0.1:1");
   ASSERT_FALSE(nobody.ok());
   EXPECT_EQ(nobody.status().code(), Status::Code::kUnavailable) << nobody.status().ToString();
+}
+
+TEST(RemoteDBTest, TrajectoryRowsRoundTripAndRefuseValuesOutOfRange) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  std::vector<TrajectoryInfo> rows(1 + rng() % 20);
+  std::string payload;
+  for (TrajectoryInfo& t : rows) {
+    t.id = rng();
+    t.length = static_cast<int64_t>(rng() >> 1);
+    t.live_items = static_cast<int64_t>(rng() >> 1);
+    t.ended = rng() % 2 == 0;
+    t.end_reason = rng() % 2 ? EndReason::kTerminal : EndReason::kTruncated;
+    t.tier = rng() % 2 ? Tier::kHot : Tier::kCold;
+    PutTrajectoryRow(&payload, t);
+  }
+  ASSERT_EQ(payload.size(), rows.size() * kTrajectoryRowBytes);
+  std::string_view in = payload;
+  std::vector<TrajectoryInfo> back(rows.size());
+  for (TrajectoryInfo& t : back) ASSERT_TRUE(TakeTrajectoryRow(&in, &t));
+  EXPECT_TRUE(in.empty());
+  ASSERT_NO_FATAL_FAILURE(ExpectSameTrajectories(back, rows));
+  TrajectoryInfo t;
+  std::string_view short_row = std::string_view(payload).substr(0, kTrajectoryRowBytes - 1);
+  EXPECT_FALSE(TakeTrajectoryRow(&short_row, &t));
+  for (const size_t byte : {size_t{24}, size_t{25}, size_t{26}, size_t{15}}) {
+    std::string bad = payload.substr(0, kTrajectoryRowBytes);
+    bad[byte] = static_cast<char>(byte == 15 ? 0x80 : 2);  // (byte 15: a negative length)
+    std::string_view bad_in = bad;
+    EXPECT_FALSE(TakeTrajectoryRow(&bad_in, &t)) << "byte " << byte;
+    EXPECT_EQ(bad_in.size(), kTrajectoryRowBytes) << "nothing taken";
+  }
 }
 
 TEST(RemoteDBTest, ASamplePayloadThatDoesNotAddUpIsCorruption) {

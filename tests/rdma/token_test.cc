@@ -169,6 +169,21 @@ TEST(TokenTest, AServerWithTokensLetsInOnlyTheirHoldersAndReadOnlyOnesOnlyRead) 
   EXPECT_THAT(read_only->DropTable("t").message(), HasSubstr("DropTable refused"));
   EXPECT_THAT(rt->Seed(1).message(), HasSubstr("SeedTable refused"));
   EXPECT_THAT(rt->Clear().message(), HasSubstr("ClearTable refused"));
+  EXPECT_THAT(rt->DeleteItems(batch.keys).message(), HasSubstr("DeleteItems refused"));
+  const uint64_t ids[] = {1};
+  EXPECT_THAT(rt->Load(ids).message(), HasSubstr("LoadTrajectories refused"));
+  EXPECT_THAT(rt->LoadRange(0, 10).message(), HasSubstr("LoadTrajectories refused"));
+  // What only reads is served.
+  std::vector<ItemKey> keys;
+  std::vector<double> priorities;
+  ASSERT_OK(rt->ItemPriorities(&keys, &priorities));
+  EXPECT_EQ(keys.size(), 4u);
+  std::vector<TrajectoryInfo> listed;
+  ASSERT_OK(rt->ListTrajectories({}, &listed));
+  ASSERT_EQ(listed.size(), 1u);
+  TrajectorySteps steps;
+  ASSERT_OK(rt->ReadTrajectory(listed[0].id, 0, 4, &steps));
+  EXPECT_EQ(steps.step_priorities.size(), 4u);
   EXPECT_TRUE(read_only->read_only());
   EXPECT_FALSE(remote->read_only());
   EXPECT_OK(db->GetTable("t").status());

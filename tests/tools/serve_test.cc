@@ -181,6 +181,14 @@ TEST(ServeTest, TheShellAndTokenHoldersReachAServerWithTokens) {
   EXPECT_THAT(compact, HasSubstr("\"name\":\"experience\"")) << out;
   EXPECT_THAT(compact, HasSubstr("\"hot_steps\":6")) << out;
   EXPECT_FALSE(serve.WaitFor(std::regex("is 'replaydb shell'"), 10s).empty()) << serve.output();
+  // The inspection commands read through the server too.
+  const std::string listed =
+      Output("timeout 60 " + tool + " " + address + " --token-file " + tokens +
+             " --json -c 'trajectories experience' 2>&1");
+  compact = listed;
+  std::erase_if(compact, [](char ch) { return ch == ' ' || ch == '\n'; });
+  EXPECT_THAT(compact, HasSubstr("\"length\":6")) << listed;
+  EXPECT_THAT(compact, HasSubstr("\"end_reason\":\"terminal\"")) << listed;
   const std::string refused_shell =
       Output("timeout 60 " + tool + " " + address + " -c tables 2>&1");
   EXPECT_THAT(refused_shell, HasSubstr("cannot open " + address));

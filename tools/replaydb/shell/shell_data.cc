@@ -242,7 +242,8 @@ Status TrajectoriesCommand(Shell& shell, const ParsedCommand& c, CommandOutput* 
   }
   filter.from = static_cast<uint64_t>(from);
   filter.limit = static_cast<size_t>(limit) + 1;  // one more tells whether a next page exists
-  std::vector<TrajectoryInfo> rows = table->ListTrajectories(filter);
+  std::vector<TrajectoryInfo> rows;
+  REPLAYDB_RETURN_IF_ERROR(Named(c, table->ListTrajectories(filter, &rows)));
   Json next;
   if (rows.size() > static_cast<size_t>(limit)) {
     next = rows[static_cast<size_t>(limit)].id;
