@@ -180,6 +180,8 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
   std::vector<Copy> copies;
   flatbuffers::FlatBufferBuilder fbb(1024);
   uint32_t table_id = 0;  // table_id_ as read under mu_, for the copies below
+  // Priorities set on the GPU before this point are in the items it writes.
+  DrainDeviceLog();
   {
     std::unique_lock<std::mutex> lock(mu_);
     // Spills queued before this point hold the only copy of their steps

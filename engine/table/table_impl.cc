@@ -95,6 +95,8 @@ TableSpec TableImpl::spec() const {
 }
 
 void TableImpl::CloseWithReason(const std::string& reason) {
+  // Priorities set on the GPU and not yet logged go into the log first.
+  StopDeviceLog();
   {
     std::lock_guard<std::mutex> spec_lock(spec_mu_);
     persist_ = nullptr;

@@ -58,6 +58,7 @@
 
 #include "engine/hot/block_pool.h"
 #include "engine/cold/cold_store.h"
+#include "engine/gpu/host_echo.h"
 #include "engine/gpu/device_tier.h"
 #include "engine/rate_limiter/rate_limiter.h"
 #include "engine/table/draw_strategy.h"
@@ -212,6 +213,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Runs beside writers and samplers (holds the table's mutex only to take
   // the snapshot). Call CheckpointDone with the outcome.
   Status CollectCheckpoint(ColdStore::Batch* batch);
+  // Waits until every priority UpdatePrioritiesFromDevice gave a logged
+  // table has reached its items and the log (the caller holds no lock).
+  void DrainDeviceLog();
   void CheckpointDone(bool ok);
   // Loads the table's checkpointed state. REQUIRES: the table is new and
   // unused. Trajectories stored as cold, and any that do not fit, stay in
@@ -558,6 +562,11 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
                                   int64_t index, int64_t count, const double* priorities);
   // Logs keys and their new priorities (one record) and syncs it, after
   // releasing `lock`.
+  // device_log_thread_'s loop: each device update's copy, once landed,
+  // into the items' host priorities and the log.
+  void DeviceLogLoop();
+  // Stops it after what was pushed is applied (the caller holds no lock).
+  void StopDeviceLog();
   Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
                              std::span<const double> priorities);
   // Logs the vector steps of the environments with dest >= 0 (one record);
@@ -806,6 +815,17 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   std::condition_variable cold_cv_;  // spill queue, rotation, loads
   bool cold_stop_ = false;
   std::thread cold_thread_;
+
+  // Priorities set on the GPU of a logged table (UpdatePrioritiesFromDevice)
+  // reach the items and the log through copies the caller's stream makes
+  // (device_echo_) and device_log_thread_, off the caller's path.
+  std::unique_ptr<HostEcho> device_echo_;
+  std::thread device_log_thread_;
+  std::condition_variable device_log_cv_;
+  uint64_t device_echoes_pushed_ = 0;
+  uint64_t device_echoes_applied_ = 0;
+  bool device_log_stop_ = false;
+  Status device_log_error_;  // the first failure there, for the next call
 };
 
 }  // namespace replaydb::engine

@@ -5,7 +5,9 @@
 // of the same selector and log.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "engine/table/table_impl.h"
 #include "engine/table/table_items.h"
@@ -87,25 +89,83 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
   device_updates_ += n;
   limiter_.NotifyAll();
   if (log_ == nullptr) return Status::OK();
-  // Durable tables see the update on the host too (a copy, then the log
-  // and the items' priorities for checkpoints).
-  std::vector<uint64_t> host_keys(static_cast<size_t>(n));
-  std::vector<float> host_priorities(static_cast<size_t>(n));
-  REPLAYDB_RETURN_IF_ERROR(CopyDeviceToHost(host_keys.data(), keys, n * sizeof(uint64_t), stream));
-  REPLAYDB_RETURN_IF_ERROR(
-      CopyDeviceToHost(host_priorities.data(), priorities, n * sizeof(float), stream));
+  // Durable tables see the update on the host too: copies queued on the
+  // caller's stream, which device_log_thread_ applies to the items (for
+  // checkpoints) and logs once they land. The caller does not wait.
+  if (!device_log_error_.ok()) return std::exchange(device_log_error_, Status::OK());
+  if (device_echo_ == nullptr) {
+    device_echo_ = std::make_unique<HostEcho>(spec_.priority_device);
+    device_log_thread_ = std::thread([this] { DeviceLogLoop(); });
+  }
+  const HostEcho::Part parts[] = {{keys, static_cast<size_t>(n) * sizeof(uint64_t)},
+                                  {priorities, static_cast<size_t>(n) * sizeof(float)}};
+  REPLAYDB_RETURN_IF_ERROR(device_echo_->Push(parts, stream)
+                               .WithContext("table " + Quoted(name_) +
+                                            ": copying device priorities for the log"));
+  ++device_echoes_pushed_;
+  device_log_cv_.notify_all();
+  return Status::OK();
+}
+
+void TableImpl::DeviceLogLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::string bytes;
   std::vector<uint64_t> logged_keys;
   std::vector<double> logged_priorities;
-  for (int64_t i = 0; i < n; ++i) {
-    Trajectory* t = store_.Find(ItemKeyTrajectory(host_keys[i]));
-    const int64_t start = ItemKeyStart(host_keys[i]);
-    if (t == nullptr || start >= t->items_created) continue;
-    store_.ItemAt(*t, start).priority = host_priorities[i];
-    t->dirty = true;
-    logged_keys.push_back(host_keys[i]);
-    logged_priorities.push_back(host_priorities[i]);
+  while (true) {
+    device_log_cv_.wait(lock, [&] {
+      return device_log_stop_ || device_echoes_applied_ < device_echoes_pushed_;
+    });
+    if (device_echoes_applied_ == device_echoes_pushed_) return;  // stopping, all applied
+    lock.unlock();
+    Status s = device_echo_->Pop(&bytes);  // waits for the copies to land, without mu_
+    lock.lock();
+    if (s.ok() && !closed_) {
+      // [n keys][n float priorities]
+      const size_t n = bytes.size() / (sizeof(uint64_t) + sizeof(float));
+      logged_keys.clear();
+      logged_priorities.clear();
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t key;
+        float priority;
+        std::memcpy(&key, bytes.data() + i * sizeof(uint64_t), sizeof(key));
+        std::memcpy(&priority, bytes.data() + n * sizeof(uint64_t) + i * sizeof(float),
+                    sizeof(priority));
+        Trajectory* t = store_.Find(ItemKeyTrajectory(key));
+        const int64_t start = ItemKeyStart(key);
+        if (t == nullptr || start >= t->items_created) continue;
+        store_.ItemAt(*t, start).priority = priority;
+        t->dirty = true;
+        logged_keys.push_back(key);
+        logged_priorities.push_back(priority);
+      }
+      s = LogPrioritiesLocked(lock, logged_keys, logged_priorities);  // unlocks
+      if (!lock.owns_lock()) lock.lock();
+    }
+    if (!s.ok() && device_log_error_.ok()) {
+      device_log_error_ =
+          s.WithContext("table " + Quoted(name_) + ": logging priorities set on the GPU");
+    }
+    ++device_echoes_applied_;
+    device_log_cv_.notify_all();
   }
-  return LogPrioritiesLocked(lock, logged_keys, logged_priorities);
+}
+
+void TableImpl::DrainDeviceLog() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = device_echoes_pushed_;
+  device_log_cv_.wait(lock, [&] { return device_echoes_applied_ >= target; });
+}
+
+void TableImpl::StopDeviceLog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    device_log_stop_ = true;
+    device_log_cv_.notify_all();
+  }
+  if (device_log_thread_.joinable() && device_log_thread_.get_id() != std::this_thread::get_id()) {
+    device_log_thread_.join();
+  }
 }
 
 Status TableImpl::DeleteItems(std::span<const ItemKey> keys, int64_t* deleted) {

@@ -122,6 +122,24 @@ Status CopyToDevice(int device, void* dst, const void* src, size_t bytes) {
   return Copy("CopyToDevice", device, dst, src, bytes);
 }
 
+Status CopyFromDeviceAsync(int device, void* pinned_dst, const void* src, size_t bytes,
+                           void* stream) {
+  REPLAYDB_RETURN_IF_ERROR(UsableDevice(device, "CopyFromDeviceAsync"));
+  if (bytes == 0) return Status::OK();
+  if (pinned_dst == nullptr || src == nullptr) {
+    return Status::InvalidArgument("CopyFromDeviceAsync: null " +
+                                   std::string(pinned_dst == nullptr ? "destination" : "source") +
+                                   " for " + std::to_string(bytes) + " bytes");
+  }
+  ScopedDevice on(device);
+  REPLAYDB_RETURN_IF_ERROR(on.status());
+  REPLAYDB_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(pinned_dst, src, bytes, cudaMemcpyDeviceToHost,
+                      static_cast<cudaStream_t>(stream)),
+      "CopyFromDeviceAsync: cudaMemcpyAsync(" + std::to_string(bytes) + " bytes)");
+  return Status::OK();
+}
+
 Status CopyFromDevice(int device, void* dst, const void* src, size_t bytes) {
   return Copy("CopyFromDevice", device, dst, src, bytes);
 }

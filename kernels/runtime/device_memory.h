@@ -44,6 +44,12 @@ void FreeDevice(int device, void* p);
 Status CopyToDevice(int device, void* dst, const void* src, size_t bytes);
 Status CopyFromDevice(int device, void* dst, const void* src, size_t bytes);
 
+// Queues a copy of `bytes` from memory `device` can address into pinned
+// host memory (AllocatePinned) on `stream`, returning at once; the bytes are
+// there once the work queued on `stream` by now is done (a DeviceEvent).
+Status CopyFromDeviceAsync(int device, void* pinned_dst, const void* src, size_t bytes,
+                           void* stream);
+
 // A number that identifies `stream` (cudaStreamGetId) for as long as the
 // process runs: unlike the handle, never reused by a later stream. The
 // per-thread default stream and the legacy one have their own ids.

@@ -34,6 +34,9 @@ Status CopyToDevice(int, void*, const void*, size_t) {
 Status CopyFromDevice(int, void*, const void*, size_t) {
   return NoCuda("CopyFromDevice");
 }
+Status CopyFromDeviceAsync(int, void*, const void*, size_t, void*) {
+  return NoCuda("CopyFromDeviceAsync");
+}
 
 DeviceEvent::~DeviceEvent() = default;
 DeviceEvent::DeviceEvent(DeviceEvent&&) noexcept = default;

@@ -13,7 +13,8 @@ import sys
 
 COLUMNS = [
     ("gpu sample", "prio_sample:gpu"),
-    ("gpu update", "prio_update:gpu"),
+    ("gpu update (logged)", "prio_update:gpu"),
+    ("gpu update (unlogged)", "prio_update:gpu:unlogged"),
     ("torch multinomial", "prio_sample_baseline:torch_multinomial"),
     ("torch cumsum+search", "prio_sample_baseline:torch_cumsum_searchsorted"),
     ("cpu tree sample", "prio_sample:cpu"),
@@ -32,8 +33,17 @@ def load(paths):
             r = json.loads(line)
             p = r.get("params", {})
             name = r["bench"] + ":" + str(p.get("device", p.get("method", "")))
+            if p.get("logged") == "no":
+                name += ":unlogged"
             rows.setdefault(p.get("n"), {})[name] = r.get("value")
+            if r.get("target") == "MISSED":
+                missed.append(f"{r['bench']} {' '.join(f'{k}={v}' for k, v in p.items())}: "
+                              f"{r.get('value')} {r.get('unit', '')}, target "
+                              f"{r.get('target_text', '')}")
     return rows
+
+
+missed = []
 
 
 def cell(v):
@@ -62,6 +72,10 @@ def main():
               f"{speedup(s, r.get('prio_sample_baseline:torch_cumsum_searchsorted'))}, "
               f"vs cpu sum tree {speedup(s, r.get('prio_sample:cpu'))}; "
               f"update: vs cpu sum tree {speedup(u, r.get('prio_update:cpu'))}")
+    for line in missed:
+        print("MISSED:", line)
+    if not missed:
+        print("every priority target met")
     return 0
 
 

@@ -1251,6 +1251,73 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
   EXPECT_EQ(got.priorities, want.priorities);
 }
 
+// Priorities set on the GPU of a logged table reach its items and the log
+// off the caller's path (docs/durability.md, "Priorities set on the GPU"):
+// a checkpoint taken right after the calls, the caller's stream never
+// synchronized, holds every one of them (the host's copies show them at
+// once), and so does a reopen. The last update of a key wins.
+TEST_F(TableGpuTest, ACheckpointHoldsThePrioritiesSetOnTheGpuBeforeIt) {
+  TempDir dir;
+  const DBOptions options = testing_util::ManualCheckpoints();
+  TableSpec spec;  // host placement: logged by default
+  spec.name = "p";
+  spec.columns = {{"x", DType::kF32, Shape{2}}};
+  spec.capacity_steps = 1024;
+  spec.selector = SelectorKind::kPrioritized;
+  spec.priority_device = 0;
+  const int steps = 8 + static_cast<int>(rng_() % 64);
+  std::vector<ItemKey> keys;
+  std::map<ItemKey, double> want;
+  {
+    auto db = Take(DB::Open(options, dir.path()));
+    auto table = Take(db->CreateTable(spec));
+    auto writer = Take(table->NewWriter());
+    for (int i = 0; i < steps; ++i) {
+      const float v[2] = {static_cast<float>(i), 1.0f};
+      const ConstTensor step[] = {{DType::kF32, Shape{2}, v, sizeof(v)}};
+      ASSERT_OK(writer->Append(step, 1.0));
+      keys.push_back(MakeItemKey(writer->trajectory_id(), i));
+      want[keys.back()] = 1.0;
+    }
+    ASSERT_OK(writer->End(EndReason::kTerminal));
+    auto stream = Take(DeviceStream::Create(0));
+    std::vector<DeviceBuffer> inputs;  // alive until the copies land
+    for (int round = 0; round < 6; ++round) {
+      std::vector<uint64_t> k;
+      std::vector<float> p;
+      for (const ItemKey key : keys) {
+        if (rng_() % 2) continue;
+        k.push_back(key);
+        p.push_back(static_cast<float>(1 + rng_() % 1000) / 8.0f);
+        want[key] = p.back();
+      }
+      if (k.empty()) continue;
+      inputs.push_back(Take(DeviceBuffer::Allocate(0, k.size() * sizeof(uint64_t))));
+      ASSERT_OK(inputs.back().CopyFromHost(k.data(), k.size() * sizeof(uint64_t)));
+      const uint64_t* d_keys = inputs.back().as<uint64_t>();
+      inputs.push_back(Take(DeviceBuffer::Allocate(0, p.size() * sizeof(float))));
+      ASSERT_OK(inputs.back().CopyFromHost(p.data(), p.size() * sizeof(float)));
+      ASSERT_OK(table->UpdatePrioritiesFromDevice(d_keys, inputs.back().as<float>(),
+                                                  static_cast<int64_t>(k.size()),
+                                                  stream.handle()));
+    }
+    ASSERT_OK(db->Checkpoint());
+    SampleBatch got;
+    ASSERT_OK(table->Lookup(keys, &got));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      EXPECT_EQ(got.priorities[i], want[keys[i]]) << "key " << keys[i] << ", after the checkpoint";
+    }
+    ASSERT_OK(stream.Synchronize());
+  }
+  auto db = Take(DB::Open(options, dir.path()));
+  auto table = Take(db->GetTable("p"));
+  SampleBatch got;
+  ASSERT_OK(table->Lookup(keys, &got));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(got.priorities[i], want[keys[i]]) << "key " << keys[i] << ", reopened";
+  }
+}
+
 // A device table with the default logging is durable as of its last
 // checkpoint, which copies its blocks out of device memory: after a crash it
 // equals a host twin (also unlogged) as of that checkpoint, byte for byte.

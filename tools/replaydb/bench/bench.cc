@@ -602,8 +602,9 @@ std::vector<CaseWithTarget> AllCases(bool big) {
 // ------------------------------------------------------------------ output
 
 // One result as a JSON object: bench, params (numbers, or text), value,
-// unit, ceiling, ceiling_name, ratio (null when not finite or not measured)
-// and note (when there is one).
+// unit, ceiling, ceiling_name, ratio (null when not finite or not measured),
+// note (when there is one), and target ("met" or "MISSED") with target_text
+// for a case that has a target.
 std::string JsonLine(const BenchResult& r) {
   const auto number = [](std::optional<double> v) -> Json {
     return v.has_value() && std::isfinite(*v) ? Json(*v) : Json(nullptr);
@@ -617,6 +618,10 @@ std::string JsonLine(const BenchResult& r) {
                {"ceiling", number(r.ceiling)}, {"ceiling_name", r.ceiling_name},
                {"ratio", number(r.ratio())}};
   if (!r.note.empty()) line["note"] = r.note;
+  if (std::optional<bool> met = r.target_met(); met.has_value()) {
+    line["target"] = *met ? "met" : "MISSED";
+    line["target_text"] = r.target->text;
+  }
   return DumpJson(line);
 }
 
