@@ -1,5 +1,6 @@
 // Runs the `replaydb` binary (path in REPLAYDB_TOOL_PATH) as a child process
 // in a fresh temporary directory and checks its exit status and output.
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <tuple>
@@ -28,13 +29,27 @@ std::string CheckBenchRecord(std::string_view line, std::string_view bench) {
   if (v.type != JsonValue::Type::kObject) return "not a JSON object";
   std::vector<std::string> in_order = {"bench",   "params",       "value", "unit",
                                        "ceiling", "ceiling_name", "ratio"};
-  if (v.keys.size() == in_order.size() + 1) in_order.push_back("note");  // optional, last
+  // Optional, in this order after them: note; target and target_text (a
+  // case with a target: "met" or "MISSED", and the target's text).
+  if (std::find(v.keys.begin(), v.keys.end(), "note") != v.keys.end()) in_order.push_back("note");
+  if (std::find(v.keys.begin(), v.keys.end(), "target") != v.keys.end()) {
+    in_order.push_back("target");
+    in_order.push_back("target_text");
+  }
   if (v.keys != in_order) {
     std::string got;
     for (const std::string& k : v.keys) got += (got.empty() ? "" : ",") + k;
     return "keys are [" + got + "]";
   }
   using T = JsonValue::Type;
+  if (const JsonValue* target = v.Find("target"); target != nullptr) {
+    if (target->type != T::kString || (target->string != "met" && target->string != "MISSED")) {
+      return "target is not \"met\" or \"MISSED\"";
+    }
+    if (v.Find("target_text")->type != T::kString || v.Find("target_text")->string.empty()) {
+      return "target_text is not a non-empty string";
+    }
+  }
   const JsonValue& name = *v.Find("bench");
   if (name.type != T::kString || name.string != bench) {
     return "bench is not \"" + std::string(bench) + "\"";
