@@ -373,6 +373,7 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
       REPLAYDB_RETURN_IF_ERROR(table->ReadTrajectory(q->id(), q->first(), q->count(), &steps));
       std::string payload;
       for (const Tensor& c : steps.columns) {
+        if (c.size_bytes() == 0) continue;  // (no steps read: no buffer)
         payload.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
       }
       Put(&payload, steps.step_priorities);

@@ -510,6 +510,7 @@ TEST(RemoteDBTest, InspectionDeletesAndTheColdTierGiveWhatTheLocalCallsGive) {
       for (size_t c = 0; c < r.columns.size(); ++c) {
         EXPECT_TRUE(r.columns[c].shape() == l.columns[c].shape()) << "column " << c;
         ASSERT_EQ(r.columns[c].size_bytes(), l.columns[c].size_bytes());
+        if (r.columns[c].size_bytes() == 0) continue;  // (no steps read: no buffers)
         EXPECT_EQ(0, std::memcmp(r.columns[c].data(), l.columns[c].data(),
                                  r.columns[c].size_bytes()))
             << "column " << c;
