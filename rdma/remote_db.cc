@@ -742,10 +742,7 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::TrajectoryIds, what));
     const int64_t count = m.header()->body_as_TrajectoryIds()->count();
     std::string_view in = m.payload;
-    if (count < 0 || in.size() != static_cast<uint64_t>(count) * sizeof(uint64_t)) {
-      return Status::Corruption(what + " from " + address() + ": " + std::to_string(count) +
-                                " ids in " + std::to_string(in.size()) + " payload bytes");
-    }
+    REPLAYDB_RETURN_IF_ERROR(CheckCount(what, count, "ids", sizeof(uint64_t), in));
     ids->resize(static_cast<size_t>(count));
     if (count > 0) std::memcpy(ids->data(), in.data(), in.size());
     return Status::OK();
@@ -769,10 +766,7 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::TrajectoryList, what));
     const int64_t count = m.header()->body_as_TrajectoryList()->count();
     std::string_view in = m.payload;
-    if (count < 0 || in.size() != static_cast<uint64_t>(count) * kTrajectoryRowBytes) {
-      return Status::Corruption(what + " from " + address() + ": " + std::to_string(count) +
-                                " rows in " + std::to_string(in.size()) + " payload bytes");
-    }
+    REPLAYDB_RETURN_IF_ERROR(CheckCount(what, count, "rows", kTrajectoryRowBytes, in));
     out->resize(static_cast<size_t>(count));
     for (TrajectoryInfo& t : *out) {
       if (!TakeTrajectoryRow(&in, &t)) {
@@ -852,11 +846,8 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::ItemPrioritiesRead, what));
     const int64_t count = m.header()->body_as_ItemPrioritiesRead()->count();
     std::string_view in = m.payload;
-    if (count < 0 ||
-        in.size() != static_cast<uint64_t>(count) * (sizeof(ItemKey) + sizeof(double))) {
-      return Status::Corruption(what + " from " + address() + ": " + std::to_string(count) +
-                                " items in " + std::to_string(in.size()) + " payload bytes");
-    }
+    REPLAYDB_RETURN_IF_ERROR(
+        CheckCount(what, count, "items", sizeof(ItemKey) + sizeof(double), in));
     const size_t n = static_cast<size_t>(count);
     keys->resize(n);
     priorities->resize(n);
@@ -971,6 +962,18 @@ class RemoteTable final : public Table {
     b.columns = std::move(out->columns);
     *out = std::move(b);
     return Status::OK();
+  }
+
+  // Corruption naming `what` unless a reply's payload holds exactly `count`
+  // `things` of `bytes_each`.
+  Status CheckCount(const std::string& what, int64_t count, const char* things, size_t bytes_each,
+                    std::string_view payload) const {
+    if (count >= 0 && payload.size() == static_cast<uint64_t>(count) * bytes_each) {
+      return Status::OK();
+    }
+    return Status::Corruption(what + " from " + address() + ": " + std::to_string(count) + " " +
+                              things + " in " + std::to_string(payload.size()) +
+                              " payload bytes");
   }
 
   // Load (`range` false: the ids in `payload`) or LoadRange on the server.

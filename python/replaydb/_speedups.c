@@ -5,7 +5,8 @@
  * arrays reached NumPy through __array_interface__ (a dict per array). This
  * module does the calls a learner makes per batch with none of that:
  *
- *   sample / sample_to_device  one C API call; the batch handle, or
+ *   sample                     one C API call (to the host, or to the GPU
+ *                              on a stream); the batch handle, or
  *                              (code, message address) for errors.check
  *   field                      a batch array as an instance of core.Array
  *                              (a subclass of ArrayBase), filled in C
@@ -127,31 +128,15 @@ static PyObject* Bind(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   Py_RETURN_NONE;
 }
 
-/* sample(table, batch_size, options): a host batch's handle, or a failure. */
+/* sample(table, batch_size, options[, stream]): the handle of a batch in
+ * host memory, or with a stream (an int; 0 the legacy default one) of one
+ * drawn into the table's GPU on it; or a failure. */
 static PyObject* Sample(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   (void)self;
-  if (CheckArgs("sample", n, 3) < 0) return NULL;
-  void *table, *options;
-  if (AsPointer(args[0], &table) < 0 || AsPointer(args[2], &options) < 0) return NULL;
-  const long long batch_size = PyLong_AsLongLong(args[1]);
-  if (batch_size == -1 && PyErr_Occurred()) return NULL;
-  replaydb_batch_t* batch = NULL;
-  char* err = NULL;
-  int code;
-  PyThreadState* state = PyEval_SaveThread();  // it may wait for the rate limiter
-  code = api.sample((replaydb_table_t*)table, batch_size, options, &batch, &err);
-  PyEval_RestoreThread(state);
-  if (code != 0) return Failure(code, err);
-  return PyLong_FromVoidPtr(batch);
-}
-
-/* sample_to_device(table, batch_size, options, stream). */
-static PyObject* SampleToDevice(PyObject* self, PyObject* const* args, Py_ssize_t n) {
-  (void)self;
-  if (CheckArgs("sample_to_device", n, 4) < 0) return NULL;
-  void *table, *options, *stream;
+  if (CheckArgs("sample", n, n == 4 ? 4 : 3) < 0) return NULL;
+  void *table, *options, *stream = NULL;
   if (AsPointer(args[0], &table) < 0 || AsPointer(args[2], &options) < 0 ||
-      AsPointer(args[3], &stream) < 0) {
+      (n == 4 && AsPointer(args[3], &stream) < 0)) {
     return NULL;
   }
   const long long batch_size = PyLong_AsLongLong(args[1]);
@@ -159,9 +144,10 @@ static PyObject* SampleToDevice(PyObject* self, PyObject* const* args, Py_ssize_
   replaydb_batch_t* batch = NULL;
   char* err = NULL;
   int code;
-  PyThreadState* state = PyEval_SaveThread();
-  code = api.sample_to_device((replaydb_table_t*)table, batch_size, options, stream, &batch,
-                              &err);
+  PyThreadState* state = PyEval_SaveThread();  // it may wait for the rate limiter
+  code = n == 4 ? api.sample_to_device((replaydb_table_t*)table, batch_size, options, stream,
+                                       &batch, &err)
+                : api.sample((replaydb_table_t*)table, batch_size, options, &batch, &err);
   PyEval_RestoreThread(state);
   if (code != 0) return Failure(code, err);
   return PyLong_FromVoidPtr(batch);
@@ -355,11 +341,6 @@ static int GetBuffer(PyObject* self, Py_buffer* view, int flags) {
   return 0;
 }
 
-static void ReleaseBuffer(PyObject* self, Py_buffer* view) {
-  (void)self;
-  (void)view;  // the memory stays with the array's own reference
-}
-
 /* Gives the array's own reference back without the GIL: the last release of
  * a device sampler's batch takes the sampler's lock, which a thread waiting in
  * replaydb_sampler_next holds (and its interrupt check needs the GIL). */
@@ -485,7 +466,6 @@ static PyType_Slot array_slots[] = {
     {Py_tp_getset, array_getset},
     {Py_tp_methods, array_methods},
     {Py_bf_getbuffer, GetBuffer},
-    {Py_bf_releasebuffer, ReleaseBuffer},
     {Py_tp_doc, "The C part of replaydb.Array: its description and the buffer protocol."},
     {0, NULL},
 };
@@ -501,7 +481,6 @@ static PyType_Spec array_spec = {
 static PyMethodDef module_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))Bind, METH_FASTCALL, NULL},
     {"sample", (PyCFunction)(void (*)(void))Sample, METH_FASTCALL, NULL},
-    {"sample_to_device", (PyCFunction)(void (*)(void))SampleToDevice, METH_FASTCALL, NULL},
     {"field", (PyCFunction)(void (*)(void))Field, METH_FASTCALL, NULL},
     {"capsule", (PyCFunction)(void (*)(void))Capsule, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},

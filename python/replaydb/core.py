@@ -1339,7 +1339,7 @@ class Table(_Owned):
                 stream_value = _stream_value(stream)
                 if stream_value is None:
                     stream_value = _convert.torch_stream(dev)
-                got = _speedups.sample_to_device(me, batch_size, options._address, stream_value)
+                got = _speedups.sample(me, batch_size, options._address, stream_value)
                 if type(got) is int:
                     return Batch(got, stream_value, dev)
             return self._sample_again(got, batch_size, options, timeout, dev, stream_value)
@@ -1380,8 +1380,7 @@ class Table(_Owned):
             if dev < 0:
                 got = _speedups.sample(self._h(), batch_size, options._address)
             else:
-                got = _speedups.sample_to_device(self._h(), batch_size, options._address,
-                                                 stream_value)
+                got = _speedups.sample(self._h(), batch_size, options._address, stream_value)
             if type(got) is int:
                 return Batch(got, stream_value if dev >= 0 else None, dev)
             code, err = got[0], c_char_p(got[1] or None)
