@@ -12,6 +12,7 @@ Result<std::unique_ptr<DeviceSelector>> DeviceSelector::Create(int device, int64
   options.capacity = capacity;
   options.alpha = alpha;
   options.caller_slots = true;
+  options.track_updates = true;  // for the log and checkpoints (TableImpl)
   options.seed = std::random_device{}();
   auto table = kernels::DevicePriorityTable::Create(options);
   if (!table.ok()) {

@@ -180,8 +180,8 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
   std::vector<Copy> copies;
   flatbuffers::FlatBufferBuilder fbb(1024);
   uint32_t table_id = 0;  // table_id_ as read under mu_, for the copies below
-  // Priorities set on the GPU before this point are in the items it writes.
-  DrainDeviceLog();
+  // Priorities set on the GPU: collected below, one collection at a time.
+  std::lock_guard<std::mutex> device_log_lock(device_log_mu_);
   {
     std::unique_lock<std::mutex> lock(mu_);
     // Spills queued before this point hold the only copy of their steps
@@ -192,6 +192,9 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
     if (closed_) return Status::OK();
     // Failing spills (a full disk): the log they need must stay.
     REPLAYDB_RETURN_IF_ERROR(spilled);
+    // Priorities set on the GPU before this point go into the items written
+    // below, and into the log ahead of any later record.
+    REPLAYDB_RETURN_IF_ERROR(CollectDevicePrioritiesLocked());
     checkpointing_ = true;
     table_id = table_id_;
     ticket_ = {};

@@ -58,13 +58,13 @@
 
 #include "engine/hot/block_pool.h"
 #include "engine/cold/cold_store.h"
-#include "engine/gpu/host_echo.h"
 #include "engine/gpu/device_tier.h"
 #include "engine/rate_limiter/rate_limiter.h"
 #include "engine/table/draw_strategy.h"
 #include "engine/table/writer_state.h"
 #include "engine/table/table_layout.h"
 #include "index/selectors/selector.h"
+#include "kernels/priority/device_priority_table.h"
 #include "index/trajectory_store.h"
 #include "replaydb/db.h"
 #include "replaydb/device.h"
@@ -213,9 +213,6 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Runs beside writers and samplers (holds the table's mutex only to take
   // the snapshot). Call CheckpointDone with the outcome.
   Status CollectCheckpoint(ColdStore::Batch* batch);
-  // Waits until every priority UpdatePrioritiesFromDevice gave a logged
-  // table has reached its items and the log (the caller holds no lock).
-  void DrainDeviceLog();
   void CheckpointDone(bool ok);
   // Loads the table's checkpointed state. REQUIRES: the table is new and
   // unused. Trajectories stored as cold, and any that do not fit, stay in
@@ -562,11 +559,23 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
                                   int64_t index, int64_t count, const double* priorities);
   // Logs keys and their new priorities (one record) and syncs it, after
   // releasing `lock`.
-  // device_log_thread_'s loop: each device update's copy, once landed,
-  // into the items' host priorities and the log.
+  // device_log_thread_'s loop: LogDevicePriorities every kDeviceLogPeriod
+  // while the GPU has priorities the log lacks.
   void DeviceLogLoop();
-  // Stops it after what was pushed is applied (the caller holds no lock).
+  // Stops it and logs what the GPU still has (the caller holds no lock).
   void StopDeviceLog();
+  // Logs, in one record per collection, the items whose priority
+  // UpdatePrioritiesFromDevice set since the last collection (the device
+  // table's log mark). The caller holds no lock.
+  Status LogDevicePriorities();
+  // The checkpoint's part (mu_ and device_log_mu_ held): logs what the log
+  // lacks, as LogDevicePriorities does, and sets the items' host priorities
+  // to what the GPU holds for every item updated there since the last
+  // checkpoint (the checkpoint mark), marking their trajectories dirty.
+  Status CollectDevicePrioritiesLocked();
+  // Queues the collection of `mark` into *buffer (made on first use).
+  Status QueueDeviceCollectLocked(int mark,
+                                  std::unique_ptr<kernels::DevicePriorityTable::Updated>* buffer);
   Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
                              std::span<const double> priorities);
   // Logs the vector steps of the environments with dest >= 0 (one record);
@@ -816,14 +825,24 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   bool cold_stop_ = false;
   std::thread cold_thread_;
 
-  // Priorities set on the GPU of a logged table (UpdatePrioritiesFromDevice)
-  // reach the items and the log through copies the caller's stream makes
-  // (device_echo_) and device_log_thread_, off the caller's path.
-  std::unique_ptr<HostEcho> device_echo_;
+  // Priorities set on the GPU (UpdatePrioritiesFromDevice) never cost the
+  // caller more than the device update: the device table marks the items it
+  // updates; device_log_thread_ (logged tables) collects the log's marks
+  // every kDeviceLogPeriod and logs each item's latest priority once; a
+  // checkpoint collects its own marks into the items
+  // (docs/durability.md, "Priorities set on the GPU"). device_log_mu_,
+  // taken before mu_, keeps one collection and its append at a time, so
+  // that records reach the log in the order of their collections.
+  std::mutex device_log_mu_;
+  // Under device_log_mu_:
+  std::unique_ptr<kernels::DevicePriorityTable::Updated> device_log_buffer_;
+  std::unique_ptr<kernels::DevicePriorityTable::Updated> device_checkpoint_buffer_;
+  wal::RecordBuilder device_record_;
+  // Under mu_:
   std::thread device_log_thread_;
   std::condition_variable device_log_cv_;
-  uint64_t device_echoes_pushed_ = 0;
-  uint64_t device_echoes_applied_ = 0;
+  uint64_t device_update_calls_ = 0;         // UpdatePrioritiesFromDevice calls that updated
+  uint64_t device_update_calls_logged_ = 0;  // ... of them, logged
   bool device_log_stop_ = false;
   Status device_log_error_;  // the first failure there, for the next call
 };

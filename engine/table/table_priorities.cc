@@ -4,6 +4,7 @@
 // of a logged table); and item deletion (DeleteItems), which takes items out
 // of the same selector and log.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -17,6 +18,16 @@
 namespace replaydb::engine {
 
 using util::Quoted;
+
+namespace {
+
+// How often device_log_thread_ logs the priorities set on the GPU: the
+// most a crash can lose of them (docs/durability.md).
+constexpr std::chrono::milliseconds kDeviceLogPeriod(50);
+// Items per collection, at most (16 bytes each of pinned memory).
+constexpr int64_t kDeviceCollectMax = int64_t{1} << 20;
+
+}  // namespace
 
 Status TableImpl::UpdatePriorities(std::span<const ItemKey> keys,
                                    std::span<const double> priorities,
@@ -89,72 +100,26 @@ Status TableImpl::UpdatePrioritiesFromDevice(const uint64_t* keys, const float* 
   device_updates_ += n;
   limiter_.NotifyAll();
   if (log_ == nullptr) return Status::OK();
-  // Durable tables see the update on the host too: copies queued on the
-  // caller's stream, which device_log_thread_ applies to the items (for
-  // checkpoints) and logs once they land. The caller does not wait.
-  if (!device_log_error_.ok()) return std::exchange(device_log_error_, Status::OK());
-  if (device_echo_ == nullptr) {
-    device_echo_ = std::make_unique<HostEcho>(spec_.priority_device);
+  // The device table marked the items; device_log_thread_ logs them.
+  ++device_update_calls_;
+  if (!device_log_thread_.joinable() && !device_log_stop_) {
     device_log_thread_ = std::thread([this] { DeviceLogLoop(); });
   }
-  const HostEcho::Part parts[] = {{keys, static_cast<size_t>(n) * sizeof(uint64_t)},
-                                  {priorities, static_cast<size_t>(n) * sizeof(float)}};
-  REPLAYDB_RETURN_IF_ERROR(device_echo_->Push(parts, stream)
-                               .WithContext("table " + Quoted(name_) +
-                                            ": copying device priorities for the log"));
-  ++device_echoes_pushed_;
-  device_log_cv_.notify_all();
+  if (!device_log_error_.ok()) return std::exchange(device_log_error_, Status::OK());
   return Status::OK();
 }
 
 void TableImpl::DeviceLogLoop() {
   std::unique_lock<std::mutex> lock(mu_);
-  std::string bytes;
-  std::vector<uint64_t> logged_keys;
-  std::vector<double> logged_priorities;
   while (true) {
-    device_log_cv_.wait(lock, [&] {
-      return device_log_stop_ || device_echoes_applied_ < device_echoes_pushed_;
-    });
-    if (device_echoes_applied_ == device_echoes_pushed_) return;  // stopping, all applied
+    device_log_cv_.wait_for(lock, kDeviceLogPeriod, [&] { return device_log_stop_; });
+    if (device_log_stop_) return;
+    if (device_update_calls_ == device_update_calls_logged_) continue;
     lock.unlock();
-    Status s = device_echo_->Pop(&bytes);  // waits for the copies to land, without mu_
+    const Status s = LogDevicePriorities();
     lock.lock();
-    if (s.ok() && !closed_) {
-      // [n keys][n float priorities]
-      const size_t n = bytes.size() / (sizeof(uint64_t) + sizeof(float));
-      logged_keys.clear();
-      logged_priorities.clear();
-      for (size_t i = 0; i < n; ++i) {
-        uint64_t key;
-        float priority;
-        std::memcpy(&key, bytes.data() + i * sizeof(uint64_t), sizeof(key));
-        std::memcpy(&priority, bytes.data() + n * sizeof(uint64_t) + i * sizeof(float),
-                    sizeof(priority));
-        Trajectory* t = store_.Find(ItemKeyTrajectory(key));
-        const int64_t start = ItemKeyStart(key);
-        if (t == nullptr || start >= t->items_created) continue;
-        store_.ItemAt(*t, start).priority = priority;
-        t->dirty = true;
-        logged_keys.push_back(key);
-        logged_priorities.push_back(priority);
-      }
-      s = LogPrioritiesLocked(lock, logged_keys, logged_priorities);  // unlocks
-      if (!lock.owns_lock()) lock.lock();
-    }
-    if (!s.ok() && device_log_error_.ok()) {
-      device_log_error_ =
-          s.WithContext("table " + Quoted(name_) + ": logging priorities set on the GPU");
-    }
-    ++device_echoes_applied_;
-    device_log_cv_.notify_all();
+    if (!s.ok() && device_log_error_.ok()) device_log_error_ = s;
   }
-}
-
-void TableImpl::DrainDeviceLog() {
-  std::unique_lock<std::mutex> lock(mu_);
-  const uint64_t target = device_echoes_pushed_;
-  device_log_cv_.wait(lock, [&] { return device_echoes_applied_ >= target; });
 }
 
 void TableImpl::StopDeviceLog() {
@@ -166,6 +131,108 @@ void TableImpl::StopDeviceLog() {
   if (device_log_thread_.joinable() && device_log_thread_.get_id() != std::this_thread::get_id()) {
     device_log_thread_.join();
   }
+  const Status s = LogDevicePriorities();
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (device_log_error_.ok()) device_log_error_ = s;
+  }
+}
+
+Status TableImpl::QueueDeviceCollectLocked(
+    int mark, std::unique_ptr<kernels::DevicePriorityTable::Updated>* buffer) {
+  kernels::DevicePriorityTable* device = draws_->device_priorities();
+  if (*buffer == nullptr) {
+    REPLAYDB_ASSIGN_OR_RETURN(
+        *buffer, device->NewUpdated(std::min<int64_t>(spec_.capacity_steps, kDeviceCollectMax)));
+  }
+  return device->CollectUpdated(mark, buffer->get());
+}
+
+Status TableImpl::LogDevicePriorities() {
+  std::lock_guard<std::mutex> serial(device_log_mu_);
+  // Bounded: updates arriving meanwhile wait for the next period.
+  for (int round = 0; round < 64; ++round) {
+    std::shared_ptr<wal::LogWriter> log;
+    uint64_t calls = 0;
+    uint32_t table_id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_ || log_ == nullptr || draws_->device_priorities() == nullptr ||
+          device_update_calls_ == device_update_calls_logged_) {
+        return Status::OK();
+      }
+      calls = device_update_calls_;
+      log = log_;
+      table_id = table_id_;
+      // Queued on the device table's stream under mu_, behind every update
+      // made before it; waited for without mu_.
+      REPLAYDB_RETURN_IF_ERROR(
+          QueueDeviceCollectLocked(kernels::DevicePriorityTable::kLogMark, &device_log_buffer_)
+              .WithContext("table " + Quoted(name_) + ": collecting priorities set on the GPU"));
+    }
+    const kernels::DevicePriorityTable::Updated& got = *device_log_buffer_;
+    REPLAYDB_RETURN_IF_ERROR(device_log_buffer_->Wait().WithContext(
+        "table " + Quoted(name_) + ": collecting priorities set on the GPU"));
+    if (got.count() > 0) {
+      const size_t n = static_cast<size_t>(got.count());
+      device_record_.UpdatePriorities(table_id, std::span(got.keys(), n),
+                                      std::span(got.priorities(), n));
+      Result<uint64_t> seq = log->Append(wal::RecordType::kUpdatePriorities,
+                                         device_record_.payload());
+      if (!seq.ok()) {
+        return seq.status().WithContext("table " + Quoted(name_) +
+                                        ": logging priorities set on the GPU");
+      }
+      REPLAYDB_RETURN_IF_ERROR(SyncLog(*seq, /*wait=*/false));
+    }
+    if (!got.more()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      device_update_calls_logged_ = std::max(device_update_calls_logged_, calls);
+      return Status::OK();
+    }
+  }
+  return Status::OK();
+}
+
+Status TableImpl::CollectDevicePrioritiesLocked() {
+  kernels::DevicePriorityTable* device = draws_->device_priorities();
+  if (device == nullptr || device_updates_ == 0) return Status::OK();
+  using Table = kernels::DevicePriorityTable;
+  const std::string context = "table " + Quoted(name_) + ": collecting priorities set on the GPU";
+  // No update runs meanwhile (mu_): each loop ends once the marks are gone.
+  if (log_ != nullptr && device_update_calls_ != device_update_calls_logged_) {
+    do {
+      REPLAYDB_RETURN_IF_ERROR(QueueDeviceCollectLocked(Table::kLogMark, &device_log_buffer_)
+                                   .WithContext(context));
+      REPLAYDB_RETURN_IF_ERROR(device_log_buffer_->Wait().WithContext(context));
+      const Table::Updated& got = *device_log_buffer_;
+      if (got.count() > 0) {
+        const size_t n = static_cast<size_t>(got.count());
+        record_.UpdatePriorities(table_id_, std::span(got.keys(), n),
+                                 std::span(got.priorities(), n));
+        REPLAYDB_RETURN_IF_ERROR(LogLocked(wal::RecordType::kUpdatePriorities).status());
+      }
+    } while (device_log_buffer_->more());
+    device_update_calls_logged_ = device_update_calls_;
+  }
+  do {
+    REPLAYDB_RETURN_IF_ERROR(
+        QueueDeviceCollectLocked(Table::kCheckpointMark, &device_checkpoint_buffer_)
+            .WithContext(context));
+    REPLAYDB_RETURN_IF_ERROR(device_checkpoint_buffer_->Wait().WithContext(context));
+    const Table::Updated& got = *device_checkpoint_buffer_;
+    for (int64_t i = 0; i < got.count(); ++i) {
+      const ItemKey key = got.keys()[i];
+      Trajectory* t = store_.Find(ItemKeyTrajectory(key));
+      const int64_t start = ItemKeyStart(key);
+      if (t == nullptr || start >= t->items_created) continue;
+      ItemState& item = store_.ItemAt(*t, start);
+      if (!store_.ItemLive(item)) continue;
+      item.priority = got.priorities()[i];
+      t->dirty = true;
+    }
+  } while (device_checkpoint_buffer_->more());
+  return Status::OK();
 }
 
 Status TableImpl::DeleteItems(std::span<const ItemKey> keys, int64_t* deleted) {

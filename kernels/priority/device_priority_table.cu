@@ -95,7 +95,8 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
         capacity_(options.capacity),
         alpha_(options.alpha),
         seed_(options.seed),
-        caller_slots_(options.caller_slots) {}
+        caller_slots_(options.caller_slots),
+        track_updates_(options.track_updates) {}
   ~DevicePriorityTableImpl() override;
 
   Status Init();
@@ -113,6 +114,8 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
                           void* stream) override;
   Result<int64_t> SkippedUpdates() override;
   Result<std::vector<double>> ReadPriorities(const std::vector<ItemKey>& keys) override;
+  Result<std::unique_ptr<Updated>> NewUpdated(int64_t max_items) override;
+  Status CollectUpdated(int mark, Updated* into) override;
 
  private:
   struct Section {
@@ -151,6 +154,7 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
   const double alpha_;
   const uint64_t seed_;
   const bool caller_slots_;
+  const bool track_updates_;
 
   // ---- host state
   KeySlotMap map_;
@@ -174,6 +178,7 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
   int64_t level_entries_[kMaxLevels] = {};  // entries of level k, unpadded
   unsigned long long* d_slot_keys_ = nullptr;
   double* d_priorities_ = nullptr;  // -1 marks an empty slot
+  uint8_t* d_marks_ = nullptr;      // track_updates_: per slot, kLogMark | kCheckpointMark
   float* d_values_ = nullptr;
   double* d_levels_[kMaxLevels] = {};
   HashEntry* d_hash_ = nullptr;
@@ -204,9 +209,9 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
 DevicePriorityTableImpl::~DevicePriorityTableImpl() {
   ScopedDevice on(device_);
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
-  void* device_buffers[] = {d_slot_keys_, d_priorities_,  d_values_,     d_hash_,
-                            d_skipped_,   d_counters_,    d_min_bits_,   claims_.d_entry_of,
-                            d_stage_,     d_update_temp_, d_sample_temp_};
+  void* device_buffers[] = {d_slot_keys_, d_priorities_,  d_values_,      d_hash_,
+                            d_skipped_,   d_counters_,    d_min_bits_,    claims_.d_entry_of,
+                            d_stage_,     d_update_temp_, d_sample_temp_, d_marks_};
   for (void* p : device_buffers) {
     if (p != nullptr) (void)cudaFree(p);
   }
@@ -267,6 +272,11 @@ Status DevicePriorityTableImpl::Init() {
   }
   REPLAYDB_RETURN_IF_CUDA_ERROR(priority::DeviceFill(d_priorities_, capacity_, -1.0, stream_),
                                 "FillKernel launch");
+  if (track_updates_) {
+    REPLAYDB_RETURN_IF_ERROR(DeviceAlloc(&d_marks_, cap, "update marks"));
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(d_marks_, 0, cap, stream_),
+                                  "cudaMemsetAsync(update marks)");
+  }
 
   hash_entries_ = NextPowerOfTwo(std::max<uint64_t>(2 * cap, 1024));
   const size_t hash_bytes = sizeof(HashEntry) * hash_entries_;
@@ -701,6 +711,7 @@ Status DevicePriorityTableImpl::UpdatePriorities(const uint64_t* d_keys, const f
   args.capacity = static_cast<uint32_t>(capacity_);
   args.alpha = alpha_;
   args.d_skipped = d_skipped_;
+  args.d_marks = d_marks_;
   // Enough blocks for one warp per update, all resident.
   const int64_t useful_warps = n;
   const int grid = static_cast<int>(
@@ -768,6 +779,117 @@ Result<std::vector<double>> DevicePriorityTableImpl::ReadPriorities(
       "cudaMemcpyAsync(priorities)");
   REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   return out;
+}
+
+// Pinned host memory the device writes through its mapping, a counter on
+// the device and the event behind a collection.
+class UpdatedImpl final : public DevicePriorityTable::Updated {
+ public:
+  UpdatedImpl(int device, int64_t max) : device_(device), max_(max) {}
+  ~UpdatedImpl() override {
+    ScopedDevice on(device_);
+    if (done_ != nullptr) {
+      (void)cudaEventSynchronize(done_);
+      (void)cudaEventDestroy(done_);
+    }
+    if (d_count_ != nullptr) (void)cudaFree(d_count_);
+    if (host_ != nullptr) (void)cudaFreeHost(host_);
+  }
+
+  Status Init() {
+    ScopedDevice on(device_);
+    REPLAYDB_RETURN_IF_ERROR(on.status());
+    const size_t bytes = sizeof(unsigned long long) + static_cast<size_t>(max_) * 16;
+    REPLAYDB_RETURN_IF_CUDA_ERROR(
+        cudaHostAlloc(&host_, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+        "cudaHostAlloc(" + std::to_string(bytes) + " bytes for collected priorities)");
+    void* mapped = nullptr;
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaHostGetDevicePointer(&mapped, host_, 0),
+                                  "cudaHostGetDevicePointer(collected priorities)");
+    auto* base = static_cast<unsigned long long*>(mapped);
+    d_keys_ = base + 1;
+    d_priorities_ = reinterpret_cast<double*>(base + 1 + max_);
+    REPLAYDB_RETURN_IF_ERROR(DeviceAlloc(&d_count_, sizeof(unsigned long long), "a counter"));
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming),
+                                  "cudaEventCreateWithFlags");
+    return Status::OK();
+  }
+
+  Status Wait() override {
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done_),
+                                  "cudaEventSynchronize(collected priorities)");
+    return Status::OK();
+  }
+  int64_t count() const override {
+    return std::min<int64_t>(static_cast<int64_t>(*found()), max_);
+  }
+  bool more() const override { return static_cast<int64_t>(*found()) > max_; }
+  const uint64_t* keys() const override {
+    return reinterpret_cast<const uint64_t*>(static_cast<const unsigned long long*>(host_) + 1);
+  }
+  const double* priorities() const override {
+    return reinterpret_cast<const double*>(static_cast<const unsigned long long*>(host_) + 1 +
+                                           max_);
+  }
+
+  // Queues the collection on `stream`.
+  Status Collect(uint8_t* d_marks, uint8_t mark, const unsigned long long* d_slot_keys,
+                 const double* d_priorities, int64_t capacity, cudaStream_t stream) {
+    REPLAYDB_RETURN_IF_CUDA_ERROR(
+        priority::DeviceCollectMarked(d_marks, mark, d_slot_keys, d_priorities, capacity, max_,
+                                      d_count_, d_keys_, d_priorities_, stream),
+        "CollectMarkedKernel launch");
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(host_, d_count_, sizeof(unsigned long long),
+                                                  cudaMemcpyDeviceToHost, stream),
+                                  "cudaMemcpyAsync(collected count)");
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaEventRecord(done_, stream), "cudaEventRecord");
+    return Status::OK();
+  }
+
+  int device() const { return device_; }
+
+ private:
+  const unsigned long long* found() const { return static_cast<const unsigned long long*>(host_); }
+
+  const int device_;
+  const int64_t max_;
+  void* host_ = nullptr;  // [found count][max_ keys][max_ priorities]
+  unsigned long long* d_keys_ = nullptr;
+  double* d_priorities_ = nullptr;
+  unsigned long long* d_count_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+};
+
+Result<std::unique_ptr<DevicePriorityTable::Updated>> DevicePriorityTableImpl::NewUpdated(
+    int64_t max_items) {
+  if (max_items < 1 || max_items > kMaxBatch) {
+    return Status::InvalidArgument("DevicePriorityTable::NewUpdated: max_items " +
+                                   std::to_string(max_items) + " is outside [1, 2^31 - 1]");
+  }
+  auto updated = std::make_unique<UpdatedImpl>(device_, max_items);
+  REPLAYDB_RETURN_IF_ERROR(updated->Init());
+  return std::unique_ptr<Updated>(std::move(updated));
+}
+
+Status DevicePriorityTableImpl::CollectUpdated(int mark, Updated* into) {
+  if (!track_updates_) {
+    return Status::FailedPrecondition(
+        "DevicePriorityTable::CollectUpdated: the table was made without track_updates");
+  }
+  if (mark != kLogMark && mark != kCheckpointMark) {
+    return Status::InvalidArgument("DevicePriorityTable::CollectUpdated: mark " +
+                                   std::to_string(mark) + " is neither kLogMark nor kCheckpointMark");
+  }
+  auto* impl = dynamic_cast<UpdatedImpl*>(into);
+  if (impl == nullptr || impl->device() != device_) {
+    return Status::InvalidArgument(
+        "DevicePriorityTable::CollectUpdated: `into` was not made by NewUpdated of this device");
+  }
+  ScopedDevice on(device_);
+  REPLAYDB_RETURN_IF_ERROR(on.status());
+  REPLAYDB_RETURN_IF_ERROR(FlushStaged());
+  return impl->Collect(d_marks_, static_cast<uint8_t>(mark), d_slot_keys_, d_priorities_,
+                       capacity_, stream_);
 }
 
 }  // namespace

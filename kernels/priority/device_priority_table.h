@@ -37,7 +37,8 @@
 //   slots, then over segments of 1024 sums, until one level has at most
 //   1024 entries; a draw is one warp descending that tree.
 // - Memory per slot of capacity: 52-84 bytes of device memory (20 for key,
-//   priority and value; 2-4 hash-table entries of 16 bytes), and on the host
+//   priority and value; 2-4 hash-table entries of 16 bytes; 1 more with
+//   track_updates, the slot's marks), and on the host
 //   5 bytes per slot (13 with caller_slots: each slot's key) plus 32-64 per
 //   item (key -> slot map) plus 24 per change staged since the last device
 //   call.
@@ -70,6 +71,31 @@ class DevicePriorityTable {
     // SetPriority, UpdatePriorities and Sample work by key alike.
     // Default: false.
     bool caller_slots = false;
+    // Marks every slot UpdatePriorities sets, for CollectUpdated (one more
+    // byte of device memory per slot). Default: false.
+    bool track_updates = false;
+  };
+
+  // The marks of Options::track_updates: UpdatePriorities sets both on
+  // every slot it writes, and each is cleared by its own collection, so that
+  // two readers (the engine's log and its checkpoints) each learn of every
+  // update.
+  static constexpr int kLogMark = 1;
+  static constexpr int kCheckpointMark = 2;
+
+  // Host memory that CollectUpdated fills (pinned, written by the device).
+  class Updated {
+   public:
+    virtual ~Updated() = default;
+    // Waits for the collection queued into it; then the accessors below
+    // read it.
+    virtual Status Wait() = 0;
+    // Items collected, at most the max_items it was made with.
+    virtual int64_t count() const = 0;
+    // More were marked than fit: their marks stay, for the next collection.
+    virtual bool more() const = 0;
+    virtual const uint64_t* keys() const = 0;
+    virtual const double* priorities() const = 0;
   };
 
   struct SampleParams {
@@ -166,6 +192,18 @@ class DevicePriorityTable {
 
   // Updates skipped so far (unknown keys, bad values). Synchronises.
   virtual Result<int64_t> SkippedUpdates() = 0;
+
+  // Room for collections of up to max_items (>= 1) items.
+  virtual Result<std::unique_ptr<Updated>> NewUpdated(int64_t max_items) = 0;
+  // Queues on the table's stream, after every call made before it, the
+  // collection into *into of the items whose priority UpdatePriorities set
+  // since the last collection of `mark` (kLogMark or kCheckpointMark): each
+  // item's key and current priority, once, however often it was set; their
+  // marks are cleared. Returns without waiting: into->Wait() does. `into`
+  // (from this table's NewUpdated) must not be collected into again before
+  // that. FailedPrecondition without Options::track_updates. O(capacity)
+  // device work, none per update.
+  virtual Status CollectUpdated(int mark, Updated* into) = 0;
 
   // For tests and tools: the priority held for each key in `keys` (-1 when
   // absent), after applying staged changes. Synchronises.

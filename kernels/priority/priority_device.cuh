@@ -208,6 +208,23 @@ inline cudaError_t DeviceUpdatePriorities(void* d_temp_storage, size_t& temp_sto
   return cudaSuccess;
 }
 
+// ------------------------------------------------------- marked slots
+
+// CollectMarkedKernel over `capacity` slots, *d_count zeroed first.
+inline cudaError_t DeviceCollectMarked(uint8_t* d_marks, uint8_t mark,
+                                       const unsigned long long* d_slot_keys,
+                                       const double* d_priorities, long long capacity,
+                                       long long max, unsigned long long* d_count,
+                                       unsigned long long* out_keys, double* out_priorities,
+                                       cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(d_count, 0, sizeof(unsigned long long), stream);
+  if (err != cudaSuccess) return err;
+  const unsigned grid = std::min(GridFor(capacity, kElementwiseThreads * 4LL), 4096u);
+  CollectMarkedKernel<<<grid, kElementwiseThreads, 0, stream>>>(
+      d_marks, mark, d_slot_keys, d_priorities, capacity, max, d_count, out_keys, out_priorities);
+  return LaunchError();
+}
+
 // ---------------------------------------------------------------- samples
 
 // Scratch of DeviceSample when weights are wanted: the batch's log2

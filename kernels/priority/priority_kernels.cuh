@@ -321,7 +321,12 @@ struct UpdateArgs {
   unsigned long long* d_skipped;
   const uint32_t* d_sorted_slots;  // UpdateApplyKernel: updates sorted by slot
   const uint32_t* d_sorted_index;  //   ... and the update each came from
+  uint8_t* d_marks;                // per slot, or null: set to kAllMarks for each slot written
 };
+
+// Marks of a slot whose priority an update set, each cleared by its own
+// collection (CollectMarkedKernel).
+inline constexpr uint8_t kAllMarks = 3;
 
 // Device state of UpdateCooperativeKernel, owned by the table. Per entry e
 // of level k >= 1, all zero between launches:
@@ -418,6 +423,7 @@ __global__ void __launch_bounds__(kBigBlockThreads)
           const double p = static_cast<double>(a.d_new_priorities[u]);
           a.d_priorities[slot] = p;
           a.tree.d_values[slot] = PriorityToValue(p, a.alpha);
+          if (a.d_marks != nullptr) a.d_marks[slot] = kAllMarks;
         }
         __threadfence();  // release: the write before the arrival
         complete = atomicAdd(&c.d_arrived[1][e], 1) + 1 == __ldcg(&c.d_expected[1][e]);
@@ -483,6 +489,7 @@ __global__ void __launch_bounds__(kBigBlockThreads) UpdateApplyKernel(UpdateArgs
       const double p = static_cast<double>(a.d_new_priorities[a.d_sorted_index[m]]);
       a.d_priorities[s] = p;
       a.tree.d_values[s] = PriorityToValue(p, a.alpha);
+      if (a.d_marks != nullptr) a.d_marks[s] = kAllMarks;
     }
     if (!__all_sync(kFullMask, in_segment)) break;  // the run ends in this chunk
   }
@@ -512,6 +519,46 @@ __global__ void __launch_bounds__(kBlockThreads)
   const double sum = WarpSegmentSum(
       LevelSums(tree, level) + static_cast<long long>(e) * kSegmentItems, lane, temp[warp]);
   if (lane == 0) LevelSums(tree, level + 1)[e] = sum;
+}
+
+// Collects the held slots whose marks include `mark`: each one's key and
+// priority go to out_keys[i], out_priorities[i] for i < max (host memory
+// mapped for the device; a warp's finds are written contiguously), and its
+// mark is cleared; *d_count ends as the number found, which may pass max
+// (those past it keep their mark for the next collection). A slot marked
+// but empty (its item removed) loses its mark.
+__global__ void CollectMarkedKernel(uint8_t* d_marks, uint8_t mark,
+                                    const unsigned long long* d_slot_keys,
+                                    const double* d_priorities, long long capacity, long long max,
+                                    unsigned long long* d_count, unsigned long long* out_keys,
+                                    double* out_priorities) {
+  const int lane = threadIdx.x % kWarpThreads;
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  // Warp-uniform loop bounds: every lane reaches the ballot.
+  for (long long base = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x - lane;
+       base < capacity; base += stride) {
+    const long long s = base + lane;
+    const uint8_t m = s < capacity ? d_marks[s] : 0;
+    bool found = false;
+    double p = -1.0;
+    if ((m & mark) != 0) {
+      p = d_priorities[s];
+      found = p >= 0.0;
+      if (!found) d_marks[s] = m & ~mark;
+    }
+    const unsigned found_mask = __ballot_sync(kFullMask, found);
+    if (found_mask == 0) continue;
+    unsigned long long first = 0;
+    if (lane == 0) first = atomicAdd(d_count, static_cast<unsigned long long>(__popc(found_mask)));
+    first = __shfl_sync(kFullMask, first, 0);
+    if (!found) continue;
+    const long long at =
+        static_cast<long long>(first) + __popc(found_mask & ((1u << lane) - 1u));
+    if (at >= max) continue;
+    out_keys[at] = d_slot_keys[s];
+    out_priorities[at] = p;
+    d_marks[s] = m & ~mark;
+  }
 }
 
 // Everything a Sample call needs, for SampleKernel.

@@ -5,7 +5,9 @@
 // poisoned first; they skip with the reason where no GPU can be used. The
 // placement parsing and error paths run everywhere.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
@@ -1316,6 +1318,70 @@ TEST_F(TableGpuTest, ACheckpointHoldsThePrioritiesSetOnTheGpuBeforeIt) {
   for (size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(got.priorities[i], want[keys[i]]) << "key " << keys[i] << ", reopened";
   }
+}
+
+// The log gets the priorities set on the GPU of a logged table within
+// moments, with no checkpoint and no close (docs/durability.md, "Priorities
+// set on the GPU": a crash loses at most about the last 50 ms of them): a
+// copy of the database directory taken while it is open, as a crash would
+// leave it, reopens with every item's latest priority.
+TEST_F(TableGpuTest, TheLogHoldsThePrioritiesSetOnTheGpuWithinMoments) {
+  TempDir dir;
+  const DBOptions options = testing_util::ManualCheckpoints();
+  TableSpec spec;  // host placement: logged by default
+  spec.name = "p";
+  spec.columns = {{"x", DType::kF32, Shape{2}}};
+  spec.capacity_steps = 1024;
+  spec.selector = SelectorKind::kPrioritized;
+  spec.priority_device = 0;
+  const int steps = 8 + static_cast<int>(rng_() % 64);
+  std::vector<ItemKey> keys;
+  std::map<ItemKey, double> want;
+  auto db = Take(DB::Open(options, dir.path()));
+  auto table = Take(db->CreateTable(spec));
+  auto writer = Take(table->NewWriter());
+  for (int i = 0; i < steps; ++i) {
+    const float v[2] = {static_cast<float>(i), 1.0f};
+    const ConstTensor step[] = {{DType::kF32, Shape{2}, v, sizeof(v)}};
+    ASSERT_OK(writer->Append(step, 1.0));
+    keys.push_back(MakeItemKey(writer->trajectory_id(), i));
+    want[keys.back()] = 1.0;
+  }
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+  auto stream = Take(DeviceStream::Create(0));
+  std::vector<DeviceBuffer> inputs;  // alive until the stream is done
+  for (int round = 0; round < 1 + static_cast<int>(rng_() % 6); ++round) {
+    std::vector<uint64_t> k;
+    std::vector<float> p;
+    for (const ItemKey key : keys) {
+      if (rng_() % 2) continue;
+      k.push_back(key);
+      p.push_back(static_cast<float>(1 + rng_() % 1000) / 8.0f);
+      want[key] = p.back();
+    }
+    if (k.empty()) continue;
+    inputs.push_back(Take(DeviceBuffer::Allocate(0, k.size() * sizeof(uint64_t))));
+    ASSERT_OK(inputs.back().CopyFromHost(k.data(), k.size() * sizeof(uint64_t)));
+    const uint64_t* d_keys = inputs.back().as<uint64_t>();
+    inputs.push_back(Take(DeviceBuffer::Allocate(0, p.size() * sizeof(float))));
+    ASSERT_OK(inputs.back().CopyFromHost(p.data(), p.size() * sizeof(float)));
+    ASSERT_OK(table->UpdatePrioritiesFromDevice(d_keys, inputs.back().as<float>(),
+                                                static_cast<int64_t>(k.size()), stream.handle()));
+  }
+  ASSERT_OK(stream.Synchronize());
+  // Copies until one holds them all: 40 tries, 100 ms apart.
+  std::map<ItemKey, double> got;
+  for (int attempt = 0; attempt < 40 && got != want; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    TempDir copy;
+    std::filesystem::copy(dir.path(), copy.path(), std::filesystem::copy_options::recursive);
+    auto reopened = Take(DB::Open(options, copy.path()));
+    SampleBatch batch;
+    ASSERT_OK(Take(reopened->GetTable("p"))->Lookup(keys, &batch));
+    got.clear();
+    for (size_t i = 0; i < keys.size(); ++i) got[keys[i]] = batch.priorities[i];
+  }
+  EXPECT_EQ(got, want) << "a copy taken 4 s after the updates lacks some of them";
 }
 
 // A device table with the default logging is durable as of its last

@@ -7,6 +7,7 @@
 // KeySlotMap (host code) and the options' defaults are tested everywhere.
 #include "kernels/priority/device_priority_table.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -228,12 +229,13 @@ class DevicePriorityTableTest : public ::testing::Test {
   }
 
   static std::unique_ptr<Table> MakeTable(int64_t capacity, double alpha = 1.0, uint64_t seed = 1,
-                                          bool caller_slots = false) {
+                                          bool caller_slots = false, bool track_updates = false) {
     Table::Options options;
     options.capacity = capacity;
     options.alpha = alpha;
     options.seed = seed;
     options.caller_slots = caller_slots;
+    options.track_updates = track_updates;
     auto table = Table::Create(options);
     EXPECT_TRUE(table.ok()) << table.status().ToString();
     return table.ok() ? std::move(table).value() : nullptr;
@@ -427,6 +429,90 @@ TEST_F(DevicePriorityTableTest, ZeroPriorityIsNeverDrawn) {
     first += k == 1024;
   }
   EXPECT_NEAR(static_cast<double>(first) / (1 << 16), 0.5, 0.02);
+}
+
+// Options::track_updates: a collection gives every item UpdatePriorities set
+// since the last collection of the same mark, once, with its latest
+// priority; the two marks are independent; a collection with too little
+// room says more() and the next one gives the rest; removed items are
+// left out; a table made without tracking refuses, saying why.
+TEST_F(DevicePriorityTableTest, CollectUpdatedGivesEachUpdatedItemOnceWithItsLatestPriority) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const int items = 500 + static_cast<int>(rng() % 3000);
+  auto t = MakeTable(items + 17, 1.0, 5, /*caller_slots=*/false, /*track_updates=*/true);
+  ASSERT_NE(t, nullptr);
+  const std::vector<uint64_t> keys = DistinctKeys(items, rng());
+  for (const uint64_t k : keys) ASSERT_OK(t->Insert(k, 1.0));
+  ASSERT_OK(t->Flush(nullptr));
+  std::uniform_real_distribution<float> u(0.0f, 100.0f);
+  // Several calls, keys repeated within and across them.
+  std::map<uint64_t, double> latest;
+  const auto update = [&](int calls) {
+    for (int c = 0; c < calls; ++c) {
+      const int n = 1 + static_cast<int>(rng() % 700);
+      std::vector<uint64_t> k(n);
+      std::vector<float> p(n);
+      for (int i = 0; i < n; ++i) {
+        k[i] = keys[rng() % keys.size()];
+        p[i] = u(rng);
+        latest[k[i]] = p[i];
+      }
+      ASSERT_OK_AND_ASSIGN(DeviceBuffer d_k, DeviceBuffer::Allocate(0, sizeof(uint64_t) * n));
+      ASSERT_OK_AND_ASSIGN(DeviceBuffer d_p, DeviceBuffer::Allocate(0, sizeof(float) * n));
+      ASSERT_OK(d_k.CopyFromHost(k.data(), sizeof(uint64_t) * n));
+      ASSERT_OK(d_p.CopyFromHost(p.data(), sizeof(float) * n));
+      ASSERT_OK(t->UpdatePriorities(d_k.as<uint64_t>(), d_p.as<float>(), n, nullptr));
+      ASSERT_OK(DeviceSynchronize(0));
+    }
+  };
+  // Everything a mark has, collected `room` items at a time.
+  const auto collect = [&](int mark, int64_t room) {
+    std::map<uint64_t, double> got;
+    auto into = t->NewUpdated(room);
+    EXPECT_OK(into.status());
+    if (!into.ok()) return got;
+    for (int round = 0; round < 10000; ++round) {
+      EXPECT_OK(t->CollectUpdated(mark, into->get()));
+      EXPECT_OK((*into)->Wait());
+      EXPECT_LE((*into)->count(), room);
+      for (int64_t i = 0; i < (*into)->count(); ++i) {
+        EXPECT_TRUE(got.emplace((*into)->keys()[i], (*into)->priorities()[i]).second)
+            << "key " << (*into)->keys()[i] << " given twice";
+      }
+      if (!(*into)->more()) break;
+      EXPECT_EQ((*into)->count(), room) << "more() with room left";
+    }
+    return got;
+  };
+  update(1 + static_cast<int>(rng() % 5));
+  const std::map<uint64_t, double> first = latest;
+  EXPECT_EQ(collect(Table::kLogMark, 1 + static_cast<int64_t>(rng() % 300)), first);
+  EXPECT_TRUE(collect(Table::kLogMark, 64).empty()) << "collected again without updates";
+  // More updates: the checkpoint mark has both rounds, the log mark the second.
+  latest.clear();
+  update(1 + static_cast<int>(rng() % 5));
+  // A removed item is not given by either mark.
+  const uint64_t removed = latest.begin()->first;
+  ASSERT_OK(t->Remove(removed));
+  latest.erase(removed);
+  std::map<uint64_t, double> both = first;
+  both.erase(removed);
+  for (const auto& [k, p] : latest) both[k] = p;
+  EXPECT_EQ(collect(Table::kLogMark, items), latest);
+  EXPECT_EQ(collect(Table::kCheckpointMark, 1 + static_cast<int64_t>(rng() % 300)), both);
+  EXPECT_TRUE(collect(Table::kCheckpointMark, 64).empty());
+
+  auto one = t->NewUpdated(1);
+  ASSERT_OK(one.status());
+  EXPECT_EQ(t->CollectUpdated(3, one->get()).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(t->NewUpdated(0).status().code(), Status::Code::kInvalidArgument);
+  auto untracked = MakeTable(8);
+  ASSERT_NE(untracked, nullptr);
+  auto room = untracked->NewUpdated(4);
+  ASSERT_OK(room.status());
+  const Status refused = untracked->CollectUpdated(Table::kLogMark, room->get());
+  EXPECT_EQ(refused.code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("without track_updates"));
 }
 
 // Both update paths: up to 65536 updates run as one cooperative kernel,
