@@ -5,6 +5,7 @@
 #include <new>
 
 #include "util/checked_math.h"
+#include "util/host_buffers.h"
 
 namespace replaydb {
 namespace {
@@ -111,6 +112,8 @@ bool Shape::operator==(const Shape& other) const {
   return true;
 }
 
+void Tensor::Deleter::operator()(std::byte* p) const { util::FreeHostBuffer(p, bytes); }
+
 void Tensor::Reset(DType dtype, const Shape& shape) {
   // An overflowing size saturates, and its allocation throws rather than
   // handing out a small buffer.
@@ -120,7 +123,9 @@ void Tensor::Reset(DType dtype, const Shape& shape) {
   // allocation can have (AddressSanitizer's does) instead of throwing.
   if (bytes == std::numeric_limits<size_t>::max()) throw std::bad_alloc();
   if (!data_ || bytes != size_bytes_) {
-    data_.reset(bytes == 0 ? nullptr : new std::byte[bytes]);
+    data_.reset();  // back to the kept buffers before the next is taken
+    size_bytes_ = 0;
+    data_ = std::unique_ptr<std::byte[], Deleter>(util::AllocateHostBuffer(bytes), Deleter{bytes});
     size_bytes_ = bytes;
   }
   dtype_ = dtype;

@@ -445,10 +445,6 @@ Status TableSpec::Validate() const {
     if (max_times_sampled != 0) {
       return refuse("max_times_sampled 0, got " + std::to_string(max_times_sampled));
     }
-    if (priority_device != -1) {
-      return refuse("priority_device -1 (draws on the host), got " +
-                    std::to_string(priority_device));
-    }
     if (eviction != EvictionPolicy::kOldestFirst) {
       return refuse("eviction oldest_first, got " + std::string(EvictionPolicyName(eviction)));
     }

@@ -1,5 +1,7 @@
 #include "engine/gpu/device_draws.h"
 
+#include <cstring>
+
 #include "engine/table/table_layout.h"
 #include "kernels/runtime/gpu.h"
 #include "util/format.h"
@@ -45,11 +47,6 @@ void DevicePriorityDraws::ConfigureTier(DeviceTier::Options* options) const {
 Status DevicePriorityDraws::PrepareHostDraws(int64_t batch, const SampleOptions& options,
                                              const index::TrajectoryStore& store, void* stream) {
   REPLAYDB_RETURN_IF_ERROR(device_->error());
-  const size_t bytes = static_cast<size_t>(batch) * sizeof(uint64_t);
-  if (keys_.size() < bytes) {
-    REPLAYDB_ASSIGN_OR_RETURN(keys_, DeviceBuffer::Allocate(device_id_, bytes));
-    REPLAYDB_ASSIGN_OR_RETURN(probabilities_, DeviceBuffer::Allocate(device_id_, bytes));
-  }
   kernels::DevicePriorityTable::SampleParams params;
   params.stratified = options.stratified;
   // kBuffer weights need the table-wide smallest probability, which only
@@ -59,24 +56,31 @@ Status DevicePriorityDraws::PrepareHostDraws(int64_t batch, const SampleOptions&
   if (weights) {
     params.beta = options.importance_beta;
     params.table_weights = true;
-    if (weights_.size() < bytes) {
-      REPLAYDB_ASSIGN_OR_RETURN(weights_, DeviceBuffer::Allocate(device_id_, bytes));
-    }
   }
-  REPLAYDB_RETURN_IF_ERROR(
-      NoPositivePriority(device_->table().Sample(batch, params, keys_.as<uint64_t>(),
-                                                 probabilities_.as<float>(),
-                                                 weights ? weights_.as<float>() : nullptr, stream),
-                         table_, device_id_));
-  std::vector<uint64_t> keys(batch);
-  std::vector<float> probabilities(batch);
-  REPLAYDB_RETURN_IF_ERROR(keys_.CopyToHost(keys.data(), batch * sizeof(uint64_t), 0, stream));
-  REPLAYDB_RETURN_IF_ERROR(
-      probabilities_.CopyToHost(probabilities.data(), batch * sizeof(float), 0, stream));
-  weights_host_.resize(weights ? static_cast<size_t>(batch) : 0);
+  const size_t n = static_cast<size_t>(batch);
+  const size_t probabilities_at = n * sizeof(uint64_t);
+  const size_t weights_at = probabilities_at + n * sizeof(float);
+  const size_t bytes = weights_at + (weights ? n * sizeof(float) : 0);
+  if (drawn_.size() < weights_at + n * sizeof(float)) {
+    drawn_ = DeviceBuffer();
+    REPLAYDB_ASSIGN_OR_RETURN(drawn_,
+                              DeviceBuffer::Allocate(device_id_, weights_at + n * sizeof(float)));
+  }
+  std::byte* d = drawn_.as<std::byte>();
+  REPLAYDB_RETURN_IF_ERROR(NoPositivePriority(
+      device_->table().Sample(batch, params, reinterpret_cast<uint64_t*>(d),
+                              reinterpret_cast<float*>(d + probabilities_at),
+                              weights ? reinterpret_cast<float*>(d + weights_at) : nullptr, stream),
+      table_, device_id_));
+  drawn_host_.resize(bytes);
+  REPLAYDB_RETURN_IF_ERROR(drawn_.CopyToHost(drawn_host_.data(), bytes, 0, stream));
+  std::vector<uint64_t> keys(n);
+  std::vector<float> probabilities(n);
+  std::memcpy(keys.data(), drawn_host_.data(), n * sizeof(uint64_t));
+  std::memcpy(probabilities.data(), drawn_host_.data() + probabilities_at, n * sizeof(float));
+  weights_host_.resize(weights ? n : 0);
   if (weights) {
-    REPLAYDB_RETURN_IF_ERROR(
-        weights_.CopyToHost(weights_host_.data(), batch * sizeof(float), 0, stream));
+    std::memcpy(weights_host_.data(), drawn_host_.data() + weights_at, n * sizeof(float));
   }
   draws_.resize(batch);
   for (int64_t b = 0; b < batch; ++b) {

@@ -50,9 +50,10 @@ class DevicePriorityDraws final : public DrawStrategy {
   const int device_id_;
   // Table::Sample's draws land here on the device (on the tier's stream)
   // and in draws_ on the host.
-  DeviceBuffer keys_;
-  DeviceBuffer probabilities_;
-  DeviceBuffer weights_;
+  // A host draw's outputs on the device, back to back so that one copy
+  // brings them over: [batch keys][batch probabilities][batch weights].
+  DeviceBuffer drawn_;
+  std::vector<std::byte> drawn_host_;
   std::vector<index::Selection> draws_;
   std::vector<float> weights_host_;
 };

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <string>
+
+#include "util/host_buffers.h"
 
 namespace replaydb::engine {
 namespace {
@@ -22,15 +25,26 @@ struct StagingLayout {
   }
 };
 
+// Batches sampled to the host from a GPU table get their large buffers
+// page-locked (once per kept buffer, util/host_buffers.h), so that the copy
+// out of the device runs at pinned speed.
+const util::HostPinner kPinner = {
+    [](void* p, size_t bytes) { return kernels::RegisterHost(p, bytes).ok(); },
+    [](void* p) { kernels::UnregisterHost(p); },
+};
+
 }  // namespace
 
 Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(const Options& options) {
+  static std::once_flag pinner_installed;
+  std::call_once(pinner_installed, [] { util::SetHostPinner(&kPinner); });
   std::unique_ptr<DeviceTier> tier(new DeviceTier(options));
   kernels::DeviceBlockIndex::Options index;
   index.device = options.device;
-  if (options.lanes < 1 || (options.lanes > 1 && (options.item_steps || options.uniform_draws))) {
+  if (options.lanes < 1 || (options.lanes > 1 && options.sequence_length != 1)) {
     return Status::InvalidArgument("DeviceTier: lanes " + std::to_string(options.lanes) +
-                                   " with item_steps or uniform draws");
+                                   " with sequence_length " +
+                                   std::to_string(options.sequence_length));
   }
   index.num_blocks = options.layout.num_blocks;
   index.block_steps = options.layout.block_steps * options.lanes;
@@ -56,13 +70,14 @@ void DeviceTier::NewBlock(int64_t block, const void* address) {
 void DeviceTier::Link(int64_t block, int64_t next) { index_->SetNext(block, next); }
 
 void DeviceTier::NewItem(int64_t slot, int64_t steps) {
-  index_->SetItemSteps(slot, static_cast<uint32_t>(steps));
+  // A vector table's rows share their step's item steps, read at lane 0.
+  index_->SetItemSteps(TierSlot(slot, 0), static_cast<uint32_t>(steps));
 }
 
 void DeviceTier::SetBlockKey(int64_t block, uint64_t key) { index_->SetBlockKey(block, key); }
 
 void DeviceTier::PlaceLive(size_t position, int64_t slot) {
-  index_->SetLive(static_cast<int64_t>(position), slot);
+  index_->SetLive(static_cast<int64_t>(position), TierSlot(slot, 0));
 }
 
 Status DeviceTier::WaitFor(uint64_t epoch) { return epochs_.WaitFor(epoch); }
@@ -221,6 +236,7 @@ Status DeviceTier::DrawUniformAndGather(int64_t live, uint64_t seed, int64_t bat
   request.columns = columns;
   request.d_mask = out.mask;
   request.draw.live = live;
+  request.draw.lanes = options_.lanes;
   request.draw.seed = seed;
   request.draw.d_keys = out.keys;
   request.draw.d_probabilities = out.probabilities;
@@ -233,25 +249,37 @@ Status DeviceTier::DrawUniformAndGather(int64_t live, uint64_t seed, int64_t bat
 
 Status DeviceTier::GatherToHost(std::span<const int64_t> slots, std::span<const uint32_t> steps,
                                 std::vector<Tensor>* columns) {
+  // Columns in page-locked memory (the large ones, util/host_buffers.h) are
+  // written by the gather kernel itself, over PCIe; the others go through
+  // device scratch and a copy after it.
   const size_t n = columns->size();
   if (host_scratch_.size() < n) host_scratch_.resize(n);
   DeviceSampleOutput out;
   out.columns.resize(n);
+  std::vector<size_t> copied;
   for (size_t c = 0; c < n; ++c) {
-    const size_t bytes = (*columns)[c].size_bytes();
+    Tensor& t = (*columns)[c];
+    const size_t bytes = t.size_bytes();
+    if (util::PinHostBuffer(t.data(), bytes)) {
+      Result<void*> mapped = kernels::HostMemoryOnDevice(t.data());
+      if (mapped.ok()) {
+        out.columns[c] = *mapped;
+        continue;
+      }
+    }
     if (host_scratch_[c].size() < bytes) {
       host_scratch_[c] = DeviceBuffer();
       REPLAYDB_ASSIGN_OR_RETURN(host_scratch_[c], DeviceBuffer::Allocate(options_.device, bytes));
     }
     out.columns[c] = host_scratch_[c].data();
+    copied.push_back(c);
   }
   HostDraws draws;
   draws.slots = slots;
   draws.steps = steps;
-  void* stream = write_stream_.handle();
-  REPLAYDB_RETURN_IF_ERROR(GatherHostDraws(draws, out, stream));
+  REPLAYDB_RETURN_IF_ERROR(GatherHostDraws(draws, out, write_stream_.handle()));
   REPLAYDB_RETURN_IF_ERROR(write_stream_.Synchronize());
-  for (size_t c = 0; c < n; ++c) {
+  for (const size_t c : copied) {
     Tensor& t = (*columns)[c];
     REPLAYDB_RETURN_IF_ERROR(
         kernels::CopyFromDevice(options_.device, t.data(), out.columns[c], t.size_bytes()));

@@ -53,8 +53,9 @@ class DeviceTier {
     // being every environment's row). The device sees each block as
     // layout.block_steps * lanes steps of one row: lane n of the table's
     // slot `slot` is the tier slot slot * lanes + n (TierSlot), which is
-    // what gathers take. REQUIRES: lanes == 1 unless neither item_steps
-    // nor uniform_draws.
+    // what gathers take. Uniform draws pick a live item, then one of its
+    // lanes (each row is an item). REQUIRES: lanes == 1 unless
+    // sequence_length == 1.
     int64_t lanes = 1;
   };
 

@@ -82,8 +82,10 @@ void TableImpl::TakeBlockLocked(Trajectory& t, int64_t block) {
     }
     if (!t.blocks.empty()) tier_->Link(t.blocks.back(), block);
     if (tier_->uniform_draws()) {
+      // The key of the block's first row: a vector table's keys count rows
+      // (step * lanes + environment).
       tier_->SetBlockKey(block, MakeItemKey(t.id, static_cast<int64_t>(t.blocks.size()) *
-                                                      layout_.block_steps));
+                                                      layout_.block_steps * spec_.lanes));
     }
   }
   t.blocks.push_back(block);

@@ -106,7 +106,14 @@ class Tensor {
   DType dtype_ = DType::kU8;
   Shape shape_;
   size_t size_bytes_ = 0;
-  std::unique_ptr<std::byte[]> data_;
+  // Large buffers are kept for reuse when freed (util/host_buffers.h), so a
+  // batch made per call reuses mapped (and, for copies from a GPU,
+  // page-locked) memory.
+  struct Deleter {
+    size_t bytes;  // no initializer: default-constructible inside Tensor
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte[], Deleter> data_;
 };
 
 // Item keys. An item is the window of a trajectory that starts at one step.

@@ -107,11 +107,17 @@ struct GatherRequest {
   const int64_t* slots = nullptr;
   // When slots is null: window b starts at live item number
   // hash(seed, b) mod `live` (an index with uniform_draws and item_steps,
-  // flushed with `live` items), and its key (trajectory << 24 | start),
-  // probability 1 / live and importance weight 1 go to these device
-  // arrays, each optional.
+  // flushed with `live` items), and its key (its block's key plus its place
+  // in the block), probability 1 / live and importance weight 1 go to these
+  // device arrays, each optional.
+  // With lanes > 1 (a vector table's environments), each live item stands
+  // for `lanes` rows that follow its slot: the draw is row
+  // hash(seed, b) mod (live * lanes), i.e. live item row / lanes, slot + row
+  // % lanes; the row's real steps are read at the item's slot, and its
+  // probability is 1 / (live * lanes).
   struct UniformDraw {
     int64_t live = 0;
+    int64_t lanes = 1;
     uint64_t seed = 0;
     uint64_t* d_keys = nullptr;
     float* d_probabilities = nullptr;

@@ -295,6 +295,7 @@ struct GatherArgs {
   // draw_live)], and chunk 0 of the window writes its key, probability
   // (1 / draw_live) and weight (1) where those pointers are not null.
   int64_t draw_live;
+  int64_t draw_lanes;  // rows per live item (>= 1), GatherRequest::UniformDraw::lanes
   uint64_t draw_seed;
   uint64_t* d_draw_keys;
   float* d_draw_probabilities;
@@ -375,10 +376,17 @@ REPLAYDB_HD void GatherPrepare(const GatherArgs& a, uint32_t cta, GatherShared* 
   const uint32_t window = cta / a.chunks_per_window;
   const uint32_t chunk = cta % a.chunks_per_window;
   const int64_t bs = a.index.block_steps;
-  const int64_t slot =
-      a.d_slots != nullptr
-          ? a.d_slots[window]
-          : static_cast<int64_t>(a.index.d_live[DrawIndex(a.draw_seed, window, a.draw_live)]);
+  // A drawn row: live item row / lanes, lane row % lanes.
+  int64_t lane = 0;
+  int64_t slot;
+  if (a.d_slots != nullptr) {
+    slot = a.d_slots[window];
+  } else {
+    const uint64_t row = DrawIndex(a.draw_seed, window, a.draw_live * a.draw_lanes);
+    const uint64_t item = row / static_cast<uint64_t>(a.draw_lanes);
+    lane = static_cast<int64_t>(row - item * static_cast<uint64_t>(a.draw_lanes));
+    slot = static_cast<int64_t>(a.index.d_live[item]) + lane;
+  }
   const uint32_t request_steps = a.d_steps != nullptr ? a.d_steps[window] : 0;
   int64_t steps = 0;
   int64_t offset = 0;
@@ -390,7 +398,7 @@ REPLAYDB_HD void GatherPrepare(const GatherArgs& a, uint32_t cta, GatherShared* 
     block = slot / bs;
     offset = slot - block * bs;
     address = a.index.d_addresses[block];
-    const uint32_t s = a.d_steps != nullptr ? request_steps : a.index.d_item_steps[slot];
+    const uint32_t s = a.d_steps != nullptr ? request_steps : a.index.d_item_steps[slot - lane];
     if (offset + a.sequence_length > bs) next = NextBlock(a.index, block);
     if (a.d_slots == nullptr && a.d_draw_keys != nullptr && chunk == 0) {
       key = a.index.d_block_keys[block] + static_cast<uint64_t>(offset);
@@ -515,7 +523,10 @@ REPLAYDB_HD void GatherFinish(const GatherArgs& a, uint32_t cta, const GatherSha
   if (a.d_slots == nullptr && tid == 0 && cta % a.chunks_per_window == 0) {
     if (a.d_draw_keys != nullptr) a.d_draw_keys[window] = sh.draw_key;
     if (a.d_draw_probabilities != nullptr) {
-      a.d_draw_probabilities[window] = 1.0f / static_cast<float>(a.draw_live);
+      a.d_draw_probabilities[window] =
+          a.draw_lanes == 1
+              ? 1.0f / static_cast<float>(a.draw_live)
+              : static_cast<float>(1.0 / (static_cast<double>(a.draw_live) * a.draw_lanes));
     }
     if (a.d_draw_weights != nullptr) a.d_draw_weights[window] = 1.0f;
   }

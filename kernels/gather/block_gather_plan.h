@@ -16,6 +16,7 @@
 #ifndef REPLAYDB_KERNELS_GATHER_BLOCK_GATHER_PLAN_H_
 #define REPLAYDB_KERNELS_GATHER_BLOCK_GATHER_PLAN_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -127,6 +128,13 @@ inline Status ValidateGatherRequest(const DeviceBlockIndex::Options& index,
                "(it is " + std::to_string(request.draw.live) +
         "), request.steps null and an index with Options::uniform_draws");
   }
+  if (request.slots == nullptr &&
+      (request.draw.lanes < 1 ||
+       request.draw.live > (int64_t{1} << 62) / std::max<int64_t>(request.draw.lanes, 1))) {
+    return Status::InvalidArgument(call + "request.draw.lanes " +
+                                   std::to_string(request.draw.lanes) +
+                                   " is < 1, or live * lanes overflows");
+  }
   if (request.steps == nullptr && !index.item_steps) {
     return Status::InvalidArgument(call +
                                    "request.steps is null and the index keeps no item steps "
@@ -233,6 +241,7 @@ inline void PlanGather(const gather::IndexView& index, const GatherRequest& requ
   a.d_steps = request.steps;
   a.d_mask = launch == 0 ? request.d_mask : nullptr;
   a.draw_live = request.draw.live;
+  a.draw_lanes = request.draw.lanes;
   a.draw_seed = request.draw.seed;
   if (launch == 0) {
     a.d_draw_keys = request.draw.d_keys;

@@ -89,6 +89,35 @@ void FreePinned(void* p) {
   if (p != nullptr) (void)cudaFreeHost(p);
 }
 
+Status RegisterHost(void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return Status::InvalidArgument("RegisterHost: nothing to register");
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) return Status::NotSupported("RegisterHost: no usable GPU: " + why);
+  const cudaError_t err =
+      cudaHostRegister(p, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return AllocationFailed(err, "RegisterHost: cudaHostRegister(" + std::to_string(bytes) +
+                                     " bytes)");
+  }
+  return Status::OK();
+}
+
+void UnregisterHost(void* p) {
+  if (p != nullptr) (void)cudaHostUnregister(p);
+}
+
+Result<void*> HostMemoryOnDevice(void* p) {
+  void* on_device = nullptr;
+  const cudaError_t err = cudaHostGetDevicePointer(&on_device, p, 0);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::InvalidArgument(std::string("HostMemoryOnDevice: cudaHostGetDevicePointer: ") +
+                                   cudaGetErrorString(err));
+  }
+  return on_device;
+}
+
 Status AllocateDevice(int device, size_t bytes, void** device_ptr) {
   if (device_ptr == nullptr) return Status::InvalidArgument("AllocateDevice: device_ptr is null");
   *device_ptr = nullptr;
@@ -120,24 +149,6 @@ Result<uint64_t> StreamId(void* stream) {
 
 Status CopyToDevice(int device, void* dst, const void* src, size_t bytes) {
   return Copy("CopyToDevice", device, dst, src, bytes);
-}
-
-Status CopyFromDeviceAsync(int device, void* pinned_dst, const void* src, size_t bytes,
-                           void* stream) {
-  REPLAYDB_RETURN_IF_ERROR(UsableDevice(device, "CopyFromDeviceAsync"));
-  if (bytes == 0) return Status::OK();
-  if (pinned_dst == nullptr || src == nullptr) {
-    return Status::InvalidArgument("CopyFromDeviceAsync: null " +
-                                   std::string(pinned_dst == nullptr ? "destination" : "source") +
-                                   " for " + std::to_string(bytes) + " bytes");
-  }
-  ScopedDevice on(device);
-  REPLAYDB_RETURN_IF_ERROR(on.status());
-  REPLAYDB_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(pinned_dst, src, bytes, cudaMemcpyDeviceToHost,
-                      static_cast<cudaStream_t>(stream)),
-      "CopyFromDeviceAsync: cudaMemcpyAsync(" + std::to_string(bytes) + " bytes)");
-  return Status::OK();
 }
 
 Status CopyFromDevice(int device, void* dst, const void* src, size_t bytes) {

@@ -27,6 +27,16 @@ namespace replaydb::kernels {
 Status AllocatePinned(size_t bytes, void** host_ptr);
 // REQUIRES: p came from AllocatePinned (or is null).
 void FreePinned(void* p);
+// Page-locks host memory that came from elsewhere (cudaHostRegister,
+// portable and mapped), so that copies from any device reach it at pinned
+// speed and kernels can write it (HostMemoryOnDevice).
+// REQUIRES: [p, p + bytes) is not page-locked yet; UnregisterHost(p) before
+// it is freed.
+Status RegisterHost(void* p, size_t bytes);
+void UnregisterHost(void* p);
+// The address through which kernels reach page-locked host memory `p`
+// (from AllocatePinned or RegisterHost).
+Result<void*> HostMemoryOnDevice(void* p);
 
 // Device memory on `device` (cudaMalloc; never managed memory).
 // ResourceExhausted (naming the bytes and the device) when it is full.
@@ -43,12 +53,6 @@ void FreeDevice(int device, void* p);
 // the caller must wait for first (a DeviceEvent, a stream synchronize).
 Status CopyToDevice(int device, void* dst, const void* src, size_t bytes);
 Status CopyFromDevice(int device, void* dst, const void* src, size_t bytes);
-
-// Queues a copy of `bytes` from memory `device` can address into pinned
-// host memory (AllocatePinned) on `stream`, returning at once; the bytes are
-// there once the work queued on `stream` by now is done (a DeviceEvent).
-Status CopyFromDeviceAsync(int device, void* pinned_dst, const void* src, size_t bytes,
-                           void* stream);
 
 // A number that identifies `stream` (cudaStreamGetId) for as long as the
 // process runs: unlike the handle, never reused by a later stream. The

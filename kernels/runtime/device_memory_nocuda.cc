@@ -18,6 +18,13 @@ Status AllocatePinned(size_t, void** host_ptr) {
   return NoCuda("AllocatePinned");
 }
 void FreePinned(void*) {}
+Status RegisterHost(void*, size_t) {
+  return NoCuda("RegisterHost");
+}
+void UnregisterHost(void*) {}
+Result<void*> HostMemoryOnDevice(void*) {
+  return NoCuda("HostMemoryOnDevice");
+}
 
 Status AllocateDevice(int, size_t, void** device_ptr) {
   if (device_ptr != nullptr) *device_ptr = nullptr;
@@ -33,9 +40,6 @@ Status CopyToDevice(int, void*, const void*, size_t) {
 }
 Status CopyFromDevice(int, void*, const void*, size_t) {
   return NoCuda("CopyFromDevice");
-}
-Status CopyFromDeviceAsync(int, void*, const void*, size_t, void*) {
-  return NoCuda("CopyFromDeviceAsync");
 }
 
 DeviceEvent::~DeviceEvent() = default;

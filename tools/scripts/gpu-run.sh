@@ -14,7 +14,11 @@
 #   6. tools/analysis/prio_baseline.py (PyTorch's multinomial and cumsum+searchsorted),
 #   7. `replaydb bench --json --filter gather` (window gathers from device and
 #      pinned memory against same-size copies) and
-#   8. `replaydb bench --json --filter vector_insert` (4096 x 1 KiB from
+#   8. `replaydb bench --json --filter sample_to_host` (32 MiB batches into
+#      host memory from a device and a pinned table, against the copy alone),
+#      `--filter vector_sample` (4096 rows drawn on the device from a vector
+#      table),
+#      `replaydb bench --json --filter vector_insert` (4096 x 1 KiB from
 #      device and host memory, into a vector table and into a table of one
 #      trajectory per environment, with the write-ahead log off and on) and
 #      `--filter device_append` (TrajectoryWriter Append and AppendMany of
@@ -26,7 +30,9 @@
 #  11. the Python package's tests (tests/python: GPU tests with PyTorch, JAX
 #      and CuPy, the example learner on the GPU) over the bundle's
 #      libreplaydb.so, and `python3 -m replaydb.bench` (needs the repository
-#      root as the working directory: python/ and tests/ travel with it),
+#      root as the working directory: python/ and tests/ travel with it), and
+#      tools/analysis/python_sample_to_host.py (table.sample to host memory
+#      through Python, a new batch per call),
 # then prints the priority table (tools/analysis/prio_summary.py), the gather table
 # (tools/analysis/gather_summary.py) and a short summary of the steps last. Exits
 # non-zero when a step fails.
@@ -149,7 +155,7 @@ if want prio; then
     step "torch baseline" baseline.jsonl json_note -- python3 "$bundle/prio_baseline.py"
 fi
 if want gather; then
-  for bench in gather vector_insert device_append; do
+  for bench in gather vector_insert device_append sample_to_host vector_sample; do
     step "bench $bench" "bench-$bench.jsonl" json_note -- "$tool" bench --json --filter "$bench"
   done
   command -v python3 >/dev/null &&
@@ -176,6 +182,8 @@ if want python; then
     step "python tests" python-tests.log pytest_note -- \
       python3 -m pytest -q -rs -p no:cacheprovider "${timeout_flag[@]}" "$repo/tests/python"
     step "python bench" python-bench.jsonl json_note -- python3 -m replaydb.bench --json
+    step "python sample_to_host" python-sample-to-host.jsonl json_note -- \
+      python3 "$repo/tools/analysis/python_sample_to_host.py"
   else
     echo "gpu-run.sh: no python/ here (run from the repository root); python steps skipped"
   fi
@@ -192,6 +200,25 @@ if want gather; then
   python3 "$bundle/gather_summary.py" "$logs/bench-gather.jsonl" \
     "$logs/bench-vector_insert.jsonl" "$logs/bench-device_append.jsonl" \
     "$logs/gather-baseline.jsonl"
+  echo
+  echo "=== gpu-run: samples to host memory (GB/s, fresh batch per call), vector-table device draws (us)"
+  python3 - "$logs/bench-sample_to_host.jsonl" "$logs/bench-vector_sample.jsonl" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        lines = open(path).read().splitlines()
+    except OSError as e:
+        print(f"no results: {e}")
+        continue
+    for line in lines:
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        params = ",".join(f"{k}={v}" for k, v in r["params"].items())
+        print(f"{r['bench']} {params}: {r['value']:.2f} {r['unit']}  {r['ceiling_name']} "
+              f"{r['ceiling']:.2f}  ratio {r['ratio']:.2f}  {r.get('target', '-')} "
+              f"({r.get('target_text', 'no target')})")
+PY
 fi
 if want cold; then
   echo

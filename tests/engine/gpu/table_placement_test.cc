@@ -16,6 +16,7 @@
 #include "kernels/runtime/launch_faults.h"
 #include "replaydb/db.h"
 #include "replaydb/device.h"
+#include "util/host_buffers.h"
 #include "tests/test_util.h"
 
 namespace replaydb {
@@ -414,6 +415,54 @@ TEST_F(TableGpuTest, GathersAreByteIdenticalToTheCpuPath) {
     ASSERT_OK(db_->DropTable(host_spec.name));
     ASSERT_OK(db_->DropTable(dev_spec.name));
   }
+}
+
+// Host samples of a device table: a batch's large columns are page-locked
+// once and copied out of the device at pinned speed (util/host_buffers.h),
+// and a batch made after one was freed, as the C API and Python make one per
+// call, reuses that memory, page-locked already. The bytes are a host
+// twin's, for the keys drawn.
+TEST_F(TableGpuTest, HostSamplesOfADeviceTableLandInPageLockedMemoryTheNextBatchReuses) {
+  TableSpec host_spec;
+  host_spec.name = "h";
+  const int64_t step_bytes = 4096 + 16 * static_cast<int64_t>(rng_() % 256);
+  host_spec.columns = {{"obs", DType::kU8, Shape{step_bytes}}, {"r", DType::kF32, Shape()}};
+  host_spec.sequence_length = 1 + static_cast<int64_t>(rng_() % 4);
+  host_spec.padding = Padding::kTail;
+  host_spec.capacity_steps = 1024;
+  TableSpec dev_spec = host_spec;
+  dev_spec.name = "d";
+  dev_spec.placement = Placement::Device(0);
+  auto host = Take(db_->CreateTable(host_spec));
+  auto dev = Take(db_->CreateTable(dev_spec));
+  std::vector<ItemKey> all;
+  FillTables({host, dev}, rng_, &all);
+  ASSERT_FALSE(all.empty());
+  // At least 1 MiB of "obs" per batch: a buffer kept and page-locked.
+  const int64_t B = (util::kHostBufferCachedMin / (step_bytes * host_spec.sequence_length)) + 1 +
+                    static_cast<int64_t>(rng_() % 64);
+  const util::HostBufferStats before = util::GetHostBufferStats();
+  const std::byte* first_obs = nullptr;
+  for (int call = 0; call < 3; ++call) {
+    SampleBatch batch;  // fresh each call
+    ASSERT_OK(dev->Sample(B, {}, &batch));
+    ASSERT_EQ(batch.columns[0].size_bytes(),
+              static_cast<size_t>(B * host_spec.sequence_length * step_bytes));
+    if (call == 0) first_obs = batch.columns[0].data();
+    EXPECT_EQ(batch.columns[0].data(), first_obs) << "call " << call << " got other memory";
+    SampleBatch want;
+    ASSERT_OK(host->Lookup(batch.keys, &want));
+    for (size_t c = 0; c < want.columns.size(); ++c) {
+      ASSERT_EQ(std::memcmp(want.columns[c].data(), batch.columns[c].data(),
+                            want.columns[c].size_bytes()),
+                0)
+          << "call " << call << ": column " << c << " differs from the host twin";
+    }
+    EXPECT_EQ(batch.mask, want.mask);
+  }
+  const util::HostBufferStats after = util::GetHostBufferStats();
+  EXPECT_EQ(after.pinned - before.pinned, 1u) << "page-locked once";
+  EXPECT_GE(after.reused - before.reused, 2u);
 }
 
 TEST_F(TableGpuTest, SampleToDeviceMatchesLookupOfItsKeys) {

@@ -395,8 +395,6 @@ TEST_F(VectorTableTest, WhatItRefusesSaysWhy) {
       {[](TableSpec* t) { t->selector = SelectorKind::kPrioritized; },
        "needs the uniform selector, got prioritized"},
       {[](TableSpec* t) { t->max_times_sampled = 1; }, "needs max_times_sampled 0, got 1"},
-      {[](TableSpec* t) { t->priority_device = 0; },
-       "needs priority_device -1 (draws on the host), got 0"},
       {[](TableSpec* t) { t->eviction = EvictionPolicy::kLowestPriority; },
        "needs eviction oldest_first"},
       {[](TableSpec* t) { t->spill = true; }, "needs spill off"},
@@ -533,6 +531,65 @@ Result<SampleBatch> ToHostBatch(const TableSpec& spec, int64_t batch,
         CopyDeviceToHost(out.columns[c].data(), columns[c], out.columns[c].size_bytes(), stream));
   }
   return out;
+}
+
+// With priority_device set, SampleToDevice draws inside the gather launch
+// (docs/vector_tables.md, "Draws on the device"): a live step, then an
+// environment, uniformly over every (step, environment) item, with
+// probability 1 / items, each row the one its key names, never a row of an
+// evicted segment; host samples still work.
+TEST_F(VectorTableGpuTest, DrawsOnTheDeviceAreUniformOverEnvironmentsAndSteps) {
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  for (const bool device : {true, false}) {
+    SCOPED_TRACE(device ? "device:0" : "pinned");
+    Forget();
+    const int64_t lanes = 2 + static_cast<int64_t>(rng_() % 8);
+    TableSpec spec = VectorSpec(lanes);
+    spec.name = device ? "vd" : "vp";
+    spec.capacity_steps = 32;  // 4 segments of 8 steps: more evict the oldest
+    spec.placement = device ? Placement::Device(0) : Placement::Host();
+    spec.priority_device = 0;
+    auto table = testing_util::CreateTable(db_.get(), spec);
+    ASSERT_NE(table, nullptr);
+    ASSERT_OK_AND_ASSIGN(auto w, table->NewVectorWriter(lanes));
+    const int n = 10 + static_cast<int>(rng_() % 50);
+    Append(spec, w.get(), n);
+    const int64_t items = table->Info().num_items;
+    ASSERT_GT(items, 0);
+    ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
+    constexpr int64_t kBatch = 4096;
+    ASSERT_OK_AND_ASSIGN(DeviceOut out, AllocateOut(spec, kBatch));
+    std::map<ItemKey, int64_t> counts;
+    const int64_t rounds = (items * 200 + kBatch - 1) / kBatch;
+    for (int64_t r = 0; r < rounds; ++r) {
+      ASSERT_OK(table->SampleToDevice(kBatch, {}, out.view, stream.handle()));
+      ASSERT_OK_AND_ASSIGN(SampleBatch got, ToHostBatch(spec, kBatch, out.view.columns,
+                                                        out.view.keys, out.view.mask,
+                                                        stream.handle()));
+      if (r == 0) {
+        ExpectRows(spec, got);
+        std::vector<float> probabilities(kBatch);
+        ASSERT_OK(CopyDeviceToHost(probabilities.data(), out.view.probabilities,
+                                   kBatch * sizeof(float), stream.handle()));
+        for (float p : probabilities) {
+          ASSERT_FLOAT_EQ(p, static_cast<float>(1.0 / static_cast<double>(items)));
+        }
+        // Every drawn key is live: a host Lookup finds it.
+        SampleBatch looked;
+        ASSERT_OK(table->Lookup(got.keys, &looked));
+      }
+      for (ItemKey k : got.keys) ++counts[k];
+    }
+    ASSERT_EQ(static_cast<int64_t>(counts.size()), items)
+        << "every (step, environment) item is drawn, and nothing else";
+    const double expected = static_cast<double>(rounds * kBatch) / static_cast<double>(items);
+    EXPECT_LT(testing_util::UniformChiSquare(counts, expected),
+              testing_util::ChiSquareCritical(static_cast<double>(items - 1)));
+    SampleBatch host;
+    ASSERT_OK(table->Sample(64, {}, &host));
+    ExpectRows(spec, host);
+  }
 }
 
 // The same in device memory (the step's bytes staged in pinned memory by the

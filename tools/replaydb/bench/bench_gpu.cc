@@ -34,6 +34,28 @@
 //       timed by tools/analysis/gather_baseline.py; tools/analysis/gather_summary.py puts the
 //       two side by side.
 //
+//   vector_sample/envs=4096/step_bytes=1024/batch=4096/draws=device
+//       Table::SampleToDevice of 4096 rows from a vector table of 4096
+//       environments x 1 KiB on device 0 (block 8 vector steps, 256 of them,
+//       filled with AppendFromDevice), drawn uniformly in the gather launch
+//       (priority_device 0); one batch is checked against the bytes written
+//       first. Value: microseconds per call. Ceiling "d2d_memcpy": one
+//       CopyDeviceToDeviceAsync of the same 4 MiB. Target: <= 20 us.
+//
+//   sample_to_host/tier={device,pinned}/step_bytes=4096/batch=256/L=32/
+//       selector=prioritized
+//       Table::Sample of 256 windows of 32 steps (32 MiB) into a fresh
+//       SampleBatch per call, as the C API and Python make them, from a
+//       prioritized table drawn on device 0 (priority_device 0) whose hot
+//       tier is in device memory (tier=device) or pinned host memory
+//       (tier=pinned), filled as the gather rows' table is; one batch is
+//       checked against the bytes written first. Value: payload GB/s.
+//       Ceiling, same run: "pinned_d2h_memcpy" (tier=device), a copy of the
+//       same bytes from device memory into pinned host memory;
+//       "host_memcpy_from_pinned" (tier=pinned), a memcpy of the same bytes
+//       from pinned into pageable host memory already mapped. Targets:
+//       ratio >= 0.8 (device), >= 0.5 (pinned).
+//
 //   vector_insert/envs=4096/step_bytes=1024/table={vector,per_env}/
 //       wal={off,on}/threads={auto,1}/from={device,host}
 //       (table=vector: wal=off threads=auto only, from both; table=per_env:
@@ -87,6 +109,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -410,34 +433,51 @@ Status CheckGather(Table* table, const GatherFill& fill, const FillPatterns& pat
   return Status::OK();
 }
 
+// The gather rows' table: one u8[step_bytes] column on `tier`, windows of
+// `sequence_length` steps, drawn on device 0 (priority_device), room for
+// `fill` and one spare block per environment (the fill evicts nothing).
+TableSpec GatherTableSpec(const std::string& name, Tier tier, int64_t step_bytes,
+                          int64_t sequence_length, SelectorKind selector, const GatherFill& fill) {
+  TableSpec spec = OneColumnSpec(name + "_" + TierName(tier), step_bytes,
+                                 tier == Tier::kDevice ? Placement::Device(kDevice)
+                                                       : Placement::Host());
+  spec.sequence_length = sequence_length;
+  spec.padding = Padding::kNone;
+  spec.selector = selector;
+  spec.priority_device = kDevice;
+  spec.capacity_steps = fill.steps + fill.envs * kBlockSteps;
+  return spec;
+}
+
+// Checks that `table` sits on `tier` and fills it (FillGatherTable) with
+// patterns of `seed`.
+Status PrepareGatherTable(Table* table, Tier tier, const GatherFill& fill, int64_t step_bytes,
+                          uint64_t seed, const std::string& what, const DeviceStream& stream,
+                          FillPatterns* patterns, std::vector<uint64_t>* trajectory_ids) {
+  REPLAYDB_RETURN_IF_ERROR(CheckPlacement(
+      table, tier == Tier::kDevice ? "device:" + std::to_string(kDevice) : "pinned", what));
+  patterns->envs = fill.envs;
+  patterns->step_bytes = step_bytes;
+  patterns->bytes =
+      PatternBytes(static_cast<size_t>(kFillPatterns * fill.envs * step_bytes), seed);
+  return FillGatherTable(table, fill, *patterns, stream, trajectory_ids);
+}
+
 Result<BenchResult> RunGather(DB* db, const Timing& timing, Tier tier, int64_t step_bytes,
                               int64_t sequence_length) {
   const GatherFill fill = GatherFillFor(step_bytes, sequence_length);
-  TableSpec spec =
-      OneColumnSpec(std::string("bench_gather_") + TierName(tier), step_bytes,
-                    tier == Tier::kDevice ? Placement::Device(kDevice) : Placement::Host());
-  spec.sequence_length = sequence_length;
-  spec.padding = Padding::kNone;
-  spec.selector = SelectorKind::kUniform;
-  // Draws on the device too: the timed SampleToDevice passes nothing
+  // Drawn on the device too: the timed SampleToDevice passes nothing
   // through the host.
-  spec.priority_device = kDevice;
-  // One spare block per environment: the fill evicts nothing.
-  spec.capacity_steps = fill.steps + fill.envs * kBlockSteps;
-
+  const TableSpec spec = GatherTableSpec("bench_gather", tier, step_bytes, sequence_length,
+                                         SelectorKind::kUniform, fill);
   return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
     const std::string what = std::string("gather tier=") + TierName(tier);
-    REPLAYDB_RETURN_IF_ERROR(CheckPlacement(
-        table, tier == Tier::kDevice ? "device:" + std::to_string(kDevice) : "pinned", what));
     REPLAYDB_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create(kDevice));
-
     FillPatterns patterns;
-    patterns.envs = fill.envs;
-    patterns.step_bytes = step_bytes;
-    patterns.bytes = PatternBytes(static_cast<size_t>(kFillPatterns * fill.envs * step_bytes),
-                                  static_cast<uint64_t>(step_bytes));
     std::vector<uint64_t> trajectory_ids;
-    REPLAYDB_RETURN_IF_ERROR(FillGatherTable(table, fill, patterns, stream, &trajectory_ids));
+    REPLAYDB_RETURN_IF_ERROR(PrepareGatherTable(table, tier, fill, step_bytes,
+                                                static_cast<uint64_t>(step_bytes), what, stream,
+                                                &patterns, &trajectory_ids));
     const TableInfo info = table->Info();
     const int64_t items_per_trajectory = kGatherTrajectorySteps - sequence_length + 1;
     if (info.num_steps != fill.steps ||
@@ -525,6 +565,217 @@ Result<BenchResult> RunGather(DB* db, const Timing& timing, Tier tier, int64_t s
   });
 }
 
+// ---- samples to host memory
+constexpr int64_t kHostSampleStepBytes = 4096;
+constexpr int64_t kHostSampleL = 32;
+
+// Table::Sample to the host from a prioritized table drawn on the device,
+// a fresh SampleBatch per call as the C API and Python make them.
+Result<BenchResult> RunSampleToHost(DB* db, const Timing& timing, Tier tier) {
+  const GatherFill fill = GatherFillFor(kHostSampleStepBytes, kHostSampleL);
+  const TableSpec spec = GatherTableSpec("bench_sample_host", tier, kHostSampleStepBytes,
+                                         kHostSampleL, SelectorKind::kPrioritized, fill);
+  return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
+    const std::string what = std::string("sample_to_host tier=") + TierName(tier);
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create(kDevice));
+    FillPatterns patterns;
+    std::vector<uint64_t> trajectory_ids;
+    REPLAYDB_RETURN_IF_ERROR(PrepareGatherTable(table, tier, fill, kHostSampleStepBytes, 77, what,
+                                                stream, &patterns, &trajectory_ids));
+    std::unordered_map<uint64_t, int64_t> index_of;
+    for (size_t t = 0; t < trajectory_ids.size(); ++t) {
+      index_of[trajectory_ids[t]] = static_cast<int64_t>(t);
+    }
+    SampleOptions options;
+    options.timeout = kCallTimeout;
+    // One batch checked against the bytes written.
+    {
+      SampleBatch batch;
+      REPLAYDB_RETURN_IF_ERROR(table->Sample(kGatherBatch, options, &batch));
+      const size_t window = static_cast<size_t>(kHostSampleL * kHostSampleStepBytes);
+      for (int64_t b = 0; b < kGatherBatch; ++b) {
+        const ItemKey key = batch.keys[static_cast<size_t>(b)];
+        const auto it = index_of.find(ItemKeyTrajectory(key));
+        if (it == index_of.end()) return Status::Internal(what + ": drew an unknown trajectory");
+        for (int64_t j = 0; j < kHostSampleL; ++j) {
+          const std::byte* got = batch.columns[0].data() + b * window + j * kHostSampleStepBytes;
+          if (std::memcmp(got, patterns.Step(it->second % fill.envs, ItemKeyStart(key) + j),
+                          kHostSampleStepBytes) != 0) {
+            return Status::Internal(what + ": window " + std::to_string(b) + " step " +
+                                    std::to_string(j) + " differs from the bytes written");
+          }
+        }
+      }
+    }
+    const auto call = [&] {
+      SampleBatch batch;  // fresh each call
+      return table->Sample(kGatherBatch, options, &batch);
+    };
+    const auto none = [] { return Status::OK(); };
+    REPLAYDB_ASSIGN_OR_RETURN(const double micros, MicrosPerCall(timing, call, none));
+    // Where a call's time goes: the draws alone, and a Lookup of 256 keys
+    // (the gather and copy alone).
+    SampleOptions draws_only = options;
+    draws_only.gather = false;
+    REPLAYDB_ASSIGN_OR_RETURN(const double draw_micros, MicrosPerCall(timing, [&] {
+                                SampleBatch batch;
+                                return table->Sample(kGatherBatch, draws_only, &batch);
+                              }, none));
+    std::vector<ItemKey> lookup_keys;
+    {
+      SampleBatch batch;
+      REPLAYDB_RETURN_IF_ERROR(table->Sample(kGatherBatch, draws_only, &batch));
+      lookup_keys = batch.keys;
+    }
+    REPLAYDB_ASSIGN_OR_RETURN(const double lookup_micros, MicrosPerCall(timing, [&] {
+                                SampleBatch batch;
+                                return table->Lookup(lookup_keys, &batch);
+                              }, none));
+    // The ceiling: the same bytes copied by themselves.
+    const size_t payload = static_cast<size_t>(kGatherBatch * kHostSampleL * kHostSampleStepBytes);
+    double copy_micros = 0;
+    if (tier == Tier::kDevice) {
+      REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::Allocate(kDevice, payload));
+      REPLAYDB_ASSIGN_OR_RETURN(PinnedBuffer dst, PinnedBuffer::Allocate(payload));
+      REPLAYDB_ASSIGN_OR_RETURN(
+          copy_micros, MicrosPerCall(
+                           timing, [&] { return src.CopyToHost(dst.data(), payload, 0,
+                                                               stream.handle()); },
+                           [&] { return stream.Synchronize(); }));
+    } else {
+      REPLAYDB_ASSIGN_OR_RETURN(PinnedBuffer src, PinnedBuffer::Allocate(payload));
+      std::memset(src.data(), 1, payload);
+      std::vector<std::byte> dst(payload, std::byte{0});
+      REPLAYDB_ASSIGN_OR_RETURN(copy_micros, MicrosPerCall(
+                                                 timing,
+                                                 [&] {
+                                                   std::memcpy(dst.data(), src.data(), payload);
+                                                   return Status::OK();
+                                                 },
+                                                 [] { return Status::OK(); }));
+    }
+    BenchResult r;
+    r.value = static_cast<double>(payload) / micros / 1e3;
+    r.unit = "GB/s";
+    r.ceiling = static_cast<double>(payload) / copy_micros / 1e3;
+    r.ceiling_name = tier == Tier::kDevice ? "pinned_d2h_memcpy" : "host_memcpy_from_pinned";
+    char note[256];
+    std::snprintf(note, sizeof(note),
+                  "a call %.0f us: draws alone (gather=false) %.0f us, Lookup of 256 keys %.0f "
+                  "us; the copy alone %.0f us (%zu MiB)",
+                  micros, draw_micros, lookup_micros, copy_micros, payload >> 20);
+    r.note = note;
+    return r;
+  });
+}
+
+// SampleToDevice of kInsertEnvs rows from a vector table of kInsertEnvs
+// environments x 1 KiB on device 0, drawn in the gather launch
+// (priority_device 0).
+// The vector rows' table: kInsertEnvs environments x kInsertStepBytes on
+// device 0, blocks of kVectorBlockSteps vector steps, room for
+// kInsertTrajectorySteps * kInsertGenerations of them.
+TableSpec VectorTableSpec(const std::string& name) {
+  TableSpec spec = OneColumnSpec(name, kInsertStepBytes, Placement::Device(kDevice));
+  spec.lanes = kInsertEnvs;
+  spec.block_steps = kVectorBlockSteps;
+  spec.capacity_steps = kInsertTrajectorySteps * kInsertGenerations;  // vector steps
+  return spec;
+}
+
+// What the vector rows write: a stream, one step of kInsertEnvs rows of
+// pattern bytes in device memory (`pattern`: the same bytes on the host)
+// and a vector writer of kInsertEnvs environments (WriterOptions::threads
+// `threads`), for `table` after checking it sits on device 0.
+struct VectorFeed {
+  DeviceStream stream;
+  DeviceBuffer input;
+  std::vector<uint8_t> pattern;
+  std::unique_ptr<VectorWriter> writer;
+};
+
+Result<VectorFeed> PrepareVectorFeed(Table* table, const std::string& what, uint64_t seed,
+                                     int threads) {
+  REPLAYDB_RETURN_IF_ERROR(CheckPlacement(table, "device:" + std::to_string(kDevice), what));
+  VectorFeed f;
+  REPLAYDB_ASSIGN_OR_RETURN(f.stream, DeviceStream::Create(kDevice));
+  const size_t bytes = static_cast<size_t>(kInsertEnvs * kInsertStepBytes);
+  REPLAYDB_ASSIGN_OR_RETURN(f.input, DeviceBuffer::Allocate(kDevice, bytes));
+  f.pattern = PatternBytes(bytes, seed);
+  REPLAYDB_RETURN_IF_ERROR(f.input.CopyFromHost(f.pattern.data(), bytes, 0, f.stream.handle()));
+  WriterOptions options;
+  options.timeout = kCallTimeout;
+  options.threads = threads;
+  REPLAYDB_ASSIGN_OR_RETURN(f.writer,
+                            table->NewVectorWriter(static_cast<size_t>(kInsertEnvs), options));
+  return f;
+}
+
+Result<BenchResult> RunVectorSample(DB* db, const Timing& timing) {
+  TableSpec spec = VectorTableSpec("bench_vector_sample");
+  spec.priority_device = kDevice;
+  return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
+    REPLAYDB_ASSIGN_OR_RETURN(VectorFeed feed, PrepareVectorFeed(table, "vector_sample", 19, 0));
+    const DeviceStream& stream = feed.stream;
+    const DeviceBuffer& input = feed.input;
+    const std::vector<uint8_t>& bytes = feed.pattern;
+    VectorWriter* writer = feed.writer.get();
+    const size_t step_rows_bytes = static_cast<size_t>(kInsertEnvs * kInsertStepBytes);
+    const ConstTensor step{DType::kU8, spec.columns[0].shape.Prepend(kInsertEnvs), input.data(),
+                           step_rows_bytes};
+    for (int64_t i = 0; i < spec.capacity_steps; ++i) {
+      REPLAYDB_RETURN_IF_ERROR(writer->AppendFromDevice(std::span<const ConstTensor>(&step, 1),
+                                                        stream.handle()));
+    }
+    REPLAYDB_RETURN_IF_ERROR(stream.Synchronize());
+    const int64_t batch = kInsertEnvs;
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer column, DeviceBuffer::Allocate(kDevice, step_rows_bytes));
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer keys, DeviceBuffer::Allocate(kDevice, batch * 8));
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer probabilities, DeviceBuffer::Allocate(kDevice, batch * 4));
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer mask, DeviceBuffer::Allocate(kDevice, batch));
+    DeviceSampleOutput out;
+    out.columns = {column.data()};
+    out.keys = keys.as<uint64_t>();
+    out.probabilities = probabilities.as<float>();
+    out.mask = mask.as<uint8_t>();
+    SampleOptions sample;
+    sample.timeout = kCallTimeout;
+    // One batch checked: every row is the pattern row of its environment.
+    REPLAYDB_RETURN_IF_ERROR(table->SampleToDevice(batch, sample, out, stream.handle()));
+    std::vector<uint64_t> got_keys(static_cast<size_t>(batch));
+    std::vector<uint8_t> got(step_rows_bytes);
+    REPLAYDB_RETURN_IF_ERROR(keys.CopyToHost(got_keys.data(), batch * 8, 0, stream.handle()));
+    REPLAYDB_RETURN_IF_ERROR(column.CopyToHost(got.data(), got.size(), 0, stream.handle()));
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t lane = ItemKeyStart(got_keys[static_cast<size_t>(b)]) % kInsertEnvs;
+      if (std::memcmp(got.data() + b * kInsertStepBytes, bytes.data() + lane * kInsertStepBytes,
+                      kInsertStepBytes) != 0) {
+        return Status::Internal("vector_sample: row " + std::to_string(b) + " (environment " +
+                                std::to_string(lane) + ") differs from the bytes written");
+      }
+    }
+    REPLAYDB_ASSIGN_OR_RETURN(const double micros, GpuMicrosPerCall(timing, stream, [&] {
+                                return table->SampleToDevice(batch, sample, out, stream.handle());
+                              }));
+    // Ceiling: the same 4 MiB copied on the device into a 256 MiB ring.
+    const int64_t slots = kRingBytes / static_cast<int64_t>(step_rows_bytes);
+    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer ring,
+                              DeviceBuffer::Allocate(kDevice, slots * step_rows_bytes));
+    REPLAYDB_ASSIGN_OR_RETURN(const double copy_micros,
+                              CopyMicros(timing, stream, false, ring.data(), slots, input.data(), 1,
+                                         static_cast<int64_t>(step_rows_bytes)));
+    BenchResult r;
+    r.value = micros;
+    r.unit = "us";
+    r.ceiling = copy_micros;
+    r.ceiling_name = kD2dCeiling;
+    r.note = "drawn in the gather launch (priority_device 0), " +
+             std::to_string(spec.capacity_steps) + " vector steps of " +
+             std::to_string(kInsertEnvs) + " environments";
+    return r;
+  });
+}
+
 // A database of the vector_insert rows: checkpoints neither timed nor
 // on close, so that only the appends (and, wal=on, their log) count.
 DBOptions NoCheckpoints() {
@@ -546,37 +797,30 @@ Result<BenchResult> RunVectorInsert(DB* db, const Timing& timing, bool logged, i
   spec.logging = logged ? TableLogging::kOn : TableLogging::kDefault;
   spec.capacity_steps = kInsertEnvs * kInsertTrajectorySteps * kInsertGenerations;
   if (vector_table) {
-    spec.lanes = kInsertEnvs;
-    spec.block_steps = kVectorBlockSteps;
-    spec.capacity_steps = kInsertTrajectorySteps * kInsertGenerations;  // vector steps
+    const TableSpec vector_spec = VectorTableSpec(spec.name);
+    spec.lanes = vector_spec.lanes;
+    spec.block_steps = vector_spec.block_steps;
+    spec.capacity_steps = vector_spec.capacity_steps;
   }
 
   return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
-    REPLAYDB_RETURN_IF_ERROR(
-        CheckPlacement(table, "device:" + std::to_string(kDevice), "vector_insert"));
-    REPLAYDB_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create(kDevice));
+    REPLAYDB_ASSIGN_OR_RETURN(VectorFeed feed,
+                              PrepareVectorFeed(table, "vector_insert", 17, threads));
+    const DeviceStream& stream = feed.stream;
+    const DeviceBuffer& input = feed.input;
+    const std::vector<uint8_t>& pattern = feed.pattern;
+    VectorWriter* writer = feed.writer.get();
     const size_t step_rows_bytes = static_cast<size_t>(kInsertEnvs * kInsertStepBytes);
-    REPLAYDB_ASSIGN_OR_RETURN(DeviceBuffer input, DeviceBuffer::Allocate(kDevice, step_rows_bytes));
-    {
-      const std::vector<uint8_t> bytes = PatternBytes(step_rows_bytes, 17);
-      REPLAYDB_RETURN_IF_ERROR(input.CopyFromHost(bytes.data(), bytes.size(), 0, stream.handle()));
-    }
-    WriterOptions options;
-    options.timeout = kCallTimeout;
-    options.threads = threads;
-    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<VectorWriter> writer,
-                              table->NewVectorWriter(static_cast<size_t>(kInsertEnvs), options));
     // from=host: the same rows in ordinary (pageable) host memory, as a
     // simulator on the CPU would hand them over.
-    const std::vector<uint8_t> host_input = PatternBytes(step_rows_bytes, 17);
-    const void* source = from_host ? static_cast<const void*>(host_input.data()) : input.data();
+    const void* source = from_host ? static_cast<const void*>(pattern.data()) : input.data();
     const ConstTensor step{DType::kU8, spec.columns[0].shape.Prepend(kInsertEnvs), source,
                            step_rows_bytes};
     const std::span<const ConstTensor> steps(&step, 1);
 
     VectorAppendTimes times;
     Result<double> micros = TimeVectorAppends(
-        writer.get(), kInsertEnvs, kInsertTrajectorySteps, kInsertGenerations, timing,
+        writer, kInsertEnvs, kInsertTrajectorySteps, kInsertGenerations, timing,
         [&] {
           return from_host ? writer->Append(steps).WithContext("Append")
                            : writer->AppendFromDevice(steps, stream.handle())
@@ -718,6 +962,28 @@ std::vector<CaseWithTarget> GpuCases() {
                          target});
       }
     }
+  }
+  // Device draws for vector tables (issue 36): B = 4096 uniform rows.
+  cases.push_back({{"vector_sample",
+                    {{"envs", kInsertEnvs},
+                     {"step_bytes", kInsertStepBytes},
+                     {"batch", kInsertEnvs},
+                     {"draws", 0, "device"}},
+                    [](DB* db, const Timing& timing) { return RunVectorSample(db, timing); }},
+                   Target{Target::Kind::kValueAtMost, 20.0, "<= 20 us (H100)"}});
+  // Samples to host memory (issue 36): a fresh batch per call.
+  for (Tier tier : {Tier::kDevice, Tier::kPinned}) {
+    cases.push_back({{"sample_to_host",
+                      {{"tier", 0, TierName(tier)},
+                       {"step_bytes", kHostSampleStepBytes},
+                       {"batch", kGatherBatch},
+                       {"L", kHostSampleL},
+                       {"selector", 0, "prioritized"}},
+                      [tier](DB* db, const Timing& timing) {
+                        return RunSampleToHost(db, timing, tier);
+                      }},
+                     Target{Target::Kind::kRatioAtLeast, tier == Tier::kDevice ? 0.8 : 0.5,
+                            tier == Tier::kDevice ? "ratio >= 0.8 (H100)" : "ratio >= 0.5 (H100)"}});
   }
   // The target is for a vector table on the pure device path (wal=off: a
   // device table's default; docs/vector_tables.md), the table kind made for
