@@ -24,6 +24,7 @@ struct Cache {
   std::unordered_map<std::byte*, const HostPinner*> live;  // large buffers handed out: pinned by
   std::list<Kept> kept;  // least recently freed first
   size_t kept_bytes = 0;
+  bool keep = true;  // false after ReleaseKeptHostBuffers
   uint64_t reused = 0;
   uint64_t allocated = 0;
   uint64_t pinned = 0;
@@ -81,11 +82,23 @@ void FreeHostBuffer(std::byte* p, size_t bytes) {
     }
     c.kept.push_back({p, bytes, pinned_by});
     c.kept_bytes += bytes;
-    while (!c.kept.empty() && (c.kept.size() > kHostBufferCacheMaxBuffers ||
+    while (!c.kept.empty() && (!c.keep || c.kept.size() > kHostBufferCacheMaxBuffers ||
                                c.kept_bytes > kHostBufferCacheMaxBytes)) {
       c.kept_bytes -= c.kept.front().bytes;
       out.splice(out.end(), c.kept, c.kept.begin());
     }
+  }
+  for (const Kept& k : out) Release(k);
+}
+
+void ReleaseKeptHostBuffers() {
+  Cache& c = TheCache();
+  std::list<Kept> out;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.keep = false;
+    out.swap(c.kept);
+    c.kept_bytes = 0;
   }
   for (const Kept& k : out) Release(k);
 }

@@ -40,6 +40,11 @@ const HostPinner* SetHostPinner(const HostPinner* pinner);
 // kHostBufferCachedMin, without a pinner, or when pinning fails.
 bool PinHostBuffer(std::byte* p, size_t bytes);
 
+// Releases the kept buffers (unpinning them) and keeps none from then on:
+// for the end of the process, while the pinner still works (the GPU code
+// registers it with atexit once the CUDA runtime is up).
+void ReleaseKeptHostBuffers();
+
 struct HostBufferStats {
   uint64_t reused = 0;     // allocations served from the kept buffers
   uint64_t allocated = 0;  // large allocations that needed new memory

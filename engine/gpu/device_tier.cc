@@ -1,6 +1,7 @@
 #include "engine/gpu/device_tier.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -37,7 +38,11 @@ const util::HostPinner kPinner = {
 
 Result<std::unique_ptr<DeviceTier>> DeviceTier::Create(const Options& options) {
   static std::once_flag pinner_installed;
-  std::call_once(pinner_installed, [] { util::SetHostPinner(&kPinner); });
+  std::call_once(pinner_installed, [] {
+    util::SetHostPinner(&kPinner);
+    // Runs before the CUDA runtime's own teardown, registered earlier.
+    std::atexit([] { util::ReleaseKeptHostBuffers(); });
+  });
   std::unique_ptr<DeviceTier> tier(new DeviceTier(options));
   kernels::DeviceBlockIndex::Options index;
   index.device = options.device;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -107,6 +108,30 @@ TEST(HostBuffersTest, BuffersArePageLockedOnceAndUnlockedWhenReleased) {
   EXPECT_EQ(locked.count(p), 0u) << "released without being unlocked";
   SetHostPinner(previous);
   g_locked = nullptr;
+}
+
+// At the end of a process (atexit, registered by the GPU code): the kept
+// buffers are unpinned and freed, and later frees keep nothing. Run in a
+// child process: it changes the process-wide store for good.
+TEST(HostBuffersDeathTest, ReleasingTheKeptBuffersUnpinsThemAndKeepsNoMore) {
+  EXPECT_EXIT(
+      {
+        std::set<void*> locked;
+        g_locked = &locked;
+        SetHostPinner(&kCountingPinner);
+        const size_t bytes = kHostBufferCachedMin + 4096 * 7;
+        std::byte* p = AllocateHostBuffer(bytes);
+        const bool pinned = PinHostBuffer(p, bytes);
+        FreeHostBuffer(p, bytes);
+        const bool kept = GetHostBufferStats().kept_buffers > 0 && locked.count(p) == 1;
+        ReleaseKeptHostBuffers();
+        const bool released = GetHostBufferStats().kept_buffers == 0 && locked.empty();
+        std::byte* q = AllocateHostBuffer(bytes);
+        FreeHostBuffer(q, bytes);
+        const bool none_kept = GetHostBufferStats().kept_buffers == 0;
+        std::_Exit(pinned && kept && released && none_kept ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 // A Tensor's memory: a batch made after another of the same shape was freed
