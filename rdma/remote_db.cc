@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <optional>
 
 #include "engine/db/catalog.h"
 #include "engine/rate_limiter/rate_limiter.h"
 #include "rdma/db_service.h"
 #include "rdma/token.h"
+#include "replaydb/device.h"
+#include "kernels/runtime/device_memory.h"
 
 namespace replaydb {
 
@@ -237,6 +240,37 @@ struct Remote {
                                 " is not served over a remote connection yet");
   }
 };
+
+// GPU calls on a remote table go through host memory: the server serves
+// the host call, and this side copies between its host memory and the
+// caller's device memory on the caller's stream, and waits for the copies
+// (so the call returns with the work queued on that stream before it done).
+
+// A host batch into the caller's device arrays.
+Status CopyBatchToDevice(const SampleBatch& batch, const DeviceSampleOutput& out, void* stream) {
+  const size_t n = batch.keys.size();
+  REPLAYDB_RETURN_IF_ERROR(
+      CopyHostToDeviceAsync(out.keys, batch.keys.data(), n * sizeof(uint64_t), stream));
+  const std::vector<float> probabilities(batch.probabilities.begin(), batch.probabilities.end());
+  if (out.probabilities != nullptr) {
+    REPLAYDB_RETURN_IF_ERROR(CopyHostToDeviceAsync(out.probabilities, probabilities.data(),
+                                                   probabilities.size() * sizeof(float), stream));
+  }
+  const std::vector<float> weights(batch.weights.begin(), batch.weights.end());
+  if (out.weights != nullptr && !weights.empty()) {
+    REPLAYDB_RETURN_IF_ERROR(
+        CopyHostToDeviceAsync(out.weights, weights.data(), weights.size() * sizeof(float), stream));
+  }
+  for (size_t c = 0; c < out.columns.size() && c < batch.columns.size(); ++c) {
+    REPLAYDB_RETURN_IF_ERROR(CopyHostToDeviceAsync(out.columns[c], batch.columns[c].data(),
+                                                   batch.columns[c].size_bytes(), stream));
+  }
+  if (out.mask != nullptr) {
+    REPLAYDB_RETURN_IF_ERROR(
+        CopyHostToDeviceAsync(out.mask, batch.mask.data(), batch.mask.size(), stream));
+  }
+  return kernels::StreamSynchronize(stream);
+}
 
 // Ends writer `id` on the server (its open trajectories truncated), without
 // waiting long: a connection that is gone has ended it already.
@@ -540,8 +574,25 @@ class RemoteVectorWriter final : public VectorWriter {
   uint64_t trajectory_id(size_t env) const override { return env < ids_.size() ? ids_[env] : 0; }
   // The server's writer splits the work; this side sends one message.
   int threads() const override { return 1; }
-  Status AppendFromDevice(std::span<const ConstTensor>, void*, std::span<const double>) override {
-    return remote_->NotServed("a vector writer's AppendFromDevice");
+  // The step's device arrays are copied to this host (after the work queued
+  // on `stream`), then sent as Append sends them.
+  Status AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
+                          std::span<const double> priorities) override {
+    std::vector<std::vector<std::byte>> host(steps.size());
+    std::vector<ConstTensor> tensors(steps.begin(), steps.end());
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].data == nullptr && steps[i].size_bytes > 0) {
+        return Status::InvalidArgument("table '" + remote_->spec.name +
+                                       "': AppendFromDevice: column " + std::to_string(i) +
+                                       " has no data");
+      }
+      host[i].resize(steps[i].size_bytes);
+      REPLAYDB_RETURN_IF_ERROR(
+          CopyDeviceToHost(host[i].data(), steps[i].data, steps[i].size_bytes, stream)
+              .WithContext("table '" + remote_->spec.name + "': AppendFromDevice"));
+      tensors[i].data = host[i].data();
+    }
+    return Append(tensors, priorities);
   }
 
  private:
@@ -652,17 +703,91 @@ class RemoteTable final : public Table {
     return DecodeSampled(m, "lookup in table '" + table + "' from " + address(), items, out);
   }
 
-  Status SampleToDevice(int64_t, const SampleOptions&, const DeviceSampleOutput&, void*) override {
-    return remote_->NotServed("SampleToDevice");
+  // What a local table's CheckDeviceOutput checks, with its messages.
+  Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    if (out.keys == nullptr || (weights && out.weights == nullptr)) {
+      return Status::InvalidArgument("table '" + name() +
+                                     "': a device sample needs device pointers for keys and "
+                                     "probabilities (and weights when importance_beta >= 0)");
+    }
+    const std::vector<ColumnSpec>& columns = remote_->spec.columns;
+    if (!out.columns.empty() && out.columns.size() != columns.size()) {
+      return Status::InvalidArgument("table '" + name() + "': DeviceSampleOutput has " +
+                                     std::to_string(out.columns.size()) +
+                                     " column pointers; the table has " +
+                                     std::to_string(columns.size()) + " columns (or give none)");
+    }
+    for (size_t c = 0; c < out.columns.size(); ++c) {
+      if (out.columns[c] == nullptr) {
+        return Status::InvalidArgument("table '" + name() + "': DeviceSampleOutput column '" +
+                                       columns[c].name + "' is null");
+      }
+    }
+    return Status::OK();
   }
-  Status LookupToDevice(std::span<const ItemKey>, const DeviceSampleOutput&, void*) override {
-    return remote_->NotServed("LookupToDevice");
+
+  // Sample on the server, then the batch into the caller's device arrays
+  // (CopyBatchToDevice).
+  Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
+                        const DeviceSampleOutput& out, void* stream) override {
+    if (options.peek) {
+      return Status::InvalidArgument("table '" + name() +
+                                     "': SampleToDevice does not peek (SampleOptions::peek is for "
+                                     "Table::Sample)");
+    }
+    REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, options.importance_beta >= 0));
+    if (out.probabilities == nullptr) {
+      return Status::InvalidArgument("table '" + name() +
+                                     "': SampleToDevice needs a device pointer for probabilities");
+    }
+    SampleOptions wire = options;
+    wire.gather = !out.columns.empty();
+    SampleBatch batch;
+    REPLAYDB_RETURN_IF_ERROR(Sample(batch_size, wire, &batch));
+    return CopyBatchToDevice(batch, out, stream).WithContext("table '" + name() + "'");
+  }
+  Status LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
+                        void* stream) override {
+    REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, /*weights=*/false));
+    SampleBatch batch;
+    REPLAYDB_RETURN_IF_ERROR(Lookup(keys, &batch));
+    return CopyBatchToDevice(batch, out, stream).WithContext("table '" + name() + "'");
   }
   Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(const DeviceSamplerOptions&) override {
     return remote_->NotServed("NewDeviceSampler");
   }
-  Status UpdatePrioritiesFromDevice(const uint64_t*, const float*, int64_t, void*) override {
-    return remote_->NotServed("UpdatePrioritiesFromDevice");
+  // The device arrays are copied to this host (after the work queued on
+  // `stream`); as on a local table, negative or non-finite priorities are
+  // skipped rather than refused, and unknown keys are skipped by the server.
+  Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
+                                    void* stream) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    if (n < 0 || (n > 0 && (keys == nullptr || priorities == nullptr))) {
+      return Status::InvalidArgument("table '" + name() +
+                                     "': UpdatePrioritiesFromDevice needs n >= 0 and device "
+                                     "pointers for keys and priorities");
+    }
+    if (n == 0) return Status::OK();
+    std::vector<ItemKey> host_keys(static_cast<size_t>(n));
+    std::vector<float> host_priorities(static_cast<size_t>(n));
+    const std::string context = "table '" + name() + "': UpdatePrioritiesFromDevice";
+    REPLAYDB_RETURN_IF_ERROR(
+        CopyDeviceToHost(host_keys.data(), keys, host_keys.size() * sizeof(uint64_t), stream)
+            .WithContext(context));
+    REPLAYDB_RETURN_IF_ERROR(CopyDeviceToHost(host_priorities.data(), priorities,
+                                              host_priorities.size() * sizeof(float), stream)
+                                 .WithContext(context));
+    std::vector<ItemKey> valid_keys;
+    std::vector<double> valid_priorities;
+    valid_keys.reserve(host_keys.size());
+    valid_priorities.reserve(host_keys.size());
+    for (size_t i = 0; i < host_keys.size(); ++i) {
+      if (!std::isfinite(host_priorities[i]) || host_priorities[i] < 0) continue;
+      valid_keys.push_back(host_keys[i]);
+      valid_priorities.push_back(host_priorities[i]);
+    }
+    return UpdatePriorities(valid_keys, valid_priorities, nullptr);
   }
 
   Status SetRateLimiter(const RateLimiterSpec& spec) override {

@@ -140,6 +140,15 @@ void FreeDevice(int device, void* p) {
   (void)cudaFree(p);
 }
 
+Status StreamSynchronize(void* stream) {
+  const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::Internal(std::string("StreamSynchronize: ") + cudaGetErrorString(err));
+  }
+  return Status::OK();
+}
+
 Result<uint64_t> StreamId(void* stream) {
   unsigned long long id = 0;
   REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamGetId(static_cast<cudaStream_t>(stream), &id),

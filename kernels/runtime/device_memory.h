@@ -54,6 +54,10 @@ void FreeDevice(int device, void* p);
 Status CopyToDevice(int device, void* dst, const void* src, size_t bytes);
 Status CopyFromDevice(int device, void* dst, const void* src, size_t bytes);
 
+// Waits until the work queued on `stream` (a cudaStream_t; nullptr: the
+// legacy default stream) is done.
+Status StreamSynchronize(void* stream);
+
 // A number that identifies `stream` (cudaStreamGetId) for as long as the
 // process runs: unlike the handle, never reused by a later stream. The
 // per-thread default stream and the legacy one have their own ids.

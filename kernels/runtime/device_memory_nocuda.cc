@@ -32,6 +32,9 @@ Status AllocateDevice(int, size_t, void** device_ptr) {
 }
 void FreeDevice(int, void*) {}
 
+Status StreamSynchronize(void*) {
+  return NoCuda("StreamSynchronize");
+}
 Result<uint64_t> StreamId(void*) {
   return NoCuda("StreamId");
 }

@@ -23,6 +23,7 @@
 
 #include "rdma/db_service.h"
 #include "rdma/rpc.h"
+#include "replaydb/device.h"
 #include "tests/test_util.h"
 
 namespace replaydb::rdma {
@@ -31,6 +32,14 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
+
+// The value of `r`; a failure ends the test binary (GPU set-up only).
+template <typename T>
+T Take(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) std::abort();
+  return std::move(r).value();
+}
 
 TableSpec RandomSpec(std::mt19937_64& rng, const std::string& name) {
   TableSpec spec;
@@ -162,6 +171,149 @@ TEST(RemoteDBTest, SeededRemoteSamplesAreByteIdenticalToLocalOnes) {
   }
 }
 
+// GPU calls on a remote table run through this host (the server serves the
+// host call; the client copies to or from the caller's device arrays on the
+// caller's stream): seeded SampleToDevice and LookupToDevice give what the
+// same host calls give on a local twin, UpdatePrioritiesFromDevice sets what
+// a host update of its valid entries sets (bad values skipped, as locally),
+// and a vector writer's AppendFromDevice stores the step's bytes.
+TEST(RemoteDBGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnALocalTwin) {
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  const uint64_t seed = testing_util::TestSeed();
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(seed));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto lt, s.local->GetTable("t"));
+  ASSERT_OK(rt->Seed(seed));
+  ASSERT_OK(lt->Seed(seed));
+  std::mt19937_64 rng(seed);
+  ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
+  const TableSpec spec = rt->spec();
+  const int64_t L = spec.sequence_length;
+  // Device arrays for n items, read back into a host batch.
+  struct Out {
+    std::vector<DeviceBuffer> columns;
+    DeviceBuffer keys, probabilities, weights, mask;
+    DeviceSampleOutput view;
+  };
+  const auto make_out = [&](int64_t n) {
+    Out o;
+    for (const ColumnSpec& c : spec.columns) {
+      o.columns.push_back(Take(DeviceBuffer::Allocate(0, n * L * c.step_bytes())));
+      o.view.columns.push_back(o.columns.back().data());
+    }
+    o.keys = Take(DeviceBuffer::Allocate(0, n * 8));
+    o.probabilities = Take(DeviceBuffer::Allocate(0, n * 4));
+    o.weights = Take(DeviceBuffer::Allocate(0, n * 4));
+    o.mask = Take(DeviceBuffer::Allocate(0, n * L));
+    o.view.keys = o.keys.as<uint64_t>();
+    o.view.probabilities = o.probabilities.as<float>();
+    o.view.weights = o.weights.as<float>();
+    o.view.mask = o.mask.as<uint8_t>();
+    return o;
+  };
+  // The device arrays against a host batch `want`.
+  const auto expect_same = [&](const Out& o, const SampleBatch& want, bool weights) {
+    const size_t n = want.keys.size();
+    std::vector<uint64_t> keys(n);
+    ASSERT_OK(o.keys.CopyToHost(keys.data(), n * 8));
+    EXPECT_EQ(keys, want.keys);
+    std::vector<float> p(n), w(n);
+    ASSERT_OK(o.probabilities.CopyToHost(p.data(), n * 4));
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(p[i], static_cast<float>(want.probabilities[i]));
+    if (weights) {
+      ASSERT_OK(o.weights.CopyToHost(w.data(), n * 4));
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(w[i], static_cast<float>(want.weights[i]));
+    }
+    std::vector<uint8_t> mask(n * L);
+    ASSERT_OK(o.mask.CopyToHost(mask.data(), mask.size()));
+    EXPECT_EQ(mask, want.mask);
+    for (size_t c = 0; c < want.columns.size(); ++c) {
+      std::vector<std::byte> bytes(want.columns[c].size_bytes());
+      ASSERT_OK(o.columns[c].CopyToHost(bytes.data(), bytes.size()));
+      EXPECT_EQ(std::memcmp(bytes.data(), want.columns[c].data(), bytes.size()), 0)
+          << "column " << c;
+    }
+  };
+  for (int i = 0; i < 4; ++i) {
+    SampleOptions o;
+    o.timeout = 10s;
+    o.importance_beta = i % 2 == 0 ? -1.0 : 0.4;
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 64);
+    Out out = make_out(n);
+    ASSERT_OK(rt->SampleToDevice(n, o, out.view, stream.handle()));
+    SampleBatch want;
+    ASSERT_OK(lt->Sample(n, o, &want));
+    ASSERT_NO_FATAL_FAILURE(expect_same(out, want, o.importance_beta >= 0)) << "sample " << i;
+    Out looked = make_out(n);
+    ASSERT_OK(rt->LookupToDevice(want.keys, looked.view, stream.handle()));
+    SampleBatch want_lookup;
+    ASSERT_OK(lt->Lookup(want.keys, &want_lookup));
+    ASSERT_NO_FATAL_FAILURE(expect_same(looked, want_lookup, false)) << "lookup " << i;
+  }
+  // Priorities from device arrays, some of them invalid.
+  std::vector<ItemKey> keys;
+  std::vector<double> ignored;
+  ASSERT_OK(lt->ItemPriorities(&keys, &ignored));
+  std::vector<float> values(keys.size());
+  std::vector<ItemKey> valid_keys;
+  std::vector<double> valid_values;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    values[i] = rng() % 7 == 0 ? -1.0f : static_cast<float>(1 + rng() % 1000) / 4.0f;
+    if (values[i] >= 0) {
+      valid_keys.push_back(keys[i]);
+      valid_values.push_back(values[i]);
+    }
+  }
+  DeviceBuffer d_keys = Take(DeviceBuffer::Allocate(0, keys.size() * 8));
+  DeviceBuffer d_values = Take(DeviceBuffer::Allocate(0, values.size() * 4));
+  ASSERT_OK(d_keys.CopyFromHost(keys.data(), keys.size() * 8));
+  ASSERT_OK(d_values.CopyFromHost(values.data(), values.size() * 4));
+  ASSERT_OK(rt->UpdatePrioritiesFromDevice(d_keys.as<uint64_t>(), d_values.as<float>(),
+                                           static_cast<int64_t>(keys.size()), stream.handle()));
+  ASSERT_OK(lt->UpdatePriorities(valid_keys, valid_values, nullptr));
+  std::vector<ItemKey> rk, lk;
+  std::vector<double> rp, lp;
+  ASSERT_OK(rt->ItemPriorities(&rk, &rp));
+  ASSERT_OK(lt->ItemPriorities(&lk, &lp));
+  EXPECT_EQ(rk, lk);
+  EXPECT_EQ(rp, lp);
+  // A vector step from device memory.
+  const size_t envs = 1 + rng() % 5;
+  ASSERT_OK_AND_ASSIGN(auto rw, rt->NewVectorWriter(envs));
+  ASSERT_OK_AND_ASSIGN(auto lw, lt->NewVectorWriter(envs));
+  std::vector<std::vector<std::byte>> host(spec.columns.size());
+  std::vector<DeviceBuffer> device;
+  std::vector<ConstTensor> host_t, device_t;
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    const ColumnSpec& col = spec.columns[c];
+    host[c].resize(envs * col.step_bytes());
+    for (auto& b : host[c]) b = static_cast<std::byte>(rng());
+    device.push_back(Take(DeviceBuffer::Allocate(0, host[c].size())));
+    ASSERT_OK(device.back().CopyFromHost(host[c].data(), host[c].size()));
+    const Shape shape = col.shape.Prepend(static_cast<int64_t>(envs));
+    host_t.push_back({col.dtype, shape, host[c].data(), host[c].size()});
+    device_t.push_back({col.dtype, shape, device.back().data(), host[c].size()});
+  }
+  for (int step = 0; step < static_cast<int>(L); ++step) {
+    ASSERT_OK(rw->AppendFromDevice(device_t, stream.handle()));
+    ASSERT_OK(lw->Append(host_t));
+  }
+  std::vector<ItemKey> new_keys;
+  for (size_t e = 0; e < envs; ++e) {
+    EXPECT_EQ(rw->trajectory_id(e), lw->trajectory_id(e));
+    new_keys.push_back(MakeItemKey(rw->trajectory_id(e), 0));
+    ASSERT_OK(rw->End(e, EndReason::kTerminal));
+    ASSERT_OK(lw->End(e, EndReason::kTerminal));
+  }
+  SampleBatch got, want;
+  ASSERT_OK(rt->Lookup(new_keys, &got));
+  ASSERT_OK(lt->Lookup(new_keys, &want));
+  ExpectSameColumns(got, want);
+}
+
 // `got`'s items' steps (columns and mask) are what the served table holds
 // for its keys.
 void ExpectServedSteps(Table& served, const SampleBatch& got) {
@@ -222,10 +374,17 @@ TEST(RemoteDBTest, TheServersErrorsComeBackNamingWhatFailed) {
   EXPECT_THAT(waited.message(), HasSubstr("table 'empty'"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   // Calls a remote table does not serve say so, naming themselves.
+  const auto sampler = empty->NewDeviceSampler({});
+  EXPECT_EQ(sampler.status().code(), Status::Code::kNotSupported);
+  EXPECT_THAT(sampler.status().message(), HasSubstr("table 'empty' of " + s.address() +
+                                                    ": NewDeviceSampler is not served"));
+  // GPU calls check their arguments here, as a local table's do.
   const Status device = empty->SampleToDevice(1, o, {}, nullptr);
-  EXPECT_EQ(device.code(), Status::Code::kNotSupported);
-  EXPECT_THAT(device.message(), HasSubstr("table 'empty' of " + s.address() +
-                                          ": SampleToDevice is not served"));
+  EXPECT_EQ(device.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(device.message(), HasSubstr("table 'empty': a device sample needs device pointers "
+                                          "for keys and probabilities"));
+  EXPECT_THAT(empty->UpdatePrioritiesFromDevice(nullptr, nullptr, 3, nullptr).message(),
+              HasSubstr("UpdatePrioritiesFromDevice needs n >= 0 and device pointers"));
   const auto verify = remote->Verify({});
   EXPECT_EQ(verify.status().code(), Status::Code::kNotSupported);
   EXPECT_THAT(verify.status().message(), HasSubstr("Verify runs where the database is"));
