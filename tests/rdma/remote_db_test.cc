@@ -24,6 +24,7 @@
 #include "rdma/db_service.h"
 #include "rdma/rpc.h"
 #include "replaydb/device.h"
+#include "tests/device_out.h"
 #include "tests/test_util.h"
 
 namespace replaydb::rdma {
@@ -32,14 +33,6 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-// The value of `r`; a failure ends the test binary (GPU set-up only).
-template <typename T>
-T Take(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok()) std::abort();
-  return std::move(r).value();
-}
 
 TableSpec RandomSpec(std::mt19937_64& rng, const std::string& name) {
   TableSpec spec;
@@ -178,6 +171,7 @@ TEST(RemoteDBTest, SeededRemoteSamplesAreByteIdenticalToLocalOnes) {
 // a host update of its valid entries sets (bad values skipped, as locally),
 // and a vector writer's AppendFromDevice stores the step's bytes.
 TEST(RemoteDBGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnALocalTwin) {
+  using testing_util::Take;
   std::string why;
   if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
   const uint64_t seed = testing_util::TestSeed();
@@ -192,30 +186,9 @@ TEST(RemoteDBGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnALocalTwin) {
   ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
   const TableSpec spec = rt->spec();
   const int64_t L = spec.sequence_length;
-  // Device arrays for n items, read back into a host batch.
-  struct Out {
-    std::vector<DeviceBuffer> columns;
-    DeviceBuffer keys, probabilities, weights, mask;
-    DeviceSampleOutput view;
-  };
-  const auto make_out = [&](int64_t n) {
-    Out o;
-    for (const ColumnSpec& c : spec.columns) {
-      o.columns.push_back(Take(DeviceBuffer::Allocate(0, n * L * c.step_bytes())));
-      o.view.columns.push_back(o.columns.back().data());
-    }
-    o.keys = Take(DeviceBuffer::Allocate(0, n * 8));
-    o.probabilities = Take(DeviceBuffer::Allocate(0, n * 4));
-    o.weights = Take(DeviceBuffer::Allocate(0, n * 4));
-    o.mask = Take(DeviceBuffer::Allocate(0, n * L));
-    o.view.keys = o.keys.as<uint64_t>();
-    o.view.probabilities = o.probabilities.as<float>();
-    o.view.weights = o.weights.as<float>();
-    o.view.mask = o.mask.as<uint8_t>();
-    return o;
-  };
   // The device arrays against a host batch `want`.
-  const auto expect_same = [&](const Out& o, const SampleBatch& want, bool weights) {
+  const auto expect_same = [&](const testing_util::DeviceOut& o, const SampleBatch& want,
+                               bool weights) {
     const size_t n = want.keys.size();
     std::vector<uint64_t> keys(n);
     ASSERT_OK(o.keys.CopyToHost(keys.data(), n * 8));
@@ -242,12 +215,12 @@ TEST(RemoteDBGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnALocalTwin) {
     o.timeout = 10s;
     o.importance_beta = i % 2 == 0 ? -1.0 : 0.4;
     const int64_t n = 1 + static_cast<int64_t>(rng() % 64);
-    Out out = make_out(n);
+    testing_util::DeviceOut out = testing_util::AllocateOut(spec, n);
     ASSERT_OK(rt->SampleToDevice(n, o, out.view, stream.handle()));
     SampleBatch want;
     ASSERT_OK(lt->Sample(n, o, &want));
     ASSERT_NO_FATAL_FAILURE(expect_same(out, want, o.importance_beta >= 0)) << "sample " << i;
-    Out looked = make_out(n);
+    testing_util::DeviceOut looked = testing_util::AllocateOut(spec, n);
     ASSERT_OK(rt->LookupToDevice(want.keys, looked.view, stream.handle()));
     SampleBatch want_lookup;
     ASSERT_OK(lt->Lookup(want.keys, &want_lookup));

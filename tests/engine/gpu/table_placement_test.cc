@@ -17,6 +17,7 @@
 #include "replaydb/db.h"
 #include "replaydb/device.h"
 #include "util/host_buffers.h"
+#include "tests/device_out.h"
 #include "tests/test_util.h"
 
 namespace replaydb {
@@ -25,15 +26,10 @@ namespace {
 using testing_util::TempDir;
 using ::testing::HasSubstr;
 
-constexpr uint8_t kPoison = 0xAB;
-
-// The value of a Result that must be OK.
-template <typename T>
-T Take(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok()) std::abort();
-  return std::move(r).value();
-}
+using testing_util::AllocateOut;
+using testing_util::DeviceOut;
+using testing_util::kPoison;
+using testing_util::Take;
 
 int Gpus(std::string* why) { return kernels::CudaDeviceCount(why); }
 
@@ -274,34 +270,6 @@ std::vector<std::byte> ToHost(const DeviceBuffer& buffer, size_t bytes) {
   std::vector<std::byte> host(bytes);
   EXPECT_OK(buffer.CopyToHost(host.data(), bytes));
   return host;
-}
-
-struct DeviceOut {
-  std::vector<DeviceBuffer> columns;
-  DeviceBuffer keys, probabilities, weights, mask;
-  DeviceSampleOutput view;
-};
-
-DeviceOut AllocateOut(const TableSpec& spec, int64_t batch) {
-  DeviceOut out;
-  const int64_t L = spec.sequence_length;
-  for (const ColumnSpec& c : spec.columns) {
-    out.columns.push_back(Take(DeviceBuffer::Allocate(0, batch * L * c.step_bytes())));
-    out.view.columns.push_back(out.columns.back().data());
-  }
-  out.keys = Take(DeviceBuffer::Allocate(0, batch * 8));
-  out.probabilities = Take(DeviceBuffer::Allocate(0, batch * 4));
-  out.weights = Take(DeviceBuffer::Allocate(0, batch * 4));
-  out.mask = Take(DeviceBuffer::Allocate(0, batch * L));
-  out.view.keys = out.keys.as<uint64_t>();
-  out.view.probabilities = out.probabilities.as<float>();
-  out.view.weights = out.weights.as<float>();
-  out.view.mask = out.mask.as<uint8_t>();
-  for (auto* b : {&out.keys, &out.probabilities, &out.weights, &out.mask}) {
-    EXPECT_OK(b->Fill(kPoison));
-  }
-  for (auto& b : out.columns) EXPECT_OK(b.Fill(kPoison));
-  return out;
 }
 
 // Checks that the device outputs hold exactly `expected` (columns, mask).
