@@ -384,8 +384,10 @@ struct TableSpec {
   // are segments of block_steps vector steps that the writer starts and ends
   // itself. Capacities count vector steps and their bytes. A vector table
   // needs sequence_length 1, the uniform selector, max_times_sampled 0,
-  // priority_device -1, kOldestFirst eviction, no spill, and block_steps *
-  // lanes <= kMaxTrajectorySteps. Default: 1 (an ordinary table).
+  // kOldestFirst eviction, no spill, and block_steps * lanes <=
+  // kMaxTrajectorySteps; priority_device >= 0 makes SampleToDevice draw
+  // inside the gather launch (docs/vector_tables.md). Default: 1 (an
+  // ordinary table).
   int64_t lanes = 1;
 
   // A FIFO queue of at most `size` items, each sampled once.
