@@ -9,6 +9,7 @@
 
 #include "engine/db/catalog.h"
 #include "engine/rate_limiter/rate_limiter.h"
+#include "engine/table/device_output.h"
 #include "rdma/db_service.h"
 #include "rdma/token.h"
 #include "replaydb/device.h"
@@ -703,44 +704,13 @@ class RemoteTable final : public Table {
     return DecodeSampled(m, "lookup in table '" + table + "' from " + address(), items, out);
   }
 
-  // What a local table's CheckDeviceOutput checks, with its messages.
-  Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const {
-    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
-    if (out.keys == nullptr || (weights && out.weights == nullptr)) {
-      return Status::InvalidArgument("table '" + name() +
-                                     "': a device sample needs device pointers for keys and "
-                                     "probabilities (and weights when importance_beta >= 0)");
-    }
-    const std::vector<ColumnSpec>& columns = remote_->spec.columns;
-    if (!out.columns.empty() && out.columns.size() != columns.size()) {
-      return Status::InvalidArgument("table '" + name() + "': DeviceSampleOutput has " +
-                                     std::to_string(out.columns.size()) +
-                                     " column pointers; the table has " +
-                                     std::to_string(columns.size()) + " columns (or give none)");
-    }
-    for (size_t c = 0; c < out.columns.size(); ++c) {
-      if (out.columns[c] == nullptr) {
-        return Status::InvalidArgument("table '" + name() + "': DeviceSampleOutput column '" +
-                                       columns[c].name + "' is null");
-      }
-    }
-    return Status::OK();
-  }
-
   // Sample on the server, then the batch into the caller's device arrays
   // (CopyBatchToDevice).
   Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
                         const DeviceSampleOutput& out, void* stream) override {
-    if (options.peek) {
-      return Status::InvalidArgument("table '" + name() +
-                                     "': SampleToDevice does not peek (SampleOptions::peek is for "
-                                     "Table::Sample)");
-    }
-    REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, options.importance_beta >= 0));
-    if (out.probabilities == nullptr) {
-      return Status::InvalidArgument("table '" + name() +
-                                     "': SampleToDevice needs a device pointer for probabilities");
-    }
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    REPLAYDB_RETURN_IF_ERROR(
+        engine::CheckSampleToDevice(name(), remote_->spec.columns, options, out));
     SampleOptions wire = options;
     wire.gather = !out.columns.empty();
     SampleBatch batch;
@@ -749,7 +719,9 @@ class RemoteTable final : public Table {
   }
   Status LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
                         void* stream) override {
-    REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, /*weights=*/false));
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    REPLAYDB_RETURN_IF_ERROR(
+        engine::CheckDeviceOutput(name(), remote_->spec.columns, out, /*weights=*/false));
     SampleBatch batch;
     REPLAYDB_RETURN_IF_ERROR(Lookup(keys, &batch));
     return CopyBatchToDevice(batch, out, stream).WithContext("table '" + name() + "'");

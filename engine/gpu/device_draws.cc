@@ -74,25 +74,26 @@ Status DevicePriorityDraws::PrepareHostDraws(int64_t batch, const SampleOptions&
       table_, device_id_));
   drawn_host_.resize(bytes);
   REPLAYDB_RETURN_IF_ERROR(drawn_.CopyToHost(drawn_host_.data(), bytes, 0, stream));
-  std::vector<uint64_t> keys(n);
-  std::vector<float> probabilities(n);
-  std::memcpy(keys.data(), drawn_host_.data(), n * sizeof(uint64_t));
-  std::memcpy(probabilities.data(), drawn_host_.data() + probabilities_at, n * sizeof(float));
   weights_host_.resize(weights ? n : 0);
   if (weights) {
     std::memcpy(weights_host_.data(), drawn_host_.data() + weights_at, n * sizeof(float));
   }
   draws_.resize(batch);
   for (int64_t b = 0; b < batch; ++b) {
+    uint64_t key;
+    float probability;
+    std::memcpy(&key, drawn_host_.data() + b * sizeof(uint64_t), sizeof(key));
+    std::memcpy(&probability, drawn_host_.data() + probabilities_at + b * sizeof(float),
+                sizeof(probability));
     // With every priority set to 0 from the device, the device draws a
     // sentinel (the host cannot see device updates in advance).
-    const index::Trajectory* t = store.Find(ItemKeyTrajectory(keys[b]));
-    if (t == nullptr || ItemKeyStart(keys[b]) >= t->items_created) {
+    const index::Trajectory* t = store.Find(ItemKeyTrajectory(key));
+    if (t == nullptr || ItemKeyStart(key) >= t->items_created) {
       return Status::FailedPrecondition(
-          "table " + Quoted(table_) + ": the device drew no item (key " +
-          std::to_string(keys[b]) + "); every priority on the device may be 0");
+          "table " + Quoted(table_) + ": the device drew no item (key " + std::to_string(key) +
+          "); every priority on the device may be 0");
     }
-    draws_[b] = {keys[b], probabilities[b]};
+    draws_[b] = {key, probability};
   }
   return Status::OK();
 }

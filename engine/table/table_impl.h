@@ -64,8 +64,8 @@
 #include "engine/table/writer_state.h"
 #include "engine/table/table_layout.h"
 #include "index/selectors/selector.h"
-#include "kernels/priority/device_priority_table.h"
 #include "index/trajectory_store.h"
+#include "kernels/priority/device_priority_table.h"
 #include "replaydb/db.h"
 #include "replaydb/device.h"
 #include "replaydb/table.h"
@@ -541,7 +541,6 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // REQUIRES: tier_
   int64_t TierSlotOf(const Window& w) const;
   Status NeedTierLocked(std::string_view what) const;
-  Status CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const;
   Status CheckSampleArgs(int64_t batch_size, const SampleOptions& options) const;
   // After DrawLocked: out->weights as options say (kBatch from the
   // probabilities; kBuffer's DrawLocked made; none without beta).
@@ -557,8 +556,6 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // bytes; `priorities` null or one per step.
   Result<uint64_t> LogStepsLocked(const Trajectory& t, const std::byte* const* column_base,
                                   int64_t index, int64_t count, const double* priorities);
-  // Logs keys and their new priorities (one record) and syncs it, after
-  // releasing `lock`.
   // device_log_thread_'s loop: LogDevicePriorities every kDeviceLogPeriod
   // while the GPU has priorities the log lacks.
   void DeviceLogLoop();
@@ -576,6 +573,12 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Queues the collection of `mark` into *buffer (made on first use).
   Status QueueDeviceCollectLocked(int mark,
                                   std::unique_ptr<kernels::DevicePriorityTable::Updated>* buffer);
+  // Appends a collection to `log` as one UpdatePriorities record
+  // (device_log_mu_ held: device_record_ is its).
+  Result<uint64_t> AppendDeviceRecord(wal::LogWriter& log, uint32_t table_id,
+                                      const kernels::DevicePriorityTable::Updated& got);
+  // Logs keys and their new priorities (one record) and syncs it, after
+  // releasing `lock`.
   Status LogPrioritiesLocked(std::unique_lock<std::mutex>& lock, std::span<const uint64_t> keys,
                              std::span<const double> priorities);
   // Logs the vector steps of the environments with dest >= 0 (one record);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -148,6 +147,19 @@ Status TableImpl::QueueDeviceCollectLocked(
   return device->CollectUpdated(mark, buffer->get());
 }
 
+Result<uint64_t> TableImpl::AppendDeviceRecord(wal::LogWriter& log, uint32_t table_id,
+                                               const kernels::DevicePriorityTable::Updated& got) {
+  const size_t n = static_cast<size_t>(got.count());
+  device_record_.UpdatePriorities(table_id, std::span(got.keys(), n),
+                                  std::span(got.priorities(), n));
+  Result<uint64_t> seq = log.Append(wal::RecordType::kUpdatePriorities, device_record_.payload());
+  if (!seq.ok()) {
+    return seq.status().WithContext("table " + Quoted(name_) +
+                                    ": logging priorities set on the GPU");
+  }
+  return seq;
+}
+
 Status TableImpl::LogDevicePriorities() {
   std::lock_guard<std::mutex> serial(device_log_mu_);
   // Bounded: updates arriving meanwhile wait for the next period.
@@ -174,16 +186,8 @@ Status TableImpl::LogDevicePriorities() {
     REPLAYDB_RETURN_IF_ERROR(device_log_buffer_->Wait().WithContext(
         "table " + Quoted(name_) + ": collecting priorities set on the GPU"));
     if (got.count() > 0) {
-      const size_t n = static_cast<size_t>(got.count());
-      device_record_.UpdatePriorities(table_id, std::span(got.keys(), n),
-                                      std::span(got.priorities(), n));
-      Result<uint64_t> seq = log->Append(wal::RecordType::kUpdatePriorities,
-                                         device_record_.payload());
-      if (!seq.ok()) {
-        return seq.status().WithContext("table " + Quoted(name_) +
-                                        ": logging priorities set on the GPU");
-      }
-      REPLAYDB_RETURN_IF_ERROR(SyncLog(*seq, /*wait=*/false));
+      REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, AppendDeviceRecord(*log, table_id, got));
+      REPLAYDB_RETURN_IF_ERROR(SyncLog(seq, /*wait=*/false));
     }
     if (!got.more()) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -205,12 +209,8 @@ Status TableImpl::CollectDevicePrioritiesLocked() {
       REPLAYDB_RETURN_IF_ERROR(QueueDeviceCollectLocked(Table::kLogMark, &device_log_buffer_)
                                    .WithContext(context));
       REPLAYDB_RETURN_IF_ERROR(device_log_buffer_->Wait().WithContext(context));
-      const Table::Updated& got = *device_log_buffer_;
-      if (got.count() > 0) {
-        const size_t n = static_cast<size_t>(got.count());
-        record_.UpdatePriorities(table_id_, std::span(got.keys(), n),
-                                 std::span(got.priorities(), n));
-        REPLAYDB_RETURN_IF_ERROR(LogLocked(wal::RecordType::kUpdatePriorities).status());
+      if (device_log_buffer_->count() > 0) {
+        REPLAYDB_RETURN_IF_ERROR(AppendDeviceRecord(*log_, table_id_, *device_log_buffer_).status());
       }
     } while (device_log_buffer_->more());
     device_update_calls_logged_ = device_update_calls_;

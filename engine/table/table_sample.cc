@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/gpu/device_sampler.h"
+#include "engine/table/device_output.h"
 #include "engine/table/table_impl.h"
 #include "engine/table/table_items.h"
 #include "util/checked_math.h"
@@ -400,40 +401,10 @@ Status TableImpl::Lookup(std::span<const ItemKey> keys, SampleBatch* out) {
   return GatherToHostLocked(lock, scratch, out);
 }
 
-Status TableImpl::CheckDeviceOutput(const DeviceSampleOutput& out, bool weights) const {
-  if (out.keys == nullptr || (weights && out.weights == nullptr)) {
-    return Status::InvalidArgument("table " + Quoted(name_) +
-                                   ": a device sample needs device pointers for keys and "
-                                   "probabilities (and weights when importance_beta >= 0)");
-  }
-  if (!out.columns.empty() && out.columns.size() != columns_.size()) {
-    return Status::InvalidArgument("table " + Quoted(name_) + ": DeviceSampleOutput has " +
-                                   std::to_string(out.columns.size()) +
-                                   " column pointers; the table has " +
-                                   std::to_string(columns_.size()) + " columns (or give none)");
-  }
-  for (size_t c = 0; c < out.columns.size(); ++c) {
-    if (out.columns[c] == nullptr) {
-      return Status::InvalidArgument("table " + Quoted(name_) + ": DeviceSampleOutput column " +
-                                     Quoted(columns_[c].name) + " is null");
-    }
-  }
-  return Status::OK();
-}
-
 Status TableImpl::SampleToDevice(int64_t batch_size, const SampleOptions& options,
                                  const DeviceSampleOutput& out, void* stream) {
-  if (options.peek) {
-    return Status::InvalidArgument("table " + Quoted(name_) +
-                                   ": SampleToDevice does not peek (SampleOptions::peek is for "
-                                   "Table::Sample)");
-  }
   REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
-  REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, options.importance_beta >= 0));
-  if (out.probabilities == nullptr) {
-    return Status::InvalidArgument("table " + Quoted(name_) +
-                                   ": SampleToDevice needs a device pointer for probabilities");
-  }
+  REPLAYDB_RETURN_IF_ERROR(CheckSampleToDevice(name_, item_columns_, options, out));
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("SampleToDevice"));
@@ -482,7 +453,7 @@ std::string TableImpl::RowText(const ItemRow& row) const {
 
 Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
                                  void* stream) {
-  REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(out, false));
+  REPLAYDB_RETURN_IF_ERROR(CheckDeviceOutput(name_, item_columns_, out, /*weights=*/false));
   SampleBatch meta;
   std::vector<Window> windows;
   std::unique_lock<std::mutex> lock(mu_);

@@ -132,6 +132,16 @@ struct Served {
     ServeOver(served.get(), o, &service, &server);
   }
   std::string address() const { return "ucx://127.0.0.1:" + std::to_string(server->port()); }
+  // Connects (*remote) and opens table "t" there (*rt) and in the local
+  // copy (*lt), both seeded with `seed`: twins whose seeded calls agree.
+  void ConnectSeededTwins(uint64_t seed, std::unique_ptr<RemoteDB>* remote,
+                          std::shared_ptr<Table>* rt, std::shared_ptr<Table>* lt) {
+    ASSERT_OK_AND_ASSIGN(*remote, RemoteDB::Connect(address()));
+    ASSERT_OK_AND_ASSIGN(*rt, (*remote)->GetTable("t"));
+    ASSERT_OK_AND_ASSIGN(*lt, local->GetTable("t"));
+    ASSERT_OK((*rt)->Seed(seed));
+    ASSERT_OK((*lt)->Seed(seed));
+  }
   ~Served() { server.reset(); }
 };
 
@@ -139,16 +149,14 @@ TEST(RemoteDBTest, SeededRemoteSamplesAreByteIdenticalToLocalOnes) {
   const uint64_t seed = testing_util::TestSeed();
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(seed));
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  std::unique_ptr<RemoteDB> remote;
+  std::shared_ptr<Table> rt, lt;
+  ASSERT_NO_FATAL_FAILURE(s.ConnectSeededTwins(seed, &remote, &rt, &lt));
   ASSERT_OK_AND_ASSIGN(const std::vector<std::string> names, remote->ListTablesOrError());
   EXPECT_EQ(names, s.local->ListTables());
-  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
-  ASSERT_OK_AND_ASSIGN(auto lt, s.local->GetTable("t"));
   EXPECT_EQ(rt->spec().sequence_length, lt->spec().sequence_length);
   EXPECT_EQ(rt->spec().selector, lt->spec().selector);
   ASSERT_EQ(rt->spec().columns.size(), lt->spec().columns.size());
-  ASSERT_OK(rt->Seed(seed));
-  ASSERT_OK(lt->Seed(seed));
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 6; ++i) {
     SampleOptions o;
@@ -177,11 +185,9 @@ TEST(RemoteDBGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnALocalTwin) {
   const uint64_t seed = testing_util::TestSeed();
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(seed));
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
-  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
-  ASSERT_OK_AND_ASSIGN(auto lt, s.local->GetTable("t"));
-  ASSERT_OK(rt->Seed(seed));
-  ASSERT_OK(lt->Seed(seed));
+  std::unique_ptr<RemoteDB> remote;
+  std::shared_ptr<Table> rt, lt;
+  ASSERT_NO_FATAL_FAILURE(s.ConnectSeededTwins(seed, &remote, &rt, &lt));
   std::mt19937_64 rng(seed);
   ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
   const TableSpec spec = rt->spec();

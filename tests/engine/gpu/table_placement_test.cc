@@ -1270,6 +1270,63 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
   EXPECT_EQ(got.priorities, want.priorities);
 }
 
+namespace {
+
+// A prioritized table whose priorities live on GPU 0 (host placement:
+// logged by default), of one f32[2] column.
+TableSpec GpuPrioritySpec() {
+  TableSpec spec;
+  spec.name = "p";
+  spec.columns = {{"x", DType::kF32, Shape{2}}};
+  spec.capacity_steps = 1024;
+  spec.selector = SelectorKind::kPrioritized;
+  spec.priority_device = 0;
+  return spec;
+}
+
+// One trajectory of `steps` steps of priority 1: its items' keys go to
+// *keys, and (*want)[key] = 1.
+void WritePriorityTrajectory(Table* table, int steps, std::vector<ItemKey>* keys,
+                             std::map<ItemKey, double>* want) {
+  auto writer = Take(table->NewWriter());
+  for (int i = 0; i < steps; ++i) {
+    const float v[2] = {static_cast<float>(i), 1.0f};
+    const ConstTensor step[] = {{DType::kF32, Shape{2}, v, sizeof(v)}};
+    ASSERT_OK(writer->Append(step, 1.0));
+    keys->push_back(MakeItemKey(writer->trajectory_id(), i));
+    (*want)[keys->back()] = 1.0;
+  }
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+}
+
+// `rounds` calls of UpdatePrioritiesFromDevice on `stream`, each giving a
+// random half of `keys` fresh priorities from device memory (kept alive in
+// *inputs until the stream is done); (*want)[key] is each key's last one.
+void UpdateRandomHalvesOnGpu(Table* table, const std::vector<ItemKey>& keys, int rounds,
+                             std::mt19937_64& rng, const DeviceStream& stream,
+                             std::vector<DeviceBuffer>* inputs, std::map<ItemKey, double>* want) {
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<uint64_t> k;
+    std::vector<float> p;
+    for (const ItemKey key : keys) {
+      if (rng() % 2) continue;
+      k.push_back(key);
+      p.push_back(static_cast<float>(1 + rng() % 1000) / 8.0f);
+      (*want)[key] = p.back();
+    }
+    if (k.empty()) continue;
+    inputs->push_back(Take(DeviceBuffer::Allocate(0, k.size() * sizeof(uint64_t))));
+    ASSERT_OK(inputs->back().CopyFromHost(k.data(), k.size() * sizeof(uint64_t)));
+    const uint64_t* d_keys = inputs->back().as<uint64_t>();
+    inputs->push_back(Take(DeviceBuffer::Allocate(0, p.size() * sizeof(float))));
+    ASSERT_OK(inputs->back().CopyFromHost(p.data(), p.size() * sizeof(float)));
+    ASSERT_OK(table->UpdatePrioritiesFromDevice(d_keys, inputs->back().as<float>(),
+                                                static_cast<int64_t>(k.size()), stream.handle()));
+  }
+}
+
+}  // namespace
+
 // Priorities set on the GPU of a logged table reach its items and the log
 // off the caller's path (docs/durability.md, "Priorities set on the GPU"):
 // a checkpoint taken right after the calls, the caller's stream never
@@ -1278,48 +1335,17 @@ TEST_F(TableGpuTest, DeviceFedStepsAndPrioritiesSurviveReopenFromTheLog) {
 TEST_F(TableGpuTest, ACheckpointHoldsThePrioritiesSetOnTheGpuBeforeIt) {
   TempDir dir;
   const DBOptions options = testing_util::ManualCheckpoints();
-  TableSpec spec;  // host placement: logged by default
-  spec.name = "p";
-  spec.columns = {{"x", DType::kF32, Shape{2}}};
-  spec.capacity_steps = 1024;
-  spec.selector = SelectorKind::kPrioritized;
-  spec.priority_device = 0;
   const int steps = 8 + static_cast<int>(rng_() % 64);
   std::vector<ItemKey> keys;
   std::map<ItemKey, double> want;
   {
     auto db = Take(DB::Open(options, dir.path()));
-    auto table = Take(db->CreateTable(spec));
-    auto writer = Take(table->NewWriter());
-    for (int i = 0; i < steps; ++i) {
-      const float v[2] = {static_cast<float>(i), 1.0f};
-      const ConstTensor step[] = {{DType::kF32, Shape{2}, v, sizeof(v)}};
-      ASSERT_OK(writer->Append(step, 1.0));
-      keys.push_back(MakeItemKey(writer->trajectory_id(), i));
-      want[keys.back()] = 1.0;
-    }
-    ASSERT_OK(writer->End(EndReason::kTerminal));
+    auto table = Take(db->CreateTable(GpuPrioritySpec()));
+    ASSERT_NO_FATAL_FAILURE(WritePriorityTrajectory(table.get(), steps, &keys, &want));
     auto stream = Take(DeviceStream::Create(0));
     std::vector<DeviceBuffer> inputs;  // alive until the copies land
-    for (int round = 0; round < 6; ++round) {
-      std::vector<uint64_t> k;
-      std::vector<float> p;
-      for (const ItemKey key : keys) {
-        if (rng_() % 2) continue;
-        k.push_back(key);
-        p.push_back(static_cast<float>(1 + rng_() % 1000) / 8.0f);
-        want[key] = p.back();
-      }
-      if (k.empty()) continue;
-      inputs.push_back(Take(DeviceBuffer::Allocate(0, k.size() * sizeof(uint64_t))));
-      ASSERT_OK(inputs.back().CopyFromHost(k.data(), k.size() * sizeof(uint64_t)));
-      const uint64_t* d_keys = inputs.back().as<uint64_t>();
-      inputs.push_back(Take(DeviceBuffer::Allocate(0, p.size() * sizeof(float))));
-      ASSERT_OK(inputs.back().CopyFromHost(p.data(), p.size() * sizeof(float)));
-      ASSERT_OK(table->UpdatePrioritiesFromDevice(d_keys, inputs.back().as<float>(),
-                                                  static_cast<int64_t>(k.size()),
-                                                  stream.handle()));
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        UpdateRandomHalvesOnGpu(table.get(), keys, 6, rng_, stream, &inputs, &want));
     ASSERT_OK(db->Checkpoint());
     SampleBatch got;
     ASSERT_OK(table->Lookup(keys, &got));
@@ -1345,46 +1371,16 @@ TEST_F(TableGpuTest, ACheckpointHoldsThePrioritiesSetOnTheGpuBeforeIt) {
 TEST_F(TableGpuTest, TheLogHoldsThePrioritiesSetOnTheGpuWithinMoments) {
   TempDir dir;
   const DBOptions options = testing_util::ManualCheckpoints();
-  TableSpec spec;  // host placement: logged by default
-  spec.name = "p";
-  spec.columns = {{"x", DType::kF32, Shape{2}}};
-  spec.capacity_steps = 1024;
-  spec.selector = SelectorKind::kPrioritized;
-  spec.priority_device = 0;
   const int steps = 8 + static_cast<int>(rng_() % 64);
   std::vector<ItemKey> keys;
   std::map<ItemKey, double> want;
   auto db = Take(DB::Open(options, dir.path()));
-  auto table = Take(db->CreateTable(spec));
-  auto writer = Take(table->NewWriter());
-  for (int i = 0; i < steps; ++i) {
-    const float v[2] = {static_cast<float>(i), 1.0f};
-    const ConstTensor step[] = {{DType::kF32, Shape{2}, v, sizeof(v)}};
-    ASSERT_OK(writer->Append(step, 1.0));
-    keys.push_back(MakeItemKey(writer->trajectory_id(), i));
-    want[keys.back()] = 1.0;
-  }
-  ASSERT_OK(writer->End(EndReason::kTerminal));
+  auto table = Take(db->CreateTable(GpuPrioritySpec()));
+  ASSERT_NO_FATAL_FAILURE(WritePriorityTrajectory(table.get(), steps, &keys, &want));
   auto stream = Take(DeviceStream::Create(0));
   std::vector<DeviceBuffer> inputs;  // alive until the stream is done
-  for (int round = 0; round < 1 + static_cast<int>(rng_() % 6); ++round) {
-    std::vector<uint64_t> k;
-    std::vector<float> p;
-    for (const ItemKey key : keys) {
-      if (rng_() % 2) continue;
-      k.push_back(key);
-      p.push_back(static_cast<float>(1 + rng_() % 1000) / 8.0f);
-      want[key] = p.back();
-    }
-    if (k.empty()) continue;
-    inputs.push_back(Take(DeviceBuffer::Allocate(0, k.size() * sizeof(uint64_t))));
-    ASSERT_OK(inputs.back().CopyFromHost(k.data(), k.size() * sizeof(uint64_t)));
-    const uint64_t* d_keys = inputs.back().as<uint64_t>();
-    inputs.push_back(Take(DeviceBuffer::Allocate(0, p.size() * sizeof(float))));
-    ASSERT_OK(inputs.back().CopyFromHost(p.data(), p.size() * sizeof(float)));
-    ASSERT_OK(table->UpdatePrioritiesFromDevice(d_keys, inputs.back().as<float>(),
-                                                static_cast<int64_t>(k.size()), stream.handle()));
-  }
+  ASSERT_NO_FATAL_FAILURE(UpdateRandomHalvesOnGpu(
+      table.get(), keys, 1 + static_cast<int>(rng_() % 6), rng_, stream, &inputs, &want));
   ASSERT_OK(stream.Synchronize());
   // Copies until one holds them all: 40 tries, 100 ms apart.
   std::map<ItemKey, double> got;
