@@ -28,6 +28,7 @@
 //   table_cold.cc           spill, load and rotation through the cold tier
 //   table_inspect.cc        ListTrajectories, ReadTrajectory, ItemPriorities
 //   table_verify.cc         DB::Verify's part
+//   device_output.h         device-sample argument checks, shared with remote tables
 //
 // Concurrency: one mutex (mu_) guards all metadata, the collaborators'
 // included. Bulk bytes are copied outside it: a writer copies a large step
