@@ -1,6 +1,7 @@
 #include "rdma/db_service.h"
 
 #include "engine/rate_limiter/rate_limiter.h"
+#include "engine/table/writers.h"
 
 #include <algorithm>
 #include <cstring>
@@ -407,6 +408,8 @@ struct DbService::Writer {
   std::shared_ptr<Table> table;
   std::unique_ptr<TrajectoryWriter> writer;  // one of the two
   std::unique_ptr<VectorWriter> vector;
+  // `writer` as the engine's, which takes its appends' log records.
+  engine::TrajectoryWriterImpl* records = nullptr;
 };
 
 std::shared_ptr<SampleBatch> BatchPool::Take() {
@@ -638,6 +641,17 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     } else {
       REPLAYDB_ASSIGN_OR_RETURN(w->vector, table->NewVectorWriter(q->envs(), o));
     }
+    uint32_t table_id = 0;
+    if (w->writer) {
+      // The served database is a local one: its writers are the engine's,
+      // which take a remote writer's log records.
+      w->records = dynamic_cast<engine::TrajectoryWriterImpl*>(w->writer.get());
+      if (w->records == nullptr) {
+        return Status::Internal("table '" + table->name() +
+                                "': its writers do not take log records");
+      }
+      table_id = w->records->table_id();
+    }
     w->table = std::move(table);
     uint64_t id = 0;
     {
@@ -655,7 +669,8 @@ Result<Reply> DbService::HandleWriter(Request& r) {
       return Status::Unavailable("connection " + std::to_string(r.connection) +
                                  " ended while its writer was being opened");
     }
-    return Reply{EncodeHeader(b, f, fb::Body::WriterOpened, fb::CreateWriterOpened(b, id)), ""};
+    return Reply{
+        EncodeHeader(b, f, fb::Body::WriterOpened, fb::CreateWriterOpened(b, id, table_id)), ""};
   }
   uint64_t id = 0;
   switch (h->body_type()) {
@@ -684,10 +699,10 @@ Result<Reply> DbService::HandleWriter(Request& r) {
   switch (h->body_type()) {
     case fb::Body::AppendStep: {
       const fb::AppendStep* q = h->body_as_AppendStep();
-      const TableSpec spec = w->table->spec();
-      std::vector<ConstTensor> step;
-      const std::vector<double> priorities = Doubles(q->priorities());
       if (w->vector) {
+        const TableSpec spec = w->table->spec();
+        std::vector<ConstTensor> step;
+        const std::vector<double> priorities = Doubles(q->priorities());
         REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload,
                                              static_cast<int64_t>(w->vector->num_envs()), false,
                                              &step));
@@ -708,42 +723,22 @@ Result<Reply> DbService::HandleWriter(Request& r) {
                                std::to_string(q->epoch()) + " failed; this one was dropped");
       }
       if (q->steps() == 0) return state(-1);  // the writer's state only
-      // Rows [progress, steps) are still to go (earlier runs took the rest).
-      const int64_t skip = r.progress;
-      if (q->steps() == 1 && priorities.empty()) {
-        REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload, 1, true, &step));
-      } else {
-        REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload, q->steps(), false, &step));
-        if (!priorities.empty() && priorities.size() != static_cast<size_t>(q->steps())) {
-          return Status::InvalidArgument("table '" + spec.name + "': " +
-                                         std::to_string(priorities.size()) + " priorities for " +
-                                         std::to_string(q->steps()) + " steps");
-        }
-        for (size_t c = 0; c < step.size(); ++c) {
-          const size_t row = spec.columns[c].step_bytes();
-          std::vector<int64_t> dims(step[c].shape.dims().begin(), step[c].shape.dims().end());
-          dims[0] -= skip;
-          step[c].data = static_cast<const std::byte*>(step[c].data) + row * skip;
-          step[c].size_bytes -= row * static_cast<size_t>(skip);
-          step[c].shape = Shape::FromSpan(dims);
-        }
+      // The payload is the rows' log record (rows [progress, n) still to
+      // go: earlier runs took the rest). Decoding needs it 8-byte aligned,
+      // as a string's heap buffer is; a copy otherwise.
+      std::string& payload = r.message.payload;
+      std::span<std::byte> record(reinterpret_cast<std::byte*>(payload.data()), payload.size());
+      std::vector<uint64_t> aligned;
+      if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(uint64_t) != 0) {
+        aligned.resize((payload.size() + 7) / 8);
+        std::memcpy(aligned.data(), payload.data(), payload.size());
+        record = {reinterpret_cast<std::byte*>(aligned.data()), payload.size()};
       }
-      const uint64_t trajectory = w->writer->trajectory_id();
-      const int64_t before = w->writer->num_steps();
-      const Status s =
-          q->steps() == 1 && priorities.empty()
-              ? w->writer->Append(step, q->has_priority() ? std::optional<double>(q->priority())
-                                                          : std::nullopt)
-              : w->writer->AppendMany(step, priorities.empty()
-                                                ? std::span<const double>()
-                                                : std::span<const double>(priorities).subspan(
-                                                      static_cast<size_t>(skip)));
+      int64_t appended = 0;
+      const Status s = w->records->AppendRecord(record, r.progress, &appended);
       if (s.code() == Status::Code::kDeadlineExceeded) {
         // The rows before the one the rate limiter held stay.
-        const int64_t taken = w->writer->trajectory_id() == trajectory || before == 0
-                                  ? w->writer->num_steps() - before
-                                  : 0;
-        r.progress += std::max<int64_t>(taken, 0);
+        r.progress += appended;
         if (r.no_wait) {  // tried on the transport's worker: the rest waits elsewhere
           r.requeue = true;
           return s;

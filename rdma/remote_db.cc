@@ -13,6 +13,7 @@
 #include "rdma/db_service.h"
 #include "rdma/token.h"
 #include "replaydb/device.h"
+#include "wal/records.h"
 #include "kernels/runtime/device_memory.h"
 
 namespace replaydb {
@@ -93,14 +94,13 @@ void Put(std::string* out, std::span<const T> v) {
 // `rows` rows as [rows, column shape...] when rows >= 0) and appended to
 // `out`; InvalidArgument naming the column otherwise, before anything is
 // sent.
-Status PackRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_t rows,
-                const std::string& what, std::string* out) {
+Status CheckRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_t rows,
+                 const std::string& what) {
   if (step.size() != spec.columns.size()) {
     return Status::InvalidArgument("table '" + spec.name + "': " + what + " has " +
                                    std::to_string(step.size()) + " tensors, the table " +
                                    std::to_string(spec.columns.size()) + " columns");
   }
-  out->clear();
   for (size_t c = 0; c < step.size(); ++c) {
     const ColumnSpec& col = spec.columns[c];
     Shape want = col.shape;
@@ -117,9 +117,82 @@ Status PackRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_
           std::string(DTypeName(col.dtype)) + " and shape " + want.ToString() + ", got " +
           std::string(DTypeName(step[c].dtype)) + " " + step[c].shape.ToString());
     }
+  }
+  return Status::OK();
+}
+
+Status PackRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_t rows,
+                const std::string& what, std::string* out) {
+  REPLAYDB_RETURN_IF_ERROR(CheckRows(spec, step, rows, what));
+  out->clear();
+  for (size_t c = 0; c < step.size(); ++c) {
+    const size_t bytes = spec.columns[c].step_bytes() * static_cast<size_t>(rows < 0 ? 1 : rows);
     if (bytes > 0) out->append(static_cast<const char*>(step[c].data), bytes);
   }
   return Status::OK();
+}
+
+// Log records a remote trajectory writer builds (each an AppendSteps of
+// wal/wal.fbs, the payload of an AppendStep), kept for the next ones once
+// the transport is done with them: a builder keeps its buffer, so a
+// writer's appends allocate nothing once it has grown.
+class RecordBuilders : public std::enable_shared_from_this<RecordBuilders> {
+ public:
+  static constexpr size_t kKept = 8;
+
+  // A builder, and what keeps it out of the pool until it is dropped.
+  std::shared_ptr<wal::RecordBuilder> Get() {
+    std::unique_ptr<wal::RecordBuilder> b;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!kept_.empty()) {
+        b = std::move(kept_.back());
+        kept_.pop_back();
+      }
+    }
+    if (b == nullptr) b = std::make_unique<wal::RecordBuilder>();
+    std::weak_ptr<RecordBuilders> pool = weak_from_this();
+    return std::shared_ptr<wal::RecordBuilder>(b.release(), [pool](wal::RecordBuilder* p) {
+      std::unique_ptr<wal::RecordBuilder> back(p);
+      if (auto keeper = pool.lock()) {
+        std::lock_guard<std::mutex> lock(keeper->mu_);
+        if (keeper->kept_.size() < kKept) keeper->kept_.push_back(std::move(back));
+      }
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<wal::RecordBuilder>> kept_;
+};
+
+// `rows` rows of `step` (checked by CheckRows; rows < 0: one step, its
+// tensors of the columns' shapes) as an AppendSteps record of table
+// `table_id` into `b`: each row's columns side by side, zero trajectory ids
+// and step numbers (the server fills them in).
+std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
+                                       std::span<const ConstTensor> step, int64_t rows,
+                                       std::span<const double> priorities,
+                                       wal::RecordBuilder* b) {
+  const size_t n = static_cast<size_t>(rows < 0 ? 1 : rows);
+  size_t step_bytes = 0;
+  for (const ColumnSpec& c : spec.columns) step_bytes += c.step_bytes();
+  const std::vector<uint64_t> ids(n);
+  const std::vector<int64_t> steps(n);
+  std::byte* data =
+      b->AppendSteps(table_id, static_cast<uint32_t>(step_bytes), ids, steps, priorities);
+  if (step.size() == 1) {
+    if (step_bytes > 0) std::memcpy(data, step[0].data, n * step_bytes);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t c = 0; c < step.size(); ++c) {
+        const size_t cb = spec.columns[c].step_bytes();
+        if (cb > 0) std::memcpy(data, static_cast<const std::byte*>(step[c].data) + i * cb, cb);
+        data += cb;
+      }
+    }
+  }
+  return b->payload();
 }
 
 }  // namespace
@@ -301,8 +374,12 @@ class RemoteWriter final : public TrajectoryWriter {
   static constexpr size_t kAheadBytes = size_t{8} << 20;
 
   RemoteWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
-               WriterOptions options)
-      : remote_(std::move(remote)), client_(std::move(client)), id_(id), options_(options) {}
+               uint32_t table_id, WriterOptions options)
+      : remote_(std::move(remote)),
+        client_(std::move(client)),
+        id_(id),
+        table_id_(table_id),
+        options_(options) {}
 
   // Ends the writer on the server (its open trajectory truncated) once the
   // appends in flight are acknowledged, as a local writer's destructor keeps
@@ -315,8 +392,9 @@ class RemoteWriter final : public TrajectoryWriter {
   }
 
   Status Append(std::span<const ConstTensor> step, std::optional<double> priority) override {
-    REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, step, -1, "step", &payload_));
-    return Send(1, priority, {});
+    REPLAYDB_RETURN_IF_ERROR(CheckRows(remote_->spec, step, -1, "step"));
+    const double p = priority.value_or(0);
+    return Send(step, -1, priority ? std::span<const double>(&p, 1) : std::span<const double>());
   }
 
   Status AppendMany(std::span<const ConstTensor> steps,
@@ -324,14 +402,14 @@ class RemoteWriter final : public TrajectoryWriter {
     // n rows: the first tensor's leading dimension (each is [n, column shape...]).
     const int64_t n =
         !steps.empty() && !steps[0].shape.dims().empty() ? steps[0].shape.dims()[0] : 0;
-    REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, steps, n, "steps", &payload_));
+    REPLAYDB_RETURN_IF_ERROR(CheckRows(remote_->spec, steps, n, "steps"));
     if (!priorities.empty() && priorities.size() != static_cast<size_t>(n)) {
       return Status::InvalidArgument("table '" + remote_->spec.name +
                                      "': " + std::to_string(priorities.size()) +
                                      " priorities for " + std::to_string(n) + " steps");
     }
     if (n == 0) return Status::OK();
-    return Send(n, std::nullopt, priorities);
+    return Send(steps, n, priorities);
   }
 
   Status End(EndReason reason) override {
@@ -369,29 +447,33 @@ class RemoteWriter final : public TrajectoryWriter {
     uint32_t epoch = 0;
   };
 
-  // Sends payload_'s `steps` rows.
-  Status Send(int64_t steps, std::optional<double> priority, std::span<const double> priorities) {
+  // Sends `rows` rows of `tensors` (checked; rows < 0: one step) as their
+  // log record.
+  Status Send(std::span<const ConstTensor> tensors, int64_t rows,
+              std::span<const double> priorities) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     // Failures that came meanwhile first; then room for this call.
     REPLAYDB_RETURN_IF_ERROR(CollectArrived());
+    std::shared_ptr<wal::RecordBuilder> builder = builders_->Get();
+    const std::span<const std::byte> record =
+        BuildRecord(remote_->spec, table_id_, tensors, rows, priorities, builder.get());
+    const int64_t steps = rows < 0 ? 1 : rows;
     const auto until = engine::DeadlineAfter(options_.timeout);
     while (!ahead_.empty() && (ahead_.size() >= kAheadCalls ||
-                               ahead_bytes_ + payload_.size() > kAheadBytes)) {
+                               ahead_bytes_ + record.size() > kAheadBytes)) {
       if (!WaitOldest(until)) return Unacknowledged(options_.timeout, "; this one was not sent");
       REPLAYDB_RETURN_IF_ERROR(CollectOldest());
     }
     const uint64_t id = id_;
     const bool wait = options_.sync;
     const uint32_t epoch = epoch_;
-    const size_t bytes = payload_.size();
+    const size_t bytes = record.size();
     std::shared_ptr<PendingCall> call = client_->Start(
         Encoder(fb::Body::AppendStep,
                 [&](flatbuffers::FlatBufferBuilder& b) {
-                  const auto p = b.CreateVector(priorities.data(), priorities.size());
-                  return fb::CreateAppendStep(b, id, priority.has_value(), priority.value_or(0),
-                                              steps, p, epoch, /*ahead=*/!wait);
+                  return fb::CreateAppendStep(b, id, false, 0, steps, 0, epoch, /*ahead=*/!wait);
                 }),
-        std::move(payload_),
+        record, std::move(builder),
         wait ? ReplyWait(options_.timeout, remote_->options.call_timeout) : milliseconds(-1));
     if (wait) {
       REPLAYDB_ASSIGN_OR_RETURN(Message m, client_->Await(*call));
@@ -500,10 +582,11 @@ class RemoteWriter final : public TrajectoryWriter {
   std::shared_ptr<Remote> remote_;
   std::shared_ptr<RpcClient> client_;  // the connection it was opened on
   uint64_t id_;
+  uint32_t table_id_;  // the table's id on the server, which records name
   WriterOptions options_;
   uint64_t trajectory_id_ = 0;
   int64_t num_steps_ = 0;
-  std::string payload_;  // reused
+  std::shared_ptr<RecordBuilders> builders_ = std::make_shared<RecordBuilders>();
   std::deque<Ahead> ahead_;  // sent, not yet acknowledged, oldest first
   size_t ahead_bytes_ = 0;
   uint32_t epoch_ = 1;
@@ -622,8 +705,8 @@ class RemoteTable final : public Table {
 
   Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options) override {
     REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriter(options, 0));
-    return std::unique_ptr<TrajectoryWriter>(
-        new RemoteWriter(remote_, std::move(opened.second), opened.first, options));
+    return std::unique_ptr<TrajectoryWriter>(new RemoteWriter(
+        remote_, std::move(opened.client), opened.writer, opened.table_id, options));
   }
 
   Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t num_envs,
@@ -635,7 +718,7 @@ class RemoteTable final : public Table {
     }
     REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriter(options, num_envs));
     return std::unique_ptr<VectorWriter>(
-        new RemoteVectorWriter(remote_, std::move(opened.second), opened.first, num_envs, options));
+        new RemoteVectorWriter(remote_, std::move(opened.client), opened.writer, num_envs, options));
   }
 
   Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override {
@@ -984,9 +1067,14 @@ class RemoteTable final : public Table {
  private:
   const std::string& address() const { return remote_->address; }
 
-  // The writer's id on the server, and the connection it belongs to.
-  Result<std::pair<uint64_t, std::shared_ptr<RpcClient>>> OpenWriter(const WriterOptions& options,
-                                                                     size_t envs) {
+  // A writer opened on the server: its id there, the connection it
+  // belongs to, and the table's id.
+  struct Opened {
+    uint64_t writer = 0;
+    std::shared_ptr<RpcClient> client;
+    uint32_t table_id = 0;
+  };
+  Result<Opened> OpenWriter(const WriterOptions& options, size_t envs) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
     REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<RpcClient> client, remote_->connection->Get());
@@ -1002,7 +1090,8 @@ class RemoteTable final : public Table {
                      "", remote_->options.call_timeout));
     REPLAYDB_RETURN_IF_ERROR(
         ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
-    return std::make_pair(m.header()->body_as_WriterOpened()->writer(), std::move(client));
+    const fb::WriterOpened* w = m.header()->body_as_WriterOpened();
+    return Opened{w->writer(), std::move(client), w->table_id()};
   }
 
   // Where a large Sampled reply goes (RpcClient's Placement): the items'

@@ -133,6 +133,29 @@ class RpcClient::Impl {
   std::shared_ptr<PendingCall> Start(
       const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
       std::chrono::milliseconds timeout, uint32_t table_id, Placement place = {}) {
+    return Begin(encode, timeout, table_id, std::move(place),
+                 [&](std::string header, std::function<void(const Status&)> done) {
+                   net_->Send(connection_, std::move(header), std::move(payload), std::move(done));
+                 });
+  }
+
+  std::shared_ptr<PendingCall> Start(
+      const std::function<std::string(const HeaderFields&)>& encode,
+      std::span<const std::byte> payload, std::shared_ptr<const void> keep,
+      std::chrono::milliseconds timeout, uint32_t table_id) {
+    return Begin(encode, timeout, table_id, {},
+                 [&](std::string header, std::function<void(const Status&)> done) {
+                   net_->SendParts(connection_, std::move(header), {payload}, std::move(keep),
+                                   std::move(done));
+                 });
+  }
+
+  // Registers a call and sends its request through `send` (given the
+  // encoded header and what to run when the send is done).
+  std::shared_ptr<PendingCall> Begin(
+      const std::function<std::string(const HeaderFields&)>& encode,
+      std::chrono::milliseconds timeout, uint32_t table_id, Placement place,
+      const std::function<void(std::string, std::function<void(const Status&)>)>& send) {
     auto pending = std::make_shared<PendingCall>();
     pending->place = std::move(place);
     HeaderFields fields;
@@ -152,7 +175,7 @@ class RpcClient::Impl {
     }
     pending->id = fields.request_id;
     const uint64_t id = fields.request_id;
-    net_->Send(connection_, encode(fields), std::move(payload), [this, id](const Status& s) {
+    send(encode(fields), [this, id](const Status& s) {
       if (!s.ok()) Complete(id, s);
     });
     return pending;
@@ -344,6 +367,13 @@ std::shared_ptr<PendingCall> RpcClient::Start(
     const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
     std::chrono::milliseconds timeout, uint32_t table_id, Placement place) {
   return impl_->Start(encode, std::move(payload), timeout, table_id, std::move(place));
+}
+
+std::shared_ptr<PendingCall> RpcClient::Start(
+    const std::function<std::string(const HeaderFields&)>& encode,
+    std::span<const std::byte> payload, std::shared_ptr<const void> keep,
+    std::chrono::milliseconds timeout, uint32_t table_id) {
+  return impl_->Start(encode, payload, std::move(keep), timeout, table_id);
 }
 
 Result<Message> RpcClient::Await(PendingCall& call) { return impl_->Await(call); }

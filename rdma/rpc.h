@@ -95,6 +95,12 @@ class RpcClient {
   std::shared_ptr<PendingCall> Start(
       const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
       std::chrono::milliseconds timeout, uint32_t table_id = 0, Placement place = {});
+  // Start with a payload sent without a copy: `keep` holds its bytes
+  // alive until the send is done.
+  std::shared_ptr<PendingCall> Start(
+      const std::function<std::string(const HeaderFields&)>& encode,
+      std::span<const std::byte> payload, std::shared_ptr<const void> keep,
+      std::chrono::milliseconds timeout, uint32_t table_id = 0);
   Result<Message> Await(PendingCall& call);
   static bool Ready(const PendingCall& call);
   // Waits until `call`'s reply has come (true) or `until` passes (false;

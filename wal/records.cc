@@ -221,6 +221,32 @@ Status Decode(std::span<const std::byte> payload, AppendStepsRecord* out) {
   return Status::OK();
 }
 
+Status FillAppendSteps(std::span<std::byte> payload, uint64_t trajectory_id,
+                       int64_t first_step) {
+  Status s;
+  const auto* r = Root<fb::AppendSteps>(payload, "AppendSteps", &s);
+  if (r == nullptr) return s;
+  const size_t n = SizeOf(r->trajectory_ids());
+  if (SizeOf(r->steps()) != n) {
+    return Bad("AppendSteps", std::to_string(n) + " trajectory ids but " +
+                                  std::to_string(SizeOf(r->steps())) + " steps");
+  }
+  if (n == 0) return Status::OK();
+  // The verified vectors lie inside `payload`: their bytes are its bytes.
+  const auto in_payload = [&](const void* p) {
+    return payload.data() + (static_cast<const std::byte*>(p) - payload.data());
+  };
+  std::byte* ids = in_payload(r->trajectory_ids()->Data());
+  std::byte* steps = in_payload(r->steps()->Data());
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t id = flatbuffers::EndianScalar(trajectory_id);
+    const int64_t step = flatbuffers::EndianScalar(first_step + static_cast<int64_t>(i));
+    std::memcpy(ids + i * sizeof(id), &id, sizeof(id));
+    std::memcpy(steps + i * sizeof(step), &step, sizeof(step));
+  }
+  return Status::OK();
+}
+
 Status Decode(std::span<const std::byte> payload, EndTrajectoryRecord* out) {
   Status s;
   const auto* r = Root<fb::EndTrajectory>(payload, "EndTrajectory", &s);

@@ -124,6 +124,13 @@ Status Decode(std::span<const std::byte> payload, RemoveItemsRecord* out);
 Status Decode(std::span<const std::byte> payload, RemoveTrajectoryRecord* out);
 Status Decode(std::span<const std::byte> payload, ClearTableRecord* out);
 
+// Writes, in place, trajectory id `trajectory_id` into every entry of the
+// AppendSteps payload and step numbers first_step, first_step + 1, ...:
+// a remote writer's record names neither (the server knows them), and the
+// server logs the record's own bytes once they are filled in. The payload
+// must decode (Decode's errors otherwise); nothing else in it changes.
+Status FillAppendSteps(std::span<std::byte> payload, uint64_t trajectory_id, int64_t first_step);
+
 }  // namespace replaydb::wal
 
 #endif  // REPLAYDB_WAL_RECORDS_H_

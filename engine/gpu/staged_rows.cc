@@ -29,15 +29,30 @@ Status StagedRows::Prepare(int device, std::span<const ColumnSpec> schema,
 }
 
 void StagedRows::CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
-                          util::ForkJoin* fork_join) {
-  // Each column's rows are contiguous on both sides: one range per column,
-  // its bytes split over the parts (a vector table's one row of megabytes
-  // too).
+                          util::ForkJoin* fork_join, size_t row_bytes) {
   const size_t num_columns = offsets.size();
-  ranges.resize(num_columns);
-  for (size_t c = 0; c < num_columns; ++c) {
-    const size_t cb = layout->column_bytes[c];
-    ranges[c] = {column(c), column_base[c] + first_row * cb, count * cb};
+  const bool packed =
+      row_bytes == 0 || (num_columns == 1 && row_bytes == layout->column_bytes[0]);
+  if (packed) {
+    // Each column's rows are contiguous on both sides: one range per
+    // column, its bytes split over the parts (a vector table's one row of
+    // megabytes too).
+    ranges.resize(num_columns);
+    for (size_t c = 0; c < num_columns; ++c) {
+      const size_t cb = layout->column_bytes[c];
+      ranges[c] = {column(c), column_base[c] + first_row * cb, count * cb};
+    }
+  } else {
+    // Rows whose columns lie side by side (a log record's): one range per
+    // row and column.
+    ranges.resize(num_columns * count);
+    for (size_t i = 0; i < count; ++i) {
+      for (size_t c = 0; c < num_columns; ++c) {
+        const size_t cb = layout->column_bytes[c];
+        ranges[i * num_columns + c] = {column(c) + i * cb,
+                                       column_base[c] + (first_row + i) * row_bytes, cb};
+      }
+    }
   }
   util::CopyRanges(fork_join, ranges);
 }

@@ -57,10 +57,11 @@ struct StagedRows {
                  size_t count);
   std::byte* column(size_t c) const { return static_cast<std::byte*>(rows.data()) + offsets[c]; }
   // Copies host rows [first_row, first_row + count) of every column (column
-  // c's row i at column_base[c] + i * its bytes) into the prepared rows,
-  // their bytes split over `fork_join`'s parts (null: on this thread).
+  // c's row i at column_base[c] + i * row_bytes, or i * its bytes where
+  // row_bytes is 0) into the prepared rows, their bytes split over
+  // `fork_join`'s parts (null: on this thread).
   void CopyRows(const std::byte* const* column_base, size_t first_row, size_t count,
-                util::ForkJoin* fork_join);
+                util::ForkJoin* fork_join, size_t row_bytes = 0);
   // Queues the scatter of prepared rows [first_row, first_row +
   // slots.size()) to `slots` (< 0: skip).
   Status Scatter(DeviceTier& tier, std::span<const int64_t> slots, size_t first_row = 0);

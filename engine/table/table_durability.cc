@@ -63,8 +63,8 @@ Status TableImpl::LogPrioritiesLocked(std::unique_lock<std::mutex>& lock,
   return SyncLog(seq, /*wait=*/false);
 }
 
-Result<uint64_t> TableImpl::LogStepsLocked(const Trajectory& t, const std::byte* const* column_base,
-                                           int64_t index, int64_t count, const double* priorities) {
+Result<uint64_t> TableImpl::LogStepsLocked(const Trajectory& t, HostRows rows, int64_t index,
+                                           int64_t count, const double* priorities) {
   if (log_ == nullptr) return uint64_t{0};
   const size_t n = static_cast<size_t>(count);
   log_ids_.assign(n, t.id);
@@ -74,15 +74,30 @@ Result<uint64_t> TableImpl::LogStepsLocked(const Trajectory& t, const std::byte*
   if (priorities != nullptr) log_priorities_.assign(priorities, priorities + n);
   std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes),
                                         log_ids_, log_steps_, log_priorities_);
+  if (rows.row_bytes != 0 && rows.row_bytes == layout_.step_bytes) {
+    // Rows laid out as the record's: one copy.
+    std::memcpy(data, rows.Row(0, static_cast<size_t>(index), 0), n * layout_.step_bytes);
+    return LogLocked(wal::RecordType::kAppendSteps);
+  }
   for (size_t i = 0; i < n; ++i) {
     const size_t row = static_cast<size_t>(index) + i;
     for (size_t c = 0; c < columns_.size(); ++c) {
       const size_t cb = layout_.column_bytes[c];
-      std::memcpy(data, column_base[c] + row * cb, cb);
+      std::memcpy(data, rows.Row(c, row, cb), cb);
       data += cb;
     }
   }
   return LogLocked(wal::RecordType::kAppendSteps);
+}
+
+Result<uint64_t> TableImpl::LogStepsRecordLocked(const Trajectory& t,
+                                                 std::span<std::byte> record) {
+  if (log_ == nullptr) return uint64_t{0};
+  REPLAYDB_RETURN_IF_ERROR(wal::FillAppendSteps(record, t.id, t.length)
+                               .WithContext("table " + Quoted(name_) + ": a remote append"));
+  Result<uint64_t> seq = log_->Append(wal::RecordType::kAppendSteps, record);
+  if (!seq.ok()) return seq.status().WithContext("table " + Quoted(name_));
+  return seq;
 }
 
 Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,

@@ -287,25 +287,27 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status ValidatePriority(double priority, std::string_view what) const;
 
   // Appends one step to slot's trajectory (starting one if needed), in a
-  // table whose blocks the host can address. Column c's bytes are read from
-  // column_base[c] + index * column_bytes[c]. `priority` (validated) may be
-  // null: the step then counts as max_priority_seen_.
-  // `*log_seq` (may be null) gets the step's log record (for SyncLog).
-  Status AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
-                    const double* priority, Deadline deadline, uint64_t* log_seq = nullptr);
-  // AppendStep for steps [0, n) of `column_base` into a table whose blocks
-  // are in device memory, batched: the rows are copied into `staged`
-  // (pinned host memory the writer keeps), StagedRows::kMaxBytes at a time
-  // and outside the mutex; each run of steps then reserved without waiting
-  // goes as one scatter kernel and one log record, and is published. A run
-  // ends before a step that would wait for the rate limiter or take a block
-  // from a full pool (which evicts or waits), so nothing waits while steps
-  // are reserved but not yet scattered. `priorities`: null or n validated
-  // values. On an error the steps before the failing one stay (*appended
-  // counts the stored steps) and the error names the failing step.
-  Status AppendStepsToDevice(WriterSlot& slot, const std::byte* const* column_base, int64_t n,
-                             const double* priorities, Deadline deadline, StagedRows* staged,
-                             uint64_t* log_seq, int64_t* appended);
+  // table whose blocks the host can address: row `index` of `rows`.
+  // `priority` (validated) may be null: the step then counts as
+  // max_priority_seen_. `*log_seq` (may be null) gets the step's log record
+  // (for SyncLog).
+  Status AppendStep(WriterSlot& slot, HostRows rows, int64_t index, const double* priority,
+                    Deadline deadline, uint64_t* log_seq = nullptr);
+  // Steps [0, n) of `rows` appended to slot's trajectory in runs: each run
+  // of steps reserved without waiting (ReserveRunLocked) is copied into its
+  // blocks (host blocks: outside the mutex when large, the trajectory
+  // pinned) or scattered (device blocks: staged in `staged`, pinned host
+  // memory the writer keeps, StagedRows::kMaxBytes at a time, one scatter
+  // kernel per run), then logged as one record and published. `priorities`:
+  // null or n validated values. `record` (may be empty): these n rows'
+  // own AppendSteps record (a remote writer's, its data being `rows`),
+  // logged as it is, with the trajectory id and step numbers filled in,
+  // where one run holds all n rows (else each run is logged as the engine
+  // encodes it). On an error the steps before the failing one stay
+  // (*appended counts the stored steps).
+  Status AppendSteps(WriterSlot& slot, HostRows rows, int64_t n, const double* priorities,
+                     Deadline deadline, StagedRows* staged, std::span<std::byte> record,
+                     uint64_t* log_seq, int64_t* appended);
   // Ends slot's trajectory (see TrajectoryWriter::End).
   Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
                        uint64_t* log_seq = nullptr);
@@ -381,6 +383,19 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   void AbandonStepLocked(WriterSlot& slot, const StepReservation& r);
   // After a copy outside the lock: OK, or the error that undoes `r`.
   Status CheckAfterCopyLocked(WriterSlot& slot, const StepReservation& r);
+  // AppendSteps' runs: *run gets the reservations of up to `count` steps
+  // of slot's trajectory, the first by ReserveStepLocked (which may wait,
+  // start the trajectory, or evict), the next ones while none would wait for
+  // the rate limiter, take a block from a full pool or pass
+  // kMaxTrajectorySteps (a block taken for a later step stays with the
+  // trajectory). AbandonRunLocked undoes a run's reservations after a
+  // failed copy or log record; PublishRunLocked publishes it (priorities:
+  // null or one per step).
+  Status ReserveRunLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot, Deadline deadline,
+                          int64_t count, std::vector<StepReservation>* run);
+  void AbandonRunLocked(WriterSlot& slot, std::span<const StepReservation> run);
+  void PublishRunLocked(Trajectory& t, std::span<const StepReservation> run,
+                        const double* priorities);
   Status EvictedError(const Trajectory& t) const;
   Status ResetWriterIfEndedLocked(WriterSlot& slot);
   // Publishes the reserved step (copied into place) with its priority,
@@ -553,10 +568,12 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Appends the record in record_ to log_; 0 when not logging.
   Result<uint64_t> LogLocked(wal::RecordType type);
   // Logs `count` steps of t from host memory (one record), as its steps
-  // t.length on: column c's rows index.. at column_base[c] + row * column
-  // bytes; `priorities` null or one per step.
-  Result<uint64_t> LogStepsLocked(const Trajectory& t, const std::byte* const* column_base,
-                                  int64_t index, int64_t count, const double* priorities);
+  // t.length on: rows index.. of `rows`; `priorities` null or one per step.
+  Result<uint64_t> LogStepsLocked(const Trajectory& t, HostRows rows, int64_t index,
+                                  int64_t count, const double* priorities);
+  // Logs an AppendSteps record built elsewhere (a remote writer's) as the
+  // steps of t from t.length on, its ids and step numbers filled in first.
+  Result<uint64_t> LogStepsRecordLocked(const Trajectory& t, std::span<std::byte> record);
   // device_log_thread_'s loop: LogDevicePriorities every kDeviceLogPeriod
   // while the GPU has priorities the log lacks.
   void DeviceLogLoop();

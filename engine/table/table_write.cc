@@ -143,9 +143,9 @@ void TableImpl::AbandonStepLocked(WriterSlot& slot, const StepReservation& r) {
   }
 }
 
-Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_base, int64_t index,
+Status TableImpl::AppendStep(WriterSlot& slot, HostRows rows, int64_t index,
                              const double* priority, Deadline deadline, uint64_t* log_seq) {
-  assert(pool_.host_accessible() && "device tables take AppendStepsToDevice");
+  assert(pool_.host_accessible() && "device tables take AppendSteps");
   std::unique_lock<std::mutex> lock(mu_);
   StepReservation r;
   REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &r));
@@ -155,7 +155,7 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
     for (size_t c = 0; c < columns_.size(); ++c) {
       const size_t cb = layout_.column_bytes[c];
       std::memcpy(block + layout_.column_offset[c] + static_cast<size_t>(r.step_in_block) * cb,
-                  column_base[c] + static_cast<size_t>(index) * cb, cb);
+                  rows.Row(c, static_cast<size_t>(index), cb), cb);
     }
   };
   if (layout_.step_bytes <= kCopyUnderLockBytes) {
@@ -171,7 +171,7 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
     REPLAYDB_RETURN_IF_ERROR(CheckAfterCopyLocked(slot, r));
   }
   // Logged before it is published: a step the log refused never appears.
-  Result<uint64_t> logged = LogStepsLocked(t, column_base, index, 1, priority);
+  Result<uint64_t> logged = LogStepsLocked(t, rows, index, 1, priority);
   if (!logged.ok()) {
     AbandonStepLocked(slot, r);
     return logged.status();
@@ -181,83 +181,132 @@ Status TableImpl::AppendStep(WriterSlot& slot, const std::byte* const* column_ba
   return Status::OK();
 }
 
-Status TableImpl::AppendStepsToDevice(WriterSlot& slot, const std::byte* const* column_base,
-                                      int64_t n, const double* priorities, Deadline deadline,
-                                      StagedRows* staged, uint64_t* log_seq, int64_t* appended) {
-  *appended = 0;
+Status TableImpl::ReserveRunLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
+                                   Deadline deadline, int64_t count,
+                                   std::vector<StepReservation>* run) {
   const int64_t bs = layout_.block_steps;
+  run->assign(1, StepReservation{});
+  REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &(*run)[0]));
+  Trajectory& t = *slot.trajectory;
+  for (int64_t i = 1; i < count; ++i) {
+    const int64_t step = t.length + i;
+    if (step >= kMaxTrajectorySteps) break;  // the next run's reservation says so
+    const int64_t block_index = step / bs;
+    const bool new_block = block_index == static_cast<int64_t>(t.blocks.size());
+    if (new_block && pool_.in_use() >= pool_.capacity_blocks()) break;
+    StepReservation r;
+    r.completes_item = step + 1 >= sequence_length_;
+    if (r.completes_item && !limiter_.TryReserveInserts(1)) break;
+    if (new_block && !AddBlockLocked(lock, t, deadline).ok()) {
+      // The next run's reservation tries again and reports it.
+      if (r.completes_item) limiter_.ReleaseInserts(1);
+      break;
+    }
+    r.block = t.blocks[static_cast<size_t>(block_index)];
+    r.step_in_block = step % bs;
+    run->push_back(r);
+  }
+  return Status::OK();
+}
+
+void TableImpl::AbandonRunLocked(WriterSlot& slot, std::span<const StepReservation> run) {
+  for (size_t i = 1; i < run.size(); ++i) {
+    if (run[i].completes_item) limiter_.ReleaseInserts(1);
+  }
+  AbandonStepLocked(slot, run[0]);
+}
+
+void TableImpl::PublishRunLocked(Trajectory& t, std::span<const StepReservation> run,
+                                 const double* priorities) {
+  int64_t items = 0;
+  for (size_t i = 0; i < run.size(); ++i) {
+    if (PublishStepLocked(t, run[i], priorities == nullptr ? nullptr : priorities + i)) ++items;
+  }
+  if (items > 0) limiter_.CommitInserts(items);
+}
+
+Status TableImpl::AppendSteps(WriterSlot& slot, HostRows rows, int64_t n,
+                              const double* priorities, Deadline deadline, StagedRows* staged,
+                              std::span<std::byte> record, uint64_t* log_seq,
+                              int64_t* appended) {
+  *appended = 0;
+  const bool device = !pool_.host_accessible();
+  const int64_t bs = layout_.block_steps;
+  // Device blocks: the rows go through `staged`, per_stage at a time.
   const int64_t per_stage =
-      static_cast<int64_t>(StagedRows::RowsPerStage(static_cast<size_t>(layout_.step_bytes)));
-  std::vector<StepReservation> run;  // the run's reservations, in step order
-  std::vector<int64_t> slots;        // and their hot-tier slots
+      device ? static_cast<int64_t>(
+                   StagedRows::RowsPerStage(static_cast<size_t>(layout_.step_bytes)))
+             : n;
+  std::vector<StepReservation> run;  // a run's reservations, in step order
+  std::vector<int64_t> slots;        // and their hot-tier slots (device blocks)
   for (int64_t first = 0; first < n; first += per_stage) {
     const int64_t count = std::min(per_stage, n - first);
-    // Outside the mutex: only the writer uses `staged`, and the layout
-    // never changes.
-    REPLAYDB_RETURN_IF_ERROR(
-        staged->Prepare(tier_->device(), columns_, layout_, static_cast<size_t>(count))
-            .WithContext("table " + Quoted(name_)));
-    staged->CopyRows(column_base, static_cast<size_t>(first), static_cast<size_t>(count), nullptr);
+    if (device) {
+      // Outside the mutex: only the writer uses `staged`, and the layout
+      // never changes.
+      REPLAYDB_RETURN_IF_ERROR(
+          staged->Prepare(tier_->device(), columns_, layout_, static_cast<size_t>(count))
+              .WithContext("table " + Quoted(name_)));
+      staged->CopyRows(rows.base, static_cast<size_t>(first), static_cast<size_t>(count), nullptr,
+                       rows.row_bytes);
+    }
     std::unique_lock<std::mutex> lock(mu_);
     for (int64_t begin = 0; begin < count;) {
       const int64_t at = first + begin;  // the run's first step among the n
-      // The run's first step: the whole reservation, which may wait, start
-      // the trajectory, or evict (nothing of this call is unscattered now).
-      run.assign(1, StepReservation{});
-      REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &run[0]));
+      REPLAYDB_RETURN_IF_ERROR(ReserveRunLocked(lock, slot, deadline, count - begin, &run));
       Trajectory& t = *slot.trajectory;
-      slots.assign(1, run[0].block * bs + run[0].step_in_block);
-      // The steps after it, while none would wait or evict.
-      int64_t end = begin + 1;
-      for (; end < count; ++end) {
-        const int64_t step = t.length + (end - begin);
-        if (step >= kMaxTrajectorySteps) break;  // the next run's reservation says so
-        const int64_t block_index = step / bs;
-        const bool new_block = block_index == static_cast<int64_t>(t.blocks.size());
-        if (new_block && pool_.in_use() >= pool_.capacity_blocks()) break;
-        StepReservation r;
-        r.completes_item = step + 1 >= sequence_length_;
-        if (r.completes_item && !limiter_.TryReserveInserts(1)) break;
-        if (new_block && !AddBlockLocked(lock, t, deadline).ok()) {
-          // The next run's reservation tries again and reports it.
-          if (r.completes_item) limiter_.ReleaseInserts(1);
-          break;
+      const int64_t steps = static_cast<int64_t>(run.size());
+      if (device) {
+        slots.resize(run.size());
+        for (size_t i = 0; i < run.size(); ++i) slots[i] = run[i].block * bs + run[i].step_in_block;
+        Status scattered = staged->Scatter(*tier_, slots, static_cast<size_t>(begin));
+        if (!scattered.ok()) {
+          AbandonRunLocked(slot, run);
+          return scattered.WithContext("table " + Quoted(name_));
         }
-        r.block = t.blocks[static_cast<size_t>(block_index)];
-        r.step_in_block = step % bs;
-        run.push_back(r);
-        slots.push_back(r.block * bs + r.step_in_block);
-      }
-      const int64_t steps = end - begin;
-      const double* run_priorities = priorities == nullptr ? nullptr : priorities + at;
-      // Undoes the run's reservations after a failed scatter or log record
-      // (blocks taken for it stay with the trajectory, for its next steps).
-      const auto abandon = [&] {
-        for (size_t i = 1; i < run.size(); ++i) {
-          if (run[i].completes_item) limiter_.ReleaseInserts(1);
+      } else {
+        const auto copy_run = [&] {
+          for (int64_t i = 0; i < steps; ++i) {
+            const StepReservation& r = run[static_cast<size_t>(i)];
+            std::byte* block = pool_.address(r.block);
+            for (size_t c = 0; c < columns_.size(); ++c) {
+              const size_t cb = layout_.column_bytes[c];
+              std::memcpy(
+                  block + layout_.column_offset[c] + static_cast<size_t>(r.step_in_block) * cb,
+                  rows.Row(c, static_cast<size_t>(at + i), cb), cb);
+            }
+          }
+        };
+        if (static_cast<size_t>(steps) * layout_.step_bytes <= kCopyUnderLockBytes) {
+          copy_run();
+        } else {
+          // Copied outside the lock, the trajectory pinned (AppendStep).
+          ++t.pins;
+          lock.unlock();
+          copy_run();
+          lock.lock();
+          UnpinLocked(t);
+          Status s = CheckOpenLocked();
+          if (s.ok() && t.evicted) s = EvictedError(t);
+          if (!s.ok()) {
+            AbandonRunLocked(slot, run);
+            return s;
+          }
         }
-        AbandonStepLocked(slot, run[0]);
-      };
-      Status scattered = staged->Scatter(*tier_, slots, static_cast<size_t>(begin));
-      if (!scattered.ok()) {
-        abandon();
-        return scattered.WithContext("table " + Quoted(name_));
       }
       // Logged before they are published: steps the log refused never appear.
-      Result<uint64_t> logged = LogStepsLocked(t, column_base, at, steps, run_priorities);
+      const double* run_priorities = priorities == nullptr ? nullptr : priorities + at;
+      Result<uint64_t> logged = !record.empty() && at == 0 && steps == n
+                                    ? LogStepsRecordLocked(t, record)
+                                    : LogStepsLocked(t, rows, at, steps, run_priorities);
       if (!logged.ok()) {
-        abandon();
+        AbandonRunLocked(slot, run);
         return logged.status();
       }
       if (log_seq != nullptr && *logged != 0) *log_seq = *logged;
-      int64_t items = 0;
-      for (int64_t i = 0; i < steps; ++i) {
-        const double* priority = run_priorities == nullptr ? nullptr : run_priorities + i;
-        if (PublishStepLocked(t, run[static_cast<size_t>(i)], priority)) ++items;
-      }
-      if (items > 0) limiter_.CommitInserts(items);
+      PublishRunLocked(t, run, run_priorities);
       *appended += steps;
-      begin = end;
+      begin += steps;
     }
   }
   return Status::OK();

@@ -39,6 +39,20 @@ struct StepReservation {
   int64_t step_in_block = 0;
 };
 
+// Rows of steps in host memory that a trajectory writer hands to
+// TableImpl: column c of row r at base[c] + r * stride, the stride
+// row_bytes where it is set (rows whose columns lie side by side, as a log
+// record's data holds them: base[c] then points at column c of row 0), else
+// the column's bytes (each column's rows packed, a tensor [rows, shape...]).
+struct HostRows {
+  const std::byte* const* base = nullptr;
+  size_t row_bytes = 0;
+
+  const std::byte* Row(size_t c, size_t row, size_t column_bytes) const {
+    return base[c] + row * (row_bytes != 0 ? row_bytes : column_bytes);
+  }
+};
+
 // One step for each of n environments (TableImpl::AppendVectorStep): row
 // env of column c is at columns[c] + env * column bytes.
 struct VectorSteps {

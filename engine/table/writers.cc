@@ -4,6 +4,8 @@
 #include <numeric>
 #include <string>
 
+#include "wal/records.h"
+
 namespace replaydb::engine {
 
 Status CheckWriterEnv(const TableImpl& table, size_t env, size_t num_envs, std::string_view what) {
@@ -73,10 +75,10 @@ Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step,
   const Deadline deadline = DeadlineAfter(options_.timeout);
   if (table_->device_blocks()) {
     int64_t appended = 0;
-    REPLAYDB_RETURN_IF_ERROR(table_->AppendStepsToDevice(slot_, bases_.data(), 1, p, deadline,
-                                                         Staged(), &seq, &appended));
+    REPLAYDB_RETURN_IF_ERROR(table_->AppendSteps(slot_, {bases_.data()}, 1, p, deadline, Staged(),
+                                                 {}, &seq, &appended));
   } else {
-    REPLAYDB_RETURN_IF_ERROR(table_->AppendStep(slot_, bases_.data(), 0, p, deadline, &seq));
+    REPLAYDB_RETURN_IF_ERROR(table_->AppendStep(slot_, {bases_.data()}, 0, p, deadline, &seq));
   }
   return table_->SyncLog(seq, options_.sync);
 }
@@ -106,18 +108,59 @@ Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
     (void)table_->SyncLog(seq, options_.sync);
     return s.WithContext("AppendMany step " + std::to_string(i) + " of " + std::to_string(n));
   };
-  if (table_->device_blocks()) {
-    int64_t appended = 0;
-    Status s = table_->AppendStepsToDevice(slot_, bases_.data(), n,
-                                           priorities.empty() ? nullptr : priorities.data(),
-                                           deadline, Staged(), &seq, &appended);
-    if (!s.ok()) return failed(s, appended);
-    return table_->SyncLog(seq, options_.sync);
+  int64_t appended = 0;
+  Status s = table_->AppendSteps(slot_, {bases_.data()}, n,
+                                 priorities.empty() ? nullptr : priorities.data(), deadline,
+                                 table_->device_blocks() ? Staged() : nullptr, {}, &seq, &appended);
+  if (!s.ok()) return failed(s, appended);
+  return table_->SyncLog(seq, options_.sync);
+}
+
+Status TrajectoryWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_row,
+                                          int64_t* appended) {
+  *appended = 0;
+  const std::string what = "table '" + table_->name() + "': a remote append's log record";
+  wal::AppendStepsRecord r;
+  Status decoded = wal::Decode(record, &r);
+  if (!decoded.ok()) return Status::InvalidArgument(what + ": " + decoded.message());
+  if (r.table_id != table_->id()) {
+    return Status::InvalidArgument(what + " names table id " + std::to_string(r.table_id) +
+                                   "; this table's id is " + std::to_string(table_->id()));
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const double* priority = priorities.empty() ? nullptr : &priorities[i];
-    Status s = table_->AppendStep(slot_, bases_.data(), i, priority, deadline, &seq);
-    if (!s.ok()) return failed(s, i);
+  const TableLayout& layout = table_->layout();
+  if (r.step_bytes != layout.step_bytes) {
+    return Status::InvalidArgument(what + " holds steps of " + std::to_string(r.step_bytes) +
+                                   " bytes; this table's steps take " +
+                                   std::to_string(layout.step_bytes));
+  }
+  const int64_t n = static_cast<int64_t>(r.trajectory_ids.size());
+  if (first_row < 0 || first_row >= n) {
+    return Status::InvalidArgument(what + " holds " + std::to_string(n) +
+                                   " steps; it has none from step " + std::to_string(first_row));
+  }
+  if (!r.priorities.empty()) {
+    REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, r.priorities, n, "a remote append"));
+  }
+  // Column c of row i at data + i * step_bytes + (the bytes of the columns
+  // before c).
+  bases_.resize(layout.column_bytes.size());
+  size_t offset = static_cast<size_t>(first_row) * layout.step_bytes;
+  for (size_t c = 0; c < bases_.size(); ++c) {
+    bases_[c] = r.data.data() + offset;
+    offset += layout.column_bytes[c];
+  }
+  const int64_t rows = n - first_row;
+  uint64_t seq = 0;
+  Status s = table_->AppendSteps(
+      slot_, {bases_.data(), layout.step_bytes}, rows,
+      r.priorities.empty() ? nullptr : r.priorities.data() + first_row,
+      DeadlineAfter(options_.timeout), table_->device_blocks() ? Staged() : nullptr,
+      first_row == 0 ? record : std::span<std::byte>(), &seq, appended);
+  if (!s.ok()) {
+    // The steps before the failing one are acknowledged: durable too.
+    (void)table_->SyncLog(seq, options_.sync);
+    return s.WithContext("a remote append's step " + std::to_string(first_row + *appended) +
+                         " of " + std::to_string(n));
   }
   return table_->SyncLog(seq, options_.sync);
 }

@@ -27,6 +27,18 @@ class TrajectoryWriterImpl final : public TrajectoryWriter {
   uint64_t trajectory_id() const override;
   int64_t num_steps() const override;
 
+  // A remote writer's append (rdma/db_service.cc): rows [first_row, n) of
+  // `record`, an AppendSteps record of the log (wal/wal.fbs) that the
+  // client built for this table (its id and step bytes), the trajectory ids
+  // and step numbers left to this side. Logged as it is, with those filled
+  // in, where all its rows go in as one run (TableImpl::AppendSteps).
+  // InvalidArgument naming the table when the record does not decode or
+  // does not fit the table; *appended counts the rows stored (all unless an
+  // error says otherwise).
+  Status AppendRecord(std::span<std::byte> record, int64_t first_row, int64_t* appended);
+  // The table's id (TableDef.id), which such records name.
+  uint32_t table_id() const { return table_->id(); }
+
  private:
   // The set of staged rows for this call's turn.
   StagedRows* Staged();

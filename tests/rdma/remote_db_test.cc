@@ -26,6 +26,8 @@
 #include "replaydb/device.h"
 #include "tests/device_out.h"
 #include "tests/test_util.h"
+#include "wal/log_reader.h"
+#include "wal/records.h"
 
 namespace replaydb::rdma {
 namespace {
@@ -1169,6 +1171,123 @@ TEST(RemoteDBTest, RemoteWritersStoreEveryStepByteForByte) {
   EXPECT_EQ(written.size(), 5u);
   EXPECT_EQ(served->Info().num_steps, before + total);
   EXPECT_EQ(s.service->open_writers(), 0u);
+}
+
+// A remote writer's appends carry their own log records (wire.fbs,
+// AppendStep): the server's log holds, for each Append and AppendMany, the
+// record the client built, byte for byte, with the trajectory id and step
+// numbers filled in (one record per call: the rate limiter and the hot
+// tier take every row at once here). Records that do not fit the table are
+// refused naming what is wrong, and nothing of them is stored.
+TEST(RemoteDBTest, TheServerLogsEachAppendAsTheRecordTheClientBuilt) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(seed));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
+  const TableSpec spec = rt->spec();
+  size_t step_bytes = 0;
+  for (const ColumnSpec& c : spec.columns) step_bytes += c.step_bytes();
+  std::mt19937_64 rng(seed + 2);
+  // What the log must hold: one record per call, as RecordBuilder builds
+  // it for table `table_id` (table "t", the only one appended to).
+  struct Call {
+    uint64_t id;
+    int64_t first;
+    std::vector<std::string> rows;
+    std::vector<double> priorities;
+  };
+  std::vector<Call> calls;
+  std::vector<std::string> want;
+  wal::RecordBuilder builder;
+  uint32_t table_id = 0;
+  const auto expect = [&](uint64_t id, int64_t first, const std::vector<std::string>& rows,
+                          const std::vector<double>& priorities) {
+    const size_t n = rows.size();
+    std::byte* data = builder.AppendSteps(table_id, static_cast<uint32_t>(step_bytes),
+                                          std::vector<uint64_t>(n, id), [&] {
+                                            std::vector<int64_t> v(n);
+                                            for (size_t i = 0; i < n; ++i) v[i] = first + static_cast<int64_t>(i);
+                                            return v;
+                                          }(), priorities);
+    for (const std::string& row : rows) {
+      std::memcpy(data, row.data(), row.size());
+      data += row.size();
+    }
+    want.emplace_back(reinterpret_cast<const char*>(builder.payload().data()),
+                      builder.payload().size());
+  };
+  {
+    ASSERT_OK_AND_ASSIGN(auto writer, rt->NewWriter());
+    for (int t = 0; t < 4; ++t) {
+      int64_t length = 0;
+      for (int call = 0; call < 3; ++call) {
+        const int64_t n = 1 + static_cast<int64_t>(rng() % 6);
+        std::vector<std::string> rows;  // each row's columns side by side
+        std::vector<double> priorities;
+        if (n == 1 && call % 2 == 0) {
+          testing_util::StepData step = testing_util::RandomStep(spec, rng);
+          const double p = 0.5 + static_cast<double>(rng() % 9);
+          ASSERT_OK(writer->Append(step.tensors, p));
+          rows.push_back(StepBytes(step));
+          priorities.push_back(p);
+        } else {
+          std::vector<testing_util::StepData> steps;
+          for (int64_t i = 0; i < n; ++i) {
+            steps.push_back(testing_util::RandomStep(spec, rng));
+            rows.push_back(StepBytes(steps.back()));
+            if (call % 2 == 1) priorities.push_back(static_cast<double>(rng() % 100) / 8);
+          }
+          // The rows as AppendMany takes them: each column [n, shape...].
+          std::vector<std::string> columns(spec.columns.size());
+          std::vector<ConstTensor> tensors;
+          for (size_t c = 0; c < spec.columns.size(); ++c) {
+            for (const auto& st : steps) {
+              columns[c].append(reinterpret_cast<const char*>(st.columns[c].data()),
+                                st.columns[c].size());
+            }
+            std::vector<int64_t> dims = {n};
+            for (int64_t d : spec.columns[c].shape.dims()) dims.push_back(d);
+            tensors.push_back({spec.columns[c].dtype, Shape::FromSpan(dims),
+                               reinterpret_cast<const std::byte*>(columns[c].data()),
+                               columns[c].size()});
+          }
+          ASSERT_OK(writer->AppendMany(tensors, priorities));
+        }
+        calls.push_back({writer->trajectory_id(), length, rows, priorities});
+        length += n;
+      }
+      ASSERT_OK(writer->End(EndReason::kTerminal));
+    }
+  }
+  std::vector<std::string> logged;
+  wal::ReplayReport report;
+  ASSERT_OK(wal::Replay(
+      Env::Default(), s.dir.Sub("a") + "/wal", 0, RecoveryMode::kTolerateTornTail,
+      [&](wal::RecordType type, std::span<const std::byte> payload) {
+        if (type != wal::RecordType::kAppendSteps) return Status::OK();
+        wal::AppendStepsRecord r;
+        REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+        if (table_id != 0 && r.table_id != table_id) {
+          return Status::Internal("AppendSteps records of tables " + std::to_string(table_id) +
+                                  " and " + std::to_string(r.table_id));
+        }
+        table_id = r.table_id;
+        logged.emplace_back(reinterpret_cast<const char*>(payload.data()), payload.size());
+        return Status::OK();
+      },
+      &report));
+  // The log also holds the records of Start's own writes (before its
+  // checkpoint, in earlier segments or not): this test's are the last.
+  ASSERT_NE(table_id, 0u);
+  for (const Call& c : calls) expect(c.id, c.first, c.rows, c.priorities);
+  ASSERT_GE(logged.size(), want.size());
+  logged.erase(logged.begin(), logged.end() - static_cast<std::ptrdiff_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(logged[i], want[i]) << "record " << i << " of " << want.size();
+  }
 }
 
 TEST(RemoteDBTest, ABadStepIsRefusedNamingTheColumnAndNothingIsStored) {

@@ -134,7 +134,8 @@ TEST(RpcTest, AClientOfAnotherProtocolVersionIsRefusedNamingBoth) {
   EXPECT_EQ(client.status().code(), Status::Code::kFailedPrecondition)
       << client.status().ToString();
   EXPECT_THAT(client.status().message(),
-              HasSubstr("server 'test-server' speaks protocol version 2, the client 99"));
+              HasSubstr("server 'test-server' speaks protocol version " +
+                        std::to_string(kProtocolVersion) + ", the client 99"));
 }
 
 TEST(RpcTest, AFullQueueRefusesAtOnceInsteadOfGrowing) {

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -181,6 +182,49 @@ TEST(RecordsTest, GarbageNeverDecodes) {
   Status s = Decode(std::span<const std::byte>(), &dt);
   EXPECT_EQ(s.code(), Status::Code::kCorruption);
   EXPECT_THAT(s.message(), HasSubstr("DropTable record: payload of 0 bytes"));
+}
+
+// A remote writer's record is filled in by the server: every entry gets the
+// trajectory id and consecutive step numbers; nothing else changes, and the
+// result is the record the server would have built itself.
+TEST(RecordsTest, FillAppendStepsWritesIdsAndStepsInPlace) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 20; ++round) {
+    const size_t n = 1 + rng() % 40;
+    const uint32_t step_bytes = 1 + static_cast<uint32_t>(rng() % 64);
+    std::vector<double> prios;
+    if (rng() % 2 == 0) {
+      for (size_t i = 0; i < n; ++i) prios.push_back(static_cast<double>(rng() % 1000) / 7);
+    }
+    std::vector<std::byte> bytes(n * step_bytes);
+    for (std::byte& b : bytes) b = static_cast<std::byte>(rng());
+    const uint64_t id = rng();
+    const int64_t first = static_cast<int64_t>(rng() % 100000);
+    RecordBuilder sent;  // as the client builds it: ids and steps zero
+    std::memcpy(sent.AppendSteps(3, step_bytes, std::vector<uint64_t>(n),
+                                 std::vector<int64_t>(n), prios),
+                bytes.data(), bytes.size());
+    Aligned got(sent.payload());
+    std::span<std::byte> mutable_payload(const_cast<std::byte*>(got.span.data()), got.span.size());
+    ASSERT_OK(FillAppendSteps(mutable_payload, id, first));
+    std::vector<uint64_t> ids(n, id);
+    std::vector<int64_t> steps(n);
+    for (size_t i = 0; i < n; ++i) steps[i] = first + static_cast<int64_t>(i);
+    RecordBuilder want;
+    std::memcpy(want.AppendSteps(3, step_bytes, ids, steps, prios), bytes.data(), bytes.size());
+    ASSERT_EQ(got.span.size(), want.payload().size());
+    EXPECT_EQ(std::memcmp(got.span.data(), want.payload().data(), got.span.size()), 0);
+  }
+  // A payload that does not decode is refused and left alone.
+  std::vector<std::byte> junk(64, std::byte{0x5a});
+  Aligned a(junk);
+  std::span<std::byte> p(const_cast<std::byte*>(a.span.data()), a.span.size());
+  Status s = FillAppendSteps(p, 1, 0);
+  EXPECT_EQ(s.code(), Status::Code::kCorruption);
+  EXPECT_THAT(s.message(), HasSubstr("AppendSteps record: "));
+  EXPECT_TRUE(std::all_of(p.begin(), p.end(), [](std::byte b) { return b == std::byte{0x5a}; }));
 }
 
 TEST(RecordsTest, MisalignedPayloadIsRejected) {

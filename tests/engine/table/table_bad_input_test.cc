@@ -2,6 +2,8 @@
 // no build knows, counts and shapes whose sizes overflow or exceed what
 // memory can hold. Each is refused with a Status naming the value, before
 // anything is stored, logged or drawn, and nothing is thrown.
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -9,7 +11,9 @@
 
 #include <unistd.h>
 
+#include "engine/table/writers.h"
 #include "replaydb/db.h"
+#include "wal/records.h"
 #include "tests/test_util.h"
 
 namespace replaydb {
@@ -284,6 +288,96 @@ TEST_F(TableBadInputTest, SampleAndLookupTooLargeForMemoryAreRefusedBeforeDrawin
   EXPECT_EQ(one.mask[0], 1);
   EXPECT_EQ(one.mask[1], 0);
   EXPECT_EQ(table->Info().items_sampled, 1);
+}
+
+// A remote writer's appends arrive as log records (rdma/wire.fbs,
+// AppendStep), which the server's writer takes whole
+// (TrajectoryWriterImpl::AppendRecord). A record that does not decode, or
+// names another table, another step size, rows it does not hold or an
+// invalid priority is refused naming what, and stores nothing; a good one
+// stores its rows from the one asked for.
+TEST_F(TableBadInputTest, ALogRecordThatDoesNotFitTheTableIsRefusedAndStoresNothing) {
+  const TableSpec spec = Spec("records");
+  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
+  ASSERT_NE(table, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto w, table->NewWriter());
+  auto* writer = dynamic_cast<engine::TrajectoryWriterImpl*>(w.get());
+  ASSERT_NE(writer, nullptr);
+  size_t step_bytes = 0;
+  for (const ColumnSpec& c : spec.columns) step_bytes += c.step_bytes();
+  const size_t n = 2 + rng_() % 6;
+  std::vector<std::string> rows(n);
+  for (std::string& row : rows) {
+    for (size_t c = 0; c < spec.columns.size(); ++c) {
+      const StepData step = RandomStep(spec, rng_);
+      row.append(reinterpret_cast<const char*>(step.columns[c].data()), step.columns[c].size());
+    }
+  }
+  // A record of `rows` for table `id` with `bytes` per step, priorities
+  // `p`, as a remote writer builds it, in a buffer of 8-byte words.
+  std::vector<uint64_t> buffer;
+  const auto build = [&](uint32_t id, uint32_t bytes, std::vector<double> p) {
+    wal::RecordBuilder b;
+    std::byte* data = b.AppendSteps(id, bytes, std::vector<uint64_t>(n),
+                                    std::vector<int64_t>(n), p);
+    if (bytes == step_bytes) {
+      for (const std::string& row : rows) data = static_cast<std::byte*>(std::memcpy(data, row.data(), row.size())) + row.size();
+    }
+    buffer.assign((b.payload().size() + 7) / 8, 0);
+    std::memcpy(buffer.data(), b.payload().data(), b.payload().size());
+    return std::span<std::byte>(reinterpret_cast<std::byte*>(buffer.data()), b.payload().size());
+  };
+  const uint32_t id = writer->table_id();
+  int64_t appended = -1;
+  struct Case {
+    std::span<std::byte> record;
+    int64_t first_row;
+    std::string want;
+  };
+  std::vector<double> nan_at(n, 1.0);
+  const size_t bad = rng_() % n;
+  nan_at[bad] = std::nan("");
+  const std::string what = "table 'records': a remote append's log record";
+  std::vector<uint64_t> junk(8, 0x5a5a5a5a5a5a5a5aull);
+  const std::vector<std::pair<std::function<std::span<std::byte>()>, std::pair<int64_t, std::string>>>
+      cases = {
+          {[&] { return std::span<std::byte>(reinterpret_cast<std::byte*>(junk.data()), 64); },
+           {0, what + ": AppendSteps record: payload fails FlatBuffers verification"}},
+          {[&] { return build(id + 1, static_cast<uint32_t>(step_bytes), {}); },
+           {0, what + " names table id " + std::to_string(id + 1) + "; this table's id is " +
+                   std::to_string(id)}},
+          {[&] { return build(id, static_cast<uint32_t>(step_bytes + 4), {}); },
+           {0, what + " holds steps of " + std::to_string(step_bytes + 4) +
+                   " bytes; this table's steps take " + std::to_string(step_bytes)}},
+          {[&] { return build(id, static_cast<uint32_t>(step_bytes), {}); },
+           {static_cast<int64_t>(n), what + " holds " + std::to_string(n) +
+                                         " steps; it has none from step " + std::to_string(n)}},
+          {[&] { return build(id, static_cast<uint32_t>(step_bytes), nan_at); },
+           {0, "table 'records': a remote append step " + std::to_string(bad) +
+                   " priority nan is invalid; priorities must be finite and >= 0"}},
+      };
+  for (const auto& [record, want] : cases) {
+    const Status s = writer->AppendRecord(record(), want.first, &appended);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.ToString();
+    EXPECT_EQ(s.message(), want.second);
+    EXPECT_EQ(appended, 0);
+  }
+  EXPECT_EQ(table->Info().steps_inserted, 0);
+  // A good one, from row k on: rows k.. become the trajectory's steps 0...
+  const int64_t k = static_cast<int64_t>(rng_() % n);
+  ASSERT_OK(writer->AppendRecord(build(id, static_cast<uint32_t>(step_bytes), {}), k, &appended));
+  EXPECT_EQ(appended, static_cast<int64_t>(n) - k);
+  ASSERT_EQ(writer->num_steps(), static_cast<int64_t>(n) - k);
+  TrajectorySteps read;
+  ASSERT_OK(table->ReadTrajectory(writer->trajectory_id(), 0, writer->num_steps(), &read));
+  for (int64_t i = 0; i < writer->num_steps(); ++i) {
+    std::string got;
+    for (const Tensor& col : read.columns) {
+      const size_t per = col.size_bytes() / static_cast<size_t>(writer->num_steps());
+      got.append(reinterpret_cast<const char*>(col.data()) + i * per, per);
+    }
+    EXPECT_EQ(got, rows[static_cast<size_t>(k + i)]) << "step " << i;
+  }
 }
 
 }  // namespace
