@@ -408,8 +408,8 @@ struct DbService::Writer {
   std::shared_ptr<Table> table;
   std::unique_ptr<TrajectoryWriter> writer;  // one of the two
   std::unique_ptr<VectorWriter> vector;
-  // `writer` as the engine's, which takes its appends' log records.
-  engine::TrajectoryWriterImpl* records = nullptr;
+  // The writer as the engine's, which takes its appends' log records.
+  engine::RecordAppender* records = nullptr;
 };
 
 std::shared_ptr<SampleBatch> BatchPool::Take() {
@@ -575,45 +575,6 @@ Result<Reply> DbService::Handle(Request& r) {
   }
 }
 
-namespace {
-
-// The rows of an AppendStep's payload as one tensor per column, each
-// [rows, column shape...] (or the column's shape when `one` is true: a
-// single step); InvalidArgument naming the table when the sizes differ.
-Status StepTensors(const TableSpec& spec, const std::string& payload, int64_t rows, bool one,
-                   std::vector<ConstTensor>* out) {
-  size_t row_bytes = 0;
-  for (const ColumnSpec& c : spec.columns) row_bytes += c.step_bytes();
-  if (rows < 1 || (row_bytes > 0 && static_cast<uint64_t>(rows) > payload.size() / row_bytes) ||
-      payload.size() != row_bytes * static_cast<size_t>(rows)) {
-    return Status::InvalidArgument("table '" + spec.name + "': a remote append of " +
-                                   std::to_string(payload.size()) + " bytes for " +
-                                   std::to_string(rows) + " steps; a step's columns take " +
-                                   std::to_string(row_bytes));
-  }
-  out->clear();
-  size_t at = 0;
-  for (const ColumnSpec& c : spec.columns) {
-    const size_t bytes = c.step_bytes() * static_cast<size_t>(rows);
-    Shape shape = c.shape;
-    if (!one) {
-      std::vector<int64_t> dims = {rows};
-      for (const int64_t d : c.shape.dims()) dims.push_back(d);
-      shape = Shape::FromSpan(dims);
-    }
-    out->push_back({c.dtype, shape, reinterpret_cast<const std::byte*>(payload.data() + at),
-                    bytes});
-    at += bytes;
-  }
-  return Status::OK();
-}
-
-std::vector<double> Doubles(const flatbuffers::Vector<double>* v) {
-  return v == nullptr ? std::vector<double>() : std::vector<double>(v->begin(), v->end());
-}
-
-}  // namespace
-
 Result<Reply> DbService::HandleWriter(Request& r) {
   const fb::Header* h = r.message.header();
   HeaderFields f;
@@ -641,17 +602,14 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     } else {
       REPLAYDB_ASSIGN_OR_RETURN(w->vector, table->NewVectorWriter(q->envs(), o));
     }
-    uint32_t table_id = 0;
-    if (w->writer) {
-      // The served database is a local one: its writers are the engine's,
-      // which take a remote writer's log records.
-      w->records = dynamic_cast<engine::TrajectoryWriterImpl*>(w->writer.get());
-      if (w->records == nullptr) {
-        return Status::Internal("table '" + table->name() +
-                                "': its writers do not take log records");
-      }
-      table_id = w->records->table_id();
+    // The served database is a local one: its writers are the engine's,
+    // which take a remote writer's log records.
+    w->records = w->writer ? dynamic_cast<engine::RecordAppender*>(w->writer.get())
+                           : dynamic_cast<engine::RecordAppender*>(w->vector.get());
+    if (w->records == nullptr) {
+      return Status::Internal("table '" + table->name() + "': its writers do not take log records");
     }
+    const uint32_t table_id = w->records->table_id();
     w->table = std::move(table);
     uint64_t id = 0;
     {
@@ -699,14 +657,21 @@ Result<Reply> DbService::HandleWriter(Request& r) {
   switch (h->body_type()) {
     case fb::Body::AppendStep: {
       const fb::AppendStep* q = h->body_as_AppendStep();
+      // The payload is the rows' log record (a trajectory writer's rows
+      // [progress, n) still to go: earlier runs took the rest). Decoding
+      // needs it 8-byte aligned, as a string's heap buffer is; a copy
+      // otherwise.
+      std::string& payload = r.message.payload;
+      std::span<std::byte> record(reinterpret_cast<std::byte*>(payload.data()), payload.size());
+      std::vector<uint64_t> aligned;
+      if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(uint64_t) != 0) {
+        aligned.resize((payload.size() + 7) / 8);
+        std::memcpy(aligned.data(), payload.data(), payload.size());
+        record = {reinterpret_cast<std::byte*>(aligned.data()), payload.size()};
+      }
+      int64_t appended = 0;
       if (w->vector) {
-        const TableSpec spec = w->table->spec();
-        std::vector<ConstTensor> step;
-        const std::vector<double> priorities = Doubles(q->priorities());
-        REPLAYDB_RETURN_IF_ERROR(StepTensors(spec, r.message.payload,
-                                             static_cast<int64_t>(w->vector->num_envs()), false,
-                                             &step));
-        REPLAYDB_RETURN_IF_ERROR(w->vector->Append(step, priorities));
+        REPLAYDB_RETURN_IF_ERROR(w->records->AppendRecord(record, 0, &appended));
         std::vector<uint64_t> ids(w->vector->num_envs());
         for (size_t e = 0; e < ids.size(); ++e) ids[e] = w->vector->trajectory_id(e);
         const auto v = b.CreateVector(ids);
@@ -723,18 +688,6 @@ Result<Reply> DbService::HandleWriter(Request& r) {
                                std::to_string(q->epoch()) + " failed; this one was dropped");
       }
       if (q->steps() == 0) return state(-1);  // the writer's state only
-      // The payload is the rows' log record (rows [progress, n) still to
-      // go: earlier runs took the rest). Decoding needs it 8-byte aligned,
-      // as a string's heap buffer is; a copy otherwise.
-      std::string& payload = r.message.payload;
-      std::span<std::byte> record(reinterpret_cast<std::byte*>(payload.data()), payload.size());
-      std::vector<uint64_t> aligned;
-      if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(uint64_t) != 0) {
-        aligned.resize((payload.size() + 7) / 8);
-        std::memcpy(aligned.data(), payload.data(), payload.size());
-        record = {reinterpret_cast<std::byte*>(aligned.data()), payload.size()};
-      }
-      int64_t appended = 0;
       const Status s = w->records->AppendRecord(record, r.progress, &appended);
       if (s.code() == Status::Code::kDeadlineExceeded) {
         // The rows before the one the rate limiter held stay.

@@ -91,9 +91,8 @@ void Put(std::string* out, std::span<const T> v) {
 }
 
 // The tensors of `step` checked against the table's columns (one row, or
-// `rows` rows as [rows, column shape...] when rows >= 0) and appended to
-// `out`; InvalidArgument naming the column otherwise, before anything is
-// sent.
+// `rows` rows as [rows, column shape...] when rows >= 0); InvalidArgument
+// naming the column otherwise, before anything is sent.
 Status CheckRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_t rows,
                  const std::string& what) {
   if (step.size() != spec.columns.size()) {
@@ -121,18 +120,7 @@ Status CheckRows(const TableSpec& spec, std::span<const ConstTensor> step, int64
   return Status::OK();
 }
 
-Status PackRows(const TableSpec& spec, std::span<const ConstTensor> step, int64_t rows,
-                const std::string& what, std::string* out) {
-  REPLAYDB_RETURN_IF_ERROR(CheckRows(spec, step, rows, what));
-  out->clear();
-  for (size_t c = 0; c < step.size(); ++c) {
-    const size_t bytes = spec.columns[c].step_bytes() * static_cast<size_t>(rows < 0 ? 1 : rows);
-    if (bytes > 0) out->append(static_cast<const char*>(step[c].data), bytes);
-  }
-  return Status::OK();
-}
-
-// Log records a remote trajectory writer builds (each an AppendSteps of
+// Log records a remote writer builds (each an AppendSteps of
 // wal/wal.fbs, the payload of an AppendStep), kept for the next ones once
 // the transport is done with them: a builder keeps its buffer, so a
 // writer's appends allocate nothing once it has grown.
@@ -595,10 +583,11 @@ class RemoteWriter final : public TrajectoryWriter {
 class RemoteVectorWriter final : public VectorWriter {
  public:
   RemoteVectorWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
-                     size_t envs, WriterOptions options)
+                     uint32_t table_id, size_t envs, WriterOptions options)
       : remote_(std::move(remote)),
         client_(std::move(client)),
         id_(id),
+        table_id_(table_id),
         options_(options),
         ids_(envs, 0) {}
 
@@ -607,21 +596,40 @@ class RemoteVectorWriter final : public VectorWriter {
   Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const auto n = static_cast<int64_t>(ids_.size());
-    REPLAYDB_RETURN_IF_ERROR(PackRows(remote_->spec, steps, n, "vector step", &payload_));
+    REPLAYDB_RETURN_IF_ERROR(CheckRows(remote_->spec, steps, n, "vector step"));
     if (!priorities.empty() && priorities.size() != ids_.size()) {
       return Status::InvalidArgument("table '" + remote_->spec.name +
                                      "': " + std::to_string(priorities.size()) +
                                      " priorities for " + std::to_string(n) + " environments");
     }
+    // The step's log record: one entry per environment, or a vector
+    // table's one entry of the whole step (its columns one after another).
+    auto builder = std::make_shared<wal::RecordBuilder>();
+    std::span<const std::byte> record;
+    if (remote_->spec.lanes > 1) {
+      size_t bytes = 0;
+      for (const ConstTensor& t : steps) bytes += t.size_bytes;
+      const uint64_t zero_id = 0;
+      const int64_t zero_step = 0;
+      std::byte* data = builder->AppendSteps(table_id_, static_cast<uint32_t>(bytes),
+                                             std::span<const uint64_t>(&zero_id, 1),
+                                             std::span<const int64_t>(&zero_step, 1), priorities);
+      for (const ConstTensor& t : steps) {
+        if (t.size_bytes > 0) std::memcpy(data, t.data, t.size_bytes);
+        data += t.size_bytes;
+      }
+      record = builder->payload();
+    } else {
+      record = BuildRecord(remote_->spec, table_id_, steps, n, priorities, builder.get());
+    }
     const uint64_t id = id_;
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m,
-        client_->Call(Encoder(fb::Body::AppendStep,
-                              [&](flatbuffers::FlatBufferBuilder& b) {
-                                const auto p = b.CreateVector(priorities.data(), priorities.size());
-                                return fb::CreateAppendStep(b, id, false, 0, n, p);
-                              }),
-                      payload_, ReplyWait(options_.timeout, remote_->options.call_timeout)));
+    std::shared_ptr<PendingCall> call = client_->Start(
+        Encoder(fb::Body::AppendStep,
+                [&](flatbuffers::FlatBufferBuilder& b) {
+                  return fb::CreateAppendStep(b, id, false, 0, n);
+                }),
+        record, builder, ReplyWait(options_.timeout, remote_->options.call_timeout));
+    REPLAYDB_ASSIGN_OR_RETURN(Message m, client_->Await(*call));
     REPLAYDB_RETURN_IF_ERROR(
         ExpectBody(m, fb::Body::Appended, "a vector append to '" + remote_->spec.name + "'"));
     const auto* ids = m.header()->body_as_Appended()->trajectory_ids();
@@ -683,9 +691,9 @@ class RemoteVectorWriter final : public VectorWriter {
   std::shared_ptr<Remote> remote_;
   std::shared_ptr<RpcClient> client_;  // the connection it was opened on
   uint64_t id_;
+  uint32_t table_id_;  // the table's id on the server, which records name
   WriterOptions options_;
   std::vector<uint64_t> ids_;
-  std::string payload_;
 };
 
 class RemoteTable final : public Table {
@@ -718,7 +726,8 @@ class RemoteTable final : public Table {
     }
     REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriter(options, num_envs));
     return std::unique_ptr<VectorWriter>(
-        new RemoteVectorWriter(remote_, std::move(opened.client), opened.writer, num_envs, options));
+        new RemoteVectorWriter(remote_, std::move(opened.client), opened.writer, opened.table_id,
+                               num_envs, options));
   }
 
   Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override {
@@ -988,8 +997,10 @@ class RemoteTable final : public Table {
     info.end_reason = static_cast<EndReason>(r->end_reason());
     info.tier = static_cast<Tier>(r->tier());
     const TableSpec& spec = remote_->spec;
+    // A vector table stores [lanes, shape...] per column and step.
+    const int64_t lanes = spec.lanes > 1 ? spec.lanes : 1;
     uint64_t row_bytes = 0;
-    for (const ColumnSpec& c : spec.columns) row_bytes += c.step_bytes();
+    for (const ColumnSpec& c : spec.columns) row_bytes += c.step_bytes() * lanes;
     std::string_view in = m.payload;
     if (steps < 0 || r->first() < 0 ||
         (row_bytes + sizeof(double)) * static_cast<uint64_t>(steps) != in.size()) {
@@ -1001,9 +1012,8 @@ class RemoteTable final : public Table {
     out->columns.resize(spec.columns.size());
     for (size_t c = 0; c < spec.columns.size(); ++c) {
       const ColumnSpec& col = spec.columns[c];
-      std::vector<int64_t> dims = {steps};
-      for (const int64_t d : col.shape.dims()) dims.push_back(d);
-      out->columns[c].Reset(col.dtype, Shape::FromSpan(dims));
+      const Shape stored = lanes > 1 ? col.shape.Prepend(lanes) : col.shape;
+      out->columns[c].Reset(col.dtype, stored.Prepend(steps));
       const size_t bytes = out->columns[c].size_bytes();
       if (bytes > 0) std::memcpy(out->columns[c].data(), in.data(), bytes);
       in.remove_prefix(bytes);

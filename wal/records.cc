@@ -221,26 +221,62 @@ Status Decode(std::span<const std::byte> payload, AppendStepsRecord* out) {
   return Status::OK();
 }
 
-Status FillAppendSteps(std::span<std::byte> payload, uint64_t trajectory_id,
-                       int64_t first_step) {
+namespace {
+
+// The entries' id and step vectors of a verified AppendSteps payload, as
+// bytes of `payload` that may be written; Corruption as Decode's when the
+// payload does not verify or the two differ in length.
+Status EntryFields(std::span<std::byte> payload, std::byte** ids, std::byte** steps, size_t* n) {
   Status s;
   const auto* r = Root<fb::AppendSteps>(payload, "AppendSteps", &s);
   if (r == nullptr) return s;
-  const size_t n = SizeOf(r->trajectory_ids());
-  if (SizeOf(r->steps()) != n) {
-    return Bad("AppendSteps", std::to_string(n) + " trajectory ids but " +
+  *n = SizeOf(r->trajectory_ids());
+  if (SizeOf(r->steps()) != *n) {
+    return Bad("AppendSteps", std::to_string(*n) + " trajectory ids but " +
                                   std::to_string(SizeOf(r->steps())) + " steps");
   }
-  if (n == 0) return Status::OK();
+  if (*n == 0) return Status::OK();
   // The verified vectors lie inside `payload`: their bytes are its bytes.
   const auto in_payload = [&](const void* p) {
     return payload.data() + (static_cast<const std::byte*>(p) - payload.data());
   };
-  std::byte* ids = in_payload(r->trajectory_ids()->Data());
-  std::byte* steps = in_payload(r->steps()->Data());
+  *ids = in_payload(r->trajectory_ids()->Data());
+  *steps = in_payload(r->steps()->Data());
+  return Status::OK();
+}
+
+}  // namespace
+
+Status FillAppendSteps(std::span<std::byte> payload, uint64_t trajectory_id,
+                       int64_t first_step) {
+  std::byte* ids = nullptr;
+  std::byte* steps = nullptr;
+  size_t n = 0;
+  REPLAYDB_RETURN_IF_ERROR(EntryFields(payload, &ids, &steps, &n));
+  const uint64_t id = flatbuffers::EndianScalar(trajectory_id);
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t id = flatbuffers::EndianScalar(trajectory_id);
     const int64_t step = flatbuffers::EndianScalar(first_step + static_cast<int64_t>(i));
+    std::memcpy(ids + i * sizeof(id), &id, sizeof(id));
+    std::memcpy(steps + i * sizeof(step), &step, sizeof(step));
+  }
+  return Status::OK();
+}
+
+Status FillAppendSteps(std::span<std::byte> payload, std::span<const uint64_t> trajectory_ids,
+                       std::span<const int64_t> step_numbers) {
+  std::byte* ids = nullptr;
+  std::byte* steps = nullptr;
+  size_t n = 0;
+  REPLAYDB_RETURN_IF_ERROR(EntryFields(payload, &ids, &steps, &n));
+  if (trajectory_ids.size() != n || step_numbers.size() != n) {
+    return Status::InvalidArgument("AppendSteps record of " + std::to_string(n) +
+                                   " entries given " + std::to_string(trajectory_ids.size()) +
+                                   " trajectory ids and " + std::to_string(step_numbers.size()) +
+                                   " step numbers");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t id = flatbuffers::EndianScalar(trajectory_ids[i]);
+    const int64_t step = flatbuffers::EndianScalar(step_numbers[i]);
     std::memcpy(ids + i * sizeof(id), &id, sizeof(id));
     std::memcpy(steps + i * sizeof(step), &step, sizeof(step));
   }

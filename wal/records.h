@@ -130,6 +130,11 @@ Status Decode(std::span<const std::byte> payload, ClearTableRecord* out);
 // server logs the record's own bytes once they are filled in. The payload
 // must decode (Decode's errors otherwise); nothing else in it changes.
 Status FillAppendSteps(std::span<std::byte> payload, uint64_t trajectory_id, int64_t first_step);
+// The same with an id and a step number per entry (a vector step's, one per
+// environment): InvalidArgument unless the payload has ids.size() entries
+// and steps.size() == ids.size().
+Status FillAppendSteps(std::span<std::byte> payload, std::span<const uint64_t> ids,
+                       std::span<const int64_t> steps);
 
 }  // namespace replaydb::wal
 

@@ -103,7 +103,8 @@ Result<uint64_t> TableImpl::LogStepsRecordLocked(const Trajectory& t,
 Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
                                                  std::span<const int64_t> dest,
                                                  const VectorSteps& steps,
-                                                 std::span<const double> priorities) {
+                                                 std::span<const double> priorities,
+                                                 std::span<std::byte> record) {
   if (log_ == nullptr) return uint64_t{0};
   const size_t n = slots.size();
   std::vector<uint64_t> ids;
@@ -118,6 +119,13 @@ Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
     if (!priorities.empty()) prios.push_back(priorities[env]);
   }
   if (envs.empty()) return uint64_t{0};
+  if (!record.empty() && envs.size() == n) {
+    REPLAYDB_RETURN_IF_ERROR(wal::FillAppendSteps(record, ids, step_index)
+                                 .WithContext("table " + Quoted(name_) + ": a remote vector step"));
+    Result<uint64_t> seq = log_->Append(wal::RecordType::kAppendSteps, record);
+    if (!seq.ok()) return seq.status().WithContext("table " + Quoted(name_));
+    return seq;
+  }
   std::vector<const std::byte*> host(steps.columns.begin(), steps.columns.end());
   if (steps.device) {
     // One copy per column of the whole device array, ordered after the
@@ -147,7 +155,7 @@ Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
   for (size_t env : envs) {
     for (size_t c = 0; c < columns_.size(); ++c) {
       const size_t cb = layout_.column_bytes[c];
-      std::memcpy(data, host[c] + env * cb, cb);
+      std::memcpy(data, host[c] + env * (steps.row_bytes != 0 ? steps.row_bytes : cb), cb);
       data += cb;
     }
   }

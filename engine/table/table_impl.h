@@ -331,9 +331,15 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // returned, naming the environment; a failed copy, scatter or log record
   // fails the environments it carried and ends the call. `*log_seq` (may be
   // null) gets the last log record.
+  // `record` (may be empty): the step's own AppendSteps record (a remote
+  // vector writer's, one entry per environment, its data being `steps`),
+  // logged as it is, with each environment's trajectory id and step number
+  // filled in, where every environment goes in at once (else the engine
+  // encodes the record of those that did).
   Status AppendVectorStep(std::span<WriterSlot> slots, const VectorSteps& steps,
                           std::span<const double> priorities, Deadline deadline,
-                          VectorScratch* scratch, uint64_t* log_seq = nullptr);
+                          VectorScratch* scratch, uint64_t* log_seq = nullptr,
+                          std::span<std::byte> record = {});
 
  protected:
   // ---- what a vector table (engine/table/vector_table.h) does differently
@@ -467,7 +473,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock, std::span<WriterSlot> slots,
                                  size_t begin, size_t end, const VectorSteps& steps,
                                  std::span<const double> priorities, VectorScratch* scratch,
-                                 uint64_t* log_seq, Status* first_error);
+                                 uint64_t* log_seq, Status* first_error,
+                                 std::span<std::byte> record);
 
   // ---- items (table_items.h, inline)
 
@@ -602,10 +609,13 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Logs the vector steps of the environments with dest >= 0 (one record);
   // `slots`, `dest`, `columns` and `priorities` (empty or one per
   // environment) cover the same environments. Device rows are copied to the
-  // host first.
+  // host first. `record` (may be empty): the steps' own record, logged as
+  // it is (ids and step numbers filled in) when every environment has
+  // dest >= 0.
   Result<uint64_t> LogVectorStepsLocked(std::span<WriterSlot> slots, std::span<const int64_t> dest,
                                         const VectorSteps& steps,
-                                        std::span<const double> priorities);
+                                        std::span<const double> priorities,
+                                        std::span<std::byte> record = {});
   // Copies steps [from, to) of a trajectory whose blocks are at `blocks`
   // (its block addresses, taken under the lock; the trajectory pinned) to
   // `out`, step-major (the WAL's layout). Called without the lock.

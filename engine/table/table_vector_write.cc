@@ -51,7 +51,8 @@ void PrefetchTrajectory(const Trajectory* t) {
 
 Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorSteps& steps,
                                    std::span<const double> priorities, Deadline deadline,
-                                   VectorScratch* scratch, uint64_t* log_seq) {
+                                   VectorScratch* scratch, uint64_t* log_seq,
+                                   std::span<std::byte> record) {
   const size_t n = slots.size();
   std::unique_lock<std::mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
@@ -127,8 +128,10 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
       note(env, EvictedError(*slot.trajectory));
       DropVectorStepLocked(slot, scratch->reserved[env], &scratch->dest[env], scratch);
     }
-    REPLAYDB_RETURN_IF_ERROR(FinishVectorChunkLocked(lock, slots, begin, end, steps, priorities,
-                                                     scratch, log_seq, &first_error));
+    // The record is the whole vector's: of use only to a chunk that is.
+    REPLAYDB_RETURN_IF_ERROR(FinishVectorChunkLocked(
+        lock, slots, begin, end, steps, priorities, scratch, log_seq, &first_error,
+        begin == 0 && end == n ? record : std::span<std::byte>()));
     begin = end;
   }
   return first_error;
@@ -194,7 +197,8 @@ Status TableImpl::StageVectorRows(int device, const VectorSteps& rows, size_t fi
                                   size_t count, VectorScratch* scratch) const {
   StagedRows& staged = scratch->device_rows;
   REPLAYDB_RETURN_IF_ERROR(staged.Prepare(device, columns_, layout_, count));
-  staged.CopyRows(rows.columns.data(), first_row, count, scratch->fork_join.get());
+  staged.CopyRows(rows.columns.data(), first_row, count, scratch->fork_join.get(),
+                  rows.row_bytes);
   return Status::OK();
 }
 
@@ -203,7 +207,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
                                           const VectorSteps& steps,
                                           std::span<const double> priorities,
                                           VectorScratch* scratch, uint64_t* log_seq,
-                                          Status* first_error) {
+                                          Status* first_error, std::span<std::byte> record) {
   const size_t count = end - begin;
   if (count == 0) return Status::OK();
   std::span<WriterSlot> chunk = slots.subspan(begin, count);
@@ -216,9 +220,9 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
   const size_t num_columns = columns_.size();
   scratch->columns.resize(num_columns);
   for (size_t c = 0; c < num_columns; ++c) {
-    scratch->columns[c] = steps.columns[c] + begin * layout_.column_bytes[c];
+    scratch->columns[c] = steps.Row(c, begin, layout_.column_bytes[c]);
   }
-  const VectorSteps rows{scratch->columns, steps.device, steps.stream};
+  const VectorSteps rows{scratch->columns, steps.device, steps.stream, steps.row_bytes};
   // Undoes every step of the chunk that still has room.
   const auto abandon_all = [&] {
     for (size_t i = 0; i < count; ++i) {
@@ -253,7 +257,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
     const auto copy_row = [&](size_t i, std::byte* block) {
       for (size_t c = 0; c < num_columns; ++c) {
         const size_t cb = layout_.column_bytes[c];
-        CopyRow(row_dst(i, c, block), rows.columns[c] + i * cb, cb);
+        CopyRow(row_dst(i, c, block), rows.Row(c, i, cb), cb);
       }
     };
     // Host-accessible blocks (memcpy, which cannot fail): each row into its
@@ -270,7 +274,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
           std::byte* block = block_of(i);
           for (size_t c = 0; c < num_columns; ++c) {
             const size_t cb = layout_.column_bytes[c];
-            ranges.push_back({row_dst(i, c, block), rows.columns[c] + i * cb, cb});
+            ranges.push_back({row_dst(i, c, block), rows.Row(c, i, cb), cb});
           }
         }
         util::CopyRanges(fj, ranges);
@@ -347,7 +351,7 @@ Status TableImpl::FinishVectorChunkLocked(std::unique_lock<std::mutex>& lock,
     }
   }
   // Logged before they are published: a step the log refused never appears.
-  Result<uint64_t> logged = LogVectorStepsLocked(chunk, dest, rows, chunk_priorities);
+  Result<uint64_t> logged = LogVectorStepsLocked(chunk, dest, rows, chunk_priorities, record);
   if (!logged.ok()) {
     abandon_all();
     return logged.status().WithContext("table " + Quoted(name_) +

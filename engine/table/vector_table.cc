@@ -147,10 +147,36 @@ Status LaneWriterImpl::AppendStep(std::span<const ConstTensor> steps, bool devic
                                    "(its selector is uniform); pass none");
   }
   SetBases(steps, &bases_);
+  return StoreStep(VectorSteps{bases_, device, stream}, {});
+}
+
+Status LaneWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_row,
+                                    int64_t* appended) {
+  *appended = 0;
+  wal::AppendStepsRecord r;
+  REPLAYDB_RETURN_IF_ERROR(DecodeRecordFor(*table_, record, 1, &r));
+  if (first_row != 0 || !r.priorities.empty()) {
+    return Status::InvalidArgument("table '" + table_->name() +
+                                   "': a remote vector step's log record must start at its "
+                                   "first row and carry no priorities (a vector table keeps "
+                                   "none per environment)");
+  }
+  // Column c's [lanes, shape...] after the columns before it.
+  const TableLayout& layout = table_->layout();
+  bases_.resize(layout.column_bytes.size());
+  size_t offset = 0;
+  for (size_t c = 0; c < bases_.size(); ++c) {
+    bases_[c] = r.data.data() + offset;
+    offset += layout.column_bytes[c];
+  }
+  *appended = static_cast<int64_t>(lanes_);
+  return StoreStep(VectorSteps{bases_, /*device=*/false, nullptr}, record);
+}
+
+Status LaneWriterImpl::StoreStep(const VectorSteps& steps, std::span<std::byte> record) {
   uint64_t seq = 0;
-  Status s = table_->AppendVectorStep(std::span<WriterSlot>(&slot_, 1),
-                                      VectorSteps{bases_, device, stream}, priorities,
-                                      DeadlineAfter(options_.timeout), &scratch_, &seq);
+  Status s = table_->AppendVectorStep(std::span<WriterSlot>(&slot_, 1), steps, {},
+                                      DeadlineAfter(options_.timeout), &scratch_, &seq, record);
   // A full segment ends, so that eviction can take it and keys stay below
   // kMaxTrajectorySteps.
   if (s.ok() && slot_.trajectory != nullptr &&

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/table/table_impl.h"
+#include "engine/table/writers.h"
 
 namespace replaydb::engine {
 
@@ -67,7 +68,7 @@ class VectorTableImpl final : public TableImpl {
 // block_steps steps and follows with the next. End and EndMany check their
 // environments and change nothing: with windows of one step an episode's
 // end changes no item.
-class LaneWriterImpl final : public VectorWriter {
+class LaneWriterImpl final : public VectorWriter, public RecordAppender {
  public:
   LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes, const WriterOptions& options);
   ~LaneWriterImpl() override;
@@ -83,10 +84,18 @@ class LaneWriterImpl final : public VectorWriter {
   int threads() const override {
     return scratch_.fork_join != nullptr ? scratch_.fork_join->parts() : 1;
   }
+  // A remote vector writer's step: a record of one entry, the stored step
+  // ([lanes, shape...] per column, the columns one after another).
+  Status AppendRecord(std::span<std::byte> record, int64_t first_row,
+                      int64_t* appended) override;
+  uint32_t table_id() const override { return table_->id(); }
 
  private:
   Status AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,
                     std::span<const double> priorities, std::string_view what);
+  // Stores `steps` (checked) as the segment's next step, `record` its log
+  // record if it came as one; ends a full segment.
+  Status StoreStep(const VectorSteps& steps, std::span<std::byte> record);
 
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;

@@ -54,11 +54,18 @@ struct HostRows {
 };
 
 // One step for each of n environments (TableImpl::AppendVectorStep): row
-// env of column c is at columns[c] + env * column bytes.
+// env of column c is at columns[c] + env * the row stride, row_bytes where
+// it is set (host rows whose columns lie side by side, as a log record's
+// data holds them), else the column's bytes.
 struct VectorSteps {
   std::span<const std::byte* const> columns;
   bool device = false;     // device pointers (AppendFromDevice); else host
   void* stream = nullptr;  // device: the caller's cudaStream_t
+  size_t row_bytes = 0;    // host rows only
+
+  const std::byte* Row(size_t c, size_t env, size_t column_bytes) const {
+    return columns[c] + env * (row_bytes != 0 ? row_bytes : column_bytes);
+  }
 };
 
 // VectorScratch::dest of an environment that a vector append's shared pass

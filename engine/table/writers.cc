@@ -116,33 +116,45 @@ Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
   return table_->SyncLog(seq, options_.sync);
 }
 
+Status DecodeRecordFor(const TableImpl& table, std::span<std::byte> record, int64_t entries,
+                       wal::AppendStepsRecord* r) {
+  const std::string what = "table '" + table.name() + "': a remote append's log record";
+  Status decoded = wal::Decode(record, r);
+  if (!decoded.ok()) return Status::InvalidArgument(what + ": " + decoded.message());
+  if (r->table_id != table.id()) {
+    return Status::InvalidArgument(what + " names table id " + std::to_string(r->table_id) +
+                                   "; this table's id is " + std::to_string(table.id()));
+  }
+  if (r->step_bytes != table.layout().step_bytes) {
+    return Status::InvalidArgument(what + " holds steps of " + std::to_string(r->step_bytes) +
+                                   " bytes; this table's steps take " +
+                                   std::to_string(table.layout().step_bytes));
+  }
+  const int64_t n = static_cast<int64_t>(r->trajectory_ids.size());
+  if (entries >= 0 && n != entries) {
+    return Status::InvalidArgument(what + " holds " + std::to_string(n) + " rows; the writer's " +
+                                   "vector step takes " + std::to_string(entries));
+  }
+  if (!r->priorities.empty()) {
+    REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(table, r->priorities, n, "a remote append"));
+  }
+  return Status::OK();
+}
+
 Status TrajectoryWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_row,
                                           int64_t* appended) {
   *appended = 0;
-  const std::string what = "table '" + table_->name() + "': a remote append's log record";
   wal::AppendStepsRecord r;
-  Status decoded = wal::Decode(record, &r);
-  if (!decoded.ok()) return Status::InvalidArgument(what + ": " + decoded.message());
-  if (r.table_id != table_->id()) {
-    return Status::InvalidArgument(what + " names table id " + std::to_string(r.table_id) +
-                                   "; this table's id is " + std::to_string(table_->id()));
-  }
-  const TableLayout& layout = table_->layout();
-  if (r.step_bytes != layout.step_bytes) {
-    return Status::InvalidArgument(what + " holds steps of " + std::to_string(r.step_bytes) +
-                                   " bytes; this table's steps take " +
-                                   std::to_string(layout.step_bytes));
-  }
+  REPLAYDB_RETURN_IF_ERROR(DecodeRecordFor(*table_, record, -1, &r));
   const int64_t n = static_cast<int64_t>(r.trajectory_ids.size());
   if (first_row < 0 || first_row >= n) {
-    return Status::InvalidArgument(what + " holds " + std::to_string(n) +
+    return Status::InvalidArgument("table '" + table_->name() +
+                                   "': a remote append's log record holds " + std::to_string(n) +
                                    " steps; it has none from step " + std::to_string(first_row));
-  }
-  if (!r.priorities.empty()) {
-    REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, r.priorities, n, "a remote append"));
   }
   // Column c of row i at data + i * step_bytes + (the bytes of the columns
   // before c).
+  const TableLayout& layout = table_->layout();
   bases_.resize(layout.column_bytes.size());
   size_t offset = static_cast<size_t>(first_row) * layout.step_bytes;
   for (size_t c = 0; c < bases_.size(); ++c) {
@@ -210,6 +222,35 @@ Status VectorWriterImpl::Append(std::span<const ConstTensor> steps,
   Status s = table_->AppendVectorStep(slots_, VectorSteps{bases_, /*device=*/false, nullptr},
                                       priorities, DeadlineAfter(options_.timeout), &scratch_,
                                       &seq);
+  Status synced = table_->SyncLog(seq, options_.sync);
+  return s.ok() ? synced : s;
+}
+
+Status VectorWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_row,
+                                      int64_t* appended) {
+  *appended = 0;
+  const int64_t n = static_cast<int64_t>(slots_.size());
+  wal::AppendStepsRecord r;
+  REPLAYDB_RETURN_IF_ERROR(DecodeRecordFor(*table_, record, n, &r));
+  if (first_row != 0) {
+    return Status::InvalidArgument("table '" + table_->name() +
+                                   "': a remote vector step starts at environment 0, not " +
+                                   std::to_string(first_row));
+  }
+  // Environment e's column c at data + e * step_bytes + (the bytes of the
+  // columns before c).
+  const TableLayout& layout = table_->layout();
+  bases_.resize(layout.column_bytes.size());
+  size_t offset = 0;
+  for (size_t c = 0; c < bases_.size(); ++c) {
+    bases_[c] = r.data.data() + offset;
+    offset += layout.column_bytes[c];
+  }
+  uint64_t seq = 0;
+  Status s = table_->AppendVectorStep(
+      slots_, VectorSteps{bases_, /*device=*/false, nullptr, layout.step_bytes}, r.priorities,
+      DeadlineAfter(options_.timeout), &scratch_, &seq, record);
+  *appended = n;
   Status synced = table_->SyncLog(seq, options_.sync);
   return s.ok() ? synced : s;
 }

@@ -1,8 +1,9 @@
 // TrajectoryWriter and VectorWriter implementations: schema checks on the
-// caller's thread, then one TableImpl::AppendStep per step (into a table in
-// device memory, TableImpl::AppendStepsToDevice for all of a call's steps;
-// a vector step: one TableImpl::AppendVectorStep for every environment). A
-// vector table's writer is LaneWriterImpl (engine/table/vector_table.h).
+// caller's thread, then TableImpl::AppendStep for one step, AppendSteps for
+// several (a vector step: one TableImpl::AppendVectorStep for every
+// environment). A vector table's writer is LaneWriterImpl
+// (engine/table/vector_table.h). Each also takes a remote writer's appends
+// as log records (RecordAppender).
 #ifndef REPLAYDB_ENGINE_TABLE_WRITERS_H_
 #define REPLAYDB_ENGINE_TABLE_WRITERS_H_
 
@@ -11,11 +12,38 @@
 #include <vector>
 
 #include "engine/table/table_impl.h"
+#include "wal/records.h"
 #include "replaydb/table.h"
 
 namespace replaydb::engine {
 
-class TrajectoryWriterImpl final : public TrajectoryWriter {
+// What a served database's writers take from remote writers
+// (rdma/db_service.cc): appends as AppendSteps records of the log
+// (wal/wal.fbs) that the client built for the writer's table (its id and
+// step bytes), the trajectory ids and step numbers left to this side, which
+// fills them in place and logs the record as it is where all its rows go in
+// at once. A trajectory writer's record holds any number of rows; a vector
+// writer's one per environment (a vector table's: one entry, the whole
+// [lanes, shape...] step). InvalidArgument naming the table when the record
+// does not decode or does not fit.
+class RecordAppender {
+ public:
+  virtual ~RecordAppender() = default;
+  // Rows [first_row, n) of `record` (a vector writer's: first_row 0);
+  // *appended counts the rows stored (a vector writer's: all it tried,
+  // whatever environments failed; the first failure is returned).
+  virtual Status AppendRecord(std::span<std::byte> record, int64_t first_row,
+                              int64_t* appended) = 0;
+  // The table's id (TableDef.id), which such records name.
+  virtual uint32_t table_id() const = 0;
+};
+
+// Decodes `record` for `table`: its id and step bytes must be the table's,
+// and it must hold `entries` rows (-1: any number, at least one).
+Status DecodeRecordFor(const TableImpl& table, std::span<std::byte> record, int64_t entries,
+                       wal::AppendStepsRecord* out);
+
+class TrajectoryWriterImpl final : public TrajectoryWriter, public RecordAppender {
  public:
   TrajectoryWriterImpl(std::shared_ptr<TableImpl> table, const WriterOptions& options);
   ~TrajectoryWriterImpl() override;
@@ -27,17 +55,11 @@ class TrajectoryWriterImpl final : public TrajectoryWriter {
   uint64_t trajectory_id() const override;
   int64_t num_steps() const override;
 
-  // A remote writer's append (rdma/db_service.cc): rows [first_row, n) of
-  // `record`, an AppendSteps record of the log (wal/wal.fbs) that the
-  // client built for this table (its id and step bytes), the trajectory ids
-  // and step numbers left to this side. Logged as it is, with those filled
-  // in, where all its rows go in as one run (TableImpl::AppendSteps).
-  // InvalidArgument naming the table when the record does not decode or
-  // does not fit the table; *appended counts the rows stored (all unless an
-  // error says otherwise).
-  Status AppendRecord(std::span<std::byte> record, int64_t first_row, int64_t* appended);
-  // The table's id (TableDef.id), which such records name.
-  uint32_t table_id() const { return table_->id(); }
+  // (Logged as it is where all its rows go in as one run:
+  // TableImpl::AppendSteps.)
+  Status AppendRecord(std::span<std::byte> record, int64_t first_row,
+                      int64_t* appended) override;
+  uint32_t table_id() const override { return table_->id(); }
 
  private:
   // The set of staged rows for this call's turn.
@@ -56,7 +78,7 @@ class TrajectoryWriterImpl final : public TrajectoryWriter {
   size_t staged_turn_ = 0;
 };
 
-class VectorWriterImpl final : public VectorWriter {
+class VectorWriterImpl final : public VectorWriter, public RecordAppender {
  public:
   VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_envs,
                    const WriterOptions& options);
@@ -68,6 +90,9 @@ class VectorWriterImpl final : public VectorWriter {
   Status AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
                           std::span<const double> priorities) override;
   size_t num_envs() const override { return slots_.size(); }
+  Status AppendRecord(std::span<std::byte> record, int64_t first_row,
+                      int64_t* appended) override;
+  uint32_t table_id() const override { return table_->id(); }
   uint64_t trajectory_id(size_t env) const override;
   int threads() const override {
     return scratch_.fork_join != nullptr ? scratch_.fork_join->parts() : 1;

@@ -1290,6 +1290,146 @@ TEST(RemoteDBTest, TheServerLogsEachAppendAsTheRecordTheClientBuilt) {
   }
 }
 
+// The AppendSteps records of table `table_id` in the log at `wal_dir`, each
+// as its bytes, oldest first.
+std::vector<std::string> LoggedSteps(const std::string& wal_dir, uint32_t table_id) {
+  std::vector<std::string> logged;
+  wal::ReplayReport report;
+  EXPECT_OK(wal::Replay(
+      Env::Default(), wal_dir, 0, RecoveryMode::kTolerateTornTail,
+      [&](wal::RecordType type, std::span<const std::byte> payload) {
+        if (type != wal::RecordType::kAppendSteps) return Status::OK();
+        wal::AppendStepsRecord r;
+        REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+        if (r.table_id == table_id) {
+          logged.emplace_back(reinterpret_cast<const char*>(payload.data()), payload.size());
+        }
+        return Status::OK();
+      },
+      &report));
+  return logged;
+}
+
+// A remote vector writer's steps are their own log records too: one entry
+// per environment, each with its trajectory id and step number filled in by
+// the server (environment 1 ends midway and starts again at step 0); a
+// vector table's (lanes) step is one entry of the whole [lanes, shape...]
+// step, which the table reads back as sent. The server logs each byte for
+// byte as the client built it.
+TEST(RemoteDBTest, TheServerLogsEachVectorStepAsTheRecordTheClientBuilt) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(seed));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  std::mt19937_64 rng(seed + 3);
+  TableSpec per_env = RandomSpec(rng, "envs");
+  TableSpec lanes;
+  lanes.name = "lanes";
+  lanes.columns = {{"obs", DType::kF32, Shape{3}}, {"flag", DType::kU8, Shape{2}}};
+  lanes.lanes = 4;
+  lanes.block_steps = 8;
+  lanes.capacity_steps = 64;
+  for (const TableSpec& spec : {per_env, lanes}) {
+    SCOPED_TRACE("table '" + spec.name + "'");
+    ASSERT_OK_AND_ASSIGN(auto rt, remote->CreateTable(spec));
+    const size_t envs = spec.lanes > 1 ? static_cast<size_t>(spec.lanes) : 3;
+    size_t row_bytes = 0;
+    for (const ColumnSpec& c : spec.columns) row_bytes += c.step_bytes();
+    ASSERT_OK_AND_ASSIGN(auto writer, rt->NewVectorWriter(envs));
+    std::vector<std::string> want;
+    std::vector<std::vector<std::string>> columns_sent;  // per step: each column's bytes
+    std::vector<int64_t> length(envs, 0);
+    wal::RecordBuilder builder;
+    uint32_t table_id = 0;
+    std::vector<std::vector<uint64_t>> ids_per_step;
+    std::vector<std::vector<int64_t>> steps_per_step;
+    for (int step = 0; step < 5; ++step) {
+      std::vector<std::string> cols(spec.columns.size());
+      std::vector<ConstTensor> views;
+      for (size_t c = 0; c < spec.columns.size(); ++c) {
+        cols[c].resize(spec.columns[c].step_bytes() * envs);
+        for (char& b : cols[c]) b = static_cast<char>(rng());
+        views.push_back({spec.columns[c].dtype,
+                         spec.columns[c].shape.Prepend(static_cast<int64_t>(envs)),
+                         reinterpret_cast<const std::byte*>(cols[c].data()), cols[c].size()});
+      }
+      ASSERT_OK(writer->Append(views));
+      std::vector<uint64_t> ids;
+      std::vector<int64_t> steps;
+      for (size_t e = 0; e < (spec.lanes > 1 ? 1 : envs); ++e) {
+        ids.push_back(writer->trajectory_id(e));
+        steps.push_back(length[e]++);
+      }
+      ids_per_step.push_back(ids);
+      steps_per_step.push_back(steps);
+      columns_sent.push_back(cols);
+      if (step == 2 && spec.lanes <= 1) {
+        ASSERT_OK(writer->End(1, EndReason::kTerminal));
+        length[1] = 0;
+      }
+    }
+    // The table's id: that of the record of the first step of the first
+    // environment's trajectory.
+    wal::ReplayReport report;
+    ASSERT_OK(wal::Replay(
+        Env::Default(), s.dir.Sub("a") + "/wal", 0, RecoveryMode::kTolerateTornTail,
+        [&](wal::RecordType type, std::span<const std::byte> payload) {
+          if (type != wal::RecordType::kAppendSteps) return Status::OK();
+          wal::AppendStepsRecord r;
+          REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+          if (!r.trajectory_ids.empty() && r.trajectory_ids[0] == ids_per_step[0][0] &&
+              r.steps[0] == 0) {
+            table_id = r.table_id;
+          }
+          return Status::OK();
+        },
+        &report));
+    ASSERT_NE(table_id, 0u);
+    const std::vector<std::string> logged = LoggedSteps(s.dir.Sub("a") + "/wal", table_id);
+    for (size_t k = 0; k < columns_sent.size(); ++k) {
+      const auto& cols = columns_sent[k];
+      if (spec.lanes > 1) {
+        size_t bytes = 0;
+        for (const std::string& c : cols) bytes += c.size();
+        std::byte* data = builder.AppendSteps(table_id, static_cast<uint32_t>(bytes),
+                                              ids_per_step[k], steps_per_step[k], {});
+        for (const std::string& c : cols) {
+          std::memcpy(data, c.data(), c.size());
+          data += c.size();
+        }
+      } else {
+        std::byte* data = builder.AppendSteps(table_id, static_cast<uint32_t>(row_bytes),
+                                              ids_per_step[k], steps_per_step[k], {});
+        for (size_t e = 0; e < envs; ++e) {
+          for (size_t c = 0; c < cols.size(); ++c) {
+            const size_t cb = spec.columns[c].step_bytes();
+            std::memcpy(data, cols[c].data() + e * cb, cb);
+            data += cb;
+          }
+        }
+      }
+      want.emplace_back(reinterpret_cast<const char*>(builder.payload().data()),
+                        builder.payload().size());
+    }
+    ASSERT_EQ(logged.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(logged[i], want[i]) << "record " << i;
+    }
+    if (spec.lanes > 1) {
+      TrajectorySteps read;
+      ASSERT_OK(rt->ReadTrajectory(ids_per_step[0][0], 0, 5, &read));
+      for (size_t c = 0; c < spec.columns.size(); ++c) {
+        std::string sent;
+        for (const auto& cols : columns_sent) sent += cols[c];
+        ASSERT_EQ(read.columns[c].size_bytes(), sent.size());
+        EXPECT_EQ(std::memcmp(read.columns[c].data(), sent.data(), sent.size()), 0)
+            << "column " << c;
+      }
+    }
+  }
+}
+
 TEST(RemoteDBTest, ABadStepIsRefusedNamingTheColumnAndNothingIsStored) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
