@@ -8,19 +8,23 @@ std::shared_ptr<Trajectory> TrajectoryStore::StartNew() {
   if (next_id_ > kMaxTrajectoryId) return nullptr;
   std::shared_ptr<Trajectory> t = Make(next_id_++);
   map_.emplace_hint(map_.end(), t->id, t);  // the largest id
+  by_id_.Insert(t->id, t);
   return t;
 }
 
 void TrajectoryStore::Insert(std::shared_ptr<Trajectory> t) {
   NoteId(t->id);
   const uint64_t id = t->id;
+  by_id_.Insert(id, t);
   map_.emplace(id, std::move(t));
 }
 
 void TrajectoryStore::Erase(Trajectory& t) {
   ended_.erase({t.hot_seq, t.id});
   Unrank(t);
-  map_.erase(t.id);
+  const uint64_t id = t.id;
+  by_id_.Erase(id);
+  map_.erase(id);  // last: this may drop the final reference to t
 }
 
 void TrajectoryStore::MarkEnded(Trajectory& t, EndReason reason) {
@@ -35,11 +39,11 @@ void TrajectoryStore::MarkEnded(Trajectory& t, EndReason reason) {
 std::shared_ptr<Trajectory> TrajectoryStore::PickVictim(const Trajectory& requester) const {
   if (options_.eviction == EvictionPolicy::kLowestPriority) {
     for (const auto& [priority, id] : ranked_) {
-      if (id != requester.id) return map_.at(id);
+      if (id != requester.id) return At(id);
     }
   }
   for (const auto& [seq, id] : ended_) {
-    if (id != requester.id) return map_.at(id);
+    if (id != requester.id) return At(id);
   }
   for (const auto& [id, t] : map_) {
     if (id != requester.id && !t->blocks.empty()) return t;

@@ -17,6 +17,7 @@
 #ifndef REPLAYDB_INDEX_TRAJECTORY_STORE_H_
 #define REPLAYDB_INDEX_TRAJECTORY_STORE_H_
 
+#include <cassert>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "index/id_index.h"
 #include "replaydb/options.h"
 #include "replaydb/table.h"
 #include "replaydb/types.h"
@@ -107,16 +109,23 @@ class TrajectoryStore {
 
   // The trajectory with `id`, or null when it is not in the hot tier.
   Trajectory* Find(uint64_t id) const {
-    auto it = map_.find(id);
-    return it == map_.end() ? nullptr : it->second.get();
+    const std::shared_ptr<Trajectory>* t = by_id_.Find(id);
+    return t == nullptr ? nullptr : t->get();
   }
   // The same, shared (a copy of the store's pointer), or null.
   std::shared_ptr<Trajectory> FindShared(uint64_t id) const {
-    auto it = map_.find(id);
-    return it == map_.end() ? nullptr : it->second;
+    const std::shared_ptr<Trajectory>* t = by_id_.Find(id);
+    return t == nullptr ? nullptr : *t;
   }
   // REQUIRES: a trajectory with `id` is in the store.
-  const std::shared_ptr<Trajectory>& At(uint64_t id) const { return map_.at(id); }
+  const std::shared_ptr<Trajectory>& At(uint64_t id) const {
+    const std::shared_ptr<Trajectory>* t = by_id_.Find(id);
+    assert(t != nullptr);
+    return *t;
+  }
+  // Starts loading what At(id) reads first (a batch of draws prefetches
+  // each draw's line before it looks any of them up).
+  void PrefetchId(uint64_t id) const { by_id_.Prefetch(id); }
   // Every trajectory, by id.
   const Map& trajectories() const { return map_; }
   size_t size() const { return map_.size(); }
@@ -224,7 +233,8 @@ class TrajectoryStore {
   }
 
   const Options options_;
-  Map map_;
+  Map map_;  // by id, in order
+  IdIndex<Trajectory> by_id_;  // the same, for lookups
   // The ended trajectories as (hot_seq, id): the longest in the tier first.
   std::set<std::pair<uint64_t, uint64_t>> ended_;
   // kLowestPriority: ended trajectories by (best live priority, id).

@@ -16,6 +16,11 @@ class HostDraws final : public DrawStrategy {
  public:
   HostDraws(std::string table, std::unique_ptr<index::Selector> selector)
       : DrawStrategy(std::move(table), std::move(selector)) {}
+
+  void HostDrawMany(util::Random& rng, bool stratified,
+                    std::span<index::Selection> out) override {
+    selector_->SelectMany(rng, stratified, out);
+  }
 };
 
 }  // namespace

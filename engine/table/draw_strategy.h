@@ -71,6 +71,15 @@ class DrawStrategy {
   virtual index::Selection HostDraw(int64_t /*b*/, util::Random& rng, index::Stratum stratum) {
     return selector_->Select(rng, stratum);
   }
+  // Draws 0 .. out.size() - 1 at once, where nothing the caller does
+  // between draws changes the selector (the host's draws: the selector's
+  // SelectMany).
+  virtual void HostDrawMany(util::Random& rng, bool stratified, std::span<index::Selection> out) {
+    const int64_t n = static_cast<int64_t>(out.size());
+    for (int64_t b = 0; b < n; ++b) {
+      out[b] = HostDraw(b, rng, stratified ? index::Stratum{b, n} : index::Stratum{});
+    }
+  }
   // Draw b's importance weight with exponent `beta` divided by the largest
   // any live item could get (WeightNormalization::kBuffer), right after
   // HostDraw(b) drew an item of `priority`: 2^(beta * log2(P_min / P))

@@ -812,6 +812,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // log_'s WalSyncMode as an int, -1 without a log: read by SyncLog without mu_.
   std::atomic<int> log_sync_{-1};
   uint32_t table_id_ = 0;
+  // DrawLocked's batch of draws and their trajectories, kept between calls.
+  std::vector<index::Selection> draw_sels_;
+  std::vector<const std::shared_ptr<Trajectory>*> draw_trajectories_;
   wal::RecordBuilder record_;
   // LogStepsLocked's lists for record_, kept between calls.
   std::vector<uint64_t> log_ids_;

@@ -194,11 +194,41 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
   if (buffer_weights) out->weights.resize(B);
   windows->clear();
   windows->reserve(B);
+  const auto stratum_of = [&](int64_t b) {
+    return options.stratified ? index::Stratum{b, B} : index::Stratum{};
+  };
+  // Where no draw can remove an item (max_times_sampled), the draws do not
+  // depend on what the loop below does with them: all are made first, in the
+  // same order (the same random numbers), and each stage of finding their
+  // items runs over the whole batch, prefetching the next stage's lines, so
+  // that the draws' cache misses overlap instead of following each other
+  // (a draw from a large table is a chain of them: the trajectory's index
+  // entry, the trajectory, its block list, the item's metadata).
+  const bool removes = take && max_times_sampled_ > 0;
+  if (!removes) {
+    draw_sels_.resize(static_cast<size_t>(B));
+    draw_trajectories_.resize(static_cast<size_t>(B));
+    draws_->HostDrawMany(rng_, options.stratified, draw_sels_);
+    for (int64_t b = 0; b < B; ++b) store_.PrefetchId(ItemKeyTrajectory(draw_sels_[b].key));
+    for (int64_t b = 0; b < B; ++b) {
+      draw_trajectories_[b] = &store_.At(ItemKeyTrajectory(draw_sels_[b].key));
+      __builtin_prefetch(draw_trajectories_[b]->get());
+    }
+    const int64_t bs = layout_.block_steps;
+    for (int64_t b = 0; b < B; ++b) {
+      const Trajectory& t = **draw_trajectories_[b];
+      __builtin_prefetch(&t.blocks[static_cast<size_t>(ItemKeyStart(draw_sels_[b].key) / bs)]);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      __builtin_prefetch(&store_.ItemAt(**draw_trajectories_[b], ItemKeyStart(draw_sels_[b].key)));
+    }
+  }
   std::vector<ItemKey> removed_keys;
   for (int64_t b = 0; b < B; ++b) {
-    const index::Stratum stratum = options.stratified ? index::Stratum{b, B} : index::Stratum{};
-    const index::Selection sel = draws_->HostDraw(b, rng_, stratum);
-    const std::shared_ptr<Trajectory>& tp = store_.At(ItemKeyTrajectory(sel.key));
+    const index::Selection sel =
+        removes ? draws_->HostDraw(b, rng_, stratum_of(b)) : draw_sels_[b];
+    const std::shared_ptr<Trajectory>& tp =
+        removes ? store_.At(ItemKeyTrajectory(sel.key)) : *draw_trajectories_[b];
     Trajectory& t = *tp;
     const int64_t start = ItemKeyStart(sel.key);
     ItemState& item = store_.ItemAt(t, start);

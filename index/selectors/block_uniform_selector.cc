@@ -285,4 +285,22 @@ Selection BlockUniformSelector::Select(util::Random& rng, Stratum /*stratum*/) c
   }
 }
 
+void BlockUniformSelector::SelectMany(util::Random& rng, bool /*stratified*/,
+                                      std::span<Selection> out) const {
+  assert(size_ > 0 && "BlockUniformSelector::SelectMany on an empty selector");
+  const double probability = 1.0 / static_cast<double>(size_);
+  const size_t listed = Listed();
+  // The picks first (out[b].key holds pick b's entry index meanwhile).
+  for (Selection& s : out) {
+    const size_t at = front_ + rng.Uniform(listed);
+    __builtin_prefetch(&entries_[at]);
+    s.key = at;
+  }
+  for (Selection& s : out) {
+    Entry e = entries_[s.key];
+    while (!Present(e)) e = entries_[front_ + rng.Uniform(listed)];
+    s = {KeyAt(e.slot), probability};
+  }
+}
+
 }  // namespace replaydb::index

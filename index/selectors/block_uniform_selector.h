@@ -66,6 +66,9 @@ class BlockUniformSelector final : public Selector {
   void Update(const ItemRef& item, double new_priority) override;
   size_t size() const override { return size_; }
   Selection Select(util::Random& rng, Stratum stratum) const override;
+  // Each draw's entry picked first and prefetched, then read: a draw that
+  // meets a removed entry draws again, after the others were picked.
+  void SelectMany(util::Random& rng, bool stratified, std::span<Selection> out) const override;
 
   // Entries listed, present or not (for tests: at most 2 * size() + 64
   // after any call).

@@ -198,6 +198,26 @@ Selection PrioritizedSelector::Select(util::Random& rng, Stratum stratum) const 
   return {slot_keys_[slot], tree_.Get(slot) / total};
 }
 
+void PrioritizedSelector::SelectMany(util::Random& rng, bool stratified,
+                                     std::span<Selection> out) const {
+  const double total = tree_.Total();
+  const size_t n = out.size();
+  if (slots_.empty() || positive_ == 0 || !(total > 0) || n < 2) {
+    Selector::SelectMany(rng, stratified, out);
+    return;
+  }
+  std::vector<double> targets(n);
+  for (size_t b = 0; b < n; ++b) {
+    const double u = rng.NextDouble();
+    targets[b] = stratified ? (static_cast<double>(b) + u) / static_cast<double>(n) * total
+                            : u * total;
+  }
+  std::vector<size_t> slots(n);
+  tree_.FindMany(targets, slots);
+  for (const size_t slot : slots) __builtin_prefetch(&slot_keys_[slot]);
+  for (size_t b = 0; b < n; ++b) out[b] = {slot_keys_[slots[b]], tree_.Get(slots[b]) / total};
+}
+
 double PrioritizedSelector::Log2MinProbabilityRatio(double priority) const {
   if (positive_ == 0 || exponent_ == 0 || !(priority > 0)) return 0;
   // P_min / P = (p_min / p)^exponent, in log space.

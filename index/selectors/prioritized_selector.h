@@ -95,6 +95,9 @@ class PrioritizedSelector final : public Selector {
   // builds stay memory-safe when these break: an out-of-range stratum
   // clamps to the first or last item.)
   Selection Select(util::Random& rng, Stratum stratum) const override;
+  // The targets drawn in Select's order (the same random numbers), then
+  // found together (SumTree::FindMany).
+  void SelectMany(util::Random& rng, bool stratified, std::span<Selection> out) const override;
   bool has_mass() const override { return !slots_.empty(); }
   double Log2MinProbabilityRatio(double priority) const override;
 

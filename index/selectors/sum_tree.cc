@@ -88,4 +88,39 @@ size_t SumTree::Find(double target) const {
   return node - capacity_;
 }
 
+void SumTree::FindMany(std::span<const double> targets, std::span<size_t> out) const {
+  assert(Total() > 0 && "SumTree::FindMany on a tree without mass");
+  assert(out.size() == targets.size());
+  const double* nodes = nodes_.data();
+  constexpr double kPastTheEnd = std::numeric_limits<double>::infinity();
+  // Each descent's target as it goes down (Find's `target`), in `left`.
+  std::vector<double> left(targets.begin(), targets.end());
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!(left[i] < nodes[1])) left[i] = kPastTheEnd;
+    out[i] = 1;
+  }
+  // Every leaf is at the same depth: one pass per level.
+  for (size_t level = 1; level < capacity_; level *= 2) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      const size_t node = out[i];
+      const size_t l = 2 * node;
+      const double left_sum = nodes[l];
+      const double right_sum = nodes[l + 1];
+      double target = left[i];
+      size_t next;
+      if (left_sum > 0 && (target < left_sum || right_sum == 0)) {
+        next = l;
+      } else {
+        target -= left_sum;
+        if (!(target < right_sum)) target = kPastTheEnd;
+        next = l + 1;
+      }
+      left[i] = target;
+      out[i] = next;
+      if (2 * next < 2 * capacity_) __builtin_prefetch(&nodes[2 * next]);
+    }
+  }
+  for (size_t& node : out) node -= capacity_;
+}
+
 }  // namespace replaydb::index

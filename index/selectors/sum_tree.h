@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <span>
 #include <vector>
 
 namespace replaydb::index {
@@ -70,6 +71,12 @@ class SumTree {
   // Total() (or NaN) the last positive one. The result always has
   // Get(slot) > 0. REQUIRES: Total() > 0.
   size_t Find(double target) const;
+  // Find for every target (out[i] = Find(targets[i]), the same arithmetic),
+  // the descents made together a level at a time, each prefetching its
+  // next node's children, so that the misses of a large tree's lower
+  // levels overlap across the targets. REQUIRES: as Find;
+  // out.size() == targets.size().
+  void FindMany(std::span<const double> targets, std::span<size_t> out) const;
 
  private:
   // Recomputes every internal node from the leaves: O(capacity()).

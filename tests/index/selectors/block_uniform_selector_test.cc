@@ -42,6 +42,14 @@ void CheckAgainst(const BlockUniformSelector& selector, const Model& model, util
     ASSERT_TRUE(keys.count(s.key)) << "drew key " << s.key << ", which is not present";
     ASSERT_EQ(s.probability, 1.0 / static_cast<double>(model.size()));
   }
+  // The batched draws too (their picks made first, removed entries drawn
+  // again after).
+  std::vector<Selection> many(1 + rng.Uniform(16));
+  selector.SelectMany(rng, /*stratified=*/false, many);
+  for (const Selection& s : many) {
+    ASSERT_TRUE(keys.count(s.key)) << "SelectMany drew key " << s.key << ", which is not present";
+    ASSERT_EQ(s.probability, 1.0 / static_cast<double>(model.size()));
+  }
 }
 
 // A table's pattern, with blocks of `block_steps` slots: a trajectory takes

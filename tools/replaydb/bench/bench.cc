@@ -593,6 +593,7 @@ std::vector<CaseWithTarget> AllCases(bool big) {
   for (CaseWithTarget& c : DurabilityCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : ColdCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : RemoteCases()) cases.push_back(std::move(c));
+  for (CaseWithTarget& c : ScaleCases()) cases.push_back(std::move(c));
   // Before the priority cases, whose shared table stays until the run ends.
   for (CaseWithTarget& c : GpuCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : PriorityCases(big)) cases.push_back(std::move(c));
@@ -685,6 +686,8 @@ void PrintTableFooter() {
       "  remote_sample step_bytes=4096 batch=256 L=32     >= 60%% of tag_bw (ratio >= 0.60)\n"
       "  remote_small                                     p50 <= 1.5 x (am_lat round trip + the "
       "local call)\n"
+      "  sample_scale steps=50M batch=256 L=32            p50 <= 2 x random_window_read (ratio <= "
+      "2.00)\n"
       "remote rows: a `replaydb serve` process and this one over UCX_TLS=tcp on 127.0.0.1; their\n"
       "ceilings come from ucx_perftest (ucx-utils) run in the same invocation over tcp:\n"
       "ucp_am_bw of messages of a call's bytes (16 KiB, 1 MiB), tag_bw of 4 MiB, ucp_am_lat of\n"
@@ -693,6 +696,10 @@ void PrintTableFooter() {
       "baseline measured in the same run (prefix sum + search, or prefix-sum rebuild) and\n"
       "ratio = value / baseline, so 1 / ratio is the speed-up; the vector_insert row likewise\n"
       "(microseconds per call against one copy of the same bytes)\n"
+      "sample_scale rows: p50 microseconds of Sample(256) of windows of 32 steps of 16 B from a\n"
+      "table of 1M, 10M or 50M steps (trajectories of 1024 steps, all hot, unlogged) against the\n"
+      "same run's random_window_read: p50 of 256 random 512-byte reads from an array of the same\n"
+      "steps, copied into a batch (the floor of any design that reads each window once)\n"
       "ceilings (same run; one thread unless said):\n"
       "  %-22s memcpy of the same step-sized chunks from a %" PRId64
       "-step source into a ring the size of the table's hot tier\n"

@@ -353,6 +353,9 @@ std::vector<CaseWithTarget> ColdCases();
 // remote_sample, remote_small, each against a `replaydb serve` process, with
 // ucx_perftest's ceilings.
 std::vector<CaseWithTarget> RemoteCases();
+// The draw-scaling benches (tools/replaydb/bench/bench_scale.cc):
+// sample_scale at 1M, 10M and 50M steps against a random-read floor.
+std::vector<CaseWithTarget> ScaleCases();
 
 }  // namespace replaydb::tools
 
