@@ -106,16 +106,14 @@ void SumTree::FindMany(std::span<const double> targets, std::span<size_t> out) c
       const size_t l = 2 * node;
       const double left_sum = nodes[l];
       const double right_sum = nodes[l + 1];
-      double target = left[i];
-      size_t next;
-      if (left_sum > 0 && (target < left_sum || right_sum == 0)) {
-        next = l;
-      } else {
-        target -= left_sum;
-        if (!(target < right_sum)) target = kPastTheEnd;
-        next = l + 1;
-      }
-      left[i] = target;
+      // Find's step without branches (the way down is a coin flip per
+      // level: a branch would mispredict half the time).
+      const double target = left[i];
+      const bool go_left = left_sum > 0 && (target < left_sum || right_sum == 0);
+      const double right_target = target - left_sum;
+      const double clamped = right_target < right_sum ? right_target : kPastTheEnd;
+      left[i] = go_left ? target : clamped;
+      const size_t next = l + (go_left ? 0 : 1);
       out[i] = next;
       if (2 * next < 2 * capacity_) __builtin_prefetch(&nodes[2 * next]);
     }
