@@ -6,7 +6,7 @@
 #   1. nvidia-smi -L
 #   2. the GPU test suites (Gpu*, DevicePriorityTable*, TableDevice*,
 #      TableGpu*, ColdTierGpu*, BlockGather*, DeviceMemory*, DeviceEvent*,
-#      CApiGpu*) plainly,
+#      CApiGpu*, VectorTableGpu*, DrawStrategyGpu*, RemoteDBGpu*) plainly,
 #   3. under compute-sanitizer --tool memcheck,
 #   4. under compute-sanitizer --tool racecheck,
 #   5. `replaydb bench --json --big --filter prio` (n = 1M, 10M, 100M; cpu and
@@ -70,7 +70,7 @@ fi
 export UCX_MEM_MMAP_HOOK_MODE=none
 tests="$bundle/bin/replaydb_tests"
 tool="$bundle/bin/replaydb"
-filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*:CApiGpu*:VectorTableGpu*:DrawStrategyGpu*}"
+filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*:CApiGpu*:VectorTableGpu*:DrawStrategyGpu*:RemoteDBGpu*}"
 unset GTEST_FILTER
 # Under compute-sanitizer, leave out the test that provokes out-of-memory
 # errors on purpose (the sanitizer reports every failed CUDA call).
