@@ -1,20 +1,21 @@
-#include <deque>
-#include <thread>
 #include "rdma/remote_db.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <deque>
 #include <optional>
+#include <thread>
 
 #include "engine/db/catalog.h"
+#include "engine/gpu/device_sampler.h"
 #include "engine/rate_limiter/rate_limiter.h"
 #include "engine/table/device_output.h"
+#include "kernels/runtime/device_memory.h"
 #include "rdma/db_service.h"
 #include "rdma/token.h"
 #include "replaydb/device.h"
 #include "wal/records.h"
-#include "kernels/runtime/device_memory.h"
 
 namespace replaydb {
 
@@ -696,7 +697,7 @@ class RemoteVectorWriter final : public VectorWriter {
   std::vector<uint64_t> ids_;
 };
 
-class RemoteTable final : public Table {
+class RemoteTable final : public Table, public std::enable_shared_from_this<RemoteTable> {
  public:
   RemoteTable(std::shared_ptr<Connection> connection, std::string address, TableSpec spec,
               ConnectOptions options, std::shared_ptr<const std::atomic<bool>> db_closed)
@@ -818,8 +819,15 @@ class RemoteTable final : public Table {
     REPLAYDB_RETURN_IF_ERROR(Lookup(keys, &batch));
     return CopyBatchToDevice(batch, out, stream).WithContext("table '" + name() + "'");
   }
-  Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(const DeviceSamplerOptions&) override {
-    return remote_->NotServed("NewDeviceSampler");
+  // The engine's sampler over this table: its thread draws with
+  // SampleToDevice (the served Sample, then copies from this host) into
+  // batches on the calling thread's current device.
+  Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(
+      const DeviceSamplerOptions& options) override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    return engine::NewDeviceSampler(
+        {shared_from_this(), std::nullopt, remote_->spec.sequence_length, remote_->spec.columns},
+        options);
   }
   // The device arrays are copied to this host (after the work queued on
   // `stream`); as on a local table, negative or non-finite priorities are

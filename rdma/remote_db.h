@@ -2,13 +2,13 @@
 // DB, its Tables and their writers, each call a request over an RpcClient
 // (rdma/rpc.h) in the wire protocol (rdma/WIRE.md).
 //
-// What a remote table does not do (yet), each NotSupported naming it: the
-// calls into GPU memory (SampleToDevice, LookupToDevice, NewDeviceSampler,
-// UpdatePrioritiesFromDevice, a vector writer's AppendFromDevice), the cold
-// tier's calls (Load, LoadRange, ColdTrajectories), DeleteItems,
-// ListTrajectories, ReadTrajectory, ItemPriorities, and the database's
-// maintenance (ExportTable, ImportTable, Wal, Verify, Compact: run them on
-// the server's machine with `replaydb DIR`).
+// The calls into GPU memory (SampleToDevice, LookupToDevice,
+// NewDeviceSampler, UpdatePrioritiesFromDevice, a vector writer's
+// AppendFromDevice) run through this host's memory: the served host call,
+// and copies to or from the caller's device arrays. What a remote database
+// does not do (yet), each NotSupported naming it: the maintenance calls
+// (ExportTable, ImportTable, Wal, Verify, Compact: run them on the server's
+// machine with `replaydb DIR`).
 //
 // Thread safety: as DB and Table (every method from any thread); writers as
 // local ones (one thread at a time each).

@@ -8,9 +8,12 @@
 #include <thread>
 #include <vector>
 
-#include "engine/table/table_impl.h"
+#include "engine/rate_limiter/rate_limiter.h"
 #include "kernels/runtime/device_memory.h"
+#include "kernels/runtime/gpu.h"
 #include "replaydb/device.h"
+#include "util/checked_math.h"
+#include "util/format.h"
 
 namespace replaydb::engine {
 namespace {
@@ -24,8 +27,8 @@ size_t Align(size_t n) { return (n + 255) / 256 * 256; }
 
 class DeviceSamplerImpl final : public DeviceSampler {
  public:
-  DeviceSamplerImpl(std::shared_ptr<TableImpl> table, const DeviceSamplerOptions& options)
-      : table_(std::move(table)), options_(options) {}
+  DeviceSamplerImpl(SamplerSource source, const DeviceSamplerOptions& options)
+      : source_(std::move(source)), table_(source_.table.get()), options_(options) {}
 
   ~DeviceSamplerImpl() override {
     {
@@ -38,13 +41,15 @@ class DeviceSamplerImpl final : public DeviceSampler {
   }
 
   Status Init() {
-    const TableInfo info = table_->Info();
-    device_ = info.device;
+    if (source_.device.has_value()) {
+      device_ = *source_.device;
+    } else {
+      REPLAYDB_ASSIGN_OR_RETURN(device_, kernels::CurrentDevice());
+    }
     REPLAYDB_ASSIGN_OR_RETURN(stream_, DeviceStream::Create(device_));
     const int64_t B = options_.batch_size;
-    const int64_t L = table_->spec().sequence_length;
-    // An item's columns (one environment's row in a vector table).
-    const auto& columns = table_->item_columns();
+    const int64_t L = source_.sequence_length;
+    const auto& columns = source_.columns;
     std::vector<size_t> column_bytes;
     size_t bytes = 0;
     for (size_t c = 0; c < columns.size(); ++c) {
@@ -177,7 +182,15 @@ class DeviceSamplerImpl final : public DeviceSampler {
   }
 
   void Produce() {
+    // Copies into the batches (a remote table's) run on this thread's
+    // device.
+    const Status on_device = kernels::UseDevice(device_);
     std::unique_lock<std::mutex> lock(mu_);
+    if (!on_device.ok()) {
+      error_ = on_device;
+      cv_.notify_all();
+      return;
+    }
     while (true) {
       cv_.wait(lock, [&] { return stop_ || (!free_.empty() && error_.ok()); });
       if (stop_) return;
@@ -196,7 +209,8 @@ class DeviceSamplerImpl final : public DeviceSampler {
     }
   }
 
-  const std::shared_ptr<TableImpl> table_;
+  const SamplerSource source_;
+  Table* const table_;  // source_.table
   const DeviceSamplerOptions options_;
   int device_ = 0;
   DeviceStream stream_;
@@ -214,12 +228,33 @@ class DeviceSamplerImpl final : public DeviceSampler {
 
 }  // namespace
 
-Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(std::shared_ptr<TableImpl> table,
-                                                        const DeviceSamplerOptions& options) {
-  const std::string where = "table '" + table->name() + "': DeviceSampler";
-  if (options.batch_size < 1) {
-    return Status::InvalidArgument(where + " batch_size is " + std::to_string(options.batch_size) +
+Status CheckDeviceSampler(const SamplerSource& source, const DeviceSamplerOptions& options) {
+  const std::string where = "table " + util::Quoted(source.table->name()) + ": DeviceSampler";
+  const int64_t B = options.batch_size;
+  if (B < 1) {
+    return Status::InvalidArgument(where + " batch_size is " + std::to_string(B) +
                                    "; it must be >= 1");
+  }
+  if (B > kMaxBatchSize) {
+    return Status::InvalidArgument(where + " batch_size is " + std::to_string(B) +
+                                   "; it must be at most " + std::to_string(kMaxBatchSize) +
+                                   ", as Table::Sample's");
+  }
+  // Each of its in_flight batches in device memory: B x L steps of every
+  // column and the mask.
+  uint64_t step_bytes = 1;
+  for (const ColumnSpec& c : source.columns) step_bytes += c.step_bytes();
+  uint64_t bytes = 0;
+  const bool fits = util::CheckedMul(static_cast<uint64_t>(B),
+                                     static_cast<uint64_t>(source.sequence_length), &bytes) &&
+                    util::CheckedMul(bytes, step_bytes, &bytes);
+  if (!fits || bytes > kMaxSampleBytes) {
+    return Status::ResourceExhausted(
+        where + ": a batch of " + std::to_string(B) + " items of " +
+        std::to_string(source.sequence_length) + " steps needs " +
+        (fits ? std::to_string(bytes) : "more than 2^64") +
+        " bytes of device memory, more than the limit of " + std::to_string(kMaxSampleBytes) +
+        " (kMaxSampleBytes)");
   }
   if (options.in_flight < 1 || options.in_flight > kMaxInFlight) {
     return Status::InvalidArgument(where + " in_flight is " + std::to_string(options.in_flight) +
@@ -232,7 +267,14 @@ Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(std::shared_ptr<TableImp
   if (!options.sample.gather) {
     return Status::InvalidArgument(where + " needs sample.gather = true (it gathers batches)");
   }
-  auto sampler = std::make_unique<DeviceSamplerImpl>(std::move(table), options);
+  return Status::OK();
+}
+
+Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(SamplerSource source,
+                                                        const DeviceSamplerOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(CheckDeviceSampler(source, options));
+  const std::string where = "table " + util::Quoted(source.table->name()) + ": DeviceSampler";
+  auto sampler = std::make_unique<DeviceSamplerImpl>(std::move(source), options);
   REPLAYDB_RETURN_IF_ERROR(sampler->Init().WithContext(where));
   return std::unique_ptr<DeviceSampler>(std::move(sampler));
 }

@@ -40,9 +40,6 @@ uint64_t PhysicalMemoryBytes() {
                                        static_cast<uint64_t>(page_size));
 }
 
-// Largest batch one Sample call accepts.
-constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
-
 // (N * P)^-beta, divided by the batch's largest weight (kBatch).
 void BatchImportanceWeights(const std::vector<double>& probabilities, int64_t live_items,
                             double beta, std::vector<double>* weights) {
@@ -503,37 +500,16 @@ Status TableImpl::LookupToDevice(std::span<const ItemKey> keys, const DeviceSamp
 
 Result<std::unique_ptr<DeviceSampler>> TableImpl::NewDeviceSampler(
     const DeviceSamplerOptions& options) {
-  const std::string where = "table " + Quoted(name_) + ": DeviceSampler";
-  const int64_t B = options.batch_size;
-  if (B > kMaxBatchSize) {
-    return Status::InvalidArgument(where + " batch_size is " + std::to_string(B) +
-                                   "; it must be at most " + std::to_string(kMaxBatchSize) +
-                                   ", as Table::Sample's");
-  }
-  if (B >= 1) {
-    // Each of its in_flight batches in device memory: B x L steps of every
-    // column and the mask (the sampler checks the rest of its options).
-    uint64_t step_bytes = 1;
-    for (const ColumnSpec& c : item_columns_) step_bytes += c.step_bytes();
-    uint64_t bytes = 0;
-    const bool fits = util::CheckedMul(static_cast<uint64_t>(B),
-                                       static_cast<uint64_t>(sequence_length_), &bytes) &&
-                      util::CheckedMul(bytes, step_bytes, &bytes);
-    if (!fits || bytes > kMaxSampleBytes) {
-      return Status::ResourceExhausted(
-          where + ": a batch of " + std::to_string(B) + " items of " +
-          std::to_string(sequence_length_) + " steps needs " +
-          (fits ? std::to_string(bytes) : "more than 2^64") +
-          " bytes of device memory, more than the limit of " + std::to_string(kMaxSampleBytes) +
-          " (kMaxSampleBytes)");
-    }
-  }
+  SamplerSource source{shared_from_this(), std::nullopt, sequence_length_, item_columns_};
+  // Bad options are refused before the table looks for a GPU.
+  REPLAYDB_RETURN_IF_ERROR(CheckDeviceSampler(source, options));
   {
     std::lock_guard<std::mutex> lock(mu_);
     REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
     REPLAYDB_RETURN_IF_ERROR(NeedTierLocked("NewDeviceSampler"));
   }
-  return engine::NewDeviceSampler(shared_from_this(), options);
+  source.device = Info().device;
+  return engine::NewDeviceSampler(std::move(source), options);
 }
 
 }  // namespace engine

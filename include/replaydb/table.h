@@ -314,6 +314,8 @@ class VectorWriter {
 
 // Table::NewVectorWriter's num_envs at most.
 inline constexpr size_t kMaxVectorWriterEnvs = size_t{1} << 24;
+// The largest batch one Sample, SampleToDevice or DeviceSampler takes.
+inline constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
 // The most host memory one Sample or Lookup may need for its batch: B x L
 // steps of every column and the mask, and B keys, probabilities,
 // priorities, weights and sample counts. 1 TiB.

@@ -46,6 +46,16 @@ int CudaDeviceCount(std::string* why_none) {
   return count;
 }
 
+Result<int> CurrentDevice() {
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) return Status::FailedPrecondition("no GPU: " + why);
+  int device = 0;
+  REPLAYDB_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
+  return device;
+}
+
+Status UseDevice(int device) { return CudaStatus(cudaSetDevice(device), "cudaSetDevice"); }
+
 Status GpuSelfTest(int device, int n) {
   if (n <= 0) return Status::InvalidArgument("GpuSelfTest: n must be > 0");
   Status s = CudaStatus(cudaSetDevice(device), "cudaSetDevice");

@@ -19,6 +19,14 @@ bool BuiltWithCuda();
 // error ("cudaGetDeviceCount: no CUDA-capable device is detected").
 int CudaDeviceCount(std::string* why_none);
 
+// The calling thread's current CUDA device (cudaGetDevice);
+// FailedPrecondition "no GPU: ..." (with CudaDeviceCount's reason) where
+// there is none.
+Result<int> CurrentDevice();
+
+// Makes `device` the calling thread's current device (cudaSetDevice).
+Status UseDevice(int device);
+
 // Launches a kernel on `device` that writes n values, copies them back and
 // checks every one. The Status names the failing CUDA call.
 Status GpuSelfTest(int device, int n);

@@ -11,6 +11,14 @@ int CudaDeviceCount(std::string* why_none) {
   return 0;
 }
 
+Result<int> CurrentDevice() {
+  return Status::FailedPrecondition("no GPU: built without CUDA (no nvcc at configure time)");
+}
+
+Status UseDevice(int) {
+  return Status::FailedPrecondition("no GPU: built without CUDA (no nvcc at configure time)");
+}
+
 Status GpuSelfTest(int, int) {
   return Status::NotSupported("GpuSelfTest: built without CUDA (no nvcc at configure time)");
 }

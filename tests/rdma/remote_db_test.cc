@@ -174,6 +174,32 @@ TEST(RemoteDBTest, SeededRemoteSamplesAreByteIdenticalToLocalOnes) {
   }
 }
 
+// Device arrays `o` (keys, probabilities, weights where `weights`, mask and
+// columns of B x L steps) against a host batch `want`.
+void ExpectSameOnDevice(const DeviceSampleOutput& o, const SampleBatch& want, int64_t L,
+                        bool weights) {
+  const size_t n = want.keys.size();
+  std::vector<uint64_t> keys(n);
+  ASSERT_OK(CopyDeviceToHost(keys.data(), o.keys, n * 8));
+  EXPECT_EQ(keys, want.keys);
+  std::vector<float> p(n), w(n);
+  ASSERT_OK(CopyDeviceToHost(p.data(), o.probabilities, n * 4));
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(p[i], static_cast<float>(want.probabilities[i]));
+  if (weights) {
+    ASSERT_OK(CopyDeviceToHost(w.data(), o.weights, n * 4));
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(w[i], static_cast<float>(want.weights[i]));
+  }
+  std::vector<uint8_t> mask(n * static_cast<size_t>(L));
+  ASSERT_OK(CopyDeviceToHost(mask.data(), o.mask, mask.size()));
+  EXPECT_EQ(mask, want.mask);
+  for (size_t c = 0; c < want.columns.size(); ++c) {
+    std::vector<std::byte> bytes(want.columns[c].size_bytes());
+    ASSERT_OK(CopyDeviceToHost(bytes.data(), o.columns[c], bytes.size()));
+    EXPECT_EQ(std::memcmp(bytes.data(), want.columns[c].data(), bytes.size()), 0)
+        << "column " << c;
+  }
+}
+
 // GPU calls on a remote table run through this host (the server serves the
 // host call; the client copies to or from the caller's device arrays on the
 // caller's stream): seeded SampleToDevice and LookupToDevice give what the
@@ -194,30 +220,6 @@ TEST(RemoteDBGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnALocalTwin) {
   ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
   const TableSpec spec = rt->spec();
   const int64_t L = spec.sequence_length;
-  // The device arrays against a host batch `want`.
-  const auto expect_same = [&](const testing_util::DeviceOut& o, const SampleBatch& want,
-                               bool weights) {
-    const size_t n = want.keys.size();
-    std::vector<uint64_t> keys(n);
-    ASSERT_OK(o.keys.CopyToHost(keys.data(), n * 8));
-    EXPECT_EQ(keys, want.keys);
-    std::vector<float> p(n), w(n);
-    ASSERT_OK(o.probabilities.CopyToHost(p.data(), n * 4));
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ(p[i], static_cast<float>(want.probabilities[i]));
-    if (weights) {
-      ASSERT_OK(o.weights.CopyToHost(w.data(), n * 4));
-      for (size_t i = 0; i < n; ++i) EXPECT_EQ(w[i], static_cast<float>(want.weights[i]));
-    }
-    std::vector<uint8_t> mask(n * L);
-    ASSERT_OK(o.mask.CopyToHost(mask.data(), mask.size()));
-    EXPECT_EQ(mask, want.mask);
-    for (size_t c = 0; c < want.columns.size(); ++c) {
-      std::vector<std::byte> bytes(want.columns[c].size_bytes());
-      ASSERT_OK(o.columns[c].CopyToHost(bytes.data(), bytes.size()));
-      EXPECT_EQ(std::memcmp(bytes.data(), want.columns[c].data(), bytes.size()), 0)
-          << "column " << c;
-    }
-  };
   for (int i = 0; i < 4; ++i) {
     SampleOptions o;
     o.timeout = 10s;
@@ -227,12 +229,14 @@ TEST(RemoteDBGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnALocalTwin) {
     ASSERT_OK(rt->SampleToDevice(n, o, out.view, stream.handle()));
     SampleBatch want;
     ASSERT_OK(lt->Sample(n, o, &want));
-    ASSERT_NO_FATAL_FAILURE(expect_same(out, want, o.importance_beta >= 0)) << "sample " << i;
+    ASSERT_NO_FATAL_FAILURE(ExpectSameOnDevice(out.view, want, L, o.importance_beta >= 0))
+        << "sample " << i;
     testing_util::DeviceOut looked = testing_util::AllocateOut(spec, n);
     ASSERT_OK(rt->LookupToDevice(want.keys, looked.view, stream.handle()));
     SampleBatch want_lookup;
     ASSERT_OK(lt->Lookup(want.keys, &want_lookup));
-    ASSERT_NO_FATAL_FAILURE(expect_same(looked, want_lookup, false)) << "lookup " << i;
+    ASSERT_NO_FATAL_FAILURE(ExpectSameOnDevice(looked.view, want_lookup, L, false))
+        << "lookup " << i;
   }
   // Priorities from device arrays, some of them invalid.
   std::vector<ItemKey> keys;
@@ -295,6 +299,45 @@ TEST(RemoteDBGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnALocalTwin) {
   ExpectSameColumns(got, want);
 }
 
+// A DeviceSampler over a remote table: its batches, lent in order, hold what
+// the same seeded samples give on a local twin, with weights or without.
+TEST(RemoteDBGpuTest, ADeviceSamplerLendsWhatSeededSamplesGiveOnALocalTwin) {
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  const uint64_t seed = testing_util::TestSeed();
+  std::mt19937_64 rng(seed);
+  for (const bool weights : {false, true}) {
+    Served s;
+    ASSERT_NO_FATAL_FAILURE(s.Start(seed));
+    std::unique_ptr<RemoteDB> remote;
+    std::shared_ptr<Table> rt, lt;
+    ASSERT_NO_FATAL_FAILURE(s.ConnectSeededTwins(seed, &remote, &rt, &lt));
+    ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
+    DeviceSamplerOptions options;
+    options.batch_size = 1 + static_cast<int64_t>(rng() % 64);
+    options.in_flight = 1 + static_cast<int>(rng() % 3);
+    options.sample.timeout = 10s;
+    options.sample.importance_beta = weights ? 0.4 : -1.0;
+    ASSERT_OK_AND_ASSIGN(auto sampler, rt->NewDeviceSampler(options));
+    for (int i = 0; i < 5; ++i) {
+      DeviceBatch batch;
+      ASSERT_OK(sampler->Next(stream.handle(), &batch, 10s));
+      EXPECT_EQ(batch.batch_size, options.batch_size);
+      EXPECT_EQ(batch.sequence_length, rt->spec().sequence_length);
+      ASSERT_EQ(batch.weights != nullptr, weights);
+      ASSERT_OK(stream.Synchronize());
+      SampleBatch want;
+      ASSERT_OK(lt->Sample(options.batch_size, options.sample, &want));
+      DeviceSampleOutput view{batch.keys, batch.probabilities, batch.weights, batch.columns,
+                              batch.mask};
+      ASSERT_NO_FATAL_FAILURE(
+          ExpectSameOnDevice(view, want, batch.sequence_length, weights))
+          << "batch " << i << (weights ? " with weights" : "");
+      ASSERT_OK(sampler->Release(batch, stream.handle()));
+    }
+  }
+}
+
 // `got`'s items' steps (columns and mask) are what the served table holds
 // for its keys.
 void ExpectServedSteps(Table& served, const SampleBatch& got) {
@@ -354,11 +397,18 @@ TEST(RemoteDBTest, TheServersErrorsComeBackNamingWhatFailed) {
   EXPECT_EQ(waited.code(), Status::Code::kDeadlineExceeded) << waited.ToString();
   EXPECT_THAT(waited.message(), HasSubstr("table 'empty'"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
-  // Calls a remote table does not serve say so, naming themselves.
-  const auto sampler = empty->NewDeviceSampler({});
-  EXPECT_EQ(sampler.status().code(), Status::Code::kNotSupported);
-  EXPECT_THAT(sampler.status().message(), HasSubstr("table 'empty' of " + s.address() +
-                                                    ": NewDeviceSampler is not served"));
+  // A device sampler checks its options here, then needs a GPU on this side.
+  DeviceSamplerOptions no_batches;
+  no_batches.in_flight = 0;
+  const auto refused = empty->NewDeviceSampler(no_batches);
+  EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("table 'empty': DeviceSampler in_flight is 0; it must be between 1 and 16"));
+  if (CudaDeviceCount(nullptr) == 0) {
+    const auto sampler = empty->NewDeviceSampler({});
+    EXPECT_EQ(sampler.status().code(), Status::Code::kFailedPrecondition);
+    EXPECT_THAT(sampler.status().message(), HasSubstr("table 'empty': DeviceSampler: no GPU: "));
+  }
   // GPU calls check their arguments here, as a local table's do.
   const Status device = empty->SampleToDevice(1, o, {}, nullptr);
   EXPECT_EQ(device.code(), Status::Code::kInvalidArgument);
