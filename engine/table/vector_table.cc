@@ -161,14 +161,9 @@ Status LaneWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_r
                                    "first row and carry no priorities (a vector table keeps "
                                    "none per environment)");
   }
-  // Column c's [lanes, shape...] after the columns before it.
-  const TableLayout& layout = table_->layout();
-  bases_.resize(layout.column_bytes.size());
-  size_t offset = 0;
-  for (size_t c = 0; c < bases_.size(); ++c) {
-    bases_[c] = r.data.data() + offset;
-    offset += layout.column_bytes[c];
-  }
+  // Column c's [lanes, shape...] after the columns before it: the
+  // record's one row.
+  ColumnBases(*table_, r.data, 0, &bases_);
   *appended = static_cast<int64_t>(lanes_);
   return StoreStep(VectorSteps{bases_, /*device=*/false, nullptr}, record);
 }

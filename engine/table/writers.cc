@@ -141,6 +141,17 @@ Status DecodeRecordFor(const TableImpl& table, std::span<std::byte> record, int6
   return Status::OK();
 }
 
+void ColumnBases(const TableImpl& table, std::span<const std::byte> rows, int64_t first_row,
+                 std::vector<const std::byte*>* bases) {
+  const TableLayout& layout = table.layout();
+  bases->resize(layout.column_bytes.size());
+  size_t offset = static_cast<size_t>(first_row) * layout.step_bytes;
+  for (size_t c = 0; c < bases->size(); ++c) {
+    (*bases)[c] = rows.data() + offset;
+    offset += layout.column_bytes[c];
+  }
+}
+
 Status TrajectoryWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_row,
                                           int64_t* appended) {
   *appended = 0;
@@ -152,19 +163,11 @@ Status TrajectoryWriterImpl::AppendRecord(std::span<std::byte> record, int64_t f
                                    "': a remote append's log record holds " + std::to_string(n) +
                                    " steps; it has none from step " + std::to_string(first_row));
   }
-  // Column c of row i at data + i * step_bytes + (the bytes of the columns
-  // before c).
-  const TableLayout& layout = table_->layout();
-  bases_.resize(layout.column_bytes.size());
-  size_t offset = static_cast<size_t>(first_row) * layout.step_bytes;
-  for (size_t c = 0; c < bases_.size(); ++c) {
-    bases_[c] = r.data.data() + offset;
-    offset += layout.column_bytes[c];
-  }
+  ColumnBases(*table_, r.data, first_row, &bases_);
   const int64_t rows = n - first_row;
   uint64_t seq = 0;
   Status s = table_->AppendSteps(
-      slot_, {bases_.data(), layout.step_bytes}, rows,
+      slot_, {bases_.data(), table_->layout().step_bytes}, rows,
       r.priorities.empty() ? nullptr : r.priorities.data() + first_row,
       DeadlineAfter(options_.timeout), table_->device_blocks() ? Staged() : nullptr,
       first_row == 0 ? record : std::span<std::byte>(), &seq, appended);
@@ -237,18 +240,11 @@ Status VectorWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first
                                    "': a remote vector step starts at environment 0, not " +
                                    std::to_string(first_row));
   }
-  // Environment e's column c at data + e * step_bytes + (the bytes of the
-  // columns before c).
-  const TableLayout& layout = table_->layout();
-  bases_.resize(layout.column_bytes.size());
-  size_t offset = 0;
-  for (size_t c = 0; c < bases_.size(); ++c) {
-    bases_[c] = r.data.data() + offset;
-    offset += layout.column_bytes[c];
-  }
+  // Environment e's row is the record's row e.
+  ColumnBases(*table_, r.data, 0, &bases_);
   uint64_t seq = 0;
   Status s = table_->AppendVectorStep(
-      slots_, VectorSteps{bases_, /*device=*/false, nullptr, layout.step_bytes}, r.priorities,
+      slots_, VectorSteps{bases_, /*device=*/false, nullptr, table_->layout().step_bytes}, r.priorities,
       DeadlineAfter(options_.timeout), &scratch_, &seq, record);
   *appended = n;
   Status synced = table_->SyncLog(seq, options_.sync);

@@ -43,6 +43,12 @@ class RecordAppender {
 Status DecodeRecordFor(const TableImpl& table, std::span<std::byte> record, int64_t entries,
                        wal::AppendStepsRecord* out);
 
+// One pointer per column of `table` into the record's `rows` (each row the
+// table's step_bytes, its columns in schema order), starting at row
+// `first_row`: column c of row i at bases[c] + (i - first_row) * step_bytes.
+void ColumnBases(const TableImpl& table, std::span<const std::byte> rows, int64_t first_row,
+                 std::vector<const std::byte*>* bases);
+
 class TrajectoryWriterImpl final : public TrajectoryWriter, public RecordAppender {
  public:
   TrajectoryWriterImpl(std::shared_ptr<TableImpl> table, const WriterOptions& options);

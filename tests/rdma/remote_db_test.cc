@@ -17,6 +17,7 @@
 #include <thread>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -1223,6 +1224,23 @@ TEST(RemoteDBTest, RemoteWritersStoreEveryStepByteForByte) {
   EXPECT_EQ(s.service->open_writers(), 0u);
 }
 
+// Calls `fn` with each AppendSteps record in the log at `wal_dir`, decoded
+// and as its bytes, oldest first.
+Status ForEachLoggedAppend(
+    const std::string& wal_dir,
+    const std::function<Status(const wal::AppendStepsRecord&, std::span<const std::byte>)>& fn) {
+  wal::ReplayReport report;
+  return wal::Replay(
+      Env::Default(), wal_dir, 0, RecoveryMode::kTolerateTornTail,
+      [&](wal::RecordType type, std::span<const std::byte> payload) {
+        if (type != wal::RecordType::kAppendSteps) return Status::OK();
+        wal::AppendStepsRecord r;
+        REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+        return fn(r, payload);
+      },
+      &report);
+}
+
 // A remote writer's appends carry their own log records (wire.fbs,
 // AppendStep): the server's log holds, for each Append and AppendMany, the
 // record the client built, byte for byte, with the trajectory id and step
@@ -1313,13 +1331,9 @@ TEST(RemoteDBTest, TheServerLogsEachAppendAsTheRecordTheClientBuilt) {
     }
   }
   std::vector<std::string> logged;
-  wal::ReplayReport report;
-  ASSERT_OK(wal::Replay(
-      Env::Default(), s.dir.Sub("a") + "/wal", 0, RecoveryMode::kTolerateTornTail,
-      [&](wal::RecordType type, std::span<const std::byte> payload) {
-        if (type != wal::RecordType::kAppendSteps) return Status::OK();
-        wal::AppendStepsRecord r;
-        REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+  ASSERT_OK(ForEachLoggedAppend(
+      s.dir.Sub("a") + "/wal",
+      [&](const wal::AppendStepsRecord& r, std::span<const std::byte> payload) {
         if (table_id != 0 && r.table_id != table_id) {
           return Status::Internal("AppendSteps records of tables " + std::to_string(table_id) +
                                   " and " + std::to_string(r.table_id));
@@ -1327,8 +1341,7 @@ TEST(RemoteDBTest, TheServerLogsEachAppendAsTheRecordTheClientBuilt) {
         table_id = r.table_id;
         logged.emplace_back(reinterpret_cast<const char*>(payload.data()), payload.size());
         return Status::OK();
-      },
-      &report));
+      }));
   // The log also holds the records of Start's own writes (before its
   // checkpoint, in earlier segments or not): this test's are the last.
   ASSERT_NE(table_id, 0u);
@@ -1344,19 +1357,13 @@ TEST(RemoteDBTest, TheServerLogsEachAppendAsTheRecordTheClientBuilt) {
 // as its bytes, oldest first.
 std::vector<std::string> LoggedSteps(const std::string& wal_dir, uint32_t table_id) {
   std::vector<std::string> logged;
-  wal::ReplayReport report;
-  EXPECT_OK(wal::Replay(
-      Env::Default(), wal_dir, 0, RecoveryMode::kTolerateTornTail,
-      [&](wal::RecordType type, std::span<const std::byte> payload) {
-        if (type != wal::RecordType::kAppendSteps) return Status::OK();
-        wal::AppendStepsRecord r;
-        REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+  EXPECT_OK(ForEachLoggedAppend(
+      wal_dir, [&](const wal::AppendStepsRecord& r, std::span<const std::byte> payload) {
         if (r.table_id == table_id) {
           logged.emplace_back(reinterpret_cast<const char*>(payload.data()), payload.size());
         }
         return Status::OK();
-      },
-      &report));
+      }));
   return logged;
 }
 
@@ -1421,20 +1428,14 @@ TEST(RemoteDBTest, TheServerLogsEachVectorStepAsTheRecordTheClientBuilt) {
     }
     // The table's id: that of the record of the first step of the first
     // environment's trajectory.
-    wal::ReplayReport report;
-    ASSERT_OK(wal::Replay(
-        Env::Default(), s.dir.Sub("a") + "/wal", 0, RecoveryMode::kTolerateTornTail,
-        [&](wal::RecordType type, std::span<const std::byte> payload) {
-          if (type != wal::RecordType::kAppendSteps) return Status::OK();
-          wal::AppendStepsRecord r;
-          REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+    ASSERT_OK(ForEachLoggedAppend(
+        s.dir.Sub("a") + "/wal", [&](const wal::AppendStepsRecord& r, std::span<const std::byte>) {
           if (!r.trajectory_ids.empty() && r.trajectory_ids[0] == ids_per_step[0][0] &&
               r.steps[0] == 0) {
             table_id = r.table_id;
           }
           return Status::OK();
-        },
-        &report));
+        }));
     ASSERT_NE(table_id, 0u);
     const std::vector<std::string> logged = LoggedSteps(s.dir.Sub("a") + "/wal", table_id);
     for (size_t k = 0; k < columns_sent.size(); ++k) {
