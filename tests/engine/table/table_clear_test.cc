@@ -2,6 +2,7 @@
 // logged change that recovery repeats (a crash leaves the table as it was or
 // empty), the rate limiter starts afresh, and the table's handles and
 // writers go on working. Refusals name the table and why.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -54,13 +55,18 @@ std::set<uint64_t> WriteEnded(Table& table, std::mt19937_64& rng, int trajectori
   return ids;
 }
 
-// The trajectories of every draw of `batches` peeking samples.
-std::set<uint64_t> DrawnTrajectories(Table& table, int batches) {
+// The trajectories that peeking samples of 8 reach: at least 50 batches, then
+// on until every one of `expected` has come up (a one-step trajectory among a
+// hundred items can be missed by 400 draws), at most 5000 batches.
+std::set<uint64_t> DrawnTrajectories(Table& table, const std::set<uint64_t>& expected) {
   std::set<uint64_t> seen;
   SampleOptions o;
   o.peek = true;
   o.timeout = std::chrono::milliseconds(0);
-  for (int b = 0; b < batches; ++b) {
+  for (int b = 0; b < 5000; ++b) {
+    if (b >= 50 && std::includes(seen.begin(), seen.end(), expected.begin(), expected.end())) {
+      break;
+    }
     auto batch = table.Sample(8, o);
     if (!batch.ok()) break;
     for (ItemKey k : batch->keys) seen.insert(ItemKeyTrajectory(k));
@@ -140,7 +146,7 @@ TEST_P(TableClearTest, ClearEmptiesBothTiersAndEveryHandleGoesOn) {
   ASSERT_OK(open->End(EndReason::kTerminal));
   std::set<uint64_t> now = WriteEnded(*other, rng_, 3);
   now.insert(reopened);
-  EXPECT_EQ(DrawnTrajectories(*table, 50), Drawable(now));
+  EXPECT_EQ(DrawnTrajectories(*table, Drawable(now)), Drawable(now));
   EXPECT_EQ(Listed(*table), now);
   ASSERT_OK_AND_ASSIGN(auto report, db->Verify());
   EXPECT_TRUE(report.problems.empty()) << report.problems[0];
@@ -172,7 +178,7 @@ TEST_P(TableClearTest, RecoveryRepeatsTheClearAndTheColdStoreLetsGo) {
       }
     }
     EXPECT_EQ(Listed(*table), after);
-    EXPECT_EQ(DrawnTrajectories(*table, 50), Drawable(after));
+    EXPECT_EQ(DrawnTrajectories(*table, Drawable(after)), Drawable(after));
     ASSERT_OK_AND_ASSIGN(auto report, db->Verify());
     EXPECT_TRUE(report.problems.empty()) << report.problems[0];
     if (round == 1) ASSERT_OK(db->Checkpoint());  // round 2 opens from it
