@@ -75,7 +75,12 @@ TEST(Crc32cTest, PortableAndHardwareAgreeWithTheReference) {
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
   std::vector<size_t> lengths;
   for (size_t n = 0; n <= 260; ++n) lengths.push_back(n);
-  for (size_t n : {4095, 4096, 16384, 65536 + 7}) lengths.push_back(n);
+  // Around the three-lane blocks (3 x 256 and 3 x 4096 bytes) and their mixes.
+  for (size_t n : {767, 768, 769, 775, 776, 1536, 1543, 4095, 4096, 12287, 12288, 12289,
+                   12288 + 768 + 7, 16384, 16384 + 9, 65536 + 7}) {
+    lengths.push_back(n);
+  }
+  for (int i = 0; i < 20; ++i) lengths.push_back(static_cast<size_t>(rng() % 60000));
   for (size_t offset = 0; offset < 8; ++offset) {
     for (size_t n : lengths) {
       const uint8_t* p = buf.data() + offset;
