@@ -1226,6 +1226,7 @@ Result<std::unique_ptr<RemoteDB>> RemoteDB::Connect(const std::string& address,
   RpcClientOptions o;
   o.client_name = options.client_name;
   o.connect_timeout = options.connect_timeout;
+  o.transport.heartbeat = options.heartbeat;
   if (!options.token_file.empty()) {
     REPLAYDB_ASSIGN_OR_RETURN(const std::vector<Token> tokens, ReadTokenFile(options.token_file));
     o.token = tokens.front().secret;

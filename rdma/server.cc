@@ -96,6 +96,7 @@ Result<std::unique_ptr<Server>> Server::Start(DB* db, const ServerOptions& optio
   o.transport.workers = options.workers;
   o.transport.listen_host = host;
   o.transport.listen_port = port;
+  o.transport.heartbeat = options.heartbeat;
   o.log = options.log;
   if (!options.token_file.empty()) {
     REPLAYDB_ASSIGN_OR_RETURN(o.tokens, rdma::ReadTokenFile(options.token_file));

@@ -544,6 +544,11 @@ struct ConnectOptions {
   // A token file (replaydb/server.h's format; its first token is used) for
   // a server that requires a token. Empty: none. Default: empty.
   std::string token_file;
+  // Liveness: the connection carries a heartbeat this often, and ends
+  // (Unavailable) after three intervals in which nothing came from the
+  // server. Must equal the server's interval (ServerOptions::heartbeat;
+  // `replaydb serve` uses the default). Default: 100 ms.
+  std::chrono::milliseconds heartbeat{100};
 };
 
 }  // namespace replaydb

@@ -7,6 +7,7 @@
 #ifndef REPLAYDB_SERVER_H_
 #define REPLAYDB_SERVER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,6 +35,10 @@ struct ServerOptions {
   // run requests (they may wait for the rate limiter).
   int workers = 2;
   int threads = 4;
+  // Liveness: each connection carries a heartbeat this often and ends after
+  // three intervals in which nothing came from the client. Clients must use
+  // the same (ConnectOptions::heartbeat). Default: 100 ms.
+  std::chrono::milliseconds heartbeat{100};
   // A line per connection accepted, named, refused and ended. May be empty.
   std::function<void(const std::string& line)> log;
 

@@ -106,7 +106,7 @@ def test_ctrl_c_interrupts_a_sample_that_waits_forever(tmp_path):
         t.sample(1)  # nothing to draw: waits for the rate limiter, forever by default
     """, tmp_path)
     assert "KeyboardInterrupt" in err, err
-    assert seconds < 1.0, seconds
+    assert seconds < 5.0, seconds  # at once, not forever (with room for a loaded machine)
 
 
 def test_ctrl_c_interrupts_an_append_that_waits_forever(tmp_path):
@@ -122,7 +122,7 @@ def test_ctrl_c_interrupts_an_append_that_waits_forever(tmp_path):
         w.append({"x": 3.0})  # the queue is full: waits for a sample, forever by default
     """, tmp_path)
     assert "KeyboardInterrupt" in err, err
-    assert seconds < 1.0, seconds
+    assert seconds < 5.0, seconds  # at once, not forever (with room for a loaded machine)
 
 
 def test_ctrl_c_interrupts_a_vector_writers_append_keeping_the_environments_before_it(tmp_path):
@@ -140,13 +140,13 @@ def test_ctrl_c_interrupts_a_vector_writers_append_keeping_the_environments_befo
             w.append({"x": np.array([4, 5, 6], np.float32)})  # room for 2 of 3: waits
         except KeyboardInterrupt:
             # The environments before the wait have their step; the rest do not.
-            # (64 draws of 5 items miss one with odds of 3 in a million)
-            drawn = np.asarray(t.sample(64, peek=True)["x"]).ravel()
+            # (512 draws of 5 items miss one with odds under 1e-48)
+            drawn = np.asarray(t.sample(512, peek=True)["x"]).ravel()
             print(len(t), sorted(set(float(v) for v in drawn)), file=sys.stderr, flush=True)
             raise
     """, tmp_path)
     assert "KeyboardInterrupt" in err, err
-    assert seconds < 1.0, seconds
+    assert seconds < 5.0, seconds  # at once, not forever (with room for a loaded machine)
     assert "5 [" in err and "6.0" not in err, err
     assert "1.0" in err and "4.0" in err and "5.0" in err, err
     assert "Exception ignored" not in err, err  # the interrupt was kept, not printed
@@ -159,13 +159,13 @@ def test_waits_in_slices_keep_the_callers_timeout_and_lose_nothing(db_path):
         start = time.monotonic()
         with pytest.raises(replaydb.DeadlineExceededError):
             t.sample(1, timeout=0.35)
-        assert 0.3 <= time.monotonic() - start < 2.0
+        assert 0.3 <= time.monotonic() - start < 5.0
         w = t.writer(timeout=0.35)
         w.append_many({"x": np.arange(2, dtype=np.float32)})
         start = time.monotonic()
         with pytest.raises(replaydb.DeadlineExceededError):
             w.append_many({"x": np.arange(10, 12, dtype=np.float32)})  # one fits, one waits
-        assert 0.3 <= time.monotonic() - start < 2.0
+        assert 0.3 <= time.monotonic() - start < 5.0
         assert w.num_steps == 3, "the step that fitted stays, once"
         keys = np.array([(w.trajectory_id << 24) | i for i in range(3)], np.uint64)
         assert np.asarray(t.lookup(keys)["x"]).reshape(-1).tolist() == [0.0, 1.0, 10.0]

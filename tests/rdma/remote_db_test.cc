@@ -131,15 +131,23 @@ struct Served {
     local = std::move(b).value();
     RpcServerOptions o;
     o.server_name = "served";
-    o.transport.heartbeat = 2000ms;
+    o.transport.heartbeat = kHeartbeat;
     ServeOver(served.get(), o, &service, &server);
   }
   std::string address() const { return "ucx://127.0.0.1:" + std::to_string(server->port()); }
+  // The server's heartbeat is slow (robust under sanitizers and parallel
+  // ctest); its clients must use the same.
+  static constexpr std::chrono::milliseconds kHeartbeat{2000};
+  static ConnectOptions options() {
+    ConnectOptions co;
+    co.heartbeat = kHeartbeat;
+    return co;
+  }
   // Connects (*remote) and opens table "t" there (*rt) and in the local
   // copy (*lt), both seeded with `seed`: twins whose seeded calls agree.
   void ConnectSeededTwins(uint64_t seed, std::unique_ptr<RemoteDB>* remote,
                           std::shared_ptr<Table>* rt, std::shared_ptr<Table>* lt) {
-    ASSERT_OK_AND_ASSIGN(*remote, RemoteDB::Connect(address()));
+    ASSERT_OK_AND_ASSIGN(*remote, RemoteDB::Connect(address(), options()));
     ASSERT_OK_AND_ASSIGN(*rt, (*remote)->GetTable("t"));
     ASSERT_OK_AND_ASSIGN(*lt, local->GetTable("t"));
     ASSERT_OK((*rt)->Seed(seed));
@@ -383,7 +391,7 @@ TEST(RemoteDBTest, LargeSamplesLandInTheCallersBatchByteForByte) {
 TEST(RemoteDBTest, TheServersErrorsComeBackNamingWhatFailed) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address(), s.options()));
   auto missing = remote->GetTable("nope");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Status::Code::kNotFound) << missing.status().ToString();
@@ -445,7 +453,7 @@ TEST(RemoteDBTest, EveryServedCallGivesWhatTheSameLocalCallGives) {
   const uint64_t seed = testing_util::TestSeed();
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(seed));
-  ConnectOptions co;
+  ConnectOptions co = s.options();
   co.client_name = "twin test";
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<DB> remote, DB::Connect(s.address(), co));
   ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
@@ -962,7 +970,7 @@ TEST(RemoteDBTest, QuickCallsAreAnsweredWhileTheExecutorIsHeld) {
 TEST(RemoteDBTest, AFailedAppendSentAheadIsReportedAndTheWriterGoesOn) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
-  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address(), s.options()));
   ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
   std::mt19937_64 rng(testing_util::TestSeed());
@@ -1001,7 +1009,7 @@ TEST(RemoteDBTest, AFailedAppendSentAheadIsReportedAndTheWriterGoesOn) {
 TEST(RemoteDBTest, AWriterDestroyedWithAppendsInFlightKeepsThemAll) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
-  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address(), s.options()));
   ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
   const int64_t before = served->Info().steps_inserted;
@@ -1020,7 +1028,7 @@ TEST(RemoteDBTest, AWriterDestroyedWithAppendsInFlightKeepsThemAll) {
 TEST(RemoteDBTest, ClosingTheDatabaseClosesItsTablesAndWriters) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DB> remote, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DB> remote, DB::Connect(s.address(), s.options()));
   ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
   remote.reset();
@@ -1050,7 +1058,7 @@ TEST(RemoteDBTest, ClientsConnectAgainWhenTheServerIsBack) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
   const uint16_t port = s.server->port();
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DB> remote, DB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DB> remote, DB::Connect(s.address(), s.options()));
   ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto old_writer, table->NewWriter());
   const int64_t steps = table->Info().num_steps;
@@ -1192,7 +1200,7 @@ TEST(RemoteDBTest, RemoteWritersStoreEveryStepByteForByte) {
   const uint64_t seed = testing_util::TestSeed();
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(seed));
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address(), s.options()));
   ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
   const int64_t before = served->Info().num_steps;
@@ -1252,7 +1260,7 @@ TEST(RemoteDBTest, TheServerLogsEachAppendAsTheRecordTheClientBuilt) {
   SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(seed));
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address(), s.options()));
   ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
   const TableSpec spec = rt->spec();
@@ -1378,7 +1386,7 @@ TEST(RemoteDBTest, TheServerLogsEachVectorStepAsTheRecordTheClientBuilt) {
   SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(seed));
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address(), s.options()));
   std::mt19937_64 rng(seed + 3);
   TableSpec per_env = RandomSpec(rng, "envs");
   TableSpec lanes;
@@ -1484,7 +1492,7 @@ TEST(RemoteDBTest, TheServerLogsEachVectorStepAsTheRecordTheClientBuilt) {
 TEST(RemoteDBTest, ABadStepIsRefusedNamingTheColumnAndNothingIsStored) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address()));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(s.address(), s.options()));
   ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("t"));
   const int64_t before = served->Info().num_steps;
@@ -1509,7 +1517,7 @@ constexpr char kWriterChildEnv[] = "REPLAYDB_REMOTE_WRITER_CHILD";
 TEST(RemoteWriterChild, AppendThreeStepsThenWait) {
   const char* address = std::getenv(kWriterChildEnv);
   if (address == nullptr) GTEST_SKIP() << "runs only as the remote writer test's client";
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address, Served::options()));
   ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto writer, rt->NewWriter());
   std::mt19937_64 rng(7);

@@ -96,7 +96,7 @@ class TableDeviceGpuTest : public ::testing::Test {
       chi2 += (got - expected) * (got - expected) / expected;
       ++bins;
     }
-    EXPECT_LT(chi2, ChiSquareCritical(bins - 1, 4.75));
+    EXPECT_LT(chi2, ChiSquareCritical(bins - 1));
   }
 
   TempDir dir_;

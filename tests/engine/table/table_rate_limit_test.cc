@@ -1,5 +1,6 @@
 // The rate limiter as writers and samplers meet it through a table.
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "replaydb/db.h"
@@ -24,6 +25,19 @@ class TableRateLimitTest : public ::testing::Test {
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return t.ok() ? *t : nullptr;
   }
+  // Waits (at most 30 s) until `table`'s rate limiter has counted at least
+  // this many writer and sample calls that wait: then they are waiting.
+  static void AwaitBlocked(Table& table, int64_t inserts, int64_t samples) {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    RateLimiterInfo info = table.Info().rate_limiter;
+    while ((info.blocked_inserts < inserts || info.blocked_samples < samples) &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(2ms);
+      info = table.Info().rate_limiter;
+    }
+    ASSERT_GE(info.blocked_inserts, inserts);
+    ASSERT_GE(info.blocked_samples, samples);
+  }
   TempDir dir_;
   std::unique_ptr<DB> db_;
   std::mt19937_64 rng_{testing_util::TestSeed()};
@@ -42,7 +56,8 @@ TEST_F(TableRateLimitTest, QueueEleventhInsertBlocksUntilASample) {
     EXPECT_OK((*writer)->Append(step.tensors));
     inserted = true;
   });
-  std::this_thread::sleep_for(100ms);
+  ASSERT_NO_FATAL_FAILURE(AwaitBlocked(*table, 1, 0));
+  std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(inserted.load()) << "the 11th insert did not block";
   EXPECT_EQ(table->Info().num_items, 10);
   auto batch = table->Sample(1);
@@ -150,7 +165,8 @@ TEST_F(TableRateLimitTest, CloseWakesBlockedWritersAndSamplers) {
     EXPECT_EQ(b.status().code(), Status::Code::kCancelled) << b.status().ToString();
     EXPECT_THAT(b.status().message(), HasSubstr("'empty'"));
   });
-  std::this_thread::sleep_for(50ms);
+  ASSERT_NO_FATAL_FAILURE(AwaitBlocked(*table, 1, 0));
+  ASSERT_NO_FATAL_FAILURE(AwaitBlocked(*empty, 0, 1));
   table->Close();
   empty->Close();
   blocked_writer.join();

@@ -22,9 +22,9 @@
 namespace replaydb::index {
 namespace {
 
-// Chi-square critical value for `dof` degrees of freedom at z = 4.75 (upper
-// tail about 1e-6) by the Wilson-Hilferty approximation: a correct selector
-// fails a goodness-of-fit check about once in a million runs.
+// Chi-square critical value for `dof` degrees of freedom at z = 5.3 (upper
+// tail about 6e-8; testing_util::ChiSquareCritical): a correct selector
+// fails one goodness-of-fit check about once in 16 million runs.
 double ChiSquareCritical(int dof) { return testing_util::ChiSquareCritical(dof); }
 
 ItemRef Item(uint64_t seq, double priority) {
@@ -434,7 +434,9 @@ TEST_P(PrioritizedFitTest, DrawsFollowPrioritiesOverTwelveOrdersOfMagnitude) {
   const auto counts = DrawAndCheck(selector, model, rng, 2000000);
   ExpectFits(model, exponent, counts);
   // The lightest tenth of the items (by mass) gets its share of the draws
-  // in expectation; a loose 6-sigma binomial check.
+  // in expectation; a loose 6-sigma binomial check, plus 10 for the
+  // exponents where that tenth expects under one draw (Poisson: 16 or more
+  // draws at a mean of 0.54 has odds under 1e-15).
   std::vector<ItemRef> by_mass;
   for (const auto& [key, item] : model) by_mass.push_back(item);
   std::sort(by_mass.begin(), by_mass.end(),
@@ -452,7 +454,7 @@ TEST_P(PrioritizedFitTest, DrawsFollowPrioritiesOverTwelveOrdersOfMagnitude) {
   }
   const double p = static_cast<double>(light_mass / total_mass);
   const double mean = 2000000 * p;
-  EXPECT_LE(std::fabs(light_draws - mean), 6 * std::sqrt(mean * (1 - p)) + 1)
+  EXPECT_LE(std::fabs(light_draws - mean), 6 * std::sqrt(mean * (1 - p)) + 10)
       << "light share " << p;
 }
 

@@ -35,13 +35,7 @@ using Table = DevicePriorityTable;
 
 // ----------------------------------------------------------------- helpers
 
-// The critical value of chi-square with `dof` degrees of freedom at z
-// standard deviations (Wilson-Hilferty).
-double ChiSquareCritical(double dof, double z) {
-  const double a = 2.0 / (9.0 * dof);
-  const double c = 1.0 - a + z * std::sqrt(a);
-  return dof * c * c * c;
-}
+using testing_util::ChiSquareCritical;
 
 struct ChiSquareResult {
   double statistic = 0;
@@ -84,7 +78,7 @@ ChiSquareResult ChiSquare(const std::vector<double>& observed,
     const double d = obs[i] - exp[i];
     r.statistic += d * d / exp[i];
   }
-  r.critical = ChiSquareCritical(std::max(1, r.bins - 1), 4.75);
+  r.critical = ChiSquareCritical(std::max(1, r.bins - 1));
   return r;
 }
 
