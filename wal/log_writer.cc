@@ -288,7 +288,8 @@ LogWriter::~LogWriter() {
 }
 
 Result<uint64_t> LogWriter::AppendRaw(RecordType type, size_t payload_bytes,
-                                      void (*fill)(void* ctx, std::byte* out), void* ctx) {
+                                      void (*fill)(void* ctx, std::byte* out), void* ctx,
+                                      std::span<const std::span<const std::byte>> pieces) {
   if (payload_bytes > kMaxPayloadBytes) {
     return Status::InvalidArgument("WAL record of " + std::to_string(payload_bytes) +
                                    " bytes exceeds the maximum of " +
@@ -311,20 +312,44 @@ Result<uint64_t> LogWriter::AppendRaw(RecordType type, size_t payload_bytes,
     if (!s.ok()) return s;
   }
 
-  if (st->buf_capacity < record_bytes || st->buf_capacity > std::max<size_t>(record_bytes * 4, 1 << 20)) {
-    // Grow to fit; shrink back after an unusually large record.
-    st->buf_capacity = std::max<size_t>(record_bytes, 4096);
-    st->buf = std::make_unique<char[]>(st->buf_capacity);
-  }
-  char* rec = st->buf.get();
-  if (payload_bytes > 0) fill(ctx, reinterpret_cast<std::byte*>(rec + kRecordHeaderBytes));
-  PutU32(rec + 4, static_cast<uint32_t>(payload_bytes));
-  rec[8] = static_cast<char>(static_cast<uint8_t>(type));
-  const uint32_t crc = util::Crc32c(rec + 4, record_bytes - 4);
-  PutU32(rec, MaskCrc(crc));
-
   const uint64_t before = st->file->size();
-  Status s = st->file->Append(std::string_view(rec, record_bytes));
+  Status s;
+  if (fill != nullptr) {
+    if (st->buf_capacity < record_bytes ||
+        st->buf_capacity > std::max<size_t>(record_bytes * 4, 1 << 20)) {
+      // Grow to fit; shrink back after an unusually large record.
+      st->buf_capacity = std::max<size_t>(record_bytes, 4096);
+      st->buf = std::make_unique<char[]>(st->buf_capacity);
+    }
+    char* rec = st->buf.get();
+    if (payload_bytes > 0) fill(ctx, reinterpret_cast<std::byte*>(rec + kRecordHeaderBytes));
+    PutU32(rec + 4, static_cast<uint32_t>(payload_bytes));
+    rec[8] = static_cast<char>(static_cast<uint8_t>(type));
+    PutU32(rec, MaskCrc(util::Crc32c(rec + 4, record_bytes - 4)));
+    s = st->file->Append(std::string_view(rec, record_bytes));
+  } else {
+    // The header here, the payload where it lies: one vectored write.
+    char header[kRecordHeaderBytes];
+    PutU32(header + 4, static_cast<uint32_t>(payload_bytes));
+    header[8] = static_cast<char>(static_cast<uint8_t>(type));
+    uint32_t crc = util::Crc32c(header + 4, kRecordHeaderBytes - 4);
+    constexpr size_t kInline = 8;
+    std::string_view inline_views[kInline];
+    std::vector<std::string_view> more;
+    std::span<std::string_view> views(inline_views, 1 + pieces.size());
+    if (1 + pieces.size() > kInline) {
+      more.resize(1 + pieces.size());
+      views = more;
+    }
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      crc = util::Crc32cExtend(crc, pieces[i].data(), pieces[i].size());
+      views[i + 1] = std::string_view(reinterpret_cast<const char*>(pieces[i].data()),
+                                      pieces[i].size());
+    }
+    PutU32(header, MaskCrc(crc));
+    views[0] = std::string_view(header, kRecordHeaderBytes);
+    s = st->file->AppendV(views);
+  }
   if (!s.ok()) {
     Status cut = st->file->Truncate(before);
     if (!cut.ok()) {
@@ -347,10 +372,15 @@ Result<uint64_t> LogWriter::AppendRaw(RecordType type, size_t payload_bytes,
   return seq;
 }
 
+Result<uint64_t> LogWriter::AppendV(RecordType type,
+                                    std::span<const std::span<const std::byte>> pieces) {
+  size_t payload_bytes = 0;
+  for (std::span<const std::byte> piece : pieces) payload_bytes += piece.size();
+  return AppendRaw(type, payload_bytes, nullptr, nullptr, pieces);
+}
+
 Result<uint64_t> LogWriter::Append(RecordType type, std::span<const std::byte> payload) {
-  return Append(type, payload.size(), [&payload](std::byte* out) {
-    std::memcpy(out, payload.data(), payload.size());
-  });
+  return AppendV(type, std::span<const std::span<const std::byte>>(&payload, 1));
 }
 
 Status LogWriter::Sync(uint64_t seq, bool wait, bool force) {

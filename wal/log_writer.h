@@ -74,6 +74,10 @@ class LogWriter {
   // InvalidArgument if payload_bytes > kMaxPayloadBytes.
   template <typename Fill>
   Result<uint64_t> Append(RecordType type, size_t payload_bytes, Fill&& fill);
+  // The record whose payload is `pieces` one after another: the same
+  // bytes on disk as Append of their concatenation, written by one vectored
+  // write without first copying them together.
+  Result<uint64_t> AppendV(RecordType type, std::span<const std::span<const std::byte>> pieces);
   Result<uint64_t> Append(RecordType type, std::span<const std::byte> payload);
 
   // Makes record `seq` durable as the sync mode says: kAlways fsyncs (one
@@ -107,8 +111,11 @@ class LogWriter {
 
  private:
   LogWriter(Env* env, std::string dir, const WalOptions& options);
+  // The payload comes from `fill` (into the writer's buffer), or, where
+  // fill is null, from `pieces`.
   Result<uint64_t> AppendRaw(RecordType type, size_t payload_bytes,
-                             void (*fill)(void* ctx, std::byte* out), void* ctx);
+                             void (*fill)(void* ctx, std::byte* out), void* ctx,
+                             std::span<const std::span<const std::byte>> pieces = {});
 
   // Implementation state and helpers (owned by wal/log_writer.cc).
   struct State;

@@ -75,9 +75,19 @@ Result<uint64_t> TableImpl::LogStepsLocked(const Trajectory& t, HostRows rows, i
   std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes),
                                         log_ids_, log_steps_, log_priorities_);
   if (rows.row_bytes != 0 && rows.row_bytes == layout_.step_bytes) {
-    // Rows laid out as the record's: one copy.
-    std::memcpy(data, rows.Row(0, static_cast<size_t>(index), 0), n * layout_.step_bytes);
-    return LogLocked(wal::RecordType::kAppendSteps);
+    // Rows laid out as the record's: the log writes them from where they
+    // lie, between the payload's bytes before and after its data, which
+    // stays unfilled here.
+    const std::span<const std::byte> payload = record_.payload();
+    const size_t before = static_cast<size_t>(data - payload.data());
+    const size_t bytes = n * layout_.step_bytes;
+    const std::span<const std::byte> pieces[3] = {
+        payload.first(before),
+        {static_cast<const std::byte*>(rows.Row(0, static_cast<size_t>(index), 0)), bytes},
+        payload.subspan(before + bytes)};
+    Result<uint64_t> seq = log_->AppendV(wal::RecordType::kAppendSteps, pieces);
+    if (!seq.ok()) return seq.status().WithContext("table " + Quoted(name_));
+    return seq;
   }
   for (size_t i = 0; i < n; ++i) {
     const size_t row = static_cast<size_t>(index) + i;

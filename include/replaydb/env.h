@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,16 @@ class WritableFile {
   // then still reports the bytes before this call, and Truncate(size())
   // removes the partial write.
   virtual Status Append(std::string_view data) = 0;
+  // Appends `pieces` one after another, as Append of their concatenation
+  // would, without first copying them together. On failure a prefix may
+  // have been written and size() may count it: Truncate to the size before
+  // the call removes it. The default calls Append once per piece.
+  virtual Status AppendV(std::span<const std::string_view> pieces) {
+    for (std::string_view piece : pieces) {
+      if (Status s = Append(piece); !s.ok()) return s;
+    }
+    return Status::OK();
+  }
   // Makes every appended byte durable (fdatasync): it survives a machine
   // crash once this returns OK.
   virtual Status Sync() = 0;

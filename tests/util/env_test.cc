@@ -354,11 +354,26 @@ TEST_F(EnvTest, MappedWritableFileAppendsAcrossChunksAndTrimsOnClose) {
   // Random-sized appends up to ~9 MiB: at least two 4 MiB chunk boundaries,
   // some appends straddling one; small ones (copied into the mapping) mixed
   // with large ones (written with pwrite).
+  // Every third call is an AppendV of up to five pieces (some empty), small
+  // in all (copied piece by piece) or large (one pwritev).
   while (want.size() < (9u << 20)) {
-    std::string piece(rng() % 2 ? rng() % 4200 : rng() % 300000, '\0');
-    for (char& c : piece) c = static_cast<char>(rng() | 1);  // never zero
-    ASSERT_TRUE(file->Append(piece).ok());
-    want += piece;
+    const auto random_piece = [&] {
+      std::string piece(rng() % 2 ? rng() % 4200 : rng() % 300000, '\0');
+      for (char& c : piece) c = static_cast<char>(rng() | 1);  // never zero
+      if (rng() % 8 == 0) piece.clear();
+      return piece;
+    };
+    if (rng() % 3 == 0) {
+      std::vector<std::string> pieces(1 + rng() % 5);
+      for (std::string& piece : pieces) piece = random_piece().substr(0, 1 + rng() % 6000);
+      const std::vector<std::string_view> views(pieces.begin(), pieces.end());
+      ASSERT_TRUE(file->AppendV(views).ok());
+      for (const std::string& piece : pieces) want += piece;
+    } else {
+      const std::string piece = random_piece();
+      ASSERT_TRUE(file->Append(piece).ok());
+      want += piece;
+    }
     ASSERT_EQ(file->size(), want.size());
   }
   ASSERT_TRUE(file->Sync().ok());
@@ -454,6 +469,43 @@ TEST_F(EnvTest, MappedWritableFileFailedAppendLeavesNothingPastSize) {
     std::string open_bytes;  // before Close: preallocated tail included
     if (!Env::Default()->ReadFileToString(path, &open_bytes).ok()) return 16;
     if (open_bytes.find('b') != std::string::npos) return 17;  // the prefix was zeroed
+    if (!file->Close().ok()) return 18;
+    return 0;
+  });
+  ASSERT_EQ(code, 0);
+  const std::string bytes = Read(path);
+  EXPECT_GT(bytes.size(), 0u);
+  EXPECT_EQ(bytes.find_first_not_of('a'), std::string::npos) << "no 'b' left behind";
+}
+
+// The same for an AppendV of pieces, small and large, that crosses into a
+// chunk whose preallocation fails.
+TEST_F(EnvTest, MappedWritableFileFailedAppendVLeavesNothingPastSize) {
+  const std::string path = Path("segment");
+  const uint64_t chunk = uint64_t{4} << 20;
+  const int code = RunInChild([&]() -> int {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit limit = {chunk + 8192, chunk + 8192};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 10;
+    std::unique_ptr<WritableFile> file;
+    if (!Env::Default()->NewMappedWritableFile(path, &file).ok()) return 11;
+    const std::string piece(1000, 'a');
+    while (file->size() + piece.size() <= chunk - 1000) {
+      if (!file->Append(piece).ok()) return 12;
+    }
+    for (const size_t big : {size_t{500}, size_t{20000}}) {  // copied; pwritev
+      const uint64_t before = file->size();
+      const std::string b1(700, 'b');
+      const std::string b2(big, 'b');
+      const std::string_view pieces[] = {b1, "", b2, b1};
+      const Status s = file->AppendV(pieces);
+      if (s.code() != Status::Code::kIOError) return 13;
+      if (s.message() != "fallocate " + path + ": File too large") return 14;
+      if (file->size() != before) return 15;
+      std::string open_bytes;
+      if (!Env::Default()->ReadFileToString(path, &open_bytes).ok()) return 16;
+      if (open_bytes.find('b') != std::string::npos) return 17;
+    }
     if (!file->Close().ok()) return 18;
     return 0;
   });

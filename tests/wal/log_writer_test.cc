@@ -77,7 +77,30 @@ TEST(LogWriterTest, RandomRecordsRoundTripAcrossSegments) {
       if (rng() % 20 == 0) n = rng() % (200 << 10);  // some past a segment and the read buffer
       if (rng() % 30 == 0) n = 0;
       Rec r{static_cast<RecordType>(1 + rng() % 7), Bytes(rng, n)};
-      ASSERT_OK_AND_ASSIGN(uint64_t seq, log->Append(r.type, Span(r.bytes)));
+      // Three ways to give a payload: whole, in pieces, or filled in place.
+      Result<uint64_t> appended = uint64_t{0};
+      switch (rng() % 3) {
+        case 0:
+          appended = log->Append(r.type, Span(r.bytes));
+          break;
+        case 1: {
+          std::vector<std::span<const std::byte>> pieces;
+          size_t at = 0;
+          for (int k = static_cast<int>(rng() % 12); k > 0 && at < n; --k) {
+            const size_t len = rng() % 3 == 0 ? 0 : rng() % (n - at + 1);
+            pieces.push_back(Span(r.bytes).subspan(at, len));
+            at += len;
+          }
+          pieces.push_back(Span(r.bytes).subspan(at));
+          appended = log->AppendV(r.type, pieces);
+          break;
+        }
+        default:
+          appended = log->Append(r.type, n, [&r](std::byte* out) {
+            std::memcpy(out, r.bytes.data(), r.bytes.size());
+          });
+      }
+      ASSERT_OK_AND_ASSIGN(uint64_t seq, std::move(appended));
       ASSERT_EQ(seq, static_cast<uint64_t>(i + 1));
       written.push_back(std::move(r));
     }
