@@ -538,7 +538,7 @@ std::vector<CaseWithTarget> AllCases(bool big) {
                            {"wal", 0, wal ? "on" : "off"}},
                           [step_bytes, writers, wal](DB*, const Timing& timing) {
                             DBOptions options;
-                            options.wal.enabled = wal; if (getenv("NOCKPT")) options.checkpoint.every_wal_bytes = 0;
+                            options.wal.enabled = wal;
                             return WithFreshDB(options, [&](DB* db) {
                               return RunInsert(db, timing, step_bytes, writers);
                             });
