@@ -109,24 +109,6 @@ Status FdatasyncFd(int fd, const std::string& path) {
   return Status::OK();
 }
 
-// Writes all `n` bytes of `p` at `offset` (pwrite, looping over partial
-// writes and EINTR), adding each byte that lands to *written.
-Status PwriteAll(int fd, const char* p, size_t n, uint64_t offset, const std::string& path,
-                 uint64_t* written) {
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return IOErrorFor("write", path, errno);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-    offset += static_cast<uint64_t>(w);
-    *written += static_cast<uint64_t>(w);
-  }
-  return Status::OK();
-}
-
 // Writes every byte of `pieces` at `offset` (pwritev, looping over partial
 // writes and EINTR; at most IOV_MAX pieces per call), adding each byte that
 // lands to *written.
@@ -286,7 +268,7 @@ class PosixWritableFile final : public WritableFile {
 class PosixMappedWritableFile final : public WritableFile {
  public:
   static constexpr uint64_t kChunkBytes = uint64_t{4} << 20;
-  // Appends of this many bytes or more are written with pwrite.
+  // Appends of this many bytes or more are written with pwritev.
   static constexpr size_t kWriteBytes = 4096;
   // Mapped pages are made writable this many bytes at a time, ahead of the
   // appends that need them.
@@ -299,34 +281,27 @@ class PosixMappedWritableFile final : public WritableFile {
   ~PosixMappedWritableFile() override { (void)Close(); }
 
   Status Append(std::string_view data) override {
-    if (fd_ < 0) return Status::IOError("append to closed file " + path_);
-    // `end` advances as bytes land; size_ only once all of them did, so that
-    // after a failure size() still reports the bytes before this call (the
-    // landed prefix is zeroed again: unwritten, as env.h's cut back expects).
-    uint64_t end = size_;
-    Status s = AppendAt(data, &end);
-    if (s.ok()) {
-      size_ = end;
-    } else if (end > size_) {
-      (void)ZeroRange(size_, end);
-    }
-    return s;
+    return AppendV(std::span<const std::string_view>(&data, 1));
   }
 
   Status AppendV(std::span<const std::string_view> pieces) override {
     if (fd_ < 0) return Status::IOError("append to closed file " + path_);
     size_t total = 0;
     for (std::string_view piece : pieces) total += piece.size();
+    // `end` advances as bytes land; size_ only once all of them did, so that
+    // after a failure size() still reports the bytes before this call (the
+    // landed prefix is zeroed again: unwritten, as env.h's cut back expects).
     uint64_t end = size_;
     Status s;
     if (total >= kWriteBytes) {
-      // One pwritev, as a large Append's pwrite (below), without joining
-      // the pieces first.
+      // Large appends: one pwritev into the preallocated range (the same
+      // page cache pages the mapping shows), which the kernel fills without
+      // a page fault per page, and without joining the pieces first.
       while (end + total > allocated_ && s.ok()) s = Preallocate();
       if (s.ok()) s = PwritevAll(fd_, pieces, end, path_, &end);
     } else {
       for (std::string_view piece : pieces) {
-        s = AppendAt(piece, &end);
+        s = CopyIntoMapping(piece, &end);
         if (!s.ok()) break;
       }
     }
@@ -380,17 +355,11 @@ class PosixMappedWritableFile final : public WritableFile {
   uint64_t size() const override { return size_; }
 
  private:
-  // Writes `data` at *end, advancing *end past every byte that landed.
-  Status AppendAt(std::string_view data, uint64_t* end) {
+  // Copies `data` through the mapping to *end, advancing *end past every
+  // byte that landed.
+  Status CopyIntoMapping(std::string_view data, uint64_t* end) {
     const char* p = data.data();
     size_t left = data.size();
-    if (left >= kWriteBytes) {
-      // Large appends: pwrite into the preallocated range (the same page
-      // cache pages the mapping shows), which the kernel fills without a
-      // page fault per page.
-      while (*end + left > allocated_) REPLAYDB_RETURN_IF_ERROR(Preallocate());
-      return PwriteAll(fd_, p, left, *end, path_, end);
-    }
     while (left > 0) {
       if (map_ == nullptr || *end < map_offset_ || *end >= map_offset_ + map_bytes_) {
         REPLAYDB_RETURN_IF_ERROR(MapChunkAt(*end));
@@ -411,7 +380,9 @@ class PosixMappedWritableFile final : public WritableFile {
     static const char kZeros[64 << 10] = {};
     while (from < to) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(to - from, sizeof(kZeros)));
-      REPLAYDB_RETURN_IF_ERROR(PwriteAll(fd_, kZeros, n, from, path_, &from));
+      const std::string_view zeros(kZeros, n);
+      REPLAYDB_RETURN_IF_ERROR(
+          PwritevAll(fd_, std::span<const std::string_view>(&zeros, 1), from, path_, &from));
     }
     return Status::OK();
   }

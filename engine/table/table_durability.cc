@@ -47,8 +47,14 @@ Status TableImpl::SyncLog(uint64_t seq, bool wait) {
 }
 
 Result<uint64_t> TableImpl::LogLocked(wal::RecordType type) {
+  const std::span<const std::byte> payload = record_.payload();
+  return LogLocked(type, std::span<const std::span<const std::byte>>(&payload, 1));
+}
+
+Result<uint64_t> TableImpl::LogLocked(wal::RecordType type,
+                                      std::span<const std::span<const std::byte>> pieces) {
   if (log_ == nullptr) return uint64_t{0};
-  Result<uint64_t> seq = log_->Append(type, record_.payload());
+  Result<uint64_t> seq = log_->AppendV(type, pieces);
   if (!seq.ok()) return seq.status().WithContext("table " + Quoted(name_));
   return seq;
 }
@@ -85,9 +91,7 @@ Result<uint64_t> TableImpl::LogStepsLocked(const Trajectory& t, HostRows rows, i
         payload.first(before),
         {static_cast<const std::byte*>(rows.Row(0, static_cast<size_t>(index), 0)), bytes},
         payload.subspan(before + bytes)};
-    Result<uint64_t> seq = log_->AppendV(wal::RecordType::kAppendSteps, pieces);
-    if (!seq.ok()) return seq.status().WithContext("table " + Quoted(name_));
-    return seq;
+    return LogLocked(wal::RecordType::kAppendSteps, pieces);
   }
   for (size_t i = 0; i < n; ++i) {
     const size_t row = static_cast<size_t>(index) + i;

@@ -574,6 +574,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
 
   // Appends the record in record_ to log_; 0 when not logging.
   Result<uint64_t> LogLocked(wal::RecordType type);
+  // The same for a record whose payload is `pieces` one after another.
+  Result<uint64_t> LogLocked(wal::RecordType type,
+                             std::span<const std::span<const std::byte>> pieces);
   // Logs `count` steps of t from host memory (one record), as its steps
   // t.length on: rows index.. of `rows`; `priorities` null or one per step.
   Result<uint64_t> LogStepsLocked(const Trajectory& t, HostRows rows, int64_t index,

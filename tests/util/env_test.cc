@@ -445,22 +445,31 @@ TEST_F(EnvTest, MappedWritableFileReportsAFailedPreallocation) {
   EXPECT_EQ(Read(path), "");
 }
 
+// In a child process: limits file sizes to a 4 MiB chunk and 8 KiB, opens a
+// mapped file at `path` and fills it with 'a's to within 1000-2000 bytes of
+// the chunk's end, so that the next append of a few thousand bytes needs a
+// second chunk that cannot be preallocated. 0, or the child's exit code.
+constexpr uint64_t kMappedChunk = uint64_t{4} << 20;
+int OpenNearlyFullChunk(const std::string& path, std::unique_ptr<WritableFile>* file) {
+  ::signal(SIGXFSZ, SIG_IGN);
+  const struct rlimit limit = {kMappedChunk + 8192, kMappedChunk + 8192};
+  if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 10;
+  if (!Env::Default()->NewMappedWritableFile(path, file).ok()) return 11;
+  const std::string piece(1000, 'a');
+  while ((*file)->size() + piece.size() <= kMappedChunk - 1000) {
+    if (!(*file)->Append(piece).ok()) return 12;
+  }
+  return 0;
+}
+
 // An append that straddles a chunk whose preallocation fails: the prefix that
 // landed in the mapped chunk is zeroed again and size() is unchanged, as
 // env.h promises, so the writer can cut back and go on.
 TEST_F(EnvTest, MappedWritableFileFailedAppendLeavesNothingPastSize) {
   const std::string path = Path("segment");
-  const uint64_t chunk = uint64_t{4} << 20;
   const int code = RunInChild([&]() -> int {
-    ::signal(SIGXFSZ, SIG_IGN);
-    const struct rlimit limit = {chunk + 8192, chunk + 8192};
-    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 10;
     std::unique_ptr<WritableFile> file;
-    if (!Env::Default()->NewMappedWritableFile(path, &file).ok()) return 11;
-    const std::string piece(1000, 'a');
-    while (file->size() + piece.size() <= chunk - 1000) {
-      if (!file->Append(piece).ok()) return 12;
-    }
+    if (const int failed = OpenNearlyFullChunk(path, &file); failed != 0) return failed;
     const uint64_t before = file->size();
     const Status s = file->Append(std::string(3000, 'b'));  // crosses into chunk 2
     if (s.code() != Status::Code::kIOError) return 13;
@@ -482,17 +491,9 @@ TEST_F(EnvTest, MappedWritableFileFailedAppendLeavesNothingPastSize) {
 // chunk whose preallocation fails.
 TEST_F(EnvTest, MappedWritableFileFailedAppendVLeavesNothingPastSize) {
   const std::string path = Path("segment");
-  const uint64_t chunk = uint64_t{4} << 20;
   const int code = RunInChild([&]() -> int {
-    ::signal(SIGXFSZ, SIG_IGN);
-    const struct rlimit limit = {chunk + 8192, chunk + 8192};
-    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 10;
     std::unique_ptr<WritableFile> file;
-    if (!Env::Default()->NewMappedWritableFile(path, &file).ok()) return 11;
-    const std::string piece(1000, 'a');
-    while (file->size() + piece.size() <= chunk - 1000) {
-      if (!file->Append(piece).ok()) return 12;
-    }
+    if (const int failed = OpenNearlyFullChunk(path, &file); failed != 0) return failed;
     for (const size_t big : {size_t{500}, size_t{20000}}) {  // copied; pwritev
       const uint64_t before = file->size();
       const std::string b1(700, 'b');
