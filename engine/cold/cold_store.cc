@@ -9,11 +9,14 @@
 #include <rocksdb/write_batch.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <shared_mutex>
+#include <thread>
 #include <vector>
 
 #include "engine/cold/rocksdb_env.h"
@@ -96,6 +99,22 @@ Status Scan(rocksdb::DB* db, const std::string& dir, const std::string& prefix,
 
 // Reads every table file of `dir` with its checksums (only on the failure
 // path of an open).
+// What names the database's current state in `dir`: the MANIFEST that
+// CURRENT names, and its size. A writer changes it before it deletes a file.
+std::string ManifestState(const std::string& dir) {
+  std::string current;
+  if (std::FILE* f = std::fopen((dir + "/CURRENT").c_str(), "rb")) {
+    char buf[256];
+    const size_t n = std::fread(buf, 1, sizeof(buf), f);
+    std::fclose(f);
+    current.assign(buf, n);
+  }
+  while (!current.empty() && (current.back() == '\n' || current.back() == '\r')) current.pop_back();
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(dir + "/" + current, ec);
+  return current + ":" + (ec ? std::string("?") : std::to_string(size));
+}
+
 Status NameDamagedTableFiles(Status s, const std::string& dir) {
   if (s.code() != Status::Code::kCorruption || s.message().find(".sst") != std::string::npos) {
     return s;
@@ -217,9 +236,13 @@ Result<std::unique_ptr<ColdStore>> ColdStore::OpenReadOnly(const std::string& di
   // writer deleted, and reads its keys as absent. Check the files as the
   // read-write open does: a plain read-only instance opening every file the
   // MANIFEST lists (table footers and index blocks read). A writer beside
-  // us may compact a file away meanwhile: try again before calling it
-  // damage.
+  // us may compact a file away meanwhile; it records that in the MANIFEST
+  // before it deletes the file. So a failure while the MANIFEST moved is
+  // tried again (for up to 20 s, or 1000 tries, of a writer that never
+  // stops); one with the MANIFEST unchanged is damage.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   for (int attempt = 0;; ++attempt) {
+    const std::string before = ManifestState(dir);
     rocksdb::Options check;
     check.max_open_files = -1;
     check.paranoid_checks = true;
@@ -227,8 +250,16 @@ Result<std::unique_ptr<ColdStore>> ColdStore::OpenReadOnly(const std::string& di
     rocksdb::DB* checker = nullptr;
     s = FromRocks(rocksdb::DB::OpenForReadOnly(check, dir, &checker), "open read-only", dir);
     delete checker;
-    if (s.ok() || attempt == 2) break;
+    if (s.ok() || ManifestState(dir) == before || attempt == 999 ||
+        std::chrono::steady_clock::now() > give_up) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 + attempt, 20)));
   }
+  // The files this view holds passed; what the writer checkpointed since
+  // (and the compactions that replaced files the secondary instance found
+  // gone) comes with one more catch-up.
+  if (s.ok()) s = FromRocks(db->TryCatchUpWithPrimary(), "catch up with the writer", dir);
   if (!s.ok()) {
     delete db;
     std::error_code ec;

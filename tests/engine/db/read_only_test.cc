@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
@@ -110,6 +111,42 @@ TEST(ReadOnlyTest, ReadersSeeTheLastCheckpointWhileTheWriterWrites) {
   ASSERT_OK_AND_ASSIGN(auto reader3, DB::OpenReadOnly({}, dir.path()));
   ASSERT_OK_AND_ASSIGN(auto t3, reader3->GetTable("data"));
   EXPECT_EQ(t3->Info().num_steps, all_steps);
+}
+
+// The writer's checkpoints compact the cold store's files away while a
+// reader opens; every open must still succeed, each with a view at least as
+// new as the checkpoint taken before it began. (Bounded: 40 opens or 30 s.)
+TEST(ReadOnlyTest, ReadersOpenWhileTheWriterCompactsAwayTheirFiles) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  const TableSpec spec = Spec(/*spill=*/false);
+  ASSERT_OK_AND_ASSIGN(auto writer_db, DB::Open({}, dir.path()));
+  ASSERT_OK_AND_ASSIGN(auto table, writer_db->CreateTable(spec));
+  Write(table.get(), spec, 5, rng);
+  ASSERT_OK(writer_db->Checkpoint());
+  std::atomic<int64_t> checkpointed{table->Info().num_steps};
+  std::atomic<bool> stop{false};
+  std::thread writing([&] {
+    std::mt19937_64 wrng(rng());
+    while (!stop.load()) {
+      Write(table.get(), spec, 2, wrng);
+      const int64_t steps = table->Info().num_steps;
+      EXPECT_OK(writer_db->Checkpoint());
+      checkpointed.store(steps);
+    }
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int i = 0; i < 40 && std::chrono::steady_clock::now() < until; ++i) {
+    const int64_t floor = checkpointed.load();
+    auto reader = DB::OpenReadOnly({}, dir.path());
+    ASSERT_TRUE(reader.ok()) << "open " << i << ": " << reader.status().ToString();
+    ASSERT_OK_AND_ASSIGN(auto t, (*reader)->GetTable("data"));
+    EXPECT_GE(t->Info().num_steps, floor) << "open " << i;
+    ASSERT_OK_AND_ASSIGN(SampleBatch batch, t->Sample(8));
+    EXPECT_EQ(batch.batch_size, 8);
+  }
+  stop.store(true);
+  writing.join();
 }
 
 TEST(ReadOnlyTest, WritesFailNamingTheReadOnlyOpen) {
