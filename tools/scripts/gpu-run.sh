@@ -33,12 +33,17 @@
 #      root as the working directory: python/ and tests/ travel with it), and
 #      tools/analysis/python_sample_to_host.py (table.sample to host memory
 #      through Python, a new batch per call),
+#  12. `replaydb bench --json --filter insert/step_bytes|wal_append|recover|sample_scale`
+#      (issue 37's host paths: logged inserts, log appends and recovery against
+#      memcpy and disk ceilings, draws at 1M, 10M and 50M steps) on the GPU
+#      machine's many-core host,
 # then prints the priority table (tools/analysis/prio_summary.py), the gather table
 # (tools/analysis/gather_summary.py) and a short summary of the steps last. Exits
 # non-zero when a step fails.
 # Environment: GTEST_FILTER overrides the suites; REPLAYDB_STEPS picks steps
-# by name, comma-separated, from tests,memcheck,racecheck,prio,gather,cold,python
-# (default: all; prio covers 5 and 6, gather 7 to 9, cold 10, python 11), so a run can be split
+# by name, comma-separated, from tests,memcheck,racecheck,prio,gather,cold,python,host
+# (default: all; prio covers 5 and 6, gather 7 to 9, cold 10, python 11, host 12),
+# so a run can be split
 # across calls that each have a time limit; REPLAYDB_SKIP_SANITIZERS=1
 # drops memcheck and racecheck, REPLAYDB_SKIP_BENCH=1 the benches;
 # REPLAYDB_STEP_TIMEOUT (seconds, default 900) bounds each step.
@@ -79,9 +84,10 @@ case "$filter" in
   *) sanitized_filter="$filter-DeviceMemoryTest.FailuresNameTheBytesAndDevice" ;;
 esac
 
-steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather,cold,python}"
+steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather,cold,python,host}"
 [ "${REPLAYDB_SKIP_SANITIZERS:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/memcheck//; s/racecheck//')"
-[ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/prio//; s/gather//; s/cold//')"
+[ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ] &&
+  steps="$(echo "$steps" | sed 's/prio//; s/gather//; s/cold//; s/host//')"
 # want STEP: whether STEP is among the steps to run.
 want() { case ",$steps," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
@@ -169,6 +175,14 @@ if want cold; then
     step "bench $bench" "bench-$bench.txt" cold_note -- "$tool" bench --filter "$bench"
   done
 fi
+if want host; then
+  # Issue 37's host paths, on a host with more cores than the development
+  # machine.
+  for bench in insert/step_bytes wal_append recover sample_scale; do
+    step "bench ${bench%%/*}" "bench-host-${bench%%/*}.jsonl" json_note -- \
+      "$tool" bench --json --filter "$bench"
+  done
+fi
 if want python; then
   # The Python package from the working tree over the bundle's
   # libreplaydb.so: its tests (GPU ones with PyTorch, JAX and CuPy; the
@@ -246,6 +260,29 @@ for line in open(sys.argv[1]):
           f"{r['target']}")
     path = r.get("python_path", "ctypes")
 print(f"(per-batch calls through the {path})")
+PY
+fi
+if want host; then
+  echo
+  echo "=== gpu-run: host paths (issue 37)"
+  python3 - "$logs"/bench-host-*.jsonl <<'PY' || true
+import json, sys
+def num(v):
+    return "-" if v is None else f"{v:.3g}"
+for path in sys.argv[1:]:
+    try:
+        lines = open(path).read().splitlines()
+    except OSError as e:
+        print(f"no results: {e}")
+        continue
+    for line in lines:
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        params = ",".join(f"{k}={v}" for k, v in r["params"].items())
+        print(f"{r['bench']} {params}: {num(r['value'])} {r['unit']}  {r['ceiling_name']} "
+              f"{num(r['ceiling'])}  ratio {num(r['ratio'])}  {r.get('target', '-')} "
+              f"({r.get('target_text', 'no target')})")
 PY
 fi
 echo

@@ -528,7 +528,11 @@ std::vector<CaseWithTarget> AllCases(bool big) {
     for (int writers : {1, 4}) {
       for (bool wal : {true, false}) {
         std::optional<Target> target;
-        if (step_bytes == 16384 && writers == 1) target = RatioTarget();
+        // Engine core: >= 0.5 of memcpy without the log; issue 37: >= 0.45
+        // with it (two copies of each step: the log's and the hot tier's).
+        if (step_bytes == 16384 && writers == 1) {
+          target = wal ? Target{Target::Kind::kRatioAtLeast, 0.45, "ratio >= 0.45"} : RatioTarget();
+        }
         if (step_bytes == 64) target = StepsTarget();
         // Each insert case gets a fresh DB: the defaults (the log on, kBatch)
         // or the same without the log.
