@@ -162,7 +162,8 @@ bool ReadStepChunk(std::string_view bytes, StepChunkView* out) {
   return true;
 }
 
-ColdStore::Batch::Batch() : batch_(std::make_unique<rocksdb::WriteBatch>()) {}
+ColdStore::Batch::Batch(size_t reserved_bytes)
+    : batch_(std::make_unique<rocksdb::WriteBatch>(reserved_bytes)) {}
 ColdStore::Batch::~Batch() = default;
 
 void ColdStore::Batch::PutCheckpoint(std::string_view value) {

@@ -88,7 +88,8 @@ class ColdStore {
   // Writes collected by a checkpoint, applied atomically by Write.
   class Batch {
    public:
-    Batch();
+    // `reserved_bytes`: room made at once for what the batch will hold.
+    explicit Batch(size_t reserved_bytes = 0);
     ~Batch();
     void PutCheckpoint(std::string_view value);
     void PutTableState(uint32_t table, std::string_view value);

@@ -360,7 +360,13 @@ Status DBImpl::Checkpoint() {
     segment = rolled;
   }
   const std::vector<std::shared_ptr<TableImpl>> tables = OpenTables();
-  ColdStore::Batch batch;
+  // The batch holds about what was logged since the last checkpoint: made
+  // that big at once, it is not copied again as it grows (nor are the pages
+  // of each larger copy faulted in anew).
+  constexpr uint64_t kMaxReservedBytes = uint64_t{1} << 30;
+  const uint64_t logged = log_ != nullptr ? log_->stats().bytes - log_bytes_at_checkpoint_ : 0;
+  ColdStore::Batch batch(
+      static_cast<size_t>(std::min(logged + (uint64_t{64} << 10), kMaxReservedBytes)));
   Status s;
   for (const auto& table : tables) {
     s = table->CollectCheckpoint(&batch);

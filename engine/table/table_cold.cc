@@ -144,16 +144,9 @@ void TableImpl::RunSpillLocked(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   ColdStore::Batch batch;
   if (s.ok() && from < to) {
-    std::string steps;
-    s = ReadSteps(job.blocks, from, to, &steps);
-    if (s.ok()) {
-      flatbuffers::FlatBufferBuilder fbb(steps.size() + 128);
-      const auto data =
-          fbb.CreateVector(reinterpret_cast<const uint8_t*>(steps.data()), steps.size());
-      fbb.Finish(fb::CreateStepChunk(fbb, from, to - from,
-                                     static_cast<uint32_t>(layout_.step_bytes), data));
-      batch.PutSteps(table_id, tp->id, from, View(fbb));
-    }
+    flatbuffers::FlatBufferBuilder fbb(static_cast<size_t>(to - from) * layout_.step_bytes + 128);
+    s = BuildStepChunk(job.blocks, from, to, &fbb);
+    if (s.ok()) batch.PutSteps(table_id, tp->id, from, View(fbb));
   }
   batch.PutTrajectory(table_id, tp->id, job.meta);
   if (s.ok()) s = store->WriteLogged(batch);

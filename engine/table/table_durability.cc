@@ -178,9 +178,26 @@ Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
 
 Status TableImpl::ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
                             std::string* out) const {
+  out->resize(static_cast<size_t>(to - from) * layout_.step_bytes);
+  return ReadSteps(blocks, from, to, reinterpret_cast<std::byte*>(out->data()));
+}
+
+Status TableImpl::BuildStepChunk(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                                 flatbuffers::FlatBufferBuilder* fbb) const {
+  fbb->Clear();
+  const size_t bytes = static_cast<size_t>(to - from) * layout_.step_bytes;
+  uint8_t* data = nullptr;
+  const auto vector = fbb->CreateUninitializedVector(bytes, &data);
+  REPLAYDB_RETURN_IF_ERROR(ReadSteps(blocks, from, to, reinterpret_cast<std::byte*>(data)));
+  fbb->Finish(fb::CreateStepChunk(*fbb, from, to - from,
+                                  static_cast<uint32_t>(layout_.step_bytes), vector));
+  return Status::OK();
+}
+
+Status TableImpl::ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                            std::byte* out) const {
   const int64_t bs = layout_.block_steps;
   const size_t step_bytes = layout_.step_bytes;
-  out->resize(static_cast<size_t>(to - from) * step_bytes);
   std::vector<std::byte> scratch;
   for (int64_t s = from; s < to;) {
     const int64_t b = s / bs;
@@ -197,7 +214,7 @@ Status TableImpl::ReadSteps(std::span<std::byte* const> blocks, int64_t from, in
             kernels::CopyFromDevice(spec_.placement.device, scratch.data(), src, count * cb));
         src = scratch.data();
       }
-      char* dst = out->data() + static_cast<size_t>(s - from) * step_bytes + step_offset;
+      std::byte* dst = out + static_cast<size_t>(s - from) * step_bytes + step_offset;
       for (size_t i = 0; i < count; ++i) {
         std::memcpy(dst + i * step_bytes, src + i * cb, cb);
       }
@@ -272,15 +289,10 @@ Status TableImpl::CollectCheckpoint(ColdStore::Batch* batch) {
   }
   // Published steps never change, and the pins keep their blocks.
   Status s;
-  std::string steps;
   for (const Copy& copy : copies) {
     if (!s.ok()) break;
-    s = ReadSteps(copy.blocks, copy.from, copy.to, &steps);
+    s = BuildStepChunk(copy.blocks, copy.from, copy.to, &fbb);
     if (!s.ok()) break;
-    fbb.Clear();
-    const auto data = fbb.CreateVector(reinterpret_cast<const uint8_t*>(steps.data()), steps.size());
-    fbb.Finish(fb::CreateStepChunk(fbb, copy.from, copy.to - copy.from,
-                                   static_cast<uint32_t>(layout_.step_bytes), data));
     batch->PutSteps(table_id, copy.t->id, copy.from,
                     std::string_view(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                                      fbb.GetSize()));

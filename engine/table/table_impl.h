@@ -624,6 +624,14 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // `out`, step-major (the WAL's layout). Called without the lock.
   Status ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
                    std::string* out) const;
+  // The same into `out`, which holds (to - from) * step_bytes bytes.
+  Status ReadSteps(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                   std::byte* out) const;
+  // Builds in `fbb` (cleared first) the cold store's StepChunk of steps
+  // [from, to), read from `blocks` as ReadSteps does straight into the
+  // chunk's data vector. Called without the lock.
+  Status BuildStepChunk(std::span<std::byte* const> blocks, int64_t from, int64_t to,
+                        flatbuffers::FlatBufferBuilder* fbb) const;
 
   // ---- applying logged changes (table_apply.cc)
 
