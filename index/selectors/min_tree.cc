@@ -14,7 +14,7 @@ MinTree::MinTree(size_t n) : size_(n), capacity_(std::bit_ceil(std::max<size_t>(
 void MinTree::Grow(size_t new_n) {
   if (new_n > capacity_) {
     const size_t new_capacity = std::bit_ceil(std::max(new_n, 2 * capacity_));
-    std::vector<double> nodes(2 * new_capacity, kEmpty);
+    std::vector<double, util::HugePageAllocator<double>> nodes(2 * new_capacity, kEmpty);
     std::copy(nodes_.begin() + static_cast<std::ptrdiff_t>(capacity_),
               nodes_.begin() + static_cast<std::ptrdiff_t>(capacity_ + size_),
               nodes.begin() + static_cast<std::ptrdiff_t>(new_capacity));

@@ -10,6 +10,8 @@
 #include <limits>
 #include <vector>
 
+#include "util/huge_page_allocator.h"
+
 namespace replaydb::index {
 
 // A complete binary tree in one flat array, as SumTree: capacity() is a
@@ -46,7 +48,7 @@ class MinTree {
   size_t capacity_ = 1;  // a power of two
   // nodes_[1] is the root, the children of node i are 2i and 2i + 1, the
   // leaf of slot s is nodes_[capacity_ + s]; nodes_[0] is unused.
-  std::vector<double> nodes_;
+  std::vector<double, util::HugePageAllocator<double>> nodes_;
 };
 
 }  // namespace replaydb::index

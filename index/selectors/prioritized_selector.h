@@ -11,6 +11,7 @@
 #include "index/selectors/min_tree.h"
 #include "index/selectors/selector.h"
 #include "index/selectors/sum_tree.h"
+#include "util/huge_page_allocator.h"
 
 namespace replaydb::index {
 
@@ -132,7 +133,7 @@ class PrioritizedSelector final : public Selector {
   // Invariant: slots_[slot_keys_[s]] == s for every occupied slot s; the
   // leaves of free slots hold 0.
   std::unordered_map<ItemKey, size_t> slots_;
-  std::vector<ItemKey> slot_keys_;
+  std::vector<ItemKey, util::HugePageAllocator<ItemKey>> slot_keys_;
   std::vector<size_t> free_slots_;  // a stack: the last freed slot on top
   // The occupied slots, densely (for uniform draws), and each occupied
   // slot's place there.

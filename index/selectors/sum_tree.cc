@@ -21,7 +21,7 @@ void SumTree::Resize(size_t new_n) {
     return;
   }
   const size_t new_capacity = std::bit_ceil(std::max(new_n, 2 * capacity_));
-  std::vector<double> nodes(2 * new_capacity, 0.0);
+  std::vector<double, util::HugePageAllocator<double>> nodes(2 * new_capacity, 0.0);
   std::copy(nodes_.begin() + static_cast<std::ptrdiff_t>(capacity_),
             nodes_.begin() + static_cast<std::ptrdiff_t>(capacity_ + size_),
             nodes.begin() + static_cast<std::ptrdiff_t>(new_capacity));

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "util/huge_page_allocator.h"
+
 namespace replaydb::index {
 
 // A complete binary tree in one flat array: capacity() is a power of two,
@@ -88,7 +90,7 @@ class SumTree {
   // leaf of slot s is nodes_[capacity_ + s]; nodes_[0] is unused. Siblings
   // are adjacent and 16-byte aligned, so each level of a descent reads one
   // cache line.
-  std::vector<double> nodes_;
+  std::vector<double, util::HugePageAllocator<double>> nodes_;
 };
 
 }  // namespace replaydb::index
