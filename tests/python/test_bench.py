@@ -12,8 +12,10 @@ from replaydb import bench
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_median_interval_brackets_the_median_and_narrows_with_more_samples(seed):
-    rng = random.Random(seed)
+def test_median_interval_brackets_the_median_and_narrows_with_more_samples():
+    # A fixed seed: with a fresh one the 9-sample interval comes out the
+    # narrower about once in 10^4 runs.
+    rng = random.Random(20261125)
     few = [rng.gauss(5.0, 2.0) for _ in range(9)]
     many = [rng.gauss(5.0, 2.0) for _ in range(301)]
     for values in (few, many):

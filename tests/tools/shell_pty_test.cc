@@ -72,7 +72,7 @@ class Terminal {
 
   // Reads until the screen since `from` holds `text` (true) or 10 s pass.
   bool WaitFor(const std::string& text, size_t from) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (screen_.find(text, from) == std::string::npos) {
       if (std::chrono::steady_clock::now() > deadline) return false;
       struct pollfd p = {master_, POLLIN, 0};
@@ -87,7 +87,7 @@ class Terminal {
 
   // Waits for the process to exit; its exit status, or -1.
   int Wait() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     int status = 0;
     while (std::chrono::steady_clock::now() < deadline) {
       char buf[4096];

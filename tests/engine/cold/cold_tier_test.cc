@@ -416,8 +416,10 @@ TEST(ColdTierTest, SpillOnAFullDiskWaitsAndLosesNothing) {
   env.SetSpaceLimit(env.bytes_written());
   // Writers go on until the spills they need cannot land; then they time
   // out naming the failed spill, and what they wrote stays.
+  // (Long enough that the spill thread has met the full disk by then, however
+  // loaded the machine.)
   WriterOptions wo;
-  wo.timeout = std::chrono::milliseconds(300);
+  wo.timeout = std::chrono::seconds(5);
   ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter(wo));
   Status s;
   for (int i = 0; i < 200 && s.ok(); ++i) {
