@@ -12,21 +12,19 @@
 
 namespace replaydb::index {
 
-// A tree of kFanout = 8 children per node, each node's children one 64-byte
-// line of doubles, so that a descent reads one line per level and a tree
-// of 64M slots has 9 levels (a binary tree has 26). capacity() is a power
-// of two; the leaves (one per slot) fill the bottom level, and every
-// internal node holds the sum of its children. Slots [0, size()) are in
-// use; slots past size() up to capacity() hold 0.
+// A complete binary tree in one flat array: capacity() is a power of two,
+// the leaves (one per slot) fill the bottom level and every internal node
+// holds the sum of its two children. Slots [0, size()) are in use; slots
+// past size() up to capacity() hold 0.
 //
 // Exactness:
-//  - Every internal node on a changed leaf's path is recomputed from its
-//    children, summed in order (((c0 + c1) + c2) + ...) + c7; nothing is
-//    adjusted by a delta. A node's value is therefore a function of the
-//    leaves below it only, not of the history of Set calls: no drift, and a
-//    subtree whose leaves are all 0 sums to exactly 0.
+//  - Every internal node on a changed leaf's path is recomputed as
+//    fl(left + right) from its children; nothing is adjusted by a delta. A
+//    node's value is therefore a function of the leaves below it only, not
+//    of the history of Set calls: no drift, and a subtree whose leaves are
+//    all 0 sums to exactly 0.
 //  - Total() differs from the exact sum of the leaves by at most about
-//    7 * levels * 2^-53 relative (seven roundings per level).
+//    log2(capacity()) * 2^-53 relative (one rounding per level).
 //  - Find never returns a slot whose value is 0 while Total() > 0: the
 //    descent never enters a child whose sum is 0, and a target that
 //    rounding pushes past a subtree's sum (or a target >= Total()) ends on
@@ -62,20 +60,18 @@ class SumTree {
   // REQUIRES: value finite and >= 0; the sum of all values stays finite.
   void Set(size_t slot, double value);
 
-  static constexpr size_t kFanout = 8;
-
   // REQUIRES: slot < size().
-  double Get(size_t slot) const { return nodes_[offset_[0] + slot]; }
+  double Get(size_t slot) const { return nodes_[capacity_ + slot]; }
 
   // The root: the sum of every slot's value (see Exactness).
-  double Total() const { return nodes_[offset_[levels_ - 1]]; }
+  double Total() const { return nodes_[1]; }
 
   // The slot whose cumulative interval [sum of slots before it, that plus
   // its value) holds `target`, following the tree's own sums: at each node
-  // take the first positive child whose sum exceeds what is left of the
-  // target, subtracting the sums of the children passed. A negative target
-  // gives the first positive slot, a target >= Total() (or NaN) the last
-  // positive one. The result always has Get(slot) > 0. REQUIRES: Total() > 0.
+  // go left if target < left sum, otherwise subtract the left sum and go
+  // right. A negative target gives the first positive slot, a target >=
+  // Total() (or NaN) the last positive one. The result always has
+  // Get(slot) > 0. REQUIRES: Total() > 0.
   size_t Find(double target) const;
   // Find for every target (out[i] = Find(targets[i]), the same arithmetic),
   // the descents made together a level at a time, each prefetching its
@@ -85,26 +81,15 @@ class SumTree {
   void FindMany(std::span<const double> targets, std::span<size_t> out) const;
 
  private:
-  static constexpr size_t kMaxLevels = 24;  // 8^23 leaves: more than any memory
-
-  // Lays out levels for capacity_ leaves (all 0).
-  void Allocate();
   // Recomputes every internal node from the leaves: O(capacity()).
   void RebuildInternal();
-  // Recomputes node `node` of level `level` (>= 1) from its children.
-  void Recompute(size_t level, size_t node);
 
   size_t size_ = 0;
   size_t capacity_ = 1;  // a power of two
-  // Level 0 holds the leaves (leaf of slot s at nodes_[offset_[0] + s]),
-  // level l + 1 one node per kFanout nodes of level l, up to the root, the
-  // one node of level levels_ - 1. Node j of level l + 1 has children
-  // j * kFanout ... + kFanout - 1 of level l. Every level but the root's is
-  // padded with zeros to whole groups of kFanout, and each level starts on
-  // a 64-byte boundary of the array (offset_[0] skips to the first), so
-  // that a node's children are one cache line.
-  size_t levels_ = 1;
-  size_t offset_[kMaxLevels] = {};
+  // nodes_[1] is the root, the children of node i are 2i and 2i + 1, the
+  // leaf of slot s is nodes_[capacity_ + s]; nodes_[0] is unused. Siblings
+  // are adjacent and 16-byte aligned, so each level of a descent reads one
+  // cache line.
   std::vector<double, util::HugePageAllocator<double>> nodes_;
 };
 
