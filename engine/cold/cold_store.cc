@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -102,17 +101,13 @@ Status Scan(rocksdb::DB* db, const std::string& dir, const std::string& prefix,
 // What names the database's current state in `dir`: the MANIFEST that
 // CURRENT names, and its size. A writer changes it before it deletes a file.
 std::string ManifestState(const std::string& dir) {
+  Env* env = Env::Default();
   std::string current;
-  if (std::FILE* f = std::fopen((dir + "/CURRENT").c_str(), "rb")) {
-    char buf[256];
-    const size_t n = std::fread(buf, 1, sizeof(buf), f);
-    std::fclose(f);
-    current.assign(buf, n);
-  }
+  (void)env->ReadFileToString(dir + "/CURRENT", &current);
   while (!current.empty() && (current.back() == '\n' || current.back() == '\r')) current.pop_back();
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(dir + "/" + current, ec);
-  return current + ":" + (ec ? std::string("?") : std::to_string(size));
+  uint64_t size = 0;
+  const bool sized = !current.empty() && env->GetFileSize(dir + "/" + current, &size).ok();
+  return current + ":" + (sized ? std::to_string(size) : std::string("?"));
 }
 
 Status NameDamagedTableFiles(Status s, const std::string& dir) {

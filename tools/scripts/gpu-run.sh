@@ -133,6 +133,32 @@ cold_note() { grep -m1 -E '^(spill|reload|sample_rotating) ' "$1" | awk '{print 
 smi_note() { grep -m1 '^GPU' "$1" | cut -d'(' -f1; }
 pytest_note() { grep -E '(passed|failed|skipped|error)' "$1" | tail -1; }
 
+# bench_rows FORMAT FILE...: one line per JSON result of `replaydb bench
+# --json` in FILEs (value, ceiling and ratio printed with FORMAT), with its
+# target's verdict.
+bench_rows() {
+  python3 - "$@" <<'PY'
+import json, sys
+fmt = sys.argv[1]
+def num(v):
+    return "-" if v is None else format(v, fmt)
+for path in sys.argv[2:]:
+    try:
+        lines = open(path).read().splitlines()
+    except OSError as e:
+        print(f"no results: {e}")
+        continue
+    for line in lines:
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        params = ",".join(f"{k}={v}" for k, v in r["params"].items())
+        print(f"{r['bench']} {params}: {num(r['value'])} {r['unit']}  {r['ceiling_name']} "
+              f"{num(r['ceiling'])}  ratio {num(r['ratio'])}  {r.get('target', '-')} "
+              f"({r.get('target_text', 'no target')})")
+PY
+}
+
 step "nvidia-smi" nvidia-smi.log smi_note -- nvidia-smi -L
 want tests &&
   step "gpu tests" tests.log gtest_note -- "$tests" --gtest_filter="$filter" --gtest_color=no
@@ -216,23 +242,7 @@ if want gather; then
     "$logs/gather-baseline.jsonl"
   echo
   echo "=== gpu-run: samples to host memory (GB/s, fresh batch per call), vector-table device draws (us)"
-  python3 - "$logs/bench-sample_to_host.jsonl" "$logs/bench-vector_sample.jsonl" <<'PY'
-import json, sys
-for path in sys.argv[1:]:
-    try:
-        lines = open(path).read().splitlines()
-    except OSError as e:
-        print(f"no results: {e}")
-        continue
-    for line in lines:
-        if not line.startswith("{"):
-            continue
-        r = json.loads(line)
-        params = ",".join(f"{k}={v}" for k, v in r["params"].items())
-        print(f"{r['bench']} {params}: {r['value']:.2f} {r['unit']}  {r['ceiling_name']} "
-              f"{r['ceiling']:.2f}  ratio {r['ratio']:.2f}  {r.get('target', '-')} "
-              f"({r.get('target_text', 'no target')})")
-PY
+  bench_rows .2f "$logs/bench-sample_to_host.jsonl" "$logs/bench-vector_sample.jsonl"
 fi
 if want cold; then
   echo
@@ -265,25 +275,7 @@ fi
 if want host; then
   echo
   echo "=== gpu-run: host paths (issue 37)"
-  python3 - "$logs"/bench-host-*.jsonl <<'PY' || true
-import json, sys
-def num(v):
-    return "-" if v is None else f"{v:.3g}"
-for path in sys.argv[1:]:
-    try:
-        lines = open(path).read().splitlines()
-    except OSError as e:
-        print(f"no results: {e}")
-        continue
-    for line in lines:
-        if not line.startswith("{"):
-            continue
-        r = json.loads(line)
-        params = ",".join(f"{k}={v}" for k, v in r["params"].items())
-        print(f"{r['bench']} {params}: {num(r['value'])} {r['unit']}  {r['ceiling_name']} "
-              f"{num(r['ceiling'])}  ratio {num(r['ratio'])}  {r.get('target', '-')} "
-              f"({r.get('target_text', 'no target')})")
-PY
+  bench_rows .3g "$logs"/bench-host-*.jsonl || true
 fi
 echo
 echo "=== gpu-run: summary (logs in $logs)"
