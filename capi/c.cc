@@ -1258,6 +1258,20 @@ int64_t replaydb_table_spec_sequence_length(const replaydb_table_spec_t* s) {
   return s == nullptr ? 0 : s->spec.sequence_length;
 }
 
+int replaydb_table_mass(replaydb_table_t* table, double* total, int64_t* items, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_mass";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    if (total == nullptr) return NullArgument(kFn, "total");
+    if (items == nullptr) return NullArgument(kFn, "items");
+    Result<replaydb::SamplingMass> mass = table->table->Mass();
+    if (!mass.ok()) return mass.status();
+    *total = mass->total;
+    *items = mass->items;
+    return Status::OK();
+  });
+}
+
 int replaydb_table_info(replaydb_table_t* table, replaydb_table_info_t* info, char** errptr) {
   constexpr char kFn[] = "replaydb_table_info";
   return Guard(kFn, errptr, [&]() -> Status {

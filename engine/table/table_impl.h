@@ -26,7 +26,7 @@
 //   table_durability.cc     logging and checkpoints
 //   table_apply.cc          logged changes applied again (recovery, replicas)
 //   table_cold.cc           spill, load and rotation through the cold tier
-//   table_inspect.cc        ListTrajectories, ReadTrajectory, ItemPriorities
+//   table_inspect.cc        ListTrajectories, ReadTrajectory, ItemPriorities, Mass
 //   table_verify.cc         DB::Verify's part
 //   device_output.h         device-sample argument checks, shared with remote tables
 //
@@ -258,6 +258,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status ReadTrajectory(uint64_t id, int64_t first, int64_t count,
                         TrajectorySteps* out) override;
   Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override;
+  Result<SamplingMass> Mass() override;
   // DB::Verify's part for this table (engine/table/table_verify.cc): checks the
   // index under the lock, compares each hot trajectory's stored steps with
   // its blocks and reads every cold one through `store`, appending what is

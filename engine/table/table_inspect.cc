@@ -1,6 +1,6 @@
 // TableImpl's inspection calls (include/replaydb/table.h): ListTrajectories,
 // ReadTrajectory and ItemPriorities, and Table's returning forms of
-// ListTrajectories and ColdTrajectories. They change nothing; the replaydb shell's
+// ListTrajectories and ColdTrajectories, and Mass. They change nothing; the replaydb shell's
 // trajectories, show and priorities commands are built on them.
 #include <algorithm>
 #include <cstring>
@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "engine/table/table_impl.h"
+#include "index/selectors/prioritized_selector.h"
+#include "kernels/priority/device_priority_table.h"
 #include "util/format.h"
 
 namespace replaydb::engine {
@@ -30,6 +32,11 @@ std::vector<TrajectoryInfo> Table::ListTrajectories(const TrajectoryFilter& filt
   std::vector<TrajectoryInfo> out;
   if (!ListTrajectories(filter, &out).ok()) out.clear();
   return out;
+}
+
+Result<SamplingMass> Table::Mass() {
+  return Status::NotSupported("table " + util::Quoted(name()) +
+                              ": no sampling mass (a vector or remote table)");
 }
 
 std::vector<uint64_t> Table::ColdTrajectories(uint64_t from, size_t limit) const {
@@ -224,6 +231,36 @@ Status TableImpl::ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>
     *priorities = std::move(*on_device);
   }
   return Status::OK();
+}
+
+Result<SamplingMass> TableImpl::Mass() {
+  std::lock_guard<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  SamplingMass mass;
+  mass.items = num_items_;
+  switch (spec_.selector) {
+    case SelectorKind::kUniform:
+      mass.total = static_cast<double>(num_items_);
+      return mass;
+    case SelectorKind::kPrioritized:
+      break;
+    default:
+      return Status::NotSupported("table " + Quoted(name_) + ": a " +
+                                  std::string(SelectorKindName(spec_.selector)) +
+                                  " table has no sampling mass (its draws are certain)");
+  }
+  if (kernels::DevicePriorityTable* device = draws_->device_priorities()) {
+    Result<double> total = device->Mass();
+    if (!total.ok()) return total.status().WithContext("table " + Quoted(name_));
+    mass.total = *total;
+    return mass;
+  }
+  const auto* prioritized = dynamic_cast<const index::PrioritizedSelector*>(&selector_);
+  if (prioritized == nullptr) {
+    return Status::Internal("table " + Quoted(name_) + ": prioritized without a sum tree");
+  }
+  mass.total = prioritized->unscaled_mass();
+  return mass;
 }
 
 }  // namespace replaydb::engine

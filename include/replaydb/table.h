@@ -167,6 +167,18 @@ struct RateLimiterInfo {
   int64_t blocked_samples = 0;  // sample calls that had to wait
 };
 
+// What a table's draws are proportional to (Table::Mass), for sampling
+// several tables (shards) as one: draw n_s ~ Multinomial(B, M_s / sum M)
+// from shard s; a draw from shard s picks an item with probability
+// m / M_s, so over the shards with probability m / sum M.
+struct SamplingMass {
+  // Prioritized: the sum of priority^priority_exponent over the live items
+  // (+inf where it overflows a double; 0 when every priority is 0, and the
+  // host's draws are then uniform over `items`). Uniform: `items`.
+  double total = 0;
+  int64_t items = 0;  // live items
+};
+
 struct TableInfo {
   std::string name;
   int64_t num_steps = 0;              // steps held in the hot tier
@@ -475,6 +487,14 @@ class Table {
   virtual Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) = 0;
 
   virtual TableInfo Info() const = 0;
+
+  // The table's sampling mass now (SamplingMass): exact for the items
+  // present at the call, including priorities set from a device (it then
+  // synchronises with the GPU's priority table, a copy of at most 8 KiB).
+  // NotSupported, naming the table and its selector, for FIFO, LIFO and
+  // heap tables (their draws are certain, not proportional to a mass), for
+  // vector tables and for remote tables.
+  virtual Result<SamplingMass> Mass();
 
   // Wakes every blocked writer and sampler with Cancelled; later calls fail.
   virtual void Close() = 0;

@@ -3,6 +3,7 @@
 #ifndef REPLAYDB_INDEX_SELECTORS_PRIORITIZED_SELECTOR_H_
 #define REPLAYDB_INDEX_SELECTORS_PRIORITIZED_SELECTOR_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
@@ -104,6 +105,10 @@ class PrioritizedSelector final : public Selector {
 
   // The sum of every item's leaf.
   double total_mass() const { return tree_.Total(); }
+  // The sum of every item's mass without the scale: sum of p^exponent over
+  // the items (+inf where that overflows a double; 0 when every priority
+  // is 0).
+  double unscaled_mass() const { return std::ldexp(tree_.Total(), static_cast<int>(scale_)); }
   // Items of priority > 0.
   size_t positive() const { return positive_; }
 

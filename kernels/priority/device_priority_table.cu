@@ -114,6 +114,7 @@ class DevicePriorityTableImpl final : public DevicePriorityTable {
                           void* stream) override;
   Result<int64_t> SkippedUpdates() override;
   Result<std::vector<double>> ReadPriorities(const std::vector<ItemKey>& keys) override;
+  Result<double> Mass() override;
   Result<std::unique_ptr<Updated>> NewUpdated(int64_t max_items) override;
   Status CollectUpdated(int mark, Updated* into) override;
 
@@ -746,6 +747,23 @@ Result<int64_t> DevicePriorityTableImpl::SkippedUpdates() {
       "cudaMemcpyAsync(skipped counter)");
   REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   return static_cast<int64_t>(skipped);
+}
+
+Result<double> DevicePriorityTableImpl::Mass() {
+  ScopedDevice on(device_);
+  REPLAYDB_RETURN_IF_ERROR(on.status());
+  REPLAYDB_RETURN_IF_ERROR(FlushStaged());
+  std::vector<double> top(static_cast<size_t>(level_entries_[top_]));
+  if (!top.empty()) {
+    REPLAYDB_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(top.data(), d_levels_[top_],
+                                                  sizeof(double) * top.size(),
+                                                  cudaMemcpyDeviceToHost, stream_),
+                                  "cudaMemcpyAsync(top level of sums)");
+  }
+  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  double total = 0;
+  for (double v : top) total += v;
+  return total;
 }
 
 Result<std::vector<double>> DevicePriorityTableImpl::ReadPriorities(

@@ -205,6 +205,13 @@ class DevicePriorityTable {
   // device work, none per update.
   virtual Status CollectUpdated(int mark, Updated* into) = 0;
 
+  // The table's probability mass: the sum of priority^alpha over the items
+  // present, after applying staged changes and every device call made
+  // before (the sum of the top level of sums, as Sample draws against).
+  // Several tables sampled as one (shards) draw from each in proportion to
+  // it. Synchronises the table's stream (one copy of at most 8 KiB).
+  virtual Result<double> Mass() = 0;
+
   // For tests and tools: the priority held for each key in `keys` (-1 when
   // absent), after applying staged changes. Synchronises.
   virtual Result<std::vector<double>> ReadPriorities(const std::vector<ItemKey>& keys) = 0;

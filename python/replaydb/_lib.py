@@ -276,6 +276,7 @@ _SIGNATURES = [
     ("replaydb_table_spec_column_dims", POINTER(c_int64), [c_void_p, c_size_t]),
     ("replaydb_table_spec_sequence_length", c_int64, [c_void_p]),
     ("replaydb_table_info", c_int, [c_void_p, POINTER(TableInfo), _errp]),
+    ("replaydb_table_mass", c_int, [c_void_p, POINTER(c_double), POINTER(c_int64), _errp]),
     ("replaydb_table_seed", c_int, [c_void_p, c_uint64, _errp]),
     ("replaydb_table_clear", c_int, [c_void_p, _errp]),
     ("replaydb_table_delete_items", c_int, [c_void_p, POINTER(c_uint64), c_size_t,

@@ -1527,6 +1527,17 @@ class Table(_Owned):
             out[name] = value.decode() if isinstance(value, bytes) else value
         return out
 
+    def mass(self) -> Tuple[float, int]:
+        """``(total, items)``: the table's sampling mass now (the sum of
+        priority**priority_exponent over its live items, or the item count for
+        a uniform table) and its live items, for sampling several tables as
+        one (``replaydb.distributed``). NotSupportedError for FIFO, LIFO and
+        heap tables, vector and remote tables."""
+        total = c_double()
+        items = c_int64()
+        _call(_lib.replaydb_table_mass, self._h(), byref(total), byref(items))
+        return total.value, items.value
+
     def delete(self, keys: Any) -> int:
         """Deletes the items ``keys`` (item keys, e.g. ``batch.item_keys``),
         durably: they are never drawn again, the rate limiter counts them as

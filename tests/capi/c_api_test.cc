@@ -570,6 +570,11 @@ TEST_F(CApiTest, AConnectedDatabaseWritesAndReadsAsALocalOne) {
   ASSERT_OK_AND_ASSIGN(auto there, served->GetTable("remote"));
   EXPECT_EQ(info.num_steps, there->Info().num_steps);
   EXPECT_EQ(info.items_sampled, 8);
+  double mass_total = 0;
+  int64_t mass_items = 0;
+  C_EXPECT_ERROR(replaydb_table_mass(table.get(), &mass_total, &mass_items, err_.ptr()),
+                 REPLAYDB_NOT_SUPPORTED,
+                 "table 'remote': no sampling mass (a vector or remote table)");
   C_EXPECT_ERROR(replaydb_connect("ucx://127.0.0.1", nullptr, nullptr, 0, &d, err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT, "is not ucx://HOST:PORT");
   C_EXPECT_ERROR(replaydb_connect(nullptr, nullptr, nullptr, 0, &d, err_.ptr()),
@@ -988,6 +993,15 @@ TEST_F(CApiTest, PriorityUpdatesCountUpdatedAndSkipped) {
   C_EXPECT_ERROR(replaydb_table_update_priorities(table.get(), live.data(), nullptr, 1, nullptr,
                                                   nullptr, err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT, "replaydb_table_update_priorities: priorities is NULL");
+  double mass_total = -1;
+  int64_t mass_items = -1;
+  C_ASSERT_OK(replaydb_table_mass(table.get(), &mass_total, &mass_items, err_.ptr()));
+  EXPECT_EQ(mass_items, static_cast<int64_t>(live.size()));
+  EXPECT_GT(mass_total, 0);
+  C_EXPECT_ERROR(replaydb_table_mass(table.get(), nullptr, &mass_items, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_table_mass: total is NULL");
+  C_EXPECT_ERROR(replaydb_table_mass(table.get(), &mass_total, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_table_mass: items is NULL");
   C_ASSERT_OK(replaydb_table_update_priorities(table.get(), nullptr, nullptr, 0, &updated, &skipped,
                                                err_.ptr()));
   EXPECT_EQ(updated, 0);

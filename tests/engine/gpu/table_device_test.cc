@@ -173,6 +173,29 @@ TEST_F(TableDeviceGpuTest, SampleToDeviceAndUpdateFromDevice) {
   EXPECT_EQ(info.priority_updates, static_cast<int64_t>(update_keys.size()) - 1);
 }
 
+TEST_F(TableDeviceGpuTest, MassIsTheSumOfPrioritiesToTheExponentIncludingDeviceUpdates) {
+  double want = 0;
+  for (double p : priorities_) want += static_cast<double>(static_cast<float>(std::pow(p, 0.8)));
+  auto mass = table_->Mass();
+  ASSERT_TRUE(mass.ok()) << mass.status().ToString();
+  EXPECT_EQ(mass->items, 50);
+  EXPECT_NEAR(mass->total, want, 1e-9 * want);
+  // A priority set on the device shows in the next Mass.
+  const uint64_t key = keys_[11];
+  const float p = 1000.0f;
+  auto d_k = DeviceBuffer::Allocate(0, sizeof(uint64_t));
+  auto d_p = DeviceBuffer::Allocate(0, sizeof(float));
+  ASSERT_TRUE(d_k.ok() && d_p.ok());
+  ASSERT_OK(d_k->CopyFromHost(&key, sizeof key));
+  ASSERT_OK(d_p->CopyFromHost(&p, sizeof p));
+  ASSERT_OK(table_->UpdatePrioritiesFromDevice(d_k->as<uint64_t>(), d_p->as<float>(), 1, nullptr));
+  want += static_cast<float>(std::pow(1000.0, 0.8)) -
+          static_cast<double>(static_cast<float>(std::pow(priorities_[11], 0.8)));
+  mass = table_->Mass();
+  ASSERT_TRUE(mass.ok()) << mass.status().ToString();
+  EXPECT_NEAR(mass->total, want, 1e-6 * want);
+}
+
 TEST_F(TableDeviceGpuTest, AllPrioritiesZeroedOnTheDeviceIsAnErrorNotACrash) {
   std::vector<float> zeros(keys_.size(), 0.0f);
   auto d_keys = DeviceBuffer::Allocate(0, keys_.size() * sizeof(uint64_t));

@@ -67,6 +67,48 @@ class TablePriorityTest : public ::testing::Test {
   std::mt19937_64 rng_{testing_util::TestSeed()};
 };
 
+// Table::Mass: what several shards are drawn in proportion to.
+TEST_F(TablePriorityTest, MassIsTheSumOfPrioritiesToTheExponent) {
+  TableSpec spec = Spec("prio", SelectorKind::kPrioritized);
+  spec.priority_exponent = std::uniform_real_distribution<double>(0.2, 2.0)(rng_);
+  auto table = Create(spec);
+  std::vector<std::optional<double>> priorities;
+  double want = 0;
+  const int n = 5 + static_cast<int>(rng_() % 40);
+  for (int i = 0; i < n; ++i) {
+    // Wide range: the selector rescales its leaves, Mass must not show it.
+    const double p = std::exp(std::uniform_real_distribution<double>(-300, 300)(rng_));
+    priorities.push_back(p);
+    want += std::pow(p, spec.priority_exponent);
+  }
+  std::vector<ItemKey> keys = Write(*table, priorities);
+  auto mass = table->Mass();
+  ASSERT_TRUE(mass.ok()) << mass.status().ToString();
+  EXPECT_EQ(mass->items, n);
+  EXPECT_NEAR(mass->total / want, 1.0, 1e-9);
+  // Every priority 0: no mass (the host then draws uniformly).
+  ASSERT_OK(table->UpdatePriorities(keys, std::vector<double>(keys.size(), 0.0)));
+  mass = table->Mass();
+  ASSERT_TRUE(mass.ok());
+  EXPECT_EQ(mass->total, 0.0);
+
+  auto uniform = Create(Spec("uni", SelectorKind::kUniform));
+  Write(*uniform, std::vector<std::optional<double>>(7, std::nullopt));
+  mass = uniform->Mass();
+  ASSERT_TRUE(mass.ok());
+  EXPECT_EQ(mass->total, 7.0);
+  EXPECT_EQ(mass->items, 7);
+
+  for (SelectorKind kind : {SelectorKind::kFifo, SelectorKind::kLifo}) {
+    auto certain = Create(Spec(std::string(SelectorKindName(kind)), kind));
+    mass = certain->Mass();
+    EXPECT_EQ(mass.status().code(), Status::Code::kNotSupported);
+    EXPECT_THAT(mass.status().message(),
+                HasSubstr("a " + std::string(SelectorKindName(kind)) +
+                          " table has no sampling mass (its draws are certain)"));
+  }
+}
+
 TEST_F(TablePriorityTest, PrioritizedSamplingFollowsPriorities) {
   TableSpec spec = Spec("prio", SelectorKind::kPrioritized);
   spec.priority_exponent = 0.5;
