@@ -16,6 +16,15 @@ def _write(table, n, start=0):
     return tid
 
 
+def _torch_with_uint64():
+    """PyTorch, where it takes uint64 and bool tensors through DLPack (2.3 on;
+    Debian 12's 1.13 takes neither); skips otherwise, saying why."""
+    torch = pytest.importorskip("torch", reason="needs PyTorch")
+    if not hasattr(torch, "uint64"):
+        pytest.skip(f"PyTorch {torch.__version__} has no uint64 tensors (2.3 and later have)")
+    return torch
+
+
 def _spec():
     return {"x": ("f32", (3,)), "a": "i64"}
 
@@ -109,7 +118,7 @@ def test_a_stack_gives_the_newest_item_once(db_path):
 
 
 def test_replay_dataset_yields_dicts_of_tensors(db_path):
-    torch = pytest.importorskip("torch", reason="ReplayDataset needs PyTorch")
+    torch = _torch_with_uint64()
     with replaydb.open(db_path) as db:
         t = db.create_table("t", _spec(), capacity_steps=64)
         _write(t, 8)
@@ -120,7 +129,7 @@ def test_replay_dataset_yields_dicts_of_tensors(db_path):
 
 
 def test_bool_and_uint64_fields_reach_torch_and_cpu_tensors_go_in(db_path, rng):
-    torch = pytest.importorskip("torch", reason="needs PyTorch")
+    torch = _torch_with_uint64()
     with replaydb.open(db_path) as db:
         t = db.create_table("b", {"flag": "bool", "v": ("f32", (2, 3))}, capacity_steps=64)
         w = t.writer()

@@ -2,6 +2,9 @@
 # Installs every Debian 12 package that building, testing and running the
 # replaydb demo need. Idempotent: when everything is there it only checks
 # (well under a second) and installs nothing. Run as root.
+#   install-deps.sh          what building and the demo need
+#   install-deps.sh --tests  that and what only the tests need (PyTorch, for
+#                            replaydb.distributed's process-group tests)
 #
 # The CUDA toolkit is not a Debian package: where /usr/local/cuda/bin/nvcc
 # exists the build adds the CUDA kernels, otherwise it builds the CPU paths.
@@ -28,6 +31,10 @@ PACKAGES=(
   python3-matplotlib
   python3-dev  # Python.h: the package's per-batch calls in C (python/replaydb/_speedups.c)
 )
+if [ "${1:-}" = "--tests" ]; then
+  # torch.distributed with gloo: tests/python/test_distributed.py's process groups
+  PACKAGES+=(python3-torch)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -6,7 +6,7 @@
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bash tools/scripts/install-deps.sh
+bash tools/scripts/install-deps.sh --tests
 
 flavours=("$@")
 [ ${#flavours[@]} -eq 0 ] && flavours=(release asan tsan)

@@ -1,0 +1,360 @@
+"""replaydb.distributed: one table sharded over the ranks of a torch.distributed
+group, every rank drawing batches with exact global probabilities.
+
+The layout (docs/multi_gpu.md says why): every rank (one process per GPU under
+``torchrun``) opens a database of its own and, in it, its shard of the table,
+with the same spec; on a GPU the shard's hot tier and priorities live on that
+rank's GPU (``placement="device"``, ``priority_device=rank``). Actors write to
+the shard of their rank. A learner step is collective: every rank calls
+:meth:`ShardedSampler.sample` with the same batch size, and
+
+1. the ranks all-gather each shard's sampling mass and item count (5 doubles a
+   rank: ``Table.mass()``, the insert count for the rate limiter, a deadline
+   flag);
+2. every rank draws, from a generator seeded with (seed, step) and so the same
+   on every rank, how many rows each rank takes from each shard:
+   ``n ~ Multinomial(B, M_s / sum M)`` for each rank (``mode="per_rank"``); a
+   draw from shard s then picks an item of mass m with probability m / M_s, so
+   with probability m / sum M over the whole table;
+3. every shard draws the rows asked of it with one local sample and the rows
+   travel by one all-to-all per column (NCCL over NVLink between GPUs, gloo on
+   the host) plus one for the keys and probabilities.
+
+``mode="union"`` draws ``n ~ Multinomial(B * world, M_s / sum M)`` once per step
+and lets each rank keep up to B rows of its own shard, moving only the
+difference: the union of the step's batches is an exact sample of B * world
+items from the whole table (what a data-parallel learner's averaged gradient
+sees), but one rank's batch leans to its own shard. It moves about
+sqrt(B * world) rows a step instead of B * (world - 1) / world a rank.
+
+Probabilities are global (m / sum M, in float64) and importance weights use
+the global item count, ``(N * P)^-beta`` over the batch's largest. They are
+exact for the masses read in step 1; rows written between step 1 and the
+draws shift a shard's share by their own mass.
+
+Priority updates are collective too: :meth:`ShardedSampler.update_priorities`
+sends every (key, priority) to the rank whose shard holds it (the batch's
+``shards`` say which) by one all-to-all.
+
+The rate limiter: a shard's own rate limiter would block one rank inside a
+collective while the others wait for it. Give the shards the default limiter
+(a sample waits for one item) and the sampler a :class:`replaydb.RateLimiter`:
+it grants B * world samples a step against the inserts of every shard, and
+every rank takes the same decision from the same gathered counts, so all wait
+together, or all give up together with DeadlineExceededError (the deadline is
+rank 0's).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from replaydb.core import RateLimiter, Table
+from replaydb.errors import DeadlineExceededError, Error, InvalidArgumentError
+
+__all__ = ["ShardedSampler", "ShardedBatch", "draw_counts"]
+
+_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+           "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+           "bool": "bool"}
+_MODES = ("per_rank", "union")
+
+
+def draw_counts(masses: Sequence[float], items: Sequence[int], batch_size: int, world: int,
+                rng: np.random.Generator, mode: str = "per_rank") -> np.ndarray:
+    """The step's plan: ``counts[r, s]`` rows rank r takes from shard s, drawn
+    from the shards' masses (or, when every mass is 0, their item counts) with
+    ``rng``. Every rank calls it with the same arguments and gets the same
+    plan. ``per_rank``: each row of ``counts`` is Multinomial(B, M / sum M).
+    ``union``: n ~ Multinomial(B * world, M / sum M); rank r keeps min(n_r, B)
+    rows of its own shard and takes what it lacks from the shards with rows to
+    spare, in rank order."""
+    if mode not in _MODES:
+        raise ValueError(f"replaydb.distributed: mode must be one of {_MODES}, not {mode!r}")
+    m = np.asarray(masses, dtype=np.float64)
+    if not np.all(np.isfinite(m)) or np.any(m < 0):
+        raise ValueError(f"replaydb.distributed: shard masses must be finite and >= 0: {list(m)}")
+    if m.sum() <= 0:
+        m = np.asarray(items, dtype=np.float64)
+    if m.sum() <= 0:
+        raise ValueError("replaydb.distributed: every shard is empty")
+    p = m / m.sum()
+    if mode == "per_rank":
+        return np.stack([rng.multinomial(batch_size, p) for _ in range(world)]).astype(np.int64)
+    drawn = rng.multinomial(batch_size * world, p).astype(np.int64)
+    counts = np.zeros((world, len(p)), dtype=np.int64)
+    spare = np.maximum(drawn - batch_size, 0)
+    for r in range(world):
+        counts[r, r] = min(drawn[r], batch_size)
+    for r in range(world):
+        need = batch_size - counts[r, r]
+        for s in range(len(p)):
+            if need == 0:
+                break
+            take = min(need, spare[s])
+            counts[r, s] += take
+            spare[s] -= take
+            need -= take
+    return counts
+
+
+class ShardedBatch:
+    """One rank's batch of a sharded table (PyTorch tensors on the sampler's
+    device): ``columns`` ([B, L, shape...] by name), ``mask`` ([B, L]),
+    ``keys`` ([B] int64: the uint64 item keys' bits, for ``update_priorities``),
+    ``shards`` ([B] int64: the rank whose shard holds each row),
+    ``probabilities`` ([B] float64, over the whole table) and ``weights``
+    ([B] float32 with ``importance_beta``, else None)."""
+
+    def __init__(self, columns: Dict[str, Any], mask: Any, keys: Any, shards: Any,
+                 probabilities: Any, weights: Any):
+        self.columns = columns
+        self.mask = mask
+        self.keys = keys
+        self.shards = shards
+        self.probabilities = probabilities
+        self.weights = weights
+
+    def __getitem__(self, name: str) -> Any:
+        return self.columns[name]
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[0])
+
+
+class ShardedSampler:
+    """Samples a table sharded over the ranks of ``group`` (default: the
+    default process group of ``torch.distributed``), ``table`` being this
+    rank's shard. Every call is collective: every rank must make it, in the
+    same order, with the same batch size.
+
+    ``device``: where batches land; by default the shard's GPU under NCCL and
+    the host under gloo (whose collectives take host tensors). ``seed`` must
+    be the same on every rank. ``rate_limiter``: see the module's text.
+    ``timeout`` (seconds): how long a step waits for that limiter."""
+
+    def __init__(self, table: Table, *, seq_len: Optional[int] = None,
+                 importance_beta: Optional[float] = None, mode: str = "per_rank",
+                 seed: int = 0, rate_limiter: Optional[RateLimiter] = None,
+                 timeout: Optional[float] = None, group: Any = None,
+                 device: Optional[str] = None):
+        import torch
+        import torch.distributed as dist
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("replaydb.distributed: torch.distributed is not initialised "
+                               "(call torch.distributed.init_process_group first)")
+        if mode not in _MODES:
+            raise ValueError(f"replaydb.distributed: mode must be one of {_MODES}, not {mode!r}")
+        spec = table.spec
+        if spec["selector"] not in ("uniform", "prioritized"):
+            raise InvalidArgumentError(
+                f"replaydb.distributed: table {spec['name']!r} draws {spec['selector']}; a "
+                "sharded table draws uniform or prioritized (by mass)")
+        if int(spec.get("lanes", 1)) != 1:
+            raise InvalidArgumentError(
+                f"replaydb.distributed: table {spec['name']!r} is a vector table")
+        self._torch = torch
+        self._dist = dist
+        self._table = table
+        self._group = group
+        self._rank = dist.get_rank(group)
+        self._world = dist.get_world_size(group)
+        self._seq_len = int(seq_len if seq_len is not None else spec["sequence_length"])
+        self._beta = importance_beta
+        self._mode = mode
+        self._seed = int(seed)
+        self._limiter = rate_limiter
+        self._timeout = timeout
+        self._step = 0
+        self._samples = 0  # granted by the limiter, the same count on every rank
+        nccl = dist.get_backend(group) == "nccl"
+        if device is None:
+            info_device = table.info()["device"]
+            device = f"cuda:{info_device}" if nccl and info_device >= 0 else (
+                "cuda" if nccl else "cpu")
+        self._device = torch.device(device)
+        if nccl and self._device.type != "cuda":
+            raise ValueError("replaydb.distributed: NCCL moves GPU tensors; device must be cuda")
+        self._sample_device = "cpu" if self._device.type == "cpu" else str(self._device)
+        self._columns = [(c["name"], getattr(torch, _DTYPES[c["dtype"]]),
+                          (self._seq_len, *c["shape"])) for c in spec["columns"]]
+        self._stats_device = self._device if nccl else torch.device("cpu")
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def world_size(self) -> int:
+        return self._world
+
+    # ------------------------------------------------------------ sampling
+
+    def _gather_stats(self, out_of_time: bool) -> np.ndarray:
+        torch = self._torch
+        total, items = self._table.mass()
+        inserts = self._table.info()["items_inserted"] if self._limiter is not None else 0
+        mine = torch.tensor([total, float(items), float(inserts), float(out_of_time), 0.0],
+                            dtype=torch.float64, device=self._stats_device)
+        every = [torch.empty_like(mine) for _ in range(self._world)]
+        self._dist.all_gather(every, mine, group=self._group)
+        return torch.stack(every).cpu().numpy()
+
+    def _granted(self, stats: np.ndarray, batch_size: int) -> bool:
+        lim = self._limiter
+        if lim is None:
+            return True
+        inserts = float(stats[:, 2].sum())
+        if stats[:, 1].sum() < lim.min_size_to_sample or inserts < lim.min_size_to_sample:
+            return False
+        want = self._samples + batch_size * self._world
+        return inserts * lim.samples_per_insert - want >= lim.min_diff
+
+    def _stats_for_step(self, batch_size: int) -> np.ndarray:
+        start = time.monotonic()
+        wait = 0.0005
+        while True:
+            late = (self._rank == 0 and self._timeout is not None
+                    and time.monotonic() - start > self._timeout)
+            stats = self._gather_stats(late)
+            if self._granted(stats, batch_size) and stats[:, 1].sum() > 0:
+                return stats
+            if stats[0, 3]:
+                raise DeadlineExceededError(
+                    f"replaydb.distributed: no batch of {batch_size} x {self._world} ranks within "
+                    f"{self._timeout} s: {int(stats[:, 1].sum())} items in the shards, "
+                    f"{int(stats[:, 2].sum())} inserts, {self._samples} samples granted")
+            time.sleep(wait)
+            wait = min(wait * 2, 0.05)
+
+    def sample(self, batch_size: int) -> ShardedBatch:
+        """This rank's batch of ``batch_size`` rows (collective)."""
+        torch = self._torch
+        if batch_size < 1:
+            raise ValueError(f"replaydb.distributed: batch_size must be >= 1, not {batch_size}")
+        stats = self._stats_for_step(batch_size)
+        masses, items = stats[:, 0], stats[:, 1]
+        rng = np.random.Generator(np.random.PCG64([self._seed, self._step]))
+        self._step += 1
+        counts = draw_counts(masses, items, batch_size, self._world, rng, self._mode)
+        self._samples += batch_size * self._world
+        me = self._rank
+        send = counts[:, me]  # rows this shard sends to each rank
+        recv = counts[me, :]  # rows this rank takes from each shard
+        n_local = int(send.sum())
+
+        # The local draw: every row this shard owes, rank 0's first.
+        failure: Optional[str] = None
+        local: Dict[str, Any] = {}
+        meta = torch.zeros((n_local, 3), dtype=torch.int64, device=self._device)
+        if n_local > 0:
+            try:
+                batch = self._table.sample(n_local, seq_len=self._seq_len,
+                                           device=self._sample_device)
+                for name, _, _ in self._columns:
+                    local[name] = self._field(batch, name)
+                local["mask"] = self._field(batch, "mask")
+                meta[:, 0] = _int64_keys(torch, batch["keys"], self._device)
+                meta[:, 1] = self._field(batch, "probabilities").to(torch.float64).view(torch.int64)
+                meta[:, 2] = 1
+            except Error as e:  # the rows go out marked failed; raised below
+                failure = f"rank {me}'s shard: {e}"
+                local = {}
+        # The transfers: one all-to-all per column, one for the keys and probabilities.
+        out_meta = torch.empty((batch_size, 3), dtype=torch.int64, device=self._device)
+        self._all_to_all(out_meta, meta, recv, send)
+        columns: Dict[str, Any] = {}
+        for name, dtype, shape in self._columns + [("mask", torch.uint8, (self._seq_len,))]:
+            src = local.get(name)
+            if src is None:
+                src = torch.zeros((n_local, *shape), dtype=dtype, device=self._device)
+            dst = torch.empty((batch_size, *shape), dtype=src.dtype, device=self._device)
+            self._all_to_all(_bytes_view(dst), _bytes_view(src.contiguous()), recv, send)
+            columns[name] = dst
+        if failure is not None:
+            raise Error(f"replaydb.distributed: {failure}")
+        ok = out_meta[:, 2]
+        if not bool(ok.all()):
+            bad = sorted(set(np.repeat(np.arange(self._world), recv)[
+                (ok == 0).cpu().numpy()].tolist()))
+            raise Error(f"replaydb.distributed: the shards of ranks {bad} failed to draw "
+                        "(their ranks raised the reason)")
+        shards = torch.repeat_interleave(torch.arange(self._world, device=self._device),
+                                         torch.as_tensor(recv, device=self._device))
+        use = masses if masses.sum() > 0 else items
+        share = torch.as_tensor(use / use.sum(), dtype=torch.float64, device=self._device)
+        probabilities = out_meta[:, 1].view(torch.float64) * share[shards]
+        weights = None
+        if self._beta is not None:
+            n = float(items.sum())
+            w = (n * probabilities) ** (-float(self._beta))
+            weights = (w / w.max()).to(torch.float32)
+        mask = columns.pop("mask")
+        return ShardedBatch(columns, mask, out_meta[:, 0].clone(), shards, probabilities, weights)
+
+    def update_priorities(self, keys: Any, shards: Any, priorities: Any) -> None:
+        """Sets the priorities of the items ``keys`` (a batch's ``keys``), each
+        on the shard ``shards`` names (collective; every rank calls it, with
+        its own keys, possibly none)."""
+        torch = self._torch
+        keys = torch.as_tensor(keys, device=self._device).to(torch.int64).reshape(-1)
+        shards = torch.as_tensor(shards, device=self._device).to(torch.int64).reshape(-1)
+        prio = torch.as_tensor(priorities, device=self._device).to(torch.float64).reshape(-1)
+        if not (keys.shape == shards.shape == prio.shape):
+            raise ValueError("replaydb.distributed: keys, shards and priorities differ in length: "
+                             f"{keys.shape[0]}, {shards.shape[0]}, {prio.shape[0]}")
+        if keys.numel() and (int(shards.min()) < 0 or int(shards.max()) >= self._world):
+            raise ValueError(f"replaydb.distributed: a shard outside [0, {self._world})")
+        order = torch.argsort(shards, stable=True)
+        send = torch.bincount(shards, minlength=self._world).cpu()
+        packed = torch.stack([keys[order], prio[order].view(torch.int64)], dim=1).contiguous()
+        counts = torch.empty(self._world, dtype=torch.int64, device=self._stats_device)
+        self._dist.all_to_all_single(counts, send.to(self._stats_device), group=self._group)
+        recv = counts.cpu().numpy()
+        out = torch.empty((int(recv.sum()), 2), dtype=torch.int64, device=self._device)
+        self._all_to_all(out, packed, recv, send.numpy())
+        if out.shape[0]:
+            got_keys = out[:, 0]
+            got_prio = out[:, 1].view(torch.float64)
+            if self._device.type == "cpu":
+                self._table.update_priorities(got_keys.numpy().view(np.uint64),
+                                              got_prio.numpy())
+            else:
+                self._table.update_priorities(got_keys, got_prio.to(torch.float32))
+
+    def _field(self, batch: Any, name: str) -> Any:
+        """Field ``name`` of a local batch as a tensor over its memory."""
+        if self._device.type == "cpu":  # through NumPy: older PyTorch takes no bool DLPack
+            return self._torch.from_numpy(np.asarray(batch[name]))
+        return batch.torch(name)
+
+    def _all_to_all(self, out: Any, inp: Any, recv: Sequence[int], send: Sequence[int]) -> None:
+        self._dist.all_to_all_single(out, inp, output_split_sizes=[int(x) for x in recv],
+                                     input_split_sizes=[int(x) for x in send], group=self._group)
+
+
+def _bytes_view(t: Any) -> Any:
+    """``t`` as [rows, bytes per row] of uint8 (collectives of any dtype)."""
+    import torch
+    per_row = 1
+    for d in t.shape[1:]:
+        per_row *= int(d)
+    flat = t.reshape(t.shape[0], per_row)
+    return flat if flat.dtype == torch.uint8 else flat.view(torch.uint8)
+
+
+def _int64_keys(torch: Any, keys: Any, device: Any) -> Any:
+    """The uint64 item keys as int64 (their bits), on ``device``."""
+    if device.type == "cpu":
+        return torch.from_numpy(np.asarray(keys).view(np.int64))
+    cai = dict(keys.__cuda_array_interface__)
+    cai["typestr"] = "<i8"
+
+    class _View:
+        __cuda_array_interface__ = cai
+        owner = keys
+
+    return torch.as_tensor(_View(), device=device)

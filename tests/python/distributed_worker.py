@@ -1,0 +1,126 @@
+"""One rank of test_distributed.py's process groups (not a test module).
+
+    python3 distributed_worker.py CONFIG_JSON RANK
+
+Opens its own database under the config's directory with its shard of table
+"t": one item per priority in config["priorities"][RANK], each row's "obs"
+being (rank, index) so that a received row names its origin. Runs the
+config's scenario and writes what it saw to DIR/result{RANK}.json.
+"""
+
+import datetime
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import replaydb
+from replaydb.distributed import ShardedSampler
+
+
+def open_shard(cfg, rank):
+    db = replaydb.open(os.path.join(cfg["dir"], f"rank{rank}"))
+    table = db.create_table("t", {"obs": (np.float32, (2,)), "flag": np.bool_},
+                            capacity_steps=1 << 16, sequence_length=1,
+                            selector=cfg.get("selector", "prioritized"),
+                            priority_exponent=cfg.get("alpha", 1.0))
+    with table.writer() as w:
+        for i, p in enumerate(cfg["priorities"][rank]):
+            w.append({"obs": np.array([rank, i], np.float32), "flag": i % 3 == 0}, priority=p)
+        w.end()
+    return db, table
+
+
+def expected_probabilities(cfg):
+    alpha = cfg.get("alpha", 1.0)
+    masses = [np.asarray(p, np.float64) ** alpha for p in cfg["priorities"]]
+    if cfg.get("selector", "prioritized") == "uniform":
+        masses = [np.ones(len(p)) for p in cfg["priorities"]]
+    total = sum(m.sum() for m in masses)
+    return [m / total for m in masses]
+
+
+def check_rows(cfg, batch, rank):
+    """Every row is the item its key and shard name, with the exact global probability."""
+    obs = batch["obs"].numpy()[:, 0]
+    shards = batch.shards.numpy()
+    assert batch["obs"].shape[1] == 1
+    assert np.array_equal(obs[:, 0].astype(np.int64), shards), (obs[:, 0], shards)
+    index = obs[:, 1].astype(np.int64)
+    assert np.array_equal(batch["flag"].numpy()[:, 0], index % 3 == 0)
+    keys = batch.keys.numpy().view(np.uint64)
+    assert np.array_equal([replaydb.key_start(int(k)) for k in keys], index)
+    want = np.array([expected_probabilities(cfg)[s][i] for s, i in zip(shards, index)])
+    assert np.allclose(batch.probabilities.numpy(), want, rtol=1e-9), (
+        batch.probabilities.numpy(), want)
+    assert batch.mask.numpy().all()
+    return shards, index
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    rank = int(sys.argv[2])
+    world = cfg["world"]
+    dist.init_process_group("gloo", init_method=cfg["init"], rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=90))
+    result = {"rank": rank}
+    db, table = open_shard(cfg, rank)
+    scenario = cfg["scenario"]
+    if scenario == "sample":
+        sampler = ShardedSampler(table, mode=cfg["mode"], seed=cfg["seed"],
+                                 importance_beta=0.5)
+        counts = [[0] * len(p) for p in cfg["priorities"]]
+        for _ in range(cfg["steps"]):
+            batch = sampler.sample(cfg["batch"])
+            assert len(batch) == cfg["batch"]
+            shards, index = check_rows(cfg, batch, rank)
+            w = batch.weights.numpy()
+            n = sum(len(p) for p in cfg["priorities"])
+            raw = (n * batch.probabilities.numpy()) ** -0.5
+            assert np.allclose(w, raw / raw.max(), rtol=1e-5)
+            for s, i in zip(shards, index):
+                counts[s][i] += 1
+        result["counts"] = counts
+    elif scenario == "updates":
+        sampler = ShardedSampler(table, seed=cfg["seed"])
+        batch = sampler.sample(cfg["batch"])
+        shards, index = check_rows(cfg, batch, rank)
+        new = 1000.0 + 10 * shards + index  # a function of the item alone
+        sampler.update_priorities(batch.keys, batch.shards, new)
+        updated = [None] * world
+        dist.all_gather_object(updated, sorted(set(zip(shards.tolist(), index.tolist()))))
+        mine = dict(enumerate(cfg["priorities"][rank]))
+        for part in updated:
+            for s, i in part:
+                if s == rank:
+                    mine[i] = 1000.0 + 10 * s + i
+        result["mass"] = table.mass()[0]
+        result["want_mass"] = float(sum(mine.values()))
+    elif scenario == "limiter":
+        lim = replaydb.RateLimiter.sample_to_insert_ratio(1.0, 1, cfg["error_buffer"])
+        sampler = ShardedSampler(table, seed=cfg["seed"], rate_limiter=lim, timeout=1.0)
+        steps = 0
+        try:
+            for _ in range(1000):
+                sampler.sample(cfg["batch"])
+                steps += 1
+        except replaydb.DeadlineExceededError as e:
+            result["error"] = str(e)
+        result["steps"] = steps
+    elif scenario == "fifo":
+        try:
+            ShardedSampler(table)
+        except replaydb.InvalidArgumentError as e:
+            result["error"] = str(e)
+    dist.barrier()
+    with open(os.path.join(cfg["dir"], f"result{rank}.json"), "w") as f:
+        json.dump(result, f)
+    db.close()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""replaydb.distributed: a table sharded over the ranks of a torch.distributed
+group. Real processes on 127.0.0.1 (gloo), each with a database and a shard of
+its own (distributed_worker.py); skipped, saying why, without PyTorch's
+distributed package."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import replaydb
+from replaydb.distributed import draw_counts
+
+HERE = Path(__file__).resolve().parent
+CHI_Z = 5.3  # as the engine's chi-square checks: about 6e-8 per check
+
+
+def _torch_distributed():
+    try:
+        import torch.distributed as dist
+    except Exception as e:  # noqa: BLE001 - any import failure means "not here"
+        return f"PyTorch is not importable ({e})"
+    if not dist.is_available() or not dist.is_gloo_available():
+        return "this PyTorch has no torch.distributed with gloo"
+    return None
+
+
+needs_torch = pytest.mark.skipif(_torch_distributed() is not None,
+                                 reason=str(_torch_distributed()))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_group(tmp_path, world, **cfg):
+    """Runs `world` ranks of the worker; returns their results by rank. Every
+    process is waited for (120 s at most) and killed if it overstays."""
+    cfg.update(world=world, dir=str(tmp_path), init=f"tcp://127.0.0.1:{_free_port()}")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parents[1] / "python"),
+                                         env.get("PYTHONPATH", "")])
+    procs = [subprocess.Popen([sys.executable, str(HERE / "distributed_worker.py"),
+                               json.dumps(cfg), str(r)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(world)]
+    outputs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=120)
+            outputs.append(out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for r, (p, out) in enumerate(zip(procs, outputs)):
+        assert p.returncode == 0, f"rank {r} exited {p.returncode}:\n{out}"
+    return [json.loads((tmp_path / f"result{r}.json").read_text()) for r in range(world)]
+
+
+def chi_square_ok(counts, probabilities):
+    counts = np.asarray(counts, np.float64)
+    expected = counts.sum() * np.asarray(probabilities)
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    dof = len(counts) - 1
+    return chi2 <= dof + CHI_Z * np.sqrt(2 * dof), (chi2, dof)
+
+
+def skewed_priorities(rng, world):
+    """Shards of different sizes and very different totals."""
+    return [list(rng.uniform(0.1, 1.0, size=int(rng.integers(5, 12))) * 10.0 ** s)
+            for s in range(world)]
+
+
+# ------------------------------------------------------------ draw_counts (no processes)
+
+
+def test_per_rank_counts_are_multinomial_rows_of_the_batch(rng):
+    masses = rng.uniform(0, 5, size=4)
+    counts = draw_counts(masses, [10] * 4, 64, 3, np.random.default_rng(7))
+    assert counts.shape == (3, 4) and (counts.sum(axis=1) == 64).all()
+    again = draw_counts(masses, [10] * 4, 64, 3, np.random.default_rng(7))
+    assert np.array_equal(counts, again)  # the same plan on every rank
+
+
+def test_union_counts_keep_local_rows_and_move_only_the_difference(rng):
+    world, batch = 4, 256
+    masses = rng.uniform(1, 2, size=world)
+    gen = np.random.default_rng(int(rng.integers(1 << 32)))
+    moved = 0
+    for _ in range(200):
+        state = gen.bit_generator.state
+        counts = draw_counts(masses, [1] * world, batch, world, gen, mode="union")
+        gen2 = np.random.default_rng()
+        gen2.bit_generator.state = state
+        drawn = gen2.multinomial(batch * world, masses / masses.sum())
+        assert (counts.sum(axis=1) == batch).all()  # every rank gets its batch
+        assert np.array_equal(counts.sum(axis=0), drawn)  # every shard serves its draws
+        for r in range(world):
+            assert counts[r, r] == min(drawn[r], batch)
+        moved += counts.sum() - np.trace(counts)
+    # About sqrt(B * world) rows move per step, far from B * (world - 1).
+    assert moved / 200 < 0.2 * batch * (world - 1)
+
+
+def test_all_zero_masses_draw_by_item_count():
+    counts = draw_counts([0.0, 0.0], [0, 5], 16, 2, np.random.default_rng(1))
+    assert (counts[:, 0] == 0).all() and (counts[:, 1] == 16).all()
+
+
+@pytest.mark.parametrize("masses,items,message", [
+    ([1.0, -1.0], [1, 1], "finite and >= 0"),
+    ([1.0, float("nan")], [1, 1], "finite and >= 0"),
+    ([0.0, 0.0], [0, 0], "every shard is empty"),
+])
+def test_bad_masses_are_refused(masses, items, message):
+    with pytest.raises(ValueError, match=message):
+        draw_counts(masses, items, 4, 2, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        draw_counts([1.0], [1], 4, 1, np.random.default_rng(0), mode="nearest")
+
+
+# ------------------------------------------------------------ Table.mass
+
+
+def test_mass_is_the_sum_of_priorities_to_the_exponent(db_path, rng):
+    alpha = float(rng.uniform(0.3, 1.7))
+    with replaydb.open(db_path) as db:
+        t = db.create_table("p", {"x": np.float32}, capacity_steps=1000, sequence_length=1,
+                            selector="prioritized", priority_exponent=alpha)
+        u = db.create_table("u", {"x": np.float32}, capacity_steps=1000, sequence_length=1)
+        f = db.create_table("f", {"x": np.float32}, capacity_steps=1000, sequence_length=1,
+                            selector="fifo")
+        prios = rng.uniform(0.01, 100, size=int(rng.integers(3, 30)))
+        with t.writer() as w, u.writer() as wu:
+            for p in prios:
+                w.append({"x": 0.0}, priority=float(p))
+                wu.append({"x": 0.0})
+        total, items = t.mass()
+        assert items == len(prios)
+        assert total == pytest.approx(float((prios ** alpha).sum()), rel=1e-12)
+        b = t.sample(1)
+        t.update_priorities(b.item_keys, np.array([0.0]))
+        k = replaydb.key_start(int(np.asarray(b.item_keys)[0]))
+        assert t.mass()[0] == pytest.approx(float((prios ** alpha).sum() - prios[k] ** alpha),
+                                            rel=1e-9)
+        assert u.mass() == (float(len(prios)), len(prios))
+        with pytest.raises(replaydb.NotSupportedError, match="'f'.*fifo table has no sampling mass"):
+            f.mass()
+
+
+# ------------------------------------------------------------ process groups
+
+
+@needs_torch
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_every_rank_samples_the_whole_table_exactly(tmp_path, rng, world):
+    prios = skewed_priorities(rng, world)
+    results = run_group(tmp_path, world, scenario="sample", mode="per_rank", steps=60, batch=64,
+                        seed=int(rng.integers(1 << 31)), priorities=prios)
+    want = np.concatenate([np.asarray(p) / sum(map(sum, prios)) for p in prios])
+    for res in results:  # each rank alone follows the global distribution
+        ok, detail = chi_square_ok(np.concatenate(res["counts"]), want)
+        assert ok, (res["rank"], detail)
+
+
+@needs_torch
+def test_the_union_of_a_steps_batches_samples_the_whole_table_exactly(tmp_path, rng):
+    prios = skewed_priorities(rng, 3)
+    results = run_group(tmp_path, 3, scenario="sample", mode="union", steps=60, batch=64,
+                        seed=int(rng.integers(1 << 31)), priorities=prios, alpha=0.7)
+    want = np.concatenate([np.asarray(p) ** 0.7 for p in prios])
+    union = sum(np.concatenate(r["counts"]) for r in results)
+    ok, detail = chi_square_ok(union, want / want.sum())
+    assert ok, detail
+
+
+@needs_torch
+def test_uniform_shards_are_drawn_by_item_count(tmp_path, rng):
+    prios = [[1.0] * int(rng.integers(2, 6)), [1.0] * int(rng.integers(10, 30))]
+    results = run_group(tmp_path, 2, scenario="sample", mode="per_rank", steps=40, batch=64,
+                        seed=int(rng.integers(1 << 31)), priorities=prios, selector="uniform")
+    n = sum(map(len, prios))
+    for res in results:
+        ok, detail = chi_square_ok(np.concatenate(res["counts"]), np.full(n, 1.0 / n))
+        assert ok, detail
+
+
+@needs_torch
+def test_priority_updates_reach_the_shard_that_holds_the_item(tmp_path, rng):
+    prios = skewed_priorities(rng, 3)
+    results = run_group(tmp_path, 3, scenario="updates", batch=32,
+                        seed=int(rng.integers(1 << 31)), priorities=prios)
+    for res in results:
+        assert res["mass"] == pytest.approx(res["want_mass"], rel=1e-9), res
+
+
+@needs_torch
+def test_the_rate_limiter_stops_every_rank_at_the_same_step(tmp_path, rng):
+    prios = [[1.0] * 20, [1.0] * 20]
+    results = run_group(tmp_path, 2, scenario="limiter", batch=4, error_buffer=3.0,
+                        seed=int(rng.integers(1 << 31)), priorities=prios)
+    # 40 inserts at 1 sample per insert, min_diff 1 - 3: 8 samples a step
+    # while 40 - (granted + 8) >= -2, i.e. 5 steps.
+    assert [r["steps"] for r in results] == [5, 5]
+    for r in results:
+        assert "no batch of 4 x 2 ranks within 1.0 s: 40 items in the shards, 40 inserts, " \
+               "40 samples granted" in r["error"], r
+
+
+@needs_torch
+def test_a_fifo_table_is_refused(tmp_path):
+    results = run_group(tmp_path, 1, scenario="fifo", priorities=[[1.0]], selector="fifo")
+    assert "table 't' draws fifo; a sharded table draws uniform or prioritized" in \
+        results[0]["error"]
