@@ -52,8 +52,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from replaydb import _lib
 from replaydb.core import RateLimiter, Table
-from replaydb.errors import DeadlineExceededError, Error, InvalidArgumentError
+from replaydb.errors import DeadlineExceededError, Error, InvalidArgumentError, check
 
 __all__ = ["ShardedSampler", "ShardedBatch", "draw_counts"]
 
@@ -171,6 +172,7 @@ class ShardedSampler:
         self._step = 0
         self._samples = 0  # granted by the limiter, the same count on every rank
         nccl = dist.get_backend(group) == "nccl"
+        self._nccl = nccl
         if device is None:
             info_device = table.info()["device"]
             device = f"cuda:{info_device}" if nccl and info_device >= 0 else (
@@ -182,6 +184,7 @@ class ShardedSampler:
         self._columns = [(c["name"], getattr(torch, _DTYPES[c["dtype"]]),
                           (self._seq_len, *c["shape"])) for c in spec["columns"]]
         self._stats_device = self._device if nccl else torch.device("cpu")
+        self._options = None  # the NCCL path's SampleOptions, made once
 
     @property
     def rank(self) -> int:
@@ -241,6 +244,8 @@ class ShardedSampler:
         self._step += 1
         counts = draw_counts(masses, items, batch_size, self._world, rng, self._mode)
         self._samples += batch_size * self._world
+        if self._nccl:
+            return self._sample_on_gpus(batch_size, counts, masses, items)
         me = self._rank
         send = counts[:, me]  # rows this shard sends to each rank
         recv = counts[me, :]  # rows this rank takes from each shard
@@ -282,18 +287,105 @@ class ShardedSampler:
                 (ok == 0).cpu().numpy()].tolist()))
             raise Error(f"replaydb.distributed: the shards of ranks {bad} failed to draw "
                         "(their ranks raised the reason)")
-        shards = torch.repeat_interleave(torch.arange(self._world, device=self._device),
-                                         torch.as_tensor(recv, device=self._device))
+        shards = np.repeat(np.arange(self._world), recv)
+        mask = columns.pop("mask")
+        return self._finish(columns, mask, out_meta[:, 0].clone(), shards,
+                            out_meta[:, 1].view(torch.float64), masses, items)
+
+    def _finish(self, columns: Dict[str, Any], mask: Any, keys: Any, shards: np.ndarray,
+                local_probabilities: Any, masses: np.ndarray, items: np.ndarray) -> ShardedBatch:
+        """The batch, with global probabilities and weights."""
+        torch = self._torch
         use = masses if masses.sum() > 0 else items
-        share = torch.as_tensor(use / use.sum(), dtype=torch.float64, device=self._device)
-        probabilities = out_meta[:, 1].view(torch.float64) * share[shards]
+        share = (use / use.sum())[shards]
+        shards_t = torch.as_tensor(shards, dtype=torch.int64).to(self._device, non_blocking=True)
+        share_t = torch.as_tensor(share, dtype=torch.float64).to(self._device, non_blocking=True)
+        probabilities = local_probabilities.to(torch.float64) * share_t
         weights = None
         if self._beta is not None:
             n = float(items.sum())
             w = (n * probabilities) ** (-float(self._beta))
             weights = (w / w.max()).to(torch.float32)
-        mask = columns.pop("mask")
-        return ShardedBatch(columns, mask, out_meta[:, 0].clone(), shards, probabilities, weights)
+        return ShardedBatch(columns, mask, keys, shards_t, probabilities, weights)
+
+    def _sample_on_gpus(self, batch_size: int, counts: np.ndarray, masses: np.ndarray,
+                        items: np.ndarray) -> ShardedBatch:
+        """The NCCL path: this rank's own rows are drawn straight into the
+        batch's tensors, the rows other ranks asked for into one send buffer
+        each column, and every transfer of the step goes in one NCCL group
+        (batch_isend_irecv): no copy of the local rows, one launch."""
+        torch, dist = self._torch, self._dist
+        me, world, dev, L = self._rank, self._world, self._device, self._seq_len
+        recv, send = counts[me].copy(), counts[:, me].copy()
+        own = int(counts[me, me])
+        n_out = int(send.sum()) - own
+
+        def buffers(n):
+            cols = [torch.empty((n, *shape), dtype=dtype, device=dev)
+                    for _, dtype, shape in self._columns]
+            return (cols, torch.empty((n, L), dtype=torch.uint8, device=dev),
+                    torch.empty(n, dtype=torch.int64, device=dev),
+                    torch.empty(n, dtype=torch.float32, device=dev))
+
+        cols, mask, keys, probs = buffers(batch_size)
+        failure = None
+        try:
+            if own:
+                self._sample_into(own, [c[:own] for c in cols], mask[:own], keys[:own],
+                                  probs[:own])
+        except Error as e:
+            failure = e
+        out_cols, out_mask, out_keys, out_probs = buffers(n_out)
+        try:
+            if n_out and failure is None:
+                self._sample_into(n_out, out_cols, out_mask, out_keys, out_probs)
+        except Error as e:
+            failure = e
+        if failure is not None:
+            out_probs.fill_(float("nan"))  # tells the receivers; the reason is raised here
+        ops = []
+        offset = 0
+        for r in range(world):
+            if r != me and send[r]:
+                rows = slice(offset, offset + int(send[r]))
+                offset += int(send[r])
+                for t in out_cols + [out_mask, out_keys, out_probs]:
+                    ops.append(dist.P2POp(dist.isend, t[rows], r, self._group))
+        offset = own
+        for r in range(world):
+            if r != me and recv[r]:
+                rows = slice(offset, offset + int(recv[r]))
+                offset += int(recv[r])
+                for t in cols + [mask, keys, probs]:
+                    ops.append(dist.P2POp(dist.irecv, t[rows], r, self._group))
+        if ops:
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+        if failure is not None:
+            raise Error(f"replaydb.distributed: rank {me}'s shard: {failure}")
+        if world > 1 and bool(torch.isnan(probs[own:]).any()):
+            raise Error("replaydb.distributed: a shard failed to draw rows for rank "
+                        f"{me} (its rank raised the reason)")
+        shards = np.concatenate([np.full(own, me)] +
+                                [np.full(int(recv[r]), r) for r in range(world) if r != me])
+        columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
+        return self._finish(columns, mask, keys, shards, probs, masses, items)
+
+    def _sample_into(self, n: int, cols: List[Any], mask: Any, keys: Any, probs: Any) -> None:
+        """Table::SampleToDevice of n rows into these tensors, on PyTorch's stream."""
+        import ctypes
+        if self._options is None:
+            self._options = _lib.SampleOptions()
+            _lib.lib.replaydb_sample_options_init(ctypes.byref(self._options))
+            self._options.timeout_ms = 60_000
+        ptrs = (ctypes.c_void_p * len(cols))(*[c.data_ptr() for c in cols])
+        stream = self._torch.cuda.current_stream(self._device).cuda_stream
+        err = ctypes.c_char_p()
+        code = _lib.lib.replaydb_table_sample_into(
+            self._table._h(), n, ctypes.byref(self._options), ptrs, len(cols), keys.data_ptr(),
+            probs.data_ptr(), None, mask.data_ptr(), stream, ctypes.byref(err))
+        if code:
+            check(code, err)
 
     def update_priorities(self, keys: Any, shards: Any, priorities: Any) -> None:
         """Sets the priorities of the items ``keys`` (a batch's ``keys``), each

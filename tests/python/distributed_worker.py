@@ -23,10 +23,15 @@ from replaydb.distributed import ShardedSampler
 
 def open_shard(cfg, rank):
     db = replaydb.open(os.path.join(cfg["dir"], f"rank{rank}"))
+    gpu = {}
+    if cfg.get("backend") == "nccl":  # the shard on this rank's GPU, priorities too
+        gpu = {"placement": f"device:{rank}"}
+        if cfg.get("selector", "prioritized") == "prioritized":
+            gpu["priority_device"] = rank
     table = db.create_table("t", {"obs": (np.float32, (2,)), "flag": np.bool_},
                             capacity_steps=1 << 16, sequence_length=1,
                             selector=cfg.get("selector", "prioritized"),
-                            priority_exponent=cfg.get("alpha", 1.0))
+                            priority_exponent=cfg.get("alpha", 1.0), **gpu)
     with table.writer() as w:
         for i, p in enumerate(cfg["priorities"][rank]):
             w.append({"obs": np.array([rank, i], np.float32), "flag": i % 3 == 0}, priority=p)
@@ -45,18 +50,20 @@ def expected_probabilities(cfg):
 
 def check_rows(cfg, batch, rank):
     """Every row is the item its key and shard name, with the exact global probability."""
-    obs = batch["obs"].numpy()[:, 0]
-    shards = batch.shards.numpy()
+    obs = batch["obs"].cpu().numpy()[:, 0]
+    shards = batch.shards.cpu().numpy()
     assert batch["obs"].shape[1] == 1
     assert np.array_equal(obs[:, 0].astype(np.int64), shards), (obs[:, 0], shards)
     index = obs[:, 1].astype(np.int64)
-    assert np.array_equal(batch["flag"].numpy()[:, 0], index % 3 == 0)
-    keys = batch.keys.numpy().view(np.uint64)
+    assert np.array_equal(batch["flag"].cpu().numpy()[:, 0], index % 3 == 0)
+    keys = batch.keys.cpu().numpy().view(np.uint64)
     assert np.array_equal([replaydb.key_start(int(k)) for k in keys], index)
     want = np.array([expected_probabilities(cfg)[s][i] for s, i in zip(shards, index)])
-    assert np.allclose(batch.probabilities.numpy(), want, rtol=1e-9), (
-        batch.probabilities.numpy(), want)
-    assert batch.mask.numpy().all()
+    # A GPU's priority table keeps priority^alpha as float.
+    rtol = 1e-5 if cfg.get("backend") == "nccl" else 1e-9
+    got = batch.probabilities.cpu().numpy()
+    assert np.allclose(got, want, rtol=rtol), (got, want)
+    assert batch.mask.cpu().numpy().all()
     return shards, index
 
 
@@ -64,7 +71,10 @@ def main():
     cfg = json.loads(sys.argv[1])
     rank = int(sys.argv[2])
     world = cfg["world"]
-    dist.init_process_group("gloo", init_method=cfg["init"], rank=rank, world_size=world,
+    backend = cfg.get("backend", "gloo")
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=cfg["init"], rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=90))
     result = {"rank": rank}
     db, table = open_shard(cfg, rank)
@@ -77,9 +87,9 @@ def main():
             batch = sampler.sample(cfg["batch"])
             assert len(batch) == cfg["batch"]
             shards, index = check_rows(cfg, batch, rank)
-            w = batch.weights.numpy()
+            w = batch.weights.cpu().numpy()
             n = sum(len(p) for p in cfg["priorities"])
-            raw = (n * batch.probabilities.numpy()) ** -0.5
+            raw = (n * batch.probabilities.cpu().numpy()) ** -0.5
             assert np.allclose(w, raw / raw.max(), rtol=1e-5)
             for s, i in zip(shards, index):
                 counts[s][i] += 1

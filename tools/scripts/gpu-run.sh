@@ -37,12 +37,18 @@
 #      (issue 37's host paths: logged inserts, log appends and recovery against
 #      memcpy and disk ceilings, draws at 1M, 10M and 50M steps) on the GPU
 #      machine's many-core host,
+#  13. issue 38's several GPUs (step multigpu): tools/analysis/multi_gpu_bench.py
+#      under torch.distributed.run with 1 rank and with one rank per GPU
+#      (a table sharded over the GPUs, per-rank sample rates and the rows'
+#      transfers against cudaMemcpyPeer), then examples/ddp_learner.py on
+#      every GPU,
 # then prints the priority table (tools/analysis/prio_summary.py), the gather table
 # (tools/analysis/gather_summary.py) and a short summary of the steps last. Exits
 # non-zero when a step fails.
 # Environment: GTEST_FILTER overrides the suites; REPLAYDB_STEPS picks steps
-# by name, comma-separated, from tests,memcheck,racecheck,prio,gather,cold,python,host
-# (default: all; prio covers 5 and 6, gather 7 to 9, cold 10, python 11, host 12),
+# by name, comma-separated, from tests,memcheck,racecheck,prio,gather,cold,python,host,
+# multigpu (default: all; prio covers 5 and 6, gather 7 to 9, cold 10, python 11,
+# host 12, multigpu 13),
 # so a run can be split
 # across calls that each have a time limit; REPLAYDB_SKIP_SANITIZERS=1
 # drops memcheck and racecheck, REPLAYDB_SKIP_BENCH=1 the benches;
@@ -84,10 +90,10 @@ case "$filter" in
   *) sanitized_filter="$filter-DeviceMemoryTest.FailuresNameTheBytesAndDevice" ;;
 esac
 
-steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather,cold,python,host}"
+steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather,cold,python,host,multigpu}"
 [ "${REPLAYDB_SKIP_SANITIZERS:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/memcheck//; s/racecheck//')"
 [ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ] &&
-  steps="$(echo "$steps" | sed 's/prio//; s/gather//; s/cold//; s/host//')"
+  steps="$(echo "$steps" | sed 's/prio//; s/gather//; s/cold//; s/host//; s/multigpu//')"
 # want STEP: whether STEP is among the steps to run.
 want() { case ",$steps," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
@@ -228,6 +234,22 @@ if want python; then
     echo "gpu-run.sh: no python/ here (run from the repository root); python steps skipped"
   fi
 fi
+if want multigpu; then
+  # Issue 38: one shard per GPU, every rank sampling the whole table.
+  repo="$(pwd)"
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  export REPLAYDB_LIBRARY="$bundle/lib/libreplaydb.so" PYTHONPATH="$repo/python" \
+    PYTHONUNBUFFERED=1
+  rm -f "$logs/multi-gpu.jsonl"
+  for world in 1 $([ "$gpus" -ge 2 ] && echo 2) $([ "$gpus" -ge 4 ] && echo 4); do
+    step "multigpu bench x$world" "multi-gpu-$world.log" json_note -- \
+      python3 -m torch.distributed.run --standalone --nproc_per_node "$world" \
+      "$repo/tools/analysis/multi_gpu_bench.py" --json "$logs/multi-gpu.jsonl"
+  done
+  step "ddp_learner x$gpus" ddp-learner.log pytest_note -- \
+    python3 -m torch.distributed.run --standalone --nproc_per_node "$gpus" \
+    "$repo/examples/ddp_learner.py" --dir "$logs/ddp-replay" --iterations 300
+fi
 
 if want prio; then
   echo
@@ -276,6 +298,30 @@ if want host; then
   echo
   echo "=== gpu-run: host paths (issue 37)"
   bench_rows .3g "$logs"/bench-host-*.jsonl || true
+fi
+if want multigpu && [ -f "$logs/multi-gpu.jsonl" ]; then
+  echo
+  echo "=== gpu-run: several GPUs (issue 38; B=256, L=32, 4 KiB steps, prioritized)"
+  python3 - "$logs/multi-gpu.jsonl" <<'PY' || true
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+one = {r["params"]["mode"]: r["value"] for r in rows
+       if r["bench"] == "shard_sample" and r["params"]["world"] == 1}
+for r in rows:
+    p = r["params"]
+    if r["bench"] == "shard_sample":
+        base = one.get(p["mode"])
+        weak = r["value"] / base if base else float("nan")
+        verdict = "-" if p["world"] == 1 else ("met" if weak >= 0.9 else "MISSED")
+        print(f"shard_sample mode={p['mode']:8s} world={p['world']}: {r['value']:9.0f} batches/s "
+              f"per rank; local table.sample {r['ceiling']:9.0f} (ratio {r['ratio']:.2f}); "
+              f"x world 1: {weak:.2f} {verdict} (>= 0.90)")
+    else:
+        verdict = "met" if r["ratio"] >= 0.8 else "MISSED"
+        print(f"peer_transfer world={p['world']} {p['bytes'] / 2**20:.0f} MiB: {r['value']:.1f} GB/s "
+              f"per rank; cudaMemcpyPeer {r['ceiling']:.1f} GB/s; ratio {r['ratio']:.2f} "
+              f"{verdict} (>= 0.80)")
+PY
 fi
 echo
 echo "=== gpu-run: summary (logs in $logs)"

@@ -1,0 +1,162 @@
+"""Issue 38's benchmark: a table sharded over the GPUs of one host, every rank
+sampling its own batch (replaydb.distributed.ShardedSampler over NCCL).
+
+    python3 -m torch.distributed.run --standalone --nproc_per_node N \\
+        tools/analysis/multi_gpu_bench.py [--json FILE]
+
+Every rank fills its shard (placement device:RANK, priorities on the same GPU,
+4 KiB steps) and samples B=256 windows of L=32 (32 MiB a batch), prioritized,
+for both modes (per_rank: every rank's batch is B draws from the whole table;
+union: the union of a step's batches is). Rank 0 prints one JSON line per row:
+
+- ``shard_sample`` mode=M, world=N: batches per second per rank (the slowest
+  rank's), with the same rank's local ``table.sample(B, device=...)`` rate as
+  the reference (ShardedSampler's exchange and transfers are the difference);
+  gpu-run.sh divides world N's rate by world 1's (weak scaling, target >= 0.9);
+- ``peer_transfer`` world=N: the all-to-all of the rows that cross GPUs in a
+  per_rank step (B * (N - 1) / N windows a rank, each way), in GB/s a rank,
+  against cudaMemcpyPeer of the same bytes (``dst.copy_(src)`` between two
+  GPUs of one process) in the same run (target >= 0.8).
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import replaydb  # noqa: E402
+from replaydb.distributed import ShardedSampler  # noqa: E402
+
+B, L, STEP_BYTES = 256, 32, 4096
+
+
+def fill(table, device, steps, envs=64):
+    writer = table.vector_writer(envs)
+    gen = torch.Generator(device="cpu").manual_seed(1 + dist.get_rank())
+    frame = torch.randint(0, 255, (envs, STEP_BYTES), dtype=torch.uint8, generator=gen).to(device)
+    per_trajectory = 256
+    for i in range(steps // envs):
+        prios = np.random.default_rng(i).uniform(0.1, 10.0, size=envs)
+        writer.append({"obs": frame}, priorities=prios)
+        if (i + 1) % per_trajectory == 0:
+            writer.end_many(range(envs))
+    writer.close()
+    torch.cuda.synchronize(device)
+
+
+def timed(fn, seconds, device):
+    """Calls per second of fn (the slowest rank's) over about `seconds`, after
+    a warm-up; every rank makes the same number of calls, so fn may be a
+    collective."""
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize(device)
+    per_call = (time.perf_counter() - t0) / 20
+    calls = torch.tensor([max(20, int(seconds / per_call))], device=device)
+    dist.all_reduce(calls, op=dist.ReduceOp.MIN)
+    calls = int(calls.item())
+    dist.barrier()
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize(device)
+    rate = torch.tensor([calls / (time.perf_counter() - t0)], device=device, dtype=torch.float64)
+    dist.all_reduce(rate, op=dist.ReduceOp.MIN)
+    return float(rate.item())
+
+
+def peer_copy_rate(nbytes, seconds=1.0):
+    """cudaMemcpyPeer of nbytes, GPU 0 to GPU 1, in GB/s (0 with one GPU)."""
+    if torch.cuda.device_count() < 2:
+        return 0.0
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda:0")
+    dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda:1")
+    for _ in range(5):
+        dst.copy_(src)
+    torch.cuda.synchronize("cuda:0")
+    torch.cuda.synchronize("cuda:1")
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < seconds:
+        dst.copy_(src)
+        n += 1
+    torch.cuda.synchronize("cuda:0")
+    torch.cuda.synchronize("cuda:1")
+    return n * nbytes / (time.perf_counter() - t0) / 1e9
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", help="append the rows to this file too")
+    p.add_argument("--steps", type=int, default=1 << 17, help="steps per shard")
+    p.add_argument("--seconds", type=float, default=2.0)
+    args = p.parse_args()
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    torch.cuda.set_device(local)
+    device = torch.device("cuda", local)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        db = replaydb.open(os.path.join(tmp, f"rank{rank}"))
+        table = db.create_table("shard", {"obs": (np.uint8, (STEP_BYTES,))},
+                                capacity_steps=args.steps, sequence_length=L,
+                                placement=f"device:{local}", selector="prioritized",
+                                priority_device=local)
+        fill(table, device, args.steps)
+        local_rate = timed(lambda: table.sample(B, device=str(device)), args.seconds, device)
+        for mode in ("per_rank", "union"):
+            sampler = ShardedSampler(table, mode=mode, seed=7)
+            rate = timed(lambda: sampler.sample(B), args.seconds, device)
+            rows.append({"bench": "shard_sample", "params": {"mode": mode, "world": world,
+                                                              "batch": B, "L": L,
+                                                              "step_bytes": STEP_BYTES},
+                         "value": rate, "unit": "batches/s per rank", "ceiling": local_rate,
+                         "ceiling_name": "local table.sample",
+                         "ratio": rate / local_rate})
+        if world > 1:
+            # The rows a per_rank step moves off each rank, spread over its peers.
+            per_peer = B // world
+            send = [per_peer] * world
+            send[rank] = 0
+            row_bytes = L * STEP_BYTES
+            inp = torch.empty((sum(send), row_bytes), dtype=torch.uint8, device=device)
+            out = torch.empty_like(inp)
+
+            def exchange():
+                dist.all_to_all_single(out, inp, output_split_sizes=send, input_split_sizes=send)
+
+            rate = timed(exchange, args.seconds, device)
+            moved = sum(send) * row_bytes
+            dist.barrier()
+            ceiling = peer_copy_rate(moved) if rank == 0 else 0.0
+            value = rate * moved / 1e9
+            rows.append({"bench": "peer_transfer", "params": {"world": world, "bytes": moved},
+                         "value": value, "unit": "GB/s per rank", "ceiling": ceiling,
+                         "ceiling_name": "cudaMemcpyPeer",
+                         "ratio": value / ceiling if ceiling else 0.0})
+        db.close()
+    if rank == 0:
+        for r in rows:
+            print(json.dumps(r), flush=True)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
