@@ -47,6 +47,7 @@ rank 0's).
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -141,7 +142,7 @@ class ShardedSampler:
                  importance_beta: Optional[float] = None, mode: str = "per_rank",
                  seed: int = 0, rate_limiter: Optional[RateLimiter] = None,
                  timeout: Optional[float] = None, group: Any = None,
-                 device: Optional[str] = None):
+                 device: Optional[str] = None, exchange: str = "auto"):
         import torch
         import torch.distributed as dist
         if not dist.is_available() or not dist.is_initialized():
@@ -149,6 +150,9 @@ class ShardedSampler:
                                "(call torch.distributed.init_process_group first)")
         if mode not in _MODES:
             raise ValueError(f"replaydb.distributed: mode must be one of {_MODES}, not {mode!r}")
+        if exchange not in ("auto", "shm", "collective"):
+            raise ValueError("replaydb.distributed: exchange must be 'auto', 'shm' or "
+                             f"'collective', not {exchange!r}")
         spec = table.spec
         if spec["selector"] not in ("uniform", "prioritized"):
             raise InvalidArgumentError(
@@ -185,6 +189,27 @@ class ShardedSampler:
                           (self._seq_len, *c["shape"])) for c in spec["columns"]]
         self._stats_device = self._device if nccl else torch.device("cpu")
         self._options = None  # the NCCL path's SampleOptions, made once
+        # How long a shard's own draw may wait (its own rate limiter): `timeout`, or 60 s.
+        self._draw_timeout = float(timeout) if timeout is not None else 60.0
+        # The plan's generator: seeded alike and called alike on every rank.
+        self._rng = np.random.Generator(np.random.PCG64(self._seed))
+        self._failed = False  # this rank's last draw failed: the next exchange says so
+        self._send_buffers: Optional[tuple] = None
+        self._shm: Optional[_SharedStats] = None
+        if exchange != "collective":
+            hosts = [None] * self._world
+            dist.all_gather_object(hosts, socket.gethostname(), group=group)
+            if len(set(hosts)) == 1:
+                self._shm = _SharedStats.create(dist, group, self._rank, self._world)
+            elif exchange == "shm":
+                raise ValueError("replaydb.distributed: exchange='shm' needs every rank on "
+                                 f"one host; the ranks are on {sorted(set(hosts))}")
+
+    def close(self) -> None:
+        """Lets go of the shared-memory segment of the exchange (also at exit)."""
+        if self._shm is not None:
+            self._shm.close()
+            self._shm = None
 
     @property
     def rank(self) -> int:
@@ -197,14 +222,25 @@ class ShardedSampler:
     # ------------------------------------------------------------ sampling
 
     def _gather_stats(self, out_of_time: bool) -> np.ndarray:
+        """[world, 5]: each shard's mass, items, inserts, deadline flag and
+        whether its last draw failed."""
         torch = self._torch
         total, items = self._table.mass()
         inserts = self._table.info()["items_inserted"] if self._limiter is not None else 0
-        mine = torch.tensor([total, float(items), float(inserts), float(out_of_time), 0.0],
-                            dtype=torch.float64, device=self._stats_device)
-        every = [torch.empty_like(mine) for _ in range(self._world)]
-        self._dist.all_gather(every, mine, group=self._group)
-        return torch.stack(every).cpu().numpy()
+        values = [total, float(items), float(inserts), float(out_of_time), float(self._failed)]
+        if self._shm is not None:
+            stats = self._shm.exchange(values, self._timeout)
+        else:
+            mine = torch.tensor(values, dtype=torch.float64, device=self._stats_device)
+            every = [torch.empty_like(mine) for _ in range(self._world)]
+            self._dist.all_gather(every, mine, group=self._group)
+            stats = torch.stack(every).cpu().numpy()
+        failed = [r for r in range(self._world) if stats[r, 4] and r != self._rank]
+        if failed:
+            raise Error(f"replaydb.distributed: the shards of ranks {failed} failed to draw in "
+                        "the last step (their ranks raised the reason); this rank's batch of "
+                        "that step holds NaN probabilities where their rows were")
+        return stats
 
     def _granted(self, stats: np.ndarray, batch_size: int) -> bool:
         lim = self._limiter
@@ -240,9 +276,8 @@ class ShardedSampler:
             raise ValueError(f"replaydb.distributed: batch_size must be >= 1, not {batch_size}")
         stats = self._stats_for_step(batch_size)
         masses, items = stats[:, 0], stats[:, 1]
-        rng = np.random.Generator(np.random.PCG64([self._seed, self._step]))
         self._step += 1
-        counts = draw_counts(masses, items, batch_size, self._world, rng, self._mode)
+        counts = draw_counts(masses, items, batch_size, self._world, self._rng, self._mode)
         self._samples += batch_size * self._world
         if self._nccl:
             return self._sample_on_gpus(batch_size, counts, masses, items)
@@ -258,7 +293,8 @@ class ShardedSampler:
         if n_local > 0:
             try:
                 batch = self._table.sample(n_local, seq_len=self._seq_len,
-                                           device=self._sample_device)
+                                           device=self._sample_device,
+                                           timeout=self._draw_timeout)
                 for name, _, _ in self._columns:
                     local[name] = self._field(batch, name)
                 local["mask"] = self._field(batch, "mask")
@@ -268,6 +304,7 @@ class ShardedSampler:
             except Error as e:  # the rows go out marked failed; raised below
                 failure = f"rank {me}'s shard: {e}"
                 local = {}
+                self._failed = True
         # The transfers: one all-to-all per column, one for the keys and probabilities.
         out_meta = torch.empty((batch_size, 3), dtype=torch.int64, device=self._device)
         self._all_to_all(out_meta, meta, recv, send)
@@ -287,26 +324,34 @@ class ShardedSampler:
                 (ok == 0).cpu().numpy()].tolist()))
             raise Error(f"replaydb.distributed: the shards of ranks {bad} failed to draw "
                         "(their ranks raised the reason)")
-        shards = np.repeat(np.arange(self._world), recv)
         mask = columns.pop("mask")
-        return self._finish(columns, mask, out_meta[:, 0].clone(), shards,
+        return self._finish(columns, mask, out_meta[:, 0].clone(),
+                            [(r, int(recv[r])) for r in range(self._world)],
                             out_meta[:, 1].view(torch.float64), masses, items)
 
-    def _finish(self, columns: Dict[str, Any], mask: Any, keys: Any, shards: np.ndarray,
-                local_probabilities: Any, masses: np.ndarray, items: np.ndarray) -> ShardedBatch:
-        """The batch, with global probabilities and weights."""
+    def _finish(self, columns: Dict[str, Any], mask: Any, keys: Any,
+                runs: List[tuple], local_probabilities: Any, masses: np.ndarray,
+                items: np.ndarray) -> ShardedBatch:
+        """The batch, with global probabilities and weights. ``runs``: (shard,
+        rows) in row order; each run is scaled by its shard's share."""
         torch = self._torch
         use = masses if masses.sum() > 0 else items
-        share = (use / use.sum())[shards]
-        shards_t = torch.as_tensor(shards, dtype=torch.int64).to(self._device, non_blocking=True)
-        share_t = torch.as_tensor(share, dtype=torch.float64).to(self._device, non_blocking=True)
-        probabilities = local_probabilities.to(torch.float64) * share_t
+        share = use / use.sum()
+        n = int(local_probabilities.shape[0])
+        probabilities = torch.empty(n, dtype=torch.float64, device=self._device)
+        shards = torch.empty(n, dtype=torch.int64, device=self._device)
+        at = 0
+        for shard, rows in runs:
+            if rows:
+                probabilities[at:at + rows].copy_(local_probabilities[at:at + rows]).mul_(
+                    float(share[shard]))
+                shards[at:at + rows].fill_(int(shard))
+                at += rows
         weights = None
         if self._beta is not None:
-            n = float(items.sum())
-            w = (n * probabilities) ** (-float(self._beta))
+            w = (float(items.sum()) * probabilities) ** (-float(self._beta))
             weights = (w / w.max()).to(torch.float32)
-        return ShardedBatch(columns, mask, keys, shards_t, probabilities, weights)
+        return ShardedBatch(columns, mask, keys, shards, probabilities, weights)
 
     def _sample_on_gpus(self, batch_size: int, counts: np.ndarray, masses: np.ndarray,
                         items: np.ndarray) -> ShardedBatch:
@@ -335,14 +380,21 @@ class ShardedSampler:
                                   probs[:own])
         except Error as e:
             failure = e
-        out_cols, out_mask, out_keys, out_probs = buffers(n_out)
+        # The send buffers are kept: the next step's draws into them queue on
+        # the stream after this step's sends.
+        if self._send_buffers is None or self._send_buffers[2].shape[0] < n_out:
+            self._send_buffers = buffers(max(n_out, batch_size))
+        sb_cols, sb_mask, sb_keys, sb_probs = self._send_buffers
+        out_cols, out_mask = [c[:n_out] for c in sb_cols], sb_mask[:n_out]
+        out_keys, out_probs = sb_keys[:n_out], sb_probs[:n_out]
         try:
             if n_out and failure is None:
                 self._sample_into(n_out, out_cols, out_mask, out_keys, out_probs)
         except Error as e:
             failure = e
         if failure is not None:
-            out_probs.fill_(float("nan"))  # tells the receivers; the reason is raised here
+            out_probs.fill_(float("nan"))  # the receivers' rows say so; the reason is raised here
+            self._failed = True
         ops = []
         offset = 0
         for r in range(world):
@@ -363,13 +415,9 @@ class ShardedSampler:
                 req.wait()
         if failure is not None:
             raise Error(f"replaydb.distributed: rank {me}'s shard: {failure}")
-        if world > 1 and bool(torch.isnan(probs[own:]).any()):
-            raise Error("replaydb.distributed: a shard failed to draw rows for rank "
-                        f"{me} (its rank raised the reason)")
-        shards = np.concatenate([np.full(own, me)] +
-                                [np.full(int(recv[r]), r) for r in range(world) if r != me])
+        runs = [(me, own)] + [(r, int(recv[r])) for r in range(world) if r != me]
         columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
-        return self._finish(columns, mask, keys, shards, probs, masses, items)
+        return self._finish(columns, mask, keys, runs, probs, masses, items)
 
     def _sample_into(self, n: int, cols: List[Any], mask: Any, keys: Any, probs: Any) -> None:
         """Table::SampleToDevice of n rows into these tensors, on PyTorch's stream."""
@@ -377,7 +425,7 @@ class ShardedSampler:
         if self._options is None:
             self._options = _lib.SampleOptions()
             _lib.lib.replaydb_sample_options_init(ctypes.byref(self._options))
-            self._options.timeout_ms = 60_000
+            self._options.timeout_ms = int(self._draw_timeout * 1000)
         ptrs = (ctypes.c_void_p * len(cols))(*[c.data_ptr() for c in cols])
         stream = self._torch.cuda.current_stream(self._device).cuda_stream
         err = ctypes.c_char_p()
@@ -426,6 +474,75 @@ class ShardedSampler:
     def _all_to_all(self, out: Any, inp: Any, recv: Sequence[int], send: Sequence[int]) -> None:
         self._dist.all_to_all_single(out, inp, output_split_sizes=[int(x) for x in recv],
                                      input_split_sizes=[int(x) for x in send], group=self._group)
+
+
+class _SharedStats:
+    """The step's exchange of 5 doubles a rank through shared memory, for
+    ranks on one host (a few microseconds; an NCCL all-gather and its copy
+    back take 70-120). One segment, a slot per rank and per parity of the
+    exchange's count: a rank writes its values into slot [count % 2], then
+    its count; it reads once every rank's count has reached its own. A rank
+    cannot write slot [count % 2] again before every rank has posted count + 1,
+    that is, has read count's values. Stores become visible in program order
+    (x86-64's TSO; the GPU machines).
+    """
+
+    WAIT_S = 600.0  # a rank that never comes (as NCCL's default timeout)
+
+    def __init__(self, shm: Any, rank: int, world: int, owner: bool):
+        self._shm = shm
+        self._rank = rank
+        self._world = world
+        self._owner = owner
+        self._counts = np.ndarray((world,), dtype=np.int64, buffer=shm.buf, offset=0)
+        self._values = np.ndarray((2, world, 8), dtype=np.float64, buffer=shm.buf,
+                                  offset=8 * world)
+        self._count = 0
+
+    @classmethod
+    def create(cls, dist: Any, group: Any, rank: int, world: int) -> "_SharedStats":
+        from multiprocessing import resource_tracker, shared_memory
+        size = 8 * world + 2 * world * 8 * 8
+        name = [None]
+        shm = None
+        if rank == 0:
+            shm = shared_memory.SharedMemory(create=True, size=size)
+            np.ndarray((size,), dtype=np.uint8, buffer=shm.buf)[:] = 0
+            name[0] = shm.name
+        dist.broadcast_object_list(name, src=dist.get_global_rank(group, 0)
+                                   if group is not None else 0, group=group)
+        if rank != 0:
+            shm = shared_memory.SharedMemory(name=name[0])
+            # Only the creator unlinks it (Python's tracker would at this exit).
+            try:
+                resource_tracker.unregister(shm._name, "shared_memory")
+            except Exception:  # noqa: BLE001 - the tracker's internals vary by version
+                pass
+        dist.barrier(group=group)
+        if rank == 0:
+            shm.unlink()  # the mappings stay; nothing is left behind at exit
+        return cls(shm, rank, world, rank == 0)
+
+    def exchange(self, values: Sequence[float], timeout: Optional[float]) -> np.ndarray:
+        self._count += 1
+        slot = self._values[self._count % 2]
+        slot[self._rank, :len(values)] = values
+        self._counts[self._rank] = self._count
+        start = time.monotonic()
+        spins = 0
+        while int(self._counts.min()) < self._count:
+            spins += 1
+            if spins > 200:
+                time.sleep(0 if spins < 2000 else 0.0002)
+                if time.monotonic() - start > self.WAIT_S:
+                    late = [r for r in range(self._world) if self._counts[r] < self._count]
+                    raise Error(f"replaydb.distributed: ranks {late} did not come to exchange "
+                                f"{self._count} within {self.WAIT_S:.0f} s")
+        return slot[:, :len(values)].copy()
+
+    def close(self) -> None:
+        del self._counts, self._values
+        self._shm.close()
 
 
 def _bytes_view(t: Any) -> Any:

@@ -28,6 +28,8 @@ def open_shard(cfg, rank):
         gpu = {"placement": f"device:{rank}"}
         if cfg.get("selector", "prioritized") == "prioritized":
             gpu["priority_device"] = rank
+    if cfg.get("blocked_rank") == rank:  # this shard's own limiter never lets a draw through
+        gpu["rate_limiter"] = replaydb.RateLimiter.min_size(1 << 30)
     table = db.create_table("t", {"obs": (np.float32, (2,)), "flag": np.bool_},
                             capacity_steps=1 << 16, sequence_length=1,
                             selector=cfg.get("selector", "prioritized"),
@@ -81,7 +83,7 @@ def main():
     scenario = cfg["scenario"]
     if scenario == "sample":
         sampler = ShardedSampler(table, mode=cfg["mode"], seed=cfg["seed"],
-                                 importance_beta=0.5)
+                                 importance_beta=0.5, exchange=cfg.get("exchange", "auto"))
         counts = [[0] * len(p) for p in cfg["priorities"]]
         for _ in range(cfg["steps"]):
             batch = sampler.sample(cfg["batch"])
@@ -120,6 +122,16 @@ def main():
         except replaydb.DeadlineExceededError as e:
             result["error"] = str(e)
         result["steps"] = steps
+    elif scenario == "failure":
+        sampler = ShardedSampler(table, seed=cfg["seed"], timeout=0.5)
+        errors = []
+        for _ in range(2):  # the NCCL path tells the other ranks at the next step
+            try:
+                sampler.sample(cfg["batch"])
+                errors.append(None)
+            except replaydb.Error as e:
+                errors.append(str(e))
+        result["errors"] = errors
     elif scenario == "fifo":
         try:
             ShardedSampler(table)

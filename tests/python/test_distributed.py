@@ -49,6 +49,7 @@ def _gpus(world):
 
 
 BACKENDS = [("gloo", 1), ("gloo", 2), ("gloo", 3), ("nccl", 1), ("nccl", 2)]
+EXCHANGES = ["shm", "collective"]  # the masses through shared memory, or all_gather
 
 
 def _skip_unless(backend, world):
@@ -182,12 +183,14 @@ def test_mass_is_the_sum_of_priorities_to_the_exponent(db_path, rng):
 
 
 @needs_torch
+@pytest.mark.parametrize("exchange", EXCHANGES)
 @pytest.mark.parametrize("backend,world", BACKENDS)
-def test_every_rank_samples_the_whole_table_exactly(tmp_path, rng, backend, world):
+def test_every_rank_samples_the_whole_table_exactly(tmp_path, rng, backend, world, exchange):
     _skip_unless(backend, world)
     prios = skewed_priorities(rng, world)
     results = run_group(tmp_path, world, scenario="sample", mode="per_rank", steps=60, batch=64,
-                        seed=int(rng.integers(1 << 31)), priorities=prios, backend=backend)
+                        seed=int(rng.integers(1 << 31)), priorities=prios, backend=backend,
+                        exchange=exchange)
     want = np.concatenate([np.asarray(p) / sum(map(sum, prios)) for p in prios])
     for res in results:  # each rank alone follows the global distribution
         ok, detail = chi_square_ok(np.concatenate(res["counts"]), want)
@@ -243,6 +246,21 @@ def test_the_rate_limiter_stops_every_rank_at_the_same_step(tmp_path, rng):
     for r in results:
         assert "no batch of 4 x 2 ranks within 1.0 s: 40 items in the shards, 40 inserts, " \
                "40 samples granted" in r["error"], r
+
+
+@needs_torch
+@pytest.mark.parametrize("backend,world", [("gloo", 2), ("nccl", 2)])
+def test_a_shard_that_cannot_draw_fails_its_rank_and_tells_the_others(tmp_path, rng, backend,
+                                                                      world):
+    _skip_unless(backend, world)
+    prios = [[1.0] * 10, [1.0] * 10]
+    results = run_group(tmp_path, world, scenario="failure", batch=64, blocked_rank=1,
+                        seed=int(rng.integers(1 << 31)), priorities=prios, backend=backend)
+    blocked, other = results[1]["errors"], results[0]["errors"]
+    assert blocked[0] is not None and "rank 1's shard:" in blocked[0], blocked
+    assert "timed out" in blocked[0] or "Deadline" in blocked[0] or "within" in blocked[0], blocked
+    said = [e for e in other if e is not None]
+    assert said and ("ranks [1] failed to draw" in said[0]), other
 
 
 @needs_torch

@@ -319,8 +319,8 @@ for r in rows:
     else:
         verdict = "met" if r["ratio"] >= 0.8 else "MISSED"
         print(f"peer_transfer world={p['world']} {p['bytes'] / 2**20:.0f} MiB: {r['value']:.1f} GB/s "
-              f"per rank; cudaMemcpyPeer {r['ceiling']:.1f} GB/s; ratio {r['ratio']:.2f} "
-              f"{verdict} (>= 0.80)")
+              f"per rank; {r['ceiling_name']} {r['ceiling']:.1f} GB/s; ratio {r['ratio']:.2f} "
+              f"{verdict} (>= 0.80); {r.get('note', '')}")
 PY
 fi
 echo
