@@ -85,7 +85,7 @@ def draw_counts(masses: Sequence[float], items: Sequence[int], batch_size: int, 
         raise ValueError("replaydb.distributed: every shard is empty")
     p = m / m.sum()
     if mode == "per_rank":
-        return np.stack([rng.multinomial(batch_size, p) for _ in range(world)]).astype(np.int64)
+        return rng.multinomial(batch_size, p, size=world).astype(np.int64)
     drawn = rng.multinomial(batch_size * world, p).astype(np.int64)
     counts = np.zeros((world, len(p)), dtype=np.int64)
     spare = np.maximum(drawn - batch_size, 0)
@@ -235,11 +235,16 @@ class ShardedSampler:
             every = [torch.empty_like(mine) for _ in range(self._world)]
             self._dist.all_gather(every, mine, group=self._group)
             stats = torch.stack(every).cpu().numpy()
-        failed = [r for r in range(self._world) if stats[r, 4] and r != self._rank]
+        # A draw that failed in the last step stops this step on every rank
+        # alike (before any transfer), the failed rank included; the next call
+        # starts afresh.
+        self._failed = False
+        failed = [r for r in range(self._world) if stats[r, 4]]
         if failed:
             raise Error(f"replaydb.distributed: the shards of ranks {failed} failed to draw in "
-                        "the last step (their ranks raised the reason); this rank's batch of "
-                        "that step holds NaN probabilities where their rows were")
+                        "the last step (their ranks raised the reason then); this step is "
+                        "skipped on every rank, and a batch of the last step holds NaN "
+                        "probabilities where their rows were")
         return stats
 
     def _granted(self, stats: np.ndarray, batch_size: int) -> bool:

@@ -125,7 +125,7 @@ def main():
     elif scenario == "failure":
         sampler = ShardedSampler(table, seed=cfg["seed"], timeout=0.5)
         errors = []
-        for _ in range(2):  # the NCCL path tells the other ranks at the next step
+        for _ in range(3):  # the NCCL path tells the other ranks at the next step
             try:
                 sampler.sample(cfg["batch"])
                 errors.append(None)

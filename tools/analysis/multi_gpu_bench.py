@@ -80,31 +80,34 @@ def timed(fn, seconds, device):
 
 def peer_copy_rate(nbytes, seconds=1.0):
     """cudaMemcpyPeer of nbytes between GPUs 0 and 1, in GB/s each way, both
-    ways at once (as a step's rows move), and one way alone; (0, 0) with one
-    GPU."""
+    ways at once (as a step's rows move), and one way alone, each the better
+    of the copies queued on the source's stream and on the destination's;
+    (0, 0) with one GPU."""
     if torch.cuda.device_count() < 2:
         return 0.0, 0.0
     a = [torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{d}") for d in (0, 1)]
     b = [torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{d}") for d in (0, 1)]
     streams = [torch.cuda.Stream(device=f"cuda:{d}") for d in (0, 1)]
 
-    def run(both):
-        for _ in range(3):
-            with torch.cuda.stream(streams[0]):
+    def run(both, pull):
+        # The copy 0 -> 1 on GPU 1's stream when pulling, else on GPU 0's.
+        s01, s10 = (streams[1], streams[0]) if pull else (streams[0], streams[1])
+
+        def once():
+            with torch.cuda.stream(s01):
                 b[1].copy_(a[0], non_blocking=True)
             if both:
-                with torch.cuda.stream(streams[1]):
+                with torch.cuda.stream(s10):
                     b[0].copy_(a[1], non_blocking=True)
+
+        for _ in range(3):
+            once()
         for st in streams:
             st.synchronize()
         t0 = time.perf_counter()
         n = 0
         while time.perf_counter() - t0 < seconds:
-            with torch.cuda.stream(streams[0]):
-                b[1].copy_(a[0], non_blocking=True)
-            if both:
-                with torch.cuda.stream(streams[1]):
-                    b[0].copy_(a[1], non_blocking=True)
+            once()
             n += 1
             if n % 16 == 0:
                 for st in streams:
@@ -113,7 +116,7 @@ def peer_copy_rate(nbytes, seconds=1.0):
             st.synchronize()
         return n * nbytes / (time.perf_counter() - t0) / 1e9
 
-    return run(True), run(False)
+    return (max(run(True, False), run(True, True)), max(run(False, False), run(False, True)))
 
 
 def main():
