@@ -343,13 +343,16 @@ class ShardedSampler:
         use = masses if masses.sum() > 0 else items
         share = use / use.sum()
         n = int(local_probabilities.shape[0])
-        probabilities = torch.empty(n, dtype=torch.float64, device=self._device)
-        shards = torch.empty(n, dtype=torch.int64, device=self._device)
-        at = 0
-        for shard, rows in runs:
-            if rows:
-                probabilities[at:at + rows].copy_(local_probabilities[at:at + rows]).mul_(
-                    float(share[shard]))
+        runs = [(shard, rows) for shard, rows in runs if rows]
+        probabilities = local_probabilities.to(torch.float64).contiguous()
+        if len(runs) == 1:  # one shard's rows (one rank; union mode's usual step)
+            probabilities.mul_(float(share[runs[0][0]]))
+            shards = torch.full((n,), int(runs[0][0]), dtype=torch.int64, device=self._device)
+        else:
+            shards = torch.empty(n, dtype=torch.int64, device=self._device)
+            at = 0
+            for shard, rows in runs:
+                probabilities[at:at + rows].mul_(float(share[shard]))
                 shards[at:at + rows].fill_(int(shard))
                 at += rows
         weights = None
@@ -387,18 +390,22 @@ class ShardedSampler:
             failure = e
         # The send buffers are kept: the next step's draws into them queue on
         # the stream after this step's sends.
-        if self._send_buffers is None or self._send_buffers[2].shape[0] < n_out:
+        if n_out and (self._send_buffers is None or self._send_buffers[2].shape[0] < n_out):
             self._send_buffers = buffers(max(n_out, batch_size))
-        sb_cols, sb_mask, sb_keys, sb_probs = self._send_buffers
-        out_cols, out_mask = [c[:n_out] for c in sb_cols], sb_mask[:n_out]
-        out_keys, out_probs = sb_keys[:n_out], sb_probs[:n_out]
-        try:
-            if n_out and failure is None:
-                self._sample_into(n_out, out_cols, out_mask, out_keys, out_probs)
-        except Error as e:
-            failure = e
+        out_cols: List[Any] = []
+        out_mask = out_keys = out_probs = None
+        if n_out:
+            sb_cols, sb_mask, sb_keys, sb_probs = self._send_buffers
+            out_cols, out_mask = [c[:n_out] for c in sb_cols], sb_mask[:n_out]
+            out_keys, out_probs = sb_keys[:n_out], sb_probs[:n_out]
+            try:
+                if failure is None:
+                    self._sample_into(n_out, out_cols, out_mask, out_keys, out_probs)
+            except Error as e:
+                failure = e
+            if failure is not None:
+                out_probs.fill_(float("nan"))  # the receivers' rows say so
         if failure is not None:
-            out_probs.fill_(float("nan"))  # the receivers' rows say so; the reason is raised here
             self._failed = True
         ops = []
         offset = 0
