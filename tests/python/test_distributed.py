@@ -67,7 +67,7 @@ def run_group(tmp_path, world, **cfg):
     """Runs `world` ranks of the worker; returns their results by rank. Every
     process is waited for (120 s at most) and killed if it overstays."""
     cfg.update(world=world, dir=str(tmp_path), init=f"tcp://127.0.0.1:{_free_port()}")
-    env = dict(os.environ)
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")  # gloo's sockets on loopback only
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parents[1] / "python"),
                                          env.get("PYTHONPATH", "")])
     procs = [subprocess.Popen([sys.executable, str(HERE / "distributed_worker.py"),
@@ -288,7 +288,7 @@ def test_the_ddp_example_learns_on_two_cpu_ranks(tmp_path):
     procs = []
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
         env["PYTHONPATH"] = os.pathsep.join([str(HERE.parents[1] / "python"),
                                              env.get("PYTHONPATH", "")])
         procs.append(subprocess.Popen(
