@@ -24,8 +24,10 @@ the shard of their rank. A learner step is collective: every rank calls
 and lets each rank keep up to B rows of its own shard, moving only the
 difference: the union of the step's batches is an exact sample of B * world
 items from the whole table (what a data-parallel learner's averaged gradient
-sees), but one rank's batch leans to its own shard. It moves about
-sqrt(B * world) rows a step instead of B * (world - 1) / world a rank.
+sees), but one rank's batch leans to its own shard. With shards of equal mass
+it moves about sqrt(B * world) rows a step instead of B * (world - 1) / world a
+rank (in general (B * world / 2) * sum |M_s / sum M - 1 / world|). Its weights
+are normalised over the union (one all-reduce of the largest).
 
 Probabilities are global (m / sum M, in float64) and importance weights use
 the global item count, ``(N * P)^-beta`` over the batch's largest. They are
@@ -47,6 +49,7 @@ rank 0's).
 
 from __future__ import annotations
 
+import platform
 import socket
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -167,7 +170,11 @@ class ShardedSampler:
         self._group = group
         self._rank = dist.get_rank(group)
         self._world = dist.get_world_size(group)
-        self._seq_len = int(seq_len if seq_len is not None else spec["sequence_length"])
+        if seq_len is not None and int(seq_len) != int(spec["sequence_length"]):
+            raise ValueError(f"replaydb.distributed: seq_len {seq_len} is not table "
+                             f"{spec['name']!r}'s sequence_length {spec['sequence_length']} "
+                             "(a sharded table samples whole windows of its own length)")
+        self._seq_len = int(spec["sequence_length"])
         self._beta = importance_beta
         self._mode = mode
         self._seed = int(seed)
@@ -193,20 +200,31 @@ class ShardedSampler:
         self._draw_timeout = float(timeout) if timeout is not None else 60.0
         # The plan's generator: seeded alike and called alike on every rank.
         self._rng = np.random.Generator(np.random.PCG64(self._seed))
+        # What every rank's exchange carries to check that the ranks call alike.
+        self._call_batch = 0
+        self._fingerprint = float((self._seed * 1_000_003 + _MODES.index(mode)) % (1 << 52))
         self._failed = False  # this rank's last draw failed: the next exchange says so
         self._send_buffers: Optional[tuple] = None
         self._shm: Optional[_SharedStats] = None
+        self._closed = False
         if exchange != "collective":
+            # Shared memory needs one host and stores seen in program order (x86-64).
+            here = (socket.gethostname(), platform.machine())
             hosts = [None] * self._world
-            dist.all_gather_object(hosts, socket.gethostname(), group=group)
-            if len(set(hosts)) == 1:
+            dist.all_gather_object(hosts, here, group=group)
+            usable = len(set(hosts)) == 1 and hosts[0][1] in ("x86_64", "AMD64")
+            if usable:
                 self._shm = _SharedStats.create(dist, group, self._rank, self._world)
-            elif exchange == "shm":
+                usable = self._shm is not None
+            if not usable and exchange == "shm":
                 raise ValueError("replaydb.distributed: exchange='shm' needs every rank on "
-                                 f"one host; the ranks are on {sorted(set(hosts))}")
+                                 "one x86-64 host sharing /dev/shm; the ranks are on "
+                                 f"{sorted(set(hosts))}")
 
     def close(self) -> None:
-        """Lets go of the shared-memory segment of the exchange (also at exit)."""
+        """Lets go of the shared-memory segment of the exchange (also at exit);
+        the sampler cannot sample after."""
+        self._closed = True
         if self._shm is not None:
             self._shm.close()
             self._shm = None
@@ -227,7 +245,8 @@ class ShardedSampler:
         torch = self._torch
         total, items = self._table.mass()
         inserts = self._table.info()["items_inserted"] if self._limiter is not None else 0
-        values = [total, float(items), float(inserts), float(out_of_time), float(self._failed)]
+        values = [total, float(items), float(inserts), float(out_of_time), float(self._failed),
+                  float(self._call_batch), float(self._fingerprint)]
         if self._shm is not None:
             stats = self._shm.exchange(values, self._timeout)
         else:
@@ -239,6 +258,10 @@ class ShardedSampler:
         # alike (before any transfer), the failed rank included; the next call
         # starts afresh.
         self._failed = False
+        if not (np.all(stats[:, 5] == stats[0, 5]) and np.all(stats[:, 6] == stats[0, 6])):
+            raise ValueError("replaydb.distributed: the ranks called sample differently: batch "
+                             f"sizes {stats[:, 5].astype(np.int64).tolist()}; every rank must "
+                             "make the same calls with the same batch size, seed and mode")
         failed = [r for r in range(self._world) if stats[r, 4]]
         if failed:
             raise Error(f"replaydb.distributed: the shards of ranks {failed} failed to draw in "
@@ -277,10 +300,16 @@ class ShardedSampler:
     def sample(self, batch_size: int) -> ShardedBatch:
         """This rank's batch of ``batch_size`` rows (collective)."""
         torch = self._torch
+        if self._closed:
+            raise ValueError("replaydb.distributed: the sampler was closed")
         if batch_size < 1:
             raise ValueError(f"replaydb.distributed: batch_size must be >= 1, not {batch_size}")
+        self._call_batch = int(batch_size)
         stats = self._stats_for_step(batch_size)
         masses, items = stats[:, 0], stats[:, 1]
+        if self._nccl and masses.sum() <= 0:
+            raise Error("replaydb.distributed: every priority in every shard is 0; a shard "
+                        "drawing on a GPU cannot draw then (set a priority above 0)")
         self._step += 1
         counts = draw_counts(masses, items, batch_size, self._world, self._rng, self._mode)
         self._samples += batch_size * self._world
@@ -306,7 +335,7 @@ class ShardedSampler:
                 meta[:, 0] = _int64_keys(torch, batch["keys"], self._device)
                 meta[:, 1] = self._field(batch, "probabilities").to(torch.float64).view(torch.int64)
                 meta[:, 2] = 1
-            except Error as e:  # the rows go out marked failed; raised below
+            except Exception as e:  # noqa: BLE001 - the rows go out marked failed; raised below
                 failure = f"rank {me}'s shard: {e}"
                 local = {}
                 self._failed = True
@@ -357,8 +386,18 @@ class ShardedSampler:
                 at += rows
         weights = None
         if self._beta is not None:
-            w = (float(items.sum()) * probabilities) ** (-float(self._beta))
-            weights = (w / w.max()).to(torch.float32)
+            # Rows of a shard that failed (NaN probabilities, NCCL path) weigh 0.
+            w = torch.nan_to_num((float(items.sum()) * probabilities) ** (-float(self._beta)),
+                                 nan=0.0)
+            top = w.max()
+            if self._mode == "union":
+                # The union of the step's batches is the sample: one normaliser for all.
+                top = top.reshape(1).to(self._stats_device)
+                self._dist.all_reduce(top, op=self._dist.ReduceOp.MAX, group=self._group)
+                top = top.to(self._device)
+            weights = (w / top).to(torch.float32)
+        if self._nccl:  # rows of a failed shard: masked out too
+            mask.mul_(torch.isfinite(probabilities).to(mask.dtype)[:, None])
         return ShardedBatch(columns, mask, keys, shards, probabilities, weights)
 
     def _sample_on_gpus(self, batch_size: int, counts: np.ndarray, masses: np.ndarray,
@@ -386,7 +425,7 @@ class ShardedSampler:
             if own:
                 self._sample_into(own, [c[:own] for c in cols], mask[:own], keys[:own],
                                   probs[:own])
-        except Error as e:
+        except Exception as e:  # noqa: BLE001 - told to every rank at the next exchange
             failure = e
         # The send buffers are kept: the next step's draws into them queue on
         # the stream after this step's sends.
@@ -401,7 +440,7 @@ class ShardedSampler:
             try:
                 if failure is None:
                     self._sample_into(n_out, out_cols, out_mask, out_keys, out_probs)
-            except Error as e:
+            except Exception as e:  # noqa: BLE001 - as above
                 failure = e
             if failure is not None:
                 out_probs.fill_(float("nan"))  # the receivers' rows say so
@@ -414,14 +453,14 @@ class ShardedSampler:
                 rows = slice(offset, offset + int(send[r]))
                 offset += int(send[r])
                 for t in out_cols + [out_mask, out_keys, out_probs]:
-                    ops.append(dist.P2POp(dist.isend, t[rows], r, self._group))
+                    ops.append(dist.P2POp(dist.isend, t[rows], self._global(r), self._group))
         offset = own
         for r in range(world):
             if r != me and recv[r]:
                 rows = slice(offset, offset + int(recv[r]))
                 offset += int(recv[r])
                 for t in cols + [mask, keys, probs]:
-                    ops.append(dist.P2POp(dist.irecv, t[rows], r, self._group))
+                    ops.append(dist.P2POp(dist.irecv, t[rows], self._global(r), self._group))
         if ops:
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
@@ -430,6 +469,12 @@ class ShardedSampler:
         runs = [(me, own)] + [(r, int(recv[r])) for r in range(world) if r != me]
         columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
         return self._finish(columns, mask, keys, runs, probs, masses, items)
+
+    def _global(self, group_rank: int) -> int:
+        """The global rank of `group_rank` (what P2POp takes)."""
+        if self._group is None:
+            return group_rank
+        return self._dist.get_global_rank(self._group, group_rank)
 
     def _sample_into(self, n: int, cols: List[Any], mask: Any, keys: Any, probs: Any) -> None:
         """Table::SampleToDevice of n rows into these tensors, on PyTorch's stream."""
@@ -479,7 +524,8 @@ class ShardedSampler:
 
     def _field(self, batch: Any, name: str) -> Any:
         """Field ``name`` of a local batch as a tensor over its memory."""
-        if self._device.type == "cpu":  # through NumPy: older PyTorch takes no bool DLPack
+        if self._device.type == "cpu" and batch[name].dtype != "bfloat16":
+            # Through NumPy: older PyTorch takes no bool DLPack (NumPy has no bfloat16).
             return self._torch.from_numpy(np.asarray(batch[name]))
         return batch.torch(name)
 
@@ -512,7 +558,8 @@ class _SharedStats:
         self._count = 0
 
     @classmethod
-    def create(cls, dist: Any, group: Any, rank: int, world: int) -> "_SharedStats":
+    def create(cls, dist: Any, group: Any, rank: int, world: int) -> Optional["_SharedStats"]:
+        """The segment, or None on every rank when one could not attach it."""
         from multiprocessing import resource_tracker, shared_memory
         size = 8 * world + 2 * world * 8 * 8
         name = [None]
@@ -523,16 +570,26 @@ class _SharedStats:
             name[0] = shm.name
         dist.broadcast_object_list(name, src=dist.get_global_rank(group, 0)
                                    if group is not None else 0, group=group)
+        attached = True
         if rank != 0:
-            shm = shared_memory.SharedMemory(name=name[0])
-            # Only the creator unlinks it (Python's tracker would at this exit).
             try:
-                resource_tracker.unregister(shm._name, "shared_memory")
-            except Exception:  # noqa: BLE001 - the tracker's internals vary by version
-                pass
-        dist.barrier(group=group)
+                shm = shared_memory.SharedMemory(name=name[0])
+            except OSError:  # same host name, another /dev/shm (a container)
+                attached = False
+            else:
+                # Only the creator unlinks it (Python's tracker would at this exit).
+                try:
+                    resource_tracker.unregister(shm._name, "shared_memory")
+                except Exception:  # noqa: BLE001 - the tracker's internals vary by version
+                    pass
+        every = [None] * world
+        dist.all_gather_object(every, attached, group=group)
         if rank == 0:
             shm.unlink()  # the mappings stay; nothing is left behind at exit
+        if not all(every):
+            if shm is not None:
+                shm.close()
+            return None
         return cls(shm, rank, world, rank == 0)
 
     def exchange(self, values: Sequence[float], timeout: Optional[float]) -> np.ndarray:

@@ -92,7 +92,13 @@ def main():
             w = batch.weights.cpu().numpy()
             n = sum(len(p) for p in cfg["priorities"])
             raw = (n * batch.probabilities.cpu().numpy()) ** -0.5
-            assert np.allclose(w, raw / raw.max(), rtol=1e-5)
+            if cfg["mode"] == "per_rank":  # normalised over this rank's batch
+                assert np.allclose(w, raw / raw.max(), rtol=1e-5)
+            else:  # over the step's union: one scale on every rank, the largest 1 somewhere
+                scale = w / raw
+                assert np.allclose(scale, scale[0], rtol=1e-5) and w.max() <= 1 + 1e-6
+                result.setdefault("scales", []).append(float(scale[0]))
+                result.setdefault("largest", []).append(float(w.max()))
             for s, i in zip(shards, index):
                 counts[s][i] += 1
         result["counts"] = counts
@@ -132,6 +138,39 @@ def main():
             except replaydb.Error as e:
                 errors.append(str(e))
         result["errors"] = errors
+    elif scenario == "misuse":
+        errors = {}
+        try:
+            ShardedSampler(table, seq_len=2)
+        except ValueError as e:
+            errors["seq_len"] = str(e)
+        sampler = ShardedSampler(table, seed=cfg["seed"])
+        try:  # ranks asking different batch sizes: every rank refuses the step
+            sampler.sample(8 if rank == 0 else 16)
+        except ValueError as e:
+            errors["batch"] = str(e)
+        sampler.sample(8)  # alike again: works
+        sampler.close()
+        try:
+            sampler.sample(8)
+        except ValueError as e:
+            errors["closed"] = str(e)
+        result["errors"] = errors
+    elif scenario == "subgroup":
+        # Ranks 1 and 2 shard a table between them; rank 0 stays out.
+        sub = dist.new_group([1, 2])
+        if rank in (1, 2):
+            sampler = ShardedSampler(table, seed=cfg["seed"], group=sub)
+            counts = [[0] * len(p) for p in cfg["priorities"]]
+            for _ in range(cfg["steps"]):
+                batch = sampler.sample(cfg["batch"])
+                shards = batch.shards.numpy()
+                index = batch["obs"].numpy()[:, 0, 1].astype(np.int64)
+                # Group rank g holds global rank g + 1's items.
+                assert np.array_equal(batch["obs"].numpy()[:, 0, 0].astype(np.int64), shards + 1)
+                for s_, i in zip(shards, index):
+                    counts[s_ + 1][i] += 1
+            result["counts"] = counts
     elif scenario == "fifo":
         try:
             ShardedSampler(table)

@@ -89,8 +89,14 @@ def run_group(tmp_path, world, **cfg):
 
 
 def chi_square_ok(counts, probabilities):
+    """Chi-square within z = CHI_Z of its mean; bins expected below 5 draws are
+    pooled into one (the normal approximation needs it)."""
     counts = np.asarray(counts, np.float64)
     expected = counts.sum() * np.asarray(probabilities)
+    small = expected < 5
+    if small.any():
+        counts = np.append(counts[~small], counts[small].sum())
+        expected = np.append(expected[~small], expected[small].sum())
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     dof = len(counts) - 1
     return chi2 <= dof + CHI_Z * np.sqrt(2 * dof), (chi2, dof)
@@ -115,7 +121,7 @@ def test_per_rank_counts_are_multinomial_rows_of_the_batch(rng):
 
 def test_union_counts_keep_local_rows_and_move_only_the_difference(rng):
     world, batch = 4, 256
-    masses = rng.uniform(1, 2, size=world)
+    masses = np.full(world, rng.uniform(1, 2))  # equal shards: about sqrt(B * world) move
     gen = np.random.default_rng(int(rng.integers(1 << 32)))
     moved = 0
     for _ in range(200):
@@ -210,6 +216,10 @@ def test_the_union_of_a_steps_batches_samples_the_whole_table_exactly(tmp_path, 
     union = sum(np.concatenate(r["counts"]) for r in results)
     ok, detail = chi_square_ok(union, want / want.sum())
     assert ok, detail
+    # The weights' normaliser is the union's: the same on every rank, its largest weight 1.
+    for r in results[1:]:
+        assert np.allclose(r["scales"], results[0]["scales"], rtol=1e-5)
+    assert np.allclose(np.max([r["largest"] for r in results], axis=0), 1.0, rtol=1e-5)
 
 
 @needs_torch
@@ -270,6 +280,30 @@ def test_a_shard_that_cannot_draw_fails_its_rank_and_tells_the_others(tmp_path, 
         assert "the shards of ranks [1] failed to draw in the last step" in errors[1], errors
     # Step 3 draws again (and the shard is still blocked).
     assert "rank 1's shard:" in blocked[2], blocked
+
+
+@needs_torch
+def test_ranks_that_call_alike_are_required_and_a_closed_sampler_refuses(tmp_path, rng):
+    results = run_group(tmp_path, 2, scenario="misuse", seed=int(rng.integers(1 << 31)),
+                        priorities=[[1.0] * 5, [2.0] * 5])
+    for r in results:
+        e = r["errors"]
+        assert "seq_len 2 is not table 't''s sequence_length 1" in e["seq_len"], e
+        assert "the ranks called sample differently: batch sizes [8, 16]" in e["batch"], e
+        assert "the sampler was closed" in e["closed"], e
+
+
+@needs_torch
+def test_a_subgroup_shards_a_table_over_its_own_ranks(tmp_path, rng):
+    prios = skewed_priorities(rng, 3)
+    results = run_group(tmp_path, 3, scenario="subgroup", steps=40, batch=64,
+                        seed=int(rng.integers(1 << 31)), priorities=prios)
+    assert "counts" not in results[0]
+    want = np.concatenate([np.asarray(p) for p in prios[1:]])
+    for r in results[1:]:
+        ok, detail = chi_square_ok(np.concatenate(r["counts"][1:]), want / want.sum())
+        assert ok, detail
+        assert sum(r["counts"][0]) == 0
 
 
 @needs_torch
