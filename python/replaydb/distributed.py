@@ -49,6 +49,7 @@ rank 0's).
 
 from __future__ import annotations
 
+import math
 import platform
 import socket
 import time
@@ -180,7 +181,6 @@ class ShardedSampler:
         self._seed = int(seed)
         self._limiter = rate_limiter
         self._timeout = timeout
-        self._step = 0
         self._samples = 0  # granted by the limiter, the same count on every rank
         nccl = dist.get_backend(group) == "nccl"
         self._nccl = nccl
@@ -310,7 +310,6 @@ class ShardedSampler:
         if self._nccl and masses.sum() <= 0:
             raise Error("replaydb.distributed: every priority in every shard is 0; a shard "
                         "drawing on a GPU cannot draw then (set a priority above 0)")
-        self._step += 1
         counts = draw_counts(masses, items, batch_size, self._world, self._rng, self._mode)
         self._samples += batch_size * self._world
         if self._nccl:
@@ -446,21 +445,8 @@ class ShardedSampler:
                 out_probs.fill_(float("nan"))  # the receivers' rows say so
         if failure is not None:
             self._failed = True
-        ops = []
-        offset = 0
-        for r in range(world):
-            if r != me and send[r]:
-                rows = slice(offset, offset + int(send[r]))
-                offset += int(send[r])
-                for t in out_cols + [out_mask, out_keys, out_probs]:
-                    ops.append(dist.P2POp(dist.isend, t[rows], self._global(r), self._group))
-        offset = own
-        for r in range(world):
-            if r != me and recv[r]:
-                rows = slice(offset, offset + int(recv[r]))
-                offset += int(recv[r])
-                for t in cols + [mask, keys, probs]:
-                    ops.append(dist.P2POp(dist.irecv, t[rows], self._global(r), self._group))
+        ops = (self._p2p(dist.isend, out_cols + [out_mask, out_keys, out_probs], send, 0) +
+               self._p2p(dist.irecv, cols + [mask, keys, probs], recv, own))
         if ops:
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
@@ -469,6 +455,19 @@ class ShardedSampler:
         runs = [(me, own)] + [(r, int(recv[r])) for r in range(world) if r != me]
         columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
         return self._finish(columns, mask, keys, runs, probs, masses, items)
+
+    def _p2p(self, op: Any, tensors: List[Any], counts: np.ndarray, first: int) -> List[Any]:
+        """`op` (isend or irecv) of every tensor's rows for each other rank:
+        counts[r] rows each, in rank order from row `first`."""
+        ops = []
+        offset = first
+        for r in range(self._world):
+            if r != self._rank and counts[r]:
+                rows = slice(offset, offset + int(counts[r]))
+                offset += int(counts[r])
+                for t in tensors:
+                    ops.append(self._dist.P2POp(op, t[rows], self._global(r), self._group))
+        return ops
 
     def _global(self, group_rank: int) -> int:
         """The global rank of `group_rank` (what P2POp takes)."""
@@ -617,10 +616,7 @@ class _SharedStats:
 def _bytes_view(t: Any) -> Any:
     """``t`` as [rows, bytes per row] of uint8 (collectives of any dtype)."""
     import torch
-    per_row = 1
-    for d in t.shape[1:]:
-        per_row *= int(d)
-    flat = t.reshape(t.shape[0], per_row)
+    flat = t.reshape(t.shape[0], math.prod(t.shape[1:]))
     return flat if flat.dtype == torch.uint8 else flat.view(torch.uint8)
 
 

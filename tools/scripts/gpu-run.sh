@@ -165,6 +165,12 @@ for path in sys.argv[2:]:
 PY
 }
 
+# python_env: the Python package from the working tree ($repo) over the bundle's library.
+python_env() {
+  export REPLAYDB_LIBRARY="$bundle/lib/libreplaydb.so" PYTHONPATH="$repo/python" \
+    PYTHONUNBUFFERED=1
+}
+
 step "nvidia-smi" nvidia-smi.log smi_note -- nvidia-smi -L
 want tests &&
   step "gpu tests" tests.log gtest_note -- "$tests" --gtest_filter="$filter" --gtest_color=no
@@ -221,8 +227,7 @@ if want python; then
   # example learner on the GPU) and what Python adds to a sample.
   repo="$(pwd)"
   if [ -d "$repo/python/replaydb" ]; then
-    export REPLAYDB_LIBRARY="$bundle/lib/libreplaydb.so" PYTHONPATH="$repo/python" \
-      PYTHONUNBUFFERED=1
+    python_env
     timeout_flag=()
     python3 -c "import pytest_timeout" 2>/dev/null && timeout_flag=(--timeout=240)
     step "python tests" python-tests.log pytest_note -- \
@@ -238,8 +243,7 @@ if want multigpu; then
   # Issue 38: one shard per GPU, every rank sampling the whole table.
   repo="$(pwd)"
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-  export REPLAYDB_LIBRARY="$bundle/lib/libreplaydb.so" PYTHONPATH="$repo/python" \
-    PYTHONUNBUFFERED=1
+  python_env
   rm -f "$logs/multi-gpu.jsonl"
   for world in 1 $([ "$gpus" -ge 2 ] && echo 2) $([ "$gpus" -ge 4 ] && echo 4); do
     step "multigpu bench x$world" "multi-gpu-$world.log" json_note -- \
