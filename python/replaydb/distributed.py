@@ -16,9 +16,14 @@ the shard of their rank. A learner step is collective: every rank calls
    ``n ~ Multinomial(B, M_s / sum M)`` for each rank (``mode="per_rank"``); a
    draw from shard s then picks an item of mass m with probability m / M_s, so
    with probability m / sum M over the whole table;
-3. every shard draws the rows asked of it with one local sample and the rows
-   travel by one all-to-all per column (NCCL over NVLink between GPUs, gloo on
-   the host) plus one for the keys and probabilities.
+3. every shard draws the rows asked of it. Between GPUs of one host
+   (``transfer="peer"``, the default where it works) the owning GPU's gather
+   kernel writes them straight into the asking rank's memory, mapped by CUDA
+   IPC (peer access over NVLink), ordered by interprocess events whose records
+   the ranks post through the shared memory of step 1; no NCCL call and no
+   host wait on the device. Otherwise (``transfer="nccl"``, or ranks on
+   several hosts) NCCL point-to-point moves them; on the host (gloo) one
+   all-to-all per column plus one for the keys and probabilities.
 
 ``mode="union"`` draws ``n ~ Multinomial(B * world, M_s / sum M)`` once per step
 and lets each rank keep up to B rows of its own shard, moving only the
@@ -49,6 +54,7 @@ rank 0's).
 
 from __future__ import annotations
 
+import ctypes
 import math
 import platform
 import socket
@@ -67,6 +73,7 @@ _DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float
            "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
            "bool": "bool"}
 _MODES = ("per_rank", "union")
+_TRANSFERS = ("auto", "peer", "nccl")
 
 
 def draw_counts(masses: Sequence[float], items: Sequence[int], batch_size: int, world: int,
@@ -140,13 +147,19 @@ class ShardedSampler:
     ``device``: where batches land; by default the shard's GPU under NCCL and
     the host under gloo (whose collectives take host tensors). ``seed`` must
     be the same on every rank. ``rate_limiter``: see the module's text.
-    ``timeout`` (seconds): how long a step waits for that limiter."""
+    ``timeout`` (seconds): how long a step waits for that limiter.
+    ``transfer`` (NCCL groups): how rows cross GPUs; "peer" (CUDA IPC: needs
+    the shared-memory exchange, a loadable libcudart and peer access between
+    every pair of the ranks' GPUs; ValueError naming what is missing), "nccl",
+    or "auto" (peer where every rank can, else NCCL). :attr:`transfer` says
+    which was taken."""
 
     def __init__(self, table: Table, *, seq_len: Optional[int] = None,
                  importance_beta: Optional[float] = None, mode: str = "per_rank",
                  seed: int = 0, rate_limiter: Optional[RateLimiter] = None,
                  timeout: Optional[float] = None, group: Any = None,
-                 device: Optional[str] = None, exchange: str = "auto"):
+                 device: Optional[str] = None, exchange: str = "auto",
+                 transfer: str = "auto"):
         import torch
         import torch.distributed as dist
         if not dist.is_available() or not dist.is_initialized():
@@ -154,6 +167,9 @@ class ShardedSampler:
                                "(call torch.distributed.init_process_group first)")
         if mode not in _MODES:
             raise ValueError(f"replaydb.distributed: mode must be one of {_MODES}, not {mode!r}")
+        if transfer not in _TRANSFERS:
+            raise ValueError(f"replaydb.distributed: transfer must be one of {_TRANSFERS}, "
+                             f"not {transfer!r}")
         if exchange not in ("auto", "shm", "collective"):
             raise ValueError("replaydb.distributed: exchange must be 'auto', 'shm' or "
                              f"'collective', not {exchange!r}")
@@ -184,6 +200,9 @@ class ShardedSampler:
         self._samples = 0  # granted by the limiter, the same count on every rank
         nccl = dist.get_backend(group) == "nccl"
         self._nccl = nccl
+        if transfer == "peer" and not nccl:
+            raise ValueError("replaydb.distributed: transfer='peer' moves rows between GPUs; "
+                             "this group's backend is " + str(dist.get_backend(group)))
         if device is None:
             info_device = table.info()["device"]
             device = f"cuda:{info_device}" if nccl and info_device >= 0 else (
@@ -220,11 +239,33 @@ class ShardedSampler:
                 raise ValueError("replaydb.distributed: exchange='shm' needs every rank on "
                                  "one x86-64 host sharing /dev/shm; the ranks are on "
                                  f"{sorted(set(hosts))}")
+        # How a GPU step's rows cross GPUs: written by the owning GPU's gather
+        # straight into the asking rank's memory (CUDA IPC, peer access over
+        # NVLink), or NCCL point-to-point.
+        self._peers: Optional[_PeerRows] = None
+        self._peer_steps = 0  # steps of the peer path, the same count on every rank
+        self._transfer = "nccl" if nccl else None
+        if nccl and transfer != "nccl":
+            devices = [None] * self._world
+            dist.all_gather_object(devices, self._device.index, group=group)
+            why = _PeerRows.unusable(torch, self._device.index, devices, self._shm)
+            every = [None] * self._world
+            dist.all_gather_object(every, why, group=group)
+            why_not = [f"rank {r}: {w}" for r, w in enumerate(every) if w]
+            if not why_not:
+                self._transfer = "peer"
+            elif transfer == "peer":
+                raise ValueError("replaydb.distributed: transfer='peer' needs CUDA IPC and "
+                                 "peer access between every rank's GPU; " +
+                                 "; ".join(why_not))
 
     def close(self) -> None:
         """Lets go of the shared-memory segment of the exchange (also at exit);
         the sampler cannot sample after."""
         self._closed = True
+        if self._peers is not None:
+            self._peers.close()
+            self._peers = None
         if self._shm is not None:
             self._shm.close()
             self._shm = None
@@ -236,6 +277,11 @@ class ShardedSampler:
     @property
     def world_size(self) -> int:
         return self._world
+
+    @property
+    def transfer(self) -> Optional[str]:
+        """How rows cross GPUs: "peer" (CUDA IPC), "nccl", or None on the host."""
+        return self._transfer
 
     # ------------------------------------------------------------ sampling
 
@@ -312,6 +358,8 @@ class ShardedSampler:
                         "drawing on a GPU cannot draw then (set a priority above 0)")
         counts = draw_counts(masses, items, batch_size, self._world, self._rng, self._mode)
         self._samples += batch_size * self._world
+        if self._transfer == "peer":
+            return self._sample_through_peers(batch_size, counts, masses, items)
         if self._nccl:
             return self._sample_on_gpus(batch_size, counts, masses, items)
         me = self._rank
@@ -372,11 +420,19 @@ class ShardedSampler:
         share = use / use.sum()
         n = int(local_probabilities.shape[0])
         runs = [(shard, rows) for shard, rows in runs if rows]
-        probabilities = local_probabilities.to(torch.float64).contiguous()
         if len(runs) == 1:  # one shard's rows (one rank; union mode's usual step)
-            probabilities.mul_(float(share[runs[0][0]]))
+            probabilities = local_probabilities.to(torch.float64).mul_(float(share[runs[0][0]]))
             shards = torch.full((n,), int(runs[0][0]), dtype=torch.int64, device=self._device)
+        elif self._device.type == "cuda":
+            # Each row's share and shard in one copy from page-locked memory
+            # (PyTorch's host allocator keeps it until the copy is done).
+            ids = np.repeat([shard for shard, _ in runs], [rows for _, rows in runs])
+            host = np.stack([share[ids].view(np.int64), ids])
+            meta = torch.from_numpy(host).pin_memory().to(self._device, non_blocking=True)
+            probabilities = torch.mul(local_probabilities, meta[0].view(torch.float64))
+            shards = meta[1]
         else:
+            probabilities = local_probabilities.to(torch.float64).contiguous()
             shards = torch.empty(n, dtype=torch.int64, device=self._device)
             at = 0
             for shard, rows in runs:
@@ -395,7 +451,7 @@ class ShardedSampler:
                 self._dist.all_reduce(top, op=self._dist.ReduceOp.MAX, group=self._group)
                 top = top.to(self._device)
             weights = (w / top).to(torch.float32)
-        if self._nccl:  # rows of a failed shard: masked out too
+        if self._transfer == "nccl":  # rows of a failed shard: masked out too
             mask.mul_(torch.isfinite(probabilities).to(mask.dtype)[:, None])
         return ShardedBatch(columns, mask, keys, shards, probabilities, weights)
 
@@ -405,19 +461,13 @@ class ShardedSampler:
         batch's tensors, the rows other ranks asked for into one send buffer
         each column, and every transfer of the step goes in one NCCL group
         (batch_isend_irecv): no copy of the local rows, one launch."""
-        torch, dist = self._torch, self._dist
-        me, world, dev, L = self._rank, self._world, self._device, self._seq_len
+        dist = self._dist
+        me, world = self._rank, self._world
         recv, send = counts[me].copy(), counts[:, me].copy()
         own = int(counts[me, me])
         n_out = int(send.sum()) - own
 
-        def buffers(n):
-            cols = [torch.empty((n, *shape), dtype=dtype, device=dev)
-                    for _, dtype, shape in self._columns]
-            return (cols, torch.empty((n, L), dtype=torch.uint8, device=dev),
-                    torch.empty(n, dtype=torch.int64, device=dev),
-                    torch.empty(n, dtype=torch.float32, device=dev))
-
+        buffers = self._empty_batch
         cols, mask, keys, probs = buffers(batch_size)
         failure = None
         try:
@@ -456,6 +506,89 @@ class ShardedSampler:
         columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
         return self._finish(columns, mask, keys, runs, probs, masses, items)
 
+    def _sample_through_peers(self, batch_size: int, counts: np.ndarray, masses: np.ndarray,
+                              items: np.ndarray) -> ShardedBatch:
+        """The peer path: this rank draws its own rows straight into the batch
+        and the rows each other rank asked of its shard straight into that
+        rank's inbound buffer (mapped here by CUDA IPC; the gather kernel
+        writes over NVLink). The ranks order the writes by interprocess
+        events, posted through the shared memory of the exchange: a rank
+        records "pushed" after its writes, and the asking rank's stream waits
+        for it, copies its inbound rows into the batch and records "consumed",
+        which a writer waits for before it writes that buffer again (two
+        buffers a rank, by the step's parity). No NCCL call, no host wait on
+        the device."""
+        torch = self._torch
+        me, world = self._rank, self._world
+        if world > 1 and (self._peers is None or self._peers.capacity < batch_size):
+            if self._peers is not None:  # every rank alike: the same batch sizes
+                self._peers.close()
+                self._peers = None
+            self._peers = _PeerRows(self, batch_size)
+        peers = self._peers
+        if peers is None:  # one rank: its own rows only
+            own = batch_size
+            cols, mask, keys, probs = self._empty_batch(batch_size)
+            self._sample_into(own, cols, mask, keys, probs)
+            columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
+            return self._finish(columns, mask, keys, [(me, own)], probs, masses, items)
+        step = self._peer_steps
+        self._peer_steps += 1
+        parity = step % 2
+        stream = torch.cuda.current_stream(self._device).cuda_stream
+        peers.set_device()
+        cols, mask, keys, probs = self._empty_batch(batch_size)
+        own = int(counts[me, me])
+        failure = None
+        try:
+            if own:
+                self._sample_into(own, [c[:own] for c in cols], mask[:own], keys[:own],
+                                  probs[:own], stream)
+        except Exception as e:  # noqa: BLE001 - the askers learn it from the posted word
+            failure = e
+        for s in range(world):
+            n = int(counts[s, me])
+            if s == me or n == 0 or failure is not None:
+                continue
+            # Rank s's inbound rows: the other shards' in rank order.
+            first = int(sum(counts[s, q] for q in range(me) if q != s))
+            peers.wait_consumed(s, parity, stream)
+            try:
+                self._sample_to(n, *peers.addresses(s, parity, first), stream)
+            except Exception as e:  # noqa: BLE001 - as above
+                failure = e
+        peers.record_pushed(parity, stream)
+        self._shm.post(2 * step + (failure is not None))
+        if failure is not None:
+            self._failed = True
+        inbound = [s for s in range(world) if s != me and counts[me, s]]
+        words = self._shm.wait_posted(inbound, 2 * step)
+        for s in inbound:
+            peers.wait_pushed(s, parity, stream)
+        bad = [s for s in inbound if int(words[s]) & 1]
+        n_in = batch_size - own
+        if n_in and not bad:
+            for dst, src in zip(cols + [mask, keys, probs], peers.inbound(parity, n_in)):
+                dst[own:].copy_(src)
+        peers.record_consumed(parity, stream)
+        if failure is not None:
+            raise Error(f"replaydb.distributed: rank {me}'s shard: {failure}")
+        if bad:
+            raise Error(f"replaydb.distributed: the shards of ranks {bad} failed to draw "
+                        "(their ranks raised the reason)")
+        runs = [(me, own)] + [(r, int(counts[me, r])) for r in range(world) if r != me]
+        columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
+        return self._finish(columns, mask, keys, runs, probs, masses, items)
+
+    def _empty_batch(self, n: int) -> tuple:
+        """Device tensors for n rows: the columns, mask, keys and probabilities."""
+        torch, dev = self._torch, self._device
+        return ([torch.empty((n, *shape), dtype=dtype, device=dev)
+                 for _, dtype, shape in self._columns],
+                torch.empty((n, self._seq_len), dtype=torch.uint8, device=dev),
+                torch.empty(n, dtype=torch.int64, device=dev),
+                torch.empty(n, dtype=torch.float32, device=dev))
+
     def _p2p(self, op: Any, tensors: List[Any], counts: np.ndarray, first: int) -> List[Any]:
         """`op` (isend or irecv) of every tensor's rows for each other rank:
         counts[r] rows each, in rank order from row `first`."""
@@ -475,19 +608,28 @@ class ShardedSampler:
             return group_rank
         return self._dist.get_global_rank(self._group, group_rank)
 
-    def _sample_into(self, n: int, cols: List[Any], mask: Any, keys: Any, probs: Any) -> None:
+    def _sample_into(self, n: int, cols: List[Any], mask: Any, keys: Any, probs: Any,
+                     stream: Optional[int] = None) -> None:
         """Table::SampleToDevice of n rows into these tensors, on PyTorch's stream."""
+        self._sample_to(n, [c.data_ptr() for c in cols], mask.data_ptr(), keys.data_ptr(),
+                        probs.data_ptr(), stream)
+
+    def _sample_to(self, n: int, cols: List[int], mask: int, keys: int, probs: int,
+                   stream: Optional[int] = None) -> None:
+        """Table::SampleToDevice of n rows to these device addresses (this GPU's
+        memory or a peer's mapped here), on `stream` (default PyTorch's)."""
         import ctypes
         if self._options is None:
             self._options = _lib.SampleOptions()
             _lib.lib.replaydb_sample_options_init(ctypes.byref(self._options))
             self._options.timeout_ms = int(self._draw_timeout * 1000)
-        ptrs = (ctypes.c_void_p * len(cols))(*[c.data_ptr() for c in cols])
-        stream = self._torch.cuda.current_stream(self._device).cuda_stream
+        ptrs = (ctypes.c_void_p * len(cols))(*cols)
+        if stream is None:
+            stream = self._torch.cuda.current_stream(self._device).cuda_stream
         err = ctypes.c_char_p()
         code = _lib.lib.replaydb_table_sample_into(
-            self._table._h(), n, ctypes.byref(self._options), ptrs, len(cols), keys.data_ptr(),
-            probs.data_ptr(), None, mask.data_ptr(), stream, ctypes.byref(err))
+            self._table._h(), n, ctypes.byref(self._options), ptrs, len(cols), keys, probs,
+            None, mask, stream, ctypes.byref(err))
         if code:
             check(code, err)
 
@@ -554,18 +696,23 @@ class _SharedStats:
         self._counts = np.ndarray((world,), dtype=np.int64, buffer=shm.buf, offset=0)
         self._values = np.ndarray((2, world, 8), dtype=np.float64, buffer=shm.buf,
                                   offset=8 * world)
+        # The peer path's words: 2 * step + (1 if the rank's draw failed).
+        self._posted = np.ndarray((world,), dtype=np.int64, buffer=shm.buf,
+                                  offset=8 * world + 2 * world * 8 * 8)
         self._count = 0
 
     @classmethod
     def create(cls, dist: Any, group: Any, rank: int, world: int) -> Optional["_SharedStats"]:
         """The segment, or None on every rank when one could not attach it."""
         from multiprocessing import resource_tracker, shared_memory
-        size = 8 * world + 2 * world * 8 * 8
+        size = 8 * world + 2 * world * 8 * 8 + 8 * world
         name = [None]
         shm = None
         if rank == 0:
             shm = shared_memory.SharedMemory(create=True, size=size)
             np.ndarray((size,), dtype=np.uint8, buffer=shm.buf)[:] = 0
+            np.ndarray((world,), dtype=np.int64, buffer=shm.buf,
+                       offset=size - 8 * world)[:] = -1  # nothing posted
             name[0] = shm.name
         dist.broadcast_object_list(name, src=dist.get_global_rank(group, 0)
                                    if group is not None else 0, group=group)
@@ -596,21 +743,260 @@ class _SharedStats:
         slot = self._values[self._count % 2]
         slot[self._rank, :len(values)] = values
         self._counts[self._rank] = self._count
+        counts, count = self._counts, self._count
+        self._wait(lambda: int(counts.min()) >= count,
+                   lambda: [r for r in range(self._world) if counts[r] < count],
+                   f"exchange {count}")
+        return slot[:, :len(values)].copy()
+
+    def _wait(self, ready: Any, late: Any, what: str) -> None:
+        """Spins, then sleeps, until ready(); an Error naming late() after WAIT_S."""
         start = time.monotonic()
         spins = 0
-        while int(self._counts.min()) < self._count:
+        while not ready():
             spins += 1
             if spins > 200:
                 time.sleep(0 if spins < 2000 else 0.0002)
                 if time.monotonic() - start > self.WAIT_S:
-                    late = [r for r in range(self._world) if self._counts[r] < self._count]
-                    raise Error(f"replaydb.distributed: ranks {late} did not come to exchange "
-                                f"{self._count} within {self.WAIT_S:.0f} s")
-        return slot[:, :len(values)].copy()
+                    raise Error(f"replaydb.distributed: ranks {late()} did not come to "
+                                f"{what} within {self.WAIT_S:.0f} s")
+
+    def post(self, word: int) -> None:
+        """The peer path: this rank's word for the step (after its writes)."""
+        self._posted[self._rank] = word
+
+    def wait_posted(self, ranks: Sequence[int], least: int) -> np.ndarray:
+        """Every rank's posted word, once those of `ranks` are >= least."""
+        posted = self._posted
+        self._wait(lambda: all(int(posted[r]) >= least for r in ranks),
+                   lambda: [r for r in ranks if int(posted[r]) < least],
+                   f"post their rows of peer step {least // 2}")
+        return posted.copy()
 
     def close(self) -> None:
-        del self._counts, self._values
+        del self._counts, self._values, self._posted
         self._shm.close()
+
+
+class _IpcHandle(ctypes.Structure):
+    """cudaIpcMemHandle_t and cudaIpcEventHandle_t (64 opaque bytes, by value)."""
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+_CUDART: List[Any] = []  # the CUDA runtime loaded for the peer path, once
+
+
+def _cudart() -> Any:
+    """The CUDA runtime library (ctypes), for IPC handles and events; None
+    where none loads. PyTorch's own first (its wheel's nvidia runtime or its
+    lib/), then the system's."""
+    if _CUDART:
+        return _CUDART[0]
+    import ctypes.util
+    import glob
+    import os
+    names: List[str] = []
+    try:
+        import torch
+        base = os.path.dirname(torch.__file__)
+        names += sorted(glob.glob(os.path.join(os.path.dirname(base), "nvidia", "cuda_runtime",
+                                               "lib", "libcudart.so*")), reverse=True)
+        names += sorted(glob.glob(os.path.join(base, "lib", "libcudart.so*")), reverse=True)
+    except ImportError:
+        pass
+    found = ctypes.util.find_library("cudart")
+    names += ([found] if found else []) + ["libcudart.so.13", "libcudart.so.12",
+                                            "/usr/local/cuda/lib64/libcudart.so"]
+    lib = None
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is not None:
+        vp, u = ctypes.c_void_p, ctypes.c_uint
+        lib.cudaSetDevice.argtypes = [ctypes.c_int]
+        lib.cudaMalloc.argtypes = [ctypes.POINTER(vp), ctypes.c_size_t]
+        lib.cudaFree.argtypes = [vp]
+        lib.cudaIpcGetMemHandle.argtypes = [ctypes.POINTER(_IpcHandle), vp]
+        lib.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(vp), _IpcHandle, u]
+        lib.cudaIpcCloseMemHandle.argtypes = [vp]
+        lib.cudaEventCreateWithFlags.argtypes = [ctypes.POINTER(vp), u]
+        lib.cudaEventDestroy.argtypes = [vp]
+        lib.cudaIpcGetEventHandle.argtypes = [ctypes.POINTER(_IpcHandle), vp]
+        lib.cudaIpcOpenEventHandle.argtypes = [ctypes.POINTER(vp), _IpcHandle]
+        lib.cudaEventRecord.argtypes = [vp, vp]
+        lib.cudaStreamWaitEvent.argtypes = [vp, vp, u]
+        lib.cudaGetErrorString.argtypes = [ctypes.c_int]
+        lib.cudaGetErrorString.restype = ctypes.c_char_p
+    _CUDART.append(lib)
+    return lib
+
+
+class _PeerRows:
+    """The peer path's memory and events on one rank: two inbound buffers
+    (by a step's parity) that the other ranks' gathers write into, every
+    other rank's two mapped here, and per parity a "pushed" and a "consumed"
+    interprocess event of every rank. A buffer holds `capacity` rows of every
+    column, the mask, keys and probabilities, each field 256-byte aligned at
+    the same offsets on every rank (the same spec). Made collectively (one
+    all_gather_object of the handles)."""
+
+    _EVENT_FLAGS = 0x2 | 0x4  # cudaEventDisableTiming | cudaEventInterprocess
+    _LAZY_PEER_ACCESS = 0x1  # cudaIpcMemLazyEnablePeerAccess
+
+    @staticmethod
+    def unusable(torch: Any, device: int, devices: Sequence[int],
+                 shm: Optional["_SharedStats"]) -> Optional[str]:
+        """Why this rank cannot take the peer path (None: it can)."""
+        if shm is None:
+            return "no shared-memory exchange (ranks on several hosts, or exchange='collective')"
+        if _cudart() is None:
+            return "no CUDA runtime library (libcudart) loads"
+        for d in set(devices):
+            if d is not None and d != device and not torch.cuda.can_device_access_peer(device, d):
+                return f"GPU {device} cannot access GPU {d} (no peer access)"
+        return None
+
+    def __init__(self, sampler: "ShardedSampler", capacity: int):
+        torch, dist = sampler._torch, sampler._dist
+        self._rt = _cudart()
+        self._device = sampler._device
+        self._rank, self._world = sampler._rank, sampler._world
+        self.capacity = capacity
+        self.set_device()
+        L = sampler._seq_len
+        fields = [(dtype, shape) for _, dtype, shape in sampler._columns] + [
+            (torch.uint8, (L,)), (torch.int64, ()), (torch.float32, ())]
+        self._fields = []  # (offset, row bytes, dtype, shape)
+        size = 0
+        for dtype, shape in fields:
+            row = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+            self._fields.append((size, row, dtype, shape))
+            size += (capacity * row + 255) // 256 * 256
+        self._own: List[int] = []
+        self._views: List[Any] = []
+        self._events: Dict[str, List[Any]] = {"pushed": [], "consumed": []}
+        self._mapped: Dict[int, List[int]] = {}
+        self._peer_events: Dict[int, Dict[str, List[Any]]] = {}
+        handles: Dict[str, List[bytes]] = {"memory": [], "pushed": [], "consumed": []}
+        try:
+            for _ in range(2):
+                ptr = ctypes.c_void_p()
+                self._ok(self._rt.cudaMalloc(ctypes.byref(ptr), size), f"cudaMalloc({size})")
+                self._own.append(int(ptr.value))
+                h = _IpcHandle()
+                self._ok(self._rt.cudaIpcGetMemHandle(ctypes.byref(h), ptr),
+                         "cudaIpcGetMemHandle")
+                handles["memory"].append(bytes(h))
+                self._views.append(_device_bytes(torch, int(ptr.value), size, self._device))
+                for kind in ("pushed", "consumed"):
+                    ev = ctypes.c_void_p()
+                    self._ok(self._rt.cudaEventCreateWithFlags(ctypes.byref(ev),
+                                                               self._EVENT_FLAGS),
+                             "cudaEventCreateWithFlags")
+                    self._events[kind].append(ev)
+                    eh = _IpcHandle()
+                    self._ok(self._rt.cudaIpcGetEventHandle(ctypes.byref(eh), ev),
+                             "cudaIpcGetEventHandle")
+                    handles[kind].append(bytes(eh))
+            every: List[Any] = [None] * self._world
+            dist.all_gather_object(every, handles, group=sampler._group)
+            for r, theirs in enumerate(every):
+                if r == self._rank:
+                    continue
+                self._mapped[r] = []
+                self._peer_events[r] = {"pushed": [], "consumed": []}
+                for parity in range(2):
+                    ptr = ctypes.c_void_p()
+                    self._ok(self._rt.cudaIpcOpenMemHandle(
+                        ctypes.byref(ptr), _IpcHandle.from_buffer_copy(theirs["memory"][parity]),
+                        self._LAZY_PEER_ACCESS), f"cudaIpcOpenMemHandle of rank {r}'s rows")
+                    self._mapped[r].append(int(ptr.value))
+                    for kind in ("pushed", "consumed"):
+                        ev = ctypes.c_void_p()
+                        self._ok(self._rt.cudaIpcOpenEventHandle(
+                            ctypes.byref(ev), _IpcHandle.from_buffer_copy(theirs[kind][parity])),
+                            f"cudaIpcOpenEventHandle of rank {r}'s {kind} event")
+                        self._peer_events[r][kind].append(ev)
+        except Exception:
+            self.close()
+            raise
+
+    def _ok(self, code: int, what: str) -> None:
+        if code != 0:
+            msg = self._rt.cudaGetErrorString(code).decode(errors="replace")
+            raise Error(f"replaydb.distributed: rank {self._rank}: {what} on GPU "
+                        f"{self._device.index}: {msg} (CUDA error {code})")
+
+    def set_device(self) -> None:
+        """This runtime's current device (per thread) is the rank's GPU."""
+        self._ok(self._rt.cudaSetDevice(self._device.index), "cudaSetDevice")
+
+    def addresses(self, rank: int, parity: int, first: int) -> tuple:
+        """Rank `rank`'s inbound buffer from row `first`, mapped here: the
+        columns' addresses, then the mask's, keys' and probabilities'."""
+        base = self._mapped[rank][parity]
+        ptrs = [base + offset + first * row for offset, row, _, _ in self._fields]
+        return ptrs[:-3], ptrs[-3], ptrs[-2], ptrs[-1]
+
+    def inbound(self, parity: int, n: int) -> List[Any]:
+        """This rank's inbound rows 0..n as tensors (columns, mask, keys, probabilities)."""
+        flat = self._views[parity]
+        return [flat[offset:offset + n * row].view(dtype).view(n, *shape)
+                for offset, row, dtype, shape in self._fields]
+
+    def wait_consumed(self, rank: int, parity: int, stream: int) -> None:
+        self._ok(self._rt.cudaStreamWaitEvent(stream, self._peer_events[rank]["consumed"][parity],
+                                              0), f"waiting for rank {rank}'s consumed rows")
+
+    def wait_pushed(self, rank: int, parity: int, stream: int) -> None:
+        self._ok(self._rt.cudaStreamWaitEvent(stream, self._peer_events[rank]["pushed"][parity],
+                                              0), f"waiting for rank {rank}'s rows")
+
+    def record_pushed(self, parity: int, stream: int) -> None:
+        self._ok(self._rt.cudaEventRecord(self._events["pushed"][parity], stream),
+                 "recording the pushed event")
+
+    def record_consumed(self, parity: int, stream: int) -> None:
+        self._ok(self._rt.cudaEventRecord(self._events["consumed"][parity], stream),
+                 "recording the consumed event")
+
+    def close(self) -> None:
+        """Unmaps the peers' buffers and frees this rank's, after this GPU's
+        work (the other ranks' writes into them ended with the last step)."""
+        if self._rt is None:
+            return
+        self._torch_sync()
+        for ptrs in self._mapped.values():
+            for ptr in ptrs:
+                self._rt.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr))
+        for evs in self._peer_events.values():
+            for ev in evs["pushed"] + evs["consumed"]:
+                self._rt.cudaEventDestroy(ev)
+        for ev in self._events["pushed"] + self._events["consumed"]:
+            self._rt.cudaEventDestroy(ev)
+        self._views = []
+        for ptr in self._own:
+            self._rt.cudaFree(ctypes.c_void_p(ptr))
+        self._own, self._mapped, self._peer_events = [], {}, {}
+        self._events = {"pushed": [], "consumed": []}
+        self._rt = None
+
+    def _torch_sync(self) -> None:
+        import torch
+        torch.cuda.synchronize(self._device)
+
+
+def _device_bytes(torch: Any, address: int, size: int, device: Any) -> Any:
+    """A uint8 tensor over `size` bytes of device memory at `address` (not owned)."""
+
+    class _Memory:
+        __cuda_array_interface__ = {"shape": (size,), "typestr": "|u1",
+                                    "data": (address, False), "version": 2}
+
+    return torch.as_tensor(_Memory(), device=device)
 
 
 def _bytes_view(t: Any) -> Any:

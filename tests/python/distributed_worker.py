@@ -83,7 +83,9 @@ def main():
     scenario = cfg["scenario"]
     if scenario == "sample":
         sampler = ShardedSampler(table, mode=cfg["mode"], seed=cfg["seed"],
-                                 importance_beta=0.5, exchange=cfg.get("exchange", "auto"))
+                                 importance_beta=0.5, exchange=cfg.get("exchange", "auto"),
+                                 transfer=cfg.get("transfer", "auto"))
+        result["transfer"] = sampler.transfer
         counts = [[0] * len(p) for p in cfg["priorities"]]
         for _ in range(cfg["steps"]):
             batch = sampler.sample(cfg["batch"])
@@ -103,7 +105,7 @@ def main():
                 counts[s][i] += 1
         result["counts"] = counts
     elif scenario == "updates":
-        sampler = ShardedSampler(table, seed=cfg["seed"])
+        sampler = ShardedSampler(table, seed=cfg["seed"], transfer=cfg.get("transfer", "auto"))
         batch = sampler.sample(cfg["batch"])
         shards, index = check_rows(cfg, batch, rank)
         new = 1000.0 + 10 * shards + index  # a function of the item alone
@@ -129,7 +131,9 @@ def main():
             result["error"] = str(e)
         result["steps"] = steps
     elif scenario == "failure":
-        sampler = ShardedSampler(table, seed=cfg["seed"], timeout=0.5)
+        sampler = ShardedSampler(table, seed=cfg["seed"], timeout=0.5,
+                                 transfer=cfg.get("transfer", "auto"))
+        result["transfer"] = sampler.transfer
         errors = []
         for _ in range(3):  # the NCCL path tells the other ranks at the next step
             try:
@@ -144,6 +148,11 @@ def main():
             ShardedSampler(table, seq_len=2)
         except ValueError as e:
             errors["seq_len"] = str(e)
+        for transfer in ("peer", "rdma"):
+            try:
+                ShardedSampler(table, transfer=transfer)
+            except ValueError as e:
+                errors["transfer_" + transfer] = str(e)
         sampler = ShardedSampler(table, seed=cfg["seed"])
         try:  # ranks asking different batch sizes: every rank refuses the step
             sampler.sample(8 if rank == 0 else 16)

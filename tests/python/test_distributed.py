@@ -198,20 +198,26 @@ def test_every_rank_samples_the_whole_table_exactly(tmp_path, rng, backend, worl
                         seed=int(rng.integers(1 << 31)), priorities=prios, backend=backend,
                         exchange=exchange)
     want = np.concatenate([np.asarray(p) / sum(map(sum, prios)) for p in prios])
+    # Between GPUs the rows go through peer memory where the exchange has
+    # shared memory (its words order the writes), else through NCCL.
+    transfer = None if backend == "gloo" else "peer" if exchange == "shm" else "nccl"
+    assert [r["transfer"] for r in results] == [transfer] * world
     for res in results:  # each rank alone follows the global distribution
         ok, detail = chi_square_ok(np.concatenate(res["counts"]), want)
         assert ok, (res["rank"], detail)
 
 
 @needs_torch
-@pytest.mark.parametrize("backend,world", [("gloo", 3), ("nccl", 2)])
+@pytest.mark.parametrize("backend,world,transfer", [("gloo", 3, "auto"), ("nccl", 2, "peer"),
+                                                    ("nccl", 2, "nccl")])
 def test_the_union_of_a_steps_batches_samples_the_whole_table_exactly(tmp_path, rng, backend,
-                                                                       world):
+                                                                       world, transfer):
     _skip_unless(backend, world)
     prios = skewed_priorities(rng, world)
     results = run_group(tmp_path, world, scenario="sample", mode="union", steps=60, batch=64,
                         seed=int(rng.integers(1 << 31)), priorities=prios, alpha=0.7,
-                        backend=backend)
+                        backend=backend, transfer=transfer)
+    assert [r["transfer"] for r in results] == [None if backend == "gloo" else transfer] * world
     want = np.concatenate([np.asarray(p) ** 0.7 for p in prios])
     union = sum(np.concatenate(r["counts"]) for r in results)
     ok, detail = chi_square_ok(union, want / want.sum())
@@ -259,20 +265,22 @@ def test_the_rate_limiter_stops_every_rank_at_the_same_step(tmp_path, rng):
 
 
 @needs_torch
-@pytest.mark.parametrize("backend,world", [("gloo", 2), ("nccl", 2)])
+@pytest.mark.parametrize("backend,world,transfer", [("gloo", 2, "auto"), ("nccl", 2, "peer"),
+                                                    ("nccl", 2, "nccl")])
 def test_a_shard_that_cannot_draw_fails_its_rank_and_tells_the_others(tmp_path, rng, backend,
-                                                                      world):
+                                                                      world, transfer):
     _skip_unless(backend, world)
     prios = [[1.0] * 10, [1.0] * 10]
     results = run_group(tmp_path, world, scenario="failure", batch=64, blocked_rank=1,
-                        seed=int(rng.integers(1 << 31)), priorities=prios, backend=backend)
+                        seed=int(rng.integers(1 << 31)), priorities=prios, backend=backend,
+                        transfer=transfer)
     blocked, other = results[1]["errors"], results[0]["errors"]
     # Step 1: the blocked shard's rank raises its own draw's error.
     assert blocked[0] is not None and "rank 1's shard:" in blocked[0], blocked
-    # Over gloo the other rank learns it from the failed rows at once; over
-    # NCCL (no wait on the device) at the next step, where every rank stops
-    # before any transfer.
-    if backend == "gloo":
+    # Over gloo the other rank learns it from the failed rows at once, through
+    # peer memory from the failed rank's posted word; over NCCL (no wait on
+    # the device) at the next step, where every rank stops before any transfer.
+    if backend == "gloo" or transfer == "peer":
         assert "the shards of ranks [1] failed to draw" in other[0], other
     else:
         assert other[0] is None, other
@@ -291,6 +299,10 @@ def test_ranks_that_call_alike_are_required_and_a_closed_sampler_refuses(tmp_pat
         assert "seq_len 2 is not table 't''s sequence_length 1" in e["seq_len"], e
         assert "the ranks called sample differently: batch sizes [8, 16]" in e["batch"], e
         assert "the sampler was closed" in e["closed"], e
+        assert "transfer='peer' moves rows between GPUs; this group's backend is gloo" in \
+            e["transfer_peer"], e
+        assert "transfer must be one of ('auto', 'peer', 'nccl'), not 'rdma'" in \
+            e["transfer_rdma"], e
 
 
 @needs_torch

@@ -7,13 +7,17 @@ sampling its own batch (replaydb.distributed.ShardedSampler over NCCL).
 Every rank fills its shard (placement device:RANK, priorities on the same GPU,
 4 KiB steps) and samples B=256 windows of L=32 (32 MiB a batch), prioritized,
 for both modes (per_rank: every rank's batch is B draws from the whole table;
-union: the union of a step's batches is). Rank 0 prints one JSON line per row:
+union: the union of a step's batches is), the rows crossing GPUs through peer
+memory (CUDA IPC) and through NCCL. Rank 0 prints one JSON line per row:
 
 - ``shard_sample`` mode=M, world=N: batches per second per rank (the slowest
   rank's), with the same rank's local ``table.sample(B, device=...)`` rate as
   the reference (ShardedSampler's exchange and transfers are the difference);
   gpu-run.sh divides world N's rate by world 1's (weak scaling, target >= 0.9);
-- ``peer_transfer`` world=N: the all-to-all of the rows that cross GPUs in a
+- ``peer_gather`` world=N: rank 0's gather of B windows into rank 1's memory
+  (the peer path's write over NVLink, its draws included) against
+  cudaMemcpyPeer one way of the same bytes (target >= 0.8);
+- ``peer_transfer`` world=N: NCCL's all-to-all of the rows that cross GPUs in a
   per_rank step (B * (N - 1) / N windows a rank, each way), in GB/s a rank,
   against cudaMemcpyPeer of the same bytes (``dst.copy_(src)`` between two
   GPUs of one process, both ways at once as the rows move; one way alone in the
@@ -119,6 +123,41 @@ def peer_copy_rate(nbytes, seconds=1.0):
     return (max(run(True, False), run(True, True)), max(run(False, False), run(False, True)))
 
 
+def peer_gather_row(table, rank, device, seconds):
+    """Rank 0's gather of B windows from its shard straight into rank 1's
+    memory (the peer path's write over NVLink, draws included), in GB/s,
+    against cudaMemcpyPeer one way of the same bytes; the others wait."""
+    sampler = ShardedSampler(table, seed=7, transfer="peer")
+    sampler.sample(B)  # maps the peers' buffers
+    nbytes = B * L * STEP_BYTES
+    row = None
+    if rank == 0:
+        to_peer = sampler._peers.addresses(1, 0, 0)
+
+        def gather():
+            sampler._sample_to(B, *to_peer)
+
+        for _ in range(5):
+            gather()
+        torch.cuda.synchronize(device)
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            gather()
+            n += 1
+            if n % 16 == 0:
+                torch.cuda.synchronize(device)
+        torch.cuda.synchronize(device)
+        value = n * nbytes / (time.perf_counter() - t0) / 1e9
+        _, one_way = peer_copy_rate(nbytes)
+        row = {"bench": "peer_gather", "params": {"world": dist.get_world_size(), "batch": B,
+                                                   "L": L, "step_bytes": STEP_BYTES},
+               "value": value, "unit": "GB/s", "ceiling": one_way,
+               "ceiling_name": "cudaMemcpyPeer one way", "ratio": value / one_way}
+    dist.barrier()
+    sampler.close()
+    return row
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", help="append the rows to this file too")
@@ -140,14 +179,18 @@ def main():
         fill(table, device, args.steps)
         local_rate = timed(lambda: table.sample(B, device=str(device)), args.seconds, device)
         for mode in ("per_rank", "union"):
-            sampler = ShardedSampler(table, mode=mode, seed=7)
-            rate = timed(lambda: sampler.sample(B), args.seconds, device)
-            rows.append({"bench": "shard_sample", "params": {"mode": mode, "world": world,
-                                                              "batch": B, "L": L,
-                                                              "step_bytes": STEP_BYTES},
-                         "value": rate, "unit": "batches/s per rank", "ceiling": local_rate,
-                         "ceiling_name": "local table.sample",
-                         "ratio": rate / local_rate})
+            for transfer in ("peer", "nccl") if world > 1 else ("peer",):
+                sampler = ShardedSampler(table, mode=mode, seed=7, transfer=transfer)
+                rate = timed(lambda: sampler.sample(B), args.seconds, device)
+                sampler.close()
+                rows.append({"bench": "shard_sample",
+                             "params": {"mode": mode, "world": world, "transfer": transfer,
+                                        "batch": B, "L": L, "step_bytes": STEP_BYTES},
+                             "value": rate, "unit": "batches/s per rank", "ceiling": local_rate,
+                             "ceiling_name": "local table.sample",
+                             "ratio": rate / local_rate})
+        if world > 1:
+            rows.append(peer_gather_row(table, rank, device, args.seconds))
         if world > 1:
             # The rows a per_rank step moves off each rank, spread over its peers.
             per_peer = B // world
@@ -172,7 +215,7 @@ def main():
                          "note": f"cudaMemcpyPeer one way alone: {one_way:.1f} GB/s"})
         db.close()
     if rank == 0:
-        for r in rows:
+        for r in filter(None, rows):
             print(json.dumps(r), flush=True)
             if args.json:
                 with open(args.json, "a") as f:

@@ -39,8 +39,9 @@
 #      machine's many-core host,
 #  13. issue 38's several GPUs (step multigpu): tools/analysis/multi_gpu_bench.py
 #      under torch.distributed.run with 1 rank and with one rank per GPU
-#      (a table sharded over the GPUs, per-rank sample rates and the rows'
-#      transfers against cudaMemcpyPeer), then examples/ddp_learner.py on
+#      (a table sharded over the GPUs, per-rank sample rates with the rows
+#      crossing GPUs through peer memory and through NCCL, the peer gather
+#      against cudaMemcpyPeer), then examples/ddp_learner.py on
 #      every GPU,
 # then prints the priority table (tools/analysis/prio_summary.py), the gather table
 # (tools/analysis/gather_summary.py) and a short summary of the steps last. Exits
@@ -317,14 +318,19 @@ for r in rows:
         base = one.get(p["mode"])
         weak = r["value"] / base if base else float("nan")
         verdict = "-" if p["world"] == 1 else ("met" if weak >= 0.9 else "MISSED")
-        print(f"shard_sample mode={p['mode']:8s} world={p['world']}: {r['value']:9.0f} batches/s "
+        print(f"shard_sample mode={p['mode']:8s} world={p['world']} "
+              f"{p.get('transfer', 'nccl'):4s}: {r['value']:9.0f} batches/s "
               f"per rank; local table.sample {r['ceiling']:9.0f} (ratio {r['ratio']:.2f}); "
               f"x world 1: {weak:.2f} {verdict} (>= 0.90)")
-    else:
+    elif r["bench"] == "peer_gather":
         verdict = "met" if r["ratio"] >= 0.8 else "MISSED"
+        print(f"peer_gather world={p['world']} B={p['batch']}: {r['value']:.1f} GB/s into the "
+              f"peer's memory; {r['ceiling_name']} {r['ceiling']:.1f} GB/s; ratio "
+              f"{r['ratio']:.2f} {verdict} (>= 0.80)")
+    else:  # the NCCL path's all-to-all (transfer="nccl"): no target, for comparison
         print(f"peer_transfer world={p['world']} {p['bytes'] / 2**20:.0f} MiB: {r['value']:.1f} GB/s "
-              f"per rank; {r['ceiling_name']} {r['ceiling']:.1f} GB/s; ratio {r['ratio']:.2f} "
-              f"{verdict} (>= 0.80); {r.get('note', '')}")
+              f"per rank through NCCL; {r['ceiling_name']} {r['ceiling']:.1f} GB/s; ratio "
+              f"{r['ratio']:.2f} (no target: the peer path moves the rows); {r.get('note', '')}")
 PY
 fi
 echo
