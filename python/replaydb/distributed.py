@@ -8,9 +8,10 @@ rank's GPU (``placement="device"``, ``priority_device=rank``). Actors write to
 the shard of their rank. A learner step is collective: every rank calls
 :meth:`ShardedSampler.sample` with the same batch size, and
 
-1. the ranks all-gather each shard's sampling mass and item count (5 doubles a
+1. the ranks exchange each shard's sampling mass and item count (7 doubles a
    rank: ``Table.mass()``, the insert count for the rate limiter, a deadline
-   flag);
+   flag, a failed-draw flag, the batch size and a seed/mode fingerprint) through
+   shared memory on one host, else by an all-gather;
 2. every rank draws, from a generator seeded with (seed, step) and so the same
    on every rank, how many rows each rank takes from each shard:
    ``n ~ Multinomial(B, M_s / sum M)`` for each rank (``mode="per_rank"``); a
@@ -676,14 +677,15 @@ class ShardedSampler:
 
 
 class _SharedStats:
-    """The step's exchange of 5 doubles a rank through shared memory, for
+    """The step's exchange of 7 doubles a rank through shared memory, for
     ranks on one host (a few microseconds; an NCCL all-gather and its copy
     back take 70-120). One segment, a slot per rank and per parity of the
     exchange's count: a rank writes its values into slot [count % 2], then
     its count; it reads once every rank's count has reached its own. A rank
     cannot write slot [count % 2] again before every rank has posted count + 1,
     that is, has read count's values. Stores become visible in program order
-    (x86-64's TSO; the GPU machines).
+    (x86-64's TSO; the GPU machines). The peer path's words (one a rank, 2 x
+    step + failed) follow the slots.
     """
 
     WAIT_S = 600.0  # a rank that never comes (as NCCL's default timeout)
