@@ -539,12 +539,13 @@ class ShardedSampler:
         stream = torch.cuda.current_stream(self._device).cuda_stream
         peers.set_device()
         cols, mask, keys, probs = self._empty_batch(batch_size)
+        fields = cols + [mask, keys, probs]
         own = int(counts[me, me])
         failure = None
         try:
-            if own:
-                self._sample_into(own, [c[:own] for c in cols], mask[:own], keys[:own],
-                                  probs[:own], stream)
+            if own:  # rows 0..own of the batch: the tensors' own addresses
+                self._sample_to(own, [c.data_ptr() for c in cols], mask.data_ptr(),
+                                keys.data_ptr(), probs.data_ptr(), stream)
         except Exception as e:  # noqa: BLE001 - the askers learn it from the posted word
             failure = e
         for s in range(world):
@@ -569,8 +570,7 @@ class ShardedSampler:
         bad = [s for s in inbound if int(words[s]) & 1]
         n_in = batch_size - own
         if n_in and not bad:
-            for dst, src in zip(cols + [mask, keys, probs], peers.inbound(parity, n_in)):
-                dst[own:].copy_(src)
+            peers.copy_inbound(parity, own, n_in, [t.data_ptr() for t in fields], stream)
         peers.record_consumed(parity, stream)
         if failure is not None:
             raise Error(f"replaydb.distributed: rank {me}'s shard: {failure}")
@@ -830,6 +830,7 @@ def _cudart() -> Any:
         lib.cudaIpcOpenEventHandle.argtypes = [ctypes.POINTER(vp), _IpcHandle]
         lib.cudaEventRecord.argtypes = [vp, vp]
         lib.cudaStreamWaitEvent.argtypes = [vp, vp, u]
+        lib.cudaMemcpyAsync.argtypes = [vp, vp, ctypes.c_size_t, ctypes.c_int, vp]
         lib.cudaGetErrorString.argtypes = [ctypes.c_int]
         lib.cudaGetErrorString.restype = ctypes.c_char_p
     _CUDART.append(lib)
@@ -847,6 +848,7 @@ class _PeerRows:
 
     _EVENT_FLAGS = 0x2 | 0x4  # cudaEventDisableTiming | cudaEventInterprocess
     _LAZY_PEER_ACCESS = 0x1  # cudaIpcMemLazyEnablePeerAccess
+    _DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice
 
     @staticmethod
     def unusable(torch: Any, device: int, devices: Sequence[int],
@@ -878,7 +880,6 @@ class _PeerRows:
             self._fields.append((size, row, dtype, shape))
             size += (capacity * row + 255) // 256 * 256
         self._own: List[int] = []
-        self._views: List[Any] = []
         self._events: Dict[str, List[Any]] = {"pushed": [], "consumed": []}
         self._mapped: Dict[int, List[int]] = {}
         self._peer_events: Dict[int, Dict[str, List[Any]]] = {}
@@ -892,7 +893,6 @@ class _PeerRows:
                 self._ok(self._rt.cudaIpcGetMemHandle(ctypes.byref(h), ptr),
                          "cudaIpcGetMemHandle")
                 handles["memory"].append(bytes(h))
-                self._views.append(_device_bytes(torch, int(ptr.value), size, self._device))
                 for kind in ("pushed", "consumed"):
                     ev = ctypes.c_void_p()
                     self._ok(self._rt.cudaEventCreateWithFlags(ctypes.byref(ev),
@@ -943,11 +943,16 @@ class _PeerRows:
         ptrs = [base + offset + first * row for offset, row, _, _ in self._fields]
         return ptrs[:-3], ptrs[-3], ptrs[-2], ptrs[-1]
 
-    def inbound(self, parity: int, n: int) -> List[Any]:
-        """This rank's inbound rows 0..n as tensors (columns, mask, keys, probabilities)."""
-        flat = self._views[parity]
-        return [flat[offset:offset + n * row].view(dtype).view(n, *shape)
-                for offset, row, dtype, shape in self._fields]
+    def copy_inbound(self, parity: int, first: int, n: int, fields: List[int],
+                     stream: int) -> None:
+        """Copies this rank's inbound rows 0..n into rows first.. of the
+        batch's fields (their addresses: columns, mask, keys, probabilities),
+        on `stream`: one device-to-device copy a field, no PyTorch operation."""
+        base = self._own[parity]
+        for (offset, row, _, _), dst in zip(self._fields, fields):
+            self._ok(self._rt.cudaMemcpyAsync(dst + first * row, base + offset, n * row,
+                                              self._DEVICE_TO_DEVICE, stream),
+                     "copying the inbound rows")
 
     def wait_consumed(self, rank: int, parity: int, stream: int) -> None:
         self._ok(self._rt.cudaStreamWaitEvent(stream, self._peer_events[rank]["consumed"][parity],
@@ -979,7 +984,6 @@ class _PeerRows:
                 self._rt.cudaEventDestroy(ev)
         for ev in self._events["pushed"] + self._events["consumed"]:
             self._rt.cudaEventDestroy(ev)
-        self._views = []
         for ptr in self._own:
             self._rt.cudaFree(ctypes.c_void_p(ptr))
         self._own, self._mapped, self._peer_events = [], {}, {}
@@ -989,16 +993,6 @@ class _PeerRows:
     def _torch_sync(self) -> None:
         import torch
         torch.cuda.synchronize(self._device)
-
-
-def _device_bytes(torch: Any, address: int, size: int, device: Any) -> Any:
-    """A uint8 tensor over `size` bytes of device memory at `address` (not owned)."""
-
-    class _Memory:
-        __cuda_array_interface__ = {"shape": (size,), "typestr": "|u1",
-                                    "data": (address, False), "version": 2}
-
-    return torch.as_tensor(_Memory(), device=device)
 
 
 def _bytes_view(t: Any) -> Any:
