@@ -413,9 +413,11 @@ class ShardedSampler:
 
     def _finish(self, columns: Dict[str, Any], mask: Any, keys: Any,
                 runs: List[tuple], local_probabilities: Any, masses: np.ndarray,
-                items: np.ndarray) -> ShardedBatch:
+                items: np.ndarray, stage: Any = None) -> ShardedBatch:
         """The batch, with global probabilities and weights. ``runs``: (shard,
-        rows) in row order; each run is scaled by its shard's share."""
+        rows) in row order; each run is scaled by its shard's share.
+        ``stage``: copies a [2, n] int64 host array to the device (the peer
+        path's page-locked buffers), else PyTorch's pin_memory does."""
         torch = self._torch
         use = masses if masses.sum() > 0 else items
         share = use / use.sum()
@@ -429,7 +431,10 @@ class ShardedSampler:
             # (PyTorch's host allocator keeps it until the copy is done).
             ids = np.repeat([shard for shard, _ in runs], [rows for _, rows in runs])
             host = np.stack([share[ids].view(np.int64), ids])
-            meta = torch.from_numpy(host).pin_memory().to(self._device, non_blocking=True)
+            if stage is not None:
+                meta = stage(host)
+            else:
+                meta = torch.from_numpy(host).pin_memory().to(self._device, non_blocking=True)
             probabilities = torch.mul(local_probabilities, meta[0].view(torch.float64))
             shards = meta[1]
         else:
@@ -536,7 +541,7 @@ class ShardedSampler:
         step = self._peer_steps
         self._peer_steps += 1
         parity = step % 2
-        stream = torch.cuda.current_stream(self._device).cuda_stream
+        stream = _raw_stream(torch, self._device)
         peers.set_device()
         cols, mask, keys, probs = self._empty_batch(batch_size)
         fields = cols + [mask, keys, probs]
@@ -579,7 +584,8 @@ class ShardedSampler:
                         "(their ranks raised the reason)")
         runs = [(me, own)] + [(r, int(counts[me, r])) for r in range(world) if r != me]
         columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
-        return self._finish(columns, mask, keys, runs, probs, masses, items)
+        return self._finish(columns, mask, keys, runs, probs, masses, items,
+                            lambda host: peers.stage(parity, host, stream))
 
     def _empty_batch(self, n: int) -> tuple:
         """Device tensors for n rows: the columns, mask, keys and probabilities."""
@@ -626,7 +632,7 @@ class ShardedSampler:
             self._options.timeout_ms = int(self._draw_timeout * 1000)
         ptrs = (ctypes.c_void_p * len(cols))(*cols)
         if stream is None:
-            stream = self._torch.cuda.current_stream(self._device).cuda_stream
+            stream = _raw_stream(self._torch, self._device)
         err = ctypes.c_char_p()
         code = _lib.lib.replaydb_table_sample_into(
             self._table._h(), n, ctypes.byref(self._options), ptrs, len(cols), keys, probs,
@@ -831,6 +837,9 @@ def _cudart() -> Any:
         lib.cudaEventRecord.argtypes = [vp, vp]
         lib.cudaStreamWaitEvent.argtypes = [vp, vp, u]
         lib.cudaMemcpyAsync.argtypes = [vp, vp, ctypes.c_size_t, ctypes.c_int, vp]
+        lib.cudaHostAlloc.argtypes = [ctypes.POINTER(vp), ctypes.c_size_t, u]
+        lib.cudaFreeHost.argtypes = [vp]
+        lib.cudaEventSynchronize.argtypes = [vp]
         lib.cudaGetErrorString.argtypes = [ctypes.c_int]
         lib.cudaGetErrorString.restype = ctypes.c_char_p
     _CUDART.append(lib)
@@ -849,6 +858,7 @@ class _PeerRows:
     _EVENT_FLAGS = 0x2 | 0x4  # cudaEventDisableTiming | cudaEventInterprocess
     _LAZY_PEER_ACCESS = 0x1  # cudaIpcMemLazyEnablePeerAccess
     _DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice
+    _HOST_TO_DEVICE = 1  # cudaMemcpyHostToDevice
 
     @staticmethod
     def unusable(torch: Any, device: int, devices: Sequence[int],
@@ -869,7 +879,6 @@ class _PeerRows:
         self._device = sampler._device
         self._rank, self._world = sampler._rank, sampler._world
         self.capacity = capacity
-        self.set_device()
         L = sampler._seq_len
         fields = [(dtype, shape) for _, dtype, shape in sampler._columns] + [
             (torch.uint8, (L,)), (torch.int64, ()), (torch.float32, ())]
@@ -884,7 +893,26 @@ class _PeerRows:
         self._mapped: Dict[int, List[int]] = {}
         self._peer_events: Dict[int, Dict[str, List[Any]]] = {}
         handles: Dict[str, List[bytes]] = {"memory": [], "pushed": [], "consumed": []}
+        self._staged: List[np.ndarray] = []  # page-locked [2 * capacity] int64, by parity
+        self._staged_host: List[int] = []
+        self._staged_events: List[Any] = []
+        # Every rank makes its part, then all learn whether every rank could,
+        # twice (made, then opened): a rank that fails alone must not leave the
+        # others waiting in a collective or, later, for its words.
+        group = sampler._group
         try:
+            self.set_device()
+            for _ in range(2):
+                host = ctypes.c_void_p()
+                self._ok(self._rt.cudaHostAlloc(ctypes.byref(host), 16 * capacity, 0),
+                         f"cudaHostAlloc({16 * capacity})")
+                self._staged_host.append(int(host.value))
+                self._staged.append(np.ctypeslib.as_array(
+                    (ctypes.c_int64 * (2 * capacity)).from_address(int(host.value))))
+                ev = ctypes.c_void_p()
+                self._ok(self._rt.cudaEventCreateWithFlags(ctypes.byref(ev), 0x2),
+                         "cudaEventCreateWithFlags")
+                self._staged_events.append(ev)
             for _ in range(2):
                 ptr = ctypes.c_void_p()
                 self._ok(self._rt.cudaMalloc(ctypes.byref(ptr), size), f"cudaMalloc({size})")
@@ -903,8 +931,13 @@ class _PeerRows:
                     self._ok(self._rt.cudaIpcGetEventHandle(ctypes.byref(eh), ev),
                              "cudaIpcGetEventHandle")
                     handles[kind].append(bytes(eh))
-            every: List[Any] = [None] * self._world
-            dist.all_gather_object(every, handles, group=sampler._group)
+        except Exception as e:  # noqa: BLE001 - told to every rank below
+            handles = {"error": str(e)}
+        self._all_or_none(dist, group, handles.get("error"), "make its rows' buffers")
+        every: List[Any] = [None] * self._world
+        dist.all_gather_object(every, handles, group=group)
+        error = None
+        try:
             for r, theirs in enumerate(every):
                 if r == self._rank:
                     continue
@@ -922,9 +955,20 @@ class _PeerRows:
                             ctypes.byref(ev), _IpcHandle.from_buffer_copy(theirs[kind][parity])),
                             f"cudaIpcOpenEventHandle of rank {r}'s {kind} event")
                         self._peer_events[r][kind].append(ev)
-        except Exception:
+        except Exception as e:  # noqa: BLE001 - as above
+            error = str(e)
+        self._all_or_none(dist, group, error, "map the other ranks' buffers")
+
+    def _all_or_none(self, dist: Any, group: Any, error: Optional[str], what: str) -> None:
+        """Raises on every rank, naming the ranks that failed to `what`,
+        when any did (and frees what this rank made)."""
+        every: List[Any] = [None] * self._world
+        dist.all_gather_object(every, error, group=group)
+        failed = [f"rank {r}: {e}" for r, e in enumerate(every) if e]
+        if failed:
             self.close()
-            raise
+            raise Error(f"replaydb.distributed: the peer path could not {what}: " +
+                        "; ".join(failed))
 
     def _ok(self, code: int, what: str) -> None:
         if code != 0:
@@ -954,6 +998,24 @@ class _PeerRows:
                                               self._DEVICE_TO_DEVICE, stream),
                      "copying the inbound rows")
 
+    def stage(self, parity: int, host: np.ndarray, stream: int) -> Any:
+        """A [2, n] int64 array on the device: through this parity's
+        page-locked buffer (written once the last copy out of it is done),
+        one cudaMemcpyAsync into a new tensor."""
+        import torch
+        n = host.shape[1]
+        self._ok(self._rt.cudaEventSynchronize(self._staged_events[parity]),
+                 "waiting for the last staged copy")
+        staged = self._staged[parity][:2 * n]
+        staged[:] = host.reshape(-1)
+        out = torch.empty((2, n), dtype=torch.int64, device=self._device)
+        self._ok(self._rt.cudaMemcpyAsync(out.data_ptr(), staged.ctypes.data, 16 * n,
+                                          self._HOST_TO_DEVICE, stream),
+                 "copying the rows' shares and shards")
+        self._ok(self._rt.cudaEventRecord(self._staged_events[parity], stream),
+                 "recording the staged copy")
+        return out
+
     def wait_consumed(self, rank: int, parity: int, stream: int) -> None:
         self._ok(self._rt.cudaStreamWaitEvent(stream, self._peer_events[rank]["consumed"][parity],
                                               0), f"waiting for rank {rank}'s consumed rows")
@@ -982,8 +1044,12 @@ class _PeerRows:
         for evs in self._peer_events.values():
             for ev in evs["pushed"] + evs["consumed"]:
                 self._rt.cudaEventDestroy(ev)
-        for ev in self._events["pushed"] + self._events["consumed"]:
+        for ev in self._events["pushed"] + self._events["consumed"] + self._staged_events:
             self._rt.cudaEventDestroy(ev)
+        self._staged = []
+        for ptr in self._staged_host:
+            self._rt.cudaFreeHost(ctypes.c_void_p(ptr))
+        self._staged_host, self._staged_events = [], []
         for ptr in self._own:
             self._rt.cudaFree(ctypes.c_void_p(ptr))
         self._own, self._mapped, self._peer_events = [], {}, {}
@@ -993,6 +1059,15 @@ class _PeerRows:
     def _torch_sync(self) -> None:
         import torch
         torch.cuda.synchronize(self._device)
+
+
+def _raw_stream(torch: Any, device: Any) -> int:
+    """PyTorch's current CUDA stream on `device` as its handle (the cheap
+    internal call where this PyTorch has it)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(device.index))
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _bytes_view(t: Any) -> Any:

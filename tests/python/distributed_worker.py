@@ -142,6 +142,23 @@ def main():
             except replaydb.Error as e:
                 errors.append(str(e))
         result["errors"] = errors
+    elif scenario == "peer_setup":
+        # Rank 1 cannot allocate its inbound buffers once: every rank raises,
+        # naming it, and the next step makes them again and draws.
+        from replaydb import distributed as rd
+        sampler = ShardedSampler(table, seed=cfg["seed"], transfer="peer")
+        lib = rd._cudart()
+        real = lib.cudaMalloc
+        if rank == 1:
+            lib.cudaMalloc = lambda ptr, size: 2  # cudaErrorMemoryAllocation
+        try:
+            sampler.sample(cfg["batch"])
+        except replaydb.Error as e:
+            result["error"] = str(e)
+        lib.cudaMalloc = real
+        batch = sampler.sample(cfg["batch"])
+        check_rows(cfg, batch, rank)
+        result["rows"] = len(batch)
     elif scenario == "misuse":
         errors = {}
         try:

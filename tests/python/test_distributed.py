@@ -291,6 +291,18 @@ def test_a_shard_that_cannot_draw_fails_its_rank_and_tells_the_others(tmp_path, 
 
 
 @needs_torch
+def test_a_rank_that_cannot_make_its_peer_buffers_stops_every_rank_once(tmp_path, rng):
+    _skip_unless("nccl", 2)
+    results = run_group(tmp_path, 2, scenario="peer_setup", batch=16, backend="nccl",
+                        seed=int(rng.integers(1 << 31)), priorities=[[1.0] * 5, [2.0] * 5])
+    for r in results:
+        assert "the peer path could not make its rows' buffers: rank 1: replaydb.distributed: " \
+               "rank 1: cudaMalloc(" in r["error"], r
+        assert "on GPU 1: out of memory (CUDA error 2)" in r["error"], r
+        assert r["rows"] == 16, r
+
+
+@needs_torch
 def test_ranks_that_call_alike_are_required_and_a_closed_sampler_refuses(tmp_path, rng):
     results = run_group(tmp_path, 2, scenario="misuse", seed=int(rng.integers(1 << 31)),
                         priorities=[[1.0] * 5, [2.0] * 5])
