@@ -261,8 +261,9 @@ class ShardedSampler:
                                  "; ".join(why_not))
 
     def close(self) -> None:
-        """Lets go of the shared-memory segment of the exchange (also at exit);
-        the sampler cannot sample after."""
+        """Lets go of the shared-memory segment of the exchange and frees the
+        peer path's buffers (both also at exit; call it when a sampler is
+        dropped before then); the sampler cannot sample after."""
         self._closed = True
         if self._peers is not None:
             self._peers.close()
