@@ -60,6 +60,7 @@ import math
 import platform
 import socket
 import time
+import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -209,6 +210,8 @@ class ShardedSampler:
             device = f"cuda:{info_device}" if nccl and info_device >= 0 else (
                 "cuda" if nccl else "cpu")
         self._device = torch.device(device)
+        if self._device.type == "cuda" and self._device.index is None:
+            self._device = torch.device("cuda", torch.cuda.current_device())
         if nccl and self._device.type != "cuda":
             raise ValueError("replaydb.distributed: NCCL moves GPU tensors; device must be cuda")
         self._sample_device = "cpu" if self._device.type == "cpu" else str(self._device)
@@ -246,6 +249,7 @@ class ShardedSampler:
         self._peers: Optional[_PeerRows] = None
         self._peer_steps = 0  # steps of the peer path, the same count on every rank
         self._transfer = "nccl" if nccl else None
+        self._transfer_asked = transfer
         if nccl and transfer != "nccl":
             devices = [None] * self._world
             dist.all_gather_object(devices, self._device.index, group=group)
@@ -400,11 +404,13 @@ class ShardedSampler:
             self._all_to_all(_bytes_view(dst), _bytes_view(src.contiguous()), recv, send)
             columns[name] = dst
         if failure is not None:
+            self._finish_skipped()
             raise Error(f"replaydb.distributed: {failure}")
         ok = out_meta[:, 2]
         if not bool(ok.all()):
             bad = sorted(set(np.repeat(np.arange(self._world), recv)[
                 (ok == 0).cpu().numpy()].tolist()))
+            self._finish_skipped()
             raise Error(f"replaydb.distributed: the shards of ranks {bad} failed to draw "
                         "(their ranks raised the reason)")
         mask = columns.pop("mask")
@@ -454,13 +460,29 @@ class ShardedSampler:
             top = w.max()
             if self._mode == "union":
                 # The union of the step's batches is the sample: one normaliser for all.
-                top = top.reshape(1).to(self._stats_device)
-                self._dist.all_reduce(top, op=self._dist.ReduceOp.MAX, group=self._group)
-                top = top.to(self._device)
+                top = self._union_top(top)
             weights = (w / top).to(torch.float32)
         if self._transfer == "nccl":  # rows of a failed shard: masked out too
             mask.mul_(torch.isfinite(probabilities).to(mask.dtype)[:, None])
         return ShardedBatch(columns, mask, keys, shards, probabilities, weights)
+
+    def _union_top(self, top: Any) -> Any:
+        """The largest weight over every rank's batch (union mode's one
+        all-reduce a step); `top` None from a rank that raises this step."""
+        torch = self._torch
+        if top is None:
+            top = torch.zeros(1, dtype=torch.float64, device=self._stats_device)
+        else:
+            top = top.reshape(1).to(self._stats_device)
+        self._dist.all_reduce(top, op=self._dist.ReduceOp.MAX, group=self._group)
+        return top.to(self._device)
+
+    def _finish_skipped(self) -> None:
+        """A rank that raises after the plan still takes part in what
+        ``_finish`` does collectively (union mode's all-reduce of the weights),
+        so that the ranks' collectives stay in step."""
+        if self._beta is not None and self._mode == "union":
+            self._union_top(None)
 
     def _sample_on_gpus(self, batch_size: int, counts: np.ndarray, masses: np.ndarray,
                         items: np.ndarray) -> ShardedBatch:
@@ -508,6 +530,7 @@ class ShardedSampler:
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
         if failure is not None:
+            self._finish_skipped()
             raise Error(f"replaydb.distributed: rank {me}'s shard: {failure}")
         runs = [(me, own)] + [(r, int(recv[r])) for r in range(world) if r != me]
         columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
@@ -531,7 +554,15 @@ class ShardedSampler:
             if self._peers is not None:  # every rank alike: the same batch sizes
                 self._peers.close()
                 self._peers = None
-            self._peers = _PeerRows(self, batch_size)
+            try:
+                self._peers = _PeerRows(self, batch_size)
+            except Error as e:  # on every rank alike (the outcome is all-gathered)
+                if self._transfer_asked == "peer":
+                    raise
+                warnings.warn(f"{e}; this sampler moves rows through NCCL from now on",
+                              RuntimeWarning)
+                self._transfer = "nccl"
+                return self._sample_on_gpus(batch_size, counts, masses, items)
         peers = self._peers
         if peers is None:  # one rank: its own rows only
             own = batch_size
@@ -542,45 +573,59 @@ class ShardedSampler:
         step = self._peer_steps
         self._peer_steps += 1
         parity = step % 2
-        stream = _raw_stream(torch, self._device)
-        peers.set_device()
-        cols, mask, keys, probs = self._empty_batch(batch_size)
-        fields = cols + [mask, keys, probs]
         own = int(counts[me, me])
-        failure = None
+        failure: Optional[BaseException] = None
+        stream = None
+        fields: List[Any] = []
+        previous = None
         try:
-            if own:  # rows 0..own of the batch: the tensors' own addresses
-                self._sample_to(own, [c.data_ptr() for c in cols], mask.data_ptr(),
-                                keys.data_ptr(), probs.data_ptr(), stream)
-        except Exception as e:  # noqa: BLE001 - the askers learn it from the posted word
-            failure = e
-        for s in range(world):
-            n = int(counts[s, me])
-            if s == me or n == 0 or failure is not None:
-                continue
-            # Rank s's inbound rows: the other shards' in rank order.
-            first = int(sum(counts[s, q] for q in range(me) if q != s))
-            peers.wait_consumed(s, parity, stream)
+            # Everything up to the posted word is caught: a rank that fails
+            # here must still post it, or the others wait for it.
             try:
-                self._sample_to(n, *peers.addresses(s, parity, first), stream)
-            except Exception as e:  # noqa: BLE001 - as above
+                previous = peers.enter()
+                stream = _raw_stream(torch, self._device)
+                cols, mask, keys, probs = self._empty_batch(batch_size)
+                fields = cols + [mask, keys, probs]
+                if own:  # rows 0..own of the batch: the tensors' own addresses
+                    self._sample_to(own, [c.data_ptr() for c in cols], mask.data_ptr(),
+                                    keys.data_ptr(), probs.data_ptr(), stream)
+                for s in range(world):
+                    n = int(counts[s, me])
+                    if s == me or n == 0:
+                        continue
+                    # Rank s's inbound rows: the other shards' in rank order.
+                    first = int(sum(counts[s, q] for q in range(me) if q != s))
+                    peers.wait_consumed(s, parity, stream)
+                    self._sample_to(n, *peers.addresses(s, parity, first), stream)
+            except Exception as e:  # noqa: BLE001 - the askers learn it from the posted word
                 failure = e
-        peers.record_pushed(parity, stream)
-        self._shm.post(2 * step + (failure is not None))
-        if failure is not None:
-            self._failed = True
-        inbound = [s for s in range(world) if s != me and counts[me, s]]
-        words = self._shm.wait_posted(inbound, 2 * step)
-        for s in inbound:
-            peers.wait_pushed(s, parity, stream)
-        bad = [s for s in inbound if int(words[s]) & 1]
-        n_in = batch_size - own
-        if n_in and not bad:
-            peers.copy_inbound(parity, own, n_in, [t.data_ptr() for t in fields], stream)
-        peers.record_consumed(parity, stream)
-        if failure is not None:
-            raise Error(f"replaydb.distributed: rank {me}'s shard: {failure}")
-        if bad:
+            if stream is not None:
+                try:
+                    peers.record_pushed(parity, stream)
+                except Exception as e:  # noqa: BLE001 - as above
+                    failure = failure or e
+            self._shm.post(2 * step + (failure is not None))
+            if failure is not None:
+                self._failed = True
+                if not fields:  # nothing to receive into: the others know from the word
+                    self._finish_skipped()
+                    raise Error(f"replaydb.distributed: rank {me}'s step: {failure}")
+            inbound = [s for s in range(world) if s != me and counts[me, s]]
+            words = self._shm.wait_posted(inbound, 2 * step)
+            for s in inbound:
+                peers.wait_pushed(s, parity, stream)
+            bad = [s for s in inbound if int(words[s]) & 1]
+            n_in = batch_size - own
+            if n_in and not bad:
+                peers.copy_inbound(parity, own, n_in, [t.data_ptr() for t in fields], stream)
+            peers.record_consumed(parity, stream)
+        finally:
+            if previous is not None:
+                peers.leave(previous)
+        if failure is not None or bad:
+            self._finish_skipped()
+            if failure is not None:
+                raise Error(f"replaydb.distributed: rank {me}'s shard: {failure}")
             raise Error(f"replaydb.distributed: the shards of ranks {bad} failed to draw "
                         "(their ranks raised the reason)")
         runs = [(me, own)] + [(r, int(counts[me, r])) for r in range(world) if r != me]
@@ -709,6 +754,7 @@ class _SharedStats:
         self._posted = np.ndarray((world,), dtype=np.int64, buffer=shm.buf,
                                   offset=8 * world + 2 * world * 8 * 8)
         self._count = 0
+        self.broken: Optional[str] = None  # why no exchange can happen any more
 
     @classmethod
     def create(cls, dist: Any, group: Any, rank: int, world: int) -> Optional["_SharedStats"]:
@@ -748,6 +794,8 @@ class _SharedStats:
         return cls(shm, rank, world, rank == 0)
 
     def exchange(self, values: Sequence[float], timeout: Optional[float]) -> np.ndarray:
+        if self.broken:  # before this rank's count can cover a -1
+            raise Error(f"replaydb.distributed: {self.broken}")
         self._count += 1
         slot = self._values[self._count % 2]
         slot[self._rank, :len(values)] = values
@@ -759,16 +807,29 @@ class _SharedStats:
         return slot[:, :len(values)].copy()
 
     def _wait(self, ready: Any, late: Any, what: str) -> None:
-        """Spins, then sleeps, until ready(); an Error naming late() after WAIT_S."""
+        """Spins, then sleeps, until ready(). After WAIT_S this rank gives up:
+        it marks its count -1, so that every other rank, waiting now or
+        coming later, stops too instead of going on with stale values (and
+        the ranks' steps apart); an Error either way, and the segment is
+        broken for good."""
         start = time.monotonic()
         spins = 0
         while not ready():
+            gone = [r for r in range(self._world) if self._counts[r] < 0]
+            if gone:
+                self.broken = (f"ranks {gone} gave up waiting for the others; the sampler "
+                               "cannot go on: make a new one on every rank")
+                raise Error(f"replaydb.distributed: {self.broken}")
             spins += 1
             if spins > 200:
                 time.sleep(0 if spins < 2000 else 0.0002)
                 if time.monotonic() - start > self.WAIT_S:
-                    raise Error(f"replaydb.distributed: ranks {late()} did not come to "
-                                f"{what} within {self.WAIT_S:.0f} s")
+                    missing = late()
+                    self._counts[self._rank] = -1
+                    self.broken = (f"ranks {missing} did not come to {what} within "
+                                   f"{self.WAIT_S:g} s; the sampler cannot go on: make a new "
+                                   "one on every rank")
+                    raise Error(f"replaydb.distributed: {self.broken}")
 
     def post(self, word: int) -> None:
         """The peer path: this rank's word for the step (after its writes)."""
@@ -826,6 +887,7 @@ def _cudart() -> Any:
     if lib is not None:
         vp, u = ctypes.c_void_p, ctypes.c_uint
         lib.cudaSetDevice.argtypes = [ctypes.c_int]
+        lib.cudaGetDevice.argtypes = [ctypes.POINTER(ctypes.c_int)]
         lib.cudaMalloc.argtypes = [ctypes.POINTER(vp), ctypes.c_size_t]
         lib.cudaFree.argtypes = [vp]
         lib.cudaIpcGetMemHandle.argtypes = [ctypes.POINTER(_IpcHandle), vp]
@@ -901,8 +963,9 @@ class _PeerRows:
         # twice (made, then opened): a rank that fails alone must not leave the
         # others waiting in a collective or, later, for its words.
         group = sampler._group
+        previous = -1
         try:
-            self.set_device()
+            previous = self.enter()
             for _ in range(2):
                 host = ctypes.c_void_p()
                 self._ok(self._rt.cudaHostAlloc(ctypes.byref(host), 16 * capacity, 0),
@@ -934,6 +997,8 @@ class _PeerRows:
                     handles[kind].append(bytes(eh))
         except Exception as e:  # noqa: BLE001 - told to every rank below
             handles = {"error": str(e)}
+        if "error" in handles:
+            self.leave(previous)
         self._all_or_none(dist, group, handles.get("error"), "make its rows' buffers")
         every: List[Any] = [None] * self._world
         dist.all_gather_object(every, handles, group=group)
@@ -958,6 +1023,7 @@ class _PeerRows:
                         self._peer_events[r][kind].append(ev)
         except Exception as e:  # noqa: BLE001 - as above
             error = str(e)
+        self.leave(previous)
         self._all_or_none(dist, group, error, "map the other ranks' buffers")
 
     def _all_or_none(self, dist: Any, group: Any, error: Optional[str], what: str) -> None:
@@ -980,6 +1046,19 @@ class _PeerRows:
     def set_device(self) -> None:
         """This runtime's current device (per thread) is the rank's GPU."""
         self._ok(self._rt.cudaSetDevice(self._device.index), "cudaSetDevice")
+
+    def enter(self) -> int:
+        """Makes the rank's GPU this thread's current device for a step (the
+        runtime may be PyTorch's own); returns the one to give back."""
+        current = ctypes.c_int(-1)
+        self._ok(self._rt.cudaGetDevice(ctypes.byref(current)), "cudaGetDevice")
+        if current.value != self._device.index:
+            self.set_device()
+        return current.value
+
+    def leave(self, previous: int) -> None:
+        if previous != self._device.index and previous >= 0:
+            self._rt.cudaSetDevice(previous)
 
     def addresses(self, rank: int, parity: int, first: int) -> tuple:
         """Rank `rank`'s inbound buffer from row `first`, mapped here: the
@@ -1039,6 +1118,11 @@ class _PeerRows:
         if self._rt is None:
             return
         self._torch_sync()
+        # The other ranks' last recorded writes into this rank's buffers
+        # (a rank that raised mid-step may not have waited for them).
+        for evs in self._peer_events.values():
+            for ev in evs["pushed"]:
+                self._rt.cudaEventSynchronize(ev)
         for ptrs in self._mapped.values():
             for ptr in ptrs:
                 self._rt.cudaIpcCloseMemHandle(ctypes.c_void_p(ptr))

@@ -12,6 +12,7 @@ import datetime
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import torch
@@ -136,6 +137,22 @@ def main():
         result["transfer"] = sampler.transfer
         errors = []
         for _ in range(3):  # the NCCL path tells the other ranks at the next step
+            try:
+                sampler.sample(cfg["batch"])
+                errors.append(None)
+            except replaydb.Error as e:
+                errors.append(str(e))
+        result["errors"] = errors
+    elif scenario == "late":
+        # Rank 1 comes 3 s late to a step that waits 1 s: rank 0 gives up,
+        # rank 1 finds that it did, and neither can sample again.
+        from replaydb import distributed as rd
+        rd._SharedStats.WAIT_S = 1.0
+        sampler = ShardedSampler(table, seed=cfg["seed"])
+        if rank == 1:
+            time.sleep(3.0)
+        errors = []
+        for _ in range(2):
             try:
                 sampler.sample(cfg["batch"])
                 errors.append(None)

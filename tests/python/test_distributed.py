@@ -291,6 +291,19 @@ def test_a_shard_that_cannot_draw_fails_its_rank_and_tells_the_others(tmp_path, 
 
 
 @needs_torch
+def test_a_rank_that_does_not_come_stops_every_rank_for_good(tmp_path, rng):
+    results = run_group(tmp_path, 2, scenario="late", batch=4, seed=int(rng.integers(1 << 31)),
+                        priorities=[[1.0] * 5, [2.0] * 5])
+    gave_up, late = results[0]["errors"], results[1]["errors"]
+    assert gave_up[0] == ("replaydb.distributed: ranks [1] did not come to exchange 1 within "
+                          "1 s; the sampler cannot go on: make a new one on every rank"), gave_up
+    assert late[0] == ("replaydb.distributed: ranks [0] gave up waiting for the others; the "
+                       "sampler cannot go on: make a new one on every rank"), late
+    # For good: the next call refuses at once, with the same reason.
+    assert gave_up[1] == gave_up[0] and late[1] == late[0]
+
+
+@needs_torch
 def test_a_rank_that_cannot_make_its_peer_buffers_stops_every_rank_once(tmp_path, rng):
     _skip_unless("nccl", 2)
     results = run_group(tmp_path, 2, scenario="peer_setup", batch=16, backend="nccl",
