@@ -56,6 +56,7 @@ rank 0's).
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import platform
 import socket
@@ -853,15 +854,11 @@ class _IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
-_CUDART: List[Any] = []  # the CUDA runtime loaded for the peer path, once
-
-
+@functools.lru_cache(maxsize=None)  # loaded once
 def _cudart() -> Any:
     """The CUDA runtime library (ctypes), for IPC handles and events; None
     where none loads. PyTorch's own first (its wheel's nvidia runtime or its
     lib/), then the system's."""
-    if _CUDART:
-        return _CUDART[0]
     import ctypes.util
     import glob
     import os
@@ -905,7 +902,6 @@ def _cudart() -> Any:
         lib.cudaEventSynchronize.argtypes = [vp]
         lib.cudaGetErrorString.argtypes = [ctypes.c_int]
         lib.cudaGetErrorString.restype = ctypes.c_char_p
-    _CUDART.append(lib)
     return lib
 
 
@@ -945,11 +941,11 @@ class _PeerRows:
         L = sampler._seq_len
         fields = [(dtype, shape) for _, dtype, shape in sampler._columns] + [
             (torch.uint8, (L,)), (torch.int64, ()), (torch.float32, ())]
-        self._fields = []  # (offset, row bytes, dtype, shape)
+        self._fields = []  # (offset, bytes a row) of each field
         size = 0
         for dtype, shape in fields:
             row = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-            self._fields.append((size, row, dtype, shape))
+            self._fields.append((size, row))
             size += (capacity * row + 255) // 256 * 256
         self._own: List[int] = []
         self._events: Dict[str, List[Any]] = {"pushed": [], "consumed": []}
@@ -1064,7 +1060,7 @@ class _PeerRows:
         """Rank `rank`'s inbound buffer from row `first`, mapped here: the
         columns' addresses, then the mask's, keys' and probabilities'."""
         base = self._mapped[rank][parity]
-        ptrs = [base + offset + first * row for offset, row, _, _ in self._fields]
+        ptrs = [base + offset + first * row for offset, row in self._fields]
         return ptrs[:-3], ptrs[-3], ptrs[-2], ptrs[-1]
 
     def copy_inbound(self, parity: int, first: int, n: int, fields: List[int],
@@ -1073,7 +1069,7 @@ class _PeerRows:
         batch's fields (their addresses: columns, mask, keys, probabilities),
         on `stream`: one device-to-device copy a field, no PyTorch operation."""
         base = self._own[parity]
-        for (offset, row, _, _), dst in zip(self._fields, fields):
+        for (offset, row), dst in zip(self._fields, fields):
             self._ok(self._rt.cudaMemcpyAsync(dst + first * row, base + offset, n * row,
                                               self._DEVICE_TO_DEVICE, stream),
                      "copying the inbound rows")

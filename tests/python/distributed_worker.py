@@ -70,6 +70,18 @@ def check_rows(cfg, batch, rank):
     return shards, index
 
 
+def sample_errors(sampler, batch, calls):
+    """Each of `calls` samples' error message, or None where it drew."""
+    errors = []
+    for _ in range(calls):
+        try:
+            sampler.sample(batch)
+            errors.append(None)
+        except replaydb.Error as e:
+            errors.append(str(e))
+    return errors
+
+
 def main():
     cfg = json.loads(sys.argv[1])
     rank = int(sys.argv[2])
@@ -135,14 +147,8 @@ def main():
         sampler = ShardedSampler(table, seed=cfg["seed"], timeout=0.5,
                                  transfer=cfg.get("transfer", "auto"))
         result["transfer"] = sampler.transfer
-        errors = []
-        for _ in range(3):  # the NCCL path tells the other ranks at the next step
-            try:
-                sampler.sample(cfg["batch"])
-                errors.append(None)
-            except replaydb.Error as e:
-                errors.append(str(e))
-        result["errors"] = errors
+        # The NCCL path tells the other ranks at the next step.
+        result["errors"] = sample_errors(sampler, cfg["batch"], 3)
     elif scenario == "late":
         # Rank 1 comes 3 s late to a step that waits 1 s: rank 0 gives up,
         # rank 1 finds that it did, and neither can sample again.
@@ -151,14 +157,7 @@ def main():
         sampler = ShardedSampler(table, seed=cfg["seed"])
         if rank == 1:
             time.sleep(3.0)
-        errors = []
-        for _ in range(2):
-            try:
-                sampler.sample(cfg["batch"])
-                errors.append(None)
-            except replaydb.Error as e:
-                errors.append(str(e))
-        result["errors"] = errors
+        result["errors"] = sample_errors(sampler, cfg["batch"], 2)
     elif scenario == "peer_setup":
         # Rank 1 cannot allocate its inbound buffers once: every rank raises,
         # naming it, and the next step makes them again and draws.
