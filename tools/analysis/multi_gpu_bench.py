@@ -13,7 +13,10 @@ memory (CUDA IPC) and through NCCL. Rank 0 prints one JSON line per row:
 - ``shard_sample`` mode=M, world=N: batches per second per rank (the slowest
   rank's), with the same rank's local ``table.sample(B, device=...)`` rate as
   the reference (ShardedSampler's exchange and transfers are the difference);
-  gpu-run.sh divides world N's rate by world 1's (weak scaling, target >= 0.9);
+  gpu-run.sh divides world N's rate by world 1's (weak scaling, target >= 0.9).
+  per_rank rows with N > 1 carry ``nvlink_bound``: the batches per second a
+  rank could take if moving its peers' rows ((N - 1) / N of a batch) at
+  cudaMemcpyPeer one way (same run) were the step's only cost;
 - ``peer_gather`` world=N: rank 0's gather of B windows into rank 1's memory
   (the peer path's write over NVLink, its draws included) against
   cudaMemcpyPeer one way of the same bytes (target >= 0.8);
@@ -190,7 +193,15 @@ def main():
                              "ceiling_name": "local table.sample",
                              "ratio": rate / local_rate})
         if world > 1:
-            rows.append(peer_gather_row(table, rank, device, args.seconds))
+            gather = peer_gather_row(table, rank, device, args.seconds)
+            rows.append(gather)
+            if gather is not None:  # rank 0's
+                # What NVLink alone allows a per_rank step: (N - 1) / N of a
+                # batch's bytes come from the peers, at cudaMemcpyPeer one way.
+                inbound = B * L * STEP_BYTES * (world - 1) / world
+                for r in rows:
+                    if r["bench"] == "shard_sample" and r["params"]["mode"] == "per_rank":
+                        r["nvlink_bound"] = gather["ceiling"] * 1e9 / inbound
         if world > 1:
             # The rows a per_rank step moves off each rank, spread over its peers.
             per_peer = B // world
