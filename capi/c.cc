@@ -1674,6 +1674,69 @@ int replaydb_table_sample_into(replaydb_table_t* table, int64_t batch_size,
   });
 }
 
+int replaydb_table_sample_runs(replaydb_table_t* table, const replaydb_sample_run_t* runs,
+                               size_t num_runs, const replaydb_sample_options_t* options,
+                               size_t num_columns, void* stream, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_sample_runs";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (table == nullptr) return NullArgument(kFn, "table");
+    if (runs == nullptr && num_runs > 0) return NullArgument(kFn, "runs");
+    if (num_columns != 0 && num_columns != table->layout->columns.size()) {
+      return CountMismatch(kFn, num_columns, *table->layout);
+    }
+    REPLAYDB_ASSIGN_OR_RETURN(const SampleOptions sample_options, ToSampleOptions(kFn, options));
+    // Every run's arguments are checked before the first draws.
+    for (size_t r = 0; r < num_runs; ++r) {
+      const replaydb_sample_run_t& run = runs[r];
+      const std::string what = std::string(kFn) + ": run " + std::to_string(r) + "'s ";
+      if (run.rows == 0) continue;
+      if (run.keys == nullptr) return Status::InvalidArgument(what + "keys is NULL");
+      if (run.probabilities == nullptr) {
+        return Status::InvalidArgument(what + "probabilities is NULL");
+      }
+      if ((run.columns == nullptr) != (num_columns == 0)) {
+        return Status::InvalidArgument(what + "columns is " +
+                                       (run.columns == nullptr ? "NULL" : "given") +
+                                       " but num_columns is " + std::to_string(num_columns));
+      }
+    }
+    DeviceSampleOutput out;
+    for (size_t r = 0; r < num_runs; ++r) {
+      const replaydb_sample_run_t& run = runs[r];
+      if (run.rows == 0) continue;
+      out.keys = run.keys;
+      out.probabilities = run.probabilities;
+      out.mask = run.mask;
+      if (num_columns > 0) out.columns.assign(run.columns, run.columns + num_columns);
+      const Status s = table->table->SampleToDevice(run.rows, sample_options, out, stream);
+      if (!s.ok()) return s.WithContext("run " + std::to_string(r));
+    }
+    return Status::OK();
+  });
+}
+
+int replaydb_label_batch_runs(int device, size_t num_runs, const int64_t* rows,
+                              const int64_t* run_shards, const double* shares,
+                              const float* local_probabilities, double* probabilities,
+                              int64_t* shards, void* stream, char** errptr) {
+  constexpr char kFn[] = "replaydb_label_batch_runs";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (num_runs > 0 && (rows == nullptr || run_shards == nullptr || shares == nullptr)) {
+      return NullArgument(kFn, rows == nullptr ? "rows" : run_shards == nullptr ? "run_shards"
+                                                                                : "shares");
+    }
+    if (num_runs > replaydb::kMaxBatchRuns) {
+      return Status::InvalidArgument(std::string(kFn) + ": num_runs is " +
+                                     std::to_string(num_runs) + "; at most " +
+                                     std::to_string(replaydb::kMaxBatchRuns));
+    }
+    std::array<replaydb::BatchRun, replaydb::kMaxBatchRuns> batch_runs;
+    for (size_t r = 0; r < num_runs; ++r) batch_runs[r] = {rows[r], run_shards[r], shares[r]};
+    return replaydb::LabelBatchRuns(device, std::span(batch_runs.data(), num_runs),
+                                   local_probabilities, probabilities, shards, stream);
+  });
+}
+
 int replaydb_table_new_sampler(replaydb_table_t* table, int64_t batch_size, int in_flight,
                                const replaydb_sample_options_t* options,
                                replaydb_sampler_t** sampler, char** errptr) {

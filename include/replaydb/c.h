@@ -482,6 +482,43 @@ REPLAYDB_C_EXPORT int replaydb_table_sample_into(replaydb_table_t* table, int64_
                                                  float* weights, uint8_t* mask, void* stream,
                                                  char** errptr);
 
+/* One destination of replaydb_table_sample_runs: `rows` rows into these
+ * device buffers, as replaydb_table_sample_into's (`columns` NULL for none,
+ * `mask` may be NULL; no weights). */
+typedef struct replaydb_sample_run {
+  int64_t rows;
+  void* const* columns;
+  uint64_t* keys;
+  float* probabilities;
+  uint8_t* mask;
+} replaydb_sample_run_t;
+
+/* replaydb_table_sample_into for several destinations in one call, in
+ * order, on `stream` (replaydb.distributed draws a rank's own rows and the
+ * rows each other rank asked for with it): each run draws its own `rows`
+ * items as a call of its own would; runs of 0 rows are skipped.
+ * num_columns: the table's, or 0 where no run gathers columns. Stops at the
+ * first run that fails, its message starting "run R: "; the runs before it
+ * were drawn. */
+REPLAYDB_C_EXPORT int replaydb_table_sample_runs(replaydb_table_t* table,
+                                                 const replaydb_sample_run_t* runs,
+                                                 size_t num_runs,
+                                                 const replaydb_sample_options_t* options,
+                                                 size_t num_columns, void* stream,
+                                                 char** errptr);
+
+/* The finish of a batch made of runs of rows from several shards
+ * (replaydb.distributed), on `stream` of GPU `device`, in one launch: for
+ * row b of run r (rows[r] consecutive rows, runs in order, num_runs <= 64),
+ * probabilities[b] = local_probabilities[b] * shares[r] (float64) and
+ * shards[b] = run_shards[r]. */
+REPLAYDB_C_EXPORT int replaydb_label_batch_runs(int device, size_t num_runs, const int64_t* rows,
+                                                const int64_t* run_shards,
+                                                const double* shares,
+                                                const float* local_probabilities,
+                                                double* probabilities, int64_t* shards,
+                                                void* stream, char** errptr);
+
 /* A sampler that keeps `in_flight` batches gathered ahead on the table's
  * GPU (Table::NewDeviceSampler). */
 REPLAYDB_C_EXPORT int replaydb_table_new_sampler(replaydb_table_t* table, int64_t batch_size,

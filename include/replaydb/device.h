@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 #include "replaydb/status.h"
@@ -175,6 +176,27 @@ Status StreamWait(void* waiting, void* on);
 // calls < 1; NotSupported in a build without CUDA.
 Result<double> DeviceMicrosPerCall(int device, void* stream, int calls,
                                    const std::function<Status()>& call);
+
+// A run of rows of a batch drawn from several shards (replaydb.distributed):
+// `rows` consecutive rows drawn from shard `shard`, whose share of the whole
+// table's sampling mass is `share`.
+struct BatchRun {
+  int64_t rows = 0;
+  int64_t shard = 0;
+  double share = 0;
+};
+
+// The most runs one LabelBatchRuns takes.
+inline constexpr size_t kMaxBatchRuns = 64;
+
+// A batch made of runs from several shards gets its global probabilities and
+// shard ids in one launch, on `stream` of GPU `device`: for row b of run r
+// (runs in order), probabilities[b] = local[b] * runs[r].share (float64) and
+// shards[b] = runs[r].shard. The arrays hold the runs' rows in all.
+// InvalidArgument (naming what) for more than kMaxBatchRuns runs, negative
+// rows, a share that is not finite and >= 0, or a null array with rows.
+Status LabelBatchRuns(int device, std::span<const BatchRun> runs, const float* local,
+                      double* probabilities, int64_t* shards, void* stream);
 
 }  // namespace replaydb
 

@@ -77,6 +77,7 @@ _DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float
            "bool": "bool"}
 _MODES = ("per_rank", "union")
 _TRANSFERS = ("auto", "peer", "nccl")
+_MAX_RUNS = 64  # kMaxBatchRuns: runs one replaydb_label_batch_runs labels
 
 
 def draw_counts(masses: Sequence[float], items: Sequence[int], batch_size: int, world: int,
@@ -421,30 +422,19 @@ class ShardedSampler:
 
     def _finish(self, columns: Dict[str, Any], mask: Any, keys: Any,
                 runs: List[tuple], local_probabilities: Any, masses: np.ndarray,
-                items: np.ndarray, stage: Any = None) -> ShardedBatch:
+                items: np.ndarray) -> ShardedBatch:
         """The batch, with global probabilities and weights. ``runs``: (shard,
-        rows) in row order; each run is scaled by its shard's share.
-        ``stage``: copies a [2, n] int64 host array to the device (the peer
-        path's page-locked buffers), else PyTorch's pin_memory does."""
+        rows) in row order; each run is scaled by its shard's share."""
         torch = self._torch
         use = masses if masses.sum() > 0 else items
         share = use / use.sum()
         n = int(local_probabilities.shape[0])
         runs = [(shard, rows) for shard, rows in runs if rows]
-        if len(runs) == 1:  # one shard's rows (one rank; union mode's usual step)
-            probabilities = local_probabilities.to(torch.float64).mul_(float(share[runs[0][0]]))
-            shards = torch.full((n,), int(runs[0][0]), dtype=torch.int64, device=self._device)
-        elif self._device.type == "cuda":
-            # Each row's share and shard in one copy from page-locked memory
-            # (PyTorch's host allocator keeps it until the copy is done).
-            ids = np.repeat([shard for shard, _ in runs], [rows for _, rows in runs])
-            host = np.stack([share[ids].view(np.int64), ids])
-            if stage is not None:
-                meta = stage(host)
-            else:
-                meta = torch.from_numpy(host).pin_memory().to(self._device, non_blocking=True)
-            probabilities = torch.mul(local_probabilities, meta[0].view(torch.float64))
-            shards = meta[1]
+        if self._device.type == "cuda" and len(runs) <= _MAX_RUNS:
+            # Every row's probability and shard in one launch.
+            meta = torch.empty((2, n), dtype=torch.int64, device=self._device)
+            probabilities, shards = meta[0].view(torch.float64), meta[1]
+            self._label(runs, share, local_probabilities, probabilities, shards)
         else:
             probabilities = local_probabilities.to(torch.float64).contiguous()
             shards = torch.empty(n, dtype=torch.int64, device=self._device)
@@ -499,30 +489,29 @@ class ShardedSampler:
 
         buffers = self._empty_batch
         cols, mask, keys, probs = buffers(batch_size)
-        failure = None
-        try:
-            if own:
-                self._sample_into(own, [c[:own] for c in cols], mask[:own], keys[:own],
-                                  probs[:own])
-        except Exception as e:  # noqa: BLE001 - told to every rank at the next exchange
-            failure = e
         # The send buffers are kept: the next step's draws into them queue on
         # the stream after this step's sends.
         if n_out and (self._send_buffers is None or self._send_buffers[2].shape[0] < n_out):
             self._send_buffers = buffers(max(n_out, batch_size))
         out_cols: List[Any] = []
         out_mask = out_keys = out_probs = None
+        # This rank's own rows straight into the batch, then the rows the
+        # others asked for into the send buffers: one engine call.
+        runs = [(own, [c.data_ptr() for c in cols], mask.data_ptr(), keys.data_ptr(),
+                 probs.data_ptr())]
         if n_out:
             sb_cols, sb_mask, sb_keys, sb_probs = self._send_buffers
             out_cols, out_mask = [c[:n_out] for c in sb_cols], sb_mask[:n_out]
             out_keys, out_probs = sb_keys[:n_out], sb_probs[:n_out]
-            try:
-                if failure is None:
-                    self._sample_into(n_out, out_cols, out_mask, out_keys, out_probs)
-            except Exception as e:  # noqa: BLE001 - as above
-                failure = e
-            if failure is not None:
-                out_probs.fill_(float("nan"))  # the receivers' rows say so
+            runs.append((n_out, [c.data_ptr() for c in sb_cols], sb_mask.data_ptr(),
+                         sb_keys.data_ptr(), sb_probs.data_ptr()))
+        failure = None
+        try:
+            self._sample_runs(runs, _raw_stream(self._torch, self._device))
+        except Exception as e:  # noqa: BLE001 - told to every rank at the next exchange
+            failure = e
+        if failure is not None and n_out:
+            out_probs.fill_(float("nan"))  # the receivers' rows say so
         if failure is not None:
             self._failed = True
         ops = (self._p2p(dist.isend, out_cols + [out_mask, out_keys, out_probs], send, 0) +
@@ -587,9 +576,11 @@ class ShardedSampler:
                 stream = _raw_stream(torch, self._device)
                 cols, mask, keys, probs = self._empty_batch(batch_size)
                 fields = cols + [mask, keys, probs]
-                if own:  # rows 0..own of the batch: the tensors' own addresses
-                    self._sample_to(own, [c.data_ptr() for c in cols], mask.data_ptr(),
-                                    keys.data_ptr(), probs.data_ptr(), stream)
+                # Rows 0..own of the batch (the tensors' own addresses), then
+                # the rows each other rank asked for, into its inbound buffer
+                # once it has consumed that buffer's last rows: one engine call.
+                runs = [(own, [c.data_ptr() for c in cols], mask.data_ptr(), keys.data_ptr(),
+                         probs.data_ptr())]
                 for s in range(world):
                     n = int(counts[s, me])
                     if s == me or n == 0:
@@ -597,7 +588,8 @@ class ShardedSampler:
                     # Rank s's inbound rows: the other shards' in rank order.
                     first = int(sum(counts[s, q] for q in range(me) if q != s))
                     peers.wait_consumed(s, parity, stream)
-                    self._sample_to(n, *peers.addresses(s, parity, first), stream)
+                    runs.append((n, *peers.addresses(s, parity, first)))
+                self._sample_runs(runs, stream)
             except Exception as e:  # noqa: BLE001 - the askers learn it from the posted word
                 failure = e
             if stream is not None:
@@ -631,8 +623,7 @@ class ShardedSampler:
                         "(their ranks raised the reason)")
         runs = [(me, own)] + [(r, int(counts[me, r])) for r in range(world) if r != me]
         columns = {name: c for (name, _, _), c in zip(self._columns, cols)}
-        return self._finish(columns, mask, keys, runs, probs, masses, items,
-                            lambda host: peers.stage(parity, host, stream))
+        return self._finish(columns, mask, keys, runs, probs, masses, items)
 
     def _empty_batch(self, n: int) -> tuple:
         """Device tensors for n rows: the columns, mask, keys and probabilities."""
@@ -668,22 +659,59 @@ class ShardedSampler:
         self._sample_to(n, [c.data_ptr() for c in cols], mask.data_ptr(), keys.data_ptr(),
                         probs.data_ptr(), stream)
 
-    def _sample_to(self, n: int, cols: List[int], mask: int, keys: int, probs: int,
-                   stream: Optional[int] = None) -> None:
-        """Table::SampleToDevice of n rows to these device addresses (this GPU's
-        memory or a peer's mapped here), on `stream` (default PyTorch's)."""
-        import ctypes
+    def _sample_options(self) -> Any:
         if self._options is None:
             self._options = _lib.SampleOptions()
             _lib.lib.replaydb_sample_options_init(ctypes.byref(self._options))
             self._options.timeout_ms = int(self._draw_timeout * 1000)
+        return self._options
+
+    def _sample_to(self, n: int, cols: List[int], mask: int, keys: int, probs: int,
+                   stream: Optional[int] = None) -> None:
+        """Table::SampleToDevice of n rows to these device addresses (this GPU's
+        memory or a peer's mapped here), on `stream` (default PyTorch's)."""
         ptrs = (ctypes.c_void_p * len(cols))(*cols)
         if stream is None:
             stream = _raw_stream(self._torch, self._device)
         err = ctypes.c_char_p()
-        code = _lib.lib.replaydb_table_sample_into(
-            self._table._h(), n, ctypes.byref(self._options), ptrs, len(cols), keys, probs,
-            None, mask, stream, ctypes.byref(err))
+        code = _lib.fast.replaydb_table_sample_into(
+            self._table._h(), n, ctypes.byref(self._sample_options()), ptrs, len(cols), keys,
+            probs, None, mask, stream, ctypes.byref(err))
+        if code:
+            check(code, err)
+
+    def _sample_runs(self, runs: List[tuple], stream: int) -> None:
+        """Table::SampleToDevice of each run's rows to its addresses, in order,
+        in one engine call (replaydb_table_sample_runs). A run: (rows, column
+        addresses, mask, keys, probabilities)."""
+        ncols = len(self._columns)
+        # replaydb_sample_run_t: rows, then the columns array's, keys',
+        # probabilities' and mask's addresses (8 bytes each).
+        table = np.zeros((len(runs), 5), dtype=np.int64)
+        cols = np.zeros((len(runs), max(ncols, 1)), dtype=np.int64)
+        for i, (n, col_ptrs, mask, keys, probs) in enumerate(runs):
+            cols[i, :ncols] = col_ptrs
+            table[i] = (n, cols.ctypes.data + i * cols.strides[0] if ncols else 0, keys, probs,
+                        mask)
+        err = ctypes.c_char_p()
+        code = _lib.fast.replaydb_table_sample_runs(
+            self._table._h(), table.ctypes.data, len(runs), ctypes.byref(self._sample_options()),
+            ncols, stream, ctypes.byref(err))
+        if code:
+            check(code, err)
+
+    def _label(self, runs: List[tuple], share: np.ndarray, local: Any, probabilities: Any,
+               shards: Any) -> None:
+        """probabilities = local x the share of each row's shard, and shards,
+        on the device in one launch (replaydb_label_batch_runs)."""
+        ids = np.array([shard for shard, _ in runs], dtype=np.int64)
+        rows = np.array([n for _, n in runs], dtype=np.int64)
+        shares = np.ascontiguousarray(share[ids], dtype=np.float64)
+        err = ctypes.c_char_p()
+        code = _lib.fast.replaydb_label_batch_runs(
+            self._device.index, len(runs), rows.ctypes.data, ids.ctypes.data, shares.ctypes.data,
+            local.data_ptr(), probabilities.data_ptr(), shards.data_ptr(),
+            _raw_stream(self._torch, self._device), ctypes.byref(err))
         if code:
             check(code, err)
 
@@ -917,7 +945,6 @@ class _PeerRows:
     _EVENT_FLAGS = 0x2 | 0x4  # cudaEventDisableTiming | cudaEventInterprocess
     _LAZY_PEER_ACCESS = 0x1  # cudaIpcMemLazyEnablePeerAccess
     _DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice
-    _HOST_TO_DEVICE = 1  # cudaMemcpyHostToDevice
 
     @staticmethod
     def unusable(torch: Any, device: int, devices: Sequence[int],
@@ -952,9 +979,6 @@ class _PeerRows:
         self._mapped: Dict[int, List[int]] = {}
         self._peer_events: Dict[int, Dict[str, List[Any]]] = {}
         handles: Dict[str, List[bytes]] = {"memory": [], "pushed": [], "consumed": []}
-        self._staged: List[np.ndarray] = []  # page-locked [2 * capacity] int64, by parity
-        self._staged_host: List[int] = []
-        self._staged_events: List[Any] = []
         # Every rank makes its part, then all learn whether every rank could,
         # twice (made, then opened): a rank that fails alone must not leave the
         # others waiting in a collective or, later, for its words.
@@ -962,17 +986,6 @@ class _PeerRows:
         previous = -1
         try:
             previous = self.enter()
-            for _ in range(2):
-                host = ctypes.c_void_p()
-                self._ok(self._rt.cudaHostAlloc(ctypes.byref(host), 16 * capacity, 0),
-                         f"cudaHostAlloc({16 * capacity})")
-                self._staged_host.append(int(host.value))
-                self._staged.append(np.ctypeslib.as_array(
-                    (ctypes.c_int64 * (2 * capacity)).from_address(int(host.value))))
-                ev = ctypes.c_void_p()
-                self._ok(self._rt.cudaEventCreateWithFlags(ctypes.byref(ev), 0x2),
-                         "cudaEventCreateWithFlags")
-                self._staged_events.append(ev)
             for _ in range(2):
                 ptr = ctypes.c_void_p()
                 self._ok(self._rt.cudaMalloc(ctypes.byref(ptr), size), f"cudaMalloc({size})")
@@ -1074,24 +1087,6 @@ class _PeerRows:
                                               self._DEVICE_TO_DEVICE, stream),
                      "copying the inbound rows")
 
-    def stage(self, parity: int, host: np.ndarray, stream: int) -> Any:
-        """A [2, n] int64 array on the device: through this parity's
-        page-locked buffer (written once the last copy out of it is done),
-        one cudaMemcpyAsync into a new tensor."""
-        import torch
-        n = host.shape[1]
-        self._ok(self._rt.cudaEventSynchronize(self._staged_events[parity]),
-                 "waiting for the last staged copy")
-        staged = self._staged[parity][:2 * n]
-        staged[:] = host.reshape(-1)
-        out = torch.empty((2, n), dtype=torch.int64, device=self._device)
-        self._ok(self._rt.cudaMemcpyAsync(out.data_ptr(), staged.ctypes.data, 16 * n,
-                                          self._HOST_TO_DEVICE, stream),
-                 "copying the rows' shares and shards")
-        self._ok(self._rt.cudaEventRecord(self._staged_events[parity], stream),
-                 "recording the staged copy")
-        return out
-
     def wait_consumed(self, rank: int, parity: int, stream: int) -> None:
         self._ok(self._rt.cudaStreamWaitEvent(stream, self._peer_events[rank]["consumed"][parity],
                                               0), f"waiting for rank {rank}'s consumed rows")
@@ -1125,12 +1120,8 @@ class _PeerRows:
         for evs in self._peer_events.values():
             for ev in evs["pushed"] + evs["consumed"]:
                 self._rt.cudaEventDestroy(ev)
-        for ev in self._events["pushed"] + self._events["consumed"] + self._staged_events:
+        for ev in self._events["pushed"] + self._events["consumed"]:
             self._rt.cudaEventDestroy(ev)
-        self._staged = []
-        for ptr in self._staged_host:
-            self._rt.cudaFreeHost(ctypes.c_void_p(ptr))
-        self._staged_host, self._staged_events = [], []
         for ptr in self._own:
             self._rt.cudaFree(ctypes.c_void_p(ptr))
         self._own, self._mapped, self._peer_events = [], {}, {}

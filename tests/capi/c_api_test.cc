@@ -1947,6 +1947,53 @@ TEST_F(CApiTest, ErrorsNameTheFunctionAndArgument) {
                                             probabilities, nullptr, nullptr, nullptr, err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT,
                  "replaydb_table_sample_into: num_columns is 1 but table 'errs' has 2 columns");
+  replaydb_sample_run_t runs[2] = {{1, nullptr, keys, probabilities, nullptr},
+                                   {1, nullptr, keys, probabilities, nullptr}};
+  C_EXPECT_ERROR(replaydb_table_sample_runs(nullptr, runs, 2, nullptr, 0, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_table_sample_runs: table is NULL");
+  C_EXPECT_ERROR(
+      replaydb_table_sample_runs(table.get(), nullptr, 1, nullptr, 0, nullptr, err_.ptr()),
+      REPLAYDB_INVALID_ARGUMENT, "replaydb_table_sample_runs: runs is NULL");
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 1, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT,
+                 "replaydb_table_sample_runs: num_columns is 1 but table 'errs' has 2 columns");
+  runs[1].keys = nullptr;
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_table_sample_runs: run 1's keys is NULL");
+  runs[1].rows = 0;  // skipped: its buffers are never read
+  runs[0].probabilities = nullptr;
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT,
+                 "replaydb_table_sample_runs: run 0's probabilities is NULL");
+  runs[0].probabilities = probabilities;
+  runs[0].columns = columns;
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT,
+                 "replaydb_table_sample_runs: run 0's columns is given but num_columns is 0");
+  const int64_t run_rows[2] = {2, -1};
+  const int64_t run_shards[2] = {0, 1};
+  const double shares[2] = {0.25, std::nan("")};
+  double global[2];
+  int64_t shard_ids[2];
+  C_EXPECT_ERROR(replaydb_label_batch_runs(0, 2, nullptr, run_shards, shares, probabilities,
+                                           global, shard_ids, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_label_batch_runs: rows is NULL");
+  C_EXPECT_ERROR(replaydb_label_batch_runs(0, 65, run_rows, run_shards, shares, probabilities,
+                                           global, shard_ids, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_label_batch_runs: num_runs is 65; at most 64");
+  C_EXPECT_ERROR(replaydb_label_batch_runs(0, 2, run_rows, run_shards, shares, probabilities,
+                                           global, shard_ids, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "LabelBatchRuns: run 1 has -1 rows");
+  const int64_t good_rows[2] = {2, 1};
+  C_EXPECT_ERROR(replaydb_label_batch_runs(0, 2, good_rows, run_shards, shares, probabilities,
+                                           global, shard_ids, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT,
+                 "LabelBatchRuns: run 1's share is nan; it must be finite and >= 0");
+  C_EXPECT_ERROR(replaydb_label_batch_runs(0, 1, good_rows, run_shards, shares, nullptr, global,
+                                           shard_ids, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "LabelBatchRuns: local is null");
+  C_ASSERT_OK(replaydb_label_batch_runs(0, 0, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr, err_.ptr()));
   replaydb_sampler_t* sampler = nullptr;
   C_EXPECT_ERROR(replaydb_table_new_sampler(nullptr, 1, 1, nullptr, &sampler, err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT, "replaydb_table_new_sampler: table is NULL");
@@ -2113,6 +2160,18 @@ TEST_F(CApiTest, DeviceCallsWithoutAGpu) {
   C_EXPECT_ERROR(replaydb_table_sample_into(table.get(), 4, nullptr, nullptr, 0, keys,
                                             probabilities, nullptr, nullptr, nullptr, err_.ptr()),
                  REPLAYDB_FAILED_PRECONDITION, "SampleToDevice needs a GPU");
+  const replaydb_sample_run_t runs[2] = {{0, nullptr, nullptr, nullptr, nullptr},
+                                         {4, nullptr, keys, probabilities, nullptr}};
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, err_.ptr()),
+                 REPLAYDB_FAILED_PRECONDITION, "run 1: table 'dev': SampleToDevice needs a GPU");
+  const int64_t run_rows[1] = {4};
+  const int64_t run_shards[1] = {3};
+  const double shares[1] = {0.5};
+  double global[4];
+  int64_t shard_ids[4];
+  C_EXPECT_ERROR(replaydb_label_batch_runs(0, 1, run_rows, run_shards, shares, probabilities,
+                                           global, shard_ids, nullptr, err_.ptr()),
+                 REPLAYDB_NOT_SUPPORTED, "LabelBatchRuns: ");
   replaydb_sampler_t* sampler = nullptr;
   C_EXPECT_ERROR(replaydb_table_new_sampler(table.get(), 4, 2, nullptr, &sampler, err_.ptr()),
                  REPLAYDB_FAILED_PRECONDITION, "NewDeviceSampler needs a GPU");
@@ -2382,6 +2441,91 @@ TEST_F(CApiGpuTest, SampleIntoCallerBuffersMatchesTheHostPath) {
       REPLAYDB_INVALID_ARGUMENT,
       "table 'into': a device sample needs device pointers for keys and probabilities "
       "(and weights when importance_beta >= 0)");
+}
+
+// Several destinations in one call: each run's windows are the table's, as
+// with one call a run; then each row's global probability and shard.
+TEST_F(CApiGpuTest, SampleRunsFillEveryRunAndLabelsScaleThem) {
+  TableSpec spec;
+  TablePtr table;
+  Written written;
+  ASSERT_NO_FATAL_FAILURE(DeviceTableWithData("runs", 8, 25, &spec, &table, &written));
+  const int64_t L = spec.sequence_length;
+  const size_t R = 1 + rng_() % 4;
+  std::vector<int64_t> rows(R);
+  std::vector<std::vector<DeviceBuffer>> columns(R);
+  std::vector<std::vector<void*>> pointers(R);
+  std::vector<DeviceBuffer> keys, probabilities, masks;
+  std::vector<replaydb_sample_run_t> runs(R);
+  for (size_t r = 0; r < R; ++r) {
+    rows[r] = r == 1 ? 0 : 1 + static_cast<int64_t>(rng_() % 40);  // run 1 (if any) empty
+    const int64_t n = std::max<int64_t>(rows[r], 1);
+    for (const ColumnSpec& col : spec.columns) {
+      auto buffer = DeviceBuffer::Allocate(0, n * L * col.step_bytes());
+      ASSERT_TRUE(buffer.ok());
+      ASSERT_OK(buffer->Fill(0xAB));
+      pointers[r].push_back(buffer->data());
+      columns[r].push_back(std::move(buffer).value());
+    }
+    auto k = DeviceBuffer::Allocate(0, n * 8);
+    auto p = DeviceBuffer::Allocate(0, n * 4);
+    auto m = DeviceBuffer::Allocate(0, n * L);
+    ASSERT_TRUE(k.ok() && p.ok() && m.ok());
+    runs[r] = {rows[r], pointers[r].data(), k->as<uint64_t>(), p->as<float>(), m->as<uint8_t>()};
+    keys.push_back(std::move(k).value());
+    probabilities.push_back(std::move(p).value());
+    masks.push_back(std::move(m).value());
+  }
+  C_ASSERT_OK(replaydb_table_sample_runs(table.get(), runs.data(), R, nullptr,
+                                         spec.columns.size(), nullptr, err_.ptr()));
+  std::vector<float> local;
+  for (size_t r = 0; r < R; ++r) {
+    if (rows[r] == 0) continue;
+    const int64_t n = rows[r];
+    HostCopy got;
+    got.keys.resize(n);
+    ASSERT_OK(keys[r].CopyToHost(got.keys.data(), n * 8));
+    got.mask.resize(n * L);
+    ASSERT_OK(masks[r].CopyToHost(got.mask.data(), n * L));
+    for (DeviceBuffer& c : columns[r]) {
+      got.columns.emplace_back(n * L * (c.size() / (n * L)));
+      ASSERT_OK(c.CopyToHost(got.columns.back().data(), got.columns.back().size()));
+    }
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectWindows(spec, written, got.keys, got.columns, got.mask, "run " + std::to_string(r)));
+    std::vector<float> p(n);
+    ASSERT_OK(probabilities[r].CopyToHost(p.data(), n * 4));
+    for (float v : p) EXPECT_GT(v, 0.0f) << "run " << r;
+    local.insert(local.end(), p.begin(), p.end());
+  }
+  // The labels, over the runs' probabilities laid end to end.
+  const int64_t total = static_cast<int64_t>(local.size());
+  std::vector<int64_t> shard_of(R);
+  std::vector<double> share(R);
+  for (size_t r = 0; r < R; ++r) {
+    shard_of[r] = static_cast<int64_t>(rng_() % 8);
+    share[r] = std::uniform_real_distribution<double>(0.01, 1.0)(rng_);
+  }
+  auto d_local = DeviceBuffer::Allocate(0, total * 4);
+  auto d_global = DeviceBuffer::Allocate(0, total * 8);
+  auto d_shards = DeviceBuffer::Allocate(0, total * 8);
+  ASSERT_TRUE(d_local.ok() && d_global.ok() && d_shards.ok());
+  ASSERT_OK(d_local->CopyFromHost(local.data(), total * 4));
+  C_ASSERT_OK(replaydb_label_batch_runs(0, R, rows.data(), shard_of.data(), share.data(),
+                                        d_local->as<float>(), d_global->as<double>(),
+                                        d_shards->as<int64_t>(), nullptr, err_.ptr()));
+  std::vector<double> global(total);
+  std::vector<int64_t> shards(total);
+  ASSERT_OK(d_global->CopyToHost(global.data(), total * 8));
+  ASSERT_OK(d_shards->CopyToHost(shards.data(), total * 8));
+  int64_t b = 0;
+  for (size_t r = 0; r < R; ++r) {
+    for (int64_t i = 0; i < rows[r]; ++i, ++b) {
+      EXPECT_EQ(global[b], static_cast<double>(local[b]) * share[r]) << "row " << b;
+      EXPECT_EQ(shards[b], shard_of[r]) << "row " << b;
+    }
+  }
+  EXPECT_EQ(b, total);
 }
 
 TEST_F(CApiGpuTest, SamplerBatchesOutliveTheSampler) {

@@ -9,7 +9,7 @@ steps, prioritized, priorities on the rank's GPU), then times 400 steps with
 the sampler's parts wrapped (the engine calls, the exchange and its waits, the
 plan, the CUDA runtime calls of the peer path, the batch's finish). Rank 0
 prints each part's microseconds a step on every rank; parts nest (``sample``
-holds the rest, ``_finish`` holds ``stage``). The wrappers add about a
+holds the rest, ``_finish`` holds ``_label``). The wrappers add about a
 microsecond a call, so the step is a little slower than the bench's.
 """
 
@@ -32,11 +32,11 @@ from replaydb.core import Table  # noqa: E402
 
 PARTS = [(Table, "mass"), (D, "draw_counts"), (D._SharedStats, "exchange"),
          (D._SharedStats, "post"), (D._SharedStats, "wait_posted"),
-         (D.ShardedSampler, "_sample_to"), (D.ShardedSampler, "_empty_batch"),
+         (D.ShardedSampler, "_sample_to"), (D.ShardedSampler, "_sample_runs"),
+         (D.ShardedSampler, "_empty_batch"), (D.ShardedSampler, "_label"),
          (D.ShardedSampler, "_finish"), (D.ShardedSampler, "sample")] + [
          (D._PeerRows, n) for n in ("enter", "leave", "wait_consumed", "wait_pushed",
-                                    "record_pushed", "record_consumed", "copy_inbound",
-                                    "stage")]
+                                    "record_pushed", "record_consumed", "copy_inbound")]
 
 
 def main():
