@@ -14,6 +14,10 @@ memory (CUDA IPC) and through NCCL. Rank 0 prints one JSON line per row:
   rank's), with the same rank's local ``table.sample(B, device=...)`` rate as
   the reference (ShardedSampler's exchange and transfers are the difference);
   gpu-run.sh divides world N's rate by world 1's (weak scaling, target >= 0.9).
+  Rows with N > 1 carry ``solo``: the same ranks' rate, in the same run, each
+  sampling its own shard alone (a one-rank group; all ranks at once), the
+  one-GPU rate that machine drift between runs cannot move; gpu-run.sh divides
+  by it too.
   per_rank rows with N > 1 carry ``nvlink_bound``: the batches per second a
   rank could take if moving its peers' rows ((N - 1) / N of a batch) at
   cudaMemcpyPeer one way (same run) were the step's only cost;
@@ -181,6 +185,16 @@ def main():
                                 priority_device=local)
         fill(table, device, args.steps)
         local_rate = timed(lambda: table.sample(B, device=str(device)), args.seconds, device)
+        solo = {}
+        if world > 1:
+            # One GPU's rate in this run: every rank samples its own shard
+            # alone (a group of its own), all at the same time.
+            groups = [dist.new_group([r]) for r in range(world)]
+            for mode in ("per_rank", "union"):
+                sampler = ShardedSampler(table, mode=mode, seed=7, transfer="peer",
+                                         group=groups[rank])
+                solo[mode] = timed(lambda: sampler.sample(B), args.seconds, device)
+                sampler.close()
         for mode in ("per_rank", "union"):
             for transfer in ("peer", "nccl") if world > 1 else ("peer",):
                 sampler = ShardedSampler(table, mode=mode, seed=7, transfer=transfer)
@@ -192,6 +206,8 @@ def main():
                              "value": rate, "unit": "batches/s per rank", "ceiling": local_rate,
                              "ceiling_name": "local table.sample",
                              "ratio": rate / local_rate})
+                if mode in solo:
+                    rows[-1]["solo"] = solo[mode]
         if world > 1:
             gather = peer_gather_row(table, rank, device, args.seconds)
             rows.append(gather)

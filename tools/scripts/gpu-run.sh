@@ -322,6 +322,10 @@ for r in rows:
               f"{p.get('transfer', 'nccl'):4s}: {r['value']:9.0f} batches/s "
               f"per rank; local table.sample {r['ceiling']:9.0f} (ratio {r['ratio']:.2f}); "
               f"x world 1: {weak:.2f} {verdict} (>= 0.90)")
+        if r.get("solo"):
+            alone = r["value"] / r["solo"]
+            print(f"    x one GPU alone in the same run ({r['solo']:.0f} batches/s per rank): "
+                  f"{alone:.2f} {'met' if alone >= 0.9 else 'MISSED'} (>= 0.90)")
         if "nvlink_bound" in r and base:
             print(f"    NVLink bound of per_rank (peers' rows at cudaMemcpyPeer one way): "
                   f"{r['nvlink_bound']:.0f} batches/s per rank, x world 1: "
