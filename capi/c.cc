@@ -1676,42 +1676,91 @@ int replaydb_table_sample_into(replaydb_table_t* table, int64_t batch_size,
 
 int replaydb_table_sample_runs(replaydb_table_t* table, const replaydb_sample_run_t* runs,
                                size_t num_runs, const replaydb_sample_options_t* options,
-                               size_t num_columns, void* stream, char** errptr) {
+                               size_t num_columns, void* record_event, void* stream,
+                               char** errptr) {
   constexpr char kFn[] = "replaydb_table_sample_runs";
   return Guard(kFn, errptr, [&]() -> Status {
-    if (table == nullptr) return NullArgument(kFn, "table");
-    if (runs == nullptr && num_runs > 0) return NullArgument(kFn, "runs");
-    if (num_columns != 0 && num_columns != table->layout->columns.size()) {
-      return CountMismatch(kFn, num_columns, *table->layout);
-    }
-    REPLAYDB_ASSIGN_OR_RETURN(const SampleOptions sample_options, ToSampleOptions(kFn, options));
-    // Every run's arguments are checked before the first draws.
-    for (size_t r = 0; r < num_runs; ++r) {
-      const replaydb_sample_run_t& run = runs[r];
-      const std::string what = std::string(kFn) + ": run " + std::to_string(r) + "'s ";
-      if (run.rows == 0) continue;
-      if (run.keys == nullptr) return Status::InvalidArgument(what + "keys is NULL");
-      if (run.probabilities == nullptr) {
-        return Status::InvalidArgument(what + "probabilities is NULL");
+    Status s = [&]() -> Status {
+      if (table == nullptr) return NullArgument(kFn, "table");
+      if (runs == nullptr && num_runs > 0) return NullArgument(kFn, "runs");
+      if (num_columns != 0 && num_columns != table->layout->columns.size()) {
+        return CountMismatch(kFn, num_columns, *table->layout);
       }
-      if ((run.columns == nullptr) != (num_columns == 0)) {
-        return Status::InvalidArgument(what + "columns is " +
-                                       (run.columns == nullptr ? "NULL" : "given") +
-                                       " but num_columns is " + std::to_string(num_columns));
+      REPLAYDB_ASSIGN_OR_RETURN(const SampleOptions sample_options,
+                                ToSampleOptions(kFn, options));
+      // Every run's arguments are checked before the first draws.
+      for (size_t r = 0; r < num_runs; ++r) {
+        const replaydb_sample_run_t& run = runs[r];
+        const std::string what = std::string(kFn) + ": run " + std::to_string(r) + "'s ";
+        if (run.rows == 0) continue;
+        if (run.keys == nullptr) return Status::InvalidArgument(what + "keys is NULL");
+        if (run.probabilities == nullptr) {
+          return Status::InvalidArgument(what + "probabilities is NULL");
+        }
+        if ((run.columns == nullptr) != (num_columns == 0)) {
+          return Status::InvalidArgument(what + "columns is " +
+                                         (run.columns == nullptr ? "NULL" : "given") +
+                                         " but num_columns is " + std::to_string(num_columns));
+        }
       }
+      DeviceSampleOutput out;
+      for (size_t r = 0; r < num_runs; ++r) {
+        const replaydb_sample_run_t& run = runs[r];
+        if (run.rows == 0) continue;
+        const std::string which = "run " + std::to_string(r);
+        if (run.wait_event != nullptr) {
+          REPLAYDB_RETURN_IF_ERROR(
+              replaydb::StreamWaitEvent(stream, run.wait_event).WithContext(which));
+        }
+        out.keys = run.keys;
+        out.probabilities = run.probabilities;
+        out.mask = run.mask;
+        if (num_columns > 0) out.columns.assign(run.columns, run.columns + num_columns);
+        REPLAYDB_RETURN_IF_ERROR(
+            table->table->SampleToDevice(run.rows, sample_options, out, stream)
+                .WithContext(which));
+      }
+      return Status::OK();
+    }();
+    if (record_event != nullptr) {
+      const Status recorded = replaydb::RecordEvent(record_event, stream);
+      if (s.ok()) s = recorded;
     }
-    DeviceSampleOutput out;
-    for (size_t r = 0; r < num_runs; ++r) {
-      const replaydb_sample_run_t& run = runs[r];
-      if (run.rows == 0) continue;
-      out.keys = run.keys;
-      out.probabilities = run.probabilities;
-      out.mask = run.mask;
-      if (num_columns > 0) out.columns.assign(run.columns, run.columns + num_columns);
-      const Status s = table->table->SampleToDevice(run.rows, sample_options, out, stream);
-      if (!s.ok()) return s.WithContext("run " + std::to_string(r));
+    return s;
+  });
+}
+
+int replaydb_copy_regions(const replaydb_copy_region_t* copies, size_t num_copies,
+                          void* const* wait_events, size_t num_wait_events, void* record_event,
+                          void* stream, char** errptr) {
+  constexpr char kFn[] = "replaydb_copy_regions";
+  return Guard(kFn, errptr, [&]() -> Status {
+    Status s = [&]() -> Status {
+      if (copies == nullptr && num_copies > 0) return NullArgument(kFn, "copies");
+      if (wait_events == nullptr && num_wait_events > 0) return NullArgument(kFn, "wait_events");
+      if (num_copies + num_wait_events == 0) return Status::OK();
+      std::string why;
+      if (replaydb::CudaDeviceCount(&why) == 0) {
+        return Status::NotSupported(std::string(kFn) + ": no GPU can be used (" + why + ")");
+      }
+      for (size_t e = 0; e < num_wait_events; ++e) {
+        REPLAYDB_RETURN_IF_ERROR(replaydb::StreamWaitEvent(stream, wait_events[e])
+                                     .WithContext(std::string(kFn) + ": wait event " +
+                                                  std::to_string(e)));
+      }
+      for (size_t c = 0; c < num_copies; ++c) {
+        REPLAYDB_RETURN_IF_ERROR(
+            replaydb::CopyDeviceToDeviceAsync(copies[c].dst, copies[c].src, copies[c].bytes,
+                                              stream)
+                .WithContext(std::string(kFn) + ": copy " + std::to_string(c)));
+      }
+      return Status::OK();
+    }();
+    if (record_event != nullptr) {
+      const Status recorded = replaydb::RecordEvent(record_event, stream);
+      if (s.ok()) s = recorded;
     }
-    return Status::OK();
+    return s;
   });
 }
 

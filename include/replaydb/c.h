@@ -484,13 +484,15 @@ REPLAYDB_C_EXPORT int replaydb_table_sample_into(replaydb_table_t* table, int64_
 
 /* One destination of replaydb_table_sample_runs: `rows` rows into these
  * device buffers, as replaydb_table_sample_into's (`columns` NULL for none,
- * `mask` may be NULL; no weights). */
+ * `mask` may be NULL; no weights); `wait_event`, a cudaEvent_t or NULL, is
+ * waited for on the device before the run's writes. */
 typedef struct replaydb_sample_run {
   int64_t rows;
   void* const* columns;
   uint64_t* keys;
   float* probabilities;
   uint8_t* mask;
+  void* wait_event;
 } replaydb_sample_run_t;
 
 /* replaydb_table_sample_into for several destinations in one call, in
@@ -499,13 +501,31 @@ typedef struct replaydb_sample_run {
  * items as a call of its own would; runs of 0 rows are skipped.
  * num_columns: the table's, or 0 where no run gathers columns. Stops at the
  * first run that fails, its message starting "run R: "; the runs before it
- * were drawn. */
+ * were drawn. `record_event` (a cudaEvent_t of the stream's GPU, or NULL) is
+ * recorded on `stream` at the end whether or not a run failed, so that
+ * whoever waits for it is not left waiting on an older record. */
 REPLAYDB_C_EXPORT int replaydb_table_sample_runs(replaydb_table_t* table,
                                                  const replaydb_sample_run_t* runs,
                                                  size_t num_runs,
                                                  const replaydb_sample_options_t* options,
-                                                 size_t num_columns, void* stream,
-                                                 char** errptr);
+                                                 size_t num_columns, void* record_event,
+                                                 void* stream, char** errptr);
+
+/* One copy of replaydb_copy_regions. */
+typedef struct replaydb_copy_region {
+  void* dst;
+  const void* src;
+  size_t bytes;
+} replaydb_copy_region_t;
+
+/* On `stream` (a cudaStream_t), in one call: waits on the device for each
+ * of `wait_events` (cudaEvent_t), queues each copy (memory the stream's GPU
+ * can address: its own, a peer's, pinned host), then records `record_event`
+ * (or not, when NULL) whether or not a copy was refused. */
+REPLAYDB_C_EXPORT int replaydb_copy_regions(const replaydb_copy_region_t* copies,
+                                            size_t num_copies, void* const* wait_events,
+                                            size_t num_wait_events, void* record_event,
+                                            void* stream, char** errptr);
 
 /* The finish of a batch made of runs of rows from several shards
  * (replaydb.distributed), on `stream` of GPU `device`, in one launch: for

@@ -162,6 +162,16 @@ Status DeviceSynchronize(int device);
 // stream hand-over).
 Status StreamWait(void* waiting, void* on);
 
+// Ordering by a caller's own events, for callers whose events come from
+// elsewhere (replaydb.distributed: interprocess events opened from another
+// process's IPC handles): `event` is a cudaEvent_t and `stream` a
+// cudaStream_t of the same device, as void*. StreamWaitEvent makes the work
+// queued on `stream` from now on wait, on the device, for the last record of
+// `event` (a never-recorded event is complete); RecordEvent records `event`
+// on `stream`. InvalidArgument for a null event.
+Status StreamWaitEvent(void* stream, void* event);
+Status RecordEvent(void* event, void* stream);
+
 // For benchmarks: the device's time per call of `calls` calls of `call`
 // (each queues work on `stream`, a cudaStream_t of `device`), without the
 // host's: a one-thread kernel holds the stream while the host queues them,

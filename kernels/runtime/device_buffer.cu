@@ -217,6 +217,29 @@ Status CopyHostToDeviceAsync(void* device_dst, const void* host_src, size_t byte
                    "CopyHostToDeviceAsync");
 }
 
+Status StreamWaitEvent(void* stream, void* event) {
+  if (event == nullptr) return Status::InvalidArgument("StreamWaitEvent: null event");
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) {
+    return Status::NotSupported("StreamWaitEvent: no GPU can be used (" + why + ")");
+  }
+  REPLAYDB_RETURN_IF_CUDA_ERROR(
+      cudaStreamWaitEvent(AsStream(stream), static_cast<cudaEvent_t>(event), 0),
+      "StreamWaitEvent: cudaStreamWaitEvent");
+  return Status::OK();
+}
+
+Status RecordEvent(void* event, void* stream) {
+  if (event == nullptr) return Status::InvalidArgument("RecordEvent: null event");
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) {
+    return Status::NotSupported("RecordEvent: no GPU can be used (" + why + ")");
+  }
+  REPLAYDB_RETURN_IF_CUDA_ERROR(cudaEventRecord(static_cast<cudaEvent_t>(event), AsStream(stream)),
+                                "RecordEvent: cudaEventRecord");
+  return Status::OK();
+}
+
 Status StreamWait(void* waiting, void* on) {
   if (waiting == on) return Status::OK();
   std::string why;

@@ -65,6 +65,16 @@ Status DeviceSynchronize(int) {
   return NoCuda("DeviceSynchronize");
 }
 
+Status StreamWaitEvent(void*, void* event) {
+  if (event == nullptr) return Status::InvalidArgument("StreamWaitEvent: null event");
+  return NoCuda("StreamWaitEvent");
+}
+
+Status RecordEvent(void* event, void*) {
+  if (event == nullptr) return Status::InvalidArgument("RecordEvent: null event");
+  return NoCuda("RecordEvent");
+}
+
 Status StreamWait(void* waiting, void* on) {
   if (waiting == on) return Status::OK();  // as with CUDA: nothing to order
   return NoCuda("StreamWait");

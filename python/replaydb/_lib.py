@@ -323,7 +323,9 @@ _SIGNATURES = [
                                            POINTER(c_void_p), c_size_t, c_void_p, c_void_p,
                                            c_void_p, c_void_p, c_void_p, _errp]),
     ("replaydb_table_sample_runs", c_int, [c_void_p, c_void_p, c_size_t, POINTER(SampleOptions),
-                                           c_size_t, c_void_p, _errp]),
+                                           c_size_t, c_void_p, c_void_p, _errp]),
+    ("replaydb_copy_regions", c_int, [c_void_p, c_size_t, c_void_p, c_size_t, c_void_p,
+                                      c_void_p, _errp]),
     ("replaydb_label_batch_runs", c_int, [c_int, c_size_t, c_void_p, c_void_p, c_void_p,
                                           c_void_p, c_void_p, c_void_p, c_void_p, _errp]),
     ("replaydb_table_new_sampler", c_int, [c_void_p, c_int64, c_int, POINTER(SampleOptions),
@@ -367,6 +369,7 @@ _FAST_NAMES = {
     "replaydb_vector_writer_append_from_device", "replaydb_table_update_priorities",
     "replaydb_table_update_priorities_from_device", "replaydb_stream_wait",
     "replaydb_table_sample_into", "replaydb_table_sample_runs", "replaydb_label_batch_runs",
+    "replaydb_copy_regions",
 }
 _plain = ctypes.CDLL(lib._name)  # the same loaded library: its own function objects
 for _name, _restype, _argtypes in _SIGNATURES:

@@ -568,6 +568,7 @@ class ShardedSampler:
         stream = None
         fields: List[Any] = []
         previous = None
+        recorded = False
         try:
             # Everything up to the posted word is caught: a rank that fails
             # here must still post it, or the others wait for it.
@@ -579,6 +580,8 @@ class ShardedSampler:
                 # Rows 0..own of the batch (the tensors' own addresses), then
                 # the rows each other rank asked for, into its inbound buffer
                 # once it has consumed that buffer's last rows: one engine call.
+                # The call records this rank's "pushed" event after them,
+                # whether or not a run failed.
                 runs = [(own, [c.data_ptr() for c in cols], mask.data_ptr(), keys.data_ptr(),
                          probs.data_ptr())]
                 for s in range(world):
@@ -587,12 +590,13 @@ class ShardedSampler:
                         continue
                     # Rank s's inbound rows: the other shards' in rank order.
                     first = int(sum(counts[s, q] for q in range(me) if q != s))
-                    peers.wait_consumed(s, parity, stream)
-                    runs.append((n, *peers.addresses(s, parity, first)))
-                self._sample_runs(runs, stream)
+                    runs.append((n, *peers.addresses(s, parity, first),
+                                 peers.consumed_event(s, parity)))
+                recorded = True
+                self._sample_runs(runs, stream, peers.pushed_event(parity))
             except Exception as e:  # noqa: BLE001 - the askers learn it from the posted word
                 failure = e
-            if stream is not None:
+            if stream is not None and not recorded:
                 try:
                     peers.record_pushed(parity, stream)
                 except Exception as e:  # noqa: BLE001 - as above
@@ -605,13 +609,9 @@ class ShardedSampler:
                     raise Error(f"replaydb.distributed: rank {me}'s step: {failure}")
             inbound = [s for s in range(world) if s != me and counts[me, s]]
             words = self._shm.wait_posted(inbound, 2 * step)
-            for s in inbound:
-                peers.wait_pushed(s, parity, stream)
             bad = [s for s in inbound if int(words[s]) & 1]
-            n_in = batch_size - own
-            if n_in and not bad:
-                peers.copy_inbound(parity, own, n_in, [t.data_ptr() for t in fields], stream)
-            peers.record_consumed(parity, stream)
+            n_in = batch_size - own if not bad else 0
+            peers.receive(parity, inbound, own, n_in, [t.data_ptr() for t in fields], stream)
         finally:
             if previous is not None:
                 peers.leave(previous)
@@ -680,23 +680,25 @@ class ShardedSampler:
         if code:
             check(code, err)
 
-    def _sample_runs(self, runs: List[tuple], stream: int) -> None:
+    def _sample_runs(self, runs: List[tuple], stream: int, record_event: int = 0) -> None:
         """Table::SampleToDevice of each run's rows to its addresses, in order,
         in one engine call (replaydb_table_sample_runs). A run: (rows, column
-        addresses, mask, keys, probabilities)."""
+        addresses, mask, keys, probabilities[, an event to wait for before
+        it]); ``record_event`` (if any) is recorded after the runs, failed or
+        not."""
         ncols = len(self._columns)
         # replaydb_sample_run_t: rows, then the columns array's, keys',
-        # probabilities' and mask's addresses (8 bytes each).
-        table = np.zeros((len(runs), 5), dtype=np.int64)
+        # probabilities', mask's and the wait event's addresses (8 bytes each).
+        table = np.zeros((len(runs), 6), dtype=np.int64)
         cols = np.zeros((len(runs), max(ncols, 1)), dtype=np.int64)
-        for i, (n, col_ptrs, mask, keys, probs) in enumerate(runs):
+        for i, (n, col_ptrs, mask, keys, probs, *wait) in enumerate(runs):
             cols[i, :ncols] = col_ptrs
             table[i] = (n, cols.ctypes.data + i * cols.strides[0] if ncols else 0, keys, probs,
-                        mask)
+                        mask, wait[0] if wait else 0)
         err = ctypes.c_char_p()
         code = _lib.fast.replaydb_table_sample_runs(
             self._table._h(), table.ctypes.data, len(runs), ctypes.byref(self._sample_options()),
-            ncols, stream, ctypes.byref(err))
+            ncols, record_event or None, stream, ctypes.byref(err))
         if code:
             check(code, err)
 
@@ -944,7 +946,6 @@ class _PeerRows:
 
     _EVENT_FLAGS = 0x2 | 0x4  # cudaEventDisableTiming | cudaEventInterprocess
     _LAZY_PEER_ACCESS = 0x1  # cudaIpcMemLazyEnablePeerAccess
-    _DEVICE_TO_DEVICE = 3  # cudaMemcpyDeviceToDevice
 
     @staticmethod
     def unusable(torch: Any, device: int, devices: Sequence[int],
@@ -1076,32 +1077,37 @@ class _PeerRows:
         ptrs = [base + offset + first * row for offset, row in self._fields]
         return ptrs[:-3], ptrs[-3], ptrs[-2], ptrs[-1]
 
-    def copy_inbound(self, parity: int, first: int, n: int, fields: List[int],
-                     stream: int) -> None:
-        """Copies this rank's inbound rows 0..n into rows first.. of the
-        batch's fields (their addresses: columns, mask, keys, probabilities),
-        on `stream`: one device-to-device copy a field, no PyTorch operation."""
+    def consumed_event(self, rank: int, parity: int) -> int:
+        """Rank `rank`'s "consumed" event of this parity (opened here)."""
+        return self._peer_events[rank]["consumed"][parity].value
+
+    def pushed_event(self, parity: int) -> int:
+        """This rank's own "pushed" event of this parity."""
+        return self._events["pushed"][parity].value
+
+    def receive(self, parity: int, ranks: Sequence[int], first: int, n: int,
+                fields: List[int], stream: int) -> None:
+        """On `stream`, in one call (replaydb_copy_regions): waits for the
+        "pushed" events of `ranks`, copies this rank's inbound rows 0..n into
+        rows first.. of the batch's fields (their addresses: columns, mask,
+        keys, probabilities), one copy a field, and records this rank's
+        "consumed" event."""
+        waits = (ctypes.c_void_p * max(len(ranks), 1))(
+            *[self._peer_events[r]["pushed"][parity].value for r in ranks])
+        copies = np.zeros((len(fields) if n else 0, 3), dtype=np.int64)
         base = self._own[parity]
-        for (offset, row), dst in zip(self._fields, fields):
-            self._ok(self._rt.cudaMemcpyAsync(dst + first * row, base + offset, n * row,
-                                              self._DEVICE_TO_DEVICE, stream),
-                     "copying the inbound rows")
-
-    def wait_consumed(self, rank: int, parity: int, stream: int) -> None:
-        self._ok(self._rt.cudaStreamWaitEvent(stream, self._peer_events[rank]["consumed"][parity],
-                                              0), f"waiting for rank {rank}'s consumed rows")
-
-    def wait_pushed(self, rank: int, parity: int, stream: int) -> None:
-        self._ok(self._rt.cudaStreamWaitEvent(stream, self._peer_events[rank]["pushed"][parity],
-                                              0), f"waiting for rank {rank}'s rows")
+        for i, ((offset, row), dst) in enumerate(zip(self._fields, fields) if n else ()):
+            copies[i] = (dst + first * row, base + offset, n * row)
+        err = ctypes.c_char_p()
+        code = _lib.fast.replaydb_copy_regions(
+            copies.ctypes.data, copies.shape[0], waits, len(ranks),
+            self._events["consumed"][parity].value, stream, ctypes.byref(err))
+        if code:
+            check(code, err)
 
     def record_pushed(self, parity: int, stream: int) -> None:
         self._ok(self._rt.cudaEventRecord(self._events["pushed"][parity], stream),
                  "recording the pushed event")
-
-    def record_consumed(self, parity: int, stream: int) -> None:
-        self._ok(self._rt.cudaEventRecord(self._events["consumed"][parity], stream),
-                 "recording the consumed event")
 
     def close(self) -> None:
         """Unmaps the peers' buffers and frees this rank's, after this GPU's

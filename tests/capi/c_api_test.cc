@@ -1949,25 +1949,31 @@ TEST_F(CApiTest, ErrorsNameTheFunctionAndArgument) {
                  "replaydb_table_sample_into: num_columns is 1 but table 'errs' has 2 columns");
   replaydb_sample_run_t runs[2] = {{1, nullptr, keys, probabilities, nullptr},
                                    {1, nullptr, keys, probabilities, nullptr}};
-  C_EXPECT_ERROR(replaydb_table_sample_runs(nullptr, runs, 2, nullptr, 0, nullptr, err_.ptr()),
-                 REPLAYDB_INVALID_ARGUMENT, "replaydb_table_sample_runs: table is NULL");
   C_EXPECT_ERROR(
-      replaydb_table_sample_runs(table.get(), nullptr, 1, nullptr, 0, nullptr, err_.ptr()),
+      replaydb_table_sample_runs(nullptr, runs, 2, nullptr, 0, nullptr, nullptr, err_.ptr()),
+      REPLAYDB_INVALID_ARGUMENT, "replaydb_table_sample_runs: table is NULL");
+  C_EXPECT_ERROR(
+      replaydb_table_sample_runs(table.get(), nullptr, 1, nullptr, 0, nullptr, nullptr,
+                                 err_.ptr()),
       REPLAYDB_INVALID_ARGUMENT, "replaydb_table_sample_runs: runs is NULL");
-  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 1, nullptr, err_.ptr()),
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 1, nullptr, nullptr,
+                                            err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT,
                  "replaydb_table_sample_runs: num_columns is 1 but table 'errs' has 2 columns");
   runs[1].keys = nullptr;
-  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, err_.ptr()),
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, nullptr,
+                                            err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT, "replaydb_table_sample_runs: run 1's keys is NULL");
   runs[1].rows = 0;  // skipped: its buffers are never read
   runs[0].probabilities = nullptr;
-  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, err_.ptr()),
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, nullptr,
+                                            err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT,
                  "replaydb_table_sample_runs: run 0's probabilities is NULL");
   runs[0].probabilities = probabilities;
   runs[0].columns = columns;
-  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, err_.ptr()),
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, nullptr,
+                                            err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT,
                  "replaydb_table_sample_runs: run 0's columns is given but num_columns is 0");
   const int64_t run_rows[2] = {2, -1};
@@ -1980,7 +1986,8 @@ TEST_F(CApiTest, ErrorsNameTheFunctionAndArgument) {
                  REPLAYDB_INVALID_ARGUMENT, "replaydb_label_batch_runs: rows is NULL");
   C_EXPECT_ERROR(replaydb_label_batch_runs(0, 65, run_rows, run_shards, shares, probabilities,
                                            global, shard_ids, nullptr, err_.ptr()),
-                 REPLAYDB_INVALID_ARGUMENT, "replaydb_label_batch_runs: num_runs is 65; at most 64");
+                 REPLAYDB_INVALID_ARGUMENT,
+                 "replaydb_label_batch_runs: num_runs is 65; at most 64");
   C_EXPECT_ERROR(replaydb_label_batch_runs(0, 2, run_rows, run_shards, shares, probabilities,
                                            global, shard_ids, nullptr, err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT, "LabelBatchRuns: run 1 has -1 rows");
@@ -1994,6 +2001,25 @@ TEST_F(CApiTest, ErrorsNameTheFunctionAndArgument) {
                  REPLAYDB_INVALID_ARGUMENT, "LabelBatchRuns: local is null");
   C_ASSERT_OK(replaydb_label_batch_runs(0, 0, nullptr, nullptr, nullptr, nullptr, nullptr,
                                         nullptr, nullptr, err_.ptr()));
+  C_EXPECT_ERROR(replaydb_copy_regions(nullptr, 1, nullptr, 0, nullptr, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_copy_regions: copies is NULL");
+  C_EXPECT_ERROR(replaydb_copy_regions(nullptr, 0, nullptr, 2, nullptr, nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_copy_regions: wait_events is NULL");
+  C_ASSERT_OK(replaydb_copy_regions(nullptr, 0, nullptr, 0, nullptr, nullptr, err_.ptr()));
+  // A NULL record event records nothing; a NULL wait event is refused, naming it
+  // (with a GPU; without one the call is refused before).
+  void* const no_event[1] = {nullptr};
+  std::string why;
+  if (CudaDeviceCount(&why) > 0) {
+    C_EXPECT_ERROR(replaydb_copy_regions(nullptr, 0, no_event, 1, nullptr, nullptr, err_.ptr()),
+                   REPLAYDB_INVALID_ARGUMENT,
+                   "replaydb_copy_regions: wait event 0: StreamWaitEvent: null event");
+    const replaydb_copy_region_t bad = {nullptr, keys, 8};
+    C_EXPECT_ERROR(replaydb_copy_regions(&bad, 1, nullptr, 0, nullptr, nullptr, err_.ptr()),
+                   REPLAYDB_INVALID_ARGUMENT,
+                   "replaydb_copy_regions: copy 0: CopyDeviceToDeviceAsync: null destination "
+                   "for 8 bytes");
+  }
   replaydb_sampler_t* sampler = nullptr;
   C_EXPECT_ERROR(replaydb_table_new_sampler(nullptr, 1, 1, nullptr, &sampler, err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT, "replaydb_table_new_sampler: table is NULL");
@@ -2162,8 +2188,12 @@ TEST_F(CApiTest, DeviceCallsWithoutAGpu) {
                  REPLAYDB_FAILED_PRECONDITION, "SampleToDevice needs a GPU");
   const replaydb_sample_run_t runs[2] = {{0, nullptr, nullptr, nullptr, nullptr},
                                          {4, nullptr, keys, probabilities, nullptr}};
-  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, err_.ptr()),
+  C_EXPECT_ERROR(replaydb_table_sample_runs(table.get(), runs, 2, nullptr, 0, nullptr, nullptr,
+                                            err_.ptr()),
                  REPLAYDB_FAILED_PRECONDITION, "run 1: table 'dev': SampleToDevice needs a GPU");
+  const replaydb_copy_region_t copy = {probabilities, keys, 8};
+  C_EXPECT_ERROR(replaydb_copy_regions(&copy, 1, nullptr, 0, nullptr, nullptr, err_.ptr()),
+                 REPLAYDB_NOT_SUPPORTED, "replaydb_copy_regions: no GPU can be used (");
   const int64_t run_rows[1] = {4};
   const int64_t run_shards[1] = {3};
   const double shares[1] = {0.5};
@@ -2471,13 +2501,14 @@ TEST_F(CApiGpuTest, SampleRunsFillEveryRunAndLabelsScaleThem) {
     auto p = DeviceBuffer::Allocate(0, n * 4);
     auto m = DeviceBuffer::Allocate(0, n * L);
     ASSERT_TRUE(k.ok() && p.ok() && m.ok());
-    runs[r] = {rows[r], pointers[r].data(), k->as<uint64_t>(), p->as<float>(), m->as<uint8_t>()};
+    runs[r] = {rows[r], pointers[r].data(), k->as<uint64_t>(), p->as<float>(), m->as<uint8_t>(),
+               nullptr};
     keys.push_back(std::move(k).value());
     probabilities.push_back(std::move(p).value());
     masks.push_back(std::move(m).value());
   }
   C_ASSERT_OK(replaydb_table_sample_runs(table.get(), runs.data(), R, nullptr,
-                                         spec.columns.size(), nullptr, err_.ptr()));
+                                         spec.columns.size(), nullptr, nullptr, err_.ptr()));
   std::vector<float> local;
   for (size_t r = 0; r < R; ++r) {
     if (rows[r] == 0) continue;
@@ -2526,6 +2557,31 @@ TEST_F(CApiGpuTest, SampleRunsFillEveryRunAndLabelsScaleThem) {
     }
   }
   EXPECT_EQ(b, total);
+  // The batch's inbound rows are copied by one call: regions of random bytes.
+  auto stream = DeviceStream::Create(0);
+  ASSERT_TRUE(stream.ok());
+  std::vector<std::vector<uint8_t>> sent(2);
+  std::vector<DeviceBuffer> from, to;
+  std::vector<replaydb_copy_region_t> copies;
+  for (size_t c = 0; c < sent.size(); ++c) {
+    sent[c].resize(1 + rng_() % 5000);
+    for (uint8_t& v : sent[c]) v = static_cast<uint8_t>(rng_());
+    auto src = DeviceBuffer::Allocate(0, sent[c].size());
+    auto dst = DeviceBuffer::Allocate(0, sent[c].size());
+    ASSERT_TRUE(src.ok() && dst.ok());
+    ASSERT_OK(src->CopyFromHost(sent[c].data(), sent[c].size()));
+    copies.push_back({dst->data(), src->data(), sent[c].size()});
+    from.push_back(std::move(src).value());
+    to.push_back(std::move(dst).value());
+  }
+  C_ASSERT_OK(replaydb_copy_regions(copies.data(), copies.size(), nullptr, 0, nullptr,
+                                    stream->handle(), err_.ptr()));
+  ASSERT_OK(stream->Synchronize());
+  for (size_t c = 0; c < sent.size(); ++c) {
+    std::vector<uint8_t> got(sent[c].size());
+    ASSERT_OK(to[c].CopyToHost(got.data(), got.size()));
+    EXPECT_EQ(got, sent[c]) << "copy " << c;
+  }
 }
 
 TEST_F(CApiGpuTest, SamplerBatchesOutliveTheSampler) {

@@ -7,7 +7,7 @@
 Every rank fills a shard as multi_gpu_bench.py does (B=256, L=32, 4 KiB
 steps, prioritized, priorities on the rank's GPU), then times 400 steps with
 the sampler's parts wrapped (the engine calls, the exchange and its waits, the
-plan, the CUDA runtime calls of the peer path, the batch's finish). Rank 0
+plan, the peer path's receive of its inbound rows, the batch's finish). Rank 0
 prints each part's microseconds a step on every rank; parts nest (``sample``
 holds the rest, ``_finish`` holds ``_label``). The wrappers add about a
 microsecond a call, so the step is a little slower than the bench's.
@@ -35,8 +35,7 @@ PARTS = [(Table, "mass"), (D, "draw_counts"), (D._SharedStats, "exchange"),
          (D.ShardedSampler, "_sample_to"), (D.ShardedSampler, "_sample_runs"),
          (D.ShardedSampler, "_empty_batch"), (D.ShardedSampler, "_label"),
          (D.ShardedSampler, "_finish"), (D.ShardedSampler, "sample")] + [
-         (D._PeerRows, n) for n in ("enter", "leave", "wait_consumed", "wait_pushed",
-                                    "record_pushed", "record_consumed", "copy_inbound")]
+         (D._PeerRows, n) for n in ("enter", "leave", "receive")]
 
 
 def main():
