@@ -165,25 +165,37 @@ def peer_gather_row(table, rank, device, seconds):
     return row
 
 
+def start_rank():
+    """Joins the NCCL process group on this rank's GPU: (rank, world, device)."""
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    torch.cuda.set_device(local)
+    return rank, world, torch.device("cuda", local)
+
+
+def filled_shard(db, device, steps):
+    """This rank's shard (B=256 windows of L=32 4 KiB steps, prioritized, hot
+    tier and priorities on `device`), filled with `steps` steps."""
+    table = db.create_table("shard", {"obs": (np.uint8, (STEP_BYTES,))},
+                            capacity_steps=steps, sequence_length=L,
+                            placement=f"device:{device.index}", selector="prioritized",
+                            priority_device=device.index)
+    fill(table, device, steps)
+    return table
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", help="append the rows to this file too")
     p.add_argument("--steps", type=int, default=1 << 17, help="steps per shard")
     p.add_argument("--seconds", type=float, default=2.0)
     args = p.parse_args()
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    local = int(os.environ.get("LOCAL_RANK", rank))
-    torch.cuda.set_device(local)
-    device = torch.device("cuda", local)
+    rank, world, device = start_rank()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         db = replaydb.open(os.path.join(tmp, f"rank{rank}"))
-        table = db.create_table("shard", {"obs": (np.uint8, (STEP_BYTES,))},
-                                capacity_steps=args.steps, sequence_length=L,
-                                placement=f"device:{local}", selector="prioritized",
-                                priority_device=local)
-        fill(table, device, args.steps)
+        table = filled_shard(db, device, args.steps)
         local_rate = timed(lambda: table.sample(B, device=str(device)), args.seconds, device)
         solo = {}
         if world > 1:

@@ -20,7 +20,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -44,11 +43,7 @@ def main():
     p.add_argument("--transfer", default="peer", choices=["peer", "nccl"])
     p.add_argument("--steps", type=int, default=400)
     args = p.parse_args()
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    local = int(os.environ.get("LOCAL_RANK", rank))
-    torch.cuda.set_device(local)
-    device = torch.device("cuda", local)
+    rank, world, device = mb.start_rank()
     spent, calls = collections.defaultdict(float), collections.defaultdict(int)
 
     def wrap(owner, name):
@@ -67,11 +62,7 @@ def main():
         wrap(owner, name)
     with tempfile.TemporaryDirectory() as tmp:
         db = replaydb.open(os.path.join(tmp, f"rank{rank}"))
-        table = db.create_table("shard", {"obs": (np.uint8, (mb.STEP_BYTES,))},
-                                capacity_steps=1 << 16, sequence_length=mb.L,
-                                placement=f"device:{local}", selector="prioritized",
-                                priority_device=local)
-        mb.fill(table, device, 1 << 16)
+        table = mb.filled_shard(db, device, 1 << 16)
         sampler = D.ShardedSampler(table, seed=3, mode=args.mode, transfer=args.transfer)
         for _ in range(30):
             sampler.sample(mb.B)
