@@ -239,6 +239,7 @@ Status TableImpl::AppendSteps(WriterSlot& slot, HostRows rows, int64_t n,
              : n;
   std::vector<StepReservation> run;  // a run's reservations, in step order
   std::vector<int64_t> slots;        // and their hot-tier slots (device blocks)
+  std::vector<std::byte*> blocks;    // or their blocks' addresses (host blocks)
   for (int64_t first = 0; first < n; first += per_stage) {
     const int64_t count = std::min(per_stage, n - first);
     if (device) {
@@ -265,10 +266,14 @@ Status TableImpl::AppendSteps(WriterSlot& slot, HostRows rows, int64_t n,
           return scattered.WithContext("table " + Quoted(name_));
         }
       } else {
+        // The blocks' addresses are read here, under the lock: another
+        // writer's Allocate may grow the pool's address table meanwhile.
+        blocks.resize(run.size());
+        for (size_t i = 0; i < run.size(); ++i) blocks[i] = pool_.address(run[i].block);
         const auto copy_run = [&] {
           for (int64_t i = 0; i < steps; ++i) {
             const StepReservation& r = run[static_cast<size_t>(i)];
-            std::byte* block = pool_.address(r.block);
+            std::byte* block = blocks[static_cast<size_t>(i)];
             for (size_t c = 0; c < columns_.size(); ++c) {
               const size_t cb = layout_.column_bytes[c];
               std::memcpy(
