@@ -81,10 +81,12 @@ class BufferedReader {
 // AppendSteps data is 16-aligned within its payload).
 class AlignedBuffer {
  public:
+  // Room for n bytes, contents unspecified: not zeroed first (the read
+  // fills it; zeroing was one more pass over every replayed payload).
   char* Reserve(size_t n) {
     if (n > capacity_) {
       capacity_ = std::max(n, capacity_ * 2);
-      chunks_ = std::make_unique<Chunk[]>((capacity_ + sizeof(Chunk) - 1) / sizeof(Chunk));
+      chunks_.reset(new Chunk[(capacity_ + sizeof(Chunk) - 1) / sizeof(Chunk)]);
     }
     return reinterpret_cast<char*>(chunks_.get());
   }

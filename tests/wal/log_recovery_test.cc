@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <cstring>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -431,6 +432,87 @@ TEST(LogRecoveryTest, BadSegmentHeaders) {
   Outcome o = ReplayAll(&env, dir.path(), RecoveryMode::kTolerateTornTail);
   EXPECT_EQ(o.status.code(), Status::Code::kCorruption);
   EXPECT_THAT(o.status.message(), HasSubstr(SegmentFileName(5) + ": offset 0: segment header says segment 1"));
+}
+
+// The payload of record `i` of the log below: `size` bytes, a function of
+// (seed, i), so that a replay can check each without the log kept in memory.
+std::vector<std::byte> SeededPayload(uint64_t seed, size_t i, size_t size) {
+  std::vector<std::byte> p(size);
+  std::mt19937_64 rng(seed ^ (i * 0x9e3779b97f4a7c15ull));
+  for (size_t k = 0; k < size; k += 8) {
+    const uint64_t v = rng();
+    std::memcpy(p.data() + k, &v, std::min<size_t>(8, size - k));
+  }
+  return p;
+}
+
+// Thousands of small records and a few larger than the reader's 64 KiB
+// buffer (read straight into the payload), over three segments: every record
+// arrives once, whole and in order, and the report counts them; an error
+// from the callback ends the replay at its record, naming it.
+TEST(LogRecoveryTest, LargeAndSmallRecordsArriveWholeAndInOrder) {
+  TempDir dir;
+  WalTestEnv env;
+  const uint64_t seed = TestSeed();
+  std::mt19937_64 rng(seed);
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 9000; ++i) sizes.push_back(rng() % 200);
+  for (size_t at : {size_t{100}, size_t{5000}, size_t{8000}}) {
+    sizes.insert(sizes.begin() + static_cast<std::ptrdiff_t>(at), (size_t{3} << 20) + rng() % 4096);
+  }
+  sizes.insert(sizes.begin() + 7000, (size_t{64} << 10) + 3);
+  {
+    WalOptions o;
+    o.sync = WalSyncMode::kNone;
+    auto log = LogWriter::Open(&env, dir.path(), o, 1);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (i == 4000 || i == 8500) {
+        ASSERT_TRUE((*log)->Roll().ok());
+      }
+      const std::vector<std::byte> p = SeededPayload(seed, i, sizes[i]);
+      ASSERT_TRUE((*log)->Append(RecordType::kAppendSteps, std::span<const std::byte>(p)).ok());
+    }
+  }
+  uint64_t bytes = 0;
+  for (size_t size : sizes) bytes += kRecordHeaderBytes + size;
+
+  size_t next = 0;
+  size_t wrong = 0;
+  ReplayReport report;
+  Status s = Replay(&env, dir.path(), 0, RecoveryMode::kAbsoluteConsistency,
+                    [&](RecordType, std::span<const std::byte> p) {
+                      const size_t i = next++;
+                      if (i >= sizes.size() || p.size() != sizes[i] ||
+                          std::vector<std::byte>(p.begin(), p.end()) != SeededPayload(seed, i, sizes[i])) {
+                        ++wrong;
+                      }
+                      return Status::OK();
+                    },
+                    &report);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(next, sizes.size());
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(report.records, sizes.size());
+  EXPECT_EQ(report.bytes, bytes);
+  EXPECT_EQ(report.segments, 3u);
+  EXPECT_EQ(report.last_segment, 3u);
+
+  // The callback fails on a record past the first large one: the replay
+  // ends there, naming it.
+  const size_t failing = 1234;
+  uint64_t offset = kSegmentHeaderBytes;
+  for (size_t i = 0; i < failing; ++i) offset += kRecordHeaderBytes + sizes[i];
+  next = 0;
+  s = Replay(&env, dir.path(), 0, RecoveryMode::kAbsoluteConsistency,
+             [&](RecordType, std::span<const std::byte>) {
+               return next++ == failing ? Status::InvalidArgument("refused") : Status::OK();
+             },
+             &report);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message(), dir.Sub(SegmentFileName(1)) + ": offset " + std::to_string(offset) + ": refused");
+  EXPECT_EQ(next, failing + 1);
+  EXPECT_EQ(report.records, failing);
 }
 
 }  // namespace
