@@ -586,8 +586,11 @@ class RpcServer::Impl {
         Refuse(from, reply, refused);
         return;
       }
+      // The lanes are settled once a message came through.
+      Result<std::string> lanes = net_->Lanes(from);
       Log("connection " + std::to_string(from) + " is '" +
-          (hello->client_name() != nullptr ? hello->client_name()->str() : std::string()) + "'");
+          (hello->client_name() != nullptr ? hello->client_name()->str() : std::string()) + "'" +
+          (lanes.ok() && !lanes->empty() ? " (over " + *lanes + ")" : std::string()));
       if (!options_.tokens.empty()) {
         Result<std::string> fresh = NewChallenge();
         if (!fresh.ok()) {

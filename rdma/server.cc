@@ -63,11 +63,7 @@ Status ParseListen(const ServerOptions& options, std::string* host, uint16_t* po
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> UcxSettings() {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& [name, value] : rdma::kTcpSettings) out.emplace_back(name, value);
-  return out;
-}
+std::vector<std::pair<std::string, std::string>> UcxSettings() { return rdma::UcxSettings(); }
 
 Status ServerOptions::Validate() const {
   std::string host;

@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -32,8 +34,37 @@ std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
 }  // namespace
 
-const std::vector<std::pair<const char*, const char*>> kTcpSettings = {
-    {"TCP_TX_SEG_SIZE", "256k"}, {"TCP_RX_SEG_SIZE", "256k"}};
+namespace {
+
+// Whether UCX_TLS (unset: every transport) lets UCX load its shared-memory
+// transports: a list naming one of them (or "all"), or a "^" list (all but
+// those named) that does not name them.
+bool TlsAllowsSharedMemory() {
+  const char* env = std::getenv("UCX_TLS");
+  std::string tls = env != nullptr ? env : "";
+  if (tls.empty()) return true;
+  const bool except = tls[0] == '^';
+  if (except) tls.erase(0, 1);
+  bool named = false;
+  size_t start = 0;
+  while (start <= tls.size()) {
+    const size_t comma = std::min(tls.find(',', start), tls.size());
+    const std::string name = tls.substr(start, comma - start);
+    named = named || name == "sm" || name == "shm" || name == "mm" || name == "sysv" ||
+            name == "posix" || (!except && name == "all");
+    start = comma + 1;
+  }
+  return except ? !named : named;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> UcxSettings() {
+  std::vector<std::pair<std::string, std::string>> settings = {{"TCP_TX_SEG_SIZE", "256k"},
+                                                               {"TCP_RX_SEG_SIZE", "256k"}};
+  if (TlsAllowsSharedMemory()) settings.emplace_back("MM_ERROR_HANDLING", "y");
+  return settings;
+}
 
 namespace {
 
@@ -166,13 +197,14 @@ class Transport::Impl {
     }
     // TCP moves data in segments of 8 KiB by default, and each costs a trip
     // through progress: large replies went at a third of what the socket
-    // can carry. Larger segments unless the environment says otherwise
-    // (UCX reads a transport's settings from the environment only, when it
+    // can carry. Larger segments, and shared memory between processes of
+    // one host (UcxSettings), unless the environment says otherwise (UCX
+    // reads a transport's settings from the environment only, when it
     // opens the transport: ucp_config_modify does not reach them).
     static std::once_flag settings;
     std::call_once(settings, [] {
-      for (const auto& [name, value] : kTcpSettings) {
-        ::setenv(("UCX_" + std::string(name)).c_str(), value, /*overwrite=*/0);
+      for (const auto& [name, value] : UcxSettings()) {
+        ::setenv(("UCX_" + name).c_str(), value.c_str(), /*overwrite=*/0);
       }
     });
     ucp_config_t* config = nullptr;
@@ -258,6 +290,52 @@ class Transport::Impl {
 
   uint16_t port() const { return port_; }
   int open_connections() const { return open_.load(); }
+
+  Result<std::string> Lanes(ConnectionId id) {
+    Worker* w = WorkerOf(id);
+    if (w == nullptr) return Status::NotFound("transport: no connection " + std::to_string(id));
+    // ucp_ep_print_info writes lines like
+    //   "#   lane[0]:  3:sysv/memory.0 md[2]  -> md[2]/sysv/... am am_bw#0"
+    // to a stream; the "NAME/DEVICE" after the resource number is wanted.
+    std::string text;
+    bool found = false;
+    {
+      // Held already when called from a handler on this worker.
+      std::optional<Hold> hold;
+      if (holding_ != w) hold.emplace(*w);
+      auto it = w->connections.find(id);
+      if (it != w->connections.end() && it->second.ep != nullptr) {
+        found = true;
+        char* buffer = nullptr;
+        size_t size = 0;
+        FILE* stream = open_memstream(&buffer, &size);
+        if (stream == nullptr) return Status::IOError("transport: open_memstream failed");
+        ucp_ep_print_info(it->second.ep, stream);
+        std::fclose(stream);
+        text.assign(buffer, size);
+        std::free(buffer);
+      }
+    }
+    if (!found) return Status::NotFound("transport: no connection " + std::to_string(id));
+    std::vector<std::string> lanes;
+    for (size_t at = text.find("lane["); at != std::string::npos; at = text.find("lane[", at + 1)) {
+      const size_t colon = text.find(':', at);
+      if (colon == std::string::npos) break;
+      size_t start = text.find_first_not_of(' ', colon + 1);
+      if (start == std::string::npos) break;
+      start = text.find(':', start);  // past the resource number
+      if (start == std::string::npos) break;
+      const size_t end = text.find_first_of(" \n", start + 1);
+      std::string lane = text.substr(start + 1, end == std::string::npos ? end : end - start - 1);
+      if (const size_t dot = lane.rfind('.'); dot != std::string::npos) lane.resize(dot);
+      if (!lane.empty() && std::find(lanes.begin(), lanes.end(), lane) == lanes.end()) {
+        lanes.push_back(std::move(lane));
+      }
+    }
+    std::string out;
+    for (const std::string& lane : lanes) out += (out.empty() ? "" : ", ") + lane;
+    return out;
+  }
 
   Result<ConnectionId> Connect(const std::string& host, uint16_t port,
                                std::chrono::milliseconds timeout) {
@@ -893,5 +971,7 @@ bool Transport::Drive(ConnectionId connection, const std::function<bool()>& done
 }
 
 int Transport::open_connections() const { return impl_->open_connections(); }
+
+Result<std::string> Transport::Lanes(ConnectionId connection) { return impl_->Lanes(connection); }
 
 }  // namespace replaydb::rdma

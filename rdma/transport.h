@@ -89,11 +89,20 @@ struct TransportOptions {
   int missed_heartbeats = 3;
 };
 
-// UCX settings every Transport uses (NAME, VALUE): TCP segments of 256 KiB,
-// not 8 KiB. The first Transport of a process sets UCX_NAME in the
-// environment to VALUE where it is not set already (UCX reads them from
-// there). A ceiling measured with ucx_perftest runs with the same.
-extern const std::vector<std::pair<const char*, const char*>> kTcpSettings;
+// UCX settings every Transport uses (NAME, VALUE):
+//  - TCP segments of 256 KiB, not 8 KiB;
+//  - MM_ERROR_HANDLING=y: UCX 1.13's shared-memory transports (sysv,
+//    posix) offer peer failure handling only when asked, and our endpoints
+//    require it (UCP_ERR_HANDLING_MODE_PEER), so without it two processes
+//    of one host talked over TCP on loopback; with it they talk through
+//    shared memory, a dead peer found by UCX's keepalive on that lane and
+//    by our heartbeats. Only where the environment's UCX_TLS (now) lets
+//    UCX load a shared-memory transport: UCX warns about a setting of one
+//    it did not load.
+// The first Transport of a process sets UCX_NAME in the environment to
+// VALUE where it is not set already (UCX reads them from there). A ceiling
+// measured with ucx_perftest runs with the same.
+std::vector<std::pair<std::string, std::string>> UcxSettings();
 
 class Transport {
  public:
@@ -144,6 +153,13 @@ class Transport {
 
   // The number of connections open now (for tests and the server's log).
   int open_connections() const;
+
+  // The UCX transports that carry `connection`, e.g. "sysv/memory,
+  // tcp/lo" (each lane's transport and device, once, in UCX's lane order),
+  // as UCX configured the endpoint so far (a connection just made may not
+  // have all its lanes yet). NotFound for a connection this transport does
+  // not have.
+  Result<std::string> Lanes(ConnectionId connection);
 
  private:
   class Impl;

@@ -446,5 +446,47 @@ TEST(TransportTest, AKilledServerProcessEndsItsConnections) {
   EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
 }
 
+// Two processes of one host talk through shared memory (UcxSettings:
+// UCX's shared-memory transports with peer failure handling), which
+// Lanes names; the server process killed, UCX alone (heartbeats off)
+// ends the connection. Lanes of a connection the transport does not have:
+// NotFound.
+TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
+  if (const char* tls = std::getenv("UCX_TLS"); tls != nullptr) {
+    const std::string t = tls;
+    if (t.find("sm") == std::string::npos && t.find("sysv") == std::string::npos &&
+        t.find("posix") == std::string::npos && t.find("all") == std::string::npos) {
+      GTEST_SKIP() << "UCX_TLS=" << t << " leaves out shared memory";
+    }
+  }
+  ServerProcess server;
+  ASSERT_NE(server.port(), 0) << "the server process did not start";
+  Inbox inbox;
+  TransportOptions o = Recording(&inbox);
+  o.heartbeat = 0ms;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(o));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server.port(), 10s));
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const std::string payload = RandomBytes(rng, 1 + rng() % (1 << 20));
+  client->Send(to, "hello", payload);
+  const std::vector<Inbox::Message> back = inbox.WaitMessages(1);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_TRUE(back[0].payload == payload);
+  ASSERT_OK_AND_ASSIGN(const std::string lanes, client->Lanes(to));
+  EXPECT_THAT(lanes, ::testing::AnyOf(HasSubstr("sysv/memory"), HasSubstr("posix/memory")))
+      << "lanes: " << lanes << " (UCX_TLS=" << (std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "")
+      << ")";
+  const Result<std::string> none = client->Lanes(to + 1000);
+  EXPECT_EQ(none.status().code(), Status::Code::kNotFound);
+  EXPECT_THAT(none.status().message(), HasSubstr("no connection " + std::to_string(to + 1000)));
+
+  ASSERT_EQ(::kill(server.pid(), SIGKILL), 0);
+  const auto killed = std::chrono::steady_clock::now();
+  const std::optional<Status> why = inbox.WaitClosed(to);
+  ASSERT_TRUE(why.has_value()) << "the killed server was never noticed";
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 30s);
+  EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
+}
+
 }  // namespace
 }  // namespace replaydb::rdma
