@@ -34,36 +34,8 @@ std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
 }  // namespace
 
-namespace {
-
-// Whether UCX_TLS (unset: every transport) lets UCX load its shared-memory
-// transports: a list naming one of them (or "all"), or a "^" list (all but
-// those named) that does not name them.
-bool TlsAllowsSharedMemory() {
-  const char* env = std::getenv("UCX_TLS");
-  std::string tls = env != nullptr ? env : "";
-  if (tls.empty()) return true;
-  const bool except = tls[0] == '^';
-  if (except) tls.erase(0, 1);
-  bool named = false;
-  size_t start = 0;
-  while (start <= tls.size()) {
-    const size_t comma = std::min(tls.find(',', start), tls.size());
-    const std::string name = tls.substr(start, comma - start);
-    named = named || name == "sm" || name == "shm" || name == "mm" || name == "sysv" ||
-            name == "posix" || (!except && name == "all");
-    start = comma + 1;
-  }
-  return except ? !named : named;
-}
-
-}  // namespace
-
 std::vector<std::pair<std::string, std::string>> UcxSettings() {
-  std::vector<std::pair<std::string, std::string>> settings = {{"TCP_TX_SEG_SIZE", "256k"},
-                                                               {"TCP_RX_SEG_SIZE", "256k"}};
-  if (TlsAllowsSharedMemory()) settings.emplace_back("MM_ERROR_HANDLING", "y");
-  return settings;
+  return {{"TCP_TX_SEG_SIZE", "256k"}, {"TCP_RX_SEG_SIZE", "256k"}};
 }
 
 namespace {
@@ -197,9 +169,8 @@ class Transport::Impl {
     }
     // TCP moves data in segments of 8 KiB by default, and each costs a trip
     // through progress: large replies went at a third of what the socket
-    // can carry. Larger segments, and shared memory between processes of
-    // one host (UcxSettings), unless the environment says otherwise (UCX
-    // reads a transport's settings from the environment only, when it
+    // can carry. Larger segments unless the environment says otherwise
+    // (UCX reads a transport's settings from the environment only, when it
     // opens the transport: ucp_config_modify does not reach them).
     static std::once_flag settings;
     std::call_once(settings, [] {

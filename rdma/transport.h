@@ -89,19 +89,18 @@ struct TransportOptions {
   int missed_heartbeats = 3;
 };
 
-// UCX settings every Transport uses (NAME, VALUE):
-//  - TCP segments of 256 KiB, not 8 KiB;
-//  - MM_ERROR_HANDLING=y: UCX 1.13's shared-memory transports (sysv,
-//    posix) offer peer failure handling only when asked, and our endpoints
-//    require it (UCP_ERR_HANDLING_MODE_PEER), so without it two processes
-//    of one host talked over TCP on loopback; with it they talk through
-//    shared memory, a dead peer found by UCX's keepalive on that lane and
-//    by our heartbeats. Only where the environment's UCX_TLS (now) lets
-//    UCX load a shared-memory transport: UCX warns about a setting of one
-//    it did not load.
-// The first Transport of a process sets UCX_NAME in the environment to
-// VALUE where it is not set already (UCX reads them from there). A ceiling
-// measured with ucx_perftest runs with the same.
+// UCX settings every Transport uses (NAME, VALUE): TCP segments of 256 KiB,
+// not 8 KiB. The first Transport of a process sets UCX_NAME in the
+// environment to VALUE where it is not set already (UCX reads them from
+// there). A ceiling measured with ucx_perftest runs with the same.
+//
+// Shared memory between processes of one host is opt-in:
+// UCX_MM_ERROR_HANDLING=y in the environment. UCX 1.13's sysv and posix
+// transports offer the peer failure handling our endpoints require
+// (UCP_ERR_HANDLING_MODE_PEER) only with it, so without it two local
+// processes talk over TCP on loopback. Not the default yet: with it, four
+// writers into one server stalled until the server's heartbeats gave up on
+// them (docs/status.md, issue 33).
 std::vector<std::pair<std::string, std::string>> UcxSettings();
 
 class Transport {

@@ -62,9 +62,7 @@ class Server {
 
 // The UCX settings that replaydb's connections (servers and DB::Connect's
 // clients) use where the environment does not set them: (NAME, VALUE) for
-// UCX_NAME, e.g. TCP segments of 256 KiB, and shared memory between
-// processes of one host with peer failure handling (MM_ERROR_HANDLING=y,
-// where UCX_TLS allows shared memory now). A process's first connection sets
+// UCX_NAME, e.g. TCP segments of 256 KiB. A process's first connection sets
 // them in its environment (UCX reads them there). ucx_perftest run as a
 // ceiling for comparison should run with the same.
 std::vector<std::pair<std::string, std::string>> UcxSettings();

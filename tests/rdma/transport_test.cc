@@ -446,11 +446,10 @@ TEST(TransportTest, AKilledServerProcessEndsItsConnections) {
   EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
 }
 
-// Two processes of one host talk through shared memory (UcxSettings:
-// UCX's shared-memory transports with peer failure handling), which
-// Lanes names; the server process killed, UCX alone (heartbeats off)
-// ends the connection. Lanes of a connection the transport does not have:
-// NotFound.
+// With UCX_MM_ERROR_HANDLING=y (transport.h), two processes of one host
+// talk through shared memory, which Lanes names; the server process killed,
+// UCX alone (heartbeats off) ends the connection. Without it they talk over
+// TCP. Lanes of a connection the transport does not have: NotFound.
 TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
   if (const char* tls = std::getenv("UCX_TLS"); tls != nullptr) {
     const std::string t = tls;
@@ -459,6 +458,12 @@ TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
       GTEST_SKIP() << "UCX_TLS=" << t << " leaves out shared memory";
     }
   }
+  // This process's transports and the server process (its environment
+  // inherited) read it when they start.
+  struct ScopedEnv {
+    ScopedEnv() { ::setenv("UCX_MM_ERROR_HANDLING", "y", 1); }
+    ~ScopedEnv() { ::unsetenv("UCX_MM_ERROR_HANDLING"); }
+  } shared_memory;
   ServerProcess server;
   ASSERT_NE(server.port(), 0) << "the server process did not start";
   Inbox inbox;

@@ -1,9 +1,12 @@
 // The remote benches: a `replaydb serve` process of its own (this binary,
 // started for each row) and this process as its client over UCX on
-// 127.0.0.1 with UCX_TLS=tcp, against ceilings that `ucx_perftest`
-// (ucx-utils) measures in the same run over the same transport, with the
-// UCX settings replaydb's connections use (UcxSettings(), replaydb/server.h:
-// TCP segments of 256 KiB):
+// 127.0.0.1, each row over TCP (transport=tcp: UCX_TLS=tcp) and over shared
+// memory (transport=sm: UCX_TLS=sm,tcp, the TCP lanes for connecting),
+// against ceilings that `ucx_perftest` (ucx-utils) measures in the same run
+// over the same transports, with the UCX settings replaydb's connections
+// use (UcxSettings(), replaydb/server.h: TCP segments of 256 KiB; for sm,
+// UCX_MM_ERROR_HANDLING=y) and the same error handling mode (-e:
+// UCP_ERR_HANDLING_MODE_PEER, as every replaydb endpoint):
 //
 //   remote_insert   16 KiB steps from 1 and 4 writers (threads of this
 //                   process, a connection each), one Append per step and
@@ -39,7 +42,19 @@
 namespace replaydb::tools {
 namespace {
 
-constexpr char kTransport[] = "tcp";
+// The rows' transports: the `transport` parameter, and its UCX_TLS and
+// UCX_MM_ERROR_HANDLING (shared memory with the peer failure handling
+// replaydb's endpoints require: rdma/transport.h) in this process's
+// environment, which the server and ucx_perftest processes inherit.
+constexpr const char* kTransports[] = {"tcp", "sm"};
+const char* UcxTls(const std::string& transport) {
+  if (transport == "sm") {
+    ::setenv("UCX_MM_ERROR_HANDLING", "y", 1);
+    return "sm,tcp";
+  }
+  ::unsetenv("UCX_MM_ERROR_HANDLING");  // UCX warns about it where no sm transport is loaded
+  return "tcp";
+}
 
 // A TCP port free on 127.0.0.1 now (0 when none could be had).
 int FreePort() {
@@ -66,25 +81,28 @@ struct Perf {
 };
 
 // Runs ucx_perftest `test` with messages of `bytes`, a server and a client
-// process over kTransport on 127.0.0.1. NotFound when ucx_perftest is not
+// process over `transport` on 127.0.0.1. NotFound when ucx_perftest is not
 // installed.
-Result<Perf> UcxPerftestOnce(const std::string& test, size_t bytes, int iterations);
+Result<Perf> UcxPerftestOnce(const std::string& transport, const std::string& test, size_t bytes,
+                             int iterations);
 
 // The best of three runs of UcxPerftestOnce (the highest bandwidth, the
 // lowest latency): on a small shared machine one run swings by 2x or more,
 // and the ceiling is what the transport can do.
-Result<Perf> UcxPerftest(const std::string& test, size_t bytes, int iterations) {
+Result<Perf> UcxPerftest(const std::string& transport, const std::string& test, size_t bytes,
+                         int iterations) {
   Perf best;
   for (int run = 0; run < 3; ++run) {
-    REPLAYDB_ASSIGN_OR_RETURN(const Perf p, UcxPerftestOnce(test, bytes, iterations));
+    REPLAYDB_ASSIGN_OR_RETURN(const Perf p, UcxPerftestOnce(transport, test, bytes, iterations));
     best.bytes_per_second = std::max(best.bytes_per_second, p.bytes_per_second);
     best.p50_us = run == 0 ? p.p50_us : std::min(best.p50_us, p.p50_us);
   }
   return best;
 }
 
-Result<Perf> UcxPerftestOnce(const std::string& test, size_t bytes, int iterations) {
-  ::setenv("UCX_TLS", kTransport, 1);
+Result<Perf> UcxPerftestOnce(const std::string& transport, const std::string& test, size_t bytes,
+                             int iterations) {
+  ::setenv("UCX_TLS", UcxTls(transport), 1);
   // The UCX settings replaydb's connections run with.
   for (const auto& [name, value] : UcxSettings()) {
     ::setenv(("UCX_" + name).c_str(), value.c_str(), /*overwrite=*/0);
@@ -96,14 +114,14 @@ Result<Perf> UcxPerftestOnce(const std::string& test, size_t bytes, int iteratio
   for (int attempt = 0; attempt < 5; ++attempt) {
     const int port = FreePort();
     if (port == 0) return Status::IOError("no free TCP port on 127.0.0.1 for ucx_perftest");
-    REPLAYDB_ASSIGN_OR_RETURN(auto server,
-                              ChildProcess::Start({"ucx_perftest", "-p", std::to_string(port)}));
+    REPLAYDB_ASSIGN_OR_RETURN(
+        auto server, ChildProcess::Start({"ucx_perftest", "-p", std::to_string(port), "-e"}));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     REPLAYDB_ASSIGN_OR_RETURN(
         auto client,
         ChildProcess::Start({"ucx_perftest", "127.0.0.1", "-p", std::to_string(port), "-t", test, "-s",
                       std::to_string(bytes), "-n", std::to_string(iterations), "-w",
-                      std::to_string(std::max(1, iterations / 10)), "-f"}));
+                      std::to_string(std::max(1, iterations / 10)), "-f", "-e"}));
     const int status = client->Wait(std::chrono::seconds(120));
     server->Wait(std::chrono::seconds(10));
     // The last line of numbers: iterations, p50, average, overall
@@ -157,11 +175,11 @@ struct Served {
 };
 
 // Runs `body` with a DB connected to a server of a fresh database holding
-// `spec`'s table, over kTransport; stops the server after.
-Result<BenchResult> WithServedTable(const TableSpec& spec,
+// `spec`'s table, over `transport`; stops the server after.
+Result<BenchResult> WithServedTable(const std::string& transport, const TableSpec& spec,
                                     const std::function<Result<BenchResult>(DB*)>& body) {
   REPLAYDB_ASSIGN_OR_RETURN(auto dir, TempDir::Make());
-  ::setenv("UCX_TLS", kTransport, 1);  // this process's connections
+  ::setenv("UCX_TLS", UcxTls(transport), 1);  // this process's connections, and the server's
   REPLAYDB_ASSIGN_OR_RETURN(Served served, Served::Start(dir->path() + "/db"));
   Result<BenchResult> result = [&]() -> Result<BenchResult> {
     ConnectOptions o;
@@ -172,6 +190,14 @@ Result<BenchResult> WithServedTable(const TableSpec& spec,
   }();
   const Status stopped = served.Stop();
   if (result.ok() && !stopped.ok()) return stopped;
+  if (!result.ok()) {
+    // What the server saw (a connection it ended, and why) goes with the error.
+    const std::string log = served.process->output();
+    const size_t keep = 800;
+    return result.status().WithContext(
+        "replaydb serve's log, last lines: [" +
+        (log.size() > keep ? "..." + log.substr(log.size() - keep) : log) + "]");
+  }
   return result;
 }
 
@@ -197,11 +223,12 @@ void SetCeiling(const Result<Perf>& perf, double value, const std::string& name,
   }
 }
 
-Result<BenchResult> RunRemoteInsert(const Timing& timing, int writers, int64_t per_call) {
+Result<BenchResult> RunRemoteInsert(const std::string& transport, const Timing& timing, int writers,
+                                    int64_t per_call) {
   constexpr int64_t kStepBytes = 16384;
   const TableSpec spec = BytesSpec("remote_insert", kStepBytes, 1 << 14, 1);
   BenchResult r;
-  REPLAYDB_ASSIGN_OR_RETURN(r, WithServedTable(spec, [&](DB* remote) -> Result<BenchResult> {
+  REPLAYDB_ASSIGN_OR_RETURN(r, WithServedTable(transport, spec, [&](DB* remote) -> Result<BenchResult> {
     // One connection per writer, as separate actors have.
     std::vector<std::unique_ptr<DB>> connections;
     std::vector<std::shared_ptr<Table>> tables;
@@ -259,19 +286,19 @@ Result<BenchResult> RunRemoteInsert(const Timing& timing, int writers, int64_t p
   // The same bytes per message as a call sends.
   const size_t message = static_cast<size_t>(kStepBytes * per_call);
   const Result<Perf> perf =
-      UcxPerftest("ucp_am_bw", message, per_call == 1 ? 20000 : 1000);
+      UcxPerftest(transport, "ucp_am_bw", message, per_call == 1 ? 20000 : 1000);
   SetCeiling(perf, perf.ok() ? perf->bytes_per_second : 0,
-             per_call == 1 ? "ucp_am_bw 16KiB tcp" : "ucp_am_bw 1MiB tcp", &r);
+             (per_call == 1 ? "ucp_am_bw 16KiB " : "ucp_am_bw 1MiB ") + transport, &r);
   return r;
 }
 
-Result<BenchResult> RunRemoteSample(const Timing& timing) {
+Result<BenchResult> RunRemoteSample(const std::string& transport, const Timing& timing) {
   constexpr int64_t kStepBytes = 4096;
   constexpr int64_t kBatch = 256;
   constexpr int64_t kL = 32;
   const TableSpec spec = BytesSpec("remote_sample", kStepBytes, 1 << 14, kL);
   BenchResult r;
-  REPLAYDB_ASSIGN_OR_RETURN(r, WithServedTable(spec, [&](DB* remote) -> Result<BenchResult> {
+  REPLAYDB_ASSIGN_OR_RETURN(r, WithServedTable(transport, spec, [&](DB* remote) -> Result<BenchResult> {
     REPLAYDB_ASSIGN_OR_RETURN(auto table, remote->GetTable(spec.name));
     {  // Fills the table: 8192 steps in trajectories of 256, 64 steps a call.
       REPLAYDB_ASSIGN_OR_RETURN(auto writer, table->NewWriter());
@@ -293,8 +320,8 @@ Result<BenchResult> RunRemoteSample(const Timing& timing) {
     out.unit = "B/s";
     return out;
   }));
-  const Result<Perf> perf = UcxPerftest("tag_bw", size_t{4} << 20, 400);
-  SetCeiling(perf, perf.ok() ? perf->bytes_per_second : 0, "tag_bw 4MiB tcp", &r);
+  const Result<Perf> perf = UcxPerftest(transport, "tag_bw", size_t{4} << 20, 400);
+  SetCeiling(perf, perf.ok() ? perf->bytes_per_second : 0, "tag_bw 4MiB " + transport, &r);
   return r;
 }
 
@@ -347,7 +374,8 @@ Status FillSmall(Table* table, std::vector<ItemKey>* keys) {
   return Status::OK();
 }
 
-Result<BenchResult> RunRemoteSmall(DB* local_db, const Timing& timing, bool update) {
+Result<BenchResult> RunRemoteSmall(const std::string& transport, DB* local_db, const Timing& timing,
+                                   bool update) {
   TableSpec spec = BytesSpec(update ? "remote_small_update" : "remote_small_sample", 64, 4096, 1);
   spec.selector = SelectorKind::kPrioritized;
   // The same call on a local table.
@@ -362,7 +390,7 @@ Result<BenchResult> RunRemoteSmall(DB* local_db, const Timing& timing, bool upda
                              return BenchResult{};
                            }).status());
   BenchResult r;
-  REPLAYDB_ASSIGN_OR_RETURN(r, WithServedTable(spec, [&](DB* remote) -> Result<BenchResult> {
+  REPLAYDB_ASSIGN_OR_RETURN(r, WithServedTable(transport, spec, [&](DB* remote) -> Result<BenchResult> {
     REPLAYDB_ASSIGN_OR_RETURN(auto table, remote->GetTable(spec.name));
     std::vector<ItemKey> keys;
     REPLAYDB_RETURN_IF_ERROR(FillSmall(table.get(), &keys));
@@ -373,8 +401,8 @@ Result<BenchResult> RunRemoteSmall(DB* local_db, const Timing& timing, bool upda
     out.unit = "us";
     return out;
   }));
-  const Result<Perf> perf = UcxPerftest("ucp_am_lat", 8, 20000);
-  SetCeiling(perf, perf.ok() ? 2 * perf->p50_us + local : 0, "am_lat_rtt+local tcp", &r);
+  const Result<Perf> perf = UcxPerftest(transport, "ucp_am_lat", 8, 20000);
+  SetCeiling(perf, perf.ok() ? 2 * perf->p50_us + local : 0, "am_lat_rtt+local " + transport, &r);
   char note[160];
   std::snprintf(note, sizeof(note), "local call p50 %.2f us; am_lat round trip %.2f us", local,
                 perf.ok() ? 2 * perf->p50_us : 0.0);
@@ -387,33 +415,37 @@ Result<BenchResult> RunRemoteSmall(DB* local_db, const Timing& timing, bool upda
 std::vector<CaseWithTarget> RemoteCases() {
   std::vector<CaseWithTarget> cases;
   const Target bw{Target::Kind::kRatioAtLeast, 0.7, "ratio >= 0.70"};
-  for (const int writers : {1, 4}) {
-    for (const int64_t per_call : {int64_t{1}, int64_t{64}}) {
-      cases.push_back({{"remote_insert",
-                        // (transport first: `--filter insert/step_bytes` means the
-                        // local insert rows)
-                        {{"transport", 0, kTransport},
-                         {"step_bytes", 16384},
-                         {"writers", writers},
-                         {"steps_per_call", per_call}},
-                        [writers, per_call](DB*, const Timing& timing) {
-                          return RunRemoteInsert(timing, writers, per_call);
-                        }},
-                       bw});
+  for (const std::string transport : kTransports) {
+    for (const int writers : {1, 4}) {
+      for (const int64_t per_call : {int64_t{1}, int64_t{64}}) {
+        cases.push_back({{"remote_insert",
+                          // (transport first: `--filter insert/step_bytes` means the
+                          // local insert rows)
+                          {{"transport", 0, transport},
+                           {"step_bytes", 16384},
+                           {"writers", writers},
+                           {"steps_per_call", per_call}},
+                          [transport, writers, per_call](DB*, const Timing& timing) {
+                            return RunRemoteInsert(transport, timing, writers, per_call);
+                          }},
+                         bw});
+      }
     }
-  }
-  cases.push_back({{"remote_sample",
-                    {{"transport", 0, kTransport}, {"step_bytes", 4096}, {"batch", 256}, {"L", 32}},
-                    [](DB*, const Timing& timing) { return RunRemoteSample(timing); }},
-                   Target{Target::Kind::kRatioAtLeast, 0.6, "ratio >= 0.60"}});
-  for (const bool update : {false, true}) {
-    cases.push_back({{"remote_small",
-                      {{"transport", 0, kTransport},
-                       {"call", 0, update ? "update_1_key" : "sample_B1_64B"}},
-                      [update](DB* db, const Timing& timing) {
-                        return RunRemoteSmall(db, timing, update);
+    cases.push_back({{"remote_sample",
+                      {{"transport", 0, transport}, {"step_bytes", 4096}, {"batch", 256}, {"L", 32}},
+                      [transport](DB*, const Timing& timing) {
+                        return RunRemoteSample(transport, timing);
                       }},
-                     Target{Target::Kind::kRatioAtMost, 1.5, "ratio <= 1.50"}});
+                     Target{Target::Kind::kRatioAtLeast, 0.6, "ratio >= 0.60"}});
+    for (const bool update : {false, true}) {
+      cases.push_back({{"remote_small",
+                        {{"transport", 0, transport},
+                         {"call", 0, update ? "update_1_key" : "sample_B1_64B"}},
+                        [transport, update](DB* db, const Timing& timing) {
+                          return RunRemoteSmall(transport, db, timing, update);
+                        }},
+                       Target{Target::Kind::kRatioAtMost, 1.5, "ratio <= 1.50"}});
+    }
   }
   return cases;
 }
