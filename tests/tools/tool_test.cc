@@ -257,20 +257,23 @@ TEST_F(ToolTest, BenchRemoteSmallRowsCarryUcxPerftestsCeiling) {
   ToolRun run = Run({"bench", "--json", "--quick", "--filter", "remote_small"},
                     std::chrono::seconds(300));
   ASSERT_EQ(run.exit_code, 0) << "stderr:\n" << run.err << "\nstdout:\n" << run.out;
-  std::set<std::string> calls;
+  std::set<std::string> calls;  // "TRANSPORT CALL"
   for (const std::string& line : Lines(run.out)) {
     SCOPED_TRACE(line);
     ASSERT_EQ(CheckBenchRecord(line, "remote_small"), "");
     JsonValue v;
     ASSERT_TRUE(JsonParser::Parse(line, &v));
-    calls.insert(v.Find("params")->Find("call")->string);
+    const std::string transport = v.Find("params")->Find("transport")->string;
+    calls.insert(transport + " " + v.Find("params")->Find("call")->string);
     EXPECT_EQ(v.Find("unit")->string, "us");
     EXPECT_GT(v.Find("value")->number, 0);
     EXPECT_EQ(v.Find("ceiling")->type, JsonValue::Type::kNumber) << "no ucx_perftest ceiling";
-    EXPECT_EQ(v.Find("ceiling_name")->string, "am_lat_rtt+local tcp");
+    EXPECT_EQ(v.Find("ceiling_name")->string, "am_lat_rtt+local " + transport);
     EXPECT_NE(v.Find("note")->string.find("am_lat round trip"), std::string::npos);
   }
-  EXPECT_EQ(calls, (std::set<std::string>{"sample_B1_64B", "update_1_key"})) << run.out;
+  EXPECT_EQ(calls, (std::set<std::string>{"tcp sample_B1_64B", "tcp update_1_key",
+                                          "sm sample_B1_64B", "sm update_1_key"}))
+      << run.out;
 }
 
 }  // namespace
