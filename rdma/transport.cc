@@ -263,31 +263,28 @@ class Transport::Impl {
   int open_connections() const { return open_.load(); }
 
   Result<std::string> Lanes(ConnectionId id) {
+    const Status not_found = Status::NotFound("transport: no connection " + std::to_string(id));
     Worker* w = WorkerOf(id);
-    if (w == nullptr) return Status::NotFound("transport: no connection " + std::to_string(id));
+    if (w == nullptr) return not_found;
     // ucp_ep_print_info writes lines like
     //   "#   lane[0]:  3:sysv/memory.0 md[2]  -> md[2]/sysv/... am am_bw#0"
     // to a stream; the "NAME/DEVICE" after the resource number is wanted.
     std::string text;
-    bool found = false;
     {
       // Held already when called from a handler on this worker.
       std::optional<Hold> hold;
       if (holding_ != w) hold.emplace(*w);
       auto it = w->connections.find(id);
-      if (it != w->connections.end() && it->second.ep != nullptr) {
-        found = true;
-        char* buffer = nullptr;
-        size_t size = 0;
-        FILE* stream = open_memstream(&buffer, &size);
-        if (stream == nullptr) return Status::IOError("transport: open_memstream failed");
-        ucp_ep_print_info(it->second.ep, stream);
-        std::fclose(stream);
-        text.assign(buffer, size);
-        std::free(buffer);
-      }
+      if (it == w->connections.end() || it->second.ep == nullptr) return not_found;
+      char* buffer = nullptr;
+      size_t size = 0;
+      FILE* stream = open_memstream(&buffer, &size);
+      if (stream == nullptr) return Status::IOError("transport: open_memstream failed");
+      ucp_ep_print_info(it->second.ep, stream);
+      std::fclose(stream);
+      text.assign(buffer, size);
+      std::free(buffer);
     }
-    if (!found) return Status::NotFound("transport: no connection " + std::to_string(id));
     std::vector<std::string> lanes;
     for (size_t at = text.find("lane["); at != std::string::npos; at = text.find("lane[", at + 1)) {
       const size_t colon = text.find(':', at);

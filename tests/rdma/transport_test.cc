@@ -405,6 +405,22 @@ class ServerProcess {
   uint16_t port_ = 0;
 };
 
+// Sends `signal` to `server` and waits for `to` to end: why (none if it
+// never did), and how long after the signal.
+struct Ended {
+  std::optional<Status> why;
+  std::chrono::steady_clock::duration after{};
+};
+Ended SignalAndWaitClosed(const ServerProcess& server, int signal, Inbox& inbox,
+                          ConnectionId to) {
+  Ended ended;
+  EXPECT_EQ(::kill(server.pid(), signal), 0);
+  const auto sent = std::chrono::steady_clock::now();
+  ended.why = inbox.WaitClosed(to);
+  ended.after = std::chrono::steady_clock::now() - sent;
+  return ended;
+}
+
 // A peer that stops answering (SIGSTOP: its sockets stay open, so UCX sees
 // nothing wrong) is found by the heartbeats within a few intervals.
 TEST(TransportTest, APeerThatStopsAnsweringIsFoundByHeartbeats) {
@@ -418,11 +434,9 @@ TEST(TransportTest, APeerThatStopsAnsweringIsFoundByHeartbeats) {
   // Quiet but alive: heartbeats keep the connection up.
   std::this_thread::sleep_for(4 * kHeartbeat);
   EXPECT_EQ(client->open_connections(), 1);
-  ASSERT_EQ(::kill(server.pid(), SIGSTOP), 0);
-  const auto stopped = std::chrono::steady_clock::now();
-  const std::optional<Status> why = inbox.WaitClosed(to);
+  const auto [why, after] = SignalAndWaitClosed(server, SIGSTOP, inbox, to);
   ASSERT_TRUE(why.has_value()) << "the stopped peer was never noticed";
-  EXPECT_LT(std::chrono::steady_clock::now() - stopped, 15s);
+  EXPECT_LT(after, 15s);
   EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
   EXPECT_THAT(why->message(),
               HasSubstr("127.0.0.1:" + std::to_string(server.port()) +
@@ -440,8 +454,7 @@ TEST(TransportTest, AKilledServerProcessEndsItsConnections) {
   ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server.port(), 10s));
   client->Send(to, "hello", "");
   ASSERT_EQ(inbox.WaitMessages(1).size(), 1u);
-  ASSERT_EQ(::kill(server.pid(), SIGKILL), 0);
-  const std::optional<Status> why = inbox.WaitClosed(to);
+  const std::optional<Status> why = SignalAndWaitClosed(server, SIGKILL, inbox, to).why;
   ASSERT_TRUE(why.has_value()) << "the killed server was never noticed";
   EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
 }
@@ -485,11 +498,9 @@ TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
   EXPECT_EQ(none.status().code(), Status::Code::kNotFound);
   EXPECT_THAT(none.status().message(), HasSubstr("no connection " + std::to_string(to + 1000)));
 
-  ASSERT_EQ(::kill(server.pid(), SIGKILL), 0);
-  const auto killed = std::chrono::steady_clock::now();
-  const std::optional<Status> why = inbox.WaitClosed(to);
+  const auto [why, after] = SignalAndWaitClosed(server, SIGKILL, inbox, to);
   ASSERT_TRUE(why.has_value()) << "the killed server was never noticed";
-  EXPECT_LT(std::chrono::steady_clock::now() - killed, 30s);
+  EXPECT_LT(after, 30s);
   EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
 }
 

@@ -42,18 +42,21 @@
 namespace replaydb::tools {
 namespace {
 
-// The rows' transports: the `transport` parameter, and its UCX_TLS and
-// UCX_MM_ERROR_HANDLING (shared memory with the peer failure handling
-// replaydb's endpoints require: rdma/transport.h) in this process's
-// environment, which the server and ucx_perftest processes inherit.
+// The rows' transports (the `transport` parameter).
 constexpr const char* kTransports[] = {"tcp", "sm"};
-const char* UcxTls(const std::string& transport) {
-  if (transport == "sm") {
+
+// Sets UCX_TLS and UCX_MM_ERROR_HANDLING (shared memory with the peer
+// failure handling replaydb's endpoints require: rdma/transport.h) for
+// `transport` in this process's environment, which the server and
+// ucx_perftest processes inherit.
+void UseTransport(const std::string& transport) {
+  const bool sm = transport == "sm";
+  ::setenv("UCX_TLS", sm ? "sm,tcp" : "tcp", 1);
+  if (sm) {
     ::setenv("UCX_MM_ERROR_HANDLING", "y", 1);
-    return "sm,tcp";
+  } else {
+    ::unsetenv("UCX_MM_ERROR_HANDLING");  // UCX warns about it where no sm transport is loaded
   }
-  ::unsetenv("UCX_MM_ERROR_HANDLING");  // UCX warns about it where no sm transport is loaded
-  return "tcp";
 }
 
 // A TCP port free on 127.0.0.1 now (0 when none could be had).
@@ -102,7 +105,7 @@ Result<Perf> UcxPerftest(const std::string& transport, const std::string& test, 
 
 Result<Perf> UcxPerftestOnce(const std::string& transport, const std::string& test, size_t bytes,
                              int iterations) {
-  ::setenv("UCX_TLS", UcxTls(transport), 1);
+  UseTransport(transport);
   // The UCX settings replaydb's connections run with.
   for (const auto& [name, value] : UcxSettings()) {
     ::setenv(("UCX_" + name).c_str(), value.c_str(), /*overwrite=*/0);
@@ -179,7 +182,7 @@ struct Served {
 Result<BenchResult> WithServedTable(const std::string& transport, const TableSpec& spec,
                                     const std::function<Result<BenchResult>(DB*)>& body) {
   REPLAYDB_ASSIGN_OR_RETURN(auto dir, TempDir::Make());
-  ::setenv("UCX_TLS", UcxTls(transport), 1);  // this process's connections, and the server's
+  UseTransport(transport);  // this process's connections, and the server's
   REPLAYDB_ASSIGN_OR_RETURN(Served served, Served::Start(dir->path() + "/db"));
   Result<BenchResult> result = [&]() -> Result<BenchResult> {
     ConnectOptions o;
