@@ -110,6 +110,14 @@ class Transport::Impl {
     // all before it are whole (a large one fetched by rendezvous must not
     // be overtaken by a small one sent after it).
     std::deque<std::shared_ptr<Incoming>> arrivals;
+    // Peers' memory keys imported on this endpoint (ImportKey), by handle - 1.
+    std::vector<ucp_rkey_h> rkeys;
+  };
+  // An endpoint's close in progress, and the keys to destroy once it is
+  // done (reads in flight may still use them until then).
+  struct Closing {
+    ucs_status_ptr_t request = nullptr;
+    std::vector<ucp_rkey_h> rkeys;
   };
 
   struct Worker {
@@ -132,7 +140,7 @@ class Transport::Impl {
     std::unordered_map<ConnectionId, Connection> connections;
     std::unordered_map<ucp_ep_h, ConnectionId> by_ep;
     // Endpoint closes in progress.
-    std::vector<ucs_status_ptr_t> closing;
+    std::vector<Closing> closing;
     // The worker's event fd (ucp_worker_get_efd), to sleep with a timeout.
     int efd = -1;
     std::chrono::steady_clock::time_point next_heartbeat;
@@ -183,7 +191,8 @@ class Transport::Impl {
     if (s != UCS_OK) return Status::Internal("transport: ucp_config_read: " + UcsError(s));
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    // RMA: one-sided reads of SharedMemory (Transport::Read).
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;
     params.mt_workers_shared = options_.workers > 1 ? 1 : 0;
     s = ucp_init(&params, config, &context_);
     ucp_config_release(config);
@@ -262,29 +271,32 @@ class Transport::Impl {
   uint16_t port() const { return port_; }
   int open_connections() const { return open_.load(); }
 
-  Result<std::string> Lanes(ConnectionId id) {
+  // ucp_ep_print_info of the connection's endpoint.
+  Result<std::string> EndpointInfo(ConnectionId id) {
     const Status not_found = Status::NotFound("transport: no connection " + std::to_string(id));
     Worker* w = WorkerOf(id);
     if (w == nullptr) return not_found;
+    // Held already when called from a handler on this worker.
+    std::optional<Hold> hold;
+    if (holding_ != w) hold.emplace(*w);
+    auto it = w->connections.find(id);
+    if (it == w->connections.end() || it->second.ep == nullptr) return not_found;
+    char* buffer = nullptr;
+    size_t size = 0;
+    FILE* stream = open_memstream(&buffer, &size);
+    if (stream == nullptr) return Status::IOError("transport: open_memstream failed");
+    ucp_ep_print_info(it->second.ep, stream);
+    std::fclose(stream);
+    std::string text(buffer, size);
+    std::free(buffer);
+    return text;
+  }
+
+  Result<std::string> Lanes(ConnectionId id) {
     // ucp_ep_print_info writes lines like
     //   "#   lane[0]:  3:sysv/memory.0 md[2]  -> md[2]/sysv/... am am_bw#0"
     // to a stream; the "NAME/DEVICE" after the resource number is wanted.
-    std::string text;
-    {
-      // Held already when called from a handler on this worker.
-      std::optional<Hold> hold;
-      if (holding_ != w) hold.emplace(*w);
-      auto it = w->connections.find(id);
-      if (it == w->connections.end() || it->second.ep == nullptr) return not_found;
-      char* buffer = nullptr;
-      size_t size = 0;
-      FILE* stream = open_memstream(&buffer, &size);
-      if (stream == nullptr) return Status::IOError("transport: open_memstream failed");
-      ucp_ep_print_info(it->second.ep, stream);
-      std::fclose(stream);
-      text.assign(buffer, size);
-      std::free(buffer);
-    }
+    REPLAYDB_ASSIGN_OR_RETURN(const std::string text, EndpointInfo(id));
     std::vector<std::string> lanes;
     for (size_t at = text.find("lane["); at != std::string::npos; at = text.find("lane[", at + 1)) {
       const size_t colon = text.find(':', at);
@@ -303,6 +315,121 @@ class Transport::Impl {
     std::string out;
     for (const std::string& lane : lanes) out += (out.empty() ? "" : ", ") + lane;
     return out;
+  }
+
+  Result<bool> OneSided(ConnectionId id) {
+    REPLAYDB_ASSIGN_OR_RETURN(const std::string info, EndpointInfo(id));
+    // ucp_ep_print_info names the lanes that carry reads ("get[3]: 0..<bcopy>
+    // ..(inf)" for lane 3, whose line is "lane[3]:  1:sysv/memory.0 md[2] ...").
+    // None: UCX emulates reads with active messages the peer answers; and
+    // TCP's are not one-sided either.
+    std::unordered_map<std::string, std::string> lanes;  // "3" -> its line
+    std::vector<std::string> readers;
+    for (size_t at = 0; at < info.size();) {
+      size_t end = info.find('\n', at);
+      if (end == std::string::npos) end = info.size();
+      const std::string line = info.substr(at, end - at);
+      at = end + 1;
+      for (const char* tag : {"lane[", "get["}) {
+        const size_t open = line.find(tag);
+        if (open == std::string::npos) continue;
+        const size_t first = open + std::strlen(tag);
+        const size_t close = line.find(']', first);
+        if (close == std::string::npos) continue;
+        std::string index = line.substr(first, close - first);
+        if (tag[0] == 'l') {
+          lanes[index] = line;
+        } else {
+          readers.push_back(std::move(index));
+        }
+      }
+    }
+    if (readers.empty()) return false;
+    for (const std::string& lane : readers) {
+      auto it = lanes.find(lane);
+      if (it == lanes.end() || it->second.find("tcp/") != std::string::npos) return false;
+    }
+    return true;
+  }
+
+  Result<std::unique_ptr<SharedMemory>> AllocateShared(size_t bytes) {
+    if (bytes == 0) return Status::InvalidArgument("transport: shared memory of 0 bytes");
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                    UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    mp.address = nullptr;
+    mp.length = bytes;
+    mp.flags = UCP_MEM_MAP_ALLOCATE;
+    ucp_mem_h memh = nullptr;
+    ucs_status_t s = ucp_mem_map(context_, &mp, &memh);
+    if (s != UCS_OK) {
+      return Status::ResourceExhausted("transport: cannot map " + std::to_string(bytes) +
+                                       " bytes of shared memory: " + UcsError(s));
+    }
+    std::unique_ptr<SharedMemory> m(new SharedMemory());
+    m->context_ = context_;
+    m->handle_ = memh;
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    s = ucp_mem_query(memh, &attr);
+    if (s != UCS_OK) return Status::Internal("transport: ucp_mem_query: " + UcsError(s));
+    m->data_ = static_cast<std::byte*>(attr.address);
+    m->size_ = bytes;
+    void* packed = nullptr;
+    size_t packed_size = 0;
+    s = ucp_rkey_pack(context_, memh, &packed, &packed_size);
+    if (s != UCS_OK) return Status::Internal("transport: ucp_rkey_pack: " + UcsError(s));
+    m->key_.assign(static_cast<const char*>(packed), packed_size);
+    ucp_rkey_buffer_release(packed);
+    return m;
+  }
+
+  Result<uint64_t> ImportKey(ConnectionId id, std::string_view key) {
+    Worker* w = WorkerOf(id);
+    if (w == nullptr) return Status::NotFound("transport: no connection " + std::to_string(id));
+    std::optional<Hold> hold;
+    if (holding_ != w) hold.emplace(*w);
+    auto it = w->connections.find(id);
+    if (it == w->connections.end()) {
+      return Status::Unavailable("transport: connection " + std::to_string(id) + " has ended");
+    }
+    ucp_rkey_h rkey = nullptr;
+    const ucs_status_t s = ucp_ep_rkey_unpack(it->second.ep, key.data(), &rkey);
+    if (s != UCS_OK) {
+      return Status::InvalidArgument("transport: a memory key of " + std::to_string(key.size()) +
+                                     " bytes from " + it->second.peer +
+                                     " does not unpack: " + UcsError(s));
+    }
+    it->second.rkeys.push_back(rkey);
+    return static_cast<uint64_t>(it->second.rkeys.size());
+  }
+
+  void Read(ConnectionId id, uint64_t key, uint64_t address, std::span<std::byte> into,
+            std::function<void(const Status&)> done) {
+    Worker* w = WorkerOf(id);
+    if (w == nullptr) {
+      done(Status::NotFound("transport: no connection " + std::to_string(id)));
+      return;
+    }
+    auto read = [this, w, id, key, address, into, done = std::move(done)]() mutable {
+      ReadNow(*w, id, key, address, into, std::move(done));
+    };
+    if (holding_ == w) {
+      read();
+      return;
+    }
+    std::unique_lock<std::mutex> free(w->progress, std::try_to_lock);
+    if (free.owns_lock()) {
+      Worker* previous = holding_;
+      holding_ = w;
+      RunQueued(*w);
+      read();
+      holding_ = previous;
+      free.unlock();
+      ucp_worker_signal(w->worker);  // its completion needs progress
+      return;
+    }
+    Post(*w, std::move(read));
   }
 
   Result<ConnectionId> Connect(const std::string& host, uint16_t port,
@@ -584,6 +711,54 @@ class Transport::Impl {
     return true;
   }
 
+  // Starts a Read on `w` (held).
+  void ReadNow(Worker& w, ConnectionId id, uint64_t key, uint64_t address,
+               std::span<std::byte> into, std::function<void(const Status&)> done) {
+    if (stopping_.load()) {
+      done(Status::Cancelled("transport: stopped before the read was made"));
+      return;
+    }
+    auto it = w.connections.find(id);
+    if (it == w.connections.end()) {
+      done(Status::Unavailable("transport: connection " + std::to_string(id) + " has ended"));
+      return;
+    }
+    if (key == 0 || key > it->second.rkeys.size()) {
+      done(Status::InvalidArgument("transport: connection " + std::to_string(id) +
+                                   " has no memory key " + std::to_string(key)));
+      return;
+    }
+    if (into.empty()) {
+      done(Status::OK());
+      return;
+    }
+    struct Reading {
+      ConnectionId id;
+      std::function<void(const Status&)> done;
+    };
+    auto* r = new Reading{id, std::move(done)};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = [](void* request, ucs_status_t status, void* user) {
+      std::unique_ptr<Reading> r(static_cast<Reading*>(user));
+      r->done(ReadStatus(r->id, status));
+      ucp_request_free(request);
+    };
+    p.user_data = r;
+    ucs_status_ptr_t q = ucp_get_nbx(it->second.ep, into.data(), into.size(), address,
+                                     it->second.rkeys[key - 1], &p);
+    if (q == nullptr || UCS_PTR_IS_ERR(q)) {
+      std::unique_ptr<Reading> owned(r);
+      owned->done(ReadStatus(id, q == nullptr ? UCS_OK : UCS_PTR_STATUS(q)));
+    }
+  }
+
+  static Status ReadStatus(ConnectionId id, ucs_status_t status) {
+    if (status == UCS_OK) return Status::OK();
+    return Status::Unavailable("transport: a read on connection " + std::to_string(id) +
+                               " failed: " + UcsError(status));
+  }
+
   void Sent(Outgoing& out, ucs_status_t status) {
     auto it = out.worker->connections.find(out.to);
     if (it != out.worker->connections.end() && it->second.in_flight > 0) {
@@ -604,6 +779,7 @@ class Transport::Impl {
     if (it == w.connections.end()) return;
     const ucp_ep_h ep = it->second.ep;
     const bool announced = it->second.announced;
+    std::vector<ucp_rkey_h> rkeys = std::move(it->second.rkeys);
     w.by_ep.erase(ep);
     w.connections.erase(it);
     open_.fetch_sub(1);
@@ -612,7 +788,11 @@ class Transport::Impl {
     // A failed endpoint can only be closed by force; ours flushes first.
     p.flags = by_us ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-    if (r != nullptr && !UCS_PTR_IS_ERR(r)) w.closing.push_back(r);
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+      w.closing.push_back(Closing{r, std::move(rkeys)});
+    } else {
+      for (ucp_rkey_h k : rkeys) ucp_rkey_destroy(k);
+    }
     if (announced && options_.on_close) options_.on_close(id, why);
   }
 
@@ -792,12 +972,13 @@ class Transport::Impl {
 
   // Frees the endpoint closes that finished; true if some are in progress.
   static bool SweepCloses(Worker& w) {
-    std::vector<ucs_status_ptr_t> pending;
-    for (ucs_status_ptr_t r : w.closing) {
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) {
-        pending.push_back(r);
+    std::vector<Closing> pending;
+    for (Closing& c : w.closing) {
+      if (ucp_request_check_status(c.request) == UCS_INPROGRESS) {
+        pending.push_back(std::move(c));
       } else {
-        ucp_request_free(r);
+        ucp_request_free(c.request);
+        for (ucp_rkey_h k : c.rkeys) ucp_rkey_destroy(k);
       }
     }
     w.closing.swap(pending);
@@ -941,5 +1122,26 @@ bool Transport::Drive(ConnectionId connection, const std::function<bool()>& done
 int Transport::open_connections() const { return impl_->open_connections(); }
 
 Result<std::string> Transport::Lanes(ConnectionId connection) { return impl_->Lanes(connection); }
+
+Result<bool> Transport::OneSided(ConnectionId connection) { return impl_->OneSided(connection); }
+
+Result<std::unique_ptr<SharedMemory>> Transport::AllocateShared(size_t bytes) {
+  return impl_->AllocateShared(bytes);
+}
+
+Result<uint64_t> Transport::ImportKey(ConnectionId connection, std::string_view key) {
+  return impl_->ImportKey(connection, key);
+}
+
+void Transport::Read(ConnectionId connection, uint64_t key, uint64_t address,
+                     std::span<std::byte> into, std::function<void(const Status&)> done) {
+  impl_->Read(connection, key, address, into, std::move(done));
+}
+
+SharedMemory::~SharedMemory() {
+  if (handle_ != nullptr) {
+    (void)ucp_mem_unmap(static_cast<ucp_context_h>(context_), static_cast<ucp_mem_h>(handle_));
+  }
+}
 
 }  // namespace replaydb::rdma

@@ -103,6 +103,35 @@ struct TransportOptions {
 // them (docs/status.md, issue 33).
 std::vector<std::pair<std::string, std::string>> UcxSettings();
 
+// Memory that peers read without this process's help (Transport::Read):
+// allocated and registered by UCX (ucp_mem_map with UCP_MEM_MAP_ALLOCATE:
+// System V shared memory by default, posix with UCX_ALLOC_PRIO=md:posix),
+// which UCX 1.13 reads zero-copy only where UCX allocated it (not from
+// memory the process allocated itself; docs/status.md, issue 33). Unmapped
+// when destroyed; must not outlive its Transport.
+class SharedMemory {
+ public:
+  ~SharedMemory();
+  SharedMemory(const SharedMemory&) = delete;
+  SharedMemory& operator=(const SharedMemory&) = delete;
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  // What a peer needs to read it: the packed remote key (ucp_rkey_pack),
+  // for Transport::ImportKey, and the address reads name (data()).
+  const std::string& key() const { return key_; }
+  uint64_t address() const { return reinterpret_cast<uint64_t>(data_); }
+
+ private:
+  friend class Transport;
+  SharedMemory() = default;
+  void* context_ = nullptr;  // ucp_context_h
+  void* handle_ = nullptr;   // ucp_mem_h
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+  std::string key_;
+};
+
 class Transport {
  public:
   // Starts the workers (and the listener). IOError naming the address when
@@ -159,6 +188,31 @@ class Transport {
   // have all its lanes yet). NotFound for a connection this transport does
   // not have.
   Result<std::string> Lanes(ConnectionId connection);
+
+  // One-sided reads (GEAR's path: a learner reads a server's memory
+  // without the server's CPU).
+  //
+  // `bytes` (> 0) of SharedMemory that peers may read; ResourceExhausted
+  // naming the size when UCX cannot map it.
+  Result<std::unique_ptr<SharedMemory>> AllocateShared(size_t bytes);
+  // A peer's SharedMemory::key() made usable on `connection` (unpacked on
+  // its endpoint): a handle for Read, valid until the connection ends.
+  // UCX cannot check a key: one that is not a peer's key() may crash the
+  // process (keys come only from the server a client trusts). NotFound or
+  // Unavailable as Send.
+  Result<uint64_t> ImportKey(ConnectionId connection, std::string_view key);
+  // Reads into.size() bytes at `address` of the peer's memory whose key is
+  // `key` (from ImportKey on this connection) into `into`; `done` runs once
+  // they are there or the read failed (Unavailable when the connection
+  // ended, InvalidArgument for a key this connection never imported).
+  // Over TCP UCX emulates such a read with messages that the peer's worker
+  // must answer (OneSided says whether it need not).
+  void Read(ConnectionId connection, uint64_t key, uint64_t address, std::span<std::byte> into,
+            std::function<void(const Status&)> done);
+  // Whether reads on `connection` are one-sided: every lane that reads
+  // runs over shared memory or RDMA hardware, none over TCP. NotFound for
+  // a connection this transport does not have.
+  Result<bool> OneSided(ConnectionId connection);
 
  private:
   class Impl;

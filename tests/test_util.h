@@ -198,7 +198,7 @@ class ChildTest {
   // The first line the child prints that starts with `prefix`, or "" when
   // its output ends first.
   std::string LineStartingWith(const std::string& prefix) {
-    char line[256];
+    char line[4096];
     while (out_ != nullptr && std::fgets(line, sizeof(line), out_) != nullptr) {
       if (std::string(line).rfind(prefix, 0) == 0) return line;
     }

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <condition_variable>
 #include <future>
 #include <map>
@@ -378,31 +379,105 @@ constexpr char kServerChildEnv[] = "REPLAYDB_TRANSPORT_SERVER_CHILD";
 // stalls either end for three of them.
 constexpr auto kHeartbeat = 1000ms;
 
-TEST(TransportChild, ServeUntilKilled) {
-  if (std::getenv(kServerChildEnv) == nullptr) {
-    GTEST_SKIP() << "runs only as the transport tests' server process";
+// Sets an environment variable for the scope (this process's transports
+// and the server process, which inherits it, read it when they start).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
   }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// `n` bytes of a pattern of `seed`, the same in every process.
+std::string Pattern(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  return RandomBytes(rng, n);
+}
+
+std::string Hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : bytes) {
+    out += kDigits[static_cast<unsigned char>(c) >> 4];
+    out += kDigits[static_cast<unsigned char>(c) & 15];
+  }
+  return out;
+}
+
+std::string Unhex(std::string_view hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
+  }
+  return out;
+}
+
+// The server process. Its environment variable's value "share SEED BYTES"
+// also has it share BYTES of SharedMemory holding Pattern(SEED, BYTES), and
+// print its key and address.
+TEST(TransportChild, ServeUntilKilled) {
+  const char* role = std::getenv(kServerChildEnv);
+  if (role == nullptr) GTEST_SKIP() << "runs only as the transport tests' server process";
   EchoServer server(1, kHeartbeat);
   ASSERT_NE(server.transport, nullptr);
   std::printf("port %u\n", static_cast<unsigned>(server.transport->port()));
+  std::unique_ptr<SharedMemory> shared;
+  unsigned long long seed = 0;
+  size_t bytes = 0;
+  if (std::sscanf(role, "share %llu %zu", &seed, &bytes) == 2) {
+    ASSERT_OK_AND_ASSIGN(shared, server.transport->AllocateShared(bytes));
+    const std::string pattern = Pattern(seed, bytes);
+    std::memcpy(shared->data(), pattern.data(), bytes);
+    std::printf("key %s\naddress %llu\n", Hex(shared->key()).c_str(),
+                static_cast<unsigned long long>(shared->address()));
+  }
   std::fflush(stdout);
   std::this_thread::sleep_for(60s);
 }
 
 class ServerProcess {
  public:
-  ServerProcess() : child_("TransportChild.ServeUntilKilled", kServerChildEnv, "1") {
+  // `role`: the child's environment value (see ServeUntilKilled).
+  explicit ServerProcess(const std::string& role = "1")
+      : child_("TransportChild.ServeUntilKilled", kServerChildEnv, role) {
     unsigned port = 0;
     if (std::sscanf(child_.LineStartingWith("port ").c_str(), "port %u", &port) == 1) {
       port_ = static_cast<uint16_t>(port);
     }
+    if (role.rfind("share ", 0) == 0) {
+      std::string key = child_.LineStartingWith("key ");
+      if (key.size() > 4) key_ = Unhex(key.substr(4, key.find_last_not_of("\n") - 3));
+      unsigned long long address = 0;
+      if (std::sscanf(child_.LineStartingWith("address ").c_str(), "address %llu", &address) == 1) {
+        address_ = address;
+      }
+    }
   }
   uint16_t port() const { return port_; }
   pid_t pid() const { return child_.pid(); }
+  // What a "share" server shared.
+  const std::string& key() const { return key_; }
+  uint64_t address() const { return address_; }
 
  private:
   testing_util::ChildTest child_;
   uint16_t port_ = 0;
+  std::string key_;
+  uint64_t address_ = 0;
 };
 
 // Sends `signal` to `server` and waits for `to` to end: why (none if it
@@ -473,10 +548,7 @@ TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
   }
   // This process's transports and the server process (its environment
   // inherited) read it when they start.
-  struct ScopedEnv {
-    ScopedEnv() { ::setenv("UCX_MM_ERROR_HANDLING", "y", 1); }
-    ~ScopedEnv() { ::unsetenv("UCX_MM_ERROR_HANDLING"); }
-  } shared_memory;
+  ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
   ServerProcess server;
   ASSERT_NE(server.port(), 0) << "the server process did not start";
   Inbox inbox;
@@ -502,6 +574,109 @@ TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
   ASSERT_TRUE(why.has_value()) << "the killed server was never noticed";
   EXPECT_LT(after, 30s);
   EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
+}
+
+// Reads `into.size()` bytes at `address` of the server's shared memory,
+// driving the connection until the read is done (bounded): its status.
+Status ReadAndWait(Transport& client, ConnectionId to, uint64_t key, uint64_t address,
+                   std::span<std::byte> into) {
+  auto status = std::make_shared<std::optional<Status>>();
+  auto mu = std::make_shared<std::mutex>();
+  client.Read(to, key, address, into, [status, mu](const Status& s) {
+    std::lock_guard<std::mutex> lock(*mu);
+    *status = s;
+  });
+  const auto give_up = std::chrono::steady_clock::now() + kWait;
+  auto done = [&] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return status->has_value();
+  };
+  while (!client.Drive(to, done, 10ms) && std::chrono::steady_clock::now() < give_up) {
+  }
+  std::lock_guard<std::mutex> lock(*mu);
+  if (!status->has_value()) return Status::DeadlineExceeded("the read never finished");
+  return **status;
+}
+
+// One-sided reads between two processes of one host over shared memory:
+// random ranges of the server's SharedMemory read byte for byte, also while
+// the server process is stopped (SIGSTOP: nothing of it runs), so the
+// reads take none of its CPU; OneSided says so. A key never imported and
+// an ended connection are refused naming them.
+TEST(TransportTest, ProcessesOfOneHostReadEachOthersSharedMemoryOneSided) {
+  if (const char* tls = std::getenv("UCX_TLS"); tls != nullptr) {
+    const std::string t = tls;
+    if (t.find("sm") == std::string::npos && t.find("sysv") == std::string::npos &&
+        t.find("all") == std::string::npos) {
+      GTEST_SKIP() << "UCX_TLS=" << t << " leaves out shared memory";
+    }
+  }
+  ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
+  const uint64_t seed = testing_util::TestSeed();
+  std::mt19937_64 rng(seed);
+  const size_t bytes = (1 << 20) + rng() % (4 << 20);
+  ServerProcess server("share " + std::to_string(seed) + " " + std::to_string(bytes));
+  ASSERT_NE(server.port(), 0) << "the server process did not start";
+  ASSERT_FALSE(server.key().empty()) << "the server process shared no memory";
+  const std::string pattern = Pattern(seed, bytes);
+  Inbox inbox;
+  TransportOptions o = Recording(&inbox);
+  o.heartbeat = 0ms;  // the server is stopped below
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(o));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server.port(), 10s));
+  ASSERT_OK_AND_ASSIGN(const uint64_t key, client->ImportKey(to, server.key()));
+  ASSERT_OK_AND_ASSIGN(const bool one_sided, client->OneSided(to));
+  ASSERT_OK_AND_ASSIGN(const std::string lanes, client->Lanes(to));
+  EXPECT_TRUE(one_sided) << "lanes: " << lanes;
+
+  auto read_some = [&](const char* when) {
+    for (int i = 0; i < 20; ++i) {
+      const size_t at = rng() % bytes;
+      const size_t n = 1 + rng() % std::min<size_t>(bytes - at, 1 << 20);
+      std::string got(n, '\0');
+      const Status s = ReadAndWait(*client, to, key, server.address() + at,
+                                   std::as_writable_bytes(std::span(got.data(), n)));
+      ASSERT_TRUE(s.ok()) << when << ": " << s.ToString();
+      ASSERT_TRUE(got == pattern.substr(at, n)) << when << ": bytes " << at << " to " << at + n;
+    }
+  };
+  read_some("server running");
+  ASSERT_EQ(::kill(server.pid(), SIGSTOP), 0);
+  read_some("server stopped");
+  ASSERT_EQ(::kill(server.pid(), SIGCONT), 0);
+
+  std::string buffer(16, '\0');
+  const auto into = std::as_writable_bytes(std::span(buffer.data(), buffer.size()));
+  const Status bad_key = ReadAndWait(*client, to, key + 1, server.address(), into);
+  EXPECT_EQ(bad_key.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(bad_key.message(), HasSubstr("has no memory key " + std::to_string(key + 1)));
+
+  client->Close(to);
+  ASSERT_TRUE(inbox.WaitClosed(to).has_value());
+  const Status ended = ReadAndWait(*client, to, key, server.address(), into);
+  EXPECT_EQ(ended.code(), Status::Code::kUnavailable);
+  EXPECT_THAT(ended.message(), HasSubstr("connection " + std::to_string(to) + " has ended"));
+}
+
+// Over TCP a read works too, but UCX emulates it with messages the server's
+// worker answers: OneSided says it is not one-sided.
+TEST(TransportTest, ReadsOverTcpAreNotOneSided) {
+  ScopedEnv tcp("UCX_TLS", "tcp");
+  const uint64_t seed = testing_util::TestSeed();
+  const size_t bytes = 64 << 10;
+  ServerProcess server("share " + std::to_string(seed) + " " + std::to_string(bytes));
+  ASSERT_NE(server.port(), 0) << "the server process did not start";
+  ASSERT_FALSE(server.key().empty()) << "the server process shared no memory";
+  Inbox inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server.port(), 10s));
+  ASSERT_OK_AND_ASSIGN(const uint64_t key, client->ImportKey(to, server.key()));
+  ASSERT_OK_AND_ASSIGN(const bool one_sided, client->OneSided(to));
+  EXPECT_FALSE(one_sided);
+  std::string got(bytes, '\0');
+  ASSERT_OK(ReadAndWait(*client, to, key, server.address(),
+                        std::as_writable_bytes(std::span(got.data(), got.size()))));
+  EXPECT_TRUE(got == Pattern(seed, bytes));
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 # The GPU machine has CUDA 13, CMake, PyTorch and Python but none of our
 # Debian libraries, so the bundle carries the binaries with every
 # non-system shared library they load (found with ldd):
-#   .bundle/bin/          replaydb_tests, replaydb
+#   .bundle/bin/          replaydb_tests, replaydb, ucx_perftest (ucx-utils: the
+#                         remote bench's ceilings)
+#   .bundle/lib/ucx/      UCX's transport modules (cma, ib, rdmacm), found there
+#                         through UCX_MODULE_DIR
 #   .bundle/lib/          libreplaydb.so (the C API, which the Python package
 #                         in python/ loads) and _speedups.abi3.so (its C calls), and
 #                         jemalloc, flatbuffers, rocksdb, ucx, ... (whatever ldd lists)
@@ -51,6 +54,10 @@ echo "=== gpu-bundle: collect into $bundle"
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib/fallback"
 cp "$build/bin/replaydb_tests" "$build/bin/replaydb" "$bundle/bin/"
+cp "$(command -v ucx_perftest)" "$bundle/bin/"
+ucx_modules="$(dirname "$(readlink -f "$(ldconfig -p | awk '/libuct.so.0 / {print $NF; exit}')")")/ucx"
+mkdir -p "$bundle/lib/ucx"
+cp -L "$ucx_modules"/libuct_*.so.0 "$bundle/lib/ucx/"
 # The shared library the Python package loads (python/ travels with the
 # working tree): under its soname, and as libreplaydb.so for REPLAYDB_LIBRARY.
 soname="$(objdump -p "$build/lib/libreplaydb.so" | awk '/SONAME/ {print $2}')"

@@ -37,7 +37,10 @@
 #      (issue 37's host paths: logged inserts, log appends and recovery against
 #      memcpy and disk ceilings, draws at 1M, 10M and 50M steps) on the GPU
 #      machine's many-core host,
-#  13. issue 38's several GPUs (step multigpu): tools/analysis/multi_gpu_bench.py
+#  13. `replaydb bench --json --filter remote` (issue 33: a `replaydb serve`
+#      process and the bench over tcp and shared memory, against ucx_perftest
+#      from the bundle) on the many-core host,
+#  14. issue 38's several GPUs (step multigpu): tools/analysis/multi_gpu_bench.py
 #      under torch.distributed.run with 1 rank and with one rank per GPU
 #      (a table sharded over the GPUs, per-rank sample rates with the rows
 #      crossing GPUs through peer memory and through NCCL, the peer gather
@@ -48,8 +51,8 @@
 # non-zero when a step fails.
 # Environment: GTEST_FILTER overrides the suites; REPLAYDB_STEPS picks steps
 # by name, comma-separated, from tests,memcheck,racecheck,prio,gather,cold,python,host,
-# multigpu (default: all; prio covers 5 and 6, gather 7 to 9, cold 10, python 11,
-# host 12, multigpu 13),
+# remote,multigpu (default: all; prio covers 5 and 6, gather 7 to 9, cold 10, python 11,
+# host 12, remote 13, multigpu 14),
 # so a run can be split
 # across calls that each have a time limit; REPLAYDB_SKIP_SANITIZERS=1
 # drops memcheck and racecheck, REPLAYDB_SKIP_BENCH=1 the benches;
@@ -80,6 +83,10 @@ fi
 # steps uses: keep its memory hooks (libucm patches mmap and friends once
 # loaded) out of the CUDA runtime's and compute-sanitizer's way.
 export UCX_MEM_MMAP_HOOK_MODE=none
+# UCX's transport modules travel in the bundle (the machine has no UCX), and
+# the remote bench runs ucx_perftest from it.
+[ -d "$bundle/lib/ucx" ] && export UCX_MODULE_DIR="$bundle/lib/ucx"
+export PATH="$bundle/bin:$PATH"
 tests="$bundle/bin/replaydb_tests"
 tool="$bundle/bin/replaydb"
 filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*:CApiGpu*:VectorTableGpu*:DrawStrategyGpu*:RemoteDBGpu*}"
@@ -91,10 +98,10 @@ case "$filter" in
   *) sanitized_filter="$filter-DeviceMemoryTest.FailuresNameTheBytesAndDevice" ;;
 esac
 
-steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather,cold,python,host,multigpu}"
+steps="${REPLAYDB_STEPS:-tests,memcheck,racecheck,prio,gather,cold,python,host,remote,multigpu}"
 [ "${REPLAYDB_SKIP_SANITIZERS:-0}" = 1 ] && steps="$(echo "$steps" | sed 's/memcheck//; s/racecheck//')"
 [ "${REPLAYDB_SKIP_BENCH:-0}" = 1 ] &&
-  steps="$(echo "$steps" | sed 's/prio//; s/gather//; s/cold//; s/host//; s/multigpu//')"
+  steps="$(echo "$steps" | sed 's/prio//; s/gather//; s/cold//; s/host//; s/remote//; s/multigpu//')"
 # want STEP: whether STEP is among the steps to run.
 want() { case ",$steps," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
@@ -222,6 +229,11 @@ if want host; then
       "$tool" bench --json --filter "$bench"
   done
 fi
+if want remote; then
+  # Issue 33's remote rows, on a host where the server, the clients and
+  # ucx_perftest need not share two cores.
+  step "bench remote" bench-remote.jsonl json_note -- "$tool" bench --json --filter remote
+fi
 if want python; then
   # The Python package from the working tree over the bundle's
   # libreplaydb.so: its tests (GPU ones with PyTorch, JAX and CuPy; the
@@ -303,6 +315,11 @@ if want host; then
   echo
   echo "=== gpu-run: host paths (issue 37)"
   bench_rows .3g "$logs"/bench-host-*.jsonl || true
+fi
+if want remote; then
+  echo
+  echo "=== gpu-run: remote access over UCX (issue 33; this host's CPUs, tcp and shared memory)"
+  bench_rows .3g "$logs/bench-remote.jsonl" || true
 fi
 if want multigpu && [ -f "$logs/multi-gpu.jsonl" ]; then
   echo
