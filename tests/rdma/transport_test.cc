@@ -620,9 +620,9 @@ TEST(TransportTest, ProcessesOfOneHostReadEachOthersSharedMemoryOneSided) {
   ASSERT_FALSE(server.key().empty()) << "the server process shared no memory";
   const std::string pattern = Pattern(seed, bytes);
   Inbox inbox;
-  TransportOptions o = Recording(&inbox);
-  o.heartbeat = 0ms;  // the server is stopped below
-  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(o));
+  // The server's heartbeat (a stop of a few reads is far shorter than
+  // the three missed that end a connection).
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox, kHeartbeat)));
   ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server.port(), 10s));
   ASSERT_OK_AND_ASSIGN(const uint64_t key, client->ImportKey(to, server.key()));
   ASSERT_OK_AND_ASSIGN(const bool one_sided, client->OneSided(to));
@@ -668,7 +668,7 @@ TEST(TransportTest, ReadsOverTcpAreNotOneSided) {
   ASSERT_NE(server.port(), 0) << "the server process did not start";
   ASSERT_FALSE(server.key().empty()) << "the server process shared no memory";
   Inbox inbox;
-  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox)));
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox, kHeartbeat)));
   ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server.port(), 10s));
   ASSERT_OK_AND_ASSIGN(const uint64_t key, client->ImportKey(to, server.key()));
   ASSERT_OK_AND_ASSIGN(const bool one_sided, client->OneSided(to));
