@@ -276,5 +276,36 @@ TEST_F(ToolTest, BenchRemoteSmallRowsCarryUcxPerftestsCeiling) {
       << run.out;
 }
 
+// The transport's one-sided reads: a row per transport against ucx_perftest's
+// ucp_get, saying whether UCX read one-sidedly (shared memory) or emulated
+// the reads (TCP); only the shared-memory row has a target.
+TEST_F(ToolTest, BenchRemoteReadRowsSayWhetherReadsWereOneSided) {
+  ToolRun run = Run({"bench", "--json", "--quick", "--filter", "remote_read"},
+                    std::chrono::seconds(300));
+  ASSERT_EQ(run.exit_code, 0) << "stderr:\n" << run.err << "\nstdout:\n" << run.out;
+  std::set<std::string> transports;
+  for (const std::string& line : Lines(run.out)) {
+    SCOPED_TRACE(line);
+    ASSERT_EQ(CheckBenchRecord(line, "remote_read"), "");
+    JsonValue v;
+    ASSERT_TRUE(JsonParser::Parse(line, &v));
+    const std::string transport = v.Find("params")->Find("transport")->string;
+    transports.insert(transport);
+    EXPECT_EQ(v.Find("unit")->string, "B/s");
+    EXPECT_GT(v.Find("value")->number, 0);
+    EXPECT_EQ(v.Find("ceiling")->type, JsonValue::Type::kNumber) << "no ucx_perftest ceiling";
+    EXPECT_EQ(v.Find("ceiling_name")->string, "ucp_get 32MiB " + transport);
+    const std::string note = v.Find("note")->string;
+    if (transport == "sm") {
+      EXPECT_EQ(note.rfind("one-sided", 0), 0u) << note;
+      EXPECT_NE(v.Find("target"), nullptr);
+    } else {
+      EXPECT_EQ(note.rfind("emulated by UCX", 0), 0u) << note;
+      EXPECT_EQ(v.Find("target"), nullptr);
+    }
+  }
+  EXPECT_EQ(transports, (std::set<std::string>{"tcp", "sm"})) << run.out;
+}
+
 }  // namespace
 }  // namespace replaydb

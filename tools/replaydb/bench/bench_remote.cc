@@ -20,6 +20,18 @@
 //                   an update of 1 key, against the am_lat round trip (twice
 //                   ucp_am_lat's one-way p50) plus the same call's p50 on a
 //                   local table; ratio = value / that.
+//   remote_read     the transport's one-sided reads (Transport::Read) of a
+//                   sample's shape: 256 reads of 128 KiB (a window of 32
+//                   steps of 4 KiB each) at random places of 64 MiB of a
+//                   peer's SharedMemory, all in flight at once, against
+//                   ucx_perftest's ucp_get of 32 MiB, a batch's bytes in
+//                   one get (its gets of 128 KiB read one place again and
+//                   again, from the cache: 49 GB/s on the dev box, against
+//                   13 GB/s for 32 MiB). The peer is a
+//                   transport of this process (its own UCP context and
+//                   worker, as another process would have). Over TCP UCX
+//                   emulates reads (Transport::OneSided is false there): that
+//                   row has no target.
 //
 // Each ceiling is the best of three ucx_perftest runs. Where ucx_perftest is
 // not installed the rows have no ceiling, and say so.
@@ -31,10 +43,13 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "rdma/transport.h"
 #include "replaydb/server.h"
 #include "tools/replaydb/bench/bench_common.h"
 #include "tools/replaydb/child_process.h"
@@ -328,6 +343,79 @@ Result<BenchResult> RunRemoteSample(const std::string& transport, const Timing& 
   return r;
 }
 
+Result<BenchResult> RunRemoteRead(const std::string& transport, const Timing& timing) {
+  constexpr size_t kShared = size_t{64} << 20;
+  constexpr size_t kRead = size_t{128} << 10;  // L=32 steps of 4 KiB
+  constexpr int kReads = 256;                  // B=256
+  UseTransport(transport);
+  rdma::TransportOptions so;
+  so.listen_host = "127.0.0.1";
+  REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::Transport::Start(so));
+  REPLAYDB_ASSIGN_OR_RETURN(auto shared, server->AllocateShared(kShared));
+  FillPattern(reinterpret_cast<uint8_t*>(shared->data()), kShared, 11);
+  REPLAYDB_ASSIGN_OR_RETURN(auto client, rdma::Transport::Start(rdma::TransportOptions{}));
+  REPLAYDB_ASSIGN_OR_RETURN(const rdma::ConnectionId to,
+                            client->Connect("127.0.0.1", server->port(), std::chrono::seconds(10)));
+  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t key, client->ImportKey(to, shared->key()));
+  REPLAYDB_ASSIGN_OR_RETURN(const bool one_sided, client->OneSided(to));
+  std::vector<std::byte> into(kRead * kReads);
+  std::mt19937_64 rng(17);
+  // What a batch's reads report (shared with their callbacks, which a
+  // batch given up on may still run later).
+  struct Reads {
+    std::atomic<int> left{0};
+    std::mutex mu;
+    Status failed;
+  };
+  auto batch = [&]() -> Status {
+    auto reads = std::make_shared<Reads>();
+    reads->left.store(kReads);
+    for (int i = 0; i < kReads; ++i) {
+      const uint64_t at = rng() % (kShared - kRead) / 64 * 64;
+      client->Read(to, key, shared->address() + at,
+                   std::span(into.data() + static_cast<size_t>(i) * kRead, kRead),
+                   [reads](const Status& s) {
+                     if (!s.ok()) {
+                       std::lock_guard<std::mutex> lock(reads->mu);
+                       reads->failed = s;
+                     }
+                     reads->left.fetch_sub(1, std::memory_order_acq_rel);
+                   });
+    }
+    const auto give_up = Clock::now() + std::chrono::seconds(30);
+    while (!client->Drive(to, [&] { return reads->left.load(std::memory_order_acquire) == 0; },
+                          std::chrono::milliseconds(10)) &&
+           Clock::now() < give_up) {
+    }
+    if (reads->left.load() != 0) {
+      client.reset();  // ends the reads still in flight into `into` before it goes
+      return Status::DeadlineExceeded("remote_read: reads did not finish in 30 s");
+    }
+    std::lock_guard<std::mutex> lock(reads->mu);
+    return reads->failed;
+  };
+  REPLAYDB_RETURN_IF_ERROR(batch());  // warm-up
+  BenchResult r;
+  r.unit = "B/s";
+  REPLAYDB_ASSIGN_OR_RETURN(r.value, Median(timing.repetitions, [&]() -> Result<double> {
+    int64_t batches = 0;
+    const auto start = Clock::now();
+    while (Clock::now() - start < timing.duration) {
+      REPLAYDB_RETURN_IF_ERROR(batch());
+      ++batches;
+    }
+    return static_cast<double>(batches) * kRead * kReads / Seconds(Clock::now() - start).count();
+  }));
+  client.reset();
+  shared.reset();
+  server.reset();
+  const Result<Perf> perf = UcxPerftest(transport, "ucp_get", kRead * kReads, 40);
+  SetCeiling(perf, perf.ok() ? perf->bytes_per_second : 0, "ucp_get 32MiB " + transport, &r);
+  r.note = std::string(one_sided ? "one-sided" : "emulated by UCX (not one-sided)") +
+           (r.note.empty() ? "" : "; " + r.note);
+  return r;
+}
+
 // p50 microseconds of `call` over `duration` (at least 200 calls).
 Result<double> P50Micros(Seconds duration, const std::function<Status()>& call) {
   std::vector<double> micros;
@@ -440,6 +528,14 @@ std::vector<CaseWithTarget> RemoteCases() {
                         return RunRemoteSample(transport, timing);
                       }},
                      Target{Target::Kind::kRatioAtLeast, 0.6, "ratio >= 0.60"}});
+    cases.push_back({{"remote_read",
+                      {{"transport", 0, transport}, {"bytes", 131072}, {"reads", 256}},
+                      [transport](DB*, const Timing& timing) {
+                        return RunRemoteRead(transport, timing);
+                      }},
+                     transport == "sm" ? std::optional<Target>(Target{
+                                             Target::Kind::kRatioAtLeast, 0.8, "ratio >= 0.80"})
+                                       : std::nullopt});
     for (const bool update : {false, true}) {
       cases.push_back({{"remote_small",
                         {{"transport", 0, transport},
