@@ -45,17 +45,23 @@ void FreeBlock(std::byte* p) { std::free(p); }
 
 }  // namespace
 
-BlockPool::BlockPool(size_t block_bytes, int64_t capacity_blocks, BlockMemory memory, int device)
+BlockPool::BlockPool(size_t block_bytes, int64_t capacity_blocks, BlockMemory memory, int device,
+                     std::shared_ptr<SlabSource> slabs)
     : block_bytes_(block_bytes),
       stride_((block_bytes + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment),
       capacity_blocks_(capacity_blocks),
       memory_(memory),
-      device_(device) {}
+      device_(device),
+      source_(memory == BlockMemory::kHost ? std::move(slabs) : nullptr) {}
 
 BlockPool::~BlockPool() {
   switch (memory_) {
     case BlockMemory::kHost:
-      for (std::byte* b : addresses_) FreeBlock(b);
+      if (source_) {
+        for (void* s : slabs_) source_->FreeSlab(static_cast<std::byte*>(s));
+      } else {
+        for (std::byte* b : addresses_) FreeBlock(b);
+      }
       break;
     case BlockMemory::kPinned:
       for (void* s : slabs_) kernels::FreePinned(s);
@@ -72,14 +78,25 @@ Status BlockPool::AddSlab() {
       std::clamp<int64_t>(static_cast<int64_t>(kSlabBytes / stride_), 1, room);
   const size_t bytes = static_cast<size_t>(blocks) * stride_;
   void* slab = nullptr;
-  Status s = memory_ == BlockMemory::kPinned ? kernels::AllocatePinned(bytes, &slab)
-                                             : kernels::AllocateDevice(device_, bytes, &slab);
+  Status s;
+  if (source_) {
+    Result<std::byte*> got = source_->AllocateSlab(bytes);
+    if (got.ok()) {
+      slab = *got;
+    } else {
+      s = got.status();
+    }
+  } else {
+    s = memory_ == BlockMemory::kPinned ? kernels::AllocatePinned(bytes, &slab)
+                                        : kernels::AllocateDevice(device_, bytes, &slab);
+  }
   if (!s.ok()) {
     return s.WithContext("hot tier: a slab of " + std::to_string(blocks) + " blocks (" +
                          std::to_string(allocated()) + " of " + std::to_string(capacity_blocks_) +
                          " blocks allocated)");
   }
   slabs_.push_back(slab);
+  slab_first_.push_back(allocated());
   bytes_reserved_ += static_cast<int64_t>(bytes);
   const int64_t first = allocated();
   for (int64_t i = 0; i < blocks; ++i) {
@@ -93,7 +110,7 @@ Status BlockPool::AddSlab() {
 Result<int64_t> BlockPool::Allocate() {
   if (free_.empty()) {
     if (allocated() >= capacity_blocks_) return int64_t{-1};
-    if (memory_ == BlockMemory::kHost) {
+    if (memory_ == BlockMemory::kHost && !source_) {
       std::byte* b = AllocateBlock(block_bytes_);
       if (b == nullptr) {
         return Status::ResourceExhausted("hot tier: out of host memory allocating a block of " +
@@ -111,6 +128,20 @@ Result<int64_t> BlockPool::Allocate() {
   free_.pop_back();
   ++in_use_;
   return id;
+}
+
+BlockPool::SlabPlace BlockPool::place(int64_t block) const {
+  const auto it = std::upper_bound(slab_first_.begin(), slab_first_.end(), block);
+  SlabPlace p;
+  p.slab = static_cast<int64_t>(it - slab_first_.begin()) - 1;
+  p.offset = static_cast<size_t>(block - slab_first_[static_cast<size_t>(p.slab)]) * stride_;
+  return p;
+}
+
+size_t BlockPool::slab_bytes(int64_t i) const {
+  const size_t k = static_cast<size_t>(i);
+  const int64_t end = k + 1 < slab_first_.size() ? slab_first_[k + 1] : allocated();
+  return static_cast<size_t>(end - slab_first_[k]) * stride_;
 }
 
 void BlockPool::Free(int64_t block) {

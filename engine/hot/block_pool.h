@@ -3,7 +3,9 @@
 // memory (a dedicated jemalloc arena when built with jemalloc), in pinned
 // host memory mapped for the GPUs (zero-copy reads by kernels), or in the
 // memory of one GPU. Pinned and device blocks are carved from slabs of up to
-// kSlabBytes, obtained lazily as blocks are first needed.
+// kSlabBytes, obtained lazily as blocks are first needed; so are host blocks
+// when a SlabSource provides the host memory (a server's transport, whose
+// memory peers read one-sidedly: rdma/transport.h).
 //
 // Thread safety: not internally locked; the owning table's mutex guards it.
 #ifndef REPLAYDB_ENGINE_HOT_BLOCK_POOL_H_
@@ -11,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -24,6 +27,16 @@ enum class BlockMemory : uint8_t {
   kDevice = 2,  // device memory of one GPU: host code must not dereference it
 };
 
+// Where host slabs come from instead of the allocator.
+class SlabSource {
+ public:
+  virtual ~SlabSource() = default;
+  // `bytes` of host memory aligned to BlockPool::kBlockAlignment, or why not.
+  virtual Result<std::byte*> AllocateSlab(size_t bytes) = 0;
+  // REQUIRES: `slab` came from AllocateSlab and its blocks are no longer used.
+  virtual void FreeSlab(std::byte* slab) = 0;
+};
+
 class BlockPool {
  public:
   // Alignment of every block's address (a block's column regions are
@@ -33,10 +46,10 @@ class BlockPool {
   // (at least one block).
   static constexpr size_t kSlabBytes = size_t{64} << 20;
 
-  // REQUIRES: block_bytes > 0, capacity_blocks > 0. `device` is the GPU of
-  // kDevice memory.
+  // REQUIRES: block_bytes > 0, capacity_blocks > 0; `slabs` only with
+  // kHost memory. `device` is the GPU of kDevice memory.
   BlockPool(size_t block_bytes, int64_t capacity_blocks, BlockMemory memory = BlockMemory::kHost,
-            int device = 0);
+            int device = 0, std::shared_ptr<SlabSource> slabs = nullptr);
   // Frees every block, in use or not.
   ~BlockPool();
 
@@ -68,6 +81,19 @@ class BlockPool {
   // Bytes obtained from the system so far.
   int64_t bytes_reserved() const { return bytes_reserved_; }
 
+  // Where a block lies in the slabs (pinned, device, or a SlabSource's):
+  // the slab's index (0 <= slab < slabs()) and the block's offset in it.
+  // REQUIRES: the pool has slabs (not plain host blocks) and block < allocated().
+  struct SlabPlace {
+    int64_t slab = 0;
+    size_t offset = 0;
+  };
+  SlabPlace place(int64_t block) const;
+  // Slabs obtained so far, in order, and their start and size.
+  int64_t slabs() const { return static_cast<int64_t>(slabs_.size()); }
+  std::byte* slab(int64_t i) const { return static_cast<std::byte*>(slabs_[static_cast<size_t>(i)]); }
+  size_t slab_bytes(int64_t i) const;
+
  private:
   Status AddSlab();
 
@@ -76,11 +102,13 @@ class BlockPool {
   const int64_t capacity_blocks_;
   const BlockMemory memory_;
   const int device_;
+  const std::shared_ptr<SlabSource> source_;
   int64_t in_use_ = 0;
   int64_t bytes_reserved_ = 0;
   std::vector<std::byte*> addresses_;  // by block id
   std::vector<int64_t> free_;          // ids, the next to hand out last
-  std::vector<void*> slabs_;           // kPinned and kDevice
+  std::vector<void*> slabs_;           // kPinned, kDevice, and a source's
+  std::vector<int64_t> slab_first_;    // the first block id of each slab
 };
 
 std::string_view BlockMemoryName(BlockMemory memory);  // "host", "pinned", "device"
