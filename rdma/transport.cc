@@ -193,7 +193,9 @@ class Transport::Impl {
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     // RMA: one-sided reads of SharedMemory (Transport::Read).
     params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA;
-    params.mt_workers_shared = options_.workers > 1 ? 1 : 0;
+    // Shared: SharedMemory is mapped and unmapped from any thread (a table's
+    // hot tier growing) while the workers run.
+    params.mt_workers_shared = 1;
     s = ucp_init(&params, config, &context_);
     ucp_config_release(config);
     if (s != UCS_OK) return Status::Internal("transport: ucp_init: " + UcsError(s));
