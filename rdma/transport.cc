@@ -265,6 +265,11 @@ class Transport::Impl {
     }
     if (listener_ != nullptr) ucp_listener_destroy(listener_);
     for (auto& w : workers_) {
+      // Closes that did not finish in time: their keys go before the worker.
+      for (Closing& c : w->closing) {
+        for (ucp_rkey_h k : c.rkeys) ucp_rkey_destroy(k);
+        c.rkeys.clear();
+      }
       if (w->worker != nullptr) ucp_worker_destroy(w->worker);
     }
     if (context_ != nullptr) ucp_cleanup(context_);

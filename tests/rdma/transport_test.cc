@@ -115,6 +115,10 @@ struct EchoServer {
       echo_to_.load()->Send(from, header, payload);
       inbox.Add({from, std::move(header), std::move(payload)});
     };
+    o.on_accept = [this](ConnectionId id, const std::string&) {
+      (void)published.load(std::memory_order_acquire);
+      inbox.Accepted(id);
+    };
     auto started = Transport::Start(std::move(o));
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     if (started.ok()) transport = std::move(started).value();
@@ -123,6 +127,11 @@ struct EchoServer {
   // Set once started; read by the workers (a message only comes after a
   // client connected, which TSan cannot see through the network).
   std::atomic<Transport*> echo_to_{nullptr};
+  // Stored once this process has written its SharedMemory, and read when a
+  // connection is accepted: the worker's emulated reads (TCP) then come
+  // after the writes, for TSan too, which cannot see that the client
+  // connects only once the memory is written.
+  std::atomic<bool> published{false};
 };
 
 std::string RandomBytes(std::mt19937_64& rng, size_t n) {
@@ -442,6 +451,7 @@ TEST(TransportChild, ServeUntilKilled) {
     ASSERT_OK_AND_ASSIGN(shared, server.transport->AllocateShared(bytes));
     const std::string pattern = Pattern(seed, bytes);
     std::memcpy(shared->data(), pattern.data(), bytes);
+    server.published.store(true, std::memory_order_release);
     std::printf("key %s\naddress %llu\n", Hex(shared->key()).c_str(),
                 static_cast<unsigned long long>(shared->address()));
   }
