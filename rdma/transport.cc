@@ -418,11 +418,8 @@ class Transport::Impl {
       done(Status::NotFound("transport: no connection " + std::to_string(id)));
       return;
     }
-    auto read = [this, w, id, key, address, into, done = std::move(done)]() mutable {
-      ReadNow(*w, id, key, address, into, std::move(done));
-    };
     if (holding_ == w) {
-      read();
+      (void)ReadNow(*w, id, key, address, into, std::move(done));
       return;
     }
     std::unique_lock<std::mutex> free(w->progress, std::try_to_lock);
@@ -430,13 +427,17 @@ class Transport::Impl {
       Worker* previous = holding_;
       holding_ = w;
       RunQueued(*w);
-      read();
+      const bool in_flight = ReadNow(*w, id, key, address, into, std::move(done));
       holding_ = previous;
       free.unlock();
-      ucp_worker_signal(w->worker);  // its completion needs progress
+      // Its completion needs progress: the worker's thread may be asleep. (A
+      // read over shared memory is done at once: no system call for it.)
+      if (in_flight) ucp_worker_signal(w->worker);
       return;
     }
-    Post(*w, std::move(read));
+    Post(*w, [this, w, id, key, address, into, done = std::move(done)]() mutable {
+      (void)ReadNow(*w, id, key, address, into, std::move(done));
+    });
   }
 
   Result<ConnectionId> Connect(const std::string& host, uint16_t port,
@@ -718,26 +719,26 @@ class Transport::Impl {
     return true;
   }
 
-  // Starts a Read on `w` (held).
-  void ReadNow(Worker& w, ConnectionId id, uint64_t key, uint64_t address,
+  // Starts a Read on `w` (held); true when it is still in flight.
+  bool ReadNow(Worker& w, ConnectionId id, uint64_t key, uint64_t address,
                std::span<std::byte> into, std::function<void(const Status&)> done) {
     if (stopping_.load()) {
       done(Status::Cancelled("transport: stopped before the read was made"));
-      return;
+      return false;
     }
     auto it = w.connections.find(id);
     if (it == w.connections.end()) {
       done(Status::Unavailable("transport: connection " + std::to_string(id) + " has ended"));
-      return;
+      return false;
     }
     if (key == 0 || key > it->second.rkeys.size()) {
       done(Status::InvalidArgument("transport: connection " + std::to_string(id) +
                                    " has no memory key " + std::to_string(key)));
-      return;
+      return false;
     }
     if (into.empty()) {
       done(Status::OK());
-      return;
+      return false;
     }
     struct Reading {
       ConnectionId id;
@@ -757,7 +758,9 @@ class Transport::Impl {
     if (q == nullptr || UCS_PTR_IS_ERR(q)) {
       std::unique_ptr<Reading> owned(r);
       owned->done(ReadStatus(id, q == nullptr ? UCS_OK : UCS_PTR_STATUS(q)));
+      return false;
     }
+    return true;
   }
 
   static Status ReadStatus(ConnectionId id, ucs_status_t status) {
