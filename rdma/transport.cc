@@ -411,15 +411,15 @@ class Transport::Impl {
     return static_cast<uint64_t>(it->second.rkeys.size());
   }
 
-  void Read(ConnectionId id, uint64_t key, uint64_t address, std::span<std::byte> into,
-            std::function<void(const Status&)> done) {
+  void ReadMany(ConnectionId id, std::vector<ReadPiece> pieces,
+                std::function<void(const Status&)> done) {
     Worker* w = WorkerOf(id);
     if (w == nullptr) {
       done(Status::NotFound("transport: no connection " + std::to_string(id)));
       return;
     }
     if (holding_ == w) {
-      (void)ReadNow(*w, id, key, address, into, std::move(done));
+      (void)ReadNow(*w, id, std::move(pieces), std::move(done));
       return;
     }
     std::unique_lock<std::mutex> free(w->progress, std::try_to_lock);
@@ -427,7 +427,7 @@ class Transport::Impl {
       Worker* previous = holding_;
       holding_ = w;
       RunQueued(*w);
-      const bool in_flight = ReadNow(*w, id, key, address, into, std::move(done));
+      const bool in_flight = ReadNow(*w, id, std::move(pieces), std::move(done));
       holding_ = previous;
       free.unlock();
       // Its completion needs progress: the worker's thread may be asleep. (A
@@ -435,8 +435,8 @@ class Transport::Impl {
       if (in_flight) ucp_worker_signal(w->worker);
       return;
     }
-    Post(*w, [this, w, id, key, address, into, done = std::move(done)]() mutable {
-      (void)ReadNow(*w, id, key, address, into, std::move(done));
+    Post(*w, [this, w, id, pieces = std::move(pieces), done = std::move(done)]() mutable {
+      (void)ReadNow(*w, id, std::move(pieces), std::move(done));
     });
   }
 
@@ -719,9 +719,10 @@ class Transport::Impl {
     return true;
   }
 
-  // Starts a Read on `w` (held); true when it is still in flight.
-  bool ReadNow(Worker& w, ConnectionId id, uint64_t key, uint64_t address,
-               std::span<std::byte> into, std::function<void(const Status&)> done) {
+  // Starts the reads of a ReadMany on `w` (held); true when some are still
+  // in flight (`done` runs once the last is done).
+  bool ReadNow(Worker& w, ConnectionId id, std::vector<ReadPiece> pieces,
+               std::function<void(const Status&)> done) {
     if (stopping_.load()) {
       done(Status::Cancelled("transport: stopped before the read was made"));
       return false;
@@ -731,33 +732,55 @@ class Transport::Impl {
       done(Status::Unavailable("transport: connection " + std::to_string(id) + " has ended"));
       return false;
     }
-    if (key == 0 || key > it->second.rkeys.size()) {
-      done(Status::InvalidArgument("transport: connection " + std::to_string(id) +
-                                   " has no memory key " + std::to_string(key)));
-      return false;
+    const std::vector<ucp_rkey_h>& rkeys = it->second.rkeys;
+    for (const ReadPiece& p : pieces) {
+      if (p.key == 0 || p.key > rkeys.size()) {
+        done(Status::InvalidArgument("transport: connection " + std::to_string(id) +
+                                     " has no memory key " + std::to_string(p.key)));
+        return false;
+      }
     }
-    if (into.empty()) {
-      done(Status::OK());
-      return false;
-    }
+    // What the reads in flight share; the last one done reports. One more
+    // than the reads until all are made.
     struct Reading {
       ConnectionId id;
+      size_t left;
+      ucs_status_t failed = UCS_OK;
       std::function<void(const Status&)> done;
+      // Counts one read (or the making of them) done; true when it was the last.
+      bool Done(ucs_status_t status) {
+        if (status != UCS_OK && failed == UCS_OK) failed = status;
+        return --left == 0;
+      }
     };
-    auto* r = new Reading{id, std::move(done)};
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = [](void* request, ucs_status_t status, void* user) {
-      std::unique_ptr<Reading> r(static_cast<Reading*>(user));
-      r->done(ReadStatus(r->id, status));
-      ucp_request_free(request);
-    };
-    p.user_data = r;
-    ucs_status_ptr_t q = ucp_get_nbx(it->second.ep, into.data(), into.size(), address,
-                                     it->second.rkeys[key - 1], &p);
-    if (q == nullptr || UCS_PTR_IS_ERR(q)) {
+    auto* r = new Reading{id, pieces.size() + 1, UCS_OK, std::move(done)};
+    auto finish = [](Reading* r) {
       std::unique_ptr<Reading> owned(r);
-      owned->done(ReadStatus(id, q == nullptr ? UCS_OK : UCS_PTR_STATUS(q)));
+      owned->done(ReadStatus(owned->id, owned->failed));
+    };
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = [](void* request, ucs_status_t status, void* user) {
+      auto* r = static_cast<Reading*>(user);
+      ucp_request_free(request);
+      if (r->Done(status)) {
+        std::unique_ptr<Reading> owned(r);
+        owned->done(ReadStatus(owned->id, owned->failed));
+      }
+    };
+    param.user_data = r;
+    for (const ReadPiece& p : pieces) {
+      if (p.into.empty()) {
+        (void)r->Done(UCS_OK);
+        continue;
+      }
+      ucs_status_ptr_t q = ucp_get_nbx(it->second.ep, p.into.data(), p.into.size(), p.address,
+                                       rkeys[p.key - 1], &param);
+      // Done at once (NULL) or failed; else its callback counts it.
+      if (q == nullptr || UCS_PTR_IS_ERR(q)) (void)r->Done(q == nullptr ? UCS_OK : UCS_PTR_STATUS(q));
+    }
+    if (r->Done(UCS_OK)) {
+      finish(r);
       return false;
     }
     return true;
@@ -1145,7 +1168,14 @@ Result<uint64_t> Transport::ImportKey(ConnectionId connection, std::string_view 
 
 void Transport::Read(ConnectionId connection, uint64_t key, uint64_t address,
                      std::span<std::byte> into, std::function<void(const Status&)> done) {
-  impl_->Read(connection, key, address, into, std::move(done));
+  std::vector<ReadPiece> one;
+  one.push_back(ReadPiece{key, address, into});
+  impl_->ReadMany(connection, std::move(one), std::move(done));
+}
+
+void Transport::ReadMany(ConnectionId connection, std::vector<ReadPiece> pieces,
+                         std::function<void(const Status&)> done) {
+  impl_->ReadMany(connection, std::move(pieces), std::move(done));
 }
 
 SharedMemory::~SharedMemory() {

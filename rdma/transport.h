@@ -209,6 +209,16 @@ class Transport {
   // must answer (OneSided says whether it need not).
   void Read(ConnectionId connection, uint64_t key, uint64_t address, std::span<std::byte> into,
             std::function<void(const Status&)> done);
+  // Many reads on one connection, made at once (a sample's windows): `done`
+  // runs once when all are done, with the first failure if any failed (none
+  // is made when one names a key never imported).
+  struct ReadPiece {
+    uint64_t key = 0;
+    uint64_t address = 0;
+    std::span<std::byte> into;
+  };
+  void ReadMany(ConnectionId connection, std::vector<ReadPiece> pieces,
+                std::function<void(const Status&)> done);
   // Whether reads on `connection` are one-sided: every lane that reads
   // runs over shared memory or RDMA hardware, none over TCP. NotFound for
   // a connection this transport does not have.

@@ -588,20 +588,27 @@ TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
 
 // Reads `into.size()` bytes at `address` of the server's shared memory,
 // driving the connection until the read is done (bounded): its status.
+// The same for a ReadMany of `pieces` (nullptr: a Read).
 Status ReadAndWait(Transport& client, ConnectionId to, uint64_t key, uint64_t address,
-                   std::span<std::byte> into) {
+                   std::span<std::byte> into,
+                   std::vector<Transport::ReadPiece>* pieces = nullptr) {
   auto status = std::make_shared<std::optional<Status>>();
   auto mu = std::make_shared<std::mutex>();
-  client.Read(to, key, address, into, [status, mu](const Status& s) {
+  auto done = [status, mu](const Status& s) {
     std::lock_guard<std::mutex> lock(*mu);
     *status = s;
-  });
+  };
+  if (pieces != nullptr) {
+    client.ReadMany(to, std::move(*pieces), done);
+  } else {
+    client.Read(to, key, address, into, done);
+  }
   const auto give_up = std::chrono::steady_clock::now() + kWait;
-  auto done = [&] {
+  auto finished = [&] {
     std::lock_guard<std::mutex> lock(*mu);
     return status->has_value();
   };
-  while (!client.Drive(to, done, 10ms) && std::chrono::steady_clock::now() < give_up) {
+  while (!client.Drive(to, finished, 10ms) && std::chrono::steady_clock::now() < give_up) {
   }
   std::lock_guard<std::mutex> lock(*mu);
   if (!status->has_value()) return Status::DeadlineExceeded("the read never finished");
@@ -650,9 +657,29 @@ TEST(TransportTest, ProcessesOfOneHostReadEachOthersSharedMemoryOneSided) {
       ASSERT_TRUE(got == pattern.substr(at, n)) << when << ": bytes " << at << " to " << at + n;
     }
   };
+  // Many at once: every range lands where its piece says.
+  auto read_many = [&](const char* when) {
+    std::vector<std::string> got(1 + rng() % 64);
+    std::vector<size_t> at(got.size());
+    std::vector<Transport::ReadPiece> pieces;
+    for (size_t i = 0; i < got.size(); ++i) {
+      at[i] = rng() % bytes;
+      got[i].assign(1 + rng() % std::min<size_t>(bytes - at[i], 256 << 10), '\0');
+      pieces.push_back({key, server.address() + at[i],
+                        std::as_writable_bytes(std::span(got[i].data(), got[i].size()))});
+    }
+    const Status s = ReadAndWait(*client, to, 0, 0, {}, &pieces);
+    ASSERT_TRUE(s.ok()) << when << ": " << s.ToString();
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i] == pattern.substr(at[i], got[i].size()))
+          << when << ": piece " << i << " of " << got.size();
+    }
+  };
   read_some("server running");
+  read_many("server running");
   ASSERT_EQ(::kill(server.pid(), SIGSTOP), 0);
   read_some("server stopped");
+  read_many("server stopped");
   ASSERT_EQ(::kill(server.pid(), SIGCONT), 0);
 
   std::string buffer(16, '\0');
@@ -660,6 +687,15 @@ TEST(TransportTest, ProcessesOfOneHostReadEachOthersSharedMemoryOneSided) {
   const Status bad_key = ReadAndWait(*client, to, key + 1, server.address(), into);
   EXPECT_EQ(bad_key.code(), Status::Code::kInvalidArgument);
   EXPECT_THAT(bad_key.message(), HasSubstr("has no memory key " + std::to_string(key + 1)));
+  // One bad key in a ReadMany: none of its reads is made.
+  std::string untouched(16, '\0');
+  std::vector<Transport::ReadPiece> mixed = {
+      {key, server.address(), std::as_writable_bytes(std::span(untouched.data(), 16))},
+      {key + 1, server.address(), into}};
+  const Status bad_many = ReadAndWait(*client, to, 0, 0, {}, &mixed);
+  EXPECT_EQ(bad_many.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(bad_many.message(), HasSubstr("has no memory key " + std::to_string(key + 1)));
+  EXPECT_EQ(untouched, std::string(16, '\0'));
 
   client->Close(to);
   ASSERT_TRUE(inbox.WaitClosed(to).has_value());

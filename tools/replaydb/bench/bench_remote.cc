@@ -20,10 +20,10 @@
 //                   an update of 1 key, against the am_lat round trip (twice
 //                   ucp_am_lat's one-way p50) plus the same call's p50 on a
 //                   local table; ratio = value / that.
-//   remote_read     the transport's one-sided reads (Transport::Read) of a
-//                   sample's shape: 256 reads of 128 KiB (a window of 32
+//   remote_read     the transport's one-sided reads (Transport::ReadMany) of
+//                   a sample's shape: 256 reads of 128 KiB (a window of 32
 //                   steps of 4 KiB each) at random places of 64 MiB of a
-//                   peer's SharedMemory, all in flight at once, against
+//                   peer's SharedMemory, made at once, against
 //                   ucx_perftest's ucp_get of 32 MiB, a batch's bytes in
 //                   one get (its gets of 128 KiB read one place again and
 //                   again, from the cache: 49 GB/s on the dev box, against
@@ -360,39 +360,40 @@ Result<BenchResult> RunRemoteRead(const std::string& transport, const Timing& ti
   REPLAYDB_ASSIGN_OR_RETURN(const bool one_sided, client->OneSided(to));
   std::vector<std::byte> into(kRead * kReads);
   std::mt19937_64 rng(17);
-  // What a batch's reads report (shared with their callbacks, which a
-  // batch given up on may still run later).
+  // A batch's reads, made at once; what they report is shared with their
+  // callback, which a batch given up on may still run later.
   struct Reads {
-    std::atomic<int> left{0};
+    std::atomic<bool> done{false};
     std::mutex mu;
-    Status failed;
+    Status status;
   };
   auto batch = [&]() -> Status {
     auto reads = std::make_shared<Reads>();
-    reads->left.store(kReads);
+    std::vector<rdma::Transport::ReadPiece> pieces;
+    pieces.reserve(kReads);
     for (int i = 0; i < kReads; ++i) {
       const uint64_t at = rng() % (kShared - kRead) / 64 * 64;
-      client->Read(to, key, shared->address() + at,
-                   std::span(into.data() + static_cast<size_t>(i) * kRead, kRead),
-                   [reads](const Status& s) {
-                     if (!s.ok()) {
-                       std::lock_guard<std::mutex> lock(reads->mu);
-                       reads->failed = s;
-                     }
-                     reads->left.fetch_sub(1, std::memory_order_acq_rel);
-                   });
+      pieces.push_back({key, shared->address() + at,
+                        std::span(into.data() + static_cast<size_t>(i) * kRead, kRead)});
     }
+    client->ReadMany(to, std::move(pieces), [reads](const Status& s) {
+      {
+        std::lock_guard<std::mutex> lock(reads->mu);
+        reads->status = s;
+      }
+      reads->done.store(true, std::memory_order_release);
+    });
     const auto give_up = Clock::now() + std::chrono::seconds(30);
-    while (!client->Drive(to, [&] { return reads->left.load(std::memory_order_acquire) == 0; },
+    while (!client->Drive(to, [&] { return reads->done.load(std::memory_order_acquire); },
                           std::chrono::milliseconds(10)) &&
            Clock::now() < give_up) {
     }
-    if (reads->left.load() != 0) {
+    if (!reads->done.load()) {
       client.reset();  // ends the reads still in flight into `into` before it goes
       return Status::DeadlineExceeded("remote_read: reads did not finish in 30 s");
     }
     std::lock_guard<std::mutex> lock(reads->mu);
-    return reads->failed;
+    return reads->status;
   };
   REPLAYDB_RETURN_IF_ERROR(batch());  // warm-up
   BenchResult r;
