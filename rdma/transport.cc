@@ -143,7 +143,11 @@ class Transport::Impl {
     std::vector<Closing> closing;
     // The worker's event fd (ucp_worker_get_efd), to sleep with a timeout.
     int efd = -1;
+    // When heartbeats next go out (any thread holding the worker sends them
+    // when due), and when the worker's thread next looks for silent
+    // connections.
     std::chrono::steady_clock::time_point next_heartbeat;
+    std::chrono::steady_clock::time_point next_check;
   };
 
   // The worker whose `progress` this thread holds (nullptr: none): a send
@@ -246,7 +250,11 @@ class Transport::Impl {
       if (s != UCS_OK) return Status::Internal("transport: ucp_listener_query: " + UcsError(s));
       port_ = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
     }
-    for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { Run(*p); });
+    const auto first = std::chrono::steady_clock::now() + options_.heartbeat;
+    for (auto& w : workers_) {
+      w->next_heartbeat = w->next_check = first;
+      w->thread = std::thread([this, p = w.get()] { Run(*p); });
+    }
     return Status::OK();
   }
 
@@ -428,6 +436,7 @@ class Transport::Impl {
       holding_ = w;
       RunQueued(*w);
       const bool in_flight = ReadNow(*w, id, std::move(pieces), std::move(done));
+      BeatIfDue(*w);
       holding_ = previous;
       free.unlock();
       // Its completion needs progress: the worker's thread may be asleep. (A
@@ -541,6 +550,7 @@ class Transport::Impl {
       holding_ = w;
       RunQueued(*w);
       const bool in_flight = SendNow(std::move(out));
+      BeatIfDue(*w);
       holding_ = previous;
       free.unlock();
       // Its completion needs progress: the worker's thread may be asleep.
@@ -563,6 +573,7 @@ class Transport::Impl {
         Hold hold(*w);
         RunQueued(*w);
         ucp_worker_progress(w->worker);
+        BeatIfDue(*w);
       }
       finished = done();
     }
@@ -953,21 +964,51 @@ class Transport::Impl {
 
   // Each heartbeat interval: a heartbeat on every connection, and the end
   // of those whose peer has been silent for missed_heartbeats intervals.
-  void Heartbeats(Worker& w, std::chrono::steady_clock::time_point now) {
-    const auto silence = options_.heartbeat * options_.missed_heartbeats;
-    std::vector<ConnectionId> silent;
+  // Sends each connection of `w` (held) its heartbeat.
+  void Beat(Worker& w, std::chrono::steady_clock::time_point now) {
     for (auto& [id, c] : w.connections) {
       if (!c.announced) continue;
-      if (now - c.heard > silence) {
-        silent.push_back(id);
-        continue;
-      }
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS;
       p.flags = UCP_AM_SEND_FLAG_REPLY;
       p.cb.send = [](void* request, ucs_status_t, void*) { ucp_request_free(request); };
       ucs_status_ptr_t r = ucp_am_send_nbx(c.ep, kHeartbeatId, nullptr, 0, nullptr, 0, &p);
       (void)r;  // done at once, or freed by the callback; a failure shows as an ep error
+    }
+    w.next_heartbeat = now + options_.heartbeat;
+  }
+
+  // Beat, when it is due, from a caller that holds `w` (a send or read made
+  // on the caller's thread, Drive): a caller that takes the worker again
+  // and again can keep its thread from it for long, and the peer must still
+  // hear from us. (Only the worker's thread ends silent connections, after
+  // it has progressed: a caller may not have read what came.)
+  void BeatIfDue(Worker& w) {
+    if (options_.heartbeat.count() <= 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= w.next_heartbeat) Beat(w, now);
+  }
+
+  // The worker's thread (holding `w`): connections silent too long end;
+  // heartbeats go out when due. It progresses first, in the same hold: the
+  // thread may have waited long for the worker (a caller holding it), and
+  // what came meanwhile must count as heard.
+  void Heartbeats(Worker& w, std::chrono::steady_clock::time_point now) {
+    if (now >= w.next_check) {
+      ucp_worker_progress(w.worker);
+      EndSilent(w, now);
+      w.next_check = now + options_.heartbeat;
+    }
+    if (now >= w.next_heartbeat) Beat(w, now);
+  }
+
+  // Ends the connections of `w` (held) that heard nothing for
+  // missed_heartbeats heartbeats.
+  void EndSilent(Worker& w, std::chrono::steady_clock::time_point now) {
+    const auto silence = options_.heartbeat * options_.missed_heartbeats;
+    std::vector<ConnectionId> silent;
+    for (auto& [id, c] : w.connections) {
+      if (c.announced && now - c.heard > silence) silent.push_back(id);
     }
     for (const ConnectionId id : silent) {
       const std::string peer = w.connections[id].peer;
@@ -981,7 +1022,6 @@ class Transport::Impl {
                                  " heartbeats missed)"),
              /*by_us=*/false);
     }
-    w.next_heartbeat = now + options_.heartbeat;
   }
 
   // Delivers the whole messages at the front of `from`'s arrivals.
@@ -1036,7 +1076,6 @@ class Transport::Impl {
   void Run(Worker& w) {
     using Clock = std::chrono::steady_clock;
     const bool beating = options_.heartbeat.count() > 0;
-    w.next_heartbeat = Clock::now() + options_.heartbeat;
     while (!stopping_.load()) {
       if (w.drivers.load(std::memory_order_acquire) > 0) {
         {
@@ -1047,7 +1086,7 @@ class Transport::Impl {
         }
         Hold hold(w);
         const Clock::time_point now = Clock::now();
-        if (beating && now >= w.next_heartbeat) Heartbeats(w, now);
+        if (beating) Heartbeats(w, now);
         continue;
       }
       bool active = false;
@@ -1064,13 +1103,15 @@ class Transport::Impl {
         Hold hold(w);
         if (!w.closing.empty()) SweepCloses(w);
         const Clock::time_point now = Clock::now();
-        if (beating && now >= w.next_heartbeat) Heartbeats(w, now);
+        if (beating) Heartbeats(w, now);
       }
       if (active) continue;
       ucs_status_t armed = UCS_OK;
+      Clock::time_point wake;
       {
         Hold hold(w);
         armed = ucp_worker_arm(w.worker);
+        wake = std::min(w.next_heartbeat, w.next_check);
       }
       if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
       {
@@ -1081,8 +1122,8 @@ class Transport::Impl {
       if (w.drivers.load(std::memory_order_acquire) > 0) continue;
       int timeout_ms = -1;
       if (beating) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            w.next_heartbeat - Clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now());
         timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count()) + 1);
       }
       pollfd fd{w.efd, POLLIN, 0};

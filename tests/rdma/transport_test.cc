@@ -704,6 +704,59 @@ TEST(TransportTest, ProcessesOfOneHostReadEachOthersSharedMemoryOneSided) {
   EXPECT_THAT(ended.message(), HasSubstr("connection " + std::to_string(to) + " has ended"));
 }
 
+// A caller that reads again and again over shared memory (each read done at
+// once, so it never waits and never progresses the worker) holds the worker
+// nearly all the time: the heartbeats still go out, from the caller's own
+// thread, and neither side takes the connection for dead.
+TEST(TransportTest, ACallerReadingWithoutPauseStillSendsHeartbeats) {
+  if (const char* tls = std::getenv("UCX_TLS"); tls != nullptr) {
+    const std::string t = tls;
+    if (t.find("sm") == std::string::npos && t.find("sysv") == std::string::npos &&
+        t.find("all") == std::string::npos) {
+      GTEST_SKIP() << "UCX_TLS=" << t << " leaves out shared memory";
+    }
+  }
+  ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
+  constexpr auto kBeat = 100ms;  // silent for 300 ms: the connection ends
+  Inbox server_inbox;
+  TransportOptions so = Recording(&server_inbox, kBeat);
+  so.listen_host = "127.0.0.1";
+  ASSERT_OK_AND_ASSIGN(auto server, Transport::Start(so));
+  // A sample's shape: 256 windows of 128 KiB, each batch a few milliseconds
+  // of copying with the worker held.
+  constexpr size_t kPiece = 128 << 10;
+  constexpr size_t kPieces = 256;
+  constexpr size_t kBytes = kPiece * kPieces;
+  ASSERT_OK_AND_ASSIGN(auto shared, server->AllocateShared(kBytes));
+  std::memset(shared->data(), 7, kBytes);
+  Inbox inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox, kBeat)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server->port(), 10s));
+  ASSERT_OK_AND_ASSIGN(const uint64_t key, client->ImportKey(to, shared->key()));
+  ASSERT_OK_AND_ASSIGN(const bool one_sided, client->OneSided(to));
+  if (!one_sided) GTEST_SKIP() << "reads are not one-sided here";
+  std::vector<std::byte> into(kBytes);
+  const auto until = std::chrono::steady_clock::now() + 20 * kBeat;
+  int batches = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    std::vector<Transport::ReadPiece> pieces;
+    for (size_t i = 0; i < kPieces; ++i) {
+      pieces.push_back(
+          {key, shared->address() + i * kPiece, std::span(into).subspan(i * kPiece, kPiece)});
+    }
+    const Status s = ReadAndWait(*client, to, 0, 0, {}, &pieces);
+    if (!s.ok()) {
+      const std::optional<Status> why = inbox.WaitClosed(to);
+      FAIL() << "after " << batches << " batches: " << s.ToString() << "; the connection ended: "
+             << (why ? why->ToString() : "?");
+    }
+    ++batches;
+  }
+  EXPECT_EQ(into.back(), std::byte{7});
+  EXPECT_EQ(client->open_connections(), 1) << "the client ended the connection";
+  EXPECT_EQ(server->open_connections(), 1) << "the server heard nothing from the reading client";
+}
+
 // Over TCP a read works too, but UCX emulates it with messages the server's
 // worker answers: OneSided says it is not one-sided.
 TEST(TransportTest, ReadsOverTcpAreNotOneSided) {
