@@ -776,6 +776,18 @@ TEST(TransportTest, ReadsOverTcpAreNotOneSided) {
   ASSERT_OK(ReadAndWait(*client, to, key, server.address(),
                         std::as_writable_bytes(std::span(got.data(), got.size()))));
   EXPECT_TRUE(got == Pattern(seed, bytes));
+
+  // What a caller can get wrong, named.
+  const auto empty = client->AllocateShared(0);
+  EXPECT_EQ(empty.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(empty.status().message(), HasSubstr("shared memory of 0 bytes"));
+  // An id whose worker index (its low 8 bits) this one-worker transport
+  // never had.
+  const ConnectionId unknown = (to & ~ConnectionId{0xFF}) | 0x7F;
+  const Result<uint64_t> no_connection = client->ImportKey(unknown, server.key());
+  EXPECT_EQ(no_connection.status().code(), Status::Code::kNotFound);
+  EXPECT_THAT(no_connection.status().message(),
+              HasSubstr("no connection " + std::to_string(unknown)));
 }
 
 }  // namespace
