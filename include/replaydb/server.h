@@ -67,6 +67,24 @@ class Server {
 // ceiling for comparison should run with the same.
 std::vector<std::pair<std::string, std::string>> UcxSettings();
 
+// What one-sided reads give on this host, over the transports UCX picks for
+// loopback here (UCX_TLS, UCX_MM_ERROR_HANDLING: rdma/transport.h): a
+// transport shares `shared_bytes` of memory and another, with its own UCP
+// context and worker as another process would have, reads `reads` pieces of
+// `read_bytes` at random places of it, made at once (a sample's windows),
+// batch after batch for `duration`. A diagnostic, and `replaydb bench`'s
+// remote_read row. InvalidArgument for sizes that do not fit
+// (read_bytes > shared_bytes, or zero), Unavailable when the transports
+// cannot connect or a read fails.
+struct TransportReadProbe {
+  double bytes_per_second = 0;
+  // Whether the reads took none of the peer's CPU (shared memory, RDMA);
+  // false where UCX emulates them (TCP).
+  bool one_sided = false;
+};
+Result<TransportReadProbe> ProbeTransportReads(size_t shared_bytes, size_t read_bytes, int reads,
+                                               std::chrono::milliseconds duration);
+
 }  // namespace replaydb
 
 #endif  // REPLAYDB_SERVER_H_

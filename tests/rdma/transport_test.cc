@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "replaydb/server.h"
 #include "tests/test_util.h"
 
 namespace replaydb::rdma {
@@ -788,6 +789,32 @@ TEST(TransportTest, ReadsOverTcpAreNotOneSided) {
   EXPECT_EQ(no_connection.status().code(), Status::Code::kNotFound);
   EXPECT_THAT(no_connection.status().message(),
               HasSubstr("no connection " + std::to_string(unknown)));
+}
+
+// ProbeTransportReads (replaydb/server.h), the diagnostic behind `replaydb
+// bench`'s remote_read: over TCP the reads are emulated, over shared memory
+// (with UCX_MM_ERROR_HANDLING=y) one-sided; sizes that do not fit are
+// refused naming them.
+TEST(ReadProbeTest, SaysWhetherReadsAreOneSidedAndRefusesSizesThatDoNotFit) {
+  {
+    ScopedEnv tcp("UCX_TLS", "tcp");
+    ASSERT_OK_AND_ASSIGN(const TransportReadProbe probe,
+                         ProbeTransportReads(1 << 20, 64 << 10, 4, 20ms));
+    EXPECT_GT(probe.bytes_per_second, 0);
+    EXPECT_FALSE(probe.one_sided);
+  }
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || std::string(tls).find("sm") != std::string::npos) {
+    ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
+    ASSERT_OK_AND_ASSIGN(const TransportReadProbe probe,
+                         ProbeTransportReads(1 << 20, 64 << 10, 4, 20ms));
+    EXPECT_GT(probe.bytes_per_second, 0);
+    EXPECT_TRUE(probe.one_sided);
+  }
+  const Result<TransportReadProbe> too_big = ProbeTransportReads(4096, 8192, 1, 20ms);
+  EXPECT_EQ(too_big.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(too_big.status().message(),
+              HasSubstr("1 reads of 8192 bytes do not fit 4096 bytes of shared memory"));
 }
 
 }  // namespace

@@ -27,9 +27,10 @@
 //                   ucx_perftest's ucp_get of 32 MiB, a batch's bytes in
 //                   one get (its gets of 128 KiB read one place again and
 //                   again, from the cache: 49 GB/s on the dev box, against
-//                   13 GB/s for 32 MiB). The peer is a
-//                   transport of this process (its own UCP context and
-//                   worker, as another process would have). Over TCP UCX
+//                   13 GB/s for 32 MiB). ProbeTransportReads
+//                   (replaydb/server.h): the peer is a transport of this
+//                   process (its own UCP context and worker, as another
+//                   process would have). Over TCP UCX
 //                   emulates reads (Transport::OneSided is false there): that
 //                   row has no target.
 //
@@ -49,7 +50,6 @@
 #include <sstream>
 #include <thread>
 
-#include "rdma/transport.h"
 #include "replaydb/server.h"
 #include "tools/replaydb/bench/bench_common.h"
 #include "tools/replaydb/child_process.h"
@@ -348,68 +348,17 @@ Result<BenchResult> RunRemoteRead(const std::string& transport, const Timing& ti
   constexpr size_t kRead = size_t{128} << 10;  // L=32 steps of 4 KiB
   constexpr int kReads = 256;                  // B=256
   UseTransport(transport);
-  rdma::TransportOptions so;
-  so.listen_host = "127.0.0.1";
-  REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::Transport::Start(so));
-  REPLAYDB_ASSIGN_OR_RETURN(auto shared, server->AllocateShared(kShared));
-  FillPattern(reinterpret_cast<uint8_t*>(shared->data()), kShared, 11);
-  REPLAYDB_ASSIGN_OR_RETURN(auto client, rdma::Transport::Start(rdma::TransportOptions{}));
-  REPLAYDB_ASSIGN_OR_RETURN(const rdma::ConnectionId to,
-                            client->Connect("127.0.0.1", server->port(), std::chrono::seconds(10)));
-  REPLAYDB_ASSIGN_OR_RETURN(const uint64_t key, client->ImportKey(to, shared->key()));
-  REPLAYDB_ASSIGN_OR_RETURN(const bool one_sided, client->OneSided(to));
-  std::vector<std::byte> into(kRead * kReads);
-  std::mt19937_64 rng(17);
-  // A batch's reads, made at once; what they report is shared with their
-  // callback, which a batch given up on may still run later.
-  struct Reads {
-    std::atomic<bool> done{false};
-    std::mutex mu;
-    Status status;
-  };
-  auto batch = [&]() -> Status {
-    auto reads = std::make_shared<Reads>();
-    std::vector<rdma::Transport::ReadPiece> pieces;
-    pieces.reserve(kReads);
-    for (int i = 0; i < kReads; ++i) {
-      const uint64_t at = rng() % (kShared - kRead) / 64 * 64;
-      pieces.push_back({key, shared->address() + at,
-                        std::span(into.data() + static_cast<size_t>(i) * kRead, kRead)});
-    }
-    client->ReadMany(to, std::move(pieces), [reads](const Status& s) {
-      {
-        std::lock_guard<std::mutex> lock(reads->mu);
-        reads->status = s;
-      }
-      reads->done.store(true, std::memory_order_release);
-    });
-    const auto give_up = Clock::now() + std::chrono::seconds(30);
-    while (!client->Drive(to, [&] { return reads->done.load(std::memory_order_acquire); },
-                          std::chrono::milliseconds(10)) &&
-           Clock::now() < give_up) {
-    }
-    if (!reads->done.load()) {
-      client.reset();  // ends the reads still in flight into `into` before it goes
-      return Status::DeadlineExceeded("remote_read: reads did not finish in 30 s");
-    }
-    std::lock_guard<std::mutex> lock(reads->mu);
-    return reads->status;
-  };
-  REPLAYDB_RETURN_IF_ERROR(batch());  // warm-up
+  bool one_sided = false;
   BenchResult r;
   r.unit = "B/s";
   REPLAYDB_ASSIGN_OR_RETURN(r.value, Median(timing.repetitions, [&]() -> Result<double> {
-    int64_t batches = 0;
-    const auto start = Clock::now();
-    while (Clock::now() - start < timing.duration) {
-      REPLAYDB_RETURN_IF_ERROR(batch());
-      ++batches;
-    }
-    return static_cast<double>(batches) * kRead * kReads / Seconds(Clock::now() - start).count();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        const TransportReadProbe probe,
+        ProbeTransportReads(kShared, kRead, kReads,
+                            std::chrono::duration_cast<std::chrono::milliseconds>(timing.duration)));
+    one_sided = probe.one_sided;
+    return probe.bytes_per_second;
   }));
-  client.reset();
-  shared.reset();
-  server.reset();
   const Result<Perf> perf = UcxPerftest(transport, "ucp_get", kRead * kReads, 40);
   SetCeiling(perf, perf.ok() ? perf->bytes_per_second : 0, "ucp_get 32MiB " + transport, &r);
   r.note = std::string(one_sided ? "one-sided" : "emulated by UCX (not one-sided)") +
