@@ -33,6 +33,16 @@ Result<TransportReadProbe> ProbeTransportReads(size_t shared_bytes, size_t read_
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t key, client->ImportKey(to, shared->key()));
   TransportReadProbe probe;
   REPLAYDB_ASSIGN_OR_RETURN(probe.one_sided, client->OneSided(to));
+  if (!probe.one_sided) {
+    // UCX 1.13 emulates such reads with messages the peer's worker answers,
+    // and aborts the peer's process when an answer cannot go out (seen:
+    // "ucp_get_req_handler ... Fatal: unexpected error: Endpoint timeout"
+    // under ThreadSanitizer): nothing replaydb would use, nothing to measure.
+    REPLAYDB_ASSIGN_OR_RETURN(const std::string lanes, client->Lanes(to));
+    return Status::NotSupported("read probe: reads between transports of this host would be "
+                                "emulated by UCX, not one-sided (lanes " + lanes +
+                                "; shared memory needs UCX_MM_ERROR_HANDLING=y)");
+  }
   std::vector<std::byte> into(read_bytes * static_cast<size_t>(reads));
   // A batch's reads; what they report is shared with their callback, which
   // a batch given up on may still run later.

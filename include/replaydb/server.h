@@ -74,12 +74,15 @@ std::vector<std::pair<std::string, std::string>> UcxSettings();
 // `read_bytes` at random places of it, made at once (a sample's windows),
 // batch after batch for `duration`. A diagnostic, and `replaydb bench`'s
 // remote_read row. InvalidArgument for sizes that do not fit
-// (read_bytes > shared_bytes, or zero), Unavailable when the transports
-// cannot connect or a read fails.
+// (read_bytes > shared_bytes, or zero); NotSupported, naming the lanes,
+// where the reads would not be one-sided (TCP: UCX emulates them with
+// messages the peer answers, and UCX 1.13 aborts the peer when an answer
+// cannot go out); Unavailable when the transports cannot connect or a read
+// fails.
 struct TransportReadProbe {
   double bytes_per_second = 0;
-  // Whether the reads took none of the peer's CPU (shared memory, RDMA);
-  // false where UCX emulates them (TCP).
+  // Whether the reads took none of the peer's CPU (shared memory, RDMA):
+  // always true in a probe that ran.
   bool one_sided = false;
 };
 Result<TransportReadProbe> ProbeTransportReads(size_t shared_bytes, size_t read_bytes, int reads,

@@ -700,7 +700,7 @@ void PrintTableFooter() {
       "(16 KiB, 1 MiB), tag_bw of 4 MiB, ucp_am_lat of 8 B (one way, doubled), ucp_get of 32 MiB;\n"
       "remote_insert's table is unlogged (the network path, not the log); remote_read is the\n"
       "transport's one-sided reads of a sample's shape (256 x 128 KiB) from a peer transport's\n"
-      "shared memory (over tcp UCX emulates them: no target)\n"
+      "shared memory (sm only: over tcp UCX emulates reads)\n"
       "priority rows are microseconds per call of 4096 draws or updates; their ceiling is a\n"
       "baseline measured in the same run (prefix sum + search, or prefix-sum rebuild) and\n"
       "ratio = value / baseline, so 1 / ratio is the speed-up; the vector_insert row likewise\n"
