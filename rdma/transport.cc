@@ -426,26 +426,8 @@ class Transport::Impl {
       done(Status::NotFound("transport: no connection " + std::to_string(id)));
       return;
     }
-    if (holding_ == w) {
-      (void)ReadNow(*w, id, std::move(pieces), std::move(done));
-      return;
-    }
-    std::unique_lock<std::mutex> free(w->progress, std::try_to_lock);
-    if (free.owns_lock()) {
-      Worker* previous = holding_;
-      holding_ = w;
-      RunQueued(*w);
-      const bool in_flight = ReadNow(*w, id, std::move(pieces), std::move(done));
-      BeatIfDue(*w);
-      holding_ = previous;
-      free.unlock();
-      // Its completion needs progress: the worker's thread may be asleep. (A
-      // read over shared memory is done at once: no system call for it.)
-      if (in_flight) ucp_worker_signal(w->worker);
-      return;
-    }
-    Post(*w, [this, w, id, pieces = std::move(pieces), done = std::move(done)]() mutable {
-      (void)ReadNow(*w, id, std::move(pieces), std::move(done));
+    StartOnWorker(*w, [this, w, id, pieces = std::move(pieces), done = std::move(done)]() mutable {
+      return ReadNow(*w, id, std::move(pieces), std::move(done));
     });
   }
 
@@ -537,27 +519,35 @@ class Transport::Impl {
 
   void Dispatch(std::unique_ptr<Outgoing> out) {
     Worker* w = out->worker;
-    // Directly when this thread holds the worker (a handler, a callback) or
-    // it is free; queued to its holder otherwise. Work queued before runs
-    // first: messages on a connection keep their order.
-    if (holding_ == w) {
-      SendNow(std::move(out));
+    StartOnWorker(*w, [this, out = out.release()] { return SendNow(std::unique_ptr<Outgoing>(out)); });
+  }
+
+  // Runs `start` (a send or reads; true when what it started is still in
+  // flight) on `w`: directly when this thread holds the worker (a handler, a
+  // callback) or it is free, queued to its holder otherwise. Work queued
+  // before runs first: messages on a connection keep their order. A caller
+  // that runs it sends the heartbeats when due (it may hold the worker again
+  // and again) and wakes the worker's thread for what is still in flight.
+  void StartOnWorker(Worker& w, std::function<bool()> start) {
+    if (holding_ == &w) {
+      (void)start();
       return;
     }
-    std::unique_lock<std::mutex> free(w->progress, std::try_to_lock);
+    std::unique_lock<std::mutex> free(w.progress, std::try_to_lock);
     if (free.owns_lock()) {
       Worker* previous = holding_;
-      holding_ = w;
-      RunQueued(*w);
-      const bool in_flight = SendNow(std::move(out));
-      BeatIfDue(*w);
+      holding_ = &w;
+      RunQueued(w);
+      const bool in_flight = start();
+      BeatIfDue(w);
       holding_ = previous;
       free.unlock();
       // Its completion needs progress: the worker's thread may be asleep.
-      if (in_flight) ucp_worker_signal(w->worker);
+      // (A read over shared memory is done at once: no system call for it.)
+      if (in_flight) ucp_worker_signal(w.worker);
       return;
     }
-    Post(*w, [this, out = out.release()]() mutable { (void)SendNow(std::unique_ptr<Outgoing>(out)); });
+    Post(w, [start = std::move(start)]() mutable { (void)start(); });
   }
 
   bool Drive(ConnectionId id, const std::function<bool()>& done,

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/rdma/read_and_wait.h"
 #include "tests/test_util.h"
 
 namespace replaydb::rdma {
@@ -25,29 +26,7 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-// Reads `into.size()` bytes at `address` through `key`, driving the
-// connection until done (at most 30 s).
-Status ReadAndWait(Transport& client, ConnectionId to, uint64_t key, uint64_t address,
-                   std::span<std::byte> into) {
-  struct State {
-    std::mutex mu;
-    std::optional<Status> status;
-  };
-  auto state = std::make_shared<State>();
-  client.Read(to, key, address, into, [state](const Status& s) {
-    std::lock_guard<std::mutex> lock(state->mu);
-    state->status = s;
-  });
-  auto done = [&] {
-    std::lock_guard<std::mutex> lock(state->mu);
-    return state->status.has_value();
-  };
-  const auto give_up = std::chrono::steady_clock::now() + 30s;
-  while (!client.Drive(to, done, 10ms) && std::chrono::steady_clock::now() < give_up) {
-  }
-  std::lock_guard<std::mutex> lock(state->mu);
-  return state->status.value_or(Status::DeadlineExceeded("the read never finished"));
-}
+using testing_read::ReadAndWait;
 
 // UCX_MM_ERROR_HANDLING=y for the scope: shared memory between the
 // transports, whose reads are one-sided (over TCP UCX would emulate them,

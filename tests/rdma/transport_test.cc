@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "replaydb/server.h"
+#include "tests/rdma/read_and_wait.h"
 #include "tests/test_util.h"
 
 namespace replaydb::rdma {
@@ -389,6 +390,18 @@ constexpr char kServerChildEnv[] = "REPLAYDB_TRANSPORT_SERVER_CHILD";
 // stalls either end for three of them.
 constexpr auto kHeartbeat = 1000ms;
 
+// UCX_TLS from the environment when it leaves out shared memory (then the
+// shared-memory tests skip), or nothing.
+std::optional<std::string> SharedMemoryLeftOut() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr) return std::nullopt;
+  const std::string t = tls;
+  for (const char* name : {"sm", "sysv", "posix", "all"}) {
+    if (t.find(name) != std::string::npos) return std::nullopt;
+  }
+  return t;
+}
+
 // Sets an environment variable for the scope (this process's transports
 // and the server process, which inherits it, read it when they start).
 class ScopedEnv {
@@ -550,12 +563,8 @@ TEST(TransportTest, AKilledServerProcessEndsItsConnections) {
 // UCX alone (heartbeats off) ends the connection. Without it they talk over
 // TCP. Lanes of a connection the transport does not have: NotFound.
 TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
-  if (const char* tls = std::getenv("UCX_TLS"); tls != nullptr) {
-    const std::string t = tls;
-    if (t.find("sm") == std::string::npos && t.find("sysv") == std::string::npos &&
-        t.find("posix") == std::string::npos && t.find("all") == std::string::npos) {
-      GTEST_SKIP() << "UCX_TLS=" << t << " leaves out shared memory";
-    }
+  if (const auto tls = SharedMemoryLeftOut()) {
+    GTEST_SKIP() << "UCX_TLS=" << *tls << " leaves out shared memory";
   }
   // This process's transports and the server process (its environment
   // inherited) read it when they start.
@@ -587,34 +596,7 @@ TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
   EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
 }
 
-// Reads `into.size()` bytes at `address` of the server's shared memory,
-// driving the connection until the read is done (bounded): its status.
-// The same for a ReadMany of `pieces` (nullptr: a Read).
-Status ReadAndWait(Transport& client, ConnectionId to, uint64_t key, uint64_t address,
-                   std::span<std::byte> into,
-                   std::vector<Transport::ReadPiece>* pieces = nullptr) {
-  auto status = std::make_shared<std::optional<Status>>();
-  auto mu = std::make_shared<std::mutex>();
-  auto done = [status, mu](const Status& s) {
-    std::lock_guard<std::mutex> lock(*mu);
-    *status = s;
-  };
-  if (pieces != nullptr) {
-    client.ReadMany(to, std::move(*pieces), done);
-  } else {
-    client.Read(to, key, address, into, done);
-  }
-  const auto give_up = std::chrono::steady_clock::now() + kWait;
-  auto finished = [&] {
-    std::lock_guard<std::mutex> lock(*mu);
-    return status->has_value();
-  };
-  while (!client.Drive(to, finished, 10ms) && std::chrono::steady_clock::now() < give_up) {
-  }
-  std::lock_guard<std::mutex> lock(*mu);
-  if (!status->has_value()) return Status::DeadlineExceeded("the read never finished");
-  return **status;
-}
+using testing_read::ReadAndWait;
 
 // One-sided reads between two processes of one host over shared memory:
 // random ranges of the server's SharedMemory read byte for byte, also while
@@ -622,12 +604,8 @@ Status ReadAndWait(Transport& client, ConnectionId to, uint64_t key, uint64_t ad
 // reads take none of its CPU; OneSided says so. A key never imported and
 // an ended connection are refused naming them.
 TEST(TransportTest, ProcessesOfOneHostReadEachOthersSharedMemoryOneSided) {
-  if (const char* tls = std::getenv("UCX_TLS"); tls != nullptr) {
-    const std::string t = tls;
-    if (t.find("sm") == std::string::npos && t.find("sysv") == std::string::npos &&
-        t.find("all") == std::string::npos) {
-      GTEST_SKIP() << "UCX_TLS=" << t << " leaves out shared memory";
-    }
+  if (const auto tls = SharedMemoryLeftOut()) {
+    GTEST_SKIP() << "UCX_TLS=" << *tls << " leaves out shared memory";
   }
   ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
   const uint64_t seed = testing_util::TestSeed();
@@ -710,12 +688,8 @@ TEST(TransportTest, ProcessesOfOneHostReadEachOthersSharedMemoryOneSided) {
 // nearly all the time: the heartbeats still go out, from the caller's own
 // thread, and neither side takes the connection for dead.
 TEST(TransportTest, ACallerReadingWithoutPauseStillSendsHeartbeats) {
-  if (const char* tls = std::getenv("UCX_TLS"); tls != nullptr) {
-    const std::string t = tls;
-    if (t.find("sm") == std::string::npos && t.find("sysv") == std::string::npos &&
-        t.find("all") == std::string::npos) {
-      GTEST_SKIP() << "UCX_TLS=" << t << " leaves out shared memory";
-    }
+  if (const auto tls = SharedMemoryLeftOut()) {
+    GTEST_SKIP() << "UCX_TLS=" << *tls << " leaves out shared memory";
   }
   ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
   constexpr auto kBeat = 100ms;  // silent for 300 ms: the connection ends
@@ -801,8 +775,7 @@ TEST(ReadProbeTest, MeasuresOneSidedReadsAndRefusesEmulatedOnesAndSizesThatDoNot
     EXPECT_THAT(emulated.status().message(),
                 HasSubstr("would be emulated by UCX, not one-sided (lanes tcp/"));
   }
-  const char* tls = std::getenv("UCX_TLS");
-  if (tls == nullptr || std::string(tls).find("sm") != std::string::npos) {
+  if (!SharedMemoryLeftOut()) {
     ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
     ASSERT_OK_AND_ASSIGN(const TransportReadProbe probe,
                          ProbeTransportReads(1 << 20, 64 << 10, 4, 20ms));
