@@ -250,6 +250,8 @@ class RpcClient::Impl {
   const std::string& server_name() const { return server_name_; }
   const std::string& address() const { return address_; }
   bool read_only() const { return read_only_; }
+  Transport& transport() const { return *net_; }
+  ConnectionId connection() const { return connection_; }
 
   // Ends the connection: calls in flight and later ones fail with `why`.
   void Close(const Status& why) {
@@ -391,6 +393,8 @@ const std::string& RpcClient::address() const { return impl_->address(); }
 bool RpcClient::connected() const { return impl_->connected(); }
 bool RpcClient::read_only() const { return impl_->read_only(); }
 void RpcClient::Close(const Status& why) { impl_->Close(why); }
+Transport& RpcClient::transport() const { return impl_->transport(); }
+ConnectionId RpcClient::connection() const { return impl_->connection(); }
 
 // ------------------------------------------------------------------ server
 
@@ -463,6 +467,7 @@ class RpcServer::Impl {
 
   uint16_t port() const { return net_->port(); }
   int open_connections() const { return net_->open_connections(); }
+  Transport& transport() const { return *net_; }
 
  private:
   void Log(const std::string& line) {
@@ -785,5 +790,6 @@ RpcServer::~RpcServer() = default;
 
 uint16_t RpcServer::port() const { return impl_->port(); }
 int RpcServer::open_connections() const { return impl_->open_connections(); }
+Transport& RpcServer::transport() const { return impl_->transport(); }
 
 }  // namespace replaydb::rdma

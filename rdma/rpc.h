@@ -117,6 +117,10 @@ class RpcClient {
   // Ends the connection now: calls in flight and every later one fail with
   // `why`.
   void Close(const Status& why);
+  // The client's transport and its connection to the server (one-sided
+  // reads of the server's memory: Transport::ReadMany).
+  Transport& transport() const;
+  ConnectionId connection() const;
 
  private:
   class Impl;
@@ -214,6 +218,8 @@ class RpcServer {
 
   uint16_t port() const;
   int open_connections() const;
+  // The server's transport (its memory for one-sided reads: AllocateShared).
+  Transport& transport() const;
 
  private:
   class Impl;

@@ -200,9 +200,16 @@ class Transport::Impl {
     // Shared: SharedMemory is mapped and unmapped from any thread (a table's
     // hot tier growing) while the workers run.
     params.mt_workers_shared = 1;
-    s = ucp_init(&params, config, &context_);
+    ucp_context_h context = nullptr;
+    s = ucp_init(&params, config, &context);
     ucp_config_release(config);
     if (s != UCS_OK) return Status::Internal("transport: ucp_init: " + UcsError(s));
+    // Cleaned up when the transport and every SharedMemory of it are gone
+    // (a served table's slabs may go after the server).
+    context_owner_ = std::shared_ptr<void>(context, [](void* c) {
+      ucp_cleanup(static_cast<ucp_context_h>(c));
+    });
+    context_ = context;
     workers_.reserve(static_cast<size_t>(options_.workers));
     for (int i = 0; i < options_.workers; ++i) {
       auto w = std::make_unique<Worker>();
@@ -280,7 +287,7 @@ class Transport::Impl {
       }
       if (w->worker != nullptr) ucp_worker_destroy(w->worker);
     }
-    if (context_ != nullptr) ucp_cleanup(context_);
+    context_owner_.reset();
   }
 
   uint16_t port() const { return port_; }
@@ -382,7 +389,7 @@ class Transport::Impl {
                                        " bytes of shared memory: " + UcsError(s));
     }
     std::unique_ptr<SharedMemory> m(new SharedMemory());
-    m->context_ = context_;
+    m->context_ = context_owner_;
     m->handle_ = memh;
     ucp_mem_attr_t attr{};
     attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
@@ -1138,6 +1145,7 @@ class Transport::Impl {
 
   TransportOptions options_;
   ucp_context_h context_ = nullptr;
+  std::shared_ptr<void> context_owner_;  // the context; SharedMemory holds it too
   ucp_listener_h listener_ = nullptr;
   std::vector<std::unique_ptr<Worker>> workers_;
   uint16_t port_ = 0;
@@ -1197,21 +1205,40 @@ Result<uint64_t> Transport::ImportKey(ConnectionId connection, std::string_view 
   return impl_->ImportKey(connection, key);
 }
 
-void Transport::Read(ConnectionId connection, uint64_t key, uint64_t address,
-                     std::span<std::byte> into, std::function<void(const Status&)> done) {
-  std::vector<ReadPiece> one;
-  one.push_back(ReadPiece{key, address, into});
-  impl_->ReadMany(connection, std::move(one), std::move(done));
-}
-
 void Transport::ReadMany(ConnectionId connection, std::vector<ReadPiece> pieces,
                          std::function<void(const Status&)> done) {
   impl_->ReadMany(connection, std::move(pieces), std::move(done));
 }
 
+Status Transport::ReadAll(ConnectionId connection, std::vector<ReadPiece> pieces,
+                          std::chrono::milliseconds timeout, std::shared_ptr<const void> keep) {
+  struct State {
+    std::mutex mu;
+    std::optional<Status> status;
+  };
+  auto state = std::make_shared<State>();
+  ReadMany(connection, std::move(pieces), [state, keep = std::move(keep)](const Status& s) {
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->status = s;
+  });
+  auto finished = [&] {
+    std::lock_guard<std::mutex> lock(state->mu);
+    return state->status.has_value();
+  };
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (!Drive(connection, finished, std::chrono::milliseconds(10)) &&
+         std::chrono::steady_clock::now() < give_up) {
+  }
+  std::lock_guard<std::mutex> lock(state->mu);
+  return state->status.value_or(Status::DeadlineExceeded(
+      "transport: reads on connection " + std::to_string(connection) + " not done after " +
+      std::to_string(timeout.count()) + " ms"));
+}
+
 SharedMemory::~SharedMemory() {
   if (handle_ != nullptr) {
-    (void)ucp_mem_unmap(static_cast<ucp_context_h>(context_), static_cast<ucp_mem_h>(handle_));
+    (void)ucp_mem_unmap(static_cast<ucp_context_h>(context_.get()),
+                        static_cast<ucp_mem_h>(handle_));
   }
 }
 

@@ -108,7 +108,7 @@ std::vector<std::pair<std::string, std::string>> UcxSettings();
 // System V shared memory by default, posix with UCX_ALLOC_PRIO=md:posix),
 // which UCX 1.13 reads zero-copy only where UCX allocated it (not from
 // memory the process allocated itself; docs/status.md, issue 33). Unmapped
-// when destroyed; must not outlive its Transport.
+// when destroyed; may outlive its Transport (it keeps the UCP context).
 class SharedMemory {
  public:
   ~SharedMemory();
@@ -125,7 +125,7 @@ class SharedMemory {
  private:
   friend class Transport;
   SharedMemory() = default;
-  void* context_ = nullptr;  // ucp_context_h
+  std::shared_ptr<void> context_;  // ucp_context_h, cleaned up by its last holder
   void* handle_ = nullptr;   // ucp_mem_h
   std::byte* data_ = nullptr;
   size_t size_ = 0;
@@ -196,22 +196,19 @@ class Transport {
   // naming the size when UCX cannot map it.
   Result<std::unique_ptr<SharedMemory>> AllocateShared(size_t bytes);
   // A peer's SharedMemory::key() made usable on `connection` (unpacked on
-  // its endpoint): a handle for Read, valid until the connection ends.
+  // its endpoint): a handle for ReadMany, valid until the connection ends.
   // UCX cannot check a key: one that is not a peer's key() may crash the
   // process (keys come only from the server a client trusts). NotFound or
   // Unavailable as Send.
   Result<uint64_t> ImportKey(ConnectionId connection, std::string_view key);
-  // Reads into.size() bytes at `address` of the peer's memory whose key is
-  // `key` (from ImportKey on this connection) into `into`; `done` runs once
-  // they are there or the read failed (Unavailable when the connection
-  // ended, InvalidArgument for a key this connection never imported).
-  // Over TCP UCX emulates such a read with messages that the peer's worker
-  // must answer (OneSided says whether it need not).
-  void Read(ConnectionId connection, uint64_t key, uint64_t address, std::span<std::byte> into,
-            std::function<void(const Status&)> done);
-  // Many reads on one connection, made at once (a sample's windows): `done`
-  // runs once when all are done, with the first failure if any failed (none
-  // is made when one names a key never imported).
+  // Reads on one connection, made at once (a sample's windows): each
+  // piece's into.size() bytes at `address` of the peer's memory whose key
+  // is `key` (from ImportKey on this connection) into `into`. `done` runs
+  // once when all are done, with the first failure if any failed
+  // (Unavailable when the connection ended; InvalidArgument, and none is
+  // made, when one names a key this connection never imported). Over TCP
+  // UCX emulates such reads with messages that the peer's worker must
+  // answer (OneSided says whether it need not).
   struct ReadPiece {
     uint64_t key = 0;
     uint64_t address = 0;
@@ -223,6 +220,12 @@ class Transport {
   // runs over shared memory or RDMA hardware, none over TCP. NotFound for
   // a connection this transport does not have.
   Result<bool> OneSided(ConnectionId connection);
+  // ReadMany, then drives the connection until the reads are done or
+  // `timeout` passes (DeadlineExceeded). The reads may land after a
+  // timeout: `keep`, which should own the pieces' memory then, is held until
+  // they are done or failed.
+  Status ReadAll(ConnectionId connection, std::vector<ReadPiece> pieces,
+                 std::chrono::milliseconds timeout, std::shared_ptr<const void> keep = nullptr);
 
  private:
   class Impl;

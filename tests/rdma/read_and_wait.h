@@ -1,12 +1,15 @@
-// Test helper: a Transport read, waited for by driving its connection.
+// Test helpers: Transport reads, waited for by driving their connection, and
+// shared memory between transports for a scope.
 #ifndef REPLAYDB_TESTS_RDMA_READ_AND_WAIT_H_
 #define REPLAYDB_TESTS_RDMA_READ_AND_WAIT_H_
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -21,31 +24,43 @@ namespace replaydb::rdma::testing_read {
 inline Status ReadAndWait(Transport& client, ConnectionId to, uint64_t key, uint64_t address,
                           std::span<std::byte> into,
                           std::vector<Transport::ReadPiece>* pieces = nullptr) {
-  struct State {
-    std::mutex mu;
-    std::optional<Status> status;
-  };
-  auto state = std::make_shared<State>();
-  auto done = [state](const Status& s) {
-    std::lock_guard<std::mutex> lock(state->mu);
-    state->status = s;
-  };
   if (pieces != nullptr) {
-    client.ReadMany(to, std::move(*pieces), done);
-  } else {
-    client.Read(to, key, address, into, done);
+    return client.ReadAll(to, std::move(*pieces), std::chrono::seconds(30));
   }
-  auto finished = [&] {
-    std::lock_guard<std::mutex> lock(state->mu);
-    return state->status.has_value();
-  };
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!client.Drive(to, finished, std::chrono::milliseconds(10)) &&
-         std::chrono::steady_clock::now() < give_up) {
-  }
-  std::lock_guard<std::mutex> lock(state->mu);
-  return state->status.value_or(Status::DeadlineExceeded("the read never finished"));
+  return client.ReadAll(to, {{key, address, into}}, std::chrono::seconds(30));
 }
+
+// Sets an environment variable for the scope (this process's transports
+// and the server process, which inherits it, read it when they start).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Shared memory between transports made in the scope
+// (UCX_MM_ERROR_HANDLING=y): their reads are one-sided (over TCP UCX would
+// emulate them, and UCX 1.13 aborts a process whose answer to such a read
+// cannot go out).
+class SharedMemoryOn : public ScopedEnv {
+ public:
+  SharedMemoryOn() : ScopedEnv("UCX_MM_ERROR_HANDLING", "y") {}
+};
 
 }  // namespace replaydb::rdma::testing_read
 

@@ -28,21 +28,7 @@ using namespace std::chrono_literals;
 
 using testing_read::ReadAndWait;
 
-// UCX_MM_ERROR_HANDLING=y for the scope: shared memory between the
-// transports, whose reads are one-sided (over TCP UCX would emulate them,
-// and UCX 1.13 aborts a process whose answer to such a read cannot go out).
-class SharedMemoryOn {
- public:
-  SharedMemoryOn() : was_set_(std::getenv("UCX_MM_ERROR_HANDLING") != nullptr) {
-    if (!was_set_) ::setenv("UCX_MM_ERROR_HANDLING", "y", 1);
-  }
-  ~SharedMemoryOn() {
-    if (!was_set_) ::unsetenv("UCX_MM_ERROR_HANDLING");
-  }
-
- private:
-  const bool was_set_;
-};
+using testing_read::SharedMemoryOn;
 
 TEST(SharedSlabsTest, APoolsBlocksAreReadByAPeerThroughTheirSlabsKeys) {
   SharedMemoryOn shared_memory;

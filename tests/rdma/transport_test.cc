@@ -402,28 +402,7 @@ std::optional<std::string> SharedMemoryLeftOut() {
   return t;
 }
 
-// Sets an environment variable for the scope (this process's transports
-// and the server process, which inherits it, read it when they start).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing_read::ScopedEnv;
 
 // `n` bytes of a pattern of `seed`, the same in every process.
 std::string Pattern(uint64_t seed, size_t n) {
