@@ -78,6 +78,7 @@ struct alignas(64) Trajectory {
   // The first cache line ends here.
   double best_priority = -1;
   int32_t pins = 0;  // in-flight copies into or out of its blocks
+  int32_t leases = 0;  // of the pins, those of samples read in place (held longer)
   EndReason end_reason = EndReason::kTruncated;
   // Left by Table::Clear (`evicted` is set too, so that its writer starts
   // anew); messages say so.

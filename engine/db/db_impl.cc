@@ -108,7 +108,8 @@ Status CheckColdStorePresent(Env* env, const std::string& path, const CatalogCon
 
 }  // namespace
 
-Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::string& path) {
+Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::string& path,
+                                         std::shared_ptr<SlabSource> host_slabs) {
   if (path.empty()) return Status::InvalidArgument("DB::Open: the database path is empty");
   Env* env = options.env != nullptr ? options.env : Env::Default();
   const std::string catalog_path = path + "/CATALOG";
@@ -144,6 +145,7 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
   REPLAYDB_RETURN_IF_ERROR(CheckColdStorePresent(env, path, catalog));
 
   std::unique_ptr<DBImpl> db(new DBImpl(options, env, path, std::move(lock)));
+  db->host_slabs_ = std::move(host_slabs);
   db->next_table_id_ = catalog.next_table_id;
   db->checkpointed_ = catalog.checkpointed;
   for (const CatalogEntry& entry : catalog.tables) {
@@ -435,7 +437,8 @@ void DBImpl::CheckpointLoop() {
 }
 
 Result<std::shared_ptr<TableImpl>> DBImpl::MakeTable(const TableSpec& spec) {
-  return TableImpl::Create(spec, [this](const TableSpec& s) { return PersistSpec(s); });
+  return TableImpl::Create(
+      spec, [this](const TableSpec& s) { return PersistSpec(s); }, host_slabs_);
 }
 
 Status DBImpl::SaveCatalogLocked(const Specs& specs, uint32_t next_table_id) {

@@ -26,7 +26,11 @@ namespace replaydb::engine {
 
 class DBImpl final : public DB {
  public:
-  static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path);
+  // `host_slabs`, when set, provides the hot tiers of tables whose blocks
+  // lie in plain host memory (a served database's, which clients read
+  // one-sidedly: rdma/shared_slabs.h).
+  static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path,
+                                          std::shared_ptr<SlabSource> host_slabs = nullptr);
   static Result<std::unique_ptr<DB>> OpenReadOnly(const DBOptions& options,
                                                   const std::string& path);
   ~DBImpl() override;
@@ -59,6 +63,7 @@ class DBImpl final : public DB {
   DBImpl(const DBOptions& options, Env* env, std::string path, std::unique_ptr<FileLock> lock);
 
   Result<std::shared_ptr<TableImpl>> MakeTable(const TableSpec& spec);
+  std::shared_ptr<SlabSource> host_slabs_;  // set before any table is made
   // Writes the catalog of `specs`. REQUIRES: mu_ held.
   Status SaveCatalogLocked(const Specs& specs, uint32_t next_table_id);
   // Records a table's changed spec (SetRateLimiter).

@@ -89,6 +89,8 @@ class BlockPool {
     size_t offset = 0;
   };
   SlabPlace place(int64_t block) const;
+  // Whether host blocks come from a SlabSource's slabs.
+  bool has_source() const { return source_ != nullptr; }
   // Slabs obtained so far, in order, and their start and size.
   int64_t slabs() const { return static_cast<int64_t>(slabs_.size()); }
   std::byte* slab(int64_t i) const { return static_cast<std::byte*>(slabs_[static_cast<size_t>(i)]); }

@@ -41,7 +41,7 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
     std::shared_ptr<Trajectory> victim;
     const int64_t headroom =
         spill_ && cold_store_ != nullptr ? std::max<int64_t>(1, pool_.capacity_blocks() / 8) : 1;
-    if (pending_free_blocks_ < headroom) victim = store_.PickVictim(t);
+    if (pending_free_blocks_ - leased_free_blocks_ < headroom) victim = store_.PickVictim(t);
     if (pending_free_blocks_ > 0 && !victim) {
       const util::WaitEnd end = util::WaitInterruptibly(blocks_cv_, lock, deadline);
       if (end == util::WaitEnd::kInterrupted) {
@@ -52,7 +52,10 @@ Status TableImpl::AddBlockLocked(std::unique_lock<std::mutex>& lock, Trajectory&
           pool_.in_use() >= pool_.capacity_blocks()) {
         return Status::DeadlineExceeded(
             "table " + Quoted(name_) + ": timed out waiting for hot-tier blocks that " +
-            (spill_queue_.empty() ? std::string("in-flight samples still read")
+            (spill_queue_.empty()
+                 ? std::string(leased_free_blocks_ > 0
+                                   ? "samples read in place still hold (their leases)"
+                                   : "in-flight samples still read")
                                   : "are being spilled to the cold tier (" +
                                         std::to_string(spill_queue_.size()) +
                                         " trajectories queued" +
@@ -124,6 +127,7 @@ void TableImpl::RemoveTrajectoryLocked(Trajectory& t, bool evicted, bool log) {
     ReleaseBlocksLocked(&t.blocks);
   } else {
     pending_free_blocks_ += static_cast<int64_t>(t.blocks.size());
+    if (t.leases == t.pins) leased_free_blocks_ += static_cast<int64_t>(t.blocks.size());
   }
   // Last: this may drop the final reference to `t`.
   store_.Erase(t);
@@ -156,8 +160,28 @@ int64_t TableImpl::RemoveItemsOneByOneLocked(Trajectory& t) {
 }
 
 void TableImpl::UnpinLocked(Trajectory& t) {
-  if (--t.pins > 0 || !t.removed || t.blocks.empty()) return;
+  --t.pins;
+  if (!t.removed || t.blocks.empty()) return;
+  if (t.pins > 0) {
+    // Only leases hold it now: a writer need not wait for it.
+    if (t.pins == t.leases) leased_free_blocks_ += static_cast<int64_t>(t.blocks.size());
+    return;
+  }
   pending_free_blocks_ -= static_cast<int64_t>(t.blocks.size());
+  ReleaseBlocksLocked(&t.blocks);
+  blocks_cv_.notify_all();
+}
+
+void TableImpl::UnleaseLocked(Trajectory& t) {
+  --t.leases;
+  --t.pins;
+  if (!t.removed || t.blocks.empty()) return;
+  const auto n = static_cast<int64_t>(t.blocks.size());
+  // Still held: whether only leases hold it has not changed (both counts
+  // went down by one).
+  if (t.pins > 0) return;
+  pending_free_blocks_ -= n;
+  leased_free_blocks_ -= n;
   ReleaseBlocksLocked(&t.blocks);
   blocks_cv_.notify_all();
 }

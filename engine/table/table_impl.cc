@@ -17,7 +17,8 @@ namespace replaydb::engine {
 using util::Quoted;
 
 Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
-                                                     PersistSpecFn persist) {
+                                                     PersistSpecFn persist,
+                                                     std::shared_ptr<SlabSource> host_slabs) {
   const auto where = [&] { return "table " + Quoted(spec.name); };
   // Which GPU, if any, the table uses, and where its blocks go.
   std::string why_none;
@@ -55,22 +56,25 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     tier = std::move(created).value();
   }
   draws->AttachTier(tier.get());
+  if (memory != BlockMemory::kHost) host_slabs = nullptr;
   if (spec.lanes > 1) {
     return std::shared_ptr<TableImpl>(std::make_shared<VectorTableImpl>(
-        spec, std::move(persist), std::move(draws), memory, std::move(tier)));
+        spec, std::move(persist), std::move(draws), memory, std::move(tier),
+        std::move(host_slabs)));
   }
   return std::make_shared<TableImpl>(spec, std::move(persist), std::move(draws), memory,
-                                     std::move(tier));
+                                     std::move(tier), std::move(host_slabs));
 }
 
 TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
                      std::unique_ptr<DrawStrategy> draws, BlockMemory memory,
-                     std::unique_ptr<DeviceTier> tier)
+                     std::unique_ptr<DeviceTier> tier, std::shared_ptr<SlabSource> host_slabs)
     : name_(spec.name),
       columns_(StoredColumns(spec)),
       item_columns_(spec.columns),
       layout_(TableLayout::For(spec)),
       sequence_length_(spec.sequence_length),
+      one_lane_(spec.lanes == 1),
       padding_(spec.padding),
       max_times_sampled_(static_cast<uint32_t>(spec.max_times_sampled)),
       step_priority_(spec.step_priority),
@@ -79,7 +83,8 @@ TableImpl::TableImpl(const TableSpec& spec, PersistSpecFn persist,
       rotation_every_samples_(spec.rotation_every_samples),
       persist_(std::move(persist)),
       spec_(spec),
-      pool_(layout_.block_bytes, layout_.num_blocks, memory, tier ? tier->device() : 0),
+      pool_(layout_.block_bytes, layout_.num_blocks, memory, tier ? tier->device() : 0,
+            std::move(host_slabs)),
       tier_(std::move(tier)),
       limiter_(spec.rate_limiter, spec.name, spec.lanes),
       draws_(std::move(draws)),

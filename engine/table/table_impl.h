@@ -129,6 +129,47 @@ struct HostBatchScratch {
   std::vector<uint32_t> steps;
 };
 
+// A sample's windows where they lie in the hot tier (TableImpl::SampleInPlace),
+// for a reader that copies them itself (a client reading a served table's
+// slabs one-sidedly). A segment is one contiguous run of a window's steps
+// in one block: the block lies at `block_offset` of slab `slab`; the run's
+// steps of column c start at block_offset + column_offset[c] + first_step *
+// column_step_bytes[c] and go on for `count` steps.
+struct InPlaceSegment {
+  uint32_t item = 0;      // the window, in the batch
+  uint32_t out_step = 0;  // where the run goes in the window
+  uint32_t count = 0;     // steps
+  uint32_t slab = 0;      // BlockPool::place
+  uint64_t block_offset = 0;
+  uint64_t first_step = 0;  // within the block
+};
+class TableImpl;
+// Holds a sample's trajectories (their blocks are neither freed nor used
+// again) until destroyed; the table may go first.
+class BlockPins {
+ public:
+  BlockPins(std::weak_ptr<TableImpl> table, std::vector<std::shared_ptr<Trajectory>> held)
+      : table_(std::move(table)), held_(std::move(held)) {}
+  ~BlockPins();
+  BlockPins(const BlockPins&) = delete;
+  BlockPins& operator=(const BlockPins&) = delete;
+
+ private:
+  std::weak_ptr<TableImpl> table_;
+  std::vector<std::shared_ptr<Trajectory>> held_;
+};
+struct InPlaceSample {
+  std::vector<InPlaceSegment> segments;  // window by window, in order
+  std::vector<uint64_t> column_offset;   // per column, within a block
+  std::vector<uint64_t> column_step_bytes;
+  std::unique_ptr<BlockPins> pins;
+};
+// A slab of a table's hot tier: its start and size.
+struct SlabSpan {
+  const std::byte* data = nullptr;
+  size_t bytes = 0;
+};
+
 class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
  public:
   // Writes a changed spec to the catalog. Called without the table's mutex.
@@ -137,12 +178,16 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // REQUIRES: spec.Validate().ok(). NotSupported when the spec's
   // placement or priority_device needs a GPU that cannot be used. A spec
   // with lanes > 1 makes a VectorTableImpl (engine/table/vector_table.h).
-  static Result<std::shared_ptr<TableImpl>> Create(const TableSpec& spec, PersistSpecFn persist);
+  // `host_slabs`, when set, provides the blocks of a table whose blocks lie
+  // in plain host memory (a served database's: rdma/shared_slabs.h).
+  static Result<std::shared_ptr<TableImpl>> Create(const TableSpec& spec, PersistSpecFn persist,
+                                                   std::shared_ptr<SlabSource> host_slabs = nullptr);
 
   // Use Create. `tier` is set when a GPU can address the blocks or draws
   // the items.
   TableImpl(const TableSpec& spec, PersistSpecFn persist, std::unique_ptr<DrawStrategy> draws,
-            BlockMemory memory, std::unique_ptr<DeviceTier> tier);
+            BlockMemory memory, std::unique_ptr<DeviceTier> tier,
+            std::shared_ptr<SlabSource> host_slabs = nullptr);
   ~TableImpl() override;
 
   TableSpec spec() const override;
@@ -155,6 +200,16 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status UpdatePriorities(std::span<const ItemKey> keys, std::span<const double> priorities,
                           PriorityUpdateResult* result) override;
   Status Lookup(std::span<const ItemKey> keys, SampleBatch* out) override;
+  // Sample without gathering (out gets the items' fields and the mask, no
+  // columns), saying where each window's steps lie and holding their blocks
+  // until `where->pins` goes. NotSupported unless the table's blocks come
+  // from a SlabSource (host memory) and it has one lane.
+  Status SampleInPlace(int64_t batch_size, const SampleOptions& options, SampleBatch* out,
+                       InPlaceSample* where);
+  // Whether SampleInPlace can serve this table.
+  bool samples_in_place() const { return pool_.has_source() && !tier_ && one_lane_; }
+  // The hot tier's slabs so far, from slab `first` on.
+  std::vector<SlabSpan> Slabs(int64_t first) const;
   Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
                         const DeviceSampleOutput& out, void* stream) override;
   Status LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
@@ -527,6 +582,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // at once when the table closes (the caller checks closed_).
   Status AwaitColdIdleLocked(std::unique_lock<std::mutex>& lock, bool loads);
   void UnpinLocked(Trajectory& t);
+  // A lease's pin (BlockPins) goes.
+  void UnleaseLocked(Trajectory& t);
+  friend class BlockPins;
   // Takes t's live items out of the selector one by one (RemoveMany),
   // giving back their draws (sample_budget_); returns how many.
   int64_t RemoveItemsOneByOneLocked(Trajectory& t);
@@ -754,6 +812,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   const std::vector<ColumnSpec> item_columns_;
   const TableLayout layout_;
   const int64_t sequence_length_;
+  const bool one_lane_;  // spec.lanes == 1
   const Padding padding_;
   const uint32_t max_times_sampled_;
   const StepPriority step_priority_;
@@ -785,6 +844,10 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Blocks of removed trajectories not yet back in the pool: pinned by host
   // copies, or deferred for the GPU.
   int64_t pending_free_blocks_ = 0;
+  // Of those, the blocks of trajectories only leases hold (samples read in
+  // place, held until their readers are done: possibly long). A writer
+  // evicts more rather than wait for them.
+  int64_t leased_free_blocks_ = 0;
 
   RateLimiter limiter_;
   // Where draws happen (on the host, or on a GPU), with the selector.

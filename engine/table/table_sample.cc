@@ -412,6 +412,73 @@ Status TableImpl::Sample(int64_t batch_size, const SampleOptions& options, Sampl
   return GatherToHostLocked(lock, scratch, out);
 }
 
+Status TableImpl::SampleInPlace(int64_t batch_size, const SampleOptions& options,
+                                SampleBatch* out, InPlaceSample* where) {
+  REPLAYDB_RETURN_IF_ERROR(CheckSampleArgs(batch_size, options));
+  if (out == nullptr || where == nullptr) {
+    return Status::InvalidArgument("table " + Quoted(name_) + ": out is null");
+  }
+  if (!samples_in_place()) {
+    return Status::NotSupported("table " + Quoted(name_) +
+                                ": samples in place need a one-lane table whose hot tier lies "
+                                "in a slab source's host memory (a served table's)");
+  }
+  HostBatchScratch scratch;
+  REPLAYDB_RETURN_IF_ERROR(PrepareHostBatch(batch_size, /*gather=*/false,
+                                            options.importance_beta >= 0, out, &scratch));
+  std::vector<Window>& windows = scratch.windows;
+  const int64_t bs = layout_.block_steps;
+  where->segments.clear();
+  where->segments.reserve(static_cast<size_t>(batch_size) *
+                          static_cast<size_t>(sequence_length_ / bs + 2));
+  std::vector<std::shared_ptr<Trajectory>> held;
+  held.reserve(static_cast<size_t>(batch_size));
+  int64_t live_items = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
+  REPLAYDB_RETURN_IF_ERROR(DrawLocked(lock, batch_size, options, out, &windows, &live_items));
+  FinishWeightsLocked(options, live_items, out);
+  for (size_t b = 0; b < windows.size(); ++b) {
+    const Window& w = windows[b];
+    for (int64_t step = 0; step < w.real;) {
+      const int64_t pos = w.start + step;
+      const int64_t in_block = pos % bs;
+      const int64_t count = std::min(w.real - step, bs - in_block);
+      const BlockPool::SlabPlace p = pool_.place(w.trajectory->blocks[pos / bs]);
+      where->segments.push_back({static_cast<uint32_t>(b), static_cast<uint32_t>(step),
+                                 static_cast<uint32_t>(count), static_cast<uint32_t>(p.slab),
+                                 p.offset, static_cast<uint64_t>(in_block)});
+      step += count;
+    }
+    ++w.trajectory->pins;
+    ++w.trajectory->leases;
+    held.push_back(w.trajectory);
+  }
+  for (const Window& w : windows) MaybeReleaseConsumedLocked(*w.trajectory);
+  lock.unlock();
+  out->columns.clear();
+  where->column_offset.assign(layout_.column_offset.begin(), layout_.column_offset.end());
+  where->column_step_bytes.assign(layout_.column_bytes.begin(), layout_.column_bytes.end());
+  where->pins = std::make_unique<BlockPins>(weak_from_this(), std::move(held));
+  return Status::OK();
+}
+
+BlockPins::~BlockPins() {
+  std::shared_ptr<TableImpl> table = table_.lock();
+  if (!table) return;
+  std::lock_guard<std::mutex> lock(table->mu_);
+  for (const std::shared_ptr<Trajectory>& t : held_) table->UnleaseLocked(*t);
+}
+
+std::vector<SlabSpan> TableImpl::Slabs(int64_t first) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SlabSpan> out;
+  for (int64_t i = std::max<int64_t>(first, 0); i < pool_.slabs(); ++i) {
+    out.push_back({pool_.slab(i), pool_.slab_bytes(i)});
+  }
+  return out;
+}
+
 Status TableImpl::Lookup(std::span<const ItemKey> keys, SampleBatch* out) {
   if (out == nullptr) return Status::InvalidArgument("table " + Quoted(name_) + ": out is null");
   const int64_t B = static_cast<int64_t>(keys.size());

@@ -12,8 +12,10 @@ using util::Quoted;
 
 VectorTableImpl::VectorTableImpl(const TableSpec& spec, PersistSpecFn persist,
                                  std::unique_ptr<DrawStrategy> draws, BlockMemory memory,
-                                 std::unique_ptr<DeviceTier> tier)
-    : TableImpl(spec, std::move(persist), std::move(draws), memory, std::move(tier)),
+                                 std::unique_ptr<DeviceTier> tier,
+                                 std::shared_ptr<SlabSource> host_slabs)
+    : TableImpl(spec, std::move(persist), std::move(draws), memory, std::move(tier),
+                std::move(host_slabs)),
       lanes_(spec.lanes) {}
 
 Result<std::unique_ptr<TrajectoryWriter>> VectorTableImpl::NewWriter(

@@ -33,7 +33,7 @@ class VectorTableImpl final : public TableImpl {
   // Use TableImpl::Create. REQUIRES: spec.lanes > 1.
   VectorTableImpl(const TableSpec& spec, PersistSpecFn persist,
                   std::unique_ptr<DrawStrategy> draws, BlockMemory memory,
-                  std::unique_ptr<DeviceTier> tier);
+                  std::unique_ptr<DeviceTier> tier, std::shared_ptr<SlabSource> host_slabs);
 
   Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options) override;
   Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t num_envs,
