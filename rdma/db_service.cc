@@ -1,7 +1,9 @@
 #include "rdma/db_service.h"
 
 #include "engine/rate_limiter/rate_limiter.h"
+#include "engine/table/table_impl.h"
 #include "engine/table/writers.h"
+#include "rdma/shared_slabs.h"
 
 #include <algorithm>
 #include <cstring>
@@ -120,6 +122,32 @@ flatbuffers::Offset<fb::Info> EncodeInfo(flatbuffers::FlatBufferBuilder& b, cons
       i.spill_queue);
 }
 
+// A served Sample's options: its waits bounded by kMaxServedWait (none on
+// the transport's worker).
+Result<SampleOptions> ServedSampleOptions(const fb::Sample& q, const Request& r,
+                                          const std::string& table) {
+  SampleOptions o;
+  o.timeout = kMaxServedWait;
+  if (r.no_wait) {
+    o.timeout = std::chrono::milliseconds(0);
+  } else if (r.deadline != Clock::time_point::max()) {
+    o.timeout = std::clamp(
+        std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - Clock::now()),
+        std::chrono::milliseconds(0), kMaxServedWait);
+  }
+  o.importance_beta = q.importance_beta();
+  if (q.weight_normalization() > static_cast<uint8_t>(WeightNormalization::kBatch)) {
+    return Status::InvalidArgument("sample of table '" + table + "': weight_normalization " +
+                                   std::to_string(q.weight_normalization()) +
+                                   " is not one of buffer (0), batch (1)");
+  }
+  o.weight_normalization = static_cast<WeightNormalization>(q.weight_normalization());
+  o.stratified = q.stratified();
+  o.peek = q.peek();
+  o.gather = q.gather();
+  return o;
+}
+
 // A Sampled header for `batch`.
 std::string SampledHeader(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f,
                           bool gathered, const SampleBatch& batch) {
@@ -173,26 +201,7 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
     case fb::Body::Sample: {
       const fb::Sample* q = h->body_as_Sample();
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
-      SampleOptions o;
-      o.timeout = kMaxServedWait;
-      if (r.no_wait) {
-        o.timeout = std::chrono::milliseconds(0);
-      } else if (r.deadline != Clock::time_point::max()) {
-        o.timeout = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   r.deadline - Clock::now()),
-                               std::chrono::milliseconds(0), kMaxServedWait);
-      }
-      o.importance_beta = q->importance_beta();
-      if (q->weight_normalization() > static_cast<uint8_t>(WeightNormalization::kBatch)) {
-        return Status::InvalidArgument("sample of table '" + table->name() +
-                                       "': weight_normalization " +
-                                       std::to_string(q->weight_normalization()) +
-                                       " is not one of buffer (0), batch (1)");
-      }
-      o.weight_normalization = static_cast<WeightNormalization>(q->weight_normalization());
-      o.stratified = q->stratified();
-      o.peek = q->peek();
-      o.gather = q->gather();
+      REPLAYDB_ASSIGN_OR_RETURN(const SampleOptions o, ServedSampleOptions(*q, r, table->name()));
       if (r.no_wait) {  // small, on the transport's worker: one payload
         thread_local SampleBatch small;
         REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, &small));
@@ -432,8 +441,161 @@ std::shared_ptr<SampleBatch> BatchPool::Take() {
   });
 }
 
-DbService::DbService(DB* db) : db_(db) {}
+struct DbService::Lease {
+  ConnectionId connection = 0;
+  Clock::time_point expires;
+  std::unique_ptr<engine::BlockPins> pins;
+};
+
+DbService::DbService(DB* db, InPlaceServing in_place)
+    : db_(db), in_place_(std::move(in_place)) {}
 DbService::~DbService() = default;
+void DbService::SetDb(DB* db, InPlaceServing in_place) {
+  in_place_ = std::move(in_place);
+  db_.store(db, std::memory_order_release);
+}
+
+size_t DbService::open_leases() const {
+  std::lock_guard<std::mutex> lock(leases_mu_);
+  return leases_.size();
+}
+
+void DbService::ExpireLeases() {
+  if (lease_count_.load(std::memory_order_relaxed) == 0) return;
+  std::vector<std::unique_ptr<Lease>> gone;  // unpinned outside the lock
+  {
+    std::lock_guard<std::mutex> lock(leases_mu_);
+    const auto now = Clock::now();
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      if (it->second->expires <= now) {
+        gone.push_back(std::move(it->second));
+        it = leases_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lease_count_.store(leases_.size(), std::memory_order_relaxed);
+  }
+}
+
+void DbService::ReleaseLeases(ConnectionId connection, const flatbuffers::Vector<uint64_t>* ids) {
+  if (ids == nullptr || ids->size() == 0) return;
+  std::vector<std::unique_ptr<Lease>> gone;
+  {
+    std::lock_guard<std::mutex> lock(leases_mu_);
+    for (const uint64_t id : *ids) {
+      auto it = leases_.find(id);
+      // Only the connection's own (another's id is ignored).
+      if (it == leases_.end() || it->second->connection != connection) continue;
+      gone.push_back(std::move(it->second));
+      leases_.erase(it);
+    }
+    lease_count_.store(leases_.size(), std::memory_order_relaxed);
+  }
+}
+
+Result<Reply> DbService::HandleSlabKeys(Request& r) {
+  const fb::Header* h = r.message.header();
+  const fb::SlabKeys* q = h->body_as_SlabKeys();
+  const std::string table_name = Name(q->table());
+  if (!in_place_.slabs) {
+    return Status::FailedPrecondition(
+        "table '" + table_name +
+        "': this server does not share its hot tiers (in-place samples need a database the "
+        "server opened itself, Server::Open); samples come by message");
+  }
+  REPLAYDB_ASSIGN_OR_RETURN(const bool one_sided, in_place_.transport->OneSided(r.connection));
+  const auto refuse = [&](const std::string& why) {
+    const std::string line = "connection " + std::to_string(r.connection) + ": table '" +
+                             table_name + "' sampled by message: " + why;
+    if (in_place_.log) in_place_.log(line);
+    return Status::FailedPrecondition(line);
+  };
+  if (!one_sided) {
+    Result<std::string> lanes = in_place_.transport->Lanes(r.connection);
+    return refuse("reads on this connection (over " +
+                  (lanes.ok() ? *lanes : std::string("unknown transports")) +
+                  ") would not be one-sided");
+  }
+  REPLAYDB_ASSIGN_OR_RETURN(auto table,
+                            db_.load(std::memory_order_acquire)->GetTable(table_name));
+  auto* impl = dynamic_cast<engine::TableImpl*>(table.get());
+  if (impl == nullptr || !impl->samples_in_place()) {
+    return refuse("its hot tier is not in shared memory (a GPU placement or a vector table)");
+  }
+  flatbuffers::FlatBufferBuilder b(1024);
+  b.ForceDefaults(true);
+  std::vector<flatbuffers::Offset<fb::SharedSlab>> slabs;
+  for (const engine::SlabSpan& span : impl->Slabs(std::max<int64_t>(q->first(), 0))) {
+    REPLAYDB_ASSIGN_OR_RETURN(const std::string key, in_place_.slabs->Key(span.data));
+    const auto k = b.CreateVector(reinterpret_cast<const uint8_t*>(key.data()), key.size());
+    slabs.push_back(fb::CreateSharedSlab(b, reinterpret_cast<uint64_t>(span.data), span.bytes, k));
+  }
+  const auto v = b.CreateVector(slabs);
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(leases_mu_);
+    first = readers_.insert(r.connection).second;
+  }
+  if (first && in_place_.log) {
+    in_place_.log("connection " + std::to_string(r.connection) + " reads table '" + table_name +
+                  "' in place (" + std::to_string(slabs.size()) + " slabs so far)");
+  }
+  HeaderFields f;
+  f.request_id = h->request_id();
+  f.table_id = h->table_id();
+  return Reply{EncodeHeader(b, f, fb::Body::SlabKeysRead, fb::CreateSlabKeysRead(b, v)), ""};
+}
+
+std::optional<Result<Reply>> DbService::SampleInPlace(Request& r) {
+  const fb::Header* h = r.message.header();
+  const fb::Sample* q = h->body_as_Sample();
+  if (!q->in_place() || !q->gather() || !in_place_.slabs) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> lock(leases_mu_);
+    if (readers_.count(r.connection) == 0) return std::nullopt;
+  }
+  Result<std::shared_ptr<Table>> table =
+      db_.load(std::memory_order_acquire)->GetTable(Name(q->table()));
+  if (!table.ok()) return table.status();
+  auto* impl = dynamic_cast<engine::TableImpl*>(table->get());
+  if (impl == nullptr || !impl->samples_in_place()) return std::nullopt;
+  Result<SampleOptions> o = ServedSampleOptions(*q, r, impl->name());
+  if (!o.ok()) return o.status();
+  thread_local SampleBatch batch;
+  thread_local engine::InPlaceSample where;
+  if (Status s = impl->SampleInPlace(q->batch_size(), *o, &batch, &where); !s.ok()) return s;
+  std::string payload = EncodeSampleItems(batch);
+  payload.reserve(payload.size() + where.segments.size() * kSegmentRowBytes);
+  for (const engine::InPlaceSegment& g : where.segments) {
+    PutSegmentRow(&payload, {g.item, g.out_step, g.count, g.slab, g.block_offset, g.first_step});
+  }
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(leases_mu_);
+    id = next_lease_++;
+    auto lease = std::make_unique<Lease>();
+    lease->connection = r.connection;
+    lease->expires = Clock::now() + in_place_.lease;
+    lease->pins = std::move(where.pins);
+    leases_.emplace(id, std::move(lease));
+    lease_count_.store(leases_.size(), std::memory_order_relaxed);
+  }
+  flatbuffers::FlatBufferBuilder b(512);
+  b.ForceDefaults(true);
+  const auto offsets = b.CreateVector(where.column_offset);
+  const auto step_bytes = b.CreateVector(where.column_step_bytes);
+  HeaderFields f;
+  f.request_id = h->request_id();
+  f.table_id = h->table_id();
+  return Reply{EncodeHeader(b, f, fb::Body::Sampled,
+                            fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
+                                              !batch.weights.empty(), /*has_columns=*/false, id,
+                                              in_place_.lease.count(),
+                                              static_cast<int64_t>(where.segments.size()),
+                                              offsets, step_bytes)),
+               std::move(payload)};
+}
 
 void ServeWith(DbService* service, RpcServerOptions* options, RequestHandler* handler) {
   *handler = [service](Request& r) { return service->Handle(r); };
@@ -457,6 +619,20 @@ size_t DbService::open_writers() const {
 }
 
 void DbService::Disconnected(ConnectionId connection) {
+  std::vector<std::unique_ptr<Lease>> leases;  // unpinned outside the lock
+  {
+    std::lock_guard<std::mutex> lock(leases_mu_);
+    readers_.erase(connection);
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      if (it->second->connection == connection) {
+        leases.push_back(std::move(it->second));
+        it = leases_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lease_count_.store(leases_.size(), std::memory_order_relaxed);
+  }
   std::vector<std::shared_ptr<Writer>> gone;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -472,10 +648,12 @@ void DbService::Disconnected(ConnectionId connection) {
 }
 
 std::optional<Result<Reply>> DbService::TryInline(Request& r) {
+  if (db_.load(std::memory_order_acquire) == nullptr) return Handle(r);  // Unavailable
   const fb::Header* h = r.message.header();
   // Whether `items` windows of table `name` stay within kInlineBytes.
   const auto small = [&](const flatbuffers::String* name, uint64_t items) -> Result<bool> {
-    REPLAYDB_ASSIGN_OR_RETURN(auto table, db_->GetTable(Name(name)));
+    REPLAYDB_ASSIGN_OR_RETURN(auto table,
+                            db_.load(std::memory_order_acquire)->GetTable(Name(name)));
     const TableSpec& spec = table->spec();
     uint64_t row = 0;
     for (const ColumnSpec& c : spec.columns) row += c.step_bytes();
@@ -526,8 +704,11 @@ std::optional<Result<Reply>> DbService::TryInline(Request& r) {
       // Small batches only (a large gather would hold the worker), and only
       // when the rate limiter lets it through at once.
       const fb::Sample* q = h->body_as_Sample();
+      // (In place, the reply is small whatever the batch.)
       Result<bool> fits =
-          small(q->table(), static_cast<uint64_t>(std::max<int64_t>(q->batch_size(), 0)));
+          q->in_place() ? Result<bool>(true)
+                        : small(q->table(),
+                                static_cast<uint64_t>(std::max<int64_t>(q->batch_size(), 0)));
       if (!fits.ok()) return fits.status();
       if (!*fits) return std::nullopt;
       Result<Reply> reply = Handle(r);
@@ -542,6 +723,11 @@ std::optional<Result<Reply>> DbService::TryInline(Request& r) {
 }
 
 Result<Reply> DbService::Handle(Request& r) {
+  DB* db = db_.load(std::memory_order_acquire);
+  if (db == nullptr) {
+    return Status::Unavailable("the server is still opening its database; try again");
+  }
+  ExpireLeases();
   const fb::Body kind = r.message.header()->body_type();
   if (r.read_only) {
     switch (kind) {
@@ -570,8 +756,16 @@ Result<Reply> DbService::Handle(Request& r) {
     case fb::Body::EndTrajectory:
     case fb::Body::CloseWriter:
       return HandleWriter(r);
+    case fb::Body::SlabKeys:
+      return HandleSlabKeys(r);
+    case fb::Body::Sample: {
+      ReleaseLeases(r.connection, r.message.header()->body_as_Sample()->release());
+      std::optional<Result<Reply>> in_place = SampleInPlace(r);
+      if (in_place) return std::move(*in_place);
+      return HandleTables(*db, *batches_, r);
+    }
     default:
-      return HandleTables(*db_, *batches_, r);
+      return HandleTables(*db, *batches_, r);
   }
 }
 
@@ -584,7 +778,8 @@ Result<Reply> DbService::HandleWriter(Request& r) {
   b.ForceDefaults(true);
   if (h->body_type() == fb::Body::NewWriter) {
     const fb::NewWriter* q = h->body_as_NewWriter();
-    REPLAYDB_ASSIGN_OR_RETURN(auto table, db_->GetTable(Name(q->table())));
+    REPLAYDB_ASSIGN_OR_RETURN(auto table,
+                              db_.load(std::memory_order_acquire)->GetTable(Name(q->table())));
     WriterOptions o;
     // Each call waits at most kMaxServedWait here; the client sends it again
     // until its own timeout passes.
@@ -828,6 +1023,30 @@ Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int6
   }
   *out = std::move(b);
   return Status::OK();
+}
+
+void PutSegmentRow(std::string* out, const SegmentRow& row) {
+  char bytes[kSegmentRowBytes];
+  std::memcpy(bytes, &row.item, 4);
+  std::memcpy(bytes + 4, &row.out_step, 4);
+  std::memcpy(bytes + 8, &row.count, 4);
+  std::memcpy(bytes + 12, &row.slab, 4);
+  std::memcpy(bytes + 16, &row.block_offset, 8);
+  std::memcpy(bytes + 24, &row.first_step, 8);
+  out->append(bytes, sizeof(bytes));
+}
+
+bool TakeSegmentRow(std::string_view* in, SegmentRow* row) {
+  if (in->size() < kSegmentRowBytes) return false;
+  const char* p = in->data();
+  std::memcpy(&row->item, p, 4);
+  std::memcpy(&row->out_step, p + 4, 4);
+  std::memcpy(&row->count, p + 8, 4);
+  std::memcpy(&row->slab, p + 12, 4);
+  std::memcpy(&row->block_offset, p + 16, 8);
+  std::memcpy(&row->first_step, p + 24, 8);
+  in->remove_prefix(kSegmentRowBytes);
+  return true;
 }
 
 void PutTrajectoryRow(std::string* out, const TrajectoryInfo& t) {

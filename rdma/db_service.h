@@ -7,9 +7,11 @@
 #ifndef REPLAYDB_RDMA_DB_SERVICE_H_
 #define REPLAYDB_RDMA_DB_SERVICE_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -51,10 +53,32 @@ class BatchPool {
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
+class SharedSlabs;
+class Transport;
+
+// In-place samples (WIRE.md, "A sample in place"): a served table whose hot
+// tier lies in `slabs` (memory of the server's `transport`) answers a
+// Sample asking for it with where its windows lie, under a lease: their
+// blocks stay as they are until the client releases the lease or `lease`
+// passes (a client that died never pins them for longer).
+struct InPlaceServing {
+  Transport* transport = nullptr;
+  std::shared_ptr<SharedSlabs> slabs;
+  std::chrono::milliseconds lease{5000};
+  // A line when a connection is granted its slab keys or refused them. May
+  // be empty.
+  std::function<void(const std::string& line)> log;
+};
+
 class DbService {
  public:
-  explicit DbService(DB* db);
+  // `db` may be null until SetDb (a server that listens before its
+  // database is open): requests are answered Unavailable until then.
+  explicit DbService(DB* db, InPlaceServing in_place = {});
   ~DbService();
+  // Serves `db` from now on (and in-place samples as `in_place` says).
+  // REQUIRES: constructed with no database; called once.
+  void SetDb(DB* db, InPlaceServing in_place = {});
   Result<Reply> Handle(Request& request);
   // Handle on the transport's worker (RpcServerOptions::try_inline) for
   // the calls that never wait and stay small: listing and opening tables,
@@ -73,11 +97,29 @@ class DbService {
   void Disconnected(ConnectionId connection);
   // Writers open now, over every connection (for tests and the log).
   size_t open_writers() const;
+  // Leases of in-place samples held now.
+  size_t open_leases() const;
 
  private:
   struct Writer;
+  struct Lease;
   Result<Reply> HandleWriter(Request& request);
-  DB* db_;
+  Result<Reply> HandleSlabKeys(Request& request);
+  // An in-place sample's reply, or nullopt where the request is not to be
+  // answered in place (the table's blocks are not in shared slabs, the
+  // connection never asked for their keys).
+  std::optional<Result<Reply>> SampleInPlace(Request& request);
+  void ReleaseLeases(ConnectionId connection, const flatbuffers::Vector<uint64_t>* ids);
+  // Leases whose time has passed go.
+  void ExpireLeases();
+  std::atomic<DB*> db_{nullptr};
+  InPlaceServing in_place_;  // set before db_ (read after it)
+  mutable std::mutex leases_mu_;
+  uint64_t next_lease_ = 1;
+  std::map<uint64_t, std::unique_ptr<Lease>> leases_;
+  std::atomic<size_t> lease_count_{0};
+  // Connections that asked for slab keys and whose reads are one-sided.
+  std::set<ConnectionId> readers_;
   std::unique_ptr<BatchPool> batches_ = std::make_unique<BatchPool>();
   mutable std::mutex mu_;
   uint64_t next_writer_ = 1;
@@ -103,6 +145,24 @@ TableInfo DecodeInfo(const wire::fb::Info& info, const std::string& name);
 inline constexpr size_t kTrajectoryRowBytes = 32;
 void PutTrajectoryRow(std::string* out, const TrajectoryInfo& t);
 bool TakeTrajectoryRow(std::string_view* in, TrajectoryInfo* t);
+
+// A segment of an in-place sample (WIRE.md, "A sample in place"): one run
+// of `count` steps of window `item`, going to its step `out_step`, lying
+// from step `first_step` of the block at `block_offset` of slab `slab`.
+// 32 bytes: item, out_step, count, slab (u32 each), block_offset,
+// first_step (u64 each).
+struct SegmentRow {
+  uint32_t item = 0;
+  uint32_t out_step = 0;
+  uint32_t count = 0;
+  uint32_t slab = 0;
+  uint64_t block_offset = 0;
+  uint64_t first_step = 0;
+};
+inline constexpr size_t kSegmentRowBytes = 32;
+void PutSegmentRow(std::string* out, const SegmentRow& row);
+// False when `in` is too short.
+bool TakeSegmentRow(std::string_view* in, SegmentRow* row);
 
 // A sample's payload (WIRE.md, "A sample's payload"): keys, probabilities,
 // priorities, weights (when present), times sampled, the mask, then each

@@ -302,6 +302,23 @@ struct Remote {
     return Status::NotSupported("table '" + spec.name + "' of " + address + ": " + call +
                                 " is not served over a remote connection yet");
   }
+
+  // Samples read in place (WIRE.md, "A sample in place"): the server's
+  // slabs as imported on `reader`'s connection, and the leases this side
+  // is done with, sent with the next sample.
+  struct Slab {
+    uint64_t key = 0;  // Transport::ImportKey's
+    uint64_t address = 0;
+    uint64_t bytes = 0;
+  };
+  struct InPlace {
+    std::mutex mu;
+    std::weak_ptr<RpcClient> reader;
+    bool refused = false;  // on reader's connection
+    std::vector<Slab> slabs;
+    std::vector<uint64_t> release;
+  };
+  std::shared_ptr<InPlace> in_place = std::make_shared<InPlace>();
 };
 
 // GPU calls on a remote table go through host memory: the server serves
@@ -733,6 +750,11 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
 
   Status Sample(int64_t batch_size, const SampleOptions& options, SampleBatch* out) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    if (options.gather && remote_->options.read_in_place && remote_->spec.lanes == 1 &&
+        out != nullptr) {
+      std::optional<Status> in_place = SampleInPlace(batch_size, options, out);
+      if (in_place) return *in_place;
+    }
     const std::string table = name();
     std::string items;
     REPLAYDB_ASSIGN_OR_RETURN(Message m, CallWaiting(options.timeout, [&](milliseconds slice) {
@@ -1110,6 +1132,226 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
         ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
     const fb::WriterOpened* w = m.header()->body_as_WriterOpened();
     return Opened{w->writer(), std::move(client), w->table_id()};
+  }
+
+  // The server's slabs from slab `first` on, imported on `client`'s
+  // connection into `in_place.slabs`. FailedPrecondition when the server
+  // will not share them on this connection.
+  Status ImportSlabs(RpcClient& client, Remote::InPlace& p, int64_t first) {
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, client.Call(Encoder(fb::Body::SlabKeys,
+                                       [&](flatbuffers::FlatBufferBuilder& b) {
+                                         const auto t = b.CreateString(table);
+                                         return fb::CreateSlabKeys(b, t, first);
+                                       }),
+                               "", remote_->options.call_timeout));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::SlabKeysRead,
+                                        "the slab keys of table '" + table + "'"));
+    const auto* slabs = m.header()->body_as_SlabKeysRead()->slabs();
+    std::vector<Remote::Slab> got;
+    if (slabs != nullptr) {
+      for (const fb::SharedSlab* slab : *slabs) {
+        if (slab->key() == nullptr) {
+          return Status::Corruption("table '" + table + "': a slab without a key from " +
+                                    address());
+        }
+        REPLAYDB_ASSIGN_OR_RETURN(
+            const uint64_t key,
+            client.transport().ImportKey(
+                client.connection(),
+                std::string_view(reinterpret_cast<const char*>(slab->key()->data()),
+                                 slab->key()->size())));
+        got.push_back({key, slab->address(), slab->bytes()});
+      }
+    }
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (static_cast<int64_t>(p.slabs.size()) == first) {
+      p.slabs.insert(p.slabs.end(), got.begin(), got.end());
+    }
+    return Status::OK();
+  }
+
+  // A sample whose windows this side reads from the server's memory: its
+  // status, or nullopt where it is not to be read in place (the call is
+  // then made the usual way): reads on the connection are not one-sided,
+  // or the server does not share the table's hot tier.
+  std::optional<Status> SampleInPlace(int64_t batch_size, const SampleOptions& options,
+                                      SampleBatch* out) {
+    Result<std::shared_ptr<RpcClient>> got = remote_->connection->Get();
+    if (!got.ok()) return std::nullopt;  // the usual call says why
+    const std::shared_ptr<RpcClient> client = std::move(got).value();
+    Remote::InPlace& p = *remote_->in_place;
+    std::vector<uint64_t> release;
+    bool need_keys = false;
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (p.reader.lock() != client) {  // a new connection: its own keys
+        p.reader = client;
+        p.refused = false;
+        p.slabs.clear();
+        p.release.clear();
+        need_keys = true;
+      }
+      if (p.refused) return std::nullopt;
+      release.swap(p.release);
+    }
+    if (need_keys) {
+      Result<bool> one_sided = client->transport().OneSided(client->connection());
+      Status imported = !one_sided.ok() ? one_sided.status()
+                        : !*one_sided
+                            ? Status::FailedPrecondition("reads would not be one-sided")
+                            : ImportSlabs(*client, p, 0);
+      if (!imported.ok()) {
+        // Refused: by message on this connection from now on. Failed
+        // otherwise (the connection ended): asked again next time.
+        std::lock_guard<std::mutex> lock(p.mu);
+        if (imported.code() == Status::Code::kFailedPrecondition) {
+          p.refused = true;
+        } else {
+          p.reader.reset();
+        }
+        return std::nullopt;
+      }
+    }
+    const std::string table = name();
+    std::string items;
+    const auto started = std::chrono::steady_clock::now();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, CallWaiting(options.timeout, [&](milliseconds slice) {
+          return client->Call(
+              Encoder(
+                  fb::Body::Sample,
+                  [&](flatbuffers::FlatBufferBuilder& b) {
+                    const auto t = b.CreateString(table);
+                    const auto r = b.CreateVector(release);
+                    return fb::CreateSample(b, t, batch_size, options.importance_beta,
+                                            static_cast<uint8_t>(options.weight_normalization),
+                                            options.stratified, options.peek, options.gather,
+                                            /*in_place=*/true, r);
+                  },
+                  slice.count()),
+              "", ReplyWait(slice, remote_->options.call_timeout), 0, Landing(out, &items));
+        }));
+    const std::string what = "sample of table '" + table + "' from " + address();
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Sampled, what));
+    const fb::Sampled* s = m.header()->body_as_Sampled();
+    if (s->lease() == 0) return DecodeSampled(m, what, items, out);  // by message after all
+    Status read = ReadInPlace(*client, p, *s, m.payload, what, out);
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (p.reader.lock() == client) p.release.push_back(s->lease());
+    }
+    if (read.ok() &&
+        std::chrono::steady_clock::now() - started >= milliseconds(s->lease_ms())) {
+      // The lease may have passed before the reads were done: the blocks
+      // may hold other steps by now. The same items, gathered by the server.
+      std::vector<ItemKey> keys = out->keys;
+      SampleBatch looked;
+      read = Lookup(keys, &looked);
+      if (!read.ok()) {
+        return read.WithContext(what + ": its lease of " + std::to_string(s->lease_ms()) +
+                                " ms passed before the reads were done, and the items could "
+                                "not be looked up again");
+      }
+      looked.probabilities = std::move(out->probabilities);
+      looked.weights = std::move(out->weights);
+      *out = std::move(looked);
+    }
+    return read;
+  }
+
+  // The windows of an in-place Sampled reply read from the server's slabs
+  // into `out` (its items' fields from `payload`).
+  Status ReadInPlace(RpcClient& client, Remote::InPlace& p, const fb::Sampled& s,
+                     std::string_view payload, const std::string& what, SampleBatch* out) {
+    const TableSpec& spec = remote_->spec;
+    const int64_t B = s.batch_size();
+    const int64_t L = s.sequence_length();
+    SampleBatch b;
+    std::string_view in = payload;
+    if (B < 0 || L < 1 || L > (int64_t{1} << 32) ||
+        !DecodeSampleItems(&in, B, L, s.has_weights(), &b) || s.segments() < 0 ||
+        in.size() != static_cast<uint64_t>(s.segments()) * kSegmentRowBytes) {
+      return Status::Corruption(what + ": an in-place reply of " +
+                                std::to_string(payload.size()) + " bytes does not add up");
+    }
+    const size_t columns = spec.columns.size();
+    if (s.column_offset() == nullptr || s.column_step_bytes() == nullptr ||
+        s.column_offset()->size() != columns || s.column_step_bytes()->size() != columns) {
+      return Status::Corruption(what + ": an in-place reply without the table's " +
+                                std::to_string(columns) + " columns' places");
+    }
+    for (size_t c = 0; c < columns; ++c) {
+      if (s.column_step_bytes()->Get(c) != spec.columns[c].step_bytes()) {
+        return Status::Corruption(what + ": column '" + spec.columns[c].name + "' has " +
+                                  std::to_string(s.column_step_bytes()->Get(c)) +
+                                  " bytes a step on the server, " +
+                                  std::to_string(spec.columns[c].step_bytes()) + " here");
+      }
+    }
+    std::vector<SegmentRow> segments(static_cast<size_t>(s.segments()));
+    for (SegmentRow& g : segments) (void)TakeSegmentRow(&in, &g);  // sized above
+    // The slabs the segments name, imported first where new ones appeared.
+    uint32_t max_slab = 0;
+    for (const auto& g : segments) max_slab = std::max(max_slab, g.slab);
+    std::vector<Remote::Slab> slabs;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      {
+        std::lock_guard<std::mutex> lock(p.mu);
+        slabs = p.slabs;
+      }
+      if (segments.empty() || max_slab < slabs.size()) break;
+      REPLAYDB_RETURN_IF_ERROR(
+          ImportSlabs(client, p, static_cast<int64_t>(slabs.size())).WithContext(what));
+    }
+    if (!segments.empty() && max_slab >= slabs.size()) {
+      return Status::Corruption(what + ": a window in slab " + std::to_string(max_slab) +
+                                " of " + std::to_string(slabs.size()));
+    }
+    auto landing = std::make_shared<std::vector<Tensor>>(std::move(out->columns));
+    ShapeSampleColumns(spec, B, L, landing.get());
+    std::vector<Transport::ReadPiece> pieces;
+    pieces.reserve(segments.size() * columns);
+    std::vector<int64_t> written(static_cast<size_t>(B), 0);
+    for (const SegmentRow& g : segments) {
+      if (g.item >= static_cast<uint64_t>(B) || g.count == 0 ||
+          uint64_t{g.out_step} + g.count > static_cast<uint64_t>(L)) {
+        return Status::Corruption(what + ": a window's run out of the batch's bounds");
+      }
+      const Remote::Slab& slab = slabs[g.slab];
+      for (size_t c = 0; c < columns; ++c) {
+        const uint64_t step = s.column_step_bytes()->Get(c);
+        const uint64_t from = g.block_offset + s.column_offset()->Get(c) + g.first_step * step;
+        const uint64_t bytes = uint64_t{g.count} * step;
+        if (bytes == 0) continue;
+        if (from > slab.bytes || bytes > slab.bytes - from) {
+          return Status::Corruption(what + ": a window's run past its slab's " +
+                                    std::to_string(slab.bytes) + " bytes");
+        }
+        std::byte* to = (*landing)[c].data() +
+                        (static_cast<uint64_t>(g.item) * L + g.out_step) * step;
+        pieces.push_back({slab.key, slab.address + from, {to, static_cast<size_t>(bytes)}});
+      }
+      written[g.item] = std::max<int64_t>(written[g.item], int64_t{g.out_step} + g.count);
+    }
+    // Padding steps are zero, as a gathered sample's.
+    for (size_t c = 0; c < columns; ++c) {
+      const size_t step = spec.columns[c].step_bytes();
+      for (int64_t i = 0; i < B; ++i) {
+        if (written[i] < L) {
+          std::memset((*landing)[c].data() + (static_cast<size_t>(i * L + written[i])) * step, 0,
+                      static_cast<size_t>(L - written[i]) * step);
+        }
+      }
+    }
+    REPLAYDB_RETURN_IF_ERROR(client.transport()
+                                 .ReadAll(client.connection(), std::move(pieces),
+                                          remote_->options.call_timeout, landing)
+                                 .WithContext(what));
+    b.columns = std::move(*landing);
+    *out = std::move(b);
+    return Status::OK();
   }
 
   // Where a large Sampled reply goes (RpcClient's Placement): the items'

@@ -7,9 +7,11 @@
 
 #include <charconv>
 
+#include "engine/db/db_impl.h"
 #include "rdma/db_service.h"
 #include "rdma/remote_db.h"
 #include "rdma/rpc.h"
+#include "rdma/shared_slabs.h"
 #include "rdma/token.h"
 #include "rdma/transport.h"
 
@@ -27,18 +29,42 @@ bool IsLoopback(const std::string& host) {
 class ServerImpl final : public Server {
  public:
   ServerImpl(std::unique_ptr<rdma::DbService> service, std::unique_ptr<rdma::RpcServer> server,
-             std::string host)
-      : service_(std::move(service)), server_(std::move(server)), host_(std::move(host)) {}
-  // The server first (its threads call the service), then the service.
-  ~ServerImpl() override { server_.reset(); }
+             std::string host, DB* db, std::unique_ptr<DB> owned = nullptr)
+      : service_(std::move(service)),
+        server_(std::move(server)),
+        host_(std::move(host)),
+        port_(server_->port()),
+        db_(db),
+        owned_(std::move(owned)) {}
+  // The server first (its threads call the service), then the service (the
+  // leases' pins), then an owned database (its hot tiers' slabs, which keep
+  // the transport's UCP context until they are unmapped).
+  ~ServerImpl() override {
+    server_.reset();
+    service_.reset();
+    owned_.reset();
+  }
   std::string address() const override {
-    return "ucx://" + host_ + ":" + std::to_string(server_->port());
+    return "ucx://" + host_ + ":" + std::to_string(port_);
+  }
+  DB* db() const override { return db_; }
+  Status Close() override {
+    server_.reset();
+    service_.reset();
+    if (!owned_) return Status::OK();
+    const Status checkpointed = owned_->Checkpoint();
+    owned_.reset();
+    db_ = nullptr;
+    return checkpointed;
   }
 
  private:
   std::unique_ptr<rdma::DbService> service_;
   std::unique_ptr<rdma::RpcServer> server_;
   std::string host_;
+  uint16_t port_ = 0;
+  DB* db_;
+  std::unique_ptr<DB> owned_;
 };
 
 }  // namespace
@@ -74,6 +100,10 @@ Status ServerOptions::Validate() const {
     return Status::InvalidArgument("server: workers must be 1 to 64, not " +
                                    std::to_string(workers));
   }
+  if (read_lease < std::chrono::milliseconds(1) || read_lease > std::chrono::minutes(10)) {
+    return Status::InvalidArgument("server: read_lease must be 1 ms to 10 min, not " +
+                                   std::to_string(read_lease.count()) + " ms");
+  }
   if (threads < 1 || threads > 1024) {
     return Status::InvalidArgument("server: threads must be 1 to 1024, not " +
                                    std::to_string(threads));
@@ -81,27 +111,63 @@ Status ServerOptions::Validate() const {
   return Status::OK();
 }
 
-Result<std::unique_ptr<Server>> Server::Start(DB* db, const ServerOptions& options) {
+namespace {
+
+// The RpcServer's options for `options`, with `service` as its handler.
+Result<rdma::RpcServerOptions> RpcOptions(const ServerOptions& options, const std::string& name,
+                                          rdma::DbService* service,
+                                          rdma::RequestHandler* handler, std::string* host) {
   REPLAYDB_RETURN_IF_ERROR(options.Validate());
-  std::string host;
   uint16_t port = 0;
-  REPLAYDB_RETURN_IF_ERROR(ParseListen(options, &host, &port));
+  REPLAYDB_RETURN_IF_ERROR(ParseListen(options, host, &port));
   rdma::RpcServerOptions o;
-  o.server_name = "replaydb serve " + db->path();
+  o.server_name = "replaydb serve " + name;
   o.threads = options.threads;
   o.transport.workers = options.workers;
-  o.transport.listen_host = host;
+  o.transport.listen_host = *host;
   o.transport.listen_port = port;
   o.transport.heartbeat = options.heartbeat;
   o.log = options.log;
   if (!options.token_file.empty()) {
     REPLAYDB_ASSIGN_OR_RETURN(o.tokens, rdma::ReadTokenFile(options.token_file));
   }
+  rdma::ServeWith(service, &o, handler);
+  return o;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Start(DB* db, const ServerOptions& options) {
   auto service = std::make_unique<rdma::DbService>(db);
   rdma::RequestHandler handler;
-  rdma::ServeWith(service.get(), &o, &handler);
+  std::string host;
+  REPLAYDB_ASSIGN_OR_RETURN(rdma::RpcServerOptions o,
+                            RpcOptions(options, db->path(), service.get(), &handler, &host));
   REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::RpcServer::Start(o, std::move(handler)));
-  return std::unique_ptr<Server>(new ServerImpl(std::move(service), std::move(server), host));
+  return std::unique_ptr<Server>(new ServerImpl(std::move(service), std::move(server), host, db));
+}
+
+Result<std::unique_ptr<Server>> Server::Open(const std::string& dir, const DBOptions& db_options,
+                                             const ServerOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(db_options.Validate());
+  auto service = std::make_unique<rdma::DbService>(nullptr);
+  rdma::RequestHandler handler;
+  std::string host;
+  REPLAYDB_ASSIGN_OR_RETURN(rdma::RpcServerOptions o,
+                            RpcOptions(options, dir, service.get(), &handler, &host));
+  REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::RpcServer::Start(o, std::move(handler)));
+  // The transport first: the tables' hot tiers are its memory.
+  auto slabs = std::make_shared<rdma::SharedSlabs>(&server->transport());
+  Result<std::unique_ptr<DB>> db = engine::DBImpl::Open(db_options, dir, slabs);
+  if (!db.ok()) {
+    server.reset();
+    return db.status();
+  }
+  DB* raw = db->get();
+  service->SetDb(raw, rdma::InPlaceServing{&server->transport(), std::move(slabs),
+                                           options.read_lease, options.log});
+  return std::unique_ptr<Server>(new ServerImpl(std::move(service), std::move(server), host, raw,
+                                                std::move(db).value()));
 }
 
 }  // namespace replaydb

@@ -17,7 +17,7 @@
 namespace replaydb::rdma {
 
 // The protocol this build speaks (Hello and Welcome carry it).
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 
 // What every header carries besides its body.
 struct HeaderFields {

@@ -549,6 +549,13 @@ struct ConnectOptions {
   // server. Must equal the server's interval (ServerOptions::heartbeat;
   // `replaydb serve` uses the default). Default: 100 ms.
   std::chrono::milliseconds heartbeat{100};
+  // Samples read in place: where the server shares its hot tier (a server
+  // that opened its database, Server::Open) and reads on the connection
+  // are one-sided (shared memory, RDMA), a sample's windows are read
+  // straight from the server's memory (Transport::ReadMany) instead of
+  // coming in its reply. Elsewhere samples come by message whatever this
+  // says. Default: true.
+  bool read_in_place = true;
 };
 
 }  // namespace replaydb

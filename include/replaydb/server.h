@@ -41,6 +41,11 @@ struct ServerOptions {
   std::chrono::milliseconds heartbeat{100};
   // A line per connection accepted, named, refused and ended. May be empty.
   std::function<void(const std::string& line)> log;
+  // In-place samples (a server that opened its database, Server::Open, on
+  // connections whose reads are one-sided): a client's sample holds its
+  // windows' blocks (not freed, not used again) until the client has read
+  // them, at most this long. Default: 5 s; 1 ms to 10 min.
+  std::chrono::milliseconds read_lease{5000};
 
   // OK, or InvalidArgument naming what is wrong (the address malformed or
   // not loopback, counts out of range). Start checks it too.
@@ -54,10 +59,26 @@ class Server {
   // or naming the token file when it is unusable; IOError when the address
   // cannot be listened on.
   static Result<std::unique_ptr<Server>> Start(DB* db, const ServerOptions& options);
-  // Ends every connection (clients see Unavailable) and stops.
+  // Listens, then opens the database at `dir` (as DB::Open) and serves it;
+  // the server owns it. Its tables' hot tiers in host memory are then
+  // memory of the server's transport, which clients whose connections read
+  // one-sidedly (shared memory on one host with UCX_MM_ERROR_HANDLING=y,
+  // RDMA) read without the server's CPU: a sample answered with where its
+  // windows lie (rdma/WIRE.md, "A sample in place"). Until the database is
+  // open, requests are answered Unavailable. Errors as Start and DB::Open.
+  static Result<std::unique_ptr<Server>> Open(const std::string& dir,
+                                              const DBOptions& db_options,
+                                              const ServerOptions& options);
+  // Ends every connection (clients see Unavailable) and stops; a database
+  // the server opened is closed (without a checkpoint: see Close).
   virtual ~Server() = default;
   // ucx://HOST:PORT, the port the one listened on.
   virtual std::string address() const = 0;
+  // The database served (null once Close closed one the server opened).
+  virtual DB* db() const = 0;
+  // Ends every connection; then, for a database the server opened,
+  // checkpoints and closes it (the checkpoint's status). Once.
+  virtual Status Close() = 0;
 };
 
 // The UCX settings that replaydb's connections (servers and DB::Connect's

@@ -19,11 +19,16 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
 
 #include "rdma/db_service.h"
 #include "rdma/rpc.h"
+#include "rdma/shared_slabs.h"
+#include "engine/db/db_impl.h"
+#include "replaydb/server.h"
+#include "tests/rdma/read_and_wait.h"
 #include "replaydb/device.h"
 #include "tests/device_out.h"
 #include "tests/test_util.h"
@@ -110,6 +115,24 @@ void ServeOver(DB* db, RpcServerOptions options, std::unique_ptr<DbService>* ser
   *server = std::move(started).value();
 }
 
+// Databases a and b of `dir`, the same: table "t" of `spec` filled, and an
+// empty table.
+void WriteTwins(testing_util::TempDir& dir, const TableSpec& spec, std::mt19937_64& rng) {
+  {
+    DBOptions o = testing_util::ManualCheckpoints();
+    o.create_if_missing = true;
+    auto db = DB::Open(o, dir.Sub("a"));
+    ASSERT_OK(db.status());
+    auto table = (*db)->CreateTable(spec);
+    ASSERT_OK(table.status());
+    Fill(**table, rng);
+    TableSpec empty = RandomSpec(rng, "empty");
+    ASSERT_OK((*db)->CreateTable(empty).status());
+    ASSERT_OK((*db)->Checkpoint());
+  }
+  fs::copy(dir.Sub("a"), dir.Sub("b"), fs::copy_options::recursive);
+}
+
 struct Served {
   testing_util::TempDir dir;
   std::unique_ptr<DB> served;  // the server's
@@ -121,19 +144,7 @@ struct Served {
   void Start(uint64_t seed) {
     std::mt19937_64 rng(seed);
     spec = RandomSpec(rng, "t");
-    {
-      DBOptions o = testing_util::ManualCheckpoints();
-      o.create_if_missing = true;
-      auto db = DB::Open(o, dir.Sub("a"));
-      ASSERT_OK(db.status());
-      auto table = (*db)->CreateTable(spec);
-      ASSERT_OK(table.status());
-      Fill(**table, rng);
-      TableSpec empty = RandomSpec(rng, "empty");
-      ASSERT_OK((*db)->CreateTable(empty).status());
-      ASSERT_OK((*db)->Checkpoint());
-    }
-    fs::copy(dir.Sub("a"), dir.Sub("b"), fs::copy_options::recursive);
+    ASSERT_NO_FATAL_FAILURE(WriteTwins(dir, spec, rng));
     auto a = DB::Open(testing_util::ManualCheckpoints(), dir.Sub("a"));
     ASSERT_OK(a.status());
     served = std::move(a).value();
@@ -184,6 +195,213 @@ TEST(RemoteDBTest, SeededRemoteSamplesAreByteIdenticalToLocalOnes) {
     ASSERT_OK(lt->Sample(n, o, &want));
     ASSERT_NO_FATAL_FAILURE(ExpectSameBatch(got, want)) << "sample " << i;
   }
+}
+
+// Lines a server logged, kept for a test to look at.
+struct LogLines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu);
+      lines.push_back(line);
+    };
+  }
+  bool Has(const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& l : lines) {
+      if (l.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+// A table whose windows cross blocks and end in padding often.
+TableSpec InPlaceSpec(std::mt19937_64& rng) {
+  TableSpec spec = RandomSpec(rng, "t");
+  spec.block_steps = 2 + static_cast<int64_t>(rng() % 6);
+  spec.sequence_length = 1 + static_cast<int64_t>(rng() % 9);
+  return spec;
+}
+
+// Seeded samples of table "t" through `remote` and on the local `twin`, the
+// same batches byte for byte; the server's log says whether they were read
+// in place (true) or came by message (false).
+void ExpectTwinSamples(uint64_t seed, DB& remote, DB& twin) {
+  ASSERT_OK_AND_ASSIGN(auto rt, remote.GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto lt, twin.GetTable("t"));
+  ASSERT_OK(rt->Seed(seed));
+  ASSERT_OK(lt->Seed(seed));
+  std::mt19937_64 rng(seed);
+  SampleBatch got;  // used again: its columns are landed in again
+  for (int i = 0; i < 8; ++i) {
+    SampleOptions o;
+    o.timeout = 10s;
+    o.importance_beta = i % 2 == 0 ? -1.0 : 0.4;
+    o.stratified = i % 3 == 0;
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 64);
+    SampleBatch want;
+    ASSERT_OK(rt->Sample(n, o, &got));
+    ASSERT_OK(lt->Sample(n, o, &want));
+    ASSERT_NO_FATAL_FAILURE(ExpectSameBatch(got, want)) << "sample " << i << ", seed " << seed;
+  }
+}
+
+// A server that opened its database (Server::Open) shares its hot tier; a
+// client whose connection reads one-sidedly (shared memory here) reads its
+// samples' windows from the server's memory itself: what the same seeded
+// samples give on a local twin, byte for byte (windows across blocks,
+// padding, weights).
+TEST(RemoteDBTest, SamplesReadInPlaceGiveWhatTheSameLocalSamplesGive) {
+  testing_read::SharedMemoryOn shared_memory;
+  const uint64_t seed = testing_util::TestSeed();
+  std::mt19937_64 rng(seed);
+  testing_util::TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(WriteTwins(dir, InPlaceSpec(rng), rng));
+  LogLines log;
+  ServerOptions so;
+  so.listen = "ucx://127.0.0.1:0";
+  so.heartbeat = kTestHeartbeat;
+  so.log = log.Sink();
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       Server::Open(dir.Sub("a"), testing_util::ManualCheckpoints(), so));
+  ASSERT_OK_AND_ASSIGN(auto twin, DB::Open(testing_util::ManualCheckpoints(), dir.Sub("b")));
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(server->address(), SlowBeat()));
+  ASSERT_NO_FATAL_FAILURE(ExpectTwinSamples(seed, *remote, *twin));
+  if (log.Has("sampled by message")) {
+    GTEST_SKIP() << "reads between the transports here are not one-sided (UCX_TLS)";
+  }
+  EXPECT_TRUE(log.Has("reads table 't' in place")) << "the samples were not read in place";
+  // Another client that does not want to read in place is served by message.
+  ConnectOptions by_message = SlowBeat();
+  by_message.read_in_place = false;
+  ASSERT_OK_AND_ASSIGN(auto other, DB::Connect(server->address(), by_message));
+  ASSERT_OK_AND_ASSIGN(auto ot, other->GetTable("t"));
+  SampleBatch b;
+  ASSERT_OK(ot->Sample(3, SampleOptions{}, &b));
+  EXPECT_EQ(b.columns.size(), 3u);
+  remote.reset();
+  other.reset();
+  EXPECT_OK(server->Close());
+}
+
+// Over TCP the server refuses to hand out its slabs' keys (reads there are
+// emulated: UCX 1.13 aborts a process whose answer to one cannot go out),
+// says so in its log, and the samples come by message, the same bytes.
+TEST(RemoteDBTest, OverTcpSamplesComeByMessageAndTheServerSaysWhy) {
+  testing_read::SharedMemoryOn shared_memory;
+  testing_read::ScopedEnv tcp("UCX_TLS", "tcp");
+  const uint64_t seed = testing_util::TestSeed();
+  std::mt19937_64 rng(seed);
+  testing_util::TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(WriteTwins(dir, InPlaceSpec(rng), rng));
+  LogLines log;
+  ServerOptions so;
+  so.listen = "ucx://127.0.0.1:0";
+  so.heartbeat = kTestHeartbeat;
+  so.log = log.Sink();
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       Server::Open(dir.Sub("a"), testing_util::ManualCheckpoints(), so));
+  ASSERT_OK_AND_ASSIGN(auto twin, DB::Open(testing_util::ManualCheckpoints(), dir.Sub("b")));
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(server->address(), SlowBeat()));
+  ASSERT_NO_FATAL_FAILURE(ExpectTwinSamples(seed, *remote, *twin));
+  EXPECT_FALSE(log.Has("in place"));
+  // The client does not ask where its own side sees TCP; asked anyway, the
+  // server refuses naming the transports.
+  RpcClientOptions co;
+  co.transport.heartbeat = kTestHeartbeat;
+  const uint16_t port = static_cast<uint16_t>(std::stoi(
+      server->address().substr(server->address().rfind(':') + 1)));
+  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", port, co));
+  const Result<Message> keys = client->Call(
+      [](const HeaderFields& f) {
+        flatbuffers::FlatBufferBuilder b(64);
+        b.ForceDefaults(true);
+        const auto t = b.CreateString("t");
+        return EncodeHeader(b, f, wire::fb::Body::SlabKeys,
+                                  wire::fb::CreateSlabKeys(b, t, 0));
+      },
+      "", 10s);
+  EXPECT_EQ(keys.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(keys.status().message(), HasSubstr("table 't' sampled by message: reads on this "
+                                                 "connection (over tcp"));
+  EXPECT_THAT(keys.status().message(), HasSubstr(") would not be one-sided"));
+  EXPECT_TRUE(log.Has("would not be one-sided"));
+}
+
+// Server::Open refuses what Start and DB::Open refuse, naming it: a lease
+// out of range, a database another opener holds.
+TEST(RemoteDBTest, ServerOpenRefusesBadOptionsAndHeldDatabasesNamingThem) {
+  testing_util::TempDir dir;
+  ServerOptions so;
+  so.listen = "ucx://127.0.0.1:0";
+  so.read_lease = 0ms;
+  const Status lease =
+      Server::Open(dir.Sub("db"), testing_util::ManualCheckpoints(), so).status();
+  EXPECT_EQ(lease.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(lease.message(), HasSubstr("read_lease must be 1 ms to 10 min, not 0 ms"));
+  so.read_lease = 11min;
+  EXPECT_THAT(Server::Open(dir.Sub("db"), testing_util::ManualCheckpoints(), so).status().message(),
+              HasSubstr("read_lease must be 1 ms to 10 min, not 660000 ms"));
+  so.read_lease = 5s;
+  ASSERT_OK_AND_ASSIGN(auto held, DB::Open(testing_util::ManualCheckpoints(), dir.Sub("db")));
+  const Status busy = Server::Open(dir.Sub("db"), testing_util::ManualCheckpoints(), so).status();
+  EXPECT_EQ(busy.code(), Status::Code::kBusy);
+  EXPECT_THAT(busy.message(), HasSubstr(dir.Sub("db")));
+  held.reset();
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       Server::Open(dir.Sub("db"), testing_util::ManualCheckpoints(), so));
+  EXPECT_EQ(server->db()->path(), dir.Sub("db"));
+  EXPECT_OK(server->Close());
+  EXPECT_OK(server->Close());  // a second Close does nothing
+}
+
+// The leases of in-place samples: the next sample releases the last, a
+// lease whose time passed goes at the next request, and a client's go when
+// it leaves; meanwhile their blocks stay as they were.
+TEST(RemoteDBTest, LeasesGoWhenReleasedWhenTheirTimePassesAndWhenTheClientLeaves) {
+  testing_read::SharedMemoryOn shared_memory;
+  const uint64_t seed = testing_util::TestSeed();
+  std::mt19937_64 rng(seed);
+  testing_util::TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(WriteTwins(dir, InPlaceSpec(rng), rng));
+  // A server put together as Server::Open does, to see its service's leases.
+  LogLines log;
+  auto service = std::make_unique<DbService>(nullptr);
+  std::unique_ptr<RpcServer> server;
+  RpcServerOptions ro;
+  ro.server_name = "leases";
+  ASSERT_NO_FATAL_FAILURE(ServeOver(nullptr, ro, &service, &server));
+  auto slabs = std::make_shared<SharedSlabs>(&server->transport());
+  ASSERT_OK_AND_ASSIGN(auto db, engine::DBImpl::Open(testing_util::ManualCheckpoints(),
+                                                     dir.Sub("a"), slabs));
+  const auto lease = 300ms;
+  service->SetDb(db.get(), InPlaceServing{&server->transport(), slabs, lease, log.Sink()});
+  const std::string address = "ucx://127.0.0.1:" + std::to_string(server->port());
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address, SlowBeat()));
+  ASSERT_OK_AND_ASSIGN(auto t, remote->GetTable("t"));
+  SampleBatch b;
+  ASSERT_OK(t->Sample(4, SampleOptions{}, &b));
+  if (!log.Has("in place")) GTEST_SKIP() << "reads here are not one-sided (UCX_TLS)";
+  EXPECT_EQ(service->open_leases(), 1u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(t->Sample(4, SampleOptions{}, &b));
+    EXPECT_EQ(service->open_leases(), 1u) << "the last sample's lease was not released";
+  }
+  std::this_thread::sleep_for(lease + 100ms);
+  (void)t->Info();  // any request
+  EXPECT_EQ(service->open_leases(), 0u) << "a lease outlived its time";
+  ASSERT_OK(t->Sample(4, SampleOptions{}, &b));
+  EXPECT_EQ(service->open_leases(), 1u);
+  t.reset();
+  remote.reset();
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (service->open_leases() != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(service->open_leases(), 0u) << "a client's lease outlived its connection";
+  server.reset();
+  service.reset();
 }
 
 // Device arrays `o` (keys, probabilities, weights where `weights`, mask and

@@ -108,20 +108,20 @@ int ServeCommand(std::span<const std::string> args) {
   const std::string& dir = positional[0];
   DBOptions options;
   options.create_if_missing = true;
-  auto db = DB::Open(options, dir);
-  if (!db.ok()) return Fail(db.status());
-  auto server = Server::Start(db->get(), o);
+  // The server opens the database: its hot tiers are then memory that
+  // clients on one-sided connections read without this process's CPU.
+  auto server = Server::Open(dir, options, o);
   if (!server.ok()) return Fail(server.status());
   LogLine("listening on " + (*server)->address() + ", database " + dir + " (" +
-          std::to_string((*db)->ListTables().size()) + " tables)" +
+          std::to_string((*server)->db()->ListTables().size()) + " tables)" +
           (token_file.empty() ? "" : ", tokens of " + token_file));
   int signal = 0;
   sigwait(&stop, &signal);
   LogLine(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
-  server->reset();  // every connection ends; clients see Unavailable
-  const Status checkpointed = (*db)->Checkpoint();
+  // Every connection ends (clients see Unavailable), then the checkpoint.
+  const Status checkpointed = (*server)->Close();
   if (!checkpointed.ok()) return Fail(checkpointed.WithContext("checkpoint on stop"));
-  db->reset();
+  server->reset();
   LogLine("stopped; database checkpointed and closed");
   return kExitOk;
 }
