@@ -521,7 +521,7 @@ Result<Reply> DbService::HandleSlabKeys(Request& r) {
                             db_.load(std::memory_order_acquire)->GetTable(table_name));
   auto* impl = dynamic_cast<engine::TableImpl*>(table.get());
   if (impl == nullptr || !impl->samples_in_place()) {
-    return refuse("its hot tier is not in shared memory (a GPU placement or a vector table)");
+    return refuse("its hot tier is not in shared memory (device memory, or a vector table)");
   }
   flatbuffers::FlatBufferBuilder b(1024);
   b.ForceDefaults(true);

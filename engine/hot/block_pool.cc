@@ -52,7 +52,7 @@ BlockPool::BlockPool(size_t block_bytes, int64_t capacity_blocks, BlockMemory me
       capacity_blocks_(capacity_blocks),
       memory_(memory),
       device_(device),
-      source_(memory == BlockMemory::kHost ? std::move(slabs) : nullptr) {}
+      source_(memory == BlockMemory::kDevice ? nullptr : std::move(slabs)) {}
 
 BlockPool::~BlockPool() {
   switch (memory_) {
@@ -64,7 +64,14 @@ BlockPool::~BlockPool() {
       }
       break;
     case BlockMemory::kPinned:
-      for (void* s : slabs_) kernels::FreePinned(s);
+      for (void* s : slabs_) {
+        if (source_) {
+          kernels::UnregisterHost(s);
+          source_->FreeSlab(static_cast<std::byte*>(s));
+        } else {
+          kernels::FreePinned(s);
+        }
+      }
       break;
     case BlockMemory::kDevice:
       for (void* s : slabs_) kernels::FreeDevice(device_, s);
@@ -83,6 +90,11 @@ Status BlockPool::AddSlab() {
     Result<std::byte*> got = source_->AllocateSlab(bytes);
     if (got.ok()) {
       slab = *got;
+      // Pinned: the source's memory page-locked and mapped for the GPUs.
+      if (memory_ == BlockMemory::kPinned) {
+        s = kernels::RegisterHost(slab, bytes);
+        if (!s.ok()) source_->FreeSlab(*got);
+      }
     } else {
       s = got.status();
     }

@@ -5,7 +5,7 @@
 // memory of one GPU. Pinned and device blocks are carved from slabs of up to
 // kSlabBytes, obtained lazily as blocks are first needed; so are host blocks
 // when a SlabSource provides the host memory (a server's transport, whose
-// memory peers read one-sidedly: rdma/transport.h).
+// memory peers read one-sidedly: rdma/transport.h), pinned or not.
 //
 // Thread safety: not internally locked; the owning table's mutex guards it.
 #ifndef REPLAYDB_ENGINE_HOT_BLOCK_POOL_H_
@@ -46,8 +46,10 @@ class BlockPool {
   // (at least one block).
   static constexpr size_t kSlabBytes = size_t{64} << 20;
 
-  // REQUIRES: block_bytes > 0, capacity_blocks > 0; `slabs` only with
-  // kHost memory. `device` is the GPU of kDevice memory.
+  // REQUIRES: block_bytes > 0, capacity_blocks > 0. `slabs` is used for
+  // kHost memory, and for kPinned memory (its slabs then page-locked with
+  // cudaHostRegister); not for kDevice. `device` is the GPU of kDevice
+  // memory.
   BlockPool(size_t block_bytes, int64_t capacity_blocks, BlockMemory memory = BlockMemory::kHost,
             int device = 0, std::shared_ptr<SlabSource> slabs = nullptr);
   // Frees every block, in use or not.
@@ -89,7 +91,7 @@ class BlockPool {
     size_t offset = 0;
   };
   SlabPlace place(int64_t block) const;
-  // Whether host blocks come from a SlabSource's slabs.
+  // Whether host (or pinned) blocks come from a SlabSource's slabs.
   bool has_source() const { return source_ != nullptr; }
   // Slabs obtained so far, in order, and their start and size.
   int64_t slabs() const { return static_cast<int64_t>(slabs_.size()); }

@@ -56,7 +56,7 @@ Result<std::shared_ptr<TableImpl>> TableImpl::Create(const TableSpec& spec,
     tier = std::move(created).value();
   }
   draws->AttachTier(tier.get());
-  if (memory != BlockMemory::kHost) host_slabs = nullptr;
+  if (memory == BlockMemory::kDevice) host_slabs = nullptr;
   if (spec.lanes > 1) {
     return std::shared_ptr<TableImpl>(std::make_shared<VectorTableImpl>(
         spec, std::move(persist), std::move(draws), memory, std::move(tier),

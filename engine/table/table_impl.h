@@ -179,7 +179,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // placement or priority_device needs a GPU that cannot be used. A spec
   // with lanes > 1 makes a VectorTableImpl (engine/table/vector_table.h).
   // `host_slabs`, when set, provides the blocks of a table whose blocks lie
-  // in plain host memory (a served database's: rdma/shared_slabs.h).
+  // in host memory, plain or pinned (a served database's:
+  // rdma/shared_slabs.h).
   static Result<std::shared_ptr<TableImpl>> Create(const TableSpec& spec, PersistSpecFn persist,
                                                    std::shared_ptr<SlabSource> host_slabs = nullptr);
 
@@ -203,11 +204,11 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // Sample without gathering (out gets the items' fields and the mask, no
   // columns), saying where each window's steps lie and holding their blocks
   // until `where->pins` goes. NotSupported unless the table's blocks come
-  // from a SlabSource (host memory) and it has one lane.
+  // from a SlabSource (host memory, plain or pinned) and it has one lane.
   Status SampleInPlace(int64_t batch_size, const SampleOptions& options, SampleBatch* out,
                        InPlaceSample* where);
   // Whether SampleInPlace can serve this table.
-  bool samples_in_place() const { return pool_.has_source() && !tier_ && one_lane_; }
+  bool samples_in_place() const { return pool_.has_source() && one_lane_; }
   // The hot tier's slabs so far, from slab `first` on.
   std::vector<SlabSpan> Slabs(int64_t first) const;
   Status SampleToDevice(int64_t batch_size, const SampleOptions& options,

@@ -438,6 +438,8 @@ Status TableImpl::SampleInPlace(int64_t batch_size, const SampleOptions& options
   REPLAYDB_RETURN_IF_ERROR(CheckOpenLocked());
   REPLAYDB_RETURN_IF_ERROR(DrawLocked(lock, batch_size, options, out, &windows, &live_items));
   FinishWeightsLocked(options, live_items, out);
+  // Steps scattered in by the GPU land before anyone reads them.
+  if (tier_) REPLAYDB_RETURN_IF_ERROR(tier_->AwaitScatters());
   for (size_t b = 0; b < windows.size(); ++b) {
     const Window& w = windows[b];
     for (int64_t step = 0; step < w.real;) {

@@ -13,6 +13,8 @@
 
 #include "engine/db/db_impl.h"
 #include "engine/table/table_impl.h"
+#include "replaydb/device.h"
+#include "tests/device_out.h"
 #include "tests/test_util.h"
 
 namespace replaydb::engine {
@@ -147,6 +149,43 @@ TEST(TableInPlaceTest, TablesWithoutASlabSourceAreRefusedNamingWhy) {
   EXPECT_EQ(s.code(), Status::Code::kNotSupported);
   EXPECT_THAT(s.message(), HasSubstr("table 'p': samples in place need a one-lane table whose "
                                      "hot tier lies in a slab source's host memory"));
+}
+
+// On a GPU machine a host table's blocks are pinned: a SlabSource's slabs
+// are then page-locked and mapped (cudaHostRegister), and the GPU's gathers
+// read them: LookupToDevice gives what the host lookup gives, and in-place
+// samples still name the right bytes.
+TEST(TableGpuInPlaceTest, KernelsGatherPinnedBlocksFromASlabSource) {
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  const uint64_t seed = testing_util::TestSeed();
+  std::mt19937_64 rng(seed);
+  TempDir dir;
+  auto slabs = std::make_shared<HeapSlabs>();
+  ASSERT_OK_AND_ASSIGN(auto db, DBImpl::Open(testing_util::ManualCheckpoints(), dir.path(), slabs));
+  const TableSpec spec = Spec(rng);
+  ASSERT_OK_AND_ASSIGN(auto handle, db->CreateTable(spec));
+  auto* table = dynamic_cast<TableImpl*>(handle.get());
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->Info().placement, "pinned");
+  ASSERT_TRUE(table->samples_in_place());
+  ASSERT_NO_FATAL_FAILURE(Write(*table, rng, spec.capacity_steps / 2));
+  EXPECT_GT(slabs->allocated, 0);
+  const int64_t B = 1 + static_cast<int64_t>(rng() % 16);
+  const int64_t L = spec.sequence_length;
+  SampleBatch drawn;
+  InPlaceSample where;
+  ASSERT_OK(table->SampleInPlace(B, SampleOptions{}, &drawn, &where));
+  SampleBatch looked;
+  ASSERT_OK(table->Lookup(drawn.keys, &looked));
+  EXPECT_EQ(ReadSegments(*table, where, B, L), Bytes(looked)) << "seed " << seed;
+  testing_util::DeviceOut out = testing_util::AllocateOut(spec, B);
+  ASSERT_OK(table->LookupToDevice(drawn.keys, out.view, nullptr));
+  for (size_t c = 0; c < spec.columns.size(); ++c) {
+    std::string got(looked.columns[c].size_bytes(), '\0');
+    ASSERT_OK(CopyDeviceToHost(got.data(), out.view.columns[c], got.size()));
+    EXPECT_EQ(got, Bytes(looked)[c]) << "column " << c << ", seed " << seed;
+  }
 }
 
 }  // namespace
