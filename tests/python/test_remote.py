@@ -3,6 +3,7 @@ as a local one is, by several processes at once (actors writing, a learner
 sampling), over UCX on 127.0.0.1 with UCX_TLS=tcp and =sm,tcp. Every
 server a test starts is stopped by it; every wait is bounded."""
 
+import contextlib
 import os
 import pickle
 import re
@@ -66,16 +67,14 @@ class Server:
         return self.proc.returncode
 
 
-@pytest.fixture(params=["tcp", "shm"])
-def served(request, db_path):
-    """A served database, reached with UCX_TLS=tcp, and with UCX_TLS=sm,tcp
-    (shared memory allowed). Note: UCX 1.13 still picks am(tcp/lo) lanes for
-    these connections under sm,tcp (UCX_LOG_LEVEL=info shows ep_cfg), so the
-    second run checks the configuration, not a shared-memory data path."""
-    tls = "tcp" if request.param == "tcp" else "sm,tcp"
-    env = dict(os.environ, UCX_TLS=tls)
-    before = os.environ.get("UCX_TLS")
-    os.environ["UCX_TLS"] = tls  # this process's clients read it as they connect
+@contextlib.contextmanager
+def _serving(db_path, settings):
+    """`replaydb serve` of a fresh database with a prioritized table, this
+    process's clients and the server under the UCX `settings` (restored
+    after); yields the server and the server's environment."""
+    env = dict(os.environ, **settings)
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)  # this process's clients read them as they connect
     with replaydb.open(db_path) as db:
         db.create_table("experience", {"obs": ("float32", (4,)), "reward": "float32"},
                         capacity_steps=4096, selector="prioritized", sequence_length=2)
@@ -84,12 +83,25 @@ def served(request, db_path):
         yield server, env
     finally:
         code = server.stop()
-        if before is None:
-            os.environ.pop("UCX_TLS", None)
-        else:
-            os.environ["UCX_TLS"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     assert code == 0, server.output
     assert "stopped; database checkpointed and closed" in server.output
+
+
+@pytest.fixture(params=["tcp", "shm"])
+def served(request, db_path):
+    """A served database, reached with UCX_TLS=tcp, and with UCX_TLS=sm,tcp
+    (shared memory allowed). Note: UCX 1.13 still picks am(tcp/lo) lanes for
+    these connections under sm,tcp (UCX_LOG_LEVEL=info shows ep_cfg), so the
+    second run checks the configuration, not a shared-memory data path
+    (test_samples_read_in_place_over_shared_memory runs that)."""
+    tls = "tcp" if request.param == "tcp" else "sm,tcp"
+    with _serving(db_path, {"UCX_TLS": tls}) as s:
+        yield s
 
 
 def test_a_connected_database_writes_samples_and_updates_as_a_local_one(served, rng, tmp_path):
@@ -135,6 +147,37 @@ def test_a_connected_database_writes_samples_and_updates_as_a_local_one(served, 
     with pytest.raises(replaydb.NotSupportedError, match="ExportTable runs where the database is"):
         db.export_table("t", str(tmp_path / "exported"))
     db.close()
+
+
+def test_samples_read_in_place_over_shared_memory(db_path, rng):
+    """With shared memory between the processes (UCX_MM_ERROR_HANDLING=y),
+    the learner reads its samples' windows straight from the server's memory
+    (the server logs the grant): what the server's own gathered lookup of the
+    same items gives, row for row what was written."""
+    settings = {"UCX_TLS": "sm,tcp", "UCX_MM_ERROR_HANDLING": "y"}
+    with _serving(db_path, settings) as (server, _):
+        db = replaydb.connect(server.address, client_name="pytest learner")
+        table = db["experience"]
+        rows = rng.standard_normal((40, 4)).astype(np.float32)
+        with table.writer() as w:
+            for i, row in enumerate(rows):
+                w.append({"obs": row, "reward": float(i)}, priority=1.0 + i)
+            w.end()
+        for _ in range(5):
+            batch = table.sample(32, timeout=10)
+            obs = np.asarray(batch["obs"])
+            mask = np.asarray(batch.mask)
+            for item in range(32):
+                first = np.flatnonzero((rows == obs[item, 0]).all(axis=1))
+                assert first.size == 1, "a window that is no written row"
+                if mask[item, 1]:
+                    assert np.array_equal(rows[first[0] + 1], obs[item, 1])
+                else:
+                    assert first[0] == 39 and not obs[item, 1].any(), "padding is zero"
+            again = table.lookup(batch.item_keys)
+            assert np.array_equal(np.asarray(again["obs"]), obs)
+        assert server.wait_for(r"reads table 'experience' in place", 10), server.output
+        db.close()
 
 
 ACTOR = textwrap.dedent("""
