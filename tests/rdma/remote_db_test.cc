@@ -361,25 +361,46 @@ TEST(RemoteDBTest, ServerOpenRefusesBadOptionsAndHeldDatabasesNamingThem) {
 // The leases of in-place samples: the next sample releases the last, a
 // lease whose time passed goes at the next request, and a client's go when
 // it leaves; meanwhile their blocks stay as they were.
+// A server put together as Server::Open does (shared slabs under the
+// database of dir/a, written by WriteTwins), to see its service's leases.
+struct SharedServed {
+  LogLines log;
+  std::unique_ptr<DbService> service = std::make_unique<DbService>(nullptr);
+  std::unique_ptr<RpcServer> server;
+  std::shared_ptr<SharedSlabs> slabs;
+  std::unique_ptr<DB> db;
+  std::string address;
+
+  void Start(testing_util::TempDir& dir, std::chrono::milliseconds lease) {
+    RpcServerOptions ro;
+    ro.server_name = "leases";
+    ASSERT_NO_FATAL_FAILURE(ServeOver(nullptr, ro, &service, &server));
+    slabs = std::make_shared<SharedSlabs>(&server->transport());
+    ASSERT_OK_AND_ASSIGN(db, engine::DBImpl::Open(testing_util::ManualCheckpoints(),
+                                                  dir.Sub("a"), slabs));
+    service->SetDb(db.get(), InPlaceServing{&server->transport(), slabs, lease, log.Sink()});
+    address = "ucx://127.0.0.1:" + std::to_string(server->port());
+  }
+  // The server, then the service (the leases), then the database.
+  ~SharedServed() {
+    server.reset();
+    service.reset();
+    db.reset();
+  }
+};
+
 TEST(RemoteDBTest, LeasesGoWhenReleasedWhenTheirTimePassesAndWhenTheClientLeaves) {
   testing_read::SharedMemoryOn shared_memory;
   const uint64_t seed = testing_util::TestSeed();
   std::mt19937_64 rng(seed);
   testing_util::TempDir dir;
   ASSERT_NO_FATAL_FAILURE(WriteTwins(dir, InPlaceSpec(rng), rng));
-  // A server put together as Server::Open does, to see its service's leases.
-  LogLines log;
-  auto service = std::make_unique<DbService>(nullptr);
-  std::unique_ptr<RpcServer> server;
-  RpcServerOptions ro;
-  ro.server_name = "leases";
-  ASSERT_NO_FATAL_FAILURE(ServeOver(nullptr, ro, &service, &server));
-  auto slabs = std::make_shared<SharedSlabs>(&server->transport());
-  ASSERT_OK_AND_ASSIGN(auto db, engine::DBImpl::Open(testing_util::ManualCheckpoints(),
-                                                     dir.Sub("a"), slabs));
   const auto lease = 300ms;
-  service->SetDb(db.get(), InPlaceServing{&server->transport(), slabs, lease, log.Sink()});
-  const std::string address = "ucx://127.0.0.1:" + std::to_string(server->port());
+  SharedServed s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(dir, lease));
+  LogLines& log = s.log;
+  DbService* service = s.service.get();
+  const std::string address = s.address;
   ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address, SlowBeat()));
   ASSERT_OK_AND_ASSIGN(auto t, remote->GetTable("t"));
   SampleBatch b;
@@ -405,8 +426,6 @@ TEST(RemoteDBTest, LeasesGoWhenReleasedWhenTheirTimePassesAndWhenTheClientLeaves
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(service->open_leases(), 0u) << "a client's lease outlived its connection";
-  server.reset();
-  service.reset();
 }
 
 // Device arrays `o` (keys, probabilities, weights where `weights`, mask and
@@ -1783,6 +1802,46 @@ TEST(RemoteDBTest, AClientKilledMidTrajectoryLeavesItEndedTruncatedWithItsSteps)
   EXPECT_EQ(info.end_reason, EndReason::kTruncated);
   EXPECT_EQ(info.length, 3);
   EXPECT_EQ(s.service->open_writers(), 0u);
+}
+
+constexpr char kLeaseChildEnv[] = "REPLAYDB_REMOTE_LEASE_CHILD";
+
+TEST(RemoteLeaseChild, SampleInPlaceThenWait) {
+  const char* address = std::getenv(kLeaseChildEnv);
+  if (address == nullptr) GTEST_SKIP() << "runs only as the lease test's client";
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address, SlowBeat()));
+  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
+  SampleBatch b;
+  ASSERT_OK(rt->Sample(8, SampleOptions{}, &b));
+  std::printf("sampled\n");
+  std::fflush(stdout);
+  std::this_thread::sleep_for(60s);
+}
+
+// A client process killed with SIGKILL while it holds a lease: the lease
+// goes when the server notices the connection's end (not after its time,
+// a minute here), and the table's blocks with it.
+TEST(RemoteDBTest, AClientKilledHoldingALeaseLetsItGo) {
+  testing_read::SharedMemoryOn shared_memory;  // the child inherits it
+  std::mt19937_64 rng(testing_util::TestSeed());
+  testing_util::TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(WriteTwins(dir, InPlaceSpec(rng), rng));
+  SharedServed s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(dir, 60s));
+  {
+    testing_util::ChildTest child("RemoteLeaseChild.*", kLeaseChildEnv, s.address);
+    EXPECT_EQ(child.LineStartingWith("sampled"), "sampled\n");
+    if (const std::string why = s.log.Find("sampled by message"); !why.empty()) {
+      GTEST_SKIP() << "not read in place here: " << why;
+    }
+    ASSERT_TRUE(s.log.Has("in place"));
+    EXPECT_EQ(s.service->open_leases(), 1u);
+  }  // killed here, holding its lease
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (s.service->open_leases() != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(s.service->open_leases(), 0u) << "a killed client's lease outlived its connection";
 }
 
 }  // namespace
