@@ -166,6 +166,48 @@ Reply SampledReply(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, boo
   return reply;
 }
 
+// A Sampled reply whose columns are sent straight from the table's blocks
+// (no gather on the server): the windows' runs and their padding, column by
+// column, as pieces of the payload, the blocks held until it is sent.
+Result<Reply> SampledFromBlocks(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f,
+                                engine::TableImpl& table, int64_t batch_size,
+                                const SampleOptions& o) {
+  struct Held {
+    SampleBatch items;
+    engine::InPlaceSample where;  // its pins keep the blocks
+  };
+  auto held = std::make_shared<Held>();
+  REPLAYDB_RETURN_IF_ERROR(table.SampleInPlace(batch_size, o, &held->items, &held->where));
+  static constexpr std::byte kZeros[64 << 10] = {};
+  const auto zeros = [](size_t bytes, std::vector<std::span<const std::byte>>* parts) {
+    for (; bytes > 0; bytes -= std::min(bytes, sizeof(kZeros))) {
+      parts->emplace_back(kZeros, std::min(bytes, sizeof(kZeros)));
+    }
+  };
+  const SampleBatch& items = held->items;
+  const engine::InPlaceSample& where = held->where;
+  const auto L = static_cast<uint64_t>(items.sequence_length);
+  Reply reply{SampledHeader(b, f, /*gathered=*/true, items), EncodeSampleItems(items), {}, nullptr};
+  reply.parts.reserve(where.column_offset.size() *
+                      (where.segments.size() + static_cast<size_t>(items.batch_size)));
+  for (size_t c = 0; c < where.column_offset.size(); ++c) {
+    const uint64_t step = where.column_step_bytes[c];
+    size_t next = 0;  // segments come window by window, each from step 0 on
+    for (int64_t i = 0; i < items.batch_size; ++i) {
+      uint64_t written = 0;
+      for (; next < where.segments.size() && where.segments[next].item == i; ++next) {
+        const engine::InPlaceSegment& g = where.segments[next];
+        reply.parts.emplace_back(g.block + where.column_offset[c] + g.first_step * step,
+                                 g.count * step);
+        written = g.out_step + g.count;
+      }
+      zeros((L - written) * step, &reply.parts);
+    }
+  }
+  reply.keep = std::move(held);
+  return reply;
+}
+
 // The same for a small batch (served on the transport's worker): one
 // contiguous payload, `batch` left to be used again.
 Reply SmallSampledReply(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, bool gathered,
@@ -206,6 +248,10 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
         thread_local SampleBatch small;
         REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, &small));
         return SmallSampledReply(b, f, o.gather, small);
+      }
+      if (auto* impl = dynamic_cast<engine::TableImpl*>(table.get());
+          o.gather && impl != nullptr && impl->samples_by_address()) {
+        return SampledFromBlocks(b, f, *impl, q->batch_size(), o);
       }
       std::shared_ptr<SampleBatch> batch = batches.Take();
       REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, batch.get()));

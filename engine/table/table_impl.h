@@ -139,9 +139,10 @@ struct InPlaceSegment {
   uint32_t item = 0;      // the window, in the batch
   uint32_t out_step = 0;  // where the run goes in the window
   uint32_t count = 0;     // steps
-  uint32_t slab = 0;      // BlockPool::place
+  uint32_t slab = 0;      // BlockPool::place (0 without a slab source)
   uint64_t block_offset = 0;
   uint64_t first_step = 0;  // within the block
+  const std::byte* block = nullptr;  // the block's address in this process
 };
 class TableImpl;
 // Holds a sample's trajectories (their blocks are neither freed nor used
@@ -202,12 +203,15 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
                           PriorityUpdateResult* result) override;
   Status Lookup(std::span<const ItemKey> keys, SampleBatch* out) override;
   // Sample without gathering (out gets the items' fields and the mask, no
-  // columns), saying where each window's steps lie and holding their blocks
-  // until `where->pins` goes. NotSupported unless the table's blocks come
-  // from a SlabSource (host memory, plain or pinned) and it has one lane.
+  // columns), saying where each window's steps lie (their blocks'
+  // addresses; with a SlabSource, their slabs and offsets too) and holding
+  // their blocks until `where->pins` goes. NotSupported unless the table's
+  // blocks are host memory (plain or pinned) and it has one lane.
   Status SampleInPlace(int64_t batch_size, const SampleOptions& options, SampleBatch* out,
                        InPlaceSample* where);
-  // Whether SampleInPlace can serve this table.
+  // Whether SampleInPlace can serve this table, and whether its segments
+  // name slabs of a SlabSource (which peers may read one-sidedly).
+  bool samples_by_address() const { return pool_.host_accessible() && one_lane_; }
   bool samples_in_place() const { return pool_.has_source() && one_lane_; }
   // The hot tier's slabs so far, from slab `first` on.
   std::vector<SlabSpan> Slabs(int64_t first) const;

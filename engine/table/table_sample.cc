@@ -418,11 +418,12 @@ Status TableImpl::SampleInPlace(int64_t batch_size, const SampleOptions& options
   if (out == nullptr || where == nullptr) {
     return Status::InvalidArgument("table " + Quoted(name_) + ": out is null");
   }
-  if (!samples_in_place()) {
+  if (!samples_by_address()) {
     return Status::NotSupported("table " + Quoted(name_) +
                                 ": samples in place need a one-lane table whose hot tier lies "
-                                "in a slab source's host memory (a served table's)");
+                                "in host memory");
   }
+  const bool slabs = pool_.has_source();
   HostBatchScratch scratch;
   REPLAYDB_RETURN_IF_ERROR(PrepareHostBatch(batch_size, /*gather=*/false,
                                             options.importance_beta >= 0, out, &scratch));
@@ -446,10 +447,12 @@ Status TableImpl::SampleInPlace(int64_t batch_size, const SampleOptions& options
       const int64_t pos = w.start + step;
       const int64_t in_block = pos % bs;
       const int64_t count = std::min(w.real - step, bs - in_block);
-      const BlockPool::SlabPlace p = pool_.place(w.trajectory->blocks[pos / bs]);
+      const int64_t block = w.trajectory->blocks[pos / bs];
+      const BlockPool::SlabPlace p = slabs ? pool_.place(block) : BlockPool::SlabPlace{};
       where->segments.push_back({static_cast<uint32_t>(b), static_cast<uint32_t>(step),
                                  static_cast<uint32_t>(count), static_cast<uint32_t>(p.slab),
-                                 p.offset, static_cast<uint64_t>(in_block)});
+                                 p.offset, static_cast<uint64_t>(in_block),
+                                 pool_.address(block)});
       step += count;
     }
     ++w.trajectory->pins;

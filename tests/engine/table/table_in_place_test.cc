@@ -134,21 +134,52 @@ TEST(TableInPlaceTest, SegmentsNameWhatALookupGathersAndPinsHoldTheirBlocks) {
   EXPECT_NE(ReadSegments(*table, where, B, L), named) << "the released blocks were never reused";
 }
 
-TEST(TableInPlaceTest, TablesWithoutASlabSourceAreRefusedNamingWhy) {
-  std::mt19937_64 rng(testing_util::TestSeed());
+// Without a slab source the segments name the blocks by address (what a
+// server sends from without gathering first); vector tables are refused.
+TEST(TableInPlaceTest, WithoutASlabSourceSegmentsNameBlockAddresses) {
+  const uint64_t seed = testing_util::TestSeed();
+  std::mt19937_64 rng(seed);
   TempDir dir;
   ASSERT_OK_AND_ASSIGN(auto db, DBImpl::Open(testing_util::ManualCheckpoints(), dir.path()));
-  ASSERT_OK_AND_ASSIGN(auto handle, db->CreateTable(Spec(rng)));
+  const TableSpec spec = Spec(rng);
+  ASSERT_OK_AND_ASSIGN(auto handle, db->CreateTable(spec));
   auto* table = dynamic_cast<TableImpl*>(handle.get());
   ASSERT_NE(table, nullptr);
-  ASSERT_NO_FATAL_FAILURE(Write(*table, rng, 4));
+  ASSERT_NO_FATAL_FAILURE(Write(*table, rng, spec.capacity_steps / 2));
   EXPECT_FALSE(table->samples_in_place());
-  SampleBatch out;
+  ASSERT_EQ(table->samples_by_address(), table->Info().placement != "device");
+  if (!table->samples_by_address()) GTEST_SKIP() << "this machine puts the table on a GPU";
+  const int64_t B = 1 + static_cast<int64_t>(rng() % 16);
+  const int64_t L = spec.sequence_length;
+  SampleBatch drawn;
   InPlaceSample where;
-  const Status s = table->SampleInPlace(1, SampleOptions{}, &out, &where);
+  ASSERT_OK(table->SampleInPlace(B, SampleOptions{}, &drawn, &where));
+  std::vector<std::string> named;
+  for (size_t c = 0; c < where.column_offset.size(); ++c) {
+    const size_t step = where.column_step_bytes[c];
+    std::string out(static_cast<size_t>(B * L) * step, '\0');
+    for (const InPlaceSegment& g : where.segments) {
+      EXPECT_EQ(g.slab, 0u);
+      std::memcpy(out.data() + (static_cast<size_t>(g.item * L + g.out_step)) * step,
+                  g.block + where.column_offset[c] + g.first_step * step, g.count * step);
+    }
+    named.push_back(std::move(out));
+  }
+  SampleBatch looked;
+  ASSERT_OK(table->Lookup(drawn.keys, &looked));
+  EXPECT_EQ(named, Bytes(looked)) << "seed " << seed;
+
+  TableSpec vector = Spec(rng);
+  vector.name = "v";
+  vector.lanes = 2;
+  vector.sequence_length = 1;
+  ASSERT_OK_AND_ASSIGN(auto vh, db->CreateTable(vector));
+  auto* vt = dynamic_cast<TableImpl*>(vh.get());
+  ASSERT_NE(vt, nullptr);
+  const Status s = vt->SampleInPlace(1, SampleOptions{}, &drawn, &where);
   EXPECT_EQ(s.code(), Status::Code::kNotSupported);
-  EXPECT_THAT(s.message(), HasSubstr("table 'p': samples in place need a one-lane table whose "
-                                     "hot tier lies in a slab source's host memory"));
+  EXPECT_THAT(s.message(), HasSubstr("table 'v': samples in place need a one-lane table whose "
+                                     "hot tier lies in host memory"));
 }
 
 // On a GPU machine a host table's blocks are pinned: a SlabSource's slabs
