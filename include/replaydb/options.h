@@ -556,6 +556,11 @@ struct ConnectOptions {
   // coming in its reply. Elsewhere samples come by message whatever this
   // says. Default: true.
   bool read_in_place = true;
+  // Samples of fewer bytes than this (batch x sequence length x a step's
+  // bytes) come by message even so: a read is a round trip of its own,
+  // which costs more than carrying a small batch in the reply. Default:
+  // 64 KiB.
+  size_t read_in_place_min_bytes = size_t{64} << 10;
 };
 
 }  // namespace replaydb

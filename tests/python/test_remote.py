@@ -157,8 +157,12 @@ def test_samples_read_in_place_over_shared_memory(db_path, rng):
     settings = {"UCX_TLS": "sm,tcp", "UCX_MM_ERROR_HANDLING": "y"}
     with _serving(db_path, settings) as (server, _):
         db = replaydb.connect(server.address, client_name="pytest learner")
-        table = db["experience"]
-        rows = rng.standard_normal((40, 4)).astype(np.float32)
+        # Rows of 16 KiB: batches large enough to be read in place (smaller
+        # ones come by message, ConnectOptions::read_in_place_min_bytes).
+        table = db.create_table("frames", {"obs": ("float32", (4096,)), "reward": "float32"},
+                                capacity_steps=1024, selector="prioritized",
+                                sequence_length=2)
+        rows = rng.standard_normal((40, 4096)).astype(np.float32)
         with table.writer() as w:
             for i, row in enumerate(rows):
                 w.append({"obs": row, "reward": float(i)}, priority=1.0 + i)
@@ -176,7 +180,7 @@ def test_samples_read_in_place_over_shared_memory(db_path, rng):
                     assert first[0] == 39 and not obs[item, 1].any(), "padding is zero"
             again = table.lookup(batch.item_keys)
             assert np.array_equal(np.asarray(again["obs"]), obs)
-        assert server.wait_for(r"reads table 'experience' in place", 10), server.output
+        assert server.wait_for(r"reads table 'frames' in place", 10), server.output
         db.close()
 
 

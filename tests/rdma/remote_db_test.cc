@@ -101,6 +101,14 @@ ConnectOptions SlowBeat(ConnectOptions co = {}) {
   return co;
 }
 
+// SlowBeat, reading every sample in place where the server allows (none
+// left to come by message for being small).
+ConnectOptions EveryReadInPlace() {
+  ConnectOptions co = SlowBeat();
+  co.read_in_place_min_bytes = 0;
+  return co;
+}
+
 // Serves `db` over a fresh RpcServer with `options` (127.0.0.1; port 0: a
 // free one; the heartbeat kTestHeartbeat): the service and the server, in
 // *service and *server.
@@ -406,7 +414,7 @@ TEST(RemoteDBTest, LeasesGoWhenReleasedWhenTheirTimePassesAndWhenTheClientLeaves
   LogLines& log = s.log;
   DbService* service = s.service.get();
   const std::string address = s.address;
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address, SlowBeat()));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address, EveryReadInPlace()));
   ASSERT_OK_AND_ASSIGN(auto t, remote->GetTable("t"));
   SampleBatch b;
   ASSERT_OK(t->Sample(4, SampleOptions{}, &b));
@@ -1814,7 +1822,7 @@ constexpr char kLeaseChildEnv[] = "REPLAYDB_REMOTE_LEASE_CHILD";
 TEST(RemoteLeaseChild, SampleInPlaceThenWait) {
   const char* address = std::getenv(kLeaseChildEnv);
   if (address == nullptr) GTEST_SKIP() << "runs only as the lease test's client";
-  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address, SlowBeat()));
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address, EveryReadInPlace()));
   ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("t"));
   SampleBatch b;
   ASSERT_OK(rt->Sample(8, SampleOptions{}, &b));
