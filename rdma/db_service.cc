@@ -506,21 +506,28 @@ size_t DbService::open_leases() const {
   return leases_.size();
 }
 
+std::vector<std::unique_ptr<DbService::Lease>> DbService::TakeLeasesLocked(
+    const std::function<bool(const Lease&)>& which) {
+  std::vector<std::unique_ptr<Lease>> taken;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (which(*it->second)) {
+      taken.push_back(std::move(it->second));
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  lease_count_.store(leases_.size(), std::memory_order_relaxed);
+  return taken;
+}
+
 void DbService::ExpireLeases() {
   if (lease_count_.load(std::memory_order_relaxed) == 0) return;
   std::vector<std::unique_ptr<Lease>> gone;  // unpinned outside the lock
   {
     std::lock_guard<std::mutex> lock(leases_mu_);
     const auto now = Clock::now();
-    for (auto it = leases_.begin(); it != leases_.end();) {
-      if (it->second->expires <= now) {
-        gone.push_back(std::move(it->second));
-        it = leases_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    lease_count_.store(leases_.size(), std::memory_order_relaxed);
+    gone = TakeLeasesLocked([now](const Lease& l) { return l.expires <= now; });
   }
 }
 
@@ -669,15 +676,7 @@ void DbService::Disconnected(ConnectionId connection) {
   {
     std::lock_guard<std::mutex> lock(leases_mu_);
     readers_.erase(connection);
-    for (auto it = leases_.begin(); it != leases_.end();) {
-      if (it->second->connection == connection) {
-        leases.push_back(std::move(it->second));
-        it = leases_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    lease_count_.store(leases_.size(), std::memory_order_relaxed);
+    leases = TakeLeasesLocked([connection](const Lease& l) { return l.connection == connection; });
   }
   std::vector<std::shared_ptr<Writer>> gone;
   {

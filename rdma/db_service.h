@@ -112,6 +112,9 @@ class DbService {
   void ReleaseLeases(ConnectionId connection, const flatbuffers::Vector<uint64_t>* ids);
   // Leases whose time has passed go.
   void ExpireLeases();
+  // Takes the leases `which` picks out of leases_. REQUIRES: leases_mu_.
+  std::vector<std::unique_ptr<Lease>> TakeLeasesLocked(
+      const std::function<bool(const Lease&)>& which);
   std::atomic<DB*> db_{nullptr};
   InPlaceServing in_place_;  // set before db_ (read after it)
   mutable std::mutex leases_mu_;

@@ -226,6 +226,16 @@ struct LogLines {
   bool Has(const std::string& part) { return !Find(part).empty(); }
 };
 
+// A server's options on a free loopback port, beating as the tests' clients
+// do, its log lines into `log`.
+ServerOptions LoggedServerOptions(LogLines& log) {
+  ServerOptions so;
+  so.listen = "ucx://127.0.0.1:0";
+  so.heartbeat = kTestHeartbeat;
+  so.log = log.Sink();
+  return so;
+}
+
 // A table whose windows cross blocks and end in padding often, with steps
 // of 8 KiB and more: its larger samples (over DbService::kInlineBytes) are
 // served on the executor, their columns sent from the blocks.
@@ -274,12 +284,8 @@ TEST(RemoteDBTest, SamplesReadInPlaceGiveWhatTheSameLocalSamplesGive) {
   testing_util::TempDir dir;
   ASSERT_NO_FATAL_FAILURE(WriteTwins(dir, InPlaceSpec(rng), rng));
   LogLines log;
-  ServerOptions so;
-  so.listen = "ucx://127.0.0.1:0";
-  so.heartbeat = kTestHeartbeat;
-  so.log = log.Sink();
-  ASSERT_OK_AND_ASSIGN(auto server,
-                       Server::Open(dir.Sub("a"), testing_util::ManualCheckpoints(), so));
+  ASSERT_OK_AND_ASSIGN(auto server, Server::Open(dir.Sub("a"), testing_util::ManualCheckpoints(),
+                                                 LoggedServerOptions(log)));
   ASSERT_OK_AND_ASSIGN(auto twin, DB::Open(testing_util::ManualCheckpoints(), dir.Sub("b")));
   ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(server->address(), SlowBeat()));
   ASSERT_NO_FATAL_FAILURE(ExpectTwinSamples(seed, *remote, *twin));
@@ -311,12 +317,8 @@ TEST(RemoteDBTest, OverTcpSamplesComeByMessageAndTheServerSaysWhy) {
   testing_util::TempDir dir;
   ASSERT_NO_FATAL_FAILURE(WriteTwins(dir, InPlaceSpec(rng), rng));
   LogLines log;
-  ServerOptions so;
-  so.listen = "ucx://127.0.0.1:0";
-  so.heartbeat = kTestHeartbeat;
-  so.log = log.Sink();
-  ASSERT_OK_AND_ASSIGN(auto server,
-                       Server::Open(dir.Sub("a"), testing_util::ManualCheckpoints(), so));
+  ASSERT_OK_AND_ASSIGN(auto server, Server::Open(dir.Sub("a"), testing_util::ManualCheckpoints(),
+                                                 LoggedServerOptions(log)));
   ASSERT_OK_AND_ASSIGN(auto twin, DB::Open(testing_util::ManualCheckpoints(), dir.Sub("b")));
   ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(server->address(), SlowBeat()));
   ASSERT_NO_FATAL_FAILURE(ExpectTwinSamples(seed, *remote, *twin));

@@ -65,19 +65,19 @@ void Write(Table& table, std::mt19937_64& rng, int64_t steps) {
 }
 
 // The batch the segments of `where` name, read straight from the slabs
-// (padding zero), as a reader of the server's memory would.
+// (padding zero), as a reader of the server's memory would, or (by_slab
+// false) from the blocks' addresses, as a server sending them would.
 std::vector<std::string> ReadSegments(TableImpl& table, const InPlaceSample& where, int64_t B,
-                                      int64_t L) {
-  const std::vector<SlabSpan> slabs = table.Slabs(0);
+                                      int64_t L, bool by_slab = true) {
+  const std::vector<SlabSpan> slabs = by_slab ? table.Slabs(0) : std::vector<SlabSpan>{};
   std::vector<std::string> columns;
   for (size_t c = 0; c < where.column_offset.size(); ++c) {
     const size_t step = where.column_step_bytes[c];
     std::string out(static_cast<size_t>(B * L) * step, '\0');
     for (const InPlaceSegment& g : where.segments) {
-      const std::byte* from = slabs.at(g.slab).data + g.block_offset + where.column_offset[c] +
-                              g.first_step * step;
-      std::memcpy(out.data() + (static_cast<size_t>(g.item * L + g.out_step)) * step, from,
-                  g.count * step);
+      const std::byte* block = by_slab ? slabs.at(g.slab).data + g.block_offset : g.block;
+      std::memcpy(out.data() + (static_cast<size_t>(g.item * L + g.out_step)) * step,
+                  block + where.column_offset[c] + g.first_step * step, g.count * step);
     }
     columns.push_back(std::move(out));
   }
@@ -154,17 +154,8 @@ TEST(TableInPlaceTest, WithoutASlabSourceSegmentsNameBlockAddresses) {
   SampleBatch drawn;
   InPlaceSample where;
   ASSERT_OK(table->SampleInPlace(B, SampleOptions{}, &drawn, &where));
-  std::vector<std::string> named;
-  for (size_t c = 0; c < where.column_offset.size(); ++c) {
-    const size_t step = where.column_step_bytes[c];
-    std::string out(static_cast<size_t>(B * L) * step, '\0');
-    for (const InPlaceSegment& g : where.segments) {
-      EXPECT_EQ(g.slab, 0u);
-      std::memcpy(out.data() + (static_cast<size_t>(g.item * L + g.out_step)) * step,
-                  g.block + where.column_offset[c] + g.first_step * step, g.count * step);
-    }
-    named.push_back(std::move(out));
-  }
+  for (const InPlaceSegment& g : where.segments) EXPECT_EQ(g.slab, 0u);
+  const std::vector<std::string> named = ReadSegments(*table, where, B, L, /*by_slab=*/false);
   SampleBatch looked;
   ASSERT_OK(table->Lookup(drawn.keys, &looked));
   EXPECT_EQ(named, Bytes(looked)) << "seed " << seed;
