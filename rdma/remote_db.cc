@@ -67,23 +67,24 @@ milliseconds ReplyWait(milliseconds wait, milliseconds margin) {
 Result<Message> CallWaiting(milliseconds wait,
                             const std::function<Result<Message>(milliseconds slice)>& call) {
   const auto until = engine::DeadlineAfter(wait);
-  bool first = true;
-  while (true) {
-    milliseconds slice = kMaxServedWait;
-    if (until != std::chrono::steady_clock::time_point::max()) {
-      slice = std::clamp(
-          std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now()),
-          milliseconds(0), kMaxServedWait);
-    }
-    Result<Message> m = call(slice);
-    // (A slice of 0 asks once without waiting: the caller's own timeout 0.)
-    if (m.ok() || m.status().code() != Status::Code::kDeadlineExceeded || IsNoReply(m.status()) ||
-        (slice.count() == 0 && !first) ||
-        std::chrono::steady_clock::now() + milliseconds(1) >= until) {
-      return m;
-    }
-    first = false;
+  // What is left of `wait`, at most kMaxServedWait (a slice of 0 asks once
+  // without waiting: the caller's own timeout 0).
+  const auto left = [&] {
+    if (until == std::chrono::steady_clock::time_point::max()) return kMaxServedWait;
+    return std::clamp(
+        std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now()),
+        milliseconds(0), kMaxServedWait);
+  };
+  Result<Message> m = call(left());
+  while (!m.ok() && m.status().code() == Status::Code::kDeadlineExceeded &&
+         !IsNoReply(m.status())) {
+    // Again only with a wait of its own left: a last slice of 0 would be
+    // answered by the server's queue, not by the table that waited.
+    const milliseconds slice = left();
+    if (slice.count() == 0) break;
+    m = call(slice);
   }
+  return m;
 }
 
 template <typename T>
