@@ -44,6 +44,7 @@
 #endif
 
 using replaydb::ColumnSpec;
+using replaydb::ConnectOptions;
 using replaydb::ConstTensor;
 using replaydb::DBOptions;
 using replaydb::DeviceBatch;
@@ -393,6 +394,10 @@ std::atomic<int64_t> g_live_batches{0};
 
 struct replaydb_options_t {
   DBOptions options;
+};
+
+struct replaydb_connect_options_t {
+  replaydb::ConnectOptions options;
 };
 
 struct replaydb_db_t {
@@ -948,22 +953,77 @@ int replaydb_open_read_only(const char* path, replaydb_db_t** db, char** errptr)
   });
 }
 
-int replaydb_connect(const char* address, const char* client_name, const char* token_file,
-                     int64_t connect_timeout_ms, replaydb_db_t** db, char** errptr) {
-  constexpr char kFn[] = "replaydb_connect";
-  return Guard(kFn, errptr, [&]() -> Status {
-    if (db == nullptr) return NullArgument(kFn, "db");
+replaydb_connect_options_t* replaydb_connect_options_create(void) {
+  return GuardValue<replaydb_connect_options_t*>(nullptr,
+                                                 [] { return new replaydb_connect_options_t; });
+}
+
+void replaydb_connect_options_destroy(replaydb_connect_options_t* options) {
+  delete options;
+}
+
+void replaydb_connect_options_set_client_name(replaydb_connect_options_t* o, const char* name) {
+  GuardVoid([&] {
+    if (o != nullptr) o->options.client_name = name != nullptr ? name : ConnectOptions{}.client_name;
+  });
+}
+
+void replaydb_connect_options_set_token_file(replaydb_connect_options_t* o, const char* path) {
+  GuardVoid([&] {
+    if (o != nullptr) o->options.token_file = path != nullptr ? path : "";
+  });
+}
+
+void replaydb_connect_options_set_connect_timeout_ms(replaydb_connect_options_t* o, int64_t ms) {
+  if (o != nullptr) o->options.connect_timeout = std::chrono::milliseconds(ms);
+}
+
+void replaydb_connect_options_set_call_timeout_ms(replaydb_connect_options_t* o, int64_t ms) {
+  if (o != nullptr) o->options.call_timeout = std::chrono::milliseconds(ms);
+}
+
+void replaydb_connect_options_set_heartbeat_ms(replaydb_connect_options_t* o, int64_t ms) {
+  if (o != nullptr) o->options.heartbeat = std::chrono::milliseconds(ms);
+}
+
+void replaydb_connect_options_set_read_in_place(replaydb_connect_options_t* o, int v,
+                                                uint64_t min_bytes) {
+  if (o == nullptr) return;
+  o->options.read_in_place = v != 0;
+  o->options.read_in_place_min_bytes = min_bytes;
+}
+
+namespace {
+
+// replaydb_connect and replaydb_connect_with_options, as `fn`.
+int ConnectAs(const char* fn, const char* address, const ConnectOptions& options,
+              replaydb_db_t** db, char** errptr) {
+  return Guard(fn, errptr, [&]() -> Status {
+    if (db == nullptr) return NullArgument(fn, "db");
     *db = nullptr;
-    if (address == nullptr) return NullArgument(kFn, "address");
-    replaydb::ConnectOptions o;
-    if (client_name != nullptr) o.client_name = client_name;
-    if (token_file != nullptr) o.token_file = token_file;
-    if (connect_timeout_ms > 0) o.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
-    auto connected = replaydb::DB::Connect(address, o);
+    if (address == nullptr) return NullArgument(fn, "address");
+    auto connected = replaydb::DB::Connect(address, options);
     if (!connected.ok()) return connected.status();
     *db = new replaydb_db_t{std::move(connected).value()};
     return Status::OK();
   });
+}
+
+}  // namespace
+
+int replaydb_connect_with_options(const char* address, const replaydb_connect_options_t* options,
+                                  replaydb_db_t** db, char** errptr) {
+  return ConnectAs("replaydb_connect_with_options", address,
+                   options != nullptr ? options->options : ConnectOptions{}, db, errptr);
+}
+
+int replaydb_connect(const char* address, const char* client_name, const char* token_file,
+                     int64_t connect_timeout_ms, replaydb_db_t** db, char** errptr) {
+  ConnectOptions o;
+  if (client_name != nullptr) o.client_name = client_name;
+  if (token_file != nullptr) o.token_file = token_file;
+  if (connect_timeout_ms > 0) o.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
+  return ConnectAs("replaydb_connect", address, o, db, errptr);
 }
 
 void replaydb_close(replaydb_db_t* db) {

@@ -1475,6 +1475,15 @@ Result<std::unique_ptr<RemoteDB>> RemoteDB::Connect(const std::string& address,
   std::string host;
   uint16_t port = 0;
   REPLAYDB_RETURN_IF_ERROR(ParseAddress(address, &host, &port));
+  const auto positive = [&](const char* name, milliseconds value, bool zero_too) -> Status {
+    if (value.count() > 0 || (zero_too && value.count() == 0)) return Status::OK();
+    return Status::InvalidArgument("connecting to " + address + ": ConnectOptions::" + name +
+                                   " is " + std::to_string(value.count()) + " ms; it must be " +
+                                   (zero_too ? "0 (none) or more" : "more than 0"));
+  };
+  REPLAYDB_RETURN_IF_ERROR(positive("connect_timeout", options.connect_timeout, false));
+  REPLAYDB_RETURN_IF_ERROR(positive("call_timeout", options.call_timeout, false));
+  REPLAYDB_RETURN_IF_ERROR(positive("heartbeat", options.heartbeat, true));
   RpcClientOptions o;
   o.client_name = options.client_name;
   o.connect_timeout = options.connect_timeout;

@@ -183,6 +183,33 @@ REPLAYDB_C_EXPORT int replaydb_open_read_only(const char* path, replaydb_db_t** 
 REPLAYDB_C_EXPORT int replaydb_connect(const char* address, const char* client_name,
                                        const char* token_file, int64_t connect_timeout_ms,
                                        replaydb_db_t** db, char** errptr);
+/* replaydb_connect with every replaydb::ConnectOptions field: options made
+ * by replaydb_connect_options_create (the defaults; NULL: the defaults too),
+ * set by the setters below. Values out of range (a timeout <= 0, a
+ * negative heartbeat) come back as REPLAYDB_INVALID_ARGUMENT naming the
+ * option. */
+typedef struct replaydb_connect_options_t replaydb_connect_options_t;
+REPLAYDB_C_EXPORT replaydb_connect_options_t* replaydb_connect_options_create(void);
+REPLAYDB_C_EXPORT void replaydb_connect_options_destroy(replaydb_connect_options_t* options);
+/* NULL: the default ("replaydb client"; no token). */
+REPLAYDB_C_EXPORT void replaydb_connect_options_set_client_name(replaydb_connect_options_t* o,
+                                                                const char* name);
+REPLAYDB_C_EXPORT void replaydb_connect_options_set_token_file(replaydb_connect_options_t* o,
+                                                               const char* path);
+REPLAYDB_C_EXPORT void replaydb_connect_options_set_connect_timeout_ms(
+    replaydb_connect_options_t* o, int64_t ms);
+REPLAYDB_C_EXPORT void replaydb_connect_options_set_call_timeout_ms(replaydb_connect_options_t* o,
+                                                                    int64_t ms);
+/* 0: none (the server's must be 0 too). */
+REPLAYDB_C_EXPORT void replaydb_connect_options_set_heartbeat_ms(replaydb_connect_options_t* o,
+                                                                 int64_t ms);
+/* Samples read in place where reads are one-sided (0: always by message),
+ * and the smallest sample so read, in bytes. */
+REPLAYDB_C_EXPORT void replaydb_connect_options_set_read_in_place(replaydb_connect_options_t* o,
+                                                                  int v, uint64_t min_bytes);
+REPLAYDB_C_EXPORT int replaydb_connect_with_options(const char* address,
+                                                    const replaydb_connect_options_t* options,
+                                                    replaydb_db_t** db, char** errptr);
 /* Closes the database (waiters on its tables get Cancelled; open table
  * handles then fail with FailedPrecondition, except replaydb_table_info,
  * replaydb_table_name and replaydb_table_get_spec, which still answer with

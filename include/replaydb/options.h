@@ -547,7 +547,10 @@ struct ConnectOptions {
   // Liveness: the connection carries a heartbeat this often, and ends
   // (Unavailable) after three intervals in which nothing came from the
   // server. Must equal the server's interval (ServerOptions::heartbeat;
-  // `replaydb serve` uses the default). Default: 100 ms.
+  // `replaydb serve` uses the default): 0 (none) only where the server's is
+  // 0 too, or the server ends the silent connection. Default: 100 ms.
+  // Connect refuses values below 0, and timeouts of 0 or less
+  // (InvalidArgument naming the option).
   std::chrono::milliseconds heartbeat{100};
   // Samples read in place: where the server shares its hot tier (a server
   // that opened its database, Server::Open) and reads on the connection

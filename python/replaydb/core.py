@@ -1835,7 +1835,9 @@ def open(path: str, *, create: bool = True, error_if_exists: bool = False,
 
 
 def connect(address: str, *, client_name: Optional[str] = None,
-            token_file: Optional[str] = None, connect_timeout: float = 10.0) -> DB:
+            token_file: Optional[str] = None, connect_timeout: float = 10.0,
+            call_timeout: float = 60.0, heartbeat: float = 0.1, read_in_place: bool = True,
+            read_in_place_min_bytes: int = 64 << 10) -> DB:
     """The database that ``replaydb serve`` hosts at ``address``
     ("ucx://HOST:PORT"), with the same DB and Table calls, each run on the
     server (those it does not serve yet raise NotSupportedError). Many
@@ -1844,29 +1846,55 @@ def connect(address: str, *, client_name: Optional[str] = None,
     ``token_file`` holds the token of a server started with ``--token-file``
     (its first line's). UnavailableError when nothing answers within
     ``connect_timeout`` seconds; FailedPreconditionError when the server refuses
-    the client (no token, a wrong one)."""
+    the client (no token, a wrong one).
+
+    ``call_timeout``: how long a call waits for its reply beyond its own wait
+    (seconds). ``heartbeat``: the connection's heartbeat interval in seconds,
+    which must be the server's (0.1 unless it was started otherwise).
+    ``read_in_place``: where the server shares its hot tier and reads are
+    one-sided (shared memory between processes of one host, RDMA), samples of
+    at least ``read_in_place_min_bytes`` are read straight from the server's
+    memory; False: always in the reply. InvalidArgumentError names an option
+    out of range."""
     args = (address, client_name, None if token_file is None else str(token_file),
-            connect_timeout)
-    handle = c_void_p()
-    _call(_lib.replaydb_connect, *_connect_c_args(*args), byref(handle))
-    return DB(handle.value, args)
+            connect_timeout, call_timeout, heartbeat, read_in_place, read_in_place_min_bytes)
+    return DB(_connect_handle(*args), args)
 
 
-def _reconnect(address: str, client_name: Optional[str], token_file: Optional[str],
-               connect_timeout: float) -> DB:
-    return connect(address, client_name=client_name, token_file=token_file,
-                   connect_timeout=connect_timeout)
+def _reconnect(*args) -> DB:
+    return DB(_connect_handle(*args), args)
 
 
 def _remote_table(db: "DB", name: str) -> "Table":
     return db.table(name)
 
 
-def _connect_c_args(address: str, client_name: Optional[str], token_file: Optional[str],
-                    connect_timeout: float) -> Tuple[Any, ...]:
-    return (_bytes(address), None if client_name is None else _bytes(client_name),
-            None if token_file is None else _bytes(token_file),
-            max(1, int(connect_timeout * 1000)))
+def _connect_handle(address: str, client_name: Optional[str], token_file: Optional[str],
+                    connect_timeout: float, call_timeout: float, heartbeat: float,
+                    read_in_place: bool, read_in_place_min_bytes: int) -> int:
+    def ms(seconds: float) -> int:
+        return int(round(float(seconds) * 1000))
+    if int(read_in_place_min_bytes) < 0:
+        raise InvalidArgumentError(
+            f"read_in_place_min_bytes is {read_in_place_min_bytes}; it must be 0 or more")
+    options = _lib.replaydb_connect_options_create()
+    if not options:
+        raise MemoryError("replaydb_connect_options_create")
+    try:
+        if client_name is not None:
+            _lib.replaydb_connect_options_set_client_name(options, _bytes(client_name))
+        if token_file is not None:
+            _lib.replaydb_connect_options_set_token_file(options, _bytes(token_file))
+        _lib.replaydb_connect_options_set_connect_timeout_ms(options, ms(connect_timeout))
+        _lib.replaydb_connect_options_set_call_timeout_ms(options, ms(call_timeout))
+        _lib.replaydb_connect_options_set_heartbeat_ms(options, ms(heartbeat))
+        _lib.replaydb_connect_options_set_read_in_place(options, int(bool(read_in_place)),
+                                                        int(read_in_place_min_bytes))
+        handle = c_void_p()
+        _call(_lib.replaydb_connect_with_options, _bytes(address), options, byref(handle))
+        return handle.value
+    finally:
+        _lib.replaydb_connect_options_destroy(options)
 
 
 def version() -> str:

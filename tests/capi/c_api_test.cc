@@ -586,6 +586,94 @@ TEST_F(CApiTest, AConnectedDatabaseWritesAndReadsAsALocalOne) {
                  REPLAYDB_UNAVAILABLE, address.substr(address.rfind(':')));
 }
 
+// replaydb_connect_with_options: every ConnectOptions field from C; the
+// server sees the client's name, a heartbeat of the server's own interval
+// keeps the connection, and out-of-range values are refused naming them.
+TEST_F(CApiTest, ConnectOptionsFromCReachTheServerAndBadOnesAreNamed) {
+  auto served = testing_util::OpenDB(dir_.Sub("served"));
+  std::mutex mu;
+  std::vector<std::string> lines;
+  ServerOptions so;
+  so.listen = "ucx://127.0.0.1:0";
+  so.heartbeat = std::chrono::milliseconds(50 + static_cast<int64_t>(rng_() % 100));
+  so.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(line);
+  };
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Server> server, Server::Start(served.get(), so));
+  const std::string name = "c options " + std::to_string(rng_() % 1000);
+  std::unique_ptr<replaydb_connect_options_t, decltype(&replaydb_connect_options_destroy)> o(
+      replaydb_connect_options_create(), &replaydb_connect_options_destroy);
+  ASSERT_NE(o, nullptr);
+  replaydb_connect_options_set_client_name(o.get(), name.c_str());
+  replaydb_connect_options_set_connect_timeout_ms(o.get(), 10000);
+  replaydb_connect_options_set_call_timeout_ms(o.get(), 20000);
+  replaydb_connect_options_set_heartbeat_ms(o.get(), so.heartbeat.count());
+  replaydb_connect_options_set_read_in_place(o.get(), 0, 0);
+  replaydb_db_t* d = nullptr;
+  C_ASSERT_OK(replaydb_connect_with_options(server->address().c_str(), o.get(), &d, err_.ptr()));
+  DbPtr remote(d);
+  const TableSpec spec = RandomSpec("opts", rng_);
+  TablePtr table = CreateTable(spec, remote.get());
+  ASSERT_TRUE(table != nullptr);
+  // Well past three of the server's heartbeat intervals: still connected.
+  std::this_thread::sleep_for(so.heartbeat * 5);
+  replaydb_table_info_t info;
+  C_ASSERT_OK(replaydb_table_info(table.get(), &info, err_.ptr()));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+      return l.find("'" + name + "'") != std::string::npos;
+    })) << "the server never logged the client's name";
+  }
+  const auto silent_ends = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+      return l.find("nothing heard for") != std::string::npos;
+    });
+  };
+  EXPECT_EQ(silent_ends(), 0);
+  // A client without heartbeats (0) falls silent: the server ends it.
+  replaydb_connect_options_set_heartbeat_ms(o.get(), 0);
+  C_ASSERT_OK(replaydb_connect_with_options(server->address().c_str(), o.get(), &d, err_.ptr()));
+  DbPtr quiet(d);
+  const auto until = std::chrono::steady_clock::now() + so.heartbeat * 50;
+  while (silent_ends() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(so.heartbeat);
+  }
+  EXPECT_EQ(silent_ends(), 1);
+  quiet.reset();
+  // NULL options: the defaults.
+  C_ASSERT_OK(replaydb_connect_with_options(server->address().c_str(), nullptr, &d, err_.ptr()));
+  DbPtr(d).reset();
+  const struct {
+    void (*set)(replaydb_connect_options_t*, int64_t);
+    int64_t value;
+    const char* message;
+  } bad[] = {
+      {replaydb_connect_options_set_connect_timeout_ms, 0,
+       "ConnectOptions::connect_timeout is 0 ms; it must be more than 0"},
+      {replaydb_connect_options_set_call_timeout_ms, -1 - static_cast<int64_t>(rng_() % 1000),
+       "ConnectOptions::call_timeout is -"},
+      {replaydb_connect_options_set_heartbeat_ms, -1 - static_cast<int64_t>(rng_() % 1000),
+       "; it must be 0 (none) or more"},
+  };
+  for (const auto& b : bad) {
+    std::unique_ptr<replaydb_connect_options_t, decltype(&replaydb_connect_options_destroy)> w(
+        replaydb_connect_options_create(), &replaydb_connect_options_destroy);
+    b.set(w.get(), b.value);
+    C_EXPECT_ERROR(replaydb_connect_with_options(server->address().c_str(), w.get(), &d,
+                                                 err_.ptr()),
+                   REPLAYDB_INVALID_ARGUMENT, b.message);
+    EXPECT_EQ(d, nullptr);
+  }
+  C_EXPECT_ERROR(replaydb_connect_with_options(nullptr, o.get(), &d, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_connect_with_options: address is NULL");
+  C_EXPECT_ERROR(replaydb_connect_with_options(server->address().c_str(), o.get(), nullptr,
+                                               err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_connect_with_options: db is NULL");
+}
+
 TEST_F(CApiTest, AppendManyAndVectorWritersReadBackAsWritten) {
   const TableSpec spec = RandomSpec("many", rng_);
   TablePtr table = CreateTable(spec);

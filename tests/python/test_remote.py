@@ -181,6 +181,21 @@ def test_samples_read_in_place_over_shared_memory(db_path, rng):
             again = table.lookup(batch.item_keys)
             assert np.array_equal(np.asarray(again["obs"]), obs)
         assert server.wait_for(r"reads table 'frames' in place", 10), server.output
+        # read_in_place=False: the same samples, in the replies; the server
+        # grants this connection nothing.
+        by_message = replaydb.connect(server.address, client_name="pytest by message",
+                                      read_in_place=False)
+        other = by_message["frames"]
+        for _ in range(3):
+            batch = other.sample(32, timeout=10)
+            again = table.lookup(batch.item_keys)
+            assert np.array_equal(np.asarray(again["obs"]), np.asarray(batch["obs"]))
+        connection = server.wait_for(r"connection (\d+) is 'pytest by message'", 10)
+        assert connection, server.output
+        server.wait_for(r"(?!)", 0.5)  # what else it logged meanwhile
+        assert f"connection {connection} reads table" not in server.output, server.output
+        assert len(re.findall(r"reads table 'frames' in place", server.output)) == 1
+        by_message.close()
         db.close()
 
 
@@ -228,6 +243,13 @@ def test_a_dead_address_is_unavailable_within_the_timeout():
     assert time.monotonic() - start < 30
     with pytest.raises(replaydb.InvalidArgumentError, match="is not ucx://HOST:PORT"):
         replaydb.connect("ucx://127.0.0.1")
+    for bad, message in [({"call_timeout": 0}, "ConnectOptions::call_timeout is 0 ms"),
+                         ({"connect_timeout": -1}, "ConnectOptions::connect_timeout is -1000 ms"),
+                         ({"heartbeat": -0.5}, "ConnectOptions::heartbeat is -500 ms; it must "
+                                               "be 0 \\(none\\) or more"),
+                         ({"read_in_place_min_bytes": -1}, "read_in_place_min_bytes is -1")]:
+        with pytest.raises(replaydb.InvalidArgumentError, match=message):
+            replaydb.connect("ucx://127.0.0.1:1", **bad)
 
 
 def test_the_cluster_demo_runs_its_actors_and_learner():
