@@ -725,8 +725,14 @@ class RpcServer::Impl {
           options_.server_name + "''s queue past its timeout of " +
           std::to_string(h->timeout_ms()) + " ms");
       request.requeue = false;
-      if (request.started == Clock::time_point{}) request.started = Clock::now();
-      if (Clock::now() < request.deadline) reply = handler_(request);
+      // A request of timeout 0 (the caller waits for nothing: the engine's
+      // own timeout 0) runs once whenever it comes; others while their time
+      // lasts.
+      const bool first = request.started == Clock::time_point{};
+      if (first) request.started = Clock::now();
+      if (Clock::now() < request.deadline || (first && h->timeout_ms() == 0)) {
+        reply = handler_(request);
+      }
       if (request.requeue) {
         // Not done: again later, after what is queued now.
         std::lock_guard<std::mutex> lock(mu_);

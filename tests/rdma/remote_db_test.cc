@@ -39,6 +39,7 @@ namespace replaydb::rdma {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
@@ -666,6 +667,13 @@ TEST(RemoteDBTest, TheServersErrorsComeBackNamingWhatFailed) {
   EXPECT_EQ(waited.code(), Status::Code::kDeadlineExceeded) << waited.ToString();
   EXPECT_THAT(waited.message(), HasSubstr("table 'empty'"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // A timeout of 0 waits for nothing: the table says no at once (the call
+  // goes through the server's executor, which runs it once all the same).
+  o.timeout = 0ms;
+  const Status at_once = empty->Sample(1, o, &batch);
+  EXPECT_EQ(at_once.code(), Status::Code::kDeadlineExceeded) << at_once.ToString();
+  EXPECT_THAT(at_once.message(), HasSubstr("table 'empty'"));
+  EXPECT_THAT(at_once.message(), Not(HasSubstr("queue")));
   // A device sampler checks its options here, then needs a GPU on this side.
   DeviceSamplerOptions no_batches;
   no_batches.in_flight = 0;
