@@ -753,8 +753,9 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     if (options.gather && remote_->options.read_in_place && remote_->spec.lanes == 1 &&
         out != nullptr && batch_size > 0 &&
-        WindowBytes() >= remote_->options.read_in_place_min_bytes /
-                             static_cast<uint64_t>(batch_size)) {
+        remote_->spec.step_bytes() *
+                static_cast<uint64_t>(std::max<int64_t>(remote_->spec.sequence_length, 1)) >=
+            remote_->options.read_in_place_min_bytes / static_cast<uint64_t>(batch_size)) {
       std::optional<Status> in_place = SampleInPlace(batch_size, options, out);
       if (in_place) return *in_place;
     }
@@ -1135,13 +1136,6 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
         ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
     const fb::WriterOpened* w = m.header()->body_as_WriterOpened();
     return Opened{w->writer(), std::move(client), w->table_id()};
-  }
-
-  // A window's bytes: its steps of every column.
-  uint64_t WindowBytes() const {
-    uint64_t row = 0;
-    for (const ColumnSpec& c : remote_->spec.columns) row += c.step_bytes();
-    return row * static_cast<uint64_t>(std::max<int64_t>(remote_->spec.sequence_length, 1));
   }
 
   // The server's slabs from slab `first` on, imported on `client`'s

@@ -374,9 +374,6 @@ TEST(RemoteDBTest, ServerOpenRefusesBadOptionsAndHeldDatabasesNamingThem) {
   EXPECT_OK(server->Close());  // a second Close does nothing
 }
 
-// The leases of in-place samples: the next sample releases the last, a
-// lease whose time passed goes at the next request, and a client's go when
-// it leaves; meanwhile their blocks stay as they were.
 // A server put together as Server::Open does (shared slabs under the
 // database of dir/a, written by WriteTwins), to see its service's leases.
 struct SharedServed {
@@ -405,6 +402,9 @@ struct SharedServed {
   }
 };
 
+// The leases of in-place samples: the next sample releases the last, a
+// lease whose time passed goes at the next request, and a client's go when
+// it leaves; meanwhile their blocks stay as they were.
 TEST(RemoteDBTest, LeasesGoWhenReleasedWhenTheirTimePassesAndWhenTheClientLeaves) {
   testing_read::SharedMemoryOn shared_memory;
   const uint64_t seed = testing_util::TestSeed();

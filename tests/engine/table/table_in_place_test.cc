@@ -84,6 +84,28 @@ std::vector<std::string> ReadSegments(TableImpl& table, const InPlaceSample& whe
   return columns;
 }
 
+// A database whose hot tiers come from HeapSlabs, with a table of Spec
+// half written: the table's blocks are the source's slabs.
+struct SlabTable {
+  TempDir dir;
+  std::shared_ptr<HeapSlabs> slabs = std::make_shared<HeapSlabs>();
+  std::unique_ptr<DB> db;
+  std::shared_ptr<Table> handle;
+  TableSpec spec;
+  TableImpl* table = nullptr;
+
+  void Open(std::mt19937_64& rng) {
+    ASSERT_OK_AND_ASSIGN(db, DBImpl::Open(testing_util::ManualCheckpoints(), dir.path(), slabs));
+    spec = Spec(rng);
+    ASSERT_OK_AND_ASSIGN(handle, db->CreateTable(spec));
+    table = dynamic_cast<TableImpl*>(handle.get());
+    ASSERT_NE(table, nullptr);
+    ASSERT_TRUE(table->samples_in_place());
+    ASSERT_NO_FATAL_FAILURE(Write(*table, rng, spec.capacity_steps / 2));
+    EXPECT_GT(slabs->allocated, 0) << "the hot tier did not take the source's slabs";
+  }
+};
+
 std::vector<std::string> Bytes(const SampleBatch& b) {
   std::vector<std::string> columns;
   for (const Tensor& t : b.columns) {
@@ -95,16 +117,10 @@ std::vector<std::string> Bytes(const SampleBatch& b) {
 TEST(TableInPlaceTest, SegmentsNameWhatALookupGathersAndPinsHoldTheirBlocks) {
   const uint64_t seed = testing_util::TestSeed();
   std::mt19937_64 rng(seed);
-  TempDir dir;
-  auto slabs = std::make_shared<HeapSlabs>();
-  ASSERT_OK_AND_ASSIGN(auto db, DBImpl::Open(testing_util::ManualCheckpoints(), dir.path(), slabs));
-  const TableSpec spec = Spec(rng);
-  ASSERT_OK_AND_ASSIGN(auto handle, db->CreateTable(spec));
-  auto* table = dynamic_cast<TableImpl*>(handle.get());
-  ASSERT_NE(table, nullptr);
-  ASSERT_TRUE(table->samples_in_place());
-  ASSERT_NO_FATAL_FAILURE(Write(*table, rng, spec.capacity_steps / 2));
-  EXPECT_GT(slabs->allocated, 0) << "the hot tier did not take the source's slabs";
+  SlabTable st;
+  ASSERT_NO_FATAL_FAILURE(st.Open(rng));
+  const TableSpec& spec = st.spec;
+  TableImpl* table = st.table;
 
   const int64_t B = 1 + static_cast<int64_t>(rng() % 16);
   const int64_t L = spec.sequence_length;
@@ -182,17 +198,11 @@ TEST(TableGpuInPlaceTest, KernelsGatherPinnedBlocksFromASlabSource) {
   if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
   const uint64_t seed = testing_util::TestSeed();
   std::mt19937_64 rng(seed);
-  TempDir dir;
-  auto slabs = std::make_shared<HeapSlabs>();
-  ASSERT_OK_AND_ASSIGN(auto db, DBImpl::Open(testing_util::ManualCheckpoints(), dir.path(), slabs));
-  const TableSpec spec = Spec(rng);
-  ASSERT_OK_AND_ASSIGN(auto handle, db->CreateTable(spec));
-  auto* table = dynamic_cast<TableImpl*>(handle.get());
-  ASSERT_NE(table, nullptr);
+  SlabTable st;
+  ASSERT_NO_FATAL_FAILURE(st.Open(rng));
+  const TableSpec& spec = st.spec;
+  TableImpl* table = st.table;
   EXPECT_EQ(table->Info().placement, "pinned");
-  ASSERT_TRUE(table->samples_in_place());
-  ASSERT_NO_FATAL_FAILURE(Write(*table, rng, spec.capacity_steps / 2));
-  EXPECT_GT(slabs->allocated, 0);
   const int64_t B = 1 + static_cast<int64_t>(rng() % 16);
   const int64_t L = spec.sequence_length;
   SampleBatch drawn;
