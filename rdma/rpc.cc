@@ -265,7 +265,7 @@ class RpcClient::Impl {
 
  private:
   void OnReply(std::string header, std::string payload) {
-    auto decoded = DecodeHeader(header, "server " + address_);
+    auto decoded = DecodeHeader(header, [this] { return "server " + address_; });
     if (!decoded.ok()) {
       // A reply we cannot read: its request cannot be told; the connection
       // is no longer trustworthy.
@@ -300,7 +300,7 @@ class RpcClient::Impl {
 
   // A large reply's payload is about to be fetched: its call's Placement.
   std::vector<std::span<std::byte>> Place(std::string_view header, size_t length) {
-    auto decoded = DecodeHeader(header, "server " + address_);
+    auto decoded = DecodeHeader(header, [this] { return "server " + address_; });
     if (!decoded.ok()) return {};  // OnReply refuses it
     const fb::Header* h = *decoded;
     std::lock_guard<std::mutex> lock(mu_);
@@ -519,7 +519,7 @@ class RpcServer::Impl {
 
   // On a transport worker: the handshake and Ping here, the rest queued.
   void OnRequest(ConnectionId from, std::string header, std::string payload) {
-    auto decoded = DecodeHeader(header, "connection " + std::to_string(from));
+    auto decoded = DecodeHeader(header, [from] { return "connection " + std::to_string(from); });
     if (!decoded.ok()) {
       // Unreadable: refuse it (request id 0: no request to name) and end
       // the connection; nothing it sends can be trusted after this.

@@ -43,27 +43,34 @@ std::string EncodeFailure(const HeaderFields& fields, const Status& status) {
                 fb::CreateFailure(b, static_cast<uint8_t>(status.code()), message));
 }
 
-Result<const fb::Header*> DecodeHeader(std::string_view bytes, std::string_view from) {
-  const std::string where = "message from " + std::string(from) + " (" +
-                            std::to_string(bytes.size()) + " header bytes)";
+Result<const fb::Header*> DecodeHeader(std::string_view bytes,
+                                       const std::function<std::string()>& from) {
+  // Said only when something is wrong: a message read well costs no string.
+  const auto where = [&] {
+    return "message from " + from() + " (" + std::to_string(bytes.size()) + " header bytes)";
+  };
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   if (bytes.size() < 8 || !fb::HeaderBufferHasIdentifier(data)) {
-    return Status::Corruption(where + ": not a replaydb wire header (identifier RDW1 missing)");
+    return Status::Corruption(where() + ": not a replaydb wire header (identifier RDW1 missing)");
   }
   flatbuffers::Verifier verifier(data, bytes.size());
   if (!fb::VerifyHeaderBuffer(verifier)) {
-    return Status::Corruption(where + ": the header does not verify (sizes or offsets out of "
+    return Status::Corruption(where() + ": the header does not verify (sizes or offsets out of "
                               "range)");
   }
   const fb::Header* header = fb::GetHeader(data);
   if (header->body_type() == fb::Body::NONE || header->body() == nullptr ||
       static_cast<uint8_t>(header->body_type()) > static_cast<uint8_t>(fb::Body::MAX)) {
-    return Status::Corruption(where + ": no body, or a body of kind " +
+    return Status::Corruption(where() + ": no body, or a body of kind " +
                               std::to_string(static_cast<unsigned>(header->body_type())) +
                               " this build does not know (protocol version " +
                               std::to_string(kProtocolVersion) + ")");
   }
   return header;
+}
+
+Result<const fb::Header*> DecodeHeader(std::string_view bytes, std::string_view from) {
+  return DecodeHeader(bytes, [from] { return std::string(from); });
 }
 
 Status FailureStatus(const fb::Failure& failure) {

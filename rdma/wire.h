@@ -6,6 +6,7 @@
 #define REPLAYDB_RDMA_WIRE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -56,6 +57,10 @@ std::string EncodeFailure(const HeaderFields& fields, const Status& status);
 // body kind), pointing into `bytes`. Corruption naming `from` (the peer)
 // and what is wrong otherwise: nothing a peer sends can crash the reader.
 Result<const wire::fb::Header*> DecodeHeader(std::string_view bytes, std::string_view from);
+// The same, `from` called only to name the peer in an error (a message
+// read well then builds no string).
+Result<const wire::fb::Header*> DecodeHeader(std::string_view bytes,
+                                             const std::function<std::string()>& from);
 
 // The Status a Failure carries; a code this build does not know is
 // Internal, naming the code.
