@@ -90,7 +90,8 @@ struct TransportOptions {
 };
 
 // UCX settings every Transport uses (NAME, VALUE): TCP segments of 256 KiB,
-// not 8 KiB. The first Transport of a process sets UCX_NAME in the
+// not 8 KiB, and no rendezvous over TCP's PUT (which kept TCP lanes, and
+// their polling, on connections over shared memory). The first Transport of a process sets UCX_NAME in the
 // environment to VALUE where it is not set already (UCX reads them from
 // there). A ceiling measured with ucx_perftest runs with the same.
 //

@@ -37,6 +37,7 @@ namespace replaydb::rdma {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 constexpr auto kWait = 30s;  // a bug fails a test instead of hanging it
@@ -538,8 +539,8 @@ TEST(TransportTest, AKilledServerProcessEndsItsConnections) {
 }
 
 // With UCX_MM_ERROR_HANDLING=y (transport.h), two processes of one host
-// talk through shared memory, which Lanes names; the server process killed,
-// UCX alone (heartbeats off) ends the connection. Without it they talk over
+// talk through shared memory, which Lanes names (and no TCP lane beside it);
+// the server process killed, UCX alone (heartbeats off) ends the connection. Without it they talk over
 // TCP. Lanes of a connection the transport does not have: NotFound.
 TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
   if (const auto tls = SharedMemoryLeftOut()) {
@@ -565,6 +566,9 @@ TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
   EXPECT_THAT(lanes, ::testing::AnyOf(HasSubstr("sysv/memory"), HasSubstr("posix/memory")))
       << "lanes: " << lanes << " (UCX_TLS=" << (std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "")
       << ")";
+  // And nothing over TCP beside it (UcxSettings): a TCP lane is polled by
+  // every progress of the worker, an epoll_wait in each small call.
+  EXPECT_THAT(lanes, Not(HasSubstr("tcp/"))) << "lanes: " << lanes;
   const Result<std::string> none = client->Lanes(to + 1000);
   EXPECT_EQ(none.status().code(), Status::Code::kNotFound);
   EXPECT_THAT(none.status().message(), HasSubstr("no connection " + std::to_string(to + 1000)));
