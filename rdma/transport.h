@@ -104,6 +104,17 @@ struct TransportOptions {
 // them (docs/status.md, issue 33).
 std::vector<std::pair<std::string, std::string>> UcxSettings();
 
+// Batches (WIRE.md, "Batches"): several messages to one peer in one active
+// message, each a 4-byte header length and a 4-byte payload length
+// (little-endian), then the header and the payload.
+void AppendToBatch(std::string* batch, std::string_view header, std::string_view payload);
+// Calls `each` with every message of `batch` in order until it returns
+// false. Corruption naming `from` and the byte where the batch breaks when
+// a length runs past its end (the messages before it were given to `each`).
+Status ForEachInBatch(std::string_view batch, std::string_view from,
+                      const std::function<bool(std::string_view header,
+                                               std::string_view payload)>& each);
+
 // Memory that peers read without this process's help (Transport::Read):
 // allocated and registered by UCX (ucp_mem_map with UCP_MEM_MAP_ALLOCATE:
 // System V shared memory by default, posix with UCX_ALLOC_PRIO=md:posix),
@@ -182,6 +193,10 @@ class Transport {
 
   // The number of connections open now (for tests and the server's log).
   int open_connections() const;
+  // Messages sent so far inside batches (several small messages that
+  // handlers sent during one progress of a worker, to one peer, as one
+  // active message; WIRE.md, "Batches").
+  uint64_t batched_messages() const;
 
   // The UCX transports that carry `connection`, e.g. "sysv/memory,
   // tcp/lo" (each lane's transport and device, once, in UCX's lane order),

@@ -200,6 +200,97 @@ TEST(TransportTest, MessagesOfEverySizeComeBackWholeAndInOrder) {
   for (const Status& s : done) EXPECT_OK(s);
 }
 
+// A burst of small messages: the echoes that the server's handler sends
+// while its worker progresses go out in batches (several in one active
+// message), and come back whole and in order, mixed with echoes too large
+// to batch; every send is acknowledged. A burst may find the server reading
+// one message at a time: bursts repeat (at most 20) until some batch went.
+TEST(TransportTest, EchoesSentDuringOneProgressGoOutInBatchesWholeAndInOrder) {
+  EchoServer server(1);
+  ASSERT_NE(server.transport, nullptr);
+  Inbox inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to,
+                       client->Connect("127.0.0.1", server.transport->port(), 10s));
+  std::mt19937_64 rng(testing_util::TestSeed());
+  std::vector<std::pair<std::string, std::string>> sent;
+  std::atomic<int> acknowledged{0};
+  for (int burst = 0; burst < 20 && server.transport->batched_messages() == 0; ++burst) {
+    const size_t before = sent.size();
+    for (int i = 0; i < 300; ++i) {
+      // Mostly small (batched), now and then larger than a batch may hold.
+      const size_t n = rng() % 16 == 0 ? 2000 + rng() % 20000 : rng() % 300;
+      sent.emplace_back(std::to_string(sent.size()), RandomBytes(rng, n));
+      client->Send(to, sent.back().first, sent.back().second, [&](const Status& s) {
+        EXPECT_OK(s);
+        acknowledged.fetch_add(1);
+      });
+    }
+    ASSERT_EQ(inbox.WaitMessages(sent.size()).size(), sent.size()) << "burst " << burst;
+    ASSERT_GT(sent.size(), before);
+  }
+  EXPECT_GT(server.transport->batched_messages(), 0u) << "no echo went in a batch";
+  EXPECT_EQ(client->batched_messages(), 0u) << "the client's sends are not a handler's";
+  const std::vector<Inbox::Message> back = inbox.WaitMessages(sent.size());
+  ASSERT_EQ(back.size(), sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) {
+    ASSERT_EQ(back[i].header, sent[i].first) << "message " << i;
+    ASSERT_TRUE(back[i].payload == sent[i].second) << "message " << i;
+  }
+  EXPECT_EQ(acknowledged.load(), static_cast<int>(sent.size()));
+}
+
+// The batch format: random messages come back as they went in; a batch cut
+// at a message's end holds the messages before it, and one cut anywhere
+// else, or with a length that runs past its end, is Corruption naming the
+// sender and the byte where it breaks, after the messages before it.
+TEST(TransportTest, BatchesParseWhatWasPutInAndRefuseCutOrDamagedOnes) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  std::vector<std::pair<std::string, std::string>> in;
+  std::string batch;
+  std::vector<size_t> ends;
+  for (int i = 1 + static_cast<int>(rng() % 12); i > 0; --i) {
+    in.emplace_back(RandomBytes(rng, rng() % 40), RandomBytes(rng, rng() % 3 == 0 ? 0 : rng() % 100));
+    AppendToBatch(&batch, in.back().first, in.back().second);
+    ends.push_back(batch.size());
+  }
+  const auto parse = [](std::string_view bytes) {
+    std::vector<std::pair<std::string, std::string>> out;
+    const Status s = ForEachInBatch(bytes, "peer 7", [&](std::string_view h, std::string_view p) {
+      out.emplace_back(h, p);
+      return true;
+    });
+    return std::make_pair(s, out);
+  };
+  const auto [whole, out] = parse(batch);
+  ASSERT_OK(whole);
+  EXPECT_EQ(out, in);
+  for (size_t cut = 1; cut < batch.size(); ++cut) {
+    const auto [s, got] = parse(std::string_view(batch).substr(0, cut));
+    const size_t whole_ones = std::upper_bound(ends.begin(), ends.end(), cut) - ends.begin();
+    ASSERT_EQ(got.size(), whole_ones) << "cut at " << cut;
+    if (whole_ones > 0 && ends[whole_ones - 1] == cut) {
+      EXPECT_TRUE(s.ok()) << "cut at " << cut << ": " << s.ToString();
+    } else {
+      EXPECT_EQ(s.code(), Status::Code::kCorruption) << "cut at " << cut;
+      EXPECT_THAT(s.message(), HasSubstr("from peer 7"));
+      EXPECT_THAT(s.message(),
+                  HasSubstr("breaks at byte " +
+                            std::to_string(whole_ones == 0 ? 0 : ends[whole_ones - 1])));
+    }
+  }
+  std::string damaged = batch;
+  damaged[4] = static_cast<char>(0xff);  // the first payload's length, far too long
+  damaged[7] = static_cast<char>(0x7f);
+  EXPECT_EQ(parse(damaged).first.code(), Status::Code::kCorruption);
+  // Stopping early is not an error.
+  int seen = 0;
+  EXPECT_OK(ForEachInBatch(batch, "peer 7", [&](std::string_view, std::string_view) {
+    return ++seen < 1;
+  }));
+  EXPECT_EQ(seen, 1);
+}
+
 // A payload sent in pieces (SendParts) arrives as one; a large one is
 // fetched straight into the buffers the receiver names (place_large), and
 // delivered with an empty payload; pieces that do not add up to the length
