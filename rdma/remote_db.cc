@@ -6,6 +6,7 @@
 #include <deque>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "engine/db/catalog.h"
 #include "engine/gpu/device_sampler.h"
@@ -31,9 +32,18 @@ namespace fb = wire::fb;
 using std::chrono::milliseconds;
 
 // The reply's body, checked to be of `kind`.
-Status ExpectBody(const Message& m, fb::Body kind, const std::string& what) {
+// `what` names the call: a string, or a callable that returns one (built
+// only when the body is wrong, off the path of calls that succeed).
+template <typename What>
+Status ExpectBody(const Message& m, fb::Body kind, const What& what) {
   if (m.header()->body_type() != kind) {
-    return Status::Corruption(what + ": the server answered with a body of kind '" +
+    std::string named;
+    if constexpr (std::is_invocable_v<const What&>) {
+      named = what();
+    } else {
+      named = what;
+    }
+    return Status::Corruption(named + ": the server answered with a body of kind '" +
                               std::string(fb::EnumNameBody(m.header()->body_type())) + "', not '" +
                               fb::EnumNameBody(kind) + "'");
   }
@@ -433,8 +443,8 @@ class RemoteWriter final : public TrajectoryWriter {
                                                b, id, static_cast<uint8_t>(reason));
                                          }),
                                  "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
-    REPLAYDB_RETURN_IF_ERROR(
-        ExpectBody(m, fb::Body::Done, "ending a trajectory of '" + remote_->spec.name + "'"));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(
+        m, fb::Body::Done, [&] { return "ending a trajectory of '" + remote_->spec.name + "'"; }));
     num_steps_ = 0;
     return Status::OK();
   }
@@ -525,8 +535,8 @@ class RemoteWriter final : public TrajectoryWriter {
   // The trajectory's state from an Appended reply: its id and steps; the
   // rows it took (-1: all).
   Result<int64_t> Acknowledged(const Message& m) {
-    REPLAYDB_RETURN_IF_ERROR(
-        ExpectBody(m, fb::Body::Appended, "an append to '" + remote_->spec.name + "'"));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(
+        m, fb::Body::Appended, [&] { return "an append to '" + remote_->spec.name + "'"; }));
     const fb::Appended* a = m.header()->body_as_Appended();
     trajectory_id_ = a->trajectory_id();
     num_steps_ = a->num_steps();
@@ -649,8 +659,8 @@ class RemoteVectorWriter final : public VectorWriter {
                 }),
         record, builder, ReplyWait(options_.timeout, remote_->options.call_timeout));
     REPLAYDB_ASSIGN_OR_RETURN(Message m, client_->Await(*call));
-    REPLAYDB_RETURN_IF_ERROR(
-        ExpectBody(m, fb::Body::Appended, "a vector append to '" + remote_->spec.name + "'"));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(
+        m, fb::Body::Appended, [&] { return "a vector append to '" + remote_->spec.name + "'"; }));
     const auto* ids = m.header()->body_as_Appended()->trajectory_ids();
     if (ids == nullptr || ids->size() != ids_.size()) {
       return Status::Corruption("a vector append to '" + remote_->spec.name + "' of " +
@@ -799,8 +809,9 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
                                                    b, b.CreateString(table));
                                              },
                                              std::move(payload)));
-    REPLAYDB_RETURN_IF_ERROR(
-        ExpectBody(m, fb::Body::PrioritiesUpdated, "a priority update of table '" + table + "'"));
+    REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::PrioritiesUpdated, [&] {
+      return "a priority update of table '" + table + "'";
+    }));
     if (result != nullptr) {
       result->updated = m.header()->body_as_PrioritiesUpdated()->updated();
       result->skipped = m.header()->body_as_PrioritiesUpdated()->skipped();

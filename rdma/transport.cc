@@ -56,8 +56,8 @@ std::vector<std::pair<std::string, std::string>> UcxSettings() {
 void AppendToBatch(std::string* batch, std::string_view header, std::string_view payload) {
   for (const size_t n : {header.size(), payload.size()}) {
     const auto v = static_cast<uint32_t>(n);
-    const char b[4] = {static_cast<char>(v), static_cast<char>(v >> 8),
-                       static_cast<char>(v >> 16), static_cast<char>(v >> 24)};
+    const char b[4] = {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16),
+                       static_cast<char>(v >> 24)};
     batch->append(b, 4);
   }
   batch->append(header);
@@ -833,8 +833,8 @@ class Transport::Impl {
         size_t end = i;
         size_t bytes = 0;
         while (end < run.size() &&
-               (end == i || bytes + 8 + run[end]->header.size() + run[end]->payload.size() <=
-                                kBatchBytes)) {
+               (end == i ||
+                bytes + 8 + run[end]->header.size() + run[end]->payload.size() <= kBatchBytes)) {
           bytes += 8 + run[end]->header.size() + run[end]->payload.size();
           ++end;
         }
@@ -867,8 +867,8 @@ class Transport::Impl {
       return;
     }
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_FLAGS;
+    p.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_AM_SEND_FLAG_REPLY;
     p.cb.send = [](void* request, ucs_status_t status, void* user) {
       std::unique_ptr<Batch> b(static_cast<Batch*>(user));
@@ -1080,6 +1080,17 @@ class Transport::Impl {
     if (from == 0) return UCS_OK;  // from a connection already closed here: dropped
     Connection& c = w->connections[from];
     c.heard = std::chrono::steady_clock::now();
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0 && c.arrivals.empty()) {
+      // Whole, and nothing before it waits: delivered at once.
+      if (batch) {
+        (void)w->impl->DeliverBatch(*w, from,
+                                    std::string_view(static_cast<const char*>(data), length));
+      } else {
+        w->impl->Deliver(from, std::string(static_cast<const char*>(header), header_length),
+                         std::string(static_cast<const char*>(data), length));
+      }
+      return UCS_OK;
+    }
     auto in = std::make_shared<Incoming>();
     in->worker = w;
     in->from = from;
@@ -1217,7 +1228,7 @@ class Transport::Impl {
       std::shared_ptr<Incoming> in = std::move(arrivals.front());
       arrivals.pop_front();
       if (in->from != 0 && in->batch) {
-        if (!DeliverBatch(w, *in)) return;
+        if (!DeliverBatch(w, in->from, in->payload)) return;
       } else if (in->from != 0) {
         Deliver(in->from, std::move(in->header), std::move(in->payload));
       }
@@ -1229,17 +1240,16 @@ class Transport::Impl {
 
   // Delivers each message of a batch in order; false when the connection
   // ended (a batch that does not parse ends it: its peer cannot be trusted).
-  bool DeliverBatch(Worker& w, const Incoming& in) {
+  bool DeliverBatch(Worker& w, ConnectionId from, std::string_view batch) {
     bool open = true;
-    const Status parsed = ForEachInBatch(
-        in.payload, "connection " + std::to_string(in.from),
-        [&](std::string_view header, std::string_view payload) {
-          Deliver(in.from, std::string(header), std::string(payload));
-          open = w.connections.find(in.from) != w.connections.end();
-          return open;
-        });
+    const Status parsed = ForEachInBatch(batch, "connection " + std::to_string(from),
+                                         [&](std::string_view header, std::string_view payload) {
+                                           Deliver(from, std::string(header), std::string(payload));
+                                           open = w.connections.find(from) != w.connections.end();
+                                           return open;
+                                         });
     if (!parsed.ok() && open) {
-      Closed(w, in.from, parsed, /*by_us=*/true);
+      Closed(w, from, parsed, /*by_us=*/true);
       return false;
     }
     return open;
@@ -1402,7 +1412,9 @@ bool Transport::Drive(ConnectionId connection, const std::function<bool()>& done
 }
 
 int Transport::open_connections() const { return impl_->open_connections(); }
-uint64_t Transport::batched_messages() const { return impl_->batched_messages(); }
+uint64_t Transport::batched_messages() const {
+  return impl_->batched_messages();
+}
 
 Result<std::string> Transport::Lanes(ConnectionId connection) { return impl_->Lanes(connection); }
 

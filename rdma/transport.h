@@ -91,9 +91,9 @@ struct TransportOptions {
 
 // UCX settings every Transport uses (NAME, VALUE): TCP segments of 256 KiB,
 // not 8 KiB, and no rendezvous over TCP's PUT (which kept TCP lanes, and
-// their polling, on connections over shared memory). The first Transport of a process sets UCX_NAME in the
-// environment to VALUE where it is not set already (UCX reads them from
-// there). A ceiling measured with ucx_perftest runs with the same.
+// their polling, on connections over shared memory). The first Transport of a process sets UCX_NAME
+// in the environment to VALUE where it is not set already (UCX reads them from there). A ceiling
+// measured with ucx_perftest runs with the same.
 //
 // Shared memory between processes of one host is opt-in:
 // UCX_MM_ERROR_HANDLING=y in the environment. UCX 1.13's sysv and posix
@@ -111,9 +111,9 @@ void AppendToBatch(std::string* batch, std::string_view header, std::string_view
 // Calls `each` with every message of `batch` in order until it returns
 // false. Corruption naming `from` and the byte where the batch breaks when
 // a length runs past its end (the messages before it were given to `each`).
-Status ForEachInBatch(std::string_view batch, std::string_view from,
-                      const std::function<bool(std::string_view header,
-                                               std::string_view payload)>& each);
+Status ForEachInBatch(
+    std::string_view batch, std::string_view from,
+    const std::function<bool(std::string_view header, std::string_view payload)>& each);
 
 // Memory that peers read without this process's help (Transport::Read):
 // allocated and registered by UCX (ucp_mem_map with UCP_MEM_MAP_ALLOCATE:

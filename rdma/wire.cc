@@ -55,7 +55,8 @@ Result<const fb::Header*> DecodeHeader(std::string_view bytes,
   }
   flatbuffers::Verifier verifier(data, bytes.size());
   if (!fb::VerifyHeaderBuffer(verifier)) {
-    return Status::Corruption(where() + ": the header does not verify (sizes or offsets out of "
+    return Status::Corruption(where() +
+                              ": the header does not verify (sizes or offsets out of "
                               "range)");
   }
   const fb::Header* header = fb::GetHeader(data);

@@ -5,12 +5,12 @@
 #ifndef REPLAYDB_RDMA_WIRE_H_
 #define REPLAYDB_RDMA_WIRE_H_
 
+#include <flatbuffers/flatbuffers.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
-
-#include <flatbuffers/flatbuffers.h>
 
 #include "rdma/wire_generated.h"
 #include "replaydb/status.h"

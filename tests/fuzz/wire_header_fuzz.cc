@@ -11,10 +11,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);  // aligned, as received
-  (void)replaydb::rdma::ForEachInBatch(bytes, "fuzz-input", [](std::string_view h, std::string_view) {
-    (void)replaydb::rdma::DecodeHeader(std::string(h), "fuzz-input");
-    return true;
-  });
+  (void)replaydb::rdma::ForEachInBatch(
+      bytes, "fuzz-input", [](std::string_view h, std::string_view) {
+        (void)replaydb::rdma::DecodeHeader(std::string(h), "fuzz-input");
+        return true;
+      });
   auto header = replaydb::rdma::DecodeHeader(bytes, "fuzz-input");
   if (!header.ok()) return 0;
   const auto* h = *header;

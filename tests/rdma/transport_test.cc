@@ -250,7 +250,8 @@ TEST(TransportTest, BatchesParseWhatWasPutInAndRefuseCutOrDamagedOnes) {
   std::string batch;
   std::vector<size_t> ends;
   for (int i = 1 + static_cast<int>(rng() % 12); i > 0; --i) {
-    in.emplace_back(RandomBytes(rng, rng() % 40), RandomBytes(rng, rng() % 3 == 0 ? 0 : rng() % 100));
+    in.emplace_back(RandomBytes(rng, rng() % 40),
+                    RandomBytes(rng, rng() % 3 == 0 ? 0 : rng() % 100));
     AppendToBatch(&batch, in.back().first, in.back().second);
     ends.push_back(batch.size());
   }
@@ -285,9 +286,8 @@ TEST(TransportTest, BatchesParseWhatWasPutInAndRefuseCutOrDamagedOnes) {
   EXPECT_EQ(parse(damaged).first.code(), Status::Code::kCorruption);
   // Stopping early is not an error.
   int seen = 0;
-  EXPECT_OK(ForEachInBatch(batch, "peer 7", [&](std::string_view, std::string_view) {
-    return ++seen < 1;
-  }));
+  EXPECT_OK(ForEachInBatch(batch, "peer 7",
+                           [&](std::string_view, std::string_view) { return ++seen < 1; }));
   EXPECT_EQ(seen, 1);
 }
 
@@ -631,8 +631,8 @@ TEST(TransportTest, AKilledServerProcessEndsItsConnections) {
 
 // With UCX_MM_ERROR_HANDLING=y (transport.h), two processes of one host
 // talk through shared memory, which Lanes names (and no TCP lane beside it);
-// the server process killed, UCX alone (heartbeats off) ends the connection. Without it they talk over
-// TCP. Lanes of a connection the transport does not have: NotFound.
+// the server process killed, UCX alone (heartbeats off) ends the connection. Without it they talk
+// over TCP. Lanes of a connection the transport does not have: NotFound.
 TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
   if (const auto tls = SharedMemoryLeftOut()) {
     GTEST_SKIP() << "UCX_TLS=" << *tls << " leaves out shared memory";
