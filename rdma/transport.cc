@@ -155,7 +155,6 @@ class Transport::Impl {
   struct Connection {
     ucp_ep_h ep = nullptr;
     std::string peer;  // for messages
-    int in_flight = 0; // sends not yet completed
     // Known to the user (accepted, or Connect returned it): on_close is due.
     bool announced = false;
     // When anything last came from the peer.
@@ -630,16 +629,20 @@ class Transport::Impl {
     bool finished = done();
     int turn = 0;
     while (!finished && !stopping_.load(std::memory_order_relaxed)) {
-      // The clock (and the heartbeats it may make due) every few turns.
-      const bool clock = ++turn % kTurnsPerClock == 0;
-      if (clock && std::chrono::steady_clock::now() >= until) break;
+      bool worked = false;
       {
         Hold hold(*w);
-        RunQueued(*w);
-        Progress(*w);
-        if (clock) BeatIfDue(*w);
+        worked = RunQueued(*w);
+        worked = Progress(*w) != 0 || worked;
+        // The clock, and the heartbeats it may make due, after a turn that
+        // did work (it may have taken long), else every few turns.
+        if (worked || ++turn % kTurnsPerClock == 0) {
+          BeatIfDue(*w);
+          worked = true;
+        }
       }
       finished = done();
+      if (worked && std::chrono::steady_clock::now() >= until) break;
     }
     if (w->drivers.fetch_sub(1, std::memory_order_acq_rel) == 1 && !finished) {
       // The caller goes to sleep: the worker's thread takes over at once.
@@ -696,7 +699,7 @@ class Transport::Impl {
   }
 
   void Added(Worker& w, ConnectionId id, ucp_ep_h ep, std::string peer) {
-    w.connections[id] = Connection{ep, std::move(peer), 0};
+    w.connections[id] = Connection{ep, std::move(peer)};
     w.by_ep[ep] = id;
     open_.fetch_add(1);
   }
@@ -785,7 +788,7 @@ class Transport::Impl {
     p.flags = UCP_AM_SEND_FLAG_REPLY;
     p.cb.send = [](void* request, ucs_status_t status, void* user) {
       std::unique_ptr<Outgoing> out(static_cast<Outgoing*>(user));
-      out->worker->impl->Sent(*out, status);
+      Sent(*out, status);
       ucp_request_free(request);
     };
     Outgoing* raw = out.get();
@@ -808,7 +811,6 @@ class Transport::Impl {
       Sent(*out, UCS_PTR_STATUS(r));
       return false;
     }
-    ++it->second.in_flight;
     (void)out.release();  // the callback owns it now
     return true;
   }
@@ -865,14 +867,16 @@ class Transport::Impl {
     }
   }
 
+  // Each message of a batch done with `status`.
+  static void Finish(Batch& b, ucs_status_t status) {
+    for (auto& out : b.messages) Sent(*out, status);
+  }
+
   void SendBatch(std::unique_ptr<Batch> batch) {
     Worker& w = *batch->worker;
     auto it = w.connections.find(batch->to);
-    const auto finish = [](Batch& b, ucs_status_t status) {
-      for (auto& out : b.messages) b.worker->impl->Sent(*out, status);
-    };
     if (it == w.connections.end()) {
-      finish(*batch, UCS_ERR_CONNECTION_RESET);
+      Finish(*batch, UCS_ERR_CONNECTION_RESET);
       return;
     }
     ucp_request_param_t p{};
@@ -881,24 +885,21 @@ class Transport::Impl {
     p.flags = UCP_AM_SEND_FLAG_REPLY;
     p.cb.send = [](void* request, ucs_status_t status, void* user) {
       std::unique_ptr<Batch> b(static_cast<Batch*>(user));
-      // Each message counted in flight once the batch is (Sent counts down).
-      for (auto& out : b->messages) out->worker->impl->Sent(*out, status);
+      Finish(*b, status);
       ucp_request_free(request);
     };
     p.user_data = batch.get();
     ucs_status_ptr_t r = ucp_am_send_nbx(it->second.ep, kBatchId, nullptr, 0, batch->bytes.data(),
                                          batch->bytes.size(), &p);
-    if (r == nullptr) {
-      batched_.fetch_add(batch->messages.size(), std::memory_order_relaxed);
-      finish(*batch, UCS_OK);
-      return;
-    }
     if (UCS_PTR_IS_ERR(r)) {
-      finish(*batch, UCS_PTR_STATUS(r));
+      Finish(*batch, UCS_PTR_STATUS(r));
       return;
     }
-    it->second.in_flight += static_cast<int>(batch->messages.size());
     batched_.fetch_add(batch->messages.size(), std::memory_order_relaxed);
+    if (r == nullptr) {
+      Finish(*batch, UCS_OK);
+      return;
+    }
     (void)batch.release();  // the callback owns it now
   }
 
@@ -985,11 +986,7 @@ class Transport::Impl {
                                " failed: " + UcsError(status));
   }
 
-  void Sent(Outgoing& out, ucs_status_t status) {
-    auto it = out.worker->connections.find(out.to);
-    if (it != out.worker->connections.end() && it->second.in_flight > 0) {
-      --it->second.in_flight;
-    }
+  static void Sent(Outgoing& out, ucs_status_t status) {
     if (!out.done) return;
     if (status == UCS_OK) {
       out.done(Status::OK());
@@ -1321,15 +1318,18 @@ class Transport::Impl {
         Hold hold(w);
         active = RunQueued(w);
       }
-      // Spin: progress, and what other threads queue meanwhile (a reply
-      // from the executor must not wait for the spin's end).
+      // Spin: the clock after a turn that did work (it may have taken long:
+      // the heartbeats below must not wait for several such), else every
+      // few turns.
       const Clock::time_point spin_until = Clock::now() + options_.spin;
       int turn = 0;
+      bool check = false;
       do {
         Hold hold(w);
-        if (Progress(w) != 0) active = true;
-        if (RunQueued(w)) active = true;
-      } while ((++turn % kTurnsPerClock != 0 || Clock::now() < spin_until) &&
+        const bool worked = Progress(w) != 0;
+        if (worked) active = true;
+        check = worked || ++turn % kTurnsPerClock == 0;
+      } while ((!check || Clock::now() < spin_until) &&
                w.drivers.load(std::memory_order_relaxed) == 0);
       {
         Hold hold(w);
