@@ -629,20 +629,18 @@ class Transport::Impl {
     bool finished = done();
     int turn = 0;
     while (!finished && !stopping_.load(std::memory_order_relaxed)) {
-      bool worked = false;
+      bool clock = false;
       {
         Hold hold(*w);
-        worked = RunQueued(*w);
-        worked = Progress(*w) != 0 || worked;
+        const bool ran = RunQueued(*w);
+        const bool progressed = Progress(*w) != 0;
         // The clock, and the heartbeats it may make due, after a turn that
         // did work (it may have taken long), else every few turns.
-        if (worked || ++turn % kTurnsPerClock == 0) {
-          BeatIfDue(*w);
-          worked = true;
-        }
+        clock = ran || progressed || ++turn % kTurnsPerClock == 0;
+        if (clock) BeatIfDue(*w);
       }
       finished = done();
-      if (worked && std::chrono::steady_clock::now() >= until) break;
+      if (clock && std::chrono::steady_clock::now() >= until) break;
     }
     if (w->drivers.fetch_sub(1, std::memory_order_acq_rel) == 1 && !finished) {
       // The caller goes to sleep: the worker's thread takes over at once.
@@ -818,8 +816,6 @@ class Transport::Impl {
   // Several messages to one connection sent as one (kBatchId); done when
   // the batch is.
   struct Batch {
-    Worker* worker = nullptr;
-    ConnectionId to = 0;
     std::string bytes;
     std::vector<std::unique_ptr<Outgoing>> messages;
   };
@@ -830,40 +826,32 @@ class Transport::Impl {
   void SendHeld(Worker& w) {
     std::vector<std::unique_ptr<Outgoing>> held;
     held.swap(w.held);
-    std::vector<ConnectionId> order;
-    std::unordered_map<ConnectionId, std::vector<std::unique_ptr<Outgoing>>> by;
-    for (auto& out : held) {
-      auto& run = by[out->to];
-      if (run.empty()) order.push_back(out->to);
-      run.push_back(std::move(out));
-    }
-    for (const ConnectionId to : order) {
-      auto& run = by[to];
-      size_t i = 0;
-      while (i < run.size()) {
-        size_t end = i;
-        size_t bytes = 0;
-        while (end < run.size() &&
-               (end == i ||
-                bytes + 8 + run[end]->header.size() + run[end]->payload.size() <= kBatchBytes)) {
-          bytes += 8 + run[end]->header.size() + run[end]->payload.size();
-          ++end;
-        }
-        if (end - i == 1) {
-          (void)SendOne(std::move(run[i]));
-        } else {
-          auto batch = std::make_unique<Batch>();
-          batch->worker = &w;
-          batch->to = to;
-          batch->bytes.reserve(bytes);
-          for (size_t k = i; k < end; ++k) {
-            AppendToBatch(&batch->bytes, run[k]->header, run[k]->payload);
-            batch->messages.push_back(std::move(run[k]));
-          }
-          SendBatch(std::move(batch));
-        }
-        i = end;
+    // Each connection's messages together, in the order they were sent.
+    std::stable_sort(held.begin(), held.end(),
+                     [](const auto& a, const auto& b) { return a->to < b->to; });
+    const auto framed = [](const Outgoing& out) {
+      return 8 + out.header.size() + out.payload.size();
+    };
+    for (size_t i = 0; i < held.size();) {
+      size_t end = i + 1;
+      size_t bytes = framed(*held[i]);
+      while (end < held.size() && held[end]->to == held[i]->to &&
+             bytes + framed(*held[end]) <= kBatchBytes) {
+        bytes += framed(*held[end++]);
       }
+      if (end - i == 1) {
+        (void)SendOne(std::move(held[i]));
+      } else {
+        const ConnectionId to = held[i]->to;
+        auto batch = std::make_unique<Batch>();
+        batch->bytes.reserve(bytes);
+        for (size_t k = i; k < end; ++k) {
+          AppendToBatch(&batch->bytes, held[k]->header, held[k]->payload);
+          batch->messages.push_back(std::move(held[k]));
+        }
+        SendBatch(w, to, std::move(batch));
+      }
+      i = end;
     }
   }
 
@@ -872,9 +860,8 @@ class Transport::Impl {
     for (auto& out : b.messages) Sent(*out, status);
   }
 
-  void SendBatch(std::unique_ptr<Batch> batch) {
-    Worker& w = *batch->worker;
-    auto it = w.connections.find(batch->to);
+  void SendBatch(Worker& w, ConnectionId to, std::unique_ptr<Batch> batch) {
+    auto it = w.connections.find(to);
     if (it == w.connections.end()) {
       Finish(*batch, UCS_ERR_CONNECTION_RESET);
       return;
