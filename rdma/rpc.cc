@@ -643,6 +643,7 @@ class RpcServer::Impl {
       std::optional<Result<Reply>> served = options_.try_inline(request);
       request.no_wait = false;
       if (served.has_value()) {
+        net_->Recycle(std::move(request.message.payload));
         if (served->ok()) {
           SendReply(from, std::move(**served));
         } else {
@@ -741,6 +742,7 @@ class RpcServer::Impl {
         continue;
       }
       Next(request);
+      net_->Recycle(std::move(request.message.payload));
       if (reply.ok()) {
         SendReply(request.connection, std::move(*reply));
       } else {

@@ -670,6 +670,49 @@ class Transport::Impl {
     Post(*w, [this, w, id] { Closed(*w, id, Status::OK(), /*by_us=*/true); });
   }
 
+  // A buffer of `length` bytes for a payload (contents unspecified): a
+  // recycled one when one is big enough (one of that very size first: its
+  // resize writes nothing), else a new one.
+  std::string PayloadBuffer(size_t length) {
+    std::string buffer;
+    if (length >= Transport::kMinSpareBytes) {
+      std::lock_guard<std::mutex> lock(spare_mu_);
+      size_t best = spare_.size();
+      for (size_t i = 0; i < spare_.size(); ++i) {
+        if (spare_[i].capacity() < length) continue;
+        if (best == spare_.size() || spare_[i].size() == length ||
+            spare_[i].capacity() < spare_[best].capacity()) {
+          best = i;
+          if (spare_[i].size() == length) break;
+        }
+      }
+      if (best != spare_.size()) {
+        buffer = std::move(spare_[best]);
+        spare_[best] = std::move(spare_.back());
+        spare_.pop_back();
+        spare_bytes_ -= buffer.capacity();
+        reused_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    buffer.resize(length);
+    return buffer;
+  }
+  std::string PayloadCopy(const void* data, size_t length) {
+    if (length < Transport::kMinSpareBytes) return std::string(static_cast<const char*>(data), length);
+    std::string buffer = PayloadBuffer(length);
+    std::memcpy(buffer.data(), data, length);
+    return buffer;
+  }
+  void Recycle(std::string buffer) {
+    const size_t bytes = buffer.capacity();
+    if (bytes < Transport::kMinSpareBytes || bytes > Transport::kMaxSpareBytes) return;
+    std::lock_guard<std::mutex> lock(spare_mu_);
+    if (spare_bytes_ + bytes > Transport::kMaxSpareTotal) return;  // freed (after the lock)
+    spare_bytes_ += bytes;
+    spare_.push_back(std::move(buffer));
+  }
+  uint64_t reused_buffers() const { return reused_.load(std::memory_order_relaxed); }
+
  private:
   Worker& NextWorker() {
     const size_t i = next_worker_.fetch_add(1) % workers_.size();
@@ -1080,7 +1123,7 @@ class Transport::Impl {
                                     std::string_view(static_cast<const char*>(data), length));
       } else {
         w->impl->Deliver(from, std::string(static_cast<const char*>(header), header_length),
-                         std::string(static_cast<const char*>(data), length));
+                         w->impl->PayloadCopy(data, length));
       }
       return UCS_OK;
     }
@@ -1091,7 +1134,8 @@ class Transport::Impl {
     in->header.assign(static_cast<const char*>(header), header_length);
     c.arrivals.push_back(in);
     if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) == 0) {
-      in->payload.assign(static_cast<const char*>(data), length);
+      in->payload = batch ? std::string(static_cast<const char*>(data), length)
+                          : w->impl->PayloadCopy(data, length);
       in->ready = true;
       w->impl->DeliverArrived(*w, from);
       return UCS_OK;
@@ -1118,7 +1162,7 @@ class Transport::Impl {
       buffer = in->iov.data();
       count = in->iov.size();
     } else {
-      in->payload.resize(length);
+      in->payload = w->impl->PayloadBuffer(length);
       buffer = in->payload.data();
     }
     p.cb.recv_am = [](void* request, ucs_status_t status, size_t, void* user) {
@@ -1375,6 +1419,11 @@ class Transport::Impl {
   std::atomic<size_t> next_worker_{0};
   std::atomic<int> open_{0};
   std::atomic<uint64_t> batched_{0};
+  // Recycled payload buffers (Recycle), spare_bytes_ of capacity in all.
+  std::mutex spare_mu_;
+  std::vector<std::string> spare_;
+  size_t spare_bytes_ = 0;
+  std::atomic<uint64_t> reused_{0};
 };
 
 thread_local Transport::Impl::Worker* Transport::Impl::holding_ = nullptr;
@@ -1418,6 +1467,8 @@ int Transport::open_connections() const { return impl_->open_connections(); }
 uint64_t Transport::batched_messages() const {
   return impl_->batched_messages();
 }
+void Transport::Recycle(std::string buffer) { impl_->Recycle(std::move(buffer)); }
+uint64_t Transport::reused_buffers() const { return impl_->reused_buffers(); }
 
 Result<std::string> Transport::Lanes(ConnectionId connection) { return impl_->Lanes(connection); }
 

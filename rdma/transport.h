@@ -191,6 +191,19 @@ class Transport {
   // for an id already closed.
   void Close(ConnectionId connection);
 
+  // A payload that on_message handed over, given back once its receiver is
+  // done with it: a large payload that arrives later is received into it,
+  // without a fresh buffer's allocation, page faults and zero-filling (a
+  // 1 MiB append cost all three on every call). Buffers of less than
+  // kMinSpareBytes or more than kMaxSpareBytes are freed, as are those
+  // past kMaxSpareTotal bytes kept. Any thread.
+  void Recycle(std::string buffer);
+  static constexpr size_t kMinSpareBytes = size_t{4} << 10;
+  static constexpr size_t kMaxSpareBytes = size_t{16} << 20;
+  static constexpr size_t kMaxSpareTotal = size_t{64} << 20;
+  // Payloads received into a recycled buffer so far (for tests).
+  uint64_t reused_buffers() const;
+
   // The number of connections open now (for tests and the server's log).
   int open_connections() const;
   // Messages sent so far inside batches (several small messages that

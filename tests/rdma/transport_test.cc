@@ -200,6 +200,50 @@ TEST(TransportTest, MessagesOfEverySizeComeBackWholeAndInOrder) {
   for (const Status& s : done) EXPECT_OK(s);
 }
 
+// A receiver that gives each payload back (Recycle) once it has read it:
+// later large payloads arrive in those buffers, of the same size or not,
+// and still hold exactly what was sent (never a byte of an earlier one);
+// small payloads are never recycled.
+TEST(TransportTest, RecycledBuffersReceiveLaterPayloadsWhole) {
+  Inbox inbox;
+  std::atomic<Transport*> server_transport{nullptr};
+  TransportOptions o = Recording(&inbox);
+  o.listen_host = "127.0.0.1";
+  o.on_message = [&](ConnectionId from, std::string header, std::string payload) {
+    inbox.Add({from, std::move(header), payload});  // a copy
+    server_transport.load()->Recycle(std::move(payload));
+  };
+  ASSERT_OK_AND_ASSIGN(auto server, Transport::Start(std::move(o)));
+  server_transport.store(server.get());
+  Inbox replies;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&replies)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server->port(), 10s));
+  std::mt19937_64 rng(testing_util::TestSeed());
+  std::vector<std::string> sent;
+  const auto send = [&](size_t n) {
+    sent.push_back(RandomBytes(rng, n));
+    client->Send(to, std::to_string(sent.size() - 1), sent.back());
+    // One at a time: each payload is recycled before the next arrives.
+    ASSERT_EQ(inbox.WaitMessages(sent.size()).size(), sent.size());
+  };
+  for (int i = 0; i < 20; ++i) send(rng() % Transport::kMinSpareBytes);
+  EXPECT_EQ(server->reused_buffers(), 0u) << "payloads under kMinSpareBytes are not recycled";
+  // Sizes that repeat (an append of a fixed size), grow and shrink.
+  const size_t sizes[] = {16 << 10, 1 << 20, 300 << 10};
+  for (int i = 0; i < 60; ++i) {
+    const size_t n = i % 4 == 3 ? Transport::kMinSpareBytes + rng() % (2 << 20) : sizes[rng() % 3];
+    send(n);
+  }
+  const std::vector<Inbox::Message> got = inbox.WaitMessages(sent.size());
+  ASSERT_EQ(got.size(), sent.size());
+  for (size_t i = 0; i < sent.size(); ++i) {
+    ASSERT_EQ(got[i].header, std::to_string(i));
+    ASSERT_EQ(got[i].payload.size(), sent[i].size()) << "message " << i;
+    ASSERT_TRUE(got[i].payload == sent[i]) << "message " << i;
+  }
+  EXPECT_GE(server->reused_buffers(), 30u) << "of 60 large payloads, most fit a recycled buffer";
+}
+
 // A burst of small messages: the echoes that the server's handler sends
 // while its worker progresses go out in batches (several in one active
 // message), and come back whole and in order, mixed with echoes too large

@@ -13,7 +13,10 @@
 //                   AppendMany of 64 steps per call; bytes/s of step data
 //                   against ucp_am_bw of messages of a call's bytes (16 KiB,
 //                   1 MiB). The table is unlogged: the row measures the
-//                   network path, not the log.
+//                   network path, not the log. The server has a worker per
+//                   writer (ServerWorkers: at most a quarter of the
+//                   hardware threads), as one serving that many actors
+//                   would; the note says how many. Other rows: 1.
 //   remote_sample   B=256 windows of L=32 steps of 4 KiB (32 MiB a batch),
 //                   bytes/s; over TCP against tag_bw of 4 MiB messages, over
 //                   shared memory (where the client reads the windows in
@@ -165,17 +168,27 @@ Result<Perf> UcxPerftestOnce(const std::string& transport, const std::string& te
   return Status::Internal(last_error);
 }
 
-// `replaydb serve` (this binary) on a fresh database in `dir`, on a free port.
+// The server's workers for `clients` busy connections: one each, as a
+// server of that many actors would be run, while a quarter of the machine's
+// hardware threads allows (each connection's client thread and worker
+// spin, and the table's copies need cores too); 1 on a small machine.
+int ServerWorkers(int clients) {
+  const int quarter = static_cast<int>(std::thread::hardware_concurrency() / 4);
+  return std::max(1, std::min(clients, quarter));
+}
+
+// `replaydb serve` (this binary) on a fresh database in `dir`, on a free
+// port, with `workers` transport workers.
 struct Served {
   std::unique_ptr<ChildProcess> process;
   std::string address;
 
-  static Result<Served> Start(const std::string& dir) {
+  static Result<Served> Start(const std::string& dir, int workers) {
     Served s;
-    REPLAYDB_ASSIGN_OR_RETURN(s.process,
-                              ChildProcess::Start({"/proc/self/exe", "serve", dir, "--listen",
-                                            "ucx://127.0.0.1:0", "--workers", "1", "--threads",
-                                            "4"}));
+    REPLAYDB_ASSIGN_OR_RETURN(
+        s.process, ChildProcess::Start({"/proc/self/exe", "serve", dir, "--listen",
+                                        "ucx://127.0.0.1:0", "--workers",
+                                        std::to_string(workers), "--threads", "4"}));
     s.address = s.process->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"),
                                    std::chrono::seconds(30));
     if (s.address.empty()) {
@@ -198,10 +211,10 @@ struct Served {
 // `spec`'s table, over `transport`; stops the server after.
 Result<BenchResult> WithServedTable(const std::string& transport, const TableSpec& spec,
                                     const std::function<Result<BenchResult>(DB*)>& body,
-                                    std::string* server_log = nullptr) {
+                                    std::string* server_log = nullptr, int workers = 1) {
   REPLAYDB_ASSIGN_OR_RETURN(auto dir, TempDir::Make());
   UseTransport(transport);  // this process's connections, and the server's
-  REPLAYDB_ASSIGN_OR_RETURN(Served served, Served::Start(dir->path() + "/db"));
+  REPLAYDB_ASSIGN_OR_RETURN(Served served, Served::Start(dir->path() + "/db", workers));
   Result<BenchResult> result = [&]() -> Result<BenchResult> {
     ConnectOptions o;
     o.client_name = "replaydb bench";
@@ -304,13 +317,15 @@ Result<BenchResult> RunRemoteInsert(const std::string& transport, const Timing& 
       return static_cast<double>(bytes.load()) / Seconds(Clock::now() - start).count();
     }));
     return out;
-  }));
+  }, nullptr, ServerWorkers(writers)));
   // The same bytes per message as a call sends.
   const size_t message = static_cast<size_t>(kStepBytes * per_call);
   const Result<Perf> perf =
       UcxPerftest(transport, "ucp_am_bw", message, per_call == 1 ? 20000 : 1000);
   SetCeiling(perf, perf.ok() ? perf->bytes_per_second : 0,
              (per_call == 1 ? "ucp_am_bw 16KiB " : "ucp_am_bw 1MiB ") + transport, &r);
+  const std::string workers = std::to_string(ServerWorkers(writers)) + " server workers";
+  r.note = r.note.empty() ? workers : workers + "; " + r.note;
   return r;
 }
 
