@@ -467,6 +467,28 @@ struct DbService::Writer {
   engine::RecordAppender* records = nullptr;
 };
 
+// A trajectory writer's append whose rows went straight into the hot tier
+// (PlaceAppend): the record's bytes but its data's, and the placed steps,
+// given up unless published (under the writer's mutex: Release then, or
+// the destructor takes it).
+struct DbService::PlacedAppend {
+  std::shared_ptr<Writer> writer;
+  engine::TrajectoryWriterImpl* engine_writer = nullptr;
+  engine::PlacedSteps steps;
+  std::unique_ptr<std::byte[]> record;  // 16-byte aligned (operator new[])
+  size_t length = 0;
+
+  // REQUIRES: writer->mu held.
+  void Release() {
+    if (steps.trajectory != nullptr) engine_writer->AbandonPlaced(steps);
+  }
+  ~PlacedAppend() {
+    if (steps.trajectory == nullptr) return;
+    std::lock_guard<std::mutex> lock(writer->mu);
+    Release();
+  }
+};
+
 std::shared_ptr<SampleBatch> BatchPool::Take() {
   std::unique_ptr<SampleBatch> batch;
   {
@@ -650,8 +672,54 @@ std::optional<Result<Reply>> DbService::SampleInPlace(Request& r) {
                std::move(payload)};
 }
 
+PayloadPlaces DbService::PlaceAppend(ConnectionId from, const fb::Header& h, size_t length) {
+  const fb::AppendStep* q = h.body_as_AppendStep();
+  if (q == nullptr || q->data_offset() == 0 || q->steps() <= 0 || q->data_offset() >= length) {
+    return {};
+  }
+  std::shared_ptr<Writer> w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = writers_.find({from, q->writer()});
+    if (it != writers_.end()) w = it->second;
+  }
+  auto* engine_writer =
+      w != nullptr ? dynamic_cast<engine::TrajectoryWriterImpl*>(w->writer.get()) : nullptr;
+  if (engine_writer == nullptr) return {};
+  // (A worker never waits: a writer busy elsewhere takes the copying path.)
+  std::unique_lock<std::mutex> lock(w->mu, std::try_to_lock);
+  if (!lock.owns_lock() || (q->epoch() != 0 && q->epoch() == w->failed_epoch)) return {};
+  auto placed = std::make_shared<PlacedAppend>();
+  placed->writer = w;
+  placed->engine_writer = engine_writer;
+  std::vector<std::span<std::byte>> rows;
+  engine_writer->Place(q->steps(), &placed->steps, &rows);
+  if (placed->steps.trajectory == nullptr) return {};
+  size_t data = 0;
+  for (const auto& piece : rows) data += piece.size();
+  const size_t offset = q->data_offset();
+  if (offset + data > length) {  // (the record cannot hold them: it fails whole)
+    placed->Release();
+    return {};
+  }
+  placed->record.reset(new std::byte[length]);  // never zeroed: its data's bytes stay unwritten
+  placed->length = length;
+  PayloadPlaces places;
+  places.pieces.emplace_back(placed->record.get(), offset);
+  places.pieces.insert(places.pieces.end(), rows.begin(), rows.end());
+  if (offset + data < length) {
+    places.pieces.emplace_back(placed->record.get() + offset + data, length - offset - data);
+  }
+  places.keep = std::move(placed);
+  return places;
+}
+
 void ServeWith(DbService* service, RpcServerOptions* options, RequestHandler* handler) {
   *handler = [service](Request& r) { return service->Handle(r); };
+  options->place_request = [service](ConnectionId from, const fb::Header& h, size_t length) {
+    return h.body_type() == fb::Body::AppendStep ? service->PlaceAppend(from, h, length)
+                                                 : PayloadPlaces{};
+  };
   options->try_inline = [service](Request& r) { return service->TryInline(r); };
   // A writer's appends and ends run in the order they came: appends are
   // sent ahead. (CloseWriter does not wait behind them: a client closes a
@@ -894,6 +962,15 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
   }
   std::lock_guard<std::mutex> lock(w->mu);
+  // Rows placed straight in the hot tier (PlaceAppend): published below,
+  // or given up when the handler returns (under the writer's mutex).
+  const std::shared_ptr<PlacedAppend> placed = std::static_pointer_cast<PlacedAppend>(r.placed);
+  struct GiveUp {
+    PlacedAppend* p;
+    ~GiveUp() {
+      if (p != nullptr) p->Release();
+    }
+  } give_up{placed.get()};
   switch (h->body_type()) {
     case fb::Body::AppendStep: {
       const fb::AppendStep* q = h->body_as_AppendStep();
@@ -928,6 +1005,16 @@ Result<Reply> DbService::HandleWriter(Request& r) {
                                std::to_string(q->epoch()) + " failed; this one was dropped");
       }
       if (q->steps() == 0) return state(-1);  // the writer's state only
+      if (placed != nullptr) {
+        const Status s = placed->engine_writer->CommitPlaced(
+            placed->steps, {placed->record.get(), placed->length}, q->data_offset());
+        if (!s.ok()) {
+          if (q->epoch() != 0) w->failed_epoch = q->epoch();
+          return s;
+        }
+        placed_appends_.fetch_add(1, std::memory_order_relaxed);
+        return state(-1);
+      }
       const Status s = w->records->AppendRecord(record, r.progress, &appended);
       if (s.code() == Status::Code::kDeadlineExceeded) {
         // The rows before the one the rate limiter held stay.

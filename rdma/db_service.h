@@ -93,15 +93,26 @@ class DbService {
   // A trajectory writer's appends of up to this many bytes too (its rows
   // are copied once, into the hot tier).
   static constexpr uint64_t kInlineAppendBytes = 4 << 20;
+  // Where a trajectory writer's append (AppendStep giving its record's
+  // data_offset) is received, for RpcServerOptions::place_request: the
+  // record's rows straight into the hot tier (TrajectoryWriterImpl::Place),
+  // the rest of the record into a buffer of its own; nothing where they
+  // cannot be placed now (the append then comes whole, and is copied in).
+  // Its handling publishes the rows, or gives them up.
+  PayloadPlaces PlaceAppend(ConnectionId from, const wire::fb::Header& h, size_t length);
   // The connection's writers go: their open trajectories end truncated.
   void Disconnected(ConnectionId connection);
   // Writers open now, over every connection (for tests and the log).
   size_t open_writers() const;
+  // Appends whose rows were received straight into the hot tier
+  // (PlaceAppend) and published, so far.
+  uint64_t placed_appends() const { return placed_appends_.load(std::memory_order_relaxed); }
   // Leases of in-place samples held now.
   size_t open_leases() const;
 
  private:
   struct Writer;
+  struct PlacedAppend;
   struct Lease;
   Result<Reply> HandleWriter(Request& request);
   Result<Reply> HandleSlabKeys(Request& request);
@@ -116,6 +127,7 @@ class DbService {
   std::vector<std::unique_ptr<Lease>> TakeLeasesLocked(
       const std::function<bool(const Lease&)>& which);
   std::atomic<DB*> db_{nullptr};
+  std::atomic<uint64_t> placed_appends_{0};
   InPlaceServing in_place_;  // set before db_ (read after it)
   mutable std::mutex leases_mu_;
   uint64_t next_lease_ = 1;

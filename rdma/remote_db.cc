@@ -173,7 +173,7 @@ class RecordBuilders : public std::enable_shared_from_this<RecordBuilders> {
 std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
                                        std::span<const ConstTensor> step, int64_t rows,
                                        std::span<const double> priorities,
-                                       wal::RecordBuilder* b) {
+                                       wal::RecordBuilder* b, size_t* data_offset = nullptr) {
   const size_t n = static_cast<size_t>(rows < 0 ? 1 : rows);
   size_t step_bytes = 0;
   for (const ColumnSpec& c : spec.columns) step_bytes += c.step_bytes();
@@ -181,6 +181,7 @@ std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
   const std::vector<int64_t> steps(n);
   std::byte* data =
       b->AppendSteps(table_id, static_cast<uint32_t>(step_bytes), ids, steps, priorities);
+  if (data_offset != nullptr) *data_offset = static_cast<size_t>(data - b->payload().data());
   if (step.size() == 1) {
     if (step_bytes > 0) std::memcpy(data, step[0].data, n * step_bytes);
   } else {
@@ -472,8 +473,9 @@ class RemoteWriter final : public TrajectoryWriter {
     // Failures that came meanwhile first; then room for this call.
     REPLAYDB_RETURN_IF_ERROR(CollectArrived());
     std::shared_ptr<wal::RecordBuilder> builder = builders_->Get();
-    const std::span<const std::byte> record =
-        BuildRecord(remote_->spec, table_id_, tensors, rows, priorities, builder.get());
+    size_t data_offset = 0;
+    const std::span<const std::byte> record = BuildRecord(remote_->spec, table_id_, tensors, rows,
+                                                          priorities, builder.get(), &data_offset);
     const int64_t steps = rows < 0 ? 1 : rows;
     const auto until = engine::DeadlineAfter(options_.timeout);
     while (!ahead_.empty() && (ahead_.size() >= kAheadCalls ||
@@ -488,7 +490,8 @@ class RemoteWriter final : public TrajectoryWriter {
     std::shared_ptr<PendingCall> call = client_->Start(
         Encoder(fb::Body::AppendStep,
                 [&](flatbuffers::FlatBufferBuilder& b) {
-                  return fb::CreateAppendStep(b, id, false, 0, steps, 0, epoch, /*ahead=*/!wait);
+                  return fb::CreateAppendStep(b, id, false, 0, steps, 0, epoch, /*ahead=*/!wait,
+                                              data_offset);
                 }),
         record, std::move(builder),
         wait ? ReplyWait(options_.timeout, remote_->options.call_timeout) : milliseconds(-1));

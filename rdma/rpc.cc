@@ -77,8 +77,8 @@ class RpcClient::Impl {
     t.on_close = [this](ConnectionId, const Status& why) {
       Fail(why.ok() ? Status::Unavailable("connection to " + address_ + " closed") : why);
     };
-    t.place_large = [this](ConnectionId, std::string_view header, size_t length) {
-      return Place(header, length);
+    t.place_large = [this](ConnectionId, std::string_view header, size_t length, bool) {
+      return PayloadPlaces{Place(header, length), nullptr};
     };
     t.on_accept = nullptr;
     REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
@@ -440,9 +440,14 @@ class RpcServer::Impl {
       OnRequest(from, std::move(header), std::move(payload));
     };
     t.on_close = [this](ConnectionId id, const Status& why) {
+      std::vector<std::shared_ptr<void>> unplaced;  // let go outside the lock
       {
         std::lock_guard<std::mutex> lock(mu_);
         peers_.erase(id);
+        for (auto it = placed_.lower_bound({id, 0}); it != placed_.end() && it->first.first == id;) {
+          unplaced.push_back(std::move(it->second));
+          it = placed_.erase(it);
+        }
       }
       Log("connection " + std::to_string(id) + " ended" +
           (why.ok() ? std::string(" (closed here)") : ": " + why.message()));
@@ -459,6 +464,12 @@ class RpcServer::Impl {
     t.on_accept = [this](ConnectionId id, const std::string& peer) {
       Log("connection " + std::to_string(id) + " from " + peer);
     };
+    if (options_.place_request) {
+      t.place_large = [this](ConnectionId from, std::string_view header, size_t length,
+                             bool queued_unplaced) {
+        return PlaceRequest(from, header, length, queued_unplaced);
+      };
+    }
     REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
     net_ = transport_.get();
     for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Serve(); });
@@ -515,6 +526,29 @@ class RpcServer::Impl {
     }
     Fail(to, fields, why);
     net_->Close(to);
+  }
+
+  // On a transport worker: where a request's large payload goes
+  // (RpcServerOptions::place_request), or nothing.
+  PayloadPlaces PlaceRequest(ConnectionId from, std::string_view header, size_t length,
+                             bool queued_unplaced) {
+    if (queued_unplaced) return {};
+    auto decoded = DecodeHeader(header, [from] { return "connection " + std::to_string(from); });
+    if (!decoded.ok()) return {};  // OnRequest refuses it
+    const fb::Header* h = *decoded;
+    const uint64_t strand = options_.strand_of ? options_.strand_of(*h) : 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto peer = peers_.find(from);
+      if (peer == peers_.end() || peer->second.stage != Peer::Stage::kGreeted) return {};
+      if (strand != 0 && strands_.count({from, strand}) != 0) return {};
+      if (placed_.count({from, h->request_id()}) != 0) return {};  // (an id sent twice)
+    }
+    PayloadPlaces places = options_.place_request(from, *h, length);
+    if (places.keep == nullptr || places.pieces.empty()) return {};
+    std::lock_guard<std::mutex> lock(mu_);
+    placed_[{from, h->request_id()}] = places.keep;
+    return places;
   }
 
   // On a transport worker: the handshake and Ping here, the rest queued.
@@ -628,6 +662,13 @@ class RpcServer::Impl {
       return;
     }
     Request request;
+    if (payload.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = placed_.find({from, h->request_id()}); it != placed_.end()) {
+        request.placed = std::move(it->second);
+        placed_.erase(it);
+      }
+    }
     request.connection = from;
     request.deadline = DeadlineOf(h->timeout_ms());
     request.read_only = read_only;
@@ -778,6 +819,9 @@ class RpcServer::Impl {
     std::string challenge;  // kChallenged: the one sent
   };
   std::map<ConnectionId, Peer> peers_;
+  // Requests whose payloads are placed (PlaceRequest), by connection and
+  // request id, until they come (OnRequest) or their connection ends.
+  std::map<std::pair<ConnectionId, uint64_t>, std::shared_ptr<void>> placed_;
   std::vector<std::thread> threads_;
   std::unique_ptr<Transport> transport_;
   // The transport, for the handlers: set once at the start and never

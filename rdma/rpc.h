@@ -154,6 +154,9 @@ struct Request {
   int64_t progress = 0;
   // When its first run began.
   std::chrono::steady_clock::time_point started{};
+  // Its payload went where RpcServerOptions::place_request put it (the
+  // payload is empty): what that returned as `keep`.
+  std::shared_ptr<void> placed;
 };
 
 // Builds the reply to `request`: a header made with its request id (and
@@ -202,6 +205,14 @@ struct RpcServerOptions {
   // replies (a writer's appends). Other requests run in any order, several
   // at once. May be empty (no strands).
   std::function<uint64_t(const wire::fb::Header&)> strand_of;
+  // A request's large payload is about to be fetched: where it goes
+  // (TransportOptions::place_large), asked only of a greeted connection's
+  // request whose strand has nothing queued or running and behind nothing
+  // unplaced. The request then comes with an empty payload and
+  // Request::placed holding PayloadPlaces::keep (which also stays held
+  // until the payload came). May be empty.
+  std::function<PayloadPlaces(ConnectionId from, const wire::fb::Header& request, size_t length)>
+      place_request;
 };
 
 class RpcServer {

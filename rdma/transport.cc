@@ -149,6 +149,8 @@ class Transport::Impl {
     std::string header;
     std::string payload;
     std::vector<ucp_dt_iov_t> iov;  // where a placed payload goes
+    std::shared_ptr<void> keep;     // PayloadPlaces::keep, until the payload came
+    bool placed = false;
     bool ready = false;
     bool batch = false;  // the payload holds several messages (kBatchId)
   };
@@ -1127,6 +1129,15 @@ class Transport::Impl {
       }
       return UCS_OK;
     }
+    // Before this one joins them: whether some message waiting ahead of it
+    // is not placed.
+    bool queued_unplaced = false;
+    for (const std::shared_ptr<Incoming>& before : c.arrivals) {
+      if (!before->placed) {
+        queued_unplaced = true;
+        break;
+      }
+    }
     auto in = std::make_shared<Incoming>();
     in->worker = w;
     in->from = from;
@@ -1147,14 +1158,17 @@ class Transport::Impl {
     void* buffer = nullptr;
     size_t count = length;
     if (w->impl->options_.place_large && !batch) {
+      PayloadPlaces places =
+          w->impl->options_.place_large(from, std::string_view(in->header), length, queued_unplaced);
       size_t placed = 0;
-      for (const std::span<std::byte>& piece : w->impl->options_.place_large(
-               from, std::string_view(in->header), length)) {
+      for (const std::span<std::byte>& piece : places.pieces) {
         if (piece.empty()) continue;
         in->iov.push_back(ucp_dt_iov_t{piece.data(), piece.size()});
         placed += piece.size();
       }
       if (placed != length) in->iov.clear();  // (the receiver's mistake: our own buffer)
+      in->placed = !in->iov.empty();
+      in->keep = std::move(places.keep);
     }
     if (!in->iov.empty()) {
       p.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
@@ -1168,6 +1182,7 @@ class Transport::Impl {
     p.cb.recv_am = [](void* request, ucs_status_t status, size_t, void* user) {
       std::unique_ptr<std::shared_ptr<Incoming>> in(static_cast<std::shared_ptr<Incoming>*>(user));
       (*in)->ready = true;
+      (*in)->keep.reset();  // the payload is in (or will never come)
       if (status != UCS_OK) (*in)->header.clear(), (*in)->from = 0;  // lost with its connection
       (*in)->worker->impl->DeliverArrived(*(*in)->worker, (*in)->from);
       ucp_request_free(request);
@@ -1178,6 +1193,7 @@ class Transport::Impl {
     if (r == nullptr || UCS_PTR_IS_ERR(r)) {
       delete hold;
       in->ready = true;
+      in->keep.reset();
       if (r != nullptr) in->from = 0;
       w->impl->DeliverArrived(*w, from);
     }

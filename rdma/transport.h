@@ -51,6 +51,16 @@ namespace replaydb::rdma {
 // Unique within the process (across Transports), never reused.
 using ConnectionId = uint64_t;
 
+// Where a large payload goes (TransportOptions::place_large): pieces in
+// order that add up to its length (else, or when empty, a buffer of the
+// transport's own), valid until the message is delivered or its connection
+// ends, and `keep`, which the transport holds until the payload has come or
+// its fetch failed (never after: whatever `keep` guards may go then).
+struct PayloadPlaces {
+  std::vector<std::span<std::byte>> pieces;
+  std::shared_ptr<void> keep;
+};
+
 struct TransportOptions {
   // Worker threads (>= 1).
   int workers = 1;
@@ -63,13 +73,13 @@ struct TransportOptions {
   // connection's worker thread.
   std::function<void(ConnectionId from, std::string header, std::string payload)> on_message;
   // A message whose payload comes by rendezvous (a large one) is about to
-  // be fetched: where its `length` bytes go, as pieces in order that add up
-  // to it and stay valid until the message is delivered (or its connection
-  // ends), or nothing for a buffer of the transport's own. A placed
-  // message is delivered with an empty payload. Runs where on_message
-  // runs; may be empty.
-  std::function<std::vector<std::span<std::byte>>(ConnectionId from, std::string_view header,
-                                                  size_t length)>
+  // be fetched: where its `length` bytes go (PayloadPlaces), or nothing for
+  // a buffer of the transport's own. A placed message is delivered with an
+  // empty payload. `queued_unplaced`: messages that came before it on the
+  // connection wait to be delivered (a payload still coming), and some of
+  // them are not placed. Runs where on_message runs; may be empty.
+  std::function<PayloadPlaces(ConnectionId from, std::string_view header, size_t length,
+                              bool queued_unplaced)>
       place_large;
   // A connection was accepted (listeners only), from `peer` (HOST:PORT).
   // Runs on its worker thread.

@@ -369,6 +369,25 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status AppendSteps(WriterSlot& slot, HostRows rows, int64_t n, const double* priorities,
                      Deadline deadline, StagedRows* staged, std::span<std::byte> record,
                      uint64_t* log_seq, int64_t* appended);
+  // Steps that a transport receives straight into their blocks (a served
+  // writer's append, rdma/db_service.cc), in a table of host blocks that
+  // is not logged (a logged append is logged as its record came, so it
+  // lands in a buffer first). PlaceSteps reserves slot's next `n` steps
+  // after the `ahead` ones placed before and not yet published, all or
+  // none and without waiting, pins the trajectory, and gives the places of
+  // the steps' bytes in a record's order (each step's columns in turn;
+  // places that follow each other in memory as one). Nothing placed (and
+  // OK) where that cannot be done now: the table is logged, its blocks are
+  // on a device, the rate limiter or a full hot tier would make it wait,
+  // the trajectory is ended or evicted, ahead > 0 without one; the caller
+  // copies the steps in as AppendSteps does. PublishPlaced publishes them
+  // once their bytes are there (in order: `placed.first` must be the
+  // trajectory's length then; `priorities` null or n validated values);
+  // AbandonPlaced gives them up. Either unpins.
+  void PlaceSteps(WriterSlot& slot, int64_t ahead, int64_t n, PlacedSteps* placed,
+                  std::vector<std::span<std::byte>>* pieces);
+  Status PublishPlaced(WriterSlot& slot, PlacedSteps& placed, const double* priorities);
+  void AbandonPlaced(WriterSlot& slot, PlacedSteps& placed);
   // Ends slot's trajectory (see TrajectoryWriter::End).
   Status EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
                        uint64_t* log_seq = nullptr);
@@ -461,6 +480,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status ReserveRunLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot, Deadline deadline,
                           int64_t count, std::vector<StepReservation>* run);
   void AbandonRunLocked(WriterSlot& slot, std::span<const StepReservation> run);
+  // Releases placed steps' reservations (PlaceSteps; the trajectory
+  // unpinned already) and clears `placed`.
+  void ReleasePlacedLocked(WriterSlot& slot, PlacedSteps& placed);
   void PublishRunLocked(Trajectory& t, std::span<const StepReservation> run,
                         const double* priorities);
   Status EvictedError(const Trajectory& t) const;

@@ -317,6 +317,134 @@ Status TableImpl::AppendSteps(WriterSlot& slot, HostRows rows, int64_t n,
   return Status::OK();
 }
 
+void TableImpl::PlaceSteps(WriterSlot& slot, int64_t ahead, int64_t n, PlacedSteps* placed,
+                           std::vector<std::span<std::byte>>* pieces) {
+  *placed = PlacedSteps{};
+  pieces->clear();
+  if (n <= 0 || ahead < 0 || !pool_.host_accessible()) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (log_ != nullptr || !CheckOpenLocked().ok()) return;
+  Trajectory* t = slot.trajectory.get();
+  // An ended or evicted trajectory: the copying path reports it.
+  if (t != nullptr && (t->evicted || t->ended)) return;
+  if (ahead > 0 && t == nullptr) return;
+  const int64_t length = t != nullptr ? t->length : 0;
+  if (length + ahead + n > kMaxTrajectorySteps) return;
+  const int64_t bs = layout_.block_steps;
+  std::vector<StepReservation>& run = placed->run;
+  if (ahead == 0) {
+    ScopedNoWait no_wait;
+    if (!ReserveRunLocked(lock, slot, DeadlineAfter(std::chrono::milliseconds(0)), n, &run).ok()) {
+      run.clear();
+      return;
+    }
+    if (static_cast<int64_t>(run.size()) < n) {
+      AbandonRunLocked(slot, run);
+      run.clear();
+      return;
+    }
+  } else {
+    // After the placed steps still to be published: as ReserveRunLocked
+    // reserves a run's steps after its first.
+    bool whole = true;
+    for (int64_t i = 0; i < n && whole; ++i) {
+      const int64_t step = length + ahead + i;
+      const int64_t block_index = step / bs;
+      const bool new_block = block_index == static_cast<int64_t>(t->blocks.size());
+      StepReservation r;
+      r.completes_item = step + 1 >= sequence_length_;
+      if ((new_block && pool_.in_use() >= pool_.capacity_blocks()) ||
+          (r.completes_item && !limiter_.TryReserveInserts(1))) {
+        whole = false;
+        break;
+      }
+      if (new_block) {
+        ScopedNoWait no_wait;
+        if (!AddBlockLocked(lock, *t, DeadlineAfter(std::chrono::milliseconds(0))).ok()) {
+          if (r.completes_item) limiter_.ReleaseInserts(1);
+          whole = false;
+          break;
+        }
+      }
+      r.block = t->blocks[static_cast<size_t>(block_index)];
+      r.step_in_block = step % bs;
+      run.push_back(r);
+    }
+    if (!whole) {
+      for (const StepReservation& r : run) {
+        if (r.completes_item) limiter_.ReleaseInserts(1);
+      }
+      run.clear();
+      return;
+    }
+  }
+  placed->trajectory = slot.trajectory;
+  placed->first = length + ahead;
+  ++placed->trajectory->pins;
+  for (const StepReservation& r : run) {
+    std::byte* block = pool_.address(r.block);
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      const size_t cb = layout_.column_bytes[c];
+      if (cb == 0) continue;
+      std::byte* at = block + layout_.column_offset[c] + static_cast<size_t>(r.step_in_block) * cb;
+      if (!pieces->empty() && pieces->back().data() + pieces->back().size() == at) {
+        pieces->back() = {pieces->back().data(), pieces->back().size() + cb};
+      } else {
+        pieces->emplace_back(at, cb);
+      }
+    }
+  }
+}
+
+Status TableImpl::PublishPlaced(WriterSlot& slot, PlacedSteps& placed, const double* priorities) {
+  if (placed.trajectory == nullptr) {
+    return Status::Internal("table " + Quoted(name_) + ": no placed steps to publish");
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  Trajectory& t = *placed.trajectory;
+  UnpinLocked(t);
+  Status s = CheckOpenLocked();
+  if (s.ok() && t.evicted) s = EvictedError(t);
+  if (s.ok() && (slot.trajectory != placed.trajectory || t.length != placed.first)) {
+    s = Status::Internal("table " + Quoted(name_) + ": placed steps from step " +
+                         std::to_string(placed.first) + " of trajectory " +
+                         std::to_string(t.id) + " published out of order (it holds " +
+                         std::to_string(t.length) + ")");
+  }
+  if (!s.ok()) {
+    ReleasePlacedLocked(slot, placed);
+    return s;
+  }
+  PublishRunLocked(t, placed.run, priorities);
+  placed = PlacedSteps{};
+  return Status::OK();
+}
+
+void TableImpl::AbandonPlaced(WriterSlot& slot, PlacedSteps& placed) {
+  if (placed.trajectory == nullptr) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  UnpinLocked(*placed.trajectory);
+  ReleasePlacedLocked(slot, placed);
+}
+
+void TableImpl::ReleasePlacedLocked(WriterSlot& slot, PlacedSteps& placed) {
+  Trajectory& t = *placed.trajectory;
+  for (const StepReservation& r : placed.run) {
+    if (r.completes_item) limiter_.ReleaseInserts(1);
+  }
+  // Leave no empty trajectory behind a failed first step (unless steps
+  // placed after these still hold it).
+  if (!placed.run.empty() && placed.run[0].created && slot.trajectory == placed.trajectory) {
+    if (t.evicted) {
+      slot.trajectory.reset();
+    } else if (!t.removed && t.length == 0 && t.pins == 0) {
+      RemoveTrajectoryLocked(t, /*evicted=*/false);
+      slot.trajectory.reset();
+    }
+  }
+  placed = PlacedSteps{};
+}
+
 Status TableImpl::EndTrajectory(WriterSlot& slot, EndReason reason, Deadline deadline,
                                 uint64_t* log_seq) {
   std::unique_lock<std::mutex> lock(mu_);

@@ -39,6 +39,15 @@ struct StepReservation {
   int64_t step_in_block = 0;
 };
 
+// Steps of a writer's trajectory reserved for bytes that arrive later
+// straight into their blocks (TableImpl::PlaceSteps): pinned until
+// published or abandoned.
+struct PlacedSteps {
+  std::shared_ptr<index::Trajectory> trajectory;  // null: nothing placed
+  int64_t first = 0;                              // the trajectory's step of run[0]
+  std::vector<StepReservation> run;
+};
+
 // Rows of steps in host memory that a trajectory writer hands to
 // TableImpl: column c of row r at base[c] + r * stride, the stride
 // row_bytes where it is set (rows whose columns lie side by side, as a log

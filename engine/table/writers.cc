@@ -180,6 +180,43 @@ Status TrajectoryWriterImpl::AppendRecord(std::span<std::byte> record, int64_t f
   return table_->SyncLog(seq, options_.sync);
 }
 
+void TrajectoryWriterImpl::Place(int64_t n, PlacedSteps* placed,
+                                 std::vector<std::span<std::byte>>* pieces) {
+  table_->PlaceSteps(slot_, placed_ahead_, n, placed, pieces);
+  if (placed->trajectory != nullptr) placed_ahead_ += static_cast<int64_t>(placed->run.size());
+}
+
+Status TrajectoryWriterImpl::CommitPlaced(PlacedSteps& placed, std::span<std::byte> record,
+                                          size_t data_offset) {
+  const int64_t n = static_cast<int64_t>(placed.run.size());
+  wal::AppendStepsRecord r;
+  Status s = DecodeRecordFor(*table_, record, -1, &r);
+  const size_t data_bytes = static_cast<size_t>(n) * table_->layout().step_bytes;
+  if (s.ok() && (static_cast<int64_t>(r.trajectory_ids.size()) != n ||
+                 reinterpret_cast<const std::byte*>(r.data.data()) != record.data() + data_offset ||
+                 r.data.size() != data_bytes)) {
+    s = Status::InvalidArgument(
+        "table '" + table_->name() + "': a remote append's log record holds " +
+        std::to_string(r.trajectory_ids.size()) + " rows of data at byte " +
+        std::to_string(reinterpret_cast<const std::byte*>(r.data.data()) - record.data()) +
+        " (" + std::to_string(r.data.size()) + " bytes); its request said " + std::to_string(n) +
+        " rows at byte " + std::to_string(data_offset) + " (" + std::to_string(data_bytes) +
+        " bytes)");
+  }
+  if (!s.ok()) {
+    AbandonPlaced(placed);
+    return s;
+  }
+  placed_ahead_ -= n;
+  return table_->PublishPlaced(slot_, placed, r.priorities.empty() ? nullptr : r.priorities.data());
+}
+
+void TrajectoryWriterImpl::AbandonPlaced(PlacedSteps& placed) {
+  if (placed.trajectory == nullptr) return;
+  placed_ahead_ -= static_cast<int64_t>(placed.run.size());
+  table_->AbandonPlaced(slot_, placed);
+}
+
 Status TrajectoryWriterImpl::End(EndReason reason) {
   // Checked before anything is logged: recovery refuses a logged value it
   // does not know.

@@ -67,6 +67,18 @@ class TrajectoryWriterImpl final : public TrajectoryWriter, public RecordAppende
                       int64_t* appended) override;
   uint32_t table_id() const override { return table_->id(); }
 
+  // A remote append whose rows a transport receives straight into the hot
+  // tier (TableImpl::PlaceSteps): Place reserves the next `n` steps, after
+  // those placed before and not yet committed or abandoned, and gives the
+  // places of their bytes (nothing placed: the append goes through
+  // AppendRecord). CommitPlaced decodes the append's record, whose data
+  // never came into it (the places hold the rows), checks that it holds
+  // the n rows with its data at `data_offset`, and publishes them;
+  // AbandonPlaced gives them up. In Place's order.
+  void Place(int64_t n, PlacedSteps* placed, std::vector<std::span<std::byte>>* pieces);
+  Status CommitPlaced(PlacedSteps& placed, std::span<std::byte> record, size_t data_offset);
+  void AbandonPlaced(PlacedSteps& placed);
+
  private:
   // The set of staged rows for this call's turn.
   StagedRows* Staged();
@@ -82,6 +94,8 @@ class TrajectoryWriterImpl final : public TrajectoryWriter, public RecordAppende
   // stream). Made on first use.
   std::array<std::unique_ptr<StagedRows>, 2> staged_;
   size_t staged_turn_ = 0;
+  // Steps placed (Place) and not yet committed or abandoned.
+  int64_t placed_ahead_ = 0;
 };
 
 class VectorWriterImpl final : public VectorWriter, public RecordAppender {

@@ -1501,6 +1501,114 @@ TEST(RemoteDBTest, RemoteWritersStoreEveryStepByteForByte) {
   EXPECT_EQ(s.service->open_writers(), 0u);
 }
 
+// Large appends to an unlogged table of host blocks are received with
+// their rows straight in the hot tier (DbService::PlaceAppend), several in
+// flight at once, over TCP and over shared memory: every step lands byte
+// for byte in its trajectory, with its priority, across trajectory ends;
+// a logged table's appends are never placed (it logs each record as it
+// came) and land too.
+TEST(RemoteDBTest, LargeAppendsLandStraightInTheHotTierByteForByte) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (const char* tls : {"tcp", "sm,tcp"}) {
+    SCOPED_TRACE(std::string("UCX_TLS=") + tls);
+    testing_read::ScopedEnv transports("UCX_TLS", tls);
+    std::optional<testing_read::ScopedEnv> errors;  // (UCX warns of it where sm is not used)
+    if (std::string(tls) != "tcp") errors.emplace("UCX_MM_ERROR_HANDLING", "y");
+    testing_util::TempDir dir;
+    DBOptions o = testing_util::ManualCheckpoints();
+    o.create_if_missing = true;
+    ASSERT_OK_AND_ASSIGN(auto db, DB::Open(o, dir.Sub("db")));
+    TableSpec spec;
+    spec.capacity_steps = 4096;  // (more than the ~1,300 steps written)
+    spec.sequence_length = 1;
+    spec.columns = {{"obs", DType::kU8, Shape{static_cast<int64_t>(8000 + rng() % 8000)}},
+                    {"act", DType::kF32, Shape{static_cast<int64_t>(1 + rng() % 300)}},
+                    {"r", DType::kF32, Shape{}}};
+    for (const bool logged : {false, true}) {
+      spec.name = logged ? "logged" : "unlogged";
+      spec.logging = logged ? TableLogging::kOn : TableLogging::kOff;
+      ASSERT_OK(db->CreateTable(spec).status());
+    }
+    std::unique_ptr<DbService> service;
+    std::unique_ptr<RpcServer> server;
+    ASSERT_NO_FATAL_FAILURE(ServeOver(db.get(), RpcServerOptions{}, &service, &server));
+    ASSERT_OK_AND_ASSIGN(auto remote,
+                         RemoteDB::Connect("ucx://127.0.0.1:" + std::to_string(server->port()),
+                                           SlowBeat()));
+    for (const bool logged : {false, true}) {
+      SCOPED_TRACE(logged ? "logged" : "unlogged");
+      const uint64_t placed_before = service->placed_appends();
+      ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable(logged ? "logged" : "unlogged"));
+      std::map<uint64_t, std::vector<std::string>> written;
+      std::vector<double> priorities_sent;
+      {
+        ASSERT_OK_AND_ASSIGN(auto writer, rt->NewWriter());
+        std::vector<std::string> open;  // the open trajectory's steps, in order
+        for (int call = 0; call < 60; ++call) {
+          // One step now and then, else 8 to 40 at once (96 to 640 KiB:
+          // over TCP, those over 256 KiB by rendezvous), each with a priority.
+          const int64_t n = call % 5 == 0 ? 1 : 8 + static_cast<int64_t>(rng() % 33);
+          std::vector<testing_util::StepData> steps;
+          std::vector<std::vector<std::byte>> columns(spec.columns.size());
+          std::vector<double> priorities;
+          for (int64_t i = 0; i < n; ++i) {
+            steps.push_back(testing_util::RandomStep(spec, rng));
+            for (size_t c = 0; c < columns.size(); ++c) {
+              columns[c].insert(columns[c].end(), steps.back().columns[c].begin(),
+                                steps.back().columns[c].end());
+            }
+            open.push_back(StepBytes(steps.back()));
+            priorities.push_back(0.5 + static_cast<double>(rng() % 1000));
+          }
+          priorities_sent.insert(priorities_sent.end(), priorities.begin(), priorities.end());
+          if (n == 1) {
+            ASSERT_OK(writer->Append(steps[0].tensors, priorities[0]));
+          } else {
+            std::vector<ConstTensor> many;
+            for (size_t c = 0; c < columns.size(); ++c) {
+              many.push_back({spec.columns[c].dtype, spec.columns[c].shape.Prepend(n),
+                              columns[c].data(), columns[c].size()});
+            }
+            ASSERT_OK(writer->AppendMany(many, priorities));
+          }
+          if (rng() % 4 == 0 || call == 59) {
+            // (trajectory_id waits for the appends in flight.)
+            written[writer->trajectory_id()] = std::move(open);
+            open.clear();
+            ASSERT_OK(writer->End(EndReason::kTruncated));
+          }
+        }
+      }
+      ASSERT_OK_AND_ASSIGN(auto table, db->GetTable(rt->name()));
+      int64_t total = 0;
+      for (const auto& [id, steps] : written) {
+        for (size_t i = 0; i < steps.size(); ++i) {
+          ASSERT_TRUE(ReadBack(*table, id, static_cast<int64_t>(i)) == steps[i])
+              << "trajectory " << id << " step " << i << " differs";
+        }
+        total += static_cast<int64_t>(steps.size());
+      }
+      EXPECT_EQ(table->Info().num_steps, total);
+      std::vector<ItemKey> keys;
+      std::vector<double> priorities;
+      ASSERT_OK(table->ItemPriorities(&keys, &priorities));
+      std::sort(priorities.begin(), priorities.end());
+      std::sort(priorities_sent.begin(), priorities_sent.end());
+      EXPECT_EQ(priorities, priorities_sent);
+      const uint64_t placed = service->placed_appends() - placed_before;
+      if (logged) {
+        EXPECT_EQ(placed, 0u) << "a logged table's appends are logged as they came";
+      } else {
+        EXPECT_GT(placed, 10u) << "of 48 appends of 8 to 40 steps";
+      }
+    }
+    remote.reset();
+    server.reset();
+  }
+}
+
 // Calls `fn` with each AppendSteps record in the log at `wal_dir`, decoded
 // and as its bytes, oldest first.
 Status ForEachLoggedAppend(
@@ -1825,6 +1933,103 @@ TEST(RemoteDBTest, AClientKilledMidTrajectoryLeavesItEndedTruncatedWithItsSteps)
   EXPECT_EQ(info.end_reason, EndReason::kTruncated);
   EXPECT_EQ(info.length, 3);
   EXPECT_EQ(s.service->open_writers(), 0u);
+}
+
+constexpr char kPlacedChildEnv[] = "REPLAYDB_REMOTE_PLACED_CHILD";
+constexpr int64_t kPlacedStepBytes = 16384;
+
+// Step `k` of a trajectory as the placed-appends child writes it: k in its
+// first 8 bytes, then a pattern of k.
+void FillPlacedStep(int64_t k, std::byte* step) {
+  std::memcpy(step, &k, sizeof(k));
+  for (int64_t i = sizeof(k); i < kPlacedStepBytes; ++i) {
+    step[i] = static_cast<std::byte>((k * 131 + i) & 0xff);
+  }
+}
+
+// Appends 32 steps of 16 KiB a call to table "big" (512 KiB: by rendezvous
+// over TCP too, received straight into the hot tier), trajectories of 128
+// steps, until killed (at most 30 s).
+TEST(RemotePlacedWriterChild, AppendUntilKilled) {
+  const char* address = std::getenv(kPlacedChildEnv);
+  if (address == nullptr) GTEST_SKIP() << "runs only as the placed appends kill test's client";
+  ASSERT_OK_AND_ASSIGN(auto remote, RemoteDB::Connect(address, Served::options()));
+  ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable("big"));
+  ASSERT_OK_AND_ASSIGN(auto writer, rt->NewWriter());
+  constexpr int64_t kPerCall = 32;
+  std::vector<std::byte> steps(kPerCall * kPlacedStepBytes);
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  int64_t k = 0;
+  bool said = false;
+  while (std::chrono::steady_clock::now() < until) {
+    for (int64_t i = 0; i < kPerCall; ++i) FillPlacedStep(k + i, steps.data() + i * kPlacedStepBytes);
+    const ConstTensor many{DType::kU8, Shape{kPerCall, kPlacedStepBytes}, steps.data(), steps.size()};
+    ASSERT_OK(writer->AppendMany(std::span(&many, 1)));
+    k += kPerCall;
+    if (k == 128) {
+      ASSERT_OK(writer->End(EndReason::kTerminal));
+      k = 0;
+      if (!said) {
+        std::printf("appending\n");
+        std::fflush(stdout);
+        said = true;
+      }
+    }
+  }
+}
+
+// A client killed at a random moment while its large appends are received
+// straight into the hot tier: every step the table holds is whole and
+// where it belongs, the open trajectory ends truncated, and nothing stays
+// pinned (a Clear frees every block).
+TEST(RemoteDBTest, AClientKilledWhileItsAppendsArePlacedLeavesNothingHalfDone) {
+  const uint64_t seed = testing_util::TestSeed();
+  SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(seed));
+  TableSpec spec;
+  spec.name = "big";
+  spec.capacity_steps = 1 << 12;
+  spec.sequence_length = 1;
+  spec.logging = TableLogging::kOff;
+  spec.columns = {{"data", DType::kU8, Shape{kPlacedStepBytes}}};
+  ASSERT_OK_AND_ASSIGN(auto table, s.served->CreateTable(spec));
+  {
+    testing_util::ChildTest child("RemotePlacedWriterChild.*", kPlacedChildEnv, s.address());
+    ASSERT_EQ(child.LineStartingWith("appending"), "appending\n") << "the client process did not append";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 300));
+  }  // killed here, appends in flight
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (s.service->open_writers() != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(s.service->open_writers(), 0u) << "the killed client's writer was never dropped";
+  EXPECT_GT(s.service->placed_appends(), 0u);
+  TrajectoryFilter all;
+  all.limit = 1 << 20;
+  const std::vector<TrajectoryInfo> held = table->ListTrajectories(all);
+  ASSERT_FALSE(held.empty());
+  int64_t steps = 0;
+  std::vector<std::byte> expected(kPlacedStepBytes);
+  for (const TrajectoryInfo& t : held) {
+    EXPECT_TRUE(t.ended) << "trajectory " << t.id;
+    EXPECT_LE(t.length, 128) << "trajectory " << t.id;
+    TrajectorySteps read;
+    ASSERT_OK(table->ReadTrajectory(t.id, 0, t.length, &read));
+    for (int64_t k = 0; k < t.length; ++k) {
+      FillPlacedStep(k, expected.data());
+      ASSERT_EQ(std::memcmp(static_cast<const std::byte*>(read.columns[0].data()) +
+                                k * kPlacedStepBytes,
+                            expected.data(), kPlacedStepBytes),
+                0)
+          << "trajectory " << t.id << " step " << k;
+    }
+    steps += t.length;
+  }
+  EXPECT_EQ(table->Info().num_steps, steps);
+  ASSERT_OK(table->Clear());
+  EXPECT_EQ(table->Info().blocks_used, 0) << "blocks still pinned after the client died";
 }
 
 constexpr char kLeaseChildEnv[] = "REPLAYDB_REMOTE_LEASE_CHILD";

@@ -349,9 +349,12 @@ TEST(TransportTest, PiecesArriveAsOnePayloadAndLargeOnesWhereTheReceiverPlacesTh
   std::mutex mu;
   std::vector<std::unique_ptr<std::string>> landed;
   std::vector<size_t> asked;
-  o.place_large = [&](ConnectionId, std::string_view header, size_t length) {
+  std::vector<std::weak_ptr<void>> kept;  // each call's PayloadPlaces::keep
+  o.place_large = [&](ConnectionId, std::string_view header, size_t length, bool) {
     std::lock_guard<std::mutex> lock(mu);
     asked.push_back(std::stoul(std::string(header.substr(0, header.find(':')))));
+    auto keep = std::make_shared<int>(0);
+    kept.push_back(keep);
     landed.push_back(std::make_unique<std::string>(length, '\0'));
     std::string& b = *landed.back();
     const size_t split = length / 3;
@@ -359,7 +362,7 @@ TEST(TransportTest, PiecesArriveAsOnePayloadAndLargeOnesWhereTheReceiverPlacesTh
         std::span(reinterpret_cast<std::byte*>(b.data()), split),
         std::span(reinterpret_cast<std::byte*>(b.data()) + split, length - split)};
     if (asked.size() % 3 == 0) pieces.pop_back();  // short: not placed
-    return pieces;
+    return PayloadPlaces{std::move(pieces), std::move(keep)};
   };
   ASSERT_OK_AND_ASSIGN(auto server, Transport::Start(std::move(o)));
   Inbox client_inbox;
@@ -405,6 +408,8 @@ TEST(TransportTest, PiecesArriveAsOnePayloadAndLargeOnesWhereTheReceiverPlacesTh
     ++placed;
   }
   EXPECT_GT(placed, 0u);  // the large ones went by rendezvous
+  // Every payload came: the transport holds no keep any more.
+  for (size_t k = 0; k < kept.size(); ++k) EXPECT_TRUE(kept[k].expired()) << "place_large call " << k;
 }
 
 TEST(TransportTest, ConnectionsSpreadOverTheWorkersAndEachGetsItsOwnReplies) {
