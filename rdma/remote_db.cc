@@ -170,10 +170,13 @@ class RecordBuilders : public std::enable_shared_from_this<RecordBuilders> {
 // tensors of the columns' shapes) as an AppendSteps record of table
 // `table_id` into `b`: each row's columns side by side, zero trajectory ids
 // and step numbers (the server fills them in).
+// (copy_data false: the record's data is left unwritten, for a caller that
+// sends the rows from their own memory in its place.)
 std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
                                        std::span<const ConstTensor> step, int64_t rows,
                                        std::span<const double> priorities,
-                                       wal::RecordBuilder* b, size_t* data_offset = nullptr) {
+                                       wal::RecordBuilder* b, size_t* data_offset = nullptr,
+                                       bool copy_data = true) {
   const size_t n = static_cast<size_t>(rows < 0 ? 1 : rows);
   size_t step_bytes = 0;
   for (const ColumnSpec& c : spec.columns) step_bytes += c.step_bytes();
@@ -182,6 +185,7 @@ std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
   std::byte* data =
       b->AppendSteps(table_id, static_cast<uint32_t>(step_bytes), ids, steps, priorities);
   if (data_offset != nullptr) *data_offset = static_cast<size_t>(data - b->payload().data());
+  if (!copy_data) return b->payload();
   if (step.size() == 1) {
     if (step_bytes > 0) std::memcpy(data, step[0].data, n * step_bytes);
   } else {
@@ -390,6 +394,10 @@ class RemoteWriter final : public TrajectoryWriter {
  public:
   static constexpr size_t kAheadCalls = 64;
   static constexpr size_t kAheadBytes = size_t{8} << 20;
+  // Appends of one column of at least this many bytes are sent from the
+  // caller's memory: below it, a copy into the record costs less than
+  // waiting for the send.
+  static constexpr size_t kSendFromCallerBytes = size_t{256} << 10;
 
   RemoteWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
                uint32_t table_id, WriterOptions options)
@@ -473,10 +481,15 @@ class RemoteWriter final : public TrajectoryWriter {
     // Failures that came meanwhile first; then room for this call.
     REPLAYDB_RETURN_IF_ERROR(CollectArrived());
     std::shared_ptr<wal::RecordBuilder> builder = builders_->Get();
-    size_t data_offset = 0;
-    const std::span<const std::byte> record = BuildRecord(remote_->spec, table_id_, tensors, rows,
-                                                          priorities, builder.get(), &data_offset);
     const int64_t steps = rows < 0 ? 1 : rows;
+    // A large single-column append goes from the caller's memory (no copy
+    // into the record), and returns once it is sent.
+    const bool from_caller =
+        tensors.size() == 1 && tensors[0].size_bytes >= kSendFromCallerBytes;
+    size_t data_offset = 0;
+    const std::span<const std::byte> record =
+        BuildRecord(remote_->spec, table_id_, tensors, rows, priorities, builder.get(),
+                    &data_offset, /*copy_data=*/!from_caller);
     const auto until = engine::DeadlineAfter(options_.timeout);
     while (!ahead_.empty() && (ahead_.size() >= kAheadCalls ||
                                ahead_bytes_ + record.size() > kAheadBytes)) {
@@ -487,14 +500,23 @@ class RemoteWriter final : public TrajectoryWriter {
     const bool wait = options_.sync;
     const uint32_t epoch = epoch_;
     const size_t bytes = record.size();
+    std::vector<std::span<const std::byte>> parts = {record};
+    if (from_caller) {
+      const size_t data = tensors[0].size_bytes;
+      parts = {record.first(data_offset),
+               {static_cast<const std::byte*>(tensors[0].data), data},
+               record.subspan(data_offset + data)};
+    }
     std::shared_ptr<PendingCall> call = client_->Start(
         Encoder(fb::Body::AppendStep,
                 [&](flatbuffers::FlatBufferBuilder& b) {
                   return fb::CreateAppendStep(b, id, false, 0, steps, 0, epoch, /*ahead=*/!wait,
                                               data_offset);
                 }),
-        record, std::move(builder),
+        std::move(parts), std::move(builder),
         wait ? ReplyWait(options_.timeout, remote_->options.call_timeout) : milliseconds(-1));
+    // The caller's rows are theirs again once sent.
+    if (from_caller) client_->WaitSent(*call);
     if (wait) {
       REPLAYDB_ASSIGN_OR_RETURN(Message m, client_->Await(*call));
       REPLAYDB_ASSIGN_OR_RETURN(const int64_t taken, Acknowledged(m));
@@ -660,7 +682,8 @@ class RemoteVectorWriter final : public VectorWriter {
                 [&](flatbuffers::FlatBufferBuilder& b) {
                   return fb::CreateAppendStep(b, id, false, 0, n);
                 }),
-        record, builder, ReplyWait(options_.timeout, remote_->options.call_timeout));
+        std::vector<std::span<const std::byte>>{record}, builder,
+        ReplyWait(options_.timeout, remote_->options.call_timeout));
     REPLAYDB_ASSIGN_OR_RETURN(Message m, client_->Await(*call));
     REPLAYDB_RETURN_IF_ERROR(ExpectBody(
         m, fb::Body::Appended, [&] { return "a vector append to '" + remote_->spec.name + "'"; }));

@@ -56,6 +56,7 @@ struct PendingCall {
   std::atomic<bool> ready{false};  // result is set
   Placement place;      // where a large reply's payload goes (may be empty)
   bool placed = false;  // it is going there: the call waits for it
+  std::atomic<bool> sent{false};  // the request's send is done (or failed)
 };
 
 class RpcClient::Impl {
@@ -141,13 +142,26 @@ class RpcClient::Impl {
 
   std::shared_ptr<PendingCall> Start(
       const std::function<std::string(const HeaderFields&)>& encode,
-      std::span<const std::byte> payload, std::shared_ptr<const void> keep,
+      std::vector<std::span<const std::byte>> parts, std::shared_ptr<const void> keep,
       std::chrono::milliseconds timeout, uint32_t table_id) {
     return Begin(encode, timeout, table_id, {},
                  [&](std::string header, std::function<void(const Status&)> done) {
-                   net_->SendParts(connection_, std::move(header), {payload}, std::move(keep),
-                                   std::move(done));
+                   net_->SendParts(connection_, std::move(header), std::move(parts),
+                                   std::move(keep), std::move(done));
                  });
+  }
+
+  void WaitSent(PendingCall& pending) {
+    const auto sent = [&] { return pending.sent.load(std::memory_order_acquire); };
+    while (!sent()) {
+      const auto start = Clock::now();
+      // (Drive returns at once where the connection is gone from its
+      // worker: its sends' callbacks are on their way.)
+      if (!net_->Drive(connection_, sent, std::chrono::microseconds(1000)) &&
+          Clock::now() - start < std::chrono::microseconds(100)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
   }
 
   // Registers a call and sends its request through `send` (given the
@@ -168,6 +182,7 @@ class RpcClient::Impl {
       if (!closed_.ok()) {
         pending->result = closed_;
         pending->ready.store(true, std::memory_order_release);
+        pending->sent.store(true, std::memory_order_release);  // (never sent)
         return pending;
       }
       fields.request_id = next_request_++;
@@ -175,8 +190,9 @@ class RpcClient::Impl {
     }
     pending->id = fields.request_id;
     const uint64_t id = fields.request_id;
-    send(encode(fields), [this, id](const Status& s) {
+    send(encode(fields), [this, id, pending](const Status& s) {
       if (!s.ok()) Complete(id, s);
+      pending->sent.store(true, std::memory_order_release);
     });
     return pending;
   }
@@ -373,10 +389,12 @@ std::shared_ptr<PendingCall> RpcClient::Start(
 
 std::shared_ptr<PendingCall> RpcClient::Start(
     const std::function<std::string(const HeaderFields&)>& encode,
-    std::span<const std::byte> payload, std::shared_ptr<const void> keep,
+    std::vector<std::span<const std::byte>> parts, std::shared_ptr<const void> keep,
     std::chrono::milliseconds timeout, uint32_t table_id) {
-  return impl_->Start(encode, payload, std::move(keep), timeout, table_id);
+  return impl_->Start(encode, std::move(parts), std::move(keep), timeout, table_id);
 }
+
+void RpcClient::WaitSent(PendingCall& call) { impl_->WaitSent(call); }
 
 Result<Message> RpcClient::Await(PendingCall& call) { return impl_->Await(call); }
 

@@ -95,12 +95,18 @@ class RpcClient {
   std::shared_ptr<PendingCall> Start(
       const std::function<std::string(const HeaderFields&)>& encode, std::string payload,
       std::chrono::milliseconds timeout, uint32_t table_id = 0, Placement place = {});
-  // Start with a payload sent without a copy: `keep` holds its bytes
-  // alive until the send is done.
+  // Start with a payload sent without a copy, in pieces sent in order
+  // (the server gets them as one payload): `keep` holds their bytes alive
+  // until the send is done (WaitSent).
   std::shared_ptr<PendingCall> Start(
       const std::function<std::string(const HeaderFields&)>& encode,
-      std::span<const std::byte> payload, std::shared_ptr<const void> keep,
+      std::vector<std::span<const std::byte>> parts, std::shared_ptr<const void> keep,
       std::chrono::milliseconds timeout, uint32_t table_id = 0);
+  // Waits until `call`'s request has been sent, or failed (its bytes are
+  // then no longer read: memory that `keep` did not own may be reused), with
+  // no time limit: a send ends when the peer has its bytes or the connection
+  // ends (heartbeats bound that).
+  void WaitSent(PendingCall& call);
   Result<Message> Await(PendingCall& call);
   static bool Ready(const PendingCall& call);
   // Waits until `call`'s reply has come (true) or `until` passes (false;

@@ -1506,7 +1506,8 @@ TEST(RemoteDBTest, RemoteWritersStoreEveryStepByteForByte) {
 // flight at once, over TCP and over shared memory: every step lands byte
 // for byte in its trajectory, with its priority, across trajectory ends;
 // a logged table's appends are never placed (it logs each record as it
-// came) and land too.
+// came) and land too. A large append of one column goes from the caller's
+// memory, which the caller may overwrite once the call returns.
 TEST(RemoteDBTest, LargeAppendsLandStraightInTheHotTierByteForByte) {
   const uint64_t seed = testing_util::TestSeed();
   SCOPED_TRACE("REPLAYDB_TEST_SEED=" + std::to_string(seed));
@@ -1520,16 +1521,25 @@ TEST(RemoteDBTest, LargeAppendsLandStraightInTheHotTierByteForByte) {
     DBOptions o = testing_util::ManualCheckpoints();
     o.create_if_missing = true;
     ASSERT_OK_AND_ASSIGN(auto db, DB::Open(o, dir.Sub("db")));
-    TableSpec spec;
-    spec.capacity_steps = 4096;  // (more than the ~1,300 steps written)
-    spec.sequence_length = 1;
-    spec.columns = {{"obs", DType::kU8, Shape{static_cast<int64_t>(8000 + rng() % 8000)}},
-                    {"act", DType::kF32, Shape{static_cast<int64_t>(1 + rng() % 300)}},
-                    {"r", DType::kF32, Shape{}}};
-    for (const bool logged : {false, true}) {
-      spec.name = logged ? "logged" : "unlogged";
-      spec.logging = logged ? TableLogging::kOn : TableLogging::kOff;
-      ASSERT_OK(db->CreateTable(spec).status());
+    TableSpec three;
+    three.capacity_steps = 4096;  // (more than the ~1,300 steps written)
+    three.sequence_length = 1;
+    three.columns = {{"obs", DType::kU8, Shape{static_cast<int64_t>(8000 + rng() % 8000)}},
+                     {"act", DType::kF32, Shape{static_cast<int64_t>(1 + rng() % 300)}},
+                     {"r", DType::kF32, Shape{}}};
+    TableSpec one = three;
+    one.columns = {{"obs", DType::kU8, Shape{static_cast<int64_t>(12000 + rng() % 8000)}}};
+    struct Case {
+      const char* name;
+      TableSpec spec;
+      bool logged;
+    };
+    std::vector<Case> cases = {{"unlogged", three, false}, {"logged", three, true},
+                               {"one_column", one, false}};
+    for (Case& c : cases) {
+      c.spec.name = c.name;
+      c.spec.logging = c.logged ? TableLogging::kOn : TableLogging::kOff;
+      ASSERT_OK(db->CreateTable(c.spec).status());
     }
     std::unique_ptr<DbService> service;
     std::unique_ptr<RpcServer> server;
@@ -1537,17 +1547,18 @@ TEST(RemoteDBTest, LargeAppendsLandStraightInTheHotTierByteForByte) {
     ASSERT_OK_AND_ASSIGN(auto remote,
                          RemoteDB::Connect("ucx://127.0.0.1:" + std::to_string(server->port()),
                                            SlowBeat()));
-    for (const bool logged : {false, true}) {
-      SCOPED_TRACE(logged ? "logged" : "unlogged");
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name);
+      const TableSpec& spec = c.spec;
       const uint64_t placed_before = service->placed_appends();
-      ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable(logged ? "logged" : "unlogged"));
+      ASSERT_OK_AND_ASSIGN(auto rt, remote->GetTable(spec.name));
       std::map<uint64_t, std::vector<std::string>> written;
       std::vector<double> priorities_sent;
       {
         ASSERT_OK_AND_ASSIGN(auto writer, rt->NewWriter());
         std::vector<std::string> open;  // the open trajectory's steps, in order
         for (int call = 0; call < 60; ++call) {
-          // One step now and then, else 8 to 40 at once (96 to 640 KiB:
+          // One step now and then, else 8 to 40 at once (96 to 800 KiB:
           // over TCP, those over 256 KiB by rendezvous), each with a priority.
           const int64_t n = call % 5 == 0 ? 1 : 8 + static_cast<int64_t>(rng() % 33);
           std::vector<testing_util::StepData> steps;
@@ -1555,9 +1566,9 @@ TEST(RemoteDBTest, LargeAppendsLandStraightInTheHotTierByteForByte) {
           std::vector<double> priorities;
           for (int64_t i = 0; i < n; ++i) {
             steps.push_back(testing_util::RandomStep(spec, rng));
-            for (size_t c = 0; c < columns.size(); ++c) {
-              columns[c].insert(columns[c].end(), steps.back().columns[c].begin(),
-                                steps.back().columns[c].end());
+            for (size_t k = 0; k < columns.size(); ++k) {
+              columns[k].insert(columns[k].end(), steps.back().columns[k].begin(),
+                                steps.back().columns[k].end());
             }
             open.push_back(StepBytes(steps.back()));
             priorities.push_back(0.5 + static_cast<double>(rng() % 1000));
@@ -1567,11 +1578,16 @@ TEST(RemoteDBTest, LargeAppendsLandStraightInTheHotTierByteForByte) {
             ASSERT_OK(writer->Append(steps[0].tensors, priorities[0]));
           } else {
             std::vector<ConstTensor> many;
-            for (size_t c = 0; c < columns.size(); ++c) {
-              many.push_back({spec.columns[c].dtype, spec.columns[c].shape.Prepend(n),
-                              columns[c].data(), columns[c].size()});
+            for (size_t k = 0; k < columns.size(); ++k) {
+              many.push_back({spec.columns[k].dtype, spec.columns[k].shape.Prepend(n),
+                              columns[k].data(), columns[k].size()});
             }
             ASSERT_OK(writer->AppendMany(many, priorities));
+          }
+          // The caller's memory is its own again.
+          for (auto& column : columns) std::fill(column.begin(), column.end(), std::byte{0xEE});
+          for (auto& step : steps) {
+            for (auto& column : step.columns) std::fill(column.begin(), column.end(), std::byte{0xEE});
           }
           if (rng() % 4 == 0 || call == 59) {
             // (trajectory_id waits for the appends in flight.)
@@ -1598,7 +1614,7 @@ TEST(RemoteDBTest, LargeAppendsLandStraightInTheHotTierByteForByte) {
       std::sort(priorities_sent.begin(), priorities_sent.end());
       EXPECT_EQ(priorities, priorities_sent);
       const uint64_t placed = service->placed_appends() - placed_before;
-      if (logged) {
+      if (c.logged) {
         EXPECT_EQ(placed, 0u) << "a logged table's appends are logged as they came";
       } else {
         EXPECT_GT(placed, 10u) << "of 48 appends of 8 to 40 steps";
