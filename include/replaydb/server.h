@@ -32,7 +32,10 @@ struct ServerOptions {
   // only).
   std::string token_file;
   // Threads that run the transport (one UCP worker each), and threads that
-  // run requests (they may wait for the rate limiter).
+  // run requests (they may wait for the rate limiter). Connections go to the
+  // workers in turn, and a worker serves its connections' appends itself:
+  // busy writers on their own connections each want a worker (four actors
+  // streaming large steps: --workers 4), where the cores allow.
   int workers = 2;
   int threads = 4;
   // Liveness: each connection carries a heartbeat this often and ends after
