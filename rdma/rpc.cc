@@ -586,8 +586,15 @@ class RpcServer::Impl {
     bool greeted = false;
     bool read_only = false;
     std::string challenge;
+    std::shared_ptr<void> placed;  // where its payload went (PlaceRequest), if anywhere
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (!placed_.empty()) {
+        if (auto it = placed_.find({from, h->request_id()}); it != placed_.end()) {
+          placed = std::move(it->second);
+          placed_.erase(it);
+        }
+      }
       // Refused: whatever else it sent before its close takes effect is
       // dropped unread.
       if (auto it = peers_.find(from); it != peers_.end()) {
@@ -680,13 +687,8 @@ class RpcServer::Impl {
       return;
     }
     Request request;
-    if (payload.empty()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = placed_.find({from, h->request_id()}); it != placed_.end()) {
-        request.placed = std::move(it->second);
-        placed_.erase(it);
-      }
-    }
+    // (A payload that came whole after all: its places are given up.)
+    if (payload.empty()) request.placed = std::move(placed);
     request.connection = from;
     request.deadline = DeadlineOf(h->timeout_ms());
     request.read_only = read_only;
