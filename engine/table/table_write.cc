@@ -432,12 +432,14 @@ void TableImpl::ReleasePlacedLocked(WriterSlot& slot, PlacedSteps& placed) {
   for (const StepReservation& r : placed.run) {
     if (r.completes_item) limiter_.ReleaseInserts(1);
   }
-  // Leave no empty trajectory behind a failed first step (unless steps
-  // placed after these still hold it).
-  if (!placed.run.empty() && placed.run[0].created && slot.trajectory == placed.trajectory) {
+  // As AbandonStepLocked: an evicted trajectory leaves the writer (its
+  // error was reported once), and no empty trajectory stays behind a failed
+  // first step (unless steps placed after these still hold it).
+  if (slot.trajectory == placed.trajectory) {
     if (t.evicted) {
       slot.trajectory.reset();
-    } else if (!t.removed && t.length == 0 && t.pins == 0) {
+    } else if (!placed.run.empty() && placed.run[0].created && !t.removed && t.length == 0 &&
+               t.pins == 0) {
       RemoveTrajectoryLocked(t, /*evicted=*/false);
       slot.trajectory.reset();
     }
