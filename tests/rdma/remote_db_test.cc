@@ -2016,11 +2016,16 @@ TEST(RemoteDBTest, AClientKilledWhileItsAppendsArePlacedLeavesNothingHalfDone) {
     ASSERT_EQ(child.LineStartingWith("appending"), "appending\n") << "the client process did not append";
     std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 300));
   }  // killed here, appends in flight
+  // The writer leaves the service's map when the server sees the client
+  // gone, and ends its trajectory once the last placement in flight lets it
+  // go (its receive fails): bounded waits for both.
   const auto until = std::chrono::steady_clock::now() + 20s;
-  while (s.service->open_writers() != 0 && std::chrono::steady_clock::now() < until) {
+  while ((s.service->open_writers() != 0 || table->Info().num_open_trajectories != 0) &&
+         std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(20ms);
   }
   ASSERT_EQ(s.service->open_writers(), 0u) << "the killed client's writer was never dropped";
+  ASSERT_EQ(table->Info().num_open_trajectories, 0) << "its trajectory was never ended";
   EXPECT_GT(s.service->placed_appends(), 0u);
   TrajectoryFilter all;
   all.limit = 1 << 20;
