@@ -717,8 +717,7 @@ PayloadPlaces DbService::PlaceAppend(ConnectionId from, const fb::Header& h, siz
 void ServeWith(DbService* service, RpcServerOptions* options, RequestHandler* handler) {
   *handler = [service](Request& r) { return service->Handle(r); };
   options->place_request = [service](ConnectionId from, const fb::Header& h, size_t length) {
-    return h.body_type() == fb::Body::AppendStep ? service->PlaceAppend(from, h, length)
-                                                 : PayloadPlaces{};
+    return service->PlaceAppend(from, h, length);
   };
   options->try_inline = [service](Request& r) { return service->TryInline(r); };
   // A writer's appends and ends run in the order they came: appends are

@@ -94,7 +94,8 @@ class DbService {
   // are copied once, into the hot tier).
   static constexpr uint64_t kInlineAppendBytes = 4 << 20;
   // Where a trajectory writer's append (AppendStep giving its record's
-  // data_offset) is received, for RpcServerOptions::place_request: the
+  // data_offset; any other request: nothing) is received, for
+  // RpcServerOptions::place_request: the
   // record's rows straight into the hot tier (TrajectoryWriterImpl::Place),
   // the rest of the record into a buffer of its own; nothing where they
   // cannot be placed now (the append then comes whole, and is copied in).

@@ -148,9 +148,8 @@ class Transport::Impl {
     ConnectionId from = 0;
     std::string header;
     std::string payload;
-    std::vector<ucp_dt_iov_t> iov;  // where a placed payload goes
+    std::vector<ucp_dt_iov_t> iov;  // where a placed payload goes (empty: not placed)
     std::shared_ptr<void> keep;     // PayloadPlaces::keep, until the payload came
-    bool placed = false;
     bool ready = false;
     bool batch = false;  // the payload holds several messages (kBatchId)
   };
@@ -679,14 +678,14 @@ class Transport::Impl {
     std::string buffer;
     if (length >= Transport::kMinSpareBytes) {
       std::lock_guard<std::mutex> lock(spare_mu_);
-      size_t best = spare_.size();
+      size_t best = spare_.size();  // none yet
       for (size_t i = 0; i < spare_.size(); ++i) {
         if (spare_[i].capacity() < length) continue;
-        if (best == spare_.size() || spare_[i].size() == length ||
-            spare_[i].capacity() < spare_[best].capacity()) {
+        if (spare_[i].size() == length) {
           best = i;
-          if (spare_[i].size() == length) break;
+          break;
         }
+        if (best == spare_.size() || spare_[i].capacity() < spare_[best].capacity()) best = i;
       }
       if (best != spare_.size()) {
         buffer = std::move(spare_[best]);
@@ -1129,15 +1128,6 @@ class Transport::Impl {
       }
       return UCS_OK;
     }
-    // Before this one joins them: whether some message waiting ahead of it
-    // is not placed.
-    bool queued_unplaced = false;
-    for (const std::shared_ptr<Incoming>& before : c.arrivals) {
-      if (!before->placed) {
-        queued_unplaced = true;
-        break;
-      }
-    }
     auto in = std::make_shared<Incoming>();
     in->worker = w;
     in->from = from;
@@ -1158,6 +1148,11 @@ class Transport::Impl {
     void* buffer = nullptr;
     size_t count = length;
     if (w->impl->options_.place_large && !batch) {
+      // Whether some message waiting ahead of this one (the last arrival)
+      // is not placed.
+      const bool queued_unplaced =
+          std::any_of(c.arrivals.begin(), c.arrivals.end() - 1,
+                      [](const std::shared_ptr<Incoming>& before) { return before->iov.empty(); });
       PayloadPlaces places =
           w->impl->options_.place_large(from, std::string_view(in->header), length, queued_unplaced);
       size_t placed = 0;
@@ -1167,7 +1162,6 @@ class Transport::Impl {
         placed += piece.size();
       }
       if (placed != length) in->iov.clear();  // (the receiver's mistake: our own buffer)
-      in->placed = !in->iov.empty();
       in->keep = std::move(places.keep);
     }
     if (!in->iov.empty()) {

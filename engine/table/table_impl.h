@@ -479,6 +479,13 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // null or one per step).
   Status ReserveRunLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot, Deadline deadline,
                           int64_t count, std::vector<StepReservation>* run);
+  // Appends to `run` the reservations of t's steps [first, first + count)
+  // taken without waiting for anything but `deadline`'s new blocks, stopping
+  // (OK) at the first that cannot be: the trajectory's step limit, a full
+  // hot tier, the rate limiter, a block not had (ReserveRunLocked's steps
+  // after its first, and placed steps after those still to be published).
+  void ExtendRunLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, int64_t first,
+                       int64_t count, Deadline deadline, std::vector<StepReservation>* run);
   void AbandonRunLocked(WriterSlot& slot, std::span<const StepReservation> run);
   // Releases placed steps' reservations (PlaceSteps; the trajectory
   // unpinned already) and clears `placed`.

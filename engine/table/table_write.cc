@@ -184,12 +184,18 @@ Status TableImpl::AppendStep(WriterSlot& slot, HostRows rows, int64_t index,
 Status TableImpl::ReserveRunLocked(std::unique_lock<std::mutex>& lock, WriterSlot& slot,
                                    Deadline deadline, int64_t count,
                                    std::vector<StepReservation>* run) {
-  const int64_t bs = layout_.block_steps;
   run->assign(1, StepReservation{});
   REPLAYDB_RETURN_IF_ERROR(ReserveStepLocked(lock, slot, deadline, &(*run)[0]));
   Trajectory& t = *slot.trajectory;
-  for (int64_t i = 1; i < count; ++i) {
-    const int64_t step = t.length + i;
+  ExtendRunLocked(lock, t, t.length + 1, count - 1, deadline, run);
+  return Status::OK();
+}
+
+void TableImpl::ExtendRunLocked(std::unique_lock<std::mutex>& lock, Trajectory& t, int64_t first,
+                                int64_t count, Deadline deadline,
+                                std::vector<StepReservation>* run) {
+  const int64_t bs = layout_.block_steps;
+  for (int64_t step = first; step < first + count; ++step) {
     if (step >= kMaxTrajectorySteps) break;  // the next run's reservation says so
     const int64_t block_index = step / bs;
     const bool new_block = block_index == static_cast<int64_t>(t.blocks.size());
@@ -206,7 +212,6 @@ Status TableImpl::ReserveRunLocked(std::unique_lock<std::mutex>& lock, WriterSlo
     r.step_in_block = step % bs;
     run->push_back(r);
   }
-  return Status::OK();
 }
 
 void TableImpl::AbandonRunLocked(WriterSlot& slot, std::span<const StepReservation> run) {
@@ -330,53 +335,22 @@ void TableImpl::PlaceSteps(WriterSlot& slot, int64_t ahead, int64_t n, PlacedSte
   if (ahead > 0 && t == nullptr) return;
   const int64_t length = t != nullptr ? t->length : 0;
   if (length + ahead + n > kMaxTrajectorySteps) return;
-  const int64_t bs = layout_.block_steps;
   std::vector<StepReservation>& run = placed->run;
-  if (ahead == 0) {
+  {
     ScopedNoWait no_wait;
-    if (!ReserveRunLocked(lock, slot, DeadlineAfter(std::chrono::milliseconds(0)), n, &run).ok()) {
-      run.clear();
-      return;
+    const Deadline now = DeadlineAfter(std::chrono::milliseconds(0));
+    if (ahead == 0) {
+      if (!ReserveRunLocked(lock, slot, now, n, &run).ok()) run.clear();
+    } else {
+      // After the placed steps still to be published.
+      ExtendRunLocked(lock, *t, length + ahead, n, now, &run);
     }
-    if (static_cast<int64_t>(run.size()) < n) {
-      AbandonRunLocked(slot, run);
-      run.clear();
-      return;
-    }
-  } else {
-    // After the placed steps still to be published: as ReserveRunLocked
-    // reserves a run's steps after its first.
-    bool whole = true;
-    for (int64_t i = 0; i < n && whole; ++i) {
-      const int64_t step = length + ahead + i;
-      const int64_t block_index = step / bs;
-      const bool new_block = block_index == static_cast<int64_t>(t->blocks.size());
-      StepReservation r;
-      r.completes_item = step + 1 >= sequence_length_;
-      if ((new_block && pool_.in_use() >= pool_.capacity_blocks()) ||
-          (r.completes_item && !limiter_.TryReserveInserts(1))) {
-        whole = false;
-        break;
-      }
-      if (new_block) {
-        ScopedNoWait no_wait;
-        if (!AddBlockLocked(lock, *t, DeadlineAfter(std::chrono::milliseconds(0))).ok()) {
-          if (r.completes_item) limiter_.ReleaseInserts(1);
-          whole = false;
-          break;
-        }
-      }
-      r.block = t->blocks[static_cast<size_t>(block_index)];
-      r.step_in_block = step % bs;
-      run.push_back(r);
-    }
-    if (!whole) {
-      for (const StepReservation& r : run) {
-        if (r.completes_item) limiter_.ReleaseInserts(1);
-      }
-      run.clear();
-      return;
-    }
+  }
+  if (static_cast<int64_t>(run.size()) < n) {  // all or none
+    // (A chained run's first step created nothing: only its credits go.)
+    if (!run.empty()) AbandonRunLocked(slot, run);
+    run.clear();
+    return;
   }
   placed->trajectory = slot.trajectory;
   placed->first = length + ahead;

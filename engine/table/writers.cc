@@ -192,16 +192,17 @@ Status TrajectoryWriterImpl::CommitPlaced(PlacedSteps& placed, std::span<std::by
   wal::AppendStepsRecord r;
   Status s = DecodeRecordFor(*table_, record, -1, &r);
   const size_t data_bytes = static_cast<size_t>(n) * table_->layout().step_bytes;
+  // (Where the decoded data lies: only a decoded record's points into it.)
+  const ptrdiff_t data_at =
+      s.ok() ? reinterpret_cast<const std::byte*>(r.data.data()) - record.data() : 0;
   if (s.ok() && (static_cast<int64_t>(r.trajectory_ids.size()) != n ||
-                 reinterpret_cast<const std::byte*>(r.data.data()) != record.data() + data_offset ||
-                 r.data.size() != data_bytes)) {
+                 data_at != static_cast<ptrdiff_t>(data_offset) || r.data.size() != data_bytes)) {
     s = Status::InvalidArgument(
         "table '" + table_->name() + "': a remote append's log record holds " +
         std::to_string(r.trajectory_ids.size()) + " rows of data at byte " +
-        std::to_string(reinterpret_cast<const std::byte*>(r.data.data()) - record.data()) +
-        " (" + std::to_string(r.data.size()) + " bytes); its request said " + std::to_string(n) +
-        " rows at byte " + std::to_string(data_offset) + " (" + std::to_string(data_bytes) +
-        " bytes)");
+        std::to_string(data_at) + " (" + std::to_string(r.data.size()) +
+        " bytes); its request said " + std::to_string(n) + " rows at byte " +
+        std::to_string(data_offset) + " (" + std::to_string(data_bytes) + " bytes)");
   }
   if (!s.ok()) {
     AbandonPlaced(placed);

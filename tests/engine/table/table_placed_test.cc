@@ -37,6 +37,21 @@ class TablePlacedTest : public ::testing::Test {
     return spec;
   }
 
+  // A table of `spec` and a writer of it, as the engine's (Place is not on
+  // the public interface).
+  struct Opened {
+    std::shared_ptr<Table> table;
+    std::unique_ptr<TrajectoryWriter> owner;
+    engine::TrajectoryWriterImpl* writer = nullptr;
+  };
+  void Open(const TableSpec& spec, Opened* out) {
+    out->table = testing_util::CreateTable(db_.get(), spec);
+    ASSERT_NE(out->table, nullptr);
+    ASSERT_OK_AND_ASSIGN(out->owner, out->table->NewWriter());
+    out->writer = dynamic_cast<engine::TrajectoryWriterImpl*>(out->owner.get());
+    ASSERT_NE(out->writer, nullptr);
+  }
+
   // One placed append of `n` random rows: placed, its bytes written into
   // the places, its record built as a client builds it (with its data
   // left out), and the rows as they should read back.
@@ -92,11 +107,9 @@ class TablePlacedTest : public ::testing::Test {
 // in order.
 TEST_F(TablePlacedTest, ChainedPlacementsPublishInOrderEveryRowWhereItWasPlaced) {
   const TableSpec spec = Spec("placed");
-  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
-  ASSERT_NE(table, nullptr);
-  ASSERT_OK_AND_ASSIGN(auto w, table->NewWriter());
-  auto* writer = dynamic_cast<engine::TrajectoryWriterImpl*>(w.get());
-  ASSERT_NE(writer, nullptr);
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(Open(spec, &opened));
+  auto& [table, w, writer] = opened;
   std::vector<std::string> expected;
   for (int round = 0; round < 3; ++round) {
     std::vector<Append> appends;
@@ -132,11 +145,9 @@ TEST_F(TablePlacedTest, ChainedPlacementsPublishInOrderEveryRowWhereItWasPlaced)
 // where the trajectory really ends.
 TEST_F(TablePlacedTest, AbandonedOrMismatchedPlacementsStoreNothingAndTheWriterGoesOn) {
   const TableSpec spec = Spec("abandoned");
-  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
-  ASSERT_NE(table, nullptr);
-  ASSERT_OK_AND_ASSIGN(auto w, table->NewWriter());
-  auto* writer = dynamic_cast<engine::TrajectoryWriterImpl*>(w.get());
-  ASSERT_NE(writer, nullptr);
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(Open(spec, &opened));
+  auto& [table, w, writer] = opened;
   Append first = Place(writer, spec, 2 + static_cast<int64_t>(rng_() % 6));
   Append second = Place(writer, spec, 1 + static_cast<int64_t>(rng_() % 6));
   ASSERT_NE(second.placed.trajectory, nullptr);
@@ -168,11 +179,9 @@ TEST_F(TablePlacedTest, AbandonedOrMismatchedPlacementsStoreNothingAndTheWriterG
 TEST_F(TablePlacedTest, NothingIsPlacedForALoggedTableOrWhereTheRateLimiterWouldWait) {
   {
     const TableSpec spec = Spec("logged", TableLogging::kOn);
-    std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
-    ASSERT_NE(table, nullptr);
-    ASSERT_OK_AND_ASSIGN(auto w, table->NewWriter());
-    auto* writer = dynamic_cast<engine::TrajectoryWriterImpl*>(w.get());
-    ASSERT_NE(writer, nullptr);
+    Opened opened;
+    ASSERT_NO_FATAL_FAILURE(Open(spec, &opened));
+    auto& [table, w, writer] = opened;
     engine::PlacedSteps placed;
     std::vector<std::span<std::byte>> pieces;
     writer->Place(3, &placed, &pieces);
@@ -184,11 +193,9 @@ TEST_F(TablePlacedTest, NothingIsPlacedForALoggedTableOrWhereTheRateLimiterWould
   spec.selector = SelectorKind::kFifo;
   spec.max_times_sampled = 1;
   spec.rate_limiter = RateLimiterSpec::Queue(4);
-  std::shared_ptr<Table> table = testing_util::CreateTable(db_.get(), spec);
-  ASSERT_NE(table, nullptr);
-  ASSERT_OK_AND_ASSIGN(auto w, table->NewWriter());
-  auto* writer = dynamic_cast<engine::TrajectoryWriterImpl*>(w.get());
-  ASSERT_NE(writer, nullptr);
+  Opened opened;
+  ASSERT_NO_FATAL_FAILURE(Open(spec, &opened));
+  auto& [table, w, writer] = opened;
   Append three = Place(writer, spec, 3);
   ASSERT_NE(three.placed.trajectory, nullptr);
   // One more item fits the queue of 4, two do not: all or none.
