@@ -46,15 +46,40 @@ std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
 }  // namespace
 
+bool SharedMemoryTransportsLoaded(const char* tls) {
+  if (tls == nullptr || *tls == '\0') return true;  // UCX's default: all
+  std::string_view list(tls);
+  const bool excluding = list.front() == '^';
+  if (excluding) list.remove_prefix(1);
+  bool sysv = false, posix = false, all_memory = false;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view name = list.substr(0, comma);
+    if (name == "sm" || name == "shm" || name == "mm") all_memory = true;
+    if (name == "sysv") sysv = true;
+    if (name == "posix") posix = true;
+    if (!excluding && name == "all") return true;
+    list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
+  }
+  return excluding ? !(all_memory || (sysv && posix)) : (all_memory || sysv || posix);
+}
+
 std::vector<std::pair<std::string, std::string>> UcxSettings() {
-  return {{"TCP_TX_SEG_SIZE", "256k"},
-          {"TCP_RX_SEG_SIZE", "256k"},
-          // No rendezvous lanes over TCP (large messages over TCP go as
-          // active-message fragments instead, as fast here): with them, a
-          // connection over shared memory kept TCP lanes beside its sysv
-          // lane, and every progress of its worker paid an epoll_wait
-          // (small calls 2.4 us where they took 3.4). RDMA lanes stay.
-          {"TCP_PUT_ENABLE", "n"}};
+  std::vector<std::pair<std::string, std::string>> settings = {
+      {"TCP_TX_SEG_SIZE", "256k"},
+      {"TCP_RX_SEG_SIZE", "256k"},
+      // No rendezvous lanes over TCP (large messages over TCP go as
+      // active-message fragments instead, as fast here): with them, a
+      // connection over shared memory kept TCP lanes beside its sysv
+      // lane, and every progress of its worker paid an epoll_wait
+      // (small calls 2.4 us where they took 3.4). RDMA lanes stay.
+      {"TCP_PUT_ENABLE", "n"}};
+  // Processes of one host over shared memory (UCX warns about a setting of
+  // a transport it does not load).
+  if (SharedMemoryTransportsLoaded(std::getenv("UCX_TLS"))) {
+    settings.emplace_back("MM_ERROR_HANDLING", "y");
+  }
+  return settings;
 }
 
 void AppendToBatch(std::string* batch, std::string_view header, std::string_view payload) {
@@ -243,12 +268,15 @@ class Transport::Impl {
     // can carry. Larger segments unless the environment says otherwise
     // (UCX reads a transport's settings from the environment only, when it
     // opens the transport: ucp_config_modify does not reach them).
-    static std::once_flag settings;
-    std::call_once(settings, [] {
+    // At every start, not once: whether shared memory is on depends on
+    // UCX_TLS as it is now.
+    {
+      static std::mutex settings;
+      std::lock_guard<std::mutex> lock(settings);
       for (const auto& [name, value] : UcxSettings()) {
         ::setenv(("UCX_" + name).c_str(), value.c_str(), /*overwrite=*/0);
       }
-    });
+    }
     ucp_config_t* config = nullptr;
     ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
     if (s != UCS_OK) return Status::Internal("transport: ucp_config_read: " + UcsError(s));

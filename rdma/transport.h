@@ -100,19 +100,21 @@ struct TransportOptions {
 };
 
 // UCX settings every Transport uses (NAME, VALUE): TCP segments of 256 KiB,
-// not 8 KiB, and no rendezvous over TCP's PUT (which kept TCP lanes, and
-// their polling, on connections over shared memory). The first Transport of a process sets UCX_NAME
-// in the environment to VALUE where it is not set already (UCX reads them from there). A ceiling
-// measured with ucx_perftest runs with the same.
-//
-// Shared memory between processes of one host is opt-in:
-// UCX_MM_ERROR_HANDLING=y in the environment. UCX 1.13's sysv and posix
-// transports offer the peer failure handling our endpoints require
-// (UCP_ERR_HANDLING_MODE_PEER) only with it, so without it two local
-// processes talk over TCP on loopback. Not the default yet: with it, four
-// writers into one server stalled until the server's heartbeats gave up on
-// them (docs/status.md, issue 33).
+// not 8 KiB, no rendezvous over TCP's PUT (which kept TCP lanes, and their
+// polling, on connections over shared memory), and shared memory between
+// processes of one host: MM_ERROR_HANDLING=y, where UCX_TLS loads sysv or
+// posix (SharedMemoryTransportsLoaded). UCX 1.13's sysv and posix transports
+// offer the peer failure handling our endpoints require
+// (UCP_ERR_HANDLING_MODE_PEER) only with it; without it two local processes
+// talk over TCP on loopback (a small call 6x slower). Each Transport, as it
+// starts, sets UCX_NAME in the environment to VALUE where it is not set
+// already (UCX reads them from there): UCX_MM_ERROR_HANDLING=n keeps local
+// processes on TCP. A ceiling measured with ucx_perftest runs with the same.
 std::vector<std::pair<std::string, std::string>> UcxSettings();
+// Whether UCX_TLS `tls` (nullptr or empty: UCX's default, every transport)
+// loads a shared-memory transport between processes (sysv or posix: "sm",
+// "shm", "mm", "sysv", "posix", "all"; a list that starts with ^ excludes).
+bool SharedMemoryTransportsLoaded(const char* tls);
 
 // Batches (WIRE.md, "Batches"): several messages to one peer in one active
 // message, each a 4-byte header length and a 4-byte payload length

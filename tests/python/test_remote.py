@@ -95,19 +95,22 @@ def _serving(db_path, settings):
 @pytest.fixture(params=["tcp", "shm"])
 def served(request, db_path):
     """A served database, reached with UCX_TLS=tcp, and with UCX_TLS=sm,tcp
-    (shared memory allowed). Note: UCX 1.13 still picks am(tcp/lo) lanes for
-    these connections under sm,tcp (UCX_LOG_LEVEL=info shows ep_cfg), so the
-    second run checks the configuration, not a shared-memory data path
-    (test_samples_read_in_place_over_shared_memory runs that)."""
+    (shared memory: the transport sets UCX_MM_ERROR_HANDLING=y, which UCX
+    1.13's sysv and posix transports need for our endpoints)."""
     tls = "tcp" if request.param == "tcp" else "sm,tcp"
     with _serving(db_path, {"UCX_TLS": tls}) as s:
         yield s
 
 
 def test_a_connected_database_writes_samples_and_updates_as_a_local_one(served, rng, tmp_path):
-    server, _ = served
+    server, env = served
     db = replaydb.connect(server.address, client_name="pytest learner")
     assert db.path == server.address
+    # The server names the connection's transports: shared memory where
+    # UCX_TLS allows it (the default between processes of one host).
+    lanes = server.wait_for(r"is 'pytest learner' \(over ([^)]*)\)", 10)
+    assert lanes is not None, server.output
+    assert ("memory" in lanes) == (env["UCX_TLS"] != "tcp"), lanes
     assert db.tables() == ["experience"]
     table = db["experience"]
     rows = rng.standard_normal((12, 4)).astype(np.float32)
@@ -149,13 +152,14 @@ def test_a_connected_database_writes_samples_and_updates_as_a_local_one(served, 
     db.close()
 
 
-def test_samples_read_in_place_over_shared_memory(db_path, rng):
-    """With shared memory between the processes (UCX_MM_ERROR_HANDLING=y),
-    the learner reads its samples' windows straight from the server's memory
+def test_samples_read_in_place_over_shared_memory(db_path, rng, monkeypatch):
+    """With shared memory between the processes (the default; UCX 1.13
+    needs UCX_MM_ERROR_HANDLING=y for it, which the transport sets), the
+    learner reads its samples' windows straight from the server's memory
     (the server logs the grant): what the server's own gathered lookup of the
     same items gives, row for row what was written."""
-    settings = {"UCX_TLS": "sm,tcp", "UCX_MM_ERROR_HANDLING": "y"}
-    with _serving(db_path, settings) as (server, _):
+    monkeypatch.delenv("UCX_MM_ERROR_HANDLING", raising=False)
+    with _serving(db_path, {"UCX_TLS": "sm,tcp"}) as (server, _):
         db = replaydb.connect(server.address, client_name="pytest learner")
         # Rows of 16 KiB: batches large enough to be read in place (smaller
         # ones come by message, ConnectOptions::read_in_place_min_bytes).

@@ -30,13 +30,18 @@ inline Status ReadAndWait(Transport& client, ConnectionId to, uint64_t key, uint
   return client.ReadAll(to, {{key, address, into}}, std::chrono::seconds(30));
 }
 
-// Sets an environment variable for the scope (this process's transports
-// and the server process, which inherits it, read it when they start).
+// Sets an environment variable for the scope, or unsets it (value
+// nullptr): this process's transports and the server process, which
+// inherits it, read it when they start.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
   }
   ~ScopedEnv() {
     if (old_) {
@@ -53,13 +58,15 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// Shared memory between transports made in the scope
-// (UCX_MM_ERROR_HANDLING=y): their reads are one-sided (over TCP UCX would
+// Shared memory between transports made in the scope, whatever the
+// environment says (UCX_TLS=sm,tcp, UCX_MM_ERROR_HANDLING=y: the transport's
+// default, rdma/transport.h): their reads are one-sided (over TCP UCX would
 // emulate them, and UCX 1.13 aborts a process whose answer to such a read
 // cannot go out).
-class SharedMemoryOn : public ScopedEnv {
- public:
-  SharedMemoryOn() : ScopedEnv("UCX_MM_ERROR_HANDLING", "y") {}
+class SharedMemoryOn {
+ private:
+  ScopedEnv tls_{"UCX_TLS", "sm,tcp"};
+  ScopedEnv errors_{"UCX_MM_ERROR_HANDLING", "y"};
 };
 
 }  // namespace replaydb::rdma::testing_read

@@ -535,12 +535,8 @@ constexpr auto kHeartbeat = 1000ms;
 // shared-memory tests skip), or nothing.
 std::optional<std::string> SharedMemoryLeftOut() {
   const char* tls = std::getenv("UCX_TLS");
-  if (tls == nullptr) return std::nullopt;
-  const std::string t = tls;
-  for (const char* name : {"sm", "sysv", "posix", "all"}) {
-    if (t.find(name) != std::string::npos) return std::nullopt;
-  }
-  return t;
+  if (SharedMemoryTransportsLoaded(tls)) return std::nullopt;
+  return std::string(tls);
 }
 
 using testing_read::ScopedEnv;
@@ -678,17 +674,42 @@ TEST(TransportTest, AKilledServerProcessEndsItsConnections) {
   EXPECT_EQ(why->code(), Status::Code::kUnavailable) << why->ToString();
 }
 
-// With UCX_MM_ERROR_HANDLING=y (transport.h), two processes of one host
-// talk through shared memory, which Lanes names (and no TCP lane beside it);
-// the server process killed, UCX alone (heartbeats off) ends the connection. Without it they talk
-// over TCP. Lanes of a connection the transport does not have: NotFound.
+// Which UCX_TLS values load a shared-memory transport between processes
+// (and so get UCX_MM_ERROR_HANDLING=y from UcxSettings): UCX's names and
+// aliases, lists that exclude with ^.
+TEST(TransportTest, SharedMemoryIsOnWhereUcxTlsLoadsIt) {
+  for (const char* on : {"", "sm", "sm,tcp", "shm", "mm", "sysv", "posix,tcp", "tcp,all",
+                         "^tcp", "^sysv", "^posix,cma", "^ib"}) {
+    EXPECT_TRUE(SharedMemoryTransportsLoaded(on)) << on;
+  }
+  EXPECT_TRUE(SharedMemoryTransportsLoaded(nullptr));
+  for (const char* off : {"tcp", "rc,ud,tcp", "self,tcp", "cma", "^sm", "^shm,tcp", "^mm",
+                          "^sysv,posix"}) {
+    EXPECT_FALSE(SharedMemoryTransportsLoaded(off)) << off;
+  }
+  const auto has_errors = [](const char* tls) {
+    ScopedEnv env("UCX_TLS", tls);
+    for (const auto& [name, value] : UcxSettings()) {
+      if (name == "MM_ERROR_HANDLING") return value == "y";
+    }
+    return false;
+  };
+  EXPECT_TRUE(has_errors("sm,tcp"));
+  EXPECT_FALSE(has_errors("tcp"));
+}
+
+// By default (the transports set UCX_MM_ERROR_HANDLING=y: transport.h), two
+// processes of one host talk through shared memory, which Lanes names (and
+// no TCP lane beside it); the server process killed, UCX alone (heartbeats
+// off) ends the connection. Lanes of a connection the transport does not
+// have: NotFound.
 TEST(TransportTest, ProcessesOfOneHostTalkThroughSharedMemory) {
   if (const auto tls = SharedMemoryLeftOut()) {
     GTEST_SKIP() << "UCX_TLS=" << *tls << " leaves out shared memory";
   }
-  // This process's transports and the server process (its environment
-  // inherited) read it when they start.
-  ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
+  // Nothing set by hand: this process's transports and the server process
+  // (its environment inherited) set it when they start.
+  ScopedEnv by_default("UCX_MM_ERROR_HANDLING", nullptr);
   ServerProcess server;
   ASSERT_NE(server.port(), 0) << "the server process did not start";
   Inbox inbox;
