@@ -12,6 +12,7 @@
 #include "engine/gpu/device_sampler.h"
 #include "engine/rate_limiter/rate_limiter.h"
 #include "engine/table/device_output.h"
+#include "engine/table/table_impl.h"
 #include "kernels/runtime/device_memory.h"
 #include "rdma/db_service.h"
 #include "rdma/token.h"
@@ -172,6 +173,25 @@ class RecordBuilders : public std::enable_shared_from_this<RecordBuilders> {
 // and step numbers (the server fills them in).
 // (copy_data false: the record's data is left unwritten, for a caller that
 // sends the rows from their own memory in its place.)
+// Writes `n` rows of `step` (checked: one tensor per column, each [n, ...]
+// or one step) into `data` as a record lays them out: row by row, each
+// row's columns in turn.
+void CopyRows(const TableSpec& spec, std::span<const ConstTensor> step, size_t n,
+              std::byte* data) {
+  if (step.size() == 1) {
+    const size_t bytes = n * spec.columns[0].step_bytes();
+    if (bytes > 0) std::memcpy(data, step[0].data, bytes);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t c = 0; c < step.size(); ++c) {
+      const size_t cb = spec.columns[c].step_bytes();
+      if (cb > 0) std::memcpy(data, static_cast<const std::byte*>(step[c].data) + i * cb, cb);
+      data += cb;
+    }
+  }
+}
+
 std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
                                        std::span<const ConstTensor> step, int64_t rows,
                                        std::span<const double> priorities,
@@ -185,18 +205,7 @@ std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
   std::byte* data =
       b->AppendSteps(table_id, static_cast<uint32_t>(step_bytes), ids, steps, priorities);
   if (data_offset != nullptr) *data_offset = static_cast<size_t>(data - b->payload().data());
-  if (!copy_data) return b->payload();
-  if (step.size() == 1) {
-    if (step_bytes > 0) std::memcpy(data, step[0].data, n * step_bytes);
-  } else {
-    for (size_t i = 0; i < n; ++i) {
-      for (size_t c = 0; c < step.size(); ++c) {
-        const size_t cb = spec.columns[c].step_bytes();
-        if (cb > 0) std::memcpy(data, static_cast<const std::byte*>(step[c].data) + i * cb, cb);
-        data += cb;
-      }
-    }
-  }
+  if (copy_data) CopyRows(spec, step, n, data);
   return b->payload();
 }
 
@@ -384,7 +393,11 @@ void CloseWriterOn(RpcClient& client, uint64_t id) {
 // steps go unacknowledged, and a call that would exceed that first waits,
 // up to WriterOptions::timeout, for the oldest (DeadlineExceeded then, its
 // own step not sent: a retry sends it once). End, trajectory_id() and the
-// destructor wait for all of them. With WriterOptions::sync each Append
+// destructor wait for all of them. Steps (up to kWaitingBytes) appended
+// while the writer's previous append is still being sent wait, and go out
+// together as one append once that send is done (Waiting), even if the
+// caller makes no further call. A step's priority is checked before it is
+// sent, as a local writer checks it. With WriterOptions::sync each Append
 // waits for its own acknowledgment. The server runs a writer's requests in
 // order; when one fails (not the rate limiter: an append sent ahead waits
 // for it without bound), the server refuses the rest of its epoch, and the
@@ -419,6 +432,11 @@ class RemoteWriter final : public TrajectoryWriter {
 
   Status Append(std::span<const ConstTensor> step, std::optional<double> priority) override {
     REPLAYDB_RETURN_IF_ERROR(CheckRows(remote_->spec, step, -1, "step"));
+    // Checked here, as a local writer does (a bad one sent would take down
+    // the steps sent with it: Waiting).
+    if (priority) {
+      REPLAYDB_RETURN_IF_ERROR(engine::ValidatePriorityOf(remote_->spec.name, *priority, "step"));
+    }
     const double p = priority.value_or(0);
     return Send(step, -1, priority ? std::span<const double>(&p, 1) : std::span<const double>());
   }
@@ -433,6 +451,10 @@ class RemoteWriter final : public TrajectoryWriter {
       return Status::InvalidArgument("table '" + remote_->spec.name +
                                      "': " + std::to_string(priorities.size()) +
                                      " priorities for " + std::to_string(n) + " steps");
+    }
+    for (size_t i = 0; i < priorities.size(); ++i) {
+      REPLAYDB_RETURN_IF_ERROR(engine::ValidatePriorityOf(remote_->spec.name, priorities[i],
+                                                          "AppendMany step " + std::to_string(i)));
     }
     if (n == 0) return Status::OK();
     return Send(steps, n, priorities);
@@ -473,33 +495,115 @@ class RemoteWriter final : public TrajectoryWriter {
     uint32_t epoch = 0;
   };
 
+  // Steps appended while the writer's previous append is still being sent
+  // (Nagle's rule; Kafka's producer batches so): they wait here, copied as
+  // a record lays rows out, and go out together as one append once that
+  // send is done, from whichever thread sees it done (the transport's, or
+  // the caller's next call). Shared with the sends' callbacks, which may
+  // outlive the writer: it holds copies of what a send needs.
+  struct Waiting {
+    std::mutex mu;
+    std::string rows;                // `steps` rows
+    std::vector<double> priorities;  // one a row, or none
+    int64_t steps = 0;
+    bool busy = false;                  // a thread is sending what it took
+    std::shared_ptr<PendingCall> last;  // the latest append sent from here
+    std::vector<Ahead> sent;            // sent from here, for ahead_
+    uint32_t epoch = 1;                 // the writer's epoch_
+    TableSpec spec;
+    uint32_t table_id = 0;
+    uint64_t id = 0;
+    std::weak_ptr<RpcClient> client;
+    std::shared_ptr<RecordBuilders> builders;
+  };
+  std::shared_ptr<Waiting> NewWaiting() const {
+    auto w = std::make_shared<Waiting>();
+    w->spec = remote_->spec;
+    w->table_id = table_id_;
+    w->id = id_;
+    w->client = client_;
+    w->builders = builders_;
+    return w;
+  }
+
+  // The most bytes that wait (more: the caller first waits for them to go).
+  static constexpr size_t kWaitingBytes = size_t{1} << 20;
+
+  // Sends what waits where nothing of the writer is being sent, until
+  // nothing waits or a send is under way. Any thread.
+  static void Pump(const std::shared_ptr<Waiting>& w) {
+    std::unique_lock<std::mutex> lock(w->mu);
+    while (!w->busy && w->steps > 0 && (w->last == nullptr || RpcClient::Sent(*w->last))) {
+      const std::shared_ptr<RpcClient> client = w->client.lock();
+      if (client == nullptr) return;
+      struct Held {
+        std::string rows;
+        std::shared_ptr<wal::RecordBuilder> builder;
+      };
+      auto held = std::make_shared<Held>();
+      held->rows.swap(w->rows);
+      std::vector<double> priorities;
+      priorities.swap(w->priorities);
+      const int64_t steps = w->steps;
+      w->steps = 0;
+      const uint32_t epoch = w->epoch;
+      w->busy = true;
+      lock.unlock();
+      held->builder = w->builders->Get();
+      size_t data_offset = 0;
+      const std::span<const std::byte> record =
+          BuildRecord(w->spec, w->table_id, {}, steps, priorities, held->builder.get(),
+                      &data_offset, /*copy_data=*/false);
+      const auto* rows = reinterpret_cast<const std::byte*>(held->rows.data());
+      std::vector<std::span<const std::byte>> parts = {
+          record.first(data_offset), {rows, held->rows.size()},
+          record.subspan(data_offset + held->rows.size())};
+      const uint64_t id = w->id;
+      std::weak_ptr<Waiting> weak = w;
+      std::shared_ptr<PendingCall> call = client->Start(
+          Encoder(fb::Body::AppendStep,
+                  [&](flatbuffers::FlatBufferBuilder& b) {
+                    return fb::CreateAppendStep(b, id, false, 0, steps, 0, epoch,
+                                                /*ahead=*/true, data_offset);
+                  }),
+          std::move(parts), held, milliseconds(-1), 0, [weak] {
+            if (const std::shared_ptr<Waiting> again = weak.lock()) Pump(again);
+          });
+      lock.lock();
+      w->busy = false;
+      w->last = call;
+      w->sent.push_back({std::move(call), steps, record.size(), epoch});
+    }
+  }
+
   // Sends `rows` rows of `tensors` (checked; rows < 0: one step) as their
-  // log record.
+  // log record: rows that fit wait for the send before them (Waiting),
+  // the rest go at once, after what waits.
   Status Send(std::span<const ConstTensor> tensors, int64_t rows,
               std::span<const double> priorities) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     // Failures that came meanwhile first; then room for this call.
     REPLAYDB_RETURN_IF_ERROR(CollectArrived());
-    std::shared_ptr<wal::RecordBuilder> builder = builders_->Get();
     const int64_t steps = rows < 0 ? 1 : rows;
+    const size_t bytes = static_cast<size_t>(steps) * remote_->spec.step_bytes();
     // A large single-column append goes from the caller's memory (no copy
     // into the record), and returns once it is sent.
     const bool from_caller =
         tensors.size() == 1 && tensors[0].size_bytes >= kSendFromCallerBytes;
+    if (!options_.sync && !from_caller && bytes <= kWaitingBytes) {
+      return Wait(tensors, steps, priorities, bytes);
+    }
+    REPLAYDB_RETURN_IF_ERROR(SendWaiting());
+    std::shared_ptr<wal::RecordBuilder> builder = builders_->Get();
     size_t data_offset = 0;
     const std::span<const std::byte> record =
         BuildRecord(remote_->spec, table_id_, tensors, rows, priorities, builder.get(),
                     &data_offset, /*copy_data=*/!from_caller);
     const auto until = engine::DeadlineAfter(options_.timeout);
-    while (!ahead_.empty() && (ahead_.size() >= kAheadCalls ||
-                               ahead_bytes_ + record.size() > kAheadBytes)) {
-      if (!WaitOldest(until)) return Unacknowledged(options_.timeout, "; this one was not sent");
-      REPLAYDB_RETURN_IF_ERROR(CollectOldest());
-    }
+    REPLAYDB_RETURN_IF_ERROR(MakeRoom(record.size(), until));
     const uint64_t id = id_;
     const bool wait = options_.sync;
     const uint32_t epoch = epoch_;
-    const size_t bytes = record.size();
     std::vector<std::span<const std::byte>> parts = {record};
     if (from_caller) {
       const size_t data = tensors[0].size_bytes;
@@ -515,6 +619,10 @@ class RemoteWriter final : public TrajectoryWriter {
                 }),
         std::move(parts), std::move(builder),
         wait ? ReplyWait(options_.timeout, remote_->options.call_timeout) : milliseconds(-1));
+    {
+      std::lock_guard<std::mutex> lock(waiting_->mu);
+      waiting_->last = call;  // what waits next goes after it
+    }
     // The caller's rows are theirs again once sent.
     if (from_caller) client_->WaitSent(*call);
     if (wait) {
@@ -528,15 +636,89 @@ class RemoteWriter final : public TrajectoryWriter {
       }
       return Status::OK();
     }
-    ahead_.push_back({std::move(call), steps, bytes, epoch});
-    ahead_bytes_ += bytes;
+    ahead_.push_back({std::move(call), steps, record.size(), epoch});
+    ahead_bytes_ += record.size();
     num_steps_ += steps;
     // Replies already here (one refused at once: the connection has ended).
     return CollectArrived();
   }
 
+  // Rows that fit Waiting: copied there, sent now when nothing of the
+  // writer is being sent.
+  Status Wait(std::span<const ConstTensor> tensors, int64_t steps,
+              std::span<const double> priorities, size_t bytes) {
+    bool fits = false;
+    {
+      std::lock_guard<std::mutex> lock(waiting_->mu);
+      // (Rows with priorities and rows without are records of their own.)
+      fits = waiting_->steps == 0 ||
+             (waiting_->rows.size() + bytes <= kWaitingBytes &&
+              waiting_->priorities.empty() == priorities.empty());
+    }
+    if (!fits) REPLAYDB_RETURN_IF_ERROR(SendWaiting());
+    const auto until = engine::DeadlineAfter(options_.timeout);
+    REPLAYDB_RETURN_IF_ERROR(MakeRoom(bytes, until));
+    {
+      std::lock_guard<std::mutex> lock(waiting_->mu);
+      const size_t at = waiting_->rows.size();
+      waiting_->rows.resize(at + bytes);
+      CopyRows(remote_->spec, tensors, static_cast<size_t>(steps),
+               reinterpret_cast<std::byte*>(waiting_->rows.data() + at));
+      waiting_->priorities.insert(waiting_->priorities.end(), priorities.begin(),
+                                  priorities.end());
+      waiting_->steps += steps;
+    }
+    num_steps_ += steps;
+    Pump(waiting_);
+    return CollectArrived();
+  }
+
+  // Until what waits has been handed to the transport (sent, or on its
+  // way: later sends go after it).
+  Status SendWaiting() {
+    for (;;) {
+      Pump(waiting_);
+      std::shared_ptr<PendingCall> last;
+      {
+        std::lock_guard<std::mutex> lock(waiting_->mu);
+        if (waiting_->steps == 0 && !waiting_->busy) break;
+        if (!waiting_->busy) last = waiting_->last;
+      }
+      if (last != nullptr) {
+        client_->WaitSent(*last);
+      } else {
+        std::this_thread::yield();  // another thread is sending what it took
+      }
+    }
+    TakeSent();
+    return Status::OK();
+  }
+
+  // The appends sent from Waiting, into ahead_.
+  void TakeSent() {
+    std::lock_guard<std::mutex> lock(waiting_->mu);
+    for (Ahead& a : waiting_->sent) {
+      ahead_bytes_ += a.bytes;
+      ahead_.push_back(std::move(a));
+    }
+    waiting_->sent.clear();
+  }
+
+  // Waits (until `until`) for the oldest acknowledgments while the appends
+  // in flight and `bytes` more would pass kAheadCalls or kAheadBytes.
+  Status MakeRoom(size_t bytes, std::chrono::steady_clock::time_point until) {
+    TakeSent();
+    while (!ahead_.empty() &&
+           (ahead_.size() >= kAheadCalls || ahead_bytes_ + bytes > kAheadBytes)) {
+      if (!WaitOldest(until)) return Unacknowledged(options_.timeout, "; this one was not sent");
+      REPLAYDB_RETURN_IF_ERROR(CollectOldest());
+    }
+    return Status::OK();
+  }
+
   // The acknowledgments that have come, oldest first, up to a failure.
   Status CollectArrived() {
+    TakeSent();
     while (!ahead_.empty() && RpcClient::Ready(*ahead_.front().call)) {
       REPLAYDB_RETURN_IF_ERROR(CollectOldest());
     }
@@ -586,6 +768,21 @@ class RemoteWriter final : public TrajectoryWriter {
     }
     ++epoch_;
     int64_t dropped = 0;
+    {
+      // What waits, and what is being sent from there, went after it too.
+      std::unique_lock<std::mutex> lock(waiting_->mu);
+      while (waiting_->busy) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+      }
+      dropped += waiting_->steps;
+      waiting_->rows.clear();
+      waiting_->priorities.clear();
+      waiting_->steps = 0;
+      waiting_->epoch = epoch_;
+    }
+    TakeSent();
     for (const Ahead& later : ahead_) dropped += later.steps;
     while (!ahead_.empty()) {
       (void)client_->Await(*ahead_.front().call);
@@ -612,7 +809,7 @@ class RemoteWriter final : public TrajectoryWriter {
   // Every append in flight acknowledged (or `wait` passed: DeadlineExceeded).
   Status Settle(milliseconds wait) {
     const auto until = engine::DeadlineAfter(wait);
-    Status first;
+    Status first = SendWaiting();
     while (!ahead_.empty()) {
       if (!WaitOldest(until)) return Unacknowledged(wait, "");
       const Status s = CollectOldest();
@@ -629,6 +826,7 @@ class RemoteWriter final : public TrajectoryWriter {
   uint64_t trajectory_id_ = 0;
   int64_t num_steps_ = 0;
   std::shared_ptr<RecordBuilders> builders_ = std::make_shared<RecordBuilders>();
+  std::shared_ptr<Waiting> waiting_ = NewWaiting();
   std::deque<Ahead> ahead_;  // sent, not yet acknowledged, oldest first
   size_t ahead_bytes_ = 0;
   uint32_t epoch_ = 1;

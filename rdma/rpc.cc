@@ -143,12 +143,14 @@ class RpcClient::Impl {
   std::shared_ptr<PendingCall> Start(
       const std::function<std::string(const HeaderFields&)>& encode,
       std::vector<std::span<const std::byte>> parts, std::shared_ptr<const void> keep,
-      std::chrono::milliseconds timeout, uint32_t table_id) {
-    return Begin(encode, timeout, table_id, {},
-                 [&](std::string header, std::function<void(const Status&)> done) {
-                   net_->SendParts(connection_, std::move(header), std::move(parts),
-                                   std::move(keep), std::move(done));
-                 });
+      std::chrono::milliseconds timeout, uint32_t table_id, std::function<void()> on_sent) {
+    return Begin(
+        encode, timeout, table_id, {},
+        [&](std::string header, std::function<void(const Status&)> done) {
+          net_->SendParts(connection_, std::move(header), std::move(parts), std::move(keep),
+                          std::move(done));
+        },
+        std::move(on_sent));
   }
 
   void WaitSent(PendingCall& pending) {
@@ -169,7 +171,8 @@ class RpcClient::Impl {
   std::shared_ptr<PendingCall> Begin(
       const std::function<std::string(const HeaderFields&)>& encode,
       std::chrono::milliseconds timeout, uint32_t table_id, Placement place,
-      const std::function<void(std::string, std::function<void(const Status&)>)>& send) {
+      const std::function<void(std::string, std::function<void(const Status&)>)>& send,
+      std::function<void()> on_sent = {}) {
     auto pending = std::make_shared<PendingCall>();
     pending->place = std::move(place);
     HeaderFields fields;
@@ -190,9 +193,10 @@ class RpcClient::Impl {
     }
     pending->id = fields.request_id;
     const uint64_t id = fields.request_id;
-    send(encode(fields), [this, id, pending](const Status& s) {
+    send(encode(fields), [this, id, pending, on_sent = std::move(on_sent)](const Status& s) {
       if (!s.ok()) Complete(id, s);
       pending->sent.store(true, std::memory_order_release);
+      if (on_sent) on_sent();
     });
     return pending;
   }
@@ -390,9 +394,12 @@ std::shared_ptr<PendingCall> RpcClient::Start(
 std::shared_ptr<PendingCall> RpcClient::Start(
     const std::function<std::string(const HeaderFields&)>& encode,
     std::vector<std::span<const std::byte>> parts, std::shared_ptr<const void> keep,
-    std::chrono::milliseconds timeout, uint32_t table_id) {
-  return impl_->Start(encode, std::move(parts), std::move(keep), timeout, table_id);
+    std::chrono::milliseconds timeout, uint32_t table_id, std::function<void()> on_sent) {
+  return impl_->Start(encode, std::move(parts), std::move(keep), timeout, table_id,
+                      std::move(on_sent));
 }
+
+bool RpcClient::Sent(const PendingCall& call) { return call.sent.load(std::memory_order_acquire); }
 
 void RpcClient::WaitSent(PendingCall& call) { impl_->WaitSent(call); }
 

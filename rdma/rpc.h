@@ -97,11 +97,17 @@ class RpcClient {
       std::chrono::milliseconds timeout, uint32_t table_id = 0, Placement place = {});
   // Start with a payload sent without a copy, in pieces sent in order
   // (the server gets them as one payload): `keep` holds their bytes alive
-  // until the send is done (WaitSent).
+  // until the send is done (WaitSent). `on_sent` (may be empty) runs once
+  // the send is done or failed, after WaitSent would return, on whichever
+  // thread progresses the connection (not for a call refused at once);
+  // it may start calls.
   std::shared_ptr<PendingCall> Start(
       const std::function<std::string(const HeaderFields&)>& encode,
       std::vector<std::span<const std::byte>> parts, std::shared_ptr<const void> keep,
-      std::chrono::milliseconds timeout, uint32_t table_id = 0);
+      std::chrono::milliseconds timeout, uint32_t table_id = 0,
+      std::function<void()> on_sent = {});
+  // Whether `call`'s send is done (or failed, or never made).
+  static bool Sent(const PendingCall& call);
   // Waits until `call`'s request has been sent, or failed (its bytes are
   // then no longer read: memory that `keep` did not own may be reused), with
   // no time limit: a send ends when the peer has its bytes or the connection

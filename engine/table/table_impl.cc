@@ -260,11 +260,15 @@ Status TableImpl::ValidateTensors(std::span<const ConstTensor> tensors, int64_t 
   return Status::OK();
 }
 
-Status TableImpl::ValidatePriority(double priority, std::string_view what) const {
+Status ValidatePriorityOf(std::string_view table, double priority, std::string_view what) {
   if (std::isfinite(priority) && priority >= 0) return Status::OK();
-  return Status::InvalidArgument("table " + Quoted(name_) + ": " + std::string(what) + " priority " +
+  return Status::InvalidArgument("table " + Quoted(table) + ": " + std::string(what) + " priority " +
                                  std::to_string(priority) + " is invalid; priorities must be " +
                                  "finite and >= 0");
+}
+
+Status TableImpl::ValidatePriority(double priority, std::string_view what) const {
+  return ValidatePriorityOf(name_, priority, what);
 }
 
 

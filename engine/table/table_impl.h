@@ -79,6 +79,11 @@
 
 namespace replaydb::engine {
 
+// InvalidArgument naming table `table` and `what` unless `priority` is
+// finite and >= 0 (a remote writer checks its steps' priorities with it
+// before they are sent, as a local writer does).
+Status ValidatePriorityOf(std::string_view table, double priority, std::string_view what);
+
 using index::ItemState;
 using index::kDeletedItem;
 using index::SlotMeta;

@@ -1233,31 +1233,41 @@ TEST(RemoteDBTest, QuickCallsAreAnsweredWhileTheExecutorIsHeld) {
       << writer_status.ToString();
 }
 
-// An append sent ahead that the server refuses: a later call of the writer
-// returns the server's error; the appends sent after it are dropped, and
-// num_steps() says what the trajectory holds; the writer goes on.
-TEST(RemoteDBTest, AFailedAppendSentAheadIsReportedAndTheWriterGoesOn) {
+// A step with a bad priority is refused at its own Append, naming it, as a
+// local writer refuses it: nothing of it is sent (it would take down the
+// steps sent with it), the steps before it stay, and the writer goes on.
+TEST(RemoteDBTest, ABadPriorityIsRefusedAtItsAppendAsALocalWriterRefusesIt) {
   Served s;
   ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
   ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address(), s.options()));
   ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("t"));
+  ASSERT_OK_AND_ASSIGN(auto local_table, s.local->GetTable("t"));
   ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+  ASSERT_OK_AND_ASSIGN(auto local, local_table->NewWriter());
   std::mt19937_64 rng(testing_util::TestSeed());
   const int64_t good = 2 + static_cast<int64_t>(rng() % 5);
   for (int64_t i = 0; i < good; ++i) {
     ASSERT_OK(writer->Append(testing_util::RandomStep(table->spec(), rng).tensors, 1.0));
   }
-  // A negative priority: refused by the server, not before sending.
-  Status first;
-  for (int i = 0; i < 4 && first.ok(); ++i) {
-    first = writer->Append(testing_util::RandomStep(table->spec(), rng).tensors,
-                           i == 0 ? -1.0 : 1.0);
+  const double bad = (rng() % 2 == 0) ? -1.0 : std::nan("");
+  const auto step = testing_util::RandomStep(table->spec(), rng);
+  const Status refused = writer->Append(step.tensors, bad);
+  EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument) << refused.ToString();
+  EXPECT_EQ(refused.message(), local->Append(step.tensors, bad).message());
+  EXPECT_THAT(refused.message(), HasSubstr("priorities must be finite and >= 0"));
+  // Several at once: the one named, none appended.
+  std::vector<ConstTensor> many;
+  std::vector<std::vector<uint8_t>> columns;
+  columns.reserve(table->spec().columns.size());
+  for (const ColumnSpec& c : table->spec().columns) {
+    columns.emplace_back(3 * c.step_bytes(), uint8_t{1});
+    many.push_back({c.dtype, c.shape.Prepend(3), columns.back().data(), columns.back().size()});
   }
-  if (first.ok()) first = writer->End(EndReason::kTerminal);
-  EXPECT_EQ(first.code(), Status::Code::kInvalidArgument) << first.ToString();
-  EXPECT_THAT(first.message(), HasSubstr("priority"));
+  const double priorities[] = {1.0, 2.0, bad};
+  const Status refused_many = writer->AppendMany(many, priorities);
+  EXPECT_EQ(refused_many.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(refused_many.message(), HasSubstr("AppendMany step 2 priority"));
   EXPECT_EQ(writer->num_steps(), good);
-  // It goes on: two more steps, ended; the trajectory holds good + 2.
   for (int i = 0; i < 2; ++i) {
     ASSERT_OK(writer->Append(testing_util::RandomStep(table->spec(), rng).tensors, 2.0));
   }
@@ -1270,6 +1280,115 @@ TEST(RemoteDBTest, AFailedAppendSentAheadIsReportedAndTheWriterGoesOn) {
   want.push_back(2.0);
   want.push_back(2.0);
   EXPECT_EQ(steps.step_priorities, want);
+}
+
+// Steps appended without pause go out together while the writer's
+// previous append is being sent (RemoteWriter's Waiting); those left
+// waiting when the caller stops calling still reach the server, without
+// another call of the writer: every step lands byte for byte with its
+// priority, with priorities and without mixed.
+TEST(RemoteDBTest, StepsAppendedWithoutPauseAllLandEvenWhenTheWriterFallsSilent) {
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address(), s.options()));
+  // Steps large enough that their sends take a while (rendezvous), in two
+  // columns (a record's rows interleave them).
+  TableSpec spec;
+  spec.name = "frames";
+  spec.capacity_steps = 1024;
+  spec.sequence_length = 2;
+  spec.columns = {ColumnSpec{"obs", DType::kU8, Shape{64 << 10}},
+                  ColumnSpec{"reward", DType::kF32, Shape{}}};
+  ASSERT_OK(remote->CreateTable(spec).status());
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("frames"));
+  ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("frames"));
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const int64_t before = served->Info().steps_inserted;
+  const int64_t n = 40 + static_cast<int64_t>(rng() % 80);
+  std::vector<testing_util::StepData> written;
+  std::vector<std::optional<double>> priorities;
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+  for (int64_t i = 0; i < n; ++i) {
+    written.push_back(testing_util::RandomStep(table->spec(), rng));
+    // Runs with a priority and without, of random lengths.
+    std::optional<double> p;
+    if ((i / (1 + static_cast<int64_t>(rng() % 7))) % 2 == 0) p = 0.5 + static_cast<double>(i);
+    priorities.push_back(p);
+    ASSERT_OK(writer->Append(written.back().tensors, p));
+  }
+  // No call of the writer from here until every step is on the server.
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (served->Info().steps_inserted < before + n && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(served->Info().steps_inserted, before + n) << "steps left waiting on the client";
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+  TrajectorySteps steps;
+  ASSERT_OK(served->ReadTrajectory(writer->trajectory_id(), 0, n, &steps));
+  ASSERT_EQ(steps.info.length, n);
+  ASSERT_EQ(steps.step_priorities.size(), static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (priorities[static_cast<size_t>(i)]) {
+      EXPECT_EQ(steps.step_priorities[static_cast<size_t>(i)], *priorities[static_cast<size_t>(i)])
+          << "step " << i;
+    }
+    for (size_t c = 0; c < steps.columns.size(); ++c) {
+      const size_t bytes = written[static_cast<size_t>(i)].columns[c].size();
+      ASSERT_EQ(std::memcmp(steps.columns[c].data() + static_cast<size_t>(i) * bytes,
+                            written[static_cast<size_t>(i)].columns[c].data(), bytes),
+                0)
+          << "step " << i << ", column " << c;
+    }
+  }
+}
+
+// An append sent ahead that the server refuses (a trajectory that outgrows
+// the hot tier): a later call of the writer returns the server's error,
+// saying how many steps appended after it were dropped; num_steps() says
+// what the trajectory holds (the server's word); the writer goes on.
+TEST(RemoteDBTest, AFailedAppendSentAheadIsReportedAndTheWriterGoesOn) {
+  Served s;
+  ASSERT_NO_FATAL_FAILURE(s.Start(testing_util::TestSeed()));
+  ASSERT_OK_AND_ASSIGN(auto remote, DB::Connect(s.address(), s.options()));
+  TableSpec small = s.spec;
+  small.name = "small";
+  small.capacity_steps = 32;
+  ASSERT_OK(remote->CreateTable(small).status());
+  ASSERT_OK_AND_ASSIGN(auto table, remote->GetTable("small"));
+  const int64_t capacity =
+      table->Info().bytes_capacity / static_cast<int64_t>(std::max<size_t>(1, small.step_bytes()));
+  ASSERT_GT(capacity, 0);
+  ASSERT_LT(capacity, 4096) << "a hot tier of 32 steps";
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter());
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Status failed;
+  int64_t appended = 0;
+  for (; appended < capacity + 256 && failed.ok(); ++appended) {
+    failed = writer->Append(testing_util::RandomStep(table->spec(), rng).tensors);
+  }
+  if (failed.ok()) failed = writer->End(EndReason::kTruncated);
+  EXPECT_EQ(failed.code(), Status::Code::kResourceExhausted) << failed.ToString();
+  EXPECT_THAT(failed.message(), HasSubstr("does not fit in the hot tier"));
+  ASSERT_OK_AND_ASSIGN(auto served, s.served->GetTable("small"));
+  const int64_t held = writer->num_steps();
+  EXPECT_GT(held, 0);
+  EXPECT_LE(held, capacity);
+  if (failed.message().find("were dropped") != std::string::npos) {
+    EXPECT_THAT(failed.message(), HasSubstr("num_steps() says what the trajectory holds"));
+  }
+  // It goes on: the trajectory ended, a new one of two steps.
+  ASSERT_OK(writer->End(EndReason::kTruncated));
+  const uint64_t first = writer->trajectory_id();
+  TrajectorySteps steps;
+  ASSERT_OK(served->ReadTrajectory(first, 0, held, &steps));
+  EXPECT_EQ(steps.info.length, held);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK(writer->Append(testing_util::RandomStep(table->spec(), rng).tensors, 2.0));
+  }
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+  EXPECT_NE(writer->trajectory_id(), first);
+  ASSERT_OK(served->ReadTrajectory(writer->trajectory_id(), 0, 2, &steps));
+  EXPECT_EQ(steps.info.length, 2);
 }
 
 // A writer destroyed right after its appends (sent ahead, not yet
