@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <condition_variable>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -167,12 +168,6 @@ class RecordBuilders : public std::enable_shared_from_this<RecordBuilders> {
   std::vector<std::unique_ptr<wal::RecordBuilder>> kept_;
 };
 
-// `rows` rows of `step` (checked by CheckRows; rows < 0: one step, its
-// tensors of the columns' shapes) as an AppendSteps record of table
-// `table_id` into `b`: each row's columns side by side, zero trajectory ids
-// and step numbers (the server fills them in).
-// (copy_data false: the record's data is left unwritten, for a caller that
-// sends the rows from their own memory in its place.)
 // Writes `n` rows of `step` (checked: one tensor per column, each [n, ...]
 // or one step) into `data` as a record lays them out: row by row, each
 // row's columns in turn.
@@ -192,6 +187,12 @@ void CopyRows(const TableSpec& spec, std::span<const ConstTensor> step, size_t n
   }
 }
 
+// `rows` rows of `step` (checked by CheckRows; rows < 0: one step, its
+// tensors of the columns' shapes) as an AppendSteps record of table
+// `table_id` into `b`: each row's columns side by side, zero trajectory ids
+// and step numbers (the server fills them in).
+// (copy_data false: the record's data is left unwritten, for a caller that
+// sends the rows from their own memory in its place.)
 std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
                                        std::span<const ConstTensor> step, int64_t rows,
                                        std::span<const double> priorities,
@@ -207,6 +208,15 @@ std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
   if (data_offset != nullptr) *data_offset = static_cast<size_t>(data - b->payload().data());
   if (copy_data) CopyRows(spec, step, n, data);
   return b->payload();
+}
+
+// A record built without its data (BuildRecord's copy_data false) sent in
+// three pieces: its bytes before the data, `rows` from where they lie, its
+// bytes after.
+std::vector<std::span<const std::byte>> AroundRows(std::span<const std::byte> record,
+                                                   size_t data_offset,
+                                                   std::span<const std::byte> rows) {
+  return {record.first(data_offset), rows, record.subspan(data_offset + rows.size())};
 }
 
 }  // namespace
@@ -452,10 +462,8 @@ class RemoteWriter final : public TrajectoryWriter {
                                      "': " + std::to_string(priorities.size()) +
                                      " priorities for " + std::to_string(n) + " steps");
     }
-    for (size_t i = 0; i < priorities.size(); ++i) {
-      REPLAYDB_RETURN_IF_ERROR(engine::ValidatePriorityOf(remote_->spec.name, priorities[i],
-                                                          "AppendMany step " + std::to_string(i)));
-    }
+    REPLAYDB_RETURN_IF_ERROR(
+        engine::ValidatePrioritiesOf(remote_->spec.name, priorities, "AppendMany"));
     if (n == 0) return Status::OK();
     return Send(steps, n, priorities);
   }
@@ -507,6 +515,7 @@ class RemoteWriter final : public TrajectoryWriter {
     std::vector<double> priorities;  // one a row, or none
     int64_t steps = 0;
     bool busy = false;                  // a thread is sending what it took
+    std::condition_variable idle;       // busy went false
     std::shared_ptr<PendingCall> last;  // the latest append sent from here
     std::vector<Ahead> sent;            // sent from here, for ahead_
     uint32_t epoch = 1;                 // the writer's epoch_
@@ -554,10 +563,8 @@ class RemoteWriter final : public TrajectoryWriter {
       const std::span<const std::byte> record =
           BuildRecord(w->spec, w->table_id, {}, steps, priorities, held->builder.get(),
                       &data_offset, /*copy_data=*/false);
-      const auto* rows = reinterpret_cast<const std::byte*>(held->rows.data());
-      std::vector<std::span<const std::byte>> parts = {
-          record.first(data_offset), {rows, held->rows.size()},
-          record.subspan(data_offset + held->rows.size())};
+      std::vector<std::span<const std::byte>> parts = AroundRows(
+          record, data_offset, std::as_bytes(std::span(held->rows.data(), held->rows.size())));
       const uint64_t id = w->id;
       std::weak_ptr<Waiting> weak = w;
       std::shared_ptr<PendingCall> call = client->Start(
@@ -573,6 +580,7 @@ class RemoteWriter final : public TrajectoryWriter {
       w->busy = false;
       w->last = call;
       w->sent.push_back({std::move(call), steps, record.size(), epoch});
+      w->idle.notify_all();
     }
   }
 
@@ -606,10 +614,8 @@ class RemoteWriter final : public TrajectoryWriter {
     const uint32_t epoch = epoch_;
     std::vector<std::span<const std::byte>> parts = {record};
     if (from_caller) {
-      const size_t data = tensors[0].size_bytes;
-      parts = {record.first(data_offset),
-               {static_cast<const std::byte*>(tensors[0].data), data},
-               record.subspan(data_offset + data)};
+      parts = AroundRows(record, data_offset,
+                         {static_cast<const std::byte*>(tensors[0].data), tensors[0].size_bytes});
     }
     std::shared_ptr<PendingCall> call = client_->Start(
         Encoder(fb::Body::AppendStep,
@@ -680,15 +686,13 @@ class RemoteWriter final : public TrajectoryWriter {
       Pump(waiting_);
       std::shared_ptr<PendingCall> last;
       {
-        std::lock_guard<std::mutex> lock(waiting_->mu);
-        if (waiting_->steps == 0 && !waiting_->busy) break;
-        if (!waiting_->busy) last = waiting_->last;
+        // (Another thread sending what it took: until it has.)
+        std::unique_lock<std::mutex> lock(waiting_->mu);
+        waiting_->idle.wait(lock, [&] { return !waiting_->busy; });
+        if (waiting_->steps == 0) break;
+        last = waiting_->last;
       }
-      if (last != nullptr) {
-        client_->WaitSent(*last);
-      } else {
-        std::this_thread::yield();  // another thread is sending what it took
-      }
+      if (last != nullptr) client_->WaitSent(*last);
     }
     TakeSent();
     return Status::OK();
@@ -771,11 +775,7 @@ class RemoteWriter final : public TrajectoryWriter {
     {
       // What waits, and what is being sent from there, went after it too.
       std::unique_lock<std::mutex> lock(waiting_->mu);
-      while (waiting_->busy) {
-        lock.unlock();
-        std::this_thread::yield();
-        lock.lock();
-      }
+      waiting_->idle.wait(lock, [&] { return !waiting_->busy; });
       dropped += waiting_->steps;
       waiting_->rows.clear();
       waiting_->priorities.clear();

@@ -267,6 +267,15 @@ Status ValidatePriorityOf(std::string_view table, double priority, std::string_v
                                  "finite and >= 0");
 }
 
+Status ValidatePrioritiesOf(std::string_view table, std::span<const double> priorities,
+                            std::string_view what) {
+  for (size_t i = 0; i < priorities.size(); ++i) {
+    REPLAYDB_RETURN_IF_ERROR(ValidatePriorityOf(table, priorities[i],
+                                                std::string(what) + " step " + std::to_string(i)));
+  }
+  return Status::OK();
+}
+
 Status TableImpl::ValidatePriority(double priority, std::string_view what) const {
   return ValidatePriorityOf(name_, priority, what);
 }

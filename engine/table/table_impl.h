@@ -83,6 +83,9 @@ namespace replaydb::engine {
 // finite and >= 0 (a remote writer checks its steps' priorities with it
 // before they are sent, as a local writer does).
 Status ValidatePriorityOf(std::string_view table, double priority, std::string_view what);
+// ValidatePriorityOf for each of `priorities`, the i-th named "`what` step i".
+Status ValidatePrioritiesOf(std::string_view table, std::span<const double> priorities,
+                            std::string_view what);
 
 using index::ItemState;
 using index::kDeletedItem;

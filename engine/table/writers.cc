@@ -41,11 +41,7 @@ Status ValidatePriorities(const TableImpl& table, std::span<const double> priori
                                    std::to_string(n) + " steps but " +
                                    std::to_string(priorities.size()) + " priorities");
   }
-  for (int64_t i = 0; i < n; ++i) {
-    REPLAYDB_RETURN_IF_ERROR(table.ValidatePriority(priorities[i], std::string(what) + " step " +
-                                                                       std::to_string(i)));
-  }
-  return Status::OK();
+  return ValidatePrioritiesOf(table.name(), priorities, what);
 }
 
 int64_t LeadingDim(std::span<const ConstTensor> tensors) {

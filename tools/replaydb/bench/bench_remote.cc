@@ -65,18 +65,14 @@ namespace {
 // The rows' transports (the `transport` parameter).
 constexpr const char* kTransports[] = {"tcp", "sm"};
 
-// Sets UCX_TLS and UCX_MM_ERROR_HANDLING (shared memory with the peer
-// failure handling replaydb's endpoints require: rdma/transport.h) for
-// `transport` in this process's environment, which the server and
-// ucx_perftest processes inherit.
+// Sets UCX_TLS for `transport` in this process's environment, which the
+// server and ucx_perftest processes inherit, and clears
+// UCX_MM_ERROR_HANDLING, which UcxSettings sets again where UCX_TLS loads
+// shared memory (a row before may have left it; UCX warns about it where no
+// sm transport is loaded).
 void UseTransport(const std::string& transport) {
-  const bool sm = transport == "sm";
-  ::setenv("UCX_TLS", sm ? "sm,tcp" : "tcp", 1);
-  if (sm) {
-    ::setenv("UCX_MM_ERROR_HANDLING", "y", 1);
-  } else {
-    ::unsetenv("UCX_MM_ERROR_HANDLING");  // UCX warns about it where no sm transport is loaded
-  }
+  ::setenv("UCX_TLS", transport == "sm" ? "sm,tcp" : "tcp", 1);
+  ::unsetenv("UCX_MM_ERROR_HANDLING");
 }
 
 // A TCP port free on 127.0.0.1 now (0 when none could be had).
