@@ -1,17 +1,17 @@
 #include "rdma/db_service.h"
 
-#include "engine/rate_limiter/rate_limiter.h"
-#include "engine/table/table_impl.h"
-#include "engine/table/writers.h"
-#include "rdma/shared_slabs.h"
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "engine/db/catalog.h"
+#include "engine/db/db_impl.h"
 #include "engine/rate_limiter/rate_limiter.h"
+#include "engine/table/table_impl.h"
+#include "engine/table/writers.h"
+#include "rdma/replica.h"
+#include "rdma/shared_slabs.h"
 
 namespace replaydb::rdma {
 namespace {
@@ -35,6 +35,28 @@ bool Take(std::string_view* in, size_t n, std::vector<T>* v) {
 }
 
 std::string Name(const flatbuffers::String* s) { return s == nullptr ? std::string() : s->str(); }
+
+// Whether a request of `kind` changes what the database holds (refused to
+// read-only tokens, and on replicas).
+bool ChangesData(fb::Body kind) {
+  switch (kind) {
+    case fb::Body::NewWriter:
+    case fb::Body::AppendStep:
+    case fb::Body::EndTrajectory:
+    case fb::Body::CreateTable:
+    case fb::Body::DropTable:
+    case fb::Body::Checkpoint:
+    case fb::Body::UpdatePriorities:
+    case fb::Body::SetRateLimiter:
+    case fb::Body::SeedTable:
+    case fb::Body::ClearTable:
+    case fb::Body::DeleteItems:
+    case fb::Body::LoadTrajectories:  // evicts (and spills) others
+      return true;
+    default:
+      return false;
+  }
+}
 
 // A payload of uint64s (keys or trajectory ids); InvalidArgument naming
 // `what` when it is not whole ones.
@@ -841,28 +863,23 @@ Result<Reply> DbService::Handle(Request& r) {
   }
   ExpireLeases();
   const fb::Body kind = r.message.header()->body_type();
-  if (r.read_only) {
-    switch (kind) {
-      case fb::Body::NewWriter:
-      case fb::Body::AppendStep:
-      case fb::Body::EndTrajectory:
-      case fb::Body::CreateTable:
-      case fb::Body::DropTable:
-      case fb::Body::Checkpoint:
-      case fb::Body::UpdatePriorities:
-      case fb::Body::SetRateLimiter:
-      case fb::Body::SeedTable:
-      case fb::Body::ClearTable:
-      case fb::Body::DeleteItems:
-      case fb::Body::LoadTrajectories:  // evicts (and spills) others
-        return Status::FailedPrecondition(
-            std::string("this connection's token is a read-only one: ") +
-            fb::EnumNameBody(kind) + " refused (reads, samples and lookups are served)");
-      default:
-        break;
-    }
+  if (r.read_only && ChangesData(kind)) {
+    return Status::FailedPrecondition(std::string("this connection's token is a read-only one: ") +
+                                      fb::EnumNameBody(kind) +
+                                      " refused (reads, samples and lookups are served)");
+  }
+  if (!replica_of_.empty() && ChangesData(kind) && kind != fb::Body::Checkpoint &&
+      kind != fb::Body::LoadTrajectories) {
+    return Status::FailedPrecondition("this server is a read replica of " + replica_of_ + ": " +
+                                      fb::EnumNameBody(kind) +
+                                      " refused (writes go to the primary; reads, samples and "
+                                      "lookups are served here)");
   }
   switch (kind) {
+    case fb::Body::FetchLog:
+      return HandleFetchLog(*db, r);
+    case fb::Body::GetReplication:
+      return HandleGetReplication(*db, r);
     case fb::Body::NewWriter:
     case fb::Body::AppendStep:
     case fb::Body::EndTrajectory:
@@ -879,6 +896,65 @@ Result<Reply> DbService::Handle(Request& r) {
     default:
       return HandleTables(*db, *batches_, r);
   }
+}
+
+Result<Reply> DbService::HandleFetchLog(DB& db, Request& r) {
+  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
+  if (impl == nullptr) return Status::NotSupported("this server's database ships no log");
+  const fb::Header* h = r.message.header();
+  const fb::FetchLog* q = h->body_as_FetchLog();
+  // The longest a read waits for a record: like every served wait, bounded
+  // (the replica asks again).
+  const auto wait =
+      std::min<std::chrono::milliseconds>(std::chrono::milliseconds(q->wait_ms()), kMaxServedWait);
+  const auto until = std::min(r.deadline, std::chrono::steady_clock::now() + wait);
+  constexpr uint64_t kMaxChunk = 64 << 20;
+  REPLAYDB_ASSIGN_OR_RETURN(
+      wal::LogChunk chunk,
+      impl->ReadLog(Name(q->replica()), wal::LogPosition{q->segment(), q->offset()},
+                    static_cast<size_t>(std::clamp<uint64_t>(q->max_bytes(), 1, kMaxChunk)),
+                    until));
+  HeaderFields f;
+  f.request_id = h->request_id();
+  flatbuffers::FlatBufferBuilder b(128);
+  b.ForceDefaults(true);
+  return Reply{EncodeHeader(b, f, fb::Body::LogRecords,
+                            fb::CreateLogRecords(b, chunk.next.segment, chunk.next.offset,
+                                                 chunk.count, chunk.end.segment, chunk.end.offset)),
+               std::move(chunk.records)};
+}
+
+Result<Reply> DbService::HandleGetReplication(DB& db, Request& r) {
+  REPLAYDB_ASSIGN_OR_RETURN(ReplicationInfo info, db.Replication());
+  if (follower_ != nullptr) {
+    const ReplicaState state = follower_->state();
+    info.role = "replica";
+    info.primary = replica_of_;
+    info.segment = state.position.segment;
+    info.offset = state.position.offset;
+    info.primary_segment = state.primary_end.segment;
+    info.primary_offset = state.primary_end.offset;
+    info.connected = state.connected;
+    info.last_error = state.last_error;
+  }
+  HeaderFields f;
+  f.request_id = r.message.header()->request_id();
+  flatbuffers::FlatBufferBuilder b(256);
+  b.ForceDefaults(true);
+  std::vector<flatbuffers::Offset<fb::ReplicaRead>> replicas;
+  for (const ReplicaProgress& p : info.replicas) {
+    replicas.push_back(
+        fb::CreateReplicaRead(b, b.CreateString(p.name), p.segment, p.seconds_since_read));
+  }
+  const auto role = b.CreateString(info.role);
+  const auto primary = b.CreateString(info.primary);
+  const auto error = b.CreateString(info.last_error);
+  const auto list = b.CreateVector(replicas);
+  return Reply{EncodeHeader(b, f, fb::Body::ReplicationState,
+                            fb::CreateReplicationState(b, role, primary, info.segment, info.offset,
+                                                       info.primary_segment, info.primary_offset,
+                                                       info.connected, error, list)),
+               ""};
 }
 
 Result<Reply> DbService::HandleWriter(Request& r) {

@@ -53,6 +53,7 @@ class BatchPool {
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
+class Replica;
 class SharedSlabs;
 class Transport;
 
@@ -88,6 +89,15 @@ class DbService {
   // take no waiting (engine::ScopedNoWait; not a sync writer's, not a
   // vector writer's). nullopt for the rest (the executor's).
   std::optional<Result<Reply>> TryInline(Request& request);
+  // The server is a read replica of `primary` (its address, for
+  // messages), following it with `follower` (which must outlive the
+  // service's requests): requests that change data are refused, and
+  // GetReplication tells the follower's state. REQUIRES: called before
+  // SetDb, once.
+  void SetReplicaOf(std::string primary, const Replica* follower) {
+    replica_of_ = std::move(primary);
+    follower_ = follower;
+  }
   static constexpr size_t kInlineKeys = 4096;
   static constexpr uint64_t kInlineBytes = 256 << 10;
   // A trajectory writer's appends of up to this many bytes too (its rows
@@ -117,6 +127,9 @@ class DbService {
   struct Lease;
   Result<Reply> HandleWriter(Request& request);
   Result<Reply> HandleSlabKeys(Request& request);
+  // A replica's read of the log (docs/replication.md).
+  Result<Reply> HandleFetchLog(DB& db, Request& request);
+  Result<Reply> HandleGetReplication(DB& db, Request& request);
   // An in-place sample's reply, or nullopt where the request is not to be
   // answered in place (the table's blocks are not in shared slabs, the
   // connection never asked for their keys).
@@ -128,6 +141,8 @@ class DbService {
   std::vector<std::unique_ptr<Lease>> TakeLeasesLocked(
       const std::function<bool(const Lease&)>& which);
   std::atomic<DB*> db_{nullptr};
+  std::string replica_of_;             // set before db_ (read after it)
+  const Replica* follower_ = nullptr;  // likewise
   std::atomic<uint64_t> placed_appends_{0};
   InPlaceServing in_place_;  // set before db_ (read after it)
   mutable std::mutex leases_mu_;

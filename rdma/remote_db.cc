@@ -1823,6 +1823,37 @@ Result<std::shared_ptr<Table>> RemoteDB::ImportTable(const std::string&, std::st
                                                      const LongOperationOptions&) {
   return NotServed("ImportTable");
 }
+namespace {
+std::string Text(const flatbuffers::String* s) {
+  return s == nullptr ? std::string() : s->str();
+}
+}  // namespace
+
+Result<ReplicationInfo> RemoteDB::Replication() const {
+  const std::string what = "the replication state of " + address_;
+  REPLAYDB_ASSIGN_OR_RETURN(
+      Message m, connection_->Ask(fb::Body::GetReplication, [](flatbuffers::FlatBufferBuilder& b) {
+        return fb::CreateGetReplication(b);
+      }));
+  REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::ReplicationState, what));
+  const fb::ReplicationState* q = m.header()->body_as_ReplicationState();
+  ReplicationInfo info;
+  info.role = Text(q->role());
+  info.primary = Text(q->primary());
+  info.segment = q->segment();
+  info.offset = q->offset();
+  info.primary_segment = q->primary_segment();
+  info.primary_offset = q->primary_offset();
+  info.connected = q->connected();
+  info.last_error = Text(q->last_error());
+  if (q->replicas() != nullptr) {
+    for (const fb::ReplicaRead* r : *q->replicas()) {
+      info.replicas.push_back({Text(r->name()), r->segment(), r->seconds_since_read()});
+    }
+  }
+  return info;
+}
+
 Result<WalInfo> RemoteDB::Wal() const {
   return NotServed("Wal");
 }

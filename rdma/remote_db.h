@@ -65,6 +65,7 @@ class RemoteDB final : public DB {
                                              std::string_view source_table, std::string_view name,
                                              const LongOperationOptions& options) override;
   Result<WalInfo> Wal() const override;
+  Result<ReplicationInfo> Replication() const override;
   Result<VerifyReport> Verify(const LongOperationOptions& options) override;
   Status Compact(const LongOperationOptions& options) override;
 

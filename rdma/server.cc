@@ -10,6 +10,7 @@
 #include "engine/db/db_impl.h"
 #include "rdma/db_service.h"
 #include "rdma/remote_db.h"
+#include "rdma/replica.h"
 #include "rdma/rpc.h"
 #include "rdma/shared_slabs.h"
 #include "rdma/token.h"
@@ -39,8 +40,11 @@ class ServerImpl final : public Server {
   // The server first (its threads call the service), then the service (the
   // leases' pins), then an owned database (its hot tiers' slabs, which keep
   // the transport's UCP context until they are unmapped).
+  // The follower after the server (requests read its state), before the
+  // database it applies to.
   ~ServerImpl() override {
     server_.reset();
+    replica_.reset();
     service_.reset();
     owned_.reset();
   }
@@ -48,8 +52,11 @@ class ServerImpl final : public Server {
     return "ucx://" + host_ + ":" + std::to_string(port_);
   }
   DB* db() const override { return db_; }
+  // Follows a primary's log (Server::Open with replica_of).
+  void SetReplica(std::unique_ptr<rdma::Replica> replica) { replica_ = std::move(replica); }
   Status Close() override {
     server_.reset();
+    replica_.reset();
     service_.reset();
     if (!owned_) return Status::OK();
     const Status checkpointed = owned_->Checkpoint();
@@ -65,6 +72,7 @@ class ServerImpl final : public Server {
   uint16_t port_ = 0;
   DB* db_;
   std::unique_ptr<DB> owned_;
+  std::unique_ptr<rdma::Replica> replica_;
 };
 
 }  // namespace
@@ -108,6 +116,11 @@ Status ServerOptions::Validate() const {
     return Status::InvalidArgument("server: threads must be 1 to 1024, not " +
                                    std::to_string(threads));
   }
+  if (!replica_of.empty()) {
+    uint16_t primary_port = 0;
+    Status s = rdma::ParseAddress(replica_of, &host, &primary_port);
+    if (!s.ok()) return Status::InvalidArgument("server: replica_of: " + s.message());
+  }
   return Status::OK();
 }
 
@@ -138,6 +151,10 @@ Result<rdma::RpcServerOptions> RpcOptions(const ServerOptions& options, const st
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(DB* db, const ServerOptions& options) {
+  if (!options.replica_of.empty()) {
+    return Status::InvalidArgument(
+        "server: a replica opens its own database (Server::Open), not one it is given");
+  }
   auto service = std::make_unique<rdma::DbService>(db);
   rdma::RequestHandler handler;
   std::string host;
@@ -158,16 +175,39 @@ Result<std::unique_ptr<Server>> Server::Open(const std::string& dir, const DBOpt
   REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::RpcServer::Start(o, std::move(handler)));
   // The transport first: the tables' hot tiers are its memory.
   auto slabs = std::make_shared<rdma::SharedSlabs>(&server->transport());
-  Result<std::unique_ptr<DB>> db = engine::DBImpl::Open(db_options, dir, slabs);
+  Result<std::unique_ptr<DB>> db =
+      engine::DBImpl::Open(db_options, dir, slabs, /*replica=*/!options.replica_of.empty());
   if (!db.ok()) {
     server.reset();
     return db.status();
   }
   DB* raw = db->get();
+  std::unique_ptr<rdma::Replica> replica;
+  if (!options.replica_of.empty()) {
+    rdma::ReplicaOptions r;
+    r.primary = options.replica_of;
+    r.heartbeat = options.heartbeat;
+    r.log = options.log;
+    if (!options.token_file.empty()) {
+      REPLAYDB_ASSIGN_OR_RETURN(const std::vector<rdma::Token> tokens,
+                                rdma::ReadTokenFile(options.token_file));
+      r.token = tokens.front().secret;
+    }
+    Result<std::unique_ptr<rdma::Replica>> started =
+        rdma::Replica::Start(static_cast<engine::DBImpl*>(raw), std::move(r));
+    if (!started.ok()) {
+      server.reset();
+      return started.status();
+    }
+    replica = std::move(started).value();
+    service->SetReplicaOf(options.replica_of, replica.get());
+  }
   service->SetDb(raw, rdma::InPlaceServing{&server->transport(), std::move(slabs),
                                            options.read_lease, options.log});
-  return std::unique_ptr<Server>(new ServerImpl(std::move(service), std::move(server), host, raw,
-                                                std::move(db).value()));
+  auto served = std::make_unique<ServerImpl>(std::move(service), std::move(server), host, raw,
+                                             std::move(db).value());
+  served->SetReplica(std::move(replica));
+  return std::unique_ptr<Server>(std::move(served));
 }
 
 }  // namespace replaydb

@@ -152,6 +152,18 @@ inline DBOptions ManualCheckpoints() {
   return o;
 }
 
+// What `command` (a shell line) prints on stdout.
+inline std::string ShellOutput(const std::string& command) {
+  std::string out;
+  FILE* f = ::popen(command.c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  ::pclose(f);
+  return out;
+}
+
 inline std::unique_ptr<DB> OpenDB(const std::string& path) {
   auto db = DB::Open({}, path);
   EXPECT_TRUE(db.ok()) << db.status().ToString();

@@ -477,6 +477,11 @@ class PosixSequentialFile final : public SequentialFile {
     return Status::OK();
   }
 
+  Status Skip(uint64_t n) override {
+    if (::lseek(fd_, static_cast<off_t>(n), SEEK_CUR) < 0) return IOErrorFor("seek", path_, errno);
+    return Status::OK();
+  }
+
  private:
   const std::string path_;
   const int fd_;
@@ -659,6 +664,18 @@ class PosixEnv final : public Env {
 };
 
 }  // namespace
+
+Status SequentialFile::Skip(uint64_t n) {
+  char scratch[4096];
+  while (n > 0) {
+    std::string_view got;
+    REPLAYDB_RETURN_IF_ERROR(
+        Read(static_cast<size_t>(std::min<uint64_t>(n, sizeof(scratch))), &got, scratch));
+    if (got.empty()) break;
+    n -= got.size();
+  }
+  return Status::OK();
+}
 
 Env* Env::Default() {
   // Never destroyed, so it stays usable from other static destructors.

@@ -4,6 +4,7 @@
 #ifndef REPLAYDB_WAL_FORMAT_H_
 #define REPLAYDB_WAL_FORMAT_H_
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -38,6 +39,15 @@ enum class RecordType : uint8_t {
 };
 inline constexpr uint8_t kSafeToIgnore = 0x80;
 
+// A place in the log: segment `segment`, byte `offset` of its file (the
+// start of a record, or the end of the segment's records). Positions order
+// as the log does.
+struct LogPosition {
+  uint64_t segment = 0;
+  uint64_t offset = 0;
+  auto operator<=>(const LogPosition&) const = default;
+};
+
 // The file name of segment `number` inside the WAL directory:
 // 20 decimal digits and ".log", so names sort in segment order.
 std::string SegmentFileName(uint64_t number);
@@ -50,6 +60,18 @@ inline uint32_t MaskCrc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa
 inline uint32_t UnmaskCrc(uint32_t masked) {
   const uint32_t rot = masked - 0xa282ead8u;
   return (rot >> 17) | (rot << 15);
+}
+
+// The little-endian integers of headers.
+inline uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+inline uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
 }
 
 }  // namespace replaydb::wal

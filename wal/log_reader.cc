@@ -15,17 +15,6 @@ namespace replaydb::wal {
 
 namespace {
 
-uint32_t GetU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint64_t GetU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
 bool KnownType(uint8_t type) {
   return type >= static_cast<uint8_t>(RecordType::kCreateTable) &&
          type <= static_cast<uint8_t>(RecordType::kClearTable);

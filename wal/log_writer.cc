@@ -71,6 +71,9 @@ struct LogWriter::State {
   Status failure;
 
   bool stop = false;
+  // Signalled after an append while someone waits in WaitPast.
+  mutable std::condition_variable appended;
+  mutable int end_waiters = 0;
   std::thread batch_thread;
   LogWriterStats stats;
 };
@@ -139,6 +142,7 @@ struct LogWriterInternal {
                                     std::string(what) +
                                     " failure; the database must be reopened: " + cause.message());
       st->cv.notify_all();
+      st->appended.notify_all();
     }
     return st->failure;
   }
@@ -277,6 +281,7 @@ LogWriter::~LogWriter() {
   }
   st->batch_cv.notify_all();
   st->cv.notify_all();
+  st->appended.notify_all();
   if (st->batch_thread.joinable()) st->batch_thread.join();
   std::unique_lock<std::mutex> lock(st->mu);
   LogWriterInternal::WaitNoSync(st, lock);
@@ -369,6 +374,7 @@ Result<uint64_t> LogWriter::AppendRaw(RecordType type, size_t payload_bytes,
   if (options_.sync == WalSyncMode::kBatch && st->unsynced_bytes >= options_.batch_bytes) {
     st->batch_cv.notify_one();
   }
+  if (st->end_waiters > 0) st->appended.notify_all();
   return seq;
 }
 
@@ -430,6 +436,23 @@ Status LogWriter::DeleteSegmentsBefore(uint64_t segment) {
     });
   }
   return RemoveSegmentsBefore(env_, dir_, segment);
+}
+
+LogPosition LogWriter::end() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return LogPosition{state_->segment, state_->file->size()};
+}
+
+LogPosition LogWriter::WaitPast(LogPosition position,
+                                std::chrono::steady_clock::time_point until) const {
+  State* st = state_.get();
+  std::unique_lock<std::mutex> lock(st->mu);
+  ++st->end_waiters;
+  st->appended.wait_until(lock, until, [&] {
+    return st->failed || st->stop || LogPosition{st->segment, st->file->size()} > position;
+  });
+  --st->end_waiters;
+  return LogPosition{st->segment, st->file->size()};
 }
 
 LogWriterStats LogWriter::stats() const {

@@ -12,6 +12,7 @@
 #ifndef REPLAYDB_WAL_LOG_WRITER_H_
 #define REPLAYDB_WAL_LOG_WRITER_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -104,6 +105,14 @@ class LogWriter {
   // Removes the segment files numbered below `segment` (never the current
   // one), then syncs the directory.
   Status DeleteSegmentsBefore(uint64_t segment);
+
+  // Where the log ends now: the segment being written and the end of its
+  // last record (each appended record is in the file by then: a reader of
+  // the segment sees it).
+  LogPosition end() const;
+  // Waits until the log ends past `position`, `until` passes, or the writer
+  // fails or closes; returns end() then.
+  LogPosition WaitPast(LogPosition position, std::chrono::steady_clock::time_point until) const;
 
   WalSyncMode sync_mode() const { return options_.sync; }
   LogWriterStats stats() const;

@@ -21,6 +21,10 @@ Result<std::unique_ptr<DB>> DB::Open(const DBOptions& options, const std::string
   return engine::DBImpl::Open(options, path);
 }
 
+Result<ReplicationInfo> DB::Replication() const {
+  return Status::NotSupported(path() + ": replication is not known here");
+}
+
 Result<std::unique_ptr<DB>> DB::OpenReadOnly(const DBOptions& options, const std::string& path) {
   return engine::DBImpl::OpenReadOnly(options, path);
 }
@@ -109,7 +113,7 @@ Status CheckColdStorePresent(Env* env, const std::string& path, const CatalogCon
 }  // namespace
 
 Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::string& path,
-                                         std::shared_ptr<SlabSource> host_slabs) {
+                                         std::shared_ptr<SlabSource> host_slabs, bool replica) {
   if (path.empty()) return Status::InvalidArgument("DB::Open: the database path is empty");
   Env* env = options.env != nullptr ? options.env : Env::Default();
   const std::string catalog_path = path + "/CATALOG";
@@ -146,6 +150,7 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
 
   std::unique_ptr<DBImpl> db(new DBImpl(options, env, path, std::move(lock)));
   db->host_slabs_ = std::move(host_slabs);
+  db->replica_ = replica;
   db->next_table_id_ = catalog.next_table_id;
   db->checkpointed_ = catalog.checkpointed;
   for (const CatalogEntry& entry : catalog.tables) {
@@ -170,6 +175,7 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
                             ColdStore::Open(path + "/cold", env, options.cold_compression));
   for (auto& [id, table] : db->by_id_) table->SetColdStore(db->cold_);
   REPLAYDB_RETURN_IF_ERROR(db->Recover());
+  db->LoadReplicaReads();
   if (options.wal.enabled) {
     REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<wal::LogWriter> log,
                               wal::LogWriter::Open(env, db->wal_dir_, options.wal,
@@ -337,7 +343,7 @@ Status DBImpl::Recover() {
     }
   }
   for (auto& [id, table] : by_id_) {
-    recovery_.trajectories_ended += table->EndOpenTrajectories();
+    if (!replica_) recovery_.trajectories_ended += table->EndOpenTrajectories();
     table->SettleRateLimiter(options_.checkpoint.reset_rate_limiters_on_restore);
   }
   return Status::OK();
@@ -358,6 +364,9 @@ Status DBImpl::Checkpoint() {
   uint64_t segment = next_segment_;
   if (log_ != nullptr) {
     // Nothing logged in the current segment: it is where replay starts.
+    // (A shipped record is logged and applied under ship_mu_: every one
+    // logged before the roll is in its table before the tables are read.)
+    std::lock_guard<std::mutex> ship_lock(ship_mu_);
     REPLAYDB_ASSIGN_OR_RETURN(const uint64_t rolled, log_->Roll(/*only_if_records=*/true));
     segment = rolled;
   }
@@ -402,7 +411,9 @@ Status DBImpl::Checkpoint() {
   checkpoint_wal_continues_ = log_ != nullptr;
   if (log_ != nullptr) {
     log_bytes_at_checkpoint_ = log_->stats().bytes;
-    return log_->DeleteSegmentsBefore(segment);
+    // Segments a replica has still to read stay (also after a restart).
+    SaveReplicaReads();
+    return log_->DeleteSegmentsBefore(std::min(segment, SegmentReplicasNeed()));
   }
   return wal::RemoveSegmentsBefore(env_, wal_dir_, segment);
 }
@@ -455,21 +466,25 @@ Result<std::shared_ptr<Table>> DBImpl::CreateTable(const TableSpec& spec) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("CreateTable"));
   REPLAYDB_RETURN_IF_ERROR(spec.Validate());
   std::lock_guard<std::mutex> lock(mu_);
+  return CreateTableLocked(spec, next_table_id_);
+}
+
+Result<std::shared_ptr<Table>> DBImpl::CreateTableLocked(const TableSpec& spec, uint32_t id) {
   if (specs_.count(spec.name) != 0) {
     return Status::AlreadyExists("table " + Quoted(spec.name) + " already exists in " + path_);
   }
   // The table is made (it may need a GPU), then the catalog written: if
   // either fails, nothing changed.
   REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<TableImpl> table, MakeTable(spec));
-  const uint32_t id = next_table_id_;
+  const uint32_t next_id = std::max(next_table_id_, id + 1);
   auto specs = specs_;
   specs.emplace(spec.name, Entry{id, spec});
-  REPLAYDB_RETURN_IF_ERROR(SaveCatalogLocked(specs, id + 1));
+  REPLAYDB_RETURN_IF_ERROR(SaveCatalogLocked(specs, next_id));
   specs_.swap(specs);
-  next_table_id_ = id + 1;
+  next_table_id_ = next_id;
   if (log_ != nullptr) {
     CatalogContents one;
-    one.next_table_id = id + 1;
+    one.next_table_id = next_id;
     one.tables.push_back({id, spec});
     record_.CreateTable({id, EncodeCatalog(one)});
     // The catalog already has the table: a lost record loses nothing.

@@ -13,12 +13,13 @@
 #include <thread>
 #include <vector>
 
-#include "engine/db/catalog.h"
 #include "engine/cold/cold_store.h"
+#include "engine/db/catalog.h"
 #include "engine/table/table_impl.h"
 #include "replaydb/db.h"
 #include "replaydb/env.h"
 #include "util/progress_reporter.h"
+#include "wal/log_tail.h"
 #include "wal/log_writer.h"
 #include "wal/records.h"
 
@@ -29,8 +30,12 @@ class DBImpl final : public DB {
   // `host_slabs`, when set, provides the hot tiers of tables whose blocks
   // lie in plain host memory (a served database's, which clients read
   // one-sidedly: rdma/shared_slabs.h).
+  // `replica`: the database of a read replica (docs/replication.md),
+  // whose primary goes on writing the trajectories open when it stopped:
+  // recovery leaves them open (else it ends them, truncated).
   static Result<std::unique_ptr<DB>> Open(const DBOptions& options, const std::string& path,
-                                          std::shared_ptr<SlabSource> host_slabs = nullptr);
+                                          std::shared_ptr<SlabSource> host_slabs = nullptr,
+                                          bool replica = false);
   static Result<std::unique_ptr<DB>> OpenReadOnly(const DBOptions& options,
                                                   const std::string& path);
   ~DBImpl() override;
@@ -53,7 +58,48 @@ class DBImpl final : public DB {
   Result<VerifyReport> Verify(const LongOperationOptions& options) override;
   Status Compact(const LongOperationOptions& options) override;
 
+  // Replication (engine/db/db_replication.cc, docs/replication.md).
+  //
+  // A primary's side: the log's records from `from` on
+  // (wal::ReadLogRange), waiting until `until` for one to be written when
+  // there is none yet. `replica` names the reader: checkpoints keep the
+  // segments it has still to read (until it has not read for
+  // kReplicaHoldTime). FailedPrecondition when this database has no log,
+  // or when `from` is its beginning (segment 0) and a checkpoint has
+  // removed its first records (a replica then needs a snapshot).
+  Result<wal::LogChunk> ReadLog(const std::string& replica, wal::LogPosition from, size_t max_bytes,
+                                std::chrono::steady_clock::time_point until);
+  static constexpr std::chrono::minutes kReplicaHoldTime{10};
+  static constexpr const char* kReplicasFile = "REPLICAS";
+  // Replicas whose reads a primary remembers, at most.
+  static constexpr size_t kMaxReplicas = 64;
+  // A replica's side: applies records its primary shipped (ReadLog's),
+  // each logged here first, then applied as recovery applies it
+  // (ApplyLogRecord: idempotent, so records applied again change nothing);
+  // a CreateTable record's table is made with the primary's id and spec, a
+  // DropTable record's table dropped. `source` names the primary for
+  // messages. One caller at a time.
+  Status ApplyShipped(std::string_view records, const std::string& source);
+  // Makes everything logged so far durable (an fsync whatever the sync
+  // mode): a replica does before it records where it is.
+  Status SyncLog();
+  Result<ReplicationInfo> Replication() const override;
+  // A replica's place in its primary's log, DIR/REPLICA ("replaydb replica
+  // 1", then the primary's address, segment and offset, a line each).
+  // Read: NotFound when there is none, Corruption naming the file when it
+  // does not parse.
+  static constexpr const char* kReplicaFile = "REPLICA";
+  static Status ReadReplicaFile(Env* env, const std::string& dir, std::string* primary,
+                                wal::LogPosition* position);
+  static Status WriteReplicaFile(Env* env, const std::string& dir, const std::string& primary,
+                                 wal::LogPosition position);
+
  private:
+  // A replica's read (ReadLog): the segment it reads from, and when.
+  struct ReplicaRead {
+    uint64_t segment = 0;
+    std::chrono::steady_clock::time_point when;
+  };
   struct Entry {
     uint32_t id = 0;
     TableSpec spec;
@@ -63,6 +109,21 @@ class DBImpl final : public DB {
   DBImpl(const DBOptions& options, Env* env, std::string path, std::unique_ptr<FileLock> lock);
 
   Result<std::shared_ptr<TableImpl>> MakeTable(const TableSpec& spec);
+  // CreateTable with table id `id`. REQUIRES: mu_ held.
+  Result<std::shared_ptr<Table>> CreateTableLocked(const TableSpec& spec, uint32_t id);
+  // A shipped record applied (ApplyShipped).
+  Status ApplyShippedRecord(wal::RecordType type, std::span<const std::byte> payload,
+                            const std::string& source);
+  // The first segment a replica read within kReplicaHoldTime has still to
+  // read (UINT64_MAX: none).
+  uint64_t SegmentReplicasNeed() const;
+  // The replicas' reads, kept in DIR/REPLICAS by checkpoints (best effort:
+  // a replica whose read is lost reads again from its own position, and is
+  // told when the log no longer holds it).
+  void SaveReplicaReads() const;
+  void LoadReplicaReads();
+  // DIR/REPLICAS's reads (`now` as when each was made).
+  std::map<std::string, ReplicaRead> ReadReplicasFile() const;
   std::shared_ptr<SlabSource> host_slabs_;  // set before any table is made
   // Writes the catalog of `specs`. REQUIRES: mu_ held.
   Status SaveCatalogLocked(const Specs& specs, uint32_t next_table_id);
@@ -88,6 +149,7 @@ class DBImpl final : public DB {
 
   const DBOptions options_;
   bool read_only_ = false;
+  bool replica_ = false;  // set by Open before Recover
   Env* const env_;
   const std::string path_;
   const std::string catalog_path_;
@@ -124,6 +186,12 @@ class DBImpl final : public DB {
   std::condition_variable loop_cv_;
   bool stop_ = false;  // guarded by loop_mu_
   std::thread checkpoint_thread_;
+  // Held while a shipped record is logged and applied, and by Checkpoint
+  // while it rolls the log.
+  std::mutex ship_mu_;
+  // Replicas' reads: the segment each reads from, and when.
+  mutable std::mutex replicas_mu_;
+  std::map<std::string, ReplicaRead> replica_reads_;  // guarded by replicas_mu_
 };
 
 }  // namespace replaydb::engine

@@ -37,6 +37,36 @@ struct RecoveryInfo {
 };
 
 // The write-ahead log (DB::Wal).
+// A replica's reads as its primary remembers them (ReplicationInfo).
+struct ReplicaProgress {
+  std::string name;      // the replica's (its directory, unless told)
+  uint64_t segment = 0;  // the segment it reads from (0: the log's beginning)
+  double seconds_since_read = 0;
+};
+
+// Where a database stands in replication (docs/replication.md).
+struct ReplicationInfo {
+  // "replica": it follows a primary's log; "primary": it does not (its log
+  // may be shipped to replicas, listed below; none is fine).
+  std::string role;
+  // A replica's primary (its address).
+  std::string primary;
+  // A primary: its log's end. A replica: where it has applied its
+  // primary's log up to (segment, byte offset in the primary's log).
+  uint64_t segment = 0;
+  uint64_t offset = 0;
+  // A replica: its primary's log's end when it last read (0: not known).
+  uint64_t primary_segment = 0;
+  uint64_t primary_offset = 0;
+  // A replica served by a server: whether it is connected to its primary
+  // now, and its last failure (empty after a good read).
+  bool connected = false;
+  std::string last_error;
+  // A primary: the replicas that read in the last
+  // kReplicaHoldTime (10 minutes).
+  std::vector<ReplicaProgress> replicas;
+};
+
 struct WalInfo {
   bool enabled = false;     // a read-only opener: whether the writer logs
   std::string dir;          // path/wal
@@ -172,6 +202,11 @@ class DB {
   // files, so a record the writer is appending at that moment may be left
   // out (WalInfo::note then says where counting stopped).
   virtual Result<WalInfo> Wal() const = 0;
+  // Where the database stands in replication (the shell's `replication`):
+  // a served one's as its server knows it (a replica's follower state
+  // included); a directory's from its log and its REPLICA and REPLICAS
+  // files. The default: NotSupported.
+  virtual Result<ReplicationInfo> Replication() const;
   // Reads everything: each table's index is checked for consistency, every
   // trajectory is read from the cold store (FlatBuffers verified, RocksDB
   // block checksums checked) and a hot trajectory's stored steps are

@@ -64,6 +64,9 @@ class SequentialFile {
   // Reads up to `n` bytes into `scratch` (>= n bytes) and points `*result`
   // at the bytes read: fewer than n only at the end of the file, none there.
   virtual Status Read(size_t n, std::string_view* result, char* scratch) = 0;
+  // Moves on `n` bytes without reading them (past the end: the end). The
+  // default reads and drops them.
+  virtual Status Skip(uint64_t n);
 };
 
 class Env {

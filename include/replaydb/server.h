@@ -49,6 +49,14 @@ struct ServerOptions {
   // windows' blocks (not freed, not used again) until the client has read
   // them, at most this long. Default: 5 s; 1 ms to 10 min.
   std::chrono::milliseconds read_lease{5000};
+  // ucx://HOST:PORT of a primary (Server::Open only): this server is its
+  // read replica (docs/replication.md). It applies the primary's log as the
+  // primary writes it, keeps its place in DIR/REPLICA, and serves reads,
+  // samples and lookups; requests that change data are refused
+  // (FailedPrecondition naming the primary). DIR must be empty or a replica
+  // of the same primary. With token_file, its first token is presented to
+  // the primary. Empty: a primary (or a lone server).
+  std::string replica_of;
 
   // OK, or InvalidArgument naming what is wrong (the address malformed or
   // not loopback, counts out of range). Start checks it too.

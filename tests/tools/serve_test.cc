@@ -58,18 +58,6 @@ class ServeProcess {
   std::string none_;
 };
 
-// What `command` (a shell line) prints.
-std::string Output(const std::string& command) {
-  std::string out;
-  FILE* f = ::popen(command.c_str(), "r");
-  if (f == nullptr) return out;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  ::pclose(f);
-  return out;
-}
-
 TableSpec Spec() {
   TableSpec spec;
   spec.name = "experience";
@@ -173,9 +161,8 @@ TEST(ServeTest, TheShellAndTokenHoldersReachAServerWithTokens) {
   // The shell: the same commands against the server, with the token; none
   // without it.
   const std::string tool = REPLAYDB_TOOL_PATH;
-  const std::string out =
-      Output("timeout 60 " + tool + " " + address + " --token-file " + tokens +
-             " -c tables --json 2>&1");
+  const std::string out = testing_util::ShellOutput(
+      "timeout 60 " + tool + " " + address + " --token-file " + tokens + " -c tables --json 2>&1");
   std::string compact = out;
   std::erase_if(compact, [](char ch) { return ch == ' ' || ch == '\n'; });
   EXPECT_THAT(compact, HasSubstr("\"name\":\"experience\"")) << out;
@@ -183,14 +170,14 @@ TEST(ServeTest, TheShellAndTokenHoldersReachAServerWithTokens) {
   EXPECT_FALSE(serve.WaitFor(std::regex("is 'replaydb shell'"), 10s).empty()) << serve.output();
   // The inspection commands read through the server too.
   const std::string listed =
-      Output("timeout 60 " + tool + " " + address + " --token-file " + tokens +
-             " --json -c 'trajectories experience' 2>&1");
+      testing_util::ShellOutput("timeout 60 " + tool + " " + address + " --token-file " + tokens +
+                                " --json -c 'trajectories experience' 2>&1");
   compact = listed;
   std::erase_if(compact, [](char ch) { return ch == ' ' || ch == '\n'; });
   EXPECT_THAT(compact, HasSubstr("\"length\":6")) << listed;
   EXPECT_THAT(compact, HasSubstr("\"end_reason\":\"terminal\"")) << listed;
   const std::string refused_shell =
-      Output("timeout 60 " + tool + " " + address + " -c tables 2>&1");
+      testing_util::ShellOutput("timeout 60 " + tool + " " + address + " -c tables 2>&1");
   EXPECT_THAT(refused_shell, HasSubstr("cannot open " + address));
   EXPECT_THAT(refused_shell, HasSubstr("requires a token"));
   ASSERT_EQ(::kill(serve.pid(), SIGTERM), 0);

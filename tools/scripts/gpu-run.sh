@@ -39,7 +39,8 @@
 #      machine's many-core host,
 #  13. `replaydb bench --json --filter remote` (issue 33: a `replaydb serve`
 #      process and the bench over tcp and shared memory, against ucx_perftest
-#      from the bundle) on the many-core host,
+#      from the bundle; issue 34's read replicas, remote_replica_*) on the
+#      many-core host,
 #  14. issue 38's several GPUs (step multigpu): tools/analysis/multi_gpu_bench.py
 #      under torch.distributed.run with 1 rank and with one rank per GPU
 #      (a table sharded over the GPUs, per-rank sample rates with the rows
@@ -230,8 +231,8 @@ if want host; then
   done
 fi
 if want remote; then
-  # Issue 33's remote rows, on a host where the server, the clients and
-  # ucx_perftest need not share two cores.
+  # Issue 33's remote rows (and issue 34's replica rows), on a host where
+  # the servers, the clients and ucx_perftest need not share two cores.
   step "bench remote" bench-remote.jsonl json_note -- "$tool" bench --json --filter remote
 fi
 if want python; then
@@ -318,7 +319,7 @@ if want host; then
 fi
 if want remote; then
   echo
-  echo "=== gpu-run: remote access over UCX (issue 33; this host's CPUs, tcp and shared memory)"
+  echo "=== gpu-run: remote access over UCX and read replicas (issues 33, 34; this host's CPUs, tcp and shared memory)"
   bench_rows .3g "$logs/bench-remote.jsonl" || true
 fi
 if want multigpu && [ -f "$logs/multi-gpu.jsonl" ]; then

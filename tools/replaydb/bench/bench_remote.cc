@@ -25,6 +25,8 @@
 //                   an update of 1 key, against the am_lat round trip (twice
 //                   ucp_am_lat's one-way p50) plus the same call's p50 on a
 //                   local table; ratio = value / that.
+//   remote_replica_apply, remote_replica_insert: read replicas
+//                   (docs/replication.md), below.
 //   remote_read     the transport's one-sided reads (Transport::ReadMany) of
 //                   a sample's shape: 256 reads of 128 KiB (a window of 32
 //                   steps of 4 KiB each) at random places of 64 MiB of a
@@ -179,12 +181,14 @@ struct Served {
   std::unique_ptr<ChildProcess> process;
   std::string address;
 
-  static Result<Served> Start(const std::string& dir, int workers) {
+  static Result<Served> Start(const std::string& dir, int workers,
+                              const std::vector<std::string>& more = {}) {
     Served s;
-    REPLAYDB_ASSIGN_OR_RETURN(
-        s.process, ChildProcess::Start({"/proc/self/exe", "serve", dir, "--listen",
-                                        "ucx://127.0.0.1:0", "--workers",
-                                        std::to_string(workers), "--threads", "4"}));
+    std::vector<std::string> args = {
+        "/proc/self/exe",        "serve",     dir, "--listen", "ucx://127.0.0.1:0", "--workers",
+        std::to_string(workers), "--threads", "4"};
+    args.insert(args.end(), more.begin(), more.end());
+    REPLAYDB_ASSIGN_OR_RETURN(s.process, ChildProcess::Start(std::move(args)));
     s.address = s.process->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"),
                                    std::chrono::seconds(30));
     if (s.address.empty()) {
@@ -478,6 +482,171 @@ Result<BenchResult> RunRemoteSmall(const std::string& transport, DB* local_db, c
   return r;
 }
 
+// Appends `steps` steps of `data`'s 64-step calls to `table` (trajectories
+// of 1024 steps); the bytes appended.
+Result<int64_t> AppendSteps(Table* table, const std::vector<uint8_t>& data, int64_t step_bytes,
+                            const std::function<bool(int64_t)>& more) {
+  WriterOptions wo;
+  wo.timeout = kCallTimeout;
+  REPLAYDB_ASSIGN_OR_RETURN(auto writer, table->NewWriter(wo));
+  const int64_t per_call = static_cast<int64_t>(data.size()) / step_bytes;
+  const ConstTensor many{DType::kU8, Shape{per_call, step_bytes}, data.data(), data.size()};
+  int64_t done = 0;
+  while (more(done)) {
+    REPLAYDB_RETURN_IF_ERROR(writer->AppendMany(std::span(&many, 1)));
+    done += per_call;
+    if (done % 1024 == 0) REPLAYDB_RETURN_IF_ERROR(writer->End(EndReason::kTruncated));
+  }
+  REPLAYDB_RETURN_IF_ERROR(writer->End(EndReason::kTruncated));
+  return done * step_bytes;
+}
+
+// A logged table of 16 KiB steps, for the replication rows.
+TableSpec LoggedSpec(const std::string& name, int64_t capacity_steps) {
+  TableSpec spec = BytesSpec(name, 16384, capacity_steps, 1);
+  spec.logging = TableLogging::kOn;
+  spec.block_steps = 64;
+  return spec;
+}
+
+// A primary and a read replica of it (docs/replication.md), each `replaydb
+// serve` of a fresh database, with `spec`'s table made on the primary;
+// `body` gets connections to both and the replica's process. Both stop
+// after.
+Result<BenchResult> WithReplica(
+    const std::string& transport, const TableSpec& spec,
+    const std::function<Result<BenchResult>(DB* primary, DB* replica, ChildProcess* process)>&
+        body) {
+  REPLAYDB_ASSIGN_OR_RETURN(auto dir, TempDir::Make());
+  UseTransport(transport);
+  REPLAYDB_ASSIGN_OR_RETURN(Served primary, Served::Start(dir->path() + "/primary", 1));
+  Result<Served> replica =
+      Served::Start(dir->path() + "/replica", 1, {"--replica-of", primary.address});
+  Result<BenchResult> result = replica.status();
+  if (replica.ok()) {
+    result = [&]() -> Result<BenchResult> {
+      ConnectOptions o;
+      o.client_name = "replaydb bench";
+      REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<DB> p, DB::Connect(primary.address, o));
+      REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<DB> r, DB::Connect(replica->address, o));
+      REPLAYDB_RETURN_IF_ERROR(p->CreateTable(spec).status());
+      return body(p.get(), r.get(), replica->process.get());
+    }();
+    replica->process->Signal(SIGCONT);  // (a body that failed may have left it stopped)
+    const Status stopped = replica->Stop();
+    if (result.ok() && !stopped.ok()) result = stopped;
+  }
+  const Status stopped = primary.Stop();
+  if (result.ok() && !stopped.ok()) return stopped;
+  return result;
+}
+
+// The steps the replica's table `name` holds (0 before it has the table).
+int64_t ReplicaSteps(DB* replica, const std::string& name) {
+  auto t = replica->GetTable(name);
+  return t.ok() ? (*t)->Info().num_steps : 0;
+}
+
+// remote_replica_apply: how fast a replica that fell behind catches up. The
+// replica is stopped (SIGSTOP) while 128 MiB of 16 KiB steps are appended to
+// the primary (the primary keeps the log for it), then let go; bytes/s of
+// step data from the first step it applies to the last, against ucp_am_bw
+// of 1 MiB messages (a read brings up to 4 MiB of records).
+Result<BenchResult> RunReplicaApply(const std::string& transport, const Timing& timing) {
+  constexpr int64_t kSteps = 8192;  // 128 MiB a round
+  // Room for every round's steps (and the warm-up's): nothing is evicted.
+  const TableSpec spec = LoggedSpec("remote_replica_apply", kSteps * (timing.repetitions + 2));
+  std::vector<uint8_t> data(64 * 16384);
+  FillPattern(data.data(), data.size(), 9);
+  BenchResult r;
+  REPLAYDB_ASSIGN_OR_RETURN(
+      r,
+      WithReplica(
+          transport, spec, [&](DB* p, DB* replica, ChildProcess* process) -> Result<BenchResult> {
+            REPLAYDB_ASSIGN_OR_RETURN(auto table, p->GetTable(spec.name));
+            BenchResult out;
+            out.unit = "B/s";
+            int64_t total = 0;
+            REPLAYDB_ASSIGN_OR_RETURN(
+                out.value, Median(timing.repetitions, [&]() -> Result<double> {
+                  // Caught up first (the replica has read: the
+                  // primary keeps its log for it).
+                  const auto limit = Clock::now() + std::chrono::seconds(120);
+                  while (ReplicaSteps(replica, spec.name) < total) {
+                    if (Clock::now() > limit) {
+                      return Status::DeadlineExceeded("the replica never caught up");
+                    }
+                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                  }
+                  process->Signal(SIGSTOP);
+                  Result<int64_t> bytes = AppendSteps(table.get(), data, 16384,
+                                                      [&](int64_t done) { return done < kSteps; });
+                  process->Signal(SIGCONT);
+                  REPLAYDB_RETURN_IF_ERROR(bytes.status());
+                  const int64_t before = total;
+                  total += kSteps;
+                  // From its first step applied to its last.
+                  int64_t first = before;
+                  Clock::time_point t0{};
+                  const auto until = Clock::now() + std::chrono::seconds(120);
+                  while (Clock::now() < until) {
+                    const int64_t n = ReplicaSteps(replica, spec.name);
+                    if (t0 == Clock::time_point{} && n > before) {
+                      t0 = Clock::now();
+                      first = n;
+                    }
+                    if (n >= total) {
+                      const double s = Seconds(Clock::now() - t0).count();
+                      return static_cast<double>((total - first) * 16384) / std::max(s, 1e-6);
+                    }
+                    std::this_thread::sleep_for(std::chrono::microseconds(500));
+                  }
+                  return Status::DeadlineExceeded("the replica did not catch up in 120 s");
+                }));
+            return out;
+          }));
+  const Result<Perf> perf = UcxPerftest(transport, "ucp_am_bw", size_t{1} << 20, 1000);
+  SetCeiling(perf, perf.ok() ? perf->bytes_per_second : 0, "ucp_am_bw 1MiB " + transport, &r);
+  return r;
+}
+
+// remote_replica_insert: one writer's logged appends (64 steps of 16 KiB a
+// call) to a primary that a replica follows, against the same writer's to
+// a primary without one, in the same row.
+Result<BenchResult> RunReplicaInsert(const std::string& transport, const Timing& timing) {
+  const TableSpec spec = LoggedSpec("remote_replica_insert", 1 << 14);
+  std::vector<uint8_t> data(64 * 16384);
+  FillPattern(data.data(), data.size(), 11);
+  const auto measure = [&](Table* table) {
+    return Median(timing.repetitions, [&]() -> Result<double> {
+      const auto start = Clock::now();
+      REPLAYDB_ASSIGN_OR_RETURN(const int64_t bytes, AppendSteps(table, data, 16384, [&](int64_t) {
+                                  return Clock::now() - start < timing.duration;
+                                }));
+      return static_cast<double>(bytes) / Seconds(Clock::now() - start).count();
+    });
+  };
+  BenchResult r;
+  REPLAYDB_ASSIGN_OR_RETURN(
+      r, WithReplica(transport, spec, [&](DB* p, DB*, ChildProcess*) -> Result<BenchResult> {
+        REPLAYDB_ASSIGN_OR_RETURN(auto table, p->GetTable(spec.name));
+        BenchResult out;
+        out.unit = "B/s";
+        REPLAYDB_ASSIGN_OR_RETURN(out.value, measure(table.get()));
+        return out;
+      }));
+  REPLAYDB_ASSIGN_OR_RETURN(const BenchResult alone,
+                            WithServedTable(transport, spec, [&](DB* p) -> Result<BenchResult> {
+                              REPLAYDB_ASSIGN_OR_RETURN(auto table, p->GetTable(spec.name));
+                              BenchResult out;
+                              REPLAYDB_ASSIGN_OR_RETURN(out.value, measure(table.get()));
+                              return out;
+                            }));
+  r.ceiling = alone.value;
+  r.ceiling_name = "no replica " + transport;
+  return r;
+}
+
 }  // namespace
 
 std::vector<CaseWithTarget> RemoteCases() {
@@ -514,6 +683,16 @@ std::vector<CaseWithTarget> RemoteCases() {
                         }},
                        Target{Target::Kind::kRatioAtLeast, 0.8, "ratio >= 0.80"}});
     }
+    cases.push_back(
+        {{"remote_replica_apply",
+          {{"transport", 0, transport}, {"step_bytes", 16384}},
+          [transport](DB*, const Timing& timing) { return RunReplicaApply(transport, timing); }},
+         bw});
+    cases.push_back(
+        {{"remote_replica_insert",
+          {{"transport", 0, transport}, {"step_bytes", 16384}, {"steps_per_call", 64}},
+          [transport](DB*, const Timing& timing) { return RunReplicaInsert(transport, timing); }},
+         Target{Target::Kind::kRatioAtLeast, 0.85, "ratio >= 0.85"}});
     for (const bool update : {false, true}) {
       cases.push_back({{"remote_small",
                         {{"transport", 0, transport},

@@ -54,11 +54,13 @@ int ServeCommand(std::span<const std::string> args) {
   std::string workers_flag = "2";
   std::string threads_flag = "4";
   std::string token_file;
+  std::string replica_of;
   const FlagSpec flags[] = {{"help", &help, nullptr},
                             {"listen", nullptr, &listen},
                             {"workers", nullptr, &workers_flag},
                             {"threads", nullptr, &threads_flag},
-                            {"token-file", nullptr, &token_file}};
+                            {"token-file", nullptr, &token_file},
+                            {"replica-of", nullptr, &replica_of}};
   std::vector<std::string> positional;
   Status status = ParseFlags(args, flags, &positional);
   int workers = 0;
@@ -74,6 +76,7 @@ int ServeCommand(std::span<const std::string> args) {
   o.workers = workers;
   o.threads = threads;
   o.token_file = token_file;
+  o.replica_of = replica_of;
   o.log = LogLine;
   if (status.ok()) status = o.Validate();
   if (!status.ok()) {
@@ -89,7 +92,10 @@ int ServeCommand(std::span<const std::string> args) {
         "  --workers N               transport threads, one UCP worker each (default 2)\n"
         "  --threads N               threads that run requests (default 4)\n"
         "  --token-file F            clients must prove a token of F (lines of 'read-write\n"
-        "                            SECRET' or 'read-only SECRET', mode 600)\n",
+        "                            SECRET' or 'read-only SECRET', mode 600)\n"
+        "  --replica-of ucx://HOST:PORT  a read replica of that primary: applies its log as\n"
+        "                            it is written, serves reads, refuses writes\n"
+        "                            (docs/replication.md)\n",
         std::string(kServeUsage).c_str(), std::string(kServeSummary).c_str());
     return kExitOk;
   }
@@ -114,7 +120,8 @@ int ServeCommand(std::span<const std::string> args) {
   if (!server.ok()) return Fail(server.status());
   LogLine("listening on " + (*server)->address() + ", database " + dir + " (" +
           std::to_string((*server)->db()->ListTables().size()) + " tables)" +
-          (token_file.empty() ? "" : ", tokens of " + token_file));
+          (token_file.empty() ? "" : ", tokens of " + token_file) +
+          (replica_of.empty() ? "" : ", a read replica of " + replica_of));
   int signal = 0;
   sigwait(&stop, &signal);
   LogLine(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");

@@ -259,6 +259,36 @@ Status WalCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   return Status::OK();
 }
 
+Status ReplicationCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
+  Result<ReplicationInfo> info = shell.db().Replication();
+  REPLAYDB_RETURN_IF_ERROR(Named(c, info.status()));
+  const ReplicationInfo& r = *info;
+  out->json = {{"role", r.role}, {"segment", r.segment}, {"offset", r.offset}};
+  if (r.role == "replica") {
+    out->json["primary"] = r.primary;
+    if (r.primary_segment > 0) {
+      out->json["primary_segment"] = r.primary_segment;
+      out->json["primary_offset"] = r.primary_offset;
+      // Behind by bytes within one segment; by segments across them.
+      out->json["behind"] =
+          r.primary_segment == r.segment
+              ? std::to_string(r.primary_offset - std::min(r.primary_offset, r.offset)) + " bytes"
+              : std::to_string(r.primary_segment - std::min(r.primary_segment, r.segment)) +
+                    " segments";
+      out->json["connected"] = r.connected;
+    }
+    if (!r.last_error.empty()) out->json["last_error"] = r.last_error;
+    return Status::OK();
+  }
+  Json replicas = Json::array();
+  for (const ReplicaProgress& p : r.replicas) {
+    replicas.push_back(
+        {{"name", p.name}, {"segment", p.segment}, {"seconds_since_read", p.seconds_since_read}});
+  }
+  out->json["replicas"] = replicas;
+  return Status::OK();
+}
+
 Status VerifyCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) {
   ProgressBar bar;
   Result<VerifyReport> report = shell.db().Verify(LongOperation(shell, bar));
@@ -305,12 +335,23 @@ struct Entry {
 };
 
 constexpr Entry kHandlers[] = {
-    {"help", &Help},         {"tables", &Tables},         {"describe", &Describe},
-    {"stats", &Stats},       {"checkpoint", &CheckpointCmd}, {"export", &Export},
-    {"import", &Import},     {"import-d4rl", &ImportD4rlCmd}, {"bench", &Bench},
-    {"wal", &WalCmd},        {"verify", &VerifyCmd},       {"compact", &CompactCmd},
-    {"trajectories", &TrajectoriesCommand}, {"show", &ShowCommand},
-    {"sample", &SampleCommand},             {"priorities", &PrioritiesCommand},
+    {"help", &Help},
+    {"tables", &Tables},
+    {"describe", &Describe},
+    {"stats", &Stats},
+    {"checkpoint", &CheckpointCmd},
+    {"export", &Export},
+    {"import", &Import},
+    {"import-d4rl", &ImportD4rlCmd},
+    {"bench", &Bench},
+    {"wal", &WalCmd},
+    {"verify", &VerifyCmd},
+    {"compact", &CompactCmd},
+    {"replication", &ReplicationCmd},
+    {"trajectories", &TrajectoriesCommand},
+    {"show", &ShowCommand},
+    {"sample", &SampleCommand},
+    {"priorities", &PrioritiesCommand},
 };
 
 }  // namespace

@@ -1,0 +1,289 @@
+// DBImpl's replication: a primary's log read by its replicas (ReadLog),
+// and a replica applying what its primary shipped (ApplyShipped).
+// docs/replication.md tells the whole picture.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "engine/db/catalog.h"
+#include "engine/db/db_impl.h"
+#include "engine/db/log_apply.h"
+#include "util/format.h"
+#include "wal/log_reader.h"
+#include "wal/records.h"
+
+namespace replaydb::engine {
+
+using util::Quoted;
+
+Result<wal::LogChunk> DBImpl::ReadLog(const std::string& replica, wal::LogPosition from,
+                                      size_t max_bytes,
+                                      std::chrono::steady_clock::time_point until) {
+  if (log_ == nullptr) {
+    return Status::FailedPrecondition(path_ +
+                                      " has no write-ahead log (DBOptions::wal.enabled "
+                                      "is false): there is nothing to ship to a replica");
+  }
+  if (from.segment == 0) {
+    // From the beginning: the log must still hold its first segment (a
+    // database's log starts at segment 1, and a checkpoint removes segments
+    // only after records were logged).
+    std::vector<uint64_t> segments;
+    REPLAYDB_RETURN_IF_ERROR(wal::ListSegments(env_, wal_dir_, &segments));
+    if (segments.empty() || segments.front() != 1) {
+      return Status::FailedPrecondition(
+          "the log of " + path_ +
+          " no longer starts at the database's beginning (a checkpoint "
+          "holds its first records" +
+          (segments.empty() ? std::string()
+                            : "; the log starts at segment " + std::to_string(segments.front())) +
+          "): a new replica needs a snapshot of the primary, which replaydb cannot ship yet; "
+          "start replicas with their primary, before it is written to");
+    }
+  }
+  wal::LogPosition end = log_->end();
+  if (from > end) {
+    return Status::FailedPrecondition(
+        "segment " + std::to_string(from.segment) + ", offset " + std::to_string(from.offset) +
+        " is past the end of the log of " + path_ + " (segment " + std::to_string(end.segment) +
+        ", offset " + std::to_string(end.offset) +
+        "): the replica followed a log this primary does not have");
+  }
+  {
+    // (One line each in REPLICAS.)
+    std::string name = replica;
+    std::replace(name.begin(), name.end(), '\n', ' ');
+    std::lock_guard<std::mutex> lock(replicas_mu_);
+    if (replica_reads_.size() >= kMaxReplicas && replica_reads_.count(name) == 0) {
+      // The one that read least recently goes (it reads again from its own place).
+      auto stalest = std::min_element(
+          replica_reads_.begin(), replica_reads_.end(),
+          [](const auto& a, const auto& b) { return a.second.when < b.second.when; });
+      replica_reads_.erase(stalest);
+    }
+    replica_reads_[name] = ReplicaRead{from.segment, std::chrono::steady_clock::now()};
+  }
+  wal::LogChunk chunk;
+  REPLAYDB_RETURN_IF_ERROR(wal::ReadLogRange(env_, wal_dir_, from, end, max_bytes, &chunk));
+  if (chunk.count == 0 && std::chrono::steady_clock::now() < until) {
+    // Nothing new: wait for the next record.
+    end = log_->WaitPast(end, until);
+    REPLAYDB_RETURN_IF_ERROR(wal::ReadLogRange(env_, wal_dir_, from, end, max_bytes, &chunk));
+  }
+  return chunk;
+}
+
+uint64_t DBImpl::SegmentReplicasNeed() const {
+  const auto now = std::chrono::steady_clock::now();
+  uint64_t need = std::numeric_limits<uint64_t>::max();
+  std::lock_guard<std::mutex> lock(replicas_mu_);
+  for (const auto& [name, read] : replica_reads_) {
+    if (now - read.when > kReplicaHoldTime) continue;
+    // Segment 0: it reads from the log's beginning.
+    need = std::min(need, std::max<uint64_t>(read.segment, 1));
+  }
+  return need;
+}
+
+Status DBImpl::ReadReplicaFile(Env* env, const std::string& dir, std::string* primary,
+                               wal::LogPosition* position) {
+  const std::string path = dir + "/" + kReplicaFile;
+  std::string text;
+  REPLAYDB_RETURN_IF_ERROR(env->ReadFileToString(path, &text));
+  char address[256] = {0};
+  unsigned long long segment = 0, offset = 0;
+  int version = 0;
+  if (std::sscanf(text.c_str(), "replaydb replica %d\nprimary %255s\nsegment %llu\noffset %llu",
+                  &version, address, &segment, &offset) != 4 ||
+      version != 1) {
+    return Status::Corruption(path +
+                              " does not parse as a replica's place (\"replaydb "
+                              "replica 1\", then the primary, segment and offset, a line each)");
+  }
+  *primary = address;
+  *position = wal::LogPosition{segment, offset};
+  return Status::OK();
+}
+
+Status DBImpl::WriteReplicaFile(Env* env, const std::string& dir, const std::string& primary,
+                                wal::LogPosition position) {
+  return env->WriteFileAtomic(dir + "/" + kReplicaFile,
+                              "replaydb replica 1\nprimary " + primary + "\nsegment " +
+                                  std::to_string(position.segment) + "\noffset " +
+                                  std::to_string(position.offset) + "\n");
+}
+
+Result<ReplicationInfo> DBImpl::Replication() const {
+  ReplicationInfo info;
+  wal::LogPosition at;
+  const Status replica = ReadReplicaFile(env_, path_, &info.primary, &at);
+  if (replica.ok() || replica_) {
+    info.role = "replica";
+    info.segment = at.segment;
+    info.offset = at.offset;
+    return info;
+  }
+  if (replica.code() != Status::Code::kNotFound) return replica;
+  info.role = "primary";
+  if (log_ != nullptr) {
+    const wal::LogPosition end = log_->end();
+    info.segment = end.segment;
+    info.offset = end.offset;
+  } else {
+    std::vector<uint64_t> segments;
+    if (wal::ListSegments(env_, wal_dir_, &segments).ok() && !segments.empty()) {
+      info.segment = segments.back();
+      (void)env_->GetFileSize(wal_dir_ + "/" + wal::SegmentFileName(info.segment), &info.offset);
+    }
+  }
+  std::map<std::string, ReplicaRead> reads;
+  {
+    std::lock_guard<std::mutex> lock(replicas_mu_);
+    reads = replica_reads_;
+  }
+  if (read_only_) reads = ReadReplicasFile();
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [name, read] : reads) {
+    if (now - read.when > kReplicaHoldTime) continue;
+    info.replicas.push_back(
+        {name, read.segment, std::chrono::duration<double>(now - read.when).count()});
+  }
+  return info;
+}
+
+namespace {
+
+// Seconds since the Unix epoch of a steady clock's `when` (REPLICAS keeps
+// wall-clock times: a steady clock's do not outlive the process).
+double WallSeconds(std::chrono::steady_clock::time_point when) {
+  const auto ago = std::chrono::steady_clock::now() - when;
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch() - ago)
+      .count();
+}
+
+}  // namespace
+
+// DIR/REPLICAS: a line per replica, "SEGMENT UNIX_SECONDS NAME" (its read's
+// segment and wall-clock time; the name runs to the end of the line).
+void DBImpl::SaveReplicaReads() const {
+  std::string text;
+  {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(replicas_mu_);
+    if (replica_reads_.empty()) return;
+    for (const auto& [name, read] : replica_reads_) {
+      if (now - read.when > kReplicaHoldTime) continue;
+      char when[32];
+      std::snprintf(when, sizeof(when), "%.3f", WallSeconds(read.when));
+      text += std::to_string(read.segment) + " " + when + " " + name + "\n";
+    }
+  }
+  (void)env_->WriteFileAtomic(path_ + "/" + kReplicasFile, text);
+}
+
+void DBImpl::LoadReplicaReads() {
+  std::map<std::string, ReplicaRead> reads = ReadReplicasFile();
+  std::lock_guard<std::mutex> lock(replicas_mu_);
+  replica_reads_.swap(reads);
+}
+
+std::map<std::string, DBImpl::ReplicaRead> DBImpl::ReadReplicasFile() const {
+  std::map<std::string, ReplicaRead> reads;
+  std::string text;
+  if (!env_->ReadFileToString(path_ + "/" + kReplicasFile, &text).ok()) return reads;
+  const auto now = std::chrono::steady_clock::now();
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    uint64_t segment = 0;
+    double wall = 0;
+    int name_at = 0;
+    if (std::sscanf(line.c_str(), "%" SCNu64 " %lf %n", &segment, &wall, &name_at) != 2 ||
+        name_at == 0 || static_cast<size_t>(name_at) >= line.size()) {
+      continue;  // not a line of this format: a read forgotten, not an error
+    }
+    const double ago =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+        wall;
+    reads[line.substr(static_cast<size_t>(name_at))] =
+        ReplicaRead{segment, now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       std::chrono::duration<double>(std::max(ago, 0.0)))};
+  }
+  return reads;
+}
+
+Status DBImpl::SyncLog() {
+  if (log_ == nullptr) return Status::OK();
+  return log_->Sync(std::numeric_limits<uint64_t>::max(), /*wait=*/true, /*force=*/true);
+}
+
+Status DBImpl::ApplyShipped(std::string_view records, const std::string& source) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWritable("applying a primary's log"));
+  return wal::ForEachShippedRecord(records, "the log shipped by " + source,
+                                   [&](wal::RecordType type, std::span<const std::byte> payload) {
+                                     return ApplyShippedRecord(type, payload, source);
+                                   });
+}
+
+Status DBImpl::ApplyShippedRecord(wal::RecordType type, std::span<const std::byte> payload,
+                                  const std::string& source) {
+  switch (type) {
+    case wal::RecordType::kCreateTable: {
+      wal::CreateTableRecord r;
+      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+      CatalogContents one;
+      REPLAYDB_RETURN_IF_ERROR(
+          DecodeCatalog(r.spec, "a CreateTable record shipped by " + source, &one));
+      if (one.tables.size() != 1) {
+        return Status::Corruption("a CreateTable record shipped by " + source + " holds " +
+                                  std::to_string(one.tables.size()) + " tables, not 1");
+      }
+      const TableSpec& spec = one.tables[0].spec;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = specs_.find(spec.name); it != specs_.end()) {
+        if (it->second.id == r.table_id) return Status::OK();  // applied before
+        return Status::FailedPrecondition(
+            "table " + Quoted(spec.name) + " of " + path_ + " has id " +
+            std::to_string(it->second.id) + ", and " + source + " created it with id " +
+            std::to_string(r.table_id) + ": this directory is not a replica of " + source);
+      }
+      if (by_id_.count(r.table_id) != 0) {
+        return Status::FailedPrecondition("table id " + std::to_string(r.table_id) + " of " +
+                                          path_ + " names another table than " + source + "'s " +
+                                          Quoted(spec.name));
+      }
+      return CreateTableLocked(spec, r.table_id).status();
+    }
+    case wal::RecordType::kDropTable: {
+      wal::DropTableRecord r;
+      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+      std::string name;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& [n, entry] : specs_) {
+          if (entry.id == r.table_id) name = n;
+        }
+      }
+      if (name.empty()) return Status::OK();  // dropped before
+      return DropTable(name);
+    }
+    default:
+      break;
+  }
+  // A type of a later build that older ones may skip (as recovery does).
+  if ((static_cast<uint8_t>(type) & wal::kSafeToIgnore) != 0) return Status::OK();
+  std::lock_guard<std::mutex> ship_lock(ship_mu_);
+  if (log_ != nullptr) REPLAYDB_RETURN_IF_ERROR(log_->Append(type, payload).status());
+  return ApplyLogRecord(type, payload, [this](uint32_t id) -> TableImpl* {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? nullptr : it->second.get();
+  });
+}
+
+}  // namespace replaydb::engine

@@ -1,0 +1,229 @@
+#include "rdma/replica.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "rdma/remote_db.h"
+#include "rdma/rpc.h"
+#include "replaydb/env.h"
+
+namespace replaydb::rdma {
+
+namespace fb = wire::fb;
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kSaveEvery{100};
+
+class Replica::Impl {
+ public:
+  Impl(engine::DBImpl* db, ReplicaOptions options, wal::LogPosition from)
+      : db_(db), options_(std::move(options)) {
+    state_.position = from;
+  }
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void StartThread() {
+    saved_ = state_.position;
+    thread_ = std::thread([this] {
+      Loop();
+      const Status s = SavePosition();
+      if (!s.ok()) Log("its place was not saved: " + s.ToString());
+    });
+  }
+
+  ReplicaState state() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state_;
+  }
+
+ private:
+  void Log(const std::string& line) {
+    if (options_.log) options_.log("replica of " + options_.primary + ": " + line);
+  }
+  // Sleeps `d` unless stopped first; false when stopped.
+  bool Pause(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return !cv_.wait_for(lock, d, [&] { return stop_; });
+  }
+  bool stopping() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+  void Failed(const Status& s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_.last_error = s.ToString();
+  }
+
+  void Loop() {
+    std::string host;
+    uint16_t port = 0;
+    const Status parsed = ParseAddress(options_.primary, &host, &port);
+    if (!parsed.ok()) {
+      Failed(parsed);
+      Log(parsed.ToString());
+      return;
+    }
+    std::chrono::milliseconds backoff{100};
+    const std::chrono::milliseconds kMaxBackoff{2000};
+    while (!stopping()) {
+      RpcClientOptions o;
+      o.client_name = "replica " + options_.name;
+      o.connect_timeout = std::chrono::milliseconds(2000);
+      o.transport.heartbeat = options_.heartbeat;
+      o.token = options_.token;
+      Result<std::unique_ptr<RpcClient>> client = RpcClient::Connect(host, port, o);
+      if (!client.ok()) {
+        Failed(client.status());
+        if (client.status().ToString() != last_logged_) {
+          last_logged_ = client.status().ToString();
+          Log("cannot connect (" + last_logged_ + "); trying again");
+        }
+        if (!Pause(backoff)) return;
+        backoff = std::min(backoff * 2, kMaxBackoff);
+        continue;
+      }
+      backoff = std::chrono::milliseconds(100);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        state_.connected = true;
+      }
+      if (last_logged_.empty() || connected_logged_ != state_.position) {
+        connected_logged_ = state_.position;
+        Log("connected; applying from segment " + std::to_string(state_.position.segment) +
+            ", offset " + std::to_string(state_.position.offset));
+      }
+      const Status ended = Follow(**client);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        state_.connected = false;
+      }
+      if (stopping()) return;
+      Failed(ended);
+      if (ended.ToString() != last_logged_) {  // (once while it stays the same)
+        last_logged_ = ended.ToString();
+        Log("stopped following (" + last_logged_ + "); trying again");
+      }
+      if (!Pause(
+              std::chrono::milliseconds(ended.code() == Status::Code::kUnavailable ? 100 : 1000))) {
+        return;
+      }
+    }
+  }
+
+  // Reads and applies until the connection fails or the replica stops.
+  Status Follow(RpcClient& client) {
+    while (!stopping()) {
+      const wal::LogPosition from = state().position;
+      const auto encode = [&](const HeaderFields& f) {
+        flatbuffers::FlatBufferBuilder b(128);
+        b.ForceDefaults(true);
+        const auto name = b.CreateString(options_.name);
+        return EncodeHeader(
+            b, f, fb::Body::FetchLog,
+            fb::CreateFetchLog(b, name, from.segment, from.offset, options_.max_bytes,
+                               static_cast<uint32_t>(options_.wait.count())));
+      };
+      Result<Message> reply = client.Call(encode, "", options_.wait + std::chrono::seconds(10));
+      if (!reply.ok()) return reply.status();
+      const fb::LogRecords* got = reply->header()->body_as_LogRecords();
+      if (got == nullptr) {
+        return Status::Corruption(options_.primary + " answered a FetchLog with a " +
+                                  fb::EnumNameBody(reply->header()->body_type()));
+      }
+      const wal::LogPosition next{got->segment(), got->offset()};
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        state_.primary_end = wal::LogPosition{got->end_segment(), got->end_offset()};
+        state_.connected = true;
+      }
+      if (got->count() > 0) {
+        REPLAYDB_RETURN_IF_ERROR(db_->ApplyShipped(reply->payload, options_.primary));
+      }
+      if (next != from) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          state_.position = next;
+          state_.last_error.clear();
+        }
+        last_logged_.clear();
+      }
+      if (Clock::now() - saved_at_ >= kSaveEvery) REPLAYDB_RETURN_IF_ERROR(SavePosition());
+    }
+    return Status::OK();
+  }
+
+  // Where to go on from after a restart, written once the records before
+  // it are durable in this database's log; at most every kSaveEvery (a
+  // replica restarted reads again what it applied since, which changes
+  // nothing).
+  Status SavePosition() {
+    saved_at_ = Clock::now();
+    const wal::LogPosition at = state().position;
+    if (at == saved_) return Status::OK();
+    REPLAYDB_RETURN_IF_ERROR(db_->SyncLog());
+    REPLAYDB_RETURN_IF_ERROR(
+        engine::DBImpl::WriteReplicaFile(Env::Default(), db_->path(), options_.primary, at));
+    saved_ = at;
+    return Status::OK();
+  }
+
+  engine::DBImpl* const db_;
+  const ReplicaOptions options_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool stop_ = false;
+  ReplicaState state_;
+  // The position in DIR/REPLICA, and when it was last looked at (the
+  // follower's thread only).
+  wal::LogPosition saved_;
+  // What the log was told last (once while it stays the same; cleared by
+  // progress), and where the follower stood then (the follower's thread).
+  std::string last_logged_;
+  wal::LogPosition connected_logged_{~uint64_t{0}, 0};
+  Clock::time_point saved_at_{};
+  std::thread thread_;
+};
+
+Replica::Replica(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Replica::~Replica() = default;
+
+Result<std::unique_ptr<Replica>> Replica::Start(engine::DBImpl* db, ReplicaOptions options) {
+  std::string host;
+  uint16_t port = 0;
+  REPLAYDB_RETURN_IF_ERROR(ParseAddress(options.primary, &host, &port));
+  if (options.name.empty()) options.name = db->path();
+  const std::string path = db->path() + "/" + engine::DBImpl::kReplicaFile;
+  wal::LogPosition from;
+  std::string primary;
+  const Status read = engine::DBImpl::ReadReplicaFile(Env::Default(), db->path(), &primary, &from);
+  if (read.ok()) {
+    if (primary != options.primary) {
+      return Status::FailedPrecondition(db->path() + " is a replica of " + primary + ", not of " +
+                                        options.primary + " (" + path + ")");
+    }
+  } else if (read.code() != Status::Code::kNotFound) {
+    return read;
+  } else if (!db->ListTables().empty()) {
+    return Status::FailedPrecondition(db->path() + " holds tables and was never a replica of " +
+                                      options.primary +
+                                      ": a replica starts from an empty directory");
+  }
+  auto impl = std::make_unique<Impl>(db, std::move(options), from);
+  impl->StartThread();
+  return std::unique_ptr<Replica>(new Replica(std::move(impl)));
+}
+
+ReplicaState Replica::state() const {
+  return impl_->state();
+}
+
+}  // namespace replaydb::rdma

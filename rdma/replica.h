@@ -1,0 +1,70 @@
+// A read replica's follower (docs/replication.md): a thread that reads its
+// primary's write-ahead log as it is written (FetchLog, rdma/WIRE.md) and
+// applies it to the local database (DBImpl::ApplyShipped), keeping where it
+// is in the primary's log in the database directory's REPLICA file, so
+// that a restarted replica goes on from there. It reconnects with backoff
+// when the primary is gone and says so in its log lines.
+//
+// Thread safety: every method may be called from any thread.
+#ifndef REPLAYDB_RDMA_REPLICA_H_
+#define REPLAYDB_RDMA_REPLICA_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/db/db_impl.h"
+#include "replaydb/status.h"
+#include "wal/format.h"
+
+namespace replaydb::rdma {
+
+struct ReplicaOptions {
+  // The primary's address, ucx://HOST:PORT.
+  std::string primary;
+  // The replica's name for the primary (default: its directory).
+  std::string name;
+  // A token the primary accepts (empty: none).
+  std::string token;
+  // The most log bytes one read brings.
+  size_t max_bytes = 4 << 20;
+  // How long the primary holds a read for records to come.
+  std::chrono::milliseconds wait{200};
+  // Liveness of the connection (the primary's ServerOptions::heartbeat).
+  std::chrono::milliseconds heartbeat{100};
+  // Lines for the server's log (connected, lost, errors). May be empty.
+  std::function<void(const std::string& line)> log;
+};
+
+struct ReplicaState {
+  wal::LogPosition position;     // in the primary's log: applied up to here
+  wal::LogPosition primary_end;  // the primary's log's end at the last read
+  bool connected = false;
+  std::string last_error;  // the last failure, cleared by a good read
+};
+
+class Replica {
+ public:
+  // Reads DIR/REPLICA (engine::DBImpl::ReadReplicaFile; FailedPrecondition
+  // when it names another primary,
+  // Corruption when it does not parse) and starts following. `db` must
+  // outlive the replica.
+  static Result<std::unique_ptr<Replica>> Start(engine::DBImpl* db, ReplicaOptions options);
+  // Stops following (a read in flight ends within its wait).
+  ~Replica();
+  Replica(const Replica&) = delete;
+  Replica& operator=(const Replica&) = delete;
+
+  ReplicaState state() const;
+
+ private:
+  class Impl;
+  explicit Replica(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace replaydb::rdma
+
+#endif  // REPLAYDB_RDMA_REPLICA_H_

@@ -1,0 +1,363 @@
+// Read replicas (docs/replication.md) as processes of their own: a primary
+// and a replica, each `replaydb serve`, on 127.0.0.1. What a client writes
+// to the primary shows on the replica byte for byte (steps, ends,
+// priorities, removals); the replica refuses writes, naming its primary; a
+// replica killed with SIGKILL goes on from where it was, storing nothing
+// twice, also after the primary checkpointed meanwhile; a replica of a
+// primary whose log no longer starts at its beginning is told it needs a
+// snapshot. Bounded waits only; every server started is stopped.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "replaydb/db.h"
+#include "tests/test_util.h"
+#include "tools/replaydb/child_process.h"
+
+#ifndef REPLAYDB_TOOL_PATH
+#error "REPLAYDB_TOOL_PATH must name the replaydb binary (set by CMakeLists.txt)"
+#endif
+
+namespace replaydb {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// `replaydb serve DIR --listen ucx://127.0.0.1:0 [ARGS...]`.
+class Served {
+ public:
+  explicit Served(const std::string& dir, std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {REPLAYDB_TOOL_PATH,  "serve",     dir, "--listen",
+                                     "ucx://127.0.0.1:0", "--workers", "1"};
+    args.insert(args.end(), more.begin(), more.end());
+    auto started = tools::ChildProcess::Start(std::move(args));
+    EXPECT_OK(started.status());
+    if (!started.ok()) return;
+    child_ = std::move(started).value();
+    address_ = child_->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"), 30s);
+    EXPECT_FALSE(address_.empty()) << "no listening line; output:\n" << child_->output();
+  }
+  ~Served() { Stop(); }
+  // SIGTERM, and the exit (0) awaited.
+  void Stop() {
+    if (!child_) return;
+    ::kill(child_->pid(), SIGTERM);
+    EXPECT_EQ(child_->Wait(60s), 0) << child_->output();
+    child_.reset();
+  }
+  void Kill() {
+    if (!child_) return;
+    ::kill(child_->pid(), SIGKILL);
+    child_->Wait(30s);
+    child_.reset();
+  }
+  const std::string& address() const { return address_; }
+  std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
+    return child_ ? child_->WaitFor(pattern, timeout) : "";
+  }
+  std::string output() const { return child_ ? child_->output() : ""; }
+
+ private:
+  std::unique_ptr<tools::ChildProcess> child_;
+  std::string address_;
+};
+
+// The output of `replaydb serve ARGS... --listen ucx://127.0.0.1:0`, which
+// must fail (exit 1, or 2 for a usage error).
+std::string ServeFails(std::vector<std::string> args) {
+  args.insert(args.begin(), {REPLAYDB_TOOL_PATH, "serve"});
+  args.insert(args.end(), {"--listen", "ucx://127.0.0.1:0"});
+  auto child = tools::ChildProcess::Start(std::move(args));
+  EXPECT_OK(child.status());
+  if (!child.ok()) return "";
+  const int status = (*child)->Wait(30s);
+  EXPECT_TRUE(status == 1 || status == 2) << status << ": " << (*child)->output();
+  return (*child)->output();
+}
+
+TableSpec Spec() {
+  TableSpec spec;
+  spec.name = "experience";
+  spec.columns = {{"obs", DType::kU8, Shape{24}}, {"reward", DType::kF32, Shape{}}};
+  spec.capacity_steps = 8192;
+  spec.block_steps = 16;
+  spec.sequence_length = 3;
+  spec.selector = SelectorKind::kPrioritized;
+  return spec;
+}
+
+// Everything a table holds, as text: each trajectory's state and bytes,
+// each item's priority.
+std::string Contents(Table& table) {
+  std::string out;
+  std::vector<TrajectoryInfo> infos;
+  Status s = table.ListTrajectories({}, &infos);
+  if (!s.ok()) return "ListTrajectories: " + s.ToString();
+  for (const TrajectoryInfo& t : infos) {
+    out += "trajectory " + std::to_string(t.id) + " length " + std::to_string(t.length) +
+           " ended " + std::to_string(t.ended) + " reason " +
+           std::to_string(static_cast<int>(t.end_reason)) + " items " +
+           std::to_string(t.live_items) + "\n";
+    TrajectorySteps steps;
+    s = table.ReadTrajectory(t.id, 0, t.length, &steps);
+    if (!s.ok()) return out + "ReadTrajectory: " + s.ToString();
+    for (const Tensor& c : steps.columns) {
+      out.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
+    }
+    for (double p : steps.step_priorities) out += " " + std::to_string(p);
+    out += "\n";
+  }
+  std::vector<ItemKey> keys;
+  std::vector<double> priorities;
+  s = table.ItemPriorities(&keys, &priorities);
+  if (!s.ok()) return out + "ItemPriorities: " + s.ToString();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out += "item " + std::to_string(keys[i]) + " " + std::to_string(priorities[i]) + "\n";
+  }
+  return out;
+}
+
+// Waits (bounded) until the replica's table holds what the primary's does.
+void ExpectSameSoon(DB& primary, DB& replica) {
+  ASSERT_OK_AND_ASSIGN(auto p, primary.GetTable("experience"));
+  const std::string want = Contents(*p);
+  std::string got;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = replica.GetTable("experience");
+    if (r.ok()) {
+      got = Contents(**r);
+      if (got == want) return;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  FAIL() << "the replica never caught up: its table holds " << got.size()
+         << " bytes of contents against the primary's " << want.size();
+}
+
+// Random trajectories of random lengths, ended or not, with priorities:
+// `open` is left open (the writer returned) for the next round to go on.
+void Write(Table& table, std::mt19937_64& rng, int trajectories,
+           std::unique_ptr<TrajectoryWriter>* open) {
+  for (int t = 0; t < trajectories; ++t) {
+    std::unique_ptr<TrajectoryWriter> writer;
+    if (*open) {
+      writer = std::move(*open);
+    } else {
+      ASSERT_OK_AND_ASSIGN(writer, table.NewWriter());
+    }
+    const int steps = 1 + static_cast<int>(rng() % 40);
+    for (int s = 0; s < steps; ++s) {
+      ASSERT_OK(writer->Append(testing_util::RandomStep(Spec(), rng).tensors,
+                               static_cast<double>(rng() % 1000) / 10.0));
+    }
+    if (t + 1 == trajectories) {
+      *open = std::move(writer);
+    } else {
+      ASSERT_OK(writer->End(rng() % 2 == 0 ? EndReason::kTerminal : EndReason::kTruncated));
+    }
+  }
+}
+
+TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+  ASSERT_FALSE(replica.address().empty());
+  EXPECT_FALSE(replica.WaitFor(std::regex("(a read replica of ucx://)"), 1s).empty());
+
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
+  std::unique_ptr<TrajectoryWriter> open;
+  Write(*table, rng, 12, &open);
+  // Priorities changed and items removed travel too.
+  std::vector<ItemKey> keys;
+  std::vector<double> priorities;
+  ASSERT_OK(table->ItemPriorities(&keys, &priorities));
+  ASSERT_GT(keys.size(), 4u);
+  std::vector<ItemKey> some(keys.begin(), keys.begin() + 4);
+  const std::vector<double> fresh = {0.5, 7.0, 11.25, 3.0};
+  ASSERT_OK(table->UpdatePriorities(some, fresh));
+  ASSERT_OK(table->DeleteItems(std::span(keys.end() - 2, 2)));
+
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  ExpectSameSoon(*p, *r);
+  // Where each stands: the replica caught up with its primary's log's end.
+  ASSERT_OK_AND_ASSIGN(const ReplicationInfo pi, p->Replication());
+  EXPECT_EQ(pi.role, "primary");
+  ASSERT_EQ(pi.replicas.size(), 1u);
+  EXPECT_EQ(pi.replicas[0].name, dir.Sub("replica"));
+  EXPECT_LT(pi.replicas[0].seconds_since_read, 10.0);
+  ReplicationInfo ri;
+  for (auto until = std::chrono::steady_clock::now() + 10s;
+       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(20ms)) {
+    ASSERT_OK_AND_ASSIGN(ri, r->Replication());
+    if (ri.segment == pi.segment && ri.offset == pi.offset) break;
+  }
+  EXPECT_EQ(ri.role, "replica");
+  EXPECT_EQ(ri.primary, primary.address());
+  EXPECT_TRUE(ri.connected);
+  EXPECT_EQ(ri.last_error, "");
+  EXPECT_EQ(std::make_pair(ri.segment, ri.offset), std::make_pair(pi.segment, pi.offset));
+  EXPECT_EQ(std::make_pair(ri.primary_segment, ri.primary_offset),
+            std::make_pair(pi.segment, pi.offset));
+  EXPECT_THAT(testing_util::ShellOutput(std::string(REPLAYDB_TOOL_PATH) + " " + replica.address() +
+                                        " -c replication 2>&1"),
+              HasSubstr("role: replica\nsegment: " + std::to_string(pi.segment) + "\noffset: " +
+                        std::to_string(pi.offset) + "\nprimary: " + primary.address()));
+  EXPECT_THAT(testing_util::ShellOutput(std::string(REPLAYDB_TOOL_PATH) + " " + replica.address() +
+                                        " -c replication 2>&1"),
+              HasSubstr("behind: 0 bytes\nconnected: true"));
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  // Samples are served.
+  SampleOptions so;
+  so.timeout = 10s;
+  SampleBatch batch;
+  ASSERT_OK(rt->Sample(16, so, &batch));
+  EXPECT_EQ(batch.batch_size, 16);
+
+  // Writes are not: each refusal names the primary.
+  const auto refused = [&](const Status& s, const std::string& what) {
+    EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << what << ": " << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr("this server is a read replica of " + primary.address()))
+        << what;
+    EXPECT_THAT(s.message(), HasSubstr("writes go to the primary")) << what;
+  };
+  refused(rt->NewWriter().status(), "NewWriter");
+  refused(rt->UpdatePriorities(some, fresh), "UpdatePriorities");
+  refused(rt->DeleteItems(some), "DeleteItems");
+  refused(rt->Clear(), "Clear");
+  TableSpec other = Spec();
+  other.name = "other";
+  refused(r->CreateTable(other).status(), "CreateTable");
+  refused(r->DropTable("experience"), "DropTable");
+
+  // Ends and a dropped table travel as well.
+  ASSERT_OK(open->End(EndReason::kTerminal));
+  ExpectSameSoon(*p, *r);
+  ASSERT_OK(p->CreateTable(other).status());
+  ASSERT_OK(p->DropTable("other"));
+  ASSERT_OK(p->CreateTable([] {
+               TableSpec t = Spec();
+               t.name = "third";
+               return t;
+             }())
+                .status());
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (r->ListTables() != std::vector<std::string>{"experience", "third"} &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(r->ListTables(), (std::vector<std::string>{"experience", "third"}));
+
+  // Stopped, the directories say where they stood.
+  replica.Stop();
+  primary.Stop();
+  ASSERT_OK_AND_ASSIGN(auto local, DB::OpenReadOnly({}, dir.Sub("replica")));
+  ASSERT_OK_AND_ASSIGN(const ReplicationInfo stopped, local->Replication());
+  EXPECT_EQ(stopped.role, "replica");
+  EXPECT_EQ(stopped.primary, primary.address());
+  ASSERT_OK_AND_ASSIGN(auto local_primary, DB::OpenReadOnly({}, dir.Sub("primary")));
+  ASSERT_OK_AND_ASSIGN(const ReplicationInfo kept, local_primary->Replication());
+  EXPECT_EQ(kept.role, "primary");
+  ASSERT_EQ(kept.replicas.size(), 1u) << "the replica's read outlives the primary (REPLICAS)";
+  EXPECT_EQ(kept.replicas[0].name, dir.Sub("replica"));
+  EXPECT_LT(kept.replicas[0].seconds_since_read, 60.0);
+}
+
+TEST(ReplicationTest, AKilledReplicaGoesOnFromItsPlaceAndStoresNothingTwice) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+  auto replica = std::make_unique<Served>(
+      dir.Sub("replica"), std::vector<std::string>{"--replica-of", primary.address()});
+  ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
+  std::unique_ptr<TrajectoryWriter> open;
+  Write(*table, rng, 2, &open);
+  {
+    // (Until a replica has read, the primary's checkpoints keep nothing
+    // for it.)
+    ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica->address()));
+    ExpectSameSoon(*p, *r);
+  }
+  for (int round = 0; round < 3; ++round) {
+    // Killed while the primary is written to (the open trajectory goes on
+    // across the kill), and the primary checkpoints while no replica runs.
+    std::thread writes([&] { Write(*table, rng, 8, &open); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 50));
+    replica->Kill();
+    writes.join();
+    ASSERT_OK(p->Checkpoint());
+    Write(*table, rng, 2, &open);
+    replica = std::make_unique<Served>(dir.Sub("replica"),
+                                       std::vector<std::string>{"--replica-of", primary.address()});
+    ASSERT_FALSE(replica->address().empty());
+    ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica->address()));
+    ExpectSameSoon(*p, *r);
+  }
+  // Another primary for the same directory is refused.
+  Served other(dir.Sub("other"));
+  replica->Stop();
+  EXPECT_THAT(ServeFails({dir.Sub("replica"), "--replica-of", other.address()}),
+              HasSubstr("is a replica of " + primary.address() + ", not of " + other.address()));
+}
+
+TEST(ReplicationTest, ANewReplicaOfALogThatMovedOnIsToldItNeedsASnapshot) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  {
+    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+    ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
+    std::unique_ptr<TrajectoryWriter> open;
+    Write(*table, rng, 3, &open);
+    ASSERT_OK(p->Checkpoint());  // no replica holds segment 1: it goes
+  }
+  Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+  EXPECT_FALSE(
+      replica.WaitFor(std::regex("(a new replica needs a snapshot of the primary)"), 30s).empty())
+      << replica.output();
+  // A replica whose place is past its primary's log's end (it followed
+  // another log) is told so.
+  {
+    const std::string followed = dir.Sub("followed");
+    std::filesystem::create_directories(followed);
+    std::ofstream(followed + "/REPLICA")
+        << "replaydb replica 1\nprimary " << primary.address() << "\nsegment 2\noffset 99999999\n";
+    Served lost(followed, {"--replica-of", primary.address()});
+    EXPECT_FALSE(lost.WaitFor(std::regex("(is past the end of the log of .*: the replica followed "
+                                         "a log this primary does not have)"),
+                              30s)
+                     .empty())
+        << "output:\n"
+        << lost.output();
+  }
+  // A directory with tables of its own is not made a replica.
+  Served lone(dir.Sub("lone"));
+  {
+    ASSERT_OK_AND_ASSIGN(auto l, DB::Connect(lone.address()));
+    ASSERT_OK(l->CreateTable(Spec()).status());
+  }
+  lone.Stop();
+  EXPECT_THAT(ServeFails({dir.Sub("lone"), "--replica-of", primary.address()}),
+              HasSubstr("holds tables and was never a replica of " + primary.address() +
+                        ": a replica starts from an empty directory"));
+  EXPECT_THAT(ServeFails({dir.Sub("x"), "--replica-of", "ucx://127.0.0.1"}),
+              HasSubstr("replica_of: "));
+}
+
+}  // namespace
+}  // namespace replaydb
