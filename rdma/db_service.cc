@@ -868,8 +868,9 @@ Result<Reply> DbService::Handle(Request& r) {
                                       fb::EnumNameBody(kind) +
                                       " refused (reads, samples and lookups are served)");
   }
+  // (A replica's own checkpoints, loads and sampling seeds are its own.)
   if (!replica_of_.empty() && ChangesData(kind) && kind != fb::Body::Checkpoint &&
-      kind != fb::Body::LoadTrajectories) {
+      kind != fb::Body::LoadTrajectories && kind != fb::Body::SeedTable) {
     return Status::FailedPrecondition("this server is a read replica of " + replica_of_ + ": " +
                                       fb::EnumNameBody(kind) +
                                       " refused (writes go to the primary; reads, samples and "
@@ -912,6 +913,7 @@ Result<Reply> DbService::HandleFetchLog(DB& db, Request& r) {
   REPLAYDB_ASSIGN_OR_RETURN(
       wal::LogChunk chunk,
       impl->ReadLog(Name(q->replica()), wal::LogPosition{q->segment(), q->offset()},
+                    q->saved_segment(),
                     static_cast<size_t>(std::clamp<uint64_t>(q->max_bytes(), 1, kMaxChunk)),
                     until));
   HeaderFields f;

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 #include "rdma/remote_db.h"
 #include "rdma/rpc.h"
 #include "replaydb/env.h"
@@ -23,7 +25,8 @@ class Replica::Impl {
       : db_(db), options_(std::move(options)) {
     state_.position = from;
   }
-  ~Impl() {
+  ~Impl() { Stop(); }
+  void Stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -130,7 +133,7 @@ class Replica::Impl {
         return EncodeHeader(
             b, f, fb::Body::FetchLog,
             fb::CreateFetchLog(b, name, from.segment, from.offset, options_.max_bytes,
-                               static_cast<uint32_t>(options_.wait.count())));
+                               static_cast<uint32_t>(options_.wait.count()), saved_.segment));
       };
       Result<Message> reply = client.Call(encode, "", options_.wait + std::chrono::seconds(10));
       if (!reply.ok()) return reply.status();
@@ -200,7 +203,12 @@ Result<std::unique_ptr<Replica>> Replica::Start(engine::DBImpl* db, ReplicaOptio
   std::string host;
   uint16_t port = 0;
   REPLAYDB_RETURN_IF_ERROR(ParseAddress(options.primary, &host, &port));
-  if (options.name.empty()) options.name = db->path();
+  if (options.name.empty()) {
+    // Unique among a primary's replicas: this host's name and the directory.
+    char host[256] = {0};
+    if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+    options.name = std::string(host) + ":" + db->path();
+  }
   const std::string path = db->path() + "/" + engine::DBImpl::kReplicaFile;
   wal::LogPosition from;
   std::string primary;
@@ -216,11 +224,18 @@ Result<std::unique_ptr<Replica>> Replica::Start(engine::DBImpl* db, ReplicaOptio
     return Status::FailedPrecondition(db->path() + " holds tables and was never a replica of " +
                                       options.primary +
                                       ": a replica starts from an empty directory");
+  } else {
+    // A replica from now on, before anything is applied (a restart then
+    // finds it one, whatever it applied).
+    REPLAYDB_RETURN_IF_ERROR(
+        engine::DBImpl::WriteReplicaFile(Env::Default(), db->path(), options.primary, from));
   }
   auto impl = std::make_unique<Impl>(db, std::move(options), from);
   impl->StartThread();
   return std::unique_ptr<Replica>(new Replica(std::move(impl)));
 }
+
+void Replica::Stop() { impl_->Stop(); }
 
 ReplicaState Replica::state() const {
   return impl_->state();

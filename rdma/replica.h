@@ -24,7 +24,7 @@ namespace replaydb::rdma {
 struct ReplicaOptions {
   // The primary's address, ucx://HOST:PORT.
   std::string primary;
-  // The replica's name for the primary (default: its directory).
+  // The replica's name for the primary (default: HOSTNAME:DIR).
   std::string name;
   // A token the primary accepts (empty: none).
   std::string token;
@@ -58,6 +58,8 @@ class Replica {
   Replica& operator=(const Replica&) = delete;
 
   ReplicaState state() const;
+  // Stops following and saves its place; state() still answers.
+  void Stop();
 
  private:
   class Impl;

@@ -40,9 +40,11 @@ class ServerImpl final : public Server {
   // The server first (its threads call the service), then the service (the
   // leases' pins), then an owned database (its hot tiers' slabs, which keep
   // the transport's UCP context until they are unmapped).
-  // The follower after the server (requests read its state), before the
-  // database it applies to.
+  // The follower stops first (it applies into hot tiers in the transport's
+  // memory) but goes after the server (requests read its state), before
+  // the database it applies to.
   ~ServerImpl() override {
+    if (replica_) replica_->Stop();  // (it applies into the transport's memory)
     server_.reset();
     replica_.reset();
     service_.reset();
@@ -55,6 +57,7 @@ class ServerImpl final : public Server {
   // Follows a primary's log (Server::Open with replica_of).
   void SetReplica(std::unique_ptr<rdma::Replica> replica) { replica_ = std::move(replica); }
   Status Close() override {
+    if (replica_) replica_->Stop();
     server_.reset();
     replica_.reset();
     service_.reset();

@@ -63,11 +63,14 @@ class DBImpl final : public DB {
   // A primary's side: the log's records from `from` on
   // (wal::ReadLogRange), waiting until `until` for one to be written when
   // there is none yet. `replica` names the reader: checkpoints keep the
-  // segments it has still to read (until it has not read for
-  // kReplicaHoldTime). FailedPrecondition when this database has no log,
-  // or when `from` is its beginning (segment 0) and a checkpoint has
-  // removed its first records (a replica then needs a snapshot).
-  Result<wal::LogChunk> ReadLog(const std::string& replica, wal::LogPosition from, size_t max_bytes,
+  // segments from `hold_segment` on (the place it saved; 0: `from`'s)
+  // until it has not read for kReplicaHoldTime. FailedPrecondition when
+  // this database has no log, when `from` is past its end, or when `from`
+  // is its beginning (segment 0) and a checkpoint has removed its first
+  // records (a replica then needs a snapshot); Unavailable when the log
+  // fails or closes while the read waits.
+  Result<wal::LogChunk> ReadLog(const std::string& replica, wal::LogPosition from,
+                                uint64_t hold_segment, size_t max_bytes,
                                 std::chrono::steady_clock::time_point until);
   static constexpr std::chrono::minutes kReplicaHoldTime{10};
   static constexpr const char* kReplicasFile = "REPLICAS";

@@ -19,17 +19,44 @@ namespace replaydb::engine {
 using util::Quoted;
 
 Result<wal::LogChunk> DBImpl::ReadLog(const std::string& replica, wal::LogPosition from,
-                                      size_t max_bytes,
+                                      uint64_t hold_segment, size_t max_bytes,
                                       std::chrono::steady_clock::time_point until) {
   if (log_ == nullptr) {
     return Status::FailedPrecondition(path_ +
                                       " has no write-ahead log (DBOptions::wal.enabled "
                                       "is false): there is nothing to ship to a replica");
   }
+  wal::LogPosition end = log_->end();
+  if (from > end) {
+    return Status::FailedPrecondition(
+        "segment " + std::to_string(from.segment) + ", offset " + std::to_string(from.offset) +
+        " is past the end of the log of " + path_ + " (segment " + std::to_string(end.segment) +
+        ", offset " + std::to_string(end.offset) +
+        "): the replica followed a log this primary does not have");
+  }
+  {
+    // The segments from the one the replica holds on to stay (the place it
+    // saved, which may be behind the place it reads from: a replica
+    // restarted goes on from there). Before the check below: a checkpoint
+    // then cannot remove the log's beginning while a new replica starts.
+    // (One line each in REPLICAS.)
+    std::string name = replica;
+    std::replace(name.begin(), name.end(), '\n', ' ');
+    const uint64_t hold = std::min(hold_segment == 0 ? from.segment : hold_segment, from.segment);
+    std::lock_guard<std::mutex> lock(replicas_mu_);
+    if (replica_reads_.size() >= kMaxReplicas && replica_reads_.count(name) == 0) {
+      // The one that read least recently goes (it reads again from its own place).
+      auto stalest = std::min_element(
+          replica_reads_.begin(), replica_reads_.end(),
+          [](const auto& a, const auto& b) { return a.second.when < b.second.when; });
+      replica_reads_.erase(stalest);
+    }
+    replica_reads_[name] = ReplicaRead{hold, std::chrono::steady_clock::now()};
+  }
   if (from.segment == 0) {
     // From the beginning: the log must still hold its first segment (a
     // database's log starts at segment 1, and a checkpoint removes segments
-    // only after records were logged).
+    // only after records were logged), and is read from there.
     std::vector<uint64_t> segments;
     REPLAYDB_RETURN_IF_ERROR(wal::ListSegments(env_, wal_dir_, &segments));
     if (segments.empty() || segments.front() != 1) {
@@ -42,34 +69,19 @@ Result<wal::LogChunk> DBImpl::ReadLog(const std::string& replica, wal::LogPositi
           "): a new replica needs a snapshot of the primary, which replaydb cannot ship yet; "
           "start replicas with their primary, before it is written to");
     }
-  }
-  wal::LogPosition end = log_->end();
-  if (from > end) {
-    return Status::FailedPrecondition(
-        "segment " + std::to_string(from.segment) + ", offset " + std::to_string(from.offset) +
-        " is past the end of the log of " + path_ + " (segment " + std::to_string(end.segment) +
-        ", offset " + std::to_string(end.offset) +
-        "): the replica followed a log this primary does not have");
-  }
-  {
-    // (One line each in REPLICAS.)
-    std::string name = replica;
-    std::replace(name.begin(), name.end(), '\n', ' ');
-    std::lock_guard<std::mutex> lock(replicas_mu_);
-    if (replica_reads_.size() >= kMaxReplicas && replica_reads_.count(name) == 0) {
-      // The one that read least recently goes (it reads again from its own place).
-      auto stalest = std::min_element(
-          replica_reads_.begin(), replica_reads_.end(),
-          [](const auto& a, const auto& b) { return a.second.when < b.second.when; });
-      replica_reads_.erase(stalest);
-    }
-    replica_reads_[name] = ReplicaRead{from.segment, std::chrono::steady_clock::now()};
+    from = wal::LogPosition{1, 0};
   }
   wal::LogChunk chunk;
   REPLAYDB_RETURN_IF_ERROR(wal::ReadLogRange(env_, wal_dir_, from, end, max_bytes, &chunk));
   if (chunk.count == 0 && std::chrono::steady_clock::now() < until) {
     // Nothing new: wait for the next record.
-    end = log_->WaitPast(end, until);
+    const wal::LogPosition was = end;
+    end = log_->WaitPast(was, until);
+    if (end == was && std::chrono::steady_clock::now() < until) {
+      // Woken early with nothing new: the log failed or is closing.
+      return Status::Unavailable("the log of " + path_ +
+                                 " takes no more records (it failed or is closing)");
+    }
     REPLAYDB_RETURN_IF_ERROR(wal::ReadLogRange(env_, wal_dir_, from, end, max_bytes, &chunk));
   }
   return chunk;
@@ -246,11 +258,16 @@ Status DBImpl::ApplyShippedRecord(wal::RecordType type, std::span<const std::byt
       const TableSpec& spec = one.tables[0].spec;
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = specs_.find(spec.name); it != specs_.end()) {
-        if (it->second.id == r.table_id) return Status::OK();  // applied before
+        // Applied before; or an older table of that name, dropped later in
+        // the log (a primary's table ids only grow), applied again.
+        if (it->second.id >= r.table_id) return Status::OK();
         return Status::FailedPrecondition(
             "table " + Quoted(spec.name) + " of " + path_ + " has id " +
             std::to_string(it->second.id) + ", and " + source + " created it with id " +
             std::to_string(r.table_id) + ": this directory is not a replica of " + source);
+      }
+      if (r.table_id < next_table_id_ && by_id_.count(r.table_id) == 0) {
+        return Status::OK();  // made and dropped before: applied again
       }
       if (by_id_.count(r.table_id) != 0) {
         return Status::FailedPrecondition("table id " + std::to_string(r.table_id) + " of " +
@@ -279,6 +296,7 @@ Status DBImpl::ApplyShippedRecord(wal::RecordType type, std::span<const std::byt
   if ((static_cast<uint8_t>(type) & wal::kSafeToIgnore) != 0) return Status::OK();
   std::lock_guard<std::mutex> ship_lock(ship_mu_);
   if (log_ != nullptr) REPLAYDB_RETURN_IF_ERROR(log_->Append(type, payload).status());
+  const ScopedNoTableLog logged_above;  // (an applied update would log itself again)
   return ApplyLogRecord(type, payload, [this](uint32_t id) -> TableImpl* {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = by_id_.find(id);

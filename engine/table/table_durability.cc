@@ -51,9 +51,17 @@ Result<uint64_t> TableImpl::LogLocked(wal::RecordType type) {
   return LogLocked(type, std::span<const std::span<const std::byte>>(&payload, 1));
 }
 
+namespace {
+thread_local bool no_table_log = false;
+}  // namespace
+
+ScopedNoTableLog::ScopedNoTableLog() : previous_(no_table_log) { no_table_log = true; }
+ScopedNoTableLog::~ScopedNoTableLog() { no_table_log = previous_; }
+bool ScopedNoTableLog::active() { return no_table_log; }
+
 Result<uint64_t> TableImpl::LogLocked(wal::RecordType type,
                                       std::span<const std::span<const std::byte>> pieces) {
-  if (log_ == nullptr) return uint64_t{0};
+  if (log_ == nullptr || no_table_log) return uint64_t{0};
   Result<uint64_t> seq = log_->AppendV(type, pieces);
   if (!seq.ok()) return seq.status().WithContext("table " + Quoted(name_));
   return seq;

@@ -179,6 +179,21 @@ struct SlabSpan {
   size_t bytes = 0;
 };
 
+// While one is alive on a thread, the tables log nothing that thread
+// changes: a replica logs each record its primary shipped itself, then
+// applies it (DBImpl::ApplyShipped), and the apply must not log it again.
+class ScopedNoTableLog {
+ public:
+  ScopedNoTableLog();
+  ~ScopedNoTableLog();
+  ScopedNoTableLog(const ScopedNoTableLog&) = delete;
+  ScopedNoTableLog& operator=(const ScopedNoTableLog&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
  public:
   // Writes a changed spec to the catalog. Called without the table's mutex.

@@ -32,6 +32,7 @@ namespace replaydb {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 // `replaydb serve DIR --listen ucx://127.0.0.1:0 [ARGS...]`.
@@ -198,7 +199,7 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
   ASSERT_OK_AND_ASSIGN(const ReplicationInfo pi, p->Replication());
   EXPECT_EQ(pi.role, "primary");
   ASSERT_EQ(pi.replicas.size(), 1u);
-  EXPECT_EQ(pi.replicas[0].name, dir.Sub("replica"));
+  EXPECT_THAT(pi.replicas[0].name, ::testing::EndsWith(":" + dir.Sub("replica")));
   EXPECT_LT(pi.replicas[0].seconds_since_read, 10.0);
   ReplicationInfo ri;
   for (auto until = std::chrono::steady_clock::now() + 10s;
@@ -255,15 +256,47 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
                return t;
              }())
                 .status());
+  ASSERT_OK(p->CreateTable(other).status());  // a name used again, under a new id
+  const std::vector<std::string> tables = {"experience", "other", "third"};
   const auto until = std::chrono::steady_clock::now() + 30s;
-  while (r->ListTables() != std::vector<std::string>{"experience", "third"} &&
-         std::chrono::steady_clock::now() < until) {
+  while (r->ListTables() != tables && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_EQ(r->ListTables(), (std::vector<std::string>{"experience", "third"}));
+  EXPECT_EQ(r->ListTables(), tables);
+  ASSERT_TRUE(std::filesystem::exists(dir.Sub("replica") + "/REPLICA"));
+
+  // Sent back to the start of the segment its primary keeps for it, the
+  // replica applies all that again and holds the same (nothing twice; the
+  // table made, dropped and made again under its name included).
+  ASSERT_OK_AND_ASSIGN(const ReplicationInfo held, p->Replication());
+  ASSERT_EQ(held.replicas.size(), 1u);
+  replica.Stop();
+  {
+    std::ofstream(dir.Sub("replica") + "/REPLICA")
+        << "replaydb replica 1\nprimary " << primary.address() << "\nsegment "
+        << held.replicas[0].segment << "\noffset 0\n";
+    Served again(dir.Sub("replica"), {"--replica-of", primary.address()});
+    EXPECT_FALSE(again.WaitFor(std::regex("(connected; applying from segment [0-9]+, offset 0)"),
+                               30s)
+                     .empty())
+        << again.output();
+    ASSERT_OK_AND_ASSIGN(auto r2, DB::Connect(again.address()));
+    ASSERT_OK_AND_ASSIGN(const ReplicationInfo end, p->Replication());
+    ReplicationInfo back;
+    for (auto limit = std::chrono::steady_clock::now() + 30s;
+         std::chrono::steady_clock::now() < limit; std::this_thread::sleep_for(20ms)) {
+      ASSERT_OK_AND_ASSIGN(back, r2->Replication());
+      if (back.segment == end.segment && back.offset == end.offset) break;
+    }
+    EXPECT_EQ(std::make_pair(back.segment, back.offset), std::make_pair(end.segment, end.offset))
+        << back.last_error;
+    EXPECT_EQ(back.last_error, "");
+    ExpectSameSoon(*p, *r2);
+    EXPECT_EQ(r2->ListTables(), tables);
+    EXPECT_THAT(again.output(), Not(HasSubstr("stopped following"))) << again.output();
+  }
 
   // Stopped, the directories say where they stood.
-  replica.Stop();
   primary.Stop();
   ASSERT_OK_AND_ASSIGN(auto local, DB::OpenReadOnly({}, dir.Sub("replica")));
   ASSERT_OK_AND_ASSIGN(const ReplicationInfo stopped, local->Replication());
@@ -273,7 +306,7 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
   ASSERT_OK_AND_ASSIGN(const ReplicationInfo kept, local_primary->Replication());
   EXPECT_EQ(kept.role, "primary");
   ASSERT_EQ(kept.replicas.size(), 1u) << "the replica's read outlives the primary (REPLICAS)";
-  EXPECT_EQ(kept.replicas[0].name, dir.Sub("replica"));
+  EXPECT_THAT(kept.replicas[0].name, ::testing::EndsWith(":" + dir.Sub("replica")));
   EXPECT_LT(kept.replicas[0].seconds_since_read, 60.0);
 }
 

@@ -275,6 +275,9 @@ Status ReplicationCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) 
               ? std::to_string(r.primary_offset - std::min(r.primary_offset, r.offset)) + " bytes"
               : std::to_string(r.primary_segment - std::min(r.primary_segment, r.segment)) +
                     " segments";
+    }
+    // (Known where a server follows the primary; a directory's view has none.)
+    if (r.connected || r.primary_segment > 0 || !r.last_error.empty()) {
       out->json["connected"] = r.connected;
     }
     if (!r.last_error.empty()) out->json["last_error"] = r.last_error;
