@@ -329,8 +329,9 @@ TEST(ReplicationTest, AKilledReplicaGoesOnFromItsPlaceAndStoresNothingTwice) {
   for (int round = 0; round < 3; ++round) {
     // Killed while the primary is written to (the open trajectory goes on
     // across the kill), and the primary checkpoints while no replica runs.
+    const auto pause = std::chrono::milliseconds(rng() % 50);  // (rng is the writer's next)
     std::thread writes([&] { Write(*table, rng, 8, &open); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 50));
+    std::this_thread::sleep_for(pause);
     replica->Kill();
     writes.join();
     ASSERT_OK(p->Checkpoint());
