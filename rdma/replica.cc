@@ -21,8 +21,9 @@ constexpr std::chrono::milliseconds kSaveEvery{100};
 
 class Replica::Impl {
  public:
-  Impl(engine::DBImpl* db, ReplicaOptions options, wal::LogPosition from)
-      : db_(db), options_(std::move(options)) {
+  Impl(engine::DBImpl* db, ReplicaOptions options, std::string host, uint16_t port,
+       wal::LogPosition from)
+      : db_(db), options_(std::move(options)), host_(std::move(host)), port_(port) {
     state_.position = from;
   }
   ~Impl() { Stop(); }
@@ -67,14 +68,6 @@ class Replica::Impl {
   }
 
   void Loop() {
-    std::string host;
-    uint16_t port = 0;
-    const Status parsed = ParseAddress(options_.primary, &host, &port);
-    if (!parsed.ok()) {
-      Failed(parsed);
-      Log(parsed.ToString());
-      return;
-    }
     std::chrono::milliseconds backoff{100};
     const std::chrono::milliseconds kMaxBackoff{2000};
     while (!stopping()) {
@@ -83,7 +76,7 @@ class Replica::Impl {
       o.connect_timeout = std::chrono::milliseconds(2000);
       o.transport.heartbeat = options_.heartbeat;
       o.token = options_.token;
-      Result<std::unique_ptr<RpcClient>> client = RpcClient::Connect(host, port, o);
+      Result<std::unique_ptr<RpcClient>> client = RpcClient::Connect(host_, port_, o);
       if (!client.ok()) {
         Failed(client.status());
         if (client.status().ToString() != last_logged_) {
@@ -181,6 +174,8 @@ class Replica::Impl {
 
   engine::DBImpl* const db_;
   const ReplicaOptions options_;
+  const std::string host_;  // the primary's (ReplicaOptions::primary)
+  const uint16_t port_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool stop_ = false;
@@ -205,9 +200,9 @@ Result<std::unique_ptr<Replica>> Replica::Start(engine::DBImpl* db, ReplicaOptio
   REPLAYDB_RETURN_IF_ERROR(ParseAddress(options.primary, &host, &port));
   if (options.name.empty()) {
     // Unique among a primary's replicas: this host's name and the directory.
-    char host[256] = {0};
-    if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-    options.name = std::string(host) + ":" + db->path();
+    char hostname[256] = {0};
+    if (::gethostname(hostname, sizeof(hostname) - 1) != 0) hostname[0] = '\0';
+    options.name = std::string(hostname) + ":" + db->path();
   }
   const std::string path = db->path() + "/" + engine::DBImpl::kReplicaFile;
   wal::LogPosition from;
@@ -230,7 +225,7 @@ Result<std::unique_ptr<Replica>> Replica::Start(engine::DBImpl* db, ReplicaOptio
     REPLAYDB_RETURN_IF_ERROR(
         engine::DBImpl::WriteReplicaFile(Env::Default(), db->path(), options.primary, from));
   }
-  auto impl = std::make_unique<Impl>(db, std::move(options), from);
+  auto impl = std::make_unique<Impl>(db, std::move(options), host, port, from);
   impl->StartThread();
   return std::unique_ptr<Replica>(new Replica(std::move(impl)));
 }

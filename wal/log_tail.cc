@@ -65,6 +65,18 @@ Status ReadSegmentRange(Env* env, const std::string& path, uint64_t offset, uint
   return Status::OK();
 }
 
+// FailedPrecondition: the log in `dir` no longer holds `segment` (the
+// segments left are listed for the message only).
+Status SegmentGone(Env* env, const std::string& dir, uint64_t segment) {
+  std::vector<uint64_t> segments;
+  (void)ListSegments(env, dir, &segments);
+  return Status::FailedPrecondition(
+      "the log of " + dir + " no longer holds segment " + std::to_string(segment) +
+      (segments.empty() ? std::string(" (it holds none)")
+                        : " (it starts at segment " + std::to_string(segments.front()) +
+                              ": a checkpoint removed the ones before)"));
+}
+
 }  // namespace
 
 Status ReadLogRange(Env* env, const std::string& dir, LogPosition from, LogPosition end,
@@ -73,9 +85,9 @@ Status ReadLogRange(Env* env, const std::string& dir, LogPosition from, LogPosit
   out->count = 0;
   out->next = from;
   out->end = end;
-  std::vector<uint64_t> segments;
-  REPLAYDB_RETURN_IF_ERROR(ListSegments(env, dir, &segments));
   if (from.segment == 0) {
+    std::vector<uint64_t> segments;
+    REPLAYDB_RETURN_IF_ERROR(ListSegments(env, dir, &segments));
     if (segments.empty()) return Status::OK();
     from = LogPosition{segments.front(), 0};
   }
@@ -87,15 +99,11 @@ Status ReadLogRange(Env* env, const std::string& dir, LogPosition from, LogPosit
         ", offset " + std::to_string(end.offset) + ")");
   }
   while (from <= end) {
-    if (!std::binary_search(segments.begin(), segments.end(), from.segment)) {
-      if (out->count > 0) break;  // what was read first; the next read says
-      return Status::FailedPrecondition(
-          "the log of " + dir + " no longer holds segment " + std::to_string(from.segment) +
-          (segments.empty() ? std::string(" (it holds none)")
-                            : " (it starts at segment " + std::to_string(segments.front()) +
-                                  ": a checkpoint removed the ones before)"));
-    }
     const std::string path = dir + "/" + SegmentFileName(from.segment);
+    if (!env->FileExists(path)) {
+      if (out->count > 0) break;  // what was read first; the next read says
+      return SegmentGone(env, dir, from.segment);
+    }
     const bool last = from.segment == end.segment;
     uint64_t limit = end.offset;
     if (!last) REPLAYDB_RETURN_IF_ERROR(env->GetFileSize(path, &limit));
@@ -112,7 +120,7 @@ Status ReadLogRange(Env* env, const std::string& dir, LogPosition from, LogPosit
     const bool segment_done = !last && (end_of_data || next_offset >= limit);
     if (!segment_done) break;  // out of room, or at the writer's end
     // On to the next segment (numbers follow one another: a missing one is
-    // records that are gone, which the check above reports on the next turn).
+    // records that are gone, which the check above reports).
     from = LogPosition{from.segment + 1, kSegmentHeaderBytes};
     out->next = from;
     if (out->records.size() >= max_bytes) break;

@@ -22,11 +22,7 @@
 
 #include "replaydb/db.h"
 #include "tests/test_util.h"
-#include "tools/replaydb/child_process.h"
-
-#ifndef REPLAYDB_TOOL_PATH
-#error "REPLAYDB_TOOL_PATH must name the replaydb binary (set by CMakeLists.txt)"
-#endif
+#include "tests/tools/serve_process.h"
 
 namespace replaydb {
 namespace {
@@ -35,56 +31,52 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
 
-// `replaydb serve DIR --listen ucx://127.0.0.1:0 [ARGS...]`.
+using testing_util::ServeProcess;
+
+// `replaydb serve DIR --listen ucx://127.0.0.1:0 --workers 1 [ARGS...]`,
+// once it listens.
 class Served {
  public:
   explicit Served(const std::string& dir, std::vector<std::string> more = {}) {
-    std::vector<std::string> args = {REPLAYDB_TOOL_PATH,  "serve",     dir, "--listen",
-                                     "ucx://127.0.0.1:0", "--workers", "1"};
+    std::vector<std::string> args = {dir, "--listen", "ucx://127.0.0.1:0", "--workers", "1"};
     args.insert(args.end(), more.begin(), more.end());
-    auto started = tools::ChildProcess::Start(std::move(args));
-    EXPECT_OK(started.status());
-    if (!started.ok()) return;
-    child_ = std::move(started).value();
-    address_ = child_->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"), 30s);
-    EXPECT_FALSE(address_.empty()) << "no listening line; output:\n" << child_->output();
+    process_ = std::make_unique<ServeProcess>(std::move(args));
+    address_ = process_->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"), 30s);
+    EXPECT_FALSE(address_.empty()) << "no listening line; output:\n" << process_->output();
   }
   ~Served() { Stop(); }
   // SIGTERM, and the exit (0) awaited.
-  void Stop() {
-    if (!child_) return;
-    ::kill(child_->pid(), SIGTERM);
-    EXPECT_EQ(child_->Wait(60s), 0) << child_->output();
-    child_.reset();
-  }
-  void Kill() {
-    if (!child_) return;
-    ::kill(child_->pid(), SIGKILL);
-    child_->Wait(30s);
-    child_.reset();
-  }
+  void Stop() { End(SIGTERM); }
+  void Kill() { End(SIGKILL); }
   const std::string& address() const { return address_; }
   std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
-    return child_ ? child_->WaitFor(pattern, timeout) : "";
+    return process_ ? process_->WaitFor(pattern, timeout) : "";
   }
-  std::string output() const { return child_ ? child_->output() : ""; }
+  std::string output() const { return process_ ? process_->output() : ""; }
 
  private:
-  std::unique_ptr<tools::ChildProcess> child_;
+  void End(int signal) {
+    if (!process_) return;
+    ::kill(process_->pid(), signal);
+    const int status = process_->Exit(60s);
+    if (signal == SIGTERM) {
+      EXPECT_EQ(status, 0) << process_->output();
+    }
+    process_.reset();
+  }
+
+  std::unique_ptr<ServeProcess> process_;
   std::string address_;
 };
 
 // The output of `replaydb serve ARGS... --listen ucx://127.0.0.1:0`, which
 // must fail (exit 1, or 2 for a usage error).
 std::string ServeFails(std::vector<std::string> args) {
-  args.insert(args.begin(), {REPLAYDB_TOOL_PATH, "serve"});
   args.insert(args.end(), {"--listen", "ucx://127.0.0.1:0"});
-  auto child = tools::ChildProcess::Start(std::move(args));
-  EXPECT_OK(child.status());
-  if (!child.ok()) return "";
-  const int status = (*child)->Wait(30s);
-  EXPECT_TRUE(status == 1 || status == 2) << status << ": " << (*child)->output();
-  return (*child)->output();
+  ServeProcess serve(std::move(args));
+  const int status = serve.Exit(30s);
+  EXPECT_TRUE(status == 1 || status == 2) << status << ": " << serve.output();
+  return serve.output();
 }
 
 TableSpec Spec() {

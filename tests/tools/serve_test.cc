@@ -5,10 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
@@ -21,11 +20,7 @@
 
 #include "replaydb/db.h"
 #include "tests/test_util.h"
-#include "tools/replaydb/child_process.h"
-
-#ifndef REPLAYDB_TOOL_PATH
-#error "REPLAYDB_TOOL_PATH must name the replaydb binary (set by CMakeLists.txt)"
-#endif
+#include "tests/tools/serve_process.h"
 
 namespace replaydb {
 namespace {
@@ -33,30 +28,7 @@ namespace {
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-// `replaydb serve ARGS...`, its stdout and stderr read through a pipe.
-class ServeProcess {
- public:
-  explicit ServeProcess(std::vector<std::string> args) {
-    args.insert(args.begin(), {REPLAYDB_TOOL_PATH, "serve"});
-    auto started = tools::ChildProcess::Start(std::move(args));
-    EXPECT_OK(started.status());
-    if (started.ok()) child_ = std::move(started).value();
-  }
-  // Reads output until `pattern` matches some of it (first group returned)
-  // or `timeout` passes (empty).
-  std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
-    return child_ ? child_->WaitFor(pattern, timeout) : "";
-  }
-  // Waits for the exit (bounded), reading the rest of the output; the exit
-  // status, or -1 when it did not exit in time.
-  int Exit(std::chrono::milliseconds timeout) { return child_ ? child_->Wait(timeout) : -1; }
-  pid_t pid() const { return child_ ? child_->pid() : -1; }
-  const std::string& output() const { return child_ ? child_->output() : none_; }
-
- private:
-  std::unique_ptr<tools::ChildProcess> child_;  // killed and reaped when it goes
-  std::string none_;
-};
+using testing_util::ServeProcess;
 
 TableSpec Spec() {
   TableSpec spec;
