@@ -482,6 +482,7 @@ struct DbService::Writer {
   // epoch, sent ahead before the client knew, is refused (wire.fbs).
   uint32_t failed_epoch = 0;
   bool sync = false;  // its appends wait for the log's fsync
+  engine::WriteAck ack;  // what its acknowledgments wait for
   std::shared_ptr<Table> table;
   std::unique_ptr<TrajectoryWriter> writer;  // one of the two
   std::unique_ptr<VectorWriter> vector;
@@ -539,7 +540,14 @@ struct DbService::Lease {
 
 DbService::DbService(DB* db, InPlaceServing in_place)
     : db_(db), in_place_(std::move(in_place)) {}
-DbService::~DbService() = default;
+DbService::~DbService() {
+  {
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    stop_shipping_ = true;
+  }
+  fetch_cv_.notify_all();
+  if (shipper_.joinable()) shipper_.join();
+}
 void DbService::SetDb(DB* db, InPlaceServing in_place) {
   in_place_ = std::move(in_place);
   db_.store(db, std::memory_order_release);
@@ -834,6 +842,20 @@ std::optional<Result<Reply>> DbService::TryInline(Request& r) {
       }
       return reply;
     }
+    case fb::Body::FetchLog: {
+      // A replica's read: here when the log holds at most kInlineBytes
+      // past its place (none: it is noted, which acknowledges the writers
+      // waiting for it, and the reply deferred); on the executor otherwise.
+      auto* impl = dynamic_cast<engine::DBImpl*>(db_.load(std::memory_order_acquire));
+      const fb::FetchLog* q = h->body_as_FetchLog();
+      if (impl == nullptr) return std::nullopt;
+      const wal::LogPosition end = impl->LogEnd();
+      if (q->segment() != end.segment || q->offset() > end.offset ||
+          end.offset - q->offset() > kInlineBytes) {
+        return std::nullopt;
+      }
+      return HandleFetchLog(*impl, r);
+    }
     case fb::Body::Sample: {
       // Small batches only (a large gather would hold the worker), and only
       // when the rate limiter lets it through at once.
@@ -899,31 +921,99 @@ Result<Reply> DbService::Handle(Request& r) {
   }
 }
 
-Result<Reply> DbService::HandleFetchLog(DB& db, Request& r) {
-  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
-  if (impl == nullptr) return Status::NotSupported("this server's database ships no log");
-  const fb::Header* h = r.message.header();
-  const fb::FetchLog* q = h->body_as_FetchLog();
-  // The longest a read waits for a record: like every served wait, bounded
-  // (the replica asks again).
-  const auto wait =
-      std::min<std::chrono::milliseconds>(std::chrono::milliseconds(q->wait_ms()), kMaxServedWait);
-  const auto until = std::min(r.deadline, std::chrono::steady_clock::now() + wait);
-  constexpr uint64_t kMaxChunk = 64 << 20;
-  REPLAYDB_ASSIGN_OR_RETURN(
-      wal::LogChunk chunk,
-      impl->ReadLog(Name(q->replica()), wal::LogPosition{q->segment(), q->offset()},
-                    q->saved_segment(),
-                    static_cast<size_t>(std::clamp<uint64_t>(q->max_bytes(), 1, kMaxChunk)),
-                    until));
+namespace {
+
+Reply LogRecordsReply(uint64_t request_id, wal::LogChunk chunk) {
   HeaderFields f;
-  f.request_id = h->request_id();
+  f.request_id = request_id;
   flatbuffers::FlatBufferBuilder b(128);
   b.ForceDefaults(true);
   return Reply{EncodeHeader(b, f, fb::Body::LogRecords,
                             fb::CreateLogRecords(b, chunk.next.segment, chunk.next.offset,
                                                  chunk.count, chunk.end.segment, chunk.end.offset)),
                std::move(chunk.records)};
+}
+
+}  // namespace
+
+Result<Reply> DbService::HandleFetchLog(DB& db, Request& r) {
+  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
+  if (impl == nullptr) return Status::NotSupported("this server's database ships no log");
+  const fb::Header* h = r.message.header();
+  const fb::FetchLog* q = h->body_as_FetchLog();
+  constexpr uint64_t kMaxChunk = 64 << 20;
+  PendingFetch f;
+  f.request_id = h->request_id();
+  f.replica = Name(q->replica());
+  f.from = wal::LogPosition{q->segment(), q->offset()};
+  f.saved_segment = q->saved_segment();
+  f.max_bytes = static_cast<size_t>(std::clamp<uint64_t>(q->max_bytes(), 1, kMaxChunk));
+  REPLAYDB_ASSIGN_OR_RETURN(wal::LogChunk chunk, impl->ReadLog(f.replica, f.from, f.saved_segment,
+                                                               f.max_bytes, Clock::time_point{}));
+  if (chunk.count > 0 || q->wait_ms() == 0) return LogRecordsReply(f.request_id, std::move(chunk));
+  // Nothing new: answered once records come (PumpFetches), or empty once
+  // its wait passes (bounded, as every served wait: the replica asks again).
+  const auto wait =
+      std::min<std::chrono::milliseconds>(std::chrono::milliseconds(q->wait_ms()), kMaxServedWait);
+  f.until = std::min(r.deadline, Clock::now() + wait);
+  f.respond = r.Defer();
+  {
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    fetches_.push_back(std::move(f));
+    pending_fetches_.store(fetches_.size(), std::memory_order_release);
+    if (!shipper_.joinable() && !stop_shipping_) {
+      shipper_ = std::thread([this, impl] { ShipLoop(impl); });
+    }
+  }
+  fetch_cv_.notify_all();
+  // (Records appended since the read above, whose appender saw no read
+  // pending, go now.)
+  PumpFetches(*impl);
+  return Reply{};  // (not sent: deferred)
+}
+
+void DbService::PumpFetches(engine::DBImpl& db) {
+  if (pending_fetches_.load(std::memory_order_acquire) == 0) return;
+  const wal::LogPosition end = db.LogEnd();
+  const auto now = Clock::now();
+  std::vector<PendingFetch> ready;
+  {
+    std::lock_guard<std::mutex> lock(fetch_mu_);
+    for (auto it = fetches_.begin(); it != fetches_.end();) {
+      if (it->from < end || it->until <= now) {
+        ready.push_back(std::move(*it));
+        it = fetches_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    pending_fetches_.store(fetches_.size(), std::memory_order_release);
+  }
+  for (PendingFetch& f : ready) {
+    Result<wal::LogChunk> chunk =
+        db.ReadLog(f.replica, f.from, f.saved_segment, f.max_bytes, Clock::time_point{});
+    if (chunk.ok()) {
+      f.respond(LogRecordsReply(f.request_id, std::move(*chunk)));
+    } else {
+      f.respond(chunk.status());
+    }
+  }
+}
+
+void DbService::ShipLoop(engine::DBImpl* db) {
+  // A record appended wakes it at once (LogWriter::WaitPast); a read's wait
+  // passing, within kTick.
+  constexpr std::chrono::milliseconds kTick{20};
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(fetch_mu_);
+      fetch_cv_.wait(lock, [&] { return stop_shipping_ || !fetches_.empty(); });
+      if (stop_shipping_) return;
+    }
+    const wal::LogPosition end = db->LogEnd();
+    (void)db->WaitForLogPast(end, Clock::now() + kTick);
+    PumpFetches(*db);
+  }
 }
 
 Result<Reply> DbService::HandleGetReplication(DB& db, Request& r) {
@@ -945,8 +1035,9 @@ Result<Reply> DbService::HandleGetReplication(DB& db, Request& r) {
   b.ForceDefaults(true);
   std::vector<flatbuffers::Offset<fb::ReplicaRead>> replicas;
   for (const ReplicaProgress& p : info.replicas) {
-    replicas.push_back(
-        fb::CreateReplicaRead(b, b.CreateString(p.name), p.segment, p.seconds_since_read));
+    replicas.push_back(fb::CreateReplicaRead(b, b.CreateString(p.name), p.segment,
+                                             p.seconds_since_read, p.applied_segment,
+                                             p.applied_offset, p.lag_seconds, p.in_sync));
   }
   const auto role = b.CreateString(info.role);
   const auto primary = b.CreateString(info.primary);
@@ -979,9 +1070,20 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     if (q->envs() == 0) o.timeout = o.timeout.count() < 0 ? kMaxServedWait
                                                           : std::min(o.timeout, kMaxServedWait);
     o.sync = q->sync();
+    o.acks = Acks{static_cast<AckMode>(q->acks()), q->ack_replicas()};
+    REPLAYDB_RETURN_IF_ERROR(
+        ValidateAcks(o.acks, "table '" + table->name() + "': a remote writer's options"));
     auto w = std::make_shared<Writer>();
     w->timeout = q->timeout_ms() < 0 ? kWaitForever : std::chrono::milliseconds(q->timeout_ms());
-    w->sync = q->sync();
+    // Its acknowledgments: the log's sync by the engine's writer, the
+    // replicas' here (AckWhenReplicated), not holding a thread meanwhile.
+    w->ack = engine::ResolveAck(table->spec(), o);
+    o.sync = w->ack.sync;
+    o.acks = Acks{AckMode::kNone, 0};
+    // (Where the log never syncs, a sync writer's appends wait for nothing
+    // here: they may run on a transport's worker.)
+    const auto* impl = dynamic_cast<const engine::DBImpl*>(db_.load(std::memory_order_acquire));
+    w->sync = w->ack.sync && !(impl != nullptr && impl->log_never_syncs());
     if (q->envs() == 0) {
       REPLAYDB_ASSIGN_OR_RETURN(w->writer, table->NewWriter(o));
     } else {
@@ -1038,6 +1140,75 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     // still running, which waits at most kMaxServedWait).
     return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
   }
+  engine::DBImpl* impl = dynamic_cast<engine::DBImpl*>(db_.load(std::memory_order_acquire));
+  wal::ReplicaSet* replicas = impl != nullptr ? impl->replica_set() : nullptr;
+  if (w->ack.replicas > 0 && h->body_type() == fb::Body::AppendStep && r.progress == 0) {
+    // Nothing stored without the replicas to acknowledge it.
+    if (replicas == nullptr) {
+      return Status::FailedPrecondition("table '" + w->table->name() + "': acks replicated(" +
+                                        std::to_string(w->ack.replicas) +
+                                        ") needs a database with a write-ahead log");
+    }
+    REPLAYDB_RETURN_IF_ERROR(replicas->CheckInSync(w->ack.replicas, w->table->name()));
+  }
+  Result<Reply> reply = HandleWriterCall(r, w, id);
+  // What it logged goes to the replicas waiting for records, from here.
+  if (impl != nullptr) PumpFetches(*impl);
+  if (!reply.ok() || r.requeue || replicas == nullptr) return reply;
+  return AckWhenReplicated(r, w, *impl, std::move(*reply));
+}
+
+Result<Reply> DbService::AckWhenReplicated(Request& r, const std::shared_ptr<Writer>& w,
+                                           engine::DBImpl& db, Reply reply) {
+  wal::ReplicaSet* replicas = db.replica_set();
+  const engine::WriteAck& ack = w->ack;
+  const bool throttle = ack.max_lag.count() > 0 && replicas->Lagging(ack.max_lag);
+  if (ack.replicas == 0 && !throttle) return reply;
+  // What the reply acknowledges is in the log before its end now.
+  const wal::LogPosition end = db.LogEnd();
+  // (Not engine::DeadlineAfter: on a transport's worker, ScopedNoWait
+  // makes that now.)
+  const auto until = w->timeout.count() < 0 ? Clock::time_point::max() : Clock::now() + w->timeout;
+  const std::string table = w->table->name();
+  const int k = ack.replicas;
+  auto held = std::make_shared<Reply>(std::move(reply));
+  Request::Responder respond = r.Defer();
+  // The reply once replicated (after the lag, when lagging); a failure
+  // ends the writer's epoch, as a failed append does (its appends sent
+  // after it, and not yet stored, are refused).
+  const std::weak_ptr<Writer> weak = w;
+  const uint32_t epoch = r.message.header()->body_type() == fb::Body::AppendStep
+                             ? r.message.header()->body_as_AppendStep()->epoch()
+                             : 0;
+  auto answer = [held, respond, weak, epoch](const Status& s) {
+    if (!s.ok() && epoch != 0) {
+      if (std::shared_ptr<Writer> writer = weak.lock()) {
+        std::lock_guard<std::mutex> lock(writer->mu);
+        writer->failed_epoch = epoch;
+      }
+    }
+    respond(s.ok() ? Result<Reply>(std::move(*held)) : Result<Reply>(s));
+  };
+  auto replicated = [replicas, end, k, until, table, answer](const Status& s) {
+    if (!s.ok() || k == 0) return answer(s);
+    replicas->WhenReplicated(end, k, until, table, answer);
+  };
+  if (throttle) {
+    replicas->WhenCaughtUp(ack.max_lag, until, table, replicated);
+  } else {
+    replicated(Status::OK());
+  }
+  return Reply{};  // (not sent: deferred)
+}
+
+Result<Reply> DbService::HandleWriterCall(Request& r, const std::shared_ptr<Writer>& w,
+                                          uint64_t id) {
+  const fb::Header* h = r.message.header();
+  HeaderFields f;
+  f.request_id = h->request_id();
+  f.table_id = h->table_id();
+  flatbuffers::FlatBufferBuilder b(128);
+  b.ForceDefaults(true);
   std::lock_guard<std::mutex> lock(w->mu);
   // Rows placed straight in the hot tier (PlaceAppend): published below,
   // or given up when the handler returns (under the writer's mutex).

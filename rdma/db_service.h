@@ -8,20 +8,27 @@
 #define REPLAYDB_RDMA_DB_SERVICE_H_
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
-#include <chrono>
-#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "rdma/rpc.h"
 #include "replaydb/db.h"
 #include "replaydb/table.h"
+#include "wal/format.h"
+
+namespace replaydb::engine {
+class DBImpl;
+}  // namespace replaydb::engine
 
 namespace replaydb::rdma {
 
@@ -86,8 +93,11 @@ class DbService {
   // Info, lookups and priority updates of up to kInlineKeys keys, samples
   // of up to kInlineBytes that the rate limiter lets through at once, and
   // a trajectory writer's appends (up to kInlineAppendBytes) and ends that
-  // take no waiting (engine::ScopedNoWait; not a sync writer's, not a
-  // vector writer's). nullopt for the rest (the executor's).
+  // take no waiting (engine::ScopedNoWait; not a vector writer's, nor a
+  // sync writer's where the log syncs), and a replica's FetchLog where the
+  // log holds at most kInlineBytes past its place (one that finds nothing
+  // new has its place noted here, then waits on the executor). nullopt for
+  // the rest (the executor's).
   std::optional<Result<Reply>> TryInline(Request& request);
   // The server is a read replica of `primary` (its address, for
   // messages), following it with `follower` (which must outlive the
@@ -126,9 +136,37 @@ class DbService {
   struct PlacedAppend;
   struct Lease;
   Result<Reply> HandleWriter(Request& request);
+  // An append's or end's own work (HandleWriter's, once its writer is found).
+  Result<Reply> HandleWriterCall(Request& request, const std::shared_ptr<Writer>& writer,
+                                 uint64_t id);
+  // `reply` as it is, or deferred (Request::Defer) until the writer's
+  // replicas have what it acknowledges (acks replicated(k)) and, when a
+  // replica lags more than max_lag, it caught up: the handler's thread
+  // goes on meanwhile.
+  Result<Reply> AckWhenReplicated(Request& request, const std::shared_ptr<Writer>& writer,
+                                  engine::DBImpl& db, Reply reply);
   Result<Reply> HandleSlabKeys(Request& request);
   // A replica's read of the log (docs/replication.md).
+  // The records there now; where there are none, the reply is deferred
+  // (Request::Defer) until records come or its wait_ms (at most
+  // kMaxServedWait) passes: no thread waits for them.
   Result<Reply> HandleFetchLog(DB& db, Request& request);
+  // A replica's read whose reply waits for records (HandleFetchLog).
+  struct PendingFetch {
+    Request::Responder respond;
+    uint64_t request_id = 0;
+    std::string replica;
+    wal::LogPosition from;
+    uint64_t saved_segment = 0;
+    size_t max_bytes = 0;
+    std::chrono::steady_clock::time_point until;
+  };
+  // Answers the pending reads that records came for, or whose wait passed
+  // (from whichever thread appended records, or the shipper's).
+  void PumpFetches(engine::DBImpl& db);
+  // The shipper thread (started with the first pending read): pumps when
+  // the log grows (local writes too) and when waits pass.
+  void ShipLoop(engine::DBImpl* db);
   Result<Reply> HandleGetReplication(DB& db, Request& request);
   // An in-place sample's reply, or nullopt where the request is not to be
   // answered in place (the table's blocks are not in shared slabs, the
@@ -140,6 +178,12 @@ class DbService {
   // Takes the leases `which` picks out of leases_. REQUIRES: leases_mu_.
   std::vector<std::unique_ptr<Lease>> TakeLeasesLocked(
       const std::function<bool(const Lease&)>& which);
+  std::mutex fetch_mu_;
+  std::condition_variable fetch_cv_;   // a read became pending, or stopping
+  std::vector<PendingFetch> fetches_;  // guarded by fetch_mu_
+  std::atomic<size_t> pending_fetches_{0};
+  bool stop_shipping_ = false;  // guarded by fetch_mu_
+  std::thread shipper_;
   std::atomic<DB*> db_{nullptr};
   std::string replica_of_;             // set before db_ (read after it)
   const Replica* follower_ = nullptr;  // likewise

@@ -1364,7 +1364,8 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
                                const auto t = b.CreateString(table);
                                return fb::CreateNewWriter(
                                    b, t, options.timeout.count() < 0 ? -1 : options.timeout.count(),
-                                   options.sync, envs);
+                                   options.sync, envs, static_cast<uint8_t>(options.acks.mode),
+                                   options.acks.replicas);
                              }),
                      "", remote_->options.call_timeout));
     REPLAYDB_RETURN_IF_ERROR(
@@ -1848,7 +1849,9 @@ Result<ReplicationInfo> RemoteDB::Replication() const {
   info.last_error = Text(q->last_error());
   if (q->replicas() != nullptr) {
     for (const fb::ReplicaRead* r : *q->replicas()) {
-      info.replicas.push_back({Text(r->name()), r->segment(), r->seconds_since_read()});
+      info.replicas.push_back({Text(r->name()), r->segment(), r->seconds_since_read(),
+                               r->applied_segment(), r->applied_offset(), r->lag_seconds(),
+                               r->in_sync()});
     }
   }
   return info;

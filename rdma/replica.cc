@@ -143,6 +143,9 @@ class Replica::Impl {
       }
       if (got->count() > 0) {
         REPLAYDB_RETURN_IF_ERROR(db_->ApplyShipped(reply->payload, options_.primary));
+        // (The next read tells the primary these are applied, and synced
+        // where this log syncs every write.)
+        if (db_->log_syncs_always()) REPLAYDB_RETURN_IF_ERROR(db_->SyncLog());
       }
       if (next != from) {
         {

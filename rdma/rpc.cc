@@ -37,7 +37,69 @@ constexpr std::string_view kNoReply = " got no reply within ";
 // one payload.
 constexpr size_t kCopyReplyBelow = 64 << 10;
 
+// Sends `reply` to `to` over `net`: small pieces copied into one payload.
+void SendReplyOn(Transport* net, ConnectionId to, Reply reply) {
+  size_t bytes = reply.payload.size();
+  for (const auto& part : reply.parts) bytes += part.size();
+  if (!reply.parts.empty() && bytes <= kCopyReplyBelow) {
+    // Small: one contiguous payload costs less than pieces.
+    for (const auto& part : reply.parts) {
+      reply.payload.append(reinterpret_cast<const char*>(part.data()), part.size());
+    }
+    reply.parts.clear();
+  }
+  if (reply.parts.empty()) {
+    net->Send(to, std::move(reply.header_bytes), std::move(reply.payload));
+    return;
+  }
+  // The payload's first piece is `payload`, kept alive with the rest.
+  struct Held {
+    std::string payload;
+    std::shared_ptr<const void> keep;
+  };
+  auto held = std::make_shared<Held>(Held{std::move(reply.payload), std::move(reply.keep)});
+  std::vector<std::span<const std::byte>> parts;
+  parts.reserve(reply.parts.size() + 1);
+  parts.emplace_back(reinterpret_cast<const std::byte*>(held->payload.data()),
+                     held->payload.size());
+  parts.insert(parts.end(), reply.parts.begin(), reply.parts.end());
+  net->SendParts(to, std::move(reply.header_bytes), std::move(parts), std::move(held));
+}
+
 }  // namespace
+
+// Where a deferred reply goes (Request::Defer): the server's transport
+// until the server stops. No lock is held while a reply is sent: a Send may
+// run handlers on the calling thread (it holds the worker meanwhile), and
+// those may send deferred replies of their own.
+struct ReplySender {
+  std::atomic<Transport*> net{nullptr};
+  std::atomic<int> sending{0};  // responders between their load of net and the send's return
+  // The transport is going: no responder sends on it once this returns.
+  void Stop() {
+    net.store(nullptr);
+    while (sending.load() != 0) std::this_thread::yield();
+  }
+};
+
+Request::Responder Request::Defer() {
+  deferred = true;
+  HeaderFields fields;
+  fields.request_id = message.header()->request_id();
+  fields.table_id = message.header()->table_id();
+  return [sender = sender, to = connection, fields](Result<Reply> reply) {
+    if (sender == nullptr) return;
+    sender->sending.fetch_add(1);
+    if (Transport* net = sender->net.load(); net != nullptr) {  // (null: the server stopped)
+      if (reply.ok()) {
+        SendReplyOn(net, to, std::move(*reply));
+      } else {
+        net->Send(to, EncodeFailure(fields, reply.status()), "");
+      }
+    }
+    sender->sending.fetch_sub(1);
+  };
+}
 
 bool IsNoReply(const Status& s) {
   return s.code() == Status::Code::kDeadlineExceeded &&
@@ -449,6 +511,7 @@ class RpcServer::Impl {
       }
       for (const ConnectionId id : open) options_.on_disconnect(id);
     }
+    sender_->Stop();  // replies deferred past this point go nowhere
     // Then the connections end and the workers stop (they call into this
     // object, which they must not outlive).
     transport_.reset();
@@ -497,6 +560,7 @@ class RpcServer::Impl {
     }
     REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
     net_ = transport_.get();
+    sender_->net.store(net_);
     for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Serve(); });
     return Status::OK();
   }
@@ -510,33 +574,7 @@ class RpcServer::Impl {
     if (options_.log) options_.log(line);
   }
 
-  void SendReply(ConnectionId to, Reply reply) {
-    size_t bytes = reply.payload.size();
-    for (const auto& part : reply.parts) bytes += part.size();
-    if (!reply.parts.empty() && bytes <= kCopyReplyBelow) {
-      // Small: one contiguous payload costs less than pieces.
-      for (const auto& part : reply.parts) {
-        reply.payload.append(reinterpret_cast<const char*>(part.data()), part.size());
-      }
-      reply.parts.clear();
-    }
-    if (reply.parts.empty()) {
-      net_->Send(to, std::move(reply.header_bytes), std::move(reply.payload));
-      return;
-    }
-    // The payload's first piece is `payload`, kept alive with the rest.
-    struct Held {
-      std::string payload;
-      std::shared_ptr<const void> keep;
-    };
-    auto held = std::make_shared<Held>(Held{std::move(reply.payload), std::move(reply.keep)});
-    std::vector<std::span<const std::byte>> parts;
-    parts.reserve(reply.parts.size() + 1);
-    parts.emplace_back(reinterpret_cast<const std::byte*>(held->payload.data()),
-                       held->payload.size());
-    parts.insert(parts.end(), reply.parts.begin(), reply.parts.end());
-    net_->SendParts(to, std::move(reply.header_bytes), std::move(parts), std::move(held));
-  }
+  void SendReply(ConnectionId to, Reply reply) { SendReplyOn(net_, to, std::move(reply)); }
 
   void Fail(ConnectionId to, const HeaderFields& fields, const Status& why) {
     net_->Send(to, EncodeFailure(fields, why), "");
@@ -706,13 +744,16 @@ class RpcServer::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       idle = strands_.count({from, request.strand}) == 0;
     }
+    request.sender = sender_;
     if (options_.try_inline && idle) {
       request.no_wait = true;
       std::optional<Result<Reply>> served = options_.try_inline(request);
       request.no_wait = false;
       if (served.has_value()) {
         net_->Recycle(std::move(request.message.payload));
-        if (served->ok()) {
+        if (request.deferred) {
+          // (Its reply goes later.)
+        } else if (served->ok()) {
           SendReply(from, std::move(**served));
         } else {
           Fail(from, reply, served->status());
@@ -811,7 +852,9 @@ class RpcServer::Impl {
       }
       Next(request);
       net_->Recycle(std::move(request.message.payload));
-      if (reply.ok()) {
+      if (request.deferred) {
+        // (Its reply goes later.)
+      } else if (reply.ok()) {
         SendReply(request.connection, std::move(*reply));
       } else {
         Fail(request.connection, fields, reply.status());
@@ -855,6 +898,8 @@ class RpcServer::Impl {
   // changed, so that a handler running while transport_ is being reset
   // (its destructor joins the workers) still reaches it.
   Transport* net_ = nullptr;
+  // For replies sent later (Request::Defer).
+  const std::shared_ptr<ReplySender> sender_ = std::make_shared<ReplySender>();
 };
 
 Result<std::unique_ptr<RpcServer>> RpcServer::Start(RpcServerOptions options,

@@ -145,6 +145,18 @@ class RpcClient {
 // not simply be sent again.
 bool IsNoReply(const Status& s);
 
+// Builds the reply to `request`: a header made with its request id (and
+// table id) and a payload; a non-OK Status is sent as a Failure.
+struct Reply {
+  std::string header_bytes;
+  std::string payload;
+  // More of the payload, after `payload`: pieces sent without a copy, which
+  // `keep` holds alive until they are sent.
+  std::vector<std::span<const std::byte>> parts;
+  std::shared_ptr<const void> keep;
+};
+struct ReplySender;
+
 // A request as a server's handler sees it.
 struct Request {
   ConnectionId connection = 0;
@@ -169,18 +181,18 @@ struct Request {
   // Its payload went where RpcServerOptions::place_request put it (the
   // payload is empty): what that returned as `keep`.
   std::shared_ptr<void> placed;
+
+  // For a handler that replies later (once what the reply says has
+  // happened): Defer returns the function that sends the reply (call it
+  // once, from any thread; a reply for a connection or server gone by then
+  // goes nowhere), and the server then sends nothing for this run, whatever
+  // the handler returns. The request's strand goes on at once.
+  using Responder = std::function<void(Result<Reply>)>;
+  Responder Defer();
+  bool deferred = false;
+  std::shared_ptr<ReplySender> sender;  // set by the server
 };
 
-// Builds the reply to `request`: a header made with its request id (and
-// table id) and a payload; a non-OK Status is sent as a Failure.
-struct Reply {
-  std::string header_bytes;
-  std::string payload;
-  // More of the payload, after `payload`: pieces sent without a copy, which
-  // `keep` holds alive until they are sent.
-  std::vector<std::span<const std::byte>> parts;
-  std::shared_ptr<const void> keep;
-};
 using RequestHandler = std::function<Result<Reply>(Request& request)>;
 // Serves a request on the transport's worker, without a thread switch:
 // a reply (or a Failure's Status), or nullopt for a request that goes to

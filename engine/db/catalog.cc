@@ -113,7 +113,8 @@ flatbuffers::Offset<fb::TableDef> BuildTableDef(flatbuffers::FlatBufferBuilder& 
       spec.priority_exponent, static_cast<uint8_t>(spec.step_priority), spec.priority_device,
       static_cast<uint8_t>(spec.placement.kind), spec.placement.device, id,
       static_cast<uint8_t>(spec.logging), spec.spill, spec.rotation_fraction,
-      spec.rotation_every_samples, spec.lanes);
+      spec.rotation_every_samples, spec.lanes, static_cast<uint8_t>(spec.acks.mode),
+      spec.acks.replicas, spec.max_lag_ms);
 }
 
 // Converts one verified TableDef, checking what the verifier cannot: enum
@@ -181,6 +182,13 @@ Status ParseTableDef(const fb::TableDef& def, size_t index, const std::string& p
   spec->rotation_fraction = def.rotation_fraction();
   spec->rotation_every_samples = def.rotation_every_samples();
   spec->lanes = def.lanes();
+  if (def.acks() > static_cast<uint8_t>(AckMode::kReplicated)) {
+    return Status::Corruption(where + " has unknown acks " + std::to_string(def.acks()));
+  }
+  if (def.acks() != 0) {
+    spec->acks = Acks{static_cast<AckMode>(def.acks()), def.ack_replicas()};
+  }
+  if (def.max_lag_ms() != 0) spec->max_lag_ms = def.max_lag_ms();
   spec->capacity_steps = def.capacity_steps();
   spec->capacity_bytes = def.capacity_bytes();
   spec->block_steps = def.block_steps();

@@ -40,15 +40,15 @@ int64_t UnixMicros() {
 
 }  // namespace
 
-DBImpl::DBImpl(const DBOptions& options, Env* env, std::string path,
-               std::unique_ptr<FileLock> lock)
+DBImpl::DBImpl(const DBOptions& options, Env* env, std::string path, std::unique_ptr<FileLock> lock)
     : options_(options),
       env_(env),
       path_(std::move(path)),
       catalog_path_(path_ + "/CATALOG"),
       wal_dir_(path_ + "/wal"),
       lock_(std::move(lock)),
-      last_checkpoint_(std::chrono::steady_clock::now()) {}
+      last_checkpoint_(std::chrono::steady_clock::now()),
+      replicas_(std::make_shared<wal::ReplicaSet>(env_, path_)) {}
 
 DBImpl::~DBImpl() {
   if (checkpoint_thread_.joinable()) {
@@ -175,13 +175,13 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
                             ColdStore::Open(path + "/cold", env, options.cold_compression));
   for (auto& [id, table] : db->by_id_) table->SetColdStore(db->cold_);
   REPLAYDB_RETURN_IF_ERROR(db->Recover());
-  db->LoadReplicaReads();
+  db->replicas_->LoadHolds();
   if (options.wal.enabled) {
     REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<wal::LogWriter> log,
                               wal::LogWriter::Open(env, db->wal_dir_, options.wal,
                                                    db->next_segment_));
     db->log_ = std::move(log);
-    for (auto& [id, table] : db->by_id_) table->SetLog(db->log_, id);
+    for (auto& [id, table] : db->by_id_) table->SetLog(db->log_, id, db->replicas_);
   }
   // Everything recovered goes into a checkpoint, and the replayed log away:
   // in the background when automatic checkpoints run (the table serves at
@@ -412,8 +412,8 @@ Status DBImpl::Checkpoint() {
   if (log_ != nullptr) {
     log_bytes_at_checkpoint_ = log_->stats().bytes;
     // Segments a replica has still to read stay (also after a restart).
-    SaveReplicaReads();
-    return log_->DeleteSegmentsBefore(std::min(segment, SegmentReplicasNeed()));
+    replicas_->SaveHolds();
+    return log_->DeleteSegmentsBefore(std::min(segment, replicas_->SegmentNeeded()));
   }
   return wal::RemoveSegmentsBefore(env_, wal_dir_, segment);
 }
@@ -490,7 +490,7 @@ Result<std::shared_ptr<Table>> DBImpl::CreateTableLocked(const TableSpec& spec, 
     // The catalog already has the table: a lost record loses nothing.
     (void)log_->Append(wal::RecordType::kCreateTable, record_.payload());
   }
-  table->SetLog(log_, id);
+  table->SetLog(log_, id, replicas_);
   table->SetColdStore(cold_);
   tables_.emplace(spec.name, table);
   by_id_.emplace(id, table);

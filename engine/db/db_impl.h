@@ -22,6 +22,7 @@
 #include "wal/log_tail.h"
 #include "wal/log_writer.h"
 #include "wal/records.h"
+#include "wal/replica_set.h"
 
 namespace replaydb::engine {
 
@@ -64,7 +65,7 @@ class DBImpl final : public DB {
   // (wal::ReadLogRange), waiting until `until` for one to be written when
   // there is none yet. `replica` names the reader: checkpoints keep the
   // segments from `hold_segment` on (the place it saved; 0: `from`'s)
-  // until it has not read for kReplicaHoldTime. FailedPrecondition when
+  // until it has not read for wal::ReplicaSet::kHoldTime. FailedPrecondition when
   // this database has no log, when `from` is past its end, or when `from`
   // is its beginning (segment 0) and a checkpoint has removed its first
   // records (a replica then needs a snapshot); Unavailable when the log
@@ -72,10 +73,20 @@ class DBImpl final : public DB {
   Result<wal::LogChunk> ReadLog(const std::string& replica, wal::LogPosition from,
                                 uint64_t hold_segment, size_t max_bytes,
                                 std::chrono::steady_clock::time_point until);
-  static constexpr std::chrono::minutes kReplicaHoldTime{10};
-  static constexpr const char* kReplicasFile = "REPLICAS";
-  // Replicas whose reads a primary remembers, at most.
-  static constexpr size_t kMaxReplicas = 64;
+  // Waits until the log ends past `position` or `until` passes
+  // (LogWriter::WaitPast); where it ends then.
+  wal::LogPosition WaitForLogPast(wal::LogPosition position,
+                                  std::chrono::steady_clock::time_point until) const {
+    if (log_ == nullptr) {
+      std::this_thread::sleep_until(until);
+      return {};
+    }
+    return log_->WaitPast(position, until);
+  }
+  // Where the log ends now (nothing without a log).
+  wal::LogPosition LogEnd() const { return log_ != nullptr ? log_->end() : wal::LogPosition{}; }
+  // The replicas reading this database's log.
+  wal::ReplicaSet* replica_set() const { return replicas_.get(); }
   // A replica's side: applies records its primary shipped (ReadLog's),
   // each logged here first, then applied as recovery applies it
   // (ApplyLogRecord: idempotent, so records applied again change nothing);
@@ -86,6 +97,17 @@ class DBImpl final : public DB {
   // Makes everything logged so far durable (an fsync whatever the sync
   // mode): a replica does before it records where it is.
   Status SyncLog();
+  // Whether this database's log syncs every write (WalSyncMode::kAlways):
+  // a replica then syncs what it applied before it reads on, as its
+  // primary's acks replicated(k) count on.
+  bool log_syncs_always() const {
+    return log_ != nullptr && log_->sync_mode() == WalSyncMode::kAlways;
+  }
+  // Whether it has no log, or one that never syncs (WalSyncMode::kNone):
+  // a sync writer's appends then wait for no fsync.
+  bool log_never_syncs() const {
+    return log_ == nullptr || log_->sync_mode() == WalSyncMode::kNone;
+  }
   Result<ReplicationInfo> Replication() const override;
   // A replica's place in its primary's log, DIR/REPLICA ("replaydb replica
   // 1", then the primary's address, segment and offset, a line each).
@@ -98,11 +120,6 @@ class DBImpl final : public DB {
                                  wal::LogPosition position);
 
  private:
-  // A replica's read (ReadLog): the segment it reads from, and when.
-  struct ReplicaRead {
-    uint64_t segment = 0;
-    std::chrono::steady_clock::time_point when;
-  };
   struct Entry {
     uint32_t id = 0;
     TableSpec spec;
@@ -117,16 +134,6 @@ class DBImpl final : public DB {
   // A shipped record applied (ApplyShipped).
   Status ApplyShippedRecord(wal::RecordType type, std::span<const std::byte> payload,
                             const std::string& source);
-  // The first segment a replica read within kReplicaHoldTime has still to
-  // read (UINT64_MAX: none).
-  uint64_t SegmentReplicasNeed() const;
-  // The replicas' reads, kept in DIR/REPLICAS by checkpoints (best effort:
-  // a replica whose read is lost reads again from its own position, and is
-  // told when the log no longer holds it).
-  void SaveReplicaReads() const;
-  void LoadReplicaReads();
-  // DIR/REPLICAS's reads (`now` as when each was made).
-  std::map<std::string, ReplicaRead> ReadReplicasFile() const;
   std::shared_ptr<SlabSource> host_slabs_;  // set before any table is made
   // Writes the catalog of `specs`. REQUIRES: mu_ held.
   Status SaveCatalogLocked(const Specs& specs, uint32_t next_table_id);
@@ -192,9 +199,8 @@ class DBImpl final : public DB {
   // Held while a shipped record is logged and applied, and by Checkpoint
   // while it rolls the log.
   std::mutex ship_mu_;
-  // Replicas' reads: the segment each reads from, and when.
-  mutable std::mutex replicas_mu_;
-  std::map<std::string, ReplicaRead> replica_reads_;  // guarded by replicas_mu_
+  // The replicas that read the log.
+  const std::shared_ptr<wal::ReplicaSet> replicas_;
 };
 
 }  // namespace replaydb::engine

@@ -34,25 +34,15 @@ Result<wal::LogChunk> DBImpl::ReadLog(const std::string& replica, wal::LogPositi
         ", offset " + std::to_string(end.offset) +
         "): the replica followed a log this primary does not have");
   }
-  {
-    // The segments from the one the replica holds on to stay (the place it
-    // saved, which may be behind the place it reads from: a replica
-    // restarted goes on from there). Before the check below: a checkpoint
-    // then cannot remove the log's beginning while a new replica starts.
-    // (One line each in REPLICAS.)
-    std::string name = replica;
-    std::replace(name.begin(), name.end(), '\n', ' ');
-    const uint64_t hold = std::min(hold_segment == 0 ? from.segment : hold_segment, from.segment);
-    std::lock_guard<std::mutex> lock(replicas_mu_);
-    if (replica_reads_.size() >= kMaxReplicas && replica_reads_.count(name) == 0) {
-      // The one that read least recently goes (it reads again from its own place).
-      auto stalest = std::min_element(
-          replica_reads_.begin(), replica_reads_.end(),
-          [](const auto& a, const auto& b) { return a.second.when < b.second.when; });
-      replica_reads_.erase(stalest);
-    }
-    replica_reads_[name] = ReplicaRead{hold, std::chrono::steady_clock::now()};
-  }
+  // The segments from the one the replica holds on to stay (the place it
+  // saved, which may be behind the place it reads from: a replica
+  // restarted goes on from there). Before the check below: a checkpoint
+  // then cannot remove the log's beginning while a new replica starts.
+  // (One line each in REPLICAS.)
+  std::string name = replica;
+  std::replace(name.begin(), name.end(), '\n', ' ');
+  replicas_->Read(name, from, end,
+                  std::min(hold_segment == 0 ? from.segment : hold_segment, from.segment));
   if (from.segment == 0) {
     // From the beginning: the log must still hold its first segment (a
     // database's log starts at segment 1, and a checkpoint removes segments
@@ -85,18 +75,6 @@ Result<wal::LogChunk> DBImpl::ReadLog(const std::string& replica, wal::LogPositi
     REPLAYDB_RETURN_IF_ERROR(wal::ReadLogRange(env_, wal_dir_, from, end, max_bytes, &chunk));
   }
   return chunk;
-}
-
-uint64_t DBImpl::SegmentReplicasNeed() const {
-  const auto now = std::chrono::steady_clock::now();
-  uint64_t need = std::numeric_limits<uint64_t>::max();
-  std::lock_guard<std::mutex> lock(replicas_mu_);
-  for (const auto& [name, read] : replica_reads_) {
-    if (now - read.when > kReplicaHoldTime) continue;
-    // Segment 0: it reads from the log's beginning.
-    need = std::min(need, std::max<uint64_t>(read.segment, 1));
-  }
-  return need;
 }
 
 Status DBImpl::ReadReplicaFile(Env* env, const std::string& dir, std::string* primary,
@@ -150,83 +128,8 @@ Result<ReplicationInfo> DBImpl::Replication() const {
       (void)env_->GetFileSize(wal_dir_ + "/" + wal::SegmentFileName(info.segment), &info.offset);
     }
   }
-  std::map<std::string, ReplicaRead> reads;
-  {
-    std::lock_guard<std::mutex> lock(replicas_mu_);
-    reads = replica_reads_;
-  }
-  if (read_only_) reads = ReadReplicasFile();
-  const auto now = std::chrono::steady_clock::now();
-  for (const auto& [name, read] : reads) {
-    if (now - read.when > kReplicaHoldTime) continue;
-    info.replicas.push_back(
-        {name, read.segment, std::chrono::duration<double>(now - read.when).count()});
-  }
+  info.replicas = read_only_ ? replicas_->SavedProgress() : replicas_->Progress();
   return info;
-}
-
-namespace {
-
-// Seconds since the Unix epoch of a steady clock's `when` (REPLICAS keeps
-// wall-clock times: a steady clock's do not outlive the process).
-double WallSeconds(std::chrono::steady_clock::time_point when) {
-  const auto ago = std::chrono::steady_clock::now() - when;
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch() - ago)
-      .count();
-}
-
-}  // namespace
-
-// DIR/REPLICAS: a line per replica, "SEGMENT UNIX_SECONDS NAME" (its read's
-// segment and wall-clock time; the name runs to the end of the line).
-void DBImpl::SaveReplicaReads() const {
-  std::string text;
-  {
-    const auto now = std::chrono::steady_clock::now();
-    std::lock_guard<std::mutex> lock(replicas_mu_);
-    if (replica_reads_.empty()) return;
-    for (const auto& [name, read] : replica_reads_) {
-      if (now - read.when > kReplicaHoldTime) continue;
-      char when[32];
-      std::snprintf(when, sizeof(when), "%.3f", WallSeconds(read.when));
-      text += std::to_string(read.segment) + " " + when + " " + name + "\n";
-    }
-  }
-  (void)env_->WriteFileAtomic(path_ + "/" + kReplicasFile, text);
-}
-
-void DBImpl::LoadReplicaReads() {
-  std::map<std::string, ReplicaRead> reads = ReadReplicasFile();
-  std::lock_guard<std::mutex> lock(replicas_mu_);
-  replica_reads_.swap(reads);
-}
-
-std::map<std::string, DBImpl::ReplicaRead> DBImpl::ReadReplicasFile() const {
-  std::map<std::string, ReplicaRead> reads;
-  std::string text;
-  if (!env_->ReadFileToString(path_ + "/" + kReplicasFile, &text).ok()) return reads;
-  const auto now = std::chrono::steady_clock::now();
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(at, end - at);
-    at = end + 1;
-    uint64_t segment = 0;
-    double wall = 0;
-    int name_at = 0;
-    if (std::sscanf(line.c_str(), "%" SCNu64 " %lf %n", &segment, &wall, &name_at) != 2 ||
-        name_at == 0 || static_cast<size_t>(name_at) >= line.size()) {
-      continue;  // not a line of this format: a read forgotten, not an error
-    }
-    const double ago =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
-        wall;
-    reads[line.substr(static_cast<size_t>(name_at))] =
-        ReplicaRead{segment, now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                       std::chrono::duration<double>(std::max(ago, 0.0)))};
-  }
-  return reads;
 }
 
 Status DBImpl::SyncLog() {

@@ -1,12 +1,14 @@
 // TableSpec and ColumnSpec: sizes, presets and validation.
+#include "replaydb/options.h"
+
 #include <cassert>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <set>
 #include <string>
 
 #include "engine/table/table_layout.h"
-#include "replaydb/options.h"
 #include "replaydb/table.h"
 #include "util/checked_math.h"
 #include "util/format.h"
@@ -55,6 +57,65 @@ std::string Placement::ToString() const {
     case Kind::kAuto: return "auto";
   }
   return "invalid";
+}
+
+std::string AcksName(const Acks& acks) {
+  switch (acks.mode) {
+    case AckMode::kTable:
+      return "table";
+    case AckMode::kNone:
+      return "none";
+    case AckMode::kLeader:
+      return "leader";
+    case AckMode::kLeaderDurable:
+      return "leader_durable";
+    case AckMode::kReplicated:
+      return "replicated(" + std::to_string(acks.replicas) + ")";
+  }
+  return "invalid";
+}
+
+Result<Acks> ParseAcks(std::string_view text) {
+  for (AckMode mode :
+       {AckMode::kTable, AckMode::kNone, AckMode::kLeader, AckMode::kLeaderDurable}) {
+    if (text == AcksName(Acks{mode, 0})) return Acks{mode, 0};
+  }
+  const std::string_view prefix = "replicated(";
+  if (text.starts_with(prefix) && text.ends_with(")")) {
+    const std::string_view digits = text.substr(prefix.size(), text.size() - prefix.size() - 1);
+    int k = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), k);
+    if (error == std::errc() && end == digits.data() + digits.size() && k >= 1 &&
+        k <= kMaxAckReplicas) {
+      return Acks::Replicated(k);
+    }
+  }
+  return Status::InvalidArgument("acks " + Quoted(text) +
+                                 " is not one of table, none, leader, leader_durable, "
+                                 "replicated(K) with K from 1 to " +
+                                 std::to_string(kMaxAckReplicas));
+}
+
+Status ValidateAcks(const Acks& acks, const std::string& where) {
+  if (acks.mode == AckMode::kReplicated) {
+    if (acks.replicas < 1 || acks.replicas > kMaxAckReplicas) {
+      return Status::InvalidArgument(where + ": acks replicated(" + std::to_string(acks.replicas) +
+                                     ") needs 1 to " + std::to_string(kMaxAckReplicas) +
+                                     " replicas");
+    }
+    return Status::OK();
+  }
+  if (acks.mode > AckMode::kReplicated) {
+    return Status::InvalidArgument(where + ": acks mode " +
+                                   std::to_string(static_cast<int>(acks.mode)) +
+                                   " is not an AckMode");
+  }
+  if (acks.replicas != 0) {
+    return Status::InvalidArgument(where + ": acks " + AcksName(acks) + " with replicas " +
+                                   std::to_string(acks.replicas) +
+                                   " (only replicated(K) counts replicas)");
+  }
+  return Status::OK();
 }
 
 std::string_view PaddingName(Padding p) {
@@ -204,6 +265,16 @@ Status TableSpec::Validate() const {
   }
   const std::string table = "table " + Quoted(name);
   if (columns.empty()) return Status::InvalidArgument(table + " has no columns");
+  if (acks.mode == AckMode::kTable) {
+    return Status::InvalidArgument(table +
+                                   ": acks is \"table\", which only a writer's options may say "
+                                   "(a table's is none, leader, leader_durable or replicated(K))");
+  }
+  REPLAYDB_RETURN_IF_ERROR(ValidateAcks(acks, table));
+  if (max_lag_ms < 1) {
+    return Status::InvalidArgument(table + ": max_lag_ms is " + std::to_string(max_lag_ms) +
+                                   "; it must be >= 1");
+  }
 
   std::set<std::string_view> seen;
   for (size_t i = 0; i < columns.size(); ++i) {

@@ -16,8 +16,23 @@
 namespace replaydb::engine {
 
 using util::Quoted;
-void TableImpl::SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id) {
+WriteAck ResolveAck(const TableSpec& spec, const WriterOptions& options) {
+  const Acks acks = options.acks.mode == AckMode::kTable ? spec.acks : options.acks;
+  WriteAck ack;
+  ack.sync = options.sync || acks.mode == AckMode::kLeaderDurable;
+  ack.replicas = acks.mode == AckMode::kReplicated ? acks.replicas : 0;
+  if (acks.mode != AckMode::kNone) ack.max_lag = std::chrono::milliseconds(spec.max_lag_ms);
+  ack.timeout = options.timeout;
+  return ack;
+}
+
+void TableImpl::SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id,
+                       std::shared_ptr<wal::ReplicaSet> replicas) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (replicas != nullptr && replica_set_ == nullptr) {
+    replica_set_ = std::move(replicas);
+    replicas_.store(replica_set_.get(), std::memory_order_release);
+  }
   // TableLogging: kDefault logs unless the hot tier is in device memory.
   const bool logged = spec_.logging == TableLogging::kOn ||
                       (spec_.logging == TableLogging::kDefault &&
@@ -44,6 +59,40 @@ Status TableImpl::SyncLog(uint64_t seq, bool wait) {
   }
   if (log == nullptr) return Status::OK();
   return log->Sync(seq, wait).WithContext("table " + Quoted(name_));
+}
+
+Status TableImpl::CheckReplicas(int k) const {
+  wal::ReplicaSet* set = replicas_.load(std::memory_order_acquire);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (set == nullptr || log_ == nullptr) {
+      return Status::FailedPrecondition(
+          "table " + Quoted(name_) + ": acks replicated(" + std::to_string(k) +
+          ") needs the table's changes in the write-ahead log, which replicas read; this "
+          "table logs nothing (TableSpec::logging, DBOptions::wal.enabled)");
+    }
+  }
+  return set->CheckInSync(k, name_);
+}
+
+Status TableImpl::AckLog(uint64_t seq, const WriteAck& ack) {
+  REPLAYDB_RETURN_IF_ERROR(SyncLog(seq, ack.sync));
+  wal::ReplicaSet* set = replicas_.load(std::memory_order_acquire);
+  if (seq == 0 || set == nullptr) return Status::OK();
+  const bool throttle = ack.max_lag.count() > 0 && set->Lagging(ack.max_lag);
+  if (ack.replicas == 0 && !throttle) return Status::OK();
+  wal::LogPosition end;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (log_ == nullptr) return Status::OK();
+    end = log_->end();  // at or past record `seq`'s end
+  }
+  const Deadline until = DeadlineAfter(ack.timeout);
+  if (throttle) REPLAYDB_RETURN_IF_ERROR(set->WaitCaughtUp(ack.max_lag, until, name_));
+  if (ack.replicas > 0) {
+    REPLAYDB_RETURN_IF_ERROR(set->WaitReplicated(end, ack.replicas, until, name_));
+  }
+  return Status::OK();
 }
 
 Result<uint64_t> TableImpl::LogLocked(wal::RecordType type) {

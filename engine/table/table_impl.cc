@@ -154,20 +154,23 @@ Status TableImpl::EvictedError(const Trajectory& t) const {
       " steps); the writer's next step starts a new trajectory");
 }
 
-Status TableImpl::CheckNewWriter() const {
+Status TableImpl::CheckNewWriter(const WriterOptions& options) const {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("NewWriter"));
+  REPLAYDB_RETURN_IF_ERROR(ValidateAcks(options.acks, "table " + Quoted(name_) + ": NewWriter"));
   std::lock_guard<std::mutex> lock(mu_);
   return CheckOpenLocked();
 }
 
 Result<std::unique_ptr<TrajectoryWriter>> TableImpl::NewWriter(const WriterOptions& options) {
-  REPLAYDB_RETURN_IF_ERROR(CheckNewWriter());
+  REPLAYDB_RETURN_IF_ERROR(CheckNewWriter(options));
   return std::unique_ptr<TrajectoryWriter>(
       std::make_unique<TrajectoryWriterImpl>(shared_from_this(), options));
 }
 
 Status TableImpl::CheckNewVectorWriter(size_t num_envs, const WriterOptions& options) const {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("NewVectorWriter"));
+  REPLAYDB_RETURN_IF_ERROR(
+      ValidateAcks(options.acks, "table " + Quoted(name_) + ": NewVectorWriter"));
   if (num_envs == 0) {
     return Status::InvalidArgument("table " + Quoted(name_) + ": a vector writer needs num_envs >= 1");
   }

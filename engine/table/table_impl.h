@@ -40,11 +40,13 @@
 #ifndef REPLAYDB_ENGINE_TABLE_TABLE_IMPL_H_
 #define REPLAYDB_ENGINE_TABLE_TABLE_IMPL_H_
 
+#include <flatbuffers/flatbuffers.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -55,15 +57,13 @@
 #include <thread>
 #include <vector>
 
-#include <flatbuffers/flatbuffers.h>
-
-#include "engine/hot/block_pool.h"
 #include "engine/cold/cold_store.h"
 #include "engine/gpu/device_tier.h"
+#include "engine/hot/block_pool.h"
 #include "engine/rate_limiter/rate_limiter.h"
 #include "engine/table/draw_strategy.h"
-#include "engine/table/writer_state.h"
 #include "engine/table/table_layout.h"
+#include "engine/table/writer_state.h"
 #include "index/selectors/selector.h"
 #include "index/trajectory_store.h"
 #include "kernels/priority/device_priority_table.h"
@@ -76,6 +76,7 @@
 #include "util/random.h"
 #include "wal/log_writer.h"
 #include "wal/records.h"
+#include "wal/replica_set.h"
 
 namespace replaydb::engine {
 
@@ -194,6 +195,18 @@ class ScopedNoTableLog {
   bool previous_;
 };
 
+// What a writer's appends and ends wait for before they return: its
+// WriterOptions::acks (and ::sync) with its table's TableSpec::acks
+// (docs/replication.md).
+struct WriteAck {
+  bool sync = false;  // the primary's log synced them (leader_durable)
+  int replicas = 0;   // replicated(k): k replicas applied them
+  // > 0: while a live replica lags more, they wait for it (not kNone).
+  std::chrono::milliseconds max_lag{0};
+  std::chrono::milliseconds timeout = kWaitForever;  // the writer's
+};
+WriteAck ResolveAck(const TableSpec& spec, const WriterOptions& options);
+
 class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
  public:
   // Writes a changed spec to the catalog. Called without the table's mutex.
@@ -265,11 +278,24 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // logging (while the log is replayed, and once the DB closes). A table
   // whose TableSpec::logging says no (TableLogging) keeps no log whatever
   // `log` is.
-  void SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id);
+  // `replicas` (when not null; set once) are those reading `log`, which
+  // writers' acknowledgments wait for (AckLog).
+  void SetLog(std::shared_ptr<wal::LogWriter> log, uint32_t id,
+              std::shared_ptr<wal::ReplicaSet> replicas = nullptr);
   uint32_t id() const { return table_id_; }
   // Makes log record `seq` (0: none) durable as the sync mode says; `wait`
   // is WriterOptions::sync.
   Status SyncLog(uint64_t seq, bool wait);
+  // A writer's acknowledgment of the records up to `seq` (0: none): synced
+  // as `ack` says, then (when replicas read the log) replicated to
+  // ack.replicas of them and no replica lagging more than ack.max_lag,
+  // waiting at most ack.timeout (the records stay stored either way).
+  Status AckLog(uint64_t seq, const WriteAck& ack);
+  // Before a writer stores anything under replicated(k): Unavailable when
+  // fewer than k replicas are in sync (or none can read this table's log).
+  Status CheckAck(const WriteAck& ack) const {
+    return ack.replicas == 0 ? Status::OK() : CheckReplicas(ack.replicas);
+  }
 
   // ---- applying logged changes (engine/table/table_apply.cc) ----
 
@@ -469,11 +495,13 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status CheckWritable(std::string_view what) const;
   // NewWriter's and NewVectorWriter's checks (read-only, closed, the
   // options).
-  Status CheckNewWriter() const;
+  Status CheckNewWriter(const WriterOptions& options) const;
   Status CheckNewVectorWriter(size_t num_envs, const WriterOptions& options) const;
 
  private:
   Status CheckOpenLocked() const;
+  // CheckAck's: k replicas in sync.
+  Status CheckReplicas(int k) const;
 
   // ---- appends of one trajectory and ends (table_write.cc)
 
@@ -941,6 +969,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
 
   // The log.
   std::shared_ptr<wal::LogWriter> log_;
+  // The replicas reading log_ (SetLog): set once, then read without mu_.
+  std::shared_ptr<wal::ReplicaSet> replica_set_;
+  std::atomic<wal::ReplicaSet*> replicas_{nullptr};
   // log_'s WalSyncMode as an int, -1 without a log: read by SyncLog without mu_.
   std::atomic<int> log_sync_{-1};
   uint32_t table_id_ = 0;

@@ -18,9 +18,8 @@ VectorTableImpl::VectorTableImpl(const TableSpec& spec, PersistSpecFn persist,
                 std::move(host_slabs)),
       lanes_(spec.lanes) {}
 
-Result<std::unique_ptr<TrajectoryWriter>> VectorTableImpl::NewWriter(
-    const WriterOptions& /*options*/) {
-  REPLAYDB_RETURN_IF_ERROR(CheckNewWriter());
+Result<std::unique_ptr<TrajectoryWriter>> VectorTableImpl::NewWriter(const WriterOptions& options) {
+  REPLAYDB_RETURN_IF_ERROR(CheckNewWriter(options));
   return Status::InvalidArgument("table " + Quoted(name()) + " is a vector table of " +
                                  std::to_string(lanes_) +
                                  " environments: write it with NewVectorWriter(" +
@@ -126,7 +125,10 @@ Status VectorTableImpl::SlotError(const Status& s, size_t /*slot*/) const {
 
 LaneWriterImpl::LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes,
                                const WriterOptions& options)
-    : table_(std::move(table)), options_(options), lanes_(lanes) {
+    : table_(std::move(table)),
+      options_(options),
+      ack_(ResolveAck(table_->spec(), options)),
+      lanes_(lanes) {
   // One stored step per call: the parts split the copy of its bytes.
   const int parts = util::WriterParts(options.threads, lanes);
   if (parts > 1) scratch_.fork_join = std::make_unique<util::ForkJoin>(parts);
@@ -171,6 +173,7 @@ Status LaneWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_r
 }
 
 Status LaneWriterImpl::StoreStep(const VectorSteps& steps, std::span<std::byte> record) {
+  REPLAYDB_RETURN_IF_ERROR(table_->CheckAck(ack_));
   uint64_t seq = 0;
   Status s = table_->AppendVectorStep(std::span<WriterSlot>(&slot_, 1), steps, {},
                                       DeadlineAfter(options_.timeout), &scratch_, &seq, record);
@@ -180,7 +183,7 @@ Status LaneWriterImpl::StoreStep(const VectorSteps& steps, std::span<std::byte> 
       slot_.trajectory->length >= table_->layout().block_steps) {
     s = table_->EndTrajectory(slot_, EndReason::kTruncated, DeadlineAfter(options_.timeout), &seq);
   }
-  Status synced = table_->SyncLog(seq, options_.sync);
+  Status synced = table_->AckLog(seq, ack_);
   return s.ok() ? synced : s;
 }
 

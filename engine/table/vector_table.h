@@ -99,6 +99,7 @@ class LaneWriterImpl final : public VectorWriter, public RecordAppender {
 
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;
+  const WriteAck ack_;  // options_ with the table's TableSpec::acks
   const size_t lanes_;
   WriterSlot slot_;
   std::vector<const std::byte*> bases_;

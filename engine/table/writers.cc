@@ -52,7 +52,7 @@ int64_t LeadingDim(std::span<const ConstTensor> tensors) {
 
 TrajectoryWriterImpl::TrajectoryWriterImpl(std::shared_ptr<TableImpl> table,
                                            const WriterOptions& options)
-    : table_(std::move(table)), options_(options) {}
+    : table_(std::move(table)), options_(options), ack_(ResolveAck(table_->spec(), options)) {}
 
 TrajectoryWriterImpl::~TrajectoryWriterImpl() {
   // Best effort: nobody is left to report an error to.
@@ -63,6 +63,7 @@ TrajectoryWriterImpl::~TrajectoryWriterImpl() {
 
 Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step,
                                     std::optional<double> priority) {
+  REPLAYDB_RETURN_IF_ERROR(table_->CheckAck(ack_));
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(step, -1, "step"));
   if (priority) REPLAYDB_RETURN_IF_ERROR(table_->ValidatePriority(*priority, "step"));
   SetBases(step, &bases_);
@@ -76,7 +77,7 @@ Status TrajectoryWriterImpl::Append(std::span<const ConstTensor> step,
   } else {
     REPLAYDB_RETURN_IF_ERROR(table_->AppendStep(slot_, {bases_.data()}, 0, p, deadline, &seq));
   }
-  return table_->SyncLog(seq, options_.sync);
+  return table_->AckLog(seq, ack_);
 }
 
 StagedRows* TrajectoryWriterImpl::Staged() {
@@ -88,6 +89,7 @@ StagedRows* TrajectoryWriterImpl::Staged() {
 
 Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
                                         std::span<const double> priorities) {
+  REPLAYDB_RETURN_IF_ERROR(table_->CheckAck(ack_));
   const int64_t n = LeadingDim(steps);
   if (n < 0) {
     return Status::InvalidArgument("table '" + table_->name() +
@@ -101,7 +103,7 @@ Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
   uint64_t seq = 0;
   // The steps before a failing one are acknowledged: make them durable too.
   const auto failed = [&](const Status& s, int64_t i) {
-    (void)table_->SyncLog(seq, options_.sync);
+    (void)table_->SyncLog(seq, ack_.sync);
     return s.WithContext("AppendMany step " + std::to_string(i) + " of " + std::to_string(n));
   };
   int64_t appended = 0;
@@ -109,7 +111,7 @@ Status TrajectoryWriterImpl::AppendMany(std::span<const ConstTensor> steps,
                                  priorities.empty() ? nullptr : priorities.data(), deadline,
                                  table_->device_blocks() ? Staged() : nullptr, {}, &seq, &appended);
   if (!s.ok()) return failed(s, appended);
-  return table_->SyncLog(seq, options_.sync);
+  return table_->AckLog(seq, ack_);
 }
 
 Status DecodeRecordFor(const TableImpl& table, std::span<std::byte> record, int64_t entries,
@@ -150,6 +152,7 @@ void ColumnBases(const TableImpl& table, std::span<const std::byte> rows, int64_
 
 Status TrajectoryWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_row,
                                           int64_t* appended) {
+  REPLAYDB_RETURN_IF_ERROR(table_->CheckAck(ack_));
   *appended = 0;
   wal::AppendStepsRecord r;
   REPLAYDB_RETURN_IF_ERROR(DecodeRecordFor(*table_, record, -1, &r));
@@ -169,11 +172,11 @@ Status TrajectoryWriterImpl::AppendRecord(std::span<std::byte> record, int64_t f
       first_row == 0 ? record : std::span<std::byte>(), &seq, appended);
   if (!s.ok()) {
     // The steps before the failing one are acknowledged: durable too.
-    (void)table_->SyncLog(seq, options_.sync);
+    (void)table_->SyncLog(seq, ack_.sync);
     return s.WithContext("a remote append's step " + std::to_string(first_row + *appended) +
                          " of " + std::to_string(n));
   }
-  return table_->SyncLog(seq, options_.sync);
+  return table_->AckLog(seq, ack_);
 }
 
 void TrajectoryWriterImpl::Place(int64_t n, PlacedSteps* placed,
@@ -221,7 +224,7 @@ Status TrajectoryWriterImpl::End(EndReason reason) {
   uint64_t seq = 0;
   REPLAYDB_RETURN_IF_ERROR(
       table_->EndTrajectory(slot_, reason, DeadlineAfter(options_.timeout), &seq));
-  return table_->SyncLog(seq, options_.sync);
+  return table_->AckLog(seq, ack_);
 }
 
 uint64_t TrajectoryWriterImpl::trajectory_id() const {
@@ -234,7 +237,10 @@ int64_t TrajectoryWriterImpl::num_steps() const {
 
 VectorWriterImpl::VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_envs,
                                    const WriterOptions& options)
-    : table_(std::move(table)), options_(options), slots_(num_envs) {
+    : table_(std::move(table)),
+      options_(options),
+      ack_(ResolveAck(table_->spec(), options)),
+      slots_(num_envs) {
   const int parts = util::WriterParts(options.threads, num_envs);
   // Never more parts than environments.
   const int used = static_cast<int>(std::min<size_t>(static_cast<size_t>(parts), num_envs));
@@ -251,6 +257,7 @@ VectorWriterImpl::~VectorWriterImpl() {
 
 Status VectorWriterImpl::Append(std::span<const ConstTensor> steps,
                                 std::span<const double> priorities) {
+  REPLAYDB_RETURN_IF_ERROR(table_->CheckAck(ack_));
   const int64_t n = static_cast<int64_t>(slots_.size());
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "vector step"));
   REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "vector step"));
@@ -259,12 +266,13 @@ Status VectorWriterImpl::Append(std::span<const ConstTensor> steps,
   Status s = table_->AppendVectorStep(slots_, VectorSteps{bases_, /*device=*/false, nullptr},
                                       priorities, DeadlineAfter(options_.timeout), &scratch_,
                                       &seq);
-  Status synced = table_->SyncLog(seq, options_.sync);
+  Status synced = table_->AckLog(seq, ack_);
   return s.ok() ? synced : s;
 }
 
 Status VectorWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_row,
                                       int64_t* appended) {
+  REPLAYDB_RETURN_IF_ERROR(table_->CheckAck(ack_));
   *appended = 0;
   const int64_t n = static_cast<int64_t>(slots_.size());
   wal::AppendStepsRecord r;
@@ -281,12 +289,13 @@ Status VectorWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first
       slots_, VectorSteps{bases_, /*device=*/false, nullptr, table_->layout().step_bytes}, r.priorities,
       DeadlineAfter(options_.timeout), &scratch_, &seq, record);
   *appended = n;
-  Status synced = table_->SyncLog(seq, options_.sync);
+  Status synced = table_->AckLog(seq, ack_);
   return s.ok() ? synced : s;
 }
 
 Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, void* stream,
                                           std::span<const double> priorities) {
+  REPLAYDB_RETURN_IF_ERROR(table_->CheckAck(ack_));
   const int64_t n = static_cast<int64_t>(slots_.size());
   REPLAYDB_RETURN_IF_ERROR(table_->ValidateTensors(steps, n, "device vector step"));
   REPLAYDB_RETURN_IF_ERROR(ValidatePriorities(*table_, priorities, n, "device vector step"));
@@ -295,7 +304,7 @@ Status VectorWriterImpl::AppendFromDevice(std::span<const ConstTensor> steps, vo
   Status s = table_->AppendVectorStep(slots_, VectorSteps{bases_, /*device=*/true, stream},
                                       priorities, DeadlineAfter(options_.timeout), &scratch_,
                                       &seq);
-  Status synced = table_->SyncLog(seq, options_.sync);
+  Status synced = table_->AckLog(seq, ack_);
   return s.ok() ? synced : s;
 }
 
@@ -305,7 +314,7 @@ Status VectorWriterImpl::End(size_t env, EndReason reason) {
   uint64_t seq = 0;
   REPLAYDB_RETURN_IF_ERROR(
       table_->EndTrajectory(slots_[env], reason, DeadlineAfter(options_.timeout), &seq));
-  return table_->SyncLog(seq, options_.sync);
+  return table_->AckLog(seq, ack_);
 }
 
 Status VectorWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason) {
@@ -317,7 +326,7 @@ Status VectorWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason)
   uint64_t seq = 0;
   Status s = table_->EndTrajectories(slots_, envs, reason, DeadlineAfter(options_.timeout), &seq);
   // What was logged is synced even when an environment failed.
-  Status synced = table_->SyncLog(seq, options_.sync);
+  Status synced = table_->AckLog(seq, ack_);
   return s.ok() ? synced : s;
 }
 

@@ -85,6 +85,7 @@ class TrajectoryWriterImpl final : public TrajectoryWriter, public RecordAppende
 
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;
+  const WriteAck ack_;  // options_ with the table's TableSpec::acks
   WriterSlot slot_;
   std::vector<const std::byte*> bases_;  // scratch: one pointer per column
   // A table in device memory: the rows on their way there
@@ -121,6 +122,7 @@ class VectorWriterImpl final : public VectorWriter, public RecordAppender {
  private:
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;
+  const WriteAck ack_;  // options_ with the table's TableSpec::acks
   std::vector<WriterSlot> slots_;
   std::vector<const std::byte*> bases_;
   VectorScratch scratch_;

@@ -40,8 +40,15 @@ struct RecoveryInfo {
 // A replica's reads as its primary remembers them (ReplicationInfo).
 struct ReplicaProgress {
   std::string name;      // the replica's (its directory, unless told)
-  uint64_t segment = 0;  // the segment it reads from (0: the log's beginning)
+  uint64_t segment = 0;  // the segment it holds (0: the log's beginning)
   double seconds_since_read = 0;
+  // Since the primary opened (0 and false before its first read there):
+  // where it has applied the primary's log up to, how long since it last
+  // caught up with it, and whether it is in sync (docs/replication.md).
+  uint64_t applied_segment = 0;
+  uint64_t applied_offset = 0;
+  double lag_seconds = 0;
+  bool in_sync = false;
 };
 
 // Where a database stands in replication (docs/replication.md).

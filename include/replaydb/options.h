@@ -212,6 +212,44 @@ enum class TableLogging : uint8_t {
   kOff = 2,
 };
 
+// What a writer's appends and ends wait for before they return: their
+// acknowledgment (docs/replication.md, with the equivalents in Kafka,
+// PostgreSQL, MongoDB and Redis). A table has one (TableSpec::acks), a
+// writer may say another (WriterOptions::acks). Other changes (priority
+// updates, deletes) are acknowledged as kLeader's.
+enum class AckMode : uint8_t {
+  // WriterOptions only: the table's TableSpec::acks.
+  kTable = 0,
+  // Once the primary applied it; never held back for replicas.
+  kNone = 1,
+  // Once the primary applied it; appends wait while a replica reading the
+  // log lags more than TableSpec::max_lag_ms behind it.
+  kLeader = 2,
+  // kLeader, and once the primary's log synced it (as WriterOptions::sync).
+  kLeaderDurable = 3,
+  // kLeader, and once Acks::replicas replicas applied it (and synced it,
+  // where their logs sync kAlways). An append that finds fewer replicas in
+  // sync fails Unavailable with nothing stored; one whose replicas fall
+  // out of sync while it waits fails Unavailable, stored on the primary.
+  kReplicated = 4,
+};
+
+struct Acks {
+  AckMode mode = AckMode::kTable;
+  // kReplicated: how many replicas, 1 to kMaxAckReplicas; 0 otherwise.
+  int replicas = 0;
+  static Acks Replicated(int k) { return Acks{AckMode::kReplicated, k}; }
+  bool operator==(const Acks&) const = default;
+};
+inline constexpr int kMaxAckReplicas = 16;
+// "table", "none", "leader", "leader_durable", "replicated(K)".
+std::string AcksName(const Acks& acks);
+// AcksName's words back; InvalidArgument naming the text and the choices.
+Result<Acks> ParseAcks(std::string_view text);
+// OK, or InvalidArgument naming `where` (replicas out of range, or given
+// to a mode that counts none).
+Status ValidateAcks(const Acks& acks, const std::string& where);
+
 std::string_view PaddingName(Padding p);            // "none", "tail"
 std::string_view SelectorKindName(SelectorKind s);  // "uniform", "fifo", "lifo", "prioritized",
                                                     // "min_heap", "max_heap"
@@ -376,6 +414,12 @@ struct TableSpec {
   double rotation_fraction = 0;
   int64_t rotation_every_samples = 0;
 
+  // What writers' appends wait for (AckMode); not kTable. Default: kLeader.
+  Acks acks{AckMode::kLeader, 0};
+  // kLeader and stronger: how far (in time) a replica may fall behind the
+  // primary's log before appends wait for it. Default: 10000. REQUIRES: >= 1.
+  int64_t max_lag_ms = 10000;
+
   // A vector table (docs/vector_tables.md) when > 1: every step holds one
   // row of each column (of the shape above) for each of `lanes`
   // environments, as one vector step, and each environment's row is an item
@@ -414,6 +458,9 @@ struct WriterOptions {
   // waits for each append's acknowledgment instead of sending appends ahead.
   // Default: false.
   bool sync = false;
+  // What this writer's appends and ends wait for (AckMode). Default:
+  // kTable (the table's TableSpec::acks; kLeaderDurable where `sync`).
+  Acks acks;
   // VectorWriter only: how many threads an append splits its work over the
   // environments between (the caller's thread and threads - 1 the writer
   // starts; they spin briefly after each append, then sleep); in a vector

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -94,6 +96,69 @@ TEST(RpcTest, HandshakeThenRepliesMatchTheirCallsAcrossThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(matched.load(), 160);
+}
+
+// Deferred replies (Request::Defer): sent later from other threads, and
+// from handlers that a deferred reply's send runs on its thread (a Send
+// progresses the worker it takes): every call is answered, none twice, and
+// failures sent later come back as their status.
+TEST(RpcTest, DeferredRepliesSentFromAnyThreadAnswerEveryCall) {
+  std::mutex mu;
+  std::vector<std::pair<Request::Responder, Reply>> later;  // guarded by mu
+  std::atomic<bool> stop{false};
+  RpcServerOptions o = ServerOptions();
+  const auto defer = [&](Request& r) -> Result<Reply> {
+    HeaderFields f;
+    f.request_id = r.message.header()->request_id();
+    const std::string& p = r.message.payload;
+    Reply reply{EncodePong(f), std::string(p.rbegin(), p.rend())};
+    Request::Responder respond = r.Defer();
+    if (p == "fail") {
+      respond(Status::NotFound("no table named 'later'"));
+    } else if (p.size() % 2 == 0) {
+      respond(std::move(reply));  // at once, on this thread (a worker's, inline)
+    } else {
+      std::lock_guard<std::mutex> lock(mu);
+      later.emplace_back(std::move(respond), std::move(reply));
+    }
+    return Status::Internal("not sent: deferred");
+  };
+  o.try_inline = [&](Request& r) -> std::optional<Result<Reply>> { return defer(r); };
+  ASSERT_OK_AND_ASSIGN(auto server, RpcServer::Start(o, defer));
+  // Another thread sends what waits, as replicas' reads would.
+  std::thread sender([&] {
+    while (!stop.load()) {
+      std::vector<std::pair<Request::Responder, Reply>> now;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        now.swap(later);
+      }
+      for (auto& [respond, reply] : now) respond(std::move(reply));
+      std::this_thread::sleep_for(100us);
+    }
+  });
+  ASSERT_OK_AND_ASSIGN(auto client,
+                       RpcClient::Connect("127.0.0.1", server->port(), ClientOptions()));
+  std::mt19937_64 rng(testing_util::TestSeed());
+  std::vector<std::shared_ptr<PendingCall>> calls;
+  std::vector<std::string> sent;
+  for (int i = 0; i < 600; ++i) {
+    std::string payload = i % 97 == 0 ? "fail" : std::string(1 + rng() % 64, 'a' + i % 26);
+    calls.push_back(client->Start(Pong(), payload, 20s));
+    sent.push_back(std::move(payload));
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Result<Message> m = client->Await(*calls[i]);
+    if (sent[i] == "fail") {
+      EXPECT_EQ(m.status().code(), Status::Code::kNotFound) << i;
+      EXPECT_THAT(m.status().message(), HasSubstr("no table named 'later'"));
+      continue;
+    }
+    ASSERT_TRUE(m.ok()) << i << ": " << m.status().ToString();
+    EXPECT_EQ(m->payload, std::string(sent[i].rbegin(), sent[i].rend())) << i;
+  }
+  stop = true;
+  sender.join();
 }
 
 TEST(RpcTest, FailuresComeBackAsTheirStatus) {

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <random>
 #include <regex>
 #include <string>
@@ -48,6 +49,10 @@ class Served {
   // SIGTERM, and the exit (0) awaited.
   void Stop() { End(SIGTERM); }
   void Kill() { End(SIGKILL); }
+  // SIGSTOP or SIGCONT.
+  void Signal(int signal) {
+    if (process_) ::kill(process_->pid(), signal);
+  }
   const std::string& address() const { return address_; }
   std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
     return process_ ? process_->WaitFor(pattern, timeout) : "";
@@ -220,6 +225,13 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
   SampleBatch batch;
   ASSERT_OK(rt->Sample(16, so, &batch));
   EXPECT_EQ(batch.batch_size, 16);
+  // Samples are not logged: each server counts its own draws (what a
+  // replica taking over starts from).
+  for (int i = 0; i < 3; ++i) ASSERT_OK(table->Sample(7, so, &batch));
+  ExpectSameSoon(*p, *r);
+  EXPECT_EQ(table->Info().items_sampled, 21);
+  EXPECT_EQ(rt->Info().items_sampled, 16);  // the replica's own 16, not the primary's
+  EXPECT_EQ(rt->Info().rate_limiter.samples, 16);
 
   // Writes are not: each refusal names the primary.
   const auto refused = [&](const Status& s, const std::string& what) {
@@ -300,6 +312,98 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
   ASSERT_EQ(kept.replicas.size(), 1u) << "the replica's read outlives the primary (REPLICAS)";
   EXPECT_THAT(kept.replicas[0].name, ::testing::EndsWith(":" + dir.Sub("replica")));
   EXPECT_LT(kept.replicas[0].seconds_since_read, 60.0);
+}
+
+// The trajectory lengths a table holds, in id order.
+std::vector<int64_t> Lengths(Table& table) {
+  std::vector<TrajectoryInfo> infos;
+  if (!table.ListTrajectories({}, &infos).ok()) return {-1};
+  std::vector<int64_t> out;
+  for (const TrajectoryInfo& t : infos) out.push_back(t.length);
+  return out;
+}
+
+TEST(ReplicationTest, ReplicatedAcksHoldEachAppendUntilTheReplicaAppliedIt) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+  TableSpec spec = Spec();
+  spec.acks = Acks::Replicated(1);
+  ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(spec));
+  WriterOptions each;
+  each.sync = true;  // each Append waits for its acknowledgment
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter(each));
+  // No replica: refused, nothing stored.
+  Status s = writer->Append(testing_util::RandomStep(spec, rng).tensors, 1.0);
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("table 'experience': acks replicated(1) needs 1 in-sync "
+                                     "replica; 0 are in sync (none): nothing was appended"));
+  EXPECT_EQ(table->Info().num_steps, 0);
+
+  auto replica = std::make_unique<Served>(
+      dir.Sub("replica"), std::vector<std::string>{"--replica-of", primary.address()});
+  ReplicationInfo pi;
+  for (auto until = std::chrono::steady_clock::now() + 30s;
+       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(20ms)) {
+    ASSERT_OK_AND_ASSIGN(pi, p->Replication());
+    if (!pi.replicas.empty() && pi.replicas[0].in_sync) break;
+  }
+  ASSERT_EQ(pi.replicas.size(), 1u);
+  ASSERT_TRUE(pi.replicas[0].in_sync);
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica->address()));
+  // Each append acknowledged is on the replica already.
+  const int steps = 10 + static_cast<int>(rng() % 20);
+  for (int i = 0; i < steps; ++i) {
+    ASSERT_OK(writer->Append(testing_util::RandomStep(spec, rng).tensors, 1.0 + i));
+    ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+    ASSERT_EQ(Lengths(*rt), std::vector<int64_t>{i + 1}) << "step " << i;
+  }
+  // A replica stopped (SIGSTOP) for less than a second holds the append's
+  // acknowledgment until it runs again and applies it.
+  replica->Signal(SIGSTOP);
+  std::this_thread::sleep_for(50ms);  // (its read in flight answered)
+  auto held = std::async(std::launch::async, [&] {
+    return writer->Append(testing_util::RandomStep(spec, rng).tensors, 2.0);
+  });
+  EXPECT_EQ(held.wait_for(400ms), std::future_status::timeout) << "acknowledged while stopped";
+  replica->Signal(SIGCONT);
+  ASSERT_EQ(held.wait_for(10s), std::future_status::ready);
+  ASSERT_OK(held.get());
+  {
+    ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+    EXPECT_EQ(Lengths(*rt), std::vector<int64_t>{steps + 1});
+  }
+  ASSERT_OK(writer->End(EndReason::kTerminal));
+  // Appends sent ahead, acknowledged together: all there once End returns.
+  ASSERT_OK_AND_ASSIGN(auto ahead, table->NewWriter());
+  std::unique_ptr<TrajectoryWriter> open = std::move(ahead);
+  Write(*table, rng, 6, &open);
+  ASSERT_OK(open->End(EndReason::kTruncated));
+  {
+    ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+    EXPECT_EQ(Contents(*rt), Contents(*table));
+  }
+  EXPECT_THAT(testing_util::ShellOutput(std::string(REPLAYDB_TOOL_PATH) + " " + primary.address() +
+                                        " -c replication 2>&1"),
+              ::testing::ContainsRegex("lag_seconds +in_sync\n.* true\n"));
+
+  // The replica killed: an append fails (stored on the primary, or
+  // refused once the replica is out of sync) within seconds.
+  replica->Kill();
+  const auto start = std::chrono::steady_clock::now();
+  s = writer->Append(testing_util::RandomStep(spec, rng).tensors, 1.0);
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+  EXPECT_THAT(s.message(),
+              ::testing::AnyOf(HasSubstr("it is stored on the primary, not acknowledged by 1"),
+                               HasSubstr("nothing was appended")));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  // A writer asking for `leader` goes on.
+  WriterOptions leader;
+  leader.acks = Acks{AckMode::kLeader, 0};
+  ASSERT_OK_AND_ASSIGN(auto quick, table->NewWriter(leader));
+  ASSERT_OK(quick->Append(testing_util::RandomStep(spec, rng).tensors, 1.0));
+  ASSERT_OK(quick->End(EndReason::kTerminal));
 }
 
 TEST(ReplicationTest, AKilledReplicaGoesOnFromItsPlaceAndStoresNothingTwice) {

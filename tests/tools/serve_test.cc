@@ -186,6 +186,11 @@ TEST(ServeTest, BadCommandLinesAreUsageErrors) {
   ServeProcess bad_port({dir.Sub("db"), "--listen", "ucx://127.0.0.1:99999"});
   EXPECT_EQ(bad_port.Exit(30s), 2) << bad_port.output();
   EXPECT_THAT(bad_port.output(), HasSubstr("is not ucx://HOST:PORT"));
+  ServeProcess bad_sync({dir.Sub("db"), "--wal-sync", "sometimes"});
+  EXPECT_EQ(bad_sync.Exit(30s), 2) << bad_sync.output();
+  EXPECT_THAT(bad_sync.output(),
+              HasSubstr("--wal-sync must be none, batch or always, not 'sometimes'"));
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("db")));
 }
 
 }  // namespace

@@ -214,6 +214,8 @@ std::string FormatTableSpec(const TableSpec& spec, std::string_view indent) {
                                    : "CUDA device " + std::to_string(spec.priority_device));
   AddLine(&out, indent, "placement", spec.placement.ToString());
   AddLine(&out, indent, "logging", std::string(TableLoggingName(spec.logging)));
+  AddLine(&out, indent, "acks",
+          AcksName(spec.acks) + " (max_lag " + std::to_string(spec.max_lag_ms) + " ms)");
   AddLine(&out, indent, "spill", spec.spill ? "on" : "off");
   AddLine(&out, indent, "rotation",
           spec.rotation_every_samples == 0

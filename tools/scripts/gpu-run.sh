@@ -39,7 +39,8 @@
 #      machine's many-core host,
 #  13. `replaydb bench --json --filter remote` (issue 33: a `replaydb serve`
 #      process and the bench over tcp and shared memory, against ucx_perftest
-#      from the bundle; issue 34's read replicas, remote_replica_*) on the
+#      from the bundle; issue 34's read replicas, remote_replica_*, and
+#      replicated(1) appends, remote_replicated_append) on the
 #      many-core host,
 #  14. issue 38's several GPUs (step multigpu): tools/analysis/multi_gpu_bench.py
 #      under torch.distributed.run with 1 rank and with one rank per GPU

@@ -62,7 +62,8 @@ std::string Describe(const TableSpec& t) {
      << " block_steps=" << t.block_steps << " sequence_length=" << t.sequence_length
      << " padding=" << static_cast<int>(t.padding) << " selector=" << static_cast<int>(t.selector)
      << " eviction=" << static_cast<int>(t.eviction) << " max_times_sampled=" << t.max_times_sampled
-     << " lanes=" << t.lanes << " rate_limiter={" << t.rate_limiter.samples_per_insert << ", "
+     << " lanes=" << t.lanes << " acks=" << AcksName(t.acks) << " max_lag_ms=" << t.max_lag_ms
+     << " rate_limiter={" << t.rate_limiter.samples_per_insert << ", "
      << t.rate_limiter.min_size_to_sample << ", " << t.rate_limiter.min_diff << ", "
      << t.rate_limiter.max_diff << "}}";
   return os.str();
@@ -204,6 +205,7 @@ struct RawTable {
   uint8_t step_priority = 0;
   uint8_t placement_kind = 0;
   uint8_t logging = 0;
+  uint8_t acks = 0;
   bool with_columns = true;
   bool with_rate_limiter = true;
   // A field from a future writer, appended after the last known one.
@@ -231,9 +233,10 @@ std::string RawCatalogFile(const std::vector<RawTable>& tables, uint32_t format_
     fbb.AddElement<uint8_t>(fb::TableDef::VT_STEP_PRIORITY, raw.step_priority, 0);
     fbb.AddElement<uint8_t>(fb::TableDef::VT_PLACEMENT_KIND, raw.placement_kind, 0);
     fbb.AddElement<uint8_t>(fb::TableDef::VT_LOGGING, raw.logging, 0);
+    fbb.AddElement<uint8_t>(fb::TableDef::VT_ACKS, raw.acks, 0);
     if (raw.with_rate_limiter) fbb.AddOffset(fb::TableDef::VT_RATE_LIMITER, rate_limiter);
     if (raw.with_future_field) {
-      fbb.AddElement<int64_t>(fb::TableDef::VT_LANES + 2, 123456789, 0);
+      fbb.AddElement<int64_t>(fb::TableDef::VT_MAX_LAG_MS + 2, 123456789, 0);
     }
     defs.push_back(flatbuffers::Offset<fb::TableDef>(fbb.EndTable(start)));
   }
@@ -262,6 +265,7 @@ TableSpec RawTableSpec(const RawTable& raw) {
   t.step_priority = static_cast<StepPriority>(raw.step_priority);
   t.placement.kind = static_cast<Placement::Kind>(raw.placement_kind);
   t.logging = static_cast<TableLogging>(raw.logging);
+  if (raw.acks != 0) t.acks = Acks{static_cast<AckMode>(raw.acks), 0};
   t.max_times_sampled = 0;
   if (raw.with_rate_limiter) {
     t.rate_limiter.samples_per_insert = 2.0;
@@ -321,6 +325,9 @@ class SpecGenerator {
     t.rotation_fraction = Double();
     t.rotation_every_samples = Int64();
     t.lanes = Int64();
+    t.acks = Int(0, 1) == 1 ? Acks::Replicated(Int(1, kMaxAckReplicas))
+                            : Acks{static_cast<AckMode>(Int(1, 3)), 0};
+    t.max_lag_ms = Int64() | 1;  // (0 is an older file's: the default)
     t.max_times_sampled = Int64();
     t.rate_limiter.samples_per_insert = Double();
     t.rate_limiter.min_size_to_sample = Int64();
@@ -387,6 +394,8 @@ TEST(CatalogTest, RoundTripsEveryFieldSetToNonDefaultValues) {
   t.priority_device = 3;
   t.placement = Placement::Device(3);
   t.max_times_sampled = 4;
+  t.acks = Acks::Replicated(2);
+  t.max_lag_ms = 1500;
   t.rate_limiter.samples_per_insert = 0.25;
   t.rate_limiter.min_size_to_sample = 64;
   t.rate_limiter.min_diff = -12.5;
@@ -406,6 +415,8 @@ TEST(CatalogTest, RoundTripsEveryFieldSetToNonDefaultValues) {
   EXPECT_NE(t.priority_device, d.priority_device);
   EXPECT_NE(t.placement, d.placement);
   EXPECT_NE(t.max_times_sampled, d.max_times_sampled);
+  EXPECT_NE(t.acks, d.acks);
+  EXPECT_NE(t.max_lag_ms, d.max_lag_ms);
   EXPECT_NE(t.rate_limiter.samples_per_insert, d.rate_limiter.samples_per_insert);
   EXPECT_NE(t.rate_limiter.min_size_to_sample, d.rate_limiter.min_size_to_sample);
   EXPECT_NE(t.rate_limiter.min_diff, d.rate_limiter.min_diff);
@@ -633,6 +644,10 @@ TEST(CatalogTest, UnknownEnumValues) {
   bad.logging = 3;
   EXPECT_EQ(DecodeError(RawCatalogFile({bad})),
             "catalog /db/CATALOG: table 0 't' has unknown logging 3");
+  bad = RawTable{};
+  bad.acks = 5;
+  EXPECT_EQ(DecodeError(RawCatalogFile({bad})),
+            "catalog /db/CATALOG: table 0 't' has unknown acks 5");
 
   // The largest known values decode.
   RawTable last;

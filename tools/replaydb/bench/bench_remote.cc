@@ -25,8 +25,9 @@
 //                   an update of 1 key, against the am_lat round trip (twice
 //                   ucp_am_lat's one-way p50) plus the same call's p50 on a
 //                   local table; ratio = value / that.
-//   remote_replica_apply, remote_replica_insert: read replicas
-//                   (docs/replication.md), below.
+//   remote_replica_apply, remote_replica_insert, remote_replicated_append:
+//                   read replicas and acknowledgments (docs/replication.md),
+//                   below.
 //   remote_read     the transport's one-sided reads (Transport::ReadMany) of
 //                   a sample's shape: 256 reads of 128 KiB (a window of 32
 //                   steps of 4 KiB each) at random places of 64 MiB of a
@@ -515,11 +516,12 @@ TableSpec LoggedSpec(const std::string& name, int64_t capacity_steps) {
 // after.
 Result<BenchResult> WithReplica(
     const std::string& transport, const TableSpec& spec,
-    const std::function<Result<BenchResult>(DB* primary, DB* replica, ChildProcess* process)>&
-        body) {
+    const std::function<Result<BenchResult>(DB* primary, DB* replica, ChildProcess* process)>& body,
+    const std::vector<std::string>& primary_args = {}) {
   REPLAYDB_ASSIGN_OR_RETURN(auto dir, TempDir::Make());
   UseTransport(transport);
-  REPLAYDB_ASSIGN_OR_RETURN(Served primary, Served::Start(dir->path() + "/primary", 1));
+  REPLAYDB_ASSIGN_OR_RETURN(Served primary,
+                            Served::Start(dir->path() + "/primary", 1, primary_args));
   Result<Served> replica =
       Served::Start(dir->path() + "/replica", 1, {"--replica-of", primary.address});
   Result<BenchResult> result = replica.status();
@@ -647,6 +649,80 @@ Result<BenchResult> RunReplicaInsert(const std::string& transport, const Timing&
   return r;
 }
 
+// remote_replicated_append: p50 microseconds of one append of a 1 KiB
+// step acknowledged replicated(1) (WriterOptions::sync: each Append waits
+// for its acknowledgment, which waits for the replica's next read; the
+// primary runs --wal-sync none, so that the row measures replication, not
+// fsync), against two am_lat round trips (the writer's, the replica's)
+// plus the same append's p50 on a local logged table.
+Result<BenchResult> RunReplicatedAppend(const std::string& transport, DB* local_db,
+                                        const Timing& timing) {
+  TableSpec spec = BytesSpec("remote_replicated_append", 1024, 1 << 14, 1);
+  spec.logging = TableLogging::kOn;
+  std::vector<uint8_t> data(1024);
+  FillPattern(data.data(), data.size(), 13);
+  const ConstTensor step{DType::kU8, Shape{1024}, data.data(), data.size()};
+  // Appends through `writer`, a trajectory every 256 steps.
+  const auto appends = [&](TrajectoryWriter* writer) {
+    return [writer, &step, n = int64_t{0}]() mutable -> Status {
+      REPLAYDB_RETURN_IF_ERROR(writer->Append(std::span(&step, 1)));
+      if (++n % 256 == 0) return writer->End(EndReason::kTruncated);
+      return Status::OK();
+    };
+  };
+  double local = 0;
+  REPLAYDB_RETURN_IF_ERROR(WithTable(local_db, spec, [&](Table* t) -> Result<BenchResult> {
+                             REPLAYDB_ASSIGN_OR_RETURN(auto writer, t->NewWriter());
+                             REPLAYDB_ASSIGN_OR_RETURN(
+                                 local, P50Micros(timing.duration, appends(writer.get())));
+                             return BenchResult{};
+                           }).status());
+  spec.acks = Acks::Replicated(1);
+  double leader = 0;
+  BenchResult r;
+  REPLAYDB_ASSIGN_OR_RETURN(
+      r, WithReplica(
+             transport, spec,
+             [&](DB* p, DB*, ChildProcess*) -> Result<BenchResult> {
+               // Once the replica is in sync (it has read).
+               const auto limit = Clock::now() + std::chrono::seconds(30);
+               for (;;) {
+                 REPLAYDB_ASSIGN_OR_RETURN(const ReplicationInfo info, p->Replication());
+                 if (!info.replicas.empty() && info.replicas[0].in_sync) break;
+                 if (Clock::now() > limit) {
+                   return Status::DeadlineExceeded("the replica was not in sync within 30 s");
+                 }
+                 std::this_thread::sleep_for(std::chrono::milliseconds(5));
+               }
+               REPLAYDB_ASSIGN_OR_RETURN(auto table, p->GetTable(spec.name));
+               WriterOptions wo;
+               wo.sync = true;
+               wo.timeout = kCallTimeout;
+               // The same appends acknowledged `leader` (not waiting for the replica,
+               // which still follows): what the replica's round adds.
+               wo.acks = Acks{AckMode::kLeader, 0};
+               REPLAYDB_ASSIGN_OR_RETURN(auto alone, table->NewWriter(wo));
+               REPLAYDB_ASSIGN_OR_RETURN(leader, P50Micros(timing.duration, appends(alone.get())));
+               wo.acks = Acks{AckMode::kTable, 0};
+               REPLAYDB_ASSIGN_OR_RETURN(auto writer, table->NewWriter(wo));
+               BenchResult out;
+               out.unit = "us";
+               REPLAYDB_ASSIGN_OR_RETURN(out.value,
+                                         P50Micros(timing.duration, appends(writer.get())));
+               return out;
+             },
+             {"--wal-sync", "none"}));
+  const Result<Perf> perf = UcxPerftest(transport, "ucp_am_lat", 1024, 20000);
+  SetCeiling(perf, perf.ok() ? 2 * (2 * perf->p50_us) + local : 0,
+             "2 am_lat_rtt+local " + transport, &r);
+  char note[200];
+  std::snprintf(note, sizeof(note),
+                "local append p50 %.2f us; am_lat round trip %.2f us; acks leader p50 %.2f us",
+                local, perf.ok() ? 2 * perf->p50_us : 0.0, leader);
+  r.note = r.note.empty() ? note : r.note + "; " + note;
+  return r;
+}
+
 }  // namespace
 
 std::vector<CaseWithTarget> RemoteCases() {
@@ -693,6 +769,13 @@ std::vector<CaseWithTarget> RemoteCases() {
           {{"transport", 0, transport}, {"step_bytes", 16384}, {"steps_per_call", 64}},
           [transport](DB*, const Timing& timing) { return RunReplicaInsert(transport, timing); }},
          Target{Target::Kind::kRatioAtLeast, 0.85, "ratio >= 0.85"}});
+    cases.push_back(
+        {{"remote_replicated_append",
+          {{"transport", 0, transport}, {"step_bytes", 1024}, {"acks", 0, "replicated(1)"}},
+          [transport](DB* db, const Timing& timing) {
+            return RunReplicatedAppend(transport, db, timing);
+          }},
+         Target{Target::Kind::kRatioAtMost, 1.0, "ratio <= 1.00"}});
     for (const bool update : {false, true}) {
       cases.push_back({{"remote_small",
                         {{"transport", 0, transport},

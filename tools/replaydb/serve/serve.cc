@@ -55,12 +55,14 @@ int ServeCommand(std::span<const std::string> args) {
   std::string threads_flag = "4";
   std::string token_file;
   std::string replica_of;
+  std::string wal_sync = "batch";
   const FlagSpec flags[] = {{"help", &help, nullptr},
                             {"listen", nullptr, &listen},
                             {"workers", nullptr, &workers_flag},
                             {"threads", nullptr, &threads_flag},
                             {"token-file", nullptr, &token_file},
-                            {"replica-of", nullptr, &replica_of}};
+                            {"replica-of", nullptr, &replica_of},
+                            {"wal-sync", nullptr, &wal_sync}};
   std::vector<std::string> positional;
   Status status = ParseFlags(args, flags, &positional);
   int workers = 0;
@@ -71,6 +73,18 @@ int ServeCommand(std::span<const std::string> args) {
   }
   if (status.ok()) status = ParseCount("workers", workers_flag, 1, 64, &workers);
   if (status.ok()) status = ParseCount("threads", threads_flag, 1, 1024, &threads);
+  DBOptions options;
+  options.create_if_missing = true;
+  if (status.ok()) {
+    status =
+        Status::InvalidArgument("--wal-sync must be none, batch or always, not '" + wal_sync + "'");
+    for (WalSyncMode mode : {WalSyncMode::kNone, WalSyncMode::kBatch, WalSyncMode::kAlways}) {
+      if (wal_sync == WalSyncModeName(mode)) {
+        options.wal.sync = mode;
+        status = Status::OK();
+      }
+    }
+  }
   ServerOptions o;
   o.listen = listen;
   o.workers = workers;
@@ -95,7 +109,9 @@ int ServeCommand(std::span<const std::string> args) {
         "                            SECRET' or 'read-only SECRET', mode 600)\n"
         "  --replica-of ucx://HOST:PORT  a read replica of that primary: applies its log as\n"
         "                            it is written, serves reads, refuses writes\n"
-        "                            (docs/replication.md)\n",
+        "                            (docs/replication.md)\n"
+        "  --wal-sync MODE           none, batch (default) or always: when the log is\n"
+        "                            fsynced (DBOptions::wal.sync, docs/durability.md)\n",
         std::string(kServeUsage).c_str(), std::string(kServeSummary).c_str());
     return kExitOk;
   }
@@ -112,8 +128,6 @@ int ServeCommand(std::span<const std::string> args) {
   // the environment says otherwise. Set before any thread reads it.
   ::setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
   const std::string& dir = positional[0];
-  DBOptions options;
-  options.create_if_missing = true;
   // The server opens the database: its hot tiers are then memory that
   // clients on one-sided connections read without this process's CPU.
   auto server = Server::Open(dir, options, o);

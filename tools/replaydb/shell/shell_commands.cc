@@ -63,6 +63,8 @@ Json SpecJson(const TableSpec& spec) {
           {"priority_device", static_cast<int64_t>(spec.priority_device)},
           {"placement", spec.placement.ToString()},
           {"logging", TableLoggingName(spec.logging)},
+          {"acks", AcksName(spec.acks)},
+          {"max_lag_ms", spec.max_lag_ms},
           {"spill", spec.spill},
           {"rotation_fraction", spec.rotation_fraction},
           {"rotation_every_samples", spec.rotation_every_samples},
@@ -285,8 +287,15 @@ Status ReplicationCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) 
   }
   Json replicas = Json::array();
   for (const ReplicaProgress& p : r.replicas) {
-    replicas.push_back(
-        {{"name", p.name}, {"segment", p.segment}, {"seconds_since_read", p.seconds_since_read}});
+    Json one = {
+        {"name", p.name}, {"segment", p.segment}, {"seconds_since_read", p.seconds_since_read}};
+    if (p.applied_segment > 0) {  // (read since this primary opened)
+      one["applied_segment"] = p.applied_segment;
+      one["applied_offset"] = p.applied_offset;
+      one["lag_seconds"] = p.lag_seconds;
+      one["in_sync"] = p.in_sync;
+    }
+    replicas.push_back(std::move(one));
   }
   out->json["replicas"] = replicas;
   return Status::OK();
