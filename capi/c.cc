@@ -760,6 +760,8 @@ std::string SpecJson(const TableSpec& spec) {
       {"priority_device", spec.priority_device},
       {"placement", spec.placement.ToString()},
       {"logging", replaydb::TableLoggingName(spec.logging)},
+      {"acks", replaydb::AcksName(spec.acks)},
+      {"max_lag_ms", spec.max_lag_ms},
       {"max_times_sampled", spec.max_times_sampled},
       {"spill", spec.spill},
       {"rotation_fraction", spec.rotation_fraction},
@@ -1213,6 +1215,20 @@ int replaydb_table_spec_set_logging(replaydb_table_spec_t* spec, const char* log
                      replaydb::TableLoggingName, &TableSpec::logging, errptr);
 }
 
+int replaydb_table_spec_set_acks(replaydb_table_spec_t* spec, const char* acks, char** errptr) {
+  constexpr char kFn[] = "replaydb_table_spec_set_acks";
+  return Guard(kFn, errptr, [&]() -> Status {
+    if (spec == nullptr) return NullArgument(kFn, "spec");
+    if (acks == nullptr) return NullArgument(kFn, "acks");
+    REPLAYDB_ASSIGN_OR_RETURN(spec->spec.acks, replaydb::ParseAcks(acks));
+    return Status::OK();
+  });
+}
+
+void replaydb_table_spec_set_max_lag_ms(replaydb_table_spec_t* s, int64_t max_lag_ms) {
+  if (s != nullptr) s->spec.max_lag_ms = max_lag_ms;
+}
+
 void replaydb_table_spec_set_max_times_sampled(replaydb_table_spec_t* s, int64_t v) {
   if (s != nullptr) s->spec.max_times_sampled = v;
 }
@@ -1462,6 +1478,12 @@ void replaydb_table_close(replaydb_table_t* table) {
 
 int replaydb_table_new_writer(replaydb_table_t* table, int64_t timeout_ms, int sync,
                               replaydb_writer_t** writer, char** errptr) {
+  return replaydb_table_new_writer_with_acks(table, timeout_ms, sync, nullptr, writer, errptr);
+}
+
+int replaydb_table_new_writer_with_acks(replaydb_table_t* table, int64_t timeout_ms, int sync,
+                                        const char* acks, replaydb_writer_t** writer,
+                                        char** errptr) {
   constexpr char kFn[] = "replaydb_table_new_writer";
   return Guard(kFn, errptr, [&]() -> Status {
     if (writer == nullptr) return NullArgument(kFn, "writer");
@@ -1470,6 +1492,9 @@ int replaydb_table_new_writer(replaydb_table_t* table, int64_t timeout_ms, int s
     replaydb::WriterOptions options;
     options.timeout = Millis(timeout_ms);
     options.sync = sync != 0;
+    if (acks != nullptr) {
+      REPLAYDB_ASSIGN_OR_RETURN(options.acks, replaydb::ParseAcks(acks));
+    }
     auto made = table->table->NewWriter(options);
     if (!made.ok()) return made.status();
     *writer = new replaydb_writer_t{std::move(made).value(), table->layout};

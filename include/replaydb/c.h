@@ -280,6 +280,13 @@ REPLAYDB_C_EXPORT int replaydb_table_spec_set_placement(replaydb_table_spec_t* s
 /* "default", "on" or "off". */
 REPLAYDB_C_EXPORT int replaydb_table_spec_set_logging(replaydb_table_spec_t* spec,
                                                       const char* logging, char** errptr);
+/* What writers' appends wait for (TableSpec::acks, docs/replication.md):
+ * "none", "leader", "leader_durable" or "replicated(K)"; and how far behind
+ * a replica may fall before appends wait for it (TableSpec::max_lag_ms). */
+REPLAYDB_C_EXPORT int replaydb_table_spec_set_acks(replaydb_table_spec_t* spec, const char* acks,
+                                                   char** errptr);
+REPLAYDB_C_EXPORT void replaydb_table_spec_set_max_lag_ms(replaydb_table_spec_t* s,
+                                                          int64_t max_lag_ms);
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_max_times_sampled(replaydb_table_spec_t* s,
                                                                  int64_t v);
 REPLAYDB_C_EXPORT void replaydb_table_spec_set_spill(replaydb_table_spec_t* s, int v);
@@ -406,6 +413,13 @@ REPLAYDB_C_EXPORT void replaydb_table_close(replaydb_table_t* table);
 REPLAYDB_C_EXPORT int replaydb_table_new_writer(replaydb_table_t* table, int64_t timeout_ms,
                                                 int sync, replaydb_writer_t** writer,
                                                 char** errptr);
+/* replaydb_table_new_writer with WriterOptions::acks: NULL or "table" for
+ * the table's, else as replaydb_table_spec_set_acks takes. */
+REPLAYDB_C_EXPORT int replaydb_table_new_writer_with_acks(replaydb_table_t* table,
+                                                          int64_t timeout_ms, int sync,
+                                                          const char* acks,
+                                                          replaydb_writer_t** writer,
+                                                          char** errptr);
 /* Ends an open trajectory as truncated. */
 REPLAYDB_C_EXPORT void replaydb_writer_destroy(replaydb_writer_t* writer);
 /* One step: one tensor per column in schema order, each of the column's

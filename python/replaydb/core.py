@@ -1205,13 +1205,16 @@ class Table(_Owned):
         """The table's spec as created (columns, capacity, selector, ...)."""
         return json.loads(json.dumps(self._spec))
 
-    def writer(self, timeout: Optional[float] = None, sync: bool = False) -> Writer:
+    def writer(self, timeout: Optional[float] = None, sync: bool = False,
+               acks: Optional[str] = None) -> Writer:
         """A writer of one trajectory at a time. ``timeout`` (seconds) bounds each
-        wait on the rate limiter; ``sync`` waits for the log to be durable."""
+        wait on the rate limiter; ``sync`` waits for the log to be durable;
+        ``acks`` ("none", "leader", "leader_durable", "replicated(K)"; None: the
+        table's) says what each append waits for (docs/replication.md)."""
         handle = c_void_p()
         # The engine's writer waits a slice at a time (see _again).
-        _call(_lib.replaydb_table_new_writer, self._h(), _sliced_ms(timeout), int(sync),
-              byref(handle))
+        _call(_lib.replaydb_table_new_writer_with_acks, self._h(), _sliced_ms(timeout),
+              int(sync), None if acks is None else _bytes(str(acks)), byref(handle))
         return Writer(self, handle.value, timeout)
 
     def vector_writer(self, num_envs: int, timeout: Optional[float] = None,
@@ -1599,6 +1602,7 @@ _SPEC_SETTERS = {
     "step_priority": "replaydb_table_spec_set_step_priority",
     "placement": "replaydb_table_spec_set_placement",
     "logging": "replaydb_table_spec_set_logging",
+    "acks": "replaydb_table_spec_set_acks",
 }
 
 
@@ -1666,6 +1670,8 @@ class DB(_Owned):
                      priority_device: Optional[int] = None,
                      placement: str = "host",
                      logging: str = "default",
+                     acks: str = "leader",
+                     max_lag_ms: int = 10000,
                      max_times_sampled: int = 0,
                      rate_limiter: Optional[RateLimiter] = None,
                      spill: bool = False,
@@ -1679,7 +1685,9 @@ class DB(_Owned):
         options are replaydb::TableSpec's, with its defaults (capacity: 1 GiB).
         ``lanes`` > 1 makes a vector table: each step holds a row per
         environment, written by ``vector_writer(lanes)``, and each row is an
-        item (docs/vector_tables.md). ``exist_ok``: a table of that name and the
+        item (docs/vector_tables.md). ``acks`` and ``max_lag_ms``: what writers'
+        appends wait for, and how far behind replicas may fall (docs/replication.md).
+        ``exist_ok``: a table of that name and the
         same spec is returned as it is (a different spec raises
         InvalidArgumentError naming what differs)."""
         spec = _lib.replaydb_table_spec_create(_bytes(name))
@@ -1698,8 +1706,10 @@ class DB(_Owned):
             _lib.replaydb_table_spec_set_sequence_length(spec, sequence_length)
             for key, value in (("padding", padding), ("selector", selector),
                                ("eviction", eviction), ("step_priority", step_priority),
-                               ("placement", placement), ("logging", logging)):
+                               ("placement", placement), ("logging", logging),
+                               ("acks", acks)):
                 _call(getattr(_lib, _SPEC_SETTERS[key]), spec, _bytes(str(value)))
+            _lib.replaydb_table_spec_set_max_lag_ms(spec, max_lag_ms)
             _lib.replaydb_table_spec_set_priority_exponent(spec, priority_exponent)
             if priority_device is not None:
                 _lib.replaydb_table_spec_set_priority_device(spec, priority_device)

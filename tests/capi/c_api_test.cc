@@ -1221,14 +1221,28 @@ TEST_F(CApiTest, SpecJsonAndAccessors) {
   const TableSpec defaults;
   Json j = SpecJson(spec.get());
   ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(Keys(j), (std::vector<std::string>{
-                         "name",           "columns",           "capacity_steps",
-                         "capacity_bytes", "block_steps",       "sequence_length",
-                         "padding",        "selector",          "eviction",
-                         "step_priority",  "priority_exponent", "priority_device",
-                         "placement",      "logging",           "max_times_sampled",
-                         "spill",          "rotation_fraction", "rotation_every_samples",
-                         "lanes",          "rate_limiter"}))
+  EXPECT_EQ(Keys(j), (std::vector<std::string>{"name",
+                                               "columns",
+                                               "capacity_steps",
+                                               "capacity_bytes",
+                                               "block_steps",
+                                               "sequence_length",
+                                               "padding",
+                                               "selector",
+                                               "eviction",
+                                               "step_priority",
+                                               "priority_exponent",
+                                               "priority_device",
+                                               "placement",
+                                               "logging",
+                                               "acks",
+                                               "max_lag_ms",
+                                               "max_times_sampled",
+                                               "spill",
+                                               "rotation_fraction",
+                                               "rotation_every_samples",
+                                               "lanes",
+                                               "rate_limiter"}))
       << "a field was added, lost or moved";
   EXPECT_EQ(Keys(j.at("rate_limiter")),
             (std::vector<std::string>{"samples_per_insert", "min_size_to_sample", "min_diff",
@@ -1239,6 +1253,8 @@ TEST_F(CApiTest, SpecJsonAndAccessors) {
   EXPECT_EQ(j.at("block_steps").get<int64_t>(), defaults.block_steps);
   EXPECT_EQ(j.at("selector").get<std::string>(), "uniform");
   EXPECT_EQ(j.at("placement").get<std::string>(), "host");
+  EXPECT_EQ(j.at("acks").get<std::string>(), "leader");
+  EXPECT_EQ(j.at("max_lag_ms").get<int64_t>(), defaults.max_lag_ms);
   EXPECT_TRUE(j.at("priority_device").is_number_integer());
   EXPECT_EQ(j.at("priority_device").get<int64_t>(), -1);
   EXPECT_TRUE(j.at("spill").is_boolean());
@@ -1290,9 +1306,16 @@ TEST_F(CApiTest, SpecJsonAndAccessors) {
   C_ASSERT_OK(replaydb_table_spec_set_step_priority(spec.get(), "window_mean", err_.ptr()));
   C_ASSERT_OK(replaydb_table_spec_set_placement(spec.get(), "device:5", err_.ptr()));
   C_ASSERT_OK(replaydb_table_spec_set_logging(spec.get(), "off", err_.ptr()));
+  const int acks_k = 1 + static_cast<int>(rng_() % 16);
+  const std::string acks = "replicated(" + std::to_string(acks_k) + ")";
+  C_ASSERT_OK(replaydb_table_spec_set_acks(spec.get(), acks.c_str(), err_.ptr()));
+  const int64_t max_lag = 1 + static_cast<int64_t>(rng_() % 100000);
+  replaydb_table_spec_set_max_lag_ms(spec.get(), max_lag);
   j = SpecJson(spec.get());
   ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j.size(), 20u) << "a field was added or lost";
+  EXPECT_EQ(j.size(), 22u) << "a field was added or lost";
+  EXPECT_EQ(j.at("acks").get<std::string>(), acks);
+  EXPECT_EQ(j.at("max_lag_ms").get<int64_t>(), max_lag);
   EXPECT_EQ(j.at("name").get<std::string>(), "json_spec");
   const Json& columns = j.at("columns");
   ASSERT_TRUE(columns.is_array());
@@ -1926,6 +1949,12 @@ TEST_F(CApiTest, ErrorsNameTheFunctionAndArgument) {
                  REPLAYDB_INVALID_ARGUMENT,
                  "replaydb_table_spec_set_logging: logging 'maybe' is not one of default, on, "
                  "off");
+  C_EXPECT_ERROR(replaydb_table_spec_set_acks(s.get(), "all", err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT,
+                 "acks 'all' is not one of table, none, leader, leader_durable, replicated(K) "
+                 "with K from 1 to 16");
+  C_EXPECT_ERROR(replaydb_table_spec_set_acks(s.get(), nullptr, err_.ptr()),
+                 REPLAYDB_INVALID_ARGUMENT, "replaydb_table_spec_set_acks: acks is NULL");
   C_EXPECT_ERROR(replaydb_table_spec_set_placement(s.get(), "gpu", err_.ptr()),
                  REPLAYDB_INVALID_ARGUMENT,
                  "placement 'gpu' is not one of host, device:N (N a device index), auto");

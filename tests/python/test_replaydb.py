@@ -290,6 +290,33 @@ def test_errors_carry_the_engines_messages(db_path):
     assert table.info()["num_steps"] == 0, "info answers with the table's last state"
 
 
+def test_acknowledgment_modes_of_tables_and_writers(db_path, rng):
+    """acks (docs/replication.md): a replicated(1) table refuses appends while no
+    replica is in sync, storing nothing; a writer asking for none goes on; bad
+    modes are named."""
+    with replaydb.open(db_path) as db:
+        table = db.create_table("acked", {"obs": (np.float32, (3,))}, capacity_steps=64,
+                                acks="replicated(1)", max_lag_ms=2500)
+        assert table.spec["acks"] == "replicated(1)" and table.spec["max_lag_ms"] == 2500
+        step = {"obs": rng.standard_normal(3).astype(np.float32)}
+        with table.writer() as w:
+            with pytest.raises(replaydb.UnavailableError,
+                               match=r"acks replicated\(1\) needs 1 in-sync replica; 0 are in "
+                                     r"sync \(none\): nothing was appended"):
+                w.append(step)
+        assert table.info()["num_steps"] == 0
+        with table.writer(acks="none") as w:
+            w.append(step)
+            w.end()
+        assert table.info()["num_steps"] == 1
+        with pytest.raises(replaydb.InvalidArgumentError, match="acks 'all' is not one of"):
+            table.writer(acks="all")
+        with pytest.raises(replaydb.InvalidArgumentError, match=r"replicated\(0\)"):
+            db.create_table("bad", {"obs": np.float32}, acks="replicated(0)")
+        with pytest.raises(replaydb.InvalidArgumentError, match="only a writer's options"):
+            db.create_table("bad", {"obs": np.float32}, acks="table")
+
+
 def test_integers_that_do_not_fit_a_c_argument_are_refused(db_path, rng):
     # ctypes alone would wrap them into range: 2**64 + k arriving as k.
     k = int(rng.integers(1, 8))
