@@ -125,6 +125,48 @@ TEST(AcksTest, ReplicatedAppendsReturnOnceTheReplicaReadPastThem) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
+// A replica that reads but never catches up (it asks again and again from
+// the log's start): `leader` appends wait for it, up to the writer's
+// timeout, naming it; `none` appends do not.
+TEST(AcksTest, LeaderAppendsWaitWhileAReplicaLagsPastMaxLag) {
+  TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  auto db = testing_util::OpenDB(dir.path());
+  ASSERT_TRUE(db);
+  auto* impl = dynamic_cast<engine::DBImpl*>(db.get());
+  ASSERT_NE(impl, nullptr);
+  TableSpec spec = Spec(Acks{AckMode::kLeader, 0});
+  spec.max_lag_ms = 50;
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+  WriterOptions patient;
+  patient.timeout = 300ms;
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter(patient));
+  ASSERT_OK(writer->Append(testing_util::RandomStep(spec, rng).tensors));  // no replica yet
+  std::atomic<bool> stop{false};
+  std::thread stuck([&] {
+    while (!stop.load()) {
+      (void)impl->ReadLog("stuck", wal::LogPosition{}, 0, 64, std::chrono::steady_clock::now());
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  std::this_thread::sleep_for(100ms);  // (past max_lag since it last caught up)
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = writer->Append(testing_util::RandomStep(spec, rng).tensors);
+  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("table 'experience': timed out waiting for replica stuck, "));
+  EXPECT_THAT(s.message(), HasSubstr(" behind the primary (max_lag_ms 50)"));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+  EXPECT_EQ(table->Info().num_steps, 2) << "the append is stored: its acknowledgment waited";
+  WriterOptions none;
+  none.acks = Acks{AckMode::kNone, 0};
+  ASSERT_OK_AND_ASSIGN(auto quick, table->NewWriter(none));
+  const auto quick_start = std::chrono::steady_clock::now();
+  ASSERT_OK(quick->Append(testing_util::RandomStep(spec, rng).tensors));
+  EXPECT_LT(std::chrono::steady_clock::now() - quick_start, 250ms);
+  stop = true;
+  stuck.join();
+}
+
 TEST(AcksTest, BadModesAreNamed) {
   TempDir dir;
   auto db = testing_util::OpenDB(dir.path());
