@@ -1140,21 +1140,19 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     // still running, which waits at most kMaxServedWait).
     return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
   }
-  engine::DBImpl* impl = dynamic_cast<engine::DBImpl*>(db_.load(std::memory_order_acquire));
-  wal::ReplicaSet* replicas = impl != nullptr ? impl->replica_set() : nullptr;
-  if (w->ack.replicas > 0 && h->body_type() == fb::Body::AppendStep && r.progress == 0) {
-    // Nothing stored without the replicas to acknowledge it.
-    if (replicas == nullptr) {
-      return Status::FailedPrecondition("table '" + w->table->name() + "': acks replicated(" +
-                                        std::to_string(w->ack.replicas) +
-                                        ") needs a database with a write-ahead log");
+  if (h->body_type() == fb::Body::AppendStep && r.progress == 0) {
+    // Nothing stored without the replicas to acknowledge it (the engine's
+    // check: its writer here waits for no replica).
+    if (const auto* t = dynamic_cast<const engine::TableImpl*>(w->table.get())) {
+      REPLAYDB_RETURN_IF_ERROR(t->CheckAck(w->ack));
     }
-    REPLAYDB_RETURN_IF_ERROR(replicas->CheckInSync(w->ack.replicas, w->table->name()));
   }
   Result<Reply> reply = HandleWriterCall(r, w, id);
+  engine::DBImpl* impl = dynamic_cast<engine::DBImpl*>(db_.load(std::memory_order_acquire));
+  if (impl == nullptr) return reply;
   // What it logged goes to the replicas waiting for records, from here.
-  if (impl != nullptr) PumpFetches(*impl);
-  if (!reply.ok() || r.requeue || replicas == nullptr) return reply;
+  PumpFetches(*impl);
+  if (!reply.ok() || r.requeue) return reply;
   return AckWhenReplicated(r, w, *impl, std::move(*reply));
 }
 

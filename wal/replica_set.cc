@@ -77,16 +77,10 @@ void ReplicaSet::Read(const std::string& name, LogPosition from, LogPosition end
   for (auto& [f, s] : done) f(s);
 }
 
-bool ReplicaSet::InSyncLocked(const Replica& r, Clock::time_point now) const {
-  return r.reads && now - r.when <= kLiveTime && now - r.caught_up <= kInSyncLag;
-}
-
-std::string ReplicaSet::InSyncNames(const std::map<std::string, Replica>& replicas,
-                                    const ReplicaSet& set, Clock::time_point now) {
+std::string ReplicaSet::InSyncNamesLocked(Clock::time_point now) const {
   std::string names;
-  for (const auto& [name, r] : replicas) {
-    if (!set.InSyncLocked(r, now)) continue;
-    names += (names.empty() ? "" : ", ") + name;
+  for (const auto& [name, r] : replicas_) {
+    if (InSync(r, now)) names += (names.empty() ? "" : ", ") + name;
   }
   return names.empty() ? "none" : names;
 }
@@ -95,14 +89,13 @@ Status ReplicaSet::CheckInSync(int k, const std::string& table) const {
   const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   int in_sync = 0;
-  for (const auto& [name, r] : replicas_) in_sync += InSyncLocked(r, now) ? 1 : 0;
+  for (const auto& [name, r] : replicas_) in_sync += InSync(r, now) ? 1 : 0;
   if (in_sync >= k) return Status::OK();
-  return Status::Unavailable("table '" + table + "': acks replicated(" + std::to_string(k) +
-                             ") needs " + std::to_string(k) + " in-sync replica" +
-                             (k == 1 ? "" : "s") + "; " + std::to_string(in_sync) +
-                             (in_sync == 1 ? " is" : " are") + " in sync (" +
-                             InSyncNames(replicas_, *this, now) +
-                             "): nothing was appended; try again once replicas follow");
+  return Status::Unavailable(
+      "table '" + table + "': acks replicated(" + std::to_string(k) + ") needs " +
+      std::to_string(k) + " in-sync replica" + (k == 1 ? "" : "s") + "; " +
+      std::to_string(in_sync) + (in_sync == 1 ? " is" : " are") + " in sync (" +
+      InSyncNamesLocked(now) + "): nothing was appended; try again once replicas follow");
 }
 
 Status ReplicaSet::Evaluate(const Waiter& w, Clock::time_point now, bool* finished) const {
@@ -112,7 +105,7 @@ Status ReplicaSet::Evaluate(const Waiter& w, Clock::time_point now, bool* finish
     for (const auto& [name, r] : replicas_) {
       if (r.applied >= w.position) {
         ++have;
-      } else if (InSyncLocked(r, now)) {
+      } else if (InSync(r, now)) {
         ++could;
       }
     }
@@ -122,11 +115,10 @@ Status ReplicaSet::Evaluate(const Waiter& w, Clock::time_point now, bool* finish
                               std::to_string(w.position.segment) + ", offset " +
                               std::to_string(w.position.offset) + ")";
     if (have + could < w.k) {
-      return Status::Unavailable(where + " has " + std::to_string(have) + " replica" +
-                                 (have == 1 ? "" : "s") + " with it and " + std::to_string(could) +
-                                 " more in sync (" + InSyncNames(replicas_, *this, now) +
-                                 "): it is stored on the primary, not acknowledged by " +
-                                 std::to_string(w.k));
+      return Status::Unavailable(
+          where + " has " + std::to_string(have) + " replica" + (have == 1 ? "" : "s") +
+          " with it and " + std::to_string(could) + " more in sync (" + InSyncNamesLocked(now) +
+          "): it is stored on the primary, not acknowledged by " + std::to_string(w.k));
     }
     if (now >= w.until) {
       return Status::DeadlineExceeded(where + " timed out with " + std::to_string(have) +
@@ -137,7 +129,7 @@ Status ReplicaSet::Evaluate(const Waiter& w, Clock::time_point now, bool* finish
     const Replica* slowest = nullptr;
     std::string slowest_name;
     for (const auto& [name, r] : replicas_) {
-      if (!r.reads || now - r.when > kLiveTime || now - r.caught_up <= w.max_lag) continue;
+      if (!Live(r, now) || now - r.caught_up <= w.max_lag) continue;
       if (slowest == nullptr || r.caught_up < slowest->caught_up) {
         slowest = &r;
         slowest_name = name;
@@ -228,7 +220,7 @@ bool ReplicaSet::Lagging(std::chrono::milliseconds max_lag) const {
   const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [name, r] : replicas_) {
-    if (r.reads && now - r.when <= kLiveTime && now - r.caught_up > max_lag) return true;
+    if (Live(r, now) && now - r.caught_up > max_lag) return true;
   }
   return false;
 }
@@ -267,7 +259,7 @@ std::vector<ReplicaProgress> ReplicaSet::Progress() const {
       p.applied_segment = r.applied.segment;
       p.applied_offset = r.applied.offset;
       p.lag_seconds = Seconds(now - r.caught_up);
-      p.in_sync = InSyncLocked(r, now);
+      p.in_sync = InSync(r, now);
     }
     out.push_back(std::move(p));
   }

@@ -118,7 +118,15 @@ class ReplicaSet {
   };
   using Done = std::vector<std::pair<std::function<void(Status)>, Status>>;
 
-  bool InSyncLocked(const Replica& r, Clock::time_point now) const;
+  // Read since the log opened, within kLiveTime.
+  static bool Live(const Replica& r, Clock::time_point now) {
+    return r.reads && now - r.when <= kLiveTime;
+  }
+  static bool InSync(const Replica& r, Clock::time_point now) {
+    return Live(r, now) && now - r.caught_up <= kInSyncLag;
+  }
+  // The names of those in sync, or "none". REQUIRES: mu_ held.
+  std::string InSyncNamesLocked(Clock::time_point now) const;
   // The waiter's outcome now, or OK with *finished false.
   Status Evaluate(const Waiter& w, Clock::time_point now, bool* finished) const;
   // Finished waiters out of waiters_, into *done. REQUIRES: mu_ held.
@@ -126,8 +134,6 @@ class ReplicaSet {
   void Add(Waiter w);
   void TimerLoop();
   std::map<std::string, Replica> ReadFile() const;
-  static std::string InSyncNames(const std::map<std::string, Replica>& replicas,
-                                 const ReplicaSet& set, Clock::time_point now);
 
   Env* const env_;
   const std::string dir_;

@@ -69,13 +69,24 @@ class FakeReplica {
   std::thread thread_;
 };
 
-TEST(AcksTest, ReplicatedAppendsReturnOnceTheReplicaReadPastThem) {
-  TempDir dir;
+// A fresh local database and the engine's view of it.
+class AcksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = testing_util::OpenDB(dir_.path());
+    ASSERT_TRUE(db_);
+    impl_ = dynamic_cast<engine::DBImpl*>(db_.get());
+    ASSERT_NE(impl_, nullptr);
+  }
+  TempDir dir_;
+  std::unique_ptr<DB> db_;
+  engine::DBImpl* impl_ = nullptr;
+};
+
+TEST_F(AcksTest, ReplicatedAppendsReturnOnceTheReplicaReadPastThem) {
   std::mt19937_64 rng(testing_util::TestSeed());
-  auto db = testing_util::OpenDB(dir.path());
-  ASSERT_TRUE(db);
-  auto* impl = dynamic_cast<engine::DBImpl*>(db.get());
-  ASSERT_NE(impl, nullptr);
+  DB* db = db_.get();
+  engine::DBImpl* impl = impl_;
   ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(Acks::Replicated(1))));
 
   // No replica: refused, nothing stored.
@@ -128,13 +139,10 @@ TEST(AcksTest, ReplicatedAppendsReturnOnceTheReplicaReadPastThem) {
 // A replica that reads but never catches up (it asks again and again from
 // the log's start): `leader` appends wait for it, up to the writer's
 // timeout, naming it; `none` appends do not.
-TEST(AcksTest, LeaderAppendsWaitWhileAReplicaLagsPastMaxLag) {
-  TempDir dir;
+TEST_F(AcksTest, LeaderAppendsWaitWhileAReplicaLagsPastMaxLag) {
   std::mt19937_64 rng(testing_util::TestSeed());
-  auto db = testing_util::OpenDB(dir.path());
-  ASSERT_TRUE(db);
-  auto* impl = dynamic_cast<engine::DBImpl*>(db.get());
-  ASSERT_NE(impl, nullptr);
+  DB* db = db_.get();
+  engine::DBImpl* impl = impl_;
   TableSpec spec = Spec(Acks{AckMode::kLeader, 0});
   spec.max_lag_ms = 50;
   ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
@@ -167,10 +175,8 @@ TEST(AcksTest, LeaderAppendsWaitWhileAReplicaLagsPastMaxLag) {
   stuck.join();
 }
 
-TEST(AcksTest, BadModesAreNamed) {
-  TempDir dir;
-  auto db = testing_util::OpenDB(dir.path());
-  ASSERT_TRUE(db);
+TEST_F(AcksTest, BadModesAreNamed) {
+  DB* db = db_.get();
   TableSpec spec = Spec(Acks{AckMode::kTable, 0});
   EXPECT_EQ(db->CreateTable(spec).status().message(),
             "table 'experience': acks is \"table\", which only a writer's options may say (a "
@@ -205,7 +211,7 @@ TEST(AcksTest, BadModesAreNamed) {
                                      "changes in the write-ahead log"));
 }
 
-TEST(AcksTest, NamesParseBack) {
+TEST_F(AcksTest, NamesParseBack) {
   for (const Acks& a :
        {Acks{AckMode::kTable, 0}, Acks{AckMode::kNone, 0}, Acks{AckMode::kLeader, 0},
         Acks{AckMode::kLeaderDurable, 0}, Acks::Replicated(1), Acks::Replicated(16)}) {
