@@ -1,7 +1,12 @@
 #include "rdma/db_service.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -12,6 +17,7 @@
 #include "engine/table/writers.h"
 #include "rdma/replica.h"
 #include "rdma/shared_slabs.h"
+#include "util/format.h"
 
 namespace replaydb::rdma {
 namespace {
@@ -547,6 +553,7 @@ DbService::~DbService() {
   }
   fetch_cv_.notify_all();
   if (shipper_.joinable()) shipper_.join();
+  DropSnapshots("");
 }
 void DbService::SetDb(DB* db, InPlaceServing in_place) {
   in_place_ = std::move(in_place);
@@ -903,6 +910,10 @@ Result<Reply> DbService::Handle(Request& r) {
       return HandleFetchLog(*db, r);
     case fb::Body::GetReplication:
       return HandleGetReplication(*db, r);
+    case fb::Body::GetSnapshot:
+      return HandleGetSnapshot(*db, r);
+    case fb::Body::ReadSnapshot:
+      return HandleReadSnapshot(*db, r);
     case fb::Body::NewWriter:
     case fb::Body::AppendStep:
     case fb::Body::EndTrajectory:
@@ -948,6 +959,8 @@ Result<Reply> DbService::HandleFetchLog(DB& db, Request& r) {
   f.from = wal::LogPosition{q->segment(), q->offset()};
   f.saved_segment = q->saved_segment();
   f.max_bytes = static_cast<size_t>(std::clamp<uint64_t>(q->max_bytes(), 1, kMaxChunk));
+  // A replica that reads the log is done with its snapshot.
+  if (snapshot_count_.load(std::memory_order_relaxed) > 0) DropSnapshots(f.replica);
   REPLAYDB_ASSIGN_OR_RETURN(wal::LogChunk chunk, impl->ReadLog(f.replica, f.from, f.saved_segment,
                                                                f.max_bytes, Clock::time_point{}));
   if (chunk.count > 0 || q->wait_ms() == 0) return LogRecordsReply(f.request_id, std::move(chunk));
@@ -1013,6 +1026,147 @@ void DbService::ShipLoop(engine::DBImpl* db) {
     const wal::LogPosition end = db->LogEnd();
     (void)db->WaitForLogPast(end, Clock::now() + kTick);
     PumpFetches(*db);
+  }
+}
+
+Result<Reply> DbService::HandleGetSnapshot(DB& db, Request& r) {
+  namespace fs = std::filesystem;
+  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
+  if (impl == nullptr) return Status::NotSupported("this server's database makes no snapshots");
+  const fb::Header* h = r.message.header();
+  std::string replica = Name(h->body_as_GetSnapshot()->replica());
+  std::replace(replica.begin(), replica.end(), '\n', ' ');
+  DropSnapshots(replica);  // (one asked for again: the last try failed)
+  const std::string base = db.path() + "/snapshots";
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(snapshots_mu_);
+    if (snapshots_.size() >= kMaxSnapshots) {
+      return Status::Unavailable(std::to_string(snapshots_.size()) +
+                                 " new replicas are copying snapshots of " + db.path() +
+                                 " now; try again once one is done");
+    }
+    if (next_snapshot_ == 1) {
+      std::error_code ec;
+      fs::remove_all(base, ec);  // copies a closed server left
+    }
+    id = next_snapshot_++;
+    Snapshot& made = snapshots_[id];
+    made.replica = replica;
+    made.dir = base + "/" + std::to_string(id);
+    snapshot_count_.store(snapshots_.size(), std::memory_order_relaxed);
+  }
+  const std::string dir = base + "/" + std::to_string(id);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  Result<wal::LogPosition> from =
+      ec ? Result<wal::LogPosition>(Status::IOError("cannot make " + dir + ": " + ec.message()))
+         : impl->MakeSnapshot(replica, dir);
+  std::map<std::string, uint64_t> files;
+  if (from.ok()) {
+    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
+      if (entry.is_regular_file(ec)) {
+        files[fs::relative(entry.path(), dir, ec).string()] = entry.file_size(ec);
+      }
+    }
+    if (ec) from = Status::IOError("listing the snapshot " + dir + ": " + ec.message());
+  }
+  {
+    std::lock_guard<std::mutex> lock(snapshots_mu_);
+    auto it = snapshots_.find(id);
+    if (it != snapshots_.end() && from.ok()) {
+      it->second.segment = from->segment;
+      it->second.files = files;
+    }
+  }
+  if (!from.ok()) {
+    DropSnapshots(replica);
+    return from.status();
+  }
+  HeaderFields f;
+  f.request_id = h->request_id();
+  flatbuffers::FlatBufferBuilder b(256);
+  b.ForceDefaults(true);
+  std::vector<flatbuffers::Offset<fb::SnapshotFile>> list;
+  for (const auto& [name, size] : files) {
+    list.push_back(fb::CreateSnapshotFile(b, b.CreateString(name), size));
+  }
+  const auto vec = b.CreateVector(list);
+  return Reply{EncodeHeader(b, f, fb::Body::SnapshotMade,
+                            fb::CreateSnapshotMade(b, id, from->segment, from->offset, vec)),
+               ""};
+}
+
+Result<Reply> DbService::HandleReadSnapshot(DB& db, Request& r) {
+  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
+  if (impl == nullptr) return Status::NotSupported("this server's database makes no snapshots");
+  const fb::Header* h = r.message.header();
+  const fb::ReadSnapshot* q = h->body_as_ReadSnapshot();
+  const std::string file = Name(q->file());
+  std::string path;
+  uint64_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(snapshots_mu_);
+    auto it = snapshots_.find(q->id());
+    if (it == snapshots_.end()) {
+      return Status::NotFound("snapshot " + std::to_string(q->id()) + " of " + db.path() +
+                              " is gone (it was read to its end, or the server restarted): "
+                              "ask for another (GetSnapshot)");
+    }
+    auto f = it->second.files.find(file);
+    if (f == it->second.files.end()) {
+      return Status::NotFound("snapshot " + std::to_string(q->id()) + " of " + db.path() +
+                              " has no file " + util::Quoted(file));
+    }
+    path = it->second.dir + "/" + file;
+    size = f->second;
+    // Its log stays for as long as it is read.
+    impl->replica_set()->Hold(it->second.replica, it->second.segment);
+  }
+  constexpr uint64_t kMaxChunk = 64 << 20;
+  const uint64_t offset = std::min(q->offset(), size);
+  const uint64_t n = std::min({size - offset, std::clamp<uint64_t>(q->max_bytes(), 1, kMaxChunk)});
+  std::string bytes(n, '\0');
+  if (n > 0) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+    uint64_t got = 0;
+    while (got < n) {
+      const ssize_t k = ::pread(fd, bytes.data() + got, n - got, static_cast<off_t>(offset + got));
+      if (k <= 0) {
+        const std::string why = k < 0 ? std::strerror(errno) : "it ends early";
+        ::close(fd);
+        return Status::IOError("reading " + path + " at " + std::to_string(offset + got) + ": " +
+                               why);
+      }
+      got += static_cast<uint64_t>(k);
+    }
+    ::close(fd);
+  }
+  HeaderFields f;
+  f.request_id = h->request_id();
+  flatbuffers::FlatBufferBuilder b(64);
+  return Reply{EncodeHeader(b, f, fb::Body::SnapshotBytes, fb::CreateSnapshotBytes(b)),
+               std::move(bytes)};
+}
+
+void DbService::DropSnapshots(const std::string& replica) {
+  std::vector<std::string> dirs;
+  {
+    std::lock_guard<std::mutex> lock(snapshots_mu_);
+    for (auto it = snapshots_.begin(); it != snapshots_.end();) {
+      if (replica.empty() || it->second.replica == replica) {
+        dirs.push_back(it->second.dir);
+        it = snapshots_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    snapshot_count_.store(snapshots_.size(), std::memory_order_relaxed);
+  }
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);  // (best effort: the next server's first removes it)
   }
 }
 

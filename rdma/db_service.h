@@ -168,6 +168,21 @@ class DbService {
   // the log grows (local writes too) and when waits pass.
   void ShipLoop(engine::DBImpl* db);
   Result<Reply> HandleGetReplication(DB& db, Request& request);
+  // A new replica's copy of the database (docs/replication.md,
+  // "Snapshots"): made by GetSnapshot under DIR/snapshots/ID, read by
+  // ReadSnapshot, removed once its replica reads the log (FetchLog), asks
+  // for another, or the service goes.
+  struct Snapshot {
+    std::string replica;
+    std::string dir;
+    uint64_t segment = 0;                   // the log's, held for the replica
+    std::map<std::string, uint64_t> files;  // relative path -> size
+  };
+  static constexpr size_t kMaxSnapshots = 4;
+  Result<Reply> HandleGetSnapshot(DB& db, Request& request);
+  Result<Reply> HandleReadSnapshot(DB& db, Request& request);
+  // Removes the snapshots made for `replica` (every one when empty).
+  void DropSnapshots(const std::string& replica);
   // An in-place sample's reply, or nullopt where the request is not to be
   // answered in place (the table's blocks are not in shared slabs, the
   // connection never asked for their keys).
@@ -184,6 +199,10 @@ class DbService {
   std::atomic<size_t> pending_fetches_{0};
   bool stop_shipping_ = false;  // guarded by fetch_mu_
   std::thread shipper_;
+  mutable std::mutex snapshots_mu_;
+  uint64_t next_snapshot_ = 1;              // guarded by snapshots_mu_
+  std::map<uint64_t, Snapshot> snapshots_;  // guarded by snapshots_mu_
+  std::atomic<size_t> snapshot_count_{0};
   std::atomic<DB*> db_{nullptr};
   std::string replica_of_;             // set before db_ (read after it)
   const Replica* follower_ = nullptr;  // likewise

@@ -1,17 +1,22 @@
 #include "rdma/replica.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
-
-#include <unistd.h>
 
 #include "rdma/remote_db.h"
 #include "rdma/rpc.h"
 #include "replaydb/env.h"
+#include "util/format.h"
 
 namespace replaydb::rdma {
 
@@ -73,7 +78,7 @@ class Replica::Impl {
     while (!stopping()) {
       RpcClientOptions o;
       o.client_name = "replica " + options_.name;
-      o.connect_timeout = std::chrono::milliseconds(2000);
+      o.connect_timeout = options_.connect_timeout;
       o.transport.heartbeat = options_.heartbeat;
       o.token = options_.token;
       Result<std::unique_ptr<RpcClient>> client = RpcClient::Connect(host_, port_, o);
@@ -194,6 +199,169 @@ class Replica::Impl {
   std::thread thread_;
 };
 
+std::string DefaultReplicaName(const std::string& dir) {
+  // Unique among a primary's replicas: this host's name and the directory.
+  char hostname[256] = {0};
+  if (::gethostname(hostname, sizeof(hostname) - 1) != 0) hostname[0] = '\0';
+  return std::string(hostname) + ":" + dir;
+}
+
+namespace {
+
+constexpr const char* kPartial = "snapshot.partial";
+
+// Whether `dir` is to get a snapshot: it is missing, holds nothing (but a
+// lock file), or an install was cut short.
+bool NeedsSnapshot(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return true;
+  if (fs::exists(dir + "/CATALOG", ec)) return false;
+  if (fs::exists(dir + "/" + kPartial, ec)) return true;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename() != "LOCK") return false;  // (Open tells what it is)
+  }
+  return true;
+}
+
+// Writes `bytes` at the end of `file`.
+Status AppendAll(int fd, std::string_view bytes, const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t k = ::write(fd, bytes.data(), bytes.size());
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return Status::IOError("writing " + path + ": " + std::strerror(errno));
+    }
+    bytes.remove_prefix(static_cast<size_t>(k));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CopySnapshotIfNew(const std::string& dir, ReplicaOptions options,
+                         const ProgressCallback& progress) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir + "/CATALOG", ec)) {
+    fs::remove_all(dir + "/" + kPartial, ec);  // (installed, cut short before this went)
+    return Status::OK();
+  }
+  if (!NeedsSnapshot(dir)) return Status::OK();
+  if (options.name.empty()) options.name = DefaultReplicaName(dir);
+  std::string host;
+  uint16_t port = 0;
+  REPLAYDB_RETURN_IF_ERROR(ParseAddress(options.primary, &host, &port));
+  Env* env = Env::Default();
+  REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(dir));
+  std::unique_ptr<FileLock> lock;
+  REPLAYDB_RETURN_IF_ERROR(env->LockFile(dir + "/LOCK", &lock));
+  // What a cut-short install left goes; the snapshot's files come to
+  // DIR/snapshot.partial, then move into place.
+  for (const char* leftover : {kPartial, "cold", "wal", engine::DBImpl::kReplicaFile}) {
+    fs::remove_all(dir + "/" + leftover, ec);
+    if (ec) return Status::IOError("cannot remove " + dir + "/" + leftover + ": " + ec.message());
+  }
+  const std::string staged = dir + "/" + kPartial;
+  fs::create_directories(staged, ec);
+  if (ec) return Status::IOError("cannot make " + staged + ": " + ec.message());
+
+  RpcClientOptions o;
+  o.client_name = "replica " + options.name;
+  o.connect_timeout = options.connect_timeout;
+  o.transport.heartbeat = options.heartbeat;
+  o.token = options.token;
+  Result<std::unique_ptr<RpcClient>> connected = RpcClient::Connect(host, port, o);
+  if (!connected.ok()) {
+    return connected.status().WithContext("a snapshot of " + options.primary + " for " + dir +
+                                          " (a new replica starts from one)");
+  }
+  std::unique_ptr<RpcClient> client = std::move(connected).value();
+  // The primary checkpoints first: that may take a while.
+  constexpr std::chrono::minutes kMakeTimeout{30};
+  Result<Message> made = client->Call(
+      [&](const HeaderFields& f) {
+        flatbuffers::FlatBufferBuilder b(128);
+        b.ForceDefaults(true);
+        const auto name = b.CreateString(options.name);
+        return EncodeHeader(b, f, fb::Body::GetSnapshot, fb::CreateGetSnapshot(b, name));
+      },
+      "", kMakeTimeout);
+  if (!made.ok()) {
+    return made.status().WithContext("a snapshot of " + options.primary + " for " + dir);
+  }
+  const fb::SnapshotMade* m = made->header()->body_as_SnapshotMade();
+  if (m == nullptr || m->files() == nullptr) {
+    return Status::Corruption(options.primary + " answered a GetSnapshot with a " +
+                              fb::EnumNameBody(made->header()->body_type()));
+  }
+  const uint64_t id = m->id();
+  const wal::LogPosition from{m->segment(), m->offset()};
+  int64_t total = 0;
+  for (const fb::SnapshotFile* f : *m->files()) total += static_cast<int64_t>(f->size());
+  const std::string operation = "snapshot of " + options.primary;
+  int64_t done = 0;
+  auto last_report = Clock::now();
+  const auto report = [&](bool finished) {
+    if (!progress) return;
+    if (!finished && Clock::now() - last_report < std::chrono::milliseconds(100)) return;
+    last_report = Clock::now();
+    progress(ProgressUpdate{operation, done, total, "bytes", finished});
+  };
+  if (progress) progress(ProgressUpdate{operation, 0, total, "bytes", false});
+  Status s;
+  for (const fb::SnapshotFile* f : *m->files()) {
+    const std::string name = f->name() == nullptr ? std::string() : f->name()->str();
+    const fs::path rel(name);
+    if (name.empty() || rel.is_absolute() ||
+        std::any_of(rel.begin(), rel.end(), [](const fs::path& p) { return p == ".."; })) {
+      s = Status::Corruption(options.primary + " listed a snapshot file named " +
+                             util::Quoted(name) + ", outside the snapshot");
+      break;
+    }
+    const std::string path = staged + "/" + name;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      s = Status::IOError("cannot create " + path + ": " + std::strerror(errno));
+      break;
+    }
+    uint64_t offset = 0;
+    while (s.ok() && offset < f->size()) {
+      Result<Message> got = client->Call(
+          [&](const HeaderFields& h) {
+            flatbuffers::FlatBufferBuilder b(128);
+            b.ForceDefaults(true);
+            const auto file = b.CreateString(name);
+            return EncodeHeader(b, h, fb::Body::ReadSnapshot,
+                                fb::CreateReadSnapshot(b, id, file, offset, options.max_bytes));
+          },
+          "", std::chrono::minutes(1));
+      if (!got.ok()) {
+        s = got.status();
+      } else if (got->header()->body_type() != fb::Body::SnapshotBytes || got->payload.empty()) {
+        s = Status::Corruption(options.primary + " answered a ReadSnapshot of " + name + " at " +
+                               std::to_string(offset) + " with " +
+                               std::to_string(got->payload.size()) + " bytes of a " +
+                               fb::EnumNameBody(got->header()->body_type()));
+      } else {
+        s = AppendAll(fd, got->payload, path);
+        offset += got->payload.size();
+        done += static_cast<int64_t>(got->payload.size());
+        report(false);
+      }
+    }
+    if (s.ok() && ::fsync(fd) != 0)
+      s = Status::IOError("fsync " + path + ": " + std::strerror(errno));
+    ::close(fd);
+    if (!s.ok()) break;
+  }
+  report(true);
+  if (!s.ok()) return s.WithContext("copying the snapshot of " + options.primary + " into " + dir);
+  // (`lock` is let go after this: Open takes it again.)
+  return engine::DBImpl::InstallSnapshot(env, dir, staged, options.primary, from);
+}
+
 Replica::Replica(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Replica::~Replica() = default;
 
@@ -201,12 +369,7 @@ Result<std::unique_ptr<Replica>> Replica::Start(engine::DBImpl* db, ReplicaOptio
   std::string host;
   uint16_t port = 0;
   REPLAYDB_RETURN_IF_ERROR(ParseAddress(options.primary, &host, &port));
-  if (options.name.empty()) {
-    // Unique among a primary's replicas: this host's name and the directory.
-    char hostname[256] = {0};
-    if (::gethostname(hostname, sizeof(hostname) - 1) != 0) hostname[0] = '\0';
-    options.name = std::string(hostname) + ":" + db->path();
-  }
+  if (options.name.empty()) options.name = DefaultReplicaName(db->path());
   const std::string path = db->path() + "/" + engine::DBImpl::kReplicaFile;
   wal::LogPosition from;
   std::string primary;

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "engine/db/db_impl.h"
+#include "replaydb/options.h"
 #include "replaydb/status.h"
 #include "wal/format.h"
 
@@ -34,6 +35,8 @@ struct ReplicaOptions {
   std::chrono::milliseconds wait{200};
   // Liveness of the connection (the primary's ServerOptions::heartbeat).
   std::chrono::milliseconds heartbeat{100};
+  // How long a connection to the primary may take.
+  std::chrono::milliseconds connect_timeout{2000};
   // Lines for the server's log (connected, lost, errors). May be empty.
   std::function<void(const std::string& line)> log;
 };
@@ -44,6 +47,23 @@ struct ReplicaState {
   bool connected = false;
   std::string last_error;  // the last failure, cleared by a good read
 };
+
+// The name a replica of database directory `dir` goes by when
+// ReplicaOptions::name is empty: this host's name and the directory.
+std::string DefaultReplicaName(const std::string& dir);
+
+// A new replica's start (docs/replication.md, "Snapshots"): when `dir`
+// holds no database yet (it is missing or empty, or an install was cut
+// short: DIR/snapshot.partial is there), copies a snapshot of
+// options.primary's database into it (GetSnapshot, then its files in
+// chunks of options.max_bytes) and installs it
+// (engine::DBImpl::InstallSnapshot), telling `progress` (may be empty) as
+// "snapshot of PRIMARY", in bytes. A directory holding a database is left
+// as it is (OK). Unavailable when the primary cannot be reached within
+// options.connect_timeout; the primary's error otherwise. On failure the
+// directory is left for the next start to install afresh.
+Status CopySnapshotIfNew(const std::string& dir, ReplicaOptions options,
+                         const ProgressCallback& progress);
 
 class Replica {
  public:

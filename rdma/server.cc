@@ -178,6 +178,23 @@ Result<std::unique_ptr<Server>> Server::Open(const std::string& dir, const DBOpt
   REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::RpcServer::Start(o, std::move(handler)));
   // The transport first: the tables' hot tiers are its memory.
   auto slabs = std::make_shared<rdma::SharedSlabs>(&server->transport());
+  std::string token;
+  if (!options.token_file.empty()) {
+    REPLAYDB_ASSIGN_OR_RETURN(const std::vector<rdma::Token> tokens,
+                              rdma::ReadTokenFile(options.token_file));
+    token = tokens.front().secret;
+  }
+  if (!options.replica_of.empty()) {
+    rdma::ReplicaOptions r;
+    r.primary = options.replica_of;
+    r.heartbeat = options.heartbeat;
+    r.token = token;
+    const Status copied = rdma::CopySnapshotIfNew(dir, std::move(r), options.progress);
+    if (!copied.ok()) {
+      server.reset();
+      return copied;
+    }
+  }
   Result<std::unique_ptr<DB>> db =
       engine::DBImpl::Open(db_options, dir, slabs, /*replica=*/!options.replica_of.empty());
   if (!db.ok()) {
@@ -191,11 +208,7 @@ Result<std::unique_ptr<Server>> Server::Open(const std::string& dir, const DBOpt
     r.primary = options.replica_of;
     r.heartbeat = options.heartbeat;
     r.log = options.log;
-    if (!options.token_file.empty()) {
-      REPLAYDB_ASSIGN_OR_RETURN(const std::vector<rdma::Token> tokens,
-                                rdma::ReadTokenFile(options.token_file));
-      r.token = tokens.front().secret;
-    }
+    r.token = token;
     Result<std::unique_ptr<rdma::Replica>> started =
         rdma::Replica::Start(static_cast<engine::DBImpl*>(raw), std::move(r));
     if (!started.ok()) {

@@ -95,6 +95,37 @@ inline StepData RandomStep(const TableSpec& spec, std::mt19937_64& rng) {
   return step;
 }
 
+// Everything a table holds, as text: each trajectory's state and bytes,
+// each item's priority.
+inline std::string TableContents(Table& table) {
+  std::string out;
+  std::vector<TrajectoryInfo> infos;
+  Status s = table.ListTrajectories({}, &infos);
+  if (!s.ok()) return "ListTrajectories: " + s.ToString();
+  for (const TrajectoryInfo& t : infos) {
+    out += "trajectory " + std::to_string(t.id) + " length " + std::to_string(t.length) +
+           " ended " + std::to_string(t.ended) + " reason " +
+           std::to_string(static_cast<int>(t.end_reason)) + " items " +
+           std::to_string(t.live_items) + "\n";
+    TrajectorySteps steps;
+    s = table.ReadTrajectory(t.id, 0, t.length, &steps);
+    if (!s.ok()) return out + "ReadTrajectory: " + s.ToString();
+    for (const Tensor& c : steps.columns) {
+      out.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
+    }
+    for (double p : steps.step_priorities) out += " " + std::to_string(p);
+    out += "\n";
+  }
+  std::vector<ItemKey> keys;
+  std::vector<double> priorities;
+  s = table.ItemPriorities(&keys, &priorities);
+  if (!s.ok()) return out + "ItemPriorities: " + s.ToString();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out += "item " + std::to_string(keys[i]) + " " + std::to_string(priorities[i]) + "\n";
+  }
+  return out;
+}
+
 // Upper-tail standard normal quantile: z with P(Z > z) = p, by bisection on
 // erfc (accurate to ~1e-12, no table).
 inline double NormalUpperQuantile(double p) {

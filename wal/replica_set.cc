@@ -48,19 +48,30 @@ ReplicaSet::~ReplicaSet() {
   for (auto& [f, s] : done) f(s);
 }
 
+ReplicaSet::Replica& ReplicaSet::EntryLocked(const std::string& name) {
+  if (replicas_.size() >= kMaxReplicas && replicas_.count(name) == 0) {
+    // The one that read least recently goes (it reads again from its own place).
+    auto stalest = std::min_element(
+        replicas_.begin(), replicas_.end(),
+        [](const auto& a, const auto& b) { return a.second.when < b.second.when; });
+    replicas_.erase(stalest);
+  }
+  return replicas_[name];
+}
+
+void ReplicaSet::Hold(const std::string& name, uint64_t segment) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Replica& r = EntryLocked(name);
+  r.hold = segment;
+  r.when = Clock::now();
+}
+
 void ReplicaSet::Read(const std::string& name, LogPosition from, LogPosition end, uint64_t hold) {
   const Clock::time_point now = Clock::now();
   Done done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (replicas_.size() >= kMaxReplicas && replicas_.count(name) == 0) {
-      // The one that read least recently goes (it reads again from its own place).
-      auto stalest = std::min_element(
-          replicas_.begin(), replicas_.end(),
-          [](const auto& a, const auto& b) { return a.second.when < b.second.when; });
-      replicas_.erase(stalest);
-    }
-    Replica& r = replicas_[name];
+    Replica& r = EntryLocked(name);
     if (!r.reads || from >= end) {
       r.caught_up = now;  // new here (Kafka's followers start caught up), or at the end
     } else if (from >= r.end_at_read) {

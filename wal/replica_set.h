@@ -60,6 +60,10 @@ class ReplicaSet {
   // the log ending at `end`; checkpoints keep the segments from `hold` on.
   // Waiters it satisfies are called.
   void Read(const std::string& name, LogPosition from, LogPosition end, uint64_t hold);
+  // Replica `name` will read from `segment` on (it copies a snapshot taken
+  // there): checkpoints keep it for kHoldTime from now. Unlike a read, this
+  // neither makes it live nor tells where it has applied to.
+  void Hold(const std::string& name, uint64_t segment);
 
   // OK when at least `k` replicas are in sync; Unavailable naming `table`,
   // the mode and those in sync otherwise.
@@ -125,6 +129,9 @@ class ReplicaSet {
   static bool InSync(const Replica& r, Clock::time_point now) {
     return Live(r, now) && now - r.caught_up <= kInSyncLag;
   }
+  // `name`'s entry, made when new (the stalest goes when there are
+  // kMaxReplicas). REQUIRES: mu_ held.
+  Replica& EntryLocked(const std::string& name);
   // The names of those in sync, or "none". REQUIRES: mu_ held.
   std::string InSyncNamesLocked(Clock::time_point now) const;
   // The waiter's outcome now, or OK with *finished false.

@@ -1,11 +1,10 @@
 #include "engine/cold/cold_store.h"
 
-#include "engine/cold/cold_generated.h"
-
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <rocksdb/sst_file_reader.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
 
 #include <cerrno>
@@ -18,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/cold/cold_generated.h"
 #include "engine/cold/rocksdb_env.h"
 #include "engine/cold/rocksdb_info_log.h"
 #include "engine/cold/table_file_check.h"
@@ -451,6 +451,17 @@ Status ColdStore::VerifyChecksums() {
   std::shared_lock<std::shared_mutex> lock(mu_);
   REPLAYDB_RETURN_IF_ERROR(Usable());
   return FromRocks(db_->VerifyChecksum(), "verify checksums", dir_);
+}
+
+Status ColdStore::CopyTo(const std::string& dir) {
+  REPLAYDB_RETURN_IF_ERROR(ReopenIfNeeded());
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  REPLAYDB_RETURN_IF_ERROR(Usable());
+  rocksdb::Checkpoint* raw = nullptr;
+  REPLAYDB_RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw), "copy", dir_));
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  return FromRocks(checkpoint->CreateCheckpoint(dir, /*log_size_for_flush=*/0), "copy to " + dir,
+                   dir_);
 }
 
 Status ColdStore::Compact(const std::atomic<bool>* cancel,

@@ -145,6 +145,11 @@ class ColdStore {
   // empty) as "compact DIR", in bytes.
   Status Compact(const std::atomic<bool>* cancel, const ProgressCallback& progress);
 
+  // A copy of the store as it is now in `dir` (which must not exist; on
+  // the same file system its files are hard links): RocksDB's checkpoint,
+  // memtable flushed first. A replica's snapshot (DBImpl::MakeSnapshot).
+  Status CopyTo(const std::string& dir);
+
   const std::string& dir() const { return dir_; }
 
  private:

@@ -357,6 +357,10 @@ std::vector<std::shared_ptr<TableImpl>> DBImpl::OpenTables() const {
 }
 
 Status DBImpl::Checkpoint() {
+  return CheckpointThen(nullptr);
+}
+
+Status DBImpl::CheckpointThen(const std::function<Status(uint64_t segment)>& then) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("Checkpoint"));
   std::lock_guard<std::mutex> checkpoint_lock(checkpoint_mu_);
   // Everything logged from here on is in `segment` or later, and replayed
@@ -409,6 +413,7 @@ Status DBImpl::Checkpoint() {
   }
   checkpoint_segment_ = segment;
   checkpoint_wal_continues_ = log_ != nullptr;
+  if (then) REPLAYDB_RETURN_IF_ERROR(then(segment));
   if (log_ != nullptr) {
     log_bytes_at_checkpoint_ = log_->stats().bytes;
     // Segments a replica has still to read stay (also after a restart).

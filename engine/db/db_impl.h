@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,6 +88,24 @@ class DBImpl final : public DB {
   wal::LogPosition LogEnd() const { return log_ != nullptr ? log_->end() : wal::LogPosition{}; }
   // The replicas reading this database's log.
   wal::ReplicaSet* replica_set() const { return replicas_.get(); }
+  // A primary's side of a new replica's start (docs/replication.md,
+  // "Snapshots"): a checkpoint, then a copy of the database as of it in
+  // `dir` (which must not exist; inside this database's directory, so
+  // that the cold store's files are hard links): CATALOG, and cold/ as
+  // RocksDB's checkpoint. The replica applies this log from the returned
+  // position on; its segments from there stay for replica `replica`
+  // (wal::ReplicaSet::Hold). FailedPrecondition when this database has no
+  // log.
+  Result<wal::LogPosition> MakeSnapshot(const std::string& replica, const std::string& dir);
+  // A replica's side: makes `dir` a database as of the snapshot whose
+  // files were copied to `staged` (MakeSnapshot's; a folder inside `dir`),
+  // replicating `primary` from `from` on: cold/ moved into place, a log
+  // that starts at from's segment, REPLICA, and the CATALOG last (a
+  // directory without one is not a database yet: a replica's start then
+  // installs its snapshot afresh); `staged` is removed. REQUIRES: `dir`
+  // holds no database, and nothing has it open.
+  static Status InstallSnapshot(Env* env, const std::string& dir, const std::string& staged,
+                                const std::string& primary, wal::LogPosition from);
   // A replica's side: applies records its primary shipped (ReadLog's),
   // each logged here first, then applied as recovery applies it
   // (ApplyLogRecord: idempotent, so records applied again change nothing);
@@ -150,6 +169,10 @@ class DBImpl final : public DB {
   // Drops a table an import created, keeping `error`.
   Status AbandonImport(const std::string& name, const Status& error);
   void CheckpointLoop();
+  // Checkpoint, calling `then` (when set) with the segment replay starts
+  // at once the checkpoint is written, before the log before it goes
+  // (checkpoints held off meanwhile).
+  Status CheckpointThen(const std::function<Status(uint64_t segment)>& then);
   std::vector<std::shared_ptr<TableImpl>> OpenTables() const;
 
   // Corruption: the catalog says a checkpoint was taken, cold/ has none.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "engine/db/log_apply.h"
 #include "util/format.h"
 #include "wal/log_reader.h"
+#include "wal/log_writer.h"
 #include "wal/records.h"
 
 namespace replaydb::engine {
@@ -56,8 +58,8 @@ Result<wal::LogChunk> DBImpl::ReadLog(const std::string& replica, wal::LogPositi
           "holds its first records" +
           (segments.empty() ? std::string()
                             : "; the log starts at segment " + std::to_string(segments.front())) +
-          "): a new replica needs a snapshot of the primary, which replaydb cannot ship yet; "
-          "start replicas with their primary, before it is written to");
+          "): the replica needs a snapshot of the primary: start it again on an empty "
+          "directory (a new replica starts from a snapshot)");
     }
     from = wal::LogPosition{1, 0};
   }
@@ -75,6 +77,60 @@ Result<wal::LogChunk> DBImpl::ReadLog(const std::string& replica, wal::LogPositi
     REPLAYDB_RETURN_IF_ERROR(wal::ReadLogRange(env_, wal_dir_, from, end, max_bytes, &chunk));
   }
   return chunk;
+}
+
+Result<wal::LogPosition> DBImpl::MakeSnapshot(const std::string& replica, const std::string& dir) {
+  if (log_ == nullptr) {
+    return Status::FailedPrecondition(path_ +
+                                      " has no write-ahead log (DBOptions::wal.enabled "
+                                      "is false): a replica cannot follow it");
+  }
+  wal::LogPosition from;
+  const Status s = CheckpointThen([&](uint64_t segment) -> Status {
+    // Before the log before `segment` may go: it stays for the replica.
+    replicas_->Hold(replica, segment);
+    from = wal::LogPosition{segment, 0};
+    REPLAYDB_RETURN_IF_ERROR(cold_->CopyTo(dir + "/cold"));
+    // The catalog as of now: tables made or dropped since the checkpoint
+    // are in the log from `segment` on too, and applying those records
+    // again changes nothing (ApplyShippedRecord).
+    std::string catalog;
+    std::lock_guard<std::mutex> lock(mu_);
+    REPLAYDB_RETURN_IF_ERROR(env_->ReadFileToString(catalog_path_, &catalog));
+    return env_->WriteFileAtomic(dir + "/CATALOG", catalog);
+  });
+  REPLAYDB_RETURN_IF_ERROR(s.WithContext("snapshot of " + path_ + " into " + dir));
+  return from;
+}
+
+Status DBImpl::InstallSnapshot(Env* env, const std::string& dir, const std::string& staged,
+                               const std::string& primary, wal::LogPosition from) {
+  namespace fs = std::filesystem;
+  const auto failed = [&](const std::string& what, const std::error_code& ec) {
+    return Status::IOError("installing the snapshot of " + primary + " in " + dir + ": " + what +
+                           ": " + ec.message());
+  };
+  std::error_code ec;
+  fs::rename(staged + "/cold", dir + "/cold", ec);
+  if (ec) return failed("moving " + staged + "/cold to " + dir + "/cold", ec);
+  // A log that starts where the replica reads its primary's from (the
+  // snapshot's checkpoint says replay starts there): one segment, its
+  // header only.
+  REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(dir + "/wal"));
+  {
+    WalOptions wal;
+    wal.sync = WalSyncMode::kNone;
+    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<wal::LogWriter> log,
+                              wal::LogWriter::Open(env, dir + "/wal", wal, from.segment));
+  }
+  REPLAYDB_RETURN_IF_ERROR(env->SyncDir(dir + "/wal"));
+  REPLAYDB_RETURN_IF_ERROR(WriteReplicaFile(env, dir, primary, from));
+  fs::rename(staged + "/CATALOG", dir + "/CATALOG", ec);
+  if (ec) return failed("moving " + staged + "/CATALOG to " + dir + "/CATALOG", ec);
+  REPLAYDB_RETURN_IF_ERROR(env->SyncDir(dir));
+  fs::remove_all(staged, ec);
+  if (ec) return failed("removing " + staged, ec);
+  return Status::OK();
 }
 
 Status DBImpl::ReadReplicaFile(Env* env, const std::string& dir, std::string* primary,

@@ -56,7 +56,12 @@ struct ServerOptions {
   // (FailedPrecondition naming the primary). DIR must be empty or a replica
   // of the same primary. With token_file, its first token is presented to
   // the primary. Empty: a primary (or a lone server).
+  //
+  // A new replica (DIR missing or empty) first copies a snapshot of the
+  // primary (docs/replication.md, "Snapshots"), then follows its log from
+  // there; `progress` (may be empty) is told how the copy goes.
   std::string replica_of;
+  ProgressCallback progress;
 
   // OK, or InvalidArgument naming what is wrong (the address malformed or
   // not loopback, counts out of range). Start checks it too.

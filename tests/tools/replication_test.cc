@@ -3,9 +3,10 @@
 // to the primary shows on the replica byte for byte (steps, ends,
 // priorities, removals); the replica refuses writes, naming its primary; a
 // replica killed with SIGKILL goes on from where it was, storing nothing
-// twice, also after the primary checkpointed meanwhile; a replica of a
-// primary whose log no longer starts at its beginning is told it needs a
-// snapshot. Bounded waits only; every server started is stopped.
+// twice, also after the primary checkpointed meanwhile; a new replica
+// starts from a snapshot of its primary; one whose place the primary's log
+// no longer holds is told it needs one. Bounded waits only; every server
+// started is stopped.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -95,47 +96,16 @@ TableSpec Spec() {
   return spec;
 }
 
-// Everything a table holds, as text: each trajectory's state and bytes,
-// each item's priority.
-std::string Contents(Table& table) {
-  std::string out;
-  std::vector<TrajectoryInfo> infos;
-  Status s = table.ListTrajectories({}, &infos);
-  if (!s.ok()) return "ListTrajectories: " + s.ToString();
-  for (const TrajectoryInfo& t : infos) {
-    out += "trajectory " + std::to_string(t.id) + " length " + std::to_string(t.length) +
-           " ended " + std::to_string(t.ended) + " reason " +
-           std::to_string(static_cast<int>(t.end_reason)) + " items " +
-           std::to_string(t.live_items) + "\n";
-    TrajectorySteps steps;
-    s = table.ReadTrajectory(t.id, 0, t.length, &steps);
-    if (!s.ok()) return out + "ReadTrajectory: " + s.ToString();
-    for (const Tensor& c : steps.columns) {
-      out.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
-    }
-    for (double p : steps.step_priorities) out += " " + std::to_string(p);
-    out += "\n";
-  }
-  std::vector<ItemKey> keys;
-  std::vector<double> priorities;
-  s = table.ItemPriorities(&keys, &priorities);
-  if (!s.ok()) return out + "ItemPriorities: " + s.ToString();
-  for (size_t i = 0; i < keys.size(); ++i) {
-    out += "item " + std::to_string(keys[i]) + " " + std::to_string(priorities[i]) + "\n";
-  }
-  return out;
-}
-
 // Waits (bounded) until the replica's table holds what the primary's does.
 void ExpectSameSoon(DB& primary, DB& replica) {
   ASSERT_OK_AND_ASSIGN(auto p, primary.GetTable("experience"));
-  const std::string want = Contents(*p);
+  const std::string want = testing_util::TableContents(*p);
   std::string got;
   const auto until = std::chrono::steady_clock::now() + 30s;
   while (std::chrono::steady_clock::now() < until) {
     auto r = replica.GetTable("experience");
     if (r.ok()) {
-      got = Contents(**r);
+      got = testing_util::TableContents(**r);
       if (got == want) return;
     }
     std::this_thread::sleep_for(50ms);
@@ -382,7 +352,7 @@ TEST(ReplicationTest, ReplicatedAcksHoldEachAppendUntilTheReplicaAppliedIt) {
   ASSERT_OK(open->End(EndReason::kTruncated));
   {
     ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
-    EXPECT_EQ(Contents(*rt), Contents(*table));
+    EXPECT_EQ(testing_util::TableContents(*rt), testing_util::TableContents(*table));
   }
   EXPECT_THAT(testing_util::ShellOutput(std::string(REPLAYDB_TOOL_PATH) + " " + primary.address() +
                                         " -c replication 2>&1"),
@@ -445,7 +415,71 @@ TEST(ReplicationTest, AKilledReplicaGoesOnFromItsPlaceAndStoresNothingTwice) {
               HasSubstr("is a replica of " + primary.address() + ", not of " + other.address()));
 }
 
-TEST(ReplicationTest, ANewReplicaOfALogThatMovedOnIsToldItNeedsASnapshot) {
+TEST(ReplicationTest, ANewReplicaStartsFromASnapshotOfItsPrimary) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
+  std::unique_ptr<TrajectoryWriter> open;
+  Write(*table, rng, 3, &open);
+  ASSERT_OK(p->Checkpoint());  // no replica holds segment 1: it goes
+  // Past the checkpoint (the snapshot's own makes another), and a table
+  // made and dropped: what the log holds after the snapshot's place too.
+  Write(*table, rng, 2, &open);
+  TableSpec other = Spec();
+  other.name = "gone";
+  ASSERT_OK(p->CreateTable(other).status());
+  ASSERT_OK(p->DropTable("gone"));
+  {
+    Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+    EXPECT_FALSE(
+        replica
+            .WaitFor(std::regex("(copied [0-9]+ of [0-9]+ bytes of the snapshot of ucx://)"), 30s)
+            .empty())
+        << replica.output();
+    ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+    ExpectSameSoon(*p, *r);
+    EXPECT_THAT(r->ListTables(), ::testing::ElementsAre("experience"));
+    // It follows from there (the open trajectory goes on).
+    Write(*table, rng, 4, &open);
+    ExpectSameSoon(*p, *r);
+    // Once it reads the log, its copy on the primary goes.
+    const std::string copies = dir.Sub("primary") + "/snapshots";
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < until && std::filesystem::exists(copies) &&
+           !std::filesystem::is_empty(copies)) {
+      std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_TRUE(!std::filesystem::exists(copies) || std::filesystem::is_empty(copies));
+    // Restarted, it goes on from its place, not from another snapshot.
+    replica.Stop();
+  }
+  {
+    Write(*table, rng, 2, &open);
+    Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+    ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+    ExpectSameSoon(*p, *r);
+    EXPECT_THAT(replica.output(), Not(HasSubstr("snapshot")));
+  }
+  // An install cut short (its staging folder there) is done afresh.
+  {
+    const std::string cut = dir.Sub("cut");
+    std::filesystem::create_directories(cut + "/snapshot.partial/cold");
+    std::filesystem::create_directories(cut + "/cold");
+    std::ofstream(cut + "/snapshot.partial/cold/CURRENT") << "half a copy";
+    std::ofstream(cut + "/REPLICA") << "replaydb replica 1\nprimary ucx://127.0.0.1:1\n";
+    Served replica(cut, {"--replica-of", primary.address()});
+    ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+    ExpectSameSoon(*p, *r);
+    EXPECT_FALSE(std::filesystem::exists(cut + "/snapshot.partial"));
+  }
+  // A new replica whose primary cannot be reached does not start.
+  EXPECT_THAT(ServeFails({dir.Sub("unreached"), "--replica-of", "ucx://127.0.0.1:1"}),
+              HasSubstr("a snapshot of ucx://127.0.0.1:1 for " + dir.Sub("unreached")));
+}
+
+TEST(ReplicationTest, AReplicaWhosePlaceALogNoLongerHoldsIsToldItNeedsASnapshot) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
   Served primary(dir.Sub("primary"));
@@ -456,10 +490,20 @@ TEST(ReplicationTest, ANewReplicaOfALogThatMovedOnIsToldItNeedsASnapshot) {
     Write(*table, rng, 3, &open);
     ASSERT_OK(p->Checkpoint());  // no replica holds segment 1: it goes
   }
-  Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
-  EXPECT_FALSE(
-      replica.WaitFor(std::regex("(a new replica needs a snapshot of the primary)"), 30s).empty())
-      << replica.output();
+  // A replica that was to read from the log's beginning.
+  {
+    const std::string old = dir.Sub("old");
+    std::filesystem::create_directories(old);
+    std::ofstream(old + "/REPLICA")
+        << "replaydb replica 1\nprimary " << primary.address() << "\nsegment 0\noffset 0\n";
+    Served replica(old, {"--replica-of", primary.address()});
+    EXPECT_FALSE(replica
+                     .WaitFor(std::regex("(the replica needs a snapshot of the primary: start it "
+                                         "again on an empty directory)"),
+                              30s)
+                     .empty())
+        << replica.output();
+  }
   // A replica whose place is past its primary's log's end (it followed
   // another log) is told so.
   {

@@ -2,7 +2,8 @@
 // replicated(k) is answered once k replicas read past its position, fails
 // when too few stay in sync or its deadline passes, and is cancelled when
 // the set closes; a replica lagging more than max_lag holds `leader`
-// acknowledgments until it catches up; held segments survive in REPLICAS.
+// acknowledgments until it catches up; held segments survive in REPLICAS;
+// a new replica's snapshot holds its segment without counting as in sync.
 #include "wal/replica_set.h"
 
 #include <gmock/gmock.h>
@@ -162,6 +163,28 @@ TEST(ReplicaSetTest, ClosingCancelsWaitersAndHeldSegmentsSurviveInTheFile) {
   // Loaded holds are not replicas in sync.
   EXPECT_FALSE(again.Progress()[0].in_sync);
   EXPECT_EQ(again.CheckInSync(1, "t").code(), Status::Code::kUnavailable);
+}
+
+TEST(ReplicaSetTest, ASnapshotsHoldKeepsItsSegmentWithoutCountingAsInSync) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  ReplicaSet set(Env::Default(), dir.path());
+  const uint64_t segment = 2 + rng() % 100;
+  set.Hold("new", segment);
+  EXPECT_EQ(set.SegmentNeeded(), segment);
+  // Not live: no acknowledgment counts on it, and it holds none back.
+  const Status refused = set.CheckInSync(1, "t");
+  EXPECT_EQ(refused.code(), Status::Code::kUnavailable);
+  EXPECT_THAT(refused.message(), HasSubstr("0 are in sync (none)"));
+  EXPECT_FALSE(set.Lagging(1ms));
+  // Its first read takes over from where the snapshot left it.
+  set.Read("new", {segment, 0}, {segment, 100}, segment);
+  EXPECT_OK(set.CheckInSync(1, "t"));
+  EXPECT_EQ(set.SegmentNeeded(), segment);
+  set.SaveHolds();
+  ReplicaSet again(Env::Default(), dir.path());
+  again.LoadHolds();
+  EXPECT_EQ(again.SegmentNeeded(), segment);
 }
 
 TEST(ReplicaSetTest, ManyWaitersAndReadersAtOnceEachGetOneAnswer) {

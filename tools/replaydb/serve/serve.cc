@@ -13,6 +13,7 @@
 
 #include "replaydb/db.h"
 #include "replaydb/server.h"
+#include "tools/replaydb/progress_bar.h"
 #include "tools/replaydb/tool_util.h"
 
 namespace replaydb::tools {
@@ -92,6 +93,19 @@ int ServeCommand(std::span<const std::string> args) {
   o.token_file = token_file;
   o.replica_of = replica_of;
   o.log = LogLine;
+  // A new replica's snapshot: a bar on a terminal, a line as it starts and
+  // as it ends.
+  ProgressBar bar;
+  o.progress = [&bar](const ProgressUpdate& u) {
+    if (!u.finished && u.done == 0) {
+      LogLine("copying a " + std::string(u.operation) + " (" + std::to_string(u.total) + " bytes)");
+    }
+    bar.Update(u);
+    if (u.finished) {
+      LogLine("copied " + std::to_string(u.done) + " of " + std::to_string(u.total) +
+              " bytes of the " + std::string(u.operation));
+    }
+  };
   if (status.ok()) status = o.Validate();
   if (!status.ok()) {
     std::fprintf(stderr, "replaydb serve: %s\nusage: replaydb %s\n", status.message().c_str(),
@@ -108,7 +122,8 @@ int ServeCommand(std::span<const std::string> args) {
         "  --token-file F            clients must prove a token of F (lines of 'read-write\n"
         "                            SECRET' or 'read-only SECRET', mode 600)\n"
         "  --replica-of ucx://HOST:PORT  a read replica of that primary: applies its log as\n"
-        "                            it is written, serves reads, refuses writes\n"
+        "                            it is written, serves reads, refuses writes; a new\n"
+        "                            one (DIR empty) first copies a snapshot of it\n"
         "                            (docs/replication.md)\n"
         "  --wal-sync MODE           none, batch (default) or always: when the log is\n"
         "                            fsynced (DBOptions::wal.sync, docs/durability.md)\n",
