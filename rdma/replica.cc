@@ -243,11 +243,8 @@ Status CopySnapshotIfNew(const std::string& dir, ReplicaOptions options,
                          const ProgressCallback& progress) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::exists(dir + "/CATALOG", ec)) {
-    fs::remove_all(dir + "/" + kPartial, ec);  // (installed, cut short before this went)
-    return Status::OK();
-  }
-  if (!NeedsSnapshot(dir)) return Status::OK();
+  const bool database = fs::exists(dir + "/CATALOG", ec);
+  if (!database && !NeedsSnapshot(dir)) return Status::OK();
   if (options.name.empty()) options.name = DefaultReplicaName(dir);
   std::string host;
   uint16_t port = 0;
@@ -256,21 +253,61 @@ Status CopySnapshotIfNew(const std::string& dir, ReplicaOptions options,
   REPLAYDB_RETURN_IF_ERROR(env->CreateDirIfMissing(dir));
   std::unique_ptr<FileLock> lock;
   REPLAYDB_RETURN_IF_ERROR(env->LockFile(dir + "/LOCK", &lock));
-  // What a cut-short install left goes; the snapshot's files come to
-  // DIR/snapshot.partial, then move into place.
-  for (const char* leftover : {kPartial, "cold", "wal", engine::DBImpl::kReplicaFile}) {
-    fs::remove_all(dir + "/" + leftover, ec);
-    if (ec) return Status::IOError("cannot remove " + dir + "/" + leftover + ": " + ec.message());
-  }
-  const std::string staged = dir + "/" + kPartial;
-  fs::create_directories(staged, ec);
-  if (ec) return Status::IOError("cannot make " + staged + ": " + ec.message());
-
   RpcClientOptions o;
   o.client_name = "replica " + options.name;
   o.connect_timeout = options.connect_timeout;
   o.transport.heartbeat = options.heartbeat;
   o.token = options.token;
+  const std::string staged = dir + "/" + kPartial;
+  if (database) {
+    fs::remove_all(staged, ec);  // (installed, cut short before this went)
+    // A replica whose place its primary's log no longer holds copies a new
+    // snapshot: the primary asked (no answer: it starts as it is, and its
+    // follower tries again).
+    wal::LogPosition at;
+    std::string primary;
+    if (!engine::DBImpl::ReadReplicaFile(env, dir, &primary, &at).ok() ||
+        primary != options.primary) {
+      return Status::OK();  // (Replica::Start tells what it is)
+    }
+    Result<std::unique_ptr<RpcClient>> probe = RpcClient::Connect(host, port, o);
+    if (!probe.ok()) return Status::OK();
+    Result<Message> read = (*probe)->Call(
+        [&](const HeaderFields& f) {
+          flatbuffers::FlatBufferBuilder b(128);
+          b.ForceDefaults(true);
+          const auto name = b.CreateString(options.name);
+          return EncodeHeader(b, f, fb::Body::FetchLog,
+                              fb::CreateFetchLog(b, name, at.segment, at.offset, 1, 0, at.segment));
+        },
+        "", std::chrono::seconds(10));
+    if (read.ok() || read.status().code() != Status::Code::kFailedPrecondition ||
+        read.status().message().find(engine::DBImpl::kSnapshotNeeded) == std::string::npos) {
+      return Status::OK();
+    }
+    if (options.log) {
+      options.log("replica of " + options.primary + ": its log no longer holds this replica's " +
+                  "place (segment " + std::to_string(at.segment) + ", offset " +
+                  std::to_string(at.offset) + "): copying a new snapshot into " + dir);
+    }
+    // From here the directory is no database: a copy cut short is made
+    // afresh at the next start.
+    fs::create_directories(staged, ec);
+    if (ec) return Status::IOError("cannot make " + staged + ": " + ec.message());
+    fs::remove(dir + "/CATALOG", ec);
+    if (ec) return Status::IOError("cannot remove " + dir + "/CATALOG: " + ec.message());
+  }
+  // What a cut-short install (or the database a new snapshot replaces)
+  // left goes; the snapshot's files come to DIR/snapshot.partial, then
+  // move into place.
+  for (const char* leftover : {kPartial, "cold", "wal", engine::DBImpl::kReplicaFile,
+                               wal::ReplicaSet::kFile, "snapshots"}) {
+    fs::remove_all(dir + "/" + leftover, ec);
+    if (ec) return Status::IOError("cannot remove " + dir + "/" + leftover + ": " + ec.message());
+  }
+  fs::create_directories(staged, ec);
+  if (ec) return Status::IOError("cannot make " + staged + ": " + ec.message());
+
   Result<std::unique_ptr<RpcClient>> connected = RpcClient::Connect(host, port, o);
   if (!connected.ok()) {
     return connected.status().WithContext("a snapshot of " + options.primary + " for " + dir +

@@ -54,13 +54,16 @@ std::string DefaultReplicaName(const std::string& dir);
 
 // A new replica's start (docs/replication.md, "Snapshots"): when `dir`
 // holds no database yet (it is missing or empty, or an install was cut
-// short: DIR/snapshot.partial is there), copies a snapshot of
+// short: DIR/snapshot.partial is there), or holds a replica of
+// options.primary whose place the primary's log no longer holds (its
+// FetchLog is refused with DBImpl::kSnapshotNeeded; told to options.log),
+// copies a snapshot of
 // options.primary's database into it (GetSnapshot, then its files in
 // chunks of options.max_bytes) and installs it
 // (engine::DBImpl::InstallSnapshot), telling `progress` (may be empty) as
-// "snapshot of PRIMARY", in bytes. A directory holding a database is left
-// as it is (OK). Unavailable when the primary cannot be reached within
-// options.connect_timeout; the primary's error otherwise. On failure the
+// "snapshot of PRIMARY", in bytes. A directory holding another database is
+// left as it is (OK), as is a replica whose primary cannot be reached. Unavailable when the primary
+// cannot be reached within options.connect_timeout; the primary's error otherwise. On failure the
 // directory is left for the next start to install afresh.
 Status CopySnapshotIfNew(const std::string& dir, ReplicaOptions options,
                          const ProgressCallback& progress);

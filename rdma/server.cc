@@ -189,6 +189,7 @@ Result<std::unique_ptr<Server>> Server::Open(const std::string& dir, const DBOpt
     r.primary = options.replica_of;
     r.heartbeat = options.heartbeat;
     r.token = token;
+    r.log = options.log;
     const Status copied = rdma::CopySnapshotIfNew(dir, std::move(r), options.progress);
     if (!copied.ok()) {
       server.reset();

@@ -133,6 +133,12 @@ class DBImpl final : public DB {
   // Read: NotFound when there is none, Corruption naming the file when it
   // does not parse.
   static constexpr const char* kReplicaFile = "REPLICA";
+  // How ReadLog's FailedPrecondition ends where the log no longer holds
+  // the replica's place: the replica copies a new snapshot at its next
+  // start (rdma::CopySnapshotIfNew).
+  static constexpr const char* kSnapshotNeeded =
+      "the replica needs a new snapshot of the primary (a replica copies one when it starts: "
+      "restart it)";
   static Status ReadReplicaFile(Env* env, const std::string& dir, std::string* primary,
                                 wal::LogPosition* position);
   static Status WriteReplicaFile(Env* env, const std::string& dir, const std::string& primary,

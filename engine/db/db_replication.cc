@@ -58,13 +58,18 @@ Result<wal::LogChunk> DBImpl::ReadLog(const std::string& replica, wal::LogPositi
           "holds its first records" +
           (segments.empty() ? std::string()
                             : "; the log starts at segment " + std::to_string(segments.front())) +
-          "): the replica needs a snapshot of the primary: start it again on an empty "
-          "directory (a new replica starts from a snapshot)");
+          "): " + std::string(kSnapshotNeeded));
     }
     from = wal::LogPosition{1, 0};
   }
   wal::LogChunk chunk;
-  REPLAYDB_RETURN_IF_ERROR(wal::ReadLogRange(env_, wal_dir_, from, end, max_bytes, &chunk));
+  Status read = wal::ReadLogRange(env_, wal_dir_, from, end, max_bytes, &chunk);
+  if (read.code() == Status::Code::kFailedPrecondition &&
+      !env_->FileExists(wal_dir_ + "/" + wal::SegmentFileName(from.segment))) {
+    // A checkpoint removed the replica's place.
+    return Status::FailedPrecondition(read.message() + ": " + kSnapshotNeeded);
+  }
+  REPLAYDB_RETURN_IF_ERROR(read);
   if (chunk.count == 0 && std::chrono::steady_clock::now() < until) {
     // Nothing new: wait for the next record.
     const wal::LogPosition was = end;

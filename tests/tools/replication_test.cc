@@ -479,30 +479,47 @@ TEST(ReplicationTest, ANewReplicaStartsFromASnapshotOfItsPrimary) {
               HasSubstr("a snapshot of ucx://127.0.0.1:1 for " + dir.Sub("unreached")));
 }
 
-TEST(ReplicationTest, AReplicaWhosePlaceALogNoLongerHoldsIsToldItNeedsASnapshot) {
+TEST(ReplicationTest, AReplicaWhosePlaceTheLogNoLongerHoldsCopiesANewSnapshotAtItsStart) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
   Served primary(dir.Sub("primary"));
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
+  std::unique_ptr<TrajectoryWriter> open;
+  Write(*table, rng, 3, &open);
+  ASSERT_OK(p->Checkpoint());  // no replica holds segment 1: it goes
+  // A replica that was to read from the log's beginning is told, while it
+  // runs, that it needs a new snapshot...
+  const std::string old = dir.Sub("old");
+  std::filesystem::create_directories(old);
+  std::ofstream(old + "/REPLICA") << "replaydb replica 1\nprimary " << primary.address()
+                                  << "\nsegment 0\noffset 0\n";
   {
-    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
-    ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
-    std::unique_ptr<TrajectoryWriter> open;
-    Write(*table, rng, 3, &open);
-    ASSERT_OK(p->Checkpoint());  // no replica holds segment 1: it goes
-  }
-  // A replica that was to read from the log's beginning.
-  {
-    const std::string old = dir.Sub("old");
-    std::filesystem::create_directories(old);
-    std::ofstream(old + "/REPLICA")
-        << "replaydb replica 1\nprimary " << primary.address() << "\nsegment 0\noffset 0\n";
     Served replica(old, {"--replica-of", primary.address()});
-    EXPECT_FALSE(replica
-                     .WaitFor(std::regex("(the replica needs a snapshot of the primary: start it "
-                                         "again on an empty directory)"),
-                              30s)
-                     .empty())
+    EXPECT_FALSE(
+        replica.WaitFor(std::regex("(the replica needs a new snapshot of the primary)"), 30s)
+            .empty())
         << replica.output();
+  }
+  // ...and restarted, it copies one and follows from there.
+  Write(*table, rng, 2, &open);
+  {
+    Served replica(old, {"--replica-of", primary.address()});
+    EXPECT_THAT(replica.output(), HasSubstr("its log no longer holds this replica's place "
+                                            "(segment 0, offset 0): copying a new snapshot"));
+    ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+    ExpectSameSoon(*p, *r);
+  }
+  // So does one whose segment a checkpoint removed.
+  ASSERT_OK(p->Checkpoint());
+  Write(*table, rng, 2, &open);
+  std::ofstream(old + "/REPLICA") << "replaydb replica 1\nprimary " << primary.address()
+                                  << "\nsegment 1\noffset 20\n";
+  {
+    Served replica(old, {"--replica-of", primary.address()});
+    EXPECT_THAT(replica.output(), HasSubstr("(segment 1, offset 20): copying a new snapshot"));
+    ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+    ExpectSameSoon(*p, *r);
   }
   // A replica whose place is past its primary's log's end (it followed
   // another log) is told so.
@@ -510,7 +527,7 @@ TEST(ReplicationTest, AReplicaWhosePlaceALogNoLongerHoldsIsToldItNeedsASnapshot)
     const std::string followed = dir.Sub("followed");
     std::filesystem::create_directories(followed);
     std::ofstream(followed + "/REPLICA")
-        << "replaydb replica 1\nprimary " << primary.address() << "\nsegment 2\noffset 99999999\n";
+        << "replaydb replica 1\nprimary " << primary.address() << "\nsegment 999\noffset 20\n";
     Served lost(followed, {"--replica-of", primary.address()});
     EXPECT_FALSE(lost.WaitFor(std::regex("(is past the end of the log of .*: the replica followed "
                                          "a log this primary does not have)"),
