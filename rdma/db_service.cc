@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "engine/rate_limiter/rate_limiter.h"
 #include "engine/table/table_impl.h"
 #include "engine/table/writers.h"
+#include "rdma/remote_db.h"
 #include "rdma/replica.h"
 #include "rdma/shared_slabs.h"
 #include "util/format.h"
@@ -58,6 +60,8 @@ bool ChangesData(fb::Body kind) {
     case fb::Body::ClearTable:
     case fb::Body::DeleteItems:
     case fb::Body::LoadTrajectories:  // evicts (and spills) others
+    case fb::Body::Promote:
+    case fb::Body::Fence:
       return true;
     default:
       return false;
@@ -897,13 +901,25 @@ Result<Reply> DbService::Handle(Request& r) {
                                       fb::EnumNameBody(kind) +
                                       " refused (reads, samples and lookups are served)");
   }
-  // (A replica's own checkpoints, loads and sampling seeds are its own.)
-  if (!replica_of_.empty() && ChangesData(kind) && kind != fb::Body::Checkpoint &&
-      kind != fb::Body::LoadTrajectories && kind != fb::Body::SeedTable) {
-    return Status::FailedPrecondition("this server is a read replica of " + replica_of_ + ": " +
-                                      fb::EnumNameBody(kind) +
-                                      " refused (writes go to the primary; reads, samples and "
-                                      "lookups are served here)");
+  // (A replica's own checkpoints, loads and sampling seeds are its own; so
+  // are a fenced primary's.)
+  if (ChangesData(kind) && kind != fb::Body::Checkpoint && kind != fb::Body::LoadTrajectories &&
+      kind != fb::Body::SeedTable && kind != fb::Body::Promote && kind != fb::Body::Fence) {
+    if (is_replica_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(role_mu_);
+      if (!replica_of_.empty()) {
+        return Status::FailedPrecondition("this server is a read replica of " + replica_of_ + ": " +
+                                          fb::EnumNameBody(kind) +
+                                          " refused (writes go to the primary; reads, samples "
+                                          "and lookups are served here)");
+      }
+    }
+    if (auto* impl = dynamic_cast<engine::DBImpl*>(db); impl != nullptr && impl->fenced()) {
+      uint64_t epoch = 0;
+      const std::string by = impl->fenced_by(&epoch);
+      return impl->FencedStatus(epoch, by).WithContext(fb::EnumNameBody(kind) +
+                                                       std::string(" refused"));
+    }
   }
   switch (kind) {
     case fb::Body::FetchLog:
@@ -914,6 +930,10 @@ Result<Reply> DbService::Handle(Request& r) {
       return HandleGetSnapshot(*db, r);
     case fb::Body::ReadSnapshot:
       return HandleReadSnapshot(*db, r);
+    case fb::Body::Promote:
+      return HandlePromote(*db, r);
+    case fb::Body::Fence:
+      return HandleFence(*db, r);
     case fb::Body::NewWriter:
     case fb::Body::AppendStep:
     case fb::Body::EndTrajectory:
@@ -934,15 +954,16 @@ Result<Reply> DbService::Handle(Request& r) {
 
 namespace {
 
-Reply LogRecordsReply(uint64_t request_id, wal::LogChunk chunk) {
+Reply LogRecordsReply(uint64_t request_id, wal::LogChunk chunk, uint64_t epoch) {
   HeaderFields f;
   f.request_id = request_id;
   flatbuffers::FlatBufferBuilder b(128);
   b.ForceDefaults(true);
-  return Reply{EncodeHeader(b, f, fb::Body::LogRecords,
-                            fb::CreateLogRecords(b, chunk.next.segment, chunk.next.offset,
-                                                 chunk.count, chunk.end.segment, chunk.end.offset)),
-               std::move(chunk.records)};
+  return Reply{
+      EncodeHeader(b, f, fb::Body::LogRecords,
+                   fb::CreateLogRecords(b, chunk.next.segment, chunk.next.offset, chunk.count,
+                                        chunk.end.segment, chunk.end.offset, epoch)),
+      std::move(chunk.records)};
 }
 
 }  // namespace
@@ -963,7 +984,8 @@ Result<Reply> DbService::HandleFetchLog(DB& db, Request& r) {
   if (snapshot_count_.load(std::memory_order_relaxed) > 0) DropSnapshots(f.replica);
   REPLAYDB_ASSIGN_OR_RETURN(wal::LogChunk chunk, impl->ReadLog(f.replica, f.from, f.saved_segment,
                                                                f.max_bytes, Clock::time_point{}));
-  if (chunk.count > 0 || q->wait_ms() == 0) return LogRecordsReply(f.request_id, std::move(chunk));
+  if (chunk.count > 0 || q->wait_ms() == 0)
+    return LogRecordsReply(f.request_id, std::move(chunk), impl->epoch());
   // Nothing new: answered once records come (PumpFetches), or empty once
   // its wait passes (bounded, as every served wait: the replica asks again).
   const auto wait =
@@ -1006,7 +1028,7 @@ void DbService::PumpFetches(engine::DBImpl& db) {
     Result<wal::LogChunk> chunk =
         db.ReadLog(f.replica, f.from, f.saved_segment, f.max_bytes, Clock::time_point{});
     if (chunk.ok()) {
-      f.respond(LogRecordsReply(f.request_id, std::move(*chunk)));
+      f.respond(LogRecordsReply(f.request_id, std::move(*chunk), db.epoch()));
     } else {
       f.respond(chunk.status());
     }
@@ -1172,6 +1194,7 @@ void DbService::DropSnapshots(const std::string& replica) {
 
 Result<Reply> DbService::HandleGetReplication(DB& db, Request& r) {
   REPLAYDB_ASSIGN_OR_RETURN(ReplicationInfo info, db.Replication());
+  std::unique_lock<std::mutex> role_lock(role_mu_);
   if (follower_ != nullptr) {
     const ReplicaState state = follower_->state();
     info.role = "replica";
@@ -1183,6 +1206,7 @@ Result<Reply> DbService::HandleGetReplication(DB& db, Request& r) {
     info.connected = state.connected;
     info.last_error = state.last_error;
   }
+  role_lock.unlock();
   HeaderFields f;
   f.request_id = r.message.header()->request_id();
   flatbuffers::FlatBufferBuilder b(256);
@@ -1197,10 +1221,136 @@ Result<Reply> DbService::HandleGetReplication(DB& db, Request& r) {
   const auto primary = b.CreateString(info.primary);
   const auto error = b.CreateString(info.last_error);
   const auto list = b.CreateVector(replicas);
+  const auto fenced_by = b.CreateString(info.fenced_by);
   return Reply{EncodeHeader(b, f, fb::Body::ReplicationState,
                             fb::CreateReplicationState(b, role, primary, info.segment, info.offset,
                                                        info.primary_segment, info.primary_offset,
-                                                       info.connected, error, list)),
+                                                       info.connected, error, list, info.epoch,
+                                                       fenced_by, info.fenced_epoch)),
+               ""};
+}
+
+Result<Reply> DbService::HandlePromote(DB& db, Request& r) {
+  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
+  if (impl == nullptr) return Status::NotSupported("this server's database cannot be promoted");
+  const fb::Header* h = r.message.header();
+  const bool old_primary_dead = h->body_as_Promote()->old_primary_dead();
+  std::lock_guard<std::mutex> promoting(promote_mu_);
+  std::string primary;
+  Replica* follower = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(role_mu_);
+    primary = replica_of_;
+    follower = follower_;
+  }
+  if (primary.empty() || follower == nullptr) {
+    return Status::FailedPrecondition("this server is a primary (epoch " +
+                                      std::to_string(impl->epoch()) +
+                                      "), not a read replica: there is nothing to promote");
+  }
+  const uint64_t epoch = impl->epoch() + 1;
+  const auto log = [&](const std::string& line) {
+    if (in_place_.log) in_place_.log(line);
+  };
+  // The old primary is fenced first: from then on it acknowledges nothing,
+  // and what it acknowledged lies before the end it answers with.
+  bool fenced = false;
+  wal::LogPosition end;
+  {
+    std::string host;
+    uint16_t port = 0;
+    REPLAYDB_RETURN_IF_ERROR(ParseAddress(primary, &host, &port));
+    RpcClientOptions o;
+    o.client_name = "promotion of " + address_;
+    o.connect_timeout = std::chrono::milliseconds(2000);
+    Result<std::unique_ptr<RpcClient>> client = RpcClient::Connect(host, port, o);
+    if (client.ok()) {
+      Result<Message> m = (*client)->Call(
+          [&](const HeaderFields& hf) {
+            flatbuffers::FlatBufferBuilder b(128);
+            b.ForceDefaults(true);
+            const auto me = b.CreateString(address_);
+            return EncodeHeader(b, hf, fb::Body::Fence, fb::CreateFence(b, epoch, me));
+          },
+          "", std::chrono::seconds(10));
+      if (!m.ok()) return m.status().WithContext("fencing the old primary " + primary);
+      const fb::Fenced* got = m->header()->body_as_Fenced();
+      if (got == nullptr) {
+        return Status::Corruption(primary + " answered a Fence with a " +
+                                  fb::EnumNameBody(m->header()->body_type()));
+      }
+      end = wal::LogPosition{got->segment(), got->offset()};
+      fenced = true;
+      log("promotion to epoch " + std::to_string(epoch) + ": fenced " + primary +
+          " (its log ends at segment " + std::to_string(end.segment) + ", offset " +
+          std::to_string(end.offset) + ")");
+    } else if (!old_primary_dead) {
+      return Status::Unavailable(
+          "not promoted: the old primary " + primary + " cannot be reached to fence it (" +
+          client.status().message() +
+          "); it may be cut off and still taking writes. Promote once it is known dead "
+          "(replaydb promote --old-primary-dead, PromoteOptions::old_primary_dead)");
+    } else {
+      log("promotion to epoch " + std::to_string(epoch) + ": the old primary " + primary +
+          " cannot be reached (" + client.status().message() + "); it is taken as dead");
+    }
+  }
+  // Everything the old primary logged is applied here before it goes.
+  if (fenced) {
+    constexpr std::chrono::seconds kCatchUp{30};
+    const auto until = Clock::now() + kCatchUp;
+    while (follower->state().position < end && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const wal::LogPosition at = follower->state().position;
+    if (at < end) {
+      return Status::Unavailable(
+          "not promoted: this replica applied its primary's log to segment " +
+          std::to_string(at.segment) + ", offset " + std::to_string(at.offset) + " within " +
+          std::to_string(kCatchUp.count()) + " s, short of its end (segment " +
+          std::to_string(end.segment) + ", offset " + std::to_string(end.offset) + "); " + primary +
+          " stays fenced: promote again (" + follower->state().last_error + ")");
+    }
+  }
+  follower->Stop();
+  REPLAYDB_ASSIGN_OR_RETURN(const wal::LogPosition began, impl->BecomePrimary(epoch));
+  {
+    std::lock_guard<std::mutex> lock(role_mu_);
+    replica_of_.clear();
+    follower_ = nullptr;
+    is_replica_.store(false, std::memory_order_release);
+  }
+  log("promoted: the primary of epoch " + std::to_string(epoch) + " (it was a read replica of " +
+      primary + ")");
+  HeaderFields f;
+  f.request_id = h->request_id();
+  flatbuffers::FlatBufferBuilder b(64);
+  b.ForceDefaults(true);
+  return Reply{EncodeHeader(b, f, fb::Body::Promoted,
+                            fb::CreatePromoted(b, epoch, began.segment, began.offset, fenced)),
+               ""};
+}
+
+Result<Reply> DbService::HandleFence(DB& db, Request& r) {
+  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
+  if (impl == nullptr) return Status::NotSupported("this server's database cannot be fenced");
+  const fb::Header* h = r.message.header();
+  const fb::Fence* q = h->body_as_Fence();
+  if (is_replica_.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition(
+        "this server is a read replica, not a primary: only a primary is fenced");
+  }
+  const std::string by = Name(q->primary());
+  REPLAYDB_ASSIGN_OR_RETURN(const wal::LogPosition end, impl->Fence(q->epoch(), by));
+  if (in_place_.log) {
+    in_place_.log("fenced: epoch " + std::to_string(q->epoch()) + "'s primary is " + by +
+                  "; writes are refused from now on");
+  }
+  HeaderFields f;
+  f.request_id = h->request_id();
+  flatbuffers::FlatBufferBuilder b(64);
+  b.ForceDefaults(true);
+  return Reply{EncodeHeader(b, f, fb::Body::Fenced, fb::CreateFenced(b, end.segment, end.offset)),
                ""};
 }
 

@@ -104,10 +104,15 @@ class DbService {
   // service's requests): requests that change data are refused, and
   // GetReplication tells the follower's state. REQUIRES: called before
   // SetDb, once.
-  void SetReplicaOf(std::string primary, const Replica* follower) {
+  void SetReplicaOf(std::string primary, Replica* follower) {
+    std::lock_guard<std::mutex> lock(role_mu_);
     replica_of_ = std::move(primary);
     follower_ = follower;
+    is_replica_.store(true, std::memory_order_release);
   }
+  // This server's address (a promoted replica names it to the primary it
+  // fences). REQUIRES: called before SetDb.
+  void SetAddress(std::string address) { address_ = std::move(address); }
   static constexpr size_t kInlineKeys = 4096;
   static constexpr uint64_t kInlineBytes = 256 << 10;
   // A trajectory writer's appends of up to this many bytes too (its rows
@@ -168,6 +173,10 @@ class DbService {
   // the log grows (local writes too) and when waits pass.
   void ShipLoop(engine::DBImpl* db);
   Result<Reply> HandleGetReplication(DB& db, Request& request);
+  // Manual failover (docs/replication.md, "Failover"): a replica's
+  // promotion, and a primary's fence.
+  Result<Reply> HandlePromote(DB& db, Request& request);
+  Result<Reply> HandleFence(DB& db, Request& request);
   // A new replica's copy of the database (docs/replication.md,
   // "Snapshots"): made by GetSnapshot under DIR/snapshots/ID, read by
   // ReadSnapshot, removed once its replica reads the log (FetchLog), asks
@@ -204,8 +213,14 @@ class DbService {
   std::map<uint64_t, Snapshot> snapshots_;  // guarded by snapshots_mu_
   std::atomic<size_t> snapshot_count_{0};
   std::atomic<DB*> db_{nullptr};
-  std::string replica_of_;             // set before db_ (read after it)
-  const Replica* follower_ = nullptr;  // likewise
+  // A read replica's primary and follower, until a promotion (Promote)
+  // clears them; is_replica_ says whether replica_of_ is set.
+  mutable std::mutex role_mu_;
+  std::string replica_of_;       // guarded by role_mu_
+  Replica* follower_ = nullptr;  // guarded by role_mu_
+  std::atomic<bool> is_replica_{false};
+  std::mutex promote_mu_;  // one promotion at a time
+  std::string address_;    // set before db_ (read after it)
   std::atomic<uint64_t> placed_appends_{0};
   InPlaceServing in_place_;  // set before db_ (read after it)
   mutable std::mutex leases_mu_;

@@ -1854,7 +1854,19 @@ Result<ReplicationInfo> RemoteDB::Replication() const {
                                r->in_sync()});
     }
   }
+  info.epoch = q->epoch();
+  info.fenced_by = Text(q->fenced_by());
+  info.fenced_epoch = q->fenced_epoch();
   return info;
+}
+
+Result<uint64_t> RemoteDB::Promote(const PromoteOptions& options) {
+  REPLAYDB_ASSIGN_OR_RETURN(
+      Message m, connection_->Ask(fb::Body::Promote, [&](flatbuffers::FlatBufferBuilder& b) {
+        return fb::CreatePromote(b, options.old_primary_dead);
+      }));
+  REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Promoted, "the promotion of " + address_));
+  return m.header()->body_as_Promoted()->epoch();
 }
 
 Result<WalInfo> RemoteDB::Wal() const {

@@ -66,6 +66,7 @@ class RemoteDB final : public DB {
                                              const LongOperationOptions& options) override;
   Result<WalInfo> Wal() const override;
   Result<ReplicationInfo> Replication() const override;
+  Result<uint64_t> Promote(const PromoteOptions& options) override;
   Result<VerifyReport> Verify(const LongOperationOptions& options) override;
   Status Compact(const LongOperationOptions& options) override;
 

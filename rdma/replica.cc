@@ -140,6 +140,15 @@ class Replica::Impl {
         return Status::Corruption(options_.primary + " answered a FetchLog with a " +
                                   fb::EnumNameBody(reply->header()->body_type()));
       }
+      // Epochs (docs/replication.md, "Failover"): a later one is this
+      // replica's from here on; an earlier one is a deposed primary's.
+      if (got->epoch() < db_->epoch()) {
+        return Status::FailedPrecondition(
+            options_.primary + " is in epoch " + std::to_string(got->epoch()) +
+            ", behind this replica's epoch " + std::to_string(db_->epoch()) +
+            ": it was deposed (another replica was promoted); follow the new primary");
+      }
+      if (got->epoch() > db_->epoch()) REPLAYDB_RETURN_IF_ERROR(db_->BeginEpoch(got->epoch()));
       const wal::LogPosition next{got->segment(), got->offset()};
       {
         std::lock_guard<std::mutex> lock(mu_);

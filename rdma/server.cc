@@ -219,6 +219,7 @@ Result<std::unique_ptr<Server>> Server::Open(const std::string& dir, const DBOpt
     replica = std::move(started).value();
     service->SetReplicaOf(options.replica_of, replica.get());
   }
+  service->SetAddress("ucx://" + host + ":" + std::to_string(server->port()));
   service->SetDb(raw, rdma::InPlaceServing{&server->transport(), std::move(slabs),
                                            options.read_lease, options.log});
   auto served = std::make_unique<ServerImpl>(std::move(service), std::move(server), host, raw,

@@ -69,6 +69,8 @@ struct LogWriter::State {
   // Sticky failure: set once; every later Append/Sync returns it.
   bool failed = false;
   Status failure;
+  // Seal's: every later Append returns it (Sync and Roll go on).
+  Status sealed;
 
   bool stop = false;
   // Signalled after an append while someone waits in WaitPast.
@@ -305,6 +307,7 @@ Result<uint64_t> LogWriter::AppendRaw(RecordType type, size_t payload_bytes,
   std::unique_lock<std::mutex> lock(st->mu);
   // Records never span segments: move on first if this one would take a
   // segment holding records past segment_bytes.
+  if (!st->sealed.ok()) return st->sealed;
   while (true) {
     if (st->failed) return st->failure;
     const uint64_t size = st->file->size();
@@ -404,6 +407,13 @@ Status LogWriter::Sync(uint64_t seq, bool wait, bool force) {
   if (st->failed) return st->failure;
   if (st->synced_seq < seq) return Status::Cancelled("WAL writer closed while waiting for a sync");
   return Status::OK();
+}
+
+LogPosition LogWriter::Seal(Status why) {
+  State* st = state_.get();
+  std::lock_guard<std::mutex> lock(st->mu);
+  if (st->sealed.ok()) st->sealed = std::move(why);
+  return LogPosition{st->segment, st->file->size()};
 }
 
 Result<uint64_t> LogWriter::Roll(bool only_if_records) {

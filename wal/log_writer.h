@@ -102,6 +102,12 @@ class LogWriter {
   // (likewise for an Append that needed the next segment).
   Result<uint64_t> Roll(bool only_if_records = false);
 
+  // Takes no more records: every later Append returns `why` (which must
+  // not be OK); Sync and Roll go on (a checkpoint still rolls). Returns
+  // where the log ends: every record appended before is before it. A
+  // second Seal keeps the first one's `why`.
+  LogPosition Seal(Status why);
+
   // Removes the segment files numbered below `segment` (never the current
   // one), then syncs the directory.
   Status DeleteSegmentsBefore(uint64_t segment);

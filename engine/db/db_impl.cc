@@ -25,6 +25,12 @@ Result<ReplicationInfo> DB::Replication() const {
   return Status::NotSupported(path() + ": replication is not known here");
 }
 
+Result<uint64_t> DB::Promote(const PromoteOptions&) {
+  return Status::NotSupported(path() +
+                              ": only a served read replica is promoted (replaydb promote "
+                              "ucx://HOST:PORT)");
+}
+
 Result<std::unique_ptr<DB>> DB::OpenReadOnly(const DBOptions& options, const std::string& path) {
   return engine::DBImpl::OpenReadOnly(options, path);
 }
@@ -150,7 +156,7 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
 
   std::unique_ptr<DBImpl> db(new DBImpl(options, env, path, std::move(lock)));
   db->host_slabs_ = std::move(host_slabs);
-  db->replica_ = replica;
+  db->replica_.store(replica);
   db->next_table_id_ = catalog.next_table_id;
   db->checkpointed_ = catalog.checkpointed;
   for (const CatalogEntry& entry : catalog.tables) {
@@ -183,6 +189,7 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
     db->log_ = std::move(log);
     for (auto& [id, table] : db->by_id_) table->SetLog(db->log_, id, db->replicas_);
   }
+  REPLAYDB_RETURN_IF_ERROR(db->LoadEpochs());
   // Everything recovered goes into a checkpoint, and the replayed log away:
   // in the background when automatic checkpoints run (the table serves at
   // once; until then the replayed segments stay, so a crash meanwhile just
@@ -343,7 +350,7 @@ Status DBImpl::Recover() {
     }
   }
   for (auto& [id, table] : by_id_) {
-    if (!replica_) recovery_.trajectories_ended += table->EndOpenTrajectories();
+    if (!replica_.load()) recovery_.trajectories_ended += table->EndOpenTrajectories();
     table->SettleRateLimiter(options_.checkpoint.reset_rate_limiters_on_restore);
   }
   return Status::OK();

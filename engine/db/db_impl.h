@@ -128,6 +128,36 @@ class DBImpl final : public DB {
     return log_ == nullptr || log_->sync_mode() == WalSyncMode::kNone;
   }
   Result<ReplicationInfo> Replication() const override;
+
+  // Epochs and fencing (docs/replication.md, "Failover").
+  //
+  // DIR/EPOCHS: "replaydb epochs 1", then a line per epoch, "EPOCH SEGMENT
+  // OFFSET": where in this database's log it began. None: epoch 0.
+  // NotFound when there is none; Corruption naming the file.
+  static constexpr const char* kEpochsFile = "EPOCHS";
+  static Status ReadEpochs(Env* env, const std::string& dir, std::vector<EpochStart>* epochs);
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  // Epoch `epoch` begins where the log ends now (DIR/EPOCHS gains its
+  // line). FailedPrecondition unless it is past epoch().
+  Status BeginEpoch(uint64_t epoch);
+  // DIR/FENCED: "replaydb fenced 1", "epoch N", "primary ADDR". A fenced
+  // database takes no more logged writes (its log is sealed, also when it
+  // is opened again): epoch N's primary is ADDR.
+  static constexpr const char* kFencedFile = "FENCED";
+  // Fences this database for epoch `epoch`, whose primary is `primary`;
+  // returns where its log ends (everything acknowledged is before it).
+  // FailedPrecondition unless `epoch` is past epoch() and not below an
+  // earlier fence's.
+  Result<wal::LogPosition> Fence(uint64_t epoch, const std::string& primary);
+  // The primary that fenced this database ("" when none), and its epoch.
+  std::string fenced_by(uint64_t* epoch = nullptr) const;
+  bool fenced() const { return fenced_.load(std::memory_order_acquire); }
+  // What a fenced database answers writes with.
+  Status FencedStatus(uint64_t epoch, const std::string& primary) const;
+  // A promoted replica's side: no longer a replica (REPLICA removed), the
+  // trajectories left open ended (truncated, logged), and epoch `epoch`
+  // begun. Returns where it began.
+  Result<wal::LogPosition> BecomePrimary(uint64_t epoch);
   // A replica's place in its primary's log, DIR/REPLICA ("replaydb replica
   // 1", then the primary's address, segment and offset, a line each).
   // Read: NotFound when there is none, Corruption naming the file when it
@@ -175,6 +205,8 @@ class DBImpl final : public DB {
   // Drops a table an import created, keeping `error`.
   Status AbandonImport(const std::string& name, const Status& error);
   void CheckpointLoop();
+  // Reads DIR/EPOCHS and DIR/FENCED (sealing the log when fenced).
+  Status LoadEpochs();
   // Checkpoint, calling `then` (when set) with the segment replay starts
   // at once the checkpoint is written, before the log before it goes
   // (checkpoints held off meanwhile).
@@ -188,7 +220,15 @@ class DBImpl final : public DB {
 
   const DBOptions options_;
   bool read_only_ = false;
-  bool replica_ = false;  // set by Open before Recover
+  std::atomic<bool> replica_{false};  // set by Open before Recover; Promote clears it
+  // DIR/EPOCHS and DIR/FENCED as loaded and changed since. Guarded by
+  // epochs_mu_ (epoch_ also read without it).
+  mutable std::mutex epochs_mu_;
+  std::vector<EpochStart> epochs_;
+  std::atomic<uint64_t> epoch_{0};
+  std::string fenced_by_;
+  uint64_t fenced_epoch_ = 0;
+  std::atomic<bool> fenced_{false};
   Env* const env_;
   const std::string path_;
   const std::string catalog_path_;

@@ -166,11 +166,170 @@ Status DBImpl::WriteReplicaFile(Env* env, const std::string& dir, const std::str
                                   std::to_string(position.offset) + "\n");
 }
 
+namespace {
+
+Status ReadFencedFile(Env* env, const std::string& dir, uint64_t* epoch, std::string* primary) {
+  const std::string path = dir + "/" + DBImpl::kFencedFile;
+  std::string text;
+  REPLAYDB_RETURN_IF_ERROR(env->ReadFileToString(path, &text));
+  char address[256] = {0};
+  unsigned long long e = 0;
+  int version = 0;
+  if (std::sscanf(text.c_str(), "replaydb fenced %d\nepoch %llu\nprimary %255s", &version, &e,
+                  address) != 3 ||
+      version != 1) {
+    return Status::Corruption(path +
+                              " does not parse as a fence (\"replaydb fenced 1\", then the epoch "
+                              "and its primary, a line each)");
+  }
+  *epoch = e;
+  *primary = address;
+  return Status::OK();
+}
+
+std::string EpochsText(const std::vector<EpochStart>& epochs) {
+  std::string text = "replaydb epochs 1\n";
+  for (const EpochStart& e : epochs) {
+    text += std::to_string(e.epoch) + " " + std::to_string(e.segment) + " " +
+            std::to_string(e.offset) + "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
+Status DBImpl::ReadEpochs(Env* env, const std::string& dir, std::vector<EpochStart>* epochs) {
+  const std::string path = dir + "/" + kEpochsFile;
+  std::string text;
+  REPLAYDB_RETURN_IF_ERROR(env->ReadFileToString(path, &text));
+  epochs->clear();
+  const auto bad = [&](const std::string& why) {
+    return Status::Corruption(path +
+                              " does not parse as an epoch history (\"replaydb epochs 1\", "
+                              "then \"EPOCH SEGMENT OFFSET\" a line each, epochs rising): " +
+                              why);
+  };
+  size_t at = 0;
+  bool first = true;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    if (first) {
+      if (line != "replaydb epochs 1") return bad("its first line is '" + line + "'");
+      first = false;
+      continue;
+    }
+    unsigned long long e = 0, segment = 0, offset = 0;
+    char extra = 0;
+    if (std::sscanf(line.c_str(), "%llu %llu %llu %c", &e, &segment, &offset, &extra) != 3) {
+      return bad("line '" + line + "'");
+    }
+    if (!epochs->empty() && e <= epochs->back().epoch) {
+      return bad("epoch " + std::to_string(e) + " after epoch " +
+                 std::to_string(epochs->back().epoch));
+    }
+    epochs->push_back(EpochStart{e, segment, offset});
+  }
+  if (first) return bad("it is empty");
+  return Status::OK();
+}
+
+Status DBImpl::LoadEpochs() {
+  std::vector<EpochStart> epochs;
+  Status s = ReadEpochs(env_, path_, &epochs);
+  if (!s.ok() && s.code() != Status::Code::kNotFound) return s;
+  uint64_t fenced_epoch = 0;
+  std::string fenced_by;
+  s = ReadFencedFile(env_, path_, &fenced_epoch, &fenced_by);
+  if (!s.ok() && s.code() != Status::Code::kNotFound) return s;
+  std::lock_guard<std::mutex> lock(epochs_mu_);
+  epochs_ = std::move(epochs);
+  epoch_.store(epochs_.empty() ? 0 : epochs_.back().epoch, std::memory_order_release);
+  fenced_by_ = fenced_by;
+  fenced_epoch_ = fenced_epoch;
+  fenced_.store(!fenced_by_.empty(), std::memory_order_release);
+  if (!fenced_by_.empty() && log_ != nullptr) {
+    log_->Seal(FencedStatus(fenced_epoch_, fenced_by_));
+  }
+  return Status::OK();
+}
+
+Status DBImpl::FencedStatus(uint64_t epoch, const std::string& primary) const {
+  return Status::FailedPrecondition("database " + path_ + " is no longer the primary: epoch " +
+                                    std::to_string(epoch) + "'s primary is " + primary +
+                                    " (it was promoted, and fenced this one): writes go there");
+}
+
+Status DBImpl::BeginEpoch(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(epochs_mu_);
+  const uint64_t now = epoch_.load(std::memory_order_relaxed);
+  if (epoch <= now) {
+    return Status::FailedPrecondition("epoch " + std::to_string(epoch) + " is not past epoch " +
+                                      std::to_string(now) + " of " + path_);
+  }
+  const wal::LogPosition at = LogEnd();
+  std::vector<EpochStart> epochs = epochs_;
+  epochs.push_back(EpochStart{epoch, at.segment, at.offset});
+  REPLAYDB_RETURN_IF_ERROR(env_->WriteFileAtomic(path_ + "/" + kEpochsFile, EpochsText(epochs)));
+  epochs_ = std::move(epochs);
+  epoch_.store(epoch, std::memory_order_release);
+  return Status::OK();
+}
+
+Result<wal::LogPosition> DBImpl::Fence(uint64_t epoch, const std::string& primary) {
+  std::lock_guard<std::mutex> lock(epochs_mu_);
+  const uint64_t now = epoch_.load(std::memory_order_relaxed);
+  if (epoch <= now || epoch < fenced_epoch_) {
+    return Status::FailedPrecondition(
+        "a fence for epoch " + std::to_string(epoch) + " by " + primary + " refused: " + path_ +
+        " is in epoch " + std::to_string(now) +
+        (fenced_by_.empty() ? std::string()
+                            : ", fenced already by epoch " + std::to_string(fenced_epoch_) +
+                                  "'s primary " + fenced_by_));
+  }
+  REPLAYDB_RETURN_IF_ERROR(env_->WriteFileAtomic(
+      path_ + "/" + kFencedFile,
+      "replaydb fenced 1\nepoch " + std::to_string(epoch) + "\nprimary " + primary + "\n"));
+  fenced_by_ = primary;
+  fenced_epoch_ = epoch;
+  fenced_.store(true, std::memory_order_release);
+  if (log_ == nullptr) return wal::LogPosition{};
+  // (A second fence keeps the first one's message: the same fence, asked
+  // again, or a later one.)
+  return log_->Seal(FencedStatus(epoch, primary));
+}
+
+std::string DBImpl::fenced_by(uint64_t* epoch) const {
+  std::lock_guard<std::mutex> lock(epochs_mu_);
+  if (epoch != nullptr) *epoch = fenced_epoch_;
+  return fenced_by_;
+}
+
+Result<wal::LogPosition> DBImpl::BecomePrimary(uint64_t epoch) {
+  {
+    std::lock_guard<std::mutex> lock(epochs_mu_);
+    if (!fenced_by_.empty()) return FencedStatus(fenced_epoch_, fenced_by_);
+  }
+  const Status removed = env_->RemoveFile(path_ + "/" + kReplicaFile);
+  if (!removed.ok() && removed.code() != Status::Code::kNotFound) return removed;
+  replica_.store(false);
+  // Nobody goes on writing the trajectories its primary had open.
+  for (const auto& table : OpenTables()) table->EndOpenTrajectories();
+  REPLAYDB_RETURN_IF_ERROR(BeginEpoch(epoch));
+  return LogEnd();
+}
+
 Result<ReplicationInfo> DBImpl::Replication() const {
   ReplicationInfo info;
+  if (ReadEpochs(env_, path_, &info.epochs).ok() && !info.epochs.empty()) {
+    info.epoch = info.epochs.back().epoch;
+  }
+  (void)ReadFencedFile(env_, path_, &info.fenced_epoch, &info.fenced_by);
   wal::LogPosition at;
   const Status replica = ReadReplicaFile(env_, path_, &info.primary, &at);
-  if (replica.ok() || replica_) {
+  if (replica.ok() || replica_.load()) {
     info.role = "replica";
     info.segment = at.segment;
     info.offset = at.offset;

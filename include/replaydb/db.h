@@ -52,6 +52,22 @@ struct ReplicaProgress {
 };
 
 // Where a database stands in replication (docs/replication.md).
+// Where an epoch began in a database's log (ReplicationInfo::epochs).
+struct EpochStart {
+  uint64_t epoch = 0;
+  uint64_t segment = 0;
+  uint64_t offset = 0;
+};
+
+// DB::Promote's options.
+struct PromoteOptions {
+  // The old primary cannot be reached and is known to be dead (its machine
+  // or process is gone for good): promote without fencing it. Default:
+  // false, and a promotion whose old primary cannot be reached is refused
+  // (it may only be cut off, and still take writes).
+  bool old_primary_dead = false;
+};
+
 struct ReplicationInfo {
   // "replica": it follows a primary's log; "primary": it does not (its log
   // may be shipped to replicas, listed below; none is fine).
@@ -72,6 +88,16 @@ struct ReplicationInfo {
   // A primary: the replicas that read in the last
   // kReplicaHoldTime (10 minutes).
   std::vector<ReplicaProgress> replicas;
+  // The epoch this database is in (0 until a promotion; a replica's is its
+  // primary's) and each epoch's start in its own log (DIR/EPOCHS;
+  // docs/replication.md, "Failover").
+  uint64_t epoch = 0;
+  std::vector<EpochStart> epochs;
+  // A primary deposed by a promotion (DB::Promote): the new primary's
+  // address (and fenced_epoch, its epoch); it refuses writes. Empty: not
+  // fenced.
+  std::string fenced_by;
+  uint64_t fenced_epoch = 0;
 };
 
 struct WalInfo {
@@ -214,6 +240,16 @@ class DB {
   // included); a directory's from its log and its REPLICA and REPLICAS
   // files. The default: NotSupported.
   virtual Result<ReplicationInfo> Replication() const;
+  // Manual failover (docs/replication.md, "Failover"): a served read
+  // replica becomes the primary of the next epoch. Its server first fences
+  // the old primary (which then refuses writes, also after a restart, and
+  // says where they go), applies its log to the end it had when fenced,
+  // stops following, ends the trajectories left open (truncated) and
+  // takes writes. Returns the new epoch. FailedPrecondition on a server
+  // that is no replica; Unavailable naming the old primary when it cannot
+  // be reached, unless options.old_primary_dead. The default (a local
+  // database): NotSupported.
+  virtual Result<uint64_t> Promote(const PromoteOptions& options = {});
   // Reads everything: each table's index is checked for consistency, every
   // trajectory is read from the cold store (FlatBuffers verified, RocksDB
   // block checksums checked) and a hot trajectory's stored steps are

@@ -181,10 +181,11 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
   EXPECT_EQ(std::make_pair(ri.segment, ri.offset), std::make_pair(pi.segment, pi.offset));
   EXPECT_EQ(std::make_pair(ri.primary_segment, ri.primary_offset),
             std::make_pair(pi.segment, pi.offset));
-  EXPECT_THAT(testing_util::ShellOutput(std::string(REPLAYDB_TOOL_PATH) + " " + replica.address() +
-                                        " -c replication 2>&1"),
-              HasSubstr("role: replica\nsegment: " + std::to_string(pi.segment) + "\noffset: " +
-                        std::to_string(pi.offset) + "\nprimary: " + primary.address()));
+  EXPECT_THAT(
+      testing_util::ShellOutput(std::string(REPLAYDB_TOOL_PATH) + " " + replica.address() +
+                                " -c replication 2>&1"),
+      HasSubstr("role: replica\nepoch: 0\nsegment: " + std::to_string(pi.segment) +
+                "\noffset: " + std::to_string(pi.offset) + "\nprimary: " + primary.address()));
   EXPECT_THAT(testing_util::ShellOutput(std::string(REPLAYDB_TOOL_PATH) + " " + replica.address() +
                                         " -c replication 2>&1"),
               HasSubstr("behind: 0 bytes\nconnected: true"));
@@ -548,6 +549,147 @@ TEST(ReplicationTest, AReplicaWhosePlaceTheLogNoLongerHoldsCopiesANewSnapshotAtI
                         ": a replica starts from an empty directory"));
   EXPECT_THAT(ServeFails({dir.Sub("x"), "--replica-of", "ucx://127.0.0.1"}),
               HasSubstr("replica_of: "));
+}
+
+// `replaydb promote ARGS...`: its exit status and output.
+std::pair<int, std::string> Promote(std::vector<std::string> args) {
+  ServeProcess promote(std::move(args), "promote");
+  const int status = promote.Exit(90s);
+  return {status, promote.output()};
+}
+
+TEST(ReplicationTest, APromotedReplicaFencesItsPrimaryAndTakesTheWrites) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
+  std::unique_ptr<TrajectoryWriter> open;
+  Write(*table, rng, 4 + static_cast<int>(rng() % 8), &open);
+  ASSERT_TRUE(open);  // a trajectory the primary has open when it is deposed
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto before, p->Replication());
+  EXPECT_EQ(before.epoch, 0u);
+  // Only a replica is promoted.
+  auto [refused, why] = Promote({primary.address()});
+  EXPECT_EQ(refused, 1) << why;
+  EXPECT_THAT(why, HasSubstr("this server is a primary (epoch 0), not a read replica"));
+  // Promoted while the primary runs: it is fenced, and what it logged is
+  // applied first (nothing waits for the replica to catch up here).
+  auto [status, out] = Promote({replica.address()});
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("promoted " + replica.address() + ": the primary of epoch 1"));
+  EXPECT_THAT(replica.WaitFor(std::regex("(fenced " + primary.address() + ")"), 10s),
+              Not(::testing::IsEmpty()));
+  // The old primary refuses writes, naming the new one.
+  // (An append is sent ahead: its failure shows by the end at the latest.)
+  Status append = open->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0);
+  if (append.ok()) append = open->End(EndReason::kTerminal);
+  EXPECT_EQ(append.code(), Status::Code::kFailedPrecondition) << append.ToString();
+  EXPECT_THAT(append.message(), HasSubstr("epoch 1's primary is " + replica.address()));
+  TableSpec other = Spec();
+  other.name = "other";
+  const Status created = p->CreateTable(other).status();
+  EXPECT_THAT(created.message(),
+              HasSubstr("is no longer the primary: epoch 1's primary is " + replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto deposed, p->Replication());
+  EXPECT_EQ(deposed.fenced_by, replica.address());
+  EXPECT_EQ(deposed.fenced_epoch, 1u);
+  EXPECT_THAT(testing_util::ShellOutput(std::string(REPLAYDB_TOOL_PATH) + " " + primary.address() +
+                                        " -c replication 2>&1"),
+              HasSubstr("fenced_by: " + replica.address() + "\nfenced_epoch: 1"));
+  // The new primary holds everything the old one did, the trajectory it
+  // had open ended (truncated), and takes writes.
+  ASSERT_OK_AND_ASSIGN(auto now, r->Replication());
+  EXPECT_EQ(now.role, "primary");
+  EXPECT_EQ(now.epoch, 1u);
+  std::ifstream epochs(dir.Sub("replica") + "/EPOCHS");
+  std::string history((std::istreambuf_iterator<char>(epochs)), {});
+  EXPECT_THAT(history, ::testing::StartsWith("replaydb epochs 1\n1 "));
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  std::vector<TrajectoryInfo> was, is;
+  ASSERT_OK(table->ListTrajectories({}, &was));
+  ASSERT_OK(rt->ListTrajectories({}, &is));
+  ASSERT_EQ(was.size(), is.size());
+  for (size_t i = 0; i < was.size(); ++i) {
+    EXPECT_EQ(was[i].id, is[i].id);
+    EXPECT_EQ(was[i].length, is[i].length);
+    EXPECT_TRUE(is[i].ended);
+    if (!was[i].ended) {
+      EXPECT_EQ(is[i].end_reason, EndReason::kTruncated);
+    }
+  }
+  open.reset();
+  std::unique_ptr<TrajectoryWriter> onward;
+  Write(*rt, rng, 3, &onward);
+  // Restarted, the old primary stays fenced.
+  p.reset();
+  table.reset();
+  primary.Stop();
+  Served again(dir.Sub("primary"));
+  ASSERT_OK_AND_ASSIGN(auto q, DB::Connect(again.address()));
+  EXPECT_THAT(q->CreateTable(other).status().message(),
+              HasSubstr("epoch 1's primary is " + replica.address()));
+  // The new primary is promoted no further.
+  auto [twice, said] = Promote({replica.address()});
+  EXPECT_EQ(twice, 1) << said;
+  EXPECT_THAT(said, HasSubstr("this server is a primary (epoch 1), not a read replica"));
+}
+
+TEST(ReplicationTest, APromotionWhoseOldPrimaryIsOutOfReachWaitsUntilItIsKnownDead) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+  {
+    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+    ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
+    std::unique_ptr<TrajectoryWriter> open;
+    Write(*table, rng, 3, &open);
+    open.reset();
+    ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+    ExpectSameSoon(*p, *r);
+  }
+  primary.Kill();
+  auto [refused, why] = Promote({replica.address()});
+  EXPECT_EQ(refused, 1) << why;
+  EXPECT_THAT(why, HasSubstr("not promoted: the old primary " + primary.address() +
+                             " cannot be reached to fence it"));
+  EXPECT_THAT(why, HasSubstr("replaydb promote --old-primary-dead"));
+  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_THAT(out, HasSubstr("the primary of epoch 1"));
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, r->GetTable("experience"));
+  std::unique_ptr<TrajectoryWriter> open;
+  Write(*table, rng, 2, &open);
+  EXPECT_FALSE(replica.WaitFor(std::regex("(it is taken as dead)"), 10s).empty())
+      << replica.output();
+}
+
+TEST(ReplicationTest, AReplicaStopsFollowingAPrimaryOfAnEarlierEpoch) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+  ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
+  std::unique_ptr<TrajectoryWriter> open;
+  Write(*table, rng, 2, &open);
+  {
+    Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+    ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+    ExpectSameSoon(*p, *r);
+  }
+  // As if this replica had followed a later primary (epoch 3).
+  std::ofstream(dir.Sub("replica") + "/EPOCHS") << "replaydb epochs 1\n3 1 0\n";
+  Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+  EXPECT_FALSE(replica
+                   .WaitFor(std::regex("(is in epoch 0, behind this replica's epoch 3: it was "
+                                       "deposed)"),
+                            30s)
+                   .empty())
+      << replica.output();
 }
 
 }  // namespace

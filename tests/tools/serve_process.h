@@ -1,5 +1,6 @@
-// `replaydb serve ARGS...` as a process of its own, for the tests that
-// start servers (serve_test.cc, replication_test.cc): its stdout and stderr
+// `replaydb serve ARGS...` (or another command) as a process of its own,
+// for the tests that start servers (serve_test.cc, replication_test.cc):
+// its stdout and stderr
 // read through a pipe; killed and reaped when it goes.
 #ifndef REPLAYDB_TESTS_TOOLS_SERVE_PROCESS_H_
 #define REPLAYDB_TESTS_TOOLS_SERVE_PROCESS_H_
@@ -24,8 +25,9 @@ namespace replaydb::testing_util {
 
 class ServeProcess {
  public:
-  explicit ServeProcess(std::vector<std::string> args) {
-    args.insert(args.begin(), {REPLAYDB_TOOL_PATH, "serve"});
+  // `command`: another of the tool's commands (`replaydb promote ...`).
+  explicit ServeProcess(std::vector<std::string> args, const std::string& command = "serve") {
+    args.insert(args.begin(), {REPLAYDB_TOOL_PATH, command});
     auto started = tools::ChildProcess::Start(std::move(args));
     EXPECT_OK(started.status());
     if (started.ok()) child_ = std::move(started).value();

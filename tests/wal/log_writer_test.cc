@@ -448,3 +448,39 @@ TEST(LogWriterTest, SegmentThatCannotBeCreatedLeavesTheWriterUsable) {
 
 }  // namespace
 }  // namespace replaydb::wal
+
+namespace replaydb::wal {
+namespace {
+
+// Seal (a fenced primary's log): appends after it fail with its reason,
+// what came before stays and ends where Seal said; rolls and syncs go on.
+TEST(LogWriterTest, ASealedLogTakesNoMoreRecordsAndEndsWhereSealSaid) {
+  TempDir dir;
+  std::mt19937_64 rng(TestSeed());
+  ASSERT_OK_AND_ASSIGN(
+      auto log, LogWriter::Open(Env::Default(), dir.path(), Options(WalSyncMode::kBatch), 1));
+  std::vector<Rec> want;
+  const int n = 1 + static_cast<int>(rng() % 20);
+  for (int i = 0; i < n; ++i) {
+    want.push_back({RecordType::kAppendSteps, Bytes(rng, 1 + rng() % 300)});
+    ASSERT_OK(log->Append(want.back().type, Span(want.back().bytes)).status());
+  }
+  const LogPosition end = log->Seal(Status::FailedPrecondition("fenced by epoch 2"));
+  EXPECT_EQ(end, log->end());
+  const std::vector<std::byte> more = Bytes(rng, 10);
+  Result<uint64_t> refused = log->Append(RecordType::kAppendSteps, Span(more));
+  EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(refused.status().message(), "fenced by epoch 2");
+  // A second seal keeps the first reason.
+  EXPECT_EQ(log->Seal(Status::FailedPrecondition("again")), end);
+  EXPECT_EQ(log->Append(RecordType::kAppendSteps, Span(more)).status().message(),
+            "fenced by epoch 2");
+  EXPECT_OK(log->Sync(~uint64_t{0}, /*wait=*/true, /*force=*/true));
+  ASSERT_OK_AND_ASSIGN(const uint64_t next, log->Roll());
+  EXPECT_EQ(next, end.segment + 1);
+  log.reset();
+  EXPECT_EQ(ReadAll(Env::Default(), dir.path()), want);
+}
+
+}  // namespace
+}  // namespace replaydb::wal

@@ -14,6 +14,7 @@
 
 #include "tools/replaydb/bench/bench.h"
 #include "tools/replaydb/demo/demo.h"
+#include "tools/replaydb/serve/promote.h"
 #include "tools/replaydb/serve/serve.h"
 #include "tools/replaydb/shell/shell.h"
 #include "tools/replaydb/tool_util.h"
@@ -43,6 +44,7 @@ constexpr Command kCommands[] = {
     {"bench", kBenchUsage, kBenchSummary, &BenchCommand},
     {"shell", kShellUsage, kShellSummary, &ShellCommand},
     {"serve", kServeUsage, kServeSummary, &ServeCommand},
+    {"promote", kPromoteUsage, kPromoteSummary, &PromoteCommand},
 };
 
 const Command* FindCommand(std::string_view name) {

@@ -265,7 +265,19 @@ Status ReplicationCmd(Shell& shell, const ParsedCommand& c, CommandOutput* out) 
   Result<ReplicationInfo> info = shell.db().Replication();
   REPLAYDB_RETURN_IF_ERROR(Named(c, info.status()));
   const ReplicationInfo& r = *info;
-  out->json = {{"role", r.role}, {"segment", r.segment}, {"offset", r.offset}};
+  out->json = {{"role", r.role}, {"epoch", r.epoch}, {"segment", r.segment}, {"offset", r.offset}};
+  if (!r.epochs.empty()) {
+    Json epochs = Json::array();
+    for (const EpochStart& e : r.epochs) {
+      epochs.push_back({{"epoch", e.epoch}, {"segment", e.segment}, {"offset", e.offset}});
+    }
+    out->json["epochs"] = epochs;
+  }
+  if (!r.fenced_by.empty()) {
+    // A deposed primary: where writes go now.
+    out->json["fenced_by"] = r.fenced_by;
+    out->json["fenced_epoch"] = r.fenced_epoch;
+  }
   if (r.role == "replica") {
     out->json["primary"] = r.primary;
     if (r.primary_segment > 0) {
