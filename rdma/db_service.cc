@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -549,7 +548,7 @@ struct DbService::Lease {
 };
 
 DbService::DbService(DB* db, InPlaceServing in_place)
-    : db_(db), in_place_(std::move(in_place)) {}
+    : impl_(dynamic_cast<engine::DBImpl*>(db)), db_(db), in_place_(std::move(in_place)) {}
 DbService::~DbService() {
   {
     std::lock_guard<std::mutex> lock(fetch_mu_);
@@ -561,7 +560,17 @@ DbService::~DbService() {
 }
 void DbService::SetDb(DB* db, InPlaceServing in_place) {
   in_place_ = std::move(in_place);
+  impl_.store(dynamic_cast<engine::DBImpl*>(db), std::memory_order_relaxed);
   db_.store(db, std::memory_order_release);
+}
+
+Result<engine::DBImpl*> DbService::Engine(std::string_view what) const {
+  engine::DBImpl* impl = impl_.load(std::memory_order_acquire);
+  if (impl == nullptr) {
+    return Status::NotSupported("this server's database " + std::string(what) +
+                                " (it is not a local database)");
+  }
+  return impl;
 }
 
 size_t DbService::open_leases() const {
@@ -857,7 +866,7 @@ std::optional<Result<Reply>> DbService::TryInline(Request& r) {
       // A replica's read: here when the log holds at most kInlineBytes
       // past its place (none: it is noted, which acknowledges the writers
       // waiting for it, and the reply deferred); on the executor otherwise.
-      auto* impl = dynamic_cast<engine::DBImpl*>(db_.load(std::memory_order_acquire));
+      engine::DBImpl* impl = impl_.load(std::memory_order_acquire);
       const fb::FetchLog* q = h->body_as_FetchLog();
       if (impl == nullptr) return std::nullopt;
       const wal::LogPosition end = impl->LogEnd();
@@ -914,7 +923,8 @@ Result<Reply> DbService::Handle(Request& r) {
                                           "and lookups are served here)");
       }
     }
-    if (auto* impl = dynamic_cast<engine::DBImpl*>(db); impl != nullptr && impl->fenced()) {
+    if (engine::DBImpl* impl = impl_.load(std::memory_order_acquire);
+        impl != nullptr && impl->fenced()) {
       uint64_t epoch = 0;
       const std::string by = impl->fenced_by(&epoch);
       return impl->FencedStatus(epoch, by).WithContext(fb::EnumNameBody(kind) +
@@ -931,9 +941,9 @@ Result<Reply> DbService::Handle(Request& r) {
     case fb::Body::ReadSnapshot:
       return HandleReadSnapshot(*db, r);
     case fb::Body::Promote:
-      return HandlePromote(*db, r);
+      return HandlePromote(r);
     case fb::Body::Fence:
-      return HandleFence(*db, r);
+      return HandleFence(r);
     case fb::Body::NewWriter:
     case fb::Body::AppendStep:
     case fb::Body::EndTrajectory:
@@ -1053,8 +1063,7 @@ void DbService::ShipLoop(engine::DBImpl* db) {
 
 Result<Reply> DbService::HandleGetSnapshot(DB& db, Request& r) {
   namespace fs = std::filesystem;
-  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
-  if (impl == nullptr) return Status::NotSupported("this server's database makes no snapshots");
+  REPLAYDB_ASSIGN_OR_RETURN(engine::DBImpl * impl, Engine("makes no snapshots"));
   const fb::Header* h = r.message.header();
   std::string replica = Name(h->body_as_GetSnapshot()->replica());
   std::replace(replica.begin(), replica.end(), '\n', ' ');
@@ -1120,8 +1129,7 @@ Result<Reply> DbService::HandleGetSnapshot(DB& db, Request& r) {
 }
 
 Result<Reply> DbService::HandleReadSnapshot(DB& db, Request& r) {
-  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
-  if (impl == nullptr) return Status::NotSupported("this server's database makes no snapshots");
+  REPLAYDB_ASSIGN_OR_RETURN(engine::DBImpl * impl, Engine("makes no snapshots"));
   const fb::Header* h = r.message.header();
   const fb::ReadSnapshot* q = h->body_as_ReadSnapshot();
   const std::string file = Name(q->file());
@@ -1150,20 +1158,16 @@ Result<Reply> DbService::HandleReadSnapshot(DB& db, Request& r) {
   const uint64_t n = std::min({size - offset, std::clamp<uint64_t>(q->max_bytes(), 1, kMaxChunk)});
   std::string bytes(n, '\0');
   if (n > 0) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
-    uint64_t got = 0;
-    while (got < n) {
-      const ssize_t k = ::pread(fd, bytes.data() + got, n - got, static_cast<off_t>(offset + got));
-      if (k <= 0) {
-        const std::string why = k < 0 ? std::strerror(errno) : "it ends early";
-        ::close(fd);
-        return Status::IOError("reading " + path + " at " + std::to_string(offset + got) + ": " +
-                               why);
-      }
-      got += static_cast<uint64_t>(k);
+    std::unique_ptr<SequentialFile> file;
+    REPLAYDB_RETURN_IF_ERROR(Env::Default()->NewSequentialFile(path, &file));
+    REPLAYDB_RETURN_IF_ERROR(file->Skip(offset));
+    std::string_view got;
+    REPLAYDB_RETURN_IF_ERROR(file->Read(n, &got, bytes.data()));
+    if (got.size() != n) {
+      return Status::IOError("reading " + path + " at " + std::to_string(offset) + ": it ends " +
+                             std::to_string(n - got.size()) + " bytes early");
     }
-    ::close(fd);
+    if (got.data() != bytes.data()) bytes.assign(got);
   }
   HeaderFields f;
   f.request_id = h->request_id();
@@ -1230,9 +1234,8 @@ Result<Reply> DbService::HandleGetReplication(DB& db, Request& r) {
                ""};
 }
 
-Result<Reply> DbService::HandlePromote(DB& db, Request& r) {
-  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
-  if (impl == nullptr) return Status::NotSupported("this server's database cannot be promoted");
+Result<Reply> DbService::HandlePromote(Request& r) {
+  REPLAYDB_ASSIGN_OR_RETURN(engine::DBImpl * impl, Engine("cannot be promoted"));
   const fb::Header* h = r.message.header();
   const bool old_primary_dead = h->body_as_Promote()->old_primary_dead();
   std::lock_guard<std::mutex> promoting(promote_mu_);
@@ -1331,9 +1334,8 @@ Result<Reply> DbService::HandlePromote(DB& db, Request& r) {
                ""};
 }
 
-Result<Reply> DbService::HandleFence(DB& db, Request& r) {
-  auto* impl = dynamic_cast<engine::DBImpl*>(&db);
-  if (impl == nullptr) return Status::NotSupported("this server's database cannot be fenced");
+Result<Reply> DbService::HandleFence(Request& r) {
+  REPLAYDB_ASSIGN_OR_RETURN(engine::DBImpl * impl, Engine("cannot be fenced"));
   const fb::Header* h = r.message.header();
   const fb::Fence* q = h->body_as_Fence();
   if (is_replica_.load(std::memory_order_acquire)) {
@@ -1452,7 +1454,7 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     }
   }
   Result<Reply> reply = HandleWriterCall(r, w, id);
-  engine::DBImpl* impl = dynamic_cast<engine::DBImpl*>(db_.load(std::memory_order_acquire));
+  engine::DBImpl* impl = impl_.load(std::memory_order_acquire);
   if (impl == nullptr) return reply;
   // What it logged goes to the replicas waiting for records, from here.
   PumpFetches(*impl);

@@ -175,8 +175,8 @@ class DbService {
   Result<Reply> HandleGetReplication(DB& db, Request& request);
   // Manual failover (docs/replication.md, "Failover"): a replica's
   // promotion, and a primary's fence.
-  Result<Reply> HandlePromote(DB& db, Request& request);
-  Result<Reply> HandleFence(DB& db, Request& request);
+  Result<Reply> HandlePromote(Request& request);
+  Result<Reply> HandleFence(Request& request);
   // A new replica's copy of the database (docs/replication.md,
   // "Snapshots"): made by GetSnapshot under DIR/snapshots/ID, read by
   // ReadSnapshot, removed once its replica reads the log (FetchLog), asks
@@ -212,6 +212,12 @@ class DbService {
   uint64_t next_snapshot_ = 1;              // guarded by snapshots_mu_
   std::map<uint64_t, Snapshot> snapshots_;  // guarded by snapshots_mu_
   std::atomic<size_t> snapshot_count_{0};
+  // db_ as the engine's DBImpl (null for another DB), set with it: looked
+  // up once, not on each request.
+  std::atomic<engine::DBImpl*> impl_{nullptr};
+  // The served database as the engine's, for the requests only it serves
+  // (snapshots, promotions, fences); NotSupported saying what `what` asks.
+  Result<engine::DBImpl*> Engine(std::string_view what) const;
   std::atomic<DB*> db_{nullptr};
   // A read replica's primary and follower, until a promotion (Promote)
   // clears them; is_replica_ says whether replica_of_ is set.

@@ -1,14 +1,11 @@
 #include "rdma/replica.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -23,6 +20,22 @@ namespace replaydb::rdma {
 namespace fb = wire::fb;
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kSaveEvery{100};
+
+// A FetchLog (rdma/WIRE.md) of replica `name` from `from`.
+std::function<std::string(const HeaderFields&)> FetchLogRequest(const std::string& name,
+                                                                wal::LogPosition from,
+                                                                size_t max_bytes,
+                                                                std::chrono::milliseconds wait,
+                                                                uint64_t saved_segment) {
+  return [=](const HeaderFields& f) {
+    flatbuffers::FlatBufferBuilder b(128);
+    b.ForceDefaults(true);
+    const auto n = b.CreateString(name);
+    return EncodeHeader(b, f, fb::Body::FetchLog,
+                        fb::CreateFetchLog(b, n, from.segment, from.offset, max_bytes,
+                                           static_cast<uint32_t>(wait.count()), saved_segment));
+  };
+}
 
 class Replica::Impl {
  public:
@@ -124,16 +137,9 @@ class Replica::Impl {
   Status Follow(RpcClient& client) {
     while (!stopping()) {
       const wal::LogPosition from = state().position;
-      const auto encode = [&](const HeaderFields& f) {
-        flatbuffers::FlatBufferBuilder b(128);
-        b.ForceDefaults(true);
-        const auto name = b.CreateString(options_.name);
-        return EncodeHeader(
-            b, f, fb::Body::FetchLog,
-            fb::CreateFetchLog(b, name, from.segment, from.offset, options_.max_bytes,
-                               static_cast<uint32_t>(options_.wait.count()), saved_.segment));
-      };
-      Result<Message> reply = client.Call(encode, "", options_.wait + std::chrono::seconds(10));
+      Result<Message> reply = client.Call(
+          FetchLogRequest(options_.name, from, options_.max_bytes, options_.wait, saved_.segment),
+          "", options_.wait + std::chrono::seconds(10));
       if (!reply.ok()) return reply.status();
       const fb::LogRecords* got = reply->header()->body_as_LogRecords();
       if (got == nullptr) {
@@ -233,17 +239,56 @@ bool NeedsSnapshot(const std::string& dir) {
   return true;
 }
 
-// Writes `bytes` at the end of `file`.
-Status AppendAll(int fd, std::string_view bytes, const std::string& path) {
-  while (!bytes.empty()) {
-    const ssize_t k = ::write(fd, bytes.data(), bytes.size());
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      return Status::IOError("writing " + path + ": " + std::strerror(errno));
-    }
-    bytes.remove_prefix(static_cast<size_t>(k));
+// Whether the primary `client` reaches no longer holds the place in
+// DIR/REPLICA (its FetchLog refused with DBImpl::kSnapshotNeeded), and
+// that place. False when DIR/REPLICA names another primary (Replica::Start
+// tells what it is) or the primary cannot be asked.
+bool PlaceGone(RpcClient* client, Env* env, const std::string& dir, const ReplicaOptions& options,
+               wal::LogPosition* at) {
+  std::string primary;
+  if (client == nullptr || !engine::DBImpl::ReadReplicaFile(env, dir, &primary, at).ok() ||
+      primary != options.primary) {
+    return false;
   }
-  return Status::OK();
+  const Result<Message> read =
+      client->Call(FetchLogRequest(options.name, *at, 1, std::chrono::milliseconds(0), at->segment),
+                   "", std::chrono::seconds(10));
+  return !read.ok() && read.status().code() == Status::Code::kFailedPrecondition &&
+         read.status().message().find(engine::DBImpl::kSnapshotNeeded) != std::string::npos;
+}
+
+// Copies file `name` (`size` bytes) of snapshot `id` into `path` in chunks
+// of options.max_bytes, synced; `copied` is told each chunk's size.
+Status CopySnapshotFile(RpcClient& client, Env* env, const ReplicaOptions& options, uint64_t id,
+                        const std::string& name, uint64_t size, const std::string& path,
+                        const std::function<void(size_t)>& copied) {
+  std::unique_ptr<WritableFile> file;
+  REPLAYDB_RETURN_IF_ERROR(env->NewWritableFile(path, /*truncate=*/true, &file));
+  uint64_t offset = 0;
+  while (offset < size) {
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message got, client.Call(
+                         [&](const HeaderFields& h) {
+                           flatbuffers::FlatBufferBuilder b(128);
+                           b.ForceDefaults(true);
+                           const auto f = b.CreateString(name);
+                           return EncodeHeader(
+                               b, h, fb::Body::ReadSnapshot,
+                               fb::CreateReadSnapshot(b, id, f, offset, options.max_bytes));
+                         },
+                         "", std::chrono::minutes(1)));
+    if (got.header()->body_type() != fb::Body::SnapshotBytes || got.payload.empty()) {
+      return Status::Corruption(options.primary + " answered a ReadSnapshot of " + name + " at " +
+                                std::to_string(offset) + " with " +
+                                std::to_string(got.payload.size()) + " bytes of a " +
+                                fb::EnumNameBody(got.header()->body_type()));
+    }
+    REPLAYDB_RETURN_IF_ERROR(file->Append(got.payload));
+    offset += got.payload.size();
+    copied(got.payload.size());
+  }
+  REPLAYDB_RETURN_IF_ERROR(file->Sync());
+  return file->Close();
 }
 
 }  // namespace
@@ -271,27 +316,11 @@ Status CopySnapshotIfNew(const std::string& dir, ReplicaOptions options,
   if (database) {
     fs::remove_all(staged, ec);  // (installed, cut short before this went)
     // A replica whose place its primary's log no longer holds copies a new
-    // snapshot: the primary asked (no answer: it starts as it is, and its
-    // follower tries again).
+    // snapshot (a primary that cannot be asked: it starts as it is, and
+    // its follower tries again).
     wal::LogPosition at;
-    std::string primary;
-    if (!engine::DBImpl::ReadReplicaFile(env, dir, &primary, &at).ok() ||
-        primary != options.primary) {
-      return Status::OK();  // (Replica::Start tells what it is)
-    }
     Result<std::unique_ptr<RpcClient>> probe = RpcClient::Connect(host, port, o);
-    if (!probe.ok()) return Status::OK();
-    Result<Message> read = (*probe)->Call(
-        [&](const HeaderFields& f) {
-          flatbuffers::FlatBufferBuilder b(128);
-          b.ForceDefaults(true);
-          const auto name = b.CreateString(options.name);
-          return EncodeHeader(b, f, fb::Body::FetchLog,
-                              fb::CreateFetchLog(b, name, at.segment, at.offset, 1, 0, at.segment));
-        },
-        "", std::chrono::seconds(10));
-    if (read.ok() || read.status().code() != Status::Code::kFailedPrecondition ||
-        read.status().message().find(engine::DBImpl::kSnapshotNeeded) == std::string::npos) {
+    if (!PlaceGone(probe.ok() ? probe->get() : nullptr, env, dir, options, &at)) {
       return Status::OK();
     }
     if (options.log) {
@@ -367,39 +396,10 @@ Status CopySnapshotIfNew(const std::string& dir, ReplicaOptions options,
     }
     const std::string path = staged + "/" + name;
     fs::create_directories(fs::path(path).parent_path(), ec);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      s = Status::IOError("cannot create " + path + ": " + std::strerror(errno));
-      break;
-    }
-    uint64_t offset = 0;
-    while (s.ok() && offset < f->size()) {
-      Result<Message> got = client->Call(
-          [&](const HeaderFields& h) {
-            flatbuffers::FlatBufferBuilder b(128);
-            b.ForceDefaults(true);
-            const auto file = b.CreateString(name);
-            return EncodeHeader(b, h, fb::Body::ReadSnapshot,
-                                fb::CreateReadSnapshot(b, id, file, offset, options.max_bytes));
-          },
-          "", std::chrono::minutes(1));
-      if (!got.ok()) {
-        s = got.status();
-      } else if (got->header()->body_type() != fb::Body::SnapshotBytes || got->payload.empty()) {
-        s = Status::Corruption(options.primary + " answered a ReadSnapshot of " + name + " at " +
-                               std::to_string(offset) + " with " +
-                               std::to_string(got->payload.size()) + " bytes of a " +
-                               fb::EnumNameBody(got->header()->body_type()));
-      } else {
-        s = AppendAll(fd, got->payload, path);
-        offset += got->payload.size();
-        done += static_cast<int64_t>(got->payload.size());
-        report(false);
-      }
-    }
-    if (s.ok() && ::fsync(fd) != 0)
-      s = Status::IOError("fsync " + path + ": " + std::strerror(errno));
-    ::close(fd);
+    s = CopySnapshotFile(*client, env, options, id, name, f->size(), path, [&](size_t n) {
+      done += static_cast<int64_t>(n);
+      report(false);
+    });
     if (!s.ok()) break;
   }
   report(true);

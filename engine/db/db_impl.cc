@@ -247,6 +247,7 @@ Result<std::unique_ptr<DB>> DBImpl::OpenReadOnly(const DBOptions& options,
   } else if (catalog.checkpointed) {
     return db->NoCheckpoint();
   }
+  REPLAYDB_RETURN_IF_ERROR(db->LoadEpochs());
   for (const CatalogEntry& entry : catalog.tables) {
     const TableSpec& spec = entry.spec;
     s = spec.Validate();

@@ -205,7 +205,8 @@ class DBImpl final : public DB {
   // Drops a table an import created, keeping `error`.
   Status AbandonImport(const std::string& name, const Status& error);
   void CheckpointLoop();
-  // Reads DIR/EPOCHS and DIR/FENCED (sealing the log when fenced).
+  // Reads DIR/EPOCHS and DIR/FENCED (sealing the log when fenced), at
+  // Open and OpenReadOnly.
   Status LoadEpochs();
   // Checkpoint, calling `then` (when set) with the segment replay starts
   // at once the checkpoint is written, before the log before it goes

@@ -323,10 +323,13 @@ Result<wal::LogPosition> DBImpl::BecomePrimary(uint64_t epoch) {
 
 Result<ReplicationInfo> DBImpl::Replication() const {
   ReplicationInfo info;
-  if (ReadEpochs(env_, path_, &info.epochs).ok() && !info.epochs.empty()) {
-    info.epoch = info.epochs.back().epoch;
+  {
+    std::lock_guard<std::mutex> lock(epochs_mu_);
+    info.epochs = epochs_;
+    info.epoch = epoch_.load(std::memory_order_relaxed);
+    info.fenced_by = fenced_by_;
+    info.fenced_epoch = fenced_epoch_;
   }
-  (void)ReadFencedFile(env_, path_, &info.fenced_epoch, &info.fenced_by);
   wal::LogPosition at;
   const Status replica = ReadReplicaFile(env_, path_, &info.primary, &at);
   if (replica.ok() || replica_.load()) {
