@@ -923,6 +923,8 @@ Result<Reply> DbService::Handle(Request& r) {
                                           "and lookups are served here)");
       }
     }
+    REPLAYDB_RETURN_IF_ERROR(
+        LeaseStatus().WithContext(fb::EnumNameBody(kind) + std::string(" refused")));
     if (engine::DBImpl* impl = impl_.load(std::memory_order_acquire);
         impl != nullptr && impl->fenced()) {
       uint64_t epoch = 0;
@@ -1315,16 +1317,7 @@ Result<Reply> DbService::HandlePromote(Request& r) {
           " stays fenced: promote again (" + follower->state().last_error + ")");
     }
   }
-  follower->Stop();
-  REPLAYDB_ASSIGN_OR_RETURN(const wal::LogPosition began, impl->BecomePrimary(epoch));
-  {
-    std::lock_guard<std::mutex> lock(role_mu_);
-    replica_of_.clear();
-    follower_ = nullptr;
-    is_replica_.store(false, std::memory_order_release);
-  }
-  log("promoted: the primary of epoch " + std::to_string(epoch) + " (it was a read replica of " +
-      primary + ")");
+  REPLAYDB_ASSIGN_OR_RETURN(const wal::LogPosition began, TakeOverLocked(*impl, epoch));
   HeaderFields f;
   f.request_id = h->request_id();
   flatbuffers::FlatBufferBuilder b(64);
@@ -1332,6 +1325,61 @@ Result<Reply> DbService::HandlePromote(Request& r) {
   return Reply{EncodeHeader(b, f, fb::Body::Promoted,
                             fb::CreatePromoted(b, epoch, began.segment, began.offset, fenced)),
                ""};
+}
+
+Result<wal::LogPosition> DbService::TakeOver(uint64_t epoch) {
+  REPLAYDB_ASSIGN_OR_RETURN(engine::DBImpl * impl, Engine("cannot be promoted"));
+  std::lock_guard<std::mutex> promoting(promote_mu_);
+  return TakeOverLocked(*impl, epoch);
+}
+
+Result<wal::LogPosition> DbService::TakeOverLocked(engine::DBImpl& impl, uint64_t epoch) {
+  std::string primary;
+  Replica* follower = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(role_mu_);
+    primary = replica_of_;
+    follower = follower_;
+  }
+  if (primary.empty() || follower == nullptr) {
+    return Status::FailedPrecondition("this server is a primary (epoch " +
+                                      std::to_string(impl.epoch()) + "), not a read replica");
+  }
+  follower->Stop();
+  REPLAYDB_ASSIGN_OR_RETURN(const wal::LogPosition began, impl.BecomePrimary(epoch));
+  {
+    std::lock_guard<std::mutex> lock(role_mu_);
+    replica_of_.clear();
+    follower_ = nullptr;
+    is_replica_.store(false, std::memory_order_release);
+  }
+  if (in_place_.log) {
+    in_place_.log("promoted: the primary of epoch " + std::to_string(epoch) +
+                  " (it was a read replica of " + primary + ")");
+  }
+  return began;
+}
+
+void DbService::SetLease(std::chrono::steady_clock::time_point until, std::chrono::milliseconds ttl,
+                         std::chrono::milliseconds margin) {
+  lease_ttl_ms_.store(ttl.count(), std::memory_order_relaxed);
+  lease_margin_ms_.store(margin.count(), std::memory_order_relaxed);
+  lease_until_ns_.store(until.time_since_epoch().count(), std::memory_order_release);
+}
+
+Status DbService::LeaseStatus() const {
+  const int64_t until = lease_until_ns_.load(std::memory_order_acquire);
+  if (until == kNoLease) return Status::OK();
+  const int64_t now = Clock::now().time_since_epoch().count();
+  if (now < until) return Status::OK();
+  const int64_t margin = lease_margin_ms_.load(std::memory_order_relaxed);
+  const int64_t ttl = lease_ttl_ms_.load(std::memory_order_relaxed);
+  return Status::Unavailable(
+      "this primary's session with its coordinator was last renewed " +
+      std::to_string((now - until) / 1000000 + ttl - margin) + " ms ago (TTL " +
+      std::to_string(ttl) + " ms, less a margin of " + std::to_string(margin) +
+      " ms): it acknowledges no writes until it renews it, since another node may be elected "
+      "meanwhile; try again, or find the primary through the coordinator");
 }
 
 Result<Reply> DbService::HandleFence(Request& r) {
@@ -1523,6 +1571,7 @@ Result<Reply> DbService::HandleWriterCall(Request& r, const std::shared_ptr<Writ
       if (p != nullptr) p->Release();
     }
   } give_up{placed.get()};
+  REPLAYDB_RETURN_IF_ERROR(LeaseStatus());
   switch (h->body_type()) {
     case fb::Body::AppendStep: {
       const fb::AppendStep* q = h->body_as_AppendStep();

@@ -26,6 +26,10 @@
 #include "replaydb/table.h"
 #include "wal/format.h"
 
+namespace replaydb {
+class Server;
+}  // namespace replaydb
+
 namespace replaydb::engine {
 class DBImpl;
 }  // namespace replaydb::engine
@@ -110,6 +114,20 @@ class DbService {
     follower_ = follower;
     is_replica_.store(true, std::memory_order_release);
   }
+  // A read replica made the primary of `epoch` (a coordinator's election:
+  // docs/replication.md, "Automatic failover"): its follower stops, the
+  // database becomes the primary (engine::DBImpl::BecomePrimary), writes
+  // are taken. Where that epoch began in the log. FailedPrecondition on a
+  // primary.
+  Result<wal::LogPosition> TakeOver(uint64_t epoch);
+  // Whether it serves as a read replica now.
+  bool is_replica() const { return is_replica_.load(std::memory_order_acquire); }
+  // Self-fencing under a coordinator's lease: from `until` on, requests
+  // that change data (and a writer's appends and ends) are refused with
+  // Unavailable saying that the session lapsed, until a later SetLease.
+  // `ttl` and `margin` are for the message. Never called: no refusal.
+  void SetLease(std::chrono::steady_clock::time_point until, std::chrono::milliseconds ttl,
+                std::chrono::milliseconds margin);
   // This server's address (a promoted replica names it to the primary it
   // fences). REQUIRES: called before SetDb.
   void SetAddress(std::string address) { address_ = std::move(address); }
@@ -177,6 +195,14 @@ class DbService {
   // promotion, and a primary's fence.
   Result<Reply> HandlePromote(Request& request);
   Result<Reply> HandleFence(Request& request);
+  // TakeOver's work. REQUIRES: promote_mu_.
+  Result<wal::LogPosition> TakeOverLocked(engine::DBImpl& impl, uint64_t epoch);
+  // OK, or Unavailable once the lease SetLease set lapsed.
+  Status LeaseStatus() const;
+  static constexpr int64_t kNoLease = INT64_MIN;
+  std::atomic<int64_t> lease_until_ns_{kNoLease};  // steady clock
+  std::atomic<int64_t> lease_ttl_ms_{0};
+  std::atomic<int64_t> lease_margin_ms_{0};
   // A new replica's copy of the database (docs/replication.md,
   // "Snapshots"): made by GetSnapshot under DIR/snapshots/ID, read by
   // ReadSnapshot, removed once its replica reads the log (FetchLog), asks
@@ -243,6 +269,16 @@ class DbService {
   // end was handled must not leave a writer behind.
   std::set<ConnectionId> gone_;
 };
+
+// What a server that Server::Open made holds: its service, its database
+// (the engine's) and its follower (null for a primary). For a cluster node
+// (rdma/cluster.cc); valid while the server is.
+struct ServedParts {
+  DbService* service = nullptr;
+  engine::DBImpl* db = nullptr;
+  Replica* follower = nullptr;
+};
+ServedParts PartsOf(Server& server);
 
 // An RpcServer's options with `service` as its handler and on_disconnect.
 void ServeWith(DbService* service, RpcServerOptions* options, RequestHandler* handler);

@@ -15,6 +15,7 @@
 #include "engine/table/device_output.h"
 #include "engine/table/table_impl.h"
 #include "kernels/runtime/device_memory.h"
+#include "rdma/coord/coordinator.h"
 #include "rdma/db_service.h"
 #include "rdma/token.h"
 #include "replaydb/device.h"
@@ -23,7 +24,20 @@
 namespace replaydb {
 
 Result<std::unique_ptr<DB>> DB::Connect(const std::string& address, const ConnectOptions& options) {
-  REPLAYDB_ASSIGN_OR_RETURN(auto db, rdma::RemoteDB::Connect(address, options));
+  std::string target = address;
+  if (address.rfind("etcd://", 0) == 0 || address.rfind("file://", 0) == 0) {
+    // A cluster's: its primary now, as its coordinator names it.
+    REPLAYDB_ASSIGN_OR_RETURN(auto coordinator, rdma::coord::Coordinator::Open(address));
+    REPLAYDB_ASSIGN_OR_RETURN(const std::optional<rdma::coord::LeaderState> leader,
+                              coordinator->Leader());
+    if (!leader) {
+      return Status::Unavailable("the cluster of " + address +
+                                 " has no primary now (an election may be under way); try "
+                                 "again");
+    }
+    target = leader->address;
+  }
+  REPLAYDB_ASSIGN_OR_RETURN(auto db, rdma::RemoteDB::Connect(target, options));
   return std::unique_ptr<DB>(std::move(db));
 }
 

@@ -167,14 +167,16 @@ class Replica::Impl {
         // where this log syncs every write.)
         if (db_->log_syncs_always()) REPLAYDB_RETURN_IF_ERROR(db_->SyncLog());
       }
-      if (next != from) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        state_.last_read = Clock::now();
+        if (next >= state_.primary_end) state_.caught_up_at = state_.last_read;
+        if (next != from) {
           state_.position = next;
           state_.last_error.clear();
         }
-        last_logged_.clear();
       }
+      if (next != from) last_logged_.clear();
       if (Clock::now() - saved_at_ >= kSaveEvery) REPLAYDB_RETURN_IF_ERROR(SavePosition());
     }
     return Status::OK();

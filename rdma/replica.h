@@ -46,6 +46,13 @@ struct ReplicaState {
   wal::LogPosition primary_end;  // the primary's log's end at the last read
   bool connected = false;
   std::string last_error;  // the last failure, cleared by a good read
+  // The last read the primary answered, and the last that brought this
+  // replica to the primary's end (zero: none yet): a replica whose last
+  // read caught it up was in sync when it last heard from its primary
+  // (what lets it stand for election: docs/replication.md, "Automatic
+  // failover").
+  std::chrono::steady_clock::time_point last_read{};
+  std::chrono::steady_clock::time_point caught_up_at{};
 };
 
 // The name a replica of database directory `dir` goes by when

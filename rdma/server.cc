@@ -56,6 +56,11 @@ class ServerImpl final : public Server {
   DB* db() const override { return db_; }
   // Follows a primary's log (Server::Open with replica_of).
   void SetReplica(std::unique_ptr<rdma::Replica> replica) { replica_ = std::move(replica); }
+  rdma::ServedParts parts() const {
+    return rdma::ServedParts{service_.get(),
+                             owned_ ? static_cast<engine::DBImpl*>(owned_.get()) : nullptr,
+                             replica_.get()};
+  }
   Status Close() override {
     if (replica_) replica_->Stop();
     server_.reset();
@@ -79,6 +84,12 @@ class ServerImpl final : public Server {
 };
 
 }  // namespace
+
+namespace rdma {
+ServedParts PartsOf(Server& server) {
+  return static_cast<ServerImpl&>(server).parts();
+}
+}  // namespace rdma
 
 namespace {
 

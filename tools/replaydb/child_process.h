@@ -17,6 +17,10 @@
 
 namespace replaydb::tools {
 
+// A TCP port free on 127.0.0.1 now (bound, read and closed; 0 when none
+// could be had): for the servers the benches and tests start.
+int FreeLoopbackPort();
+
 class ChildProcess {
  public:
   // Runs `argv` (argv[0] found on PATH) with this process's environment.

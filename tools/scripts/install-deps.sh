@@ -21,6 +21,7 @@ PACKAGES=(
   libjemalloc-dev
   libucx-dev  # rdma/: the network tier's transport
   libssl-dev  # rdma/: HMAC-SHA256 of its tokens (libcrypto)
+  libcurl4-openssl-dev  # rdma/coord/: the etcd coordinator's HTTP/JSON calls
   ucx-utils   # ucx_perftest: the ceilings of `replaydb bench --filter remote`
   libreadline-dev
   # tests
@@ -34,6 +35,8 @@ PACKAGES=(
 if [ "${1:-}" = "--tests" ]; then
   # torch.distributed with gloo: tests/python/test_distributed.py's process groups
   PACKAGES+=(python3-torch)
+  # etcd: the automatic failover's tests start their own (tests/rdma/etcd_test.cc)
+  PACKAGES+=(etcd-server)
 fi
 
 missing=()

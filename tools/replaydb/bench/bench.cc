@@ -522,7 +522,7 @@ Target StepsTarget() {
   return {Target::Kind::kValueAtLeast, 2e6, ">= 2M steps/s"};
 }
 
-std::vector<CaseWithTarget> AllCases(bool big) {
+std::vector<CaseWithTarget> AllCases(bool big, int kills) {
   std::vector<CaseWithTarget> cases;
   for (int64_t step_bytes : {int64_t{64}, int64_t{16384}}) {
     for (int writers : {1, 4}) {
@@ -598,6 +598,7 @@ std::vector<CaseWithTarget> AllCases(bool big) {
   for (CaseWithTarget& c : ColdCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : RemoteCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : ScaleCases()) cases.push_back(std::move(c));
+  for (CaseWithTarget& c : FailoverCases(kills)) cases.push_back(std::move(c));
   // Before the priority cases, whose shared table stays until the run ends.
   for (CaseWithTarget& c : GpuCases()) cases.push_back(std::move(c));
   for (CaseWithTarget& c : PriorityCases(big)) cases.push_back(std::move(c));
@@ -775,7 +776,9 @@ void PrintUsage(std::FILE* f) {
                "                       ids are NAME/param=value/..., e.g.\n"
                "                       insert/step_bytes=64/writers=1\n"
                "  --quick              time 0.2 s per run instead of 1.0 s\n"
-               "  --big                add the n = 100M priority benches (about 10 GB of RAM)\n",
+               "  --big                add the n = 100M priority benches (about 10 GB of RAM)\n"
+               "  --kills N            SIGKILLs of the primary per failover bench (default 5;\n"
+               "                       100 for the chaos run; 2 with --quick)\n",
                std::string(kBenchUsage).c_str(), std::string(kBenchSummary).c_str());
 }
 
@@ -787,12 +790,10 @@ int BenchCommand(std::span<const std::string> args) {
   bool big = false;
   bool help = false;
   std::string filter;
+  std::string kills_flag = "5";
   const FlagSpec flags[] = {
-      {"json", &json, nullptr},
-      {"quick", &quick, nullptr},
-      {"big", &big, nullptr},
-      {"filter", nullptr, &filter},
-      {"help", &help, nullptr},
+      {"kills", nullptr, &kills_flag}, {"json", &json, nullptr},     {"quick", &quick, nullptr},
+      {"big", &big, nullptr},          {"filter", nullptr, &filter}, {"help", &help, nullptr},
   };
   std::vector<std::string> positional;
   Status status = ParseFlags(args, flags, &positional);
@@ -808,9 +809,18 @@ int BenchCommand(std::span<const std::string> args) {
     PrintUsage(stdout);
     return kExitOk;
   }
+  int kills = 0;
+  {
+    const char* end = kills_flag.data() + kills_flag.size();
+    if (std::from_chars(kills_flag.data(), end, kills).ptr != end || kills < 1 || kills > 10000) {
+      std::fprintf(stderr, "replaydb bench: --kills must be a number from 1 to 10000, not '%s'\n",
+                   kills_flag.c_str());
+      return kExitUsage;
+    }
+  }
 
   std::vector<CaseWithTarget> cases;
-  for (CaseWithTarget& c : AllCases(big)) {
+  for (CaseWithTarget& c : AllCases(big, kills)) {
     if (c.bench_case.Id().find(filter) != std::string::npos) cases.push_back(std::move(c));
   }
   if (cases.empty()) {

@@ -356,6 +356,10 @@ std::vector<CaseWithTarget> RemoteCases();
 // The draw-scaling benches (tools/replaydb/bench/bench_scale.cc):
 // sample_scale at 1M, 10M and 50M steps against a random-read floor.
 std::vector<CaseWithTarget> ScaleCases();
+// The failover benches (tools/replaydb/bench/bench_failover.cc): etcd and
+// three `replaydb serve --coordinator` nodes, the primary killed `kills`
+// times under a writer's load. Empty, with a note on stderr, without etcd.
+std::vector<CaseWithTarget> FailoverCases(int kills);
 
 }  // namespace replaydb::tools
 

@@ -78,23 +78,6 @@ void UseTransport(const std::string& transport) {
   ::unsetenv("UCX_MM_ERROR_HANDLING");
 }
 
-// A TCP port free on 127.0.0.1 now (0 when none could be had).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 // ucx_perftest's numbers for one test: the one-way latency's p50 (us) and
 // the bandwidth (bytes/s; it prints MB/s of 2^20 bytes).
 struct Perf {
@@ -134,7 +117,7 @@ Result<Perf> UcxPerftestOnce(const std::string& transport, const std::string& te
   }
   std::string last_error;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    const int port = FreePort();
+    const int port = FreeLoopbackPort();
     if (port == 0) return Status::IOError("no free TCP port on 127.0.0.1 for ucx_perftest");
     REPLAYDB_ASSIGN_OR_RETURN(
         auto server, ChildProcess::Start({"ucx_perftest", "-p", std::to_string(port), "-e"}));

@@ -12,7 +12,8 @@
 namespace replaydb::tools {
 
 inline constexpr std::string_view kPromoteUsage =
-    "promote ucx://HOST:PORT [--old-primary-dead] [--token-file F]";
+    "promote ucx://HOST:PORT|NAME --coordinator file://PATH [--old-primary-dead] "
+    "[--token-file F]";
 inline constexpr std::string_view kPromoteSummary =
     "make the served read replica there the primary (manual failover; fences the old one)";
 

@@ -3,7 +3,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -11,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "replaydb/cluster.h"
 #include "replaydb/db.h"
 #include "replaydb/server.h"
 #include "tools/replaydb/progress_bar.h"
@@ -57,7 +60,13 @@ int ServeCommand(std::span<const std::string> args) {
   std::string token_file;
   std::string replica_of;
   std::string wal_sync = "batch";
+  std::string coordinator;
+  std::string name;
+  std::string ttl_flag = "2000";
   const FlagSpec flags[] = {{"help", &help, nullptr},
+                            {"coordinator", nullptr, &coordinator},
+                            {"name", nullptr, &name},
+                            {"ttl-ms", nullptr, &ttl_flag},
                             {"listen", nullptr, &listen},
                             {"workers", nullptr, &workers_flag},
                             {"threads", nullptr, &threads_flag},
@@ -74,6 +83,15 @@ int ServeCommand(std::span<const std::string> args) {
   }
   if (status.ok()) status = ParseCount("workers", workers_flag, 1, 64, &workers);
   if (status.ok()) status = ParseCount("threads", threads_flag, 1, 1024, &threads);
+  int ttl_ms = 0;
+  if (status.ok()) status = ParseCount("ttl-ms", ttl_flag, 1, 600000, &ttl_ms);
+  if (status.ok() && !coordinator.empty() && !replica_of.empty()) {
+    status = Status::InvalidArgument(
+        "--replica-of and --coordinator: give one (with a coordinator, it names the primary)");
+  }
+  if (status.ok() && coordinator.empty() && !name.empty()) {
+    status = Status::InvalidArgument("--name names this node to a --coordinator: give one");
+  }
   DBOptions options;
   options.create_if_missing = true;
   if (status.ok()) {
@@ -106,7 +124,15 @@ int ServeCommand(std::span<const std::string> args) {
               " bytes of the " + std::string(u.operation));
     }
   };
+  ClusterOptions cluster;
+  cluster.coordinator = coordinator;
+  cluster.name = name;
+  cluster.ttl = std::chrono::milliseconds(ttl_ms);
+  cluster.margin = std::min(cluster.margin, cluster.ttl / 4);
+  cluster.poll = std::min(cluster.poll, cluster.ttl / 4);
+  cluster.log = LogLine;
   if (status.ok()) status = o.Validate();
+  if (status.ok() && !coordinator.empty()) status = cluster.Validate();
   if (!status.ok()) {
     std::fprintf(stderr, "replaydb serve: %s\nusage: replaydb %s\n", status.message().c_str(),
                  std::string(kServeUsage).c_str());
@@ -126,7 +152,16 @@ int ServeCommand(std::span<const std::string> args) {
         "                            one (DIR empty) first copies a snapshot of it\n"
         "                            (docs/replication.md)\n"
         "  --wal-sync MODE           none, batch (default) or always: when the log is\n"
-        "                            fsynced (DBOptions::wal.sync, docs/durability.md)\n",
+        "                            fsynced (DBOptions::wal.sync, docs/durability.md)\n"
+        "  --coordinator ADDR        a node of a cluster whose primary ADDR elects:\n"
+        "                            etcd://HOST:PORT/CLUSTER (automatic failover) or\n"
+        "                            file://PATH (a static file; replaydb promote);\n"
+        "                            docs/replication.md, \"Automatic failover\"\n"
+        "  --name NAME               this node's name in the cluster (default: its\n"
+        "                            --listen address, whose port must not be 0)\n"
+        "  --ttl-ms N                the node's session with the coordinator: a primary\n"
+        "                            that stops renewing it is replaced this long after\n"
+        "                            (default 2000; whole seconds for etcd)\n",
         std::string(kServeUsage).c_str(), std::string(kServeSummary).c_str());
     return kExitOk;
   }
@@ -143,6 +178,22 @@ int ServeCommand(std::span<const std::string> args) {
   // the environment says otherwise. Set before any thread reads it.
   ::setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
   const std::string& dir = positional[0];
+  if (!coordinator.empty()) {
+    auto node = ClusterNode::Start(dir, options, o, cluster);
+    if (!node.ok()) return Fail(node.status());
+    const ClusterNodeState state = (*node)->state();
+    LogLine("listening on " + state.address + ", database " + dir + ", node " + state.name +
+            " of " + coordinator + " (" + state.role + ", epoch " + std::to_string(state.epoch) +
+            ")");
+    int signal = 0;
+    sigwait(&stop, &signal);
+    LogLine(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
+    const Status closed = (*node)->Close();
+    if (!closed.ok()) return Fail(closed.WithContext("checkpoint on stop"));
+    node->reset();
+    LogLine("stopped; database checkpointed and closed");
+    return kExitOk;
+  }
   // The server opens the database: its hot tiers are then memory that
   // clients on one-sided connections read without this process's CPU.
   auto server = Server::Open(dir, options, o);

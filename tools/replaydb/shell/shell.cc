@@ -43,7 +43,7 @@ Result<std::unique_ptr<Shell>> Shell::Open(const std::string& dir, bool read_onl
   DBOptions options;
   options.create_if_missing = false;
   note->clear();
-  if (dir.starts_with("ucx://")) {
+  if (dir.starts_with("ucx://") || dir.starts_with("etcd://") || dir.starts_with("file://")) {
     // A database that `replaydb serve` hosts: the same commands, run there.
     if (read_only) {
       return Status::InvalidArgument("--read-only opens a directory read-only; a server grants "

@@ -1,0 +1,79 @@
+// A real etcd (Debian's etcd-server, /usr/bin/etcd) as a process of the
+// test's own, on free loopback ports, its data in a directory the test
+// gives: for the coordinator's tests (coord_test.cc) and the failover tests
+// (tests/tools/failover_test.cc). Killed and reaped when it goes.
+#ifndef REPLAYDB_TESTS_RDMA_ETCD_PROCESS_H_
+#define REPLAYDB_TESTS_RDMA_ETCD_PROCESS_H_
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tools/replaydb/child_process.h"
+
+namespace replaydb::testing_util {
+
+inline constexpr const char* kEtcdBinary = "/usr/bin/etcd";
+
+inline uint16_t FreePort() {
+  return static_cast<uint16_t>(tools::FreeLoopbackPort());
+}
+
+class EtcdProcess {
+ public:
+  // Why etcd cannot run here (empty: it can).
+  static std::string Missing() {
+    return std::filesystem::exists(kEtcdBinary)
+               ? ""
+               : std::string(kEtcdBinary) +
+                     " is not installed (Debian's etcd-server; tools/scripts/install-deps.sh "
+                     "--tests installs it)";
+  }
+  explicit EtcdProcess(std::string dir)
+      : dir_(std::move(dir)), client_port_(FreePort()), peer_port_(FreePort()) {
+    Start();
+  }
+  ~EtcdProcess() { Kill(); }
+  // HOST:PORT of its client API.
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
+  // SIGSTOP, SIGCONT.
+  void Signal(int signal) {
+    if (child_) ::kill(child_->pid(), signal);
+  }
+  void Kill() {
+    if (!child_) return;
+    ::kill(child_->pid(), SIGKILL);
+    child_->Wait(std::chrono::seconds(30));
+    child_.reset();
+  }
+  // Started again on the same ports and data (after Kill).
+  void Start() {
+    const std::string client = "http://" + endpoint();
+    const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+    auto started = tools::ChildProcess::Start(
+        {kEtcdBinary, "--name", "test", "--data-dir", dir_, "--listen-client-urls", client,
+         "--advertise-client-urls", client, "--listen-peer-urls", peer,
+         "--initial-advertise-peer-urls", peer, "--initial-cluster", "test=" + peer});
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    child_ = std::move(started).value();
+    const std::string ready =
+        child_->WaitFor(std::regex("(ready to serve client requests)"), std::chrono::seconds(30));
+    ASSERT_FALSE(ready.empty()) << "etcd did not start; its output:\n" << child_->output();
+  }
+
+ private:
+  std::string dir_;
+  uint16_t client_port_;
+  uint16_t peer_port_;
+  std::unique_ptr<tools::ChildProcess> child_;
+};
+
+}  // namespace replaydb::testing_util
+
+#endif  // REPLAYDB_TESTS_RDMA_ETCD_PROCESS_H_

@@ -1,0 +1,463 @@
+// Automatic failover (docs/replication.md, "Automatic failover"): a real
+// etcd (tests/rdma/etcd_process.h) and three `replaydb serve --coordinator`
+// processes on 127.0.0.1. A primary killed with SIGKILL under a writer's
+// load is replaced, and nothing the writer had acknowledged under
+// replicated(1) is lost; the old primary, restarted, rejoins as a replica
+// and every copy agrees. A primary cut from etcd stops acknowledging; one
+// stopped (SIGSTOP) past its session is deposed and its late writes
+// refused. A static file's cluster follows a promotion by name. Bounded
+// waits only; every process started is stopped.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "replaydb/cluster.h"
+#include "replaydb/db.h"
+#include "tests/rdma/etcd_process.h"
+#include "tests/test_util.h"
+#include "tests/tools/serve_process.h"
+
+namespace replaydb {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using testing_util::ServeProcess;
+
+TableSpec Spec() {
+  TableSpec spec;
+  spec.name = "experience";
+  spec.columns = {{"obs", DType::kU8, Shape{24}}, {"reward", DType::kF32, Shape{}}};
+  spec.capacity_steps = 1 << 16;
+  spec.block_steps = 16;
+  spec.sequence_length = 2;
+  spec.acks = Acks{AckMode::kReplicated, 1};
+  return spec;
+}
+
+// A node: `replaydb serve DIR --listen ucx://127.0.0.1:PORT --name NAME
+// --coordinator C`, started again on the same port and directory.
+class Node {
+ public:
+  Node(std::string name, std::string dir, std::string coordinator)
+      : name_(std::move(name)),
+        dir_(std::move(dir)),
+        coordinator_(std::move(coordinator)),
+        address_("ucx://127.0.0.1:" + std::to_string(testing_util::FreePort())) {}
+  ~Node() { Stop(); }
+  void Start() {
+    process_ = std::make_unique<ServeProcess>(
+        std::vector<std::string>{dir_, "--listen", address_, "--workers", "1", "--name", name_,
+                                 "--coordinator", coordinator_, "--ttl-ms", "2000"});
+  }
+  // Waits for the listening line (its role then known).
+  bool WaitListening() {
+    const std::string line =
+        process_->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"), 60s);
+    EXPECT_EQ(line, address_) << process_->output();
+    return line == address_;
+  }
+  void Stop() {
+    if (!process_) return;
+    ::kill(process_->pid(), SIGTERM);
+    EXPECT_EQ(process_->Exit(60s), 0) << name_ << ":\n" << process_->output();
+    process_.reset();
+  }
+  void Kill() {
+    if (!process_) return;
+    ::kill(process_->pid(), SIGKILL);
+    process_->Exit(30s);
+    process_.reset();
+  }
+  void Signal(int signal) { ::kill(process_->pid(), signal); }
+  std::string WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
+    return process_ ? process_->WaitFor(pattern, timeout) : "";
+  }
+  std::string output() const { return process_ ? process_->output() : ""; }
+  const std::string& name() const { return name_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string name_;
+  std::string dir_;
+  std::string coordinator_;
+  std::string address_;
+  std::unique_ptr<ServeProcess> process_;
+};
+
+// The primary the coordinator names within `timeout` (other than `not_this`
+// when given); empty when none.
+std::string WaitForPrimary(const std::string& coordinator, std::chrono::milliseconds timeout,
+                           const std::string& not_this = "") {
+  for (const auto until = Clock::now() + timeout; Clock::now() < until;
+       std::this_thread::sleep_for(50ms)) {
+    Result<std::string> primary = ClusterPrimary(coordinator);
+    if (primary.ok() && !primary->empty() && *primary != not_this) return *primary;
+  }
+  return "";
+}
+
+// A trajectory as written: each column's bytes, step after step.
+struct Written {
+  std::vector<std::string> columns;
+  int64_t steps = 0;
+};
+
+// Writes trajectories of random lengths through the cluster's primary,
+// connecting again (through the coordinator) whenever a call fails; keeps
+// what each acknowledged trajectory (End returned OK) holds.
+class Writer {
+ public:
+  Writer(std::string coordinator, uint64_t seed)
+      : coordinator_(std::move(coordinator)), rng_(seed) {}
+  ~Writer() { Stop(); }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int acknowledged() const { return acknowledged_.load(); }
+  int failures() const { return failures_.load(); }
+  Clock::time_point last_ack() const {
+    return Clock::time_point(Clock::duration(last_ack_.load()));
+  }
+  // REQUIRES: stopped.
+  const std::map<uint64_t, Written>& trajectories() const { return acked_; }
+
+ private:
+  void Run() {
+    std::unique_ptr<DB> db;
+    std::shared_ptr<Table> table;
+    for (int round = 0; round < 100000 && !stop_; ++round) {
+      if (table == nullptr) {
+        table.reset();
+        db.reset();
+        ConnectOptions o;
+        o.connect_timeout = 1000ms;
+        o.call_timeout = 5000ms;
+        Result<std::unique_ptr<DB>> c = DB::Connect(coordinator_, o);
+        if (!c.ok()) {
+          std::this_thread::sleep_for(50ms);
+          continue;
+        }
+        db = std::move(c).value();
+        Result<std::shared_ptr<Table>> t = db->GetTable("experience");
+        if (!t.ok()) t = db->CreateTable(Spec());
+        if (!t.ok()) {
+          db.reset();
+          std::this_thread::sleep_for(50ms);
+          continue;
+        }
+        table = *t;
+      }
+      if (!WriteOne(*table)) {
+        ++failures_;
+        table.reset();
+        std::this_thread::sleep_for(20ms);
+      }
+    }
+  }
+  bool WriteOne(Table& table) {
+    Result<std::unique_ptr<TrajectoryWriter>> w = table.NewWriter();
+    if (!w.ok()) return false;
+    Written written;
+    written.columns.resize(Spec().columns.size());
+    const int steps = 1 + static_cast<int>(rng_() % 12);
+    for (int s = 0; s < steps; ++s) {
+      const testing_util::StepData step = testing_util::RandomStep(Spec(), rng_);
+      for (size_t c = 0; c < step.columns.size(); ++c) {
+        written.columns[c].append(reinterpret_cast<const char*>(step.columns[c].data()),
+                                  step.columns[c].size());
+      }
+      if (!(*w)->Append(step.tensors).ok()) return false;
+    }
+    if (!(*w)->End(EndReason::kTerminal).ok()) return false;
+    written.steps = steps;
+    acked_[(*w)->trajectory_id()] = std::move(written);
+    ++acknowledged_;
+    last_ack_ = Clock::now().time_since_epoch().count();
+    return true;
+  }
+
+  const std::string coordinator_;
+  std::mt19937_64 rng_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> acknowledged_{0};
+  std::atomic<int> failures_{0};
+  std::atomic<Clock::rep> last_ack_{0};
+  std::map<uint64_t, Written> acked_;  // the writer thread's until it stops
+};
+
+// Waits (bounded) for `pred`.
+template <typename Pred>
+bool WaitUntil(std::chrono::milliseconds timeout, Pred pred) {
+  for (const auto until = Clock::now() + timeout; Clock::now() < until;
+       std::this_thread::sleep_for(20ms)) {
+    if (pred()) return true;
+  }
+  return pred();
+}
+
+// The table's contents at `address` (empty where it cannot be read).
+std::string ContentsAt(const std::string& address) {
+  Result<std::unique_ptr<DB>> db = DB::Connect(address);
+  if (!db.ok()) return "";
+  Result<std::shared_ptr<Table>> t = (*db)->GetTable("experience");
+  return t.ok() ? testing_util::TableContents(**t) : "";
+}
+
+// Every acknowledged trajectory is on the database at `address`, ended,
+// byte for byte.
+void ExpectHolds(const std::string& address, const std::map<uint64_t, Written>& acked) {
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(address));
+  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("experience"));
+  std::vector<TrajectoryInfo> infos;
+  ASSERT_OK(table->ListTrajectories({}, &infos));
+  std::map<uint64_t, TrajectoryInfo> by_id;
+  for (const TrajectoryInfo& t : infos) by_id[t.id] = t;
+  int lost = 0;
+  for (const auto& [id, written] : acked) {
+    auto it = by_id.find(id);
+    if (it == by_id.end() || it->second.length != written.steps || !it->second.ended) {
+      ++lost;
+      continue;
+    }
+    TrajectorySteps steps;
+    ASSERT_OK(table->ReadTrajectory(id, 0, written.steps, &steps));
+    for (size_t c = 0; c < written.columns.size(); ++c) {
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(steps.columns[c].data()),
+                            steps.columns[c].size_bytes()),
+                written.columns[c])
+          << "trajectory " << id << ", column " << c;
+    }
+  }
+  EXPECT_EQ(lost, 0) << "of " << acked.size() << " acknowledged trajectories";
+}
+
+class FailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string missing = testing_util::EtcdProcess::Missing(); !missing.empty()) {
+      GTEST_SKIP() << missing;
+    }
+    etcd_ = std::make_unique<testing_util::EtcdProcess>(dir_.Sub("etcd"));
+    coordinator_ = "etcd://" + etcd_->endpoint() + "/failover";
+    for (const char* name : {"a", "b", "c"}) {
+      nodes_.push_back(std::make_unique<Node>(name, dir_.Sub(name), coordinator_));
+    }
+    for (auto& n : nodes_) n->Start();
+    for (auto& n : nodes_) ASSERT_TRUE(n->WaitListening());
+  }
+  void TearDown() override {
+    for (auto& n : nodes_) n->Stop();
+    nodes_.clear();
+    etcd_.reset();
+  }
+  Node* NodeAt(const std::string& address) {
+    for (auto& n : nodes_) {
+      if (n->address() == address) return n.get();
+    }
+    ADD_FAILURE() << "no node at " << address;
+    return nodes_.front().get();
+  }
+  // Waits until every node's table holds the same as `address`'s.
+  void ExpectAllAgree(const std::string& primary) {
+    std::string want;
+    std::vector<std::string> got(nodes_.size());
+    const bool agreed = WaitUntil(60s, [&] {
+      want = ContentsAt(primary);
+      bool same = !want.empty();
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        got[i] = ContentsAt(nodes_[i]->address());
+        same = same && got[i] == want;
+      }
+      return same;
+    });
+    EXPECT_TRUE(agreed) << "the copies differ: the primary's holds " << want.size()
+                        << " bytes; the nodes' " << got[0].size() << ", " << got[1].size() << ", "
+                        << got[2].size();
+  }
+
+  testing_util::TempDir dir_;
+  std::unique_ptr<testing_util::EtcdProcess> etcd_;
+  std::string coordinator_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+TEST_F(FailoverTest, AKilledPrimaryIsReplacedAndNothingAcknowledgedIsLost) {
+  const std::string first = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(first.empty());
+  Writer writer(coordinator_, testing_util::TestSeed());
+  writer.Start();
+  ASSERT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= 20; }))
+      << "no appends acknowledged under replicated(1); failures " << writer.failures();
+  Node* old_primary = NodeAt(first);
+  old_primary->Kill();
+  const int before = writer.acknowledged();
+  const std::string second = WaitForPrimary(coordinator_, 30s, first);
+  ASSERT_FALSE(second.empty()) << "no new primary";
+  NodeAt(second)->WaitFor(std::regex("(won the election)"), 10s);
+  // The writer goes on through the new primary (once the third node, a
+  // replica again, follows it: replicated(1)).
+  EXPECT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= before + 20; }))
+      << "no appends acknowledged after the failover\n"
+      << NodeAt(second)->output();
+  writer.Stop();
+  ExpectHolds(second, writer.trajectories());
+  // The old primary comes back: a replica of the new one, from a snapshot.
+  old_primary->Start();
+  ASSERT_TRUE(old_primary->WaitListening());
+  EXPECT_FALSE(old_primary->WaitFor(std::regex("(resyncing from the primary)"), 10s).empty())
+      << old_primary->output();
+  ExpectAllAgree(second);
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(old_primary->address()));
+  ASSERT_OK_AND_ASSIGN(const ReplicationInfo info, db->Replication());
+  EXPECT_EQ(info.role, "replica");
+  EXPECT_EQ(info.primary, second);
+}
+
+TEST_F(FailoverTest, APrimaryCutFromEtcdStopsAcknowledgingUntilItsSessionIsBack) {
+  const std::string primary = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(primary.empty());
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(primary));
+  TableSpec spec = Spec();
+  spec.acks = Acks{AckMode::kLeader, 0};
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+  std::mt19937_64 rng(testing_util::TestSeed());
+  WriterOptions sync;
+  sync.sync = true;  // (each append answers for itself)
+  ASSERT_OK_AND_ASSIGN(auto w, table->NewWriter(sync));
+  ASSERT_OK(w->Append(testing_util::RandomStep(Spec(), rng).tensors));
+  etcd_->Signal(SIGSTOP);
+  const auto cut = Clock::now();
+  Status refused = Status::OK();
+  ASSERT_TRUE(WaitUntil(10s, [&] {
+    refused = w->Append(testing_util::RandomStep(Spec(), rng).tensors);
+    return !refused.ok();
+  })) << "the primary went on acknowledging with etcd stopped";
+  EXPECT_LT(Clock::now() - cut, 2000ms + 500ms);  // (TTL; it stops at TTL - margin)
+  EXPECT_EQ(refused.code(), Status::Code::kUnavailable) << refused.ToString();
+  EXPECT_THAT(refused.message(), HasSubstr("session with its coordinator was last renewed"));
+  EXPECT_THAT(refused.message(), HasSubstr("it acknowledges no writes until it renews it"));
+  etcd_->Signal(SIGCONT);
+  // Back: a primary (this one or another) takes writes again.
+  Writer writer(coordinator_, testing_util::TestSeed());
+  writer.Start();
+  EXPECT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= 5; }))
+      << "no writes acknowledged after etcd came back";
+  writer.Stop();
+  ExpectHolds(WaitForPrimary(coordinator_, 10s), writer.trajectories());
+}
+
+TEST_F(FailoverTest, AStoppedPrimaryIsDeposedAndItsLateWritesAreRefused) {
+  const std::string first = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(first.empty());
+  TableSpec spec = Spec();
+  spec.acks = Acks{AckMode::kLeader, 0};
+  {
+    ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(first));
+    ASSERT_OK(db->CreateTable(spec).status());
+  }
+  std::mt19937_64 rng(testing_util::TestSeed());
+  WriterOptions sync;
+  sync.sync = true;
+  Node* zombie = NodeAt(first);
+  zombie->Signal(SIGSTOP);
+  const std::string second = WaitForPrimary(coordinator_, 30s, first);
+  zombie->Signal(SIGCONT);
+  ASSERT_FALSE(second.empty());
+  // Its late writes are refused (by its lapsed session, as fenced, or as
+  // it closes to resync: whichever comes first); none is acknowledged.
+  std::vector<std::string> refusals;
+  for (const auto until = Clock::now() + 2s; Clock::now() < until && refusals.size() < 50;) {
+    ConnectOptions o;
+    o.connect_timeout = 500ms;
+    Result<std::unique_ptr<DB>> db = DB::Connect(first, o);
+    Status s = db.status();
+    if (db.ok()) {
+      Result<std::shared_ptr<Table>> t = (*db)->GetTable("experience");
+      Result<std::unique_ptr<TrajectoryWriter>> w =
+          t.ok() ? (*t)->NewWriter(sync) : Result<std::unique_ptr<TrajectoryWriter>>(t.status());
+      s = w.ok() ? (*w)->Append(testing_util::RandomStep(Spec(), rng).tensors) : w.status();
+    }
+    ASSERT_FALSE(s.ok()) << "the deposed primary acknowledged a write";
+    refusals.push_back(s.ToString());
+  }
+  ASSERT_FALSE(refusals.empty());
+  // It fenced itself for the new epoch, and rejoins as a replica of the new
+  // primary; every copy agrees.
+  EXPECT_FALSE(zombie->WaitFor(std::regex("(deposed: fenced for epoch)"), 30s).empty())
+      << zombie->output();
+  EXPECT_FALSE(zombie->WaitFor(std::regex("(resyncing from the primary)"), 30s).empty())
+      << zombie->output();
+  ASSERT_OK_AND_ASSIGN(auto now, DB::Connect(second));
+  ASSERT_OK_AND_ASSIGN(auto t2, now->GetTable("experience"));
+  ASSERT_OK_AND_ASSIGN(auto w2, t2->NewWriter(sync));
+  ASSERT_TRUE(WaitUntil(
+      30s, [&] { return w2->Append(testing_util::RandomStep(Spec(), rng).tensors).ok(); }));
+  ASSERT_OK(w2->End(EndReason::kTerminal));
+  ExpectAllAgree(second);
+}
+
+TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {
+  testing_util::TempDir dir;
+  const std::string file = dir.Sub("cluster");
+  const std::string coordinator = "file://" + file;
+  Node a("a", dir.Sub("a"), coordinator);
+  Node b("b", dir.Sub("b"), coordinator);
+  std::ofstream(file) << "node a " << a.address() << "\nnode b " << b.address() << "\nprimary a\n";
+  a.Start();
+  ASSERT_TRUE(a.WaitListening());
+  b.Start();
+  ASSERT_TRUE(b.WaitListening());
+  std::mt19937_64 rng(testing_util::TestSeed());
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(coordinator));
+  TableSpec spec = Spec();
+  spec.acks = Acks{AckMode::kLeader, 0};
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+  ASSERT_OK_AND_ASSIGN(auto w, table->NewWriter());
+  for (int s = 0; s < 7; ++s) ASSERT_OK(w->Append(testing_util::RandomStep(Spec(), rng).tensors));
+  ASSERT_OK(w->End(EndReason::kTerminal));
+  w.reset();
+  table.reset();
+  db.reset();
+  // A node the file does not name is refused at its start.
+  ServeProcess stranger({dir.Sub("c"), "--listen",
+                         "ucx://127.0.0.1:" + std::to_string(testing_util::FreePort()), "--name",
+                         "c", "--coordinator", coordinator});
+  EXPECT_EQ(stranger.Exit(30s), 1);
+  EXPECT_THAT(stranger.output(), HasSubstr("names no node 'c'"));
+  // Promoted by name: b is the primary, a follows it from a snapshot.
+  ServeProcess promote({"b", "--coordinator", coordinator}, "promote");
+  ASSERT_EQ(promote.Exit(60s), 0) << promote.output();
+  EXPECT_THAT(promote.output(), HasSubstr("promoted b: the primary of epoch 1"));
+  EXPECT_FALSE(a.WaitFor(std::regex("(resyncing from the primary b)"), 10s).empty()) << a.output();
+  ASSERT_OK_AND_ASSIGN(db, DB::Connect(coordinator));
+  ASSERT_OK_AND_ASSIGN(table, db->GetTable("experience"));
+  ASSERT_OK_AND_ASSIGN(w, table->NewWriter());
+  ASSERT_OK(w->Append(testing_util::RandomStep(Spec(), rng).tensors));
+  ASSERT_OK(w->End(EndReason::kTerminal));
+  const std::string want = testing_util::TableContents(*table);
+  EXPECT_TRUE(WaitUntil(30s, [&] { return ContentsAt(a.address()) == want; }));
+  ServeProcess etcd_promote({"b", "--coordinator", "etcd://127.0.0.1:1/x"}, "promote");
+  EXPECT_EQ(etcd_promote.Exit(30s), 1);
+  EXPECT_THAT(etcd_promote.output(), HasSubstr("etcd elects its primary itself"));
+}
+
+}  // namespace
+}  // namespace replaydb
