@@ -78,9 +78,13 @@ class ClusterNodeImpl final : public ClusterNode {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
-    // A primary stops acknowledging before its place goes to another.
+    // A primary stops acknowledging before its place goes to another, and
+    // lets its in-sync replicas apply what it has (so that the one elected
+    // next holds every acknowledged write).
     if (server_ != nullptr && role_ == Role::kPrimary) {
-      rdma::PartsOf(*server_).service->SetLease(Clock::now(), options_.ttl, options_.margin);
+      const rdma::ServedParts parts = rdma::PartsOf(*server_);
+      parts.service->SetLease(Clock::now(), options_.ttl, options_.margin);
+      WaitForReplicas(*parts.db, std::chrono::seconds(2));
     }
     const Status resigned = coordinator_->Resign();
     if (!resigned.ok()) Log("could not resign from the coordinator: " + resigned.ToString());
@@ -116,6 +120,22 @@ class ClusterNodeImpl final : public ClusterNode {
     if (line == last_logged_) return;
     last_logged_ = line;
     Log(line);
+  }
+
+  // Until every replica in sync with this primary applied its whole log,
+  // or `limit` passed.
+  static void WaitForReplicas(DB& db, std::chrono::milliseconds limit) {
+    for (const auto until = Clock::now() + limit; Clock::now() < until;
+         std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
+      const Result<ReplicationInfo> info = db.Replication();
+      if (!info.ok()) return;
+      bool behind = false;
+      for (const ReplicaProgress& r : info->replicas) {
+        behind |= r.in_sync && wal::LogPosition{r.applied_segment, r.applied_offset} <
+                                   wal::LogPosition{info->segment, info->offset};
+      }
+      if (!behind) return;
+    }
   }
 
   void Loop() {
@@ -368,8 +388,16 @@ class ClusterNodeImpl final : public ClusterNode {
       return Status::OK();
     }
     // Of the replicas in sync with the same primary, the one that applied
-    // most of its log stands (ties: the first name).
+    // most of its log stands (ties: the first name), once the old primary
+    // answers no more reads: every replica's place is then final, and
+    // published (a primary that resigned, rather than died, lets its
+    // in-sync replicas catch up first, then closes).
     if (role_ == Role::kReplica) {
+      const rdma::Replica* follower = rdma::PartsOf(*server_).follower;
+      if (follower != nullptr && Clock::now() - follower->state().last_read < 2 * options_.poll) {
+        LogOnce("no primary is elected; waiting for the old primary's last records");
+        return Status::OK();
+      }
       REPLAYDB_ASSIGN_OR_RETURN(const std::vector<NodeState> nodes, coordinator_->Nodes());
       for (const NodeState& n : nodes) {
         if (n.name == me.name || !n.eligible || n.role != "replica" ||

@@ -331,6 +331,25 @@ TEST_F(FailoverTest, AKilledPrimaryIsReplacedAndNothingAcknowledgedIsLost) {
   EXPECT_EQ(info.primary, second);
 }
 
+TEST_F(FailoverTest, APrimaryStoppedHandsOverWithNothingAcknowledgedLost) {
+  const std::string first = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(first.empty());
+  Writer writer(coordinator_, testing_util::TestSeed());
+  writer.Start();
+  ASSERT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= 20; }));
+  Node* old_primary = NodeAt(first);
+  old_primary->Stop();  // SIGTERM: its replicas catch up, it resigns, closes
+  const std::string second = WaitForPrimary(coordinator_, 30s, first);
+  ASSERT_FALSE(second.empty());
+  const int before = writer.acknowledged();
+  EXPECT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= before + 20; }));
+  writer.Stop();
+  ExpectHolds(second, writer.trajectories());
+  old_primary->Start();
+  ASSERT_TRUE(old_primary->WaitListening());
+  ExpectAllAgree(second);
+}
+
 TEST_F(FailoverTest, APrimaryCutFromEtcdStopsAcknowledgingUntilItsSessionIsBack) {
   const std::string primary = WaitForPrimary(coordinator_, 10s);
   ASSERT_FALSE(primary.empty());
