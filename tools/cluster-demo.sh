@@ -5,6 +5,15 @@
 # rate, then stops the server (SIGTERM: it checkpoints and closes).
 #
 #   tools/cluster-demo.sh [--seconds S] [--actors N] [--step-bytes B] [--build DIR]
+#   tools/cluster-demo.sh --failover [--build DIR]
+#
+# --failover: etcd (Debian's etcd-server) and three `replaydb serve
+# --coordinator` nodes on 127.0.0.1; a writer streams trajectories under
+# acks replicated(1) through whichever node is the primary; the primary is
+# killed with SIGKILL, another is elected, the writer goes on through it, the
+# killed node comes back as a replica; then the count of what was
+# acknowledged and what the new primary holds (docs/replication.md,
+# "Automatic failover").
 #
 # Needs a release build (tools/scripts/build.sh): DIR/bin/replaydb and
 # DIR/lib/libreplaydb.so (DIR defaults to build/, relative to the
@@ -16,13 +25,15 @@ seconds=5
 actors=4
 step_bytes=4096
 build=build
+failover=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --failover) failover=1; shift ;;
     --seconds) seconds="$2"; shift 2 ;;
     --actors) actors="$2"; shift 2 ;;
     --step-bytes) step_bytes="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-demo: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -33,6 +44,10 @@ for f in "$tool" "$lib"; do
 done
 python="${PYTHON:-/usr/bin/python3}"
 export REPLAYDB_LIBRARY="$PWD/$lib" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+
+if [ "$failover" = 1 ]; then
+  exec bash "$(dirname "$0")/scripts/failover-demo.sh" "$tool" "$python"
+fi
 
 work=$(mktemp -d)
 log="$work/serve.log"

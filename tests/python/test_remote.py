@@ -267,6 +267,21 @@ def test_the_cluster_demo_runs_its_actors_and_learner():
     assert "stopped; database checkpointed and closed" in done.stdout
 
 
+@pytest.mark.skipif(not Path("/usr/bin/etcd").exists(),
+                    reason="/usr/bin/etcd is not installed (Debian's etcd-server)")
+def test_the_failover_demo_kills_the_primary_and_loses_nothing_acknowledged():
+    build = Path(TOOL).parents[1]
+    done = subprocess.run(["bash", str(ROOT / "tools" / "cluster-demo.sh"), "--failover",
+                           "--build", str(build.resolve())], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHON=sys.executable))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"elected: node [abc], [0-9.]+ s after the SIGKILL", done.stdout), done.stdout
+    assert "resyncing from the primary" in done.stdout, done.stdout
+    assert re.search(r"writer: [1-9][0-9]* trajectories acknowledged under replicated\(1\)",
+                     done.stdout), done.stdout
+    assert "acknowledged and lost: 0" in done.stdout, done.stdout
+
+
 def test_a_served_table_pickles_and_forks_by_connecting_again(served):
     server, env = served
     db = replaydb.connect(server.address, client_name="parent")
