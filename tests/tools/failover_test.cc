@@ -433,6 +433,52 @@ TEST_F(FailoverTest, AStoppedPrimaryIsDeposedAndItsLateWritesAreRefused) {
   ExpectAllAgree(second);
 }
 
+TEST_F(FailoverTest, EtcdKilledAndRestartedStopsTheWritesAWhileAndLosesNothing) {
+  const std::string first = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(first.empty());
+  Writer writer(coordinator_, testing_util::TestSeed());
+  writer.Start();
+  ASSERT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= 20; }));
+  etcd_->Kill();
+  // Without etcd no session is renewed: the primary stops acknowledging
+  // (and the writer cannot find another).
+  std::this_thread::sleep_for(2500ms);
+  const int stalled = writer.acknowledged();
+  std::this_thread::sleep_for(1000ms);
+  EXPECT_EQ(writer.acknowledged(), stalled) << "acknowledged with etcd gone";
+  etcd_->Start();
+  EXPECT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= stalled + 20; }))
+      << "no writes acknowledged after etcd came back";
+  writer.Stop();
+  const std::string primary = WaitForPrimary(coordinator_, 30s);
+  ASSERT_FALSE(primary.empty());
+  ExpectHolds(primary, writer.trajectories());
+  ExpectAllAgree(primary);
+}
+
+TEST_F(FailoverTest, AStoppedReplicaCatchesUpWhileTheOtherKeepsTheWritesAcknowledged) {
+  const std::string primary = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(primary.empty());
+  Writer writer(coordinator_, testing_util::TestSeed());
+  writer.Start();
+  ASSERT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= 20; }));
+  Node* stopped = nullptr;
+  for (auto& n : nodes_) {
+    if (n->address() != primary) stopped = n.get();
+  }
+  // Stopped past its session's TTL: replicated(1) goes on with the other.
+  stopped->Signal(SIGSTOP);
+  std::this_thread::sleep_for(3000ms);
+  const int before = writer.acknowledged();
+  EXPECT_TRUE(WaitUntil(30s, [&] { return writer.acknowledged() >= before + 20; }));
+  stopped->Signal(SIGCONT);
+  EXPECT_TRUE(WaitUntil(30s, [&] { return writer.acknowledged() >= before + 40; }));
+  writer.Stop();
+  EXPECT_EQ(WaitForPrimary(coordinator_, 10s), primary);  // (no election)
+  ExpectHolds(primary, writer.trajectories());
+  ExpectAllAgree(primary);
+}
+
 TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {
   testing_util::TempDir dir;
   const std::string file = dir.Sub("cluster");
