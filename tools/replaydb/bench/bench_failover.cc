@@ -56,8 +56,10 @@ TableSpec FailoverSpec(const Acks& acks) {
   TableSpec spec;
   spec.name = "experience";
   spec.columns = {{"obs", DType::kU8, Shape{24}}, {"reward", DType::kF32, Shape{}}};
-  spec.capacity_steps = 1 << 18;
-  spec.block_steps = 16;
+  // Room for every trajectory a long run writes (each takes a block):
+  // nothing is evicted, so whatever is missing was lost.
+  spec.capacity_steps = 1 << 21;
+  spec.block_steps = 4;
   spec.sequence_length = 1;
   spec.acks = acks;
   return spec;
@@ -191,9 +193,12 @@ class Writer {
 };
 
 // Each trajectory's bytes (28 per step) at `address`, by id.
-Result<std::map<uint64_t, std::string>> Holdings(const std::string& address) {
+// `evicted` (may be null): the trajectories the table evicted.
+Result<std::map<uint64_t, std::string>> Holdings(const std::string& address,
+                                                 int64_t* evicted = nullptr) {
   REPLAYDB_ASSIGN_OR_RETURN(auto db, DB::Connect(address));
   REPLAYDB_ASSIGN_OR_RETURN(auto table, db->GetTable("experience"));
+  if (evicted != nullptr) *evicted = table->Info().evicted_trajectories;
   std::vector<TrajectoryInfo> infos;
   REPLAYDB_RETURN_IF_ERROR(table->ListTrajectories({}, &infos));
   std::map<uint64_t, std::string> out;
@@ -216,6 +221,7 @@ struct FailoverRun {
   double election = 0;            // etcd's, same run
   int64_t acknowledged = 0;
   int64_t lost = 0;
+  int64_t evicted = 0;  // by the last primary (none expected: the table has room)
   bool agreed = false;
 };
 
@@ -289,7 +295,7 @@ Result<FailoverRun> RunFailover(const Acks& acks, int kills) {
   run.acknowledged = writer.acknowledged();
   Node* last = primary();
   if (last == nullptr) return Status::Internal("no primary at the end");
-  REPLAYDB_ASSIGN_OR_RETURN(const auto held, Holdings(last->address));
+  REPLAYDB_ASSIGN_OR_RETURN(const auto held, Holdings(last->address, &run.evicted));
   for (const auto& [id, bytes] : writer.acked()) {
     auto it = held.find(id);
     if (it == held.end() || it->second != bytes) ++run.lost;
