@@ -499,6 +499,23 @@ Result<std::string> ClusterPrimary(const std::string& coordinator) {
   return leader ? leader->address : std::string();
 }
 
+Result<ClusterView> DescribeCluster(const std::string& coordinator) {
+  REPLAYDB_ASSIGN_OR_RETURN(auto c, Coordinator::Open(coordinator));
+  ClusterView view;
+  REPLAYDB_ASSIGN_OR_RETURN(const std::optional<LeaderState> leader, c->Leader());
+  if (leader) {
+    view.primary = leader->name;
+    view.primary_address = leader->address;
+    view.epoch = leader->epoch;
+  }
+  REPLAYDB_ASSIGN_OR_RETURN(const std::vector<NodeState> nodes, c->Nodes());
+  for (const NodeState& n : nodes) {
+    view.nodes.push_back(ClusterMember{n.name, n.address, n.role, n.epoch, n.following,
+                                       n.position.segment, n.position.offset, n.eligible});
+  }
+  return view;
+}
+
 Result<std::chrono::milliseconds> ProbeElection(const std::string& coordinator,
                                                 std::chrono::milliseconds ttl) {
   if (coordinator.rfind("etcd://", 0) != 0) {

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "replaydb/db.h"
 #include "replaydb/options.h"
@@ -107,6 +108,29 @@ Result<uint64_t> PromoteNode(const std::string& coordinator, const std::string& 
 // "" while none is elected. The coordinator's errors (Unavailable when it
 // cannot be reached).
 Result<std::string> ClusterPrimary(const std::string& coordinator);
+
+// A cluster as its coordinator sees it (`replaydb cluster ADDR`): each
+// node's published state (etcd: the nodes with live sessions; the static
+// file: its nodes, with only name, address and role) and the primary.
+struct ClusterMember {
+  std::string name;
+  std::string address;
+  std::string role;  // "primary", "replica", "starting"
+  uint64_t epoch = 0;
+  // A replica's: the primary it follows, where it applied that primary's
+  // log to, and whether it may stand for election.
+  std::string following;
+  uint64_t segment = 0;
+  uint64_t offset = 0;
+  bool eligible = false;
+};
+struct ClusterView {
+  std::string primary;          // its name; "" while none is elected
+  std::string primary_address;  // ucx://HOST:PORT
+  uint64_t epoch = 0;           // etcd: the leader key's revision; the file: 0
+  std::vector<ClusterMember> nodes;
+};
+Result<ClusterView> DescribeCluster(const std::string& coordinator);
 
 // What an election takes on this coordinator (etcd only): a leader with a
 // session of `ttl` stops renewing it, and a candidate campaigning every 10

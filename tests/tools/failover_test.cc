@@ -329,6 +329,32 @@ TEST_F(FailoverTest, AKilledPrimaryIsReplacedAndNothingAcknowledgedIsLost) {
   ASSERT_OK_AND_ASSIGN(const ReplicationInfo info, db->Replication());
   EXPECT_EQ(info.role, "replica");
   EXPECT_EQ(info.primary, second);
+  // The cluster as etcd sees it: the new primary, two replicas following it.
+  const std::string tool = REPLAYDB_TOOL_PATH;
+  // (Each node publishes its state within a poll, 100 ms.)
+  ClusterView cluster;
+  WaitUntil(10s, [&] {
+    Result<ClusterView> v = DescribeCluster(coordinator_);
+    if (v.ok()) cluster = *v;
+    bool settled = v.ok() && cluster.nodes.size() == 3;
+    for (const ClusterMember& n : cluster.nodes) settled = settled && n.epoch == cluster.epoch;
+    return settled;
+  });
+  EXPECT_EQ(cluster.primary_address, second);
+  ASSERT_EQ(cluster.nodes.size(), 3u);
+  for (const ClusterMember& n : cluster.nodes) {
+    EXPECT_EQ(n.role, n.address == second ? "primary" : "replica") << n.name;
+    EXPECT_EQ(n.epoch, cluster.epoch) << n.name;
+  }
+  const std::string view = testing_util::ShellOutput(tool + " cluster " + coordinator_ + " 2>&1");
+  EXPECT_THAT(view, HasSubstr("primary: " + NodeAt(second)->name() + " (" + second + "), epoch "));
+  EXPECT_THAT(view, ::testing::ContainsRegex(old_primary->name() + " +" + old_primary->address() +
+                                             " +replica +[0-9]+ +" + second));
+  EXPECT_THAT(testing_util::ShellOutput(tool + " cluster 2>&1; echo exit $?"),
+              HasSubstr("which cluster? give etcd://HOST:PORT/CLUSTER or file://PATH"));
+  EXPECT_THAT(
+      testing_util::ShellOutput(tool + " cluster etcd://127.0.0.1:1/x 2>&1; echo exit $?"),
+      ::testing::ContainsRegex("etcd cannot be reached \\(http://127.0.0.1:1: .*\\)\nexit 1"));
 }
 
 TEST_F(FailoverTest, APrimaryStoppedHandsOverWithNothingAcknowledgedLost) {

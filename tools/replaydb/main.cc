@@ -14,6 +14,7 @@
 
 #include "tools/replaydb/bench/bench.h"
 #include "tools/replaydb/demo/demo.h"
+#include "tools/replaydb/serve/cluster_command.h"
 #include "tools/replaydb/serve/promote.h"
 #include "tools/replaydb/serve/serve.h"
 #include "tools/replaydb/shell/shell.h"
@@ -45,6 +46,7 @@ constexpr Command kCommands[] = {
     {"shell", kShellUsage, kShellSummary, &ShellCommand},
     {"serve", kServeUsage, kServeSummary, &ServeCommand},
     {"promote", kPromoteUsage, kPromoteSummary, &PromoteCommand},
+    {"cluster", kClusterUsage, kClusterSummary, &ClusterCommand},
 };
 
 const Command* FindCommand(std::string_view name) {
