@@ -1571,7 +1571,6 @@ Result<Reply> DbService::HandleWriterCall(Request& r, const std::shared_ptr<Writ
       if (p != nullptr) p->Release();
     }
   } give_up{placed.get()};
-  REPLAYDB_RETURN_IF_ERROR(LeaseStatus());
   switch (h->body_type()) {
     case fb::Body::AppendStep: {
       const fb::AppendStep* q = h->body_as_AppendStep();
