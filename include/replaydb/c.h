@@ -172,7 +172,8 @@ REPLAYDB_C_EXPORT int replaydb_open(const replaydb_options_t* options, const cha
                                     replaydb_db_t** db, char** errptr);
 REPLAYDB_C_EXPORT int replaydb_open_read_only(const char* path, replaydb_db_t** db,
                                               char** errptr);
-/* A database that `replaydb serve` hosts at `address` (ucx://HOST:PORT;
+/* A database that `replaydb serve` hosts at `address` (ucx://HOST:PORT, or
+ * the primary of a cluster: etcd://HOST:PORT/CLUSTER, file://PATH;
  * replaydb::DB::Connect): the same calls, each run on the server; those a
  * remote database does not serve yet fail with REPLAYDB_NOT_SUPPORTED.
  * `client_name` (may be NULL) names this client in the server's log;

@@ -1849,7 +1849,9 @@ def connect(address: str, *, client_name: Optional[str] = None,
             call_timeout: float = 60.0, heartbeat: float = 0.1, read_in_place: bool = True,
             read_in_place_min_bytes: int = 64 << 10) -> DB:
     """The database that ``replaydb serve`` hosts at ``address``
-    ("ucx://HOST:PORT"), with the same DB and Table calls, each run on the
+    ("ucx://HOST:PORT"; or the primary a cluster's coordinator names,
+    "etcd://HOST:PORT/CLUSTER" or "file://PATH": after a failover, connect
+    again), with the same DB and Table calls, each run on the
     server (those it does not serve yet raise NotSupportedError). Many
     processes may connect to one server at once: actors writing, learners
     sampling. ``client_name`` names this process in the server's log.
