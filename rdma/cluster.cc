@@ -170,6 +170,11 @@ class ClusterNodeImpl final : public ClusterNode {
       std::string primary;
       const DirKind kind = KindOf(dir_, &primary);
       me.eligible = kind == DirKind::kNew || kind == DirKind::kPrimary;
+      std::vector<EpochStart> epochs;
+      if (kind != DirKind::kNew && engine::DBImpl::ReadEpochs(Env::Default(), dir_, &epochs).ok() &&
+          !epochs.empty()) {
+        me.epoch = epochs.back().epoch;
+      }
     }
     return me;
   }
@@ -271,6 +276,10 @@ class ClusterNodeImpl final : public ClusterNode {
     ServerOptions o = server_options_;
     o.replica_of = replica_of;
     REPLAYDB_ASSIGN_OR_RETURN(server_, Server::Open(dir_, db_options_, o));
+    // Writes wait for the coordinator's word (BePrimary's lease).
+    if (!static_) {
+      rdma::PartsOf(*server_).service->SetLease(Clock::time_point{}, options_.ttl, options_.margin);
+    }
     return Status::OK();
   }
 
@@ -324,6 +333,15 @@ class ClusterNodeImpl final : public ClusterNode {
     }
     engine::DBImpl* db = rdma::PartsOf(*server_).db;
     if (won.epoch > db->epoch()) REPLAYDB_RETURN_IF_ERROR(db->BeginEpoch(won.epoch));
+    if (!was) {
+      // Recorded before the first write is taken (until the lease below,
+      // writes are refused): a node behind it no longer stands.
+      const Status marked = coordinator_->MarkEpoch(won.epoch);
+      if (!marked.ok()) {
+        holds_place_ = false;
+        return marked.WithContext("recording epoch " + std::to_string(won.epoch));
+      }
+    }
     if (!static_) {
       rdma::PartsOf(*server_).service->SetLease(renewed_at_ + options_.ttl - options_.margin,
                                                 options_.ttl, options_.margin);
@@ -387,6 +405,18 @@ class ClusterNodeImpl final : public ClusterNode {
                         "(promote one by hand: replaydb promote)");
       return Status::OK();
     }
+    // A node behind the last epoch that took writes does not stand: it may
+    // lack them (a primary whose session lapsed while another was elected
+    // and took writes, and that one went too).
+    REPLAYDB_ASSIGN_OR_RETURN(const uint64_t last, coordinator_->LastEpoch());
+    if (me.epoch < last) {
+      LogOnce("no primary is elected; the last primary took writes in epoch " +
+              std::to_string(last) + ", past this node's " + std::to_string(me.epoch) +
+              ", so this node does not stand (a node of that epoch must come back, or promote "
+              "one by hand)");
+      return Status::OK();
+    }
+    REPLAYDB_ASSIGN_OR_RETURN(const std::vector<NodeState> nodes, coordinator_->Nodes());
     // Of the replicas in sync with the same primary, the one that applied
     // most of its log stands (ties: the first name), once the old primary
     // answers no more reads: every replica's place is then final, and
@@ -398,7 +428,6 @@ class ClusterNodeImpl final : public ClusterNode {
         LogOnce("no primary is elected; waiting for the old primary's last records");
         return Status::OK();
       }
-      REPLAYDB_ASSIGN_OR_RETURN(const std::vector<NodeState> nodes, coordinator_->Nodes());
       for (const NodeState& n : nodes) {
         if (n.name == me.name || !n.eligible || n.role != "replica" ||
             n.following != me.following) {

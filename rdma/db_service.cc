@@ -1372,6 +1372,11 @@ Status DbService::LeaseStatus() const {
   if (until == kNoLease) return Status::OK();
   const int64_t now = Clock::now().time_since_epoch().count();
   if (now < until) return Status::OK();
+  if (until == 0) {
+    return Status::Unavailable(
+        "this server is not (yet) the primary its coordinator elected: it acknowledges no "
+        "writes; try again, or find the primary through the coordinator");
+  }
   const int64_t margin = lease_margin_ms_.load(std::memory_order_relaxed);
   const int64_t ttl = lease_ttl_ms_.load(std::memory_order_relaxed);
   return Status::Unavailable(

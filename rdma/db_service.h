@@ -125,7 +125,8 @@ class DbService {
   // Self-fencing under a coordinator's lease: from `until` on, requests
   // that change data (and a writer's appends and ends) are refused with
   // Unavailable saying that the session lapsed, until a later SetLease.
-  // `ttl` and `margin` are for the message. Never called: no refusal.
+  // `ttl` and `margin` are for the message. Never called: no refusal;
+  // `until` the clock's zero: refused as not (yet) elected.
   void SetLease(std::chrono::steady_clock::time_point until, std::chrono::milliseconds ttl,
                 std::chrono::milliseconds margin);
   // This server's address (a promoted replica names it to the primary it

@@ -100,6 +100,8 @@ class StaticCoordinator final : public Coordinator {
         "' the primary; promote by hand (replaydb promote NODE --coordinator " + address_ + ")");
   }
   Status Resign() override { return Status::OK(); }
+  Result<uint64_t> LastEpoch() override { return uint64_t{0}; }
+  Status MarkEpoch(uint64_t) override { return Status::OK(); }
 
  private:
   const std::string address_;

@@ -96,6 +96,14 @@ class Coordinator {
   // Gives the primary's place up, where this session holds it, and ends
   // the session.
   virtual Status Resign() = 0;
+  // The last epoch in which a primary took writes (MarkEpoch), which a
+  // candidate must have reached to stand; 0 when none (the static file:
+  // always 0).
+  virtual Result<uint64_t> LastEpoch() = 0;
+  // Records that this session's primary, elected in `epoch`, takes writes
+  // from now on: guarded on it still holding the place (FailedPrecondition
+  // otherwise). The static file: OK.
+  virtual Status MarkEpoch(uint64_t epoch) = 0;
 };
 
 // The static file's primary line made `name` (written whole: a new file

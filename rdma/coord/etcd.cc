@@ -7,6 +7,8 @@
 //                transaction guarded on its absence (create_revision 0);
 //                its create revision is the epoch
 //   nodes/NAME   the node's NodeState as JSON, under its lease
+//   epoch        the last epoch whose primary took writes (decimal; no
+//                lease: it outlives every session)
 #include "rdma/coord/etcd.h"
 
 #include <curl/curl.h>
@@ -311,6 +313,38 @@ Result<LeaderState> EtcdCoordinator::Campaign(const NodeState& me) {
     return Status::Unavailable("the leader key went while campaigning; campaign again");
   }
   return ParseLeader(kvs[0]);
+}
+
+Result<uint64_t> EtcdCoordinator::LastEpoch() {
+  REPLAYDB_ASSIGN_OR_RETURN(const json j,
+                            Call("/v3/kv/range", json{{"key", Base64(prefix_ + "epoch")}}));
+  auto kvs = j.find("kvs");
+  if (kvs == j.end() || !kvs->is_array() || kvs->empty()) return uint64_t{0};
+  std::string value;
+  if (!Unbase64((*kvs)[0].value("value", ""), &value) || value.empty() ||
+      value.find_first_not_of("0123456789") != std::string::npos) {
+    return Status::Corruption("etcd key " + prefix_ + "epoch does not hold an epoch: '" +
+                              value.substr(0, 100) + "'");
+  }
+  return std::stoull(value);
+}
+
+Status EtcdCoordinator::MarkEpoch(uint64_t epoch) {
+  // Guarded on this node's leader key (its create revision is the epoch).
+  const std::string leader = Base64(prefix_ + "leader");
+  const json txn{
+      {"compare",
+       json::array(
+           {{{"key", leader}, {"target", "CREATE"}, {"create_revision", std::to_string(epoch)}}})},
+      {"success", json::array({{{"request_put",
+                                 {{"key", Base64(prefix_ + "epoch")},
+                                  {"value", Base64(std::to_string(epoch))}}}}})}};
+  REPLAYDB_ASSIGN_OR_RETURN(const json j, Call("/v3/kv/txn", txn));
+  if (!j.value("succeeded", false)) {
+    return Status::FailedPrecondition("epoch " + std::to_string(epoch) +
+                                      ": this node no longer holds the primary's place");
+  }
+  return Status::OK();
 }
 
 Status EtcdCoordinator::Resign() {

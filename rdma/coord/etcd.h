@@ -26,6 +26,8 @@ class EtcdCoordinator final : public Coordinator {
   Status KeepAlive() override;
   Result<LeaderState> Campaign(const NodeState& me) override;
   Status Resign() override;
+  Result<uint64_t> LastEpoch() override;
+  Status MarkEpoch(uint64_t epoch) override;
 
  private:
   EtcdCoordinator(std::string address, std::vector<std::string> endpoints, std::string cluster,

@@ -208,6 +208,17 @@ TEST_F(EtcdCoordinatorLiveTest, OneCandidateWinsAndTheNextElectionsEpochIsLater)
   ASSERT_OK_AND_ASSIGN(const std::vector<NodeState> left, b->Nodes());
   ASSERT_EQ(left.size(), 1u);  // (a's session ended with its node key)
   EXPECT_EQ(left[0].name, "b");
+  // The last epoch that took writes: marked by its primary while it holds
+  // the place, kept after its session.
+  ASSERT_OK_AND_ASSIGN(uint64_t last, b->LastEpoch());
+  EXPECT_EQ(last, 0u);
+  ASSERT_OK(b->MarkEpoch(next.epoch));
+  const Status stale = a->MarkEpoch(won.epoch);
+  EXPECT_EQ(stale.code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(stale.message(), HasSubstr("no longer holds the primary's place"));
+  ASSERT_OK(b->Resign());
+  ASSERT_OK_AND_ASSIGN(last, a->LastEpoch());
+  EXPECT_EQ(last, next.epoch);
 }
 
 TEST_F(EtcdCoordinatorLiveTest, ASessionNotRenewedExpiresWithItsLeadership) {

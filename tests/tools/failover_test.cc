@@ -505,6 +505,60 @@ TEST_F(FailoverTest, AStoppedReplicaCatchesUpWhileTheOtherKeepsTheWritesAcknowle
   ExpectAllAgree(primary);
 }
 
+TEST_F(FailoverTest, AnOldPrimaryBehindTheLastEpochThatTookWritesDoesNotStand) {
+  const std::string first = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(first.empty());
+  TableSpec spec = Spec();
+  spec.acks = Acks{AckMode::kLeader, 0};
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const auto write = [&](const std::string& address) {
+    ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(address));
+    Result<std::shared_ptr<Table>> t = db->GetTable("experience");
+    if (!t.ok()) t = db->CreateTable(spec);
+    ASSERT_OK(t.status());
+    ASSERT_OK_AND_ASSIGN(auto w, (*t)->NewWriter());
+    for (int s = 0; s < 5; ++s) ASSERT_OK(w->Append(testing_util::RandomStep(Spec(), rng).tensors));
+    ASSERT_OK(w->End(EndReason::kTerminal));
+  };
+  write(first);
+  Node* old_primary = NodeAt(first);
+  old_primary->Signal(SIGSTOP);
+  const std::string second = WaitForPrimary(coordinator_, 30s, first);
+  ASSERT_FALSE(second.empty());
+  // The new primary takes writes the old one never saw; then it and the
+  // third node go.
+  ASSERT_TRUE(WaitUntil(30s, [&] {
+    Result<std::unique_ptr<DB>> db = DB::Connect(second);
+    return db.ok() && (*db)->Replication().ok() && (*db)->Replication()->role == "primary";
+  }));
+  write(second);
+  const std::string held = ContentsAt(second);
+  for (auto& n : nodes_) {
+    if (n.get() != old_primary) n->Kill();
+  }
+  old_primary->Signal(SIGCONT);
+  EXPECT_FALSE(old_primary->WaitFor(std::regex("(so this node does not stand)"), 30s).empty())
+      << old_primary->output();
+  std::this_thread::sleep_for(1000ms);
+  EXPECT_EQ(WaitForPrimary(coordinator_, 100ms), "") << "a node behind the last epoch was elected";
+  // A node of that epoch comes back: it stands, and the old primary
+  // follows it, with what it took.
+  Node* back = NodeAt(second);
+  back->Start();
+  ASSERT_TRUE(back->WaitListening());
+  EXPECT_EQ(WaitForPrimary(coordinator_, 30s), second);
+  EXPECT_FALSE(old_primary->WaitFor(std::regex("(resyncing from the primary)"), 30s).empty())
+      << old_primary->output();
+  EXPECT_EQ(ContentsAt(second), held);
+  for (auto& n : nodes_) {
+    if (n.get() != old_primary && n.get() != back) {
+      n->Start();
+      ASSERT_TRUE(n->WaitListening());
+    }
+  }
+  ExpectAllAgree(second);
+}
+
 TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {
   testing_util::TempDir dir;
   const std::string file = dir.Sub("cluster");
