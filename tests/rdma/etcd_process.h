@@ -13,6 +13,7 @@
 #include <memory>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tools/replaydb/child_process.h"
@@ -35,9 +36,18 @@ class EtcdProcess {
                      " is not installed (Debian's etcd-server; tools/scripts/install-deps.sh "
                      "--tests installs it)";
   }
-  explicit EtcdProcess(std::string dir)
-      : dir_(std::move(dir)), client_port_(FreePort()), peer_port_(FreePort()) {
-    Start();
+  // Started on two loopback ports free at the time; tests that run at once
+  // may take a port between its choice and etcd's bind: then again, on
+  // other ports (5 tries).
+  explicit EtcdProcess(std::string dir) : dir_(std::move(dir)) {
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      client_port_ = FreePort();
+      peer_port_ = FreePort();
+      if (Launch()) return;
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+    }
+    ADD_FAILURE() << "etcd did not start on free ports in 5 tries";
   }
   ~EtcdProcess() { Kill(); }
   // HOST:PORT of its client API.
@@ -52,25 +62,45 @@ class EtcdProcess {
     child_->Wait(std::chrono::seconds(30));
     child_.reset();
   }
-  // Started again on the same ports and data (after Kill).
+  // Started again on the same ports and data (after Kill); a port another
+  // test took meanwhile is waited for (5 s at most).
   void Start() {
+    for (int attempt = 0; attempt < 25; ++attempt) {
+      if (Launch()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ADD_FAILURE() << "etcd did not start again on " << endpoint();
+  }
+
+ private:
+  // Starts etcd and waits until it serves: false (and no process) when a
+  // port was in use; a test failure when it did not start otherwise.
+  bool Launch() {
     const std::string client = "http://" + endpoint();
     const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
     auto started = tools::ChildProcess::Start(
         {kEtcdBinary, "--name", "test", "--data-dir", dir_, "--listen-client-urls", client,
          "--advertise-client-urls", client, "--listen-peer-urls", peer,
          "--initial-advertise-peer-urls", peer, "--initial-cluster", "test=" + peer});
-    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    if (!started.ok()) {
+      ADD_FAILURE() << started.status().ToString();
+      return true;
+    }
     child_ = std::move(started).value();
-    const std::string ready =
-        child_->WaitFor(std::regex("(ready to serve client requests)"), std::chrono::seconds(30));
-    ASSERT_FALSE(ready.empty()) << "etcd did not start; its output:\n" << child_->output();
+    const std::string said =
+        child_->WaitFor(std::regex("(ready to serve client requests|address already in use)"),
+                        std::chrono::seconds(30));
+    if (said == "address already in use") {
+      Kill();
+      return false;
+    }
+    EXPECT_FALSE(said.empty()) << "etcd did not start; its output:\n" << child_->output();
+    return true;
   }
 
- private:
   std::string dir_;
-  uint16_t client_port_;
-  uint16_t peer_port_;
+  uint16_t client_port_ = 0;
+  uint16_t peer_port_ = 0;
   std::unique_ptr<tools::ChildProcess> child_;
 };
 
