@@ -1243,15 +1243,8 @@ Result<Reply> DbService::HandlePromote(Request& r) {
   std::lock_guard<std::mutex> promoting(promote_mu_);
   std::string primary;
   Replica* follower = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(role_mu_);
-    primary = replica_of_;
-    follower = follower_;
-  }
-  if (primary.empty() || follower == nullptr) {
-    return Status::FailedPrecondition("this server is a primary (epoch " +
-                                      std::to_string(impl->epoch()) +
-                                      "), not a read replica: there is nothing to promote");
+  if (Status s = ReplicaRole(*impl, &primary, &follower); !s.ok()) {
+    return Status::FailedPrecondition(s.message() + ": there is nothing to promote");
   }
   const uint64_t epoch = impl->epoch() + 1;
   const auto log = [&](const std::string& line) {
@@ -1317,7 +1310,8 @@ Result<Reply> DbService::HandlePromote(Request& r) {
           " stays fenced: promote again (" + follower->state().last_error + ")");
     }
   }
-  REPLAYDB_ASSIGN_OR_RETURN(const wal::LogPosition began, TakeOverLocked(*impl, epoch));
+  REPLAYDB_ASSIGN_OR_RETURN(const wal::LogPosition began,
+                            TakeOverLocked(*impl, epoch, primary, follower));
   HeaderFields f;
   f.request_id = h->request_id();
   flatbuffers::FlatBufferBuilder b(64);
@@ -1330,21 +1324,28 @@ Result<Reply> DbService::HandlePromote(Request& r) {
 Result<wal::LogPosition> DbService::TakeOver(uint64_t epoch) {
   REPLAYDB_ASSIGN_OR_RETURN(engine::DBImpl * impl, Engine("cannot be promoted"));
   std::lock_guard<std::mutex> promoting(promote_mu_);
-  return TakeOverLocked(*impl, epoch);
-}
-
-Result<wal::LogPosition> DbService::TakeOverLocked(engine::DBImpl& impl, uint64_t epoch) {
   std::string primary;
   Replica* follower = nullptr;
+  REPLAYDB_RETURN_IF_ERROR(ReplicaRole(*impl, &primary, &follower));
+  return TakeOverLocked(*impl, epoch, primary, follower);
+}
+
+Status DbService::ReplicaRole(const engine::DBImpl& impl, std::string* primary,
+                              Replica** follower) const {
   {
     std::lock_guard<std::mutex> lock(role_mu_);
-    primary = replica_of_;
-    follower = follower_;
+    *primary = replica_of_;
+    *follower = follower_;
   }
-  if (primary.empty() || follower == nullptr) {
+  if (primary->empty() || *follower == nullptr) {
     return Status::FailedPrecondition("this server is a primary (epoch " +
                                       std::to_string(impl.epoch()) + "), not a read replica");
   }
+  return Status::OK();
+}
+
+Result<wal::LogPosition> DbService::TakeOverLocked(engine::DBImpl& impl, uint64_t epoch,
+                                                   const std::string& primary, Replica* follower) {
   follower->Stop();
   REPLAYDB_ASSIGN_OR_RETURN(const wal::LogPosition began, impl.BecomePrimary(epoch));
   {

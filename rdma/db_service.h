@@ -196,8 +196,13 @@ class DbService {
   // promotion, and a primary's fence.
   Result<Reply> HandlePromote(Request& request);
   Result<Reply> HandleFence(Request& request);
-  // TakeOver's work. REQUIRES: promote_mu_.
-  Result<wal::LogPosition> TakeOverLocked(engine::DBImpl& impl, uint64_t epoch);
+  // The primary this replica follows and its follower; FailedPrecondition
+  // ("this server is a primary (epoch N), not a read replica") on a primary.
+  Status ReplicaRole(const engine::DBImpl& impl, std::string* primary, Replica** follower) const;
+  // TakeOver's work, for the replica of `primary` that `follower` follows
+  // (ReplicaRole). REQUIRES: promote_mu_.
+  Result<wal::LogPosition> TakeOverLocked(engine::DBImpl& impl, uint64_t epoch,
+                                          const std::string& primary, Replica* follower);
   // OK, or Unavailable once the lease SetLease set lapsed.
   Status LeaseStatus() const;
   static constexpr int64_t kNoLease = INT64_MIN;

@@ -61,6 +61,14 @@ size_t CollectBody(char* data, size_t size, size_t count, void* out) {
   return size * count;
 }
 
+// A key-value's value as the JSON object it holds (`text`: its bytes);
+// null where it is not base64 or not JSON.
+json ValueJson(const json& kv, std::string* text) {
+  return Unbase64(kv.value("value", ""), text)
+             ? json::parse(*text, nullptr, /*allow_exceptions=*/false)
+             : json();
+}
+
 // The key just past every key that starts with `prefix` (etcd's range_end).
 std::string PrefixEnd(std::string prefix) {
   prefix.back() = static_cast<char>(prefix.back() + 1);
@@ -205,9 +213,7 @@ Result<std::optional<LeaderState>> EtcdCoordinator::Leader() {
 
 Result<LeaderState> EtcdCoordinator::ParseLeader(const nlohmann::json& kv) const {
   std::string value;
-  const json v = Unbase64(kv.value("value", ""), &value)
-                     ? json::parse(value, nullptr, /*allow_exceptions=*/false)
-                     : json();
+  const json v = ValueJson(kv, &value);
   if (!v.is_object() || !v.contains("name") || !v.contains("address")) {
     return Status::Corruption("etcd key " + prefix_ + "leader does not hold a replaydb leader: '" +
                               value.substr(0, 200) + "'");
@@ -230,9 +236,7 @@ Result<std::vector<NodeState>> EtcdCoordinator::Nodes() {
   if (kvs == j.end() || !kvs->is_array()) return nodes;
   for (const json& kv : *kvs) {
     std::string value;
-    const json v = Unbase64(kv.value("value", ""), &value)
-                       ? json::parse(value, nullptr, /*allow_exceptions=*/false)
-                       : json();
+    const json v = ValueJson(kv, &value);
     if (!v.is_object()) continue;  // (not one of ours: skipped)
     NodeState n;
     n.name = v.value("name", "");

@@ -327,6 +327,12 @@ Result<FailoverRun> CachedRun(const Acks& acks, int kills) {
   return run;
 }
 
+// The SIGKILLs a run makes: --kills (params[1]), at most 2 with --quick.
+int KillsFor(const std::vector<Param>& params, const Timing& timing) {
+  const int kills = static_cast<int>(params[1].value);
+  return timing.quick ? std::min(2, kills) : kills;
+}
+
 double Quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
@@ -348,8 +354,7 @@ std::vector<CaseWithTarget> FailoverCases(int kills) {
     const std::vector<Param> params = {{"acks", 0, AcksName(acks)}, {"kills", kills}};
     cases.push_back({{"failover", params,
                       [acks, params](DB*, const Timing& timing) -> Result<BenchResult> {
-                        const int n = timing.quick ? std::min(2, static_cast<int>(params[1].value))
-                                                   : static_cast<int>(params[1].value);
+                        const int n = KillsFor(params, timing);
                         REPLAYDB_ASSIGN_OR_RETURN(const FailoverRun run, CachedRun(acks, n));
                         BenchResult r;
                         r.bench = "failover";
@@ -372,8 +377,7 @@ std::vector<CaseWithTarget> FailoverCases(int kills) {
     cases.push_back(
         {{"failover_lost", params,
           [acks, params](DB*, const Timing& timing) -> Result<BenchResult> {
-            const int n = timing.quick ? std::min(2, static_cast<int>(params[1].value))
-                                       : static_cast<int>(params[1].value);
+            const int n = KillsFor(params, timing);
             REPLAYDB_ASSIGN_OR_RETURN(const FailoverRun run, CachedRun(acks, n));
             BenchResult r;
             r.bench = "failover_lost";

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -48,6 +49,18 @@ void LogLine(const std::string& line) {
 int Fail(const Status& s) {
   std::fprintf(stderr, "replaydb serve: %s\n", s.ToString().c_str());
   return kExitFailure;
+}
+
+// Waits for SIGTERM or SIGINT (blocked in `stop`), then `close`s the server
+// (its checkpoint's status): the exit status.
+int ServeUntilStopped(const sigset_t& stop, const std::function<Status()>& close) {
+  int signal = 0;
+  sigwait(&stop, &signal);
+  LogLine(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
+  const Status closed = close();
+  if (!closed.ok()) return Fail(closed.WithContext("checkpoint on stop"));
+  LogLine("stopped; database checkpointed and closed");
+  return kExitOk;
 }
 
 }  // namespace
@@ -185,14 +198,7 @@ int ServeCommand(std::span<const std::string> args) {
     LogLine("listening on " + state.address + ", database " + dir + ", node " + state.name +
             " of " + coordinator + " (" + state.role + ", epoch " + std::to_string(state.epoch) +
             ")");
-    int signal = 0;
-    sigwait(&stop, &signal);
-    LogLine(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
-    const Status closed = (*node)->Close();
-    if (!closed.ok()) return Fail(closed.WithContext("checkpoint on stop"));
-    node->reset();
-    LogLine("stopped; database checkpointed and closed");
-    return kExitOk;
+    return ServeUntilStopped(stop, [&] { return (*node)->Close(); });
   }
   // The server opens the database: its hot tiers are then memory that
   // clients on one-sided connections read without this process's CPU.
@@ -202,15 +208,8 @@ int ServeCommand(std::span<const std::string> args) {
           std::to_string((*server)->db()->ListTables().size()) + " tables)" +
           (token_file.empty() ? "" : ", tokens of " + token_file) +
           (replica_of.empty() ? "" : ", a read replica of " + replica_of));
-  int signal = 0;
-  sigwait(&stop, &signal);
-  LogLine(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
   // Every connection ends (clients see Unavailable), then the checkpoint.
-  const Status checkpointed = (*server)->Close();
-  if (!checkpointed.ok()) return Fail(checkpointed.WithContext("checkpoint on stop"));
-  server->reset();
-  LogLine("stopped; database checkpointed and closed");
-  return kExitOk;
+  return ServeUntilStopped(stop, [&] { return (*server)->Close(); });
 }
 
 }  // namespace replaydb::tools
