@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <regex>
 #include <string>
@@ -52,9 +53,21 @@ class EtcdProcess {
   ~EtcdProcess() { Kill(); }
   // HOST:PORT of its client API.
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
-  // SIGSTOP, SIGCONT.
+  // SIGSTOP (returning once the process is stopped: kill() returns before
+  // a running thread of it stops), SIGCONT.
   void Signal(int signal) {
-    if (child_) ::kill(child_->pid(), signal);
+    if (!child_) return;
+    ::kill(child_->pid(), signal);
+    if (signal != SIGSTOP) return;
+    const std::string stat = "/proc/" + std::to_string(child_->pid()) + "/stat";
+    for (int i = 0; i < 200; ++i) {  // 2 s at most
+      std::ifstream in(stat);
+      std::string line;
+      std::getline(in, line);
+      const size_t paren = line.rfind(')');
+      if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   void Kill() {
     if (!child_) return;
