@@ -4,8 +4,11 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
+#include <ucs/async/async_fwd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -44,6 +47,73 @@ constexpr int kTurnsPerClock = 8;
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
+// Holds UCX's async thread (one per process; it runs the socket handlers of
+// every UCX context in it) in a handler of ours while it lives.
+//
+// Why: UCX 1.13 (Debian 12) frees a listener while connections it accepted
+// may still wait for their client's first bytes. Those connections belong
+// to the listener's worker until that worker is destroyed, and bytes that
+// come in between make the async thread call into the freed listener (a
+// crash, seen when a client connected to a server as it stopped). Destroying
+// the listener and its worker while this holds leaves no such moment: the
+// worker's destruction closes those connections first.
+//
+// A hold that the async thread does not take up within kTake (it is busy
+// elsewhere) holds nothing: the destruction goes on regardless.
+class AsyncThreadHold {
+ public:
+  AsyncThreadHold() {
+    fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd_ < 0) return;
+    if (ucs_async_set_event_handler(UCS_ASYNC_MODE_THREAD_SPINLOCK, fd_, UCS_EVENT_SET_EVREAD,
+                                    &AsyncThreadHold::Held, this, nullptr) != UCS_OK) {
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+    registered_ = true;
+    const uint64_t one = 1;
+    if (::write(fd_, &one, sizeof(one)) != sizeof(one)) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kTake, [&] { return held_; });
+  }
+
+  ~AsyncThreadHold() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+    // Waits for the handler to return.
+    if (registered_) (void)ucs_async_remove_handler(fd_, /*sync=*/1);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  AsyncThreadHold(const AsyncThreadHold&) = delete;
+  AsyncThreadHold& operator=(const AsyncThreadHold&) = delete;
+
+ private:
+  static constexpr auto kTake = std::chrono::seconds(2);
+
+  static void Held(int /*id*/, ucs_event_set_types_t /*events*/, void* arg) {
+    auto* self = static_cast<AsyncThreadHold*>(arg);
+    uint64_t value = 0;
+    (void)::read(self->fd_, &value, sizeof(value));
+    std::unique_lock<std::mutex> lock(self->mu_);
+    self->held_ = true;
+    self->cv_.notify_all();
+    self->cv_.wait(lock, [&] { return self->released_; });
+    self->held_ = false;
+  }
+
+  int fd_ = -1;
+  bool registered_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool released_ = false;
+};
+
 }  // namespace
 
 bool SharedMemoryTransportsLoaded(const char* tls) {
@@ -73,7 +143,11 @@ std::vector<std::pair<std::string, std::string>> UcxSettings() {
       // connection over shared memory kept TCP lanes beside its sysv
       // lane, and every progress of its worker paid an epoll_wait
       // (small calls 2.4 us where they took 3.4). RDMA lanes stay.
-      {"TCP_PUT_ENABLE", "n"}};
+      {"TCP_PUT_ENABLE", "n"},
+      // A listener may take its port while connections of an earlier one
+      // on it wait out TIME_WAIT (a cluster node's server started again on
+      // its port); a port that something listens on is still refused.
+      {"TCP_CM_REUSEADDR", "y"}};
   // Processes of one host over shared memory (UCX warns about a setting of
   // a transport it does not load).
   if (SharedMemoryTransportsLoaded(std::getenv("UCX_TLS"))) {
@@ -369,16 +443,28 @@ class Transport::Impl {
       Hold hold(*w);
       RunQueued(*w);
     }
-    if (listener_ != nullptr) ucp_listener_destroy(listener_);
-    for (auto& w : workers_) {
-      // Closes that did not finish in time: their keys go before the worker.
-      for (Closing& c : w->closing) {
-        for (ucp_rkey_h k : c.rkeys) ucp_rkey_destroy(k);
-        c.rkeys.clear();
+    // The listener's worker last: the connections it accepted belong to it
+    // (the other workers' endpoints of them included).
+    for (size_t i = workers_.size(); i-- > 1;) DestroyWorker(*workers_[i]);
+    if (!workers_.empty()) {
+      std::optional<AsyncThreadHold> hold;
+      if (listener_ != nullptr) {
+        hold.emplace();
+        ucp_listener_destroy(listener_);
       }
-      if (w->worker != nullptr) ucp_worker_destroy(w->worker);
+      DestroyWorker(*workers_[0]);
     }
     context_owner_.reset();
+  }
+
+  static void DestroyWorker(Worker& w) {
+    // Closes that did not finish in time: their keys go before the worker.
+    for (Closing& c : w.closing) {
+      for (ucp_rkey_h k : c.rkeys) ucp_rkey_destroy(k);
+      c.rkeys.clear();
+    }
+    if (w.worker != nullptr) ucp_worker_destroy(w.worker);
+    w.worker = nullptr;
   }
 
   uint16_t port() const { return port_; }

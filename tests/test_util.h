@@ -222,6 +222,9 @@ class ChildTest {
       ::dup2(out[1], 1);
       ::close(out[0]);
       ::close(out[1]);
+      // The parent's sockets stay the parent's (UCX's have no close-on-exec:
+      // an inherited listener would hold its port).
+      ::close_range(3, ~0U, 0);
       ::setenv(env_name, env_value.c_str(), 1);
       const std::string gtest_filter = "--gtest_filter=" + filter;
       const char* argv[] = {"/proc/self/exe", gtest_filter.c_str(), "--gtest_brief=1", nullptr};

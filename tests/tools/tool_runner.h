@@ -183,6 +183,9 @@ class ToolDirTest : public ::testing::Test {
     posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0644);
     posix_spawn_file_actions_addchdir_np(&actions, dir_.c_str());
+    // Only 0, 1 and 2: the test's own sockets (UCX's have no close-on-exec)
+    // stay the test's.
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
     pid_t pid = -1;
     const int spawn_error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);

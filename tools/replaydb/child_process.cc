@@ -37,6 +37,10 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(std::vector<std::strin
   if (pid == 0) {
     ::dup2(out[1], 1);  // (dup2 clears close-on-exec on 1 and 2)
     ::dup2(out[1], 2);
+    // Nothing else of this process's: a listening socket inherited would
+    // hold its port for as long as the child lives (UCX opens its sockets
+    // without close-on-exec).
+    ::close_range(3, ~0U, 0);
     ::execvp(args[0], args.data());
     std::_Exit(127);
   }
