@@ -188,7 +188,13 @@ Result<std::unique_ptr<DB>> DBImpl::Open(const DBOptions& options, const std::st
                                                    db->next_segment_));
     db->log_ = std::move(log);
     for (auto& [id, table] : db->by_id_) table->SetLog(db->log_, id, db->replicas_);
+    // The ends recovery made go to the log: its replicas end those
+    // trajectories too (a later recovery finds them ended).
+    for (const auto& [id, ids] : db->ended_at_recovery_) {
+      REPLAYDB_RETURN_IF_ERROR(db->by_id_.at(id)->LogEnds(ids));
+    }
   }
+  db->ended_at_recovery_.clear();
   REPLAYDB_RETURN_IF_ERROR(db->LoadEpochs());
   // Everything recovered goes into a checkpoint, and the replayed log away:
   // in the background when automatic checkpoints run (the table serves at
@@ -351,7 +357,11 @@ Status DBImpl::Recover() {
     }
   }
   for (auto& [id, table] : by_id_) {
-    if (!replica_.load()) recovery_.trajectories_ended += table->EndOpenTrajectories();
+    if (!replica_.load()) {
+      std::vector<uint64_t> ended = table->EndOpenTrajectories();
+      recovery_.trajectories_ended += static_cast<int64_t>(ended.size());
+      if (!ended.empty()) ended_at_recovery_.emplace(id, std::move(ended));
+    }
     table->SettleRateLimiter(options_.checkpoint.reset_rate_limiters_on_restore);
   }
   return Status::OK();

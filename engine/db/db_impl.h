@@ -238,6 +238,9 @@ class DBImpl final : public DB {
   std::shared_ptr<ColdStore> cold_;  // shared with the tables, which spill into it
   std::shared_ptr<wal::LogWriter> log_;  // null when options_.wal.enabled is false
   RecoveryInfo recovery_;
+  // The trajectories recovery ended, by table id: logged once the log is
+  // open (Open).
+  std::map<uint32_t, std::vector<uint64_t>> ended_at_recovery_;
   uint64_t next_segment_ = 1;  // the first segment a LogWriter may create
   // The log segment replay starts at after the last checkpoint (as of open
   // for a read-only opener).

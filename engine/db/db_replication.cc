@@ -315,9 +315,13 @@ Result<wal::LogPosition> DBImpl::BecomePrimary(uint64_t epoch) {
   const Status removed = env_->RemoveFile(path_ + "/" + kReplicaFile);
   if (!removed.ok() && removed.code() != Status::Code::kNotFound) return removed;
   replica_.store(false);
-  // Nobody goes on writing the trajectories its primary had open.
-  for (const auto& table : OpenTables()) table->EndOpenTrajectories();
   REPLAYDB_RETURN_IF_ERROR(BeginEpoch(epoch));
+  // Nobody goes on writing the trajectories its primary had open: ended,
+  // in the new epoch's log (its replicas end them too).
+  for (const auto& table : OpenTables()) {
+    const std::vector<uint64_t> ended = table->EndOpenTrajectories();
+    REPLAYDB_RETURN_IF_ERROR(table->LogEnds(ended));
+  }
   return LogEnd();
 }
 

@@ -235,7 +235,7 @@ Status TableImpl::Apply(const wal::UpdatePrioritiesRecord& r) {
   return UpdatePriorities(r.keys, r.priorities, nullptr);
 }
 
-int64_t TableImpl::EndOpenTrajectories() {
+std::vector<uint64_t> TableImpl::EndOpenTrajectories() {
   std::vector<uint64_t> open;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -252,7 +252,16 @@ int64_t TableImpl::EndOpenTrajectories() {
     std::lock_guard<std::mutex> lock(mu_);
     apply_rows_.reset();
   }
-  return static_cast<int64_t>(open.size());
+  return open;
+}
+
+Status TableImpl::LogEnds(std::span<const uint64_t> ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const uint64_t id : ids) {
+    record_.EndTrajectory({table_id_, id, static_cast<uint8_t>(EndReason::kTruncated)});
+    REPLAYDB_RETURN_IF_ERROR(LogLocked(wal::RecordType::kEndTrajectory).status());
+  }
+  return Status::OK();
 }
 
 }  // namespace replaydb::engine

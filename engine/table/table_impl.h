@@ -313,8 +313,11 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status Apply(const wal::ClearTableRecord& r);
   // Ends, as truncated, every trajectory still open after recovery (no
   // writer can continue it), creating its tail-padded items, and drops what
-  // applying kept (apply_rows_). Returns how many it ended.
-  int64_t EndOpenTrajectories();
+  // applying kept (apply_rows_). Returns the ids it ended.
+  std::vector<uint64_t> EndOpenTrajectories();
+  // Logs those ends (as truncated; nothing without a log): the log's
+  // readers, replicas, end them too.
+  Status LogEnds(std::span<const uint64_t> ids);
 
   // ---- checkpoints (engine/table/table_durability.cc) ----
 

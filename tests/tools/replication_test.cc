@@ -25,6 +25,7 @@
 #include "replaydb/db.h"
 #include "tests/test_util.h"
 #include "tests/tools/serve_process.h"
+#include "tools/replaydb/child_process.h"
 
 namespace replaydb {
 namespace {
@@ -35,16 +36,27 @@ using namespace std::chrono_literals;
 
 using testing_util::ServeProcess;
 
-// `replaydb serve DIR --listen ucx://127.0.0.1:0 --workers 1 [ARGS...]`,
-// once it listens.
+// `replaydb serve DIR --listen LISTEN --workers 1 [ARGS...]`, once it
+// listens.
 class Served {
  public:
-  explicit Served(const std::string& dir, std::vector<std::string> more = {}) {
-    std::vector<std::string> args = {dir, "--listen", "ucx://127.0.0.1:0", "--workers", "1"};
+  // `must_listen` false: a server that could not listen (its port was
+  // taken) is no failure of the test's; address() is then empty.
+  explicit Served(const std::string& dir, std::vector<std::string> more = {},
+                  const std::string& listen = "ucx://127.0.0.1:0", bool must_listen = true) {
+    std::vector<std::string> args = {dir, "--listen", listen, "--workers", "1"};
     args.insert(args.end(), more.begin(), more.end());
     process_ = std::make_unique<ServeProcess>(std::move(args));
-    address_ = process_->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"), 30s);
-    EXPECT_FALSE(address_.empty()) << "no listening line; output:\n" << process_->output();
+    address_ = process_->WaitFor(
+        std::regex(must_listen ? "listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"
+                               : "listening on (ucx://127\\.0\\.0\\.1:[0-9]+)|cannot listen on"),
+        30s);
+    if (!must_listen && address_.find("ucx://") != 0) {
+      address_.clear();
+      End(SIGKILL);
+    }
+    EXPECT_TRUE(!address_.empty() || !must_listen) << "no listening line; output:\n"
+                                                   << process_->output();
   }
   ~Served() { Stop(); }
   // SIGTERM, and the exit (0) awaited.
@@ -414,6 +426,55 @@ TEST(ReplicationTest, AKilledReplicaGoesOnFromItsPlaceAndStoresNothingTwice) {
   replica->Stop();
   EXPECT_THAT(ServeFails({dir.Sub("replica"), "--replica-of", other.address()}),
               HasSubstr("is a replica of " + primary.address() + ", not of " + other.address()));
+}
+
+// Whether every trajectory of `db`'s table has ended, and how many it holds.
+std::pair<bool, size_t> AllEnded(DB& db) {
+  auto table = db.GetTable("experience");
+  if (!table.ok()) return {false, 0};
+  std::vector<TrajectoryInfo> infos;
+  if (!(*table)->ListTrajectories({}, &infos).ok()) return {false, 0};
+  bool all = true;
+  for (const TrajectoryInfo& t : infos) all = all && t.ended;
+  return {all, infos.size()};
+}
+
+// Trajectories left open by a primary's crash are ended by its recovery,
+// and those ends are logged: its replica ends them too.
+TEST(ReplicationTest, TrajectoriesAPrimarysRecoveryEndsEndOnItsReplicaToo) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  // A port of its own, which the primary comes back on (another tried where
+  // a test running beside this one took it meanwhile).
+  std::string listen;
+  std::unique_ptr<Served> primary;
+  for (int attempt = 0; attempt < 5 && (!primary || primary->address().empty()); ++attempt) {
+    listen = "ucx://127.0.0.1:" + std::to_string(tools::FreeLoopbackPort());
+    primary = std::make_unique<Served>(dir.Sub("primary"), std::vector<std::string>{}, listen,
+                                       /*must_listen=*/false);
+  }
+  ASSERT_FALSE(primary->address().empty()) << primary->output();
+  Served replica(dir.Sub("replica"), {"--replica-of", primary->address()});
+  ASSERT_FALSE(replica.address().empty());
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  {
+    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary->address()));
+    ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
+    // Some ended, three left open by writers still going when it dies.
+    std::vector<std::unique_ptr<TrajectoryWriter>> open(3);
+    for (auto& w : open) Write(*table, rng, 1 + static_cast<int>(rng() % 3), &w);
+    ExpectSameSoon(*p, *r);
+    EXPECT_FALSE(AllEnded(*r).first) << "the replica holds the open trajectories open";
+    primary->Kill();
+  }  // (the writers' ends fail: the primary is gone)
+  primary = std::make_unique<Served>(dir.Sub("primary"), std::vector<std::string>{}, listen);
+  ASSERT_EQ(primary->address(), listen) << "the port was taken meanwhile? " << primary->output();
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary->address()));
+  const auto [ended, count] = AllEnded(*p);
+  EXPECT_TRUE(ended) << "the primary's recovery ends what its writers left open";
+  EXPECT_GT(count, 3u);
+  ExpectSameSoon(*p, *r);
+  EXPECT_EQ(AllEnded(*r), std::make_pair(true, count));
 }
 
 TEST(ReplicationTest, ANewReplicaStartsFromASnapshotOfItsPrimary) {
