@@ -445,6 +445,16 @@ TEST_F(FailoverTest, AStoppedPrimaryIsDeposedAndItsLateWritesAreRefused) {
     ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(first));
     ASSERT_OK(db->CreateTable(spec).status());
   }
+  // On the replicas before the primary stops (acknowledged under `leader`,
+  // the table could be lost with it: the replica elected may not have read
+  // it yet).
+  ASSERT_TRUE(WaitUntil(30s, [&] {
+    for (auto& n : nodes_) {
+      Result<std::unique_ptr<DB>> db = DB::Connect(n->address());
+      if (!db.ok() || !(*db)->GetTable("experience").ok()) return false;
+    }
+    return true;
+  })) << "the table never reached every node";
   std::mt19937_64 rng(testing_util::TestSeed());
   WriterOptions sync;
   sync.sync = true;
