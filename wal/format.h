@@ -36,6 +36,11 @@ enum class RecordType : uint8_t {
   kRemoveItems = 6,
   kRemoveTrajectory = 7,
   kClearTable = 8,
+  // A table's spec changed (Table::SetRateLimiter): its whole spec after the
+  // change, in CreateTable's payload. With kSafeToIgnore: a reader that does
+  // not know it skips it (the catalog holds the change; a replica of an older
+  // build keeps the spec it had).
+  kTableSpec = 0x89,
 };
 inline constexpr uint8_t kSafeToIgnore = 0x80;
 

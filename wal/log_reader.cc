@@ -16,8 +16,9 @@ namespace replaydb::wal {
 namespace {
 
 bool KnownType(uint8_t type) {
-  return type >= static_cast<uint8_t>(RecordType::kCreateTable) &&
-         type <= static_cast<uint8_t>(RecordType::kClearTable);
+  return (type >= static_cast<uint8_t>(RecordType::kCreateTable) &&
+          type <= static_cast<uint8_t>(RecordType::kClearTable)) ||
+         type == static_cast<uint8_t>(RecordType::kTableSpec);
 }
 
 // Reads a SequentialFile front to back through a 64 KiB buffer; reads of a

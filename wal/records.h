@@ -25,6 +25,8 @@ struct CreateTableRecord {
   // engine/db/CATALOG.md): the WAL does not interpret it.
   std::string spec;
 };
+// A table's changed spec (RecordType::kTableSpec): CreateTable's payload.
+using TableSpecRecord = CreateTableRecord;
 
 struct DropTableRecord {
   uint32_t table_id = 0;

@@ -581,6 +581,15 @@ Status DBImpl::PersistSpec(const TableSpec& spec) {
   specs[spec.name].spec = spec;
   REPLAYDB_RETURN_IF_ERROR(SaveCatalogLocked(specs, next_table_id_));
   specs_.swap(specs);
+  if (log_ != nullptr) {
+    // For the log's readers, replicas (recovery skips it: the catalog has
+    // the change already, so a lost record loses nothing here).
+    CatalogContents one;
+    one.next_table_id = next_table_id_;
+    one.tables.push_back({it->second.id, spec});
+    record_.CreateTable({it->second.id, EncodeCatalog(one)});
+    (void)log_->Append(wal::RecordType::kTableSpec, record_.payload());
+  }
   return Status::OK();
 }
 

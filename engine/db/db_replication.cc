@@ -419,6 +419,26 @@ Status DBImpl::ApplyShippedRecord(wal::RecordType type, std::span<const std::byt
       if (name.empty()) return Status::OK();  // dropped before
       return DropTable(name);
     }
+    case wal::RecordType::kTableSpec: {
+      wal::TableSpecRecord r;
+      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+      CatalogContents one;
+      REPLAYDB_RETURN_IF_ERROR(
+          DecodeCatalog(r.spec, "a TableSpec record shipped by " + source, &one));
+      if (one.tables.size() != 1) {
+        return Status::Corruption("a TableSpec record shipped by " + source + " holds " +
+                                  std::to_string(one.tables.size()) + " tables, not 1");
+      }
+      std::shared_ptr<TableImpl> table;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = by_id_.find(r.table_id); it != by_id_.end()) table = it->second;
+      }
+      if (table == nullptr) return Status::OK();  // dropped later in the log
+      // (Its catalog, and its own log for its readers, through PersistSpec.)
+      return table->ApplyRateLimiter(one.tables[0].spec.rate_limiter)
+          .WithContext("a TableSpec record shipped by " + source);
+    }
     default:
       break;
   }

@@ -31,6 +31,11 @@ Status ApplyLogRecord(wal::RecordType type, std::span<const std::byte> payload,
       wal::DropTableRecord r;
       return wal::Decode(payload, &r);
     }
+    case wal::RecordType::kTableSpec: {
+      // The catalog, written before the record, holds the change.
+      wal::TableSpecRecord r;
+      return wal::Decode(payload, &r);
+    }
     case wal::RecordType::kAppendSteps:
       return ApplyTo<wal::AppendStepsRecord>(payload, table);
     case wal::RecordType::kEndTrajectory:

@@ -310,6 +310,10 @@ Status TableImpl::Seed(uint64_t seed) {
 
 Status TableImpl::SetRateLimiter(const RateLimiterSpec& spec) {
   REPLAYDB_RETURN_IF_ERROR(CheckWritable("SetRateLimiter"));
+  return ApplyRateLimiter(spec);
+}
+
+Status TableImpl::ApplyRateLimiter(const RateLimiterSpec& spec) {
   REPLAYDB_RETURN_IF_ERROR(spec.Validate().WithContext("table " + Quoted(name_)));
   // A vector table's step is `lanes` items at once: a range too narrow for
   // one would block its writers for good.

@@ -260,6 +260,9 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
                                     void* stream) override;
   Status SetRateLimiter(const RateLimiterSpec& spec) override;
+  // SetRateLimiter without the check that this database takes writes: a
+  // replica applying its primary's change (a shipped TableSpec record).
+  Status ApplyRateLimiter(const RateLimiterSpec& spec);
   Status Seed(uint64_t seed) override;
   Status DeleteItems(std::span<const ItemKey> keys, int64_t* deleted) override;
   Status Clear() override;

@@ -232,9 +232,24 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
   refused(r->CreateTable(other).status(), "CreateTable");
   refused(r->DropTable("experience"), "DropTable");
 
-  // Ends and a dropped table travel as well.
+  // Ends and a dropped table travel as well, and a rate limiter set.
   ASSERT_OK(open->End(EndReason::kTerminal));
   ExpectSameSoon(*p, *r);
+  const RateLimiterSpec limiter = RateLimiterSpec::SampleToInsertRatio(
+      2.0 + static_cast<double>(rng() % 4), 3, 20.0 + static_cast<double>(rng() % 20));
+  ASSERT_OK(table->SetRateLimiter(limiter));
+  const auto limiter_of = [](DB& db) {
+    auto t = db.GetTable("experience");
+    return t.ok() ? std::make_pair((*t)->spec().rate_limiter.samples_per_insert,
+                                   (*t)->spec().rate_limiter.max_diff)
+                  : std::make_pair(-1.0, -1.0);
+  };
+  const auto want_limiter = std::make_pair(limiter.samples_per_insert, limiter.max_diff);
+  for (auto until = std::chrono::steady_clock::now() + 30s;
+       limiter_of(*r) != want_limiter && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(limiter_of(*r), want_limiter) << "the replica's rate limiter";
   ASSERT_OK(p->CreateTable(other).status());
   ASSERT_OK(p->DropTable("other"));
   ASSERT_OK(p->CreateTable([] {
@@ -280,6 +295,7 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
     EXPECT_EQ(back.last_error, "");
     ExpectSameSoon(*p, *r2);
     EXPECT_EQ(r2->ListTables(), tables);
+    EXPECT_EQ(limiter_of(*r2), want_limiter);
     EXPECT_THAT(again.output(), Not(HasSubstr("stopped following"))) << again.output();
   }
 
@@ -288,6 +304,7 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
   ASSERT_OK_AND_ASSIGN(auto local, DB::OpenReadOnly({}, dir.Sub("replica")));
   ASSERT_OK_AND_ASSIGN(const ReplicationInfo stopped, local->Replication());
   EXPECT_EQ(stopped.role, "replica");
+  EXPECT_EQ(limiter_of(*local), want_limiter) << "the replica's catalog holds the limiter";
   EXPECT_EQ(stopped.primary, primary.address());
   ASSERT_OK_AND_ASSIGN(auto local_primary, DB::OpenReadOnly({}, dir.Sub("primary")));
   ASSERT_OK_AND_ASSIGN(const ReplicationInfo kept, local_primary->Replication());

@@ -382,7 +382,9 @@ TEST(LogRecoveryTest, UnknownTypes) {
     o.sync = WalSyncMode::kNone;
     ASSERT_OK_AND_ASSIGN(auto log, LogWriter::Open(&env, dir.path(), o, 1));
     ASSERT_OK(log->Append(RecordType::kDropTable, std::span<const std::byte>(p)).status());
-    ASSERT_OK(log->Append(static_cast<RecordType>(kSafeToIgnore | 9), std::span<const std::byte>(p)).status());
+    ASSERT_OK(
+        log->Append(static_cast<RecordType>(kSafeToIgnore | 0x3f), std::span<const std::byte>(p))
+            .status());
     ASSERT_OK(log->Append(RecordType::kDropTable, std::span<const std::byte>(p)).status());
   }
   Outcome ok = ReplayAll(&env, dir.path(), RecoveryMode::kAbsoluteConsistency);
