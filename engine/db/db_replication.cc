@@ -196,6 +196,23 @@ std::string EpochsText(const std::vector<EpochStart>& epochs) {
   return text;
 }
 
+// The one table's spec a shipped CreateTable or TableSpec record (`kind`)
+// holds, with its table id.
+Result<TableSpec> ShippedSpec(std::span<const std::byte> payload, const std::string& kind,
+                              const std::string& source, uint32_t* table_id) {
+  wal::CreateTableRecord r;
+  REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
+  const std::string what = "a " + kind + " record shipped by " + source;
+  CatalogContents one;
+  REPLAYDB_RETURN_IF_ERROR(DecodeCatalog(r.spec, what, &one));
+  if (one.tables.size() != 1) {
+    return Status::Corruption(what + " holds " + std::to_string(one.tables.size()) +
+                              " tables, not 1");
+  }
+  *table_id = r.table_id;
+  return one.tables[0].spec;
+}
+
 }  // namespace
 
 Status DBImpl::ReadEpochs(Env* env, const std::string& dir, std::vector<EpochStart>* epochs) {
@@ -377,15 +394,8 @@ Status DBImpl::ApplyShippedRecord(wal::RecordType type, std::span<const std::byt
   switch (type) {
     case wal::RecordType::kCreateTable: {
       wal::CreateTableRecord r;
-      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
-      CatalogContents one;
-      REPLAYDB_RETURN_IF_ERROR(
-          DecodeCatalog(r.spec, "a CreateTable record shipped by " + source, &one));
-      if (one.tables.size() != 1) {
-        return Status::Corruption("a CreateTable record shipped by " + source + " holds " +
-                                  std::to_string(one.tables.size()) + " tables, not 1");
-      }
-      const TableSpec& spec = one.tables[0].spec;
+      REPLAYDB_ASSIGN_OR_RETURN(const TableSpec spec,
+                                ShippedSpec(payload, "CreateTable", source, &r.table_id));
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = specs_.find(spec.name); it != specs_.end()) {
         // Applied before; or an older table of that name, dropped later in
@@ -420,23 +430,16 @@ Status DBImpl::ApplyShippedRecord(wal::RecordType type, std::span<const std::byt
       return DropTable(name);
     }
     case wal::RecordType::kTableSpec: {
-      wal::TableSpecRecord r;
-      REPLAYDB_RETURN_IF_ERROR(wal::Decode(payload, &r));
-      CatalogContents one;
-      REPLAYDB_RETURN_IF_ERROR(
-          DecodeCatalog(r.spec, "a TableSpec record shipped by " + source, &one));
-      if (one.tables.size() != 1) {
-        return Status::Corruption("a TableSpec record shipped by " + source + " holds " +
-                                  std::to_string(one.tables.size()) + " tables, not 1");
-      }
+      uint32_t id = 0;
+      REPLAYDB_ASSIGN_OR_RETURN(const TableSpec spec, ShippedSpec(payload, "TableSpec", source, &id));
       std::shared_ptr<TableImpl> table;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (auto it = by_id_.find(r.table_id); it != by_id_.end()) table = it->second;
+        if (auto it = by_id_.find(id); it != by_id_.end()) table = it->second;
       }
       if (table == nullptr) return Status::OK();  // dropped later in the log
       // (Its catalog, and its own log for its readers, through PersistSpec.)
-      return table->ApplyRateLimiter(one.tables[0].spec.rate_limiter)
+      return table->ApplyRateLimiter(spec.rate_limiter)
           .WithContext("a TableSpec record shipped by " + source);
     }
     default:
