@@ -6,9 +6,11 @@
 #include "replaydb/cluster.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -17,6 +19,7 @@
 #include "rdma/db_service.h"
 #include "rdma/remote_db.h"
 #include "rdma/replica.h"
+#include "rdma/salvage.h"
 
 namespace replaydb {
 namespace {
@@ -24,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using rdma::coord::Coordinator;
+using rdma::coord::Handover;
 using rdma::coord::LeaderState;
 using rdma::coord::NodeState;
 
@@ -78,6 +82,7 @@ class ClusterNodeImpl final : public ClusterNode {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    StopSalvage();
     // A primary stops acknowledging before its place goes to another, and
     // lets its in-sync replicas apply what it has (so that the one elected
     // next holds every acknowledged write).
@@ -294,8 +299,23 @@ class ClusterNodeImpl final : public ClusterNode {
       if (!closed.ok()) Log("closing before the resync: " + closed.ToString());
     }
     SetState(Role::kStarting, 0, leader.address);
+    // A primary's directory may hold writes its successor never applied:
+    // its log's records from where the successor took over.
+    const std::optional<wal::LogPosition> salvage_from = SalvageFrom();
+    StopSalvage();
     std::error_code ec;
-    const std::string aside = dir_ + ".previous";
+    const std::string aside = Aside();
+    rdma::SalvageState pending;
+    if (rdma::ReadSalvageFile(Env::Default(), aside, &pending).ok() && !pending.finished) {
+      if (!salvage_from) {
+        // (The salvage goes on from the directory aside; this one, a
+        // replica's, holds nothing that the primary lacks.)
+        fs::remove_all(dir_, ec);
+        if (ec) return Status::IOError("resync: removing " + dir_ + ": " + ec.message());
+      } else {
+        Log("resync: the unfinished salvage of " + aside + " is dropped for " + dir_ + "'s");
+      }
+    }
     fs::remove_all(aside, ec);
     if (fs::exists(dir_)) {
       fs::rename(dir_, aside, ec);
@@ -313,7 +333,72 @@ class ClusterNodeImpl final : public ClusterNode {
     }
     SetState(Role::kReplica, rdma::PartsOf(*server_).db->epoch(), leader.address);
     Log("a replica of " + leader.name + " (" + leader.address + ")");
+    if (salvage_from) {
+      const Status marked = rdma::WriteSalvageFile(Env::Default(), aside,
+                                                   rdma::SalvageState{*salvage_from, 0, false});
+      if (!marked.ok())
+        Log("salvage: " + marked.ToString() + "; nothing of " + aside + " is salvaged");
+    }
+    StartSalvage();
     return Status::OK();
+  }
+
+  std::string Aside() const { return dir_ + ".previous"; }
+
+  // Where this directory's log was taken over by the primary after it
+  // (Coordinator::HandedOver), when it is a primary's; nullopt otherwise.
+  std::optional<wal::LogPosition> SalvageFrom() {
+    std::string primary;
+    const DirKind kind = KindOf(dir_, &primary);
+    std::vector<EpochStart> epochs;
+    if ((kind != DirKind::kPrimary && kind != DirKind::kFenced) ||
+        !engine::DBImpl::ReadEpochs(Env::Default(), dir_, &epochs).ok() || epochs.empty()) {
+      return std::nullopt;
+    }
+    Result<std::optional<wal::LogPosition>> at = coordinator_->HandedOver(epochs.back().epoch);
+    if (!at.ok()) {
+      Log("salvage: cannot ask the coordinator where epoch " + std::to_string(epochs.back().epoch) +
+          " was taken over (" + at.status().ToString() + "): nothing of " + dir_ + " is salvaged");
+      return std::nullopt;
+    }
+    if (*at) {
+      Log("salvage: epoch " + std::to_string(epochs.back().epoch) +
+          ", this directory's, was taken over at segment " + std::to_string((*at)->segment) +
+          ", offset " + std::to_string((*at)->offset) + " of its log");
+    }
+    return *at;
+  }
+
+  // Starts copying what DIR.previous/SALVAGE says is left, in a thread of
+  // its own, unless it runs or nothing is left.
+  void StartSalvage() {
+    if (salvage_thread_.joinable()) return;
+    rdma::SalvageState state;
+    if (!rdma::ReadSalvageFile(Env::Default(), Aside(), &state).ok() || state.finished) return;
+    salvage_stop_ = false;
+    salvage_thread_ = std::thread([this] {
+      ConnectOptions o;
+      o.client_name = "salvage of " + Aside();
+      o.connect_timeout = std::chrono::milliseconds(2000);
+      o.call_timeout = std::chrono::milliseconds(30000);
+      for (int attempt = 0; attempt < 1000000 && !salvage_stop_; ++attempt) {
+        const Result<rdma::SalvageReport> r =
+            rdma::Salvage(Aside(), db_options_, options_.coordinator, o, salvage_stop_,
+                          [this](const std::string& line) { Log(line); });
+        if (r.ok() || salvage_stop_) return;
+        Log("salvage: " + r.status().ToString() + "; trying again in a second");
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::seconds(1), [&] { return salvage_stop_.load(); });
+      }
+    });
+  }
+  void StopSalvage() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      salvage_stop_ = true;
+    }
+    cv_.notify_all();
+    if (salvage_thread_.joinable()) salvage_thread_.join();
   }
 
   Status BePrimary(const LeaderState& won) {
@@ -322,11 +407,18 @@ class ClusterNodeImpl final : public ClusterNode {
     if (role_ == Role::kStarting) {
       REPLAYDB_RETURN_IF_ERROR(OpenServer(""));
       role_ = Role::kPrimary;
+      StartSalvage();
     } else if (role_ == Role::kReplica) {
       rdma::ServedParts parts = rdma::PartsOf(*server_);
       // (A static file's node was promoted by hand already: DB::Promote.)
       if (parts.service->is_replica()) {
+        const uint64_t followed = parts.db->epoch();
         REPLAYDB_RETURN_IF_ERROR(parts.service->TakeOver(won.epoch).status());
+        // Recorded with the epoch: the old primary's records after it are
+        // on no later primary (its salvage copies them when it is back).
+        if (followed > 0 && parts.follower != nullptr) {
+          handover_ = Handover{followed, parts.follower->state().position};
+        }
       }
       following_.clear();
       role_ = Role::kPrimary;
@@ -336,11 +428,12 @@ class ClusterNodeImpl final : public ClusterNode {
     if (!was) {
       // Recorded before the first write is taken (until the lease below,
       // writes are refused): a node behind it no longer stands.
-      const Status marked = coordinator_->MarkEpoch(won.epoch);
+      const Status marked = coordinator_->MarkEpoch(won.epoch, handover_);
       if (!marked.ok()) {
         holds_place_ = false;
         return marked.WithContext("recording epoch " + std::to_string(won.epoch));
       }
+      handover_.reset();
     }
     if (!static_) {
       rdma::PartsOf(*server_).service->SetLease(renewed_at_ + options_.ttl - options_.margin,
@@ -359,6 +452,7 @@ class ClusterNodeImpl final : public ClusterNode {
 
   Status Follow(const LeaderState& leader) {
     holds_place_ = false;
+    handover_.reset();
     if (role_ == Role::kPrimary) {
       // Deposed: another node won while this one's session lapsed.
       rdma::ServedParts parts = rdma::PartsOf(*server_);
@@ -386,6 +480,7 @@ class ClusterNodeImpl final : public ClusterNode {
       following_ = leader.address;
       SetState(Role::kReplica, rdma::PartsOf(*server_).db->epoch(), leader.address);
       Log("a replica of " + leader.name + " (" + leader.address + ")");
+      StartSalvage();
       return Status::OK();
     }
     return Resync(leader, kind == DirKind::kReplica  ? "DIR was a replica of " + primary
@@ -461,6 +556,12 @@ class ClusterNodeImpl final : public ClusterNode {
   // promotion that deposes it).
   const bool static_;
   std::string following_;  // a replica's primary
+  // A takeover from the primary this node followed, until MarkEpoch
+  // records it.
+  std::optional<Handover> handover_;
+  // Copying a returning primary's writes (rdma/salvage.h) from DIR.previous.
+  std::thread salvage_thread_;
+  std::atomic<bool> salvage_stop_{false};
   bool session_ = false;
   bool holds_place_ = false;  // won under the current session
   Clock::time_point renewed_at_{};

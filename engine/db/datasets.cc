@@ -36,6 +36,14 @@ Result<std::pair<std::shared_ptr<TableImpl>, uint32_t>> DBImpl::FindTable(
   return std::make_pair(it->second, spec->second.id);
 }
 
+std::string DBImpl::TableName(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, entry] : specs_) {
+    if (entry.id == id) return name;
+  }
+  return "";
+}
+
 Status DBImpl::CopyTrajectories(ColdStore& store, uint32_t table_id, TableImpl& dst,
                                 util::ProgressReporter& progress, const std::atomic<bool>* cancel) {
   // Ids first: reading each trajectory inside the scan would nest reads.

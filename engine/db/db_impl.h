@@ -46,6 +46,9 @@ class DBImpl final : public DB {
   Result<std::shared_ptr<Table>> GetTable(std::string_view name) override;
   Status DropTable(std::string_view name) override;
   std::vector<std::string> ListTables() const override;
+  // The name of the table with id `id` (the log's records name tables by
+  // id); empty when there is none.
+  std::string TableName(uint32_t id) const;
   const std::string& path() const override { return path_; }
   Status Checkpoint() override;
   RecoveryInfo recovery_info() const override { return recovery_; }

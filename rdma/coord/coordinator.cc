@@ -101,7 +101,10 @@ class StaticCoordinator final : public Coordinator {
   }
   Status Resign() override { return Status::OK(); }
   Result<uint64_t> LastEpoch() override { return uint64_t{0}; }
-  Status MarkEpoch(uint64_t) override { return Status::OK(); }
+  Status MarkEpoch(uint64_t, const std::optional<Handover>&) override { return Status::OK(); }
+  Result<std::optional<wal::LogPosition>> HandedOver(uint64_t) override {
+    return std::optional<wal::LogPosition>();
+  }
 
  private:
   const std::string address_;

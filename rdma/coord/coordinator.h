@@ -56,6 +56,15 @@ struct LeaderState {
   bool this_session = false;
 };
 
+// Where a new primary took over from the last: the epoch of the primary
+// it followed, and where in that primary's log it had applied to. That
+// primary's records from there on are on no later primary: its own, when it
+// comes back, are what the cluster lacks (ClusterNode salvages them).
+struct Handover {
+  uint64_t epoch = 0;
+  wal::LogPosition position;
+};
+
 struct CoordinatorOptions {
   // A session's lease: a node that stops renewing it is gone this long
   // after its last renewal, with its leadership. 500 ms to 60 s.
@@ -102,8 +111,15 @@ class Coordinator {
   virtual Result<uint64_t> LastEpoch() = 0;
   // Records that this session's primary, elected in `epoch`, takes writes
   // from now on: guarded on it still holding the place (FailedPrecondition
-  // otherwise). The static file: OK.
-  virtual Status MarkEpoch(uint64_t epoch) = 0;
+  // otherwise). `from`, for a primary that was a replica of epoch
+  // from->epoch's primary, is recorded with it (HandedOver). The static
+  // file: OK, and records nothing.
+  virtual Status MarkEpoch(uint64_t epoch, const std::optional<Handover>& from = std::nullopt) = 0;
+  // Where epoch `epoch`'s log was taken over by the primary after it (in
+  // that log's positions: MarkEpoch's `from`); nullopt when nothing was
+  // recorded (a primary that resigned or was fenced hands over its whole
+  // log; the static file records nothing).
+  virtual Result<std::optional<wal::LogPosition>> HandedOver(uint64_t epoch) = 0;
 };
 
 // The static file's primary line made `name` (written whole: a new file

@@ -333,22 +333,49 @@ Result<uint64_t> EtcdCoordinator::LastEpoch() {
   return std::stoull(value);
 }
 
-Status EtcdCoordinator::MarkEpoch(uint64_t epoch) {
+Status EtcdCoordinator::MarkEpoch(uint64_t epoch, const std::optional<Handover>& from) {
   // Guarded on this node's leader key (its create revision is the epoch).
   const std::string leader = Base64(prefix_ + "leader");
+  json puts = json::array(
+      {{{"request_put",
+         {{"key", Base64(prefix_ + "epoch")}, {"value", Base64(std::to_string(epoch))}}}}});
+  if (from) {
+    const json at{{"segment", from->position.segment}, {"offset", from->position.offset}};
+    puts.push_back({{"request_put",
+                     {{"key", Base64(prefix_ + "handovers/" + std::to_string(from->epoch))},
+                      {"value", Base64(at.dump())}}}});
+  }
   const json txn{
       {"compare",
        json::array(
            {{{"key", leader}, {"target", "CREATE"}, {"create_revision", std::to_string(epoch)}}})},
-      {"success", json::array({{{"request_put",
-                                 {{"key", Base64(prefix_ + "epoch")},
-                                  {"value", Base64(std::to_string(epoch))}}}}})}};
+      {"success", std::move(puts)}};
   REPLAYDB_ASSIGN_OR_RETURN(const json j, Call("/v3/kv/txn", txn));
   if (!j.value("succeeded", false)) {
     return Status::FailedPrecondition("epoch " + std::to_string(epoch) +
                                       ": this node no longer holds the primary's place");
   }
   return Status::OK();
+}
+
+Result<std::optional<wal::LogPosition>> EtcdCoordinator::HandedOver(uint64_t epoch) {
+  const std::string key = prefix_ + "handovers/" + std::to_string(epoch);
+  REPLAYDB_ASSIGN_OR_RETURN(const json j, Call("/v3/kv/range", json{{"key", Base64(key)}}));
+  auto kvs = j.find("kvs");
+  if (kvs == j.end() || !kvs->is_array() || kvs->empty()) {
+    return std::optional<wal::LogPosition>();
+  }
+  std::string value;
+  const json at = Unbase64((*kvs)[0].value("value", ""), &value)
+                      ? json::parse(value, nullptr, /*allow_exceptions=*/false)
+                      : json();
+  if (!at.is_object() || !at.contains("segment") || !at["segment"].is_number_unsigned() ||
+      !at.contains("offset") || !at["offset"].is_number_unsigned()) {
+    return Status::Corruption("etcd key " + key + " does not hold a log position: '" +
+                              value.substr(0, 100) + "'");
+  }
+  return std::optional<wal::LogPosition>(
+      wal::LogPosition{at["segment"].get<uint64_t>(), at["offset"].get<uint64_t>()});
 }
 
 Status EtcdCoordinator::Resign() {

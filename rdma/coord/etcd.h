@@ -27,7 +27,8 @@ class EtcdCoordinator final : public Coordinator {
   Result<LeaderState> Campaign(const NodeState& me) override;
   Status Resign() override;
   Result<uint64_t> LastEpoch() override;
-  Status MarkEpoch(uint64_t epoch) override;
+  Status MarkEpoch(uint64_t epoch, const std::optional<Handover>& from) override;
+  Result<std::optional<wal::LogPosition>> HandedOver(uint64_t epoch) override;
 
  private:
   EtcdCoordinator(std::string address, std::vector<std::string> endpoints, std::string cluster,

@@ -82,6 +82,10 @@ TEST(StaticCoordinatorTest, NamesItsPrimaryAndItsNodesAndElectsNoOne) {
   EXPECT_THAT(text, HasSubstr("node b ucx://127.0.0.1:7102   # the second\n"));
   EXPECT_THAT(text, HasSubstr("primary a\n"));
   EXPECT_THAT(SetStaticPrimary(path, "z").message(), HasSubstr("names no node 'z'"));
+  // It records no handovers (a promotion fences the old primary first).
+  ASSERT_OK(c->MarkEpoch(2, Handover{1, {3, 64}}));
+  ASSERT_OK_AND_ASSIGN(const std::optional<wal::LogPosition> handed, c->HandedOver(1));
+  EXPECT_FALSE(handed.has_value());
 }
 
 TEST(StaticCoordinatorTest, RefusesFilesThatDoNotParseNamingTheLine) {
@@ -212,13 +216,27 @@ TEST_F(EtcdCoordinatorLiveTest, OneCandidateWinsAndTheNextElectionsEpochIsLater)
   // the place, kept after its session.
   ASSERT_OK_AND_ASSIGN(uint64_t last, b->LastEpoch());
   EXPECT_EQ(last, 0u);
-  ASSERT_OK(b->MarkEpoch(next.epoch));
-  const Status stale = a->MarkEpoch(won.epoch);
+  // b took over from won.epoch's primary at a random place of its log:
+  // recorded with the epoch, for that primary's salvage.
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const wal::LogPosition at{1 + rng() % 1000, rng() % (1u << 30)};
+  ASSERT_OK_AND_ASSIGN(std::optional<wal::LogPosition> handed, a->HandedOver(won.epoch));
+  EXPECT_FALSE(handed.has_value());
+  ASSERT_OK(b->MarkEpoch(next.epoch, Handover{won.epoch, at}));
+  const Status stale = a->MarkEpoch(won.epoch, Handover{won.epoch - 1, {1, 1}});
   EXPECT_EQ(stale.code(), Status::Code::kFailedPrecondition);
   EXPECT_THAT(stale.message(), HasSubstr("no longer holds the primary's place"));
   ASSERT_OK(b->Resign());
   ASSERT_OK_AND_ASSIGN(last, a->LastEpoch());
   EXPECT_EQ(last, next.epoch);
+  ASSERT_OK_AND_ASSIGN(handed, a->HandedOver(won.epoch));
+  ASSERT_TRUE(handed.has_value());
+  EXPECT_EQ(*handed, at);
+  // (The refused mark recorded nothing; nor was next.epoch handed over.)
+  ASSERT_OK_AND_ASSIGN(handed, a->HandedOver(won.epoch - 1));
+  EXPECT_FALSE(handed.has_value());
+  ASSERT_OK_AND_ASSIGN(handed, a->HandedOver(next.epoch));
+  EXPECT_FALSE(handed.has_value());
 }
 
 TEST_F(EtcdCoordinatorLiveTest, ASessionNotRenewedExpiresWithItsLeadership) {

@@ -19,6 +19,7 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -494,6 +495,135 @@ TEST_F(FailoverTest, AStoppedPrimaryIsDeposedAndItsLateWritesAreRefused) {
       30s, [&] { return w2->Append(testing_util::RandomStep(Spec(), rng).tensors).ok(); }));
   ASSERT_OK(w2->End(EndReason::kTerminal));
   ExpectAllAgree(second);
+}
+
+// The bytes of each ended trajectory of table "experience" at `address`
+// (its columns' bytes one after another), whatever its id.
+std::multiset<std::string> EndedTrajectoriesAt(const std::string& address) {
+  std::multiset<std::string> out;
+  Result<std::unique_ptr<DB>> db = DB::Connect(address);
+  if (!db.ok()) return out;
+  Result<std::shared_ptr<Table>> t = (*db)->GetTable("experience");
+  if (!t.ok()) return out;
+  for (const TrajectoryInfo& info : (*t)->ListTrajectories()) {
+    TrajectorySteps steps;
+    if (!info.ended || !(*t)->ReadTrajectory(info.id, 0, info.length, &steps).ok()) continue;
+    std::string bytes;
+    for (const Tensor& c : steps.columns) {
+      bytes.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
+    }
+    out.insert(std::move(bytes));
+  }
+  return out;
+}
+
+TEST_F(FailoverTest, AKilledPrimarysWritesItsSuccessorNeverAppliedAreSalvagedWhenItIsBack) {
+  const std::string first = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(first.empty());
+  {
+    ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(first));
+    ASSERT_OK(db->CreateTable(Spec()).status());
+  }
+  ASSERT_TRUE(WaitUntil(30s, [&] {
+    for (auto& n : nodes_) {
+      Result<std::unique_ptr<DB>> db = DB::Connect(n->address());
+      if (!db.ok() || !(*db)->GetTable("experience").ok()) return false;
+    }
+    return true;
+  })) << "the table never reached every node";
+  // The replicas stop; the primary acknowledges trajectories under
+  // leader_durable (its own fsync, no replica's), one of them begun before
+  // the stop, then is killed. The replica elected has none of them whole.
+  std::mt19937_64 rng(testing_util::TestSeed());
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(first));
+  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("experience"));
+  WriterOptions durable;
+  durable.acks = Acks{AckMode::kLeaderDurable, 0};
+  durable.sync = true;  // each append acknowledged before the next is sent
+  // Steps appended to `columns` (one string per column, as
+  // EndedTrajectoriesAt joins them).
+  const auto write = [&](TrajectoryWriter& w, int steps, std::vector<std::string>* columns) {
+    columns->resize(Spec().columns.size());
+    for (int s = 0; s < steps; ++s) {
+      const testing_util::StepData step = testing_util::RandomStep(Spec(), rng);
+      for (size_t c = 0; c < step.columns.size(); ++c) {
+        (*columns)[c].append(reinterpret_cast<const char*>(step.columns[c].data()),
+                             step.columns[c].size());
+      }
+      ASSERT_OK(w.Append(step.tensors));
+    }
+  };
+  const auto joined = [](const std::vector<std::string>& columns) {
+    std::string out;
+    for (const std::string& c : columns) out += c;
+    return out;
+  };
+  ASSERT_OK_AND_ASSIGN(auto straddling, table->NewWriter(durable));
+  std::vector<std::string> straddling_columns;
+  write(*straddling, 3, &straddling_columns);
+  std::vector<Node*> replicas;
+  for (auto& n : nodes_) {
+    if (n->address() != first) replicas.push_back(n.get());
+  }
+  // (Both replicas hold the straddling trajectory's first three steps.)
+  ASSERT_TRUE(WaitUntil(10s, [&] {
+    for (Node* r : replicas) {
+      Result<std::unique_ptr<DB>> rdb = DB::Connect(r->address());
+      Result<std::shared_ptr<Table>> rt =
+          rdb.ok() ? (*rdb)->GetTable("experience") : Result<std::shared_ptr<Table>>(rdb.status());
+      if (!rt.ok()) return false;
+      const std::vector<TrajectoryInfo> infos = (*rt)->ListTrajectories();
+      if (infos.size() != 1 || infos[0].length != 3) return false;
+    }
+    return true;
+  }));
+  for (Node* r : replicas) r->Signal(SIGSTOP);
+  write(*straddling, 2, &straddling_columns);
+  ASSERT_OK(straddling->End(EndReason::kTerminal));
+  std::vector<std::string> acked;
+  const int kTrajectories = 8;
+  for (int i = 0; i < kTrajectories; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto w, table->NewWriter(durable));
+    std::vector<std::string> columns;
+    write(*w, 1 + static_cast<int>(rng() % 6), &columns);
+    ASSERT_OK(w->End(EndReason::kTerminal));
+    acked.push_back(joined(columns));
+  }
+  acked.push_back(joined(straddling_columns));
+  straddling.reset();
+  table.reset();
+  db.reset();
+  Node* old_primary = NodeAt(first);
+  old_primary->Kill();
+  for (Node* r : replicas) r->Signal(SIGCONT);
+  const std::string second = WaitForPrimary(coordinator_, 30s, first);
+  ASSERT_FALSE(second.empty()) << "no new primary";
+  std::multiset<std::string> held = EndedTrajectoriesAt(second);
+  for (const std::string& bytes : acked) {
+    EXPECT_EQ(held.count(bytes), 0u) << "the new primary holds a trajectory written while its "
+                                        "replica was stopped: the test tests nothing";
+  }
+  // Back, the old primary resyncs and copies what the new one lacks.
+  old_primary->Start();
+  ASSERT_TRUE(old_primary->WaitListening());
+  EXPECT_FALSE(old_primary->WaitFor(std::regex("(salvage: copying 9 trajectories)"), 30s).empty())
+      << old_primary->output();
+  EXPECT_FALSE(
+      old_primary->WaitFor(std::regex("(salvage of .* finished: 9 trajectories)"), 30s).empty())
+      << old_primary->output();
+  held = EndedTrajectoriesAt(second);
+  for (size_t i = 0; i < acked.size(); ++i) {
+    EXPECT_EQ(held.count(acked[i]), 1u) << "acknowledged trajectory " << i << " of " << acked.size()
+                                        << " is not on the new primary once";
+  }
+  ExpectAllAgree(second);
+  // Restarted, it salvages nothing again.
+  old_primary->Stop();
+  old_primary->Start();
+  ASSERT_TRUE(old_primary->WaitListening());
+  std::this_thread::sleep_for(1s);
+  EXPECT_THAT(old_primary->output(), ::testing::Not(HasSubstr("salvage")));
+  EXPECT_EQ(EndedTrajectoriesAt(second).size(), held.size());
 }
 
 TEST_F(FailoverTest, EtcdKilledAndRestartedStopsTheWritesAWhileAndLosesNothing) {

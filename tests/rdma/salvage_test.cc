@@ -1,0 +1,251 @@
+// A returning primary's salvage (rdma/salvage.h), in one process: an old
+// primary's directory, written past a handover place, and a served
+// database as the cluster's primary. The trajectories the log gave steps to
+// from that place on are copied whole and once, with their priorities,
+// tables made where missing; progress is kept in DIR/SALVAGE, and a
+// salvage stopped or cut off goes on from there.
+#include "rdma/salvage.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/db/db_impl.h"
+#include "replaydb/db.h"
+#include "replaydb/server.h"
+#include "tests/rdma/etcd_process.h"
+#include "tests/test_util.h"
+
+namespace replaydb::rdma {
+namespace {
+
+using ::testing::HasSubstr;
+
+TableSpec Spec(const std::string& name, std::mt19937_64& rng) {
+  TableSpec spec;
+  spec.name = name;
+  spec.columns = {{"obs", DType::kF32, Shape{static_cast<int64_t>(1 + rng() % 8)}},
+                  {"raw", DType::kU8, Shape{static_cast<int64_t>(1 + rng() % 100)}}};
+  spec.capacity_steps = 1 << 14;  // (nothing evicted)
+  spec.block_steps = 16;
+  spec.sequence_length = 1;
+  return spec;
+}
+
+// A trajectory as the salvage must copy it: each column's bytes and each
+// step's priority.
+std::string Content(Table& table, const TrajectoryInfo& info) {
+  TrajectorySteps steps;
+  if (!table.ReadTrajectory(info.id, 0, info.length, &steps).ok()) return "unreadable";
+  std::string out = std::to_string(info.length) +
+                    (info.ended ? " ended " + std::to_string(static_cast<int>(info.end_reason))
+                                : std::string(" open")) +
+                    ":";
+  for (const Tensor& c : steps.columns) {
+    out.append(reinterpret_cast<const char*>(c.data()), c.size_bytes());
+  }
+  for (const double p : steps.step_priorities) out += " " + std::to_string(p);
+  return out;
+}
+
+// Every trajectory of `table` by content.
+std::multiset<std::string> Contents(Table& table) {
+  std::multiset<std::string> out;
+  for (const TrajectoryInfo& info : table.ListTrajectories()) out.insert(Content(table, info));
+  return out;
+}
+
+// Appends `steps` random steps with random priorities.
+void Append(TrajectoryWriter& w, const TableSpec& spec, int steps, std::mt19937_64& rng) {
+  for (int s = 0; s < steps; ++s) {
+    ASSERT_OK(w.Append(testing_util::RandomStep(spec, rng).tensors,
+                       0.25 + static_cast<double>(rng() % 100)));
+  }
+}
+
+// The old primary's directory: trajectories before the handover place and
+// after it (one straddling it), in table "t" and in table "u", made after
+// it. `at` gets the place, `after` the contents of what follows it.
+void WriteOldPrimary(const std::string& dir, std::mt19937_64& rng, wal::LogPosition* at,
+                     std::map<std::string, std::multiset<std::string>>* after,
+                     std::map<std::string, TableSpec>* specs) {
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Open(testing_util::ManualCheckpoints(), dir));
+  (*specs)["t"] = Spec("t", rng);
+  (*specs)["u"] = Spec("u", rng);
+  auto t = db->CreateTable((*specs)["t"]).value();
+  for (int i = 0; i < 3; ++i) {
+    auto w = t->NewWriter().value();
+    Append(*w, (*specs)["t"], 1 + static_cast<int>(rng() % 20), rng);
+    EXPECT_OK(w->End(EndReason::kTerminal));
+  }
+  const std::multiset<std::string> before = Contents(*t);
+  auto straddling = t->NewWriter().value();
+  Append(*straddling, (*specs)["t"], 2, rng);
+  *at = dynamic_cast<engine::DBImpl&>(*db).LogEnd();
+  Append(*straddling, (*specs)["t"], 3, rng);
+  EXPECT_OK(straddling->End(EndReason::kTruncated));
+  for (int i = 0; i < 4; ++i) {
+    auto w = t->NewWriter().value();
+    Append(*w, (*specs)["t"], 1 + static_cast<int>(rng() % 1500), rng);  // (chunks of 1024)
+    EXPECT_OK(w->End(EndReason::kTerminal));
+  }
+  auto u = db->CreateTable((*specs)["u"]).value();
+  for (int i = 0; i < 2; ++i) {
+    auto w = u->NewWriter().value();
+    Append(*w, (*specs)["u"], 1 + static_cast<int>(rng() % 20), rng);
+    EXPECT_OK(w->End(EndReason::kTerminal));
+  }
+  // (The three trajectories before the place are not salvaged.)
+  std::multiset<std::string> all_t = Contents(*t);
+  for (const std::string& c : before) all_t.erase(all_t.find(c));
+  (*after)["t"] = all_t;
+  (*after)["u"] = Contents(*u);
+}
+
+ServerOptions Loopback() {
+  ServerOptions o;
+  o.listen = "ucx://127.0.0.1:0";
+  o.workers = 1;
+  return o;
+}
+
+TEST(SalvageTest, CopiesWhatTheLogGaveStepsToFromThePlaceOnWholeAndOnce) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  testing_util::TempDir dir;
+  std::map<std::string, std::multiset<std::string>> after;
+  std::map<std::string, TableSpec> specs;
+  wal::LogPosition at;
+  WriteOldPrimary(dir.Sub("old"), rng, &at, &after, &specs);
+  ASSERT_EQ(after["t"].size(), 5u);
+  ASSERT_OK(WriteSalvageFile(Env::Default(), dir.Sub("old"), SalvageState{at, 0, false}));
+  // The successor holds table "t" (and a trajectory of its own), not "u".
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       Server::Open(dir.Sub("new"), testing_util::ManualCheckpoints(), Loopback()));
+  ASSERT_OK_AND_ASSIGN(auto t, server->db()->CreateTable(specs["t"]));
+  {
+    auto w = t->NewWriter().value();
+    Append(*w, specs["t"], 4, rng);
+    ASSERT_OK(w->End(EndReason::kTerminal));
+  }
+  std::multiset<std::string> want_t = Contents(*t);
+  want_t.insert(after["t"].begin(), after["t"].end());
+
+  std::atomic<bool> stop{false};
+  std::vector<std::string> lines;
+  ASSERT_OK_AND_ASSIGN(const SalvageReport report,
+                       Salvage(dir.Sub("old"), testing_util::ManualCheckpoints(), server->address(),
+                               {}, stop, [&](const std::string& line) { lines.push_back(line); }));
+  EXPECT_EQ(report.trajectories, 7);
+  EXPECT_EQ(report.skipped, 0);
+  EXPECT_EQ(Contents(*t), want_t);
+  ASSERT_OK_AND_ASSIGN(auto u, server->db()->GetTable("u"));
+  EXPECT_EQ(Contents(*u), after["u"]);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("salvage: copying 7 trajectories that " + dir.Sub("old") +
+                                  "'s log wrote after segment " + std::to_string(at.segment) +
+                                  ", offset " + std::to_string(at.offset)));
+  EXPECT_THAT(lines[1], HasSubstr("salvage of " + dir.Sub("old") + " finished: 7 trajectories"));
+  SalvageState state;
+  ASSERT_OK(ReadSalvageFile(Env::Default(), dir.Sub("old"), &state));
+  EXPECT_TRUE(state.finished);
+  EXPECT_EQ(state.copied, 7u);
+  EXPECT_EQ(state.from, at);
+  // Once: again, it copies nothing.
+  ASSERT_OK_AND_ASSIGN(const SalvageReport again,
+                       Salvage(dir.Sub("old"), testing_util::ManualCheckpoints(), server->address(),
+                               {}, stop, nullptr));
+  EXPECT_EQ(again.trajectories, 0);
+  EXPECT_EQ(Contents(*t), want_t);
+}
+
+TEST(SalvageTest, StoppedOrCutOffItKeepsItsPlaceAndGoesOnFromThere) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  testing_util::TempDir dir;
+  std::map<std::string, std::multiset<std::string>> after;
+  std::map<std::string, TableSpec> specs;
+  wal::LogPosition at;
+  WriteOldPrimary(dir.Sub("old"), rng, &at, &after, &specs);
+  ASSERT_OK(WriteSalvageFile(Env::Default(), dir.Sub("old"), SalvageState{at, 0, false}));
+  std::atomic<bool> stop{true};
+  // A primary out of reach: an error, nothing recorded as done.
+  ConnectOptions quick;
+  quick.connect_timeout = std::chrono::milliseconds(500);
+  const Result<SalvageReport> unreachable =
+      Salvage(dir.Sub("old"), testing_util::ManualCheckpoints(),
+              "ucx://127.0.0.1:" + std::to_string(testing_util::FreePort()), quick, stop, nullptr);
+  EXPECT_EQ(unreachable.status().code(), Status::Code::kUnavailable)
+      << unreachable.status().ToString();
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       Server::Open(dir.Sub("new"), testing_util::ManualCheckpoints(), Loopback()));
+  const Result<SalvageReport> stopped = Salvage(dir.Sub("old"), testing_util::ManualCheckpoints(),
+                                                server->address(), {}, stop, nullptr);
+  EXPECT_EQ(stopped.status().code(), Status::Code::kCancelled);
+  EXPECT_THAT(stopped.status().message(), HasSubstr("salvage of " + dir.Sub("old") + " stopped"));
+  // It listed what to copy (before its recovery's checkpoint removed the
+  // log it read them from), and copied none.
+  SalvageState state;
+  ASSERT_OK(ReadSalvageFile(Env::Default(), dir.Sub("old"), &state));
+  EXPECT_EQ(state.copied, 0u);
+  EXPECT_FALSE(state.finished);
+  EXPECT_TRUE(state.listed);
+  EXPECT_EQ(state.trajectories.size(), 7u);
+  // As a node restarted after copying a random number of them: it copies
+  // the rest.
+  const uint64_t done = rng() % 8;
+  state.copied = done;
+  ASSERT_OK(WriteSalvageFile(Env::Default(), dir.Sub("old"), state));
+  stop = false;
+  ASSERT_OK_AND_ASSIGN(const SalvageReport report,
+                       Salvage(dir.Sub("old"), testing_util::ManualCheckpoints(), server->address(),
+                               {}, stop, nullptr));
+  EXPECT_EQ(report.trajectories, static_cast<int64_t>(7 - done));
+  int64_t held = 0;
+  for (const std::string& name : server->db()->ListTables()) {
+    held += static_cast<int64_t>(server->db()->GetTable(name).value()->ListTrajectories().size());
+  }
+  EXPECT_EQ(held, static_cast<int64_t>(7 - done));
+}
+
+TEST(SalvageTest, AMissingOrDamagedSalvageFileIsNamed) {
+  testing_util::TempDir dir;
+  SalvageState state;
+  const Status missing = ReadSalvageFile(Env::Default(), dir.path(), &state);
+  EXPECT_EQ(missing.code(), Status::Code::kNotFound) << missing.ToString();
+  std::mt19937_64 rng(testing_util::TestSeed());
+  for (const bool listed : {false, true}) {
+    SalvageState written{wal::LogPosition{rng() % 1000, rng()}, 0, (rng() & 1) != 0, listed, {}};
+    for (uint64_t i = 0, n = listed ? rng() % 50 : 0; i < n; ++i) {
+      written.trajectories.emplace_back(static_cast<uint32_t>(rng()), rng());
+    }
+    written.copied = rng() % (written.trajectories.size() + 1);
+    ASSERT_OK(WriteSalvageFile(Env::Default(), dir.path(), written));
+    ASSERT_OK(ReadSalvageFile(Env::Default(), dir.path(), &state));
+    EXPECT_EQ(state.from, written.from);
+    EXPECT_EQ(state.copied, written.copied);
+    EXPECT_EQ(state.finished, written.finished);
+    EXPECT_EQ(state.listed, written.listed);
+    EXPECT_EQ(state.trajectories, written.trajectories);
+  }
+  for (const char* text :
+       {"replaydb salvage 1\nsegment 3\noffset x\n",
+        "replaydb salvage 1\nsegment 3\noffset 4\ncopied 0\nfinished 0\ntrajectories 2\n1 2\n",
+        "replaydb salvage 1\nsegment 3\noffset 4\ncopied 2\nfinished 0\ntrajectories 1\n1 2\n"}) {
+    ASSERT_OK(Env::Default()->WriteFileAtomic(dir.path() + "/SALVAGE", text));
+    const Status damaged = ReadSalvageFile(Env::Default(), dir.path(), &state);
+    EXPECT_EQ(damaged.code(), Status::Code::kCorruption) << text;
+    EXPECT_THAT(damaged.message(), HasSubstr(dir.path() + "/SALVAGE does not parse as a salvage"));
+  }
+  std::atomic<bool> stop{false};
+  const Result<SalvageReport> refused =
+      Salvage(dir.path(), {}, "ucx://127.0.0.1:1", {}, stop, nullptr);
+  EXPECT_EQ(refused.status().code(), Status::Code::kCorruption);
+}
+
+}  // namespace
+}  // namespace replaydb::rdma
