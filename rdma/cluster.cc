@@ -457,6 +457,24 @@ class ClusterNodeImpl final : public ClusterNode {
       // Deposed: another node won while this one's session lapsed.
       rdma::ServedParts parts = rdma::PartsOf(*server_);
       parts.service->SetLease(Clock::now(), options_.ttl, options_.margin);
+    }
+    if (role_ != Role::kReplica) {
+      // A primary's directory may hold writes its successor lacks; where
+      // the successor took over is recorded as it marks its epoch (before
+      // its first write), so the resync that salvages them waits for that.
+      std::string primary;
+      const DirKind kind = KindOf(dir_, &primary);
+      if (kind == DirKind::kPrimary || kind == DirKind::kFenced) {
+        REPLAYDB_ASSIGN_OR_RETURN(const uint64_t last, coordinator_->LastEpoch());
+        if (last < leader.epoch) {
+          LogOnce("waiting for the primary " + leader.name + " to take writes in epoch " +
+                  std::to_string(leader.epoch) + " before rejoining it");
+          return Status::OK();
+        }
+      }
+    }
+    if (role_ == Role::kPrimary) {
+      rdma::ServedParts parts = rdma::PartsOf(*server_);
       if (leader.epoch > parts.db->epoch()) {
         Result<wal::LogPosition> fenced = parts.db->Fence(leader.epoch, leader.address);
         Log(fenced.ok() ? "deposed: fenced for epoch " + std::to_string(leader.epoch) +

@@ -297,22 +297,31 @@ Result<FailoverRun> RunFailover(const Acks& acks, int kills) {
   run.acknowledged = writer.acknowledged();
   Node* last = primary();
   if (last == nullptr) return Status::Internal("no primary at the end");
-  REPLAYDB_ASSIGN_OR_RETURN(const auto held, Holdings(last->address, &run.evicted));
-  // By content, not id: a returning primary's salvage copies what its
-  // successor lacked as new trajectories (rdma/salvage.h). (Every
-  // trajectory's bytes are random: no two are alike.)
-  std::multiset<std::string> contents;
-  for (const auto& [id, bytes] : held) contents.insert(bytes);
-  for (const auto& [id, bytes] : writer.acked()) {
-    if (contents.count(bytes) == 0) ++run.lost;
-  }
-  for (const auto until = Clock::now() + 60s; !run.agreed && Clock::now() < until;
+  // What came back, once the copies agree: a killed primary, back,
+  // salvages what its successor lacked in the background (rdma/salvage.h).
+  // Counted by content, not id: salvaged trajectories get new ids. (Every
+  // trajectory's bytes are random: no two are alike.) Until nothing is
+  // lost, or the count has not moved for 5 s, 60 s at most.
+  int64_t last_lost = -1;
+  auto moved = Clock::now();
+  for (const auto until = Clock::now() + 60s; Clock::now() < until;
        std::this_thread::sleep_for(100ms)) {
+    Result<std::map<uint64_t, std::string>> held = Holdings(last->address, &run.evicted);
+    if (!held.ok()) continue;
+    std::multiset<std::string> contents;
+    for (const auto& [id, bytes] : *held) contents.insert(bytes);
+    run.lost = 0;
+    for (const auto& [id, bytes] : writer.acked()) {
+      if (contents.count(bytes) == 0) ++run.lost;
+    }
+    if (run.lost != last_lost) moved = Clock::now();
+    last_lost = run.lost;
     run.agreed = true;
     for (Node& n : nodes) {
       Result<std::map<uint64_t, std::string>> h = Holdings(n.address);
-      run.agreed = run.agreed && h.ok() && *h == held;
+      run.agreed = run.agreed && h.ok() && *h == *held;
     }
+    if (run.agreed && (run.lost == 0 || Clock::now() - moved > 5s)) break;
   }
   for (Node& n : nodes) {
     n.process->Signal(SIGTERM);
