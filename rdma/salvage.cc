@@ -162,6 +162,10 @@ Result<SalvageReport> Salvage(const std::string& dir, const DBOptions& options,
       Status read = from.ok() ? (*from)->ReadTrajectory(id, 0, kChunkSteps, &steps) : from.status();
       if (read.code() == Status::Code::kNotFound) {
         ++report.skipped;  // its table dropped, or it was removed, since
+      } else if ((*from)->spec().acks.mode == AckMode::kReplicated) {
+        // What such a table acknowledged is on the successor; the rest
+        // was never acknowledged (its writers were told so, and retried).
+        ++report.replicated;
       } else {
         REPLAYDB_RETURN_IF_ERROR(read);
         Result<std::shared_ptr<Table>> to = target->GetTable(name);
@@ -209,7 +213,10 @@ Result<SalvageReport> Salvage(const std::string& dir, const DBOptions& options,
   if (log) {
     log("salvage of " + dir + " finished: " + std::to_string(report.trajectories) +
         " trajectories (" + std::to_string(report.steps) + " steps) copied to " + primary +
-        (report.skipped > 0 ? ", " + std::to_string(report.skipped) + " gone since" : ""));
+        (report.skipped > 0 ? ", " + std::to_string(report.skipped) + " gone since" : "") +
+        (report.replicated > 0 ? ", " + std::to_string(report.replicated) +
+                                     " of replicated(k) tables left (none was acknowledged)"
+                               : ""));
   }
   return report;
 }

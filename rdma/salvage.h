@@ -8,7 +8,8 @@
 // then copies the trajectories those records gave steps to, whole, from the
 // directory aside to the cluster's primary, as new trajectories (new ids).
 //
-// Only steps are salvaged: priority updates, removals and ends of
+// Tables acknowledged replicated(k) are left out: what they acknowledged
+// is on the successor. Only steps are salvaged: priority updates, removals and ends of
 // trajectories whose steps all reached the successor (which ended them,
 // truncated) are not. A trajectory that began before the handover is
 // copied whole, so the successor's truncated copy of its first steps stays
@@ -59,6 +60,10 @@ struct SalvageReport {
   int64_t trajectories = 0;  // copied by this call
   int64_t steps = 0;
   int64_t skipped = 0;  // gone from the directory since (dropped, removed)
+  // Of tables acknowledged replicated(k): left, since what they
+  // acknowledged is on the successor (and copying the rest would store
+  // twice what their writers retried).
+  int64_t replicated = 0;
 };
 
 // Copies what DIR/SALVAGE says is left of `dir`'s trajectories to the

@@ -3,7 +3,8 @@
 // database as the cluster's primary. The trajectories the log gave steps to
 // from that place on are copied whole and once, with their priorities,
 // tables made where missing; progress is kept in DIR/SALVAGE, and a
-// salvage stopped or cut off goes on from there.
+// salvage stopped or cut off goes on from there (of a fenced directory,
+// as a deposed primary's is).
 #include "rdma/salvage.h"
 
 #include <gmock/gmock.h>
@@ -72,9 +73,10 @@ void Append(TrajectoryWriter& w, const TableSpec& spec, int steps, std::mt19937_
 // The old primary's directory: trajectories before the handover place and
 // after it (one straddling it), in table "t" and in table "u", made after
 // it. `at` gets the place, `after` the contents of what follows it.
+// `fenced`: then fenced, as a deposed primary is (its log sealed).
 void WriteOldPrimary(const std::string& dir, std::mt19937_64& rng, wal::LogPosition* at,
                      std::map<std::string, std::multiset<std::string>>* after,
-                     std::map<std::string, TableSpec>* specs) {
+                     std::map<std::string, TableSpec>* specs, bool fenced = false) {
   ASSERT_OK_AND_ASSIGN(auto db, DB::Open(testing_util::ManualCheckpoints(), dir));
   (*specs)["t"] = Spec("t", rng);
   (*specs)["u"] = Spec("u", rng);
@@ -95,6 +97,18 @@ void WriteOldPrimary(const std::string& dir, std::mt19937_64& rng, wal::LogPosit
     Append(*w, (*specs)["t"], 1 + static_cast<int>(rng() % 1500), rng);  // (chunks of 1024)
     EXPECT_OK(w->End(EndReason::kTerminal));
   }
+  // (A replicated(1) table's trajectory after the place is left: whatever
+  // it acknowledged is on the successor.)
+  TableSpec replicated = Spec("r", rng);
+  replicated.acks = Acks::Replicated(1);
+  auto r = db->CreateTable(replicated).value();
+  {
+    WriterOptions leader;
+    leader.acks = Acks{AckMode::kLeader, 0};
+    auto w = r->NewWriter(leader).value();
+    Append(*w, replicated, 3, rng);
+    EXPECT_OK(w->End(EndReason::kTerminal));
+  }
   auto u = db->CreateTable((*specs)["u"]).value();
   for (int i = 0; i < 2; ++i) {
     auto w = u->NewWriter().value();
@@ -106,6 +120,7 @@ void WriteOldPrimary(const std::string& dir, std::mt19937_64& rng, wal::LogPosit
   for (const std::string& c : before) all_t.erase(all_t.find(c));
   (*after)["t"] = all_t;
   (*after)["u"] = Contents(*u);
+  if (fenced) EXPECT_OK(dynamic_cast<engine::DBImpl&>(*db).Fence(7, "ucx://127.0.0.1:9").status());
 }
 
 ServerOptions Loopback() {
@@ -143,18 +158,21 @@ TEST(SalvageTest, CopiesWhatTheLogGaveStepsToFromThePlaceOnWholeAndOnce) {
                                {}, stop, [&](const std::string& line) { lines.push_back(line); }));
   EXPECT_EQ(report.trajectories, 7);
   EXPECT_EQ(report.skipped, 0);
+  EXPECT_EQ(report.replicated, 1);
+  EXPECT_FALSE(server->db()->GetTable("r").ok());
   EXPECT_EQ(Contents(*t), want_t);
   ASSERT_OK_AND_ASSIGN(auto u, server->db()->GetTable("u"));
   EXPECT_EQ(Contents(*u), after["u"]);
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_THAT(lines[0], HasSubstr("salvage: copying 7 trajectories that " + dir.Sub("old") +
+  EXPECT_THAT(lines[0], HasSubstr("salvage: copying 8 trajectories that " + dir.Sub("old") +
                                   "'s log wrote after segment " + std::to_string(at.segment) +
                                   ", offset " + std::to_string(at.offset)));
   EXPECT_THAT(lines[1], HasSubstr("salvage of " + dir.Sub("old") + " finished: 7 trajectories"));
+  EXPECT_THAT(lines[1], HasSubstr("1 of replicated(k) tables left (none was acknowledged)"));
   SalvageState state;
   ASSERT_OK(ReadSalvageFile(Env::Default(), dir.Sub("old"), &state));
   EXPECT_TRUE(state.finished);
-  EXPECT_EQ(state.copied, 7u);
+  EXPECT_EQ(state.copied, 8u);
   EXPECT_EQ(state.from, at);
   // Once: again, it copies nothing.
   ASSERT_OK_AND_ASSIGN(const SalvageReport again,
@@ -170,7 +188,7 @@ TEST(SalvageTest, StoppedOrCutOffItKeepsItsPlaceAndGoesOnFromThere) {
   std::map<std::string, std::multiset<std::string>> after;
   std::map<std::string, TableSpec> specs;
   wal::LogPosition at;
-  WriteOldPrimary(dir.Sub("old"), rng, &at, &after, &specs);
+  WriteOldPrimary(dir.Sub("old"), rng, &at, &after, &specs, /*fenced=*/true);
   ASSERT_OK(WriteSalvageFile(Env::Default(), dir.Sub("old"), SalvageState{at, 0, false}));
   std::atomic<bool> stop{true};
   // A primary out of reach: an error, nothing recorded as done.
@@ -194,22 +212,22 @@ TEST(SalvageTest, StoppedOrCutOffItKeepsItsPlaceAndGoesOnFromThere) {
   EXPECT_EQ(state.copied, 0u);
   EXPECT_FALSE(state.finished);
   EXPECT_TRUE(state.listed);
-  EXPECT_EQ(state.trajectories.size(), 7u);
+  EXPECT_EQ(state.trajectories.size(), 8u);
   // As a node restarted after copying a random number of them: it copies
-  // the rest.
-  const uint64_t done = rng() % 8;
+  // the rest (of the 7 it copies, the replicated table's left).
+  const uint64_t done = rng() % 9;
   state.copied = done;
   ASSERT_OK(WriteSalvageFile(Env::Default(), dir.Sub("old"), state));
   stop = false;
   ASSERT_OK_AND_ASSIGN(const SalvageReport report,
                        Salvage(dir.Sub("old"), testing_util::ManualCheckpoints(), server->address(),
                                {}, stop, nullptr));
-  EXPECT_EQ(report.trajectories, static_cast<int64_t>(7 - done));
+  EXPECT_EQ(report.trajectories + report.replicated, static_cast<int64_t>(8 - done));
   int64_t held = 0;
   for (const std::string& name : server->db()->ListTables()) {
     held += static_cast<int64_t>(server->db()->GetTable(name).value()->ListTrajectories().size());
   }
-  EXPECT_EQ(held, static_cast<int64_t>(7 - done));
+  EXPECT_EQ(held, report.trajectories);
 }
 
 TEST(SalvageTest, AMissingOrDamagedSalvageFileIsNamed) {

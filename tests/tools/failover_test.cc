@@ -521,8 +521,10 @@ TEST_F(FailoverTest, AKilledPrimarysWritesItsSuccessorNeverAppliedAreSalvagedWhe
   const std::string first = WaitForPrimary(coordinator_, 10s);
   ASSERT_FALSE(first.empty());
   {
+    TableSpec spec = Spec();
+    spec.acks = Acks{AckMode::kLeaderDurable, 0};
     ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(first));
-    ASSERT_OK(db->CreateTable(Spec()).status());
+    ASSERT_OK(db->CreateTable(spec).status());
   }
   ASSERT_TRUE(WaitUntil(30s, [&] {
     for (auto& n : nodes_) {
