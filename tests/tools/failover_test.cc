@@ -296,6 +296,23 @@ class FailoverTest : public ::testing::Test {
     ADD_FAILURE() << "no node at " << address;
     return nodes_.front().get();
   }
+  // Creates table "experience" (Spec(), acknowledged `acks`) on `primary`
+  // and waits until every node holds it.
+  void CreateTableEverywhere(const std::string& primary, Acks acks) {
+    TableSpec spec = Spec();
+    spec.acks = acks;
+    {
+      ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(primary));
+      ASSERT_OK(db->CreateTable(spec).status());
+    }
+    ASSERT_TRUE(WaitUntil(30s, [&] {
+      for (auto& n : nodes_) {
+        Result<std::unique_ptr<DB>> db = DB::Connect(n->address());
+        if (!db.ok() || !(*db)->GetTable("experience").ok()) return false;
+      }
+      return true;
+    })) << "the table never reached every node";
+  }
   // Waits until every node's table holds the same as `address`'s.
   void ExpectAllAgree(const std::string& primary) {
     std::string want;
@@ -440,22 +457,11 @@ TEST_F(FailoverTest, APrimaryCutFromEtcdStopsAcknowledgingUntilItsSessionIsBack)
 TEST_F(FailoverTest, AStoppedPrimaryIsDeposedAndItsLateWritesAreRefused) {
   const std::string first = WaitForPrimary(coordinator_, 10s);
   ASSERT_FALSE(first.empty());
-  TableSpec spec = Spec();
-  spec.acks = Acks{AckMode::kLeader, 0};
-  {
-    ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(first));
-    ASSERT_OK(db->CreateTable(spec).status());
-  }
   // On the replicas before the primary stops (acknowledged under `leader`,
   // the table could be lost with it: the replica elected may not have read
   // it yet).
-  ASSERT_TRUE(WaitUntil(30s, [&] {
-    for (auto& n : nodes_) {
-      Result<std::unique_ptr<DB>> db = DB::Connect(n->address());
-      if (!db.ok() || !(*db)->GetTable("experience").ok()) return false;
-    }
-    return true;
-  })) << "the table never reached every node";
+  CreateTableEverywhere(first, Acks{AckMode::kLeader, 0});
+  if (HasFatalFailure()) return;
   std::mt19937_64 rng(testing_util::TestSeed());
   WriterOptions sync;
   sync.sync = true;
@@ -520,19 +526,8 @@ std::multiset<std::string> EndedTrajectoriesAt(const std::string& address) {
 TEST_F(FailoverTest, AKilledPrimarysWritesItsSuccessorNeverAppliedAreSalvagedWhenItIsBack) {
   const std::string first = WaitForPrimary(coordinator_, 10s);
   ASSERT_FALSE(first.empty());
-  {
-    TableSpec spec = Spec();
-    spec.acks = Acks{AckMode::kLeaderDurable, 0};
-    ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(first));
-    ASSERT_OK(db->CreateTable(spec).status());
-  }
-  ASSERT_TRUE(WaitUntil(30s, [&] {
-    for (auto& n : nodes_) {
-      Result<std::unique_ptr<DB>> db = DB::Connect(n->address());
-      if (!db.ok() || !(*db)->GetTable("experience").ok()) return false;
-    }
-    return true;
-  })) << "the table never reached every node";
+  CreateTableEverywhere(first, Acks{AckMode::kLeaderDurable, 0});
+  if (HasFatalFailure()) return;
   // The replicas stop; the primary acknowledges trajectories under
   // leader_durable (its own fsync, no replica's), one of them begun before
   // the stop, then is killed. The replica elected has none of them whole.
