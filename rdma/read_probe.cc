@@ -21,13 +21,19 @@ Result<TransportReadProbe> ProbeTransportReads(size_t shared_bytes, size_t read_
         "read probe: " + std::to_string(reads) + " reads of " + std::to_string(read_bytes) +
         " bytes do not fit " + std::to_string(shared_bytes) + " bytes of shared memory");
   }
-  rdma::TransportOptions so;
+  // The probe measures reads, not liveness: its connection tolerates 10 s
+  // of silence (the default, 3 missed beats of 100 ms, ended it on a loaded
+  // two-core machine under ThreadSanitizer: "connection 256 has ended").
+  rdma::TransportOptions co;
+  co.heartbeat = std::chrono::seconds(1);
+  co.missed_heartbeats = 10;
+  rdma::TransportOptions so = co;
   so.listen_host = "127.0.0.1";
   REPLAYDB_ASSIGN_OR_RETURN(auto server, rdma::Transport::Start(so));
   REPLAYDB_ASSIGN_OR_RETURN(auto shared, server->AllocateShared(shared_bytes));
   std::mt19937_64 rng(17);
   for (size_t i = 0; i < shared_bytes; i += 4096) shared->data()[i] = static_cast<std::byte>(rng());
-  REPLAYDB_ASSIGN_OR_RETURN(auto client, rdma::Transport::Start(rdma::TransportOptions{}));
+  REPLAYDB_ASSIGN_OR_RETURN(auto client, rdma::Transport::Start(co));
   REPLAYDB_ASSIGN_OR_RETURN(const rdma::ConnectionId to,
                             client->Connect("127.0.0.1", server->port(), std::chrono::seconds(10)));
   REPLAYDB_ASSIGN_OR_RETURN(const uint64_t key, client->ImportKey(to, shared->key()));
