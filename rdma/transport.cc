@@ -461,6 +461,18 @@ class Transport::Impl {
       std::optional<AsyncThreadHold> hold;
       if (listener_ != nullptr) {
         hold.emplace();
+        // Connection requests that came as the transport stopped are
+        // refused only now, while nothing can be accepted: a refusal frees
+        // its socket, and UCX 1.13 hands an event still pending for that
+        // socket to whatever connection the listener accepts onto its
+        // number next (an assertion in uct_tcp_sockcm_ep_progress_send that
+        // aborted a server stopping while clients connected).
+        std::vector<ucp_conn_request_h> refused;
+        {
+          std::lock_guard<std::mutex> lock(refused_mu_);
+          refused.swap(refused_);
+        }
+        for (ucp_conn_request_h r : refused) (void)ucp_listener_reject(listener_, r);
         ucp_listener_destroy(listener_);
       }
       DestroyWorker(*workers_[0]);
@@ -1202,8 +1214,9 @@ class Transport::Impl {
     Worker& w = impl->NextWorker();
     const ConnectionId id = impl->NewId(w);
     impl->Post(w, [impl, &w, id, request, peer] {
-      if (impl->stopping_.load()) {
-        (void)ucp_listener_reject(impl->listener_, request);
+      if (impl->stopping_.load()) {  // refused as the listener goes (~Impl)
+        std::lock_guard<std::mutex> lock(impl->refused_mu_);
+        impl->refused_.push_back(request);
         return;
       }
       ucp_ep_params_t ep{};
@@ -1548,6 +1561,9 @@ class Transport::Impl {
   ucp_context_h context_ = nullptr;
   std::shared_ptr<void> context_owner_;  // the context; SharedMemory holds it too
   ucp_listener_h listener_ = nullptr;
+  // Connection requests that came after stopping_, refused in ~Impl.
+  std::mutex refused_mu_;
+  std::vector<ucp_conn_request_h> refused_;
   std::vector<std::unique_ptr<Worker>> workers_;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
