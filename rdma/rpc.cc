@@ -525,6 +525,7 @@ class RpcServer::Impl {
     TransportOptions t = options_.transport;
     if (t.listen_host.empty()) t.listen_host = "127.0.0.1";
     t.on_message = [this](ConnectionId from, std::string header, std::string payload) {
+      AwaitStarted();
       OnRequest(from, std::move(header), std::move(payload));
     };
     t.on_close = [this](ConnectionId id, const Status& why) {
@@ -555,12 +556,18 @@ class RpcServer::Impl {
     if (options_.place_request) {
       t.place_large = [this](ConnectionId from, std::string_view header, size_t length,
                              bool queued_unplaced) {
+        AwaitStarted();
         return PlaceRequest(from, header, length, queued_unplaced);
       };
     }
     REPLAYDB_ASSIGN_OR_RETURN(transport_, Transport::Start(std::move(t)));
     net_ = transport_.get();
     sender_->net.store(net_);
+    {
+      std::lock_guard<std::mutex> lock(started_mu_);
+      started_.store(true, std::memory_order_release);
+    }
+    started_cv_.notify_all();
     for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Serve(); });
     return Status::OK();
   }
@@ -572,6 +579,15 @@ class RpcServer::Impl {
  private:
   void Log(const std::string& line) {
     if (options_.log) options_.log(line);
+  }
+
+  // A client may connect and send the moment the transport listens, before
+  // Start has set net_ (ThreadSanitizer saw OnRequest read it): the
+  // transport's handlers wait for Start first.
+  void AwaitStarted() {
+    if (started_.load(std::memory_order_acquire)) return;
+    std::unique_lock<std::mutex> lock(started_mu_);
+    started_cv_.wait(lock, [&] { return started_.load(std::memory_order_acquire); });
   }
 
   void SendReply(ConnectionId to, Reply reply) { SendReplyOn(net_, to, std::move(reply)); }
@@ -898,6 +914,9 @@ class RpcServer::Impl {
   // changed, so that a handler running while transport_ is being reset
   // (its destructor joins the workers) still reaches it.
   Transport* net_ = nullptr;
+  std::atomic<bool> started_{false};  // net_ is set (AwaitStarted)
+  std::mutex started_mu_;
+  std::condition_variable started_cv_;
   // For replies sent later (Request::Defer).
   const std::shared_ptr<ReplySender> sender_ = std::make_shared<ReplySender>();
 };
