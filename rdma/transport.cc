@@ -467,12 +467,8 @@ class Transport::Impl {
         // socket to whatever connection the listener accepts onto its
         // number next (an assertion in uct_tcp_sockcm_ep_progress_send that
         // aborted a server stopping while clients connected).
-        std::vector<ucp_conn_request_h> refused;
-        {
-          std::lock_guard<std::mutex> lock(refused_mu_);
-          refused.swap(refused_);
-        }
-        for (ucp_conn_request_h r : refused) (void)ucp_listener_reject(listener_, r);
+        // (The workers are joined: refused_ needs no lock here.)
+        for (ucp_conn_request_h r : refused_) (void)ucp_listener_reject(listener_, r);
         ucp_listener_destroy(listener_);
       }
       DestroyWorker(*workers_[0]);
