@@ -24,20 +24,7 @@
 namespace replaydb {
 
 Result<std::unique_ptr<DB>> DB::Connect(const std::string& address, const ConnectOptions& options) {
-  std::string target = address;
-  if (address.rfind("etcd://", 0) == 0 || address.rfind("file://", 0) == 0) {
-    // A cluster's: its primary now, as its coordinator names it.
-    REPLAYDB_ASSIGN_OR_RETURN(auto coordinator, rdma::coord::Coordinator::Open(address));
-    REPLAYDB_ASSIGN_OR_RETURN(const std::optional<rdma::coord::LeaderState> leader,
-                              coordinator->Leader());
-    if (!leader) {
-      return Status::Unavailable("the cluster of " + address +
-                                 " has no primary now (an election may be under way); try "
-                                 "again");
-    }
-    target = leader->address;
-  }
-  REPLAYDB_ASSIGN_OR_RETURN(auto db, rdma::RemoteDB::Connect(target, options));
+  REPLAYDB_ASSIGN_OR_RETURN(auto db, rdma::RemoteDB::Connect(address, options));
   return std::unique_ptr<DB>(std::move(db));
 }
 
@@ -236,22 +223,69 @@ std::vector<std::span<const std::byte>> AroundRows(std::span<const std::byte> re
 }  // namespace
 
 // The connection a RemoteDB and its tables share: an RpcClient, made again
-// when it has ended and a call comes, no sooner than a backoff allows (50 ms,
-// doubling to 5 s while attempts fail). Writers keep the client they were
-// opened on: the server ended their trajectories with it.
+// when it has ended and a call comes.
+//
+// - To one server (ucx://HOST:PORT): no sooner than a backoff allows (50 ms,
+//   doubling to 5 s while attempts fail).
+// - To a cluster (etcd://... or file://...): to the primary its coordinator
+//   names then, asked every 50 ms until one is named and answers, for at
+//   most the connect timeout (a call during a failover waits for it). A
+//   call the server refused (FailedPrecondition, Unavailable) while the
+//   coordinator names another primary is made once more there: the server
+//   was a deposed or fenced primary, or a replica, and did not run it.
+//
+// Writers keep the client they were opened on: the server ended their
+// trajectories with it.
 class Connection {
  public:
-  Connection(std::string host, uint16_t port, RpcClientOptions options, std::string address,
-             milliseconds call_timeout, std::shared_ptr<RpcClient> first)
-      : host_(std::move(host)),
-        port_(port),
-        options_(std::move(options)),
-        address_(std::move(address)),
+  Connection(std::string address, RpcClientOptions options, milliseconds call_timeout,
+             std::shared_ptr<RpcClient> first, std::unique_ptr<coord::Coordinator> cluster)
+      : options_(std::move(options)),
         call_timeout_(call_timeout),
+        cluster_(std::move(cluster)),
+        address_(std::move(address)),
         client_(std::move(first)) {}
+
+  // The primary `cluster` names, connected: asked every 50 ms until one is
+  // named and answers, until `until` (then Unavailable saying why), or
+  // until `closed` says a status other than OK.
+  static Result<std::pair<std::string, std::unique_ptr<RpcClient>>> ConnectToPrimary(
+      coord::Coordinator& cluster, const RpcClientOptions& options,
+      std::chrono::steady_clock::time_point until, const std::function<Status()>& closed) {
+    std::string last;
+    for (int attempt = 0; attempt < 100000; ++attempt) {
+      REPLAYDB_RETURN_IF_ERROR(closed());
+      Result<std::optional<coord::LeaderState>> leader = cluster.Leader();
+      if (!leader.ok()) {
+        last = leader.status().message();
+      } else if (!leader->has_value()) {
+        last = "no primary is elected now";
+      } else {
+        const std::string& address = (*leader)->address;
+        std::string host;
+        uint16_t port = 0;
+        Status parsed = ParseAddress(address, &host, &port);
+        if (!parsed.ok()) return parsed.WithContext("the primary the cluster names");
+        RpcClientOptions o = options;
+        o.connect_timeout = std::max(
+            milliseconds(1),
+            std::min(options.connect_timeout, std::chrono::duration_cast<milliseconds>(
+                                                  until - std::chrono::steady_clock::now())));
+        Result<std::unique_ptr<RpcClient>> client = RpcClient::Connect(host, port, o);
+        if (client.ok()) return std::make_pair(address, std::move(client).value());
+        last = "its primary " + address + ": " + client.status().message();
+      }
+      if (std::chrono::steady_clock::now() + milliseconds(50) >= until) break;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return Status::Unavailable("the cluster of " + cluster.address() +
+                               " has no primary that answers (" + last +
+                               "); an election may be under way: try again");
+  }
 
   // The live client, a new one, or why there is none.
   Result<std::shared_ptr<RpcClient>> Get() {
+    if (cluster_ != nullptr) return Follow();
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) return closed_;
     if (client_->connected()) return client_;
@@ -262,7 +296,10 @@ class Connection {
           std::to_string(std::chrono::duration_cast<milliseconds>(next_try_ - now).count()) +
           " ms");
     }
-    Result<std::unique_ptr<RpcClient>> fresh = RpcClient::Connect(host_, port_, options_);
+    std::string host;
+    uint16_t port = 0;
+    REPLAYDB_RETURN_IF_ERROR(ParseAddress(address_, &host, &port));
+    Result<std::unique_ptr<RpcClient>> fresh = RpcClient::Connect(host, port, options_);
     if (!fresh.ok()) {
       last_error_ = fresh.status().message();
       backoff_ = std::min(backoff_ * 2, milliseconds(5000));
@@ -274,10 +311,25 @@ class Connection {
     return client_;
   }
 
+  // A call on the live client (`used`, where not null, gets it).
   Result<Message> Call(const std::function<std::string(const HeaderFields&)>& encode,
-                       std::string payload, milliseconds timeout, Placement place = {}) {
+                       std::string payload, milliseconds timeout, Placement place = {},
+                       std::shared_ptr<RpcClient>* used = nullptr) {
     REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<RpcClient> client, Get());
-    return client->Call(encode, std::move(payload), timeout, 0, std::move(place));
+    if (cluster_ == nullptr) {
+      if (used != nullptr) *used = client;
+      return client->Call(encode, std::move(payload), timeout, 0, std::move(place));
+    }
+    Result<Message> m = client->Call(encode, payload, timeout, 0, place);
+    if (!m.ok() && client->connected() &&
+        (m.status().code() == Status::Code::kFailedPrecondition ||
+         m.status().code() == Status::Code::kUnavailable) &&
+        Moved(client)) {
+      REPLAYDB_ASSIGN_OR_RETURN(client, Get());
+      m = client->Call(encode, std::move(payload), timeout, 0, std::move(place));
+    }
+    if (used != nullptr) *used = client;
+    return m;
   }
 
   // A call that does not wait for the rate limiter: its body built by
@@ -312,14 +364,65 @@ class Connection {
   }
 
  private:
-  const std::string host_;
-  const uint16_t port_;
+  // A cluster's: the live client, or one to the primary named now.
+  Result<std::shared_ptr<RpcClient>> Follow() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!closed_.ok()) return closed_;
+      if (client_->connected() && !stale_) return client_;
+    }
+    std::lock_guard<std::mutex> one(follow_mu_);  // one attempt at a time
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (client_->connected() && !stale_) return client_;  // another made it
+    }
+    Result<std::pair<std::string, std::unique_ptr<RpcClient>>> primary = ConnectToPrimary(
+        *cluster_, options_, std::chrono::steady_clock::now() + options_.connect_timeout, [&] {
+          std::lock_guard<std::mutex> lock(mu_);
+          return closed_;
+        });
+    if (!primary.ok()) return primary.status();
+    std::shared_ptr<RpcClient> old;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!closed_.ok()) {
+      primary->second->Close(closed_);
+      return closed_;
+    }
+    old = std::move(client_);
+    client_ = std::shared_ptr<RpcClient>(std::move(primary->second));
+    address_ = primary->first;
+    stale_ = false;
+    return client_;
+  }
+
+  // Whether the coordinator names a primary other than `client`'s server
+  // (which is then left for it at the next call).
+  bool Moved(const std::shared_ptr<RpcClient>& client) {
+    std::string address;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (client_ != client) return true;  // another call moved on already
+      address = address_;
+    }
+    std::lock_guard<std::mutex> one(follow_mu_);
+    Result<std::optional<coord::LeaderState>> leader = cluster_->Leader();
+    if (!leader.ok() || !leader->has_value() || (*leader)->address == address) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (client_ == client) stale_ = true;
+    return true;
+  }
+
   const RpcClientOptions options_;
-  const std::string address_;
   const milliseconds call_timeout_;
+  // A cluster's coordinator (null: one server's connection). Used under
+  // follow_mu_.
+  const std::unique_ptr<coord::Coordinator> cluster_;
+  std::mutex follow_mu_;
   mutable std::mutex mu_;
+  std::string address_;  // the server's now, ucx://HOST:PORT
   std::shared_ptr<RpcClient> client_;
-  Status closed_;  // OK until Close
+  bool stale_ = false;  // a cluster's: its server is no longer the primary
+  Status closed_;       // OK until Close
   milliseconds backoff_{50};
   std::chrono::steady_clock::time_point next_try_;
   std::string last_error_;
@@ -1370,18 +1473,19 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
   Result<Opened> OpenWriter(const WriterOptions& options, size_t envs) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
-    REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<RpcClient> client, remote_->connection->Get());
+    std::shared_ptr<RpcClient> client;
     REPLAYDB_ASSIGN_OR_RETURN(
-        Message m,
-        client->Call(Encoder(fb::Body::NewWriter,
-                             [&](flatbuffers::FlatBufferBuilder& b) {
-                               const auto t = b.CreateString(table);
-                               return fb::CreateNewWriter(
-                                   b, t, options.timeout.count() < 0 ? -1 : options.timeout.count(),
-                                   options.sync, envs, static_cast<uint8_t>(options.acks.mode),
-                                   options.acks.replicas);
-                             }),
-                     "", remote_->options.call_timeout));
+        Message m, remote_->connection->Call(
+                       Encoder(fb::Body::NewWriter,
+                               [&](flatbuffers::FlatBufferBuilder& b) {
+                                 const auto t = b.CreateString(table);
+                                 return fb::CreateNewWriter(
+                                     b, t,
+                                     options.timeout.count() < 0 ? -1 : options.timeout.count(),
+                                     options.sync, envs, static_cast<uint8_t>(options.acks.mode),
+                                     options.acks.replicas);
+                               }),
+                       "", remote_->options.call_timeout, {}, &client));
     REPLAYDB_RETURN_IF_ERROR(
         ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
     const fb::WriterOpened* w = m.header()->body_as_WriterOpened();
@@ -1716,9 +1820,10 @@ Status ParseAddress(const std::string& address, std::string* host, uint16_t* por
 
 Result<std::unique_ptr<RemoteDB>> RemoteDB::Connect(const std::string& address,
                                                     const ConnectOptions& options) {
+  const bool cluster = address.rfind("etcd://", 0) == 0 || address.rfind("file://", 0) == 0;
   std::string host;
   uint16_t port = 0;
-  REPLAYDB_RETURN_IF_ERROR(ParseAddress(address, &host, &port));
+  if (!cluster) REPLAYDB_RETURN_IF_ERROR(ParseAddress(address, &host, &port));
   const auto positive = [&](const char* name, milliseconds value, bool zero_too) -> Status {
     if (value.count() > 0 || (zero_too && value.count() == 0)) return Status::OK();
     return Status::InvalidArgument("connecting to " + address + ": ConnectOptions::" + name +
@@ -1736,10 +1841,24 @@ Result<std::unique_ptr<RemoteDB>> RemoteDB::Connect(const std::string& address,
     REPLAYDB_ASSIGN_OR_RETURN(const std::vector<Token> tokens, ReadTokenFile(options.token_file));
     o.token = tokens.front().secret;
   }
+  if (cluster) {
+    // A cluster's: its primary now, as its coordinator names it, and the
+    // next one after a failover (Connection).
+    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<coord::Coordinator> coordinator,
+                              coord::Coordinator::Open(address));
+    REPLAYDB_ASSIGN_OR_RETURN(
+        auto primary, Connection::ConnectToPrimary(
+                          *coordinator, o, std::chrono::steady_clock::now() + o.connect_timeout,
+                          [] { return Status::OK(); }));
+    auto connection = std::make_shared<Connection>(
+        primary.first, o, options.call_timeout,
+        std::shared_ptr<RpcClient>(std::move(primary.second)), std::move(coordinator));
+    return std::unique_ptr<RemoteDB>(new RemoteDB(std::move(connection), address, options));
+  }
   REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<RpcClient> client, RpcClient::Connect(host, port, o));
   const std::string canonical = "ucx://" + host + ":" + std::to_string(port);
-  auto connection = std::make_shared<Connection>(host, port, o, canonical, options.call_timeout,
-                                                 std::shared_ptr<RpcClient>(std::move(client)));
+  auto connection = std::make_shared<Connection>(
+      canonical, o, options.call_timeout, std::shared_ptr<RpcClient>(std::move(client)), nullptr);
   return std::unique_ptr<RemoteDB>(new RemoteDB(std::move(connection), canonical, options));
 }
 

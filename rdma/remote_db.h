@@ -37,9 +37,11 @@ class Connection;
 
 // A served database: what DB::Connect returns. When the server goes, calls
 // fail Unavailable; a later call connects again (no sooner than a backoff
-// of 50 ms doubling to 5 s allows). Writers belong to the connection they
-// were opened on: after it ended (the server ended their trajectories
-// truncated) their calls fail Unavailable, and new writers are needed.
+// of 50 ms doubling to 5 s allows; a cluster's, to the primary its
+// coordinator names then, waiting for one up to the connect timeout).
+// Writers belong to the connection they were opened on: after it ended
+// (the server ended their trajectories truncated) their calls fail
+// Unavailable, and new writers are needed.
 class RemoteDB final : public DB {
  public:
   static Result<std::unique_ptr<RemoteDB>> Connect(const std::string& address,
@@ -52,7 +54,8 @@ class RemoteDB final : public DB {
   // Empty when the server cannot be asked (ListTablesOrError says why).
   std::vector<std::string> ListTables() const override;
   Result<std::vector<std::string>> ListTablesOrError() const;
-  // The server's address, ucx://HOST:PORT.
+  // The server's address, ucx://HOST:PORT, or the cluster's
+  // (etcd://... or file://...) as given to Connect.
   const std::string& path() const override { return address_; }
   Status Checkpoint() override;
   // Nothing: recovery happened on the server.

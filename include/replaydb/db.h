@@ -155,10 +155,15 @@ class DB {
                                                   const std::string& path);
 
   // Connects to a database that `replaydb serve` (replaydb/server.h) hosts
-  // at `address`, ucx://HOST:PORT (or the primary of a cluster, as its
-  // coordinator names it: etcd://HOST:PORT/CLUSTER or file://PATH,
-  // replaydb/cluster.h; Unavailable while none is elected; after a failover
-  // connect again), and returns it as a DB whose tables and
+  // at `address`, ucx://HOST:PORT, or the primary of a cluster, as its
+  // coordinator names it: etcd://HOST:PORT/CLUSTER or file://PATH
+  // (replaydb/cluster.h). A cluster's connection follows its primary: a
+  // call made while none answers waits for one (up to
+  // options.connect_timeout, then Unavailable); a call the server refused
+  // because it is no longer the primary is made again on the one named now;
+  // a call in flight when the primary went fails Unavailable; writers stay
+  // on the server they were opened on (open new ones). path() is then the
+  // cluster's address. Returns it as a DB whose tables and
   // writers run every call on the server: what a local table would do,
   // byte for byte (a seeded sample draws the same items). What a remote
   // table does not do yet is NotSupported, naming the call (rdma/README.md

@@ -414,6 +414,67 @@ TEST_F(FailoverTest, APrimaryStoppedHandsOverWithNothingAcknowledgedLost) {
   ExpectAllAgree(second);
 }
 
+// A client connected through the coordinator follows the primary: a call
+// made while the cluster elects a new one waits for it, later calls and new
+// writers go to it. A writer opened before stays on the old primary and
+// fails.
+TEST_F(FailoverTest, AClientOfTheClusterWaitsOutAFailoverAndGoesOnWithTheNewPrimary) {
+  const std::string first = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(first.empty());
+  CreateTableEverywhere(first, Acks{AckMode::kLeader, 0});
+  if (HasFatalFailure()) return;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  ConnectOptions o;
+  o.connect_timeout = 30s;
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(coordinator_, o));
+  EXPECT_EQ(db->path(), coordinator_);
+  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("experience"));
+  const auto write = [&](int steps, bool end) -> std::unique_ptr<TrajectoryWriter> {
+    Result<std::unique_ptr<TrajectoryWriter>> w = table->NewWriter();
+    EXPECT_OK(w.status());
+    if (!w.ok()) return nullptr;
+    for (int s = 0; s < steps; ++s) {
+      EXPECT_OK((*w)->Append(testing_util::RandomStep(Spec(), rng).tensors));
+    }
+    if (end) EXPECT_OK((*w)->End(EndReason::kTerminal));
+    return std::move(w).value();
+  };
+  write(2 + static_cast<int>(rng() % 8), true);
+  std::unique_ptr<TrajectoryWriter> before = write(3, false);
+  ASSERT_NE(before, nullptr);
+  ExpectAllAgree(first);
+  ASSERT_OK_AND_ASSIGN(const ReplicationInfo was, db->Replication());
+  EXPECT_EQ(was.role, "primary");
+  NodeAt(first)->Kill();
+  std::this_thread::sleep_for(1s);  // the connection's heartbeats ended it
+  // Made while the cluster elects (a 2 s session), a sample waits for it.
+  SampleBatch batch;
+  SampleOptions now;
+  now.timeout = 0ms;
+  const auto t0 = Clock::now();
+  ASSERT_OK(table->Sample(2, now, &batch));
+  EXPECT_LT(Clock::now() - t0, 30s);
+  const std::string second = WaitForPrimary(coordinator_, 10s, first);
+  ASSERT_FALSE(second.empty());
+  ASSERT_OK_AND_ASSIGN(const ReplicationInfo is, db->Replication());
+  EXPECT_EQ(is.role, "primary");
+  EXPECT_GT(is.epoch, was.epoch);
+  // The writer opened on the old primary does not follow.
+  Status old = before->Append(testing_util::RandomStep(Spec(), rng).tensors);
+  if (old.ok()) old = before->End(EndReason::kTerminal);
+  EXPECT_EQ(old.code(), Status::Code::kUnavailable) << old.ToString();
+  before.reset();
+  // A new one writes to the new primary.
+  const int steps = 2 + static_cast<int>(rng() % 6);
+  std::unique_ptr<TrajectoryWriter> after = write(steps, true);
+  ASSERT_NE(after, nullptr);
+  const uint64_t id = after->trajectory_id();
+  ASSERT_OK_AND_ASSIGN(auto direct, DB::Connect(second));
+  ASSERT_OK_AND_ASSIGN(auto there, direct->GetTable("experience"));
+  TrajectorySteps read;
+  ASSERT_OK(there->ReadTrajectory(id, 0, steps, &read));
+}
+
 TEST_F(FailoverTest, APrimaryCutFromEtcdStopsAcknowledgingUntilItsSessionIsBack) {
   const std::string primary = WaitForPrimary(coordinator_, 10s);
   ASSERT_FALSE(primary.empty());

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "replaydb/db.h"
+#include "tests/rdma/etcd_process.h"  // FreePort
 #include "tests/test_util.h"
 #include "tests/tools/serve_process.h"
 #include "tools/replaydb/child_process.h"
@@ -718,6 +719,75 @@ TEST(ReplicationTest, APromotedReplicaFencesItsPrimaryAndTakesTheWrites) {
   auto [twice, said] = Promote({replica.address()});
   EXPECT_EQ(twice, 1) << said;
   EXPECT_THAT(said, HasSubstr("this server is a primary (epoch 1), not a read replica"));
+}
+
+// A client connected through a cluster's coordinator (here a static file)
+// follows its primary: a write the fenced old primary refuses is made again
+// on the primary the file names, and later calls go there. Writers stay on
+// the server they were opened on.
+TEST(ReplicationTest, AClientOfAClusterFollowsItsPrimaryToThePromotedReplica) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+  const std::string file = dir.Sub("cluster");
+  const auto name_primary = [&](const char* who) {
+    std::ofstream(file + ".new") << "node p " << primary.address() << "\nnode r "
+                                 << replica.address() << "\nprimary " << who << "\n";
+    std::filesystem::rename(file + ".new", file);
+  };
+  name_primary("p");
+  const std::string cluster = "file://" + file;
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect(cluster));
+  EXPECT_EQ(c->path(), cluster);
+  ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
+  std::unique_ptr<TrajectoryWriter> open;
+  Write(*table, rng, 2 + static_cast<int>(rng() % 3), &open);
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+  ExpectSameSoon(*p, *r);
+  auto [status, out] = Promote({replica.address()});
+  ASSERT_EQ(status, 0) << out;
+  // While the file still names the old primary, its refusal comes back.
+  TableSpec other = Spec();
+  other.name = "other";
+  const Status refused = c->CreateTable(other).status();
+  EXPECT_EQ(refused.code(), Status::Code::kFailedPrecondition) << refused.ToString();
+  EXPECT_THAT(refused.message(), HasSubstr("epoch 1's primary is " + replica.address()));
+  // Once it names the new one, the refused call is made there.
+  name_primary("r");
+  ASSERT_OK(c->CreateTable(other).status());
+  ASSERT_OK_AND_ASSIGN(const ReplicationInfo info, c->Replication());
+  EXPECT_EQ(info.role, "primary");
+  EXPECT_EQ(info.epoch, 1u);
+  EXPECT_OK(r->GetTable("other").status());
+  EXPECT_EQ(p->GetTable("other").status().code(), Status::Code::kNotFound);
+  // The table opened before goes on there too; the writer opened before
+  // does not (the old primary refuses it).
+  Status append = open->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0);
+  if (append.ok()) append = open->End(EndReason::kTerminal);
+  EXPECT_EQ(append.code(), Status::Code::kFailedPrecondition) << append.ToString();
+  open.reset();
+  const int64_t before = table->Info().num_trajectories;
+  Write(*table, rng, 2, &open);
+  ASSERT_OK(open->End(EndReason::kTerminal));
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  EXPECT_EQ(rt->Info().num_trajectories, before + 2);
+  SampleBatch batch;
+  EXPECT_OK(table->Sample(4, {}, &batch));
+  // A cluster whose primary does not answer: Unavailable once the connect
+  // timeout has passed, saying why.
+  const std::string gone = "ucx://127.0.0.1:" + std::to_string(testing_util::FreePort());
+  std::ofstream(dir.Sub("headless")) << "node p " << gone << "\nprimary p\n";
+  ConnectOptions quick;
+  quick.connect_timeout = 300ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status none = DB::Connect("file://" + dir.Sub("headless"), quick).status();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms);
+  EXPECT_EQ(none.code(), Status::Code::kUnavailable) << none.ToString();
+  EXPECT_THAT(none.message(),
+              HasSubstr("the cluster of file://" + dir.Sub("headless") +
+                        " has no primary that answers (its primary " + gone + ": "));
 }
 
 TEST(ReplicationTest, APromotionWhoseOldPrimaryIsOutOfReachWaitsUntilItIsKnownDead) {
