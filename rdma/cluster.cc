@@ -379,6 +379,7 @@ class ClusterNodeImpl final : public ClusterNode {
     salvage_thread_ = std::thread([this] {
       ConnectOptions o;
       o.client_name = "salvage of " + Aside();
+      o.token_file = server_options_.token_file;  // the cluster's nodes require the same
       o.connect_timeout = std::chrono::milliseconds(2000);
       o.call_timeout = std::chrono::milliseconds(30000);
       for (int attempt = 0; attempt < 1000000 && !salvage_stop_; ++attempt) {

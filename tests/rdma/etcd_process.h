@@ -39,8 +39,10 @@ class EtcdProcess {
   }
   // Started on two loopback ports free at the time; tests that run at once
   // may take a port between its choice and etcd's bind: then again, on
-  // other ports (5 tries).
-  explicit EtcdProcess(std::string dir) : dir_(std::move(dir)) {
+  // other ports (5 tries). On `host`'s address (a test's network
+  // namespace's) rather than 127.0.0.1 where given.
+  explicit EtcdProcess(std::string dir, std::string host = "127.0.0.1")
+      : dir_(std::move(dir)), host_(std::move(host)) {
     for (int attempt = 0; attempt < 5; ++attempt) {
       client_port_ = FreePort();
       peer_port_ = FreePort();
@@ -52,7 +54,7 @@ class EtcdProcess {
   }
   ~EtcdProcess() { Kill(); }
   // HOST:PORT of its client API.
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
+  std::string endpoint() const { return host_ + ":" + std::to_string(client_port_); }
   // SIGSTOP (returning once the process is stopped: kill() returns before
   // a running thread of it stops), SIGCONT.
   void Signal(int signal) {
@@ -90,7 +92,7 @@ class EtcdProcess {
   // port was in use; a test failure when it did not start otherwise.
   bool Launch() {
     const std::string client = "http://" + endpoint();
-    const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+    const std::string peer = "http://" + host_ + ":" + std::to_string(peer_port_);
     auto started = tools::ChildProcess::Start(
         {kEtcdBinary, "--name", "test", "--data-dir", dir_, "--listen-client-urls", client,
          "--advertise-client-urls", client, "--listen-peer-urls", peer,
@@ -112,6 +114,7 @@ class EtcdProcess {
   }
 
   std::string dir_;
+  std::string host_;
   uint16_t client_port_ = 0;
   uint16_t peer_port_ = 0;
   std::unique_ptr<tools::ChildProcess> child_;

@@ -5,15 +5,19 @@
 // replicated(1) is lost; the old primary, restarted, rejoins as a replica
 // and every copy agrees. A primary cut from etcd stops acknowledging; one
 // stopped (SIGSTOP) past its session is deposed and its late writes
-// refused. A static file's cluster follows a promotion by name. Bounded
-// waits only; every process started is stopped.
+// refused. A primary cut off by a network partition (network namespaces,
+// PartitionTest) is replaced and rejoins when healed. A static file's
+// cluster follows a promotion by name. Bounded waits only; every process
+// started is stopped.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -38,6 +42,18 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing_util::ServeProcess;
 
+// The token file the nodes require and the clients prove (empty: none;
+// PartitionTest's nodes listen on addresses other than loopback).
+std::string& TokenFile() {
+  static std::string file;
+  return file;
+}
+ConnectOptions Connecting() {
+  ConnectOptions o;
+  o.token_file = TokenFile();
+  return o;
+}
+
 TableSpec Spec() {
   TableSpec spec;
   spec.name = "experience";
@@ -49,20 +65,28 @@ TableSpec Spec() {
   return spec;
 }
 
-// A node: `replaydb serve DIR --listen ucx://127.0.0.1:PORT --name NAME
-// --coordinator C`, started again on the same port and directory.
+// A node: `replaydb serve DIR --listen ucx://HOST:PORT --name NAME
+// --coordinator C`, started again on the same port and directory. HOST:
+// 127.0.0.1, or the address of a network namespace `netns` it runs in.
 class Node {
  public:
-  Node(std::string name, std::string dir, std::string coordinator)
+  Node(std::string name, std::string dir, std::string coordinator, std::string netns = "",
+       std::string host = "127.0.0.1")
       : name_(std::move(name)),
         dir_(std::move(dir)),
         coordinator_(std::move(coordinator)),
-        address_("ucx://127.0.0.1:" + std::to_string(testing_util::FreePort())) {}
+        netns_(std::move(netns)),
+        host_(std::move(host)),
+        address_("ucx://" + host_ + ":" + std::to_string(testing_util::FreePort())) {}
   ~Node() { Stop(); }
   void Start() {
-    process_ = std::make_unique<ServeProcess>(
-        std::vector<std::string>{dir_, "--listen", address_, "--workers", "1", "--name", name_,
-                                 "--coordinator", coordinator_, "--ttl-ms", "2000"});
+    std::vector<std::string> prefix;
+    if (!netns_.empty()) prefix = {"ip", "netns", "exec", netns_};
+    std::vector<std::string> args = {dir_,         "--listen", address_, "--workers",
+                                     "1",          "--name",   name_,    "--coordinator",
+                                     coordinator_, "--ttl-ms", "2000"};
+    if (!TokenFile().empty()) args.insert(args.end(), {"--token-file", TokenFile()});
+    process_ = std::make_unique<ServeProcess>(std::move(args), "serve", prefix);
   }
   // Waits for the listening line (its role then known). A node's first
   // start whose port another test took meanwhile (tests run at once) starts
@@ -70,14 +94,14 @@ class Node {
   bool WaitListening() {
     for (int attempt = 0; attempt < 5; ++attempt) {
       const std::string said = process_->WaitFor(
-          std::regex("(listening on ucx://127\\.0\\.0\\.1:[0-9]+|cannot listen on)"), 60s);
+          std::regex("(listening on ucx://[0-9.]+:[0-9]+|cannot listen on)"), 60s);
       if (said == "listening on " + address_) {
         started_ = true;
         return true;
       }
       if (said != "cannot listen on" || started_) break;
       Kill();
-      address_ = "ucx://127.0.0.1:" + std::to_string(testing_util::FreePort());
+      address_ = "ucx://" + host_ + ":" + std::to_string(testing_util::FreePort());
       if (moved) moved();
       Start();
     }
@@ -108,6 +132,8 @@ class Node {
   std::string name_;
   std::string dir_;
   std::string coordinator_;
+  std::string netns_;
+  std::string host_;
   std::string address_;
   bool started_ = false;  // listened once: its port is its own
   std::unique_ptr<ServeProcess> process_;
@@ -167,7 +193,7 @@ class Writer {
       if (table == nullptr) {
         table.reset();
         db.reset();
-        ConnectOptions o;
+        ConnectOptions o = Connecting();
         o.connect_timeout = 1000ms;
         o.call_timeout = 5000ms;
         Result<std::unique_ptr<DB>> c = DB::Connect(coordinator_, o);
@@ -236,7 +262,7 @@ bool WaitUntil(std::chrono::milliseconds timeout, Pred pred) {
 
 // The table's contents at `address` (empty where it cannot be read).
 std::string ContentsAt(const std::string& address) {
-  Result<std::unique_ptr<DB>> db = DB::Connect(address);
+  Result<std::unique_ptr<DB>> db = DB::Connect(address, Connecting());
   if (!db.ok()) return "";
   Result<std::shared_ptr<Table>> t = (*db)->GetTable("experience");
   return t.ok() ? testing_util::TableContents(**t) : "";
@@ -245,7 +271,7 @@ std::string ContentsAt(const std::string& address) {
 // Every acknowledged trajectory is on the database at `address`, ended,
 // byte for byte.
 void ExpectHolds(const std::string& address, const std::map<uint64_t, Written>& acked) {
-  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(address));
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(address, Connecting()));
   ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("experience"));
   std::vector<TrajectoryInfo> infos;
   ASSERT_OK(table->ListTrajectories({}, &infos));
@@ -302,12 +328,12 @@ class FailoverTest : public ::testing::Test {
     TableSpec spec = Spec();
     spec.acks = acks;
     {
-      ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(primary));
+      ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(primary, Connecting()));
       ASSERT_OK(db->CreateTable(spec).status());
     }
     ASSERT_TRUE(WaitUntil(30s, [&] {
       for (auto& n : nodes_) {
-        Result<std::unique_ptr<DB>> db = DB::Connect(n->address());
+        Result<std::unique_ptr<DB>> db = DB::Connect(n->address(), Connecting());
         if (!db.ok() || !(*db)->GetTable("experience").ok()) return false;
       }
       return true;
@@ -782,6 +808,180 @@ TEST_F(FailoverTest, AnOldPrimaryBehindTheLastEpochThatTookWritesDoesNotStand) {
     }
   }
   ExpectAllAgree(second);
+}
+
+// Partitions: etcd and three nodes, each node in a network namespace of its
+// own joined by a veth pair to a bridge in a "hub" namespace, where etcd
+// and the test's clients run. The test runs itself again inside the hub
+// (`ip netns exec`, which also shows UCX the hub's interfaces under /sys):
+// the host's network is not touched. Cutting a node is setting its veth
+// down: its packets go nowhere, as when a cable is pulled. UCX over TCP
+// alone (shared memory would cross the cut); the nodes listen on addresses
+// other than loopback, so they require a token. Needs root (CAP_NET_ADMIN)
+// and iproute2's `ip`; skips saying which is missing.
+class PartitionTest : public FailoverTest {
+ protected:
+  static constexpr const char* kHubVariable = "REPLAYDB_TEST_PARTITION_HUB";
+
+  void SetUp() override {
+    if (const std::string missing = testing_util::EtcdProcess::Missing(); !missing.empty()) {
+      GTEST_SKIP() << missing;
+    }
+    if (::geteuid() != 0) GTEST_SKIP() << "network namespaces need root (CAP_NET_ADMIN)";
+    if (Sh("command -v ip").first != 0) {
+      GTEST_SKIP() << "iproute2's `ip` is not installed (tools/scripts/install-deps.sh --tests)";
+    }
+    const char* hub = std::getenv(kHubVariable);
+    if (hub == nullptr) {
+      // Named namespaces are the host's: this process's id keeps them apart.
+      hub_ = "replaydb-test-" + std::to_string(::getpid()) + "-hub";
+      if (const auto [status, out] = Sh("ip netns add " + hub_); status != 0) {
+        hub_.clear();
+        GTEST_SKIP() << "cannot make a network namespace: ip netns add: " << out;
+      }
+      return;  // the test body runs itself in it
+    }
+    ::setenv("UCX_TLS", "tcp", 1);
+    TokenFile() = dir_.Sub("tokens");
+    {
+      std::mt19937_64 rng(testing_util::TestSeed());
+      std::ofstream(TokenFile()) << "read-write " << std::hex << rng() << rng() << rng() << rng()
+                                 << "\n";
+      std::filesystem::permissions(
+          TokenFile(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    }
+    ASSERT_NO_FATAL_FAILURE(Ip("link set lo up"));
+    ASSERT_NO_FATAL_FAILURE(Ip("link add rdb-br type bridge"));
+    ASSERT_NO_FATAL_FAILURE(Ip("addr add 10.231.0.1/24 dev rdb-br"));
+    ASSERT_NO_FATAL_FAILURE(Ip("link set rdb-br up"));
+    etcd_ = std::make_unique<testing_util::EtcdProcess>(dir_.Sub("etcd"), "10.231.0.1");
+    coordinator_ = "etcd://" + etcd_->endpoint() + "/partition";
+    const char* names[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; ++i) {
+      const std::string n = names[i];
+      const std::string ns = std::string(hub) + "-" + n;
+      const std::string ip = "10.231.0." + std::to_string(2 + i);
+      ASSERT_NO_FATAL_FAILURE(Ip("netns add " + ns));
+      namespaces_.push_back(ns);
+      const std::string veth = "rdb-" + n;  // and its peer, veth + "1", in ns
+      ASSERT_NO_FATAL_FAILURE(Ip("link add " + veth + " type veth peer name " + veth + "1"));
+      ASSERT_NO_FATAL_FAILURE(Ip("link set " + veth + "1 netns " + ns));
+      ASSERT_NO_FATAL_FAILURE(Ip("link set " + veth + " master rdb-br"));
+      ASSERT_NO_FATAL_FAILURE(Ip("link set " + veth + " up"));
+      ASSERT_NO_FATAL_FAILURE(Ip("-n " + ns + " addr add " + ip + "/24 dev " + veth + "1"));
+      ASSERT_NO_FATAL_FAILURE(Ip("-n " + ns + " link set " + veth + "1 up"));
+      ASSERT_NO_FATAL_FAILURE(Ip("-n " + ns + " link set lo up"));
+      nodes_.push_back(std::make_unique<Node>(n, dir_.Sub(n), coordinator_, ns, ip));
+    }
+    for (auto& n : nodes_) n->Start();
+    for (auto& n : nodes_) ASSERT_TRUE(n->WaitListening());
+  }
+  void TearDown() override {
+    FailoverTest::TearDown();
+    TokenFile().clear();
+    for (const std::string& ns : namespaces_) Sh("ip netns del " + ns);
+    if (!hub_.empty()) Sh("ip netns del " + hub_);
+  }
+  static bool InTheHub() { return std::getenv(kHubVariable) != nullptr; }
+  // Outside the hub: runs this test again inside it and reports how it went.
+  void RunInTheHub() {
+    const ::testing::TestInfo* me = ::testing::UnitTest::GetInstance()->current_test_info();
+    ::setenv(kHubVariable, hub_.c_str(), 1);
+    auto child = tools::ChildProcess::Start(
+        {"ip", "netns", "exec", hub_, std::filesystem::read_symlink("/proc/self/exe").string(),
+         std::string("--gtest_filter=") + me->test_suite_name() + "." + me->name()});
+    ::unsetenv(kHubVariable);
+    ASSERT_OK(child.status());
+    const int status = (*child)->Wait(10min);
+    const std::string& out = (*child)->output();
+    if (status == 0 && out.find("[  SKIPPED ]") != std::string::npos) {
+      GTEST_SKIP() << "in the hub namespace:\n" << out;
+    }
+    EXPECT_EQ(status, 0) << "in the hub namespace:\n" << out;
+  }
+  // The exit status and output of `command` (through sh).
+  static std::pair<int, std::string> Sh(const std::string& command) {
+    std::string out;
+    FILE* f = ::popen((command + " 2>&1").c_str(), "r");
+    if (f == nullptr) return {-1, std::strerror(errno)};
+    char buf[512];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    return {::pclose(f), out};
+  }
+  void Ip(const std::string& args) {
+    const auto [status, out] = Sh("ip " + args);
+    ASSERT_EQ(status, 0) << "ip " << args << ": " << out;
+  }
+  // Cuts node `n` off from everyone (etcd, the other nodes, clients), or
+  // joins it again.
+  void Cut(const Node& n, bool cut) {
+    for (size_t k = 0; k < nodes_.size(); ++k) {
+      if (nodes_[k].get() == &n) {
+        return Ip("-n " + namespaces_[k] + " link set rdb-" + n.name() + "1 " +
+                  (cut ? "down" : "up"));
+      }
+    }
+    ADD_FAILURE() << "no node " << n.name();
+  }
+
+  std::string hub_;  // outside it: the hub namespace made for the run inside
+  std::vector<std::string> namespaces_;
+};
+
+// A primary cut off from etcd, its replicas and its clients: it stops
+// acknowledging once its session is older than TTL - margin (it cannot
+// renew it), a replica is elected and takes the writes, and nothing
+// acknowledged under replicated(1) is lost. Healed, the old primary finds
+// itself deposed: it refuses writes (by its lapsed session or as fenced),
+// fences itself, resyncs and rejoins as a replica; every copy agrees.
+TEST_F(PartitionTest, ACutOffPrimaryIsReplacedRefusesWritesWhenHealedAndRejoins) {
+  if (!InTheHub()) return RunInTheHub();
+  const std::string first = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(first.empty());
+  Writer writer(coordinator_, testing_util::TestSeed());
+  writer.Start();
+  ASSERT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= 10; }))
+      << "no appends acknowledged; failures " << writer.failures();
+  Node* zombie = NodeAt(first);
+  ASSERT_NO_FATAL_FAILURE(Cut(*zombie, true));
+  const int before = writer.acknowledged();
+  const std::string second = WaitForPrimary(coordinator_, 30s, first);
+  ASSERT_FALSE(second.empty()) << "no new primary while " << first << " is cut off";
+  EXPECT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= before + 10; }))
+      << "no appends acknowledged after the cut\n"
+      << NodeAt(second)->output();
+  EXPECT_FALSE(
+      zombie->WaitFor(std::regex("(cannot renew the session with the coordinator)"), 10s).empty())
+      << zombie->output();
+  ASSERT_NO_FATAL_FAILURE(Cut(*zombie, false));
+  // Healed: whatever it is doing, it acknowledges no write.
+  std::mt19937_64 rng(testing_util::TestSeed() + 1);
+  WriterOptions sync;
+  sync.sync = true;
+  int refusals = 0;
+  for (const auto until = Clock::now() + 2s; Clock::now() < until && refusals < 20; ++refusals) {
+    ConnectOptions o = Connecting();
+    o.connect_timeout = 500ms;
+    Result<std::unique_ptr<DB>> db = DB::Connect(first, o);
+    Status s = db.status();
+    if (db.ok()) {
+      Result<std::shared_ptr<Table>> t = (*db)->GetTable("experience");
+      Result<std::unique_ptr<TrajectoryWriter>> w =
+          t.ok() ? (*t)->NewWriter(sync) : Result<std::unique_ptr<TrajectoryWriter>>(t.status());
+      s = w.ok() ? (*w)->Append(testing_util::RandomStep(Spec(), rng).tensors) : w.status();
+    }
+    ASSERT_FALSE(s.ok()) << "the old primary acknowledged a write after the partition healed";
+  }
+  EXPECT_GT(refusals, 0);
+  EXPECT_FALSE(zombie->WaitFor(std::regex("(resyncing from the primary)"), 30s).empty())
+      << zombie->output();
+  writer.Stop();
+  ExpectHolds(second, writer.trajectories());
+  ExpectAllAgree(second);
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(first, Connecting()));
+  ASSERT_OK_AND_ASSIGN(const ReplicationInfo info, db->Replication());
+  EXPECT_EQ(info.role, "replica");
+  EXPECT_EQ(info.primary, second);
 }
 
 TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {

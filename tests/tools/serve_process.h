@@ -26,8 +26,11 @@ namespace replaydb::testing_util {
 class ServeProcess {
  public:
   // `command`: another of the tool's commands (`replaydb promote ...`).
-  explicit ServeProcess(std::vector<std::string> args, const std::string& command = "serve") {
+  // `prefix`: what runs the tool (`ip netns exec NS`); empty: itself.
+  explicit ServeProcess(std::vector<std::string> args, const std::string& command = "serve",
+                        std::vector<std::string> prefix = {}) {
     args.insert(args.begin(), {REPLAYDB_TOOL_PATH, command});
+    args.insert(args.begin(), prefix.begin(), prefix.end());
     auto started = tools::ChildProcess::Start(std::move(args));
     EXPECT_OK(started.status());
     if (started.ok()) child_ = std::move(started).value();

@@ -37,6 +37,8 @@ if [ "${1:-}" = "--tests" ]; then
   PACKAGES+=(python3-torch)
   # etcd: the automatic failover's tests start their own (tests/rdma/etcd_test.cc)
   PACKAGES+=(etcd-server)
+  # ip: the partition tests' network namespaces (tests/tools/failover_test.cc)
+  PACKAGES+=(iproute2)
 fi
 
 missing=()
