@@ -266,13 +266,18 @@ class Connection {
         uint16_t port = 0;
         Status parsed = ParseAddress(address, &host, &port);
         if (!parsed.ok()) return parsed.WithContext("the primary the cluster names");
+        const auto left =
+            std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now());
+        if (attempt > 0 && left < milliseconds(100)) break;
         RpcClientOptions o = options;
-        o.connect_timeout = std::max(
-            milliseconds(1),
-            std::min(options.connect_timeout, std::chrono::duration_cast<milliseconds>(
-                                                  until - std::chrono::steady_clock::now())));
+        o.connect_timeout = std::max(milliseconds(100), std::min(options.connect_timeout, left));
         Result<std::unique_ptr<RpcClient>> client = RpcClient::Connect(host, port, o);
         if (client.ok()) return std::make_pair(address, std::move(client).value());
+        const Status::Code code = client.status().code();
+        if (code != Status::Code::kUnavailable && code != Status::Code::kDeadlineExceeded) {
+          // Refused (no token, a wrong one): asking again changes nothing.
+          return client.status().WithContext("the primary " + address + " of " + cluster.address());
+        }
         last = "its primary " + address + ": " + client.status().message();
       }
       if (std::chrono::steady_clock::now() + milliseconds(50) >= until) break;

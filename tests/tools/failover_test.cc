@@ -924,6 +924,8 @@ class PartitionTest : public FailoverTest {
     ADD_FAILURE() << "no node " << n.name();
   }
 
+  void CutOffThePrimary(Acks acks);
+
   std::string hub_;  // outside it: the hub namespace made for the run inside
   std::vector<std::string> namespaces_;
 };
@@ -931,13 +933,16 @@ class PartitionTest : public FailoverTest {
 // A primary cut off from etcd, its replicas and its clients: it stops
 // acknowledging once its session is older than TTL - margin (it cannot
 // renew it), a replica is elected and takes the writes, and nothing
-// acknowledged under replicated(1) is lost. Healed, the old primary finds
-// itself deposed: it refuses writes (by its lapsed session or as fenced),
-// fences itself, resyncs and rejoins as a replica; every copy agrees.
-TEST_F(PartitionTest, ACutOffPrimaryIsReplacedRefusesWritesWhenHealedAndRejoins) {
-  if (!InTheHub()) return RunInTheHub();
+// acknowledged is lost (under replicated(1); under leader_durable what only
+// the old primary had is salvaged once it is back). Healed, the old primary
+// finds itself deposed: it refuses writes (by its lapsed session or as
+// fenced), fences itself, resyncs and rejoins as a replica; every copy
+// agrees.
+void PartitionTest::CutOffThePrimary(Acks acks) {
   const std::string first = WaitForPrimary(coordinator_, 10s);
   ASSERT_FALSE(first.empty());
+  if (acks.mode != AckMode::kReplicated) CreateTableEverywhere(first, acks);
+  if (::testing::Test::HasFatalFailure()) return;
   Writer writer(coordinator_, testing_util::TestSeed());
   writer.Start();
   ASSERT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= 10; }))
@@ -976,12 +981,28 @@ TEST_F(PartitionTest, ACutOffPrimaryIsReplacedRefusesWritesWhenHealedAndRejoins)
   EXPECT_FALSE(zombie->WaitFor(std::regex("(resyncing from the primary)"), 30s).empty())
       << zombie->output();
   writer.Stop();
+  if (acks.mode != AckMode::kReplicated) {
+    // What it acknowledged before the cut that no replica had is copied to
+    // its successor (connecting with the nodes' token).
+    EXPECT_FALSE(zombie->WaitFor(std::regex("(salvage of .* finished)"), 60s).empty())
+        << zombie->output();
+  }
   ExpectHolds(second, writer.trajectories());
   ExpectAllAgree(second);
   ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(first, Connecting()));
   ASSERT_OK_AND_ASSIGN(const ReplicationInfo info, db->Replication());
   EXPECT_EQ(info.role, "replica");
   EXPECT_EQ(info.primary, second);
+}
+
+TEST_F(PartitionTest, ACutOffPrimaryIsReplacedRefusesWritesWhenHealedAndRejoins) {
+  if (!InTheHub()) return RunInTheHub();
+  CutOffThePrimary(Spec().acks);  // replicated(1)
+}
+
+TEST_F(PartitionTest, ACutOffLeaderDurablePrimarysLastWritesAreSalvagedWhenHealed) {
+  if (!InTheHub()) return RunInTheHub();
+  CutOffThePrimary(Acks{AckMode::kLeaderDurable, 0});
 }
 
 TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {
