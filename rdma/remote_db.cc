@@ -387,7 +387,7 @@ class Connection {
           return closed_;
         });
     if (!primary.ok()) return primary.status();
-    std::shared_ptr<RpcClient> old;
+    std::shared_ptr<RpcClient> old;  // the ended client, released after the lock
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_.ok()) {
       primary->second->Close(closed_);

@@ -260,6 +260,20 @@ bool WaitUntil(std::chrono::milliseconds timeout, Pred pred) {
   return pred();
 }
 
+// One step appended to table "experience" straight at `address` (not
+// through the coordinator), waiting for its own acknowledgment: OK only if
+// that server acknowledged it. Connects for 500 ms at most.
+Status SyncedAppendAt(const std::string& address, std::mt19937_64& rng) {
+  ConnectOptions o = Connecting();
+  o.connect_timeout = 500ms;
+  REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<DB> db, DB::Connect(address, o));
+  REPLAYDB_ASSIGN_OR_RETURN(std::shared_ptr<Table> t, db->GetTable("experience"));
+  WriterOptions sync;
+  sync.sync = true;
+  REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<TrajectoryWriter> w, t->NewWriter(sync));
+  return w->Append(testing_util::RandomStep(Spec(), rng).tensors);
+}
+
 // The table's contents at `address` (empty where it cannot be read).
 std::string ContentsAt(const std::string& address) {
   Result<std::unique_ptr<DB>> db = DB::Connect(address, Connecting());
@@ -561,16 +575,7 @@ TEST_F(FailoverTest, AStoppedPrimaryIsDeposedAndItsLateWritesAreRefused) {
   // it closes to resync: whichever comes first); none is acknowledged.
   std::vector<std::string> refusals;
   for (const auto until = Clock::now() + 2s; Clock::now() < until && refusals.size() < 50;) {
-    ConnectOptions o;
-    o.connect_timeout = 500ms;
-    Result<std::unique_ptr<DB>> db = DB::Connect(first, o);
-    Status s = db.status();
-    if (db.ok()) {
-      Result<std::shared_ptr<Table>> t = (*db)->GetTable("experience");
-      Result<std::unique_ptr<TrajectoryWriter>> w =
-          t.ok() ? (*t)->NewWriter(sync) : Result<std::unique_ptr<TrajectoryWriter>>(t.status());
-      s = w.ok() ? (*w)->Append(testing_util::RandomStep(Spec(), rng).tensors) : w.status();
-    }
+    const Status s = SyncedAppendAt(first, rng);
     ASSERT_FALSE(s.ok()) << "the deposed primary acknowledged a write";
     refusals.push_back(s.ToString());
   }
@@ -961,20 +966,9 @@ void PartitionTest::CutOffThePrimary(Acks acks) {
   ASSERT_NO_FATAL_FAILURE(Cut(*zombie, false));
   // Healed: whatever it is doing, it acknowledges no write.
   std::mt19937_64 rng(testing_util::TestSeed() + 1);
-  WriterOptions sync;
-  sync.sync = true;
   int refusals = 0;
   for (const auto until = Clock::now() + 2s; Clock::now() < until && refusals < 20; ++refusals) {
-    ConnectOptions o = Connecting();
-    o.connect_timeout = 500ms;
-    Result<std::unique_ptr<DB>> db = DB::Connect(first, o);
-    Status s = db.status();
-    if (db.ok()) {
-      Result<std::shared_ptr<Table>> t = (*db)->GetTable("experience");
-      Result<std::unique_ptr<TrajectoryWriter>> w =
-          t.ok() ? (*t)->NewWriter(sync) : Result<std::unique_ptr<TrajectoryWriter>>(t.status());
-      s = w.ok() ? (*w)->Append(testing_util::RandomStep(Spec(), rng).tensors) : w.status();
-    }
+    const Status s = SyncedAppendAt(first, rng);
     ASSERT_FALSE(s.ok()) << "the old primary acknowledged a write after the partition healed";
   }
   EXPECT_GT(refusals, 0);
