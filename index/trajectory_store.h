@@ -90,6 +90,10 @@ struct alignas(64) Trajectory {
   // When it entered the hot tier (created or loaded), store-wide order:
   // eviction and rotation take the oldest first.
   uint64_t hot_seq = 0;
+  // The remote writer whose steps it last applied from the log (the
+  // records' writer key; 0: none said), by which that writer finds it
+  // again on a promoted replica (TableImpl::Adopt).
+  uint64_t writer_key = 0;
 };
 
 class TrajectoryStore {

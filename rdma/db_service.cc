@@ -724,7 +724,10 @@ std::optional<Result<Reply>> DbService::SampleInPlace(Request& r) {
 
 PayloadPlaces DbService::PlaceAppend(ConnectionId from, const fb::Header& h, size_t length) {
   const fb::AppendStep* q = h.body_as_AppendStep();
-  if (q == nullptr || q->data_offset() == 0 || q->steps() <= 0 || q->data_offset() >= length) {
+  // (An append that says its first step may hold rows already stored:
+  // it goes through the handler, which skips them.)
+  if (q == nullptr || q->data_offset() == 0 || q->steps() <= 0 || q->data_offset() >= length ||
+      q->first_step() >= 0) {
     return {};
   }
   std::shared_ptr<Writer> w;
@@ -1444,8 +1447,19 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     // here: they may run on a transport's worker.)
     const auto* impl = dynamic_cast<const engine::DBImpl*>(db_.load(std::memory_order_acquire));
     w->sync = w->ack.sync && !(impl != nullptr && impl->log_never_syncs());
+    engine::TableImpl::Adopted resumed;
     if (q->envs() == 0) {
       REPLAYDB_ASSIGN_OR_RETURN(w->writer, table->NewWriter(o));
+      if (q->resume_key() != 0) {
+        // A writer back after a failover: its trajectory, where this
+        // server has it (the records' writer key, or its id).
+        auto* engine_writer = dynamic_cast<engine::TrajectoryWriterImpl*>(w->writer.get());
+        if (engine_writer == nullptr) {
+          return Status::Internal("table '" + table->name() + "': its writers cannot resume");
+        }
+        REPLAYDB_ASSIGN_OR_RETURN(resumed,
+                                  engine_writer->Resume(q->resume_key(), q->resume_trajectory()));
+      }
     } else {
       REPLAYDB_ASSIGN_OR_RETURN(w->vector, table->NewVectorWriter(q->envs(), o));
     }
@@ -1475,7 +1489,10 @@ Result<Reply> DbService::HandleWriter(Request& r) {
                                  " ended while its writer was being opened");
     }
     return Reply{
-        EncodeHeader(b, f, fb::Body::WriterOpened, fb::CreateWriterOpened(b, id, table_id)), ""};
+        EncodeHeader(b, f, fb::Body::WriterOpened,
+                     fb::CreateWriterOpened(b, id, table_id, static_cast<uint8_t>(resumed.state),
+                                            resumed.trajectory_id, resumed.num_steps)),
+        ""};
   }
   uint64_t id = 0;
   switch (h->body_type()) {
@@ -1611,6 +1628,22 @@ Result<Reply> DbService::HandleWriterCall(Request& r, const std::shared_ptr<Writ
                                std::to_string(q->epoch()) + " failed; this one was dropped");
       }
       if (q->steps() == 0) return state(-1);  // the writer's state only
+      if (q->first_step() >= 0 && r.progress == 0) {
+        // Sent again after a failover (or said by a writer that may):
+        // the rows the trajectory holds already are skipped, once.
+        const int64_t holds = w->writer->num_steps();
+        if (q->first_step() > holds) {
+          w->failed_epoch = q->epoch();
+          return Status::FailedPrecondition(
+              "writer " + std::to_string(id) + ": its append starts at step " +
+              std::to_string(q->first_step()) + " of trajectory " +
+              std::to_string(w->writer->trajectory_id()) + ", which holds " +
+              std::to_string(holds) + " steps here: steps " + std::to_string(holds) + " to " +
+              std::to_string(q->first_step() - 1) + " are not on this server");
+        }
+        if (holds - q->first_step() >= q->steps()) return state(-1);  // all there
+        r.progress = holds - q->first_step();
+      }
       if (placed != nullptr) {
         const Status s = placed->engine_writer->CommitPlaced(
             placed->steps, {placed->record.get(), placed->length}, q->data_offset());

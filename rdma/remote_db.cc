@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <optional>
+#include <random>
 #include <thread>
 #include <type_traits>
 
@@ -196,16 +197,16 @@ void CopyRows(const TableSpec& spec, std::span<const ConstTensor> step, size_t n
 // sends the rows from their own memory in its place.)
 std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
                                        std::span<const ConstTensor> step, int64_t rows,
-                                       std::span<const double> priorities,
-                                       wal::RecordBuilder* b, size_t* data_offset = nullptr,
-                                       bool copy_data = true) {
+                                       std::span<const double> priorities, wal::RecordBuilder* b,
+                                       size_t* data_offset = nullptr, bool copy_data = true,
+                                       uint64_t writer_key = 0) {
   const size_t n = static_cast<size_t>(rows < 0 ? 1 : rows);
   size_t step_bytes = 0;
   for (const ColumnSpec& c : spec.columns) step_bytes += c.step_bytes();
   const std::vector<uint64_t> ids(n);
   const std::vector<int64_t> steps(n);
-  std::byte* data =
-      b->AppendSteps(table_id, static_cast<uint32_t>(step_bytes), ids, steps, priorities);
+  std::byte* data = b->AppendSteps(table_id, static_cast<uint32_t>(step_bytes), ids, steps,
+                                   priorities, writer_key);
   if (data_offset != nullptr) *data_offset = static_cast<size_t>(data - b->payload().data());
   if (copy_data) CopyRows(spec, step, n, data);
   return b->payload();
@@ -355,6 +356,20 @@ class Connection {
   bool read_only() const {
     std::lock_guard<std::mutex> lock(mu_);
     return client_->read_only();
+  }
+
+  // Whether it follows a cluster's primary.
+  bool follows() const { return cluster_ != nullptr; }
+
+  // A cluster's: after `client` failed a call, the client of the primary
+  // named now when `client`'s server is no longer it (its connection
+  // ended, or the coordinator names another), waiting for one as a call
+  // does; null when the server is still the primary (or no cluster).
+  Result<std::shared_ptr<RpcClient>> Elsewhere(const std::shared_ptr<RpcClient>& client) {
+    if (cluster_ == nullptr || (client->connected() && !Moved(client))) {
+      return std::shared_ptr<RpcClient>();
+    }
+    return Follow();
   }
 
   // No more calls, no more attempts: every call fails with `why`.
@@ -518,6 +533,53 @@ void CloseWriterOn(RpcClient& client, uint64_t id) {
       "", milliseconds(10000));
 }
 
+// A random writer key, never 0 (rdma/WIRE.md, "Resuming a writer").
+uint64_t NewWriterKey() {
+  std::random_device device;
+  uint64_t key = 0;
+  while (key == 0) key = (uint64_t{device()} << 32) ^ device();
+  return key;
+}
+
+// A writer opened on the server: its id there, the connection it belongs
+// to, the table's id, and a resuming writer's trajectory there
+// (fb::WriterOpened's resumed, trajectory_id, num_steps).
+struct OpenedWriter {
+  uint64_t writer = 0;
+  std::shared_ptr<RpcClient> client;
+  uint32_t table_id = 0;
+  uint8_t resumed = 0;
+  uint64_t trajectory_id = 0;
+  int64_t num_steps = 0;
+};
+
+// Opens a writer of `remote`'s table with `options` (`envs` 0: a trajectory
+// writer; N: a vector writer), on the live connection, or on `on` where it
+// is set; a resuming trajectory writer's key and trajectory id (0, 0: a
+// new writer).
+Result<OpenedWriter> OpenWriterOf(Remote& remote, const WriterOptions& options, size_t envs,
+                                  uint64_t resume_key = 0, uint64_t resume_trajectory = 0,
+                                  std::shared_ptr<RpcClient> on = nullptr) {
+  REPLAYDB_RETURN_IF_ERROR(remote.Closed());
+  const std::string& table = remote.spec.name;
+  const auto encode = Encoder(fb::Body::NewWriter, [&](flatbuffers::FlatBufferBuilder& b) {
+    const auto t = b.CreateString(table);
+    return fb::CreateNewWriter(b, t, options.timeout.count() < 0 ? -1 : options.timeout.count(),
+                               options.sync, envs, static_cast<uint8_t>(options.acks.mode),
+                               options.acks.replicas, resume_key, resume_trajectory);
+  });
+  std::shared_ptr<RpcClient> client = on;
+  Result<Message> m =
+      on != nullptr ? on->Call(encode, "", remote.options.call_timeout)
+                    : remote.connection->Call(encode, "", remote.options.call_timeout, {}, &client);
+  if (!m.ok()) return m.status();
+  REPLAYDB_RETURN_IF_ERROR(
+      ExpectBody(*m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
+  const fb::WriterOpened* w = m->header()->body_as_WriterOpened();
+  return OpenedWriter{w->writer(),  std::move(client),  w->table_id(),
+                      w->resumed(), w->trajectory_id(), w->num_steps()};
+}
+
 // A trajectory writer of a served table. Appends are sent ahead: Append
 // returns once its step is on its way, and the server's acknowledgments
 // (each given once the server holds the step as durably as a local append)
@@ -593,20 +655,19 @@ class RemoteWriter final : public TrajectoryWriter {
   Status End(EndReason reason) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     REPLAYDB_RETURN_IF_ERROR(Settle(options_.timeout));
-    const uint64_t id = id_;
-    // The server waits up to the writer's timeout (in runs of at most
-    // kMaxServedWait); after a DeadlineExceeded the trajectory is ended, and
-    // End again creates the padded items still missing, as a local writer's.
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, client_->Call(Encoder(fb::Body::EndTrajectory,
-                                         [&](flatbuffers::FlatBufferBuilder& b) {
-                                           return fb::CreateEndTrajectory(
-                                               b, id, static_cast<uint8_t>(reason));
-                                         }),
-                                 "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
-    REPLAYDB_RETURN_IF_ERROR(ExpectBody(
-        m, fb::Body::Done, [&] { return "ending a trajectory of '" + remote_->spec.name + "'"; }));
+    Status ended = EndOn(reason);
+    if (!ended.ok()) {
+      // The primary gone: ended on the next one (once: where it ended
+      // there already, as the End reached it before its reply was lost).
+      if (std::optional<Status> resumed = Resume(ended, Ahead{})) {
+        REPLAYDB_RETURN_IF_ERROR(*resumed);
+        ended = resumed_ == kResumedOpen ? EndOn(reason) : Status::OK();
+      }
+    }
+    REPLAYDB_RETURN_IF_ERROR(ended);
     num_steps_ = 0;
+    next_step_ = 0;
+    current_id_ = 0;
     return Status::OK();
   }
 
@@ -618,11 +679,44 @@ class RemoteWriter final : public TrajectoryWriter {
   int64_t num_steps() const override { return num_steps_; }
 
  private:
+  // The EndTrajectory call on the writer's server.
+  Status EndOn(EndReason reason) {
+    const uint64_t id = id_;
+    // The server waits up to the writer's timeout (in runs of at most
+    // kMaxServedWait); after a DeadlineExceeded the trajectory is ended, and
+    // End again creates the padded items still missing, as a local writer's.
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m, client_->Call(Encoder(fb::Body::EndTrajectory,
+                                         [&](flatbuffers::FlatBufferBuilder& b) {
+                                           return fb::CreateEndTrajectory(
+                                               b, id, static_cast<uint8_t>(reason));
+                                         }),
+                                 "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
+    return ExpectBody(m, fb::Body::Done,
+                      [&] { return "ending a trajectory of '" + remote_->spec.name + "'"; });
+  }
+
   struct Ahead {
     std::shared_ptr<PendingCall> call;
     int64_t steps = 0;
     size_t bytes = 0;
     uint32_t epoch = 0;
+    // A writer that follows a cluster keeps what it sent until it is
+    // acknowledged, to send it again to the next primary (Resume): the
+    // payload's pieces, what holds their bytes, where its data starts, and
+    // the trajectory's step its first row is (-1: not kept).
+    std::shared_ptr<const void> hold;
+    std::vector<std::span<const std::byte>> parts;
+    size_t data_offset = 0;
+    int64_t first_step = -1;
+
+    void Retain(std::shared_ptr<const void> h, const std::vector<std::span<const std::byte>>& p,
+                size_t offset, int64_t first) {
+      hold = std::move(h);
+      parts = p;
+      data_offset = offset;
+      first_step = first;
+    }
   };
 
   // Steps appended while the writer's previous append is still being sent
@@ -641,6 +735,10 @@ class RemoteWriter final : public TrajectoryWriter {
     std::shared_ptr<PendingCall> last;  // the latest append sent from here
     std::vector<Ahead> sent;            // sent from here, for ahead_
     uint32_t epoch = 1;                 // the writer's epoch_
+    // A writer that follows a cluster: its key (0: it does not), and the
+    // trajectory's step of the first row that waits.
+    uint64_t key = 0;
+    int64_t first_step = 0;
     TableSpec spec;
     uint32_t table_id = 0;
     uint64_t id = 0;
@@ -654,6 +752,7 @@ class RemoteWriter final : public TrajectoryWriter {
     w->id = id_;
     w->client = client_;
     w->builders = builders_;
+    w->key = key_;
     return w;
   }
 
@@ -678,30 +777,34 @@ class RemoteWriter final : public TrajectoryWriter {
       const int64_t steps = w->steps;
       w->steps = 0;
       const uint32_t epoch = w->epoch;
+      const uint64_t id = w->id;
+      const int64_t first_step = w->key != 0 ? w->first_step : -1;
       w->busy = true;
       lock.unlock();
       held->builder = w->builders->Get();
       size_t data_offset = 0;
       const std::span<const std::byte> record =
           BuildRecord(w->spec, w->table_id, {}, steps, priorities, held->builder.get(),
-                      &data_offset, /*copy_data=*/false);
+                      &data_offset, /*copy_data=*/false, w->key);
       std::vector<std::span<const std::byte>> parts = AroundRows(
           record, data_offset, std::as_bytes(std::span(held->rows.data(), held->rows.size())));
-      const uint64_t id = w->id;
       std::weak_ptr<Waiting> weak = w;
-      std::shared_ptr<PendingCall> call = client->Start(
-          Encoder(fb::Body::AppendStep,
-                  [&](flatbuffers::FlatBufferBuilder& b) {
-                    return fb::CreateAppendStep(b, id, false, 0, steps, 0, epoch,
-                                                /*ahead=*/true, data_offset);
-                  }),
-          std::move(parts), held, milliseconds(-1), 0, [weak] {
-            if (const std::shared_ptr<Waiting> again = weak.lock()) Pump(again);
-          });
+      Ahead ahead{nullptr, steps, record.size(), epoch};
+      if (w->key != 0) ahead.Retain(held, parts, data_offset, first_step);
+      ahead.call = client->Start(Encoder(fb::Body::AppendStep,
+                                         [&](flatbuffers::FlatBufferBuilder& b) {
+                                           return fb::CreateAppendStep(
+                                               b, id, false, 0, steps, 0, epoch,
+                                               /*ahead=*/true, data_offset, first_step);
+                                         }),
+                                 std::move(parts), held, milliseconds(-1), 0, [weak] {
+                                   if (const std::shared_ptr<Waiting> again = weak.lock())
+                                     Pump(again);
+                                 });
       lock.lock();
       w->busy = false;
-      w->last = call;
-      w->sent.push_back({std::move(call), steps, record.size(), epoch});
+      w->last = ahead.call;
+      w->sent.push_back(std::move(ahead));
       w->idle.notify_all();
     }
   }
@@ -717,9 +820,10 @@ class RemoteWriter final : public TrajectoryWriter {
     const int64_t steps = rows < 0 ? 1 : rows;
     const size_t bytes = static_cast<size_t>(steps) * remote_->spec.step_bytes();
     // A large single-column append goes from the caller's memory (no copy
-    // into the record), and returns once it is sent.
+    // into the record), and returns once it is sent; not a writer that
+    // keeps what it sent to send it again.
     const bool from_caller =
-        tensors.size() == 1 && tensors[0].size_bytes >= kSendFromCallerBytes;
+        key_ == 0 && tensors.size() == 1 && tensors[0].size_bytes >= kSendFromCallerBytes;
     if (!options_.sync && !from_caller && bytes <= kWaitingBytes) {
       return Wait(tensors, steps, priorities, bytes);
     }
@@ -728,7 +832,7 @@ class RemoteWriter final : public TrajectoryWriter {
     size_t data_offset = 0;
     const std::span<const std::byte> record =
         BuildRecord(remote_->spec, table_id_, tensors, rows, priorities, builder.get(),
-                    &data_offset, /*copy_data=*/!from_caller);
+                    &data_offset, /*copy_data=*/!from_caller, key_);
     const auto until = engine::DeadlineAfter(options_.timeout);
     REPLAYDB_RETURN_IF_ERROR(MakeRoom(record.size(), until));
     const uint64_t id = id_;
@@ -739,11 +843,15 @@ class RemoteWriter final : public TrajectoryWriter {
       parts = AroundRows(record, data_offset,
                          {static_cast<const std::byte*>(tensors[0].data), tensors[0].size_bytes});
     }
+    const int64_t first_step = key_ != 0 ? next_step_ : -1;
+    next_step_ += steps;
+    Ahead kept;
+    if (key_ != 0) kept.Retain(builder, parts, data_offset, first_step);
     std::shared_ptr<PendingCall> call = client_->Start(
         Encoder(fb::Body::AppendStep,
                 [&](flatbuffers::FlatBufferBuilder& b) {
                   return fb::CreateAppendStep(b, id, false, 0, steps, 0, epoch, /*ahead=*/!wait,
-                                              data_offset);
+                                              data_offset, first_step);
                 }),
         std::move(parts), std::move(builder),
         wait ? ReplyWait(options_.timeout, remote_->options.call_timeout) : milliseconds(-1));
@@ -754,7 +862,20 @@ class RemoteWriter final : public TrajectoryWriter {
     // The caller's rows are theirs again once sent.
     if (from_caller) client_->WaitSent(*call);
     if (wait) {
-      REPLAYDB_ASSIGN_OR_RETURN(Message m, client_->Await(*call));
+      Result<Message> got = client_->Await(*call);
+      if (!got.ok() && key_ != 0) {
+        // The primary gone: sent again to the next one, and waited for.
+        kept.call = std::move(call);
+        kept.steps = steps;
+        kept.bytes = record.size();
+        kept.epoch = epoch;
+        if (std::optional<Status> resumed = Resume(got.status(), std::move(kept))) {
+          REPLAYDB_RETURN_IF_ERROR(*resumed);
+          return Settle(options_.timeout);
+        }
+      }
+      if (!got.ok()) return got.status();
+      const Message& m = *got;
       REPLAYDB_ASSIGN_OR_RETURN(const int64_t taken, Acknowledged(m));
       if (taken >= 0 && taken < steps) {
         return Status::DeadlineExceeded(
@@ -764,7 +885,11 @@ class RemoteWriter final : public TrajectoryWriter {
       }
       return Status::OK();
     }
-    ahead_.push_back({std::move(call), steps, record.size(), epoch});
+    kept.call = std::move(call);
+    kept.steps = steps;
+    kept.bytes = record.size();
+    kept.epoch = epoch;
+    ahead_.push_back(std::move(kept));
     ahead_bytes_ += record.size();
     num_steps_ += steps;
     // Replies already here (one refused at once: the connection has ended).
@@ -788,6 +913,7 @@ class RemoteWriter final : public TrajectoryWriter {
     REPLAYDB_RETURN_IF_ERROR(MakeRoom(bytes, until));
     {
       std::lock_guard<std::mutex> lock(waiting_->mu);
+      if (waiting_->steps == 0) waiting_->first_step = next_step_;
       const size_t at = waiting_->rows.size();
       waiting_->rows.resize(at + bytes);
       CopyRows(remote_->spec, tensors, static_cast<size_t>(steps),
@@ -797,6 +923,7 @@ class RemoteWriter final : public TrajectoryWriter {
       waiting_->steps += steps;
     }
     num_steps_ += steps;
+    next_step_ += steps;
     Pump(waiting_);
     return CollectArrived();
   }
@@ -872,6 +999,7 @@ class RemoteWriter final : public TrajectoryWriter {
         m, fb::Body::Appended, [&] { return "an append to '" + remote_->spec.name + "'"; }));
     const fb::Appended* a = m.header()->body_as_Appended();
     trajectory_id_ = a->trajectory_id();
+    current_id_ = trajectory_id_;
     num_steps_ = a->num_steps();
     return a->rows_taken();
   }
@@ -889,9 +1017,11 @@ class RemoteWriter final : public TrajectoryWriter {
       const fb::Appended* r = m->header()->body_type() == fb::Body::Appended
                                   ? m->header()->body_as_Appended()
                                   : nullptr;
-      if (r != nullptr) trajectory_id_ = r->trajectory_id();
+      if (r != nullptr) trajectory_id_ = current_id_ = r->trajectory_id();
+      resumes_ = 0;
       return Status::OK();
     }
+    if (std::optional<Status> resumed = Resume(m.status(), std::move(a))) return *resumed;
     ++epoch_;
     int64_t dropped = 0;
     {
@@ -921,7 +1051,7 @@ class RemoteWriter final : public TrajectoryWriter {
                   return fb::CreateAppendStep(b, id, false, 0, 0, 0, epoch, false);
                 }),
         "", remote_->options.call_timeout);
-    if (state.ok()) (void)Acknowledged(*state);
+    if (state.ok() && Acknowledged(*state).ok()) next_step_ = num_steps_;
     if (dropped == 0) return m.status();
     return m.status().WithContext(
         "an append sent ahead failed, and the " + std::to_string(dropped) +
@@ -940,11 +1070,135 @@ class RemoteWriter final : public TrajectoryWriter {
     return first;
   }
 
+  // fb::WriterOpened::resumed's values.
+  static constexpr uint8_t kResumedNone = 0;
+  static constexpr uint8_t kResumedOpen = 1;
+  static constexpr uint8_t kResumedEnded = 2;
+  // Failovers followed in a row without an acknowledgment between them.
+  static constexpr int kMaxResumes = 4;
+
+  // After `failure` of a call on the writer's server: where the writer
+  // follows a cluster and that server is no longer the primary, opens the
+  // writer again on the primary named now, resuming its trajectory there
+  // (rdma/WIRE.md, "Resuming a writer"), and sends `failed` (the append
+  // that failed; none where its call is null) and every later append not
+  // yet acknowledged to it again, each saying its first step, so that the
+  // new primary stores each row once. What waits goes there next.
+  // nullopt: not a failover (the failure stands, as for any writer);
+  // otherwise OK, or why the writer cannot go on.
+  std::optional<Status> Resume(const Status& failure, Ahead failed) {
+    if (key_ == 0 || (failure.code() != Status::Code::kUnavailable &&
+                      failure.code() != Status::Code::kFailedPrecondition)) {
+      return std::nullopt;
+    }
+    const std::string table = "table '" + remote_->spec.name + "'";
+    Result<std::shared_ptr<RpcClient>> next = remote_->connection->Elsewhere(client_);
+    if (next.ok() && *next == nullptr) return std::nullopt;  // still the primary
+    if (!next.ok() || ++resumes_ > kMaxResumes) {
+      const Status why =
+          next.ok() ? Status::Unavailable("the primary changed " + std::to_string(kMaxResumes) +
+                                          " times without an acknowledgment")
+                    : next.status();
+      return why.WithContext(table +
+                             ": its writer could not follow the cluster to a new primary "
+                             "after \"" +
+                             failure.message() + "\"");
+    }
+    // What is in flight, oldest first (refused by a fenced server, or
+    // failed with its connection; acknowledged ones are sent again too,
+    // and skipped there).
+    std::vector<Ahead> again;
+    if (failed.call != nullptr) again.push_back(std::move(failed));
+    {
+      std::unique_lock<std::mutex> lock(waiting_->mu);
+      waiting_->idle.wait(lock, [&] { return !waiting_->busy; });
+    }
+    TakeSent();
+    const auto until = engine::DeadlineAfter(remote_->options.call_timeout);
+    for (Ahead& a : ahead_) {
+      if (client_->WaitFor(*a.call, until)) (void)client_->Await(*a.call);
+      again.push_back(std::move(a));
+    }
+    ahead_.clear();
+    ahead_bytes_ = 0;
+    int64_t first = next_step_;  // the first step not acknowledged
+    bool rows_wait = false;
+    {
+      std::lock_guard<std::mutex> lock(waiting_->mu);
+      rows_wait = waiting_->steps > 0;
+      if (rows_wait) first = waiting_->first_step;
+    }
+    if (!again.empty()) first = again.front().first_step;
+    REPLAYDB_ASSIGN_OR_RETURN(OpenedWriter w,
+                              OpenWriterOf(*remote_, options_, 0, key_, current_id_, *next));
+    const int64_t holds = w.num_steps;
+    std::string lost;
+    if (w.resumed == kResumedOpen && holds < first) {
+      lost = "it holds " + std::to_string(holds) + " steps there; steps " + std::to_string(holds) +
+             " to " + std::to_string(first - 1) + " were acknowledged by the primary that went";
+    } else if (w.resumed == kResumedEnded && (!again.empty() || rows_wait || holds < first)) {
+      lost = "it was ended there with " + std::to_string(holds) +
+             " steps (a promoted primary ends what no writer resumed within "
+             "DBOptions::writer_resume_window); the " +
+             std::to_string(next_step_ - std::min(holds, next_step_)) +
+             " steps after those were not stored";
+    } else if (w.resumed == kResumedNone && first > 0) {
+      lost = "it is not there; its first " + std::to_string(first) +
+             " steps were acknowledged by the primary that went";
+    }
+    if (!lost.empty()) {
+      CloseWriterOn(*w.client, w.writer);
+      return Status::FailedPrecondition(
+          table + ": its writer could not resume trajectory " +
+          std::to_string(w.trajectory_id != 0 ? w.trajectory_id : current_id_) +
+          " on the new primary after \"" + failure.message() + "\": " + lost);
+    }
+    client_ = std::move(w.client);
+    id_ = w.writer;
+    ++epoch_;
+    resumed_ = w.resumed;
+    if (w.resumed == kResumedOpen) trajectory_id_ = current_id_ = w.trajectory_id;
+    {
+      std::lock_guard<std::mutex> lock(waiting_->mu);
+      waiting_->client = client_;
+      waiting_->id = id_;
+      waiting_->epoch = epoch_;
+      waiting_->last = nullptr;
+    }
+    for (Ahead& a : again) {
+      const uint64_t id = id_;
+      a.epoch = epoch_;
+      const Ahead& r = a;
+      a.call = client_->Start(Encoder(fb::Body::AppendStep,
+                                      [&](flatbuffers::FlatBufferBuilder& b) {
+                                        return fb::CreateAppendStep(
+                                            b, id, false, 0, r.steps, 0, r.epoch,
+                                            /*ahead=*/true, r.data_offset, r.first_step);
+                                      }),
+                              a.parts, a.hold, milliseconds(-1));
+      ahead_bytes_ += a.bytes;
+      ahead_.push_back(std::move(a));
+    }
+    Pump(waiting_);
+    return Status::OK();
+  }
+
   std::shared_ptr<Remote> remote_;
   std::shared_ptr<RpcClient> client_;  // the connection it was opened on
   uint64_t id_;
   uint32_t table_id_;  // the table's id on the server, which records name
   WriterOptions options_;
+  // A writer that follows a cluster (its connection's coordinator) keeps
+  // what it sends until acknowledged, under this random key, which its
+  // records carry (0: it does not follow).
+  const uint64_t key_ = remote_->connection->follows() ? NewWriterKey() : 0;
+  // The current trajectory: its id once an acknowledgment named it (0:
+  // none yet), and how many of its steps were handed on (the next
+  // append's first step).
+  uint64_t current_id_ = 0;
+  int64_t next_step_ = 0;
+  int resumes_ = 0;                 // Resume's in a row
+  uint8_t resumed_ = kResumedNone;  // the last Resume's
   uint64_t trajectory_id_ = 0;
   int64_t num_steps_ = 0;
   std::shared_ptr<RecordBuilders> builders_ = std::make_shared<RecordBuilders>();
@@ -1087,7 +1341,7 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
   const std::string& name() const override { return remote_->spec.name; }
 
   Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options) override {
-    REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriter(options, 0));
+    REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriterOf(*remote_, options, 0));
     return std::unique_ptr<TrajectoryWriter>(new RemoteWriter(
         remote_, std::move(opened.client), opened.writer, opened.table_id, options));
   }
@@ -1099,7 +1353,7 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
                                      std::to_string(num_envs) + " environments (1 to " +
                                      std::to_string(kMaxVectorWriterEnvs) + ")");
     }
-    REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriter(options, num_envs));
+    REPLAYDB_ASSIGN_OR_RETURN(auto opened, OpenWriterOf(*remote_, options, num_envs));
     return std::unique_ptr<VectorWriter>(
         new RemoteVectorWriter(remote_, std::move(opened.client), opened.writer, opened.table_id,
                                num_envs, options));
@@ -1467,35 +1721,6 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
 
  private:
   const std::string& address() const { return remote_->address; }
-
-  // A writer opened on the server: its id there, the connection it
-  // belongs to, and the table's id.
-  struct Opened {
-    uint64_t writer = 0;
-    std::shared_ptr<RpcClient> client;
-    uint32_t table_id = 0;
-  };
-  Result<Opened> OpenWriter(const WriterOptions& options, size_t envs) {
-    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
-    const std::string table = name();
-    std::shared_ptr<RpcClient> client;
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, remote_->connection->Call(
-                       Encoder(fb::Body::NewWriter,
-                               [&](flatbuffers::FlatBufferBuilder& b) {
-                                 const auto t = b.CreateString(table);
-                                 return fb::CreateNewWriter(
-                                     b, t,
-                                     options.timeout.count() < 0 ? -1 : options.timeout.count(),
-                                     options.sync, envs, static_cast<uint8_t>(options.acks.mode),
-                                     options.acks.replicas);
-                               }),
-                       "", remote_->options.call_timeout, {}, &client));
-    REPLAYDB_RETURN_IF_ERROR(
-        ExpectBody(m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
-    const fb::WriterOpened* w = m.header()->body_as_WriterOpened();
-    return Opened{w->writer(), std::move(client), w->table_id()};
-  }
 
   // The server's slabs from slab `first` on, imported on `client`'s
   // connection into `in_place.slabs`. FailedPrecondition when the server

@@ -41,7 +41,9 @@ class Connection;
 // coordinator names then, waiting for one up to the connect timeout).
 // Writers belong to the connection they were opened on: after it ended
 // (the server ended their trajectories truncated) their calls fail
-// Unavailable, and new writers are needed.
+// Unavailable, and new writers are needed; except a cluster's trajectory
+// writers, which resume their trajectory on the next primary
+// (docs/replication.md, "Writers through a failover").
 class RemoteDB final : public DB {
  public:
   static Result<std::unique_ptr<RemoteDB>> Connect(const std::string& address,

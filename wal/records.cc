@@ -103,7 +103,7 @@ void RecordBuilder::DropTable(const DropTableRecord& r) {
 std::byte* RecordBuilder::AppendSteps(uint32_t table_id, uint32_t step_bytes,
                                       std::span<const uint64_t> trajectory_ids,
                                       std::span<const int64_t> steps,
-                                      std::span<const double> priorities) {
+                                      std::span<const double> priorities, uint64_t writer_key) {
   auto& b = impl_->fbb;
   impl_->Start();
   const size_t data_bytes = trajectory_ids.size() * size_t{step_bytes};
@@ -115,7 +115,17 @@ std::byte* RecordBuilder::AppendSteps(uint32_t table_id, uint32_t step_bytes,
   b.ForceVectorAlignment(data_bytes, 1, 16);
   uint8_t* unused = nullptr;
   const auto data = b.CreateUninitializedVector(data_bytes, &unused);
-  b.Finish(fb::CreateAppendSteps(b, table_id, step_bytes, ids, st, pr, data));
+  // (CreateAppendSteps' order, so that a record without a writer key
+  // keeps the bytes it had before the field.)
+  fb::AppendStepsBuilder builder(b);
+  if (writer_key != 0) builder.add_writer_key(writer_key);
+  builder.add_data(data);
+  builder.add_priorities(pr);
+  builder.add_steps(st);
+  builder.add_trajectory_ids(ids);
+  builder.add_step_bytes(step_bytes);
+  builder.add_table_id(table_id);
+  b.Finish(builder.Finish());
   auto* root = flatbuffers::GetMutableRoot<fb::AppendSteps>(b.GetBufferPointer());
   // data() of a just-built table is never null; the cast only drops const.
   return reinterpret_cast<std::byte*>(const_cast<uint8_t*>(root->data()->data()));
@@ -218,6 +228,7 @@ Status Decode(std::span<const std::byte> payload, AppendStepsRecord* out) {
   out->data = have == 0 ? std::span<const std::byte>()
                         : std::span<const std::byte>(
                               reinterpret_cast<const std::byte*>(r->data()->data()), have);
+  out->writer_key = r->writer_key();
   return Status::OK();
 }
 

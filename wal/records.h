@@ -44,6 +44,8 @@ struct AppendStepsRecord {
   // entry without one.
   std::vector<double> priorities;
   std::span<const std::byte> data;  // points into the decoded payload
+  // The remote writer that sent the rows (its random key; 0: none said).
+  uint64_t writer_key = 0;
 };
 
 struct EndTrajectoryRecord {
@@ -92,10 +94,12 @@ class RecordBuilder {
   void CreateTable(const CreateTableRecord& r);
   void DropTable(const DropTableRecord& r);
   // Everything but the data, which the returned pointer (n * step_bytes
-  // bytes, valid until the next call) must be filled with.
+  // bytes, valid until the next call) must be filled with. `writer_key`
+  // (a remote writer's; 0: none) is stored only when set, so the engine's
+  // own records keep their bytes.
   std::byte* AppendSteps(uint32_t table_id, uint32_t step_bytes,
-                         std::span<const uint64_t> trajectory_ids,
-                         std::span<const int64_t> steps, std::span<const double> priorities);
+                         std::span<const uint64_t> trajectory_ids, std::span<const int64_t> steps,
+                         std::span<const double> priorities, uint64_t writer_key = 0);
   void EndTrajectory(const EndTrajectoryRecord& r);
   void UpdatePriorities(uint32_t table_id, std::span<const uint64_t> keys,
                         std::span<const double> priorities);

@@ -57,14 +57,15 @@ DBImpl::DBImpl(const DBOptions& options, Env* env, std::string path, std::unique
       replicas_(std::make_shared<wal::ReplicaSet>(env_, path_)) {}
 
 DBImpl::~DBImpl() {
-  if (checkpoint_thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(loop_mu_);
-      stop_ = true;
-    }
-    loop_cv_.notify_all();
-    checkpoint_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(loop_mu_);
+    stop_ = true;
   }
+  loop_cv_.notify_all();
+  if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
+  // (Orphans not yet ended stay open in the log: the next opener's
+  // recovery ends them.)
+  if (orphans_thread_.joinable()) orphans_thread_.join();
   // Best effort: what the checkpoint misses stays in the log.
   if (options_.checkpoint.on_close && cold_ != nullptr && !read_only_) (void)Checkpoint();
   std::map<std::string, std::shared_ptr<TableImpl>, std::less<>> tables;

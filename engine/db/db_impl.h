@@ -157,9 +157,10 @@ class DBImpl final : public DB {
   bool fenced() const { return fenced_.load(std::memory_order_acquire); }
   // What a fenced database answers writes with.
   Status FencedStatus(uint64_t epoch, const std::string& primary) const;
-  // A promoted replica's side: no longer a replica (REPLICA removed), the
-  // trajectories left open ended (truncated, logged), and epoch `epoch`
-  // begun. Returns where it began.
+  // A promoted replica's side: no longer a replica (REPLICA removed), epoch
+  // `epoch` begun, and the trajectories left open kept for their writers
+  // to resume (TableImpl::KeepOrphans) for DBOptions::writer_resume_window,
+  // then ended (truncated, logged). Returns where the epoch began.
   Result<wal::LogPosition> BecomePrimary(uint64_t epoch);
   // A replica's place in its primary's log, DIR/REPLICA ("replaydb replica
   // 1", then the primary's address, segment and offset, a line each).
@@ -208,6 +209,11 @@ class DBImpl final : public DB {
   // Drops a table an import created, keeping `error`.
   Status AbandonImport(const std::string& name, const Status& error);
   void CheckpointLoop();
+  // Ends the trajectories a promotion kept for their writers (BecomePrimary)
+  // that no writer resumed: at once (EndOrphans), or once
+  // writer_resume_window has passed (OrphansLoop, its own thread).
+  Status EndOrphans();
+  void OrphansLoop();
   // Reads DIR/EPOCHS and DIR/FENCED (sealing the log when fenced), at
   // Open and OpenReadOnly.
   Status LoadEpochs();
@@ -272,6 +278,9 @@ class DBImpl final : public DB {
   std::condition_variable loop_cv_;
   bool stop_ = false;  // guarded by loop_mu_
   std::thread checkpoint_thread_;
+  // When OrphansLoop ends the orphans (max: none waiting). Guarded by loop_mu_.
+  std::chrono::steady_clock::time_point orphans_due_ = std::chrono::steady_clock::time_point::max();
+  std::thread orphans_thread_;
   // Held while a shipped record is logged and applied, and by Checkpoint
   // while it rolls the log.
   std::mutex ship_mu_;

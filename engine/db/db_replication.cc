@@ -333,13 +333,51 @@ Result<wal::LogPosition> DBImpl::BecomePrimary(uint64_t epoch) {
   if (!removed.ok() && removed.code() != Status::Code::kNotFound) return removed;
   replica_.store(false);
   REPLAYDB_RETURN_IF_ERROR(BeginEpoch(epoch));
-  // Nobody goes on writing the trajectories its primary had open: ended,
+  // The trajectories its primary had open stay open for their writers to
+  // resume for DBOptions::writer_resume_window; then those left are ended,
   // in the new epoch's log (its replicas end them too).
-  for (const auto& table : OpenTables()) {
-    const std::vector<uint64_t> ended = table->EndOpenTrajectories();
-    REPLAYDB_RETURN_IF_ERROR(table->LogEnds(ended));
+  size_t orphans = 0;
+  for (const auto& table : OpenTables()) orphans += table->KeepOrphans();
+  if (orphans > 0) {
+    if (options_.writer_resume_window.count() == 0) {
+      REPLAYDB_RETURN_IF_ERROR(EndOrphans());
+    } else {
+      std::lock_guard<std::mutex> lock(loop_mu_);
+      orphans_due_ = std::chrono::steady_clock::now() + options_.writer_resume_window;
+      if (!orphans_thread_.joinable()) {
+        orphans_thread_ = std::thread([this] { OrphansLoop(); });
+      }
+      loop_cv_.notify_all();
+    }
   }
   return LogEnd();
+}
+
+Status DBImpl::EndOrphans() {
+  Status first;
+  for (const auto& table : OpenTables()) {
+    const Status s = table->EndOrphans();
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
+void DBImpl::OrphansLoop() {
+  std::unique_lock<std::mutex> lock(loop_mu_);
+  while (!stop_) {
+    if (orphans_due_ == std::chrono::steady_clock::time_point::max()) {
+      loop_cv_.wait(lock);
+    } else if (std::chrono::steady_clock::now() < orphans_due_) {
+      loop_cv_.wait_until(lock, orphans_due_);
+    } else {
+      orphans_due_ = std::chrono::steady_clock::time_point::max();
+      lock.unlock();
+      // (A failure, a sealed log: the ends are logged by the next opener's
+      // recovery, which ends open trajectories.)
+      (void)EndOrphans();
+      lock.lock();
+    }
+  }
 }
 
 Result<ReplicationInfo> DBImpl::Replication() const {

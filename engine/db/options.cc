@@ -238,6 +238,11 @@ Status DBOptions::Validate() const {
     return bad("cold_compression", static_cast<int>(cold_compression),
                "none (0), zstd (1), lz4 (2)");
   }
+  if (writer_resume_window.count() < 0) {
+    return Status::InvalidArgument("DBOptions::writer_resume_window is " +
+                                   std::to_string(writer_resume_window.count()) +
+                                   " ms; it must be >= 0");
+  }
   return Status::OK();
 }
 

@@ -2,6 +2,7 @@
 // again, by recovery (DBImpl::Recover through ApplyLogRecord,
 // engine/db/log_apply.h) and by replicas. Idempotent against the checkpoint
 // the records are applied onto: steps and ends already there are skipped.
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -109,6 +110,7 @@ Status TableImpl::Apply(const wal::AppendStepsRecord& r) {
       store_.Insert(std::move(made));
     }
     Trajectory& t = *tp;
+    if (r.writer_key != 0) t.writer_key = r.writer_key;
     if (step < t.length) continue;  // already in the checkpoint
     if (step > t.length || t.ended) {
       return Status::Corruption("table " + Quoted(name_) + ": logged step " + std::to_string(step) +
@@ -253,6 +255,71 @@ std::vector<uint64_t> TableImpl::EndOpenTrajectories() {
     apply_rows_.reset();
   }
   return open;
+}
+
+size_t TableImpl::KeepOrphans() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, t] : store_.trajectories()) {
+    if (!t->ended) orphans_.push_back(id);
+  }
+  // (Replay is over, as in EndOpenTrajectories.)
+  apply_rows_.reset();
+  return orphans_.size();
+}
+
+Status TableImpl::EndOrphans() {
+  std::vector<uint64_t> ended;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended.swap(orphans_);
+  }
+  for (const uint64_t id : ended) {
+    REPLAYDB_RETURN_IF_ERROR(Apply(
+        wal::EndTrajectoryRecord{table_id_, id, static_cast<uint8_t>(EndReason::kTruncated)}));
+  }
+  return LogEnds(ended);
+}
+
+Result<TableImpl::Adopted> TableImpl::Adopt(uint64_t key, uint64_t trajectory_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Adopted out;
+  auto orphan = orphans_.end();
+  if (trajectory_id == 0) {
+    orphan = std::find_if(orphans_.begin(), orphans_.end(), [&](uint64_t id) {
+      const Trajectory* t = store_.Find(id);
+      return key != 0 && t != nullptr && t->writer_key == key;
+    });
+    if (orphan == orphans_.end()) return out;
+    trajectory_id = *orphan;
+  } else {
+    orphan = std::find(orphans_.begin(), orphans_.end(), trajectory_id);
+  }
+  out.trajectory_id = trajectory_id;
+  std::shared_ptr<Trajectory> t = store_.FindShared(trajectory_id);
+  if (t == nullptr) {
+    const auto cold = cold_.find(trajectory_id);
+    if (cold == cold_.end()) {
+      out.trajectory_id = 0;
+      return out;
+    }
+    out.state = Adopted::State::kEnded;  // (spilled: ended)
+    out.num_steps = cold->second.length;
+    return out;
+  }
+  out.num_steps = t->length;
+  if (t->ended) {
+    out.state = Adopted::State::kEnded;
+    return out;
+  }
+  if (orphan == orphans_.end()) {
+    return Status::FailedPrecondition("table " + Quoted(name_) + ": trajectory " +
+                                      std::to_string(trajectory_id) +
+                                      " is open and written by another writer");
+  }
+  orphans_.erase(orphan);
+  out.state = Adopted::State::kOpen;
+  out.trajectory = std::move(t);
+  return out;
 }
 
 Status TableImpl::LogEnds(std::span<const uint64_t> ids) {

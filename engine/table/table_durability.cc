@@ -126,8 +126,8 @@ Status TableImpl::LogPrioritiesLocked(std::unique_lock<std::mutex>& lock,
   return SyncLog(seq, /*wait=*/false);
 }
 
-Result<uint64_t> TableImpl::LogStepsLocked(const Trajectory& t, HostRows rows, int64_t index,
-                                           int64_t count, const double* priorities) {
+Result<uint64_t> TableImpl::LogStepsLocked(uint64_t writer_key, const Trajectory& t, HostRows rows,
+                                           int64_t index, int64_t count, const double* priorities) {
   if (log_ == nullptr) return uint64_t{0};
   const size_t n = static_cast<size_t>(count);
   log_ids_.assign(n, t.id);
@@ -136,7 +136,7 @@ Result<uint64_t> TableImpl::LogStepsLocked(const Trajectory& t, HostRows rows, i
   log_priorities_.clear();
   if (priorities != nullptr) log_priorities_.assign(priorities, priorities + n);
   std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes),
-                                        log_ids_, log_steps_, log_priorities_);
+                                        log_ids_, log_steps_, log_priorities_, writer_key);
   if (rows.row_bytes != 0 && rows.row_bytes == layout_.step_bytes) {
     // Rows laid out as the record's: the log writes them from where they
     // lie, between the payload's bytes before and after its data, which

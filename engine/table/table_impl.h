@@ -322,6 +322,27 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // readers, replicas, end them too.
   Status LogEnds(std::span<const uint64_t> ids);
 
+  // A replica promoted to primary: the trajectories its old primary had
+  // open stay open, as orphans, for their remote writers to resume (Adopt)
+  // until EndOrphans; drops what applying kept. Returns how many.
+  size_t KeepOrphans();
+  // Ends, as truncated, the orphans no writer adopted, and logs the ends.
+  Status EndOrphans();
+  // Where a resuming writer's trajectory stands here: open (handed to it:
+  // no longer an orphan), ended, or not here (never reached this node).
+  struct Adopted {
+    enum class State : uint8_t { kNone = 0, kOpen = 1, kEnded = 2 };
+    State state = State::kNone;
+    uint64_t trajectory_id = 0;
+    int64_t num_steps = 0;
+    std::shared_ptr<Trajectory> trajectory;  // kOpen's
+  };
+  // The trajectory a remote writer resumes: `trajectory_id` where it knows
+  // it (not 0), else the orphan whose steps writer `key` last sent.
+  // FailedPrecondition when that trajectory is open and no orphan (another
+  // writer holds it).
+  Result<Adopted> Adopt(uint64_t key, uint64_t trajectory_id);
+
   // ---- checkpoints (engine/table/table_durability.cc) ----
 
   // Adds what changed since the last checkpoint to `batch`: new steps,
@@ -729,8 +750,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
                              std::span<const std::span<const std::byte>> pieces);
   // Logs `count` steps of t from host memory (one record), as its steps
   // t.length on: rows index.. of `rows`; `priorities` null or one per step.
-  Result<uint64_t> LogStepsLocked(const Trajectory& t, HostRows rows, int64_t index,
-                                  int64_t count, const double* priorities);
+  Result<uint64_t> LogStepsLocked(uint64_t writer_key, const Trajectory& t, HostRows rows,
+                                  int64_t index, int64_t count, const double* priorities);
   // Logs an AppendSteps record built elsewhere (a remote writer's) as the
   // steps of t from t.length on, its ids and step numbers filled in first.
   Result<uint64_t> LogStepsRecordLocked(const Trajectory& t, std::span<std::byte> record);
@@ -985,6 +1006,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   std::vector<index::Selection> draw_sels_;
   std::vector<const std::shared_ptr<Trajectory>*> draw_trajectories_;
   wal::RecordBuilder record_;
+  // Open trajectories a promotion kept for their writers (KeepOrphans).
+  std::vector<uint64_t> orphans_;
   // LogStepsLocked's lists for record_, kept between calls.
   std::vector<uint64_t> log_ids_;
   std::vector<int64_t> log_steps_;

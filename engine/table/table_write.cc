@@ -171,7 +171,7 @@ Status TableImpl::AppendStep(WriterSlot& slot, HostRows rows, int64_t index,
     REPLAYDB_RETURN_IF_ERROR(CheckAfterCopyLocked(slot, r));
   }
   // Logged before it is published: a step the log refused never appears.
-  Result<uint64_t> logged = LogStepsLocked(t, rows, index, 1, priority);
+  Result<uint64_t> logged = LogStepsLocked(slot.writer_key, t, rows, index, 1, priority);
   if (!logged.ok()) {
     AbandonStepLocked(slot, r);
     return logged.status();
@@ -306,9 +306,10 @@ Status TableImpl::AppendSteps(WriterSlot& slot, HostRows rows, int64_t n,
       }
       // Logged before they are published: steps the log refused never appear.
       const double* run_priorities = priorities == nullptr ? nullptr : priorities + at;
-      Result<uint64_t> logged = !record.empty() && at == 0 && steps == n
-                                    ? LogStepsRecordLocked(t, record)
-                                    : LogStepsLocked(t, rows, at, steps, run_priorities);
+      Result<uint64_t> logged =
+          !record.empty() && at == 0 && steps == n
+              ? LogStepsRecordLocked(t, record)
+              : LogStepsLocked(slot.writer_key, t, rows, at, steps, run_priorities);
       if (!logged.ok()) {
         AbandonRunLocked(slot, run);
         return logged.status();

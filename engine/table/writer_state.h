@@ -29,6 +29,9 @@ struct WriterSlot {
   // valid while trajectory->blocks.size() == num_blocks.
   int64_t last_block = -1;
   size_t num_blocks = 0;
+  // A remote writer's key (its records'), logged with the steps the
+  // engine encodes for it; 0: none.
+  uint64_t writer_key = 0;
 };
 
 // Room made for one step by TableImpl::ReserveStepLocked.

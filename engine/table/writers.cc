@@ -162,6 +162,7 @@ Status TrajectoryWriterImpl::AppendRecord(std::span<std::byte> record, int64_t f
                                    "': a remote append's log record holds " + std::to_string(n) +
                                    " steps; it has none from step " + std::to_string(first_row));
   }
+  if (r.writer_key != 0) slot_.writer_key = r.writer_key;
   ColumnBases(*table_, r.data, first_row, &bases_);
   const int64_t rows = n - first_row;
   uint64_t seq = 0;
@@ -177,6 +178,15 @@ Status TrajectoryWriterImpl::AppendRecord(std::span<std::byte> record, int64_t f
                          " of " + std::to_string(n));
   }
   return table_->AckLog(seq, ack_);
+}
+
+Result<TableImpl::Adopted> TrajectoryWriterImpl::Resume(uint64_t writer_key,
+                                                        uint64_t trajectory_id) {
+  REPLAYDB_ASSIGN_OR_RETURN(TableImpl::Adopted adopted, table_->Adopt(writer_key, trajectory_id));
+  slot_ = WriterSlot{};
+  slot_.writer_key = writer_key;
+  if (adopted.state == TableImpl::Adopted::State::kOpen) slot_.trajectory = adopted.trajectory;
+  return adopted;
 }
 
 void TrajectoryWriterImpl::Place(int64_t n, PlacedSteps* placed,

@@ -67,6 +67,12 @@ class TrajectoryWriterImpl final : public TrajectoryWriter, public RecordAppende
                       int64_t* appended) override;
   uint32_t table_id() const override { return table_->id(); }
 
+  // A served writer opened for a remote writer that resumes its trajectory
+  // after a failover (TableImpl::Adopt): an open orphan becomes this
+  // writer's trajectory, which its next steps continue. REQUIRES: nothing
+  // appended yet.
+  Result<TableImpl::Adopted> Resume(uint64_t writer_key, uint64_t trajectory_id);
+
   // A remote append whose rows a transport receives straight into the hot
   // tier (TableImpl::PlaceSteps): Place reserves the next `n` steps, after
   // those placed before and not yet committed or abandoned, and gives the

@@ -161,9 +161,11 @@ class DB {
   // call made while none answers waits for one (up to
   // options.connect_timeout, then Unavailable); a call the server refused
   // because it is no longer the primary is made again on the one named now;
-  // a call in flight when the primary went fails Unavailable; writers stay
-  // on the server they were opened on (open new ones). path() is then the
-  // cluster's address. Returns it as a DB whose tables and
+  // a call in flight when the primary went fails Unavailable; a trajectory
+  // writer follows too, resuming its trajectory on the new primary (each
+  // step stored once; docs/replication.md, "Writers through a failover"),
+  // a vector writer stays on the server it was opened on. path() is then
+  // the cluster's address. Returns it as a DB whose tables and
   // writers run every call on the server: what a local table would do,
   // byte for byte (a seeded sample draws the same items). What a remote
   // table does not do yet is NotSupported, naming the call (rdma/README.md
@@ -252,8 +254,9 @@ class DB {
   // replica becomes the primary of the next epoch. Its server first fences
   // the old primary (which then refuses writes, also after a restart, and
   // says where they go), applies its log to the end it had when fenced,
-  // stops following, ends the trajectories left open (truncated) and
-  // takes writes. Returns the new epoch. FailedPrecondition on a server
+  // stops following, keeps the trajectories left open for their writers
+  // to resume (DBOptions::writer_resume_window; then ends them truncated)
+  // and takes writes. Returns the new epoch. FailedPrecondition on a server
   // that is no replica; Unavailable naming the old primary when it cannot
   // be reached, unless options.old_primary_dead. The default (a local
   // database): NotSupported.

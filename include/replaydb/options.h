@@ -119,10 +119,17 @@ struct DBOptions {
   // Compression of the cold store's files (checkpoints, spilled trajectories,
   // datasets), for files written from this open on. Default: kZstd.
   ColdCompression cold_compression = ColdCompression::kZstd;
+  // A replica promoted to primary keeps the trajectories its old primary
+  // had open for this long, so that their remote writers, following the
+  // cluster to it, resume them where the replica has them (docs/
+  // replication.md, "Writers through a failover"); then it ends those left
+  // as truncated. 0: at once. Default: 10 s.
+  std::chrono::milliseconds writer_resume_window{10000};
 
   // OK, or InvalidArgument naming a field that holds a value its enum does
-  // not have (wal.sync, wal.recovery, cold_compression). DB::Open checks
-  // this before it touches the directory.
+  // not have (wal.sync, wal.recovery, cold_compression), or a negative
+  // writer_resume_window. DB::Open checks this before it touches the
+  // directory.
   Status Validate() const;
 };
 

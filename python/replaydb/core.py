@@ -1850,8 +1850,9 @@ def connect(address: str, *, client_name: Optional[str] = None,
             read_in_place_min_bytes: int = 64 << 10) -> DB:
     """The database that ``replaydb serve`` hosts at ``address``
     ("ucx://HOST:PORT"; or the primary a cluster's coordinator names,
-    "etcd://HOST:PORT/CLUSTER" or "file://PATH", whose connection follows the
-    primary through a failover: docs/replication.md), with the same DB and
+    "etcd://HOST:PORT/CLUSTER" or "file://PATH", whose connection and
+    trajectory writers follow the primary through a failover:
+    docs/replication.md), with the same DB and
     Table calls, each run on the
     server (those it does not serve yet raise NotSupportedError). Many
     processes may connect to one server at once: actors writing, learners

@@ -347,6 +347,114 @@ TEST(RemoteDBTest, OverTcpSamplesComeByMessageAndTheServerSaysWhy) {
   EXPECT_TRUE(log.Has("would not be one-sided"));
 }
 
+// A writer's append that says its first step (one sent again after a
+// failover, WIRE.md "Resuming a writer") stores the rows its trajectory
+// lacks, once: rows it holds are skipped, a row past its end is refused
+// naming the gap. A writer resuming a trajectory another writer holds is
+// refused; an ended one is said to be ended.
+TEST(RemoteDBTest, AnAppendThatSaysItsFirstStepStoresEachRowOnce) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  testing_util::TempDir dir;
+  LogLines log;
+  ASSERT_OK_AND_ASSIGN(auto server, Server::Open(dir.Sub("db"), testing_util::ManualCheckpoints(),
+                                                 LoggedServerOptions(log)));
+  TableSpec spec;
+  spec.name = "t";
+  spec.columns = {{"x", DType::kU8, Shape{static_cast<int64_t>(1 + rng() % 40)}}};
+  spec.capacity_steps = 1 << 12;
+  spec.block_steps = 8;
+  ASSERT_OK_AND_ASSIGN(auto table, server->db()->CreateTable(spec));
+  const size_t row = spec.step_bytes();
+  RpcClientOptions co;
+  co.transport.heartbeat = kTestHeartbeat;
+  const uint16_t port =
+      static_cast<uint16_t>(std::stoi(server->address().substr(server->address().rfind(':') + 1)));
+  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", port, co));
+  const auto open = [&](uint64_t key, uint64_t trajectory) -> Result<Message> {
+    return client->Call(
+        [&](const HeaderFields& f) {
+          flatbuffers::FlatBufferBuilder b(64);
+          b.ForceDefaults(true);
+          const auto t = b.CreateString("t");
+          return EncodeHeader(b, f, wire::fb::Body::NewWriter,
+                              wire::fb::CreateNewWriter(b, t, -1, true, 0, 0, 0, key, trajectory));
+        },
+        "", 10s);
+  };
+  ASSERT_OK_AND_ASSIGN(Message opened, open(0, 0));
+  const uint64_t writer = opened.header()->body_as_WriterOpened()->writer();
+  const uint32_t table_id = opened.header()->body_as_WriterOpened()->table_id();
+  // Rows [first, first + n): row i's bytes are all (i * 7 + salt).
+  const uint8_t salt = static_cast<uint8_t>(rng());
+  const auto append = [&](int64_t first, int64_t n) -> Result<Message> {
+    wal::RecordBuilder builder;
+    const std::vector<uint64_t> ids(static_cast<size_t>(n));
+    const std::vector<int64_t> steps(static_cast<size_t>(n));
+    std::byte* data = builder.AppendSteps(table_id, static_cast<uint32_t>(row), ids, steps, {});
+    for (int64_t i = 0; i < n; ++i) {
+      std::memset(data + i * row, static_cast<int>((first + i) * 7 + salt) & 0xff, row);
+    }
+    const std::span<const std::byte> record = builder.payload();
+    return client->Call(
+        [&](const HeaderFields& f) {
+          flatbuffers::FlatBufferBuilder b(64);
+          b.ForceDefaults(true);
+          return EncodeHeader(
+              b, f, wire::fb::Body::AppendStep,
+              wire::fb::CreateAppendStep(b, writer, false, 0, n, 0, 1, false, 0, first));
+        },
+        std::string(reinterpret_cast<const char*>(record.data()), record.size()), 10s);
+  };
+  const auto holds = [](const Message& m) { return m.header()->body_as_Appended()->num_steps(); };
+  const int64_t n = 2 + static_cast<int64_t>(rng() % 20);
+  ASSERT_OK_AND_ASSIGN(Message first, append(0, n));
+  EXPECT_EQ(holds(first), n);
+  const uint64_t id = first.header()->body_as_Appended()->trajectory_id();
+  ASSERT_OK_AND_ASSIGN(Message whole_again, append(0, n));  // all there: nothing stored
+  EXPECT_EQ(holds(whole_again), n);
+  const int64_t back = 1 + static_cast<int64_t>(rng() % n);
+  ASSERT_OK_AND_ASSIGN(Message overlapping, append(n - back, back + 3));  // its last 3 rows are new
+  EXPECT_EQ(holds(overlapping), n + 3);
+  const Result<Message> gap = append(n + 5, 1);
+  EXPECT_EQ(gap.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(gap.status().message(),
+              HasSubstr("its append starts at step " + std::to_string(n + 5) + " of trajectory " +
+                        std::to_string(id) + ", which holds " + std::to_string(n + 3) +
+                        " steps here: steps " + std::to_string(n + 3) + " to " +
+                        std::to_string(n + 4) + " are not on this server"));
+  TrajectorySteps read;
+  ASSERT_OK(table->ReadTrajectory(id, 0, n + 3, &read));
+  ASSERT_EQ(read.info.length, n + 3);
+  for (int64_t i = 0; i < n + 3; ++i) {
+    EXPECT_EQ(static_cast<uint8_t>(read.columns[0].data()[i * row]),
+              static_cast<uint8_t>((i * 7 + salt) & 0xff))
+        << "row " << i;
+  }
+  // Another writer resuming it while this one holds it: refused.
+  const Result<Message> held = open(rng() | 1, id);
+  EXPECT_EQ(held.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(held.status().message(), HasSubstr("trajectory " + std::to_string(id) +
+                                                 " is open and written by another writer"));
+  // Ended: said so, with its steps; an unknown one is not here.
+  ASSERT_OK(client
+                ->Call(
+                    [&](const HeaderFields& f) {
+                      flatbuffers::FlatBufferBuilder b(64);
+                      b.ForceDefaults(true);
+                      return EncodeHeader(b, f, wire::fb::Body::EndTrajectory,
+                                          wire::fb::CreateEndTrajectory(b, writer, 0));
+                    },
+                    "", 10s)
+                .status());
+  ASSERT_OK_AND_ASSIGN(Message ended, open(rng() | 1, id));
+  EXPECT_EQ(ended.header()->body_as_WriterOpened()->resumed(), 2);
+  EXPECT_EQ(ended.header()->body_as_WriterOpened()->num_steps(), n + 3);
+  ASSERT_OK_AND_ASSIGN(Message unknown, open(rng() | 1, id + 1000));
+  EXPECT_EQ(unknown.header()->body_as_WriterOpened()->resumed(), 0);
+  client.reset();
+  EXPECT_OK(server->Close());
+}
+
 // Server::Open refuses what Start and DB::Open refuse, naming it: a lease
 // out of range, a database another opener holds.
 TEST(RemoteDBTest, ServerOpenRefusesBadOptionsAndHeldDatabasesNamingThem) {

@@ -456,8 +456,8 @@ TEST_F(FailoverTest, APrimaryStoppedHandsOverWithNothingAcknowledgedLost) {
 
 // A client connected through the coordinator follows the primary: a call
 // made while the cluster elects a new one waits for it, later calls and new
-// writers go to it. A writer opened before stays on the old primary and
-// fails.
+// writers go to it, and a writer opened before resumes its open trajectory
+// there.
 TEST_F(FailoverTest, AClientOfTheClusterWaitsOutAFailoverAndGoesOnWithTheNewPrimary) {
   const std::string first = WaitForPrimary(coordinator_, 10s);
   ASSERT_FALSE(first.empty());
@@ -499,10 +499,11 @@ TEST_F(FailoverTest, AClientOfTheClusterWaitsOutAFailoverAndGoesOnWithTheNewPrim
   ASSERT_OK_AND_ASSIGN(const ReplicationInfo is, db->Replication());
   EXPECT_EQ(is.role, "primary");
   EXPECT_GT(is.epoch, was.epoch);
-  // The writer opened on the old primary does not follow.
-  Status old = before->Append(testing_util::RandomStep(Spec(), rng).tensors);
-  if (old.ok()) old = before->End(EndReason::kTerminal);
-  EXPECT_EQ(old.code(), Status::Code::kUnavailable) << old.ToString();
+  // The writer opened on the old primary follows too: its trajectory,
+  // open there, goes on and ends on the new one.
+  ASSERT_OK(before->Append(testing_util::RandomStep(Spec(), rng).tensors));
+  ASSERT_OK(before->End(EndReason::kTerminal));
+  const uint64_t resumed = before->trajectory_id();
   before.reset();
   // A new one writes to the new primary.
   const int steps = 2 + static_cast<int>(rng() % 6);
@@ -513,6 +514,10 @@ TEST_F(FailoverTest, AClientOfTheClusterWaitsOutAFailoverAndGoesOnWithTheNewPrim
   ASSERT_OK_AND_ASSIGN(auto there, direct->GetTable("experience"));
   TrajectorySteps read;
   ASSERT_OK(there->ReadTrajectory(id, 0, steps, &read));
+  ASSERT_OK(there->ReadTrajectory(resumed, 0, 0, &read));
+  EXPECT_EQ(read.info.length, 4);
+  EXPECT_TRUE(read.info.ended);
+  EXPECT_EQ(read.info.end_reason, EndReason::kTerminal);
 }
 
 TEST_F(FailoverTest, APrimaryCutFromEtcdStopsAcknowledgingUntilItsSessionIsBack) {

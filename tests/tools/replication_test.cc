@@ -646,7 +646,9 @@ TEST(ReplicationTest, APromotedReplicaFencesItsPrimaryAndTakesTheWrites) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
   Served primary(dir.Sub("primary"));
-  Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+  // (What its old primary had open waits 1 s for a writer to resume it.)
+  Served replica(dir.Sub("replica"),
+                 {"--replica-of", primary.address(), "--resume-window-ms", "1000"});
   ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
   ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(Spec()));
   std::unique_ptr<TrajectoryWriter> open;
@@ -684,7 +686,12 @@ TEST(ReplicationTest, APromotedReplicaFencesItsPrimaryAndTakesTheWrites) {
                                         " -c replication 2>&1"),
               HasSubstr("fenced_by: " + replica.address() + "\nfenced_epoch: 1"));
   // The new primary holds everything the old one did, the trajectory it
-  // had open ended (truncated), and takes writes.
+  // had open ended (truncated) once no writer resumed it within the
+  // window, and takes writes.
+  const auto ended_by = std::chrono::steady_clock::now() + 30s;
+  while (!AllEnded(*r).first && std::chrono::steady_clock::now() < ended_by) {
+    std::this_thread::sleep_for(50ms);
+  }
   ASSERT_OK_AND_ASSIGN(auto now, r->Replication());
   EXPECT_EQ(now.role, "primary");
   EXPECT_EQ(now.epoch, 1u);
@@ -723,8 +730,8 @@ TEST(ReplicationTest, APromotedReplicaFencesItsPrimaryAndTakesTheWrites) {
 
 // A client connected through a cluster's coordinator (here a static file)
 // follows its primary: a write the fenced old primary refuses is made again
-// on the primary the file names, and later calls go there. Writers stay on
-// the server they were opened on.
+// on the primary the file names, and later calls go there; so does a
+// writer opened before, its trajectory resumed there.
 TEST(ReplicationTest, AClientOfAClusterFollowsItsPrimaryToThePromotedReplica) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
@@ -762,11 +769,17 @@ TEST(ReplicationTest, AClientOfAClusterFollowsItsPrimaryToThePromotedReplica) {
   EXPECT_EQ(info.epoch, 1u);
   EXPECT_OK(r->GetTable("other").status());
   EXPECT_EQ(p->GetTable("other").status().code(), Status::Code::kNotFound);
-  // The table opened before goes on there too; the writer opened before
-  // does not (the old primary refuses it).
-  Status append = open->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0);
-  if (append.ok()) append = open->End(EndReason::kTerminal);
-  EXPECT_EQ(append.code(), Status::Code::kFailedPrecondition) << append.ToString();
+  // The table opened before goes on there too, and so does the writer
+  // opened before: its trajectory, open on the old primary, ends on the
+  // new one with the step appended now.
+  const int64_t length = open->num_steps();
+  ASSERT_OK(open->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0));
+  ASSERT_OK(open->End(EndReason::kTerminal));
+  TrajectorySteps resumed;
+  ASSERT_OK_AND_ASSIGN(auto resumed_table, r->GetTable("experience"));
+  ASSERT_OK(resumed_table->ReadTrajectory(open->trajectory_id(), 0, 0, &resumed));
+  EXPECT_EQ(resumed.info.length, length + 1);
+  EXPECT_EQ(resumed.info.end_reason, EndReason::kTerminal);
   open.reset();
   const int64_t before = table->Info().num_trajectories;
   Write(*table, rng, 2, &open);
@@ -809,6 +822,123 @@ TEST(ReplicationTest, AClientOfAClusterFollowsItsPrimaryToThePromotedReplica) {
   EXPECT_THAT(refused_client.message(), HasSubstr("requires a token"));
   patient.token_file = tokens;
   EXPECT_OK(DB::Connect("file://" + dir.Sub("guarded-cluster"), patient).status());
+}
+
+// The steps a test's writer appended, column by column, as
+// ReadTrajectory gives them back.
+struct Appended {
+  std::vector<std::string> columns = std::vector<std::string>(Spec().columns.size());
+  int64_t steps = 0;
+
+  void Add(const testing_util::StepData& step) {
+    for (size_t c = 0; c < columns.size(); ++c) {
+      columns[c].append(reinterpret_cast<const char*>(step.columns[c].data()),
+                        step.columns[c].size());
+    }
+    ++steps;
+  }
+};
+
+// Whether `table` holds `want` as trajectory `id`, ended with `reason`;
+// what differs where not.
+std::string Differs(Table& table, uint64_t id, const Appended& want, EndReason reason) {
+  TrajectorySteps got;
+  const Status read = table.ReadTrajectory(id, 0, want.steps, &got);
+  if (!read.ok()) return read.ToString();
+  if (got.info.length != want.steps) {
+    return "length " + std::to_string(got.info.length) + ", appended " + std::to_string(want.steps);
+  }
+  if (!got.info.ended || got.info.end_reason != reason) return "not ended as it was";
+  for (size_t c = 0; c < want.columns.size(); ++c) {
+    const std::string bytes(reinterpret_cast<const char*>(got.columns[c].data()),
+                            got.columns[c].size_bytes());
+    if (bytes != want.columns[c]) return "column " + std::to_string(c) + "'s bytes differ";
+  }
+  return "";
+}
+
+// Waits (bounded) until one of `primary`'s replicas is in sync.
+void WaitInSync(DB& primary) {
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < until) {
+    Result<ReplicationInfo> info = primary.Replication();
+    if (info.ok()) {
+      for (const ReplicaProgress& r : info->replicas) {
+        if (r.in_sync) return;
+      }
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  FAIL() << "no replica came in sync in 60 s";
+}
+
+// A writer connected through a cluster's coordinator follows its primary
+// too: its trajectory, open when the primary is SIGKILLed with appends in
+// flight, goes on on the promoted replica, which resumes it where it has
+// it: each step stored once and in order (the appends sent again say their
+// first step), nothing acknowledged lost (replicated(1)). A second
+// writer's trajectory begins just before the kill (on the replica or not).
+TEST(ReplicationTest, AClusterWritersTrajectoryGoesOnWholeOnThePromotedReplica) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"),
+                 {"--replica-of", primary.address(), "--resume-window-ms", "60000"});
+  const std::string file = dir.Sub("cluster");
+  const auto name_primary = [&](const char* who) {
+    std::ofstream(file + ".new") << "node p " << primary.address() << "\nnode r "
+                                 << replica.address() << "\nprimary " << who << "\n";
+    std::filesystem::rename(file + ".new", file);
+  };
+  name_primary("p");
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
+  ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
+  {
+    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+    WaitInSync(*p);
+  }
+  WriterOptions o;
+  o.acks = Acks::Replicated(1);
+  ASSERT_OK_AND_ASSIGN(auto first, table->NewWriter(o));
+  ASSERT_OK_AND_ASSIGN(auto second, table->NewWriter(o));
+  Appended done, going, late;
+  for (int s = 0, n = 1 + static_cast<int>(rng() % 30); s < n; ++s) {
+    const testing_util::StepData step = testing_util::RandomStep(Spec(), rng);
+    ASSERT_OK(first->Append(step.tensors, 1.0));
+    done.Add(step);
+  }
+  ASSERT_OK(first->End(EndReason::kTerminal));
+  const uint64_t done_id = first->trajectory_id();
+  // Appends sent ahead: some are in flight when the primary dies.
+  const auto append = [&](TrajectoryWriter& w, Appended& to, int n) {
+    for (int s = 0; s < n; ++s) {
+      const testing_util::StepData step = testing_util::RandomStep(Spec(), rng);
+      const Status appended = w.Append(step.tensors, 1.0);
+      ASSERT_TRUE(appended.ok()) << "step " << to.steps << ": " << appended.ToString();
+      to.Add(step);
+    }
+  };
+  append(*first, going, 20 + static_cast<int>(rng() % 200));
+  append(*second, late, 1 + static_cast<int>(rng() % 3));
+  primary.Kill();
+  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  ASSERT_EQ(status, 0) << out;
+  name_primary("r");
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  // (A replica of the new primary, for its replicated(1) appends.)
+  Served next(dir.Sub("next"), {"--replica-of", replica.address()});
+  WaitInSync(*r);
+  append(*first, going, 1 + static_cast<int>(rng() % 50));
+  append(*second, late, 1 + static_cast<int>(rng() % 50));
+  ASSERT_OK(first->End(EndReason::kTruncated));
+  ASSERT_OK(second->End(EndReason::kTerminal));
+  const uint64_t going_id = first->trajectory_id();
+  const uint64_t late_id = second->trajectory_id();
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  EXPECT_EQ(rt->Info().num_trajectories, 3) << testing_util::TableContents(*rt);
+  EXPECT_EQ(Differs(*rt, done_id, done, EndReason::kTerminal), "");
+  EXPECT_EQ(Differs(*rt, going_id, going, EndReason::kTruncated), "");
+  EXPECT_EQ(Differs(*rt, late_id, late, EndReason::kTerminal), "");
 }
 
 TEST(ReplicationTest, APromotionWhoseOldPrimaryIsOutOfReachWaitsUntilItIsKnownDead) {

@@ -190,6 +190,10 @@ TEST(ServeTest, BadCommandLinesAreUsageErrors) {
   EXPECT_EQ(bad_sync.Exit(30s), 2) << bad_sync.output();
   EXPECT_THAT(bad_sync.output(),
               HasSubstr("--wal-sync must be none, batch or always, not 'sometimes'"));
+  ServeProcess bad_window({dir.Sub("db"), "--resume-window-ms", "-5"});
+  EXPECT_EQ(bad_window.Exit(30s), 2) << bad_window.output();
+  EXPECT_THAT(bad_window.output(),
+              HasSubstr("--resume-window-ms must be a number from 0 to 3600000, not '-5'"));
   EXPECT_FALSE(std::filesystem::exists(dir.Sub("db")));
 }
 

@@ -209,6 +209,16 @@ TEST_F(BadInputTest, UnknownDBOptionEnumsAreRefusedBeforeOpenTouchesTheDirectory
     EXPECT_EQ(db.status().message(), cases[i].message + std::to_string(value) + known[i]);
     EXPECT_FALSE(std::filesystem::exists(path)) << "Open created " << path;
   }
+  DBOptions options;
+  const int64_t window = -1 - static_cast<int64_t>(rng_() % 1000);
+  options.writer_resume_window = std::chrono::milliseconds(window);
+  const std::string path = dir_.Sub("window");
+  auto db = DB::Open(options, path);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), Status::Code::kInvalidArgument) << db.status().ToString();
+  EXPECT_EQ(db.status().message(), "DB::Open: DBOptions::writer_resume_window is " +
+                                       std::to_string(window) + " ms; it must be >= 0");
+  EXPECT_FALSE(std::filesystem::exists(path)) << "Open created " << path;
 }
 
 }  // namespace

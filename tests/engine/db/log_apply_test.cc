@@ -44,7 +44,7 @@ class LogApplyTest : public ::testing::Test {
   // The payload of an AppendSteps record of steps [first, first + n) of
   // trajectory `id` (their data in steps_[id]), with priorities.
   std::vector<std::byte> AppendRecord(uint64_t id, int64_t first, int64_t n,
-                                      uint32_t step_bytes = 0) {
+                                      uint32_t step_bytes = 0, uint64_t writer_key = 0) {
     std::vector<uint64_t> ids(static_cast<size_t>(n), id);
     std::vector<int64_t> steps;
     std::vector<double> priorities;
@@ -53,7 +53,7 @@ class LogApplyTest : public ::testing::Test {
       priorities.push_back(0.5 + static_cast<double>(rng_() % 100));
     }
     const uint32_t bytes = step_bytes != 0 ? step_bytes : static_cast<uint32_t>(spec_.step_bytes());
-    std::byte* data = builder_.AppendSteps(kTableId, bytes, ids, steps, priorities);
+    std::byte* data = builder_.AppendSteps(kTableId, bytes, ids, steps, priorities, writer_key);
     for (int64_t i = 0; i < n; ++i) {
       const StepData& step = steps_[id][static_cast<size_t>(first + i)];
       for (const auto& column : step.columns) {
@@ -145,6 +145,52 @@ TEST_F(LogApplyTest, AppendedStepsReadBackAndApplyingThemAgainChangesNothing) {
   EXPECT_EQ(after_end.message(), "table 'applied': logged step " + std::to_string(n) +
                                      " of trajectory 1 does not follow its " + std::to_string(n) +
                                      " steps (ended)");
+}
+
+// A promoted replica's open trajectories (KeepOrphans): a resuming
+// writer finds its own by the key its records carried, or by id; each is
+// handed over once; what no writer took ends truncated (EndOrphans).
+TEST_F(LogApplyTest, OrphansAreFoundByTheirWritersKeyHandedOverOnceAndEndedIfNotTaken) {
+  const uint64_t key1 = rng_() | 1, key2 = rng_() | 1;
+  const int64_t n1 = 1 + static_cast<int64_t>(rng_() % 30);
+  const int64_t n2 = 1 + static_cast<int64_t>(rng_() % 30);
+  MakeSteps(1, n1);
+  MakeSteps(2, n2);
+  MakeSteps(3, 2);
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(1, 0, n1, 0, key1)));
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(2, 0, n2, 0, key2)));
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(3, 0, 2)));
+  builder_.EndTrajectory({kTableId, 3, static_cast<uint8_t>(EndReason::kTerminal)});
+  ASSERT_OK(Apply(wal::RecordType::kEndTrajectory, Payload()));
+  EXPECT_EQ(table_->KeepOrphans(), 2u);
+  using State = TableImpl::Adopted::State;
+  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted one, table_->Adopt(key1, 0));
+  EXPECT_EQ(one.state, State::kOpen);
+  EXPECT_EQ(one.trajectory_id, 1u);
+  EXPECT_EQ(one.num_steps, n1);
+  ASSERT_NE(one.trajectory, nullptr);
+  // Handed over once: no longer an orphan, by key or by id.
+  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted again, table_->Adopt(key1, 0));
+  EXPECT_EQ(again.state, State::kNone);
+  const Status taken = table_->Adopt(key1, 1).status();
+  EXPECT_EQ(taken.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(taken.message(), "table 'applied': trajectory 1 is open and written by another writer");
+  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted stranger, table_->Adopt(key1 ^ key2 ^ 2, 0));
+  EXPECT_EQ(stranger.state, State::kNone);
+  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted ended, table_->Adopt(0, 3));
+  EXPECT_EQ(ended.state, State::kEnded);
+  EXPECT_EQ(ended.num_steps, 2);
+  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted unknown, table_->Adopt(key2, 99));
+  EXPECT_EQ(unknown.state, State::kNone);
+  // What no writer took ends; what one took stays open.
+  ASSERT_OK(table_->EndOrphans());
+  std::vector<TrajectoryInfo> listed = table_->ListTrajectories({});
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_FALSE(listed[0].ended);
+  EXPECT_TRUE(listed[1].ended);
+  EXPECT_EQ(listed[1].end_reason, EndReason::kTruncated);
+  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted gone, table_->Adopt(key2, 0));
+  EXPECT_EQ(gone.state, State::kNone);
 }
 
 TEST_F(LogApplyTest, PrioritiesRemovedItemsAndRemovedTrajectories) {

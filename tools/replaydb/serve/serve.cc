@@ -76,6 +76,7 @@ int ServeCommand(std::span<const std::string> args) {
   std::string coordinator;
   std::string name;
   std::string ttl_flag = "2000";
+  std::string resume_flag = "10000";
   const FlagSpec flags[] = {{"help", &help, nullptr},
                             {"coordinator", nullptr, &coordinator},
                             {"name", nullptr, &name},
@@ -85,7 +86,8 @@ int ServeCommand(std::span<const std::string> args) {
                             {"threads", nullptr, &threads_flag},
                             {"token-file", nullptr, &token_file},
                             {"replica-of", nullptr, &replica_of},
-                            {"wal-sync", nullptr, &wal_sync}};
+                            {"wal-sync", nullptr, &wal_sync},
+                            {"resume-window-ms", nullptr, &resume_flag}};
   std::vector<std::string> positional;
   Status status = ParseFlags(args, flags, &positional);
   int workers = 0;
@@ -98,6 +100,8 @@ int ServeCommand(std::span<const std::string> args) {
   if (status.ok()) status = ParseCount("threads", threads_flag, 1, 1024, &threads);
   int ttl_ms = 0;
   if (status.ok()) status = ParseCount("ttl-ms", ttl_flag, 1, 600000, &ttl_ms);
+  int resume_ms = 0;
+  if (status.ok()) status = ParseCount("resume-window-ms", resume_flag, 0, 3600000, &resume_ms);
   if (status.ok() && !coordinator.empty() && !replica_of.empty()) {
     status = Status::InvalidArgument(
         "--replica-of and --coordinator: give one (with a coordinator, it names the primary)");
@@ -107,6 +111,7 @@ int ServeCommand(std::span<const std::string> args) {
   }
   DBOptions options;
   options.create_if_missing = true;
+  options.writer_resume_window = std::chrono::milliseconds(resume_ms);
   if (status.ok()) {
     status =
         Status::InvalidArgument("--wal-sync must be none, batch or always, not '" + wal_sync + "'");
@@ -174,7 +179,10 @@ int ServeCommand(std::span<const std::string> args) {
         "                            --listen address, whose port must not be 0)\n"
         "  --ttl-ms N                the node's session with the coordinator: a primary\n"
         "                            that stops renewing it is replaced this long after\n"
-        "                            (default 2000; whole seconds for etcd)\n",
+        "                            (default 2000; whole seconds for etcd)\n"
+        "  --resume-window-ms N      promoted, how long the trajectories the old primary\n"
+        "                            had open wait for their writers to resume them\n"
+        "                            before they end truncated (default 10000)\n",
         std::string(kServeUsage).c_str(), std::string(kServeSummary).c_str());
     return kExitOk;
   }

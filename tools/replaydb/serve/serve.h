@@ -17,7 +17,7 @@ namespace replaydb::tools {
 
 inline constexpr std::string_view kServeUsage =
     "serve DIR [--listen ucx://HOST:PORT] [--workers N] [--threads N] [--token-file F] "
-    "[--replica-of ucx://HOST:PORT] [--wal-sync none|batch|always] "
+    "[--replica-of ucx://HOST:PORT] [--wal-sync none|batch|always] [--resume-window-ms N] "
     "[--coordinator etcd://HOST:PORT/CLUSTER|file://PATH [--name NAME] [--ttl-ms N]]";
 inline constexpr std::string_view kServeSummary =
     "host the database in DIR for other processes over UCX (default ucx://127.0.0.1:7077)";
