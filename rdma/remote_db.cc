@@ -1110,7 +1110,10 @@ class RemoteWriter final : public TrajectoryWriter {
     std::vector<Ahead> again;
     if (failed.call != nullptr) again.push_back(std::move(failed));
     {
+      // Nothing more goes from Waiting to the old server (Pump finds no
+      // client): what waits stays for the new one.
       std::unique_lock<std::mutex> lock(waiting_->mu);
+      waiting_->client.reset();
       waiting_->idle.wait(lock, [&] { return !waiting_->busy; });
     }
     TakeSent();
@@ -1129,8 +1132,15 @@ class RemoteWriter final : public TrajectoryWriter {
       if (rows_wait) first = waiting_->first_step;
     }
     if (!again.empty()) first = again.front().first_step;
-    REPLAYDB_ASSIGN_OR_RETURN(OpenedWriter w,
-                              OpenWriterOf(*remote_, options_, 0, key_, current_id_, *next));
+    // Failed to resume: what waits goes to the old server, and fails there.
+    const auto stay = [&](const Status& why) {
+      std::lock_guard<std::mutex> lock(waiting_->mu);
+      waiting_->client = client_;
+      return why;
+    };
+    Result<OpenedWriter> opened = OpenWriterOf(*remote_, options_, 0, key_, current_id_, *next);
+    if (!opened.ok()) return stay(opened.status());
+    OpenedWriter& w = *opened;
     const int64_t holds = w.num_steps;
     std::string lost;
     if (w.resumed == kResumedOpen && holds < first) {
@@ -1148,10 +1158,10 @@ class RemoteWriter final : public TrajectoryWriter {
     }
     if (!lost.empty()) {
       CloseWriterOn(*w.client, w.writer);
-      return Status::FailedPrecondition(
+      return stay(Status::FailedPrecondition(
           table + ": its writer could not resume trajectory " +
           std::to_string(w.trajectory_id != 0 ? w.trajectory_id : current_id_) +
-          " on the new primary after \"" + failure.message() + "\": " + lost);
+          " on the new primary after \"" + failure.message() + "\": " + lost));
     }
     client_ = std::move(w.client);
     id_ = w.writer;

@@ -941,6 +941,65 @@ TEST(ReplicationTest, AClusterWritersTrajectoryGoesOnWholeOnThePromotedReplica) 
   EXPECT_EQ(Differs(*rt, late_id, late, EndReason::kTerminal), "");
 }
 
+// A writer that comes back after its trajectory was ended on the new
+// primary (here at once: --resume-window-ms 0) is told which steps were
+// not stored, and the table object's new writers go on there.
+TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsToldWhatWasLost) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"),
+                 {"--replica-of", primary.address(), "--resume-window-ms", "0"});
+  const std::string file = dir.Sub("cluster");
+  const auto name_primary = [&](const char* who) {
+    std::ofstream(file + ".new") << "node p " << primary.address() << "\nnode r "
+                                 << replica.address() << "\nprimary " << who << "\n";
+    std::filesystem::rename(file + ".new", file);
+  };
+  name_primary("p");
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
+  ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
+  {
+    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+    WaitInSync(*p);
+  }
+  WriterOptions o;
+  o.acks = Acks::Replicated(1);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter(o));
+  const int64_t steps = 1 + static_cast<int64_t>(rng() % 20);
+  for (int64_t s = 0; s < steps; ++s) {
+    ASSERT_OK(writer->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0));
+  }
+  const uint64_t id = writer->trajectory_id();  // (every append acknowledged)
+  primary.Kill();
+  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  ASSERT_EQ(status, 0) << out;
+  name_primary("r");
+  Status lost = writer->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0);
+  if (lost.ok()) lost = writer->End(EndReason::kTerminal);
+  EXPECT_EQ(lost.code(), Status::Code::kFailedPrecondition) << lost.ToString();
+  EXPECT_THAT(lost.message(),
+              HasSubstr("table 'experience': its writer could not resume trajectory " +
+                        std::to_string(id) + " on the new primary after \""));
+  EXPECT_THAT(lost.message(),
+              HasSubstr("\": it was ended there with " + std::to_string(steps) +
+                        " steps (a promoted primary ends what no writer resumed within "
+                        "DBOptions::writer_resume_window); the 1 steps after those were not "
+                        "stored"));
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  TrajectorySteps read;
+  ASSERT_OK(rt->ReadTrajectory(id, 0, 0, &read));
+  EXPECT_EQ(read.info.length, steps);
+  EXPECT_EQ(read.info.end_reason, EndReason::kTruncated);
+  writer.reset();
+  Served next(dir.Sub("next"), {"--replica-of", replica.address()});
+  WaitInSync(*r);
+  ASSERT_OK_AND_ASSIGN(auto again, table->NewWriter(o));
+  ASSERT_OK(again->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0));
+  ASSERT_OK(again->End(EndReason::kTerminal));
+}
+
 TEST(ReplicationTest, APromotionWhoseOldPrimaryIsOutOfReachWaitsUntilItIsKnownDead) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
