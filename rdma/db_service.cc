@@ -1491,7 +1491,8 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     return Reply{
         EncodeHeader(b, f, fb::Body::WriterOpened,
                      fb::CreateWriterOpened(b, id, table_id, static_cast<uint8_t>(resumed.state),
-                                            resumed.trajectory_id, resumed.num_steps)),
+                                            resumed.trajectory_id, resumed.num_steps,
+                                            static_cast<uint8_t>(resumed.end_reason))),
         ""};
   }
   uint64_t id = 0;

@@ -551,6 +551,7 @@ struct OpenedWriter {
   uint8_t resumed = 0;
   uint64_t trajectory_id = 0;
   int64_t num_steps = 0;
+  uint8_t end_reason = 0;
 };
 
 // Opens a writer of `remote`'s table with `options` (`envs` 0: a trajectory
@@ -576,8 +577,8 @@ Result<OpenedWriter> OpenWriterOf(Remote& remote, const WriterOptions& options, 
   REPLAYDB_RETURN_IF_ERROR(
       ExpectBody(*m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
   const fb::WriterOpened* w = m->header()->body_as_WriterOpened();
-  return OpenedWriter{w->writer(),  std::move(client),  w->table_id(),
-                      w->resumed(), w->trajectory_id(), w->num_steps()};
+  return OpenedWriter{w->writer(),        std::move(client), w->table_id(),  w->resumed(),
+                      w->trajectory_id(), w->num_steps(),    w->end_reason()};
 }
 
 // A trajectory writer of a served table. Appends are sent ahead: Append
@@ -654,6 +655,7 @@ class RemoteWriter final : public TrajectoryWriter {
 
   Status End(EndReason reason) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    REPLAYDB_RETURN_IF_ERROR(broken_);
     REPLAYDB_RETURN_IF_ERROR(Settle(options_.timeout));
     Status ended = EndOn(reason);
     if (!ended.ok()) {
@@ -662,12 +664,27 @@ class RemoteWriter final : public TrajectoryWriter {
       if (std::optional<Status> resumed = Resume(ended, Ahead{})) {
         REPLAYDB_RETURN_IF_ERROR(*resumed);
         ended = resumed_ == kResumedOpen ? EndOn(reason) : Status::OK();
+        if (resumed_ == kResumedEnded && resumed_reason_ != reason) {
+          ended = Status::FailedPrecondition(
+              "table '" + remote_->spec.name + "': trajectory " + std::to_string(current_id_) +
+              " was ended " + std::string(EndReasonName(resumed_reason_)) +
+              " on the new primary (its writer's connection ended, or no writer resumed it "
+              "within DBOptions::writer_resume_window) before this End (" +
+              std::string(EndReasonName(reason)) + ") reached it");
+        }
       }
     }
     REPLAYDB_RETURN_IF_ERROR(ended);
     num_steps_ = 0;
     next_step_ = 0;
     current_id_ = 0;
+    if (key_ != 0) {
+      // Each trajectory its own key: a resume by key finds this one's
+      // successor, never this one.
+      key_ = NewWriterKey();
+      std::lock_guard<std::mutex> lock(waiting_->mu);
+      waiting_->key = key_;
+    }
     return Status::OK();
   }
 
@@ -815,6 +832,7 @@ class RemoteWriter final : public TrajectoryWriter {
   Status Send(std::span<const ConstTensor> tensors, int64_t rows,
               std::span<const double> priorities) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    REPLAYDB_RETURN_IF_ERROR(broken_);
     // Failures that came meanwhile first; then room for this call.
     REPLAYDB_RETURN_IF_ERROR(CollectArrived());
     const int64_t steps = rows < 0 ? 1 : rows;
@@ -877,6 +895,7 @@ class RemoteWriter final : public TrajectoryWriter {
       if (!got.ok()) return got.status();
       const Message& m = *got;
       REPLAYDB_ASSIGN_OR_RETURN(const int64_t taken, Acknowledged(m));
+      next_step_ = num_steps_;  // (the server's count: rows it did not take go again)
       if (taken >= 0 && taken < steps) {
         return Status::DeadlineExceeded(
             "table '" + remote_->spec.name + "' of " + remote_->address +
@@ -1119,7 +1138,13 @@ class RemoteWriter final : public TrajectoryWriter {
     TakeSent();
     const auto until = engine::DeadlineAfter(remote_->options.call_timeout);
     for (Ahead& a : ahead_) {
-      if (client_->WaitFor(*a.call, until)) (void)client_->Await(*a.call);
+      if (client_->WaitFor(*a.call, until)) {
+        // (An acknowledgment that came names the trajectory.)
+        Result<Message> m = client_->Await(*a.call);
+        if (m.ok() && m->header()->body_type() == fb::Body::Appended) {
+          trajectory_id_ = current_id_ = m->header()->body_as_Appended()->trajectory_id();
+        }
+      }
       again.push_back(std::move(a));
     }
     ahead_.clear();
@@ -1132,14 +1157,37 @@ class RemoteWriter final : public TrajectoryWriter {
       if (rows_wait) first = waiting_->first_step;
     }
     if (!again.empty()) first = again.front().first_step;
-    // Failed to resume: what waits goes to the old server, and fails there.
+    // Failed to resume: the writer is done (what it had not yet had
+    // acknowledged is not stored), every later call says why.
     const auto stay = [&](const Status& why) {
-      std::lock_guard<std::mutex> lock(waiting_->mu);
-      waiting_->client = client_;
+      {
+        std::lock_guard<std::mutex> lock(waiting_->mu);
+        waiting_->client = client_;
+      }
+      broken_ = why;
       return why;
     };
-    Result<OpenedWriter> opened = OpenWriterOf(*remote_, options_, 0, key_, current_id_, *next);
-    if (!opened.ok()) return stay(opened.status());
+    // The primary named may not take writers yet (still taking over): asked
+    // again every 50 ms, up to the connect timeout.
+    const auto give_up = engine::DeadlineAfter(remote_->options.connect_timeout);
+    std::shared_ptr<RpcClient> to = *next;
+    Result<OpenedWriter> opened = OpenWriterOf(*remote_, options_, 0, key_, current_id_, to);
+    for (int attempt = 0; attempt < 100000 && !opened.ok() &&
+                          (opened.status().code() == Status::Code::kUnavailable ||
+                           opened.status().code() == Status::Code::kFailedPrecondition) &&
+                          std::chrono::steady_clock::now() < give_up;
+         ++attempt) {
+      std::this_thread::sleep_for(milliseconds(50));
+      Result<std::shared_ptr<RpcClient>> other = remote_->connection->Elsewhere(to);
+      if (other.ok() && *other != nullptr) to = *other;
+      opened = OpenWriterOf(*remote_, options_, 0, key_, current_id_, to);
+    }
+    if (!opened.ok()) {
+      return stay(opened.status().WithContext(table +
+                                              ": its writer could not resume on the "
+                                              "new primary after \"" +
+                                              failure.message() + "\""));
+    }
     OpenedWriter& w = *opened;
     const int64_t holds = w.num_steps;
     std::string lost;
@@ -1147,8 +1195,10 @@ class RemoteWriter final : public TrajectoryWriter {
       lost = "it holds " + std::to_string(holds) + " steps there; steps " + std::to_string(holds) +
              " to " + std::to_string(first - 1) + " were acknowledged by the primary that went";
     } else if (w.resumed == kResumedEnded && (!again.empty() || rows_wait || holds < first)) {
-      lost = "it was ended there with " + std::to_string(holds) +
-             " steps (a promoted primary ends what no writer resumed within "
+      lost = "it was ended there (" +
+             std::string(EndReasonName(static_cast<EndReason>(w.end_reason))) + ") with " +
+             std::to_string(holds) +
+             " steps (its writer's connection ended, or no writer resumed it within "
              "DBOptions::writer_resume_window); the " +
              std::to_string(next_step_ - std::min(holds, next_step_)) +
              " steps after those were not stored";
@@ -1167,7 +1217,8 @@ class RemoteWriter final : public TrajectoryWriter {
     id_ = w.writer;
     ++epoch_;
     resumed_ = w.resumed;
-    if (w.resumed == kResumedOpen) trajectory_id_ = current_id_ = w.trajectory_id;
+    resumed_reason_ = static_cast<EndReason>(w.end_reason);
+    if (w.resumed != kResumedNone) trajectory_id_ = current_id_ = w.trajectory_id;
     {
       std::lock_guard<std::mutex> lock(waiting_->mu);
       waiting_->client = client_;
@@ -1201,7 +1252,8 @@ class RemoteWriter final : public TrajectoryWriter {
   // A writer that follows a cluster (its connection's coordinator) keeps
   // what it sends until acknowledged, under this random key, which its
   // records carry (0: it does not follow).
-  const uint64_t key_ = remote_->connection->follows() ? NewWriterKey() : 0;
+  // A new key for each trajectory.
+  uint64_t key_ = remote_->connection->follows() ? NewWriterKey() : 0;
   // The current trajectory: its id once an acknowledgment named it (0:
   // none yet), and how many of its steps were handed on (the next
   // append's first step).
@@ -1209,6 +1261,8 @@ class RemoteWriter final : public TrajectoryWriter {
   int64_t next_step_ = 0;
   int resumes_ = 0;                 // Resume's in a row
   uint8_t resumed_ = kResumedNone;  // the last Resume's
+  EndReason resumed_reason_ = EndReason::kTruncated;
+  Status broken_;  // a failed Resume's: the writer cannot go on
   uint64_t trajectory_id_ = 0;
   int64_t num_steps_ = 0;
   std::shared_ptr<RecordBuilders> builders_ = std::make_shared<RecordBuilders>();

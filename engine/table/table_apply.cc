@@ -156,10 +156,15 @@ Status TableImpl::Apply(const wal::EndTrajectoryRecord& r) {
                               std::to_string(r.reason));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  Trajectory* tp = store_.Find(r.trajectory_id);
-  if (tp == nullptr || tp->ended) return Status::OK();
-  Trajectory& t = *tp;
-  store_.MarkEnded(t, static_cast<EndReason>(r.reason));
+  if (Trajectory* t = store_.Find(r.trajectory_id); t != nullptr) {
+    EndAppliedLocked(*t, static_cast<EndReason>(r.reason));
+  }
+  return Status::OK();
+}
+
+void TableImpl::EndAppliedLocked(Trajectory& t, EndReason reason) {
+  if (t.ended) return;
+  store_.MarkEnded(t, reason);
   if (padding_ == Padding::kTail) {
     while (t.items_created < t.length) {
       CreateItemLocked(t);
@@ -167,7 +172,6 @@ Status TableImpl::Apply(const wal::EndTrajectoryRecord& r) {
     }
   }
   MaybeReleaseConsumedLocked(t);
-  return Status::OK();
 }
 
 Status TableImpl::Apply(const wal::RemoveTrajectoryRecord& r) {
@@ -270,50 +274,64 @@ size_t TableImpl::KeepOrphans() {
 Status TableImpl::EndOrphans() {
   std::vector<uint64_t> ended;
   {
+    // (Under the lock throughout: a writer's Adopt takes an orphan whole,
+    // or finds it ended.)
     std::lock_guard<std::mutex> lock(mu_);
     ended.swap(orphans_);
-  }
-  for (const uint64_t id : ended) {
-    REPLAYDB_RETURN_IF_ERROR(Apply(
-        wal::EndTrajectoryRecord{table_id_, id, static_cast<uint8_t>(EndReason::kTruncated)}));
+    for (const uint64_t id : ended) {
+      if (Trajectory* t = store_.Find(id); t != nullptr)
+        EndAppliedLocked(*t, EndReason::kTruncated);
+    }
   }
   return LogEnds(ended);
 }
 
 Result<TableImpl::Adopted> TableImpl::Adopt(uint64_t key, uint64_t trajectory_id) {
-  std::lock_guard<std::mutex> lock(mu_);
   Adopted out;
-  auto orphan = orphans_.end();
-  if (trajectory_id == 0) {
-    orphan = std::find_if(orphans_.begin(), orphans_.end(), [&](uint64_t id) {
-      const Trajectory* t = store_.Find(id);
-      return key != 0 && t != nullptr && t->writer_key == key;
-    });
-    if (orphan == orphans_.end()) return out;
-    trajectory_id = *orphan;
-  } else {
-    orphan = std::find(orphans_.begin(), orphans_.end(), trajectory_id);
-  }
-  out.trajectory_id = trajectory_id;
-  std::shared_ptr<Trajectory> t = store_.FindShared(trajectory_id);
-  if (t == nullptr) {
-    const auto cold = cold_.find(trajectory_id);
-    if (cold == cold_.end()) {
-      out.trajectory_id = 0;
+  if (key == 0) return out;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Its writer's key must be on it: ids are given again by each primary,
+  // so one the writer knew may name another's trajectory here.
+  std::shared_ptr<Trajectory> t;
+  if (trajectory_id != 0) {
+    t = store_.FindShared(trajectory_id);
+    if (t == nullptr) {
+      // (Spilled: ended. The cold tier keeps no writer keys.)
+      if (const auto cold = cold_.find(trajectory_id); cold != cold_.end()) {
+        out.state = Adopted::State::kEnded;
+        out.trajectory_id = trajectory_id;
+        out.num_steps = cold->second.length;
+        out.end_reason = cold->second.end_reason;
+      }
       return out;
     }
-    out.state = Adopted::State::kEnded;  // (spilled: ended)
-    out.num_steps = cold->second.length;
-    return out;
+    if (t->writer_key != key) return out;
+  } else {
+    // The orphans first (few), then every trajectory (one ended since).
+    for (const uint64_t id : orphans_) {
+      if (Trajectory* o = store_.Find(id); o != nullptr && o->writer_key == key) {
+        t = store_.FindShared(id);
+        break;
+      }
+    }
+    if (t == nullptr) {
+      for (const auto& [id, each] : store_.trajectories()) {
+        if (each->writer_key == key) t = each;
+      }
+    }
+    if (t == nullptr) return out;
   }
+  out.trajectory_id = t->id;
   out.num_steps = t->length;
   if (t->ended) {
     out.state = Adopted::State::kEnded;
+    out.end_reason = t->end_reason;
     return out;
   }
+  const auto orphan = std::find(orphans_.begin(), orphans_.end(), t->id);
   if (orphan == orphans_.end()) {
     return Status::FailedPrecondition("table " + Quoted(name_) + ": trajectory " +
-                                      std::to_string(trajectory_id) +
+                                      std::to_string(t->id) +
                                       " is open and written by another writer");
   }
   orphans_.erase(orphan);

@@ -335,12 +335,14 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
     State state = State::kNone;
     uint64_t trajectory_id = 0;
     int64_t num_steps = 0;
-    std::shared_ptr<Trajectory> trajectory;  // kOpen's
+    EndReason end_reason = EndReason::kTruncated;  // kEnded's
+    std::shared_ptr<Trajectory> trajectory;        // kOpen's
   };
-  // The trajectory a remote writer resumes: `trajectory_id` where it knows
-  // it (not 0), else the orphan whose steps writer `key` last sent.
-  // FailedPrecondition when that trajectory is open and no orphan (another
-  // writer holds it).
+  // The trajectory a remote writer of key `key` resumes: `trajectory_id`
+  // where it knows it (not 0), else the one its steps went to last (an
+  // orphan, or one ended since); not here unless it carries the key
+  // (Trajectory::writer_key). FailedPrecondition when it is open and no
+  // orphan (another writer holds it).
   Result<Adopted> Adopt(uint64_t key, uint64_t trajectory_id);
 
   // ---- checkpoints (engine/table/table_durability.cc) ----
@@ -1008,6 +1010,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   wal::RecordBuilder record_;
   // Open trajectories a promotion kept for their writers (KeepOrphans).
   std::vector<uint64_t> orphans_;
+  // Ends `t` with `reason` as its logged end does (Apply), unless ended.
+  void EndAppliedLocked(Trajectory& t, EndReason reason);
   // LogStepsLocked's lists for record_, kept between calls.
   std::vector<uint64_t> log_ids_;
   std::vector<int64_t> log_steps_;

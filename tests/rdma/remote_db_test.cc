@@ -351,7 +351,8 @@ TEST(RemoteDBTest, OverTcpSamplesComeByMessageAndTheServerSaysWhy) {
 // failover, WIRE.md "Resuming a writer") stores the rows its trajectory
 // lacks, once: rows it holds are skipped, a row past its end is refused
 // naming the gap. A writer resuming a trajectory another writer holds is
-// refused; an ended one is said to be ended.
+// refused; an ended one is said to be ended, found by id or by key; one
+// whose key differs is not its.
 TEST(RemoteDBTest, AnAppendThatSaysItsFirstStepStoresEachRowOnce) {
   std::mt19937_64 rng(testing_util::TestSeed());
   testing_util::TempDir dir;
@@ -386,11 +387,13 @@ TEST(RemoteDBTest, AnAppendThatSaysItsFirstStepStoresEachRowOnce) {
   const uint32_t table_id = opened.header()->body_as_WriterOpened()->table_id();
   // Rows [first, first + n): row i's bytes are all (i * 7 + salt).
   const uint8_t salt = static_cast<uint8_t>(rng());
+  const uint64_t key = rng() | 1;  // the writer key its records carry
   const auto append = [&](int64_t first, int64_t n) -> Result<Message> {
     wal::RecordBuilder builder;
     const std::vector<uint64_t> ids(static_cast<size_t>(n));
     const std::vector<int64_t> steps(static_cast<size_t>(n));
-    std::byte* data = builder.AppendSteps(table_id, static_cast<uint32_t>(row), ids, steps, {});
+    std::byte* data =
+        builder.AppendSteps(table_id, static_cast<uint32_t>(row), ids, steps, {}, key);
     for (int64_t i = 0; i < n; ++i) {
       std::memset(data + i * row, static_cast<int>((first + i) * 7 + salt) & 0xff, row);
     }
@@ -431,7 +434,7 @@ TEST(RemoteDBTest, AnAppendThatSaysItsFirstStepStoresEachRowOnce) {
         << "row " << i;
   }
   // Another writer resuming it while this one holds it: refused.
-  const Result<Message> held = open(rng() | 1, id);
+  const Result<Message> held = open(key, id);
   EXPECT_EQ(held.status().code(), Status::Code::kFailedPrecondition);
   EXPECT_THAT(held.status().message(), HasSubstr("trajectory " + std::to_string(id) +
                                                  " is open and written by another writer"));
@@ -446,11 +449,19 @@ TEST(RemoteDBTest, AnAppendThatSaysItsFirstStepStoresEachRowOnce) {
                     },
                     "", 10s)
                 .status());
-  ASSERT_OK_AND_ASSIGN(Message ended, open(rng() | 1, id));
-  EXPECT_EQ(ended.header()->body_as_WriterOpened()->resumed(), 2);
-  EXPECT_EQ(ended.header()->body_as_WriterOpened()->num_steps(), n + 3);
-  ASSERT_OK_AND_ASSIGN(Message unknown, open(rng() | 1, id + 1000));
+  for (const uint64_t by : {id, uint64_t{0}}) {  // by id, or by the key alone
+    ASSERT_OK_AND_ASSIGN(Message ended, open(key, by));
+    EXPECT_EQ(ended.header()->body_as_WriterOpened()->resumed(), 2);
+    EXPECT_EQ(ended.header()->body_as_WriterOpened()->trajectory_id(), id);
+    EXPECT_EQ(ended.header()->body_as_WriterOpened()->num_steps(), n + 3);
+    EXPECT_EQ(ended.header()->body_as_WriterOpened()->end_reason(), 0);  // terminal
+  }
+  // Not here: an unknown id, or the id without its key (ids are given
+  // again by each primary).
+  ASSERT_OK_AND_ASSIGN(Message unknown, open(key, id + 1000));
   EXPECT_EQ(unknown.header()->body_as_WriterOpened()->resumed(), 0);
+  ASSERT_OK_AND_ASSIGN(Message other, open(key ^ 2, id));
+  EXPECT_EQ(other.header()->body_as_WriterOpened()->resumed(), 0);
   client.reset();
   EXPECT_OK(server->Close());
 }

@@ -982,10 +982,14 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
               HasSubstr("table 'experience': its writer could not resume trajectory " +
                         std::to_string(id) + " on the new primary after \""));
   EXPECT_THAT(lost.message(),
-              HasSubstr("\": it was ended there with " + std::to_string(steps) +
-                        " steps (a promoted primary ends what no writer resumed within "
+              HasSubstr("\": it was ended there (truncated) with " + std::to_string(steps) +
+                        " steps (its writer's connection ended, or no writer resumed it within "
                         "DBOptions::writer_resume_window); the 1 steps after those were not "
                         "stored"));
+  // The writer is done: later calls say why.
+  const Status after = writer->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0);
+  EXPECT_EQ(after.code(), Status::Code::kFailedPrecondition) << after.ToString();
+  EXPECT_EQ(after.message(), lost.message());
   ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
   ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
   TrajectorySteps read;

@@ -148,10 +148,12 @@ TEST_F(LogApplyTest, AppendedStepsReadBackAndApplyingThemAgainChangesNothing) {
 }
 
 // A promoted replica's open trajectories (KeepOrphans): a resuming
-// writer finds its own by the key its records carried, or by id; each is
-// handed over once; what no writer took ends truncated (EndOrphans).
+// writer finds its own by the key its records carried, or by id where the
+// key matches (ids are given again by each primary); each is handed over
+// once; what no writer took ends truncated (EndOrphans), and is then found
+// ended.
 TEST_F(LogApplyTest, OrphansAreFoundByTheirWritersKeyHandedOverOnceAndEndedIfNotTaken) {
-  const uint64_t key1 = rng_() | 1, key2 = rng_() | 1;
+  const uint64_t key1 = rng_() | 1, key2 = (rng_() | 1) ^ 2, key3 = (rng_() | 1) ^ 4;
   const int64_t n1 = 1 + static_cast<int64_t>(rng_() % 30);
   const int64_t n2 = 1 + static_cast<int64_t>(rng_() % 30);
   MakeSteps(1, n1);
@@ -159,7 +161,7 @@ TEST_F(LogApplyTest, OrphansAreFoundByTheirWritersKeyHandedOverOnceAndEndedIfNot
   MakeSteps(3, 2);
   ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(1, 0, n1, 0, key1)));
   ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(2, 0, n2, 0, key2)));
-  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(3, 0, 2)));
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(3, 0, 2, 0, key3)));
   builder_.EndTrajectory({kTableId, 3, static_cast<uint8_t>(EndReason::kTerminal)});
   ASSERT_OK(Apply(wal::RecordType::kEndTrajectory, Payload()));
   EXPECT_EQ(table_->KeepOrphans(), 2u);
@@ -170,18 +172,25 @@ TEST_F(LogApplyTest, OrphansAreFoundByTheirWritersKeyHandedOverOnceAndEndedIfNot
   EXPECT_EQ(one.num_steps, n1);
   ASSERT_NE(one.trajectory, nullptr);
   // Handed over once: no longer an orphan, by key or by id.
-  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted again, table_->Adopt(key1, 0));
-  EXPECT_EQ(again.state, State::kNone);
-  const Status taken = table_->Adopt(key1, 1).status();
-  EXPECT_EQ(taken.code(), Status::Code::kFailedPrecondition);
-  EXPECT_EQ(taken.message(), "table 'applied': trajectory 1 is open and written by another writer");
-  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted stranger, table_->Adopt(key1 ^ key2 ^ 2, 0));
-  EXPECT_EQ(stranger.state, State::kNone);
-  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted ended, table_->Adopt(0, 3));
-  EXPECT_EQ(ended.state, State::kEnded);
-  EXPECT_EQ(ended.num_steps, 2);
-  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted unknown, table_->Adopt(key2, 99));
-  EXPECT_EQ(unknown.state, State::kNone);
+  for (const uint64_t id : {uint64_t{0}, uint64_t{1}}) {
+    const Status taken = table_->Adopt(key1, id).status();
+    EXPECT_EQ(taken.code(), Status::Code::kFailedPrecondition);
+    EXPECT_EQ(taken.message(),
+              "table 'applied': trajectory 1 is open and written by another writer");
+  }
+  // Another writer's key, an id without the key, an unknown id: not here.
+  for (const auto& [key, id] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {key1 ^ key2 ^ key3 ^ 8, 0}, {key1, 2}, {key2, 99}, {0, 2}}) {
+    ASSERT_OK_AND_ASSIGN(TableImpl::Adopted none, table_->Adopt(key, id));
+    EXPECT_EQ(none.state, State::kNone) << key << " " << id;
+  }
+  for (const uint64_t id : {uint64_t{0}, uint64_t{3}}) {
+    ASSERT_OK_AND_ASSIGN(TableImpl::Adopted ended, table_->Adopt(key3, id));
+    EXPECT_EQ(ended.state, State::kEnded);
+    EXPECT_EQ(ended.trajectory_id, 3u);
+    EXPECT_EQ(ended.num_steps, 2);
+    EXPECT_EQ(ended.end_reason, EndReason::kTerminal);
+  }
   // What no writer took ends; what one took stays open.
   ASSERT_OK(table_->EndOrphans());
   std::vector<TrajectoryInfo> listed = table_->ListTrajectories({});
@@ -190,7 +199,9 @@ TEST_F(LogApplyTest, OrphansAreFoundByTheirWritersKeyHandedOverOnceAndEndedIfNot
   EXPECT_TRUE(listed[1].ended);
   EXPECT_EQ(listed[1].end_reason, EndReason::kTruncated);
   ASSERT_OK_AND_ASSIGN(TableImpl::Adopted gone, table_->Adopt(key2, 0));
-  EXPECT_EQ(gone.state, State::kNone);
+  EXPECT_EQ(gone.state, State::kEnded);
+  EXPECT_EQ(gone.num_steps, n2);
+  EXPECT_EQ(gone.end_reason, EndReason::kTruncated);
 }
 
 TEST_F(LogApplyTest, PrioritiesRemovedItemsAndRemovedTrajectories) {
