@@ -728,6 +728,15 @@ TEST(ReplicationTest, APromotedReplicaFencesItsPrimaryAndTakesTheWrites) {
   EXPECT_THAT(said, HasSubstr("this server is a primary (epoch 1), not a read replica"));
 }
 
+// A static cluster's file (`file`): nodes p (`primary`) and r (`replica`),
+// `who` the primary; replaced whole, as a coordinator reads it.
+void NamePrimary(const std::string& file, const Served& primary, const Served& replica,
+                 const char* who) {
+  std::ofstream(file + ".new") << "node p " << primary.address() << "\nnode r " << replica.address()
+                               << "\nprimary " << who << "\n";
+  std::filesystem::rename(file + ".new", file);
+}
+
 // A client connected through a cluster's coordinator (here a static file)
 // follows its primary: a write the fenced old primary refuses is made again
 // on the primary the file names, and later calls go there; so does a
@@ -738,12 +747,7 @@ TEST(ReplicationTest, AClientOfAClusterFollowsItsPrimaryToThePromotedReplica) {
   Served primary(dir.Sub("primary"));
   Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
   const std::string file = dir.Sub("cluster");
-  const auto name_primary = [&](const char* who) {
-    std::ofstream(file + ".new") << "node p " << primary.address() << "\nnode r "
-                                 << replica.address() << "\nprimary " << who << "\n";
-    std::filesystem::rename(file + ".new", file);
-  };
-  name_primary("p");
+  NamePrimary(file, primary, replica, "p");
   const std::string cluster = "file://" + file;
   ASSERT_OK_AND_ASSIGN(auto c, DB::Connect(cluster));
   EXPECT_EQ(c->path(), cluster);
@@ -762,7 +766,7 @@ TEST(ReplicationTest, AClientOfAClusterFollowsItsPrimaryToThePromotedReplica) {
   EXPECT_EQ(refused.code(), Status::Code::kFailedPrecondition) << refused.ToString();
   EXPECT_THAT(refused.message(), HasSubstr("epoch 1's primary is " + replica.address()));
   // Once it names the new one, the refused call is made there.
-  name_primary("r");
+  NamePrimary(file, primary, replica, "r");
   ASSERT_OK(c->CreateTable(other).status());
   ASSERT_OK_AND_ASSIGN(const ReplicationInfo info, c->Replication());
   EXPECT_EQ(info.role, "primary");
@@ -885,12 +889,7 @@ TEST(ReplicationTest, AClusterWritersTrajectoryGoesOnWholeOnThePromotedReplica) 
   Served replica(dir.Sub("replica"),
                  {"--replica-of", primary.address(), "--resume-window-ms", "60000"});
   const std::string file = dir.Sub("cluster");
-  const auto name_primary = [&](const char* who) {
-    std::ofstream(file + ".new") << "node p " << primary.address() << "\nnode r "
-                                 << replica.address() << "\nprimary " << who << "\n";
-    std::filesystem::rename(file + ".new", file);
-  };
-  name_primary("p");
+  NamePrimary(file, primary, replica, "p");
   ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
   ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
   {
@@ -923,7 +922,7 @@ TEST(ReplicationTest, AClusterWritersTrajectoryGoesOnWholeOnThePromotedReplica) 
   primary.Kill();
   auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
   ASSERT_EQ(status, 0) << out;
-  name_primary("r");
+  NamePrimary(file, primary, replica, "r");
   ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
   // (A replica of the new primary, for its replicated(1) appends.)
   Served next(dir.Sub("next"), {"--replica-of", replica.address()});
@@ -951,12 +950,7 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
   Served replica(dir.Sub("replica"),
                  {"--replica-of", primary.address(), "--resume-window-ms", "0"});
   const std::string file = dir.Sub("cluster");
-  const auto name_primary = [&](const char* who) {
-    std::ofstream(file + ".new") << "node p " << primary.address() << "\nnode r "
-                                 << replica.address() << "\nprimary " << who << "\n";
-    std::filesystem::rename(file + ".new", file);
-  };
-  name_primary("p");
+  NamePrimary(file, primary, replica, "p");
   ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
   ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
   {
@@ -974,7 +968,7 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
   primary.Kill();
   auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
   ASSERT_EQ(status, 0) << out;
-  name_primary("r");
+  NamePrimary(file, primary, replica, "r");
   Status lost = writer->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0);
   if (lost.ok()) lost = writer->End(EndReason::kTerminal);
   EXPECT_EQ(lost.code(), Status::Code::kFailedPrecondition) << lost.ToString();
