@@ -486,6 +486,17 @@ class ClusterNodeImpl final : public ClusterNode {
                                 std::to_string(parts.db->epoch()) + " and was deposed");
     }
     if (role_ == Role::kReplica) {
+      if (following_ == leader.address && server_->NeedsSnapshot()) {
+        // (Opened again, the server copies a new snapshot.)
+        Log("the primary's log no longer holds this replica's place: opening again to copy a "
+            "new snapshot");
+        const Status closed = server_->Close();
+        server_.reset();
+        if (!closed.ok()) Log("closing before the new snapshot: " + closed.ToString());
+        SetState(Role::kStarting, 0, leader.address);
+        REPLAYDB_RETURN_IF_ERROR(OpenServer(leader.address));
+        Log("a replica of " + leader.name + " (" + leader.address + ") again");
+      }
       if (following_ == leader.address) {
         SetState(Role::kReplica, rdma::PartsOf(*server_).db->epoch(), leader.address);
         return Status::OK();

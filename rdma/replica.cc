@@ -122,6 +122,11 @@ class Replica::Impl {
       }
       if (stopping()) return;
       Failed(ended);
+      if (ended.code() == Status::Code::kFailedPrecondition &&
+          ended.message().find(engine::DBImpl::kSnapshotNeeded) != std::string::npos) {
+        std::lock_guard<std::mutex> lock(mu_);
+        state_.needs_snapshot = true;
+      }
       if (ended.ToString() != last_logged_) {  // (once while it stays the same)
         last_logged_ = ended.ToString();
         Log("stopped following (" + last_logged_ + "); trying again");
@@ -160,6 +165,7 @@ class Replica::Impl {
         std::lock_guard<std::mutex> lock(mu_);
         state_.primary_end = wal::LogPosition{got->end_segment(), got->end_offset()};
         state_.connected = true;
+        state_.needs_snapshot = false;
       }
       if (got->count() > 0) {
         REPLAYDB_RETURN_IF_ERROR(db_->ApplyShipped(reply->payload, options_.primary));

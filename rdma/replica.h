@@ -53,6 +53,10 @@ struct ReplicaState {
   // failover").
   std::chrono::steady_clock::time_point last_read{};
   std::chrono::steady_clock::time_point caught_up_at{};
+  // The primary's log no longer holds this replica's place (its reads are
+  // refused with DBImpl::kSnapshotNeeded): it follows again only from a new
+  // snapshot (Server::NeedsSnapshot). Cleared by a good read.
+  bool needs_snapshot = false;
 };
 
 // The name a replica of database directory `dir` goes by when

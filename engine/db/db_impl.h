@@ -168,11 +168,11 @@ class DBImpl final : public DB {
   // does not parse.
   static constexpr const char* kReplicaFile = "REPLICA";
   // How ReadLog's FailedPrecondition ends where the log no longer holds
-  // the replica's place: the replica copies a new snapshot at its next
-  // start (rdma::CopySnapshotIfNew).
+  // the replica's place: the replica copies a new snapshot when its server
+  // is opened again (rdma::CopySnapshotIfNew; Server::NeedsSnapshot).
   static constexpr const char* kSnapshotNeeded =
-      "the replica needs a new snapshot of the primary (a replica copies one when it starts: "
-      "restart it)";
+      "the replica needs a new snapshot of the primary (its server copies one when opened "
+      "again)";
   static Status ReadReplicaFile(Env* env, const std::string& dir, std::string* primary,
                                 wal::LogPosition* position);
   static Status WriteReplicaFile(Env* env, const std::string& dir, const std::string& primary,

@@ -95,6 +95,12 @@ class Server {
   // Ends every connection; then, for a database the server opened,
   // checkpoints and closes it (the checkpoint's status). Once.
   virtual Status Close() = 0;
+  // A replica (ServerOptions::replica_of) whose primary's log no longer
+  // holds its place (it was away while the primary's checkpoints removed
+  // that log): it follows no more. Closed and opened again on its directory,
+  // it copies a new snapshot and follows from there (replaydb serve and a
+  // cluster's node do this themselves). False for any other server.
+  virtual bool NeedsSnapshot() const = 0;
 };
 
 // The UCX settings that replaydb's connections (servers and DB::Connect's

@@ -33,6 +33,7 @@
 #include "tests/rdma/etcd_process.h"
 #include "tests/test_util.h"
 #include "tests/tools/serve_process.h"
+#include "wal/replica_set.h"
 
 namespace replaydb {
 namespace {
@@ -1060,6 +1061,65 @@ TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {
   ServeProcess etcd_promote({"b", "--coordinator", "etcd://127.0.0.1:1/x"}, "promote");
   EXPECT_EQ(etcd_promote.Exit(30s), 1);
   EXPECT_THAT(etcd_promote.output(), HasSubstr("etcd elects its primary itself"));
+}
+
+// A running replica whose place its primary's log no longer holds (here:
+// stopped while its primary, restarted without the file where it kept its
+// replicas' places, checkpointed the log away) opens its server again, which
+// copies a new snapshot, and follows from there.
+TEST(StaticClusterTest, ARunningReplicaWhosePlaceTheLogNoLongerHoldsCopiesANewSnapshot) {
+  testing_util::TempDir dir;
+  const std::string file = dir.Sub("cluster");
+  const std::string coordinator = "file://" + file;
+  Node a("a", dir.Sub("a"), coordinator);
+  Node b("b", dir.Sub("b"), coordinator);
+  const auto write_file = [&] {
+    std::ofstream(file) << "node a " << a.address() << "\nnode b " << b.address()
+                        << "\nprimary a\n";
+  };
+  write_file();
+  a.moved = write_file;
+  b.moved = write_file;
+  a.Start();
+  ASSERT_TRUE(a.WaitListening());
+  b.Start();
+  ASSERT_TRUE(b.WaitListening());
+  std::mt19937_64 rng(testing_util::TestSeed());
+  TableSpec spec = Spec();
+  spec.acks = Acks{AckMode::kLeader, 0};
+  const auto write = [&](int trajectories) {
+    ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(a.address()));
+    Result<std::shared_ptr<Table>> t = db->GetTable("experience");
+    if (!t.ok()) t = db->CreateTable(spec);
+    ASSERT_OK(t.status());
+    for (int i = 0; i < trajectories; ++i) {
+      ASSERT_OK_AND_ASSIGN(auto w, (*t)->NewWriter());
+      const int steps = 1 + static_cast<int>(rng() % 9);
+      for (int s = 0; s < steps; ++s) {
+        ASSERT_OK(w->Append(testing_util::RandomStep(Spec(), rng).tensors));
+      }
+      ASSERT_OK(w->End(EndReason::kTerminal));
+    }
+    ASSERT_OK(db->Checkpoint());
+  };
+  ASSERT_NO_FATAL_FAILURE(write(3));
+  EXPECT_TRUE(WaitUntil(30s, [&] { return ContentsAt(b.address()) == ContentsAt(a.address()); }));
+  b.Signal(SIGSTOP);
+  a.Stop();
+  std::filesystem::remove(dir.Sub("a") + "/" + wal::ReplicaSet::kFile);
+  a.Start();
+  ASSERT_TRUE(a.WaitListening());
+  ASSERT_NO_FATAL_FAILURE(write(4));
+  b.Signal(SIGCONT);
+  EXPECT_FALSE(b.WaitFor(std::regex("(a replica of a \\(ucx://[0-9.:]+\\) again)"), 60s).empty())
+      << b.output();
+  EXPECT_THAT(b.output(), HasSubstr("the primary's log no longer holds this replica's place: "
+                                    "opening again to copy a new snapshot"));
+  ASSERT_NO_FATAL_FAILURE(write(2));
+  const std::string want = ContentsAt(a.address());
+  EXPECT_TRUE(WaitUntil(30s, [&] { return ContentsAt(b.address()) == want; }))
+      << ContentsAt(b.address()) << "\nwant:\n"
+      << want;
 }
 
 }  // namespace

@@ -564,7 +564,7 @@ TEST(ReplicationTest, ANewReplicaStartsFromASnapshotOfItsPrimary) {
               HasSubstr("a snapshot of ucx://127.0.0.1:1 for " + dir.Sub("unreached")));
 }
 
-TEST(ReplicationTest, AReplicaWhosePlaceTheLogNoLongerHoldsCopiesANewSnapshotAtItsStart) {
+TEST(ReplicationTest, AReplicaWhosePlaceTheLogNoLongerHoldsCopiesANewSnapshotRunningOrAtItsStart) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
   Served primary(dir.Sub("primary"));
@@ -574,24 +574,28 @@ TEST(ReplicationTest, AReplicaWhosePlaceTheLogNoLongerHoldsCopiesANewSnapshotAtI
   Write(*table, rng, 3, &open);
   ASSERT_OK(p->Checkpoint());  // no replica holds segment 1: it goes
   // A replica that was to read from the log's beginning is told, while it
-  // runs, that it needs a new snapshot...
+  // runs, that it needs a new snapshot: its server opens again on its port,
+  // copies one and follows from there.
   const std::string old = dir.Sub("old");
   std::filesystem::create_directories(old);
   std::ofstream(old + "/REPLICA") << "replaydb replica 1\nprimary " << primary.address()
                                   << "\nsegment 0\noffset 0\n";
   {
     Served replica(old, {"--replica-of", primary.address()});
-    EXPECT_FALSE(
-        replica.WaitFor(std::regex("(the replica needs a new snapshot of the primary)"), 30s)
-            .empty())
+    EXPECT_FALSE(replica.WaitFor(std::regex("(listening again on ucx://[0-9.:]+)"), 30s).empty())
         << replica.output();
-  }
-  // ...and restarted, it copies one and follows from there.
-  Write(*table, rng, 2, &open);
-  {
-    Served replica(old, {"--replica-of", primary.address()});
-    EXPECT_THAT(replica.output(), HasSubstr("its log no longer holds this replica's place "
-                                            "(segment 0, offset 0): copying a new snapshot"));
+    const std::string said = replica.output();
+    for (const std::string& line : std::vector<std::string>{
+             "the replica needs a new snapshot of the primary (its server copies one when opened "
+             "again)",
+             "the primary's log no longer holds this replica's place: opening again to copy a new "
+             "snapshot",
+             "its log no longer holds this replica's place (segment 0, offset 0): copying a new "
+             "snapshot",
+             "listening again on " + replica.address()}) {
+      EXPECT_THAT(said, HasSubstr(line));
+    }
+    Write(*table, rng, 2, &open);
     ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
     ExpectSameSoon(*p, *r);
   }

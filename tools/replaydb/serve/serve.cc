@@ -51,11 +51,21 @@ int Fail(const Status& s) {
   return kExitFailure;
 }
 
-// Waits for SIGTERM or SIGINT (blocked in `stop`), then `close`s the server
-// (its checkpoint's status): the exit status.
-int ServeUntilStopped(const sigset_t& stop, const std::function<Status()>& close) {
+// Waits for SIGTERM or SIGINT (blocked in `stop`), calling `tick` (may be
+// empty) twice a second meanwhile (its failure is the server's), then
+// `close`s the server (its checkpoint's status): the exit status.
+int ServeUntilStopped(const sigset_t& stop, const std::function<Status()>& tick,
+                      const std::function<Status()>& close) {
   int signal = 0;
-  sigwait(&stop, &signal);
+  const timespec half_second{0, 500'000'000};
+  while ((signal = sigtimedwait(&stop, nullptr, &half_second)) < 0) {
+    if (!tick) continue;
+    if (const Status s = tick(); !s.ok()) {
+      const Status closed = close();
+      if (!closed.ok()) LogLine("closing: " + closed.ToString());
+      return Fail(s);
+    }
+  }
   LogLine(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
   const Status closed = close();
   if (!closed.ok()) return Fail(closed.WithContext("checkpoint on stop"));
@@ -206,7 +216,7 @@ int ServeCommand(std::span<const std::string> args) {
     LogLine("listening on " + state.address + ", database " + dir + ", node " + state.name +
             " of " + coordinator + " (" + state.role + ", epoch " + std::to_string(state.epoch) +
             ")");
-    return ServeUntilStopped(stop, [&] { return (*node)->Close(); });
+    return ServeUntilStopped(stop, nullptr, [&] { return (*node)->Close(); });
   }
   // The server opens the database: its hot tiers are then memory that
   // clients on one-sided connections read without this process's CPU.
@@ -216,8 +226,23 @@ int ServeCommand(std::span<const std::string> args) {
           std::to_string((*server)->db()->ListTables().size()) + " tables)" +
           (token_file.empty() ? "" : ", tokens of " + token_file) +
           (replica_of.empty() ? "" : ", a read replica of " + replica_of));
+  // A replica whose primary's log no longer holds its place opens again
+  // (on the same port), which copies a new snapshot.
+  o.listen = (*server)->address();
+  const auto tick = [&]() -> Status {
+    if (!(*server)->NeedsSnapshot()) return Status::OK();
+    LogLine(
+        "the primary's log no longer holds this replica's place: opening again to copy a "
+        "new snapshot");
+    if (const Status closed = (*server)->Close(); !closed.ok()) LogLine(closed.ToString());
+    server->reset();
+    REPLAYDB_ASSIGN_OR_RETURN(*server, Server::Open(dir, options, o));
+    LogLine("listening again on " + (*server)->address());
+    return Status::OK();
+  };
   // Every connection ends (clients see Unavailable), then the checkpoint.
-  return ServeUntilStopped(stop, [&] { return (*server)->Close(); });
+  return ServeUntilStopped(stop, tick,
+                           [&] { return *server != nullptr ? (*server)->Close() : Status::OK(); });
 }
 
 }  // namespace replaydb::tools
