@@ -39,9 +39,13 @@ namespace {
 
 // Steps per trajectory, in every bench.
 constexpr int64_t kTrajectorySteps = 1000;
-// Insert: the hot tier holds min(256 MiB, 1M steps).
+// Insert: the hot tier holds min(256 MiB, 1M steps); with --quick (a check
+// that the rows run, not a measure) an eighth of that, which the warm-up
+// fills eight times sooner, but at least two trajectories per writer (a
+// writer's open trajectory must not be evicted).
 constexpr int64_t kInsertCapacityBytes = int64_t{256} << 20;
 constexpr int64_t kInsertCapacityMaxSteps = int64_t{1} << 20;
+constexpr int64_t kInsertQuickDivisor = 8;
 // Sample: the table is filled with about this much step data.
 constexpr int64_t kSampleFillBytes = int64_t{64} << 20;
 // Steps (or memcpy chunks) between reads of the clock in the timed loops.
@@ -203,6 +207,10 @@ double MemcpyRingRate(const std::byte* src, int64_t src_steps, std::byte* ring, 
 Result<BenchResult> RunInsert(DB* db, const Timing& timing, int64_t step_bytes, int writers) {
   TableSpec spec = OneColumnSpec("bench_insert", step_bytes);
   spec.capacity_steps = std::min(kInsertCapacityMaxSteps, kInsertCapacityBytes / step_bytes);
+  if (timing.quick) {
+    spec.capacity_steps =
+        std::max(spec.capacity_steps / kInsertQuickDivisor, 2 * writers * kTrajectorySteps);
+  }
 
   return WithTable(db, spec, [&](Table* table) -> Result<BenchResult> {
     const TableInfo info = table->Info();
