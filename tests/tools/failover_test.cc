@@ -930,33 +930,61 @@ class PartitionTest : public FailoverTest {
     const auto [status, out] = Sh("ip " + args);
     ASSERT_EQ(status, 0) << "ip " << args << ": " << out;
   }
-  // Cuts node `n` off from everyone (etcd, the other nodes, clients), or
-  // joins it again.
-  void Cut(const Node& n, bool cut) {
+  // Which of its peers a cut takes from a node.
+  enum class CutFrom {
+    kEveryone,  // etcd, the other nodes, clients: its link down
+    kEtcd,      // etcd alone: iptables drops TCP to and from etcd's port
+    kNodes,     // the other nodes alone: iptables drops their packets
+  };
+  // Cuts node `n` off (from), or joins it again.
+  void Cut(const Node& n, bool cut, CutFrom from = CutFrom::kEveryone) {
     for (size_t k = 0; k < nodes_.size(); ++k) {
-      if (nodes_[k].get() == &n) {
+      if (nodes_[k].get() != &n) continue;
+      if (from == CutFrom::kEveryone) {
         return Ip("-n " + namespaces_[k] + " link set rdb-" + n.name() + "1 " +
                   (cut ? "down" : "up"));
       }
+      std::vector<std::string> rules;
+      if (from == CutFrom::kEtcd) {
+        const std::string& etcd = etcd_->endpoint();
+        const std::string host = etcd.substr(0, etcd.rfind(':'));
+        const std::string port = etcd.substr(etcd.rfind(':') + 1);
+        rules = {"OUTPUT -p tcp -d " + host + " --dport " + port,
+                 "INPUT -p tcp -s " + host + " --sport " + port};
+      } else {
+        for (size_t other = 0; other < nodes_.size(); ++other) {
+          if (other == k) continue;
+          rules.push_back("OUTPUT -d " + std::string("10.231.0.") + std::to_string(2 + other));
+          rules.push_back("INPUT -s " + std::string("10.231.0.") + std::to_string(2 + other));
+        }
+      }
+      for (const std::string& rule : rules) {
+        const std::string command = "ip netns exec " + namespaces_[k] + " iptables " +
+                                    (cut ? "-A " : "-D ") + rule + " -j DROP";
+        const auto [status, out] = Sh(command);
+        ASSERT_EQ(status, 0) << command << ": " << out;
+      }
+      return;
     }
     ADD_FAILURE() << "no node " << n.name();
   }
 
-  void CutOffThePrimary(Acks acks);
+  void CutOffThePrimary(Acks acks, CutFrom from = CutFrom::kEveryone);
 
   std::string hub_;  // outside it: the hub namespace made for the run inside
   std::vector<std::string> namespaces_;
 };
 
-// A primary cut off from etcd, its replicas and its clients: it stops
-// acknowledging once its session is older than TTL - margin (it cannot
-// renew it), a replica is elected and takes the writes, and nothing
-// acknowledged is lost (under replicated(1); under leader_durable what only
-// the old primary had is salvaged once it is back). Healed, the old primary
-// finds itself deposed: it refuses writes (by its lapsed session or as
-// fenced), fences itself, resyncs and rejoins as a replica; every copy
-// agrees.
-void PartitionTest::CutOffThePrimary(Acks acks) {
+// A primary cut off from etcd, its replicas and its clients (or from etcd
+// alone): it stops acknowledging once its session is older than TTL -
+// margin (it cannot renew it), a replica is elected and takes the writes,
+// and nothing acknowledged is lost (under replicated(1); under
+// leader_durable what only the old primary had is salvaged once it is
+// back). Cut from etcd alone, it is still reached, and refuses each write.
+// Healed, the old primary finds itself deposed: it refuses writes (by its
+// lapsed session or as fenced), fences itself, resyncs and rejoins as a
+// replica; every copy agrees.
+void PartitionTest::CutOffThePrimary(Acks acks, CutFrom from) {
   const std::string first = WaitForPrimary(coordinator_, 10s);
   ASSERT_FALSE(first.empty());
   if (acks.mode != AckMode::kReplicated) CreateTableEverywhere(first, acks);
@@ -966,7 +994,7 @@ void PartitionTest::CutOffThePrimary(Acks acks) {
   ASSERT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= 10; }))
       << "no appends acknowledged; failures " << writer.failures();
   Node* zombie = NodeAt(first);
-  ASSERT_NO_FATAL_FAILURE(Cut(*zombie, true));
+  ASSERT_NO_FATAL_FAILURE(Cut(*zombie, true, from));
   const int before = writer.acknowledged();
   const std::string second = WaitForPrimary(coordinator_, 30s, first);
   ASSERT_FALSE(second.empty()) << "no new primary while " << first << " is cut off";
@@ -976,15 +1004,29 @@ void PartitionTest::CutOffThePrimary(Acks acks) {
   EXPECT_FALSE(
       zombie->WaitFor(std::regex("(cannot renew the session with the coordinator)"), 10s).empty())
       << zombie->output();
-  ASSERT_NO_FATAL_FAILURE(Cut(*zombie, false));
-  // Healed: whatever it is doing, it acknowledges no write.
+  // Whatever it is doing, it acknowledges no write: reached while cut
+  // from etcd alone, and once healed.
   std::mt19937_64 rng(testing_util::TestSeed() + 1);
-  int refusals = 0;
-  for (const auto until = Clock::now() + 2s; Clock::now() < until && refusals < 20; ++refusals) {
-    const Status s = SyncedAppendAt(first, rng);
-    ASSERT_FALSE(s.ok()) << "the old primary acknowledged a write after the partition healed";
+  const auto refuses = [&](const char* when) {
+    int refusals = 0;
+    for (const auto until = Clock::now() + 2s; Clock::now() < until && refusals < 20; ++refusals) {
+      const Status s = SyncedAppendAt(first, rng);
+      ASSERT_FALSE(s.ok()) << "the old primary acknowledged a write " << when;
+      if (from == CutFrom::kEtcd && std::string(when) == "while cut") {
+        // (Reached, and refused: its session lapsed, or it was fenced.)
+        EXPECT_TRUE(s.message().find("it acknowledges no writes until it renews it") !=
+                        std::string::npos ||
+                    s.code() == Status::Code::kFailedPrecondition)
+            << s.ToString();
+      }
+    }
+    EXPECT_GT(refusals, 0);
+  };
+  if (from == CutFrom::kEtcd) {
+    ASSERT_NO_FATAL_FAILURE(refuses("while cut"));
   }
-  EXPECT_GT(refusals, 0);
+  ASSERT_NO_FATAL_FAILURE(Cut(*zombie, false, from));
+  ASSERT_NO_FATAL_FAILURE(refuses("after the partition healed"));
   EXPECT_FALSE(zombie->WaitFor(std::regex("(resyncing from the primary)"), 30s).empty())
       << zombie->output();
   writer.Stop();
@@ -1010,6 +1052,59 @@ TEST_F(PartitionTest, ACutOffPrimaryIsReplacedRefusesWritesWhenHealedAndRejoins)
 TEST_F(PartitionTest, ACutOffLeaderDurablePrimarysLastWritesAreSalvagedWhenHealed) {
   if (!InTheHub()) return RunInTheHub();
   CutOffThePrimary(Acks{AckMode::kLeaderDurable, 0});
+}
+
+// Cut from etcd alone, the primary is still reached by its replicas and
+// clients: it refuses their writes once its session lapses, and is
+// replaced.
+TEST_F(PartitionTest, APrimaryCutFromEtcdAloneRefusesWritesAndIsReplaced) {
+  if (!InTheHub()) {
+    if (Sh("command -v iptables").first != 0) {
+      GTEST_SKIP() << "iptables is not installed (tools/scripts/install-deps.sh --tests)";
+    }
+    return RunInTheHub();
+  }
+  CutOffThePrimary(Spec().acks, CutFrom::kEtcd);  // replicated(1)
+}
+
+// Cut from its replicas alone, a replicated(1) primary keeps its session:
+// no replica is elected (none can be in sync), and it acknowledges nothing,
+// since no replica applies it. Healed, the writes go on with it, and
+// nothing acknowledged is lost.
+TEST_F(PartitionTest, APrimaryCutFromItsReplicasAloneAcknowledgesNothingUntilHealed) {
+  if (!InTheHub()) {
+    if (Sh("command -v iptables").first != 0) {
+      GTEST_SKIP() << "iptables is not installed (tools/scripts/install-deps.sh --tests)";
+    }
+    return RunInTheHub();
+  }
+  const std::string first = WaitForPrimary(coordinator_, 10s);
+  ASSERT_FALSE(first.empty());
+  Writer writer(coordinator_, testing_util::TestSeed());
+  writer.Start();
+  ASSERT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= 10; }))
+      << "no appends acknowledged; failures " << writer.failures();
+  Node* primary = NodeAt(first);
+  ASSERT_NO_FATAL_FAILURE(Cut(*primary, true, CutFrom::kNodes));
+  // (What the replicas applied before the cut may still be acknowledged.)
+  std::this_thread::sleep_for(1500ms);
+  const int during = writer.acknowledged();
+  EXPECT_EQ(WaitForPrimary(coordinator_, 4s, first), "")
+      << "a replica cut from its primary was elected";
+  EXPECT_EQ(WaitForPrimary(coordinator_, 1s), first);
+  EXPECT_EQ(writer.acknowledged(), during) << "acknowledged while no replica could apply";
+  std::mt19937_64 rng(testing_util::TestSeed() + 1);
+  const Status refused = SyncedAppendAt(first, rng);
+  EXPECT_FALSE(refused.ok()) << "acknowledged while no replica could apply";
+  EXPECT_THAT(refused.ToString(), HasSubstr("in sync")) << refused.ToString();
+  ASSERT_NO_FATAL_FAILURE(Cut(*primary, false, CutFrom::kNodes));
+  EXPECT_TRUE(WaitUntil(60s, [&] { return writer.acknowledged() >= during + 10; }))
+      << "no appends acknowledged once healed; failures " << writer.failures() << "\n"
+      << primary->output();
+  writer.Stop();
+  EXPECT_EQ(WaitForPrimary(coordinator_, 1s), first);
+  ExpectHolds(first, writer.trajectories());
+  ExpectAllAgree(first);
 }
 
 TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {

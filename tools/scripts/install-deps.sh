@@ -37,8 +37,9 @@ if [ "${1:-}" = "--tests" ]; then
   PACKAGES+=(python3-torch)
   # etcd: the automatic failover's tests start their own (tests/rdma/etcd_test.cc)
   PACKAGES+=(etcd-server)
-  # ip: the partition tests' network namespaces (tests/tools/failover_test.cc)
-  PACKAGES+=(iproute2)
+  # ip and iptables: the partition tests' network namespaces and the rules that
+  # cut a node from etcd alone (tests/tools/failover_test.cc)
+  PACKAGES+=(iproute2 iptables)
 fi
 
 missing=()
