@@ -49,6 +49,7 @@ class Replica::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
+      state_.needs_snapshot = false;  // (it follows nothing now: promoted, or closing)
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
@@ -97,6 +98,10 @@ class Replica::Impl {
       Result<std::unique_ptr<RpcClient>> client = RpcClient::Connect(host_, port_, o);
       if (!client.ok()) {
         Failed(client.status());
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          state_.needs_snapshot = false;  // (not known while it cannot ask)
+        }
         if (client.status().ToString() != last_logged_) {
           last_logged_ = client.status().ToString();
           Log("cannot connect (" + last_logged_ + "); trying again");
@@ -122,10 +127,11 @@ class Replica::Impl {
       }
       if (stopping()) return;
       Failed(ended);
-      if (ended.code() == Status::Code::kFailedPrecondition &&
-          ended.message().find(engine::DBImpl::kSnapshotNeeded) != std::string::npos) {
+      {
         std::lock_guard<std::mutex> lock(mu_);
-        state_.needs_snapshot = true;
+        state_.needs_snapshot =
+            ended.code() == Status::Code::kFailedPrecondition &&
+            ended.message().find(engine::DBImpl::kSnapshotNeededMarker) != std::string::npos;
       }
       if (ended.ToString() != last_logged_) {  // (once while it stays the same)
         last_logged_ = ended.ToString();
@@ -262,7 +268,7 @@ bool PlaceGone(RpcClient* client, Env* env, const std::string& dir, const Replic
       client->Call(FetchLogRequest(options.name, *at, 1, std::chrono::milliseconds(0), at->segment),
                    "", std::chrono::seconds(10));
   return !read.ok() && read.status().code() == Status::Code::kFailedPrecondition &&
-         read.status().message().find(engine::DBImpl::kSnapshotNeeded) != std::string::npos;
+         read.status().message().find(engine::DBImpl::kSnapshotNeededMarker) != std::string::npos;
 }
 
 // Copies file `name` (`size` bytes) of snapshot `id` into `path` in chunks

@@ -477,11 +477,26 @@ class Transport::Impl {
   }
 
   static void DestroyWorker(Worker& w) {
-    // Closes that did not finish in time: their keys go before the worker.
+    // Closes still under way (one made after the worker's thread left, by
+    // work run in ~Impl, or one that outlasted the thread's wait) get a
+    // last bounded chance to finish. Those that do not are released:
+    // ucp_worker_destroy asserts that a close whose flush is done and
+    // whose disconnect waits in the progress queue was released by its
+    // caller (UCX 1.13, ucp_ep.c: it aborted a server stopping while a
+    // replica's connection closed). Their keys go before the worker.
+    if (w.worker != nullptr) {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      for (int i = 0; i < 100000 && SweepCloses(w) && std::chrono::steady_clock::now() < give_up;
+           ++i) {
+        ucp_worker_progress(w.worker);
+      }
+    }
     for (Closing& c : w.closing) {
+      ucp_request_free(c.request);
       for (ucp_rkey_h k : c.rkeys) ucp_rkey_destroy(k);
       c.rkeys.clear();
     }
+    w.closing.clear();
     if (w.worker != nullptr) ucp_worker_destroy(w.worker);
     w.worker = nullptr;
   }

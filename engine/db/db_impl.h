@@ -170,9 +170,13 @@ class DBImpl final : public DB {
   // How ReadLog's FailedPrecondition ends where the log no longer holds
   // the replica's place: the replica copies a new snapshot when its server
   // is opened again (rdma::CopySnapshotIfNew; Server::NeedsSnapshot).
+  // Replicas recognise the refusal by kSnapshotNeededMarker, its first
+  // words (the hint after them may change).
   static constexpr const char* kSnapshotNeeded =
       "the replica needs a new snapshot of the primary (its server copies one when opened "
       "again)";
+  static constexpr const char* kSnapshotNeededMarker =
+      "the replica needs a new snapshot of the primary";
   static Status ReadReplicaFile(Env* env, const std::string& dir, std::string* primary,
                                 wal::LogPosition* position);
   static Status WriteReplicaFile(Env* env, const std::string& dir, const std::string& primary,

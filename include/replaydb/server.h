@@ -97,9 +97,11 @@ class Server {
   virtual Status Close() = 0;
   // A replica (ServerOptions::replica_of) whose primary's log no longer
   // holds its place (it was away while the primary's checkpoints removed
-  // that log): it follows no more. Closed and opened again on its directory,
-  // it copies a new snapshot and follows from there (replaydb serve and a
-  // cluster's node do this themselves). False for any other server.
+  // that log): it applies nothing more (its follower asks again each
+  // second, and is refused). Closed and opened again on its directory, it
+  // copies a new snapshot and follows from there: a program that runs a
+  // replica's Server polls this and does so (replaydb serve and a cluster's
+  // node do). False for any other server, and once promoted.
   virtual bool NeedsSnapshot() const = 0;
 };
 

@@ -800,8 +800,10 @@ TEST_F(FailoverTest, AnOldPrimaryBehindTheLastEpochThatTookWritesDoesNotStand) {
   std::string held;
   EXPECT_TRUE(WaitUntil(30s, [&] {
     held = ContentsAt(second);
-    return !held.empty() && held.find(" ended 0 ") == std::string::npos;
-  })) << held;
+    return held.rfind("trajectory ", 0) == 0 && held.find(" ended 0 ") == std::string::npos;
+  })) << held << "\n"
+      << DB::Connect(second, Connecting()).status().ToString() << "\n"
+      << NodeAt(second)->output();
   for (auto& n : nodes_) {
     if (n.get() != old_primary) n->Kill();
   }

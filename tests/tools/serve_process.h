@@ -44,11 +44,10 @@ class ServeProcess {
   // status, or -1 when it did not exit in time.
   int Exit(std::chrono::milliseconds timeout) { return child_ ? child_->Wait(timeout) : -1; }
   pid_t pid() const { return child_ ? child_->pid() : -1; }
-  const std::string& output() const { return child_ ? child_->output() : none_; }
+  std::string output() const { return child_ ? child_->output() : ""; }
 
  private:
   std::unique_ptr<tools::ChildProcess> child_;
-  std::string none_;
 };
 
 }  // namespace replaydb::testing_util

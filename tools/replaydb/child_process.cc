@@ -48,23 +48,60 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(std::vector<std::strin
   return std::unique_ptr<ChildProcess>(new ChildProcess(pid, out[0]));
 }
 
+ChildProcess::ChildProcess(pid_t pid, int fd) : pid_(pid), fd_(fd) {
+  reader_ = std::thread([this] { ReadLoop(); });
+}
+
 ChildProcess::~ChildProcess() {
   if (!reaped_) {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }
+  // (A process the child started may still hold the pipe: the reader stops
+  // by its flag, within one poll.)
+  stop_.store(true);
+  reader_.join();
   ::close(fd_);
+}
+
+void ChildProcess::ReadLoop() {
+  char buf[4096];
+  while (!stop_.load()) {
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 100);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) continue;
+    const ssize_t n = ready > 0 ? ::read(fd_, buf, sizeof(buf)) : -1;
+    if (n < 0 && errno == EINTR) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (n <= 0) {
+      ended_ = true;
+      cv_.notify_all();
+      return;
+    }
+    output_.append(buf, static_cast<size_t>(n));
+    cv_.notify_all();
+  }
+}
+
+std::string ChildProcess::output() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return output_;
 }
 
 std::string ChildProcess::WaitFor(const std::regex& pattern, std::chrono::milliseconds timeout) {
   const auto until = Clock::now() + timeout;
-  while (true) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::string found;
+  const auto matches = [&] {
     std::smatch m;
-    if (std::regex_search(output_, m, pattern)) return m.size() > 1 ? m[1].str() : m[0].str();
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-    if (left.count() <= 0 || !ReadSome(static_cast<int>(left.count()))) return "";
-  }
+    if (!std::regex_search(output_, m, pattern)) return false;
+    found = m.size() > 1 ? m[1].str() : m[0].str();
+    return true;
+  };
+  // (Each wake-up searches again what came so far.)
+  cv_.wait_until(lock, until, [&] { return matches() || ended_; });
+  return found;
 }
 
 int ChildProcess::Wait(std::chrono::milliseconds timeout) {
@@ -73,26 +110,18 @@ int ChildProcess::Wait(std::chrono::milliseconds timeout) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       reaped_ = true;
-      while (ReadSome(50)) {
-      }
+      // The rest of its output (bounded: a process it started may hold the
+      // pipe open).
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(1), [&] { return ended_; });
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
-    ReadSome(20);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return -1;
 }
 
 void ChildProcess::Signal(int sig) { ::kill(pid_, sig); }
-
-bool ChildProcess::ReadSome(int timeout_ms) {
-  pollfd p{fd_, POLLIN, 0};
-  if (::poll(&p, 1, timeout_ms) <= 0) return false;
-  char buf[4096];
-  const ssize_t n = ::read(fd_, buf, sizeof(buf));
-  if (n <= 0) return false;
-  output_.append(buf, static_cast<size_t>(n));
-  return true;
-}
 
 // A TCP port free on 127.0.0.1 now (0 when none could be had).
 int FreeLoopbackPort() {

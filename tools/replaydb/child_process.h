@@ -1,16 +1,23 @@
 // A child process with its stdout and stderr read through a pipe: what the
 // remote benches (`replaydb serve`, ucx_perftest) and the serve tests start.
+// A thread of its own reads the pipe as the child writes, so that a child
+// that writes much while nobody waits for its output (a server logging its
+// connections) never blocks on a full pipe.
 //
-// Thread safety: one thread at a time.
+// Thread safety: one thread at a time (the reader is internal).
 #ifndef REPLAYDB_TOOLS_REPLAYDB_CHILD_PROCESS_H_
 #define REPLAYDB_TOOLS_REPLAYDB_CHILD_PROCESS_H_
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "replaydb/status.h"
@@ -38,15 +45,22 @@ class ChildProcess {
   int Wait(std::chrono::milliseconds timeout);
   void Signal(int sig);
   pid_t pid() const { return pid_; }
-  const std::string& output() const { return output_; }
+  // What it wrote so far.
+  std::string output() const;
 
  private:
-  ChildProcess(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
-  bool ReadSome(int timeout_ms);
+  ChildProcess(pid_t pid, int fd);
+  // The reader thread: appends what comes until the pipe ends or stop_.
+  void ReadLoop();
   pid_t pid_;
   int fd_;
   bool reaped_ = false;
-  std::string output_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // output_ grew, or the pipe ended
+  std::string output_;          // guarded by mu_
+  bool ended_ = false;          // guarded by mu_: the pipe's write ends all closed
+  std::thread reader_;
 };
 
 }  // namespace replaydb::tools

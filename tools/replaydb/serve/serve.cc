@@ -52,19 +52,14 @@ int Fail(const Status& s) {
 }
 
 // Waits for SIGTERM or SIGINT (blocked in `stop`), calling `tick` (may be
-// empty) twice a second meanwhile (its failure is the server's), then
-// `close`s the server (its checkpoint's status): the exit status.
-int ServeUntilStopped(const sigset_t& stop, const std::function<Status()>& tick,
+// empty) twice a second meanwhile, then `close`s the server (its
+// checkpoint's status): the exit status.
+int ServeUntilStopped(const sigset_t& stop, const std::function<void()>& tick,
                       const std::function<Status()>& close) {
   int signal = 0;
   const timespec half_second{0, 500'000'000};
   while ((signal = sigtimedwait(&stop, nullptr, &half_second)) < 0) {
-    if (!tick) continue;
-    if (const Status s = tick(); !s.ok()) {
-      const Status closed = close();
-      if (!closed.ok()) LogLine("closing: " + closed.ToString());
-      return Fail(s);
-    }
+    if (tick) tick();
   }
   LogLine(std::string("stopping (") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") + ")");
   const Status closed = close();
@@ -229,16 +224,27 @@ int ServeCommand(std::span<const std::string> args) {
   // A replica whose primary's log no longer holds its place opens again
   // (on the same port), which copies a new snapshot.
   o.listen = (*server)->address();
-  const auto tick = [&]() -> Status {
-    if (!(*server)->NeedsSnapshot()) return Status::OK();
-    LogLine(
-        "the primary's log no longer holds this replica's place: opening again to copy a "
-        "new snapshot");
-    if (const Status closed = (*server)->Close(); !closed.ok()) LogLine(closed.ToString());
-    server->reset();
-    REPLAYDB_ASSIGN_OR_RETURN(*server, Server::Open(dir, options, o));
+  // An open that fails (the primary gone meanwhile, the port taken) is
+  // tried again each second.
+  std::chrono::steady_clock::time_point retry_at{};
+  const auto tick = [&] {
+    if (*server != nullptr) {
+      if (!(*server)->NeedsSnapshot()) return;
+      LogLine("the primary's log no longer holds this replica's place: opening again to copy a "
+              "new snapshot");
+      if (const Status closed = (*server)->Close(); !closed.ok()) LogLine(closed.ToString());
+      server->reset();
+    } else if (std::chrono::steady_clock::now() < retry_at) {
+      return;
+    }
+    Result<std::unique_ptr<Server>> again = Server::Open(dir, options, o);
+    if (!again.ok()) {
+      LogLine("opening again: " + again.status().ToString() + "; trying again in 1 s");
+      retry_at = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      return;
+    }
+    *server = std::move(again).value();
     LogLine("listening again on " + (*server)->address());
-    return Status::OK();
   };
   // Every connection ends (clients see Unavailable), then the checkpoint.
   return ServeUntilStopped(stop, tick,
