@@ -798,10 +798,13 @@ TEST_F(FailoverTest, AnOldPrimaryBehindTheLastEpochThatTookWritesDoesNotStand) {
   // trajectory's end, maybe) stays open on the new one for the writer to
   // resume, then is ended (DBOptions::writer_resume_window): held is after.
   std::string held;
-  EXPECT_TRUE(WaitUntil(30s, [&] {
-    held = ContentsAt(second);
-    return held.rfind("trajectory ", 0) == 0 && held.find(" ended 0 ") == std::string::npos;
-  })) << held << "\n"
+  EXPECT_TRUE(WaitUntil(30s,
+                        [&] {
+                          held = ContentsAt(second);
+                          return held.rfind("trajectory ", 0) == 0 &&
+                                 held.find(" ended 0 ") == std::string::npos;
+                        }))
+      << held << "\n"
       << DB::Connect(second, Connecting()).status().ToString() << "\n"
       << NodeAt(second)->output();
   for (auto& n : nodes_) {
