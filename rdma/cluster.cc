@@ -167,8 +167,7 @@ class ClusterNodeImpl final : public ClusterNode {
         me.following = following_;
         me.position = r.position;
         me.eligible = r.last_read != Clock::time_point{} &&
-                      r.last_read - r.caught_up_at <= std::chrono::seconds(1) &&
-                      !r.needs_snapshot;
+                      r.last_read - r.caught_up_at <= std::chrono::seconds(1) && !r.needs_snapshot;
       }
     }
     if (role_ == Role::kPrimary) me.eligible = true;

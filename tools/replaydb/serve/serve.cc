@@ -230,8 +230,9 @@ int ServeCommand(std::span<const std::string> args) {
   const auto tick = [&] {
     if (*server != nullptr) {
       if (!(*server)->NeedsSnapshot()) return;
-      LogLine("the primary's log no longer holds this replica's place: opening again to copy a "
-              "new snapshot");
+      LogLine(
+          "the primary's log no longer holds this replica's place: opening again to copy a "
+          "new snapshot");
       if (const Status closed = (*server)->Close(); !closed.ok()) LogLine(closed.ToString());
       server->reset();
     } else if (std::chrono::steady_clock::now() < retry_at) {
