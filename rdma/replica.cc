@@ -49,10 +49,12 @@ class Replica::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
-      state_.needs_snapshot = false;  // (it follows nothing now: promoted, or closing)
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    // It follows nothing now (promoted, or closing): no snapshot is wanted.
+    std::lock_guard<std::mutex> lock(mu_);
+    state_.needs_snapshot = false;
   }
   void StartThread() {
     saved_ = state_.position;

@@ -54,9 +54,7 @@ class ServerImpl final : public Server {
     return "ucx://" + host_ + ":" + std::to_string(port_);
   }
   DB* db() const override { return db_; }
-  bool NeedsSnapshot() const override {
-    return replica_ && service_ && service_->is_replica() && replica_->state().needs_snapshot;
-  }
+  bool NeedsSnapshot() const override { return replica_ && replica_->state().needs_snapshot; }
   // Follows a primary's log (Server::Open with replica_of).
   void SetReplica(std::unique_ptr<rdma::Replica> replica) { replica_ = std::move(replica); }
   rdma::ServedParts parts() const {

@@ -1112,25 +1112,32 @@ TEST_F(PartitionTest, APrimaryCutFromItsReplicasAloneAcknowledgesNothingUntilHea
   ExpectAllAgree(first);
 }
 
-TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {
-  testing_util::TempDir dir;
-  const std::string file = dir.Sub("cluster");
-  const std::string coordinator = "file://" + file;
-  Node a("a", dir.Sub("a"), coordinator);
-  Node b("b", dir.Sub("b"), coordinator);
-  const auto write_file = [&] {
-    std::ofstream(file) << "node a " << a.address() << "\nnode b " << b.address()
-                        << "\nprimary a\n";
-  };
-  write_file();
-  a.moved = write_file;
-  b.moved = write_file;
-  a.Start();
-  ASSERT_TRUE(a.WaitListening());
-  b.Start();
-  ASSERT_TRUE(b.WaitListening());
+// A static file's cluster: nodes a (the file's primary) and b, started.
+class StaticClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFile();
+    a_.moved = b_.moved = [this] { WriteFile(); };
+    a_.Start();
+    ASSERT_TRUE(a_.WaitListening());
+    b_.Start();
+    ASSERT_TRUE(b_.WaitListening());
+  }
+  void WriteFile() {
+    std::ofstream(file_) << "node a " << a_.address() << "\nnode b " << b_.address()
+                         << "\nprimary a\n";
+  }
+
+  testing_util::TempDir dir_;
+  const std::string file_ = dir_.Sub("cluster");
+  const std::string coordinator_ = "file://" + file_;
+  Node a_{"a", dir_.Sub("a"), coordinator_};
+  Node b_{"b", dir_.Sub("b"), coordinator_};
+};
+
+TEST_F(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {
   std::mt19937_64 rng(testing_util::TestSeed());
-  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(coordinator));
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(coordinator_));
   TableSpec spec = Spec();
   spec.acks = Acks{AckMode::kLeader, 0};
   ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
@@ -1141,23 +1148,24 @@ TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {
   table.reset();
   db.reset();
   // A node the file does not name is refused at its start.
-  ServeProcess stranger({dir.Sub("c"), "--listen",
+  ServeProcess stranger({dir_.Sub("c"), "--listen",
                          "ucx://127.0.0.1:" + std::to_string(testing_util::FreePort()), "--name",
-                         "c", "--coordinator", coordinator});
+                         "c", "--coordinator", coordinator_});
   EXPECT_EQ(stranger.Exit(30s), 1);
   EXPECT_THAT(stranger.output(), HasSubstr("names no node 'c'"));
   // Promoted by name: b is the primary, a follows it from a snapshot.
-  ServeProcess promote({"b", "--coordinator", coordinator}, "promote");
+  ServeProcess promote({"b", "--coordinator", coordinator_}, "promote");
   ASSERT_EQ(promote.Exit(60s), 0) << promote.output();
   EXPECT_THAT(promote.output(), HasSubstr("promoted b: the primary of epoch 1"));
-  EXPECT_FALSE(a.WaitFor(std::regex("(resyncing from the primary b)"), 10s).empty()) << a.output();
-  ASSERT_OK_AND_ASSIGN(db, DB::Connect(coordinator));
+  EXPECT_FALSE(a_.WaitFor(std::regex("(resyncing from the primary b)"), 10s).empty())
+      << a_.output();
+  ASSERT_OK_AND_ASSIGN(db, DB::Connect(coordinator_));
   ASSERT_OK_AND_ASSIGN(table, db->GetTable("experience"));
   ASSERT_OK_AND_ASSIGN(w, table->NewWriter());
   ASSERT_OK(w->Append(testing_util::RandomStep(Spec(), rng).tensors));
   ASSERT_OK(w->End(EndReason::kTerminal));
   const std::string want = testing_util::TableContents(*table);
-  EXPECT_TRUE(WaitUntil(30s, [&] { return ContentsAt(a.address()) == want; }));
+  EXPECT_TRUE(WaitUntil(30s, [&] { return ContentsAt(a_.address()) == want; }));
   ServeProcess etcd_promote({"b", "--coordinator", "etcd://127.0.0.1:1/x"}, "promote");
   EXPECT_EQ(etcd_promote.Exit(30s), 1);
   EXPECT_THAT(etcd_promote.output(), HasSubstr("etcd elects its primary itself"));
@@ -1167,28 +1175,12 @@ TEST(StaticClusterTest, NodesFollowTheFilesPrimaryAndAPromotionByName) {
 // stopped while its primary, restarted without the file where it kept its
 // replicas' places, checkpointed the log away) opens its server again, which
 // copies a new snapshot, and follows from there.
-TEST(StaticClusterTest, ARunningReplicaWhosePlaceTheLogNoLongerHoldsCopiesANewSnapshot) {
-  testing_util::TempDir dir;
-  const std::string file = dir.Sub("cluster");
-  const std::string coordinator = "file://" + file;
-  Node a("a", dir.Sub("a"), coordinator);
-  Node b("b", dir.Sub("b"), coordinator);
-  const auto write_file = [&] {
-    std::ofstream(file) << "node a " << a.address() << "\nnode b " << b.address()
-                        << "\nprimary a\n";
-  };
-  write_file();
-  a.moved = write_file;
-  b.moved = write_file;
-  a.Start();
-  ASSERT_TRUE(a.WaitListening());
-  b.Start();
-  ASSERT_TRUE(b.WaitListening());
+TEST_F(StaticClusterTest, ARunningReplicaWhosePlaceTheLogNoLongerHoldsCopiesANewSnapshot) {
   std::mt19937_64 rng(testing_util::TestSeed());
   TableSpec spec = Spec();
   spec.acks = Acks{AckMode::kLeader, 0};
   const auto write = [&](int trajectories) {
-    ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(a.address()));
+    ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(a_.address()));
     Result<std::shared_ptr<Table>> t = db->GetTable("experience");
     if (!t.ok()) t = db->CreateTable(spec);
     ASSERT_OK(t.status());
@@ -1203,22 +1195,22 @@ TEST(StaticClusterTest, ARunningReplicaWhosePlaceTheLogNoLongerHoldsCopiesANewSn
     ASSERT_OK(db->Checkpoint());
   };
   ASSERT_NO_FATAL_FAILURE(write(3));
-  EXPECT_TRUE(WaitUntil(30s, [&] { return ContentsAt(b.address()) == ContentsAt(a.address()); }));
-  b.Signal(SIGSTOP);
-  a.Stop();
-  std::filesystem::remove(dir.Sub("a") + "/" + wal::ReplicaSet::kFile);
-  a.Start();
-  ASSERT_TRUE(a.WaitListening());
+  EXPECT_TRUE(WaitUntil(30s, [&] { return ContentsAt(b_.address()) == ContentsAt(a_.address()); }));
+  b_.Signal(SIGSTOP);
+  a_.Stop();
+  std::filesystem::remove(dir_.Sub("a") + "/" + wal::ReplicaSet::kFile);
+  a_.Start();
+  ASSERT_TRUE(a_.WaitListening());
   ASSERT_NO_FATAL_FAILURE(write(4));
-  b.Signal(SIGCONT);
-  EXPECT_FALSE(b.WaitFor(std::regex("(a replica of a \\(ucx://[0-9.:]+\\) again)"), 60s).empty())
-      << b.output();
-  EXPECT_THAT(b.output(), HasSubstr("the primary's log no longer holds this replica's place: "
-                                    "opening again to copy a new snapshot"));
+  b_.Signal(SIGCONT);
+  EXPECT_FALSE(b_.WaitFor(std::regex("(a replica of a \\(ucx://[0-9.:]+\\) again)"), 60s).empty())
+      << b_.output();
+  EXPECT_THAT(b_.output(), HasSubstr("the primary's log no longer holds this replica's place: "
+                                     "opening again to copy a new snapshot"));
   ASSERT_NO_FATAL_FAILURE(write(2));
-  const std::string want = ContentsAt(a.address());
-  EXPECT_TRUE(WaitUntil(30s, [&] { return ContentsAt(b.address()) == want; }))
-      << ContentsAt(b.address()) << "\nwant:\n"
+  const std::string want = ContentsAt(a_.address());
+  EXPECT_TRUE(WaitUntil(30s, [&] { return ContentsAt(b_.address()) == want; }))
+      << ContentsAt(b_.address()) << "\nwant:\n"
       << want;
 }
 
