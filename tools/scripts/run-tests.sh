@@ -20,6 +20,13 @@ for flavour in "${flavours[@]}"; do
   bash tools/scripts/build.sh "$flavour"
   case "$flavour" in release) dir=build ;; *) dir="build-$flavour" ;; esac
   echo "=== run-tests: $flavour tests"
-  (cd "$dir" && ctest --output-on-failure -j "$(nproc)")
+  if ! (cd "$dir" && ctest --output-on-failure -j "$(nproc)"); then
+    # A failing test's output can be long, and a reader of a log's tail sees
+    # only its name; say here which cases failed and what they said.
+    echo "=== run-tests: $flavour failed; the failing cases and their messages:"
+    grep -E -A6 '^\[  FAILED  \]|: Failure$|ERROR: (Address|Thread|Undefined)|runtime error:|WARNING: ThreadSanitizer' \
+      "$dir/Testing/Temporary/LastTest.log" | head -120 || true
+    exit 1
+  fi
 done
 echo "=== run-tests: all passed (${flavours[*]})"
