@@ -44,6 +44,12 @@ constexpr size_t kBatchBytes = 8192;
 // about 100 ns on a GPU host (its largest symbol in a profile of small calls
 // over shared memory), a turn of progress over shared memory less.
 constexpr int kTurnsPerClock = 8;
+// Reads copied on the spot (shared memory) look at the clock, for the
+// heartbeats, once per this many bytes: tens of microseconds of copying.
+constexpr size_t kBytesPerClock = size_t{256} << 10;
+// The longest a worker's thread sleeps while a send is unfinished
+// (Worker::sends_in_flight).
+constexpr std::chrono::milliseconds kPendingSendSleep{1};
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -317,6 +323,13 @@ class Transport::Impl {
     // connections.
     std::chrono::steady_clock::time_point next_heartbeat;
     std::chrono::steady_clock::time_point next_check;
+    // Sends UCX has not finished (messages, batches, heartbeats): while
+    // any is left, the worker's thread sleeps at most kPendingSendSleep. A
+    // send that waits for room in a peer's shared-memory queue goes on when
+    // this worker progresses, and no event wakes it for that: an idle
+    // learner's heartbeats waited behind a server queue that its actors
+    // kept full.
+    int sends_in_flight = 0;
   };
 
   // The worker whose `progress` this thread holds (nullptr: none): a send
@@ -978,6 +991,7 @@ class Transport::Impl {
     p.flags = UCP_AM_SEND_FLAG_REPLY;
     p.cb.send = [](void* request, ucs_status_t status, void* user) {
       std::unique_ptr<Outgoing> out(static_cast<Outgoing*>(user));
+      --out->worker->sends_in_flight;
       Sent(*out, status);
       ucp_request_free(request);
     };
@@ -1001,6 +1015,7 @@ class Transport::Impl {
       Sent(*out, UCS_PTR_STATUS(r));
       return false;
     }
+    ++w.sends_in_flight;
     (void)out.release();  // the callback owns it now
     return true;
   }
@@ -1008,6 +1023,7 @@ class Transport::Impl {
   // Several messages to one connection sent as one (kBatchId); done when
   // the batch is.
   struct Batch {
+    Worker* worker = nullptr;
     std::string bytes;
     std::vector<std::unique_ptr<Outgoing>> messages;
   };
@@ -1064,6 +1080,7 @@ class Transport::Impl {
     p.flags = UCP_AM_SEND_FLAG_REPLY;
     p.cb.send = [](void* request, ucs_status_t status, void* user) {
       std::unique_ptr<Batch> b(static_cast<Batch*>(user));
+      --b->worker->sends_in_flight;
       Finish(*b, status);
       ucp_request_free(request);
     };
@@ -1079,6 +1096,8 @@ class Transport::Impl {
       Finish(*batch, UCS_OK);
       return;
     }
+    batch->worker = &w;
+    ++w.sends_in_flight;
     (void)batch.release();  // the callback owns it now
   }
 
@@ -1105,9 +1124,8 @@ class Transport::Impl {
       done(Status::Unavailable("transport: connection " + std::to_string(id) + " has ended"));
       return false;
     }
-    const std::vector<ucp_rkey_h>& rkeys = it->second.rkeys;
     for (const ReadPiece& p : pieces) {
-      if (p.key == 0 || p.key > rkeys.size()) {
+      if (p.key == 0 || p.key > it->second.rkeys.size()) {
         done(Status::InvalidArgument("transport: connection " + std::to_string(id) +
                                      " has no memory key " + std::to_string(p.key)));
         return false;
@@ -1142,15 +1160,36 @@ class Transport::Impl {
       }
     };
     param.user_data = r;
-    for (const ReadPiece& p : pieces) {
+    // Over shared memory each read is copied here and now, with the worker
+    // held: a learner's 8 MiB sample, read into fresh pages on a loaded
+    // two-core machine, took 300 ms, and its server ended the connection as
+    // silent. So when a heartbeat falls due meanwhile the worker progresses
+    // (unless this runs inside a progress: UCX's is not reentrant), which
+    // sends what waited for room in the peer's queue and hears what came,
+    // and the heartbeat goes out.
+    size_t since_clock = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const ReadPiece& p = pieces[i];
       if (p.into.empty()) {
         (void)r->Done(UCS_OK);
         continue;
       }
       ucs_status_ptr_t q = ucp_get_nbx(it->second.ep, p.into.data(), p.into.size(), p.address,
-                                       rkeys[p.key - 1], &param);
+                                       it->second.rkeys[p.key - 1], &param);
       // Done at once (NULL) or failed; else its callback counts it.
       if (q == nullptr || UCS_PTR_IS_ERR(q)) (void)r->Done(q == nullptr ? UCS_OK : UCS_PTR_STATUS(q));
+      since_clock += p.into.size();
+      if (since_clock < kBytesPerClock || options_.heartbeat.count() <= 0) continue;
+      since_clock = 0;
+      if (!w.batching && std::chrono::steady_clock::now() >= w.next_heartbeat) {
+        Progress(w);
+        it = w.connections.find(id);
+        if (it == w.connections.end()) {  // ended meanwhile: the rest fail
+          for (size_t k = i + 1; k < pieces.size(); ++k) (void)r->Done(UCS_ERR_CONNECTION_RESET);
+          break;
+        }
+      }
+      BeatIfDue(w);
     }
     if (r->Done(UCS_OK)) {
       finish(r);
@@ -1360,11 +1399,17 @@ class Transport::Impl {
     for (auto& [id, c] : w.connections) {
       if (!c.announced) continue;
       ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS;
+      p.op_attr_mask =
+          UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
       p.flags = UCP_AM_SEND_FLAG_REPLY;
-      p.cb.send = [](void* request, ucs_status_t, void*) { ucp_request_free(request); };
+      p.user_data = &w;
+      p.cb.send = [](void* request, ucs_status_t, void* user) {
+        --static_cast<Worker*>(user)->sends_in_flight;
+        ucp_request_free(request);
+      };
       ucs_status_ptr_t r = ucp_am_send_nbx(c.ep, kHeartbeatId, nullptr, 0, nullptr, 0, &p);
-      (void)r;  // done at once, or freed by the callback; a failure shows as an ep error
+      // Done at once, or freed by the callback; a failure shows as an ep error.
+      if (r != nullptr && !UCS_PTR_IS_ERR(r)) ++w.sends_in_flight;
     }
     w.next_heartbeat = now + options_.heartbeat;
   }
@@ -1530,10 +1575,12 @@ class Transport::Impl {
       if (active) continue;
       ucs_status_t armed = UCS_OK;
       Clock::time_point wake;
+      bool sending = false;
       {
         Hold hold(w);
         armed = ucp_worker_arm(w.worker);
         wake = std::min(w.next_heartbeat, w.next_check);
+        sending = w.sends_in_flight > 0;
       }
       if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
       {
@@ -1547,6 +1594,9 @@ class Transport::Impl {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now());
         timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count()) + 1);
+      }
+      if (sending && (timeout_ms < 0 || timeout_ms > kPendingSendSleep.count())) {
+        timeout_ms = static_cast<int>(kPendingSendSleep.count());
       }
       pollfd fd{w.efd, POLLIN, 0};
       (void)::poll(&fd, 1, timeout_ms);

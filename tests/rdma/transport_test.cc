@@ -975,6 +975,61 @@ TEST(TransportTest, ACallerReadingWithoutPauseStillSendsHeartbeats) {
   EXPECT_EQ(server->open_connections(), 1) << "the server heard nothing from the reading client";
 }
 
+// One read long enough to outlast the peer's patience for silence (256 MiB
+// into fresh pages; a learner's 8 MiB sample took 300 ms on a loaded
+// two-core machine): its copying holds the worker, and the heartbeats still
+// go out meanwhile.
+TEST(TransportTest, AReadThatHoldsTheWorkerLongerThanTheSilenceAllowedStillSendsHeartbeats) {
+  if (const auto tls = SharedMemoryLeftOut()) {
+    GTEST_SKIP() << "UCX_TLS=" << *tls << " leaves out shared memory";
+  }
+  ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr auto kBeat = 400ms;  // (slower threads: see the test above)
+#else
+  constexpr auto kBeat = 50ms;   // silent for 150 ms: the connection ends
+#endif
+  Inbox server_inbox;
+  TransportOptions so = Recording(&server_inbox, kBeat);
+  so.listen_host = "127.0.0.1";
+  ASSERT_OK_AND_ASSIGN(auto server, Transport::Start(so));
+  constexpr size_t kPiece = 1 << 20;
+  constexpr size_t kPieces = 256;
+  constexpr size_t kBytes = kPiece * kPieces;
+  ASSERT_OK_AND_ASSIGN(auto shared, server->AllocateShared(kBytes));
+  std::mt19937_64 rng(testing_util::TestSeed());
+  const uint8_t fill = static_cast<uint8_t>(rng() | 1);
+  std::memset(shared->data(), fill, kBytes);
+  Inbox inbox;
+  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox, kBeat)));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server->port(), 10s));
+  ASSERT_OK_AND_ASSIGN(const uint64_t key, client->ImportKey(to, shared->key()));
+  ASSERT_OK_AND_ASSIGN(const bool one_sided, client->OneSided(to));
+  if (!one_sided) GTEST_SKIP() << "reads are not one-sided here";
+  std::vector<std::byte> into(kBytes);  // fresh pages
+  std::vector<Transport::ReadPiece> pieces;
+  for (size_t i = 0; i < kPieces; ++i) {
+    pieces.push_back(
+        {key, shared->address() + i * kPiece, std::span(into).subspan(i * kPiece, kPiece)});
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = ReadAndWait(*client, to, 0, 0, {}, &pieces);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(s.ok()) << s.ToString() << "; the connection ended: " << [&] {
+    const std::optional<Status> why = inbox.WaitClosed(to);
+    return why ? why->ToString() : std::string("?");
+  }();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(into[rng() % kBytes], std::byte{fill});
+  std::printf(
+      "[ read     ] 256 MiB in %lld ms (the silence allowed: %lld ms)\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+      static_cast<long long>(3 * kBeat.count()));
+  // (Long enough for the server's worker to look for silent connections.)
+  std::this_thread::sleep_for(4 * kBeat);
+  EXPECT_EQ(client->open_connections(), 1) << "the client ended the connection";
+  EXPECT_EQ(server->open_connections(), 1) << "the server heard nothing from the reading client";
+}
+
 // Over TCP UCX would emulate reads with messages the server's worker
 // answers (and UCX 1.13 aborts that process when an answer cannot go out):
 // OneSided says they are not one-sided, and none is made here.
