@@ -673,6 +673,15 @@ TEST_F(FailoverTest, AKilledPrimarysWritesItsSuccessorNeverAppliedAreSalvagedWhe
     return true;
   }));
   for (Node* r : replicas) r->Signal(SIGSTOP);
+  // A replica's read that waited for the next record is answered with the
+  // first records logged after its stop, which it applies once continued:
+  // a table made here is that record, so that what follows reaches no
+  // replica. (Were the straddling trajectory's last steps in that answer,
+  // its successor would lack only its end: below.)
+  TableSpec filler = Spec();
+  filler.name = "filler";
+  ASSERT_OK(db->CreateTable(filler).status());
+  std::this_thread::sleep_for(500ms);
   write(*straddling, 2, &straddling_columns);
   ASSERT_OK(straddling->End(EndReason::kTerminal));
   std::vector<std::string> acked;
@@ -699,13 +708,29 @@ TEST_F(FailoverTest, AKilledPrimarysWritesItsSuccessorNeverAppliedAreSalvagedWhe
                                         "replica was stopped: the test tests nothing";
   }
   // Back, the old primary resyncs and copies what the new one lacks.
+  // It copies the trajectories its log wrote steps of after the takeover:
+  // the eight, and the straddling one, unless a replica had its last steps
+  // all the same (the answer above, late); the new primary then lacks only
+  // its end, which is not copied, and ends it truncated once no writer
+  // resumed it within DBOptions::writer_resume_window
+  // (docs/replication.md, "Salvage"). The bytes below hold either way.
   old_primary->Start();
   ASSERT_TRUE(old_primary->WaitListening());
-  EXPECT_FALSE(old_primary->WaitFor(std::regex("(salvage: copying 9 trajectories)"), 30s).empty())
-      << old_primary->output();
+  const std::string copying =
+      old_primary->WaitFor(std::regex("salvage: copying ([0-9]+) trajectories"), 30s);
+  EXPECT_TRUE(copying == "9" || copying == "8") << old_primary->output();
   EXPECT_FALSE(
-      old_primary->WaitFor(std::regex("(salvage of .* finished: 9 trajectories)"), 30s).empty())
+      old_primary
+          ->WaitFor(std::regex("(salvage of .* finished: " + copying + " trajectories)"), 30s)
+          .empty())
       << old_primary->output();
+  // (Once nothing is open there: what a replica had of a trajectory whose
+  // end it lacks is ended after that window.)
+  std::string contents;
+  EXPECT_TRUE(WaitUntil(30s, [&] {
+    contents = ContentsAt(second);
+    return !contents.empty() && contents.find(" ended 0 ") == std::string::npos;
+  })) << contents;
   held = EndedTrajectoriesAt(second);
   for (size_t i = 0; i < acked.size(); ++i) {
     EXPECT_EQ(held.count(acked[i]), 1u) << "acknowledged trajectory " << i << " of " << acked.size()
