@@ -133,5 +133,5 @@ kill -TERM "$server"
 for _ in $(seq 1 600); do kill -0 "$server" 2>/dev/null || break; sleep 0.1; done
 wait "$server" || status=1
 server=""
-grep -E "is '|stopped" "$log" | sed 's/^/server log: /'
+grep -E "is '|ended|stopped" "$log" | sed 's/^/server log: /'
 exit $status
