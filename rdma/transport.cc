@@ -47,8 +47,8 @@ constexpr int kTurnsPerClock = 8;
 // Reads copied on the spot (shared memory) look at the clock, for the
 // heartbeats, once per this many bytes: tens of microseconds of copying.
 constexpr size_t kBytesPerClock = size_t{256} << 10;
-// The longest a worker's thread sleeps while a send is unfinished
-// (Worker::sends_in_flight).
+// The longest a worker's thread first sleeps while a send is unfinished
+// (Worker::sends_in_flight, Worker::pending_naps).
 constexpr std::chrono::milliseconds kPendingSendSleep{1};
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
@@ -315,6 +315,10 @@ class Transport::Impl {
     // While the worker progresses (Progress), small messages that handlers
     // send wait here, in order, to go out in batches when it returns.
     bool batching = false;
+    // Inside a UCX call that may run our callbacks (a progress, a close):
+    // a read made from one of them must not progress (UCX's calls are not
+    // reentrant).
+    int in_ucx = 0;
     std::vector<std::unique_ptr<Outgoing>> held;
     // The worker's event fd (ucp_worker_get_efd), to sleep with a timeout.
     int efd = -1;
@@ -330,6 +334,10 @@ class Transport::Impl {
     // learner's heartbeats waited behind a server queue that its actors
     // kept full.
     int sends_in_flight = 0;
+    // Sleeps in a row with a send unfinished and nothing done between: each
+    // twice as long as the one before, from kPendingSendSleep up to 16 times
+    // that (a send to a peer that fetches slowly, or not at all).
+    int pending_naps = 0;
   };
 
   // The worker whose `progress` this thread holds (nullptr: none): a send
@@ -1085,6 +1093,7 @@ class Transport::Impl {
       ucp_request_free(request);
     };
     p.user_data = batch.get();
+    batch->worker = &w;
     ucs_status_ptr_t r = ucp_am_send_nbx(it->second.ep, kBatchId, nullptr, 0, batch->bytes.data(),
                                          batch->bytes.size(), &p);
     if (UCS_PTR_IS_ERR(r)) {
@@ -1096,7 +1105,6 @@ class Transport::Impl {
       Finish(*batch, UCS_OK);
       return;
     }
-    batch->worker = &w;
     ++w.sends_in_flight;
     (void)batch.release();  // the callback owns it now
   }
@@ -1105,7 +1113,9 @@ class Transport::Impl {
   // out in batches after it.
   unsigned Progress(Worker& w) {
     w.batching = true;
+    ++w.in_ucx;
     const unsigned n = ucp_worker_progress(w.worker);
+    --w.in_ucx;
     w.batching = false;
     if (!w.held.empty()) SendHeld(w);
     return n;
@@ -1164,9 +1174,9 @@ class Transport::Impl {
     // held: a learner's 8 MiB sample, read into fresh pages on a loaded
     // two-core machine, took 300 ms, and its server ended the connection as
     // silent. So when a heartbeat falls due meanwhile the worker progresses
-    // (unless this runs inside a progress: UCX's is not reentrant), which
-    // sends what waited for room in the peer's queue and hears what came,
-    // and the heartbeat goes out.
+    // (unless this runs inside a UCX call: Worker::in_ucx), which sends what
+    // waited for room in the peer's queue and hears what came, and the
+    // heartbeat goes out.
     size_t since_clock = 0;
     for (size_t i = 0; i < pieces.size(); ++i) {
       const ReadPiece& p = pieces[i];
@@ -1181,7 +1191,7 @@ class Transport::Impl {
       since_clock += p.into.size();
       if (since_clock < kBytesPerClock || options_.heartbeat.count() <= 0) continue;
       since_clock = 0;
-      if (!w.batching && std::chrono::steady_clock::now() >= w.next_heartbeat) {
+      if (w.in_ucx == 0 && std::chrono::steady_clock::now() >= w.next_heartbeat) {
         Progress(w);
         it = w.connections.find(id);
         if (it == w.connections.end()) {  // ended meanwhile: the rest fail
@@ -1228,7 +1238,11 @@ class Transport::Impl {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     // A failed endpoint can only be closed by force; ours flushes first.
     p.flags = by_us ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+    // (A close by force cancels the endpoint's sends and reads, running
+    // their callbacks here.)
+    ++w.in_ucx;
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+    --w.in_ucx;
     if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
       w.closing.push_back(Closing{r, std::move(rkeys)});
     } else {
@@ -1572,7 +1586,10 @@ class Transport::Impl {
         const Clock::time_point now = Clock::now();
         if (beating) Heartbeats(w, now);
       }
-      if (active) continue;
+      if (active) {
+        w.pending_naps = 0;
+        continue;
+      }
       ucs_status_t armed = UCS_OK;
       Clock::time_point wake;
       bool sending = false;
@@ -1595,8 +1612,12 @@ class Transport::Impl {
             std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now());
         timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count()) + 1);
       }
-      if (sending && (timeout_ms < 0 || timeout_ms > kPendingSendSleep.count())) {
-        timeout_ms = static_cast<int>(kPendingSendSleep.count());
+      if (!sending) {
+        w.pending_naps = 0;
+      } else {
+        const int nap = static_cast<int>(kPendingSendSleep.count())
+                        << std::min(w.pending_naps++, 4);
+        if (timeout_ms < 0 || timeout_ms > nap) timeout_ms = nap;
       }
       pollfd fd{w.efd, POLLIN, 0};
       (void)::poll(&fd, 1, timeout_ms);

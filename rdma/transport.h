@@ -249,7 +249,11 @@ class Transport {
   // (Unavailable when the connection ended; InvalidArgument, and none is
   // made, when one names a key this connection never imported). Over TCP
   // UCX emulates such reads with messages that the peer's worker must
-  // answer (OneSided says whether it need not).
+  // answer (OneSided says whether it need not). Reads over shared memory
+  // are copied by the thread that makes them (the caller's, when the worker
+  // is free); one that copies long progresses the worker when a heartbeat
+  // falls due, so handlers (on_message, on_close, completions) may then run
+  // on the caller's thread, as they do in Drive.
   struct ReadPiece {
     uint64_t key = 0;
     uint64_t address = 0;
