@@ -47,6 +47,9 @@ constexpr int kTurnsPerClock = 8;
 // Reads copied on the spot (shared memory) look at the clock, for the
 // heartbeats, once per this many bytes: tens of microseconds of copying.
 constexpr size_t kBytesPerClock = size_t{256} << 10;
+// Before it ends connections as silent, a worker progresses until nothing
+// more comes, for at most this long (Heartbeats).
+constexpr std::chrono::milliseconds kDrainBeforeCheck{20};
 // The longest a worker's thread first sleeps while a send is unfinished
 // (Worker::sends_in_flight, Worker::pending_naps).
 constexpr std::chrono::milliseconds kPendingSendSleep{1};
@@ -327,6 +330,10 @@ class Transport::Impl {
     // connections.
     std::chrono::steady_clock::time_point next_heartbeat;
     std::chrono::steady_clock::time_point next_check;
+    // When the worker's thread last looked, and whether that look ended
+    // nothing because it came late (Heartbeats).
+    std::chrono::steady_clock::time_point last_check = std::chrono::steady_clock::now();
+    bool passed_over = false;
     // Sends UCX has not finished (messages, batches, heartbeats): while
     // any is left, the worker's thread sleeps at most kPendingSendSleep. A
     // send that waits for room in a peer's shared-memory queue goes on when
@@ -457,6 +464,7 @@ class Transport::Impl {
     const auto first = std::chrono::steady_clock::now() + options_.heartbeat;
     for (auto& w : workers_) {
       w->next_heartbeat = w->next_check = first;
+      w->last_check = std::chrono::steady_clock::now();
       w->thread = std::thread([this, p = w.get()] { Run(*p); });
     }
     return Status::OK();
@@ -1443,10 +1451,28 @@ class Transport::Impl {
   // heartbeats go out when due. It progresses first, in the same hold: the
   // thread may have waited long for the worker (a caller holding it), and
   // what came meanwhile must count as heard.
+  //
+  // One progress takes a bounded number of arrivals (a shared-memory
+  // queue's poll count): after this worker was held or starved, a peer's
+  // heartbeats can still wait behind others' messages, so it progresses
+  // until nothing more comes (bounded). And a check that comes more than
+  // two intervals late ends nothing: the silence may be this worker's own;
+  // the next check, an interval later, judges (one check in a row at most
+  // is passed over, so a dead peer is still found).
   void Heartbeats(Worker& w, std::chrono::steady_clock::time_point now) {
     if (now >= w.next_check) {
-      Progress(w);
-      EndSilent(w, now);
+      const auto drain_until = now + kDrainBeforeCheck;
+      while (Progress(w) != 0 && std::chrono::steady_clock::now() < drain_until) {
+      }
+      const auto checked = std::chrono::steady_clock::now();
+      const bool late = checked - w.last_check > 2 * options_.heartbeat;
+      if (!late || w.passed_over) {
+        EndSilent(w, checked);
+        w.passed_over = false;
+      } else {
+        w.passed_over = true;
+      }
+      w.last_check = checked;
       w.next_check = now + options_.heartbeat;
     }
     if (now >= w.next_heartbeat) Beat(w, now);

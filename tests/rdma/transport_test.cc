@@ -1030,6 +1030,67 @@ TEST(TransportTest, AReadThatHoldsTheWorkerLongerThanTheSilenceAllowedStillSends
   EXPECT_EQ(server->open_connections(), 1) << "the server heard nothing from the reading client";
 }
 
+// Waits up to `timeout` for `pred`, checking every 10 ms.
+template <typename Pred>
+bool WaitUntil(std::chrono::milliseconds timeout, Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// A server's worker held (here by a handler that sleeps) while one client
+// floods it: once back, it hears the idle client's heartbeats, queued behind
+// the flood, before it calls anyone silent.
+TEST(TransportTest, AWorkerBackFromALongHandlerHearsEveryPeerBeforeItCallsOneSilent) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr auto kBeat = 400ms;  // (slower threads: see the tests above)
+#else
+  constexpr auto kBeat = 100ms;  // silent for 300 ms: the connection ends
+#endif
+  Inbox server_inbox;
+  TransportOptions so = Recording(&server_inbox, kBeat);
+  so.listen_host = "127.0.0.1";
+  std::atomic<int64_t> received{0};
+  so.on_message = [&](ConnectionId, std::string header, std::string) {
+    if (header == "sleep") std::this_thread::sleep_for(6 * kBeat);
+    received.fetch_add(1, std::memory_order_relaxed);
+  };
+  ASSERT_OK_AND_ASSIGN(auto server, Transport::Start(so));
+  // (The clients wait 20 heartbeats for the held server: only the server
+  // judges here.)
+  Inbox idle_inbox;
+  TransportOptions patient = Recording(&idle_inbox, kBeat);
+  patient.missed_heartbeats = 20;
+  ASSERT_OK_AND_ASSIGN(auto idle, Transport::Start(patient));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId idle_to, idle->Connect("127.0.0.1", server->port(), 10s));
+  Inbox flood_inbox;
+  patient = Recording(&flood_inbox, kBeat);
+  patient.missed_heartbeats = 20;
+  ASSERT_OK_AND_ASSIGN(auto flooder, Transport::Start(patient));
+  ASSERT_OK_AND_ASSIGN(const ConnectionId flood_to,
+                       flooder->Connect("127.0.0.1", server->port(), 10s));
+  ASSERT_TRUE(WaitUntil(10s, [&] { return server->open_connections() == 2; }));
+  flooder->Send(flood_to, "sleep", "");
+  constexpr int kFlood = 4000;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  for (int i = 0; i < kFlood; ++i) {
+    flooder->Send(flood_to, "flood", std::string(16 + rng() % 256, 'x'));
+  }
+  ASSERT_TRUE(WaitUntil(60s, [&] { return received.load() == kFlood + 1; }))
+      << received.load() << " of " << kFlood + 1
+      << " messages came; connections open at the server: " << server->open_connections()
+      << ", at the flooder: " << flooder->open_connections();
+  std::this_thread::sleep_for(4 * kBeat);
+  EXPECT_EQ(server->open_connections(), 2) << "the server ended a connection as silent";
+  EXPECT_EQ(idle->open_connections(), 1) << [&] {
+    const std::optional<Status> why = idle_inbox.WaitClosed(idle_to);
+    return why ? why->ToString() : std::string("?");
+  }();
+}
+
 // Over TCP UCX would emulate reads with messages the server's worker
 // answers (and UCX 1.13 aborts that process when an answer cannot go out):
 // OneSided says they are not one-sided, and none is made here.
