@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "replaydb/db.h"
@@ -263,6 +264,18 @@ class ChildTest {
   pid_t pid_ = -1;
   FILE* out_ = nullptr;
 };
+
+// Waits up to `timeout` for `pred`, looking every 10 ms; whether it came
+// true (it is asked once more when the time is up).
+template <typename Pred>
+bool WaitUntil(std::chrono::milliseconds timeout, Pred pred) {
+  for (const auto until = std::chrono::steady_clock::now() + timeout;
+       std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(10))) {
+    if (pred()) return true;
+  }
+  return pred();
+}
 
 }  // namespace replaydb::testing_util
 

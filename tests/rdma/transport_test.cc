@@ -38,6 +38,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing_util::WaitUntil;
 using namespace std::chrono_literals;
 
 constexpr auto kWait = 30s;  // a bug fails a test instead of hanging it
@@ -919,15 +920,49 @@ TEST(TransportTest, ProcessesOfOneHostReadEachOthersSharedMemoryOneSided) {
   EXPECT_THAT(ended.message(), HasSubstr("connection " + std::to_string(to) + " has ended"));
 }
 
+// A server that shares `bytes` of memory and a client connected to it that
+// imported its key, both with heartbeats every `beat`, over shared memory:
+// what the tests of long one-sided reads below start from.
+struct SharedReads {
+  std::optional<ScopedEnv> shared_memory;
+  Inbox server_inbox;
+  Inbox inbox;  // the client's
+  std::unique_ptr<Transport> server;
+  std::unique_ptr<SharedMemory> shared;
+  std::unique_ptr<Transport> client;
+  ConnectionId to = 0;
+  uint64_t key = 0;
+
+  // Why the client's connection ended ("?" while it has not).
+  std::string WhyEnded() {
+    const std::optional<Status> why = inbox.WaitClosed(to);
+    return why ? why->ToString() : std::string("?");
+  }
+};
+
+// Starts `p` (the test is skipped where reads are not one-sided: the caller
+// returns when IsSkipped() or HasFatalFailure()).
+void StartSharedReads(std::chrono::milliseconds beat, size_t bytes, SharedReads* p) {
+  if (const auto tls = SharedMemoryLeftOut()) {
+    GTEST_SKIP() << "UCX_TLS=" << *tls << " leaves out shared memory";
+  }
+  p->shared_memory.emplace("UCX_MM_ERROR_HANDLING", "y");
+  TransportOptions so = Recording(&p->server_inbox, beat);
+  so.listen_host = "127.0.0.1";
+  ASSERT_OK_AND_ASSIGN(p->server, Transport::Start(so));
+  ASSERT_OK_AND_ASSIGN(p->shared, p->server->AllocateShared(bytes));
+  ASSERT_OK_AND_ASSIGN(p->client, Transport::Start(Recording(&p->inbox, beat)));
+  ASSERT_OK_AND_ASSIGN(p->to, p->client->Connect("127.0.0.1", p->server->port(), 10s));
+  ASSERT_OK_AND_ASSIGN(p->key, p->client->ImportKey(p->to, p->shared->key()));
+  ASSERT_OK_AND_ASSIGN(const bool one_sided, p->client->OneSided(p->to));
+  if (!one_sided) GTEST_SKIP() << "reads are not one-sided here";
+}
+
 // A caller that reads again and again over shared memory (each read done at
 // once, so it never waits and never progresses the worker) holds the worker
 // nearly all the time: the heartbeats still go out, from the caller's own
 // thread, and neither side takes the connection for dead.
 TEST(TransportTest, ACallerReadingWithoutPauseStillSendsHeartbeats) {
-  if (const auto tls = SharedMemoryLeftOut()) {
-    GTEST_SKIP() << "UCX_TLS=" << *tls << " leaves out shared memory";
-  }
-  ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
 #if defined(__SANITIZE_THREAD__)
   // (ThreadSanitizer slows each batch's copying and the heartbeat's thread
   // several times over: on CI's two cores a 100 ms beat missed three times
@@ -936,23 +971,15 @@ TEST(TransportTest, ACallerReadingWithoutPauseStillSendsHeartbeats) {
 #else
   constexpr auto kBeat = 100ms;  // silent for 300 ms: the connection ends
 #endif
-  Inbox server_inbox;
-  TransportOptions so = Recording(&server_inbox, kBeat);
-  so.listen_host = "127.0.0.1";
-  ASSERT_OK_AND_ASSIGN(auto server, Transport::Start(so));
   // A sample's shape: 256 windows of 128 KiB, each batch a few milliseconds
   // of copying with the worker held.
   constexpr size_t kPiece = 128 << 10;
   constexpr size_t kPieces = 256;
   constexpr size_t kBytes = kPiece * kPieces;
-  ASSERT_OK_AND_ASSIGN(auto shared, server->AllocateShared(kBytes));
-  std::memset(shared->data(), 7, kBytes);
-  Inbox inbox;
-  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox, kBeat)));
-  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server->port(), 10s));
-  ASSERT_OK_AND_ASSIGN(const uint64_t key, client->ImportKey(to, shared->key()));
-  ASSERT_OK_AND_ASSIGN(const bool one_sided, client->OneSided(to));
-  if (!one_sided) GTEST_SKIP() << "reads are not one-sided here";
+  SharedReads p;
+  StartSharedReads(kBeat, kBytes, &p);
+  if (IsSkipped() || HasFatalFailure()) return;
+  std::memset(p.shared->data(), 7, kBytes);
   std::vector<std::byte> into(kBytes);
   const auto until = std::chrono::steady_clock::now() + 20 * kBeat;
   int batches = 0;
@@ -960,19 +987,18 @@ TEST(TransportTest, ACallerReadingWithoutPauseStillSendsHeartbeats) {
     std::vector<Transport::ReadPiece> pieces;
     for (size_t i = 0; i < kPieces; ++i) {
       pieces.push_back(
-          {key, shared->address() + i * kPiece, std::span(into).subspan(i * kPiece, kPiece)});
+          {p.key, p.shared->address() + i * kPiece, std::span(into).subspan(i * kPiece, kPiece)});
     }
-    const Status s = ReadAndWait(*client, to, 0, 0, {}, &pieces);
+    const Status s = ReadAndWait(*p.client, p.to, 0, 0, {}, &pieces);
     if (!s.ok()) {
-      const std::optional<Status> why = inbox.WaitClosed(to);
-      FAIL() << "after " << batches << " batches: " << s.ToString() << "; the connection ended: "
-             << (why ? why->ToString() : "?");
+      FAIL() << "after " << batches << " batches: " << s.ToString()
+             << "; the connection ended: " << p.WhyEnded();
     }
     ++batches;
   }
   EXPECT_EQ(into.back(), std::byte{7});
-  EXPECT_EQ(client->open_connections(), 1) << "the client ended the connection";
-  EXPECT_EQ(server->open_connections(), 1) << "the server heard nothing from the reading client";
+  EXPECT_EQ(p.client->open_connections(), 1) << "the client ended the connection";
+  EXPECT_EQ(p.server->open_connections(), 1) << "the server heard nothing from the reading client";
 }
 
 // One read long enough to outlast the peer's patience for silence (256 MiB
@@ -980,45 +1006,30 @@ TEST(TransportTest, ACallerReadingWithoutPauseStillSendsHeartbeats) {
 // two-core machine): its copying holds the worker, and the heartbeats still
 // go out meanwhile.
 TEST(TransportTest, AReadThatHoldsTheWorkerLongerThanTheSilenceAllowedStillSendsHeartbeats) {
-  if (const auto tls = SharedMemoryLeftOut()) {
-    GTEST_SKIP() << "UCX_TLS=" << *tls << " leaves out shared memory";
-  }
-  ScopedEnv shared_memory("UCX_MM_ERROR_HANDLING", "y");
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
   constexpr auto kBeat = 400ms;  // (slower threads: see the test above)
 #else
   constexpr auto kBeat = 50ms;   // silent for 150 ms: the connection ends
 #endif
-  Inbox server_inbox;
-  TransportOptions so = Recording(&server_inbox, kBeat);
-  so.listen_host = "127.0.0.1";
-  ASSERT_OK_AND_ASSIGN(auto server, Transport::Start(so));
   constexpr size_t kPiece = 1 << 20;
   constexpr size_t kPieces = 256;
   constexpr size_t kBytes = kPiece * kPieces;
-  ASSERT_OK_AND_ASSIGN(auto shared, server->AllocateShared(kBytes));
+  SharedReads p;
+  StartSharedReads(kBeat, kBytes, &p);
+  if (IsSkipped() || HasFatalFailure()) return;
   std::mt19937_64 rng(testing_util::TestSeed());
   const uint8_t fill = static_cast<uint8_t>(rng() | 1);
-  std::memset(shared->data(), fill, kBytes);
-  Inbox inbox;
-  ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox, kBeat)));
-  ASSERT_OK_AND_ASSIGN(const ConnectionId to, client->Connect("127.0.0.1", server->port(), 10s));
-  ASSERT_OK_AND_ASSIGN(const uint64_t key, client->ImportKey(to, shared->key()));
-  ASSERT_OK_AND_ASSIGN(const bool one_sided, client->OneSided(to));
-  if (!one_sided) GTEST_SKIP() << "reads are not one-sided here";
+  std::memset(p.shared->data(), fill, kBytes);
   std::vector<std::byte> into(kBytes);  // fresh pages
   std::vector<Transport::ReadPiece> pieces;
   for (size_t i = 0; i < kPieces; ++i) {
     pieces.push_back(
-        {key, shared->address() + i * kPiece, std::span(into).subspan(i * kPiece, kPiece)});
+        {p.key, p.shared->address() + i * kPiece, std::span(into).subspan(i * kPiece, kPiece)});
   }
   const auto start = std::chrono::steady_clock::now();
-  const Status s = ReadAndWait(*client, to, 0, 0, {}, &pieces);
+  const Status s = ReadAndWait(*p.client, p.to, 0, 0, {}, &pieces);
   const auto took = std::chrono::steady_clock::now() - start;
-  ASSERT_TRUE(s.ok()) << s.ToString() << "; the connection ended: " << [&] {
-    const std::optional<Status> why = inbox.WaitClosed(to);
-    return why ? why->ToString() : std::string("?");
-  }();
+  ASSERT_TRUE(s.ok()) << s.ToString() << "; the connection ended: " << p.WhyEnded();
   for (int i = 0; i < 16; ++i) EXPECT_EQ(into[rng() % kBytes], std::byte{fill});
   std::printf(
       "[ read     ] 256 MiB in %lld ms (the silence allowed: %lld ms)\n",
@@ -1026,19 +1037,8 @@ TEST(TransportTest, AReadThatHoldsTheWorkerLongerThanTheSilenceAllowedStillSends
       static_cast<long long>(3 * kBeat.count()));
   // (Long enough for the server's worker to look for silent connections.)
   std::this_thread::sleep_for(4 * kBeat);
-  EXPECT_EQ(client->open_connections(), 1) << "the client ended the connection";
-  EXPECT_EQ(server->open_connections(), 1) << "the server heard nothing from the reading client";
-}
-
-// Waits up to `timeout` for `pred`, checking every 10 ms.
-template <typename Pred>
-bool WaitUntil(std::chrono::milliseconds timeout, Pred pred) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
+  EXPECT_EQ(p.client->open_connections(), 1) << "the client ended the connection";
+  EXPECT_EQ(p.server->open_connections(), 1) << "the server heard nothing from the reading client";
 }
 
 // A server's worker held (here by a handler that sleeps) while one client

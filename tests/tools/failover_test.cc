@@ -42,6 +42,7 @@ using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing_util::ServeProcess;
+using testing_util::WaitUntil;
 
 // The token file the nodes require and the clients prove (empty: none;
 // PartitionTest's nodes listen on addresses other than loopback).
@@ -250,16 +251,6 @@ class Writer {
   std::atomic<Clock::rep> last_ack_{0};
   std::map<uint64_t, Written> acked_;  // the writer thread's until it stops
 };
-
-// Waits (bounded) for `pred`.
-template <typename Pred>
-bool WaitUntil(std::chrono::milliseconds timeout, Pred pred) {
-  for (const auto until = Clock::now() + timeout; Clock::now() < until;
-       std::this_thread::sleep_for(20ms)) {
-    if (pred()) return true;
-  }
-  return pred();
-}
 
 // One step appended to table "experience" straight at `address` (not
 // through the coordinator), waiting for its own acknowledgment: OK only if
