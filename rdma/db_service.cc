@@ -1448,6 +1448,10 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     const auto* impl = dynamic_cast<const engine::DBImpl*>(db_.load(std::memory_order_acquire));
     w->sync = w->ack.sync && !(impl != nullptr && impl->log_never_syncs());
     engine::TableImpl::Adopted resumed;
+    // A resuming vector writer's environments (WriterOpened's envs_*).
+    std::vector<uint8_t> envs_resumed, envs_reason;
+    std::vector<uint64_t> envs_id;
+    std::vector<int64_t> envs_steps;
     if (q->envs() == 0) {
       REPLAYDB_ASSIGN_OR_RETURN(w->writer, table->NewWriter(o));
       if (q->resume_key() != 0) {
@@ -1462,6 +1466,33 @@ Result<Reply> DbService::HandleWriter(Request& r) {
       }
     } else {
       REPLAYDB_ASSIGN_OR_RETURN(w->vector, table->NewVectorWriter(q->envs(), o));
+      const size_t keys = q->resume_keys() == nullptr ? 0 : q->resume_keys()->size();
+      if (keys != 0) {
+        // A vector writer back after a failover: each environment's
+        // trajectory, where this server has it.
+        const size_t ids =
+            q->resume_trajectories() == nullptr ? 0 : q->resume_trajectories()->size();
+        if (keys != q->envs() || ids != keys) {
+          return Status::InvalidArgument("table '" + table->name() + "': a vector writer of " +
+                                         std::to_string(q->envs()) + " environments resumes with " +
+                                         std::to_string(keys) + " keys and " + std::to_string(ids) +
+                                         " trajectory ids (one each per environment)");
+        }
+        auto* engine_writer = dynamic_cast<engine::VectorWriterImpl*>(w->vector.get());
+        if (engine_writer == nullptr) {
+          return Status::FailedPrecondition("table '" + table->name() +
+                                            "': its vector writers cannot resume");
+        }
+        for (size_t e = 0; e < keys; ++e) {
+          REPLAYDB_ASSIGN_OR_RETURN(
+              engine::TableImpl::Adopted a,
+              engine_writer->Resume(e, q->resume_keys()->Get(e), q->resume_trajectories()->Get(e)));
+          envs_resumed.push_back(static_cast<uint8_t>(a.state));
+          envs_id.push_back(a.trajectory_id);
+          envs_steps.push_back(a.num_steps);
+          envs_reason.push_back(static_cast<uint8_t>(a.end_reason));
+        }
+      }
     }
     // The served database is a local one: its writers are the engine's,
     // which take a remote writer's log records.
@@ -1488,12 +1519,20 @@ Result<Reply> DbService::HandleWriter(Request& r) {
       return Status::Unavailable("connection " + std::to_string(r.connection) +
                                  " ended while its writer was being opened");
     }
-    return Reply{
-        EncodeHeader(b, f, fb::Body::WriterOpened,
-                     fb::CreateWriterOpened(b, id, table_id, static_cast<uint8_t>(resumed.state),
-                                            resumed.trajectory_id, resumed.num_steps,
-                                            static_cast<uint8_t>(resumed.end_reason))),
-        ""};
+    // (Absent, not empty, where no vector writer resumed.)
+    const auto vec = [&b](const auto& v) {
+      return v.empty() ? decltype(b.CreateVector(v)){} : b.CreateVector(v);
+    };
+    const auto er = vec(envs_resumed);
+    const auto ei = vec(envs_id);
+    const auto es = vec(envs_steps);
+    const auto ee = vec(envs_reason);
+    return Reply{EncodeHeader(b, f, fb::Body::WriterOpened,
+                              fb::CreateWriterOpened(
+                                  b, id, table_id, static_cast<uint8_t>(resumed.state),
+                                  resumed.trajectory_id, resumed.num_steps,
+                                  static_cast<uint8_t>(resumed.end_reason), er, ei, es, ee)),
+                 ""};
   }
   uint64_t id = 0;
   switch (h->body_type()) {

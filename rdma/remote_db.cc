@@ -199,14 +199,15 @@ std::span<const std::byte> BuildRecord(const TableSpec& spec, uint32_t table_id,
                                        std::span<const ConstTensor> step, int64_t rows,
                                        std::span<const double> priorities, wal::RecordBuilder* b,
                                        size_t* data_offset = nullptr, bool copy_data = true,
-                                       uint64_t writer_key = 0) {
+                                       uint64_t writer_key = 0,
+                                       std::span<const uint64_t> writer_keys = {}) {
   const size_t n = static_cast<size_t>(rows < 0 ? 1 : rows);
   size_t step_bytes = 0;
   for (const ColumnSpec& c : spec.columns) step_bytes += c.step_bytes();
   const std::vector<uint64_t> ids(n);
   const std::vector<int64_t> steps(n);
   std::byte* data = b->AppendSteps(table_id, static_cast<uint32_t>(step_bytes), ids, steps,
-                                   priorities, writer_key);
+                                   priorities, writer_key, writer_keys);
   if (data_offset != nullptr) *data_offset = static_cast<size_t>(data - b->payload().data());
   if (copy_data) CopyRows(spec, step, n, data);
   return b->payload();
@@ -541,33 +542,55 @@ uint64_t NewWriterKey() {
   return key;
 }
 
-// A writer opened on the server: its id there, the connection it belongs
-// to, the table's id, and a resuming writer's trajectory there
-// (fb::WriterOpened's resumed, trajectory_id, num_steps).
-struct OpenedWriter {
-  uint64_t writer = 0;
-  std::shared_ptr<RpcClient> client;
-  uint32_t table_id = 0;
+// fb::WriterOpened::resumed's values.
+constexpr uint8_t kResumedNone = 0;
+constexpr uint8_t kResumedOpen = 1;
+constexpr uint8_t kResumedEnded = 2;
+// Failovers a writer follows in a row without an acknowledgment between
+// them.
+constexpr int kMaxResumes = 4;
+
+// A resuming writer's trajectory on the server it opened on
+// (fb::WriterOpened's resumed, trajectory_id, num_steps, end_reason).
+struct ResumedTrajectory {
   uint8_t resumed = 0;
   uint64_t trajectory_id = 0;
   int64_t num_steps = 0;
   uint8_t end_reason = 0;
 };
 
+// A writer opened on the server: its id there, the connection it belongs
+// to, the table's id, and a resuming writer's trajectory there (a vector
+// writer's: one for each environment, in `envs`).
+struct OpenedWriter : ResumedTrajectory {
+  uint64_t writer = 0;
+  std::shared_ptr<RpcClient> client;
+  uint32_t table_id = 0;
+  std::vector<ResumedTrajectory> envs;
+};
+
 // Opens a writer of `remote`'s table with `options` (`envs` 0: a trajectory
 // writer; N: a vector writer), on the live connection, or on `on` where it
 // is set; a resuming trajectory writer's key and trajectory id (0, 0: a
+// new writer), a resuming vector writer's for each environment (empty: a
 // new writer).
 Result<OpenedWriter> OpenWriterOf(Remote& remote, const WriterOptions& options, size_t envs,
                                   uint64_t resume_key = 0, uint64_t resume_trajectory = 0,
-                                  std::shared_ptr<RpcClient> on = nullptr) {
+                                  std::shared_ptr<RpcClient> on = nullptr,
+                                  std::span<const uint64_t> resume_keys = {},
+                                  std::span<const uint64_t> resume_trajectories = {}) {
   REPLAYDB_RETURN_IF_ERROR(remote.Closed());
   const std::string& table = remote.spec.name;
   const auto encode = Encoder(fb::Body::NewWriter, [&](flatbuffers::FlatBufferBuilder& b) {
     const auto t = b.CreateString(table);
+    flatbuffers::Offset<flatbuffers::Vector<uint64_t>> keys, ids;
+    if (!resume_keys.empty()) {
+      keys = b.CreateVector(resume_keys.data(), resume_keys.size());
+      ids = b.CreateVector(resume_trajectories.data(), resume_trajectories.size());
+    }
     return fb::CreateNewWriter(b, t, options.timeout.count() < 0 ? -1 : options.timeout.count(),
                                options.sync, envs, static_cast<uint8_t>(options.acks.mode),
-                               options.acks.replicas, resume_key, resume_trajectory);
+                               options.acks.replicas, resume_key, resume_trajectory, keys, ids);
   });
   std::shared_ptr<RpcClient> client = on;
   Result<Message> m =
@@ -577,8 +600,54 @@ Result<OpenedWriter> OpenWriterOf(Remote& remote, const WriterOptions& options, 
   REPLAYDB_RETURN_IF_ERROR(
       ExpectBody(*m, fb::Body::WriterOpened, "a writer of table '" + table + "'"));
   const fb::WriterOpened* w = m->header()->body_as_WriterOpened();
-  return OpenedWriter{w->writer(),        std::move(client), w->table_id(),  w->resumed(),
-                      w->trajectory_id(), w->num_steps(),    w->end_reason()};
+  OpenedWriter out;
+  out.writer = w->writer();
+  out.client = std::move(client);
+  out.table_id = w->table_id();
+  out.resumed = w->resumed();
+  out.trajectory_id = w->trajectory_id();
+  out.num_steps = w->num_steps();
+  out.end_reason = w->end_reason();
+  if (!resume_keys.empty()) {
+    const size_t n = resume_keys.size();
+    const auto size = [](const auto* v) { return v == nullptr ? size_t{0} : size_t{v->size()}; };
+    if (size(w->envs_resumed()) != n || size(w->envs_trajectory_id()) != n ||
+        size(w->envs_num_steps()) != n || size(w->envs_end_reason()) != n) {
+      return Status::Corruption("a vector writer of table '" + table +
+                                "' resumed without its trajectories' states (one for each of " +
+                                std::to_string(n) + " environments)");
+    }
+    for (size_t e = 0; e < n; ++e) {
+      out.envs.push_back(
+          ResumedTrajectory{w->envs_resumed()->Get(e), w->envs_trajectory_id()->Get(e),
+                            w->envs_num_steps()->Get(e), w->envs_end_reason()->Get(e)});
+    }
+  }
+  return out;
+}
+
+// OpenWriterOf for a writer that resumes after a failover, on `to` (the
+// primary named now). That primary may not take writers yet (still taking
+// over): asked again every 50 ms, up to the connect timeout, going to
+// another primary where the coordinator names one meanwhile.
+Result<OpenedWriter> OpenResumed(Remote& remote, const WriterOptions& options, size_t envs,
+                                 uint64_t key, uint64_t trajectory, std::shared_ptr<RpcClient> to,
+                                 std::span<const uint64_t> keys = {},
+                                 std::span<const uint64_t> trajectories = {}) {
+  const auto give_up = engine::DeadlineAfter(remote.options.connect_timeout);
+  Result<OpenedWriter> opened =
+      OpenWriterOf(remote, options, envs, key, trajectory, to, keys, trajectories);
+  for (int attempt = 0; attempt < 100000 && !opened.ok() &&
+                        (opened.status().code() == Status::Code::kUnavailable ||
+                         opened.status().code() == Status::Code::kFailedPrecondition) &&
+                        std::chrono::steady_clock::now() < give_up;
+       ++attempt) {
+    std::this_thread::sleep_for(milliseconds(50));
+    Result<std::shared_ptr<RpcClient>> other = remote.connection->Elsewhere(to);
+    if (other.ok() && *other != nullptr) to = *other;
+    opened = OpenWriterOf(remote, options, envs, key, trajectory, to, keys, trajectories);
+  }
+  return opened;
 }
 
 // A trajectory writer of a served table. Appends are sent ahead: Append
@@ -1089,13 +1158,6 @@ class RemoteWriter final : public TrajectoryWriter {
     return first;
   }
 
-  // fb::WriterOpened::resumed's values.
-  static constexpr uint8_t kResumedNone = 0;
-  static constexpr uint8_t kResumedOpen = 1;
-  static constexpr uint8_t kResumedEnded = 2;
-  // Failovers followed in a row without an acknowledgment between them.
-  static constexpr int kMaxResumes = 4;
-
   // After `failure` of a call on the writer's server: where the writer
   // follows a cluster and that server is no longer the primary, opens the
   // writer again on the primary named now, resuming its trajectory there
@@ -1167,21 +1229,7 @@ class RemoteWriter final : public TrajectoryWriter {
       broken_ = why;
       return why;
     };
-    // The primary named may not take writers yet (still taking over): asked
-    // again every 50 ms, up to the connect timeout.
-    const auto give_up = engine::DeadlineAfter(remote_->options.connect_timeout);
-    std::shared_ptr<RpcClient> to = *next;
-    Result<OpenedWriter> opened = OpenWriterOf(*remote_, options_, 0, key_, current_id_, to);
-    for (int attempt = 0; attempt < 100000 && !opened.ok() &&
-                          (opened.status().code() == Status::Code::kUnavailable ||
-                           opened.status().code() == Status::Code::kFailedPrecondition) &&
-                          std::chrono::steady_clock::now() < give_up;
-         ++attempt) {
-      std::this_thread::sleep_for(milliseconds(50));
-      Result<std::shared_ptr<RpcClient>> other = remote_->connection->Elsewhere(to);
-      if (other.ok() && *other != nullptr) to = *other;
-      opened = OpenWriterOf(*remote_, options_, 0, key_, current_id_, to);
-    }
+    Result<OpenedWriter> opened = OpenResumed(*remote_, options_, 0, key_, current_id_, *next);
     if (!opened.ok()) {
       return stay(opened.status().WithContext(table +
                                               ": its writer could not resume on the "
@@ -1272,6 +1320,15 @@ class RemoteWriter final : public TrajectoryWriter {
   uint32_t epoch_ = 1;
 };
 
+// A vector writer of a served table: each Append and End waits for its
+// reply. Where its connection follows a cluster (and the table is not a
+// vector table of lanes), it follows the primary through a failover
+// (docs/replication.md, "Writers through a failover"): each environment's
+// trajectory has its own random key, which the step's record carries (one
+// per entry); a call that failed because the primary went opens the
+// writer again on the primary named now, resuming each environment's
+// trajectory there, and the step is sent again unless it is already there
+// (one record: there for every environment or for none).
 class RemoteVectorWriter final : public VectorWriter {
  public:
   RemoteVectorWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
@@ -1281,12 +1338,19 @@ class RemoteVectorWriter final : public VectorWriter {
         id_(id),
         table_id_(table_id),
         options_(options),
-        ids_(envs, 0) {}
+        ids_(envs, 0) {
+    if (remote_->connection->follows() && remote_->spec.lanes == 1) {
+      keys_.resize(envs);
+      for (uint64_t& key : keys_) key = NewWriterKey();
+      steps_.assign(envs, 0);
+    }
+  }
 
   ~RemoteVectorWriter() override { CloseWriterOn(*client_, id_); }
 
   Status Append(std::span<const ConstTensor> steps, std::span<const double> priorities) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    REPLAYDB_RETURN_IF_ERROR(broken_);
     const auto n = static_cast<int64_t>(ids_.size());
     REPLAYDB_RETURN_IF_ERROR(CheckRows(remote_->spec, steps, n, "vector step"));
     if (!priorities.empty() && priorities.size() != ids_.size()) {
@@ -1312,27 +1376,42 @@ class RemoteVectorWriter final : public VectorWriter {
       }
       record = builder->payload();
     } else {
-      record = BuildRecord(remote_->spec, table_id_, steps, n, priorities, builder.get());
+      record = BuildRecord(remote_->spec, table_id_, steps, n, priorities, builder.get(), nullptr,
+                           true, 0, keys_);
     }
-    const uint64_t id = id_;
-    std::shared_ptr<PendingCall> call = client_->Start(
-        Encoder(fb::Body::AppendStep,
-                [&](flatbuffers::FlatBufferBuilder& b) {
-                  return fb::CreateAppendStep(b, id, false, 0, n);
-                }),
-        std::vector<std::span<const std::byte>>{record}, builder,
-        ReplyWait(options_.timeout, remote_->options.call_timeout));
-    REPLAYDB_ASSIGN_OR_RETURN(Message m, client_->Await(*call));
-    REPLAYDB_RETURN_IF_ERROR(ExpectBody(
-        m, fb::Body::Appended, [&] { return "a vector append to '" + remote_->spec.name + "'"; }));
-    const auto* ids = m.header()->body_as_Appended()->trajectory_ids();
-    if (ids == nullptr || ids->size() != ids_.size()) {
-      return Status::Corruption("a vector append to '" + remote_->spec.name + "' of " +
-                                remote_->address +
-                                ": the reply does not hold one trajectory id per environment");
+    for (;;) {
+      const uint64_t id = id_;
+      std::shared_ptr<PendingCall> call =
+          client_->Start(Encoder(fb::Body::AppendStep,
+                                 [&](flatbuffers::FlatBufferBuilder& b) {
+                                   return fb::CreateAppendStep(b, id, false, 0, n);
+                                 }),
+                         std::vector<std::span<const std::byte>>{record}, builder,
+                         ReplyWait(options_.timeout, remote_->options.call_timeout));
+      Result<Message> m = client_->Await(*call);
+      if (!m.ok()) {
+        bool stored = false;
+        std::optional<Status> resumed =
+            Resume(m.status(), /*appending=*/true, {}, EndReason::kTruncated, &stored);
+        if (!resumed.has_value()) return m.status();
+        REPLAYDB_RETURN_IF_ERROR(*resumed);
+        if (stored) return Status::OK();
+        continue;  // sent again, to the writer opened there
+      }
+      REPLAYDB_RETURN_IF_ERROR(ExpectBody(*m, fb::Body::Appended, [&] {
+        return "a vector append to '" + remote_->spec.name + "'";
+      }));
+      const auto* ids = m->header()->body_as_Appended()->trajectory_ids();
+      if (ids == nullptr || ids->size() != ids_.size()) {
+        return Status::Corruption("a vector append to '" + remote_->spec.name + "' of " +
+                                  remote_->address +
+                                  ": the reply does not hold one trajectory id per environment");
+      }
+      ids_.assign(ids->begin(), ids->end());
+      for (int64_t& s : steps_) ++s;
+      resumes_ = 0;
+      return Status::OK();
     }
-    ids_.assign(ids->begin(), ids->end());
-    return Status::OK();
   }
 
   Status End(size_t env, EndReason reason) override {
@@ -1342,17 +1421,42 @@ class RemoteVectorWriter final : public VectorWriter {
 
   Status EndMany(std::span<const size_t> envs, EndReason reason) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
-    const uint64_t id = id_;
-    const std::vector<uint64_t> list(envs.begin(), envs.end());
-    REPLAYDB_ASSIGN_OR_RETURN(
-        Message m, client_->Call(Encoder(fb::Body::EndTrajectory,
-                                         [&](flatbuffers::FlatBufferBuilder& b) {
-                                           const auto v = b.CreateVector(list);
-                                           return fb::CreateEndTrajectory(
-                                               b, id, static_cast<uint8_t>(reason), v);
-                                         }),
-                                 "", ReplyWait(options_.timeout, remote_->options.call_timeout)));
-    return ExpectBody(m, fb::Body::Done, "ending trajectories of '" + remote_->spec.name + "'");
+    REPLAYDB_RETURN_IF_ERROR(broken_);
+    std::vector<uint64_t> list(envs.begin(), envs.end());
+    while (!list.empty()) {
+      const uint64_t id = id_;
+      Result<Message> m = client_->Call(
+          Encoder(fb::Body::EndTrajectory,
+                  [&](flatbuffers::FlatBufferBuilder& b) {
+                    const auto v = b.CreateVector(list);
+                    return fb::CreateEndTrajectory(b, id, static_cast<uint8_t>(reason), v);
+                  }),
+          "", ReplyWait(options_.timeout, remote_->options.call_timeout));
+      if (!m.ok()) {
+        std::optional<Status> resumed =
+            Resume(m.status(), /*appending=*/false, envs, reason, nullptr);
+        if (!resumed.has_value()) return m.status();
+        REPLAYDB_RETURN_IF_ERROR(*resumed);
+        // (Those found ended there need no End again.)
+        list.erase(
+            std::remove_if(list.begin(), list.end(),
+                           [&](uint64_t e) { return e < ended_there_.size() && ended_there_[e]; }),
+            list.end());
+        continue;
+      }
+      REPLAYDB_RETURN_IF_ERROR(
+          ExpectBody(*m, fb::Body::Done, "ending trajectories of '" + remote_->spec.name + "'"));
+      break;
+    }
+    // Each environment's next trajectory has a key of its own.
+    for (const size_t e : envs) {
+      if (e < steps_.size()) {
+        steps_[e] = 0;
+        keys_[e] = NewWriterKey();
+      }
+    }
+    resumes_ = 0;
+    return Status::OK();
   }
 
   size_t num_envs() const override { return ids_.size(); }
@@ -1381,12 +1485,128 @@ class RemoteVectorWriter final : public VectorWriter {
   }
 
  private:
+  // After `failure` of a call (an append when `appending`, else an End of
+  // `ending` with `reason`): where the writer follows a cluster and its
+  // server is no longer the primary, opens the writer again on the primary
+  // named now, resuming each environment's trajectory there. An append:
+  // *stored says whether its step is there already. An End: ended_there_
+  // says which of `ending` are ended there already. nullopt: not a
+  // failover (the failure stands); otherwise OK, or why the writer cannot
+  // go on (every later call then says so).
+  std::optional<Status> Resume(const Status& failure, bool appending,
+                               std::span<const size_t> ending, EndReason reason, bool* stored) {
+    if (keys_.empty() || (failure.code() != Status::Code::kUnavailable &&
+                          failure.code() != Status::Code::kFailedPrecondition)) {
+      return std::nullopt;
+    }
+    const std::string table = "table '" + remote_->spec.name + "'";
+    Result<std::shared_ptr<RpcClient>> next = remote_->connection->Elsewhere(client_);
+    if (next.ok() && *next == nullptr) return std::nullopt;  // still the primary
+    const std::string after = " after \"" + failure.message() + "\"";
+    if (!next.ok() || ++resumes_ > kMaxResumes) {
+      const Status why =
+          next.ok() ? Status::Unavailable("the primary changed " + std::to_string(kMaxResumes) +
+                                          " times without an acknowledgment")
+                    : next.status();
+      return why.WithContext(
+          table + ": its vector writer could not follow the cluster to a new primary" + after);
+    }
+    const size_t n = keys_.size();
+    // The trajectories each environment's acknowledged steps went to.
+    std::vector<uint64_t> known(n);
+    for (size_t e = 0; e < n; ++e) known[e] = steps_[e] > 0 ? ids_[e] : 0;
+    Result<OpenedWriter> opened = OpenResumed(*remote_, options_, n, 0, 0, *next, keys_, known);
+    if (!opened.ok()) {
+      broken_ = opened.status().WithContext(
+          table + ": its vector writer could not resume on the new primary" + after);
+      return broken_;
+    }
+    std::vector<bool> is_ending(n, false);
+    for (const size_t e : ending) {
+      if (e < n) is_ending[e] = true;
+    }
+    // What the new primary holds of each environment's trajectory, against
+    // the steps acknowledged; the step of an append in flight is there for
+    // every environment or for none (one record).
+    int there = 0, missing = 0;
+    std::string lost;
+    ended_there_.assign(n, false);
+    for (size_t e = 0; e < n && lost.empty(); ++e) {
+      const ResumedTrajectory& t = opened->envs[e];
+      const int64_t acked = steps_[e];
+      const std::string which =
+          "environment " + std::to_string(e) + "'s trajectory" +
+          (t.trajectory_id != 0 || known[e] != 0
+               ? " " + std::to_string(t.trajectory_id != 0 ? t.trajectory_id : known[e])
+               : std::string());
+      if ((t.resumed == kResumedOpen && t.num_steps == acked) ||
+          (t.resumed == kResumedNone && acked == 0)) {
+        ++missing;
+      } else if (appending && t.resumed == kResumedOpen && t.num_steps == acked + 1) {
+        ++there;
+      } else if (!appending && is_ending[e] && t.resumed == kResumedEnded && t.num_steps == acked &&
+                 t.end_reason == static_cast<uint8_t>(reason)) {
+        ended_there_[e] = true;
+      } else if (t.resumed == kResumedNone) {
+        lost = which + " is not there; its first " + std::to_string(acked) +
+               " steps were acknowledged by the primary that went";
+      } else if (t.resumed == kResumedEnded) {
+        lost = which + " was ended there (" +
+               std::string(EndReasonName(static_cast<EndReason>(t.end_reason))) + ") with " +
+               std::to_string(t.num_steps) +
+               " steps (its writer's connection ended, or no writer resumed it within "
+               "DBOptions::writer_resume_window)" +
+               (appending ? "; the step appended after its " + std::to_string(acked) +
+                                " acknowledged ones was not stored"
+                          : std::string());
+      } else if (t.num_steps < acked) {
+        lost = which + " holds " + std::to_string(t.num_steps) + " steps there; steps " +
+               std::to_string(t.num_steps) + " to " + std::to_string(acked - 1) +
+               " were acknowledged by the primary that went";
+      } else {
+        lost = which + " holds " + std::to_string(t.num_steps) + " steps there, more than the " +
+               std::to_string(acked + (appending ? 1 : 0)) + " its writer sent";
+      }
+    }
+    if (lost.empty() && there > 0 && missing > 0) {
+      lost = "the step in flight is there for " + std::to_string(there) +
+             " environments and not for " + std::to_string(missing);
+    }
+    if (!lost.empty()) {
+      CloseWriterOn(*opened->client, opened->writer);
+      broken_ = Status::FailedPrecondition(table + ": its vector writer could not resume on the " +
+                                           "new primary" + after + ": " + lost);
+      return broken_;
+    }
+    client_ = std::move(opened->client);
+    id_ = opened->writer;
+    for (size_t e = 0; e < n; ++e) {
+      if (opened->envs[e].resumed != kResumedNone) ids_[e] = opened->envs[e].trajectory_id;
+    }
+    if (stored != nullptr) {
+      *stored = there > 0;
+      if (*stored) {
+        for (int64_t& s : steps_) ++s;
+        resumes_ = 0;
+      }
+    }
+    return Status::OK();
+  }
+
   std::shared_ptr<Remote> remote_;
   std::shared_ptr<RpcClient> client_;  // the connection it was opened on
   uint64_t id_;
   uint32_t table_id_;  // the table's id on the server, which records name
   WriterOptions options_;
   std::vector<uint64_t> ids_;
+  // A writer that follows a cluster: each environment's trajectory's key
+  // (a new one for each trajectory) and how many of its steps were
+  // acknowledged (empty: it does not follow).
+  std::vector<uint64_t> keys_;
+  std::vector<int64_t> steps_;
+  std::vector<bool> ended_there_;  // the last Resume's, of an End
+  int resumes_ = 0;                // Resume's in a row
+  Status broken_;                  // a failed Resume's: the writer cannot go on
 };
 
 class RemoteTable final : public Table, public std::enable_shared_from_this<RemoteTable> {

@@ -103,7 +103,8 @@ void RecordBuilder::DropTable(const DropTableRecord& r) {
 std::byte* RecordBuilder::AppendSteps(uint32_t table_id, uint32_t step_bytes,
                                       std::span<const uint64_t> trajectory_ids,
                                       std::span<const int64_t> steps,
-                                      std::span<const double> priorities, uint64_t writer_key) {
+                                      std::span<const double> priorities, uint64_t writer_key,
+                                      std::span<const uint64_t> writer_keys) {
   auto& b = impl_->fbb;
   impl_->Start();
   const size_t data_bytes = trajectory_ids.size() * size_t{step_bytes};
@@ -115,10 +116,13 @@ std::byte* RecordBuilder::AppendSteps(uint32_t table_id, uint32_t step_bytes,
   b.ForceVectorAlignment(data_bytes, 1, 16);
   uint8_t* unused = nullptr;
   const auto data = b.CreateUninitializedVector(data_bytes, &unused);
+  const auto keys = writer_keys.empty() ? flatbuffers::Offset<flatbuffers::Vector<uint64_t>>()
+                                        : CreateVector(b, writer_keys);
   // (CreateAppendSteps' order, so that a record without a writer key
   // keeps the bytes it had before the field.)
   fb::AppendStepsBuilder builder(b);
   if (writer_key != 0) builder.add_writer_key(writer_key);
+  if (!writer_keys.empty()) builder.add_writer_keys(keys);
   builder.add_data(data);
   builder.add_priorities(pr);
   builder.add_steps(st);
@@ -211,6 +215,11 @@ Status Decode(std::span<const std::byte> payload, AppendStepsRecord* out) {
     return Bad("AppendSteps",
                std::to_string(np) + " priorities for " + std::to_string(n) + " entries");
   }
+  const size_t nk = SizeOf(r->writer_keys());
+  if (nk != 0 && nk != n) {
+    return Bad("AppendSteps",
+               std::to_string(nk) + " writer keys for " + std::to_string(n) + " entries");
+  }
   // n < 2^32 (a verified vector fits the buffer), so this cannot overflow.
   const uint64_t want = uint64_t{n} * r->step_bytes();
   const size_t have = SizeOf(r->data());
@@ -229,6 +238,7 @@ Status Decode(std::span<const std::byte> payload, AppendStepsRecord* out) {
                         : std::span<const std::byte>(
                               reinterpret_cast<const std::byte*>(r->data()->data()), have);
   out->writer_key = r->writer_key();
+  out->writer_keys = ToVector(r->writer_keys());
   return Status::OK();
 }
 

@@ -46,6 +46,10 @@ struct AppendStepsRecord {
   std::span<const std::byte> data;  // points into the decoded payload
   // The remote writer that sent the rows (its random key; 0: none said).
   uint64_t writer_key = 0;
+  // A remote vector writer's: empty, or one key per entry.
+  std::vector<uint64_t> writer_keys;
+  // Entry i's writer key (0: none said).
+  uint64_t KeyOf(size_t i) const { return writer_keys.empty() ? writer_key : writer_keys[i]; }
 };
 
 struct EndTrajectoryRecord {
@@ -95,11 +99,13 @@ class RecordBuilder {
   void DropTable(const DropTableRecord& r);
   // Everything but the data, which the returned pointer (n * step_bytes
   // bytes, valid until the next call) must be filled with. `writer_key`
-  // (a remote writer's; 0: none) is stored only when set, so the engine's
-  // own records keep their bytes.
+  // (a remote writer's; 0: none) and `writer_keys` (a remote vector
+  // writer's, one per entry; empty: none) are stored only when set, so the
+  // engine's own records keep their bytes.
   std::byte* AppendSteps(uint32_t table_id, uint32_t step_bytes,
                          std::span<const uint64_t> trajectory_ids, std::span<const int64_t> steps,
-                         std::span<const double> priorities, uint64_t writer_key = 0);
+                         std::span<const double> priorities, uint64_t writer_key = 0,
+                         std::span<const uint64_t> writer_keys = {});
   void EndTrajectory(const EndTrajectoryRecord& r);
   void UpdatePriorities(uint32_t table_id, std::span<const uint64_t> keys,
                         std::span<const double> priorities);

@@ -110,7 +110,7 @@ Status TableImpl::Apply(const wal::AppendStepsRecord& r) {
       store_.Insert(std::move(made));
     }
     Trajectory& t = *tp;
-    if (r.writer_key != 0) t.writer_key = r.writer_key;
+    if (const uint64_t key = r.KeyOf(i); key != 0) t.writer_key = key;
     if (step < t.length) continue;  // already in the checkpoint
     if (step > t.length || t.ended) {
       return Status::Corruption("table " + Quoted(name_) + ": logged step " + std::to_string(step) +

@@ -340,6 +340,17 @@ Status VectorWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason)
   return s.ok() ? synced : s;
 }
 
+Result<TableImpl::Adopted> VectorWriterImpl::Resume(size_t env, uint64_t writer_key,
+                                                    uint64_t trajectory_id) {
+  REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, slots_.size(), "Resume"));
+  REPLAYDB_ASSIGN_OR_RETURN(TableImpl::Adopted adopted, table_->Adopt(writer_key, trajectory_id));
+  slots_[env] = WriterSlot{};
+  slots_[env].writer_key = writer_key;
+  if (adopted.state == TableImpl::Adopted::State::kOpen)
+    slots_[env].trajectory = adopted.trajectory;
+  return adopted;
+}
+
 uint64_t VectorWriterImpl::trajectory_id(size_t env) const {
   return env < slots_.size() && slots_[env].trajectory ? slots_[env].trajectory->id : 0;
 }

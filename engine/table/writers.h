@@ -125,6 +125,13 @@ class VectorWriterImpl final : public VectorWriter, public RecordAppender {
     return scratch_.fork_join != nullptr ? scratch_.fork_join->parts() : 1;
   }
 
+  // A served vector writer opened for a remote one that resumes after a
+  // failover: environment `env`'s trajectory is the one TableImpl::Adopt
+  // finds for `writer_key` (and `trajectory_id`, where the writer knows
+  // it); an open orphan becomes that environment's, which its next step
+  // continues. REQUIRES: nothing appended yet.
+  Result<TableImpl::Adopted> Resume(size_t env, uint64_t writer_key, uint64_t trajectory_id);
+
  private:
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;

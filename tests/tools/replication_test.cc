@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <random>
 #include <regex>
@@ -1000,6 +1001,176 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
   ASSERT_OK_AND_ASSIGN(auto again, table->NewWriter(o));
   ASSERT_OK(again->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0));
   ASSERT_OK(again->End(EndReason::kTerminal));
+}
+
+// One vector step of `envs` random rows, each environment's row added to
+// `appended[e]` once `append` (given the step's columns) returns OK.
+Status AppendVectorStep(std::mt19937_64& rng, size_t envs,
+                        const std::function<Status(std::span<const ConstTensor>)>& append,
+                        std::vector<Appended*> appended) {
+  std::vector<testing_util::StepData> rows;
+  for (size_t e = 0; e < envs; ++e) rows.push_back(testing_util::RandomStep(Spec(), rng));
+  std::vector<std::vector<std::byte>> columns(Spec().columns.size());
+  std::vector<ConstTensor> tensors;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    for (const auto& row : rows) {
+      columns[c].insert(columns[c].end(), row.columns[c].begin(), row.columns[c].end());
+    }
+    const ColumnSpec& col = Spec().columns[c];
+    tensors.push_back({col.dtype, col.shape.Prepend(static_cast<int64_t>(envs)), columns[c].data(),
+                       columns[c].size()});
+  }
+  const Status s = append(tensors);
+  if (s.ok()) {
+    for (size_t e = 0; e < envs; ++e) appended[e]->Add(rows[e]);
+  }
+  return s;
+}
+
+// A vector writer connected through a cluster's coordinator follows its
+// primary too: the primary is SIGKILLed while a step or an End is in
+// flight (on another thread: it reached the replica or not), and every
+// environment's trajectory goes on on the promoted replica, each step
+// stored once and in order (replicated(1): nothing acknowledged lost), each
+// End made once; an environment whose trajectory ended begins a new one.
+TEST(ReplicationTest, AClusterVectorWritersTrajectoriesGoOnWholeOnThePromotedReplica) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"),
+                 {"--replica-of", primary.address(), "--resume-window-ms", "60000"});
+  const std::string file = dir.Sub("cluster");
+  NamePrimary(file, primary, replica, "p");
+  ConnectOptions patient;  // (the in-flight step waits out the promotion below)
+  patient.connect_timeout = 60s;
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file, patient));
+  ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
+  {
+    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+    WaitInSync(*p);
+  }
+  const size_t envs = 2 + rng() % 3;
+  WriterOptions o;
+  o.acks = Acks::Replicated(1);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(envs, o));
+  const std::vector<double> priorities(envs, 1.0);
+  const auto append = [&](std::span<const ConstTensor> t) { return writer->Append(t, priorities); };
+  // Each environment's trajectories: those ended (id, steps, how), and the
+  // open one's steps.
+  struct Ended {
+    uint64_t id;
+    Appended steps;
+    EndReason reason;
+  };
+  std::vector<std::vector<Ended>> ended(envs);
+  std::vector<Appended> open(envs);
+  std::vector<Appended*> to(envs);
+  for (size_t e = 0; e < envs; ++e) to[e] = &open[e];
+  const auto steps = [&](int n) {
+    for (int s = 0; s < n; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, to));
+  };
+  const auto end = [&](size_t e, EndReason reason) {
+    const uint64_t id = writer->trajectory_id(e);
+    ASSERT_OK(writer->End(e, reason));
+    ended[e].push_back(Ended{id, std::move(open[e]), reason});
+    open[e] = Appended();
+  };
+  steps(1 + static_cast<int>(rng() % 10));
+  end(0, EndReason::kTerminal);
+  steps(1 + static_cast<int>(rng() % 10));
+  // A step or an End in flight when the primary dies.
+  const auto pause = std::chrono::microseconds(rng() % 3000);
+  const bool end_in_flight = rng() % 2 == 0;
+  std::mt19937_64 thread_rng(rng());
+  std::thread in_flight([&] {
+    if (end_in_flight) {
+      end(envs - 1, EndReason::kTruncated);
+    } else {
+      EXPECT_OK(AppendVectorStep(thread_rng, envs, append, to));
+    }
+  });
+  std::this_thread::sleep_for(pause);
+  primary.Kill();
+  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  ASSERT_EQ(status, 0) << out;
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  // (A replica of the new primary, for its replicated(1) appends.)
+  Served next(dir.Sub("next"), {"--replica-of", replica.address()});
+  WaitInSync(*r);
+  NamePrimary(file, primary, replica, "r");
+  in_flight.join();
+  steps(1 + static_cast<int>(rng() % 10));
+  if (!end_in_flight) end(envs - 1, EndReason::kTruncated);
+  steps(1 + static_cast<int>(rng() % 10));
+  for (size_t e = 0; e < envs; ++e) end(e, EndReason::kTerminal);
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  int64_t trajectories = 0;
+  for (size_t e = 0; e < envs; ++e) {
+    for (const Ended& t : ended[e]) {
+      ++trajectories;
+      EXPECT_EQ(Differs(*rt, t.id, t.steps, t.reason), "")
+          << "environment " << e << ", trajectory " << t.id;
+    }
+  }
+  EXPECT_EQ(rt->Info().num_trajectories, trajectories) << testing_util::TableContents(*rt);
+}
+
+// A vector writer that comes back after its trajectories were ended on the
+// new primary (here at once: --resume-window-ms 0) is told which
+// environment's trajectory, and that the step was not stored; its later
+// calls say the same.
+TEST(ReplicationTest, AClusterVectorWriterWhoseTrajectoriesEndedOnThePromotedReplicaIsToldSo) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"),
+                 {"--replica-of", primary.address(), "--resume-window-ms", "0"});
+  const std::string file = dir.Sub("cluster");
+  NamePrimary(file, primary, replica, "p");
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
+  ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
+  {
+    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+    WaitInSync(*p);
+  }
+  const size_t envs = 1 + rng() % 3;
+  WriterOptions o;
+  o.acks = Acks::Replicated(1);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(envs, o));
+  const std::vector<double> priorities(envs, 1.0);
+  const auto append = [&](std::span<const ConstTensor> t) { return writer->Append(t, priorities); };
+  std::vector<Appended> open(envs);
+  std::vector<Appended*> to(envs);
+  for (size_t e = 0; e < envs; ++e) to[e] = &open[e];
+  const int64_t steps = 1 + static_cast<int64_t>(rng() % 10);
+  for (int64_t s = 0; s < steps; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, to));
+  const uint64_t id = writer->trajectory_id(0);
+  primary.Kill();
+  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  ASSERT_EQ(status, 0) << out;
+  NamePrimary(file, primary, replica, "r");
+  const Status lost = AppendVectorStep(rng, envs, append, to);
+  EXPECT_EQ(lost.code(), Status::Code::kFailedPrecondition) << lost.ToString();
+  EXPECT_THAT(lost.message(),
+              HasSubstr("table 'experience': its vector writer could not resume on the new "
+                        "primary after \""));
+  EXPECT_THAT(lost.message(),
+              HasSubstr("\": environment 0's trajectory " + std::to_string(id) +
+                        " was ended there (truncated) with " + std::to_string(steps) +
+                        " steps (its writer's connection ended, or no writer resumed it within "
+                        "DBOptions::writer_resume_window); the step appended after its " +
+                        std::to_string(steps) + " acknowledged ones was not stored"));
+  const Status after = writer->End(0, EndReason::kTerminal);
+  EXPECT_EQ(after.code(), Status::Code::kFailedPrecondition) << after.ToString();
+  EXPECT_EQ(after.message(), lost.message());
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  for (size_t e = 0; e < envs; ++e) {
+    TrajectorySteps read;
+    ASSERT_OK(rt->ReadTrajectory(writer->trajectory_id(e), 0, 0, &read));
+    EXPECT_EQ(read.info.length, steps) << "environment " << e;
+    EXPECT_EQ(read.info.end_reason, EndReason::kTruncated);
+  }
 }
 
 TEST(ReplicationTest, APromotionWhoseOldPrimaryIsOutOfReachWaitsUntilItIsKnownDead) {

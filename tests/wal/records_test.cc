@@ -67,6 +67,20 @@ TEST(RecordsTest, EveryTypeRoundTrips) {
   EXPECT_GE(as.data.data(), steps_payload.span.data());
   EXPECT_LE(as.data.data() + as.data.size(), steps_payload.span.data() + steps_payload.span.size());
 
+  EXPECT_TRUE(as.writer_keys.empty());
+  EXPECT_EQ(as.KeyOf(2), 0u);
+
+  // A remote vector writer's keys, one per entry; a trajectory writer's one.
+  const std::vector<uint64_t> writer_keys = {7, 1ull << 63, 9};
+  b.AppendSteps(1, 5, ids, steps, {}, 0, writer_keys);
+  ASSERT_OK(Decode(b.payload(), &as));
+  EXPECT_EQ(as.writer_keys, writer_keys);
+  EXPECT_EQ(as.KeyOf(1), 1ull << 63);
+  b.AppendSteps(1, 5, ids, steps, {}, 42);
+  ASSERT_OK(Decode(b.payload(), &as));
+  EXPECT_TRUE(as.writer_keys.empty());
+  EXPECT_EQ(as.KeyOf(2), 42u);
+
   b.AppendSteps(2, 8, {}, {}, {});  // no entries
   ASSERT_OK(Decode(b.payload(), &as));
   EXPECT_TRUE(as.trajectory_ids.empty());
@@ -132,6 +146,15 @@ TEST(RecordsTest, InconsistentAppendStepsIsCorruption) {
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << c.want;
     EXPECT_THAT(s.message(), HasSubstr("AppendSteps record: "));
     EXPECT_THAT(s.message(), HasSubstr(c.want));
+  }
+  {
+    RecordBuilder b;
+    const std::vector<uint64_t> ids = {1, 2, 3};
+    const std::vector<int64_t> steps = {0, 0, 0};
+    b.AppendSteps(1, 4, ids, steps, {}, 0, std::vector<uint64_t>{5, 6});
+    const Status s = Decode(b.payload(), &r);
+    EXPECT_EQ(s.code(), Status::Code::kCorruption);
+    EXPECT_THAT(s.message(), HasSubstr("AppendSteps record: 2 writer keys for 3 entries"));
   }
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<uint64_t> keys = {1, 2};
