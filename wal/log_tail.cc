@@ -92,6 +92,9 @@ Status ReadLogRange(Env* env, const std::string& dir, LogPosition from, LogPosit
     from = LogPosition{segments.front(), 0};
   }
   from.offset = std::max<uint64_t>(from.offset, kSegmentHeaderBytes);
+  // At the end already (a replica that keeps up asks here after each
+  // record): nothing to read, and no file to open.
+  if (from == end) return Status::OK();
   if (from > end) {
     return Status::FailedPrecondition(
         "segment " + std::to_string(from.segment) + ", offset " + std::to_string(from.offset) +
