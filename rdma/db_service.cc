@@ -1480,13 +1480,19 @@ Result<Reply> DbService::HandleWriter(Request& r) {
         }
         auto* engine_writer = dynamic_cast<engine::VectorWriterImpl*>(w->vector.get());
         if (engine_writer == nullptr) {
-          return Status::FailedPrecondition("table '" + table->name() +
-                                            "': its vector writers cannot resume");
+          return Status::Internal("table '" + table->name() +
+                                  "': its vector writers cannot resume");
         }
         for (size_t e = 0; e < keys; ++e) {
-          REPLAYDB_ASSIGN_OR_RETURN(
-              engine::TableImpl::Adopted a,
-              engine_writer->Resume(e, q->resume_keys()->Get(e), q->resume_trajectories()->Get(e)));
+          Result<engine::TableImpl::Adopted> adopted =
+              engine_writer->Resume(e, q->resume_keys()->Get(e), q->resume_trajectories()->Get(e));
+          if (!adopted.ok()) {
+            // Those taken over already are orphans again, not ended with
+            // this writer.
+            engine_writer->GiveBack();
+            return adopted.status().WithContext("environment " + std::to_string(e));
+          }
+          const engine::TableImpl::Adopted& a = *adopted;
           envs_resumed.push_back(static_cast<uint8_t>(a.state));
           envs_id.push_back(a.trajectory_id);
           envs_steps.push_back(a.num_steps);
@@ -1516,6 +1522,11 @@ Result<Reply> DbService::HandleWriter(Request& r) {
       }
     }
     if (id == 0) {
+      // (A resuming vector writer's trajectories stay orphans for its next
+      // try, not ended with this one.)
+      if (auto* v = dynamic_cast<engine::VectorWriterImpl*>(w->vector.get()); v != nullptr) {
+        v->GiveBack();
+      }
       return Status::Unavailable("connection " + std::to_string(r.connection) +
                                  " ended while its writer was being opened");
     }
@@ -1651,11 +1662,22 @@ Result<Reply> DbService::HandleWriterCall(Request& r, const std::shared_ptr<Writ
       }
       int64_t appended = 0;
       if (w->vector) {
-        REPLAYDB_RETURN_IF_ERROR(w->records->AppendRecord(record, 0, &appended));
-        std::vector<uint64_t> ids(w->vector->num_envs());
-        for (size_t e = 0; e < ids.size(); ++e) ids[e] = w->vector->trajectory_id(e);
+        // (0 rows: the writer's state only.)
+        if (q->steps() != 0 || !payload.empty()) {
+          REPLAYDB_RETURN_IF_ERROR(w->records->AppendRecord(record, 0, &appended));
+        }
+        const size_t n = w->vector->num_envs();
+        std::vector<uint64_t> ids(n);
+        std::vector<int64_t> steps(n);
+        auto* engine_writer = dynamic_cast<engine::VectorWriterImpl*>(w->vector.get());
+        for (size_t e = 0; e < n; ++e) {
+          ids[e] = w->vector->trajectory_id(e);
+          steps[e] = engine_writer != nullptr ? engine_writer->open_steps(e) : 0;
+        }
         const auto v = b.CreateVector(ids);
-        return Reply{EncodeHeader(b, f, fb::Body::Appended, fb::CreateAppended(b, 0, 0, v)), ""};
+        const auto s = b.CreateVector(steps);
+        return Reply{EncodeHeader(b, f, fb::Body::Appended, fb::CreateAppended(b, 0, 0, v, -1, s)),
+                     ""};
       }
       const auto state = [&](int64_t rows_taken) {
         return Reply{EncodeHeader(b, f, fb::Body::Appended,

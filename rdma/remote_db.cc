@@ -613,9 +613,13 @@ Result<OpenedWriter> OpenWriterOf(Remote& remote, const WriterOptions& options, 
     const auto size = [](const auto* v) { return v == nullptr ? size_t{0} : size_t{v->size()}; };
     if (size(w->envs_resumed()) != n || size(w->envs_trajectory_id()) != n ||
         size(w->envs_num_steps()) != n || size(w->envs_end_reason()) != n) {
-      return Status::Corruption("a vector writer of table '" + table +
-                                "' resumed without its trajectories' states (one for each of " +
-                                std::to_string(n) + " environments)");
+      // (A server of an earlier build: it opened a new writer instead.)
+      CloseWriterOn(*out.client, out.writer);
+      return Status::FailedPrecondition(
+          "table '" + table +
+          "': the server did not resume the vector writer (no state for each "
+          "of its " +
+          std::to_string(n) + " environments): it cannot resume vector writers");
     }
     for (size_t e = 0; e < n; ++e) {
       out.envs.push_back(
@@ -1342,7 +1346,7 @@ class RemoteVectorWriter final : public VectorWriter {
     if (remote_->connection->follows() && remote_->spec.lanes == 1) {
       keys_.resize(envs);
       for (uint64_t& key : keys_) key = NewWriterKey();
-      steps_.assign(envs, 0);
+      acked_.assign(envs, 0);
     }
   }
 
@@ -1393,7 +1397,10 @@ class RemoteVectorWriter final : public VectorWriter {
         bool stored = false;
         std::optional<Status> resumed =
             Resume(m.status(), /*appending=*/true, {}, EndReason::kTruncated, &stored);
-        if (!resumed.has_value()) return m.status();
+        if (!resumed.has_value()) {
+          Refresh();  // (some environments may have taken the step)
+          return m.status();
+        }
         REPLAYDB_RETURN_IF_ERROR(*resumed);
         if (stored) return Status::OK();
         continue;  // sent again, to the writer opened there
@@ -1407,8 +1414,7 @@ class RemoteVectorWriter final : public VectorWriter {
                                   remote_->address +
                                   ": the reply does not hold one trajectory id per environment");
       }
-      ids_.assign(ids->begin(), ids->end());
-      for (int64_t& s : steps_) ++s;
+      Take(*m->header()->body_as_Appended(), /*appended=*/true);
       resumes_ = 0;
       return Status::OK();
     }
@@ -1435,7 +1441,10 @@ class RemoteVectorWriter final : public VectorWriter {
       if (!m.ok()) {
         std::optional<Status> resumed =
             Resume(m.status(), /*appending=*/false, envs, reason, nullptr);
-        if (!resumed.has_value()) return m.status();
+        if (!resumed.has_value()) {
+          Refresh();  // (some environments may have ended)
+          return m.status();
+        }
         REPLAYDB_RETURN_IF_ERROR(*resumed);
         // (Those found ended there need no End again.)
         list.erase(
@@ -1450,8 +1459,8 @@ class RemoteVectorWriter final : public VectorWriter {
     }
     // Each environment's next trajectory has a key of its own.
     for (const size_t e : envs) {
-      if (e < steps_.size()) {
-        steps_[e] = 0;
+      if (e < acked_.size()) {
+        acked_[e] = 0;
         keys_[e] = NewWriterKey();
       }
     }
@@ -1485,6 +1494,38 @@ class RemoteVectorWriter final : public VectorWriter {
   }
 
  private:
+  // Takes an Appended reply's trajectory ids and, where the writer follows
+  // a cluster, the steps each environment's open trajectory holds (a
+  // server that does not say: one more each, when `appended`).
+  void Take(const fb::Appended& a, bool appended) {
+    const auto* ids = a.trajectory_ids();
+    if (ids != nullptr && ids->size() == ids_.size()) ids_.assign(ids->begin(), ids->end());
+    if (acked_.empty()) return;
+    const auto* steps = a.envs_num_steps();
+    if (steps != nullptr && steps->size() == acked_.size()) {
+      acked_.assign(steps->begin(), steps->end());
+    } else if (appended) {
+      for (int64_t& s : acked_) ++s;
+    }
+  }
+
+  // After a call that failed for another reason than a failover (an
+  // environment's trajectory evicted, the rate limiter's timeout): the
+  // server's view of each environment's trajectory (an AppendStep of no
+  // rows), so that a later failover compares against what is stored.
+  void Refresh() {
+    if (acked_.empty()) return;
+    const uint64_t id = id_;
+    Result<Message> m = client_->Call(Encoder(fb::Body::AppendStep,
+                                              [&](flatbuffers::FlatBufferBuilder& b) {
+                                                return fb::CreateAppendStep(b, id, false, 0, 0);
+                                              }),
+                                      "", remote_->options.call_timeout);
+    if (m.ok() && m->header()->body_type() == fb::Body::Appended) {
+      Take(*m->header()->body_as_Appended(), /*appended=*/false);
+    }
+  }
+
   // After `failure` of a call (an append when `appending`, else an End of
   // `ending` with `reason`): where the writer follows a cluster and its
   // server is no longer the primary, opens the writer again on the primary
@@ -1514,7 +1555,7 @@ class RemoteVectorWriter final : public VectorWriter {
     const size_t n = keys_.size();
     // The trajectories each environment's acknowledged steps went to.
     std::vector<uint64_t> known(n);
-    for (size_t e = 0; e < n; ++e) known[e] = steps_[e] > 0 ? ids_[e] : 0;
+    for (size_t e = 0; e < n; ++e) known[e] = acked_[e] > 0 ? ids_[e] : 0;
     Result<OpenedWriter> opened = OpenResumed(*remote_, options_, n, 0, 0, *next, keys_, known);
     if (!opened.ok()) {
       broken_ = opened.status().WithContext(
@@ -1529,11 +1570,12 @@ class RemoteVectorWriter final : public VectorWriter {
     // the steps acknowledged; the step of an append in flight is there for
     // every environment or for none (one record).
     int there = 0, missing = 0;
+    std::string there_envs;  // (for the message below)
     std::string lost;
     ended_there_.assign(n, false);
     for (size_t e = 0; e < n && lost.empty(); ++e) {
       const ResumedTrajectory& t = opened->envs[e];
-      const int64_t acked = steps_[e];
+      const int64_t acked = acked_[e];
       const std::string which =
           "environment " + std::to_string(e) + "'s trajectory" +
           (t.trajectory_id != 0 || known[e] != 0
@@ -1544,6 +1586,7 @@ class RemoteVectorWriter final : public VectorWriter {
         ++missing;
       } else if (appending && t.resumed == kResumedOpen && t.num_steps == acked + 1) {
         ++there;
+        there_envs += (there_envs.empty() ? "" : ", ") + std::to_string(e);
       } else if (!appending && is_ending[e] && t.resumed == kResumedEnded && t.num_steps == acked &&
                  t.end_reason == static_cast<uint8_t>(reason)) {
         ended_there_[e] = true;
@@ -1569,8 +1612,10 @@ class RemoteVectorWriter final : public VectorWriter {
       }
     }
     if (lost.empty() && there > 0 && missing > 0) {
-      lost = "the step in flight is there for " + std::to_string(there) +
-             " environments and not for " + std::to_string(missing);
+      // (The server logged it in parts: its rate limiter let some
+      // environments in before the others, or one's trajectory was evicted.)
+      lost = "the step in flight is there for environments " + there_envs + " only (" +
+             std::to_string(missing) + " lack it)";
     }
     if (!lost.empty()) {
       CloseWriterOn(*opened->client, opened->writer);
@@ -1586,7 +1631,7 @@ class RemoteVectorWriter final : public VectorWriter {
     if (stored != nullptr) {
       *stored = there > 0;
       if (*stored) {
-        for (int64_t& s : steps_) ++s;
+        for (int64_t& s : acked_) ++s;
         resumes_ = 0;
       }
     }
@@ -1600,10 +1645,10 @@ class RemoteVectorWriter final : public VectorWriter {
   WriterOptions options_;
   std::vector<uint64_t> ids_;
   // A writer that follows a cluster: each environment's trajectory's key
-  // (a new one for each trajectory) and how many of its steps were
-  // acknowledged (empty: it does not follow).
+  // (a new one for each trajectory) and the steps its open trajectory
+  // holds as of the last reply (empty: it does not follow).
   std::vector<uint64_t> keys_;
-  std::vector<int64_t> steps_;
+  std::vector<int64_t> acked_;
   std::vector<bool> ended_there_;  // the last Resume's, of an End
   int resumes_ = 0;                // Resume's in a row
   Status broken_;                  // a failed Resume's: the writer cannot go on

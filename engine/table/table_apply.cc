@@ -271,6 +271,21 @@ size_t TableImpl::KeepOrphans() {
   return orphans_.size();
 }
 
+void TableImpl::Unadopt(const std::shared_ptr<Trajectory>& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (t == nullptr || t->ended || t->evicted || t->removed) return;
+  if (std::find(orphans_.begin(), orphans_.end(), t->id) == orphans_.end()) {
+    orphans_.push_back(t->id);
+  }
+}
+
+int64_t TableImpl::OpenLength(const WriterSlot& slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Trajectory* t = slot.trajectory.get();
+  if (t == nullptr || t->ended || t->evicted || t->removed) return 0;
+  return t->length;
+}
+
 Status TableImpl::EndOrphans() {
   std::vector<uint64_t> ended;
   {

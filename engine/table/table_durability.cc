@@ -182,13 +182,23 @@ Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
   std::vector<int64_t> step_index;
   std::vector<double> prios;
   std::vector<size_t> envs;
+  // (A remote vector writer's keys: noted on the trajectories, and in the
+  // record written here when the writer's own is not of use.)
+  std::vector<uint64_t> keys;
   for (size_t env = 0; env < n; ++env) {
     if (dest[env] < 0) continue;
     envs.push_back(env);
-    ids.push_back(slots[env].trajectory->id);
-    step_index.push_back(slots[env].trajectory->length);
+    Trajectory& t = *slots[env].trajectory;
+    ids.push_back(t.id);
+    step_index.push_back(t.length);
     if (!priorities.empty()) prios.push_back(priorities[env]);
+    if (slots[env].writer_key != 0) {
+      t.writer_key = slots[env].writer_key;
+      keys.resize(envs.size(), 0);
+      keys.back() = slots[env].writer_key;
+    }
   }
+  if (!keys.empty()) keys.resize(envs.size(), 0);
   if (envs.empty()) return uint64_t{0};
   if (!record.empty() && envs.size() == n) {
     REPLAYDB_RETURN_IF_ERROR(wal::FillAppendSteps(record, ids, step_index)
@@ -222,7 +232,7 @@ Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
     }
   }
   std::byte* data = record_.AppendSteps(table_id_, static_cast<uint32_t>(layout_.step_bytes), ids,
-                                        step_index, prios);
+                                        step_index, prios, 0, keys);
   for (size_t env : envs) {
     for (size_t c = 0; c < columns_.size(); ++c) {
       const size_t cb = layout_.column_bytes[c];

@@ -344,6 +344,12 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // (Trajectory::writer_key). FailedPrecondition when it is open and no
   // orphan (another writer holds it).
   Result<Adopted> Adopt(uint64_t key, uint64_t trajectory_id);
+  // An adopted trajectory given back (a resuming writer that could not be
+  // opened after all): an orphan again while it is open.
+  void Unadopt(const std::shared_ptr<Trajectory>& t);
+  // The steps of `slot`'s trajectory while it is open (0: none, or it
+  // ended, was evicted or removed: the slot's next step begins another).
+  int64_t OpenLength(const WriterSlot& slot) const;
 
   // ---- checkpoints (engine/table/table_durability.cc) ----
 

@@ -292,6 +292,11 @@ Status VectorWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first
                                    "': a remote vector step starts at environment 0, not " +
                                    std::to_string(first_row));
   }
+  // Each environment's key, for the records the engine writes itself when
+  // it logs the step in parts (and noted on the trajectories).
+  if (!r.writer_keys.empty()) {
+    for (size_t e = 0; e < slots_.size(); ++e) slots_[e].writer_key = r.writer_keys[e];
+  }
   // Environment e's row is the record's row e.
   ColumnBases(*table_, r.data, 0, &bases_);
   uint64_t seq = 0;
@@ -349,6 +354,17 @@ Result<TableImpl::Adopted> VectorWriterImpl::Resume(size_t env, uint64_t writer_
   if (adopted.state == TableImpl::Adopted::State::kOpen)
     slots_[env].trajectory = adopted.trajectory;
   return adopted;
+}
+
+void VectorWriterImpl::GiveBack() {
+  for (WriterSlot& slot : slots_) {
+    table_->Unadopt(slot.trajectory);
+    slot = WriterSlot{};
+  }
+}
+
+int64_t VectorWriterImpl::open_steps(size_t env) const {
+  return env < slots_.size() ? table_->OpenLength(slots_[env]) : 0;
 }
 
 uint64_t VectorWriterImpl::trajectory_id(size_t env) const {

@@ -131,6 +131,12 @@ class VectorWriterImpl final : public VectorWriter, public RecordAppender {
   // it); an open orphan becomes that environment's, which its next step
   // continues. REQUIRES: nothing appended yet.
   Result<TableImpl::Adopted> Resume(size_t env, uint64_t writer_key, uint64_t trajectory_id);
+  // Gives every trajectory Resume adopted back (an orphan again, not
+  // ended when this writer goes): the writer was not opened after all.
+  void GiveBack();
+  // The steps of environment `env`'s trajectory while it is open (0:
+  // none; its next step begins one).
+  int64_t open_steps(size_t env) const;
 
  private:
   const std::shared_ptr<TableImpl> table_;

@@ -1004,10 +1004,12 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
 }
 
 // One vector step of `envs` random rows, each environment's row added to
-// `appended[e]` once `append` (given the step's columns) returns OK.
+// `appended[e]` once `append` (given the step's columns) returns OK; the
+// rows in *sent where that is not null.
 Status AppendVectorStep(std::mt19937_64& rng, size_t envs,
                         const std::function<Status(std::span<const ConstTensor>)>& append,
-                        std::vector<Appended*> appended) {
+                        std::vector<Appended*> appended,
+                        std::vector<testing_util::StepData>* sent = nullptr) {
   std::vector<testing_util::StepData> rows;
   for (size_t e = 0; e < envs; ++e) rows.push_back(testing_util::RandomStep(Spec(), rng));
   std::vector<std::vector<std::byte>> columns(Spec().columns.size());
@@ -1024,6 +1026,7 @@ Status AppendVectorStep(std::mt19937_64& rng, size_t envs,
   if (s.ok()) {
     for (size_t e = 0; e < envs; ++e) appended[e]->Add(rows[e]);
   }
+  if (sent != nullptr) *sent = std::move(rows);
   return s;
 }
 
@@ -1113,6 +1116,83 @@ TEST(ReplicationTest, AClusterVectorWritersTrajectoriesGoOnWholeOnThePromotedRep
     }
   }
   EXPECT_EQ(rt->Info().num_trajectories, trajectories) << testing_util::TableContents(*rt);
+}
+
+// A vector writer whose environment's trajectory was evicted on the primary
+// (its append failed for that environment alone; the other took the step)
+// goes on through a failover right after: what it compares against is what
+// the server stored, not its own count of the steps it sent.
+TEST(ReplicationTest, AClusterVectorWriterFollowsAFailoverRightAfterAnEnvironmentWasEvicted) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"),
+                 {"--replica-of", primary.address(), "--resume-window-ms", "60000"});
+  const std::string file = dir.Sub("cluster");
+  NamePrimary(file, primary, replica, "p");
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
+  TableSpec spec = Spec();
+  spec.capacity_steps = 4 * spec.block_steps;  // four trajectories at most
+  ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(spec));
+  {
+    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+    WaitInSync(*p);
+  }
+  WriterOptions o;
+  o.acks = Acks::Replicated(1);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(2, o));
+  const std::vector<double> priorities(2, 1.0);
+  const auto append = [&](std::span<const ConstTensor> t) { return writer->Append(t, priorities); };
+  std::vector<Appended> open(2);
+  std::vector<Appended*> to = {&open[0], &open[1]};
+  // Both trajectories grow until the hot tier is full and one's next block
+  // evicts the other.
+  Status evicted;
+  std::vector<testing_util::StepData> last;
+  for (int s = 0; s < 100 && evicted.ok(); ++s) {
+    evicted = AppendVectorStep(rng, 2, append, to, &last);
+  }
+  ASSERT_EQ(evicted.code(), Status::Code::kFailedPrecondition) << evicted.ToString();
+  ASSERT_THAT(evicted.message(), HasSubstr("was evicted from the hot tier while open"));
+  const uint64_t before[] = {writer->trajectory_id(0), writer->trajectory_id(1)};
+  primary.Kill();
+  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  ASSERT_EQ(status, 0) << out;
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  Served next(dir.Sub("next"), {"--replica-of", replica.address()});
+  WaitInSync(*r);
+  NamePrimary(file, primary, replica, "r");
+  // The evicted environment begins a new trajectory there; the other's
+  // goes on, with the step of the failed append.
+  std::vector<Appended> after(2);
+  std::vector<Appended*> to_after = {&after[0], &after[1]};
+  const int n = 1 + static_cast<int>(rng() % 5);
+  for (int s = 0; s < n; ++s) ASSERT_OK(AppendVectorStep(rng, 2, append, to_after));
+  const uint64_t ids[] = {writer->trajectory_id(0), writer->trajectory_id(1)};
+  ASSERT_TRUE((ids[0] != before[0]) != (ids[1] != before[1]))
+      << "one environment's trajectory is new: " << before[0] << " " << before[1] << " -> "
+      << ids[0] << " " << ids[1];
+  ASSERT_OK(writer->End(0, EndReason::kTruncated));
+  ASSERT_OK(writer->End(1, EndReason::kTerminal));
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  for (size_t e = 0; e < 2; ++e) {
+    Appended want = after[e];
+    if (ids[e] == before[e]) {
+      want = open[e];
+      want.Add(last[e]);
+      for (int64_t s = 0; s < after[e].steps; ++s) {
+        testing_util::StepData row;
+        for (size_t c = 0; c < after[e].columns.size(); ++c) {
+          const size_t bytes = after[e].columns[c].size() / static_cast<size_t>(after[e].steps);
+          const auto* from = reinterpret_cast<const std::byte*>(after[e].columns[c].data());
+          row.columns.emplace_back(from + s * bytes, from + (s + 1) * bytes);
+        }
+        want.Add(row);
+      }
+    }
+    EXPECT_EQ(Differs(*rt, ids[e], want, e == 0 ? EndReason::kTruncated : EndReason::kTerminal), "")
+        << "environment " << e;
+  }
 }
 
 // A vector writer that comes back after its trajectories were ended on the
