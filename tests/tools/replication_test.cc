@@ -1010,15 +1010,16 @@ Status AppendVectorStep(std::mt19937_64& rng, size_t envs,
                         const std::function<Status(std::span<const ConstTensor>)>& append,
                         std::vector<Appended*> appended,
                         std::vector<testing_util::StepData>* sent = nullptr) {
+  const TableSpec spec = Spec();
   std::vector<testing_util::StepData> rows;
-  for (size_t e = 0; e < envs; ++e) rows.push_back(testing_util::RandomStep(Spec(), rng));
-  std::vector<std::vector<std::byte>> columns(Spec().columns.size());
+  for (size_t e = 0; e < envs; ++e) rows.push_back(testing_util::RandomStep(spec, rng));
+  std::vector<std::vector<std::byte>> columns(spec.columns.size());
   std::vector<ConstTensor> tensors;
   for (size_t c = 0; c < columns.size(); ++c) {
     for (const auto& row : rows) {
       columns[c].insert(columns[c].end(), row.columns[c].begin(), row.columns[c].end());
     }
-    const ColumnSpec& col = Spec().columns[c];
+    const ColumnSpec& col = spec.columns[c];
     tensors.push_back({col.dtype, col.shape.Prepend(static_cast<int64_t>(envs)), columns[c].data(),
                        columns[c].size()});
   }
