@@ -846,6 +846,11 @@ struct Appended {
     }
     ++steps;
   }
+  // `more`'s steps after these.
+  void Add(const Appended& more) {
+    for (size_t c = 0; c < columns.size(); ++c) columns[c] += more.columns[c];
+    steps += more.steps;
+  }
 };
 
 // Whether `table` holds `want` as trajectory `id`, ended with `reason`;
@@ -881,6 +886,28 @@ void WaitInSync(DB& primary) {
   FAIL() << "no replica came in sync in 60 s";
 }
 
+// A primary, its replica (which keeps its old primary's open trajectories
+// for `window_ms` once promoted) and a static cluster file naming the
+// primary: where the failover tests of cluster writers start.
+struct PrimaryAndReplica {
+  PrimaryAndReplica(const testing_util::TempDir& dir, const std::string& window_ms)
+      : primary(dir.Sub("primary")),
+        replica(dir.Sub("replica"),
+                {"--replica-of", primary.address(), "--resume-window-ms", window_ms}),
+        file(dir.Sub("cluster")) {
+    NamePrimary(file, primary, replica, "p");
+  }
+  // Waits (bounded) until the replica is in sync with the primary.
+  void WaitReplicaInSync() {
+    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+    WaitInSync(*p);
+  }
+
+  Served primary;
+  Served replica;
+  const std::string file;
+};
+
 // A writer connected through a cluster's coordinator follows its primary
 // too: its trajectory, open when the primary is SIGKILLed with appends in
 // flight, goes on on the promoted replica, which resumes it where it has
@@ -890,17 +917,10 @@ void WaitInSync(DB& primary) {
 TEST(ReplicationTest, AClusterWritersTrajectoryGoesOnWholeOnThePromotedReplica) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
-  Served primary(dir.Sub("primary"));
-  Served replica(dir.Sub("replica"),
-                 {"--replica-of", primary.address(), "--resume-window-ms", "60000"});
-  const std::string file = dir.Sub("cluster");
-  NamePrimary(file, primary, replica, "p");
-  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
+  PrimaryAndReplica pr(dir, "60000");
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + pr.file));
   ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
-  {
-    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
-    WaitInSync(*p);
-  }
+  ASSERT_NO_FATAL_FAILURE(pr.WaitReplicaInSync());
   WriterOptions o;
   o.acks = Acks::Replicated(1);
   ASSERT_OK_AND_ASSIGN(auto first, table->NewWriter(o));
@@ -924,13 +944,13 @@ TEST(ReplicationTest, AClusterWritersTrajectoryGoesOnWholeOnThePromotedReplica) 
   };
   append(*first, going, 20 + static_cast<int>(rng() % 200));
   append(*second, late, 1 + static_cast<int>(rng() % 3));
-  primary.Kill();
-  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  pr.primary.Kill();
+  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
   ASSERT_EQ(status, 0) << out;
-  NamePrimary(file, primary, replica, "r");
-  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
   // (A replica of the new primary, for its replicated(1) appends.)
-  Served next(dir.Sub("next"), {"--replica-of", replica.address()});
+  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
   WaitInSync(*r);
   append(*first, going, 1 + static_cast<int>(rng() % 50));
   append(*second, late, 1 + static_cast<int>(rng() % 50));
@@ -951,17 +971,10 @@ TEST(ReplicationTest, AClusterWritersTrajectoryGoesOnWholeOnThePromotedReplica) 
 TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsToldWhatWasLost) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
-  Served primary(dir.Sub("primary"));
-  Served replica(dir.Sub("replica"),
-                 {"--replica-of", primary.address(), "--resume-window-ms", "0"});
-  const std::string file = dir.Sub("cluster");
-  NamePrimary(file, primary, replica, "p");
-  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
+  PrimaryAndReplica pr(dir, "0");
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + pr.file));
   ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
-  {
-    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
-    WaitInSync(*p);
-  }
+  ASSERT_NO_FATAL_FAILURE(pr.WaitReplicaInSync());
   WriterOptions o;
   o.acks = Acks::Replicated(1);
   ASSERT_OK_AND_ASSIGN(auto writer, table->NewWriter(o));
@@ -970,10 +983,10 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
     ASSERT_OK(writer->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0));
   }
   const uint64_t id = writer->trajectory_id();  // (every append acknowledged)
-  primary.Kill();
-  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  pr.primary.Kill();
+  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
   ASSERT_EQ(status, 0) << out;
-  NamePrimary(file, primary, replica, "r");
+  NamePrimary(pr.file, pr.primary, pr.replica, "r");
   Status lost = writer->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0);
   if (lost.ok()) lost = writer->End(EndReason::kTerminal);
   EXPECT_EQ(lost.code(), Status::Code::kFailedPrecondition) << lost.ToString();
@@ -989,14 +1002,14 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
   const Status after = writer->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0);
   EXPECT_EQ(after.code(), Status::Code::kFailedPrecondition) << after.ToString();
   EXPECT_EQ(after.message(), lost.message());
-  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
   ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
   TrajectorySteps read;
   ASSERT_OK(rt->ReadTrajectory(id, 0, 0, &read));
   EXPECT_EQ(read.info.length, steps);
   EXPECT_EQ(read.info.end_reason, EndReason::kTruncated);
   writer.reset();
-  Served next(dir.Sub("next"), {"--replica-of", replica.address()});
+  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
   WaitInSync(*r);
   ASSERT_OK_AND_ASSIGN(auto again, table->NewWriter(o));
   ASSERT_OK(again->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0));
@@ -1040,19 +1053,12 @@ Status AppendVectorStep(std::mt19937_64& rng, size_t envs,
 TEST(ReplicationTest, AClusterVectorWritersTrajectoriesGoOnWholeOnThePromotedReplica) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
-  Served primary(dir.Sub("primary"));
-  Served replica(dir.Sub("replica"),
-                 {"--replica-of", primary.address(), "--resume-window-ms", "60000"});
-  const std::string file = dir.Sub("cluster");
-  NamePrimary(file, primary, replica, "p");
+  PrimaryAndReplica pr(dir, "60000");
   ConnectOptions patient;  // (the in-flight step waits out the promotion below)
   patient.connect_timeout = 60s;
-  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file, patient));
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + pr.file, patient));
   ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
-  {
-    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
-    WaitInSync(*p);
-  }
+  ASSERT_NO_FATAL_FAILURE(pr.WaitReplicaInSync());
   const size_t envs = 2 + rng() % 3;
   WriterOptions o;
   o.acks = Acks::Replicated(1);
@@ -1094,14 +1100,14 @@ TEST(ReplicationTest, AClusterVectorWritersTrajectoriesGoOnWholeOnThePromotedRep
     }
   });
   std::this_thread::sleep_for(pause);
-  primary.Kill();
-  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  pr.primary.Kill();
+  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
   ASSERT_EQ(status, 0) << out;
-  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
   // (A replica of the new primary, for its replicated(1) appends.)
-  Served next(dir.Sub("next"), {"--replica-of", replica.address()});
+  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
   WaitInSync(*r);
-  NamePrimary(file, primary, replica, "r");
+  NamePrimary(pr.file, pr.primary, pr.replica, "r");
   in_flight.join();
   steps(1 + static_cast<int>(rng() % 10));
   if (!end_in_flight) end(envs - 1, EndReason::kTruncated);
@@ -1126,19 +1132,12 @@ TEST(ReplicationTest, AClusterVectorWritersTrajectoriesGoOnWholeOnThePromotedRep
 TEST(ReplicationTest, AClusterVectorWriterFollowsAFailoverRightAfterAnEnvironmentWasEvicted) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
-  Served primary(dir.Sub("primary"));
-  Served replica(dir.Sub("replica"),
-                 {"--replica-of", primary.address(), "--resume-window-ms", "60000"});
-  const std::string file = dir.Sub("cluster");
-  NamePrimary(file, primary, replica, "p");
-  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
+  PrimaryAndReplica pr(dir, "60000");
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + pr.file));
   TableSpec spec = Spec();
   spec.capacity_steps = 4 * spec.block_steps;  // four trajectories at most
   ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(spec));
-  {
-    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
-    WaitInSync(*p);
-  }
+  ASSERT_NO_FATAL_FAILURE(pr.WaitReplicaInSync());
   WriterOptions o;
   o.acks = Acks::Replicated(1);
   ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(2, o));
@@ -1156,13 +1155,13 @@ TEST(ReplicationTest, AClusterVectorWriterFollowsAFailoverRightAfterAnEnvironmen
   ASSERT_EQ(evicted.code(), Status::Code::kFailedPrecondition) << evicted.ToString();
   ASSERT_THAT(evicted.message(), HasSubstr("was evicted from the hot tier while open"));
   const uint64_t before[] = {writer->trajectory_id(0), writer->trajectory_id(1)};
-  primary.Kill();
-  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  pr.primary.Kill();
+  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
   ASSERT_EQ(status, 0) << out;
-  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
-  Served next(dir.Sub("next"), {"--replica-of", replica.address()});
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
+  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
   WaitInSync(*r);
-  NamePrimary(file, primary, replica, "r");
+  NamePrimary(pr.file, pr.primary, pr.replica, "r");
   // The evicted environment begins a new trajectory there; the other's
   // goes on, with the step of the failed append.
   std::vector<Appended> after(2);
@@ -1181,15 +1180,7 @@ TEST(ReplicationTest, AClusterVectorWriterFollowsAFailoverRightAfterAnEnvironmen
     if (ids[e] == before[e]) {
       want = open[e];
       want.Add(last[e]);
-      for (int64_t s = 0; s < after[e].steps; ++s) {
-        testing_util::StepData row;
-        for (size_t c = 0; c < after[e].columns.size(); ++c) {
-          const size_t bytes = after[e].columns[c].size() / static_cast<size_t>(after[e].steps);
-          const auto* from = reinterpret_cast<const std::byte*>(after[e].columns[c].data());
-          row.columns.emplace_back(from + s * bytes, from + (s + 1) * bytes);
-        }
-        want.Add(row);
-      }
+      want.Add(after[e]);
     }
     EXPECT_EQ(Differs(*rt, ids[e], want, e == 0 ? EndReason::kTruncated : EndReason::kTerminal), "")
         << "environment " << e;
@@ -1203,17 +1194,10 @@ TEST(ReplicationTest, AClusterVectorWriterFollowsAFailoverRightAfterAnEnvironmen
 TEST(ReplicationTest, AClusterVectorWriterWhoseTrajectoriesEndedOnThePromotedReplicaIsToldSo) {
   testing_util::TempDir dir;
   std::mt19937_64 rng(testing_util::TestSeed());
-  Served primary(dir.Sub("primary"));
-  Served replica(dir.Sub("replica"),
-                 {"--replica-of", primary.address(), "--resume-window-ms", "0"});
-  const std::string file = dir.Sub("cluster");
-  NamePrimary(file, primary, replica, "p");
-  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + file));
+  PrimaryAndReplica pr(dir, "0");
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + pr.file));
   ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(Spec()));
-  {
-    ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
-    WaitInSync(*p);
-  }
+  ASSERT_NO_FATAL_FAILURE(pr.WaitReplicaInSync());
   const size_t envs = 1 + rng() % 3;
   WriterOptions o;
   o.acks = Acks::Replicated(1);
@@ -1226,10 +1210,10 @@ TEST(ReplicationTest, AClusterVectorWriterWhoseTrajectoriesEndedOnThePromotedRep
   const int64_t steps = 1 + static_cast<int64_t>(rng() % 10);
   for (int64_t s = 0; s < steps; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, to));
   const uint64_t id = writer->trajectory_id(0);
-  primary.Kill();
-  auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+  pr.primary.Kill();
+  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
   ASSERT_EQ(status, 0) << out;
-  NamePrimary(file, primary, replica, "r");
+  NamePrimary(pr.file, pr.primary, pr.replica, "r");
   const Status lost = AppendVectorStep(rng, envs, append, to);
   EXPECT_EQ(lost.code(), Status::Code::kFailedPrecondition) << lost.ToString();
   EXPECT_THAT(lost.message(),
@@ -1244,7 +1228,7 @@ TEST(ReplicationTest, AClusterVectorWriterWhoseTrajectoriesEndedOnThePromotedRep
   const Status after = writer->End(0, EndReason::kTerminal);
   EXPECT_EQ(after.code(), Status::Code::kFailedPrecondition) << after.ToString();
   EXPECT_EQ(after.message(), lost.message());
-  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
   ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
   for (size_t e = 0; e < envs; ++e) {
     TrajectorySteps read;
