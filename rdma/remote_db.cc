@@ -1332,7 +1332,7 @@ class RemoteWriter final : public TrajectoryWriter {
 // per entry); a call that failed because the primary went opens the
 // writer again on the primary named now, resuming each environment's
 // trajectory there, and the step is sent again unless it is already there
-// (one record: there for every environment or for none).
+// for every environment (the server skips those that hold it).
 class RemoteVectorWriter final : public VectorWriter {
  public:
   RemoteVectorWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
@@ -1383,15 +1383,21 @@ class RemoteVectorWriter final : public VectorWriter {
       record = BuildRecord(remote_->spec, table_id_, steps, n, priorities, builder.get(), nullptr,
                            true, 0, keys_);
     }
+    // After a failover that the step may have reached in part: each
+    // environment's row is this step of its trajectory (the server skips
+    // the environments that hold it).
+    std::vector<int64_t> resend_from;
     for (;;) {
       const uint64_t id = id_;
-      std::shared_ptr<PendingCall> call =
-          client_->Start(Encoder(fb::Body::AppendStep,
-                                 [&](flatbuffers::FlatBufferBuilder& b) {
-                                   return fb::CreateAppendStep(b, id, false, 0, n);
-                                 }),
-                         std::vector<std::span<const std::byte>>{record}, builder,
-                         ReplyWait(options_.timeout, remote_->options.call_timeout));
+      std::shared_ptr<PendingCall> call = client_->Start(
+          Encoder(fb::Body::AppendStep,
+                  [&](flatbuffers::FlatBufferBuilder& b) {
+                    flatbuffers::Offset<flatbuffers::Vector<int64_t>> from;
+                    if (!resend_from.empty()) from = b.CreateVector(resend_from);
+                    return fb::CreateAppendStep(b, id, false, 0, n, 0, 0, false, 0, -1, from);
+                  }),
+          std::vector<std::span<const std::byte>>{record}, builder,
+          ReplyWait(options_.timeout, remote_->options.call_timeout));
       Result<Message> m = client_->Await(*call);
       if (!m.ok()) {
         bool stored = false;
@@ -1403,6 +1409,7 @@ class RemoteVectorWriter final : public VectorWriter {
         }
         REPLAYDB_RETURN_IF_ERROR(*resumed);
         if (stored) return Status::OK();
+        resend_from = acked_;
         continue;  // sent again, to the writer opened there
       }
       REPLAYDB_RETURN_IF_ERROR(ExpectBody(*m, fb::Body::Appended, [&] {
@@ -1530,10 +1537,10 @@ class RemoteVectorWriter final : public VectorWriter {
   // `ending` with `reason`): where the writer follows a cluster and its
   // server is no longer the primary, opens the writer again on the primary
   // named now, resuming each environment's trajectory there. An append:
-  // *stored says whether its step is there already. An End: ended_there_
-  // says which of `ending` are ended there already. nullopt: not a
-  // failover (the failure stands); otherwise OK, or why the writer cannot
-  // go on (every later call then says so).
+  // *stored says whether its step is there already for every environment.
+  // An End: ended_there_ says which of `ending` are ended there already.
+  // nullopt: not a failover (the failure stands); otherwise OK, or why the
+  // writer cannot go on (every later call then says so).
   std::optional<Status> Resume(const Status& failure, bool appending,
                                std::span<const size_t> ending, EndReason reason, bool* stored) {
     if (keys_.empty() || (failure.code() != Status::Code::kUnavailable &&
@@ -1568,9 +1575,10 @@ class RemoteVectorWriter final : public VectorWriter {
     }
     // What the new primary holds of each environment's trajectory, against
     // the steps acknowledged; the step of an append in flight is there for
-    // every environment or for none (one record).
+    // every environment, for none, or (logged in parts: the old primary's
+    // rate limiter let some environments in first, or one's trajectory was
+    // evicted meanwhile) for some, and is then sent again for the others.
     int there = 0, missing = 0;
-    std::string there_envs;  // (for the message below)
     std::string lost;
     ended_there_.assign(n, false);
     for (size_t e = 0; e < n && lost.empty(); ++e) {
@@ -1586,7 +1594,6 @@ class RemoteVectorWriter final : public VectorWriter {
         ++missing;
       } else if (appending && t.resumed == kResumedOpen && t.num_steps == acked + 1) {
         ++there;
-        there_envs += (there_envs.empty() ? "" : ", ") + std::to_string(e);
       } else if (!appending && is_ending[e] && t.resumed == kResumedEnded && t.num_steps == acked &&
                  t.end_reason == static_cast<uint8_t>(reason)) {
         ended_there_[e] = true;
@@ -1611,12 +1618,6 @@ class RemoteVectorWriter final : public VectorWriter {
                std::to_string(acked + (appending ? 1 : 0)) + " its writer sent";
       }
     }
-    if (lost.empty() && there > 0 && missing > 0) {
-      // (The server logged it in parts: its rate limiter let some
-      // environments in before the others, or one's trajectory was evicted.)
-      lost = "the step in flight is there for environments " + there_envs + " only (" +
-             std::to_string(missing) + " lack it)";
-    }
     if (!lost.empty()) {
       CloseWriterOn(*opened->client, opened->writer);
       broken_ = Status::FailedPrecondition(table + ": its vector writer could not resume on the " +
@@ -1629,7 +1630,7 @@ class RemoteVectorWriter final : public VectorWriter {
       if (opened->envs[e].resumed != kResumedNone) ids_[e] = opened->envs[e].trajectory_id;
     }
     if (stored != nullptr) {
-      *stored = there > 0;
+      *stored = missing == 0 && there > 0;
       if (*stored) {
         for (int64_t& s : acked_) ++s;
         resumes_ = 0;

@@ -79,7 +79,8 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
     // every environment is done by all parts at once first; the loop below
     // then reserves the others (kReserveLater) in order.
     bool shared = false;
-    if (scratch->fork_join != nullptr && begin == 0 && credit == static_cast<int64_t>(n)) {
+    if (scratch->fork_join != nullptr && begin == 0 && credit == static_cast<int64_t>(n) &&
+        scratch->skip.empty()) {
       size_t later = 0;
       credit -= SharedFastReserveLocked(slots, scratch, &later);
       shared = true;
@@ -88,6 +89,10 @@ Status TableImpl::AppendVectorStep(std::span<WriterSlot> slots, const VectorStep
     }
     for (; env < n; ++env) {
       if (shared && scratch->dest[env] != kReserveLater) continue;
+      if (!scratch->skip.empty() && scratch->skip[env] != 0) {
+        scratch->dest[env] = -1;  // (it holds the step already)
+        continue;
+      }
       if (env + kPrefetchAhead < n) PrefetchTrajectory(slots[env + kPrefetchAhead].trajectory.get());
       StepReservation& r = scratch->reserved[env];
       // The common case, when the credit covers the item (if the step

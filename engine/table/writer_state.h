@@ -123,6 +123,10 @@ struct VectorScratch {
   // Cleared when an environment loses its reservation after that
   // (TableImpl::DropVectorStepLocked).
   bool items_tallied = false;
+  // When not empty, one flag per environment: those set take no step in
+  // this call (a resent step they hold already:
+  // VectorWriterImpl::AppendRecordFrom). Empty for every other call.
+  std::vector<uint8_t> skip;
 };
 
 }  // namespace replaydb::engine

@@ -284,14 +284,53 @@ Status VectorWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first
                                       int64_t* appended) {
   REPLAYDB_RETURN_IF_ERROR(table_->CheckAck(ack_));
   *appended = 0;
-  const int64_t n = static_cast<int64_t>(slots_.size());
-  wal::AppendStepsRecord r;
-  REPLAYDB_RETURN_IF_ERROR(DecodeRecordFor(*table_, record, n, &r));
   if (first_row != 0) {
     return Status::InvalidArgument("table '" + table_->name() +
                                    "': a remote vector step starts at environment 0, not " +
                                    std::to_string(first_row));
   }
+  return AppendDecoded(record, appended);
+}
+
+Status VectorWriterImpl::AppendRecordFrom(std::span<std::byte> record,
+                                          std::span<const int64_t> first_steps) {
+  REPLAYDB_RETURN_IF_ERROR(table_->CheckAck(ack_));
+  const size_t n = slots_.size();
+  if (first_steps.size() != n) {
+    return Status::InvalidArgument("table '" + table_->name() + "': a resent vector step says " +
+                                   std::to_string(first_steps.size()) + " first steps for " +
+                                   std::to_string(n) + " environments");
+  }
+  std::vector<uint8_t> skip(n, 0);
+  size_t skipped = 0;
+  for (size_t e = 0; e < n; ++e) {
+    const int64_t holds = open_steps(e);
+    if (holds > first_steps[e]) {
+      skip[e] = 1;  // (the step is there already)
+      ++skipped;
+    } else if (holds < first_steps[e]) {
+      const uint64_t id = trajectory_id(e);
+      return Status::FailedPrecondition(
+          "table '" + table_->name() + "': a resent vector step is environment " +
+          std::to_string(e) + "'s step " + std::to_string(first_steps[e]) + ", but its " +
+          (id != 0 ? "trajectory " + std::to_string(id) + " holds " + std::to_string(holds) +
+                         " steps here: steps " + std::to_string(holds) + " to " +
+                         std::to_string(first_steps[e] - 1) + " are not on this server"
+                   : std::string("trajectory is not open here")));
+    }
+  }
+  if (skipped == n) return Status::OK();
+  scratch_.skip = std::move(skip);
+  int64_t appended = 0;
+  Status s = AppendDecoded(record, &appended);
+  scratch_.skip.clear();
+  return s;
+}
+
+Status VectorWriterImpl::AppendDecoded(std::span<std::byte> record, int64_t* appended) {
+  const int64_t n = static_cast<int64_t>(slots_.size());
+  wal::AppendStepsRecord r;
+  REPLAYDB_RETURN_IF_ERROR(DecodeRecordFor(*table_, record, n, &r));
   // Each environment's key, for the records the engine writes itself when
   // it logs the step in parts (and noted on the trajectories).
   if (!r.writer_keys.empty()) {

@@ -131,6 +131,13 @@ class VectorWriterImpl final : public VectorWriter, public RecordAppender {
   // it); an open orphan becomes that environment's, which its next step
   // continues. REQUIRES: nothing appended yet.
   Result<TableImpl::Adopted> Resume(size_t env, uint64_t writer_key, uint64_t trajectory_id);
+  // AppendRecord of a step a remote vector writer sends again after a
+  // failover: environment e's row is step first_steps[e] of its open
+  // trajectory (0: it begins one). Environments whose trajectories hold
+  // that step already take nothing (the old primary logged the step in
+  // parts, and some reached this server); one whose trajectory holds
+  // fewer steps fails the call, naming it, before anything is stored.
+  Status AppendRecordFrom(std::span<std::byte> record, std::span<const int64_t> first_steps);
   // Gives every trajectory Resume adopted back (an orphan again, not
   // ended when this writer goes): the writer was not opened after all.
   void GiveBack();
@@ -142,6 +149,10 @@ class VectorWriterImpl final : public VectorWriter, public RecordAppender {
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;
   const WriteAck ack_;  // options_ with the table's TableSpec::acks
+  // AppendRecord's work, once its arguments are checked (*appended: as
+  // AppendRecord's).
+  Status AppendDecoded(std::span<std::byte> record, int64_t* appended);
+
   std::vector<WriterSlot> slots_;
   std::vector<const std::byte*> bases_;
   VectorScratch scratch_;

@@ -466,6 +466,136 @@ TEST(RemoteDBTest, AnAppendThatSaysItsFirstStepStoresEachRowOnce) {
   EXPECT_OK(server->Close());
 }
 
+// A vector step sent again after a failover (WIRE.md, "Resuming a
+// writer") says each environment's step: environments whose trajectories
+// hold it already skip it, the others take it, once; a step past an
+// environment's trajectory's end is refused naming it, with nothing of the
+// step stored, as is a count of steps that is not one per environment.
+TEST(RemoteDBTest, AResentVectorStepStoresEachEnvironmentsRowOnce) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  testing_util::TempDir dir;
+  LogLines log;
+  ASSERT_OK_AND_ASSIGN(auto server, Server::Open(dir.Sub("db"), testing_util::ManualCheckpoints(),
+                                                 LoggedServerOptions(log)));
+  TableSpec spec;
+  spec.name = "t";
+  spec.columns = {{"x", DType::kU8, Shape{static_cast<int64_t>(1 + rng() % 40)}}};
+  spec.capacity_steps = 1 << 12;
+  spec.block_steps = 8;
+  ASSERT_OK_AND_ASSIGN(auto table, server->db()->CreateTable(spec));
+  const size_t row = spec.step_bytes();
+  RpcClientOptions co;
+  co.transport.heartbeat = kTestHeartbeat;
+  const uint16_t port =
+      static_cast<uint16_t>(std::stoi(server->address().substr(server->address().rfind(':') + 1)));
+  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", port, co));
+  const size_t envs = 2 + rng() % 5;
+  ASSERT_OK_AND_ASSIGN(Message opened, client->Call(
+                                           [&](const HeaderFields& f) {
+                                             flatbuffers::FlatBufferBuilder b(64);
+                                             b.ForceDefaults(true);
+                                             const auto t = b.CreateString("t");
+                                             return EncodeHeader(
+                                                 b, f, wire::fb::Body::NewWriter,
+                                                 wire::fb::CreateNewWriter(b, t, -1, false, envs));
+                                           },
+                                           "", 10s));
+  const uint64_t writer = opened.header()->body_as_WriterOpened()->writer();
+  const uint32_t table_id = opened.header()->body_as_WriterOpened()->table_id();
+  // One step: environment e's row's bytes are all (salt + e); each
+  // environment's step in `first` where not empty.
+  const auto step = [&](uint8_t salt, const std::vector<int64_t>& first) -> Result<Message> {
+    wal::RecordBuilder builder;
+    const std::vector<uint64_t> ids(envs);
+    const std::vector<int64_t> steps(envs);
+    std::byte* data = builder.AppendSteps(table_id, static_cast<uint32_t>(row), ids, steps, {});
+    for (size_t e = 0; e < envs; ++e) std::memset(data + e * row, (salt + e) & 0xff, row);
+    const std::span<const std::byte> record = builder.payload();
+    return client->Call(
+        [&](const HeaderFields& f) {
+          flatbuffers::FlatBufferBuilder b(64);
+          b.ForceDefaults(true);
+          flatbuffers::Offset<flatbuffers::Vector<int64_t>> from;
+          if (!first.empty()) from = b.CreateVector(first);
+          return EncodeHeader(
+              b, f, wire::fb::Body::AppendStep,
+              wire::fb::CreateAppendStep(b, writer, false, 0, static_cast<int64_t>(envs), 0, 0,
+                                         false, 0, -1, from));
+        },
+        std::string(reinterpret_cast<const char*>(record.data()), record.size()), 10s);
+  };
+  const auto holds = [](const Message& m) {
+    const auto* v = m.header()->body_as_Appended()->envs_num_steps();
+    return std::vector<int64_t>(v->begin(), v->end());
+  };
+  // Every step's salt, per environment, as stored.
+  std::vector<std::vector<uint8_t>> want(envs);
+  const int64_t k = 1 + static_cast<int64_t>(rng() % 3);
+  std::vector<uint64_t> ids(envs);
+  for (int64_t s = 0; s < k; ++s) {
+    const auto salt = static_cast<uint8_t>(rng());
+    ASSERT_OK_AND_ASSIGN(Message m, step(salt, {}));
+    EXPECT_EQ(holds(m), std::vector<int64_t>(envs, s + 1));
+    for (size_t e = 0; e < envs; ++e) {
+      want[e].push_back(salt);
+      ids[e] = m.header()->body_as_Appended()->trajectory_ids()->Get(static_cast<uint32_t>(e));
+    }
+  }
+  // Sent again: the environments said to be one step back hold it (their
+  // rows stay as they were); the others take it.
+  std::vector<int64_t> first(envs, k);
+  std::vector<int64_t> after(envs, k + 1);
+  for (size_t e = 0; e < envs; ++e) {
+    if (rng() % 2 == 0) {
+      first[e] = k - 1;
+      after[e] = k;
+    }
+  }
+  const auto salt = static_cast<uint8_t>(rng());
+  ASSERT_OK_AND_ASSIGN(Message resent, step(salt, first));
+  EXPECT_EQ(holds(resent), after);
+  for (size_t e = 0; e < envs; ++e) {
+    if (after[e] > k) want[e].push_back(salt);
+  }
+  // Held everywhere: nothing stored.
+  std::vector<int64_t> back(envs);
+  for (size_t e = 0; e < envs; ++e) back[e] = after[e] - 1;
+  ASSERT_OK_AND_ASSIGN(Message again, step(static_cast<uint8_t>(rng()), back));
+  EXPECT_EQ(holds(again), after);
+  // Past an environment's end, or not one per environment: refused.
+  const size_t gap_env = rng() % envs;
+  std::vector<int64_t> gap = after;
+  gap[gap_env] += 2;
+  const Result<Message> refused = step(static_cast<uint8_t>(rng()), gap);
+  EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(
+      refused.status().message(),
+      HasSubstr("table 't': a resent vector step is environment " + std::to_string(gap_env) +
+                "'s step " + std::to_string(gap[gap_env]) + ", but its trajectory " +
+                std::to_string(ids[gap_env]) + " holds " + std::to_string(after[gap_env]) +
+                " steps here: steps " + std::to_string(after[gap_env]) + " to " +
+                std::to_string(gap[gap_env] - 1) + " are not on this server"));
+  const Result<Message> short_list =
+      step(static_cast<uint8_t>(rng()), std::vector<int64_t>(after.begin(), after.end() - 1));
+  EXPECT_EQ(short_list.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(short_list.status().message(),
+              HasSubstr("table 't': a resent vector step says " + std::to_string(envs - 1) +
+                        " first steps for " + std::to_string(envs) + " environments"));
+  for (size_t e = 0; e < envs; ++e) {
+    TrajectorySteps read;
+    ASSERT_OK(table->ReadTrajectory(ids[e], 0, 0, &read));
+    ASSERT_EQ(read.info.length, static_cast<int64_t>(want[e].size())) << "environment " << e;
+    ASSERT_OK(table->ReadTrajectory(ids[e], 0, read.info.length, &read));
+    for (size_t i = 0; i < want[e].size(); ++i) {
+      EXPECT_EQ(static_cast<uint8_t>(read.columns[0].data()[i * row]),
+                static_cast<uint8_t>((want[e][i] + e) & 0xff))
+          << "environment " << e << ", step " << i;
+    }
+  }
+  client.reset();
+  EXPECT_OK(server->Close());
+}
+
 // Server::Open refuses what Start and DB::Open refuse, naming it: a lease
 // out of range, a database another opener holds.
 TEST(RemoteDBTest, ServerOpenRefusesBadOptionsAndHeldDatabasesNamingThem) {

@@ -1187,6 +1187,75 @@ TEST(ReplicationTest, AClusterVectorWriterFollowsAFailoverRightAfterAnEnvironmen
   }
 }
 
+// A vector step that the primary logged in parts (its rate limiter let the
+// first environments in, then waited for samples) and that the primary
+// died waiting to finish: the promoted replica holds it for those
+// environments only. The writer sends it again there, and only the others
+// take it: every environment's trajectory holds each step once, in order.
+TEST(ReplicationTest, AClusterVectorWritersStepLoggedInPartsIsFinishedOnThePromotedReplica) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  PrimaryAndReplica pr(dir, "60000");
+  ConnectOptions patient;  // (the step in flight waits out the promotion below)
+  patient.connect_timeout = 60s;
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + pr.file, patient));
+  const size_t envs = 3 + rng() % 4;
+  const int64_t before = 1 + static_cast<int64_t>(rng() % 3);             // whole steps first
+  const int64_t admitted = 1 + static_cast<int64_t>(rng() % (envs - 1));  // of the next
+  TableSpec spec = Spec();
+  spec.sequence_length = 1;  // (each row an item, which the rate limiter counts)
+  // Without samples, inserts stop once the table holds the whole steps and
+  // `admitted` rows of the next; samples never wait.
+  spec.rate_limiter = RateLimiterSpec::SampleToInsertRatio(
+      1.0, 1, -1e9, static_cast<double>(before * static_cast<int64_t>(envs) + admitted));
+  ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(spec));
+  ASSERT_NO_FATAL_FAILURE(pr.WaitReplicaInSync());
+  WriterOptions o;
+  o.timeout = 120s;  // (the step in parts waits on the primary until it is killed)
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(envs, o));
+  const std::vector<double> priorities(envs, 1.0);
+  const auto append = [&](std::span<const ConstTensor> t) { return writer->Append(t, priorities); };
+  std::vector<Appended> open(envs);
+  std::vector<Appended*> to(envs);
+  for (size_t e = 0; e < envs; ++e) to[e] = &open[e];
+  for (int64_t s = 0; s < before; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, to));
+  std::vector<uint64_t> ids(envs);
+  for (size_t e = 0; e < envs; ++e) ids[e] = writer->trajectory_id(e);
+  std::mt19937_64 thread_rng(rng());
+  std::thread in_parts([&] { EXPECT_OK(AppendVectorStep(thread_rng, envs, append, to)); });
+  // The first part on the replica; the rest waits on the primary.
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  const int64_t first_part = before * static_cast<int64_t>(envs) + admitted;
+  const bool arrived =
+      testing_util::WaitUntil(30s, [&] { return rt->Info().num_steps == first_part; });
+  // (Room for the rest of the step and the ones after it on the replica,
+  // which counts its own samples: they are not logged.)
+  SampleBatch batch;
+  if (arrived) EXPECT_OK(rt->Sample(512, SampleOptions{}, &batch));
+  pr.primary.Kill();
+  if (!arrived) {
+    in_parts.join();
+    FAIL() << "the replica never held the step's first part: " << rt->Info().num_steps
+           << " steps, not " << first_part;
+  }
+  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
+  ASSERT_EQ(status, 0) << out;
+  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  in_parts.join();
+  EXPECT_EQ(rt->Info().num_steps, (before + 1) * static_cast<int64_t>(envs));
+  const int n = 1 + static_cast<int>(rng() % 5);
+  for (int s = 0; s < n; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, to));
+  for (size_t e = 0; e < envs; ++e) {
+    EXPECT_EQ(writer->trajectory_id(e), ids[e]) << "environment " << e;
+    ASSERT_OK(writer->End(e, EndReason::kTerminal));
+  }
+  for (size_t e = 0; e < envs; ++e) {
+    EXPECT_EQ(Differs(*rt, ids[e], open[e], EndReason::kTerminal), "") << "environment " << e;
+  }
+  EXPECT_EQ(rt->Info().num_trajectories, static_cast<int64_t>(envs));
+}
+
 // A vector writer that comes back after its trajectories were ended on the
 // new primary (here at once: --resume-window-ms 0) is told which
 // environment's trajectory, and that the step was not stored; its later
