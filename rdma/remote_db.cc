@@ -1511,6 +1511,7 @@ class RemoteVectorWriter final : public VectorWriter {
     const auto* steps = a.envs_num_steps();
     if (steps != nullptr && steps->size() == acked_.size()) {
       acked_.assign(steps->begin(), steps->end());
+      acked_known_ = true;
     } else if (appended) {
       for (int64_t& s : acked_) ++s;
     }
@@ -1530,6 +1531,8 @@ class RemoteVectorWriter final : public VectorWriter {
                                       "", remote_->options.call_timeout);
     if (m.ok() && m->header()->body_type() == fb::Body::Appended) {
       Take(*m->header()->body_as_Appended(), /*appended=*/false);
+    } else {
+      acked_known_ = false;  // (until a reply says them)
     }
   }
 
@@ -1576,8 +1579,8 @@ class RemoteVectorWriter final : public VectorWriter {
     // What the new primary holds of each environment's trajectory, against
     // the steps acknowledged; the step of an append in flight is there for
     // every environment, for none, or (logged in parts: the old primary's
-    // rate limiter let some environments in first, or one's trajectory was
-    // evicted meanwhile) for some, and is then sent again for the others.
+    // rate limiter let some environments in first) for some, and is then
+    // sent again for the others.
     int there = 0, missing = 0;
     std::string lost;
     ended_there_.assign(n, false);
@@ -1618,6 +1621,12 @@ class RemoteVectorWriter final : public VectorWriter {
                std::to_string(acked + (appending ? 1 : 0)) + " its writer sent";
       }
     }
+    if (lost.empty() && there > 0 && !acked_known_) {
+      // (A step there could be the failed call's as well as this one's.)
+      lost =
+          "the writer does not know what its last failed call stored (asking the server "
+          "failed too), so it cannot tell whether the steps there are this call's";
+    }
     if (!lost.empty()) {
       CloseWriterOn(*opened->client, opened->writer);
       broken_ = Status::FailedPrecondition(table + ": its vector writer could not resume on the " +
@@ -1650,6 +1659,9 @@ class RemoteVectorWriter final : public VectorWriter {
   // holds as of the last reply (empty: it does not follow).
   std::vector<uint64_t> keys_;
   std::vector<int64_t> acked_;
+  // Whether acked_ is what the server said last: false after a failed call
+  // whose Refresh failed too, until a reply says the steps again.
+  bool acked_known_ = true;
   std::vector<bool> ended_there_;  // the last Resume's, of an End
   int resumes_ = 0;                // Resume's in a row
   Status broken_;                  // a failed Resume's: the writer cannot go on

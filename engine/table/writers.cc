@@ -301,6 +301,10 @@ Status VectorWriterImpl::AppendRecordFrom(std::span<std::byte> record,
                                    std::to_string(first_steps.size()) + " first steps for " +
                                    std::to_string(n) + " environments");
   }
+  // (Checked even when every environment holds the step: a record that
+  // does not decode is refused whatever it is for.)
+  wal::AppendStepsRecord r;
+  REPLAYDB_RETURN_IF_ERROR(DecodeRecordFor(*table_, record, static_cast<int64_t>(n), &r));
   std::vector<uint8_t> skip(n, 0);
   size_t skipped = 0;
   for (size_t e = 0; e < n; ++e) {
@@ -309,14 +313,19 @@ Status VectorWriterImpl::AppendRecordFrom(std::span<std::byte> record,
       skip[e] = 1;  // (the step is there already)
       ++skipped;
     } else if (holds < first_steps[e]) {
+      // (An open trajectory holds a step at least: one with none is
+      // ended, evicted or removed.)
       const uint64_t id = trajectory_id(e);
+      const std::string which = "environment " + std::to_string(e) + "'s step " +
+                                std::to_string(first_steps[e]) + ", but its trajectory";
       return Status::FailedPrecondition(
-          "table '" + table_->name() + "': a resent vector step is environment " +
-          std::to_string(e) + "'s step " + std::to_string(first_steps[e]) + ", but its " +
-          (id != 0 ? "trajectory " + std::to_string(id) + " holds " + std::to_string(holds) +
-                         " steps here: steps " + std::to_string(holds) + " to " +
-                         std::to_string(first_steps[e] - 1) + " are not on this server"
-                   : std::string("trajectory is not open here")));
+          "table '" + table_->name() + "': a resent vector step is " + which +
+          (id == 0 ? " is not open here"
+           : holds == 0
+               ? " " + std::to_string(id) + " is no longer open here (ended, evicted or removed)"
+               : " " + std::to_string(id) + " holds " + std::to_string(holds) +
+                     " steps here: steps " + std::to_string(holds) + " to " +
+                     std::to_string(first_steps[e] - 1) + " are not on this server"));
     }
   }
   if (skipped == n) return Status::OK();

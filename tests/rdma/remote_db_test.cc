@@ -502,13 +502,14 @@ TEST(RemoteDBTest, AResentVectorStepStoresEachEnvironmentsRowOnce) {
                                            "", 10s));
   const uint64_t writer = opened.header()->body_as_WriterOpened()->writer();
   const uint32_t table_id = opened.header()->body_as_WriterOpened()->table_id();
+  uint32_t record_table = table_id;  // the table the records name
   // One step: environment e's row's bytes are all (salt + e); each
   // environment's step in `first` where not empty.
   const auto step = [&](uint8_t salt, const std::vector<int64_t>& first) -> Result<Message> {
     wal::RecordBuilder builder;
     const std::vector<uint64_t> ids(envs);
     const std::vector<int64_t> steps(envs);
-    std::byte* data = builder.AppendSteps(table_id, static_cast<uint32_t>(row), ids, steps, {});
+    std::byte* data = builder.AppendSteps(record_table, static_cast<uint32_t>(row), ids, steps, {});
     for (size_t e = 0; e < envs; ++e) std::memset(data + e * row, (salt + e) & 0xff, row);
     const std::span<const std::byte> record = builder.payload();
     return client->Call(
@@ -545,8 +546,11 @@ TEST(RemoteDBTest, AResentVectorStepStoresEachEnvironmentsRowOnce) {
   // rows stay as they were); the others take it.
   std::vector<int64_t> first(envs, k);
   std::vector<int64_t> after(envs, k + 1);
+  // (At least one of each.)
+  const size_t holding = rng() % envs;
+  const size_t lacking = (holding + 1 + rng() % (envs - 1)) % envs;
   for (size_t e = 0; e < envs; ++e) {
-    if (rng() % 2 == 0) {
+    if (e == holding || (e != lacking && rng() % 2 == 0)) {
       first[e] = k - 1;
       after[e] = k;
     }
@@ -562,6 +566,14 @@ TEST(RemoteDBTest, AResentVectorStepStoresEachEnvironmentsRowOnce) {
   for (size_t e = 0; e < envs; ++e) back[e] = after[e] - 1;
   ASSERT_OK_AND_ASSIGN(Message again, step(static_cast<uint8_t>(rng()), back));
   EXPECT_EQ(holds(again), after);
+  // A record that does not fit the table is refused, held everywhere or not.
+  record_table = table_id + 1;
+  const Result<Message> other_table = step(static_cast<uint8_t>(rng()), back);
+  record_table = table_id;
+  EXPECT_EQ(other_table.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(other_table.status().message(),
+              HasSubstr("table 't': a remote append's log record names table id " +
+                        std::to_string(table_id + 1)));
   // Past an environment's end, or not one per environment: refused.
   const size_t gap_env = rng() % envs;
   std::vector<int64_t> gap = after;
@@ -581,19 +593,31 @@ TEST(RemoteDBTest, AResentVectorStepStoresEachEnvironmentsRowOnce) {
   EXPECT_THAT(short_list.status().message(),
               HasSubstr("table 't': a resent vector step says " + std::to_string(envs - 1) +
                         " first steps for " + std::to_string(envs) + " environments"));
-  for (size_t e = 0; e < envs; ++e) {
-    TrajectorySteps read;
-    ASSERT_OK(table->ReadTrajectory(ids[e], 0, 0, &read));
-    ASSERT_EQ(read.info.length, static_cast<int64_t>(want[e].size())) << "environment " << e;
-    ASSERT_OK(table->ReadTrajectory(ids[e], 0, read.info.length, &read));
-    for (size_t i = 0; i < want[e].size(); ++i) {
-      EXPECT_EQ(static_cast<uint8_t>(read.columns[0].data()[i * row]),
-                static_cast<uint8_t>((want[e][i] + e) & 0xff))
-          << "environment " << e << ", step " << i;
+  // What is stored, and what the log holds: the server's own record of
+  // the environments that took the resent step.
+  const auto expect_stored = [&](Table& stored, const std::string& where) {
+    for (size_t e = 0; e < envs; ++e) {
+      TrajectorySteps read;
+      ASSERT_OK(stored.ReadTrajectory(ids[e], 0, 0, &read));
+      ASSERT_EQ(read.info.length, static_cast<int64_t>(want[e].size()))
+          << where << ", environment " << e;
+      ASSERT_OK(stored.ReadTrajectory(ids[e], 0, read.info.length, &read));
+      for (size_t i = 0; i < want[e].size(); ++i) {
+        EXPECT_EQ(static_cast<uint8_t>(read.columns[0].data()[i * row]),
+                  static_cast<uint8_t>((want[e][i] + e) & 0xff))
+            << where << ", environment " << e << ", step " << i;
+      }
     }
-  }
+  };
+  ASSERT_NO_FATAL_FAILURE(expect_stored(*table, "served"));
   client.reset();
+  table.reset();
   EXPECT_OK(server->Close());
+  server.reset();
+  // (Nothing checkpointed: the reopen replays the log.)
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Open(testing_util::ManualCheckpoints(), dir.Sub("db")));
+  ASSERT_OK_AND_ASSIGN(auto recovered, db->GetTable("t"));
+  ASSERT_NO_FATAL_FAILURE(expect_stored(*recovered, "recovered"));
 }
 
 // Server::Open refuses what Start and DB::Open refuse, naming it: a lease
