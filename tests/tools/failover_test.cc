@@ -488,7 +488,17 @@ TEST_F(FailoverTest, AClientOfTheClusterWaitsOutAFailoverAndGoesOnWithTheNewPrim
   EXPECT_LT(Clock::now() - t0, 30s);
   const std::string second = WaitForPrimary(coordinator_, 10s, first);
   ASSERT_FALSE(second.empty());
-  ASSERT_OK_AND_ASSIGN(const ReplicationInfo is, db->Replication());
+  // (The coordinator names the new primary a moment before that node has
+  // finished its promotion, and the client may reach it in between: it
+  // serves reads as a replica until then.)
+  ReplicationInfo is;
+  EXPECT_TRUE(WaitUntil(10s,
+                        [&] {
+                          Result<ReplicationInfo> info = db->Replication();
+                          if (info.ok()) is = *info;
+                          return info.ok() && is.role == "primary";
+                        }))
+      << "the client's server is still a " << is.role << " of epoch " << is.epoch;
   EXPECT_EQ(is.role, "primary");
   EXPECT_GT(is.epoch, was.epoch);
   // The writer opened on the old primary follows too: its trajectory,
