@@ -1663,8 +1663,10 @@ Result<Reply> DbService::HandleWriterCall(Request& r, const std::shared_ptr<Writ
       int64_t appended = 0;
       if (w->vector) {
         auto* engine_writer = dynamic_cast<engine::VectorWriterImpl*>(w->vector.get());
-        // (0 rows: the writer's state only.)
-        if ((q->steps() != 0 || !payload.empty()) && q->envs_first_step() != nullptr) {
+        const bool rows = q->steps() != 0 || !payload.empty();  // (none: the state only)
+        if (rows && q->envs_first_step() == nullptr) {
+          REPLAYDB_RETURN_IF_ERROR(w->records->AppendRecord(record, 0, &appended));
+        } else if (rows) {
           // Sent again after a failover: environments that hold it skip it.
           if (engine_writer == nullptr) {
             return Status::InvalidArgument("writer " + std::to_string(id) +
@@ -1673,8 +1675,6 @@ Result<Reply> DbService::HandleWriterCall(Request& r, const std::shared_ptr<Writ
           const std::vector<int64_t> first(q->envs_first_step()->begin(),
                                            q->envs_first_step()->end());
           REPLAYDB_RETURN_IF_ERROR(engine_writer->AppendRecordFrom(record, first));
-        } else if (q->steps() != 0 || !payload.empty()) {
-          REPLAYDB_RETURN_IF_ERROR(w->records->AppendRecord(record, 0, &appended));
         }
         const size_t n = w->vector->num_envs();
         std::vector<uint64_t> ids(n);

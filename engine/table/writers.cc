@@ -289,7 +289,10 @@ Status VectorWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first
                                    "': a remote vector step starts at environment 0, not " +
                                    std::to_string(first_row));
   }
-  return AppendDecoded(record, appended);
+  wal::AppendStepsRecord r;
+  REPLAYDB_RETURN_IF_ERROR(
+      DecodeRecordFor(*table_, record, static_cast<int64_t>(slots_.size()), &r));
+  return AppendDecoded(record, r, appended);
 }
 
 Status VectorWriterImpl::AppendRecordFrom(std::span<std::byte> record,
@@ -331,15 +334,14 @@ Status VectorWriterImpl::AppendRecordFrom(std::span<std::byte> record,
   if (skipped == n) return Status::OK();
   scratch_.skip = std::move(skip);
   int64_t appended = 0;
-  Status s = AppendDecoded(record, &appended);
+  Status s = AppendDecoded(record, r, &appended);
   scratch_.skip.clear();
   return s;
 }
 
-Status VectorWriterImpl::AppendDecoded(std::span<std::byte> record, int64_t* appended) {
+Status VectorWriterImpl::AppendDecoded(std::span<std::byte> record, const wal::AppendStepsRecord& r,
+                                       int64_t* appended) {
   const int64_t n = static_cast<int64_t>(slots_.size());
-  wal::AppendStepsRecord r;
-  REPLAYDB_RETURN_IF_ERROR(DecodeRecordFor(*table_, record, n, &r));
   // Each environment's key, for the records the engine writes itself when
   // it logs the step in parts (and noted on the trajectories).
   if (!r.writer_keys.empty()) {

@@ -149,9 +149,10 @@ class VectorWriterImpl final : public VectorWriter, public RecordAppender {
   const std::shared_ptr<TableImpl> table_;
   const WriterOptions options_;
   const WriteAck ack_;  // options_ with the table's TableSpec::acks
-  // AppendRecord's work, once its arguments are checked (*appended: as
-  // AppendRecord's).
-  Status AppendDecoded(std::span<std::byte> record, int64_t* appended);
+  // AppendRecord's work, once its arguments are checked and `record`
+  // decoded as `r` (*appended: as AppendRecord's).
+  Status AppendDecoded(std::span<std::byte> record, const wal::AppendStepsRecord& r,
+                       int64_t* appended);
 
   std::vector<WriterSlot> slots_;
   std::vector<const std::byte*> bases_;

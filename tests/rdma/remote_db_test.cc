@@ -347,6 +347,33 @@ TEST(RemoteDBTest, OverTcpSamplesComeByMessageAndTheServerSaysWhy) {
   EXPECT_TRUE(log.Has("would not be one-sided"));
 }
 
+// A served database (its log lines in `log`) with table "t" of one U8
+// column of random width, and a raw RPC client of it: where the tests of
+// appends sent again start.
+struct RawClientOfT {
+  std::unique_ptr<Server> server;
+  std::shared_ptr<Table> table;
+  std::unique_ptr<RpcClient> client;
+  size_t row = 0;  // the table's step bytes
+};
+void ServeT(std::mt19937_64& rng, const testing_util::TempDir& dir, LogLines& log,
+            RawClientOfT* out) {
+  ASSERT_OK_AND_ASSIGN(out->server, Server::Open(dir.Sub("db"), testing_util::ManualCheckpoints(),
+                                                 LoggedServerOptions(log)));
+  TableSpec spec;
+  spec.name = "t";
+  spec.columns = {{"x", DType::kU8, Shape{static_cast<int64_t>(1 + rng() % 40)}}};
+  spec.capacity_steps = 1 << 12;
+  spec.block_steps = 8;
+  ASSERT_OK_AND_ASSIGN(out->table, out->server->db()->CreateTable(spec));
+  out->row = spec.step_bytes();
+  RpcClientOptions co;
+  co.transport.heartbeat = kTestHeartbeat;
+  const std::string& address = out->server->address();
+  const auto port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  ASSERT_OK_AND_ASSIGN(out->client, RpcClient::Connect("127.0.0.1", port, co));
+}
+
 // A writer's append that says its first step (one sent again after a
 // failover, WIRE.md "Resuming a writer") stores the rows its trajectory
 // lacks, once: rows it holds are skipped, a row past its end is refused
@@ -357,20 +384,12 @@ TEST(RemoteDBTest, AnAppendThatSaysItsFirstStepStoresEachRowOnce) {
   std::mt19937_64 rng(testing_util::TestSeed());
   testing_util::TempDir dir;
   LogLines log;
-  ASSERT_OK_AND_ASSIGN(auto server, Server::Open(dir.Sub("db"), testing_util::ManualCheckpoints(),
-                                                 LoggedServerOptions(log)));
-  TableSpec spec;
-  spec.name = "t";
-  spec.columns = {{"x", DType::kU8, Shape{static_cast<int64_t>(1 + rng() % 40)}}};
-  spec.capacity_steps = 1 << 12;
-  spec.block_steps = 8;
-  ASSERT_OK_AND_ASSIGN(auto table, server->db()->CreateTable(spec));
-  const size_t row = spec.step_bytes();
-  RpcClientOptions co;
-  co.transport.heartbeat = kTestHeartbeat;
-  const uint16_t port =
-      static_cast<uint16_t>(std::stoi(server->address().substr(server->address().rfind(':') + 1)));
-  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", port, co));
+  RawClientOfT served;
+  ASSERT_NO_FATAL_FAILURE(ServeT(rng, dir, log, &served));
+  std::unique_ptr<Server>& server = served.server;
+  std::shared_ptr<Table>& table = served.table;
+  std::unique_ptr<RpcClient>& client = served.client;
+  const size_t row = served.row;
   const auto open = [&](uint64_t key, uint64_t trajectory) -> Result<Message> {
     return client->Call(
         [&](const HeaderFields& f) {
@@ -475,20 +494,12 @@ TEST(RemoteDBTest, AResentVectorStepStoresEachEnvironmentsRowOnce) {
   std::mt19937_64 rng(testing_util::TestSeed());
   testing_util::TempDir dir;
   LogLines log;
-  ASSERT_OK_AND_ASSIGN(auto server, Server::Open(dir.Sub("db"), testing_util::ManualCheckpoints(),
-                                                 LoggedServerOptions(log)));
-  TableSpec spec;
-  spec.name = "t";
-  spec.columns = {{"x", DType::kU8, Shape{static_cast<int64_t>(1 + rng() % 40)}}};
-  spec.capacity_steps = 1 << 12;
-  spec.block_steps = 8;
-  ASSERT_OK_AND_ASSIGN(auto table, server->db()->CreateTable(spec));
-  const size_t row = spec.step_bytes();
-  RpcClientOptions co;
-  co.transport.heartbeat = kTestHeartbeat;
-  const uint16_t port =
-      static_cast<uint16_t>(std::stoi(server->address().substr(server->address().rfind(':') + 1)));
-  ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect("127.0.0.1", port, co));
+  RawClientOfT served;
+  ASSERT_NO_FATAL_FAILURE(ServeT(rng, dir, log, &served));
+  std::unique_ptr<Server>& server = served.server;
+  std::shared_ptr<Table>& table = served.table;
+  std::unique_ptr<RpcClient>& client = served.client;
+  const size_t row = served.row;
   const size_t envs = 2 + rng() % 5;
   ASSERT_OK_AND_ASSIGN(Message opened, client->Call(
                                            [&](const HeaderFields& f) {

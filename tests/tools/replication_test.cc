@@ -1021,7 +1021,7 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
 // rows in *sent where that is not null.
 Status AppendVectorStep(std::mt19937_64& rng, size_t envs,
                         const std::function<Status(std::span<const ConstTensor>)>& append,
-                        std::vector<Appended*> appended,
+                        std::vector<Appended>& appended,
                         std::vector<testing_util::StepData>* sent = nullptr) {
   const TableSpec spec = Spec();
   std::vector<testing_util::StepData> rows;
@@ -1038,7 +1038,7 @@ Status AppendVectorStep(std::mt19937_64& rng, size_t envs,
   }
   const Status s = append(tensors);
   if (s.ok()) {
-    for (size_t e = 0; e < envs; ++e) appended[e]->Add(rows[e]);
+    for (size_t e = 0; e < envs; ++e) appended[e].Add(rows[e]);
   }
   if (sent != nullptr) *sent = std::move(rows);
   return s;
@@ -1074,10 +1074,8 @@ TEST(ReplicationTest, AClusterVectorWritersTrajectoriesGoOnWholeOnThePromotedRep
   };
   std::vector<std::vector<Ended>> ended(envs);
   std::vector<Appended> open(envs);
-  std::vector<Appended*> to(envs);
-  for (size_t e = 0; e < envs; ++e) to[e] = &open[e];
   const auto steps = [&](int n) {
-    for (int s = 0; s < n; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, to));
+    for (int s = 0; s < n; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, open));
   };
   const auto end = [&](size_t e, EndReason reason) {
     const uint64_t id = writer->trajectory_id(e);
@@ -1096,7 +1094,7 @@ TEST(ReplicationTest, AClusterVectorWritersTrajectoriesGoOnWholeOnThePromotedRep
     if (end_in_flight) {
       end(envs - 1, EndReason::kTruncated);
     } else {
-      EXPECT_OK(AppendVectorStep(thread_rng, envs, append, to));
+      EXPECT_OK(AppendVectorStep(thread_rng, envs, append, open));
     }
   });
   std::this_thread::sleep_for(pause);
@@ -1144,13 +1142,12 @@ TEST(ReplicationTest, AClusterVectorWriterFollowsAFailoverRightAfterAnEnvironmen
   const std::vector<double> priorities(2, 1.0);
   const auto append = [&](std::span<const ConstTensor> t) { return writer->Append(t, priorities); };
   std::vector<Appended> open(2);
-  std::vector<Appended*> to = {&open[0], &open[1]};
   // Both trajectories grow until the hot tier is full and one's next block
   // evicts the other.
   Status evicted;
   std::vector<testing_util::StepData> last;
   for (int s = 0; s < 100 && evicted.ok(); ++s) {
-    evicted = AppendVectorStep(rng, 2, append, to, &last);
+    evicted = AppendVectorStep(rng, 2, append, open, &last);
   }
   ASSERT_EQ(evicted.code(), Status::Code::kFailedPrecondition) << evicted.ToString();
   ASSERT_THAT(evicted.message(), HasSubstr("was evicted from the hot tier while open"));
@@ -1165,9 +1162,8 @@ TEST(ReplicationTest, AClusterVectorWriterFollowsAFailoverRightAfterAnEnvironmen
   // The evicted environment begins a new trajectory there; the other's
   // goes on, with the step of the failed append.
   std::vector<Appended> after(2);
-  std::vector<Appended*> to_after = {&after[0], &after[1]};
   const int n = 1 + static_cast<int>(rng() % 5);
-  for (int s = 0; s < n; ++s) ASSERT_OK(AppendVectorStep(rng, 2, append, to_after));
+  for (int s = 0; s < n; ++s) ASSERT_OK(AppendVectorStep(rng, 2, append, after));
   const uint64_t ids[] = {writer->trajectory_id(0), writer->trajectory_id(1)};
   ASSERT_TRUE((ids[0] != before[0]) != (ids[1] != before[1]))
       << "one environment's trajectory is new: " << before[0] << " " << before[1] << " -> "
@@ -1216,13 +1212,11 @@ TEST(ReplicationTest, AClusterVectorWritersStepLoggedInPartsIsFinishedOnThePromo
   const std::vector<double> priorities(envs, 1.0);
   const auto append = [&](std::span<const ConstTensor> t) { return writer->Append(t, priorities); };
   std::vector<Appended> open(envs);
-  std::vector<Appended*> to(envs);
-  for (size_t e = 0; e < envs; ++e) to[e] = &open[e];
-  for (int64_t s = 0; s < before; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, to));
+  for (int64_t s = 0; s < before; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, open));
   std::vector<uint64_t> ids(envs);
   for (size_t e = 0; e < envs; ++e) ids[e] = writer->trajectory_id(e);
   std::mt19937_64 thread_rng(rng());
-  std::thread in_parts([&] { EXPECT_OK(AppendVectorStep(thread_rng, envs, append, to)); });
+  std::thread in_parts([&] { EXPECT_OK(AppendVectorStep(thread_rng, envs, append, open)); });
   // The first part on the replica; the rest waits on the primary.
   ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
   ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
@@ -1245,7 +1239,7 @@ TEST(ReplicationTest, AClusterVectorWritersStepLoggedInPartsIsFinishedOnThePromo
   in_parts.join();
   EXPECT_EQ(rt->Info().num_steps, (before + 1) * static_cast<int64_t>(envs));
   const int n = 1 + static_cast<int>(rng() % 5);
-  for (int s = 0; s < n; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, to));
+  for (int s = 0; s < n; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, open));
   for (size_t e = 0; e < envs; ++e) {
     EXPECT_EQ(writer->trajectory_id(e), ids[e]) << "environment " << e;
     ASSERT_OK(writer->End(e, EndReason::kTerminal));
@@ -1274,16 +1268,14 @@ TEST(ReplicationTest, AClusterVectorWriterWhoseTrajectoriesEndedOnThePromotedRep
   const std::vector<double> priorities(envs, 1.0);
   const auto append = [&](std::span<const ConstTensor> t) { return writer->Append(t, priorities); };
   std::vector<Appended> open(envs);
-  std::vector<Appended*> to(envs);
-  for (size_t e = 0; e < envs; ++e) to[e] = &open[e];
   const int64_t steps = 1 + static_cast<int64_t>(rng() % 10);
-  for (int64_t s = 0; s < steps; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, to));
+  for (int64_t s = 0; s < steps; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, open));
   const uint64_t id = writer->trajectory_id(0);
   pr.primary.Kill();
   auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
   ASSERT_EQ(status, 0) << out;
   NamePrimary(pr.file, pr.primary, pr.replica, "r");
-  const Status lost = AppendVectorStep(rng, envs, append, to);
+  const Status lost = AppendVectorStep(rng, envs, append, open);
   EXPECT_EQ(lost.code(), Status::Code::kFailedPrecondition) << lost.ToString();
   EXPECT_THAT(lost.message(),
               HasSubstr("table 'experience': its vector writer could not resume on the new "
