@@ -22,7 +22,7 @@ Result<TransportReadProbe> ProbeTransportReads(size_t shared_bytes, size_t read_
         " bytes do not fit " + std::to_string(shared_bytes) + " bytes of shared memory");
   }
   // The probe measures reads, not liveness: its connection tolerates 10 s
-  // of silence (the default, 3 missed beats of 100 ms, ended it on a loaded
+  // of silence (3 missed beats of 100 ms, the default then, ended it on a loaded
   // two-core machine under ThreadSanitizer: "connection 256 has ended").
   rdma::TransportOptions co;
   co.heartbeat = std::chrono::seconds(1);

@@ -33,6 +33,10 @@ Clock::time_point DeadlineOf(int64_t timeout_ms) {
 
 constexpr std::string_view kNoReply = " got no reply within ";
 
+// How long a refused client (a wrong token, another protocol version) has
+// to close its connection once told why, before the server ends it.
+constexpr std::chrono::milliseconds kRefusedGrace{2000};
+
 // A reply's pieces (Reply::parts) smaller than this in all are copied into
 // one payload.
 constexpr size_t kCopyReplyBelow = 64 << 10;
@@ -604,7 +608,9 @@ class RpcServer::Impl {
       peers_[to] = Peer{Peer::Stage::kRefused, false, {}};
     }
     Fail(to, fields, why);
-    net_->Close(to);
+    // The client closes once it has read why; an end by us first could
+    // overtake that answer (over shared memory it takes another path).
+    net_->Close(to, kRefusedGrace);
   }
 
   // On a transport worker: where a request's large payload goes

@@ -285,6 +285,8 @@ class Transport::Impl {
     std::deque<std::shared_ptr<Incoming>> arrivals;
     // Peers' memory keys imported on this endpoint (ImportKey), by handle - 1.
     std::vector<ucp_rkey_h> rkeys;
+    // Close(id, grace): when it ends unless the peer closed it first.
+    std::chrono::steady_clock::time_point close_at = std::chrono::steady_clock::time_point::max();
   };
   // An endpoint's close in progress, and the keys to destroy once it is
   // done (reads in flight may still use them until then).
@@ -334,6 +336,8 @@ class Transport::Impl {
     // nothing because it came late (Heartbeats).
     std::chrono::steady_clock::time_point last_check = std::chrono::steady_clock::now();
     bool passed_over = false;
+    // The earliest Connection::close_at of this worker's connections.
+    std::chrono::steady_clock::time_point next_close = std::chrono::steady_clock::time_point::max();
     // Sends UCX has not finished (messages, batches, heartbeats): while
     // any is left, the worker's thread sleeps at most kPendingSendSleep. A
     // send that waits for room in a peer's shared-memory queue goes on when
@@ -842,10 +846,35 @@ class Transport::Impl {
     (void)f.wait_for(std::chrono::seconds(10));
   }
 
-  void Close(ConnectionId id) {
+  void Close(ConnectionId id, std::chrono::milliseconds grace) {
     Worker* w = WorkerOf(id);
     if (w == nullptr) return;
-    Post(*w, [this, w, id] { Closed(*w, id, Status::OK(), /*by_us=*/true); });
+    if (grace.count() <= 0) {
+      Post(*w, [this, w, id] { Closed(*w, id, Status::OK(), /*by_us=*/true); });
+      return;
+    }
+    Post(*w, [w, id, grace] {
+      auto it = w->connections.find(id);
+      if (it == w->connections.end()) return;
+      it->second.close_at = std::min(it->second.close_at, std::chrono::steady_clock::now() + grace);
+      w->next_close = std::min(w->next_close, it->second.close_at);
+    });
+  }
+
+  // The worker's thread (holding `w`): connections whose grace (Close) is
+  // over end.
+  void CloseDue(Worker& w, std::chrono::steady_clock::time_point now) {
+    if (now < w.next_close) return;
+    std::vector<ConnectionId> due;
+    w.next_close = std::chrono::steady_clock::time_point::max();
+    for (const auto& [id, c] : w.connections) {
+      if (c.close_at <= now) {
+        due.push_back(id);
+      } else {
+        w.next_close = std::min(w.next_close, c.close_at);
+      }
+    }
+    for (const ConnectionId id : due) Closed(w, id, Status::OK(), /*by_us=*/true);
   }
 
   // A buffer of `length` bytes for a payload (contents unspecified): a
@@ -1611,6 +1640,7 @@ class Transport::Impl {
         if (!w.closing.empty()) SweepCloses(w);
         const Clock::time_point now = Clock::now();
         if (beating) Heartbeats(w, now);
+        CloseDue(w, now);
       }
       if (active) {
         w.pending_naps = 0;
@@ -1622,7 +1652,8 @@ class Transport::Impl {
       {
         Hold hold(w);
         armed = ucp_worker_arm(w.worker);
-        wake = std::min(w.next_heartbeat, w.next_check);
+        wake = w.next_close;
+        if (beating) wake = std::min({wake, w.next_heartbeat, w.next_check});
         sending = w.sends_in_flight > 0;
       }
       if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile
@@ -1633,7 +1664,7 @@ class Transport::Impl {
       if (armed != UCS_OK) continue;
       if (w.drivers.load(std::memory_order_acquire) > 0) continue;
       int timeout_ms = -1;
-      if (beating) {
+      if (wake != Clock::time_point::max()) {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now());
         timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count()) + 1);
@@ -1715,7 +1746,9 @@ void Transport::SendParts(ConnectionId to, std::string header,
   impl_->SendParts(to, std::move(header), std::move(parts), std::move(keep), std::move(done));
 }
 
-void Transport::Close(ConnectionId connection) { impl_->Close(connection); }
+void Transport::Close(ConnectionId connection, std::chrono::milliseconds grace) {
+  impl_->Close(connection, grace);
+}
 
 bool Transport::Drive(ConnectionId connection, const std::function<bool()>& done,
                       std::chrono::microseconds budget) {

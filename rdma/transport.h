@@ -95,8 +95,13 @@ struct TransportOptions {
   // heartbeat) for `missed_heartbeats` of them ends, Unavailable. UCX alone
   // notices a peer that died, but not one that hangs or a network partition
   // (tens of seconds and more). Both ends must agree on the interval.
+  // Ten missed (1 s at the default interval), as etcd's election timeout
+  // is ten heartbeats: with three (300 ms), a live process the scheduler
+  // held back that long on a loaded two-core machine (a parallel ctest)
+  // lost its connections ("Connection reset by remote peer": its server
+  // ended them as silent). Still well inside a coordinator's lease (2 s).
   std::chrono::milliseconds heartbeat{100};
-  int missed_heartbeats = 3;
+  int missed_heartbeats = 10;
 };
 
 // UCX settings every Transport uses (NAME, VALUE): TCP segments of 256 KiB,
@@ -200,8 +205,14 @@ class Transport {
              std::chrono::microseconds budget);
 
   // Ends the connection (the peer sees it end); on_close follows. A no-op
-  // for an id already closed.
-  void Close(ConnectionId connection);
+  // for an id already closed. With a `grace`, it ends that much later
+  // unless the peer closes it first: a peer told why it is turned away
+  // (a refused token) closes itself once it has read that, and an end by
+  // us could reach it first (over shared memory, the end comes by another
+  // path than the messages before it). What arrives meanwhile is still
+  // delivered.
+  void Close(ConnectionId connection,
+             std::chrono::milliseconds grace = std::chrono::milliseconds(0));
 
   // A payload that on_message handed over, given back once its receiver is
   // done with it: a large payload that arrives later is received into it,

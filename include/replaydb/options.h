@@ -599,8 +599,8 @@ struct ConnectOptions {
   // a server that requires a token. Empty: none. Default: empty.
   std::string token_file;
   // Liveness: the connection carries a heartbeat this often, and ends
-  // (Unavailable) after three intervals in which nothing came from the
-  // server. Must equal the server's interval (ServerOptions::heartbeat;
+  // (Unavailable) after ten intervals in which nothing came from the
+  // server (1 s at the default). Must equal the server's interval (ServerOptions::heartbeat;
   // `replaydb serve` uses the default): 0 (none) only where the server's is
   // 0 too, or the server ends the silent connection. Default: 100 ms.
   // Connect refuses values below 0, and timeouts of 0 or less

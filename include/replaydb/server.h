@@ -39,7 +39,7 @@ struct ServerOptions {
   int workers = 2;
   int threads = 4;
   // Liveness: each connection carries a heartbeat this often and ends after
-  // three intervals in which nothing came from the client. Clients must use
+  // ten intervals in which nothing came from the client (1 s at the default). Clients must use
   // the same (ConnectOptions::heartbeat). Default: 100 ms.
   std::chrono::milliseconds heartbeat{100};
   // A line per connection accepted, named, refused and ended. May be empty.

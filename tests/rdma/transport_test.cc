@@ -98,6 +98,7 @@ constexpr auto kSlowHeartbeat = 2000ms;
 TransportOptions Recording(Inbox* inbox, std::chrono::milliseconds heartbeat = kSlowHeartbeat) {
   TransportOptions o;
   o.heartbeat = heartbeat;
+  o.missed_heartbeats = 3;  // the tests' timings and messages assume three
   o.on_message = [inbox](ConnectionId from, std::string header, std::string payload) {
     inbox->Add({from, std::move(header), std::move(payload)});
   };
@@ -470,6 +471,58 @@ TEST(TransportTest, ClosingEndsTheConnectionOnBothSides) {
   const Status late = f.get();
   EXPECT_EQ(late.code(), Status::Code::kUnavailable) << late.ToString();
   EXPECT_THAT(late.message(), HasSubstr("has ended"));
+}
+
+// A close with a grace leaves the peer that long to close first (a refused
+// client reads why, then goes); what it sends meanwhile still arrives. With
+// heartbeats off too: the grace alone wakes the worker.
+TEST(TransportTest, AClosingWithAGraceEndsTheConnectionThatMuchLaterUnlessThePeerClosesFirst) {
+  for (const auto heartbeat : {kSlowHeartbeat, 0ms}) {
+    SCOPED_TRACE("heartbeat " + std::to_string(heartbeat.count()) + " ms");
+    EchoServer server(1, heartbeat);
+    ASSERT_NE(server.transport, nullptr);
+    Inbox inbox;
+    ASSERT_OK_AND_ASSIGN(auto client, Transport::Start(Recording(&inbox, heartbeat)));
+    ASSERT_OK_AND_ASSIGN(const ConnectionId stays,
+                         client->Connect("127.0.0.1", server.transport->port(), 10s));
+    ASSERT_OK_AND_ASSIGN(const ConnectionId goes,
+                         client->Connect("127.0.0.1", server.transport->port(), 10s));
+    client->Send(stays, "stays", "");
+    client->Send(goes, "goes", "");
+    ASSERT_EQ(inbox.WaitMessages(2).size(), 2u);
+    const std::vector<Inbox::Message> came = server.inbox.WaitMessages(2);
+    ASSERT_EQ(came.size(), 2u);
+    const ConnectionId server_stays = came[0].header == "stays" ? came[0].from : came[1].from;
+    const ConnectionId server_goes = came[0].header == "goes" ? came[0].from : came[1].from;
+    ASSERT_NE(server_stays, server_goes);
+
+    // The peer that stays: ended no sooner than the grace, and what it sent
+    // meanwhile was delivered.
+    constexpr auto grace = 600ms;
+    const auto start = std::chrono::steady_clock::now();
+    server.transport->Close(server_stays, grace);
+    client->Send(stays, "meanwhile", "");
+    const std::optional<Status> ended = inbox.WaitClosed(stays);
+    ASSERT_TRUE(ended.has_value()) << "the grace never ended the connection";
+    EXPECT_GE(std::chrono::steady_clock::now() - start, grace);
+    EXPECT_EQ(ended->code(), Status::Code::kUnavailable) << ended->ToString();
+    const std::vector<Inbox::Message> at = server.inbox.WaitMessages(3);
+    ASSERT_EQ(at.size(), 3u);
+    EXPECT_EQ(at[2].header, "meanwhile");
+    EXPECT_EQ(at[2].from, server_stays);
+    const std::optional<Status> closed_here = server.inbox.WaitClosed(server_stays);
+    ASSERT_TRUE(closed_here.has_value());
+    EXPECT_OK(*closed_here);  // closed by the server
+
+    // The peer that goes first: its close ends the connection, the grace
+    // (far longer than the test waits) never does.
+    server.transport->Close(server_goes, 60s);
+    client->Close(goes);
+    const std::optional<Status> theirs = server.inbox.WaitClosed(server_goes);
+    ASSERT_TRUE(theirs.has_value()) << "the client's own close was not seen";
+    EXPECT_EQ(theirs->code(), Status::Code::kUnavailable) << theirs->ToString();
+    EXPECT_EQ(server.transport->open_connections(), 0);
+  }
 }
 
 TEST(TransportTest, AServerThatStopsEndsItsClientsConnections) {

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <iostream>
 #include <random>
 #include <regex>
 #include <string>
@@ -81,6 +82,12 @@ class Served {
     const int status = process_->Exit(60s);
     if (signal == SIGTERM) {
       EXPECT_EQ(status, 0) << process_->output();
+    }
+    // A failed test shows each server's side of it (a connection it ended
+    // and why, say), which the client's message alone does not tell.
+    if (::testing::Test::HasFailure()) {
+      std::cerr << "--- output of replaydb serve " << address_ << " (the test failed):\n"
+                << process_->output() << "---\n";
     }
     process_.reset();
   }
