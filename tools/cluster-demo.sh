@@ -43,7 +43,8 @@ for f in "$tool" "$lib"; do
   [ -e "$f" ] || { echo "cluster-demo: $f is missing: build first (tools/scripts/build.sh)" >&2; exit 1; }
 done
 python="${PYTHON:-/usr/bin/python3}"
-export REPLAYDB_LIBRARY="$PWD/$lib" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+case "$lib" in /*) ;; *) lib="$PWD/$lib" ;; esac  # (--build may be absolute)
+export REPLAYDB_LIBRARY="$lib" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 
 if [ "$failover" = 1 ]; then
   exec bash "$(dirname "$0")/scripts/failover-demo.sh" "$tool" "$python"
