@@ -386,10 +386,7 @@ TEST(RemoteDBTest, AnAppendThatSaysItsFirstStepStoresEachRowOnce) {
   LogLines log;
   RawClientOfT served;
   ASSERT_NO_FATAL_FAILURE(ServeT(rng, dir, log, &served));
-  std::unique_ptr<Server>& server = served.server;
-  std::shared_ptr<Table>& table = served.table;
-  std::unique_ptr<RpcClient>& client = served.client;
-  const size_t row = served.row;
+  auto& [server, table, client, row] = served;
   const auto open = [&](uint64_t key, uint64_t trajectory) -> Result<Message> {
     return client->Call(
         [&](const HeaderFields& f) {
@@ -496,10 +493,7 @@ TEST(RemoteDBTest, AResentVectorStepStoresEachEnvironmentsRowOnce) {
   LogLines log;
   RawClientOfT served;
   ASSERT_NO_FATAL_FAILURE(ServeT(rng, dir, log, &served));
-  std::unique_ptr<Server>& server = served.server;
-  std::shared_ptr<Table>& table = served.table;
-  std::unique_ptr<RpcClient>& client = served.client;
-  const size_t row = served.row;
+  auto& [server, table, client, row] = served;
   const size_t envs = 2 + rng() % 5;
   ASSERT_OK_AND_ASSIGN(Message opened, client->Call(
                                            [&](const HeaderFields& f) {

@@ -817,11 +817,10 @@ TEST_F(FailoverTest, AnOldPrimaryBehindTheLastEpochThatTookWritesDoesNotStand) {
   // short ends when its writer goes.
   const auto write = [&](const std::string& address) {
     Status s;
-    for (int attempt = 0; attempt < 40; ++attempt) {
+    (void)WaitUntil(10s, [&] {
       s = write_once(address);
-      if (s.code() != Status::Code::kUnavailable) break;
-      std::this_thread::sleep_for(250ms);
-    }
+      return s.code() != Status::Code::kUnavailable;
+    });
     ASSERT_OK(s);
   };
   write(first);
