@@ -15,6 +15,7 @@ std::shared_ptr<Trajectory> TrajectoryStore::StartNew() {
 void TrajectoryStore::Insert(std::shared_ptr<Trajectory> t) {
   NoteId(t->id);
   const uint64_t id = t->id;
+  if (t->writer_key != 0) by_key_[t->writer_key] = id;
   by_id_.Insert(id, t);
   map_.emplace(id, std::move(t));
 }
@@ -22,6 +23,7 @@ void TrajectoryStore::Insert(std::shared_ptr<Trajectory> t) {
 void TrajectoryStore::Erase(Trajectory& t) {
   ended_.erase({t.hot_seq, t.id});
   Unrank(t);
+  UnindexKey(t);
   const uint64_t id = t.id;
   by_id_.Erase(id);
   map_.erase(id);  // last: this may drop the final reference to t

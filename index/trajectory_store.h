@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -92,7 +93,8 @@ struct alignas(64) Trajectory {
   uint64_t hot_seq = 0;
   // The remote writer whose steps it last applied from the log (the
   // records' writer key; 0: none said), by which that writer finds it
-  // again on a promoted replica (TableImpl::Adopt).
+  // again on a promoted replica (TableImpl::Adopt). Set through
+  // TrajectoryStore::SetWriterKey, which indexes it.
   uint64_t writer_key = 0;
 };
 
@@ -133,6 +135,29 @@ class TrajectoryStore {
   void PrefetchId(uint64_t id) const { by_id_.Prefetch(id); }
   // Every trajectory, by id.
   const Map& trajectories() const { return map_; }
+
+  // Notes that `t`'s steps are a remote writer's of `key` (Trajectory::
+  // writer_key; indexed while `t` is in the store). Cheap when it is the
+  // key `t` has: appends call it for every run.
+  void SetWriterKey(Trajectory& t, uint64_t key) {
+    if (t.writer_key == key) return;
+    UnindexKey(t);
+    t.writer_key = key;
+    if (key != 0 && Find(t.id) == &t) by_key_[key] = t.id;
+  }
+  // The trajectory in the store whose writer key is `key` (the one given
+  // it last, should two writers' random keys ever meet), or null. One hash
+  // lookup: a failover resumes every environment of a vector writer by key,
+  // which a walk over the table's trajectories made environments x
+  // trajectories under the table's mutex.
+  std::shared_ptr<Trajectory> FindByWriterKey(uint64_t key) const {
+    if (key == 0) return nullptr;
+    const auto it = by_key_.find(key);
+    if (it == by_key_.end()) return nullptr;
+    std::shared_ptr<Trajectory> t = FindShared(it->second);
+    return t != nullptr && t->writer_key == key ? t : nullptr;
+  }
+  size_t num_writer_keys() const { return by_key_.size(); }
   size_t size() const { return map_.size(); }
 
   // A new, empty trajectory under the next unused id, in the store; null
@@ -232,6 +257,12 @@ class TrajectoryStore {
   uint32_t max_times_sampled() const { return options_.max_times_sampled; }
 
  private:
+  // Takes `t`'s writer key out of the index where it names `t`.
+  void UnindexKey(const Trajectory& t) {
+    if (t.writer_key == 0) return;
+    const auto it = by_key_.find(t.writer_key);
+    if (it != by_key_.end() && it->second == t.id) by_key_.erase(it);
+  }
   size_t MetaIndex(int64_t block, int64_t step) const {
     return static_cast<size_t>((block / kMetaTileBlocks) * kMetaTileBlocks * options_.block_steps +
                                step * kMetaTileBlocks + block % kMetaTileBlocks);
@@ -240,6 +271,8 @@ class TrajectoryStore {
   const Options options_;
   Map map_;  // by id, in order
   IdIndex<Trajectory> by_id_;  // the same, for lookups
+  // Writer keys (Trajectory::writer_key) of trajectories in the store, to ids.
+  std::unordered_map<uint64_t, uint64_t> by_key_;
   // The ended trajectories as (hot_seq, id): the longest in the tier first.
   std::set<std::pair<uint64_t, uint64_t>> ended_;
   // kLowestPriority: ended trajectories by (best live priority, id).

@@ -110,7 +110,7 @@ Status TableImpl::Apply(const wal::AppendStepsRecord& r) {
       store_.Insert(std::move(made));
     }
     Trajectory& t = *tp;
-    if (const uint64_t key = r.KeyOf(i); key != 0) t.writer_key = key;
+    if (const uint64_t key = r.KeyOf(i); key != 0) store_.SetWriterKey(t, key);
     if (step < t.length) continue;  // already in the checkpoint
     if (step > t.length || t.ended) {
       return Status::Corruption("table " + Quoted(name_) + ": logged step " + std::to_string(step) +
@@ -322,18 +322,8 @@ Result<TableImpl::Adopted> TableImpl::Adopt(uint64_t key, uint64_t trajectory_id
     }
     if (t->writer_key != key) return out;
   } else {
-    // The orphans first (few), then every trajectory (one ended since).
-    for (const uint64_t id : orphans_) {
-      if (Trajectory* o = store_.Find(id); o != nullptr && o->writer_key == key) {
-        t = store_.FindShared(id);
-        break;
-      }
-    }
-    if (t == nullptr) {
-      for (const auto& [id, each] : store_.trajectories()) {
-        if (each->writer_key == key) t = each;
-      }
-    }
+    // (An orphan, or one ended since.)
+    t = store_.FindByWriterKey(key);
     if (t == nullptr) return out;
   }
   out.trajectory_id = t->id;

@@ -193,7 +193,7 @@ Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
     step_index.push_back(t.length);
     if (!priorities.empty()) prios.push_back(priorities[env]);
     if (slots[env].writer_key != 0) {
-      t.writer_key = slots[env].writer_key;
+      store_.SetWriterKey(t, slots[env].writer_key);
       keys.resize(envs.size(), 0);
       keys.back() = slots[env].writer_key;
     }

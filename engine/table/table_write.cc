@@ -261,7 +261,7 @@ Status TableImpl::AppendSteps(WriterSlot& slot, HostRows rows, int64_t n,
       const int64_t at = first + begin;  // the run's first step among the n
       REPLAYDB_RETURN_IF_ERROR(ReserveRunLocked(lock, slot, deadline, count - begin, &run));
       Trajectory& t = *slot.trajectory;
-      if (slot.writer_key != 0) t.writer_key = slot.writer_key;  // (Adopt checks it)
+      if (slot.writer_key != 0) store_.SetWriterKey(t, slot.writer_key);  // (Adopt finds it)
       const int64_t steps = static_cast<int64_t>(run.size());
       if (device) {
         slots.resize(run.size());

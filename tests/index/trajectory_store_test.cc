@@ -81,6 +81,67 @@ TEST_F(TrajectoryStoreTest, InsertedAndNotedIdsKeepNextIdAbove) {
   EXPECT_EQ(store.StartNew()->id, id + 8);
 }
 
+// Writer keys (by which a resuming remote writer finds its trajectory)
+// are found with one lookup, against a walk over every trajectory as the
+// reference: keys given, changed and given again to the same trajectory;
+// trajectories made with a key before they are inserted, and erased.
+TEST_F(TrajectoryStoreTest, WriterKeysFindTheirTrajectoryUntilItLeavesTheStore) {
+  TrajectoryStore store({/*block_steps=*/4});
+  std::vector<std::shared_ptr<Trajectory>> held;  // in the store
+  std::vector<uint64_t> keys_given;
+  const auto reference = [&](uint64_t key) -> Trajectory* {
+    for (const auto& [id, t] : store.trajectories()) {
+      if (t->writer_key == key) return t.get();
+    }
+    return nullptr;
+  };
+  const auto new_key = [&] {
+    const uint64_t key = rng_() | 1;  // (random, as a writer's; never 0)
+    keys_given.push_back(key);
+    return key;
+  };
+  const int ops = static_cast<int>(RandomIn(200, 600));
+  for (int op = 0; op < ops; ++op) {
+    const int64_t what = RandomIn(0, 9);
+    if (what <= 3 || held.empty()) {  // a new trajectory, a writer's or not (the store grows)
+      std::shared_ptr<Trajectory> t;
+      if (RandomIn(0, 1) == 0) {
+        t = store.StartNew();
+      } else {
+        t = store.Make(store.next_id() + static_cast<uint64_t>(RandomIn(0, 3)));
+        if (RandomIn(0, 1) == 0) store.SetWriterKey(*t, new_key());  // (before its Insert)
+        store.Insert(t);
+      }
+      if (RandomIn(0, 2) > 0) store.SetWriterKey(*t, new_key());
+      held.push_back(t);
+    } else if (what <= 6) {  // a key given to one already there (or given again)
+      Trajectory& t =
+          *held[static_cast<size_t>(RandomIn(0, static_cast<int64_t>(held.size()) - 1))];
+      store.SetWriterKey(t, RandomIn(0, 1) == 0 || t.writer_key == 0 ? new_key() : t.writer_key);
+    } else {  // one leaves
+      const size_t i = static_cast<size_t>(RandomIn(0, static_cast<int64_t>(held.size()) - 1));
+      store.Erase(*held[i]);
+      held[i] = held.back();
+      held.pop_back();
+    }
+  }
+  ASSERT_FALSE(keys_given.empty());
+  size_t found = 0;
+  for (const uint64_t key : keys_given) {
+    Trajectory* want = reference(key);
+    const std::shared_ptr<Trajectory> got = store.FindByWriterKey(key);
+    EXPECT_EQ(got.get(), want) << "key " << key;
+    found += want != nullptr ? 1 : 0;
+  }
+  EXPECT_GT(found, 0u);
+  // The index holds the keys of trajectories in the store, no more.
+  EXPECT_EQ(store.num_writer_keys(), found);
+  EXPECT_EQ(store.FindByWriterKey(0), nullptr);
+  for (const auto& t : held) store.Erase(*t);
+  EXPECT_EQ(store.num_writer_keys(), 0u);
+  for (const uint64_t key : keys_given) EXPECT_EQ(store.FindByWriterKey(key), nullptr);
+}
+
 TEST_F(TrajectoryStoreTest, OldestFirstEvictsEndedInTheOrderTheyEnteredThenOpenOnes) {
   TrajectoryStore store({/*block_steps=*/2});
   // Ids in random order of entry: the order is hot_seq's, not the ids'.
