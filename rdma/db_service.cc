@@ -1469,19 +1469,23 @@ Result<Reply> DbService::HandleWriter(Request& r) {
       const size_t keys = q->resume_keys() == nullptr ? 0 : q->resume_keys()->size();
       if (keys != 0) {
         // A vector writer back after a failover: each environment's
-        // trajectory, where this server has it.
-        const size_t ids =
-            q->resume_trajectories() == nullptr ? 0 : q->resume_trajectories()->size();
-        if (keys != q->envs() || ids != keys) {
-          return Status::InvalidArgument("table '" + table->name() + "': a vector writer of " +
-                                         std::to_string(q->envs()) + " environments resumes with " +
-                                         std::to_string(keys) + " keys and " + std::to_string(ids) +
-                                         " trajectory ids (one each per environment)");
-        }
-        auto* engine_writer = dynamic_cast<engine::VectorWriterImpl*>(w->vector.get());
+        // trajectory (a vector table's: the segment), where this server
+        // has it.
+        auto* engine_writer = dynamic_cast<engine::ResumableVectorWriter*>(w->vector.get());
         if (engine_writer == nullptr) {
           return Status::Internal("table '" + table->name() +
                                   "': its vector writers cannot resume");
+        }
+        const size_t ids =
+            q->resume_trajectories() == nullptr ? 0 : q->resume_trajectories()->size();
+        if (keys != engine_writer->resumable() || ids != keys) {
+          return Status::InvalidArgument(
+              "table '" + table->name() + "': a vector writer of " + std::to_string(q->envs()) +
+              " environments resumes with " + std::to_string(keys) + " keys and " +
+              std::to_string(ids) + " trajectory ids (one each " +
+              (table->spec().lanes > 1 ? std::string("for its segment of the vector table")
+                                       : std::string("per environment")) +
+              ")");
         }
         for (size_t e = 0; e < keys; ++e) {
           Result<engine::TableImpl::Adopted> adopted =
@@ -1524,7 +1528,7 @@ Result<Reply> DbService::HandleWriter(Request& r) {
     if (id == 0) {
       // (A resuming vector writer's trajectories stay orphans for its next
       // try, not ended with this one.)
-      if (auto* v = dynamic_cast<engine::VectorWriterImpl*>(w->vector.get()); v != nullptr) {
+      if (auto* v = dynamic_cast<engine::ResumableVectorWriter*>(w->vector.get()); v != nullptr) {
         v->GiveBack();
       }
       return Status::Unavailable("connection " + std::to_string(r.connection) +
@@ -1677,11 +1681,12 @@ Result<Reply> DbService::HandleWriterCall(Request& r, const std::shared_ptr<Writ
           REPLAYDB_RETURN_IF_ERROR(engine_writer->AppendRecordFrom(record, first));
         }
         const size_t n = w->vector->num_envs();
+        const auto* resumable = dynamic_cast<engine::ResumableVectorWriter*>(w->vector.get());
         std::vector<uint64_t> ids(n);
         std::vector<int64_t> steps(n);
         for (size_t e = 0; e < n; ++e) {
           ids[e] = w->vector->trajectory_id(e);
-          steps[e] = engine_writer != nullptr ? engine_writer->open_steps(e) : 0;
+          steps[e] = resumable != nullptr ? resumable->open_steps(e) : 0;
         }
         const auto v = b.CreateVector(ids);
         const auto s = b.CreateVector(steps);

@@ -1325,14 +1325,17 @@ class RemoteWriter final : public TrajectoryWriter {
 };
 
 // A vector writer of a served table: each Append and End waits for its
-// reply. Where its connection follows a cluster (and the table is not a
-// vector table of lanes), it follows the primary through a failover
-// (docs/replication.md, "Writers through a failover"): each environment's
-// trajectory has its own random key, which the step's record carries (one
-// per entry); a call that failed because the primary went opens the
-// writer again on the primary named now, resuming each environment's
-// trajectory there, and the step is sent again unless it is already there
-// for every environment (the server skips those that hold it).
+// reply. Where its connection follows a cluster, it follows the primary
+// through a failover (docs/replication.md, "Writers through a failover"):
+// each environment's trajectory has its own random key, which the step's
+// record carries (one per entry); a call that failed because the primary
+// went opens the writer again on the primary named now, resuming each
+// environment's trajectory there, and the step is sent again unless it is
+// already there for every environment (the server skips those that hold
+// it). A vector table's writer (lanes > 1) has one key for the segment its
+// environments write (a new one for each segment), which its record's one
+// entry carries; it resumes that segment, whose step is there whole or
+// not at all.
 class RemoteVectorWriter final : public VectorWriter {
  public:
   RemoteVectorWriter(std::shared_ptr<Remote> remote, std::shared_ptr<RpcClient> client, uint64_t id,
@@ -1343,10 +1346,10 @@ class RemoteVectorWriter final : public VectorWriter {
         table_id_(table_id),
         options_(options),
         ids_(envs, 0) {
-    if (remote_->connection->follows() && remote_->spec.lanes == 1) {
-      keys_.resize(envs);
+    if (remote_->connection->follows()) {
+      keys_.resize(lanes() ? 1 : envs);
       for (uint64_t& key : keys_) key = NewWriterKey();
-      acked_.assign(envs, 0);
+      acked_.assign(keys_.size(), 0);
     }
   }
 
@@ -1363,26 +1366,35 @@ class RemoteVectorWriter final : public VectorWriter {
                                      " priorities for " + std::to_string(n) + " environments");
     }
     // The step's log record: one entry per environment, or a vector
-    // table's one entry of the whole step (its columns one after another).
-    auto builder = std::make_shared<wal::RecordBuilder>();
+    // table's one entry of the whole step (its columns one after another),
+    // with its segment's key. Built again where a failover changed that
+    // key (the segment ended there short: the step begins the next).
+    std::shared_ptr<wal::RecordBuilder> builder;
     std::span<const std::byte> record;
-    if (remote_->spec.lanes > 1) {
-      size_t bytes = 0;
-      for (const ConstTensor& t : steps) bytes += t.size_bytes;
-      const uint64_t zero_id = 0;
-      const int64_t zero_step = 0;
-      std::byte* data = builder->AppendSteps(table_id_, static_cast<uint32_t>(bytes),
-                                             std::span<const uint64_t>(&zero_id, 1),
-                                             std::span<const int64_t>(&zero_step, 1), priorities);
-      for (const ConstTensor& t : steps) {
-        if (t.size_bytes > 0) std::memcpy(data, t.data, t.size_bytes);
-        data += t.size_bytes;
+    uint64_t record_key = 0;
+    const auto build = [&] {
+      builder = std::make_shared<wal::RecordBuilder>();
+      if (lanes()) {
+        size_t bytes = 0;
+        for (const ConstTensor& t : steps) bytes += t.size_bytes;
+        const uint64_t zero_id = 0;
+        const int64_t zero_step = 0;
+        record_key = keys_.empty() ? 0 : keys_[0];
+        std::byte* data = builder->AppendSteps(
+            table_id_, static_cast<uint32_t>(bytes), std::span<const uint64_t>(&zero_id, 1),
+            std::span<const int64_t>(&zero_step, 1), priorities, 0,
+            std::span<const uint64_t>(keys_.data(), keys_.empty() ? 0 : 1));
+        for (const ConstTensor& t : steps) {
+          if (t.size_bytes > 0) std::memcpy(data, t.data, t.size_bytes);
+          data += t.size_bytes;
+        }
+        record = builder->payload();
+      } else {
+        record = BuildRecord(remote_->spec, table_id_, steps, n, priorities, builder.get(), nullptr,
+                             true, 0, keys_);
       }
-      record = builder->payload();
-    } else {
-      record = BuildRecord(remote_->spec, table_id_, steps, n, priorities, builder.get(), nullptr,
-                           true, 0, keys_);
-    }
+    };
+    build();
     // After a failover that the step may have reached in part: each
     // environment's row is this step of its trajectory (the server skips
     // the environments that hold it).
@@ -1409,7 +1421,9 @@ class RemoteVectorWriter final : public VectorWriter {
         }
         REPLAYDB_RETURN_IF_ERROR(*resumed);
         if (stored) return Status::OK();
-        resend_from = acked_;
+        // (A vector table's step is one entry: there whole or not at all.)
+        if (!lanes()) resend_from = acked_;
+        if (lanes() && !keys_.empty() && keys_[0] != record_key) build();
         continue;  // sent again, to the writer opened there
       }
       REPLAYDB_RETURN_IF_ERROR(ExpectBody(*m, fb::Body::Appended, [&] {
@@ -1464,9 +1478,10 @@ class RemoteVectorWriter final : public VectorWriter {
           ExpectBody(*m, fb::Body::Done, "ending trajectories of '" + remote_->spec.name + "'"));
       break;
     }
-    // Each environment's next trajectory has a key of its own.
+    // Each environment's next trajectory has a key of its own (a vector
+    // table's segment goes on: its End changes nothing).
     for (const size_t e : envs) {
-      if (e < acked_.size()) {
+      if (!lanes() && e < acked_.size()) {
         acked_[e] = 0;
         keys_[e] = NewWriterKey();
       }
@@ -1509,12 +1524,32 @@ class RemoteVectorWriter final : public VectorWriter {
     if (ids != nullptr && ids->size() == ids_.size()) ids_.assign(ids->begin(), ids->end());
     if (acked_.empty()) return;
     const auto* steps = a.envs_num_steps();
+    if (lanes()) {
+      // Every environment's is the segment's; 0 once it ended (full), and
+      // the next step begins another, of a new key.
+      if (steps != nullptr && steps->size() == ids_.size() && !ids_.empty()) {
+        acked_[0] = steps->Get(0);
+        acked_known_ = true;
+      } else if (appended) {
+        ++acked_[0];
+      }
+      if (acked_[0] == 0) NextSegment();
+      return;
+    }
     if (steps != nullptr && steps->size() == acked_.size()) {
       acked_.assign(steps->begin(), steps->end());
       acked_known_ = true;
     } else if (appended) {
       for (int64_t& s : acked_) ++s;
     }
+  }
+
+  // A vector table's writer (lanes > 1, one segment for every environment).
+  bool lanes() const { return remote_->spec.lanes > 1; }
+  // A vector table's writer: its next step begins a segment, of a new key.
+  void NextSegment() {
+    acked_[0] = 0;
+    keys_[0] = NewWriterKey();
   }
 
   // After a call that failed for another reason than a failover (an
@@ -1563,15 +1598,18 @@ class RemoteVectorWriter final : public VectorWriter {
           table + ": its vector writer could not follow the cluster to a new primary" + after);
     }
     const size_t n = keys_.size();
-    // The trajectories each environment's acknowledged steps went to.
+    // The trajectories each environment's acknowledged steps went to (a
+    // vector table's: its segment).
     std::vector<uint64_t> known(n);
     for (size_t e = 0; e < n; ++e) known[e] = acked_[e] > 0 ? ids_[e] : 0;
-    Result<OpenedWriter> opened = OpenResumed(*remote_, options_, n, 0, 0, *next, keys_, known);
+    Result<OpenedWriter> opened =
+        OpenResumed(*remote_, options_, ids_.size(), 0, 0, *next, keys_, known);
     if (!opened.ok()) {
       broken_ = opened.status().WithContext(
           table + ": its vector writer could not resume on the new primary" + after);
       return broken_;
     }
+    if (lanes()) return ResumeSegment(*opened, known[0], appending, stored, after);
     std::vector<bool> is_ending(n, false);
     for (const size_t e : ending) {
       if (e < n) is_ending[e] = true;
@@ -1645,6 +1683,60 @@ class RemoteVectorWriter final : public VectorWriter {
         resumes_ = 0;
       }
     }
+    return Status::OK();
+  }
+
+  // Resume's work for a vector table's writer, whose segment the new
+  // primary holds as `opened` says (`known`: its id, where the writer knows
+  // it). The step of an append in flight (one entry) is there whole or not
+  // at all; a segment ended there (full, or short by the resume window)
+  // loses nothing acknowledged: the next step begins another. An End
+  // changes nothing on a vector table, and is not sent again.
+  Status ResumeSegment(OpenedWriter& opened, uint64_t known, bool appending, bool* stored,
+                       const std::string& after) {
+    const ResumedTrajectory& t = opened.envs[0];
+    const int64_t acked = acked_[0];
+    const uint64_t id = t.trajectory_id != 0 ? t.trajectory_id : known;
+    const std::string which = "the segment" + (id != 0 ? " " + std::to_string(id) : std::string()) +
+                              " of its " + std::to_string(ids_.size()) + " environments";
+    std::string lost;
+    bool there = false;
+    if (t.resumed == kResumedNone) {
+      if (acked > 0) {
+        lost = which + " is not there; its first " + std::to_string(acked) +
+               " steps were acknowledged by the primary that went";
+      }
+    } else if (t.num_steps < acked) {
+      lost = which + " holds " + std::to_string(t.num_steps) + " steps there; steps " +
+             std::to_string(t.num_steps) + " to " + std::to_string(acked - 1) +
+             " were acknowledged by the primary that went";
+    } else if (appending && t.num_steps == acked + 1) {
+      there = true;
+    } else if (t.num_steps != acked) {
+      lost = which + " holds " + std::to_string(t.num_steps) + " steps there, more than the " +
+             std::to_string(acked + (appending ? 1 : 0)) + " its writer sent";
+    }
+    if (lost.empty() && there && !acked_known_) {
+      lost =
+          "the writer does not know what its last failed call stored (asking the server "
+          "failed too), so it cannot tell whether the step there is this call's";
+    }
+    if (!lost.empty()) {
+      CloseWriterOn(*opened.client, opened.writer);
+      broken_ = Status::FailedPrecondition("table '" + remote_->spec.name +
+                                           "': its vector writer could not resume on the new "
+                                           "primary" +
+                                           after + ": " + lost);
+      return broken_;
+    }
+    client_ = std::move(opened.client);
+    id_ = opened.writer;
+    if (t.resumed != kResumedNone) ids_.assign(ids_.size(), t.trajectory_id);
+    if (there) acked_[0] = t.num_steps;
+    if (t.resumed == kResumedEnded) NextSegment();
+    if (stored != nullptr) *stored = there;
+    ended_there_.assign(ids_.size(), true);  // (an End: nothing to send again)
+    if (there) resumes_ = 0;
     return Status::OK();
   }
 

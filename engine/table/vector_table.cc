@@ -165,6 +165,8 @@ Status LaneWriterImpl::AppendRecord(std::span<std::byte> record, int64_t first_r
                                    "first row and carry no priorities (a vector table keeps "
                                    "none per environment)");
   }
+  // (A remote writer's key for its segment, which the log keeps.)
+  if (const uint64_t key = r.KeyOf(0); key != 0) slot_.writer_key = key;
   // Column c's [lanes, shape...] after the columns before it: the
   // record's one row.
   ColumnBases(*table_, r.data, 0, &bases_);
@@ -208,6 +210,45 @@ Status LaneWriterImpl::EndMany(std::span<const size_t> envs, EndReason reason) {
     REPLAYDB_RETURN_IF_ERROR(CheckWriterEnv(*table_, env, lanes_, "EndMany"));
   }
   return Status::OK();
+}
+
+Result<TableImpl::Adopted> LaneWriterImpl::Resume(size_t i, uint64_t writer_key,
+                                                  uint64_t trajectory_id) {
+  if (i != 0) {
+    return Status::InvalidArgument("table '" + table_->name() +
+                                   "': a vector table's writer resumes one segment, not " +
+                                   std::to_string(i + 1));
+  }
+  REPLAYDB_ASSIGN_OR_RETURN(TableImpl::Adopted adopted, table_->Adopt(writer_key, trajectory_id));
+  slot_ = WriterSlot{};
+  slot_.writer_key = writer_key;
+  if (adopted.state != TableImpl::Adopted::State::kOpen) return adopted;
+  slot_.trajectory = adopted.trajectory;
+  if (adopted.num_steps >= table_->layout().block_steps) {
+    // (Its end, as StoreStep would have made it.)
+    uint64_t seq = 0;
+    Status ended =
+        table_->EndTrajectory(slot_, EndReason::kTruncated, DeadlineAfter(options_.timeout), &seq);
+    if (ended.ok()) ended = table_->AckLog(seq, ack_);
+    if (!ended.ok()) {
+      GiveBack();
+      return ended.WithContext("ending the full segment " + std::to_string(adopted.trajectory_id) +
+                               " it resumed");
+    }
+    adopted.state = TableImpl::Adopted::State::kEnded;
+    adopted.end_reason = EndReason::kTruncated;
+    adopted.trajectory = nullptr;
+  }
+  return adopted;
+}
+
+void LaneWriterImpl::GiveBack() {
+  table_->Unadopt(slot_.trajectory);
+  slot_ = WriterSlot{};
+}
+
+int64_t LaneWriterImpl::open_steps(size_t env) const {
+  return env < lanes_ ? table_->OpenLength(slot_) : 0;
 }
 
 uint64_t LaneWriterImpl::trajectory_id(size_t env) const {

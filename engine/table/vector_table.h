@@ -67,8 +67,12 @@ class VectorTableImpl final : public TableImpl {
 // trajectory (a segment), which the writer ends after the table's
 // block_steps steps and follows with the next. End and EndMany check their
 // environments and change nothing: with windows of one step an episode's
-// end changes no item.
-class LaneWriterImpl final : public VectorWriter, public RecordAppender {
+// end changes no item. A remote writer's records carry its segment's key
+// (one per segment), which a writer opened again after a failover resumes
+// (ResumableVectorWriter, of one trajectory: the segment).
+class LaneWriterImpl final : public VectorWriter,
+                             public RecordAppender,
+                             public ResumableVectorWriter {
  public:
   LaneWriterImpl(std::shared_ptr<TableImpl> table, size_t lanes, const WriterOptions& options);
   ~LaneWriterImpl() override;
@@ -89,6 +93,14 @@ class LaneWriterImpl final : public VectorWriter, public RecordAppender {
   Status AppendRecord(std::span<std::byte> record, int64_t first_row,
                       int64_t* appended) override;
   uint32_t table_id() const override { return table_->id(); }
+
+  // ResumableVectorWriter: the segment (i 0). A segment adopted full (its
+  // last step's record came through, its end's did not) is ended here,
+  // and reported ended.
+  size_t resumable() const override { return 1; }
+  Result<TableImpl::Adopted> Resume(size_t i, uint64_t writer_key, uint64_t trajectory_id) override;
+  void GiveBack() override;
+  int64_t open_steps(size_t env) const override;
 
  private:
   Status AppendStep(std::span<const ConstTensor> steps, bool device, void* stream,

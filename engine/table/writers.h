@@ -38,6 +38,31 @@ class RecordAppender {
   virtual uint32_t table_id() const = 0;
 };
 
+// A served vector writer that a remote one opens again after a failover
+// (rdma/db_service.cc, docs/replication.md "Writers through a failover"):
+// it takes over the trajectories the remote writer's keys name. An
+// ordinary table's vector writer resumes one per environment; a vector
+// table's (TableSpec::lanes > 1), the one segment all its environments
+// write.
+class ResumableVectorWriter {
+ public:
+  virtual ~ResumableVectorWriter() = default;
+  // How many trajectories Resume takes: one per environment, or 1.
+  virtual size_t resumable() const = 0;
+  // Trajectory `i`'s is the one TableImpl::Adopt finds for `writer_key`
+  // (and `trajectory_id`, where the writer knows it); an open orphan
+  // becomes the writer's, which its next step continues. REQUIRES:
+  // nothing appended yet, i < resumable().
+  virtual Result<TableImpl::Adopted> Resume(size_t i, uint64_t writer_key,
+                                            uint64_t trajectory_id) = 0;
+  // Gives every trajectory Resume adopted back (an orphan again, not
+  // ended when this writer goes): the writer was not opened after all.
+  virtual void GiveBack() = 0;
+  // The steps of environment `env`'s trajectory while it is open (0:
+  // none; its next step begins one).
+  virtual int64_t open_steps(size_t env) const = 0;
+};
+
 // Decodes `record` for `table`: its id and step bytes must be the table's,
 // and it must hold `entries` rows (-1: any number, at least one).
 Status DecodeRecordFor(const TableImpl& table, std::span<std::byte> record, int64_t entries,
@@ -105,7 +130,9 @@ class TrajectoryWriterImpl final : public TrajectoryWriter, public RecordAppende
   int64_t placed_ahead_ = 0;
 };
 
-class VectorWriterImpl final : public VectorWriter, public RecordAppender {
+class VectorWriterImpl final : public VectorWriter,
+                               public RecordAppender,
+                               public ResumableVectorWriter {
  public:
   VectorWriterImpl(std::shared_ptr<TableImpl> table, size_t num_envs,
                    const WriterOptions& options);
@@ -125,12 +152,10 @@ class VectorWriterImpl final : public VectorWriter, public RecordAppender {
     return scratch_.fork_join != nullptr ? scratch_.fork_join->parts() : 1;
   }
 
-  // A served vector writer opened for a remote one that resumes after a
-  // failover: environment `env`'s trajectory is the one TableImpl::Adopt
-  // finds for `writer_key` (and `trajectory_id`, where the writer knows
-  // it); an open orphan becomes that environment's, which its next step
-  // continues. REQUIRES: nothing appended yet.
-  Result<TableImpl::Adopted> Resume(size_t env, uint64_t writer_key, uint64_t trajectory_id);
+  // ResumableVectorWriter: environment `env`'s trajectory.
+  size_t resumable() const override { return slots_.size(); }
+  Result<TableImpl::Adopted> Resume(size_t env, uint64_t writer_key,
+                                    uint64_t trajectory_id) override;
   // AppendRecord of a step a remote vector writer sends again after a
   // failover: environment e's row is step first_steps[e] of its open
   // trajectory (0: it begins one). Environments whose trajectories hold
@@ -138,12 +163,8 @@ class VectorWriterImpl final : public VectorWriter, public RecordAppender {
   // parts, and some reached this server); one whose trajectory holds
   // fewer steps fails the call, naming it, before anything is stored.
   Status AppendRecordFrom(std::span<std::byte> record, std::span<const int64_t> first_steps);
-  // Gives every trajectory Resume adopted back (an orphan again, not
-  // ended when this writer goes): the writer was not opened after all.
-  void GiveBack();
-  // The steps of environment `env`'s trajectory while it is open (0:
-  // none; its next step begins one).
-  int64_t open_steps(size_t env) const;
+  void GiveBack() override;
+  int64_t open_steps(size_t env) const override;
 
  private:
   const std::shared_ptr<TableImpl> table_;

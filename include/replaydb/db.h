@@ -165,7 +165,7 @@ class DB {
   // writer follows too, resuming its trajectory on the new primary (each
   // step stored once; docs/replication.md, "Writers through a failover"),
   // and so does a vector writer, each environment's trajectory (one of a
-  // vector table, lanes > 1, stays on the server it was opened on). path()
+  // vector table, lanes > 1: its segment). path()
   // is then the cluster's address. Returns it as a DB whose tables and
   // writers run every call on the server: what a local table would do,
   // byte for byte (a seeded sample draws the same items). What a remote

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -1304,6 +1305,164 @@ TEST(ReplicationTest, AClusterVectorWriterWhoseTrajectoriesEndedOnThePromotedRep
     EXPECT_EQ(read.info.length, steps) << "environment " << e;
     EXPECT_EQ(read.info.end_reason, EndReason::kTruncated);
   }
+}
+
+// A vector table (TableSpec::lanes) of `lanes` environments and segments of
+// 4 steps, Spec()'s columns.
+TableSpec VectorTableSpec(int64_t lanes) {
+  TableSpec spec;
+  spec.name = "experience";
+  spec.columns = Spec().columns;
+  spec.capacity_steps = 8192;
+  spec.block_steps = 4;
+  spec.lanes = lanes;
+  return spec;
+}
+
+// The steps acknowledged to a vector table's writer, each column's bytes
+// one after another.
+struct VectorTableSteps {
+  explicit VectorTableSteps(TableSpec table)
+      : spec(std::move(table)), columns(spec.columns.size()) {}
+  // A random step through `writer`, kept where it is acknowledged.
+  Status Append(VectorWriter& writer, std::mt19937_64& rng) {
+    std::vector<std::vector<std::byte>> bytes;
+    std::vector<ConstTensor> tensors;
+    for (const ColumnSpec& col : spec.columns) {
+      std::vector<std::byte> b(col.step_bytes() * static_cast<size_t>(spec.lanes));
+      for (std::byte& x : b) x = static_cast<std::byte>(rng());
+      bytes.push_back(std::move(b));
+    }
+    for (size_t c = 0; c < bytes.size(); ++c) {
+      tensors.push_back({spec.columns[c].dtype, spec.columns[c].shape.Prepend(spec.lanes),
+                         bytes[c].data(), bytes[c].size()});
+    }
+    const Status s = writer.Append(tensors);
+    if (s.ok()) {
+      for (size_t c = 0; c < bytes.size(); ++c) {
+        columns[c].append(reinterpret_cast<const char*>(bytes[c].data()), bytes[c].size());
+      }
+      ++steps;
+    }
+    return s;
+  }
+  // "" where `table`'s segments, in the order of their ids, hold exactly
+  // the steps acknowledged (each once, in order; none longer than a block);
+  // else what differs.
+  std::string Differs(Table& table) const {
+    std::vector<TrajectoryInfo> infos = table.ListTrajectories();
+    std::sort(infos.begin(), infos.end(),
+              [](const TrajectoryInfo& a, const TrajectoryInfo& b) { return a.id < b.id; });
+    std::vector<std::string> got(columns.size());
+    int64_t held = 0;
+    for (const TrajectoryInfo& info : infos) {
+      if (info.length > spec.block_steps) {
+        return "segment " + std::to_string(info.id) + " holds " + std::to_string(info.length) +
+               " steps";
+      }
+      TrajectorySteps read;
+      const Status s = table.ReadTrajectory(info.id, 0, info.length, &read);
+      if (!s.ok()) return s.ToString();
+      for (size_t c = 0; c < got.size(); ++c) {
+        got[c].append(reinterpret_cast<const char*>(read.columns[c].data()),
+                      read.columns[c].size_bytes());
+      }
+      held += info.length;
+    }
+    if (held != steps) {
+      return std::to_string(held) + " steps in " + std::to_string(infos.size()) + " segments; " +
+             std::to_string(steps) + " acknowledged";
+    }
+    for (size_t c = 0; c < got.size(); ++c) {
+      if (got[c] != columns[c]) return "column " + std::to_string(c) + "'s bytes differ";
+    }
+    return "";
+  }
+
+  TableSpec spec;
+  std::vector<std::string> columns;
+  int64_t steps = 0;
+};
+
+// A vector table's writer (lanes > 1) connected through a cluster's
+// coordinator follows its primary too: each step's record carries its
+// segment's key, and the promoted replica resumes the segment it holds. A
+// step in flight when the primary is SIGKILLed (it reached the replica or
+// not) is stored once; segments go on rolling over at block_steps; nothing
+// acknowledged (replicated(1)) is lost, and every step is stored once, in
+// order.
+TEST(ReplicationTest, AClusterVectorTablesWriterGoesOnWholeOnThePromotedReplica) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  PrimaryAndReplica pr(dir, "60000");
+  ConnectOptions patient;  // (the in-flight step waits out the promotion below)
+  patient.connect_timeout = 60s;
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + pr.file, patient));
+  VectorTableSteps acked(VectorTableSpec(2 + static_cast<int64_t>(rng() % 3)));
+  ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(acked.spec));
+  ASSERT_NO_FATAL_FAILURE(pr.WaitReplicaInSync());
+  WriterOptions o;
+  o.acks = Acks::Replicated(1);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(acked.spec.lanes, o));
+  const auto steps = [&](int n) {
+    for (int s = 0; s < n; ++s) ASSERT_OK(acked.Append(*writer, rng));
+  };
+  steps(1 + static_cast<int>(rng() % 10));
+  ASSERT_OK(writer->End(0, EndReason::kTerminal));  // (changes nothing)
+  // A step in flight when the primary dies.
+  const auto pause = std::chrono::microseconds(rng() % 3000);
+  std::mt19937_64 thread_rng(rng());
+  std::thread in_flight([&] { EXPECT_OK(acked.Append(*writer, thread_rng)); });
+  std::this_thread::sleep_for(pause);
+  pr.primary.Kill();
+  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
+  ASSERT_EQ(status, 0) << out;
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
+  // (A replica of the new primary, for its replicated(1) appends.)
+  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
+  WaitInSync(*r);
+  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  in_flight.join();
+  steps(1 + static_cast<int>(rng() % 10));
+  ASSERT_OK(writer->End(acked.spec.lanes - 1, EndReason::kTruncated));
+  steps(1 + static_cast<int>(rng() % 10));
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  EXPECT_EQ(acked.Differs(*rt), "") << testing_util::TableContents(*rt);
+}
+
+// A vector table's segment that was ended on the new primary (here at once:
+// --resume-window-ms 0) held every step acknowledged, so its writer loses
+// nothing: its next step begins the next segment there.
+TEST(ReplicationTest, AClusterVectorTablesWriterWhoseSegmentEndedOnThePromotedReplicaGoesOn) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  PrimaryAndReplica pr(dir, "0");
+  ASSERT_OK_AND_ASSIGN(auto c, DB::Connect("file://" + pr.file));
+  VectorTableSteps acked(VectorTableSpec(2 + static_cast<int64_t>(rng() % 3)));
+  ASSERT_OK_AND_ASSIGN(auto table, c->CreateTable(acked.spec));
+  ASSERT_NO_FATAL_FAILURE(pr.WaitReplicaInSync());
+  WriterOptions o;
+  o.acks = Acks::Replicated(1);
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(acked.spec.lanes, o));
+  // (Its open segment holds 1 to 3 steps of 4.)
+  const int first = 4 * static_cast<int>(rng() % 3) + 1 + static_cast<int>(rng() % 3);
+  for (int s = 0; s < first; ++s) ASSERT_OK(acked.Append(*writer, rng));
+  const uint64_t open = writer->trajectory_id(0);
+  pr.primary.Kill();
+  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
+  ASSERT_EQ(status, 0) << out;
+  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
+  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
+  WaitInSync(*r);
+  ASSERT_OK(acked.Append(*writer, rng));
+  EXPECT_NE(writer->trajectory_id(0), open) << "the step went to the segment ended there";
+  for (int s = 0; s < 5; ++s) ASSERT_OK(acked.Append(*writer, rng));
+  ASSERT_OK_AND_ASSIGN(auto rt, r->GetTable("experience"));
+  TrajectorySteps ended;
+  ASSERT_OK(rt->ReadTrajectory(open, 0, 0, &ended));
+  EXPECT_TRUE(ended.info.ended);
+  EXPECT_EQ(acked.Differs(*rt), "") << testing_util::TableContents(*rt);
 }
 
 TEST(ReplicationTest, APromotionWhoseOldPrimaryIsOutOfReachWaitsUntilItIsKnownDead) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/table/table_impl.h"
+#include "engine/table/vector_table.h"
 #include "tests/test_util.h"
 #include "wal/records.h"
 
@@ -202,6 +203,86 @@ TEST_F(LogApplyTest, OrphansAreFoundByTheirWritersKeyHandedOverOnceAndEndedIfNot
   EXPECT_EQ(gone.state, State::kEnded);
   EXPECT_EQ(gone.num_steps, n2);
   EXPECT_EQ(gone.end_reason, EndReason::kTruncated);
+}
+
+// A vector table's segments, applied with their remote writer's keys (one
+// per record) and kept open at a promotion: a writer opened again resumes
+// its segment by key (LaneWriterImpl::Resume), and its next step goes on in
+// it; a segment adopted full (its last step's record applied, its end's
+// not) is ended at once and reported ended; a key applied to no segment
+// finds none; a vector table's writer resumes one segment only.
+TEST_F(LogApplyTest, AVectorTablesWriterResumesItsSegmentByKeyAndEndsOneAdoptedFull) {
+  spec_.sequence_length = 1;
+  spec_.max_times_sampled = 0;
+  spec_.lanes = 2 + static_cast<int64_t>(rng_() % 3);
+  spec_.block_steps = 2 + static_cast<int64_t>(rng_() % 6);
+  ASSERT_OK(spec_.Validate());
+  ASSERT_OK_AND_ASSIGN(table_, TableImpl::Create(spec_, nullptr));
+  const uint32_t step_bytes = static_cast<uint32_t>(table_->layout().step_bytes);
+  const uint64_t open_key = rng_() | 1, full_key = (rng_() | 1) ^ 2;
+  // Step `step` of segment `id`, random bytes, carrying `key`, of the table
+  // of id `table` (the log's, or the table's own for its writer).
+  const auto step_record = [&](uint64_t id, int64_t step, uint64_t key, uint32_t table = kTableId) {
+    std::byte* data =
+        builder_.AppendSteps(table, step_bytes, std::vector<uint64_t>{id},
+                             std::vector<int64_t>{step}, {}, 0, std::vector<uint64_t>{key});
+    for (uint32_t b = 0; b < step_bytes; ++b) data[b] = static_cast<std::byte>(rng_());
+    return Payload();
+  };
+  const int64_t open_steps = 1 + static_cast<int64_t>(rng_() % (spec_.block_steps - 1));
+  for (int64_t s = 0; s < open_steps; ++s) {
+    ASSERT_OK(Apply(wal::RecordType::kAppendSteps, step_record(1, s, open_key)));
+  }
+  for (int64_t s = 0; s < spec_.block_steps; ++s) {
+    ASSERT_OK(Apply(wal::RecordType::kAppendSteps, step_record(2, s, full_key)));
+  }
+  EXPECT_EQ(table_->KeepOrphans(), 2u);
+  using State = TableImpl::Adopted::State;
+  const auto lane_writer = [&] {
+    Result<std::unique_ptr<VectorWriter>> w =
+        table_->NewVectorWriter(static_cast<size_t>(spec_.lanes), {});
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    return w.ok() ? std::move(w).value() : nullptr;
+  };
+  std::unique_ptr<VectorWriter> full = lane_writer();
+  auto* full_lanes = dynamic_cast<LaneWriterImpl*>(full.get());
+  ASSERT_NE(full_lanes, nullptr);
+  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted ended, full_lanes->Resume(0, full_key, 0));
+  EXPECT_EQ(ended.state, State::kEnded);
+  EXPECT_EQ(ended.trajectory_id, 2u);
+  EXPECT_EQ(ended.num_steps, spec_.block_steps);
+  EXPECT_EQ(ended.end_reason, EndReason::kTruncated);
+  EXPECT_EQ(full_lanes->open_steps(0), 0);
+  std::unique_ptr<VectorWriter> resumed = lane_writer();
+  auto* lanes = dynamic_cast<LaneWriterImpl*>(resumed.get());
+  ASSERT_NE(lanes, nullptr);
+  const Status second = lanes->Resume(1, open_key, 0).status();
+  EXPECT_EQ(second.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(second.message(),
+            "table 'applied': a vector table's writer resumes one segment, not 2");
+  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted none, lanes->Resume(0, open_key ^ full_key ^ 4, 0));
+  EXPECT_EQ(none.state, State::kNone);
+  ASSERT_OK_AND_ASSIGN(TableImpl::Adopted open, lanes->Resume(0, open_key, 1));
+  EXPECT_EQ(open.state, State::kOpen);
+  EXPECT_EQ(open.num_steps, open_steps);
+  for (size_t e = 0; e < static_cast<size_t>(spec_.lanes); ++e) {
+    EXPECT_EQ(lanes->open_steps(e), open_steps);
+    EXPECT_EQ(lanes->trajectory_id(e), 1u);
+  }
+  // Its next step (a remote writer's record, of its key) goes on in it.
+  std::vector<std::byte> next = step_record(0, 0, open_key, table_->id());
+  int64_t appended = 0;
+  ASSERT_OK(lanes->AppendRecord(next, 0, &appended));
+  EXPECT_EQ(appended, spec_.lanes);
+  // (That step filled it: the writer ended it.)
+  const bool filled = open_steps + 1 == spec_.block_steps;
+  EXPECT_EQ(lanes->open_steps(0), filled ? 0 : open_steps + 1);
+  std::vector<TrajectoryInfo> listed = table_->ListTrajectories({});
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].length, open_steps + 1);
+  EXPECT_EQ(listed[0].ended, filled);
+  EXPECT_TRUE(listed[1].ended);
+  EXPECT_EQ(listed[1].end_reason, EndReason::kTruncated);
 }
 
 TEST_F(LogApplyTest, PrioritiesRemovedItemsAndRemovedTrajectories) {
