@@ -456,8 +456,17 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
     case fb::Body::ReadTrajectory: {
       const fb::ReadTrajectory* q = h->body_as_ReadTrajectory();
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
+      uint64_t id = q->id();
+      if (q->writer_key() != 0) {
+        const auto* impl = dynamic_cast<const engine::TableImpl*>(table.get());
+        id = impl != nullptr ? impl->TrajectoryOfWriterKey(q->writer_key()) : 0;
+        if (id == 0) {
+          return Status::NotFound("table '" + table->name() + "': no trajectory of writer key " +
+                                  std::to_string(q->writer_key()) + " here");
+        }
+      }
       TrajectorySteps steps;
-      REPLAYDB_RETURN_IF_ERROR(table->ReadTrajectory(q->id(), q->first(), q->count(), &steps));
+      REPLAYDB_RETURN_IF_ERROR(table->ReadTrajectory(id, q->first(), q->count(), &steps));
       std::string payload;
       for (const Tensor& c : steps.columns) {
         if (c.size_bytes() == 0) continue;  // (no steps read: no buffer)

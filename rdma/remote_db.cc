@@ -2047,17 +2047,26 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
 
   Status ReadTrajectory(uint64_t id, int64_t first, int64_t count,
                         TrajectorySteps* out) override {
+    return Read(id, 0, first, count, out);
+  }
+
+  // ReadTrajectory of trajectory `id`, or (`writer_key` not 0) of the one
+  // that remote writer's key names.
+  Status Read(uint64_t id, uint64_t writer_key, int64_t first, int64_t count,
+              TrajectorySteps* out) {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
     const std::string table = name();
     const std::string what =
-        "reading trajectory " + std::to_string(id) + " of table '" + table + "'";
+        "reading " +
+        (writer_key != 0 ? "the trajectory of writer key " + std::to_string(writer_key)
+                         : "trajectory " + std::to_string(id)) +
+        " of table '" + table + "'";
     if (out == nullptr) return Status::InvalidArgument(what + ": out is null");
-    REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
-                                             fb::Body::ReadTrajectory,
-                                             [&](flatbuffers::FlatBufferBuilder& b) {
-                                               return fb::CreateReadTrajectory(
-                                                   b, b.CreateString(table), id, first, count);
-                                             }));
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m,
+        remote_->connection->Ask(fb::Body::ReadTrajectory, [&](flatbuffers::FlatBufferBuilder& b) {
+          return fb::CreateReadTrajectory(b, b.CreateString(table), id, first, count, writer_key);
+        }));
     REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::TrajectoryRead, what));
     const fb::TrajectoryRead* r = m.header()->body_as_TrajectoryRead();
     const int64_t steps = r->steps();
@@ -2463,6 +2472,20 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
 };
 
 }  // namespace
+
+Status ReadTrajectoryOfWriterKey(Table& table, uint64_t writer_key, int64_t first, int64_t count,
+                                 TrajectorySteps* out) {
+  auto* remote = dynamic_cast<RemoteTable*>(&table);
+  if (remote == nullptr) {
+    return Status::InvalidArgument("table '" + table.name() +
+                                   "' is not a served one: its trajectories are not found by "
+                                   "writer key");
+  }
+  if (writer_key == 0) {
+    return Status::InvalidArgument("table '" + table.name() + "': writer key 0 names no writer");
+  }
+  return remote->Read(0, writer_key, first, count, out);
+}
 
 Status ParseAddress(const std::string& address, std::string* host, uint16_t* port) {
   std::string rest = address;

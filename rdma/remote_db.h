@@ -35,6 +35,14 @@ Status ParseAddress(const std::string& address, std::string* host, uint16_t* por
 
 class Connection;
 
+// The trajectory of served `table` (a table of DB::Connect's) whose steps
+// the remote writer of key `writer_key` sent last, read as
+// Table::ReadTrajectory reads steps [first, first + count) (a returning
+// primary's salvage, rdma/salvage.h). NotFound where the server knows no
+// such trajectory; InvalidArgument when `table` is not a served one.
+Status ReadTrajectoryOfWriterKey(Table& table, uint64_t writer_key, int64_t first, int64_t count,
+                                 TrajectorySteps* out);
+
 // A served database: what DB::Connect returns. When the server goes, calls
 // fail Unavailable; a later call connects again (no sooner than a backoff
 // of 50 ms doubling to 5 s allows; a cluster's, to the primary its

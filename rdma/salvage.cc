@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "engine/db/db_impl.h"
+#include "engine/table/table_impl.h"
+#include "rdma/remote_db.h"
 #include "wal/log_reader.h"
 #include "wal/log_tail.h"
 #include "wal/records.h"
@@ -173,10 +175,31 @@ Result<SalvageReport> Salvage(const std::string& dir, const DBOptions& options,
           to = target->CreateTable((*from)->spec());
         REPLAYDB_RETURN_IF_ERROR(
             to.status().WithContext("salvage: table '" + name + "' at " + target->path()));
+        const TrajectoryInfo info = steps.info;
+        // A remote writer's trajectory that the writer resumed on the
+        // successor holds these steps already, as its first ones (the
+        // writer sent again, in order, what was not acknowledged there):
+        // found by its key.
+        const auto* from_impl = dynamic_cast<const engine::TableImpl*>(from->get());
+        const uint64_t key = from_impl != nullptr ? from_impl->WriterKeyOf(id) : 0;
+        if (key != 0) {
+          TrajectorySteps there;
+          const Status found = ReadTrajectoryOfWriterKey(**to, key, 0, 0, &there);
+          if (!found.ok() && found.code() != Status::Code::kNotFound) {
+            return found.WithContext("salvage: trajectory " + std::to_string(id) + " of table '" +
+                                     name + "' at " + target->path());
+          }
+          if (found.ok() && there.info.length >= info.length) {
+            ++report.resumed;
+            SalvageState next = state;
+            ++next.copied;
+            REPLAYDB_RETURN_IF_ERROR(WriteSalvageFile(env, dir, next));
+            continue;
+          }
+        }
         WriterOptions wo;
         wo.timeout = std::chrono::seconds(30);
         REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<TrajectoryWriter> w, (*to)->NewWriter(wo));
-        const TrajectoryInfo info = steps.info;
         for (int64_t first = 0; first < info.length;) {
           if (first > 0)
             REPLAYDB_RETURN_IF_ERROR((*from)->ReadTrajectory(id, first, kChunkSteps, &steps));
@@ -214,6 +237,9 @@ Result<SalvageReport> Salvage(const std::string& dir, const DBOptions& options,
     log("salvage of " + dir + " finished: " + std::to_string(report.trajectories) +
         " trajectories (" + std::to_string(report.steps) + " steps) copied to " + primary +
         (report.skipped > 0 ? ", " + std::to_string(report.skipped) + " gone since" : "") +
+        (report.resumed > 0 ? ", " + std::to_string(report.resumed) +
+                                  " left that their writers resumed there (holding them whole)"
+                            : "") +
         (report.replicated > 0 ? ", " + std::to_string(report.replicated) +
                                      " of replicated(k) tables left (none was acknowledged)"
                                : ""));

@@ -13,9 +13,13 @@
 // trajectories whose steps all reached the successor (which ended them,
 // truncated) are not. A trajectory that began before the handover is
 // copied whole, so the successor's truncated copy of its first steps stays
-// beside it. The place it got to is kept in DIR/SALVAGE after each
-// trajectory, so a node restarted meanwhile goes on from there (copying at
-// most the one trajectory it was writing again).
+// beside it; except a remote writer's that the writer resumed on the
+// successor (docs/replication.md, "Writers through a failover"): where the
+// successor's trajectory of the same writer key holds at least as many
+// steps (its writer sent again, in order, what was not acknowledged
+// there), it is left (SalvageReport::resumed). The place it got to is kept in DIR/SALVAGE after
+// each trajectory, so a node restarted meanwhile goes on from there (copying at most the one
+// trajectory it was writing again).
 //
 // Thread safety: functions; one Salvage per directory at a time.
 #ifndef REPLAYDB_RDMA_SALVAGE_H_
@@ -60,6 +64,9 @@ struct SalvageReport {
   int64_t trajectories = 0;  // copied by this call
   int64_t steps = 0;
   int64_t skipped = 0;  // gone from the directory since (dropped, removed)
+  // Left since their remote writers resumed them on the successor, which
+  // holds at least their steps (found by writer key).
+  int64_t resumed = 0;
   // Of tables acknowledged replicated(k): left, since what they
   // acknowledged is on the successor (and copying the rest would store
   // twice what their writers retried).

@@ -345,6 +345,19 @@ Result<TableImpl::Adopted> TableImpl::Adopt(uint64_t key, uint64_t trajectory_id
   return out;
 }
 
+uint64_t TableImpl::WriterKeyOf(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Trajectory* t = store_.Find(id);
+  return t != nullptr ? t->writer_key : 0;
+}
+
+uint64_t TableImpl::TrajectoryOfWriterKey(uint64_t key) const {
+  if (key == 0) return 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::shared_ptr<Trajectory> t = store_.FindByWriterKey(key);
+  return t != nullptr ? t->id : 0;
+}
+
 Status TableImpl::LogEnds(std::span<const uint64_t> ids) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const uint64_t id : ids) {

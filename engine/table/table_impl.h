@@ -344,6 +344,12 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // (Trajectory::writer_key). FailedPrecondition when it is open and no
   // orphan (another writer holds it).
   Result<Adopted> Adopt(uint64_t key, uint64_t trajectory_id);
+  // The key of the remote writer whose steps trajectory `id` holds
+  // (Trajectory::writer_key), and the trajectory a key's steps went to
+  // last: 0 where there is none (written here by no such writer, or not
+  // since this process opened the table: checkpoints keep no keys).
+  uint64_t WriterKeyOf(uint64_t id) const;
+  uint64_t TrajectoryOfWriterKey(uint64_t key) const;
   // An adopted trajectory given back (a resuming writer that could not be
   // opened after all): an orphan again while it is open.
   void Unadopt(const std::shared_ptr<Trajectory>& t);

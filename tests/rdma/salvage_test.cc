@@ -11,17 +11,22 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/db/db_impl.h"
+#include "engine/table/writers.h"
+#include "rdma/remote_db.h"
 #include "replaydb/db.h"
 #include "replaydb/server.h"
 #include "tests/rdma/etcd_process.h"
 #include "tests/test_util.h"
+#include "wal/records.h"
 
 namespace replaydb::rdma {
 namespace {
@@ -121,6 +126,34 @@ void WriteOldPrimary(const std::string& dir, std::mt19937_64& rng, wal::LogPosit
   (*after)["t"] = all_t;
   (*after)["u"] = Contents(*u);
   if (fenced) EXPECT_OK(dynamic_cast<engine::DBImpl&>(*db).Fence(7, "ucx://127.0.0.1:9").status());
+}
+
+// Appends `steps` random steps to `w`'s trajectory as a remote writer of
+// key `key` does: in a log record that carries the key (the server's
+// engine writer takes the record, rdma/db_service.cc).
+void AppendKeyed(TrajectoryWriter& w, const TableSpec& spec, uint64_t key, int steps,
+                 std::mt19937_64& rng) {
+  auto* appender = dynamic_cast<engine::RecordAppender*>(&w);
+  ASSERT_NE(appender, nullptr);
+  wal::RecordBuilder b;
+  const std::vector<uint64_t> ids(static_cast<size_t>(steps), 0);
+  const std::vector<int64_t> at(static_cast<size_t>(steps), 0);
+  std::byte* data = b.AppendSteps(appender->table_id(), static_cast<uint32_t>(spec.step_bytes()),
+                                  ids, at, {}, key);
+  for (int s = 0; s < steps; ++s) {
+    for (const auto& column : testing_util::RandomStep(spec, rng).columns) {
+      std::memcpy(data, column.data(), column.size());
+      data += column.size();
+    }
+  }
+  // (Decoded in place: 8-byte aligned, as a server's receive buffer is.)
+  const std::span<const std::byte> payload = b.payload();
+  std::vector<uint64_t> aligned((payload.size() + 7) / 8);
+  std::memcpy(aligned.data(), payload.data(), payload.size());
+  int64_t appended = 0;
+  ASSERT_OK(appender->AppendRecord({reinterpret_cast<std::byte*>(aligned.data()), payload.size()},
+                                   0, &appended));
+  ASSERT_EQ(appended, steps);
 }
 
 ServerOptions Loopback() {
@@ -228,6 +261,101 @@ TEST(SalvageTest, StoppedOrCutOffItKeepsItsPlaceAndGoesOnFromThere) {
     held += static_cast<int64_t>(server->db()->GetTable(name).value()->ListTrajectories().size());
   }
   EXPECT_EQ(held, report.trajectories);
+}
+
+// A remote writer's trajectory (its records carry its key) that the writer
+// resumed on the successor, which holds at least its steps, is left; one
+// whose key the successor holds fewer steps of (its writer did not go on
+// there), or none, is copied whole.
+TEST(SalvageTest, TrajectoriesTheirWritersResumedOnTheSuccessorAreLeft) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  testing_util::TempDir dir;
+  const TableSpec spec = Spec("t", rng);
+  const uint64_t resumed = rng() | 1, behind = (rng() | 1) ^ 2, unknown = (rng() | 1) ^ 4;
+  wal::LogPosition at;
+  std::multiset<std::string> copied;  // what the salvage is to copy
+  {
+    ASSERT_OK_AND_ASSIGN(auto db, DB::Open(testing_util::ManualCheckpoints(), dir.Sub("old")));
+    ASSERT_OK_AND_ASSIGN(auto t, db->CreateTable(spec));
+    ASSERT_OK_AND_ASSIGN(auto straddling, t->NewWriter());
+    ASSERT_NO_FATAL_FAILURE(AppendKeyed(*straddling, spec, resumed, 2, rng));
+    at = dynamic_cast<engine::DBImpl&>(*db).LogEnd();
+    ASSERT_NO_FATAL_FAILURE(AppendKeyed(*straddling, spec, resumed, 3, rng));
+    ASSERT_OK(straddling->End(EndReason::kTerminal));
+    for (const uint64_t key : {behind, unknown}) {
+      ASSERT_OK_AND_ASSIGN(auto w, t->NewWriter());
+      ASSERT_NO_FATAL_FAILURE(AppendKeyed(*w, spec, key, 3 + static_cast<int>(rng() % 5), rng));
+      ASSERT_OK(w->End(EndReason::kTerminal));
+      copied.insert(Content(*t, t->ListTrajectories().back()));
+    }
+  }
+  ASSERT_OK(WriteSalvageFile(Env::Default(), dir.Sub("old"), SalvageState{at, 0, false}));
+  // The successor: the resumed writer's trajectory of 5 steps or more, and
+  // 2 steps of the one whose writer did not go on.
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       Server::Open(dir.Sub("new"), testing_util::ManualCheckpoints(), Loopback()));
+  ASSERT_OK_AND_ASSIGN(auto t, server->db()->CreateTable(spec));
+  for (const auto& [key, steps] : std::vector<std::pair<uint64_t, int>>{
+           {resumed, 5 + static_cast<int>(rng() % 3)}, {behind, 2}}) {
+    ASSERT_OK_AND_ASSIGN(auto w, t->NewWriter());
+    ASSERT_NO_FATAL_FAILURE(AppendKeyed(*w, spec, key, steps, rng));
+    ASSERT_OK(w->End(EndReason::kTruncated));
+  }
+  std::multiset<std::string> want = Contents(*t);
+  want.insert(copied.begin(), copied.end());
+  std::atomic<bool> stop{false};
+  std::vector<std::string> lines;
+  ASSERT_OK_AND_ASSIGN(const SalvageReport report,
+                       Salvage(dir.Sub("old"), testing_util::ManualCheckpoints(), server->address(),
+                               {}, stop, [&](const std::string& line) { lines.push_back(line); }));
+  EXPECT_EQ(report.resumed, 1);
+  EXPECT_EQ(report.trajectories, 2);
+  EXPECT_EQ(Contents(*t), want);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[1], HasSubstr("finished: 2 trajectories"));
+  EXPECT_THAT(lines[1], HasSubstr("1 left that their writers resumed there (holding them whole)"));
+}
+
+// The served lookup by writer key: NotFound naming the key where the
+// server knows none; a local table, or key 0, InvalidArgument.
+TEST(SalvageTest, ATrajectoryIsReadByItsWritersKeyFromAServedTableOnly) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  testing_util::TempDir dir;
+  const TableSpec spec = Spec("t", rng);
+  const uint64_t key = rng() | 1;
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       Server::Open(dir.Sub("new"), testing_util::ManualCheckpoints(), Loopback()));
+  ASSERT_OK_AND_ASSIGN(auto local, server->db()->CreateTable(spec));
+  const int steps = 1 + static_cast<int>(rng() % 9);
+  ASSERT_OK_AND_ASSIGN(auto w, local->NewWriter());
+  ASSERT_NO_FATAL_FAILURE(AppendKeyed(*w, spec, key, steps, rng));
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(server->address()));
+  ASSERT_OK_AND_ASSIGN(auto t, db->GetTable("t"));
+  TrajectorySteps read;
+  ASSERT_OK(ReadTrajectoryOfWriterKey(*t, key, 0, steps, &read));
+  EXPECT_EQ(read.info.id, w->trajectory_id());
+  EXPECT_EQ(read.info.length, steps);
+  EXPECT_FALSE(read.info.ended);
+  TrajectorySteps by_id;
+  ASSERT_OK(t->ReadTrajectory(w->trajectory_id(), 0, steps, &by_id));
+  ASSERT_EQ(read.columns.size(), by_id.columns.size());
+  for (size_t c = 0; c < read.columns.size(); ++c) {
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(read.columns[c].data()),
+                          read.columns[c].size_bytes()),
+              std::string(reinterpret_cast<const char*>(by_id.columns[c].data()),
+                          by_id.columns[c].size_bytes()));
+  }
+  const Status none = ReadTrajectoryOfWriterKey(*t, key ^ 8, 0, 0, &read);
+  EXPECT_EQ(none.code(), Status::Code::kNotFound) << none.ToString();
+  EXPECT_THAT(none.message(),
+              HasSubstr("table 't': no trajectory of writer key " + std::to_string(key ^ 8)));
+  const Status zero = ReadTrajectoryOfWriterKey(*t, 0, 0, 0, &read);
+  EXPECT_EQ(zero.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(zero.message(), "table 't': writer key 0 names no writer");
+  const Status not_served = ReadTrajectoryOfWriterKey(*local, key, 0, 0, &read);
+  EXPECT_EQ(not_served.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(not_served.message(),
+            "table 't' is not a served one: its trajectories are not found by writer key");
 }
 
 TEST(SalvageTest, AMissingOrDamagedSalvageFileIsNamed) {
