@@ -30,7 +30,11 @@ int FreeLoopbackPort();
 
 class ChildProcess {
  public:
-  // Runs `argv` (argv[0] found on PATH) with this process's environment.
+  // Runs `argv` (argv[0] found on PATH) with this process's environment,
+  // its stdout and stderr into the pipe and no other descriptor of this
+  // process's (posix_spawn: nothing of this process is copied, and its
+  // other threads go on meanwhile). IOError naming argv[0] when it cannot
+  // be started.
   static Result<std::unique_ptr<ChildProcess>> Start(std::vector<std::string> argv);
   // Killed (SIGKILL) and reaped if it has not exited.
   ~ChildProcess();
