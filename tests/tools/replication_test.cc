@@ -910,10 +910,26 @@ struct PrimaryAndReplica {
     ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
     WaitInSync(*p);
   }
+  // SIGKILLs the primary and promotes the replica (--old-primary-dead).
+  void KillAndPromote() {
+    primary.Kill();
+    auto [status, out] = Promote({replica.address(), "--old-primary-dead"});
+    ASSERT_EQ(status, 0) << out;
+  }
+  // Starts a replica of the promoted one (for its replicated(1) appends)
+  // and waits until it is in sync (`promoted`: connected to it).
+  void StartNextReplica(const testing_util::TempDir& dir, DB& promoted) {
+    next = std::make_unique<Served>(dir.Sub("next"),
+                                    std::vector<std::string>{"--replica-of", replica.address()});
+    WaitInSync(promoted);
+  }
+  // The cluster's file names the promoted replica.
+  void NameReplica() { NamePrimary(file, primary, replica, "r"); }
 
   Served primary;
   Served replica;
   const std::string file;
+  std::unique_ptr<Served> next;  // StartNextReplica's
 };
 
 // A writer connected through a cluster's coordinator follows its primary
@@ -952,14 +968,10 @@ TEST(ReplicationTest, AClusterWritersTrajectoryGoesOnWholeOnThePromotedReplica) 
   };
   append(*first, going, 20 + static_cast<int>(rng() % 200));
   append(*second, late, 1 + static_cast<int>(rng() % 3));
-  pr.primary.Kill();
-  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
-  ASSERT_EQ(status, 0) << out;
-  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  ASSERT_NO_FATAL_FAILURE(pr.KillAndPromote());
+  pr.NameReplica();
   ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
-  // (A replica of the new primary, for its replicated(1) appends.)
-  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
-  WaitInSync(*r);
+  ASSERT_NO_FATAL_FAILURE(pr.StartNextReplica(dir, *r));
   append(*first, going, 1 + static_cast<int>(rng() % 50));
   append(*second, late, 1 + static_cast<int>(rng() % 50));
   ASSERT_OK(first->End(EndReason::kTruncated));
@@ -991,10 +1003,8 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
     ASSERT_OK(writer->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0));
   }
   const uint64_t id = writer->trajectory_id();  // (every append acknowledged)
-  pr.primary.Kill();
-  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
-  ASSERT_EQ(status, 0) << out;
-  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  ASSERT_NO_FATAL_FAILURE(pr.KillAndPromote());
+  pr.NameReplica();
   Status lost = writer->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0);
   if (lost.ok()) lost = writer->End(EndReason::kTerminal);
   EXPECT_EQ(lost.code(), Status::Code::kFailedPrecondition) << lost.ToString();
@@ -1017,8 +1027,7 @@ TEST(ReplicationTest, AClusterWriterWhoseTrajectoryEndedOnThePromotedReplicaIsTo
   EXPECT_EQ(read.info.length, steps);
   EXPECT_EQ(read.info.end_reason, EndReason::kTruncated);
   writer.reset();
-  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
-  WaitInSync(*r);
+  ASSERT_NO_FATAL_FAILURE(pr.StartNextReplica(dir, *r));
   ASSERT_OK_AND_ASSIGN(auto again, table->NewWriter(o));
   ASSERT_OK(again->Append(testing_util::RandomStep(Spec(), rng).tensors, 1.0));
   ASSERT_OK(again->End(EndReason::kTerminal));
@@ -1106,14 +1115,10 @@ TEST(ReplicationTest, AClusterVectorWritersTrajectoriesGoOnWholeOnThePromotedRep
     }
   });
   std::this_thread::sleep_for(pause);
-  pr.primary.Kill();
-  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
-  ASSERT_EQ(status, 0) << out;
+  ASSERT_NO_FATAL_FAILURE(pr.KillAndPromote());
   ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
-  // (A replica of the new primary, for its replicated(1) appends.)
-  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
-  WaitInSync(*r);
-  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  ASSERT_NO_FATAL_FAILURE(pr.StartNextReplica(dir, *r));
+  pr.NameReplica();
   in_flight.join();
   steps(1 + static_cast<int>(rng() % 10));
   if (!end_in_flight) end(envs - 1, EndReason::kTruncated);
@@ -1160,13 +1165,10 @@ TEST(ReplicationTest, AClusterVectorWriterFollowsAFailoverRightAfterAnEnvironmen
   ASSERT_EQ(evicted.code(), Status::Code::kFailedPrecondition) << evicted.ToString();
   ASSERT_THAT(evicted.message(), HasSubstr("was evicted from the hot tier while open"));
   const uint64_t before[] = {writer->trajectory_id(0), writer->trajectory_id(1)};
-  pr.primary.Kill();
-  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
-  ASSERT_EQ(status, 0) << out;
+  ASSERT_NO_FATAL_FAILURE(pr.KillAndPromote());
   ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
-  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
-  WaitInSync(*r);
-  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  ASSERT_NO_FATAL_FAILURE(pr.StartNextReplica(dir, *r));
+  pr.NameReplica();
   // The evicted environment begins a new trajectory there; the other's
   // goes on, with the step of the failed append.
   std::vector<Appended> after(2);
@@ -1279,10 +1281,8 @@ TEST(ReplicationTest, AClusterVectorWriterWhoseTrajectoriesEndedOnThePromotedRep
   const int64_t steps = 1 + static_cast<int64_t>(rng() % 10);
   for (int64_t s = 0; s < steps; ++s) ASSERT_OK(AppendVectorStep(rng, envs, append, open));
   const uint64_t id = writer->trajectory_id(0);
-  pr.primary.Kill();
-  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
-  ASSERT_EQ(status, 0) << out;
-  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  ASSERT_NO_FATAL_FAILURE(pr.KillAndPromote());
+  pr.NameReplica();
   const Status lost = AppendVectorStep(rng, envs, append, open);
   EXPECT_EQ(lost.code(), Status::Code::kFailedPrecondition) << lost.ToString();
   EXPECT_THAT(lost.message(),
@@ -1414,14 +1414,10 @@ TEST(ReplicationTest, AClusterVectorTablesWriterGoesOnWholeOnThePromotedReplica)
   std::mt19937_64 thread_rng(rng());
   std::thread in_flight([&] { EXPECT_OK(acked.Append(*writer, thread_rng)); });
   std::this_thread::sleep_for(pause);
-  pr.primary.Kill();
-  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
-  ASSERT_EQ(status, 0) << out;
+  ASSERT_NO_FATAL_FAILURE(pr.KillAndPromote());
   ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
-  // (A replica of the new primary, for its replicated(1) appends.)
-  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
-  WaitInSync(*r);
-  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  ASSERT_NO_FATAL_FAILURE(pr.StartNextReplica(dir, *r));
+  pr.NameReplica();
   in_flight.join();
   steps(1 + static_cast<int>(rng() % 10));
   ASSERT_OK(writer->End(acked.spec.lanes - 1, EndReason::kTruncated));
@@ -1448,13 +1444,10 @@ TEST(ReplicationTest, AClusterVectorTablesWriterWhoseSegmentEndedOnThePromotedRe
   const int first = 4 * static_cast<int>(rng() % 3) + 1 + static_cast<int>(rng() % 3);
   for (int s = 0; s < first; ++s) ASSERT_OK(acked.Append(*writer, rng));
   const uint64_t open = writer->trajectory_id(0);
-  pr.primary.Kill();
-  auto [status, out] = Promote({pr.replica.address(), "--old-primary-dead"});
-  ASSERT_EQ(status, 0) << out;
-  NamePrimary(pr.file, pr.primary, pr.replica, "r");
+  ASSERT_NO_FATAL_FAILURE(pr.KillAndPromote());
+  pr.NameReplica();
   ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(pr.replica.address()));
-  Served next(dir.Sub("next"), {"--replica-of", pr.replica.address()});
-  WaitInSync(*r);
+  ASSERT_NO_FATAL_FAILURE(pr.StartNextReplica(dir, *r));
   ASSERT_OK(acked.Append(*writer, rng));
   EXPECT_NE(writer->trajectory_id(0), open) << "the step went to the segment ended there";
   for (int s = 0; s < 5; ++s) ASSERT_OK(acked.Append(*writer, rng));
