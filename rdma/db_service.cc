@@ -313,6 +313,14 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(h->body_as_GetInfo()->table())));
       return Reply{EncodeHeader(b, f, fb::Body::Info, EncodeInfo(b, table->Info())), ""};
     }
+    case fb::Body::GetMass: {
+      REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(h->body_as_GetMass()->table())));
+      REPLAYDB_ASSIGN_OR_RETURN(const SamplingMass mass, table->Mass());
+      return Reply{
+          EncodeHeader(b, f, fb::Body::MassRead,
+                       fb::CreateMassRead(b, mass.total, mass.items, mass.smallest_priority)),
+          ""};
+    }
     case fb::Body::SetRateLimiter: {
       const fb::SetRateLimiter* q = h->body_as_SetRateLimiter();
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
@@ -838,6 +846,7 @@ std::optional<Result<Reply>> DbService::TryInline(Request& r) {
     case fb::Body::ListTables:
     case fb::Body::OpenTable:
     case fb::Body::GetInfo:
+    case fb::Body::GetMass:
       return Handle(r);
     case fb::Body::UpdatePriorities:
       if (r.message.payload.size() > kInlineKeys * (sizeof(ItemKey) + sizeof(double))) {

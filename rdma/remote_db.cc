@@ -18,6 +18,7 @@
 #include "kernels/runtime/device_memory.h"
 #include "rdma/coord/coordinator.h"
 #include "rdma/db_service.h"
+#include "rdma/shards/sharded_db.h"
 #include "rdma/token.h"
 #include "replaydb/device.h"
 #include "wal/records.h"
@@ -25,6 +26,10 @@
 namespace replaydb {
 
 Result<std::unique_ptr<DB>> DB::Connect(const std::string& address, const ConnectOptions& options) {
+  if (rdma::IsShardedAddress(address)) {
+    REPLAYDB_ASSIGN_OR_RETURN(auto sharded, rdma::ShardedDB::Connect(address, options));
+    return std::unique_ptr<DB>(std::move(sharded));
+  }
   REPLAYDB_ASSIGN_OR_RETURN(auto db, rdma::RemoteDB::Connect(address, options));
   return std::unique_ptr<DB>(std::move(db));
 }
@@ -2156,6 +2161,24 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
         }));
     REPLAYDB_RETURN_IF_ERROR(ExpectBody(m, fb::Body::Info, "the info of table '" + table + "'"));
     return DecodeInfo(*m.header()->body_as_Info(), table);
+  }
+
+  Result<SamplingMass> Mass() override {
+    REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
+    const std::string table = name();
+    REPLAYDB_ASSIGN_OR_RETURN(
+        Message m,
+        remote_->connection->Ask(fb::Body::GetMass, [&](flatbuffers::FlatBufferBuilder& b) {
+          return fb::CreateGetMass(b, b.CreateString(table));
+        }));
+    REPLAYDB_RETURN_IF_ERROR(
+        ExpectBody(m, fb::Body::MassRead, "the sampling mass of table '" + table + "'"));
+    const fb::MassRead* read = m.header()->body_as_MassRead();
+    SamplingMass mass;
+    mass.total = read->total();
+    mass.items = read->items();
+    mass.smallest_priority = read->smallest_priority();
+    return mass;
   }
 
   // This handle's calls fail from now on; the server's table stays open

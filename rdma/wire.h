@@ -18,7 +18,7 @@
 namespace replaydb::rdma {
 
 // The protocol this build speaks (Hello and Welcome carry it).
-inline constexpr uint32_t kProtocolVersion = 5;
+inline constexpr uint32_t kProtocolVersion = 6;
 
 // What every header carries besides its body.
 struct HeaderFields {

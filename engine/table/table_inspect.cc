@@ -36,7 +36,7 @@ std::vector<TrajectoryInfo> Table::ListTrajectories(const TrajectoryFilter& filt
 
 Result<SamplingMass> Table::Mass() {
   return Status::NotSupported("table " + util::Quoted(name()) +
-                              ": no sampling mass (a vector or remote table)");
+                              ": no sampling mass (a vector table)");
 }
 
 std::vector<uint64_t> Table::ColdTrajectories(uint64_t from, size_t limit) const {
@@ -260,6 +260,7 @@ Result<SamplingMass> TableImpl::Mass() {
     return Status::Internal("table " + Quoted(name_) + ": prioritized without a sum tree");
   }
   mass.total = prioritized->unscaled_mass();
+  mass.smallest_priority = prioritized->smallest_positive_priority();
   return mass;
 }
 

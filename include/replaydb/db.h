@@ -157,11 +157,12 @@ class DB {
   // Connects to a database that `replaydb serve` (replaydb/server.h) hosts
   // at `address`, ucx://HOST:PORT, or the primary of a cluster, as its
   // coordinator names it: etcd://HOST:PORT/CLUSTER or file://PATH
-  // (replaydb/cluster.h). A cluster's connection follows its primary: a
-  // call made while none answers waits for one (up to
-  // options.connect_timeout, then Unavailable); a call the server refused
-  // because it is no longer the primary is made again on the one named now;
-  // a call in flight when the primary went fails Unavailable; a trajectory
+  // (replaydb/cluster.h); or to several such databases as the shards of
+  // one, their addresses joined by '+' (docs/sharding.md: each table spans
+  // every shard and samples with exact global probabilities). A cluster's connection follows its
+  // primary: a call made while none answers waits for one (up to options.connect_timeout, then
+  // Unavailable); a call the server refused because it is no longer the primary is made again on
+  // the one named now; a call in flight when the primary went fails Unavailable; a trajectory
   // writer follows too, resuming its trajectory on the new primary (each
   // step stored once; docs/replication.md, "Writers through a failover"),
   // and so does a vector writer, each environment's trajectory (one of a

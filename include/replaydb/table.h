@@ -177,6 +177,11 @@ struct SamplingMass {
   // host's draws are then uniform over `items`). Uniform: `items`.
   double total = 0;
   int64_t items = 0;  // live items
+  // Prioritized: the smallest priority > 0 of a live item (0 when none has
+  // one), what buffer-wide importance weights are measured against
+  // (WeightNormalization::kBuffer); 0 too where the priorities live on a GPU
+  // (TableSpec::priority_device). Uniform: 0.
+  double smallest_priority = 0;
 };
 
 struct TableInfo {

@@ -111,6 +111,8 @@ class PrioritizedSelector final : public Selector {
   double unscaled_mass() const { return std::ldexp(tree_.Total(), static_cast<int>(scale_)); }
   // Items of priority > 0.
   size_t positive() const { return positive_; }
+  // The smallest priority > 0 of an item; 0 when none has one.
+  double smallest_positive_priority() const { return positive_ == 0 ? 0 : priorities_.Min(); }
 
  private:
   // p^exponent as mantissa * 2^exponent2, mantissa in [0.5, 1) (see the

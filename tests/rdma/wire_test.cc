@@ -1,5 +1,5 @@
 // The wire protocol's headers (rdma/wire.h): round trips, the checked-in
-// samples of tests/data/wire_v5/ (the format may not drift), and damaged or
+// samples of tests/data/wire_v6/ (the format may not drift), and damaged or
 // truncated bytes, which must fail naming the peer and never crash.
 #include "rdma/wire.h"
 
@@ -91,7 +91,7 @@ TEST(WireTest, FailuresCarryEveryStatusCode) {
 // byte: the format has not drifted. REPLAYDB_WRITE_WIRE_SAMPLES=1 writes
 // them anew (only with a deliberate format change, and a new version).
 TEST(WireTest, CheckedInSamplesAreWhatTheEncoderWrites) {
-  const std::string dir = std::string(REPLAYDB_SOURCE_DIR) + "/tests/data/wire_v5/";
+  const std::string dir = std::string(REPLAYDB_SOURCE_DIR) + "/tests/data/wire_v6/";
   const std::string hello = EncodeHello({7, 1500, 3}, "actor 3");
   const std::string failure =
       EncodeFailure({7, -1, 3}, Status::DeadlineExceeded("table 't': timed out"));

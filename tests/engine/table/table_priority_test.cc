@@ -3,6 +3,7 @@
 // key-only samples and eviction by lowest priority.
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -74,23 +75,27 @@ TEST_F(TablePriorityTest, MassIsTheSumOfPrioritiesToTheExponent) {
   auto table = Create(spec);
   std::vector<std::optional<double>> priorities;
   double want = 0;
+  double smallest = std::numeric_limits<double>::infinity();
   const int n = 5 + static_cast<int>(rng_() % 40);
   for (int i = 0; i < n; ++i) {
     // Wide range: the selector rescales its leaves, Mass must not show it.
     const double p = std::exp(std::uniform_real_distribution<double>(-300, 300)(rng_));
     priorities.push_back(p);
     want += std::pow(p, spec.priority_exponent);
+    smallest = std::min(smallest, p);
   }
   std::vector<ItemKey> keys = Write(*table, priorities);
   auto mass = table->Mass();
   ASSERT_TRUE(mass.ok()) << mass.status().ToString();
   EXPECT_EQ(mass->items, n);
   EXPECT_NEAR(mass->total / want, 1.0, 1e-9);
+  EXPECT_EQ(mass->smallest_priority, smallest);
   // Every priority 0: no mass (the host then draws uniformly).
   ASSERT_OK(table->UpdatePriorities(keys, std::vector<double>(keys.size(), 0.0)));
   mass = table->Mass();
   ASSERT_TRUE(mass.ok());
   EXPECT_EQ(mass->total, 0.0);
+  EXPECT_EQ(mass->smallest_priority, 0.0);
 
   auto uniform = Create(Spec("uni", SelectorKind::kUniform));
   Write(*uniform, std::vector<std::optional<double>>(7, std::nullopt));

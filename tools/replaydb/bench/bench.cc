@@ -700,6 +700,8 @@ void PrintTableFooter() {
       "  remote_small                                     p50 <= 1.5 x (am_lat round trip + the "
       "local call)\n"
       "  remote_read transport=sm                         >= 80%% of ucp_get (ratio >= 0.80)\n"
+      "  remote_sharded_sample shards=4                   p50 <= 1.5 x the same sample on one "
+      "server (ratio <= 1.50)\n"
       "  sample_scale steps=50M batch=256 L=32            p50 <= 2 x random_window_read (ratio <= "
       "2.00)\n"
       "remote rows: a `replaydb serve` process and this one on 127.0.0.1 over UCX_TLS=tcp\n"
@@ -758,10 +760,9 @@ void PrintTableFooter() {
       "  %-22s the same Sample loop on the same trajectories in a table whose hot tier\n"
       "  %-22s holds them all (sample_rotating's holds a quarter and rotates)\n",
       kInsertCeiling, kTrajectorySteps, kSampleCeiling, kVectorCeiling, "", "", "",
-      kVectorTableCeiling, "", "d2d_memcpy/2",
-      "", "pinned_h2d_memcpy", "d2d_memcpy", "pageable_h2d_memcpy", "", "raw_write", 32, "", "",
-      "sequential_read", "", "", "rocksdb_write", "", "", "rocksdb_put", "", "", "rocksdb_get", "",
-      "fully_hot", "");
+      kVectorTableCeiling, "", "d2d_memcpy/2", "", "pinned_h2d_memcpy", "d2d_memcpy",
+      "pageable_h2d_memcpy", "", "raw_write", 32, "", "", "sequential_read", "", "",
+      "rocksdb_write", "", "", "rocksdb_put", "", "", "rocksdb_get", "", "fully_hot", "");
 }
 
 // A fresh directory under $TMPDIR (or /tmp) for the bench database.

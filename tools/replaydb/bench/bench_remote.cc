@@ -25,6 +25,10 @@
 //                   an update of 1 key, against the am_lat round trip (twice
 //                   ucp_am_lat's one-way p50) plus the same call's p50 on a
 //                   local table; ratio = value / that.
+//   remote_sharded_sample  p50 microseconds of Sample(256) (L=8) of a
+//                   prioritized table over four `replaydb serve` processes
+//                   (DB::Connect("A+B+C+D"), docs/sharding.md) against the
+//                   same on one of them alone; ratio = value / that.
 //   remote_replica_apply, remote_replica_insert, remote_replicated_append:
 //                   read replicas and acknowledgments (docs/replication.md),
 //                   below.
@@ -706,6 +710,75 @@ Result<BenchResult> RunReplicatedAppend(const std::string& transport, DB* local_
   return r;
 }
 
+// Sample(256) of a prioritized table over 4 shards (DB::Connect("A+B+C+D",
+// four `replaydb serve` processes) against the same on one of those
+// servers alone holding as many steps (the ceiling): p50 of each, in the
+// same run (docs/sharding.md).
+Result<BenchResult> RunShardedSample(const std::string& transport, const Timing& timing,
+                                     int64_t step_bytes) {
+  constexpr int kShards = 4;
+  constexpr int64_t kBatch = 256;
+  constexpr int64_t kSteps = 8192;
+  TableSpec spec = BytesSpec("sharded_sample", step_bytes, kSteps, 8);
+  spec.selector = SelectorKind::kPrioritized;
+  REPLAYDB_ASSIGN_OR_RETURN(auto dir, TempDir::Make());
+  UseTransport(transport);
+  std::vector<Served> servers;
+  std::string sharded;
+  for (int s = 0; s < kShards; ++s) {
+    REPLAYDB_ASSIGN_OR_RETURN(Served served,
+                              Served::Start(dir->path() + "/shard" + std::to_string(s), 1));
+    sharded += (s == 0 ? "" : "+") + served.address;
+    servers.push_back(std::move(served));
+  }
+  const auto fill = [&](Table* table) -> Status {
+    REPLAYDB_ASSIGN_OR_RETURN(auto writer, table->NewWriter());
+    std::vector<uint8_t> data(static_cast<size_t>(step_bytes * 64));
+    FillPattern(data.data(), data.size(), 9);
+    std::mt19937_64 rng(11);
+    std::vector<double> priorities(64);
+    const ConstTensor many{DType::kU8, Shape{64, step_bytes}, data.data(), data.size()};
+    for (int64_t i = 0; i < kSteps / 64; ++i) {
+      for (double& p : priorities) p = 0.1 + static_cast<double>(rng() % 1000);
+      REPLAYDB_RETURN_IF_ERROR(writer->AppendMany(std::span(&many, 1), priorities));
+      if (i % 4 == 3) REPLAYDB_RETURN_IF_ERROR(writer->End(EndReason::kTerminal));
+    }
+    return writer->End(EndReason::kTerminal);
+  };
+  const auto p50 = [&](const std::string& address) -> Result<double> {
+    ConnectOptions o;
+    o.client_name = "replaydb bench";
+    REPLAYDB_ASSIGN_OR_RETURN(std::unique_ptr<DB> db, DB::Connect(address, o));
+    REPLAYDB_ASSIGN_OR_RETURN(auto table, db->CreateTable(spec));
+    REPLAYDB_RETURN_IF_ERROR(fill(table.get()));
+    SampleBatch batch;
+    return P50Micros(timing.duration, [&] {
+      SampleOptions so;
+      so.timeout = kCallTimeout;
+      so.importance_beta = 0.4;
+      return table->Sample(kBatch, so, &batch);
+    });
+  };
+  Result<double> one = p50(servers[0].address);
+  spec.name = "sharded_sample_4";
+  Result<double> four = one.ok() ? p50(sharded) : one;
+  for (Served& s : servers) {
+    const Status stopped = s.Stop();
+    if (four.ok() && !stopped.ok()) return stopped;
+  }
+  if (!one.ok()) return one.status();
+  if (!four.ok()) return four.status();
+  BenchResult r;
+  r.value = *four;
+  r.unit = "us";
+  r.ceiling = *one;
+  r.ceiling_name = "S=1 sample p50 " + transport;
+  char note[128];
+  std::snprintf(note, sizeof(note), "S=4 p50 %.1f us, S=1 p50 %.1f us (B=256, L=8)", *four, *one);
+  r.note = note;
+  return r;
+}
+
 }  // namespace
 
 std::vector<CaseWithTarget> RemoteCases() {
@@ -759,6 +832,14 @@ std::vector<CaseWithTarget> RemoteCases() {
             return RunReplicatedAppend(transport, db, timing);
           }},
          Target{Target::Kind::kRatioAtMost, 1.0, "ratio <= 1.00"}});
+    for (const int64_t step_bytes : {int64_t{64}, int64_t{4096}}) {
+      cases.push_back({{"remote_sharded_sample",
+                        {{"transport", 0, transport}, {"shards", 4}, {"step_bytes", step_bytes}},
+                        [transport, step_bytes](DB*, const Timing& timing) {
+                          return RunShardedSample(transport, timing, step_bytes);
+                        }},
+                       Target{Target::Kind::kRatioAtMost, 1.5, "ratio <= 1.50"}});
+    }
     for (const bool update : {false, true}) {
       cases.push_back({{"remote_small",
                         {{"transport", 0, transport},

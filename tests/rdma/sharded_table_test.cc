@@ -1,0 +1,522 @@
+// Sharded tables (rdma/shards/sharded_db.h) over local databases as
+// shards: draws with the exact global distribution (chi-square against it,
+// 1 to 4 shards with skewed masses), its probabilities and importance
+// weights, ids and keys that name their shard and route, writers spread
+// over the shards, and every refusal with its message. The same over
+// `replaydb serve` processes: tests/tools/sharded_serve_test.cc.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+
+#include "rdma/shards/sharded_db.h"
+#include "replaydb/db.h"
+#include "tests/test_util.h"
+
+namespace replaydb::rdma {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+TableSpec Spec(SelectorKind selector, const std::string& name = "t") {
+  TableSpec spec;
+  spec.name = name;
+  spec.columns = {{"obs", DType::kF32, Shape{3}}, {"step", DType::kI64, Shape{}}};
+  spec.capacity_steps = 1 << 12;
+  spec.block_steps = 16;
+  spec.sequence_length = 2;
+  spec.selector = selector;
+  spec.priority_exponent = 0.8;
+  return spec;
+}
+
+// S local databases in `dir`, made one sharded database.
+std::unique_ptr<ShardedDB> LocalShards(testing_util::TempDir& dir, size_t S,
+                                       std::vector<DB*>* shards = nullptr) {
+  std::vector<std::unique_ptr<DB>> dbs;
+  for (size_t s = 0; s < S; ++s) {
+    DBOptions o = testing_util::ManualCheckpoints();
+    o.create_if_missing = true;
+    auto db = DB::Open(o, dir.Sub("shard" + std::to_string(s)));
+    EXPECT_OK(db.status());
+    if (!db.ok()) return nullptr;
+    if (shards != nullptr) shards->push_back(db->get());
+    dbs.push_back(std::move(db).value());
+  }
+  auto sharded = ShardedDB::Make(std::move(dbs), "local shards");
+  EXPECT_OK(sharded.status());
+  return sharded.ok() ? std::move(sharded).value() : nullptr;
+}
+
+// `trajectories` trajectories of random lengths through one writer; each
+// step's "step" column holds a number unique in the table. Returns the
+// steps written by trajectory id.
+std::map<uint64_t, std::vector<int64_t>> Fill(Table& table, int trajectories, std::mt19937_64& rng,
+                                              int64_t* next_step) {
+  std::map<uint64_t, std::vector<int64_t>> written;
+  auto writer = table.NewWriter();
+  EXPECT_OK(writer.status());
+  if (!writer.ok()) return written;
+  for (int t = 0; t < trajectories; ++t) {
+    const int steps = 2 + static_cast<int>(rng() % 7);
+    std::vector<int64_t> numbers;
+    for (int i = 0; i < steps; ++i) {
+      float obs[3] = {static_cast<float>(rng() % 100), 1.0f, 2.0f};
+      const int64_t number = (*next_step)++;
+      const ConstTensor step[] = {{DType::kF32, Shape{3}, obs, sizeof(obs)},
+                                  {DType::kI64, Shape{}, &number, sizeof(number)}};
+      EXPECT_OK((*writer)->Append(step, 1.0));
+      numbers.push_back(number);
+    }
+    written[(*writer)->trajectory_id()] = numbers;
+    EXPECT_OK((*writer)->End(EndReason::kTerminal));
+  }
+  return written;
+}
+
+// Every live item's priority, skewed by its shard: shard s's are drawn from
+// [1, 2) times 10^s (so the shards' masses differ by orders of magnitude).
+std::map<ItemKey, double> SkewPriorities(Table& table, std::mt19937_64& rng) {
+  std::vector<ItemKey> keys;
+  std::vector<double> unused;
+  EXPECT_OK(table.ItemPriorities(&keys, &unused));
+  std::map<ItemKey, double> priorities;
+  std::vector<double> values;
+  for (ItemKey key : keys) {
+    const double p =
+        (1.0 + std::uniform_real_distribution<double>(0, 1)(rng)) * std::pow(10.0, ShardOfKey(key));
+    priorities[key] = p;
+    values.push_back(p);
+  }
+  PriorityUpdateResult result;
+  EXPECT_OK(table.UpdatePriorities(keys, values, &result));
+  EXPECT_EQ(result.updated, static_cast<int64_t>(keys.size()));
+  return priorities;
+}
+
+// The chi-square statistic of `counts` against `probability` of `draws`.
+double ChiSquare(const std::map<ItemKey, int64_t>& counts,
+                 const std::map<ItemKey, double>& probability, int64_t draws) {
+  double chi2 = 0;
+  for (const auto& [key, p] : probability) {
+    const double expected = p * static_cast<double>(draws);
+    const auto it = counts.find(key);
+    const double seen = it == counts.end() ? 0.0 : static_cast<double>(it->second);
+    chi2 += (seen - expected) * (seen - expected) / expected;
+  }
+  return chi2;
+}
+
+class ShardedTableTest : public ::testing::Test {
+ protected:
+  testing_util::TempDir dir_;
+  std::mt19937_64 rng_{testing_util::TestSeed()};
+  int64_t next_step_ = 0;
+};
+
+// Prioritized draws over 1 to 4 shards whose masses differ by orders of
+// magnitude land on each item as often as one table holding them all would
+// (an equal share per shard would put a quarter of the draws where 0.0009
+// of the mass is), with that table's probabilities and weights.
+TEST_F(ShardedTableTest, PrioritizedDrawsFollowTheExactGlobalDistribution) {
+  for (size_t S = 1; S <= 4; ++S) {
+    SCOPED_TRACE("shards: " + std::to_string(S));
+    testing_util::TempDir dir;
+    auto db = LocalShards(dir, S);
+    ASSERT_NE(db, nullptr);
+    ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kPrioritized)));
+    Fill(*table, 4 * static_cast<int>(S), rng_, &next_step_);
+    const std::map<ItemKey, double> priorities = SkewPriorities(*table, rng_);
+    const double exponent = table->spec().priority_exponent;
+    double total = 0, smallest = std::numeric_limits<double>::infinity();
+    for (const auto& [key, p] : priorities) {
+      total += std::pow(p, exponent);
+      smallest = std::min(smallest, p);
+    }
+    std::map<ItemKey, double> want;
+    for (const auto& [key, p] : priorities) want[key] = std::pow(p, exponent) / total;
+    ASSERT_OK_AND_ASSIGN(const SamplingMass mass, table->Mass());
+    EXPECT_NEAR(mass.total / total, 1.0, 1e-12);
+    EXPECT_EQ(mass.items, static_cast<int64_t>(priorities.size()));
+    EXPECT_EQ(mass.smallest_priority, smallest);
+
+    std::map<ItemKey, int64_t> counts;
+    const int64_t B = 64;
+    const int rounds = 400;
+    SampleOptions o;
+    o.importance_beta = 0.6;
+    for (int r = 0; r < rounds; ++r) {
+      o.weight_normalization =
+          r % 2 == 0 ? WeightNormalization::kBuffer : WeightNormalization::kBatch;
+      SampleBatch batch;
+      ASSERT_OK(table->Sample(B, o, &batch));
+      ASSERT_EQ(batch.keys.size(), static_cast<size_t>(B));
+      double largest = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        const ItemKey key = batch.keys[b];
+        ASSERT_EQ(want.count(key), 1u) << "key " << key;
+        ++counts[key];
+        EXPECT_NEAR(batch.probabilities[b] / want.at(key), 1.0, 1e-9) << "key " << key;
+        EXPECT_EQ(batch.priorities[b], priorities.at(key));
+        largest =
+            std::max(largest, std::pow(static_cast<double>(want.size()) * want.at(key), -0.6));
+      }
+      ASSERT_EQ(batch.weights.size(), static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) {
+        const double p = priorities.at(batch.keys[b]);
+        const double expected =
+            r % 2 == 0 ? std::pow(smallest / p, exponent * 0.6)
+                       : std::pow(static_cast<double>(want.size()) * want.at(batch.keys[b]), -0.6) /
+                             largest;
+        EXPECT_NEAR(batch.weights[b], expected, 1e-9) << "round " << r << ", draw " << b;
+      }
+    }
+    const double chi2 = ChiSquare(counts, want, B * rounds);
+    EXPECT_LT(chi2, testing_util::ChiSquareCritical(static_cast<double>(want.size() - 1)))
+        << "draws do not follow the global distribution";
+  }
+}
+
+// Uniform draws over shards holding different numbers of items give each
+// item 1/N of the draws, N the items of every shard.
+TEST_F(ShardedTableTest, UniformDrawsGiveEveryItemOfEveryShardTheSameChance) {
+  const size_t S = 2 + rng_() % 3;
+  auto db = LocalShards(dir_, S);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kUniform)));
+  Fill(*table, 3 * static_cast<int>(S) + static_cast<int>(rng_() % S), rng_, &next_step_);
+  std::vector<ItemKey> keys;
+  std::vector<double> unused;
+  ASSERT_OK(table->ItemPriorities(&keys, &unused));
+  std::map<ItemKey, double> want;
+  for (ItemKey key : keys) want[key] = 1.0 / static_cast<double>(keys.size());
+  std::map<ItemKey, int64_t> counts;
+  const int64_t B = 50;
+  const int rounds = 300;
+  SampleOptions o;
+  o.importance_beta = 0.5;
+  o.gather = false;
+  for (int r = 0; r < rounds; ++r) {
+    SampleBatch batch;
+    ASSERT_OK(table->Sample(B, o, &batch));
+    EXPECT_TRUE(batch.columns.empty());
+    for (int64_t b = 0; b < B; ++b) {
+      ++counts[batch.keys[b]];
+      EXPECT_NEAR(batch.probabilities[b] * static_cast<double>(keys.size()), 1.0, 1e-12);
+      EXPECT_EQ(batch.weights[b], 1.0);
+    }
+  }
+  EXPECT_LT(ChiSquare(counts, want, B * rounds),
+            testing_util::ChiSquareCritical(static_cast<double>(want.size() - 1)));
+}
+
+// One shard: the same seed gives what a local table of the same contents
+// gives, byte for byte.
+TEST_F(ShardedTableTest, AtOneShardSeededSamplesEqualALocalTables) {
+  auto db = LocalShards(dir_, 1);
+  ASSERT_NE(db, nullptr);
+  DBOptions o = testing_util::ManualCheckpoints();
+  o.create_if_missing = true;
+  ASSERT_OK_AND_ASSIGN(auto local_db, DB::Open(o, dir_.Sub("local")));
+  ASSERT_OK_AND_ASSIGN(auto sharded, db->CreateTable(Spec(SelectorKind::kPrioritized)));
+  ASSERT_OK_AND_ASSIGN(auto local, local_db->CreateTable(Spec(SelectorKind::kPrioritized)));
+  const uint64_t seed = rng_();
+  std::mt19937_64 a(seed), b(seed);
+  int64_t na = 0, nb = 0;
+  Fill(*sharded, 6, a, &na);
+  Fill(*local, 6, b, &nb);
+  ASSERT_OK(sharded->Seed(seed));
+  ASSERT_OK(local->Seed(seed));
+  for (int i = 0; i < 5; ++i) {
+    SampleOptions so;
+    so.importance_beta = 0.4;
+    ASSERT_OK_AND_ASSIGN(const SampleBatch x, sharded->Sample(16, so));
+    ASSERT_OK_AND_ASSIGN(const SampleBatch y, local->Sample(16, so));
+    EXPECT_EQ(x.keys, y.keys);
+    EXPECT_EQ(x.probabilities, y.probabilities);
+    EXPECT_EQ(x.weights, y.weights);
+    ASSERT_EQ(x.columns.size(), y.columns.size());
+    for (size_t c = 0; c < x.columns.size(); ++c) {
+      ASSERT_EQ(x.columns[c].size_bytes(), y.columns[c].size_bytes());
+      EXPECT_EQ(std::memcmp(x.columns[c].data(), y.columns[c].data(), x.columns[c].size_bytes()),
+                0);
+    }
+  }
+}
+
+// Trajectory ids and item keys carry their shard: trajectories go round the
+// shards, each is read back whole by its id, looked up, updated and deleted
+// through its keys on its own shard, and listed in id order.
+TEST_F(ShardedTableTest, IdsAndKeysNameTheirShardAndRouteThere) {
+  const size_t S = 3;
+  std::vector<DB*> shards;
+  auto db = LocalShards(dir_, S, &shards);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kPrioritized)));
+  const std::map<uint64_t, std::vector<int64_t>> written = Fill(*table, 9, rng_, &next_step_);
+  std::map<int, int> per_shard;
+  for (const auto& [id, steps] : written) {
+    ++per_shard[ShardOfTrajectory(id)];
+    ASSERT_LT(static_cast<size_t>(ShardOfTrajectory(id)), S);
+    // The shard itself holds it under its own id.
+    ASSERT_OK_AND_ASSIGN(auto own, shards[ShardOfTrajectory(id)]->GetTable("t"));
+    TrajectorySteps there;
+    ASSERT_OK(own->ReadTrajectory(ShardLocalTrajectory(id), 0, 100, &there));
+    TrajectorySteps read;
+    ASSERT_OK(table->ReadTrajectory(id, 0, 100, &read));
+    EXPECT_EQ(read.info.id, id);
+    ASSERT_EQ(read.columns.size(), 2u);
+    ASSERT_EQ(read.columns[1].size_bytes(), steps.size() * sizeof(int64_t));
+    EXPECT_EQ(std::memcmp(read.columns[1].data(), steps.data(), read.columns[1].size_bytes()), 0);
+  }
+  for (size_t s = 0; s < S; ++s) EXPECT_EQ(per_shard[static_cast<int>(s)], 3) << "shard " << s;
+
+  std::vector<TrajectoryInfo> listed;
+  ASSERT_OK(table->ListTrajectories({}, &listed));
+  std::vector<uint64_t> ids;
+  for (const TrajectoryInfo& t : listed) ids.push_back(t.id);
+  std::vector<uint64_t> want_ids;
+  for (const auto& [id, steps] : written) want_ids.push_back(id);
+  EXPECT_EQ(ids, want_ids);
+  TrajectoryFilter from_second;
+  from_second.from = ShardedTrajectoryId(1, 0);
+  from_second.limit = 4;
+  ASSERT_OK(table->ListTrajectories(from_second, &listed));
+  ASSERT_EQ(listed.size(), 4u);
+  EXPECT_EQ(listed[0].id, want_ids[3]);
+  EXPECT_EQ(listed[3].id, want_ids[6]);
+
+  // Lookup of keys from every shard, in the caller's order.
+  std::vector<ItemKey> keys;
+  std::vector<double> priorities;
+  ASSERT_OK(table->ItemPriorities(&keys, &priorities));
+  std::shuffle(keys.begin(), keys.end(), rng_);
+  keys.resize(10);
+  ASSERT_OK_AND_ASSIGN(const SampleBatch looked, [&]() -> Result<SampleBatch> {
+    SampleBatch b;
+    REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, &b));
+    return b;
+  }());
+  EXPECT_EQ(looked.keys, keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const int64_t first = looked.columns[1].data_as<int64_t>()[i * 2];
+    const std::vector<int64_t>& steps = written.at(ItemKeyTrajectory(keys[i]));
+    EXPECT_EQ(first, steps[static_cast<size_t>(ItemKeyStart(keys[i]))]) << "key " << keys[i];
+  }
+
+  // Updates reach the owning shard; a key naming no shard is skipped.
+  std::vector<ItemKey> update = {keys[0], keys[1], ShardedItemKey(7, MakeItemKey(1, 0))};
+  PriorityUpdateResult result;
+  ASSERT_OK(table->UpdatePriorities(update, std::vector<double>{5.5, 6.5, 1.0}, &result));
+  EXPECT_EQ(result.updated, 2);
+  EXPECT_EQ(result.skipped, 1);
+  ASSERT_OK_AND_ASSIGN(auto owner, shards[ShardOfKey(keys[0])]->GetTable("t"));
+  SampleBatch there;
+  const ItemKey local_key = ShardLocalKey(keys[0]);
+  ASSERT_OK(owner->Lookup(std::span<const ItemKey>(&local_key, 1), &there));
+  EXPECT_EQ(there.priorities[0], 5.5);
+
+  int64_t deleted = 0;
+  ASSERT_OK(table->DeleteItems(std::vector<ItemKey>{keys[2]}, &deleted));
+  EXPECT_EQ(deleted, 1);
+  SampleBatch gone;
+  const Status s = table->Lookup(std::vector<ItemKey>{keys[2]}, &gone);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("on shard " + std::to_string(ShardOfKey(keys[2]))));
+
+  const Status foreign =
+      table->Lookup(std::vector<ItemKey>{ShardedItemKey(9, MakeItemKey(1, 0))}, &gone);
+  EXPECT_EQ(foreign.code(), Status::Code::kNotFound);
+  EXPECT_THAT(foreign.message(), HasSubstr("names shard 9; the table has 3"));
+  TrajectorySteps none;
+  const Status no_trajectory = table->ReadTrajectory(ShardedTrajectoryId(5, 1), 0, 1, &none);
+  EXPECT_THAT(no_trajectory.message(), HasSubstr("it names shard 5, and the table has 3"));
+
+  // Info adds the shards up.
+  const TableInfo info = table->Info();
+  int64_t steps = 0;
+  for (const auto& [id, numbers] : written) steps += static_cast<int64_t>(numbers.size());
+  EXPECT_EQ(info.num_steps, steps);
+  EXPECT_EQ(info.num_trajectories, 9);
+  EXPECT_EQ(info.num_items, static_cast<int64_t>(priorities.size()) - 1);
+}
+
+// A vector writer gives each shard a contiguous block of its environments.
+TEST_F(ShardedTableTest, AVectorWritersEnvironmentsAreSpreadOverTheShards) {
+  const size_t S = 3;
+  auto db = LocalShards(dir_, S);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kUniform)));
+  const size_t N = 5 + rng_() % 6;
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(N));
+  EXPECT_EQ(writer->num_envs(), N);
+  const int steps = 3;
+  for (int k = 0; k < steps; ++k) {
+    std::vector<float> obs(N * 3, static_cast<float>(k));
+    std::vector<int64_t> number(N);
+    for (size_t e = 0; e < N; ++e) number[e] = static_cast<int64_t>(e * 100 + k);
+    const ConstTensor step[] = {
+        {DType::kF32, Shape{static_cast<int64_t>(N), 3}, obs.data(), obs.size() * sizeof(float)},
+        {DType::kI64, Shape{static_cast<int64_t>(N)}, number.data(), N * sizeof(int64_t)}};
+    ASSERT_OK(writer->Append(step));
+  }
+  std::set<int> used;
+  for (size_t e = 0; e < N; ++e) {
+    const uint64_t id = writer->trajectory_id(e);
+    const int shard = ShardOfTrajectory(id);
+    size_t want = 0;  // the last shard whose block starts at or before e
+    while (want + 1 < S && (want + 1) * N / S <= e) ++want;
+    EXPECT_EQ(static_cast<size_t>(shard), want) << "environment " << e;
+    used.insert(shard);
+    TrajectorySteps read;
+    ASSERT_OK(table->ReadTrajectory(id, 0, steps, &read));
+    for (int k = 0; k < steps; ++k) {
+      EXPECT_EQ(read.columns[1].data_as<int64_t>()[k], static_cast<int64_t>(e * 100 + k));
+    }
+  }
+  EXPECT_EQ(used.size(), S);
+  ASSERT_OK(writer->EndMany(std::vector<size_t>{0, N - 1}, EndReason::kTerminal));
+  TrajectorySteps read;
+  ASSERT_OK(table->ReadTrajectory(writer->trajectory_id(1), 0, steps, &read));
+  EXPECT_FALSE(read.info.ended);
+  const Status bad = writer->End(N, EndReason::kTerminal);
+  EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("environment " + std::to_string(N) +
+                                       " of a vector writer of " + std::to_string(N)));
+  std::vector<float> obs(N * 3);
+  const ConstTensor wrong[] = {
+      {DType::kF32, Shape{static_cast<int64_t>(N), 3}, obs.data(), obs.size() * sizeof(float)},
+      {DType::kF32, Shape{static_cast<int64_t>(N)}, obs.data(), N * sizeof(float)}};
+  const Status wrong_dtype = writer->Append(wrong);
+  EXPECT_EQ(wrong_dtype.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(wrong_dtype.message(), HasSubstr("column 'step': got f32"));
+}
+
+// Nothing to draw anywhere: a peek fails at once, a sample waits out its
+// timeout; selectors and options a sharded table does not draw are
+// refused naming them.
+TEST_F(ShardedTableTest, WhatASampleCannotDoIsRefusedNamingIt) {
+  auto db = LocalShards(dir_, 2);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kPrioritized)));
+  SampleOptions peek;
+  peek.peek = true;
+  SampleBatch batch;
+  Status s = table->Sample(4, peek, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("table 't' has nothing to draw on any of its 2 shards"));
+  SampleOptions wait;
+  wait.timeout = 30ms;
+  s = table->Sample(4, wait, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr("nothing to draw on any of its 2 shards within 30 ms"));
+  s = table->Sample(0, {}, &batch);
+  EXPECT_THAT(s.message(), HasSubstr("batch_size is 0"));
+
+  Fill(*table, 4, rng_, &next_step_);
+  SampleOptions stratified;
+  stratified.stratified = true;
+  s = table->Sample(4, stratified, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kNotSupported);
+  EXPECT_THAT(s.message(), HasSubstr("stratified draws across shards are not built yet"));
+  s = table->SampleToDevice(4, {}, {}, nullptr);
+  EXPECT_EQ(s.code(), Status::Code::kNotSupported);
+  EXPECT_THAT(s.message(), HasSubstr("SampleToDevice on a sharded table is not built yet"));
+
+  ASSERT_OK_AND_ASSIGN(
+      auto fifo, db->CreateTable(TableSpec::Queue("q", Spec(SelectorKind::kFifo).columns, 64)));
+  Fill(*fifo, 2, rng_, &next_step_);
+  s = fifo->Sample(1, {}, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kNotSupported);
+  EXPECT_THAT(s.message(), HasSubstr("table 'q' spans 2 shards: its fifo draws"));
+
+  TableSpec vector = Spec(SelectorKind::kUniform, "v");
+  vector.lanes = 4;
+  const Status lanes = db->CreateTable(vector).status();
+  EXPECT_EQ(lanes.code(), Status::Code::kNotSupported);
+  EXPECT_THAT(lanes.message(), HasSubstr("vector tables (lanes > 1) are not sharded yet"));
+}
+
+// A table must be on every shard, with the same spec; creating one undoes
+// itself when a shard refuses.
+TEST_F(ShardedTableTest, ATableMissingOrDifferentOnAShardIsRefusedNamingTheShard) {
+  std::vector<DB*> shards;
+  auto db = LocalShards(dir_, 3, &shards);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK(shards[1]->CreateTable(Spec(SelectorKind::kUniform, "only_on_1")).status());
+  Status s = db->GetTable("only_on_1").status();
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("shard 0"));
+  EXPECT_TRUE(db->ListTables().empty());
+
+  TableSpec other = Spec(SelectorKind::kUniform, "differs");
+  ASSERT_OK(shards[0]->CreateTable(other).status());
+  ASSERT_OK(shards[1]->CreateTable(other).status());
+  other.sequence_length = 5;
+  ASSERT_OK(shards[2]->CreateTable(other).status());
+  s = db->GetTable("differs").status();
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("table 'differs' differs between shard 0"));
+  EXPECT_THAT(s.message(), HasSubstr("and shard 2"));
+
+  // only_on_1 exists on shard 1: creating it fails there and is undone on 0.
+  s = db->CreateTable(Spec(SelectorKind::kUniform, "only_on_1")).status();
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists);
+  EXPECT_THAT(s.message(), HasSubstr("on shard 1"));
+  EXPECT_EQ(shards[0]->GetTable("only_on_1").status().code(), Status::Code::kNotFound);
+
+  ASSERT_OK(db->DropTable("only_on_1"));
+  EXPECT_EQ(db->DropTable("only_on_1").code(), Status::Code::kNotFound);
+  ASSERT_OK(db->CreateTable(Spec(SelectorKind::kUniform, "everywhere")).status());
+  EXPECT_EQ(db->ListTables(), (std::vector<std::string>{"differs", "everywhere"}));
+  const Status wal = db->Wal().status();
+  EXPECT_EQ(wal.code(), Status::Code::kNotSupported);
+  EXPECT_THAT(wal.message(),
+              HasSubstr("Wal of a sharded database (local shards): run it on each shard"));
+}
+
+TEST(ShardedAddressTest, MalformedShardListsAreRefusedNamingWhy) {
+  EXPECT_TRUE(IsShardedAddress("ucx://127.0.0.1:1+ucx://127.0.0.1:2"));
+  EXPECT_TRUE(IsShardedAddress("ucx://127.0.0.1:1+etcd://127.0.0.1:2379/c"));
+  EXPECT_FALSE(IsShardedAddress("ucx://127.0.0.1:1"));
+  EXPECT_FALSE(IsShardedAddress("file:///tmp/a+b/cluster"));
+  Status s = DB::Connect("ucx://127.0.0.1:1+ucx://127.0.0.1:1").status();
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("names ucx://127.0.0.1:1 twice"));
+  s = DB::Connect("ucx://127.0.0.1:1+ucx://127.0.0.1:2+").status();
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("shard 2's address is empty"));
+  std::string many = "ucx://127.0.0.1:1";
+  for (int i = 2; i <= kMaxShards + 1; ++i) many += "+ucx://127.0.0.1:" + std::to_string(i);
+  s = DB::Connect(many).status();
+  EXPECT_THAT(s.message(), HasSubstr("names 257 shards; at most 256"));
+}
+
+TEST(ShardedKeysTest, AKeyCarriesItsShardInItsTopBits) {
+  std::mt19937_64 rng(testing_util::TestSeed());
+  for (int i = 0; i < 1000; ++i) {
+    const int shard = static_cast<int>(rng() % kMaxShards);
+    const uint64_t id = rng() & kMaxShardTrajectoryId;
+    const int64_t start = static_cast<int64_t>(rng() % kMaxTrajectorySteps);
+    const uint64_t sharded = ShardedTrajectoryId(shard, id);
+    ASSERT_LE(sharded, kMaxTrajectoryId);
+    EXPECT_EQ(ShardOfTrajectory(sharded), shard);
+    EXPECT_EQ(ShardLocalTrajectory(sharded), id);
+    const ItemKey key = ShardedItemKey(shard, MakeItemKey(id, start));
+    EXPECT_EQ(key, MakeItemKey(sharded, start));
+    EXPECT_EQ(ShardOfKey(key), shard);
+    EXPECT_EQ(ShardLocalKey(key), MakeItemKey(id, start));
+  }
+  // Shard 0's ids and keys are the shard's own.
+  EXPECT_EQ(ShardedTrajectoryId(0, 12345), 12345u);
+}
+
+}  // namespace
+}  // namespace replaydb::rdma

@@ -1,0 +1,140 @@
+// A sharded table over three `replaydb serve` processes on 127.0.0.1
+// (DB::Connect("A+B+C")): created on each, written round-robin, sampled
+// with the exact global distribution (chi-square), its mass asked of each
+// server (GetMass), the shell reading it; a shard killed makes calls fail
+// Unavailable naming it. Bounded waits only; every server is stopped.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "rdma/shards/sharded_db.h"
+#include "replaydb/db.h"
+#include "tests/test_util.h"
+#include "tests/tools/serve_process.h"
+
+namespace replaydb {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+using testing_util::ServeProcess;
+
+TEST(ShardedServeTest, ATableOverThreeServersSamplesWithGlobalProbabilities) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  std::vector<std::unique_ptr<ServeProcess>> servers;
+  std::vector<std::string> addresses;
+  for (int s = 0; s < 3; ++s) {
+    servers.push_back(std::make_unique<ServeProcess>(std::vector<std::string>{
+        dir.Sub("shard" + std::to_string(s)), "--listen", "ucx://127.0.0.1:0", "--workers", "1"}));
+    addresses.push_back(
+        servers.back()->WaitFor(std::regex("listening on (ucx://127\\.0\\.0\\.1:[0-9]+)"), 30s));
+    ASSERT_FALSE(addresses.back().empty()) << servers.back()->output();
+  }
+  const std::string address = addresses[0] + "+" + addresses[1] + "+" + addresses[2];
+  ConnectOptions o;
+  o.client_name = "sharded learner";
+  ASSERT_OK_AND_ASSIGN(auto db, DB::Connect(address, o));
+  EXPECT_EQ(db->path(), address);
+  TableSpec spec;
+  spec.name = "experience";
+  spec.columns = {{"obs", DType::kF32, Shape{4}}, {"reward", DType::kF32, Shape{}}};
+  spec.capacity_steps = 4096;
+  spec.block_steps = 16;
+  spec.sequence_length = 1;
+  spec.selector = SelectorKind::kPrioritized;
+  spec.priority_exponent = 1.0;
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+  EXPECT_EQ(db->ListTables(), std::vector<std::string>{"experience"});
+
+  // Two writers, trajectories round the shards; priorities 10^shard.
+  std::vector<std::unique_ptr<TrajectoryWriter>> writers(2);
+  for (auto& w : writers) {
+    ASSERT_OK_AND_ASSIGN(w, table->NewWriter());
+  }
+  std::map<int, int> per_shard;
+  int64_t steps = 0;
+  for (int t = 0; t < 12; ++t) {
+    TrajectoryWriter& w = *writers[static_cast<size_t>(t) % 2];
+    const int n = 2 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < n; ++i, ++steps) {
+      ASSERT_OK(w.Append(testing_util::RandomStep(spec, rng).tensors));
+    }
+    ++per_shard[rdma::ShardOfTrajectory(w.trajectory_id())];
+    ASSERT_OK(w.End(EndReason::kTerminal));
+  }
+  EXPECT_EQ(per_shard, (std::map<int, int>{{0, 4}, {1, 4}, {2, 4}}));
+  std::vector<ItemKey> keys;
+  std::vector<double> unused;
+  ASSERT_OK(table->ItemPriorities(&keys, &unused));
+  ASSERT_EQ(static_cast<int64_t>(keys.size()), steps);
+  std::vector<double> priorities;
+  double total = 0;
+  for (ItemKey key : keys) {
+    priorities.push_back(std::pow(10.0, rdma::ShardOfKey(key)) *
+                         (1 + std::uniform_real_distribution<double>(0, 1)(rng)));
+    total += priorities.back();
+  }
+  ASSERT_OK(table->UpdatePriorities(keys, priorities));
+  ASSERT_OK_AND_ASSIGN(const SamplingMass mass, table->Mass());
+  EXPECT_NEAR(mass.total / total, 1.0, 1e-12);
+  EXPECT_EQ(mass.items, steps);
+  std::map<ItemKey, double> want;
+  for (size_t i = 0; i < keys.size(); ++i) want[keys[i]] = priorities[i] / total;
+
+  std::map<ItemKey, int64_t> counts;
+  const int64_t B = 64;
+  const int rounds = 150;
+  SampleOptions so;
+  so.timeout = 10s;
+  for (int r = 0; r < rounds; ++r) {
+    SampleBatch batch;
+    ASSERT_OK(table->Sample(B, so, &batch));
+    for (int64_t b = 0; b < B; ++b) {
+      ASSERT_EQ(want.count(batch.keys[b]), 1u);
+      ++counts[batch.keys[b]];
+      EXPECT_NEAR(batch.probabilities[b] / want.at(batch.keys[b]), 1.0, 1e-9);
+    }
+  }
+  double chi2 = 0;
+  for (const auto& [key, p] : want) {
+    const double expected = p * static_cast<double>(B * rounds);
+    const double seen = static_cast<double>(counts[key]);
+    chi2 += (seen - expected) * (seen - expected) / expected;
+  }
+  EXPECT_LT(chi2, testing_util::ChiSquareCritical(static_cast<double>(want.size() - 1)));
+  EXPECT_EQ(table->Info().num_steps, steps);
+  EXPECT_EQ(table->Info().items_sampled, B * rounds);
+
+  // The shell sees the sharded table as one.
+  const std::string out = testing_util::ShellOutput(
+      "timeout 60 " + std::string(REPLAYDB_TOOL_PATH) + " '" + address + "' -c tables 2>&1");
+  EXPECT_THAT(out, HasSubstr("experience")) << out;
+
+  // Shard 2 gone: calls that need it fail Unavailable, naming it.
+  ASSERT_EQ(::kill(servers[2]->pid(), SIGKILL), 0);
+  servers[2]->Exit(30s);
+  Status s;
+  for (int i = 0; i < 100 && s.code() != Status::Code::kUnavailable; ++i) {
+    SampleBatch batch;
+    s = table->Sample(B, so, &batch);
+  }
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("shard 2 (" + addresses[2] + ")"));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(::kill(servers[static_cast<size_t>(i)]->pid(), SIGTERM), 0);
+    EXPECT_EQ(servers[static_cast<size_t>(i)]->Exit(60s), 0)
+        << servers[static_cast<size_t>(i)]->output();
+  }
+}
+
+}  // namespace
+}  // namespace replaydb
