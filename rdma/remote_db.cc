@@ -19,6 +19,7 @@
 #include "rdma/coord/coordinator.h"
 #include "rdma/db_service.h"
 #include "rdma/shards/sharded_db.h"
+#include "rdma/through_host.h"
 #include "rdma/token.h"
 #include "replaydb/device.h"
 #include "wal/records.h"
@@ -498,37 +499,6 @@ struct Remote {
   };
   std::shared_ptr<InPlace> in_place = std::make_shared<InPlace>();
 };
-
-// GPU calls on a remote table go through host memory: the server serves
-// the host call, and this side copies between its host memory and the
-// caller's device memory on the caller's stream, and waits for the copies
-// (so the call returns with the work queued on that stream before it done).
-
-// A host batch into the caller's device arrays.
-Status CopyBatchToDevice(const SampleBatch& batch, const DeviceSampleOutput& out, void* stream) {
-  const size_t n = batch.keys.size();
-  REPLAYDB_RETURN_IF_ERROR(
-      CopyHostToDeviceAsync(out.keys, batch.keys.data(), n * sizeof(uint64_t), stream));
-  const std::vector<float> probabilities(batch.probabilities.begin(), batch.probabilities.end());
-  if (out.probabilities != nullptr) {
-    REPLAYDB_RETURN_IF_ERROR(CopyHostToDeviceAsync(out.probabilities, probabilities.data(),
-                                                   probabilities.size() * sizeof(float), stream));
-  }
-  const std::vector<float> weights(batch.weights.begin(), batch.weights.end());
-  if (out.weights != nullptr && !weights.empty()) {
-    REPLAYDB_RETURN_IF_ERROR(
-        CopyHostToDeviceAsync(out.weights, weights.data(), weights.size() * sizeof(float), stream));
-  }
-  for (size_t c = 0; c < out.columns.size() && c < batch.columns.size(); ++c) {
-    REPLAYDB_RETURN_IF_ERROR(CopyHostToDeviceAsync(out.columns[c], batch.columns[c].data(),
-                                                   batch.columns[c].size_bytes(), stream));
-  }
-  if (out.mask != nullptr) {
-    REPLAYDB_RETURN_IF_ERROR(
-        CopyHostToDeviceAsync(out.mask, batch.mask.data(), batch.mask.size(), stream));
-  }
-  return kernels::StreamSynchronize(stream);
-}
 
 // Ends writer `id` on the server (its open trajectories truncated), without
 // waiting long: a connection that is gone has ended it already.
@@ -1873,69 +1843,27 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
     return DecodeSampled(m, "lookup in table '" + table + "' from " + address(), items, out);
   }
 
-  // Sample on the server, then the batch into the caller's device arrays
-  // (CopyBatchToDevice).
+  // GPU calls go through this host's memory (through_host.h): the served
+  // host call, and copies to or from the caller's device arrays.
   Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
                         const DeviceSampleOutput& out, void* stream) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
-    REPLAYDB_RETURN_IF_ERROR(
-        engine::CheckSampleToDevice(name(), remote_->spec.columns, options, out));
-    SampleOptions wire = options;
-    wire.gather = !out.columns.empty();
-    SampleBatch batch;
-    REPLAYDB_RETURN_IF_ERROR(Sample(batch_size, wire, &batch));
-    return CopyBatchToDevice(batch, out, stream).WithContext("table '" + name() + "'");
+    return SampleToDeviceThroughHost(*this, remote_->spec, batch_size, options, out, stream);
   }
   Status LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
                         void* stream) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
-    REPLAYDB_RETURN_IF_ERROR(
-        engine::CheckDeviceOutput(name(), remote_->spec.columns, out, /*weights=*/false));
-    SampleBatch batch;
-    REPLAYDB_RETURN_IF_ERROR(Lookup(keys, &batch));
-    return CopyBatchToDevice(batch, out, stream).WithContext("table '" + name() + "'");
+    return LookupToDeviceThroughHost(*this, remote_->spec, keys, out, stream);
   }
-  // The engine's sampler over this table: its thread draws with
-  // SampleToDevice (the served Sample, then copies from this host) into
-  // batches on the calling thread's current device.
   Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(
       const DeviceSamplerOptions& options) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
-    return engine::NewDeviceSampler(
-        {shared_from_this(), std::nullopt, remote_->spec.sequence_length, remote_->spec.columns},
-        options);
+    return DeviceSamplerThroughHost(shared_from_this(), remote_->spec, options);
   }
-  // The device arrays are copied to this host (after the work queued on
-  // `stream`); as on a local table, negative or non-finite priorities are
-  // skipped rather than refused, and unknown keys are skipped by the server.
   Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
                                     void* stream) override {
     REPLAYDB_RETURN_IF_ERROR(remote_->Closed());
-    if (n < 0 || (n > 0 && (keys == nullptr || priorities == nullptr))) {
-      return Status::InvalidArgument("table '" + name() +
-                                     "': UpdatePrioritiesFromDevice needs n >= 0 and device "
-                                     "pointers for keys and priorities");
-    }
-    if (n == 0) return Status::OK();
-    std::vector<ItemKey> host_keys(static_cast<size_t>(n));
-    std::vector<float> host_priorities(static_cast<size_t>(n));
-    const std::string context = "table '" + name() + "': UpdatePrioritiesFromDevice";
-    REPLAYDB_RETURN_IF_ERROR(
-        CopyDeviceToHost(host_keys.data(), keys, host_keys.size() * sizeof(uint64_t), stream)
-            .WithContext(context));
-    REPLAYDB_RETURN_IF_ERROR(CopyDeviceToHost(host_priorities.data(), priorities,
-                                              host_priorities.size() * sizeof(float), stream)
-                                 .WithContext(context));
-    std::vector<ItemKey> valid_keys;
-    std::vector<double> valid_priorities;
-    valid_keys.reserve(host_keys.size());
-    valid_priorities.reserve(host_keys.size());
-    for (size_t i = 0; i < host_keys.size(); ++i) {
-      if (!std::isfinite(host_priorities[i]) || host_priorities[i] < 0) continue;
-      valid_keys.push_back(host_keys[i]);
-      valid_priorities.push_back(host_priorities[i]);
-    }
-    return UpdatePriorities(valid_keys, valid_priorities, nullptr);
+    return UpdatePrioritiesFromDeviceThroughHost(*this, keys, priorities, n, stream);
   }
 
   Status SetRateLimiter(const RateLimiterSpec& spec) override {

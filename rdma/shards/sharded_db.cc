@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "rdma/remote_db.h"
+#include "rdma/through_host.h"
 #include "util/format.h"
 
 namespace replaydb::rdma {
@@ -412,7 +413,7 @@ class ShardedVectorWriter final : public VectorWriter {
   std::vector<std::unique_ptr<VectorWriter>> writers_;  // null where a shard has none
 };
 
-class ShardedTable final : public Table {
+class ShardedTable final : public Table, public std::enable_shared_from_this<ShardedTable> {
  public:
   explicit ShardedTable(std::shared_ptr<Shards> shards)
       : shards_(std::move(shards)), rng_(std::random_device{}()) {}
@@ -641,17 +642,23 @@ class ShardedTable final : public Table {
     return Status::OK();
   }
 
-  Status SampleToDevice(int64_t, const SampleOptions&, const DeviceSampleOutput&, void*) override {
-    return NotYet("SampleToDevice");
+  // GPU calls through this host's memory (through_host.h): the sharded
+  // host call, and copies to or from the caller's device arrays.
+  Status SampleToDevice(int64_t batch_size, const SampleOptions& options,
+                        const DeviceSampleOutput& out, void* stream) override {
+    return SampleToDeviceThroughHost(*this, shards_->spec, batch_size, options, out, stream);
   }
-  Status LookupToDevice(std::span<const ItemKey>, const DeviceSampleOutput&, void*) override {
-    return NotYet("LookupToDevice");
+  Status LookupToDevice(std::span<const ItemKey> keys, const DeviceSampleOutput& out,
+                        void* stream) override {
+    return LookupToDeviceThroughHost(*this, shards_->spec, keys, out, stream);
   }
-  Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(const DeviceSamplerOptions&) override {
-    return NotYet("NewDeviceSampler");
+  Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(
+      const DeviceSamplerOptions& options) override {
+    return DeviceSamplerThroughHost(shared_from_this(), shards_->spec, options);
   }
-  Status UpdatePrioritiesFromDevice(const uint64_t*, const float*, int64_t, void*) override {
-    return NotYet("UpdatePrioritiesFromDevice");
+  Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
+                                    void* stream) override {
+    return UpdatePrioritiesFromDeviceThroughHost(*this, keys, priorities, n, stream);
   }
 
   // Each shard keeps its own rate limiter (Reverb's sharding): this spec on
@@ -846,12 +853,6 @@ class ShardedTable final : public Table {
   }
 
  private:
-  Status NotYet(const std::string& call) const {
-    return Status::NotSupported("table " + Quoted(name()) + " spans " +
-                                std::to_string(shards_->size()) + " shards: " + call +
-                                " on a sharded table is not built yet (docs/sharding.md)");
-  }
-
   // Shard s's part of the table's ids [first, last], as its own ids; false
   // when it has none there.
   bool LocalRange(size_t s, uint64_t first, uint64_t last, uint64_t* lo, uint64_t* hi) const {

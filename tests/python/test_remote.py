@@ -325,3 +325,39 @@ def test_a_served_table_pickles_and_forks_by_connecting_again(served):
     assert "'spawn'" in message
     assert table.info()["num_steps"] == 6
     db.close()
+
+
+def test_a_sharded_table_over_two_servers_is_one_table(tmp_path, rng):
+    """replaydb.connect("A+B"): one table over two servers (docs/sharding.md),
+    through the same Table calls; keys name their shard in their top 8 bits."""
+    servers = [Server(str(tmp_path / f"shard{s}"), dict(os.environ, UCX_TLS="tcp")) for s in range(2)]
+    try:
+        os.environ["UCX_TLS"] = "tcp"
+        address = "+".join(s.address for s in servers)
+        db = replaydb.connect(address, client_name="sharded learner")
+        assert db.path == address
+        table = db.create_table("experience", {"obs": ("float32", (4,)), "reward": "float32"},
+                                capacity_steps=4096, selector="prioritized")
+        assert db.tables() == ["experience"]
+        rows = rng.standard_normal((24, 4)).astype(np.float32)
+        with table.writer() as w:
+            for t in range(6):
+                for i in range(4):
+                    w.append({"obs": rows[t * 4 + i], "reward": float(t)}, priority=1.0)
+                w.end()
+        assert table.info()["num_steps"] == 24
+        batch = table.sample(64, importance_beta=0.5, timeout=10)
+        keys = np.asarray(batch.item_keys)
+        assert set((keys >> np.uint64(56)).tolist()) <= {0, 1}
+        updated, skipped = table.update_priorities(
+            keys, np.where((keys >> np.uint64(56)) == 1, 10.0, 1.0))
+        assert skipped == 0 and updated == 64
+        looked = table.lookup(keys)
+        assert np.array_equal(np.asarray(looked["obs"]), np.asarray(batch["obs"]))
+        with pytest.raises(replaydb.NotSupportedError, match="stratified draws across shards"):
+            table.sample(4, stratified=True)
+        db.close()
+    finally:
+        os.environ.pop("UCX_TLS", None)
+        for s in servers:
+            assert s.stop() == 0, s.output

@@ -722,32 +722,6 @@ TEST(RemoteDBTest, LeasesGoWhenReleasedWhenTheirTimePassesAndWhenTheClientLeaves
   EXPECT_EQ(service->open_leases(), 0u) << "a client's lease outlived its connection";
 }
 
-// Device arrays `o` (keys, probabilities, weights where `weights`, mask and
-// columns of B x L steps) against a host batch `want`.
-void ExpectSameOnDevice(const DeviceSampleOutput& o, const SampleBatch& want, int64_t L,
-                        bool weights) {
-  const size_t n = want.keys.size();
-  std::vector<uint64_t> keys(n);
-  ASSERT_OK(CopyDeviceToHost(keys.data(), o.keys, n * 8));
-  EXPECT_EQ(keys, want.keys);
-  std::vector<float> p(n), w(n);
-  ASSERT_OK(CopyDeviceToHost(p.data(), o.probabilities, n * 4));
-  for (size_t i = 0; i < n; ++i) EXPECT_EQ(p[i], static_cast<float>(want.probabilities[i]));
-  if (weights) {
-    ASSERT_OK(CopyDeviceToHost(w.data(), o.weights, n * 4));
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ(w[i], static_cast<float>(want.weights[i]));
-  }
-  std::vector<uint8_t> mask(n * static_cast<size_t>(L));
-  ASSERT_OK(CopyDeviceToHost(mask.data(), o.mask, mask.size()));
-  EXPECT_EQ(mask, want.mask);
-  for (size_t c = 0; c < want.columns.size(); ++c) {
-    std::vector<std::byte> bytes(want.columns[c].size_bytes());
-    ASSERT_OK(CopyDeviceToHost(bytes.data(), o.columns[c], bytes.size()));
-    EXPECT_EQ(std::memcmp(bytes.data(), want.columns[c].data(), bytes.size()), 0)
-        << "column " << c;
-  }
-}
-
 // GPU calls on a remote table run through this host (the server serves the
 // host call; the client copies to or from the caller's device arrays on the
 // caller's stream): seeded SampleToDevice and LookupToDevice give what the
@@ -777,13 +751,14 @@ TEST(RemoteDBGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnALocalTwin) {
     ASSERT_OK(rt->SampleToDevice(n, o, out.view, stream.handle()));
     SampleBatch want;
     ASSERT_OK(lt->Sample(n, o, &want));
-    ASSERT_NO_FATAL_FAILURE(ExpectSameOnDevice(out.view, want, L, o.importance_beta >= 0))
+    ASSERT_NO_FATAL_FAILURE(
+        testing_util::ExpectSameOnDevice(out.view, want, L, o.importance_beta >= 0))
         << "sample " << i;
     testing_util::DeviceOut looked = testing_util::AllocateOut(spec, n);
     ASSERT_OK(rt->LookupToDevice(want.keys, looked.view, stream.handle()));
     SampleBatch want_lookup;
     ASSERT_OK(lt->Lookup(want.keys, &want_lookup));
-    ASSERT_NO_FATAL_FAILURE(ExpectSameOnDevice(looked.view, want_lookup, L, false))
+    ASSERT_NO_FATAL_FAILURE(testing_util::ExpectSameOnDevice(looked.view, want_lookup, L, false))
         << "lookup " << i;
   }
   // Priorities from device arrays, some of them invalid.
@@ -879,7 +854,7 @@ TEST(RemoteDBGpuTest, ADeviceSamplerLendsWhatSeededSamplesGiveOnALocalTwin) {
       DeviceSampleOutput view{batch.keys, batch.probabilities, batch.weights, batch.columns,
                               batch.mask};
       ASSERT_NO_FATAL_FAILURE(
-          ExpectSameOnDevice(view, want, batch.sequence_length, weights))
+          testing_util::ExpectSameOnDevice(view, want, batch.sequence_length, weights))
           << "batch " << i << (weights ? " with weights" : "");
       ASSERT_OK(sampler->Release(batch, stream.handle()));
     }

@@ -17,6 +17,8 @@
 
 #include "rdma/shards/sharded_db.h"
 #include "replaydb/db.h"
+#include "replaydb/device.h"
+#include "tests/device_out.h"
 #include "tests/test_util.h"
 
 namespace replaydb::rdma {
@@ -323,6 +325,14 @@ TEST_F(ShardedTableTest, IdsAndKeysNameTheirShardAndRouteThere) {
   ASSERT_OK(owner->Lookup(std::span<const ItemKey>(&local_key, 1), &there));
   EXPECT_EQ(there.priorities[0], 5.5);
 
+  // Info adds the shards up.
+  const TableInfo info = table->Info();
+  int64_t steps = 0;
+  for (const auto& [id, numbers] : written) steps += static_cast<int64_t>(numbers.size());
+  EXPECT_EQ(info.num_steps, steps);
+  EXPECT_EQ(info.num_trajectories, 9);
+  EXPECT_EQ(info.num_items, static_cast<int64_t>(priorities.size()));
+
   int64_t deleted = 0;
   ASSERT_OK(table->DeleteItems(std::vector<ItemKey>{keys[2]}, &deleted));
   EXPECT_EQ(deleted, 1);
@@ -338,14 +348,43 @@ TEST_F(ShardedTableTest, IdsAndKeysNameTheirShardAndRouteThere) {
   TrajectorySteps none;
   const Status no_trajectory = table->ReadTrajectory(ShardedTrajectoryId(5, 1), 0, 1, &none);
   EXPECT_THAT(no_trajectory.message(), HasSubstr("it names shard 5, and the table has 3"));
+}
 
-  // Info adds the shards up.
-  const TableInfo info = table->Info();
-  int64_t steps = 0;
-  for (const auto& [id, numbers] : written) steps += static_cast<int64_t>(numbers.size());
-  EXPECT_EQ(info.num_steps, steps);
-  EXPECT_EQ(info.num_trajectories, 9);
-  EXPECT_EQ(info.num_items, static_cast<int64_t>(priorities.size()) - 1);
+// A shard joins: the table of two shards, then a third database given the
+// same table and the sharded database made again over the three. The keys
+// of before still name their items, new trajectories go round all three,
+// and draws reach the new shard.
+TEST_F(ShardedTableTest, AShardThatJoinsTakesNewTrajectoriesAndOldKeysStayValid) {
+  std::vector<ItemKey> before;
+  {
+    auto db = LocalShards(dir_, 2);
+    ASSERT_NE(db, nullptr);
+    ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kUniform)));
+    Fill(*table, 4, rng_, &next_step_);
+    std::vector<double> unused;
+    ASSERT_OK(table->ItemPriorities(&before, &unused));
+  }
+  std::vector<DB*> shards;
+  auto db = LocalShards(dir_, 3, &shards);
+  ASSERT_NE(db, nullptr);
+  EXPECT_EQ(db->GetTable("t").status().code(), Status::Code::kNotFound);
+  ASSERT_OK(shards[2]->CreateTable(Spec(SelectorKind::kUniform)).status());
+  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
+  SampleBatch looked;
+  ASSERT_OK(table->Lookup(before, &looked));
+  EXPECT_EQ(looked.keys, before);
+  const auto written = Fill(*table, 3, rng_, &next_step_);
+  std::set<int> went;
+  for (const auto& [id, steps] : written) went.insert(ShardOfTrajectory(id));
+  EXPECT_EQ(went, (std::set<int>{0, 1, 2}));
+  std::set<int> drawn;
+  SampleOptions o;
+  o.gather = false;
+  for (int i = 0; i < 50 && drawn.size() < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(const SampleBatch batch, table->Sample(16, o));
+    for (ItemKey key : batch.keys) drawn.insert(ShardOfKey(key));
+  }
+  EXPECT_EQ(drawn, (std::set<int>{0, 1, 2}));
 }
 
 // A vector writer gives each shard a contiguous block of its environments.
@@ -426,9 +465,13 @@ TEST_F(ShardedTableTest, WhatASampleCannotDoIsRefusedNamingIt) {
   s = table->Sample(4, stratified, &batch);
   EXPECT_EQ(s.code(), Status::Code::kNotSupported);
   EXPECT_THAT(s.message(), HasSubstr("stratified draws across shards are not built yet"));
+  // The GPU calls check their arrays as a local table does (through_host.h).
   s = table->SampleToDevice(4, {}, {}, nullptr);
-  EXPECT_EQ(s.code(), Status::Code::kNotSupported);
-  EXPECT_THAT(s.message(), HasSubstr("SampleToDevice on a sharded table is not built yet"));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("a device sample needs device pointers for keys"));
+  s = table->UpdatePrioritiesFromDevice(nullptr, nullptr, 3, nullptr);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("table 't': UpdatePrioritiesFromDevice needs n >= 0"));
 
   ASSERT_OK_AND_ASSIGN(
       auto fifo, db->CreateTable(TableSpec::Queue("q", Spec(SelectorKind::kFifo).columns, 64)));
@@ -480,6 +523,98 @@ TEST_F(ShardedTableTest, ATableMissingOrDifferentOnAShardIsRefusedNamingTheShard
   EXPECT_EQ(wal.code(), Status::Code::kNotSupported);
   EXPECT_THAT(wal.message(),
               HasSubstr("Wal of a sharded database (local shards): run it on each shard"));
+}
+
+// The GPU calls run through this host (rdma/through_host.h): on a sharded
+// table seeded as its twin (the same contents over as many shards),
+// SampleToDevice, LookupToDevice and a DeviceSampler give what the host
+// calls give, and UpdatePrioritiesFromDevice sets what a host update of its
+// valid entries sets.
+TEST(ShardedTableGpuTest, DeviceCallsGiveWhatTheHostCallsGiveOnATwin) {
+  using testing_util::Take;
+  std::string why;
+  if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+  const uint64_t seed = testing_util::TestSeed();
+  testing_util::TempDir dir_a, dir_b;
+  auto a = LocalShards(dir_a, 3);
+  auto b = LocalShards(dir_b, 3);
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  ASSERT_OK_AND_ASSIGN(auto ta, a->CreateTable(Spec(SelectorKind::kPrioritized)));
+  ASSERT_OK_AND_ASSIGN(auto tb, b->CreateTable(Spec(SelectorKind::kPrioritized)));
+  std::mt19937_64 ra(seed), rb(seed), rng(seed + 1);
+  int64_t na = 0, nb = 0;
+  Fill(*ta, 9, ra, &na);
+  Fill(*tb, 9, rb, &nb);
+  ASSERT_OK(ta->Seed(seed));
+  ASSERT_OK(tb->Seed(seed));
+  ASSERT_OK_AND_ASSIGN(DeviceStream stream, DeviceStream::Create(0));
+  const TableSpec spec = ta->spec();
+  for (int i = 0; i < 4; ++i) {
+    SampleOptions o;
+    o.importance_beta = i % 2 == 0 ? -1.0 : 0.4;
+    const int64_t n = 1 + static_cast<int64_t>(rng() % 48);
+    testing_util::DeviceOut out = testing_util::AllocateOut(spec, n);
+    ASSERT_OK(ta->SampleToDevice(n, o, out.view, stream.handle()));
+    SampleBatch want;
+    ASSERT_OK(tb->Sample(n, o, &want));
+    ASSERT_NO_FATAL_FAILURE(testing_util::ExpectSameOnDevice(out.view, want, spec.sequence_length,
+                                                             o.importance_beta >= 0))
+        << "sample " << i;
+    testing_util::DeviceOut looked = testing_util::AllocateOut(spec, n);
+    ASSERT_OK(ta->LookupToDevice(want.keys, looked.view, stream.handle()));
+    SampleBatch want_lookup;
+    ASSERT_OK(tb->Lookup(want.keys, &want_lookup));
+    ASSERT_NO_FATAL_FAILURE(
+        testing_util::ExpectSameOnDevice(looked.view, want_lookup, spec.sequence_length, false))
+        << "lookup " << i;
+  }
+  std::vector<ItemKey> keys;
+  std::vector<double> ignored;
+  ASSERT_OK(tb->ItemPriorities(&keys, &ignored));
+  std::vector<float> values(keys.size());
+  std::vector<ItemKey> valid_keys;
+  std::vector<double> valid_values;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    values[i] = rng() % 7 == 0 ? -1.0f : static_cast<float>(1 + rng() % 1000) / 4.0f;
+    if (values[i] >= 0) {
+      valid_keys.push_back(keys[i]);
+      valid_values.push_back(values[i]);
+    }
+  }
+  DeviceBuffer d_keys = Take(DeviceBuffer::Allocate(0, keys.size() * 8));
+  DeviceBuffer d_values = Take(DeviceBuffer::Allocate(0, values.size() * 4));
+  ASSERT_OK(d_keys.CopyFromHost(keys.data(), keys.size() * 8));
+  ASSERT_OK(d_values.CopyFromHost(values.data(), values.size() * 4));
+  ASSERT_OK(ta->UpdatePrioritiesFromDevice(d_keys.as<uint64_t>(), d_values.as<float>(),
+                                           static_cast<int64_t>(keys.size()), stream.handle()));
+  ASSERT_OK(tb->UpdatePriorities(valid_keys, valid_values, nullptr));
+  std::vector<ItemKey> ka, kb;
+  std::vector<double> pa, pb;
+  ASSERT_OK(ta->ItemPriorities(&ka, &pa));
+  ASSERT_OK(tb->ItemPriorities(&kb, &pb));
+  EXPECT_EQ(ka, kb);
+  EXPECT_EQ(pa, pb);
+
+  ASSERT_OK(ta->Seed(seed + 2));
+  ASSERT_OK(tb->Seed(seed + 2));
+  DeviceSamplerOptions options;
+  options.batch_size = 1 + static_cast<int64_t>(rng() % 32);
+  options.in_flight = 1;
+  options.sample.importance_beta = 0.4;
+  ASSERT_OK_AND_ASSIGN(auto sampler, ta->NewDeviceSampler(options));
+  for (int i = 0; i < 4; ++i) {
+    DeviceBatch batch;
+    ASSERT_OK(sampler->Next(stream.handle(), &batch, 10s));
+    ASSERT_OK(stream.Synchronize());
+    SampleBatch want;
+    ASSERT_OK(tb->Sample(options.batch_size, options.sample, &want));
+    const DeviceSampleOutput view{batch.keys, batch.probabilities, batch.weights, batch.columns,
+                                  batch.mask};
+    ASSERT_NO_FATAL_FAILURE(
+        testing_util::ExpectSameOnDevice(view, want, batch.sequence_length, true))
+        << "batch " << i;
+    ASSERT_OK(sampler->Release(batch, stream.handle()));
+  }
 }
 
 TEST(ShardedAddressTest, MalformedShardListsAreRefusedNamingWhy) {

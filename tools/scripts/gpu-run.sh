@@ -91,7 +91,7 @@ export UCX_MEM_MMAP_HOOK_MODE=none
 export PATH="$bundle/bin:$PATH"
 tests="$bundle/bin/replaydb_tests"
 tool="$bundle/bin/replaydb"
-filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*:CApiGpu*:VectorTableGpu*:DrawStrategyGpu*:RemoteDBGpu*}"
+filter="${GTEST_FILTER:-Gpu*:DevicePriorityTable*:TableDevice*:TableGpu*:ColdTierGpu*:BlockGather*:DeviceMemory*:DeviceEvent*:CApiGpu*:VectorTableGpu*:DrawStrategyGpu*:RemoteDBGpu*:ShardedTableGpu*}"
 unset GTEST_FILTER
 # Under compute-sanitizer, leave out the test that provokes out-of-memory
 # errors on purpose (the sanitizer reports every failed CUDA call).
