@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <set>
 #include <thread>
@@ -463,10 +464,6 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
           std::string(SelectorKindName(spec.selector)) +
           " draws (a merge of the shards' orders) are not built yet; sample each shard's table");
     }
-    if (options.stratified) {
-      return Status::NotSupported("table " + Quoted(name()) + " spans " + std::to_string(S) +
-                                  " shards: stratified draws across shards are not built yet");
-    }
     // Round 1: every shard's mass, until some shard has something to draw
     // (as a local table waits for items), at most options.timeout.
     const auto deadline = options.timeout == kWaitForever
@@ -517,9 +514,26 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
           std::chrono::milliseconds(10), deadline - now));
     }
-    // n_s ~ Multinomial(B, weight_s / total), as binomials in turn.
+    // n_s ~ Multinomial(B, weight_s / total), as binomials in turn; or,
+    // stratified (prioritized tables, as locally), the B strata of the
+    // shards' masses laid end to end, one point drawn in each, counted by
+    // the shard it falls in (each shard then draws its n_s stratified).
     std::vector<int64_t> n(S, 0);
-    {
+    if (options.stratified && spec.selector == SelectorKind::kPrioritized) {
+      std::lock_guard<std::mutex> lock(rng_mu_);
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      std::vector<double> ends(S);  // where each shard's mass ends
+      std::partial_sum(weight.begin(), weight.end(), ends.begin());
+      size_t last = S - 1;  // the last shard with mass (rounding may put a point past it)
+      while (last > 0 && weight[last] == 0) --last;
+      for (int64_t b = 0; b < batch_size; ++b) {
+        const double point =
+            (static_cast<double>(b) + unit(rng_)) / static_cast<double>(batch_size) * total;
+        const auto s =
+            static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), point) - ends.begin());
+        ++n[std::min(s, last)];
+      }
+    } else {
       std::lock_guard<std::mutex> lock(rng_mu_);
       int64_t left = batch_size;
       double left_weight = total;

@@ -354,8 +354,10 @@ def test_a_sharded_table_over_two_servers_is_one_table(tmp_path, rng):
         assert skipped == 0 and updated == 64
         looked = table.lookup(keys)
         assert np.array_equal(np.asarray(looked["obs"]), np.asarray(batch["obs"]))
-        with pytest.raises(replaydb.NotSupportedError, match="stratified draws across shards"):
-            table.sample(4, stratified=True)
+        assert len(table.sample(8, stratified=True).item_keys) == 8
+        with pytest.raises(replaydb.NotSupportedError, match="spans 2 shards: its fifo draws"):
+            db.create_table("q", {"obs": ("float32", (4,))}, capacity_steps=64,
+                            selector="fifo").sample(1, timeout=1)
         db.close()
     finally:
         os.environ.pop("UCX_TLS", None)

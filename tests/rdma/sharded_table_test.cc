@@ -186,6 +186,49 @@ TEST_F(ShardedTableTest, PrioritizedDrawsFollowTheExactGlobalDistribution) {
   }
 }
 
+// Stratified draws: the B strata of the shards' masses laid end to end, one
+// point in each, give each shard within one of its share of every batch
+// (independent draws stray by several), each shard drawing its part
+// stratified, and every item its probability over many batches.
+TEST_F(ShardedTableTest, StratifiedDrawsGiveEachShardItsShareOfEveryBatch) {
+  const size_t S = 3;
+  auto db = LocalShards(dir_, S);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kPrioritized)));
+  Fill(*table, 12, rng_, &next_step_);
+  const std::map<ItemKey, double> priorities = SkewPriorities(*table, rng_);
+  const double exponent = table->spec().priority_exponent;
+  double total = 0;
+  std::vector<double> shard_mass(S, 0.0);
+  for (const auto& [key, p] : priorities) {
+    total += std::pow(p, exponent);
+    shard_mass[static_cast<size_t>(ShardOfKey(key))] += std::pow(p, exponent);
+  }
+  std::map<ItemKey, double> want;
+  for (const auto& [key, p] : priorities) want[key] = std::pow(p, exponent) / total;
+  std::map<ItemKey, int64_t> counts;
+  const int64_t B = 64;
+  const int rounds = 300;
+  SampleOptions o;
+  o.stratified = true;
+  o.gather = false;
+  for (int r = 0; r < rounds; ++r) {
+    ASSERT_OK_AND_ASSIGN(const SampleBatch batch, table->Sample(B, o));
+    std::vector<int64_t> per_shard(S, 0);
+    for (ItemKey key : batch.keys) {
+      ++counts[key];
+      ++per_shard[static_cast<size_t>(ShardOfKey(key))];
+    }
+    for (size_t s = 0; s < S; ++s) {
+      const double share = static_cast<double>(B) * shard_mass[s] / total;
+      EXPECT_GE(static_cast<double>(per_shard[s]), std::floor(share) - 1) << "shard " << s;
+      EXPECT_LE(static_cast<double>(per_shard[s]), std::ceil(share) + 1) << "shard " << s;
+    }
+  }
+  EXPECT_LT(ChiSquare(counts, want, B * rounds),
+            testing_util::ChiSquareCritical(static_cast<double>(want.size() - 1)));
+}
+
 // Uniform draws over shards holding different numbers of items give each
 // item 1/N of the draws, N the items of every shard.
 TEST_F(ShardedTableTest, UniformDrawsGiveEveryItemOfEveryShardTheSameChance) {
@@ -460,11 +503,6 @@ TEST_F(ShardedTableTest, WhatASampleCannotDoIsRefusedNamingIt) {
   EXPECT_THAT(s.message(), HasSubstr("batch_size is 0"));
 
   Fill(*table, 4, rng_, &next_step_);
-  SampleOptions stratified;
-  stratified.stratified = true;
-  s = table->Sample(4, stratified, &batch);
-  EXPECT_EQ(s.code(), Status::Code::kNotSupported);
-  EXPECT_THAT(s.message(), HasSubstr("stratified draws across shards are not built yet"));
   // The GPU calls check their arrays as a local table does (through_host.h).
   s = table->SampleToDevice(4, {}, {}, nullptr);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
