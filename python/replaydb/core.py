@@ -1534,8 +1534,9 @@ class Table(_Owned):
         """``(total, items)``: the table's sampling mass now (the sum of
         priority**priority_exponent over its live items, or the item count for
         a uniform table) and its live items, for sampling several tables as
-        one (``replaydb.distributed``). NotSupportedError for FIFO, LIFO and
-        heap tables, vector and remote tables."""
+        one (``replaydb.distributed``; a connected database's sharded tables,
+        docs/sharding.md). NotSupportedError for FIFO, LIFO and heap tables and
+        vector tables."""
         total = c_double()
         items = c_int64()
         _call(_lib.replaydb_table_mass, self._h(), byref(total), byref(items))
