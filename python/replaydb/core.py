@@ -1853,7 +1853,9 @@ def connect(address: str, *, client_name: Optional[str] = None,
     ("ucx://HOST:PORT"; or the primary a cluster's coordinator names,
     "etcd://HOST:PORT/CLUSTER" or "file://PATH", whose connection and
     trajectory writers follow the primary through a failover:
-    docs/replication.md), with the same DB and
+    docs/replication.md; or several of these joined by "+", the shards of
+    one database whose tables span them and sample with exact global
+    probabilities: docs/sharding.md), with the same DB and
     Table calls, each run on the
     server (those it does not serve yet raise NotSupportedError). Many
     processes may connect to one server at once: actors writing, learners
