@@ -469,37 +469,27 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
     const auto deadline = options.timeout == kWaitForever
                               ? std::chrono::steady_clock::time_point::max()
                               : std::chrono::steady_clock::now() + options.timeout;
-    std::vector<SamplingMass> masses(S);
+    std::vector<SamplingMass> masses;
+    SamplingMass sum;  // over the shards
     std::vector<double> weight(S);
     double total = 0;
     bool by_priority = false;
     while (true) {
-      REPLAYDB_RETURN_IF_ERROR(shards_->Each([&](size_t s) -> Status {
-        Result<SamplingMass> m = shards_->tables[s]->Mass();
-        if (!m.ok()) return m.status();
-        masses[s] = *m;
-        return Status::OK();
-      }));
-      double mass_total = 0;
-      int64_t items = 0;
-      for (const SamplingMass& m : masses) {
-        mass_total += m.total;
-        items += m.items;
-      }
-      if (std::isinf(mass_total) || std::isnan(mass_total)) {
+      REPLAYDB_RETURN_IF_ERROR(ShardMasses(&masses, &sum));
+      if (std::isinf(sum.total) || std::isnan(sum.total)) {
         return Status::FailedPrecondition("table " + Quoted(name()) +
                                           ": its shards' priority masses add up to more than a "
                                           "double holds; lower the priorities or their exponent");
       }
       // Prioritized draws go by mass; where every priority is 0 (the
       // shards then draw uniformly) and for uniform tables, by items.
-      by_priority = spec.selector == SelectorKind::kPrioritized && mass_total > 0;
+      by_priority = spec.selector == SelectorKind::kPrioritized && sum.total > 0;
       total = 0;
       for (size_t s = 0; s < S; ++s) {
         weight[s] = by_priority ? masses[s].total : static_cast<double>(masses[s].items);
         total += weight[s];
       }
-      if (total > 0 && items > 0) break;
+      if (total > 0 && sum.items > 0) break;
       if (options.peek) {
         return Status::FailedPrecondition("table " + Quoted(name()) +
                                           " has nothing to draw on any of its " +
@@ -577,16 +567,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
       }
       return Status::OK();
     }));
-    int64_t items = 0;
-    double smallest = 0;
-    for (size_t s = 0; s < S; ++s) {
-      items += masses[s].items;
-      if (masses[s].smallest_priority > 0 &&
-          (smallest == 0 || masses[s].smallest_priority < smallest)) {
-        smallest = masses[s].smallest_priority;
-      }
-    }
-    return Weights(options, items, by_priority, smallest, out);
+    return Weights(options, sum.items, by_priority, sum.smallest_priority, out);
   }
 
   Status UpdatePriorities(std::span<const ItemKey> keys, std::span<const double> priorities,
@@ -843,22 +824,9 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   }
 
   Result<SamplingMass> Mass() override {
-    std::vector<SamplingMass> masses(shards_->size());
-    REPLAYDB_RETURN_IF_ERROR(shards_->Each([&](size_t s) -> Status {
-      Result<SamplingMass> m = shards_->tables[s]->Mass();
-      if (!m.ok()) return m.status();
-      masses[s] = *m;
-      return Status::OK();
-    }));
+    std::vector<SamplingMass> masses;
     SamplingMass sum;
-    for (const SamplingMass& m : masses) {
-      sum.total += m.total;
-      sum.items += m.items;
-      if (m.smallest_priority > 0 &&
-          (sum.smallest_priority == 0 || m.smallest_priority < sum.smallest_priority)) {
-        sum.smallest_priority = m.smallest_priority;
-      }
-    }
+    REPLAYDB_RETURN_IF_ERROR(ShardMasses(&masses, &sum));
     return sum;
   }
 
@@ -867,6 +835,28 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   }
 
  private:
+  // Every shard's mass, at once, into *masses; their sum into *sum (the
+  // smallest priority > 0 of any shard as its smallest_priority).
+  Status ShardMasses(std::vector<SamplingMass>* masses, SamplingMass* sum) {
+    masses->assign(shards_->size(), SamplingMass{});
+    REPLAYDB_RETURN_IF_ERROR(shards_->Each([&](size_t s) -> Status {
+      Result<SamplingMass> m = shards_->tables[s]->Mass();
+      if (!m.ok()) return m.status();
+      (*masses)[s] = *m;
+      return Status::OK();
+    }));
+    *sum = {};
+    for (const SamplingMass& m : *masses) {
+      sum->total += m.total;
+      sum->items += m.items;
+      if (m.smallest_priority > 0 &&
+          (sum->smallest_priority == 0 || m.smallest_priority < sum->smallest_priority)) {
+        sum->smallest_priority = m.smallest_priority;
+      }
+    }
+    return Status::OK();
+  }
+
   // Shard s's part of the table's ids [first, last], as its own ids; false
   // when it has none there.
   bool LocalRange(size_t s, uint64_t first, uint64_t last, uint64_t* lo, uint64_t* hi) const {
