@@ -995,6 +995,10 @@ void replaydb_connect_options_set_read_in_place(replaydb_connect_options_t* o, i
   o->options.read_in_place_min_bytes = min_bytes;
 }
 
+void replaydb_connect_options_set_skip_unavailable_shards(replaydb_connect_options_t* o, int v) {
+  if (o != nullptr) o->options.skip_unavailable_shards = v != 0;
+}
+
 namespace {
 
 // replaydb_connect and replaydb_connect_with_options, as `fn`.

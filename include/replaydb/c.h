@@ -208,6 +208,11 @@ REPLAYDB_C_EXPORT void replaydb_connect_options_set_heartbeat_ms(replaydb_connec
  * and the smallest sample so read, in bytes. */
 REPLAYDB_C_EXPORT void replaydb_connect_options_set_read_in_place(replaydb_connect_options_t* o,
                                                                   int v, uint64_t min_bytes);
+/* A sharded database ("A+B", docs/sharding.md) only: nonzero makes a sample
+ * leave out the shards that are unavailable and draw from the others
+ * (ConnectOptions::skip_unavailable_shards). Default 0. */
+REPLAYDB_C_EXPORT void replaydb_connect_options_set_skip_unavailable_shards(
+    replaydb_connect_options_t* o, int v);
 REPLAYDB_C_EXPORT int replaydb_connect_with_options(const char* address,
                                                     const replaydb_connect_options_t* options,
                                                     replaydb_db_t** db, char** errptr);

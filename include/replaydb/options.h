@@ -618,6 +618,13 @@ struct ConnectOptions {
   // which costs more than carrying a small batch in the reply. Default:
   // 64 KiB.
   size_t read_in_place_min_bytes = size_t{64} << 10;
+  // Sharded databases ("A+B+...", docs/sharding.md) only: a sample leaves
+  // out the shards that are Unavailable (a server down or unreachable) and
+  // draws from the others, its probabilities and importance weights those
+  // of the shards that answered (as if the table were theirs alone). false:
+  // such a sample fails Unavailable, naming the shard. Other calls that need
+  // a down shard fail either way. Default: false.
+  bool skip_unavailable_shards = false;
 };
 
 }  // namespace replaydb

@@ -239,6 +239,7 @@ _SIGNATURES = [
     ("replaydb_connect_options_set_call_timeout_ms", None, [c_void_p, c_int64]),
     ("replaydb_connect_options_set_heartbeat_ms", None, [c_void_p, c_int64]),
     ("replaydb_connect_options_set_read_in_place", None, [c_void_p, c_int, c_uint64]),
+    ("replaydb_connect_options_set_skip_unavailable_shards", None, [c_void_p, c_int]),
     ("replaydb_connect_with_options", c_int, [c_char_p, c_void_p, POINTER(c_void_p), _errp]),
     ("replaydb_close", None, [c_void_p]),
     ("replaydb_checkpoint", c_int, [c_void_p, _errp]),

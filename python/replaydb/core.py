@@ -1848,7 +1848,7 @@ def open(path: str, *, create: bool = True, error_if_exists: bool = False,
 def connect(address: str, *, client_name: Optional[str] = None,
             token_file: Optional[str] = None, connect_timeout: float = 10.0,
             call_timeout: float = 60.0, heartbeat: float = 0.1, read_in_place: bool = True,
-            read_in_place_min_bytes: int = 64 << 10) -> DB:
+            read_in_place_min_bytes: int = 64 << 10, skip_unavailable_shards: bool = False) -> DB:
     """The database that ``replaydb serve`` hosts at ``address``
     ("ucx://HOST:PORT"; or the primary a cluster's coordinator names,
     "etcd://HOST:PORT/CLUSTER" or "file://PATH", whose connection and
@@ -1871,10 +1871,14 @@ def connect(address: str, *, client_name: Optional[str] = None,
     ``read_in_place``: where the server shares its hot tier and reads are
     one-sided (shared memory between processes of one host, RDMA), samples of
     at least ``read_in_place_min_bytes`` are read straight from the server's
-    memory; False: always in the reply. InvalidArgumentError names an option
-    out of range."""
+    memory; False: always in the reply. ``skip_unavailable_shards`` (sharded
+    addresses only): a sample leaves out shards that are down and draws from
+    the others, its probabilities and importance weights those of the shards
+    that answered; False: it raises UnavailableError naming the shard.
+    InvalidArgumentError names an option out of range."""
     args = (address, client_name, None if token_file is None else str(token_file),
-            connect_timeout, call_timeout, heartbeat, read_in_place, read_in_place_min_bytes)
+            connect_timeout, call_timeout, heartbeat, read_in_place, read_in_place_min_bytes,
+            bool(skip_unavailable_shards))
     return DB(_connect_handle(*args), args)
 
 
@@ -1888,7 +1892,8 @@ def _remote_table(db: "DB", name: str) -> "Table":
 
 def _connect_handle(address: str, client_name: Optional[str], token_file: Optional[str],
                     connect_timeout: float, call_timeout: float, heartbeat: float,
-                    read_in_place: bool, read_in_place_min_bytes: int) -> int:
+                    read_in_place: bool, read_in_place_min_bytes: int,
+                    skip_unavailable_shards: bool = False) -> int:
     def ms(seconds: float) -> int:
         return int(round(float(seconds) * 1000))
     if int(read_in_place_min_bytes) < 0:
@@ -1907,6 +1912,8 @@ def _connect_handle(address: str, client_name: Optional[str], token_file: Option
         _lib.replaydb_connect_options_set_heartbeat_ms(options, ms(heartbeat))
         _lib.replaydb_connect_options_set_read_in_place(options, int(bool(read_in_place)),
                                                         int(read_in_place_min_bytes))
+        _lib.replaydb_connect_options_set_skip_unavailable_shards(
+            options, int(bool(skip_unavailable_shards)))
         handle = c_void_p()
         _call(_lib.replaydb_connect_with_options, _bytes(address), options, byref(handle))
         return handle.value

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -24,16 +25,19 @@ namespace {
 
 using util::Quoted;
 
-// Runs fn(0), ..., fn(n - 1) at once: the caller runs one, threads of its
-// own the rest. Threads are started once and kept (a sample fans out to
-// every shard twice). One Run at a time; a Run while another runs goes one
-// by one on its caller's thread.
-class FanOut {
+}  // namespace
+
+// Runs fn(0), ..., fn(n - 1) at once: the caller runs fn(0) and whatever no
+// thread has taken when it is done; the threads take the rest. Threads are
+// started once and kept, shared by every table and writer of a database.
+// Runs from several callers at once share the threads (each caller still
+// works through its own run, so none waits for another's).
+class ShardFanOut {
  public:
-  explicit FanOut(size_t threads) {
+  explicit ShardFanOut(size_t threads) {
     for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
   }
-  ~FanOut() {
+  ~ShardFanOut() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -44,63 +48,68 @@ class FanOut {
 
   template <typename Fn>
   void Run(size_t n, const Fn& fn) {
-    std::unique_lock<std::mutex> busy(run_mu_, std::try_to_lock);
-    if (!busy.owns_lock() || threads_.empty() || n < 2) {
+    if (threads_.empty() || n < 2) {
       for (size_t i = 0; i < n; ++i) fn(i);
       return;
     }
-    std::function<void(size_t)> task = [&fn](size_t i) { fn(i); };
+    Job job;
+    job.task = [&fn](size_t i) { fn(i); };
+    job.n = n;
+    job.next = 1;  // fn(0) is the caller's
     {
       std::lock_guard<std::mutex> lock(mu_);
-      task_ = &task;
-      n_ = n;
-      next_ = 1;
-      done_ = 1;  // the caller's fn(0), counted below
-      ++generation_;
+      jobs_.push_back(&job);
     }
     wake_.notify_all();
     fn(0);
     std::unique_lock<std::mutex> lock(mu_);
-    // The caller takes what no thread took yet.
-    while (next_ < n_) {
-      const size_t i = next_++;
+    ++job.done;
+    while (job.next < job.n) {
+      const size_t i = Take(&job);
       lock.unlock();
       fn(i);
       lock.lock();
-      ++done_;
+      ++job.done;
     }
-    finished_.wait(lock, [&] { return done_ == n_; });
-    task_ = nullptr;
+    job.finished.wait(lock, [&] { return job.done == job.n; });
   }
 
  private:
+  struct Job {
+    std::function<void(size_t)> task;
+    size_t n = 0, next = 0, done = 0;
+    std::condition_variable finished;
+  };
+
+  // The job's next index; a job with none left leaves the queue. Under mu_.
+  size_t Take(Job* job) {
+    const size_t i = job->next++;
+    if (job->next == job->n) jobs_.erase(std::find(jobs_.begin(), jobs_.end(), job));
+    return i;
+  }
+
   void Work() {
-    uint64_t seen = 0;
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      wake_.wait(lock, [&] { return stop_ || (generation_ != seen && task_ != nullptr); });
+      wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
       if (stop_) return;
-      seen = generation_;
-      while (task_ != nullptr && next_ < n_) {
-        const size_t i = next_++;
-        const std::function<void(size_t)>* task = task_;
-        lock.unlock();
-        (*task)(i);
-        lock.lock();
-        if (++done_ == n_) finished_.notify_all();
-      }
+      Job* job = jobs_.front();
+      const size_t i = Take(job);
+      lock.unlock();
+      job->task(i);
+      lock.lock();
+      if (++job->done == job->n) job->finished.notify_all();
     }
   }
 
-  std::mutex run_mu_;
   std::mutex mu_;
-  std::condition_variable wake_, finished_;
-  const std::function<void(size_t)>* task_ = nullptr;
-  size_t n_ = 0, next_ = 0, done_ = 0;
-  uint64_t generation_ = 0;
+  std::condition_variable wake_;
+  std::deque<Job*> jobs_;  // runs with indices no one took yet
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
+
+namespace {
 
 std::string ShardName(size_t s, const std::string& address) {
   return "shard " + std::to_string(s) + (address.empty() ? "" : " (" + address + ")");
@@ -112,31 +121,43 @@ struct Shards {
   TableSpec spec;
   std::vector<std::shared_ptr<Table>> tables;
   std::vector<std::string> addresses;
-  FanOut fan_out;
+  std::shared_ptr<ShardFanOut> fan_out;  // the database's
+  bool skip_unavailable;                 // ConnectOptions::skip_unavailable_shards
   std::atomic<uint64_t> next_writer_shard{0};
 
   Shards(std::string n, TableSpec s, std::vector<std::shared_ptr<Table>> t,
-         std::vector<std::string> a)
+         std::vector<std::string> a, std::shared_ptr<ShardFanOut> f, bool skip)
       : name(std::move(n)),
         spec(std::move(s)),
         tables(std::move(t)),
         addresses(std::move(a)),
-        fan_out(tables.size() - 1) {}
+        fan_out(std::move(f)),
+        skip_unavailable(skip) {}
 
   size_t size() const { return tables.size(); }
   std::string Where(size_t s) const {
     return "table " + Quoted(name) + " on " + ShardName(s, addresses[s]);
   }
 
-  // fn(s) on every shard at once; the first error (by shard), in context.
+  // fn(s) on every shard at once; each shard's status.
+  template <typename Fn>
+  std::vector<Status> All(const Fn& fn) {
+    std::vector<Status> statuses(size());
+    fan_out->Run(size(), [&](size_t s) { statuses[s] = fn(s); });
+    return statuses;
+  }
+  // The same; the first error (by shard), in context.
   template <typename Fn>
   Status Each(const Fn& fn) {
-    std::vector<Status> statuses(size());
-    fan_out.Run(size(), [&](size_t s) { statuses[s] = fn(s); });
+    const std::vector<Status> statuses = All(fn);
     for (size_t s = 0; s < size(); ++s) {
       if (!statuses[s].ok()) return statuses[s].WithContext(Where(s));
     }
     return Status::OK();
+  }
+  // Whether a call may go on without shard s, which answered `status`.
+  bool LeaveOut(const Status& status) const {
+    return skip_unavailable && status.code() == Status::Code::kUnavailable;
   }
 
   // A shard's id or key as the table's: InvalidArgument where the shard's
@@ -399,7 +420,7 @@ class ShardedVectorWriter final : public VectorWriter {
       statuses[s] = append(*writers_[s], part, p);
     };
     if (parallel) {
-      shards_->fan_out.Run(writers_.size(), one);
+      shards_->fan_out->Run(writers_.size(), one);
     } else {
       for (size_t s = 0; s < writers_.size(); ++s) one(s);
     }
@@ -465,17 +486,20 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
           " draws (a merge of the shards' orders) are not built yet; sample each shard's table");
     }
     // Round 1: every shard's mass, until some shard has something to draw
-    // (as a local table waits for items), at most options.timeout.
+    // (as a local table waits for items), at most options.timeout. Shards
+    // left out (down, where the connection skips unavailable shards) weigh
+    // 0 from then on.
     const auto deadline = options.timeout == kWaitForever
                               ? std::chrono::steady_clock::time_point::max()
                               : std::chrono::steady_clock::now() + options.timeout;
     std::vector<SamplingMass> masses;
-    SamplingMass sum;  // over the shards
+    std::vector<bool> out_of_it;
+    SamplingMass sum;  // over the shards that answered
     std::vector<double> weight(S);
     double total = 0;
     bool by_priority = false;
     while (true) {
-      REPLAYDB_RETURN_IF_ERROR(ShardMasses(&masses, &sum));
+      REPLAYDB_RETURN_IF_ERROR(ShardMasses(&masses, &out_of_it, &sum));
       if (std::isinf(sum.total) || std::isnan(sum.total)) {
         return Status::FailedPrecondition("table " + Quoted(name()) +
                                           ": its shards' priority masses add up to more than a "
@@ -493,13 +517,14 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
       if (options.peek) {
         return Status::FailedPrecondition("table " + Quoted(name()) +
                                           " has nothing to draw on any of its " +
-                                          std::to_string(S) + " shards");
+                                          std::to_string(S) + " shards" + LeftOut(out_of_it));
       }
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) {
         return Status::DeadlineExceeded(
             "table " + Quoted(name()) + ": nothing to draw on any of its " + std::to_string(S) +
-            " shards within " + std::to_string(options.timeout.count()) + " ms");
+            " shards within " + std::to_string(options.timeout.count()) + " ms" +
+            LeftOut(out_of_it));
       }
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
           std::chrono::milliseconds(10), deadline - now));
@@ -508,65 +533,69 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
     // stratified (prioritized tables, as locally), the B strata of the
     // shards' masses laid end to end, one point drawn in each, counted by
     // the shard it falls in (each shard then draws its n_s stratified).
-    std::vector<int64_t> n(S, 0);
-    if (options.stratified && spec.selector == SelectorKind::kPrioritized) {
-      std::lock_guard<std::mutex> lock(rng_mu_);
-      std::uniform_real_distribution<double> unit(0.0, 1.0);
-      std::vector<double> ends(S);  // where each shard's mass ends
-      std::partial_sum(weight.begin(), weight.end(), ends.begin());
-      size_t last = S - 1;  // the last shard with mass (rounding may put a point past it)
-      while (last > 0 && weight[last] == 0) --last;
-      for (int64_t b = 0; b < batch_size; ++b) {
-        const double point =
-            (static_cast<double>(b) + unit(rng_)) / static_cast<double>(batch_size) * total;
-        const auto s =
-            static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), point) - ends.begin());
-        ++n[std::min(s, last)];
-      }
-    } else {
-      std::lock_guard<std::mutex> lock(rng_mu_);
-      int64_t left = batch_size;
-      double left_weight = total;
-      for (size_t s = 0; s < S && left > 0; ++s) {
-        if (s + 1 == S || weight[s] >= left_weight) {
-          n[s] = weight[s] > 0 ? left : 0;
-        } else if (weight[s] > 0) {
-          n[s] = std::binomial_distribution<int64_t>(left, weight[s] / left_weight)(rng_);
-        }
-        left -= n[s];
-        left_weight -= weight[s];
-      }
-      if (left > 0) {
-        // Rounding left the last shards' weight at 0: the largest takes it.
-        n[static_cast<size_t>(std::max_element(weight.begin(), weight.end()) - weight.begin())] +=
-            left;
-      }
-    }
+    std::vector<int64_t> n = options.stratified && spec.selector == SelectorKind::kPrioritized
+                                 ? Strata(batch_size, weight, total)
+                                 : Split(batch_size, weight, total);
     // Round 2: n_s draws from each shard, with its side effects (the
     // shard's rate limiter, times sampled, removals), each copied into its
-    // rows of `out` by the thread that fetched it.
+    // rows of `out` by the thread that fetched it. A shard left out now
+    // (down) gives its rows to the others, split by their weights: a draw
+    // then lands in shard t with chance weight_t / (total - weight_s), the
+    // table of the shards that answered.
     REPLAYDB_RETURN_IF_ERROR(SizeBatch(spec, batch_size, options.gather, out));
-    std::vector<size_t> first(S + 1, 0);
-    for (size_t s = 0; s < S; ++s) first[s + 1] = first[s] + static_cast<size_t>(n[s]);
+    std::vector<std::vector<size_t>> rows(S);  // the rows of `out` each shard fills
+    size_t row = 0;
+    for (size_t s = 0; s < S; ++s) {
+      for (int64_t i = 0; i < n[s]; ++i) rows[s].push_back(row++);
+    }
+    std::vector<uint8_t> shard_of(static_cast<size_t>(batch_size));
     SampleOptions each = options;
     each.importance_beta = -1;
-    std::vector<SampleBatch> parts(S);
-    REPLAYDB_RETURN_IF_ERROR(shards_->Each([&](size_t s) -> Status {
-      if (n[s] == 0) return Status::OK();
-      SampleBatch& part = parts[s];
-      REPLAYDB_RETURN_IF_ERROR(shards_->tables[s]->Sample(n[s], each, &part));
-      std::vector<size_t> places(static_cast<size_t>(n[s]));
-      for (size_t i = 0; i < places.size(); ++i) places[i] = first[s] + i;
-      CopyRows(part, places, out);
-      const double share = weight[s] / total;
-      for (size_t i = 0; i < places.size(); ++i) {
-        ItemKey key = part.keys[i];
-        REPLAYDB_RETURN_IF_ERROR(shards_->TagKey(s, &key));
-        out->keys[places[i]] = key;
-        out->probabilities[places[i]] = part.probabilities[i] * share;
+    for (size_t round = 0; round < S; ++round) {  // each round but the last leaves one out
+      const std::vector<Status> statuses = shards_->All([&](size_t s) -> Status {
+        if (rows[s].empty()) return Status::OK();
+        SampleBatch part;
+        REPLAYDB_RETURN_IF_ERROR(
+            shards_->tables[s]->Sample(static_cast<int64_t>(rows[s].size()), each, &part));
+        CopyRows(part, rows[s], out);
+        for (size_t i = 0; i < rows[s].size(); ++i) {
+          ItemKey key = part.keys[i];
+          REPLAYDB_RETURN_IF_ERROR(shards_->TagKey(s, &key));
+          out->keys[rows[s][i]] = key;
+          out->probabilities[rows[s][i]] = part.probabilities[i];  // the shard's; scaled below
+          shard_of[rows[s][i]] = static_cast<uint8_t>(s);
+        }
+        rows[s].clear();
+        return Status::OK();
+      });
+      std::vector<size_t> orphans;
+      Status first_out;
+      for (size_t s = 0; s < S; ++s) {
+        if (statuses[s].ok()) continue;
+        if (!shards_->LeaveOut(statuses[s])) return statuses[s].WithContext(shards_->Where(s));
+        if (first_out.ok()) first_out = statuses[s].WithContext(shards_->Where(s));
+        out_of_it[s] = true;
+        total -= weight[s];
+        weight[s] = 0;
+        orphans.insert(orphans.end(), rows[s].begin(), rows[s].end());
+        rows[s].clear();
       }
-      return Status::OK();
-    }));
+      if (orphans.empty()) break;
+      if (std::none_of(weight.begin(), weight.end(), [](double w) { return w > 0; })) {
+        return first_out.WithContext("every shard with something to draw is unavailable");
+      }
+      const std::vector<int64_t> more = Split(static_cast<int64_t>(orphans.size()), weight, total);
+      size_t next = 0;
+      for (size_t s = 0; s < S; ++s) {
+        for (int64_t i = 0; i < more[s]; ++i) rows[s].push_back(orphans[next++]);
+      }
+    }
+    // The draws' global chances, and the counts of the shards that answered.
+    total = std::accumulate(weight.begin(), weight.end(), 0.0);
+    for (size_t b = 0; b < static_cast<size_t>(batch_size); ++b) {
+      out->probabilities[b] *= weight[shard_of[b]] / total;
+    }
+    sum = Sum(masses, out_of_it);
     return Weights(options, sum.items, by_priority, sum.smallest_priority, out);
   }
 
@@ -781,7 +810,8 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   // limiter's spec are shard 0's, max_priority_seen the largest.
   TableInfo Info() const override {
     std::vector<TableInfo> infos(shards_->size());
-    shards_->fan_out.Run(shards_->size(), [&](size_t s) { infos[s] = shards_->tables[s]->Info(); });
+    shards_->fan_out->Run(shards_->size(),
+                          [&](size_t s) { infos[s] = shards_->tables[s]->Info(); });
     TableInfo sum = infos[0];
     sum.name = name();
     for (size_t s = 1; s < infos.size(); ++s) {
@@ -823,10 +853,13 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
     return sum;
   }
 
+  // The shards' masses added up (those that answered, where the
+  // connection skips unavailable shards).
   Result<SamplingMass> Mass() override {
     std::vector<SamplingMass> masses;
+    std::vector<bool> out_of_it;
     SamplingMass sum;
-    REPLAYDB_RETURN_IF_ERROR(ShardMasses(&masses, &sum));
+    REPLAYDB_RETURN_IF_ERROR(ShardMasses(&masses, &out_of_it, &sum));
     return sum;
   }
 
@@ -835,26 +868,102 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   }
 
  private:
-  // Every shard's mass, at once, into *masses; their sum into *sum (the
-  // smallest priority > 0 of any shard as its smallest_priority).
-  Status ShardMasses(std::vector<SamplingMass>* masses, SamplingMass* sum) {
+  // Every shard's mass, at once, into *masses, and their sum into *sum.
+  // A shard left out (LeaveOut) gets mass 0 and out_of_it[s]; when every
+  // shard is, the first one's error.
+  Status ShardMasses(std::vector<SamplingMass>* masses, std::vector<bool>* out_of_it,
+                     SamplingMass* sum) {
     masses->assign(shards_->size(), SamplingMass{});
-    REPLAYDB_RETURN_IF_ERROR(shards_->Each([&](size_t s) -> Status {
+    out_of_it->assign(shards_->size(), false);
+    const std::vector<Status> statuses = shards_->All([&](size_t s) -> Status {
       Result<SamplingMass> m = shards_->tables[s]->Mass();
       if (!m.ok()) return m.status();
       (*masses)[s] = *m;
       return Status::OK();
-    }));
-    *sum = {};
-    for (const SamplingMass& m : *masses) {
-      sum->total += m.total;
-      sum->items += m.items;
+    });
+    Status first_out;
+    for (size_t s = 0; s < shards_->size(); ++s) {
+      if (statuses[s].ok()) continue;
+      if (!shards_->LeaveOut(statuses[s])) return statuses[s].WithContext(shards_->Where(s));
+      if (first_out.ok()) first_out = statuses[s].WithContext(shards_->Where(s));
+      (*out_of_it)[s] = true;
+    }
+    if (std::all_of(out_of_it->begin(), out_of_it->end(), [](bool o) { return o; })) {
+      return first_out.WithContext("every shard is unavailable");
+    }
+    *sum = Sum(*masses, *out_of_it);
+    return Status::OK();
+  }
+
+  // The masses of the shards not out of it added up, the smallest priority
+  // > 0 of any as the sum's smallest_priority.
+  static SamplingMass Sum(const std::vector<SamplingMass>& masses,
+                          const std::vector<bool>& out_of_it) {
+    SamplingMass sum;
+    for (size_t s = 0; s < masses.size(); ++s) {
+      if (out_of_it[s]) continue;
+      const SamplingMass& m = masses[s];
+      sum.total += m.total;
+      sum.items += m.items;
       if (m.smallest_priority > 0 &&
-          (sum->smallest_priority == 0 || m.smallest_priority < sum->smallest_priority)) {
-        sum->smallest_priority = m.smallest_priority;
+          (sum.smallest_priority == 0 || m.smallest_priority < sum.smallest_priority)) {
+        sum.smallest_priority = m.smallest_priority;
       }
     }
-    return Status::OK();
+    return sum;
+  }
+
+  // ", shards 1, 3 unavailable" where some were left out; else empty.
+  static std::string LeftOut(const std::vector<bool>& out_of_it) {
+    std::string list;
+    for (size_t s = 0; s < out_of_it.size(); ++s) {
+      if (out_of_it[s]) list += (list.empty() ? "" : ", ") + std::to_string(s);
+    }
+    return list.empty() ? "" : " (shards " + list + " unavailable, left out)";
+  }
+
+  // n_s ~ Multinomial(B, weight_s / total), as binomials in turn.
+  std::vector<int64_t> Split(int64_t B, const std::vector<double>& weight, double total) {
+    const size_t S = weight.size();
+    std::vector<int64_t> n(S, 0);
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    int64_t left = B;
+    double left_weight = total;
+    for (size_t s = 0; s < S && left > 0; ++s) {
+      if (s + 1 == S || weight[s] >= left_weight) {
+        n[s] = weight[s] > 0 ? left : 0;
+      } else if (weight[s] > 0) {
+        n[s] = std::binomial_distribution<int64_t>(left, weight[s] / left_weight)(rng_);
+      }
+      left -= n[s];
+      left_weight -= weight[s];
+    }
+    if (left > 0) {
+      // Rounding left the last shards' weight at 0: the largest takes it.
+      n[static_cast<size_t>(std::max_element(weight.begin(), weight.end()) - weight.begin())] +=
+          left;
+    }
+    return n;
+  }
+
+  // The shards' weights laid end to end and cut into B strata, one point
+  // drawn in each, counted by the shard it falls in.
+  std::vector<int64_t> Strata(int64_t B, const std::vector<double>& weight, double total) {
+    const size_t S = weight.size();
+    std::vector<int64_t> n(S, 0);
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<double> ends(S);  // where each shard's mass ends
+    std::partial_sum(weight.begin(), weight.end(), ends.begin());
+    size_t last = S - 1;  // the last shard with mass (rounding may put a point past it)
+    while (last > 0 && weight[last] == 0) --last;
+    for (int64_t b = 0; b < B; ++b) {
+      const double point = (static_cast<double>(b) + unit(rng_)) / static_cast<double>(B) * total;
+      const auto s =
+          static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), point) - ends.begin());
+      ++n[std::min(s, last)];
+    }
+    return n;
   }
 
   // Shard s's part of the table's ids [first, last], as its own ids; false
@@ -958,11 +1067,12 @@ Result<std::unique_ptr<ShardedDB>> ShardedDB::Connect(const std::string& address
     if (!db.ok()) return db.status().WithContext("connecting to " + ShardName(s, parts[s]));
     shards.push_back(std::move(db).value());
   }
-  return Make(std::move(shards), address);
+  return Make(std::move(shards), address, options);
 }
 
 Result<std::unique_ptr<ShardedDB>> ShardedDB::Make(std::vector<std::unique_ptr<DB>> shards,
-                                                   std::string address) {
+                                                   std::string address,
+                                                   const ConnectOptions& options) {
   if (shards.empty() || shards.size() > static_cast<size_t>(kMaxShards)) {
     return Status::InvalidArgument("a sharded database of " + std::to_string(shards.size()) +
                                    " shards; it takes 1 to " + std::to_string(kMaxShards));
@@ -972,8 +1082,16 @@ Result<std::unique_ptr<ShardedDB>> ShardedDB::Make(std::vector<std::unique_ptr<D
       return Status::InvalidArgument("a sharded database: shard " + std::to_string(s) + " is null");
     }
   }
-  return std::unique_ptr<ShardedDB>(new ShardedDB(std::move(shards), std::move(address)));
+  return std::unique_ptr<ShardedDB>(
+      new ShardedDB(std::move(shards), std::move(address), options.skip_unavailable_shards));
 }
+
+ShardedDB::ShardedDB(std::vector<std::unique_ptr<DB>> shards, std::string address,
+                     bool skip_unavailable)
+    : shards_(std::move(shards)),
+      address_(std::move(address)),
+      skip_unavailable_(skip_unavailable),
+      fan_out_(std::make_shared<ShardFanOut>(shards_.size() - 1)) {}
 
 ShardedDB::~ShardedDB() = default;
 
@@ -1003,8 +1121,9 @@ Result<std::shared_ptr<Table>> ShardedDB::CreateTable(const TableSpec& spec) {
     tables.push_back(std::move(t).value());
   }
   TableSpec first = tables[0]->spec();
-  return std::shared_ptr<Table>(std::make_shared<ShardedTable>(std::make_shared<Shards>(
-      spec.name, std::move(first), std::move(tables), ShardAddresses(shards_))));
+  return std::shared_ptr<Table>(std::make_shared<ShardedTable>(
+      std::make_shared<Shards>(spec.name, std::move(first), std::move(tables),
+                               ShardAddresses(shards_), fan_out_, skip_unavailable_)));
 }
 
 Result<std::shared_ptr<Table>> ShardedDB::GetTable(std::string_view name) {
@@ -1027,8 +1146,9 @@ Result<std::shared_ptr<Table>> ShardedDB::GetTable(std::string_view name) {
                                         ": a sharded table has the same spec on every shard");
     }
   }
-  return std::shared_ptr<Table>(std::make_shared<ShardedTable>(std::make_shared<Shards>(
-      std::string(name), std::move(first), std::move(tables), ShardAddresses(shards_))));
+  return std::shared_ptr<Table>(std::make_shared<ShardedTable>(
+      std::make_shared<Shards>(std::string(name), std::move(first), std::move(tables),
+                               ShardAddresses(shards_), fan_out_, skip_unavailable_)));
 }
 
 Status ShardedDB::DropTable(std::string_view name) {
@@ -1063,9 +1183,10 @@ std::vector<std::string> ShardedDB::ListTables() const {
 }
 
 Status ShardedDB::Checkpoint() {
+  std::vector<Status> statuses(shards_.size());
+  fan_out_->Run(shards_.size(), [&](size_t s) { statuses[s] = shards_[s]->Checkpoint(); });
   for (size_t s = 0; s < shards_.size(); ++s) {
-    REPLAYDB_RETURN_IF_ERROR(
-        shards_[s]->Checkpoint().WithContext(ShardName(s, shards_[s]->path())));
+    REPLAYDB_RETURN_IF_ERROR(statuses[s].WithContext(ShardName(s, shards_[s]->path())));
   }
   return Status::OK();
 }

@@ -30,6 +30,8 @@
 
 namespace replaydb::rdma {
 
+class ShardFanOut;
+
 // At most this many shards: a key's top kShardBits bits name its shard.
 inline constexpr int kShardBits = 8;
 inline constexpr int kMaxShards = 1 << kShardBits;
@@ -73,9 +75,10 @@ class ShardedDB final : public DB {
                                                     const ConnectOptions& options = {});
   // Over databases already open, shard s = shards[s]; `address` is what
   // path() returns. InvalidArgument for none, more than kMaxShards or a
-  // null one.
+  // null one. `options`: its skip_unavailable_shards.
   static Result<std::unique_ptr<ShardedDB>> Make(std::vector<std::unique_ptr<DB>> shards,
-                                                 std::string address);
+                                                 std::string address,
+                                                 const ConnectOptions& options = {});
   ~ShardedDB() override;
 
   // Creates the table on every shard (dropping it again from those that
@@ -90,7 +93,7 @@ class ShardedDB final : public DB {
   // Tables every shard has, sorted.
   std::vector<std::string> ListTables() const override;
   const std::string& path() const override { return address_; }
-  // Every shard's, in parallel.
+  // Every shard's, at once.
   Status Checkpoint() override;
   RecoveryInfo recovery_info() const override { return {}; }
   // Whether any shard grants reads only.
@@ -109,11 +112,14 @@ class ShardedDB final : public DB {
   DB& shard(size_t s) { return *shards_[s]; }
 
  private:
-  ShardedDB(std::vector<std::unique_ptr<DB>> shards, std::string address)
-      : shards_(std::move(shards)), address_(std::move(address)) {}
+  ShardedDB(std::vector<std::unique_ptr<DB>> shards, std::string address, bool skip_unavailable);
   Status NotOnShards(const std::string& call) const;
   std::vector<std::unique_ptr<DB>> shards_;
   std::string address_;
+  bool skip_unavailable_;
+  // Threads that call the shards at once, shared by the database's tables
+  // and writers (S - 1 of them; a caller runs a part of its call too).
+  std::shared_ptr<ShardFanOut> fan_out_;
 };
 
 }  // namespace replaydb::rdma

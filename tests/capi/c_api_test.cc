@@ -613,6 +613,8 @@ TEST_F(CApiTest, ConnectOptionsFromCReachTheServerAndBadOnesAreNamed) {
   replaydb_connect_options_set_call_timeout_ms(o.get(), 20000);
   replaydb_connect_options_set_heartbeat_ms(o.get(), so.heartbeat.count());
   replaydb_connect_options_set_read_in_place(o.get(), 0, 0);
+  replaydb_connect_options_set_skip_unavailable_shards(o.get(), 1);  // one server: no shards
+  replaydb_connect_options_set_skip_unavailable_shards(nullptr, 1);  // a no-op
   replaydb_db_t* d = nullptr;
   C_ASSERT_OK(replaydb_connect_with_options(server->address().c_str(), o.get(), &d, err_.ptr()));
   DbPtr remote(d);

@@ -358,8 +358,28 @@ def test_a_sharded_table_over_two_servers_is_one_table(tmp_path, rng):
         with pytest.raises(replaydb.NotSupportedError, match="spans 2 shards: its fifo draws"):
             db.create_table("q", {"obs": ("float32", (4,))}, capacity_steps=64,
                             selector="fifo").sample(1, timeout=1)
+        # Shard 1 down: a sample raises, naming it, unless the connection
+        # skips unavailable shards; then it draws from shard 0 alone.
+        skipping = replaydb.connect(address, skip_unavailable_shards=True).table("experience")
+        servers[1].proc.kill()
+        servers[1].proc.wait()
+        with pytest.raises(replaydb.UnavailableError, match="shard 1"):
+            for _ in range(100):  # until the connection has seen it (5 s at most)
+                table.sample(64, timeout=10)
+                time.sleep(0.05)
+        for _ in range(100):
+            try:
+                batch = skipping.sample(64, importance_beta=0.5, timeout=10)
+                break
+            except replaydb.UnavailableError:  # its own connection saw it first
+                time.sleep(0.05)
+        keys = np.asarray(batch.item_keys)
+        assert set((keys >> np.uint64(56)).tolist()) == {0}
+        # Shard 0's 12 items, each of priority 1: chances of 1/12.
+        assert skipping.mass() == (12.0, 12)
+        assert np.allclose(np.asarray(batch.probabilities), 1 / 12)
         db.close()
     finally:
         os.environ.pop("UCX_TLS", None)
-        for s in servers:
-            assert s.stop() == 0, s.output
+        assert servers[0].stop() == 0, servers[0].output
+        assert servers[1].stop() in (0, -signal.SIGKILL), servers[1].output  # killed above

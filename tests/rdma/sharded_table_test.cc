@@ -8,12 +8,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "rdma/shards/sharded_db.h"
 #include "replaydb/db.h"
@@ -56,6 +59,119 @@ std::unique_ptr<ShardedDB> LocalShards(testing_util::TempDir& dir, size_t S,
   EXPECT_OK(sharded.status());
   return sharded.ok() ? std::move(sharded).value() : nullptr;
 }
+
+// A shard that can go down: a local database whose tables answer Mass or
+// Sample with Unavailable while `down` says so (the unit test's stand-in
+// for a server that died between two calls; the real one is in
+// tests/tools/sharded_serve_test.cc). Everything else goes to the database.
+enum class Down { kNo, kMass, kSample };
+class DownableTable final : public Table {
+ public:
+  DownableTable(std::shared_ptr<Table> t, const std::atomic<Down>* down)
+      : t_(std::move(t)), down_(down) {}
+  TableSpec spec() const override { return t_->spec(); }
+  const std::string& name() const override { return t_->name(); }
+  Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& o) override {
+    return t_->NewWriter(o);
+  }
+  Result<std::unique_ptr<VectorWriter>> NewVectorWriter(size_t n, const WriterOptions& o) override {
+    return t_->NewVectorWriter(n, o);
+  }
+  Status Sample(int64_t B, const SampleOptions& o, SampleBatch* out) override {
+    if (*down_ != Down::kNo) return Status::Unavailable("test: this shard is down");
+    return t_->Sample(B, o, out);
+  }
+  Result<SamplingMass> Mass() override {
+    if (*down_ == Down::kMass) return Status::Unavailable("test: this shard is down");
+    return t_->Mass();
+  }
+  Status UpdatePriorities(std::span<const ItemKey> k, std::span<const double> p,
+                          PriorityUpdateResult* r) override {
+    return t_->UpdatePriorities(k, p, r);
+  }
+  Status Lookup(std::span<const ItemKey> k, SampleBatch* out) override {
+    return t_->Lookup(k, out);
+  }
+  Status SampleToDevice(int64_t B, const SampleOptions& o, const DeviceSampleOutput& out,
+                        void* stream) override {
+    return t_->SampleToDevice(B, o, out, stream);
+  }
+  Status LookupToDevice(std::span<const ItemKey> k, const DeviceSampleOutput& out,
+                        void* stream) override {
+    return t_->LookupToDevice(k, out, stream);
+  }
+  Result<std::unique_ptr<DeviceSampler>> NewDeviceSampler(const DeviceSamplerOptions& o) override {
+    return t_->NewDeviceSampler(o);
+  }
+  Status UpdatePrioritiesFromDevice(const uint64_t* k, const float* p, int64_t n,
+                                    void* stream) override {
+    return t_->UpdatePrioritiesFromDevice(k, p, n, stream);
+  }
+  Status SetRateLimiter(const RateLimiterSpec& spec) override { return t_->SetRateLimiter(spec); }
+  Status Seed(uint64_t seed) override { return t_->Seed(seed); }
+  Status DeleteItems(std::span<const ItemKey> k, int64_t* n) override {
+    return t_->DeleteItems(k, n);
+  }
+  Status Clear() override { return t_->Clear(); }
+  Status Load(std::span<const uint64_t> ids) override { return t_->Load(ids); }
+  Status LoadRange(uint64_t a, uint64_t b) override { return t_->LoadRange(a, b); }
+  Status ColdTrajectories(uint64_t from, size_t limit, std::vector<uint64_t>* ids) const override {
+    return t_->ColdTrajectories(from, limit, ids);
+  }
+  Status ListTrajectories(const TrajectoryFilter& f,
+                          std::vector<TrajectoryInfo>* out) const override {
+    return t_->ListTrajectories(f, out);
+  }
+  Status ReadTrajectory(uint64_t id, int64_t first, int64_t count, TrajectorySteps* out) override {
+    return t_->ReadTrajectory(id, first, count, out);
+  }
+  Status ItemPriorities(std::vector<ItemKey>* k, std::vector<double>* p) override {
+    return t_->ItemPriorities(k, p);
+  }
+  TableInfo Info() const override { return t_->Info(); }
+  void Close() override { t_->Close(); }
+
+ private:
+  std::shared_ptr<Table> t_;
+  const std::atomic<Down>* down_;
+};
+
+class DownableDB final : public DB {
+ public:
+  explicit DownableDB(std::unique_ptr<DB> db) : db_(std::move(db)) {}
+  std::atomic<Down> down{Down::kNo};
+  Result<std::shared_ptr<Table>> CreateTable(const TableSpec& spec) override {
+    return Wrap(db_->CreateTable(spec));
+  }
+  Result<std::shared_ptr<Table>> GetTable(std::string_view name) override {
+    return Wrap(db_->GetTable(name));
+  }
+  Status DropTable(std::string_view name) override { return db_->DropTable(name); }
+  std::vector<std::string> ListTables() const override { return db_->ListTables(); }
+  const std::string& path() const override { return db_->path(); }
+  Status Checkpoint() override { return db_->Checkpoint(); }
+  RecoveryInfo recovery_info() const override { return db_->recovery_info(); }
+  bool read_only() const override { return db_->read_only(); }
+  Status ExportTable(std::string_view t, const std::string& dir,
+                     const LongOperationOptions& o) override {
+    return db_->ExportTable(t, dir, o);
+  }
+  Result<std::shared_ptr<Table>> ImportTable(const std::string& dir, std::string_view t,
+                                             std::string_view name,
+                                             const LongOperationOptions& o) override {
+    return db_->ImportTable(dir, t, name, o);
+  }
+  Result<WalInfo> Wal() const override { return db_->Wal(); }
+  Result<VerifyReport> Verify(const LongOperationOptions& o) override { return db_->Verify(o); }
+  Status Compact(const LongOperationOptions& o) override { return db_->Compact(o); }
+
+ private:
+  Result<std::shared_ptr<Table>> Wrap(Result<std::shared_ptr<Table>> t) {
+    if (!t.ok()) return t.status();
+    return std::shared_ptr<Table>(std::make_shared<DownableTable>(std::move(t).value(), &down));
+  }
+  std::unique_ptr<DB> db_;
+};
 
 // `trajectories` trajectories of random lengths through one writer; each
 // step's "step" column holds a number unique in the table. Returns the
@@ -523,6 +639,165 @@ TEST_F(ShardedTableTest, WhatASampleCannotDoIsRefusedNamingIt) {
   const Status lanes = db->CreateTable(vector).status();
   EXPECT_EQ(lanes.code(), Status::Code::kNotSupported);
   EXPECT_THAT(lanes.message(), HasSubstr("vector tables (lanes > 1) are not sharded yet"));
+}
+
+// A shard that is down: without skip_unavailable_shards a sample fails
+// Unavailable naming it; with it, draws come from the other shards with the
+// exact distribution of a table holding only theirs (chi-square), whether
+// the shard was down when asked its mass (round 1) or went down between
+// that and its draws (round 2, its rows redrawn from the others), with
+// probabilities, item counts and weights of the shards that answered.
+TEST_F(ShardedTableTest, ADownShardIsLeftOutOfSamplesWhereTheConnectionAllowsIt) {
+  for (const bool skip : {false, true}) {
+    SCOPED_TRACE(skip ? "skip_unavailable_shards" : "default");
+    testing_util::TempDir dir;
+    std::vector<std::unique_ptr<DB>> dbs;
+    std::vector<DownableDB*> shards;
+    for (size_t s = 0; s < 3; ++s) {
+      DBOptions o = testing_util::ManualCheckpoints();
+      o.create_if_missing = true;
+      ASSERT_OK_AND_ASSIGN(auto local, DB::Open(o, dir.Sub("shard" + std::to_string(s))));
+      auto wrapped = std::make_unique<DownableDB>(std::move(local));
+      shards.push_back(wrapped.get());
+      dbs.push_back(std::move(wrapped));
+    }
+    ConnectOptions co;
+    co.skip_unavailable_shards = skip;
+    ASSERT_OK_AND_ASSIGN(auto db, ShardedDB::Make(std::move(dbs), "downable shards", co));
+    ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kPrioritized)));
+    Fill(*table, 12, rng_, &next_step_);
+    const std::map<ItemKey, double> priorities = SkewPriorities(*table, rng_);
+    const double exponent = table->spec().priority_exponent;
+    // Shard 1 goes down; what the others hold, with their chances alone.
+    double total = 0, smallest = std::numeric_limits<double>::infinity();
+    for (const auto& [key, p] : priorities) {
+      if (ShardOfKey(key) == 1) continue;
+      total += std::pow(p, exponent);
+      smallest = std::min(smallest, p);
+    }
+    std::map<ItemKey, double> want;
+    for (const auto& [key, p] : priorities) {
+      if (ShardOfKey(key) != 1) want[key] = std::pow(p, exponent) / total;
+    }
+    for (const Down how : {Down::kMass, Down::kSample}) {
+      SCOPED_TRACE(how == Down::kMass ? "down when asked its mass" : "down at its draws");
+      shards[1]->down = how;
+      SampleOptions o;
+      o.importance_beta = 0.5;
+      SampleBatch batch;
+      if (!skip) {
+        const Status s = table->Sample(256, o, &batch);  // shard 1 has some of it
+        EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+        EXPECT_THAT(s.message(), HasSubstr("table 't' on shard 1 (" + dir.Sub("shard1")));
+        EXPECT_THAT(s.message(), HasSubstr("this shard is down"));
+        continue;
+      }
+      if (how == Down::kMass) {
+        ASSERT_OK_AND_ASSIGN(const SamplingMass mass, table->Mass());
+        EXPECT_NEAR(mass.total / total, 1.0, 1e-12);
+        EXPECT_EQ(mass.items, static_cast<int64_t>(want.size()));
+      }
+      std::map<ItemKey, int64_t> counts;
+      const int64_t B = 64;
+      const int rounds = 300;
+      for (int r = 0; r < rounds; ++r) {
+        ASSERT_OK(table->Sample(B, o, &batch));
+        for (int64_t b = 0; b < B; ++b) {
+          const ItemKey key = batch.keys[b];
+          ASSERT_EQ(want.count(key), 1u) << "key " << key << " of shard " << ShardOfKey(key);
+          ++counts[key];
+          EXPECT_NEAR(batch.probabilities[b] / want.at(key), 1.0, 1e-9);
+          EXPECT_NEAR(batch.weights[b], std::pow(smallest / priorities.at(key), exponent * 0.5),
+                      1e-9);
+        }
+      }
+      EXPECT_LT(ChiSquare(counts, want, B * rounds),
+                testing_util::ChiSquareCritical(static_cast<double>(want.size() - 1)));
+      // kBatch weights count the items of the shards that answered.
+      o.weight_normalization = WeightNormalization::kBatch;
+      ASSERT_OK(table->Sample(B, o, &batch));
+      double largest = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        largest = std::max(
+            largest, std::pow(static_cast<double>(want.size()) * want.at(batch.keys[b]), -0.5));
+      }
+      for (int64_t b = 0; b < B; ++b) {
+        EXPECT_NEAR(
+            batch.weights[b],
+            std::pow(static_cast<double>(want.size()) * want.at(batch.keys[b]), -0.5) / largest,
+            1e-9);
+      }
+    }
+    if (!skip) continue;
+    // Every shard down: Unavailable, naming the first.
+    for (DownableDB* shard : shards) shard->down = Down::kMass;
+    SampleBatch batch;
+    Status s = table->Sample(8, {}, &batch);
+    EXPECT_EQ(s.code(), Status::Code::kUnavailable);
+    EXPECT_THAT(s.message(), HasSubstr("every shard is unavailable"));
+    EXPECT_THAT(s.message(), HasSubstr("shard 0"));
+    for (DownableDB* shard : shards) shard->down = Down::kSample;
+    s = table->Sample(8, {}, &batch);
+    EXPECT_EQ(s.code(), Status::Code::kUnavailable);
+    EXPECT_THAT(s.message(), HasSubstr("every shard with something to draw is unavailable"));
+    // Back up: every shard draws again.
+    for (DownableDB* shard : shards) shard->down = Down::kNo;
+    std::set<int> seen;
+    for (int r = 0; r < 50 && seen.size() < 3; ++r) {
+      ASSERT_OK(table->Sample(64, {}, &batch));
+      for (ItemKey key : batch.keys) seen.insert(ShardOfKey(key));
+    }
+    EXPECT_EQ(seen, (std::set<int>{0, 1, 2}));
+  }
+}
+
+// The threads a sharded table's calls fan out on: the database's, however
+// many handles there are (a learner calling GetTable every step starts no
+// thread), shared by calls from several threads at once, each getting its
+// own answer.
+int ThreadsOfThisProcess() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+TEST_F(ShardedTableTest, HandlesAndThreadsShareTheDatabasesFanOutThreads) {
+  auto db = LocalShards(dir_, 4);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kUniform)));
+  Fill(*table, 16, rng_, &next_step_);
+  const int before = ThreadsOfThisProcess();
+  ASSERT_GT(before, 0);
+  std::vector<std::shared_ptr<Table>> handles;
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto t, db->GetTable("t"));
+    SampleBatch batch;
+    ASSERT_OK(t->Sample(8, {}, &batch));
+    handles.push_back(std::move(t));
+  }
+  EXPECT_LT(ThreadsOfThisProcess(), before + 4) << "handles started threads of their own";
+  // Four callers at once, each with its own handle, each batch whole.
+  std::vector<std::thread> callers;
+  std::atomic<int> bad{0};
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&, c] {
+      for (int r = 0; r < 50; ++r) {
+        SampleBatch batch;
+        const Status st = handles[static_cast<size_t>(c)]->Sample(32, {}, &batch);
+        if (!st.ok() || batch.keys.size() != 32u ||
+            std::any_of(batch.probabilities.begin(), batch.probabilities.end(),
+                        [](double p) { return !(p > 0); })) {
+          ++bad;
+        }
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  ASSERT_OK(db->Checkpoint());
 }
 
 // A table must be on every shard, with the same spec; creating one undoes

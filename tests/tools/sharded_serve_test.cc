@@ -2,7 +2,8 @@
 // (DB::Connect("A+B+C")): created on each, written round-robin, sampled
 // with the exact global distribution (chi-square), its mass asked of each
 // server (GetMass), the shell reading it; a shard killed makes calls fail
-// Unavailable naming it. Bounded waits only; every server is stopped.
+// Unavailable naming it, except the samples of a connection that skips
+// unavailable shards, which draw from the others. Bounded waits only; every server is stopped.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -119,6 +120,11 @@ TEST(ShardedServeTest, ATableOverThreeServersSamplesWithGlobalProbabilities) {
       "timeout 60 " + std::string(REPLAYDB_TOOL_PATH) + " '" + address + "' -c tables 2>&1");
   EXPECT_THAT(out, HasSubstr("experience")) << out;
 
+  // A second learner whose connection skips shards that are down.
+  o.skip_unavailable_shards = true;
+  ASSERT_OK_AND_ASSIGN(auto skipping_db, DB::Connect(address, o));
+  ASSERT_OK_AND_ASSIGN(auto skipping, skipping_db->GetTable("experience"));
+
   // Shard 2 gone: calls that need it fail Unavailable, naming it.
   ASSERT_EQ(::kill(servers[2]->pid(), SIGKILL), 0);
   servers[2]->Exit(30s);
@@ -129,6 +135,26 @@ TEST(ShardedServeTest, ATableOverThreeServersSamplesWithGlobalProbabilities) {
   }
   EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr("shard 2 (" + addresses[2] + ")"));
+  // ... except the skipping learner's samples: from shards 0 and 1, with
+  // the chances of a table holding only theirs.
+  double left_total = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (rdma::ShardOfKey(keys[i]) != 2) left_total += priorities[i];
+  }
+  // (Its own connection to shard 2 may not have seen the end yet.)
+  Result<SamplingMass> left = skipping->Mass();
+  for (int i = 0; i < 100 && !left.ok(); ++i) left = skipping->Mass();
+  ASSERT_OK(left.status());
+  EXPECT_NEAR(left->total / left_total, 1.0, 1e-12);
+  for (int r = 0; r < 20; ++r) {
+    SampleBatch batch;
+    ASSERT_OK(skipping->Sample(B, so, &batch));
+    for (int64_t b = 0; b < B; ++b) {
+      ASSERT_NE(rdma::ShardOfKey(batch.keys[b]), 2);
+      EXPECT_NEAR(batch.probabilities[b] / (want.at(batch.keys[b]) * total / left_total), 1.0,
+                  1e-9);
+    }
+  }
   for (int i = 0; i < 2; ++i) {
     ASSERT_EQ(::kill(servers[static_cast<size_t>(i)]->pid(), SIGTERM), 0);
     EXPECT_EQ(servers[static_cast<size_t>(i)]->Exit(60s), 0)
