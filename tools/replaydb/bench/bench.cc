@@ -702,6 +702,8 @@ void PrintTableFooter() {
       "  remote_read transport=sm                         >= 80%% of ucp_get (ratio >= 0.80)\n"
       "  remote_sharded_sample shards=4                   p50 <= 1.5 x the same sample on one "
       "server (ratio <= 1.50)\n"
+      "  sharded_exactness shards=4 batch=256             total variation <= 1.5 x one table's "
+      "(ratio <= 1.50)\n"
       "  sample_scale steps=50M batch=256 L=32            p50 <= 2 x random_window_read (ratio <= "
       "2.00)\n"
       "remote rows: a `replaydb serve` process and this one on 127.0.0.1 over UCX_TLS=tcp\n"

@@ -29,6 +29,10 @@
 //                   prioritized table over four `replaydb serve` processes
 //                   (DB::Connect("A+B+C+D"), docs/sharding.md) against the
 //                   same on one of them alone; ratio = value / that.
+//   sharded_exactness  the total-variation distance of a sharded table's
+//                   draws (4 local shards, masses tenfold apart) from the
+//                   exact distribution, against one table's of as many draws
+//                   (its sampling noise); no transport.
 //   remote_replica_apply, remote_replica_insert, remote_replicated_append:
 //                   read replicas and acknowledgments (docs/replication.md),
 //                   below.
@@ -55,13 +59,18 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 
+#include "rdma/shards/sharded_db.h"
 #include "replaydb/server.h"
 #include "tools/replaydb/bench/bench_common.h"
 #include "tools/replaydb/child_process.h"
@@ -779,11 +788,158 @@ Result<BenchResult> RunShardedSample(const std::string& transport, const Timing&
   return r;
 }
 
+// How exact sharded draws are: the total-variation distance between the
+// items' draw frequencies and their exact probabilities, over `batches`
+// samples of 256 from a prioritized table over 4 shards whose masses differ
+// tenfold shard to shard (shard s's priorities in [1, 2) x 10^s), against
+// the same distance for as many draws from one table holding the same
+// priorities (the ceiling: a single table's sampling noise). The shards are
+// local databases (ShardedDB::Make): the draws' exactness is the client's
+// arithmetic, the same over any transport. The note adds what an equal
+// quota from each shard (Reverb's several servers) gives: 64 draws a shard.
+Result<BenchResult> RunShardedExactness(const Timing& timing) {
+  constexpr size_t kShards = 4;
+  constexpr int64_t kBatch = 256;
+  constexpr int64_t kItemsPerShard = 1024;
+  const int batches = timing.quick ? 1000 : 4000;
+  TableSpec spec = BytesSpec("sharded_exactness", 16, kItemsPerShard * kShards, 1);
+  spec.block_steps = 16;  // a trajectory's: nothing is evicted
+  spec.selector = SelectorKind::kPrioritized;
+  spec.priority_exponent = 1.0;
+  REPLAYDB_ASSIGN_OR_RETURN(auto dir, TempDir::Make());
+  const auto open = [&](const std::string& name) -> Result<std::unique_ptr<DB>> {
+    DBOptions o;
+    o.create_if_missing = true;
+    return DB::Open(o, dir->path() + "/" + name);
+  };
+  std::vector<std::unique_ptr<DB>> dbs;
+  for (size_t s = 0; s < kShards; ++s) {
+    REPLAYDB_ASSIGN_OR_RETURN(auto db, open("shard" + std::to_string(s)));
+    dbs.push_back(std::move(db));
+  }
+  REPLAYDB_ASSIGN_OR_RETURN(auto sharded_db, rdma::ShardedDB::Make(std::move(dbs), "local"));
+  REPLAYDB_ASSIGN_OR_RETURN(auto sharded, sharded_db->CreateTable(spec));
+  REPLAYDB_ASSIGN_OR_RETURN(auto single_db, open("single"));
+  REPLAYDB_ASSIGN_OR_RETURN(auto single, single_db->CreateTable(spec));
+  std::vector<std::shared_ptr<Table>> shards;
+  for (size_t s = 0; s < kShards; ++s) {
+    REPLAYDB_ASSIGN_OR_RETURN(auto t, sharded_db->shard(s).GetTable(spec.name));
+    shards.push_back(std::move(t));
+  }
+  // The same priorities into both: trajectories of 16 steps, round the
+  // shards, each shard's priorities of its own magnitude.
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> unit(1.0, 2.0);
+  {
+    REPLAYDB_ASSIGN_OR_RETURN(auto to_sharded, sharded->NewWriter());
+    REPLAYDB_ASSIGN_OR_RETURN(auto to_single, single->NewWriter());
+    const uint8_t step[16] = {};
+    const ConstTensor t{DType::kU8, Shape{16}, step, sizeof(step)};
+    for (int64_t traj = 0; traj < kItemsPerShard * static_cast<int64_t>(kShards) / 16; ++traj) {
+      const double scale =
+          std::pow(10.0, static_cast<double>(traj % static_cast<int64_t>(kShards)));
+      for (int i = 0; i < 16; ++i) {
+        const double p = unit(rng) * scale;
+        REPLAYDB_RETURN_IF_ERROR(to_sharded->Append(std::span(&t, 1), p));
+        REPLAYDB_RETURN_IF_ERROR(to_single->Append(std::span(&t, 1), p));
+      }
+      REPLAYDB_RETURN_IF_ERROR(to_sharded->End(EndReason::kTerminal));
+      REPLAYDB_RETURN_IF_ERROR(to_single->End(EndReason::kTerminal));
+    }
+  }
+  for (Table* t : {sharded.get(), single.get()}) {
+    if (t->Info().num_items != kItemsPerShard * static_cast<int64_t>(kShards)) {
+      return Status::Internal("sharded_exactness: a table holds " +
+                              std::to_string(t->Info().num_items) + " items, not " +
+                              std::to_string(kItemsPerShard * static_cast<int64_t>(kShards)));
+    }
+  }
+  // The exact distribution of a table: priority / sum, by key.
+  const auto exact = [](Table& table) -> Result<std::unordered_map<ItemKey, double>> {
+    std::vector<ItemKey> keys;
+    std::vector<double> priorities;
+    REPLAYDB_RETURN_IF_ERROR(table.ItemPriorities(&keys, &priorities));
+    const double total = std::accumulate(priorities.begin(), priorities.end(), 0.0);
+    std::unordered_map<ItemKey, double> p;
+    for (size_t i = 0; i < keys.size(); ++i) p[keys[i]] = priorities[i] / total;
+    return p;
+  };
+  // The total-variation distance from `want` of `batches` draws by `draw`.
+  const auto tv = [&](const std::unordered_map<ItemKey, double>& want,
+                      const std::function<Status(std::vector<ItemKey>*)>& draw) -> Result<double> {
+    std::unordered_map<ItemKey, int64_t> counts;
+    std::vector<ItemKey> keys;
+    int64_t draws = 0;
+    for (int b = 0; b < batches; ++b) {
+      REPLAYDB_RETURN_IF_ERROR(draw(&keys));
+      for (ItemKey k : keys) ++counts[k];
+      draws += static_cast<int64_t>(keys.size());
+    }
+    double distance = 0;
+    for (const auto& [key, p] : want) {
+      const auto it = counts.find(key);
+      const double seen = it == counts.end() ? 0 : static_cast<double>(it->second);
+      distance += std::abs(seen / static_cast<double>(draws) - p);
+    }
+    return distance / 2;
+  };
+  SampleOptions so;
+  so.gather = false;
+  SampleBatch batch;
+  const auto sample = [&](Table& table, int64_t n, std::vector<ItemKey>* keys) -> Status {
+    REPLAYDB_RETURN_IF_ERROR(table.Sample(n, so, &batch));
+    keys->assign(batch.keys.begin(), batch.keys.end());
+    return Status::OK();
+  };
+  const uint64_t seed = std::random_device{}();  // in the note: a run can be repeated
+  REPLAYDB_RETURN_IF_ERROR(sharded->Seed(seed));
+  REPLAYDB_RETURN_IF_ERROR(single->Seed(seed + kShards));
+  for (size_t s = 0; s < kShards; ++s) {
+    REPLAYDB_RETURN_IF_ERROR(shards[s]->Seed(seed + 2 * kShards + s));
+  }
+  REPLAYDB_ASSIGN_OR_RETURN(const auto want_sharded, exact(*sharded));
+  REPLAYDB_ASSIGN_OR_RETURN(const auto want_single, exact(*single));
+  REPLAYDB_ASSIGN_OR_RETURN(const double value, tv(want_sharded, [&](std::vector<ItemKey>* keys) {
+                              return sample(*sharded, kBatch, keys);
+                            }));
+  REPLAYDB_ASSIGN_OR_RETURN(const double noise, tv(want_single, [&](std::vector<ItemKey>* keys) {
+                              return sample(*single, kBatch, keys);
+                            }));
+  REPLAYDB_ASSIGN_OR_RETURN(
+      const double quota, tv(want_sharded, [&](std::vector<ItemKey>* keys) -> Status {
+        keys->clear();
+        for (size_t s = 0; s < kShards; ++s) {
+          REPLAYDB_RETURN_IF_ERROR(shards[s]->Sample(kBatch / kShards, so, &batch));
+          for (ItemKey k : batch.keys)
+            keys->push_back(rdma::ShardedItemKey(static_cast<int>(s), k));
+        }
+        return Status::OK();
+      }));
+  BenchResult r;
+  r.value = value;
+  r.unit = "TV";
+  r.ceiling = noise;
+  r.ceiling_name = "one table's TV";
+  char note[256];
+  std::snprintf(
+      note, sizeof(note),
+      "%d batches of %lld over %zu shards of %lld items: sharded TV %.4f, one table %.4f; "
+      "an equal quota per shard %.3f; seed %llu",
+      batches, static_cast<long long>(kBatch), kShards, static_cast<long long>(kItemsPerShard),
+      value, noise, quota, static_cast<unsigned long long>(seed));
+  r.note = note;
+  return r;
+}
+
 }  // namespace
 
 std::vector<CaseWithTarget> RemoteCases() {
   std::vector<CaseWithTarget> cases;
   const Target bw{Target::Kind::kRatioAtLeast, 0.7, "ratio >= 0.70"};
+  cases.push_back({{"sharded_exactness",
+                    {{"shards", 4}, {"batch", 256}},
+                    [](DB*, const Timing& timing) { return RunShardedExactness(timing); }},
+                   Target{Target::Kind::kRatioAtMost, 1.5, "ratio <= 1.50"}});
   for (const std::string transport : kTransports) {
     for (const int writers : {1, 4}) {
       for (const int64_t per_call : {int64_t{1}, int64_t{64}}) {
