@@ -135,15 +135,21 @@ struct Shards {
         skip_unavailable(skip) {}
 
   size_t size() const { return tables.size(); }
+  // Whether shard s is there: a shard that left ("-" in the address) has no
+  // table.
+  bool present(size_t s) const { return tables[s] != nullptr; }
   std::string Where(size_t s) const {
     return "table " + Quoted(name) + " on " + ShardName(s, addresses[s]);
   }
 
-  // fn(s) on every shard at once; each shard's status.
+  // fn(s) on every shard that is there, at once; each shard's status (OK
+  // for shards that left).
   template <typename Fn>
   std::vector<Status> All(const Fn& fn) {
     std::vector<Status> statuses(size());
-    fan_out->Run(size(), [&](size_t s) { statuses[s] = fn(s); });
+    fan_out->Run(size(), [&](size_t s) {
+      if (present(s)) statuses[s] = fn(s);
+    });
     return statuses;
   }
   // The same; the first error (by shard), in context.
@@ -170,6 +176,11 @@ struct Shards {
     }
     *id = ShardedTrajectoryId(static_cast<int>(s), *id);
     return Status::OK();
+  }
+  // NotFound for an id or key of a shard that left.
+  Status Left(size_t s, const std::string& what) const {
+    return Status::NotFound("table " + Quoted(name) + ": " + what + " names shard " +
+                            std::to_string(s) + ", which has left (the address gives '-' there)");
   }
   Status TagKey(size_t s, ItemKey* key) const {
     uint64_t id = ItemKeyTrajectory(*key);
@@ -285,7 +296,9 @@ class ShardedWriter final : public TrajectoryWriter {
   // next shard in turn (the table's turn, shared by its writers).
   Result<TrajectoryWriter*> Current() {
     if (open_) return writers_[current_].get();
-    current_ = static_cast<size_t>(shards_->next_writer_shard.fetch_add(1) % shards_->size());
+    do {  // the next shard that is there (one is)
+      current_ = static_cast<size_t>(shards_->next_writer_shard.fetch_add(1) % shards_->size());
+    } while (!shards_->present(current_));
     std::unique_ptr<TrajectoryWriter>& w = writers_[current_];
     if (w == nullptr) {
       Result<std::unique_ptr<TrajectoryWriter>> made =
@@ -440,7 +453,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   explicit ShardedTable(std::shared_ptr<Shards> shards)
       : shards_(std::move(shards)), rng_(std::random_device{}()) {}
 
-  TableSpec spec() const override { return shards_->tables[0]->spec(); }
+  TableSpec spec() const override { return shards_->spec; }
   const std::string& name() const override { return shards_->name; }
 
   Result<std::unique_ptr<TrajectoryWriter>> NewWriter(const WriterOptions& options) override {
@@ -454,9 +467,15 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
                                      std::to_string(num_envs) + " environments (1 to " +
                                      std::to_string(kMaxVectorWriterEnvs) + ")");
     }
+    // The k-th of the P shards that are there takes [k N / P, (k + 1) N / P).
     const size_t S = shards_->size();
+    size_t P = 0;
+    for (size_t s = 0; s < S; ++s) P += shards_->present(s) ? 1 : 0;
     std::vector<size_t> first(S + 1);
-    for (size_t s = 0; s <= S; ++s) first[s] = s * num_envs / S;
+    for (size_t s = 0, k = 0; s <= S; ++s) {
+      first[s] = k * num_envs / P;
+      if (s < S && shards_->present(s)) ++k;
+    }
     std::vector<std::unique_ptr<VectorWriter>> writers(S);
     for (size_t s = 0; s < S; ++s) {
       if (first[s + 1] == first[s]) continue;
@@ -631,6 +650,9 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
         result->skipped += r.skipped;
       }
       result->skipped += static_cast<int64_t>(by.foreign.size());
+      for (size_t s = 0; s < shards_->size(); ++s) {
+        if (!shards_->present(s)) result->skipped += static_cast<int64_t>(by.keys[s].size());
+      }
     }
     return Status::OK();
   }
@@ -650,6 +672,12 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
                               " (index " + std::to_string(by.foreign.front()) + ") names shard " +
                               std::to_string(ShardOfKey(key)) + "; the table has " +
                               std::to_string(shards_->size()));
+    }
+    for (size_t s = 0; s < shards_->size(); ++s) {
+      if (!shards_->present(s) && !by.keys[s].empty()) {
+        return shards_->Left(s, "key " + std::to_string(keys[by.places[s].front()]) + " (index " +
+                                    std::to_string(by.places[s].front()) + ")");
+      }
     }
     std::vector<SampleBatch> parts(shards_->size());
     REPLAYDB_RETURN_IF_ERROR(shards_->Each([&](size_t s) -> Status {
@@ -725,6 +753,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
                                 " names shard " + std::to_string(s) + "; the table has " +
                                 std::to_string(shards_->size()));
       }
+      if (!shards_->present(s)) return shards_->Left(s, "trajectory " + std::to_string(id));
       ids[s].push_back(ShardLocalTrajectory(id));
     }
     return shards_->Each([&](size_t s) -> Status {
@@ -743,6 +772,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
     ids->clear();
     for (size_t s = 0; s < shards_->size(); ++s) {
       uint64_t lo = 0, hi = 0;
+      if (!shards_->present(s)) continue;
       if (!LocalRange(s, from, std::numeric_limits<uint64_t>::max(), &lo, &hi)) continue;
       std::vector<uint64_t> part;
       REPLAYDB_RETURN_IF_ERROR(
@@ -762,6 +792,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
     out->clear();
     for (size_t s = 0; s < shards_->size(); ++s) {
       uint64_t lo = 0, hi = 0;
+      if (!shards_->present(s)) continue;
       if (!LocalRange(s, filter.from, std::numeric_limits<uint64_t>::max(), &lo, &hi)) continue;
       TrajectoryFilter local = filter;
       local.from = lo;
@@ -784,6 +815,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
                               std::to_string(id) + ": it names shard " + std::to_string(s) +
                               ", and the table has " + std::to_string(shards_->size()));
     }
+    if (!shards_->present(s)) return shards_->Left(s, "trajectory " + std::to_string(id));
     REPLAYDB_RETURN_IF_ERROR(shards_->tables[s]
                                  ->ReadTrajectory(ShardLocalTrajectory(id), first, count, out)
                                  .WithContext(shards_->Where(s)));
@@ -807,14 +839,19 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   }
 
   // Counts summed over the shards; placement, device and the rate
-  // limiter's spec are shard 0's, max_priority_seen the largest.
+  // limiter's spec are the first shard's (that is there),
+  // max_priority_seen the largest.
   TableInfo Info() const override {
     std::vector<TableInfo> infos(shards_->size());
-    shards_->fan_out->Run(shards_->size(),
-                          [&](size_t s) { infos[s] = shards_->tables[s]->Info(); });
-    TableInfo sum = infos[0];
+    shards_->fan_out->Run(shards_->size(), [&](size_t s) {
+      if (shards_->present(s)) infos[s] = shards_->tables[s]->Info();
+    });
+    size_t first = 0;  // the first shard that is there (one is)
+    while (!shards_->present(first)) ++first;
+    TableInfo sum = infos[first];
     sum.name = name();
-    for (size_t s = 1; s < infos.size(); ++s) {
+    for (size_t s = first + 1; s < infos.size(); ++s) {
+      if (!shards_->present(s)) continue;
       const TableInfo& i = infos[s];
       for (auto field : {&TableInfo::num_steps,
                          &TableInfo::num_items,
@@ -864,7 +901,9 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   }
 
   void Close() override {
-    for (const auto& t : shards_->tables) t->Close();
+    for (const auto& t : shards_->tables) {
+      if (t != nullptr) t->Close();
+    }
   }
 
  private:
@@ -1027,6 +1066,7 @@ bool IsShardedAddress(const std::string& address) {
   const size_t plus = address.find('+');
   if (plus == std::string::npos) return false;
   const std::string_view next = std::string_view(address).substr(plus + 1);
+  if (next == kShardLeft || next.substr(0, 2) == std::string(kShardLeft) + "+") return true;
   for (std::string_view scheme : {"ucx://", "etcd://", "file://"}) {
     if (next.substr(0, scheme.size()) == scheme) return true;
   }
@@ -1056,13 +1096,17 @@ Result<std::unique_ptr<ShardedDB>> ShardedDB::Connect(const std::string& address
       return Status::InvalidArgument("address '" + address + "': shard " + std::to_string(s) +
                                      "'s address is empty" + form);
     }
-    if (!seen.insert(parts[s]).second) {
+    if (parts[s] != kShardLeft && !seen.insert(parts[s]).second) {
       return Status::InvalidArgument("address '" + address + "' names " + parts[s] +
                                      " twice; each shard is another database");
     }
   }
   std::vector<std::unique_ptr<DB>> shards;
   for (size_t s = 0; s < parts.size(); ++s) {
+    if (parts[s] == kShardLeft) {
+      shards.push_back(nullptr);  // a shard that left
+      continue;
+    }
     Result<std::unique_ptr<RemoteDB>> db = RemoteDB::Connect(parts[s], options);
     if (!db.ok()) return db.status().WithContext("connecting to " + ShardName(s, parts[s]));
     shards.push_back(std::move(db).value());
@@ -1077,10 +1121,10 @@ Result<std::unique_ptr<ShardedDB>> ShardedDB::Make(std::vector<std::unique_ptr<D
     return Status::InvalidArgument("a sharded database of " + std::to_string(shards.size()) +
                                    " shards; it takes 1 to " + std::to_string(kMaxShards));
   }
-  for (size_t s = 0; s < shards.size(); ++s) {
-    if (shards[s] == nullptr) {
-      return Status::InvalidArgument("a sharded database: shard " + std::to_string(s) + " is null");
-    }
+  if (std::all_of(shards.begin(), shards.end(),
+                  [](const std::unique_ptr<DB>& db) { return db == nullptr; })) {
+    return Status::InvalidArgument("a sharded database (" + address +
+                                   "): every shard has left; at least one must be there");
   }
   return std::unique_ptr<ShardedDB>(
       new ShardedDB(std::move(shards), std::move(address), options.skip_unavailable_shards));
@@ -1099,7 +1143,7 @@ namespace {
 
 std::vector<std::string> ShardAddresses(const std::vector<std::unique_ptr<DB>>& shards) {
   std::vector<std::string> out;
-  for (const auto& db : shards) out.push_back(db->path());
+  for (const auto& db : shards) out.push_back(db == nullptr ? kShardLeft : db->path());
   return out;
 }
 
@@ -1112,15 +1156,21 @@ Result<std::shared_ptr<Table>> ShardedDB::CreateTable(const TableSpec& spec) {
   }
   std::vector<std::shared_ptr<Table>> tables;
   for (size_t s = 0; s < shards_.size(); ++s) {
+    if (shards_[s] == nullptr) {
+      tables.push_back(nullptr);
+      continue;
+    }
     Result<std::shared_ptr<Table>> t = shards_[s]->CreateTable(spec);
     if (!t.ok()) {
-      for (size_t made = 0; made < s; ++made) (void)shards_[made]->DropTable(spec.name);
+      for (size_t made = 0; made < s; ++made) {
+        if (shards_[made] != nullptr) (void)shards_[made]->DropTable(spec.name);
+      }
       return t.status().WithContext("creating table " + Quoted(spec.name) + " on " +
                                     ShardName(s, shards_[s]->path()));
     }
     tables.push_back(std::move(t).value());
   }
-  TableSpec first = tables[0]->spec();
+  TableSpec first = tables[First()]->spec();
   return std::shared_ptr<Table>(std::make_shared<ShardedTable>(
       std::make_shared<Shards>(spec.name, std::move(first), std::move(tables),
                                ShardAddresses(shards_), fan_out_, skip_unavailable_)));
@@ -1129,19 +1179,24 @@ Result<std::shared_ptr<Table>> ShardedDB::CreateTable(const TableSpec& spec) {
 Result<std::shared_ptr<Table>> ShardedDB::GetTable(std::string_view name) {
   std::vector<std::shared_ptr<Table>> tables;
   for (size_t s = 0; s < shards_.size(); ++s) {
+    if (shards_[s] == nullptr) {
+      tables.push_back(nullptr);
+      continue;
+    }
     Result<std::shared_ptr<Table>> t = shards_[s]->GetTable(name);
     if (!t.ok()) return t.status().WithContext(ShardName(s, shards_[s]->path()));
     tables.push_back(std::move(t).value());
   }
-  TableSpec first = tables[0]->spec();
+  const size_t f = First();
+  TableSpec first = tables[f]->spec();
   if (first.lanes > 1) {
     return Status::NotSupported("table " + Quoted(std::string(name)) +
                                 ": vector tables (lanes > 1) are not sharded yet");
   }
-  for (size_t s = 1; s < tables.size(); ++s) {
-    if (!(tables[s]->spec() == first)) {
+  for (size_t s = f + 1; s < tables.size(); ++s) {
+    if (tables[s] != nullptr && !(tables[s]->spec() == first)) {
       return Status::FailedPrecondition("table " + Quoted(std::string(name)) + " differs between " +
-                                        ShardName(0, shards_[0]->path()) + " and " +
+                                        ShardName(f, shards_[f]->path()) + " and " +
                                         ShardName(s, shards_[s]->path()) +
                                         ": a sharded table has the same spec on every shard");
     }
@@ -1155,6 +1210,7 @@ Status ShardedDB::DropTable(std::string_view name) {
   bool dropped = false;
   Status first;
   for (size_t s = 0; s < shards_.size(); ++s) {
+    if (shards_[s] == nullptr) continue;
     Status d = shards_[s]->DropTable(name);
     if (d.ok()) {
       dropped = true;
@@ -1171,8 +1227,9 @@ Status ShardedDB::DropTable(std::string_view name) {
 }
 
 std::vector<std::string> ShardedDB::ListTables() const {
-  std::vector<std::string> names = shards_[0]->ListTables();
-  for (size_t s = 1; s < shards_.size(); ++s) {
+  std::vector<std::string> names = shards_[First()]->ListTables();
+  for (size_t s = First() + 1; s < shards_.size(); ++s) {
+    if (shards_[s] == nullptr) continue;
     const std::vector<std::string> more = shards_[s]->ListTables();
     std::vector<std::string> both;
     std::set_intersection(names.begin(), names.end(), more.begin(), more.end(),
@@ -1184,16 +1241,25 @@ std::vector<std::string> ShardedDB::ListTables() const {
 
 Status ShardedDB::Checkpoint() {
   std::vector<Status> statuses(shards_.size());
-  fan_out_->Run(shards_.size(), [&](size_t s) { statuses[s] = shards_[s]->Checkpoint(); });
+  fan_out_->Run(shards_.size(), [&](size_t s) {
+    if (shards_[s] != nullptr) statuses[s] = shards_[s]->Checkpoint();
+  });
   for (size_t s = 0; s < shards_.size(); ++s) {
-    REPLAYDB_RETURN_IF_ERROR(statuses[s].WithContext(ShardName(s, shards_[s]->path())));
+    if (!statuses[s].ok()) return statuses[s].WithContext(ShardName(s, shards_[s]->path()));
   }
   return Status::OK();
 }
 
+size_t ShardedDB::First() const {
+  size_t s = 0;
+  while (shards_[s] == nullptr) ++s;  // Make checked that one is there
+  return s;
+}
+
 bool ShardedDB::read_only() const {
-  return std::any_of(shards_.begin(), shards_.end(),
-                     [](const std::unique_ptr<DB>& db) { return db->read_only(); });
+  return std::any_of(shards_.begin(), shards_.end(), [](const std::unique_ptr<DB>& db) {
+    return db != nullptr && db->read_only();
+  });
 }
 
 Status ShardedDB::NotOnShards(const std::string& call) const {

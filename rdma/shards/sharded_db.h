@@ -61,8 +61,12 @@ inline constexpr ItemKey ShardLocalKey(ItemKey key) {
   return key & ((uint64_t{1} << kShardKeyShift) - 1);
 }
 
+// A shard's place in an address once it has left ("A+-+C": shard 1 left).
+// Its keys and ids then name no shard; the others keep theirs.
+inline constexpr const char* kShardLeft = "-";
+
 // Whether `address` names shards ("A+B", each part an address DB::Connect
-// takes).
+// takes, or kShardLeft).
 bool IsShardedAddress(const std::string& address);
 
 // A database whose tables span its shards.
@@ -70,12 +74,14 @@ class ShardedDB final : public DB {
  public:
   // Connects to each shard of "A+B+...": at least two, at most kMaxShards,
   // no address twice (InvalidArgument naming the address otherwise); a
-  // shard that cannot be reached fails the call, naming it.
+  // shard that cannot be reached fails the call, naming it. A part "-"
+  // (kShardLeft) keeps the place of a shard that left.
   static Result<std::unique_ptr<ShardedDB>> Connect(const std::string& address,
                                                     const ConnectOptions& options = {});
-  // Over databases already open, shard s = shards[s]; `address` is what
-  // path() returns. InvalidArgument for none, more than kMaxShards or a
-  // null one. `options`: its skip_unavailable_shards.
+  // Over databases already open, shard s = shards[s] (null: a shard that
+  // left); `address` is what path() returns. InvalidArgument for none, more
+  // than kMaxShards or only null ones. `options`: its
+  // skip_unavailable_shards.
   static Result<std::unique_ptr<ShardedDB>> Make(std::vector<std::unique_ptr<DB>> shards,
                                                  std::string address,
                                                  const ConnectOptions& options = {});
@@ -114,6 +120,8 @@ class ShardedDB final : public DB {
  private:
   ShardedDB(std::vector<std::unique_ptr<DB>> shards, std::string address, bool skip_unavailable);
   Status NotOnShards(const std::string& call) const;
+  // The first shard that is there.
+  size_t First() const;
   std::vector<std::unique_ptr<DB>> shards_;
   std::string address_;
   bool skip_unavailable_;

@@ -751,6 +751,106 @@ TEST_F(ShardedTableTest, ADownShardIsLeftOutOfSamplesWhereTheConnectionAllowsIt)
   }
 }
 
+// A shard that leaves keeps its place as "-" (a null database here): the
+// others' keys and ids stay valid, draws are exact over the shards that are
+// there, writers and vector writers go to them only, and the keys and ids
+// of the shard that left are refused naming it (priority updates skip them).
+TEST_F(ShardedTableTest, AShardThatLeftKeepsItsPlaceAndTheOthersKeys) {
+  std::vector<ItemKey> keys;
+  std::map<uint64_t, std::vector<int64_t>> written;
+  {
+    auto db = LocalShards(dir_, 3);
+    ASSERT_NE(db, nullptr);
+    ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kPrioritized)));
+    written = Fill(*table, 9, rng_, &next_step_);
+    std::vector<double> unused;
+    ASSERT_OK(table->ItemPriorities(&keys, &unused));
+  }
+  std::vector<std::unique_ptr<DB>> dbs(3);
+  for (size_t s : {size_t{0}, size_t{2}}) {
+    DBOptions o = testing_util::ManualCheckpoints();
+    ASSERT_OK_AND_ASSIGN(dbs[s], DB::Open(o, dir_.Sub("shard" + std::to_string(s))));
+  }
+  ASSERT_OK_AND_ASSIGN(auto db, ShardedDB::Make(std::move(dbs), "A+-+C"));
+  EXPECT_EQ(db->ListTables(), std::vector<std::string>{"t"});
+  ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("t"));
+  std::vector<ItemKey> kept, gone;
+  for (ItemKey key : keys) (ShardOfKey(key) == 1 ? gone : kept).push_back(key);
+  ASSERT_FALSE(gone.empty());
+  ASSERT_FALSE(kept.empty());
+  EXPECT_EQ(table->Info().num_items, static_cast<int64_t>(kept.size()));
+
+  // The others' keys read what was written there; the one that left's do not.
+  SampleBatch looked;
+  ASSERT_OK(table->Lookup(kept, &looked));
+  EXPECT_EQ(looked.keys, kept);
+  Status s = table->Lookup(gone, &looked);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("names shard 1, which has left"));
+  for (const auto& [id, steps] : written) {
+    TrajectorySteps read;
+    const Status r = table->ReadTrajectory(id, 0, 1, &read);
+    if (ShardOfTrajectory(id) == 1) {
+      EXPECT_EQ(r.code(), Status::Code::kNotFound);
+      EXPECT_THAT(r.message(), HasSubstr("trajectory " + std::to_string(id) + " names shard 1"));
+    } else {
+      EXPECT_OK(r);
+    }
+  }
+  std::vector<double> ones(gone.size(), 1.0);
+  PriorityUpdateResult result;
+  ASSERT_OK(table->UpdatePriorities(gone, ones, &result));
+  EXPECT_EQ(result.skipped, static_cast<int64_t>(gone.size()));
+  EXPECT_EQ(result.updated, 0);
+
+  // Draws: exact over shards 0 and 2.
+  const std::map<ItemKey, double> priorities = SkewPriorities(*table, rng_);
+  const double exponent = table->spec().priority_exponent;
+  double total = 0;
+  for (const auto& [key, p] : priorities) total += std::pow(p, exponent);
+  std::map<ItemKey, double> want;
+  for (const auto& [key, p] : priorities) want[key] = std::pow(p, exponent) / total;
+  EXPECT_EQ(want.size(), kept.size());
+  std::map<ItemKey, int64_t> counts;
+  for (int r = 0; r < 200; ++r) {
+    SampleBatch batch;
+    ASSERT_OK(table->Sample(64, {}, &batch));
+    for (int64_t b = 0; b < 64; ++b) {
+      ASSERT_EQ(want.count(batch.keys[b]), 1u);
+      ++counts[batch.keys[b]];
+      EXPECT_NEAR(batch.probabilities[b] / want.at(batch.keys[b]), 1.0, 1e-9);
+    }
+  }
+  EXPECT_LT(ChiSquare(counts, want, 64 * 200),
+            testing_util::ChiSquareCritical(static_cast<double>(want.size() - 1)));
+
+  // New trajectories and environments go to shards 0 and 2.
+  std::set<int> went;
+  for (const auto& [id, steps] : Fill(*table, 4, rng_, &next_step_)) {
+    went.insert(ShardOfTrajectory(id));
+  }
+  EXPECT_EQ(went, (std::set<int>{0, 2}));
+  ASSERT_OK_AND_ASSIGN(auto vw, table->NewVectorWriter(4));
+  std::vector<float> obs(4 * 3, 1.0f);
+  std::vector<int64_t> numbers = {next_step_, next_step_ + 1, next_step_ + 2, next_step_ + 3};
+  next_step_ += 4;
+  const ConstTensor step[] = {{DType::kF32, Shape{4, 3}, obs.data(), obs.size() * sizeof(float)},
+                              {DType::kI64, Shape{4}, numbers.data(), 4 * sizeof(int64_t)}};
+  ASSERT_OK(vw->Append(step, std::vector<double>(4, 1.0)));
+  for (size_t env = 0; env < 4; ++env) {
+    EXPECT_EQ(ShardOfTrajectory(vw->trajectory_id(env)), env < 2 ? 0 : 2) << "env " << env;
+  }
+  // A new table goes on the shards that are there.
+  ASSERT_OK(db->CreateTable(Spec(SelectorKind::kUniform, "after")).status());
+  EXPECT_EQ(db->ListTables(), (std::vector<std::string>{"after", "t"}));
+  ASSERT_OK(db->Checkpoint());
+
+  std::vector<std::unique_ptr<DB>> none(2);
+  s = ShardedDB::Make(std::move(none), "-+-").status();
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("every shard has left"));
+}
+
 // The threads a sharded table's calls fan out on: the database's, however
 // many handles there are (a learner calling GetTable every step starts no
 // thread), shared by calls from several threads at once, each getting its
@@ -934,10 +1034,16 @@ TEST(ShardedAddressTest, MalformedShardListsAreRefusedNamingWhy) {
   EXPECT_TRUE(IsShardedAddress("ucx://127.0.0.1:1+ucx://127.0.0.1:2"));
   EXPECT_TRUE(IsShardedAddress("ucx://127.0.0.1:1+etcd://127.0.0.1:2379/c"));
   EXPECT_FALSE(IsShardedAddress("ucx://127.0.0.1:1"));
+  EXPECT_TRUE(IsShardedAddress("ucx://127.0.0.1:1+-+ucx://127.0.0.1:3"));
+  EXPECT_TRUE(IsShardedAddress("ucx://127.0.0.1:1+-"));
+  EXPECT_FALSE(IsShardedAddress("ucx://127.0.0.1:1+-x"));
   EXPECT_FALSE(IsShardedAddress("file:///tmp/a+b/cluster"));
   Status s = DB::Connect("ucx://127.0.0.1:1+ucx://127.0.0.1:1").status();
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("names ucx://127.0.0.1:1 twice"));
+  s = DB::Connect("-+-").status();
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("every shard has left"));
   s = DB::Connect("ucx://127.0.0.1:1+ucx://127.0.0.1:2+").status();
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("shard 2's address is empty"));

@@ -3,7 +3,8 @@
 // with the exact global distribution (chi-square), its mass asked of each
 // server (GetMass), the shell reading it; a shard killed makes calls fail
 // Unavailable naming it, except the samples of a connection that skips
-// unavailable shards, which draw from the others. Bounded waits only; every server is stopped.
+// unavailable shards, which draw from the others; an address that gives
+// "-" in its place goes on without it. Bounded waits only; every server is stopped.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -155,6 +156,24 @@ TEST(ShardedServeTest, ATableOverThreeServersSamplesWithGlobalProbabilities) {
                   1e-9);
     }
   }
+  // Shard 2 leaves for good: the address keeps its place with "-", and the
+  // other shards' keys keep their meaning.
+  const std::string without = addresses[0] + "+" + addresses[1] + "+-";
+  ASSERT_OK_AND_ASSIGN(auto left_db, DB::Connect(without, o));
+  ASSERT_OK_AND_ASSIGN(auto left_table, left_db->GetTable("experience"));
+  std::vector<ItemKey> kept, gone;
+  for (ItemKey key : keys) (rdma::ShardOfKey(key) == 2 ? gone : kept).push_back(key);
+  SampleBatch looked;
+  ASSERT_OK(left_table->Lookup(kept, &looked));
+  EXPECT_EQ(looked.keys, kept);
+  s = left_table->Lookup(gone, &looked);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("names shard 2, which has left"));
+  SampleBatch drawn;
+  ASSERT_OK(left_table->Sample(B, so, &drawn));
+  for (ItemKey key : drawn.keys) EXPECT_NE(rdma::ShardOfKey(key), 2);
+  EXPECT_EQ(left_table->Info().num_items, static_cast<int64_t>(kept.size()));
+  left_db.reset();
   for (int i = 0; i < 2; ++i) {
     ASSERT_EQ(::kill(servers[static_cast<size_t>(i)]->pid(), SIGTERM), 0);
     EXPECT_EQ(servers[static_cast<size_t>(i)]->Exit(60s), 0)
