@@ -498,11 +498,15 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
                                      std::to_string(kMaxBatchSize));
     }
     const TableSpec& spec = shards_->spec;
+    if (spec.selector == SelectorKind::kMaxHeap || spec.selector == SelectorKind::kMinHeap) {
+      return SampleHeap(batch_size, options, out);
+    }
     if (spec.selector != SelectorKind::kUniform && spec.selector != SelectorKind::kPrioritized) {
       return Status::NotSupported(
           "table " + Quoted(name()) + " spans " + std::to_string(S) + " shards: its " +
           std::string(SelectorKindName(spec.selector)) +
-          " draws (a merge of the shards' orders) are not built yet; sample each shard's table");
+          " draws (a merge of the shards' insertion orders) are not built yet; sample each "
+          "shard's table");
     }
     // Round 1: every shard's mass, until some shard has something to draw
     // (as a local table waits for items), at most options.timeout. Shards
@@ -907,6 +911,130 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   }
 
  private:
+  // A heap table's draws: each takes the top item of the shard whose top is
+  // best (highest priority for kMaxHeap, lowest for kMinHeap; ties: the
+  // lower shard), as one table holding every shard's items would give (its
+  // ties go to the oldest, which shards cannot compare). A k-way merge of
+  // the shards' heaps: every shard's top is looked at (a peek), then the
+  // best shard gives as many draws as its top item has left
+  // (max_times_sampled less its times sampled; all B where there is no
+  // limit), its new top is looked at, and so on: two calls to one shard
+  // per distinct item of the batch. Draws have probability 1, and weights
+  // (where asked) are 1, as a local heap's.
+  Status SampleHeap(int64_t B, const SampleOptions& options, SampleBatch* out) {
+    const TableSpec& spec = shards_->spec;
+    const size_t S = shards_->size();
+    const bool max_heap = spec.selector == SelectorKind::kMaxHeap;
+    const auto deadline = options.timeout == kWaitForever
+                              ? std::chrono::steady_clock::time_point::max()
+                              : std::chrono::steady_clock::now() + options.timeout;
+    struct Top {
+      bool has = false;  // the shard has an item to draw
+      double priority = 0;
+      int64_t times_sampled = 0;
+    };
+    std::vector<Top> top(S);
+    std::vector<bool> out_of_it(S, false);
+    SampleOptions look;
+    look.peek = true;
+    look.gather = false;
+    const auto peek = [&](size_t s) -> Status {
+      SampleBatch one;
+      top[s] = {};
+      const Status st = shards_->tables[s]->Sample(1, look, &one);
+      // A peek at an empty table fails so ("... has nothing to draw ..."):
+      // the shard has no top.
+      if (st.code() == Status::Code::kFailedPrecondition &&
+          st.message().find("nothing to draw") != std::string::npos) {
+        return Status::OK();
+      }
+      REPLAYDB_RETURN_IF_ERROR(st);
+      top[s] = {true, one.priorities[0], static_cast<int64_t>(one.times_sampled[0])};
+      return Status::OK();
+    };
+    // A failed call to shard s: left out where allowed, else the error.
+    const auto failed = [&](size_t s, const Status& st) -> Status {
+      if (!shards_->LeaveOut(st)) return st.WithContext(shards_->Where(s));
+      out_of_it[s] = true;
+      top[s] = {};
+      if (std::none_of(out_of_it.begin(), out_of_it.end(), [](bool o) { return !o; })) {
+        return st.WithContext(shards_->Where(s)).WithContext("every shard is unavailable");
+      }
+      return Status::OK();
+    };
+    const auto peek_all = [&]() -> Status {
+      const std::vector<Status> statuses =
+          shards_->All([&](size_t s) -> Status { return out_of_it[s] ? Status::OK() : peek(s); });
+      for (size_t s = 0; s < S; ++s) {
+        if (!statuses[s].ok()) REPLAYDB_RETURN_IF_ERROR(failed(s, statuses[s]));
+      }
+      return Status::OK();
+    };
+    REPLAYDB_RETURN_IF_ERROR(SizeBatch(spec, B, options.gather, out));
+    REPLAYDB_RETURN_IF_ERROR(peek_all());
+    SampleOptions each = options;
+    each.importance_beta = -1;
+    int64_t filled = 0;
+    while (filled < B) {
+      size_t best = S;
+      for (size_t s = 0; s < S; ++s) {
+        if (!top[s].has) continue;
+        if (best == S || (max_heap ? top[s].priority > top[best].priority
+                                   : top[s].priority < top[best].priority)) {
+          best = s;
+        }
+      }
+      if (best == S) {  // nothing to draw anywhere (now)
+        if (options.peek) {
+          return Status::FailedPrecondition("table " + Quoted(name()) +
+                                            " has nothing to draw on any of its " +
+                                            std::to_string(S) + " shards" + LeftOut(out_of_it));
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) {
+          return Status::DeadlineExceeded(
+              "table " + Quoted(name()) + ": nothing to draw on any of its " + std::to_string(S) +
+              " shards within " + std::to_string(options.timeout.count()) + " ms, " +
+              std::to_string(filled) + " of " + std::to_string(B) + " drawn" + LeftOut(out_of_it));
+        }
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(10), deadline - now));
+        REPLAYDB_RETURN_IF_ERROR(peek_all());
+        continue;
+      }
+      int64_t k = B - filled;
+      if (!options.peek && spec.max_times_sampled > 0) {
+        k = std::clamp<int64_t>(spec.max_times_sampled - top[best].times_sampled, 1, k);
+      }
+      SampleBatch part;
+      const Status st = shards_->tables[best]->Sample(k, each, &part);
+      if (!st.ok()) {
+        REPLAYDB_RETURN_IF_ERROR(failed(best, st));
+        continue;
+      }
+      std::vector<size_t> rows(static_cast<size_t>(k));
+      std::iota(rows.begin(), rows.end(), static_cast<size_t>(filled));
+      CopyRows(part, rows, out);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        ItemKey key = part.keys[i];
+        REPLAYDB_RETURN_IF_ERROR(shards_->TagKey(best, &key));
+        out->keys[rows[i]] = key;
+        out->probabilities[rows[i]] = part.probabilities[i];
+      }
+      filled += k;
+      if (filled < B) {
+        const Status again = peek(best);
+        if (!again.ok()) REPLAYDB_RETURN_IF_ERROR(failed(best, again));
+      }
+    }
+    if (options.importance_beta >= 0) {
+      out->weights.assign(static_cast<size_t>(B), 1.0);
+    } else {
+      out->weights.clear();
+    }
+    return Status::OK();
+  }
+
   // Every shard's mass, at once, into *masses, and their sum into *sum.
   // A shard left out (LeaveOut) gets mass 0 and out_of_it[s]; when every
   // shard is, the first one's error.

@@ -358,6 +358,17 @@ def test_a_sharded_table_over_two_servers_is_one_table(tmp_path, rng):
         with pytest.raises(replaydb.NotSupportedError, match="spans 2 shards: its fifo draws"):
             db.create_table("q", {"obs": ("float32", (4,))}, capacity_steps=64,
                             selector="fifo").sample(1, timeout=1)
+        # A max heap over both: each draw the highest priority of any shard.
+        heap = db.create_table("heap", {"obs": ("float32", (4,))}, capacity_steps=64,
+                               block_steps=1, selector="max_heap", max_times_sampled=1)
+        prios = rng.permutation(8).astype(float) + 1.0
+        with heap.writer() as w:
+            for i, p in enumerate(prios):
+                w.append({"obs": rows[i]}, priority=p)
+                w.end()  # trajectories round the shards
+        drawn = heap.sample(5, timeout=10)
+        assert np.asarray(drawn.priorities).tolist() == [8.0, 7.0, 6.0, 5.0, 4.0]
+        assert set((np.asarray(drawn.item_keys) >> np.uint64(56)).tolist()) == {0, 1}
         # Shard 1 down: a sample raises, naming it, unless the connection
         # skips unavailable shards; then it draws from shard 0 alone.
         skipping = replaydb.connect(address, skip_unavailable_shards=True).table("experience")

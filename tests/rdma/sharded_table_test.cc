@@ -668,27 +668,30 @@ TEST_F(ShardedTableTest, ADownShardIsLeftOutOfSamplesWhereTheConnectionAllowsIt)
     Fill(*table, 12, rng_, &next_step_);
     const std::map<ItemKey, double> priorities = SkewPriorities(*table, rng_);
     const double exponent = table->spec().priority_exponent;
-    // Shard 1 goes down; what the others hold, with their chances alone.
+    // Shard 2 (most of the mass, so that every batch needs it) goes down;
+    // what the others hold, with their chances alone. (A batch that asks
+    // nothing of the down shard is drawn with the whole table's chances:
+    // nothing tells it the shard is down.)
     double total = 0, smallest = std::numeric_limits<double>::infinity();
     for (const auto& [key, p] : priorities) {
-      if (ShardOfKey(key) == 1) continue;
+      if (ShardOfKey(key) == 2) continue;
       total += std::pow(p, exponent);
       smallest = std::min(smallest, p);
     }
     std::map<ItemKey, double> want;
     for (const auto& [key, p] : priorities) {
-      if (ShardOfKey(key) != 1) want[key] = std::pow(p, exponent) / total;
+      if (ShardOfKey(key) != 2) want[key] = std::pow(p, exponent) / total;
     }
     for (const Down how : {Down::kMass, Down::kSample}) {
       SCOPED_TRACE(how == Down::kMass ? "down when asked its mass" : "down at its draws");
-      shards[1]->down = how;
+      shards[2]->down = how;
       SampleOptions o;
       o.importance_beta = 0.5;
       SampleBatch batch;
       if (!skip) {
-        const Status s = table->Sample(256, o, &batch);  // shard 1 has some of it
+        const Status s = table->Sample(32, o, &batch);
         EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
-        EXPECT_THAT(s.message(), HasSubstr("table 't' on shard 1 (" + dir.Sub("shard1")));
+        EXPECT_THAT(s.message(), HasSubstr("table 't' on shard 2 (" + dir.Sub("shard2")));
         EXPECT_THAT(s.message(), HasSubstr("this shard is down"));
         continue;
       }
@@ -749,6 +752,89 @@ TEST_F(ShardedTableTest, ADownShardIsLeftOutOfSamplesWhereTheConnectionAllowsIt)
     }
     EXPECT_EQ(seen, (std::set<int>{0, 1, 2}));
   }
+}
+
+// Heap tables: every draw takes the best top item of any shard, so a batch's
+// priorities come in the order one table holding every item gives (a
+// twin, with the same priorities): highest first (max heap) or lowest
+// (min heap), each item as often as max_times_sampled allows, then gone;
+// without a limit the whole batch is the best item. Peeks take nothing.
+TEST_F(ShardedTableTest, HeapDrawsTakeTheBestTopOfAnyShardAsOneTableWould) {
+  for (const SelectorKind kind : {SelectorKind::kMaxHeap, SelectorKind::kMinHeap}) {
+    for (const int64_t limit : {int64_t{2}, int64_t{0}}) {
+      SCOPED_TRACE(std::string(SelectorKindName(kind)) + ", max_times_sampled " +
+                   std::to_string(limit));
+      testing_util::TempDir dir;
+      auto db = LocalShards(dir, 3);
+      ASSERT_NE(db, nullptr);
+      TableSpec spec = Spec(kind);
+      spec.sequence_length = 1;
+      spec.max_times_sampled = limit;
+      spec.rate_limiter = RateLimiterSpec::MinSize(1);
+      ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+      Fill(*table, 9, rng_, &next_step_);
+      std::vector<ItemKey> keys;
+      std::vector<double> priorities;
+      ASSERT_OK(table->ItemPriorities(&keys, &priorities));
+      for (double& p : priorities) p = std::uniform_real_distribution<double>(0, 1000)(rng_);
+      ASSERT_OK(table->UpdatePriorities(keys, priorities));
+      // The twin: one local table with the same priorities.
+      DBOptions o = testing_util::ManualCheckpoints();
+      o.create_if_missing = true;
+      ASSERT_OK_AND_ASSIGN(auto twin_db, DB::Open(o, dir.Sub("twin")));
+      ASSERT_OK_AND_ASSIGN(auto twin, twin_db->CreateTable(spec));
+      {
+        ASSERT_OK_AND_ASSIGN(auto w, twin->NewWriter());
+        for (double p : priorities) {
+          float obs[3] = {0, 0, 0};
+          const int64_t number = 0;
+          const ConstTensor step[] = {{DType::kF32, Shape{3}, obs, sizeof(obs)},
+                                      {DType::kI64, Shape{}, &number, sizeof(number)}};
+          ASSERT_OK(w->Append(step, p));
+        }
+        ASSERT_OK(w->End(EndReason::kTerminal));
+      }
+      SampleOptions peek;
+      peek.peek = true;
+      SampleBatch a, b;
+      ASSERT_OK(table->Sample(3, peek, &a));
+      ASSERT_OK(twin->Sample(3, peek, &b));
+      EXPECT_EQ(a.priorities, b.priorities);
+      const int64_t n = static_cast<int64_t>(priorities.size());
+      const int64_t B = 5;
+      const int64_t batches = limit > 0 ? limit * n / B : 4;
+      SampleOptions so;
+      so.timeout = 1s;
+      so.importance_beta = 0.5;
+      for (int64_t i = 0; i < batches; ++i) {
+        ASSERT_OK(table->Sample(B, so, &a));
+        ASSERT_OK(twin->Sample(B, so, &b));
+        EXPECT_EQ(a.priorities, b.priorities) << "batch " << i;
+        EXPECT_EQ(a.times_sampled, b.times_sampled) << "batch " << i;
+        EXPECT_EQ(a.probabilities, b.probabilities);
+        EXPECT_EQ(a.weights, b.weights);
+        for (ItemKey key : a.keys) EXPECT_LT(ShardOfKey(key), 3);
+      }
+      if (limit > 0) {  // every item drawn `limit` times: nothing left for a batch
+        EXPECT_EQ(table->Info().num_items, n - limit * n / B * B / limit);
+      }
+    }
+  }
+  // Nothing in any shard: a peek fails at once, a sample waits its timeout.
+  auto db = LocalShards(dir_, 2);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto empty, db->CreateTable(Spec(SelectorKind::kMaxHeap, "empty")));
+  SampleOptions peek;
+  peek.peek = true;
+  SampleBatch batch;
+  Status s = empty->Sample(2, peek, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("nothing to draw on any of its 2 shards"));
+  SampleOptions wait;
+  wait.timeout = 30ms;
+  s = empty->Sample(2, wait, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr("within 30 ms, 0 of 2 drawn"));
 }
 
 // A shard that leaves keeps its place as "-" (a null database here): the
