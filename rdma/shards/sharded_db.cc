@@ -1100,6 +1100,10 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
       if (s + 1 == S || weight[s] >= left_weight) {
         n[s] = weight[s] > 0 ? left : 0;
       } else if (weight[s] > 0) {
+        // libstdc++'s binomial calls lgamma, which writes glibc's global
+        // signgam: one at a time in the process (found by TSan).
+        static std::mutex lgamma_mu;
+        std::lock_guard<std::mutex> one_at_a_time(lgamma_mu);
         n[s] = std::binomial_distribution<int64_t>(left, weight[s] / left_weight)(rng_);
       }
       left -= n[s];
