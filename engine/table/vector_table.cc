@@ -74,6 +74,15 @@ TableInfo VectorTableImpl::Info() const {
   return info;
 }
 
+Result<SamplingMass> VectorTableImpl::Mass() {
+  // Vector tables draw uniformly (CreateTable refuses other selectors): a
+  // stored step's mass is an item per environment.
+  REPLAYDB_ASSIGN_OR_RETURN(SamplingMass mass, TableImpl::Mass());
+  mass.items *= lanes_;
+  mass.total *= static_cast<double>(lanes_);
+  return mass;
+}
+
 Status VectorTableImpl::ItemPriorities(std::vector<ItemKey>* keys,
                                        std::vector<double>* priorities) {
   REPLAYDB_RETURN_IF_ERROR(TableImpl::ItemPriorities(keys, priorities));

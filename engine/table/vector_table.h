@@ -43,6 +43,8 @@ class VectorTableImpl final : public TableImpl {
   Status UpdatePrioritiesFromDevice(const uint64_t* keys, const float* priorities, int64_t n,
                                     void* stream) override;
   TableInfo Info() const override;
+  // Per environment, as Info: a stored step's mass is its lanes' items.
+  Result<SamplingMass> Mass() override;
   Status DeleteItems(std::span<const ItemKey> keys, int64_t* deleted) override;
   Status ItemPriorities(std::vector<ItemKey>* keys, std::vector<double>* priorities) override;
 

@@ -378,7 +378,8 @@ REPLAYDB_C_EXPORT int replaydb_table_info(replaydb_table_t* table, replaydb_tabl
 /* Table::Mass: the table's sampling mass (sum of priority^exponent over its
  * live items; the item count for a uniform table) into *total and its live
  * items into *items, for sampling several tables (shards) as one.
- * NotSupported for FIFO, LIFO and heap tables and vector tables. */
+ * NotSupported for FIFO, LIFO and heap tables; a vector table's counts an
+ * item per environment. */
 REPLAYDB_C_EXPORT int replaydb_table_mass(replaydb_table_t* table, double* total, int64_t* items,
                                           char** errptr);
 /* Table::DeleteItems: the live items of keys[0..n) deleted, durably; others

@@ -497,8 +497,9 @@ class Table {
   // present at the call, including priorities set from a device (it then
   // synchronises with the GPU's priority table, a copy of at most 8 KiB).
   // NotSupported, naming the table and its selector, for FIFO, LIFO and
-  // heap tables (their draws are certain, not proportional to a mass) and
-  // for vector tables. A remote table's is its server's (served since
+  // heap tables (their draws are certain, not proportional to a mass). A
+  // vector table's counts an item per environment, as TableInfo does. A
+  // remote table's is its server's (served since
   // protocol 6); a sharded table's the sum of its shards' (docs/sharding.md).
   virtual Result<SamplingMass> Mass();
 

@@ -1535,8 +1535,8 @@ class Table(_Owned):
         priority**priority_exponent over its live items, or the item count for
         a uniform table) and its live items, for sampling several tables as
         one (``replaydb.distributed``; a connected database's sharded tables,
-        docs/sharding.md). NotSupportedError for FIFO, LIFO and heap tables and
-        vector tables."""
+        docs/sharding.md). NotSupportedError for FIFO, LIFO and heap tables; a
+        vector table's counts an item per environment."""
         total = c_double()
         items = c_int64()
         _call(_lib.replaydb_table_mass, self._h(), byref(total), byref(items))

@@ -124,6 +124,9 @@ struct Shards {
   std::shared_ptr<ShardFanOut> fan_out;  // the database's
   bool skip_unavailable;                 // ConnectOptions::skip_unavailable_shards
   std::atomic<uint64_t> next_writer_shard{0};
+  // A vector table's lanes on each shard (spec.lanes is their sum); 1 for
+  // other tables, 0 where a shard left.
+  std::vector<int64_t> lanes;
 
   Shards(std::string n, TableSpec s, std::vector<std::shared_ptr<Table>> t,
          std::vector<std::string> a, std::shared_ptr<ShardFanOut> f, bool skip)
@@ -132,7 +135,9 @@ struct Shards {
         tables(std::move(t)),
         addresses(std::move(a)),
         fan_out(std::move(f)),
-        skip_unavailable(skip) {}
+        skip_unavailable(skip) {
+    for (const auto& t : tables) lanes.push_back(t == nullptr ? 0 : t->spec().lanes);
+  }
 
   size_t size() const { return tables.size(); }
   // Whether shard s is there: a shard that left ("-" in the address) has no
@@ -467,14 +472,26 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
                                      std::to_string(num_envs) + " environments (1 to " +
                                      std::to_string(kMaxVectorWriterEnvs) + ")");
     }
-    // The k-th of the P shards that are there takes [k N / P, (k + 1) N / P).
+    // The k-th of the P shards that are there takes [k N / P, (k + 1) N / P);
+    // of a vector table, each shard its lanes, in shard order.
     const size_t S = shards_->size();
-    size_t P = 0;
-    for (size_t s = 0; s < S; ++s) P += shards_->present(s) ? 1 : 0;
     std::vector<size_t> first(S + 1);
-    for (size_t s = 0, k = 0; s <= S; ++s) {
-      first[s] = k * num_envs / P;
-      if (s < S && shards_->present(s)) ++k;
+    if (shards_->spec.lanes > 1) {
+      if (num_envs != static_cast<size_t>(shards_->spec.lanes)) {
+        return Status::InvalidArgument(
+            "table " + Quoted(name()) + ": a vector writer of " + std::to_string(num_envs) +
+            " environments; the vector table has " + std::to_string(shards_->spec.lanes) +
+            " lanes over its shards");
+      }
+      for (size_t s = 0; s < S; ++s)
+        first[s + 1] = first[s] + static_cast<size_t>(shards_->lanes[s]);
+    } else {
+      size_t P = 0;
+      for (size_t s = 0; s < S; ++s) P += shards_->present(s) ? 1 : 0;
+      for (size_t s = 0, k = 0; s <= S; ++s) {
+        first[s] = k * num_envs / P;
+        if (s < S && shards_->present(s)) ++k;
+      }
     }
     std::vector<std::unique_ptr<VectorWriter>> writers(S);
     for (size_t s = 0; s < S; ++s) {
@@ -1282,17 +1299,31 @@ std::vector<std::string> ShardAddresses(const std::vector<std::unique_ptr<DB>>& 
 }  // namespace
 
 Result<std::shared_ptr<Table>> ShardedDB::CreateTable(const TableSpec& spec) {
-  if (spec.lanes > 1) {
-    return Status::NotSupported("table " + Quoted(spec.name) +
-                                ": vector tables (lanes > 1) are not sharded yet");
+  // A vector table's lanes: the k-th of the P shards that are there gets
+  // [k N / P, (k + 1) N / P), at least 2 each (a table of 1 lane is not a
+  // vector table).
+  size_t P = 0;
+  for (const auto& db : shards_) P += db != nullptr ? 1 : 0;
+  if (spec.lanes > 1 && spec.lanes < 2 * static_cast<int64_t>(P)) {
+    return Status::InvalidArgument(
+        "table " + Quoted(spec.name) + ": a vector table of " + std::to_string(spec.lanes) +
+        " lanes over " + std::to_string(P) +
+        " shards; each shard takes 2 or more, so lanes >= " + std::to_string(2 * P));
   }
   std::vector<std::shared_ptr<Table>> tables;
-  for (size_t s = 0; s < shards_.size(); ++s) {
+  for (size_t s = 0, k = 0; s < shards_.size(); ++s) {
     if (shards_[s] == nullptr) {
       tables.push_back(nullptr);
       continue;
     }
-    Result<std::shared_ptr<Table>> t = shards_[s]->CreateTable(spec);
+    TableSpec mine = spec;
+    if (spec.lanes > 1) {
+      const auto n = static_cast<int64_t>(P);
+      mine.lanes =
+          (static_cast<int64_t>(k) + 1) * spec.lanes / n - static_cast<int64_t>(k) * spec.lanes / n;
+    }
+    ++k;
+    Result<std::shared_ptr<Table>> t = shards_[s]->CreateTable(mine);
     if (!t.ok()) {
       for (size_t made = 0; made < s; ++made) {
         if (shards_[made] != nullptr) (void)shards_[made]->DropTable(spec.name);
@@ -1303,6 +1334,7 @@ Result<std::shared_ptr<Table>> ShardedDB::CreateTable(const TableSpec& spec) {
     tables.push_back(std::move(t).value());
   }
   TableSpec first = tables[First()]->spec();
+  first.lanes = spec.lanes;
   return std::shared_ptr<Table>(std::make_shared<ShardedTable>(
       std::make_shared<Shards>(spec.name, std::move(first), std::move(tables),
                                ShardAddresses(shards_), fan_out_, skip_unavailable_)));
@@ -1319,20 +1351,25 @@ Result<std::shared_ptr<Table>> ShardedDB::GetTable(std::string_view name) {
     if (!t.ok()) return t.status().WithContext(ShardName(s, shards_[s]->path()));
     tables.push_back(std::move(t).value());
   }
+  // The same spec everywhere, but for a vector table's lanes (each shard
+  // its own, all > 1; the table's their sum).
   const size_t f = First();
   TableSpec first = tables[f]->spec();
-  if (first.lanes > 1) {
-    return Status::NotSupported("table " + Quoted(std::string(name)) +
-                                ": vector tables (lanes > 1) are not sharded yet");
-  }
-  for (size_t s = f + 1; s < tables.size(); ++s) {
-    if (tables[s] != nullptr && !(tables[s]->spec() == first)) {
+  int64_t lanes = 0;
+  for (size_t s = f; s < tables.size(); ++s) {
+    if (tables[s] == nullptr) continue;
+    TableSpec other = tables[s]->spec();
+    lanes += other.lanes;
+    const bool both_vector = (other.lanes > 1) == (first.lanes > 1);
+    other.lanes = first.lanes;
+    if (!both_vector || !(other == first)) {
       return Status::FailedPrecondition("table " + Quoted(std::string(name)) + " differs between " +
                                         ShardName(f, shards_[f]->path()) + " and " +
                                         ShardName(s, shards_[s]->path()) +
                                         ": a sharded table has the same spec on every shard");
     }
   }
+  if (first.lanes > 1) first.lanes = lanes;
   return std::shared_ptr<Table>(std::make_shared<ShardedTable>(
       std::make_shared<Shards>(std::string(name), std::move(first), std::move(tables),
                                ShardAddresses(shards_), fan_out_, skip_unavailable_)));

@@ -88,7 +88,8 @@ class ShardedDB final : public DB {
   ~ShardedDB() override;
 
   // Creates the table on every shard (dropping it again from those that
-  // made it when one fails). NotSupported for a vector table (lanes > 1).
+  // made it when one fails). A vector table's lanes are spread over the
+  // shards (at least 2 each: InvalidArgument otherwise).
   Result<std::shared_ptr<Table>> CreateTable(const TableSpec& spec) override;
   // The table of every shard, which must have the same spec
   // (FailedPrecondition naming the shard and both specs otherwise); NotFound

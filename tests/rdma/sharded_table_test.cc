@@ -635,10 +635,13 @@ TEST_F(ShardedTableTest, WhatASampleCannotDoIsRefusedNamingIt) {
   EXPECT_THAT(s.message(), HasSubstr("table 'q' spans 2 shards: its fifo draws"));
 
   TableSpec vector = Spec(SelectorKind::kUniform, "v");
-  vector.lanes = 4;
+  vector.sequence_length = 1;
+  vector.lanes = 3;
   const Status lanes = db->CreateTable(vector).status();
-  EXPECT_EQ(lanes.code(), Status::Code::kNotSupported);
-  EXPECT_THAT(lanes.message(), HasSubstr("vector tables (lanes > 1) are not sharded yet"));
+  EXPECT_EQ(lanes.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(lanes.message(),
+              HasSubstr("a vector table of 3 lanes over 2 shards; each shard takes 2 or more, "
+                        "so lanes >= 4"));
 }
 
 // A shard that is down: without skip_unavailable_shards a sample fails
@@ -752,6 +755,75 @@ TEST_F(ShardedTableTest, ADownShardIsLeftOutOfSamplesWhereTheConnectionAllowsIt)
     }
     EXPECT_EQ(seen, (std::set<int>{0, 1, 2}));
   }
+}
+
+// A vector table's lanes are spread over the shards (2, 2 and 3 of 7): a
+// vector writer of 7 environments writes each shard's lanes there, draws
+// are uniform over every environment's items (each shard's mass counts an
+// item per environment), and keys route back to what was written.
+TEST_F(ShardedTableTest, AVectorTablesLanesAreSpreadOverTheShards) {
+  auto db = LocalShards(dir_, 3);
+  ASSERT_NE(db, nullptr);
+  TableSpec spec = Spec(SelectorKind::kUniform, "v");
+  spec.sequence_length = 1;
+  spec.lanes = 7;
+  ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+  EXPECT_EQ(table->spec().lanes, 7);
+  EXPECT_EQ(db->shard(0).GetTable("v").value()->spec().lanes, 2);
+  EXPECT_EQ(db->shard(2).GetTable("v").value()->spec().lanes, 3);
+  ASSERT_OK_AND_ASSIGN(auto reopened, db->GetTable("v"));
+  EXPECT_EQ(reopened->spec().lanes, 7);
+  Status s = table->NewVectorWriter(5).status();
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("the vector table has 7 lanes"));
+
+  ASSERT_OK_AND_ASSIGN(auto writer, table->NewVectorWriter(7));
+  const int64_t steps = 10;
+  for (int64_t t = 0; t < steps; ++t) {
+    std::vector<float> obs(7 * 3);
+    std::vector<int64_t> numbers(7);
+    for (size_t e = 0; e < 7; ++e) {
+      numbers[e] = t * 7 + static_cast<int64_t>(e);  // step t of environment e
+      obs[e * 3] = static_cast<float>(numbers[e]);
+    }
+    const ConstTensor step[] = {
+        {DType::kF32, Shape{7, 3}, obs.data(), obs.size() * sizeof(float)},
+        {DType::kI64, Shape{7}, numbers.data(), numbers.size() * sizeof(int64_t)}};
+    ASSERT_OK(writer->Append(step, {}));
+  }
+  for (size_t e = 0; e < 7; ++e) {
+    EXPECT_EQ(ShardOfTrajectory(writer->trajectory_id(e)), e < 2   ? 0
+                                                           : e < 4 ? 1
+                                                                   : 2)
+        << "environment " << e;
+  }
+  EXPECT_EQ(table->Info().num_items, 7 * steps);
+  ASSERT_OK_AND_ASSIGN(const SamplingMass mass, table->Mass());
+  EXPECT_EQ(mass.items, 7 * steps);
+  EXPECT_EQ(mass.total, 7.0 * steps);
+
+  std::map<int64_t, int64_t> counts;  // by the step number written
+  const int64_t B = 64;
+  const int rounds = 200;
+  for (int r = 0; r < rounds; ++r) {
+    SampleBatch batch;
+    ASSERT_OK(table->Sample(B, {}, &batch));
+    const auto* numbers = reinterpret_cast<const int64_t*>(batch.columns[1].data());
+    SampleBatch looked;
+    ASSERT_OK(table->Lookup(batch.keys, &looked));
+    const auto* again = reinterpret_cast<const int64_t*>(looked.columns[1].data());
+    for (int64_t b = 0; b < B; ++b) {
+      ++counts[numbers[b]];
+      EXPECT_EQ(again[b], numbers[b]) << "key " << batch.keys[b];
+      EXPECT_NEAR(batch.probabilities[b] * static_cast<double>(7 * steps), 1.0, 1e-12);
+      // Environment e's steps live on the shard its lane is on.
+      const int64_t e = numbers[b] % 7;
+      EXPECT_EQ(ShardOfKey(batch.keys[b]), e < 2 ? 0 : e < 4 ? 1 : 2) << "step " << numbers[b];
+    }
+  }
+  EXPECT_EQ(counts.size(), static_cast<size_t>(7 * steps));
+  EXPECT_LT(testing_util::UniformChiSquare(counts, static_cast<double>(B * rounds) / (7 * steps)),
+            testing_util::ChiSquareCritical(static_cast<double>(7 * steps - 1)));
 }
 
 // Heap tables: every draw takes the best top item of any shard, so a batch's

@@ -163,6 +163,10 @@ TEST_F(VectorTableTest, SamplesAndLookupsReturnEachEnvironmentsRow) {
   EXPECT_EQ(info.num_steps, n);
   EXPECT_EQ(info.num_items, n * lanes);
   EXPECT_EQ(info.items_inserted, n * lanes);
+  // The sampling mass counts items as Info does: one per environment.
+  ASSERT_OK_AND_ASSIGN(const SamplingMass mass, table->Mass());
+  EXPECT_EQ(mass.items, n * lanes);
+  EXPECT_EQ(mass.total, static_cast<double>(n * lanes));
   // Segments of block_steps steps; all but the last ended by the writer.
   EXPECT_EQ(info.num_trajectories, (n + spec.block_steps - 1) / spec.block_steps);
 
