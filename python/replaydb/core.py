@@ -1855,7 +1855,8 @@ def connect(address: str, *, client_name: Optional[str] = None,
     trajectory writers follow the primary through a failover:
     docs/replication.md; or several of these joined by "+", the shards of
     one database whose tables span them and sample with exact global
-    probabilities: docs/sharding.md), with the same DB and
+    probabilities, "-" keeping the place of a shard that left:
+    docs/sharding.md), with the same DB and
     Table calls, each run on the
     server (those it does not serve yet raise NotSupportedError). Many
     processes may connect to one server at once: actors writing, learners
