@@ -166,6 +166,13 @@ struct Shards {
     }
     return Status::OK();
   }
+  // Whether no shard is there and in it (every one left or out_of_it).
+  bool NoneLeft(const std::vector<bool>& out_of_it) const {
+    for (size_t s = 0; s < size(); ++s) {
+      if (present(s) && !out_of_it[s]) return false;
+    }
+    return true;
+  }
   // Whether a call may go on without shard s, which answered `status`.
   bool LeaveOut(const Status& status) const {
     return skip_unavailable && status.code() == Status::Code::kUnavailable;
@@ -974,7 +981,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
       if (!shards_->LeaveOut(st)) return st.WithContext(shards_->Where(s));
       out_of_it[s] = true;
       top[s] = {};
-      if (std::none_of(out_of_it.begin(), out_of_it.end(), [](bool o) { return !o; })) {
+      if (shards_->NoneLeft(out_of_it)) {
         return st.WithContext(shards_->Where(s)).WithContext("every shard is unavailable");
       }
       return Status::OK();
@@ -1072,7 +1079,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
       if (first_out.ok()) first_out = statuses[s].WithContext(shards_->Where(s));
       (*out_of_it)[s] = true;
     }
-    if (std::all_of(out_of_it->begin(), out_of_it->end(), [](bool o) { return o; })) {
+    if (shards_->NoneLeft(*out_of_it)) {
       return first_out.WithContext("every shard is unavailable");
     }
     *sum = Sum(*masses, *out_of_it);

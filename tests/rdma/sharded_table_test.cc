@@ -1007,6 +1007,32 @@ TEST_F(ShardedTableTest, AShardThatLeftKeepsItsPlaceAndTheOthersKeys) {
   s = ShardedDB::Make(std::move(none), "-+-").status();
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("every shard has left"));
+  // Where the connection skips unavailable shards, the shards that are there
+  // all down is Unavailable, not a wait for items (a shard that left is no
+  // shard to wait for).
+  {
+    vw.reset();
+    table.reset();
+    db.reset();  // shard 0's directory, for the downable opener below
+    std::vector<std::unique_ptr<DB>> two(3);
+    DBOptions o = testing_util::ManualCheckpoints();
+    auto a = DB::Open(o, dir_.Sub("shard0"));
+    ASSERT_OK(a.status());
+    auto down = std::make_unique<DownableDB>(std::move(a).value());
+    DownableDB* shard0 = down.get();
+    two[0] = std::move(down);
+    ConnectOptions co;
+    co.skip_unavailable_shards = true;
+    ASSERT_OK_AND_ASSIGN(auto skipping, ShardedDB::Make(std::move(two), "A+-+-", co));
+    ASSERT_OK_AND_ASSIGN(auto t, skipping->GetTable("t"));
+    shard0->down = Down::kMass;
+    SampleBatch batch;
+    SampleOptions wait;
+    wait.timeout = 5s;
+    s = t->Sample(4, wait, &batch);
+    EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+    EXPECT_THAT(s.message(), HasSubstr("every shard is unavailable"));
+  }
 }
 
 // The threads a sharded table's calls fan out on: the database's, however
