@@ -65,7 +65,23 @@ def _free_port():
 
 def run_group(tmp_path, world, **cfg):
     """Runs `world` ranks of the worker; returns their results by rank. Every
-    process is waited for (120 s at most) and killed if it overstays."""
+    process is waited for (120 s at most) and killed if it overstays. The
+    rendezvous port is free when chosen, but another process (tests run in
+    parallel) may take it before rank 0 binds it: then the group runs again
+    on another port, three times at most."""
+    for attempt in range(3):
+        try:
+            return _run_group_once(tmp_path, world, dict(cfg))
+        except _PortTaken:
+            if attempt == 2:
+                raise
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _run_group_once(tmp_path, world, cfg):
     cfg.update(world=world, dir=str(tmp_path), init=f"tcp://127.0.0.1:{_free_port()}")
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")  # gloo's sockets on loopback only
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parents[1] / "python"),
@@ -75,9 +91,11 @@ def run_group(tmp_path, world, **cfg):
                               stderr=subprocess.STDOUT, text=True) for r in range(world)]
     outputs = []
     try:
-        for p in procs:
+        for r, p in enumerate(procs):
             out, _ = p.communicate(timeout=120)
             outputs.append(out)
+            if r == 0 and p.returncode != 0 and "Address already in use" in out:
+                raise _PortTaken(out)  # the others are killed below
     finally:
         for p in procs:
             if p.poll() is None:
