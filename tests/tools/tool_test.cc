@@ -276,6 +276,30 @@ TEST_F(ToolTest, BenchRemoteSmallRowsCarryUcxPerftestsCeiling) {
       << run.out;
 }
 
+// The sharded exactness row: four served shards, the total-variation
+// distance of their draws against one table's, near 1 (the exact method;
+// statistically, far from the 1.5 target), and an equal quota per shard far
+// off the exact distribution.
+TEST_F(ToolTest, BenchShardedExactnessRowComparesWithOneTablesNoise) {
+  ToolRun run = Run({"bench", "--json", "--quick", "--filter", "sharded_exactness"},
+                    std::chrono::seconds(300));
+  ASSERT_EQ(run.exit_code, 0) << "stderr:\n" << run.err << "\nstdout:\n" << run.out;
+  const std::vector<std::string> lines = Lines(run.out);
+  ASSERT_EQ(lines.size(), 1u) << run.out;
+  ASSERT_EQ(CheckBenchRecord(lines[0], "sharded_exactness"), "");
+  JsonValue v;
+  ASSERT_TRUE(JsonParser::Parse(lines[0], &v));
+  EXPECT_EQ(v.Find("unit")->string, "TV");
+  EXPECT_EQ(v.Find("ceiling_name")->string, "one table's TV");
+  EXPECT_GT(v.Find("value")->number, 0);
+  const double ratio = v.Find("ratio")->number;
+  EXPECT_GT(ratio, 0.7);
+  EXPECT_LT(ratio, 1.3);
+  EXPECT_EQ(v.Find("target")->string, "met");
+  EXPECT_NE(v.Find("note")->string.find("an equal quota per shard 0.6"), std::string::npos)
+      << v.Find("note")->string;
+}
+
 // The transport's one-sided reads: a row over shared memory against
 // ucx_perftest's ucp_get, saying the reads were one-sided (none over TCP,
 // where UCX only emulates reads).

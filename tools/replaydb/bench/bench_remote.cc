@@ -30,9 +30,9 @@
 //                   (DB::Connect("A+B+C+D"), docs/sharding.md) against the
 //                   same on one of them alone; ratio = value / that.
 //   sharded_exactness  the total-variation distance of a sharded table's
-//                   draws (4 local shards, masses tenfold apart) from the
-//                   exact distribution, against one table's of as many draws
-//                   (its sampling noise); no transport.
+//                   draws (4 served shards over TCP, masses tenfold apart)
+//                   from the exact distribution, against one local table's of
+//                   as many draws (its sampling noise).
 //   remote_replica_apply, remote_replica_insert, remote_replicated_append:
 //                   read replicas and acknowledgments (docs/replication.md),
 //                   below.
@@ -70,7 +70,6 @@
 #include <thread>
 #include <unordered_map>
 
-#include "rdma/shards/sharded_db.h"
 #include "replaydb/server.h"
 #include "tools/replaydb/bench/bench_common.h"
 #include "tools/replaydb/child_process.h"
@@ -793,37 +792,69 @@ Result<BenchResult> RunShardedSample(const std::string& transport, const Timing&
 // samples of 256 from a prioritized table over 4 shards whose masses differ
 // tenfold shard to shard (shard s's priorities in [1, 2) x 10^s), against
 // the same distance for as many draws from one table holding the same
-// priorities (the ceiling: a single table's sampling noise). The shards are
-// local databases (ShardedDB::Make): the draws' exactness is the client's
-// arithmetic, the same over any transport. The note adds what an equal
-// quota from each shard (Reverb's several servers) gives: 64 draws a shard.
+// priorities (the ceiling: a single table's sampling noise; a local table).
+// The shards are four `replaydb serve` processes over TCP
+// (DB::Connect("A+B+C+D")). The note adds what an equal quota from each
+// shard (Reverb's several servers) gives: 64 draws a shard, each shard's
+// keys made the sharded table's by the shard in their top 8 bits
+// (docs/sharding.md).
+Result<BenchResult> ShardedExactness(const Timing& timing, const TableSpec& spec,
+                                     const std::string& dir, const std::string& address,
+                                     const std::vector<std::string>& shard_addresses);
+
 Result<BenchResult> RunShardedExactness(const Timing& timing) {
-  constexpr size_t kShards = 4;
-  constexpr int64_t kBatch = 256;
-  constexpr int64_t kItemsPerShard = 1024;
-  const int batches = timing.quick ? 1000 : 4000;
-  TableSpec spec = BytesSpec("sharded_exactness", 16, kItemsPerShard * kShards, 1);
+  TableSpec spec = BytesSpec("sharded_exactness", 16, 4096, 1);
   spec.block_steps = 16;  // a trajectory's: nothing is evicted
   spec.selector = SelectorKind::kPrioritized;
   spec.priority_exponent = 1.0;
   REPLAYDB_ASSIGN_OR_RETURN(auto dir, TempDir::Make());
-  const auto open = [&](const std::string& name) -> Result<std::unique_ptr<DB>> {
-    DBOptions o;
-    o.create_if_missing = true;
-    return DB::Open(o, dir->path() + "/" + name);
-  };
-  std::vector<std::unique_ptr<DB>> dbs;
-  for (size_t s = 0; s < kShards; ++s) {
-    REPLAYDB_ASSIGN_OR_RETURN(auto db, open("shard" + std::to_string(s)));
-    dbs.push_back(std::move(db));
+  UseTransport("tcp");
+  std::vector<Served> servers;
+  std::vector<std::string> addresses;
+  Status status;
+  for (int s = 0; s < 4 && status.ok(); ++s) {
+    Result<Served> served = Served::Start(dir->path() + "/shard" + std::to_string(s), 1);
+    if (!served.ok()) {
+      status = served.status();
+      break;
+    }
+    addresses.push_back(served->address);
+    servers.push_back(std::move(served).value());
   }
-  REPLAYDB_ASSIGN_OR_RETURN(auto sharded_db, rdma::ShardedDB::Make(std::move(dbs), "local"));
+  std::string address;
+  for (const std::string& a : addresses) address += (address.empty() ? "" : "+") + a;
+  Result<BenchResult> r = status.ok()
+                              ? ShardedExactness(timing, spec, dir->path(), address, addresses)
+                              : Result<BenchResult>(status);
+  for (Served& server : servers) {
+    const Status stopped = server.Stop();
+    if (r.ok() && !stopped.ok()) r = stopped;
+  }
+  return r;
+}
+
+Result<BenchResult> ShardedExactness(const Timing& timing, const TableSpec& spec,
+                                     const std::string& dir, const std::string& address,
+                                     const std::vector<std::string>& shard_addresses) {
+  constexpr size_t kShards = 4;
+  constexpr int64_t kBatch = 256;
+  constexpr int64_t kItemsPerShard = 1024;
+  constexpr int kShardKeyShift = 56;  // a sharded table's key: shard << 56 | the shard's own
+  const int batches = timing.quick ? 1000 : 4000;
+  ConnectOptions co;
+  co.client_name = "replaydb bench";
+  REPLAYDB_ASSIGN_OR_RETURN(auto sharded_db, DB::Connect(address, co));
   REPLAYDB_ASSIGN_OR_RETURN(auto sharded, sharded_db->CreateTable(spec));
-  REPLAYDB_ASSIGN_OR_RETURN(auto single_db, open("single"));
+  DBOptions o;
+  o.create_if_missing = true;
+  REPLAYDB_ASSIGN_OR_RETURN(auto single_db, DB::Open(o, dir + "/single"));
   REPLAYDB_ASSIGN_OR_RETURN(auto single, single_db->CreateTable(spec));
+  std::vector<std::unique_ptr<DB>> shard_dbs;  // each shard alone, for the equal quotas
   std::vector<std::shared_ptr<Table>> shards;
-  for (size_t s = 0; s < kShards; ++s) {
-    REPLAYDB_ASSIGN_OR_RETURN(auto t, sharded_db->shard(s).GetTable(spec.name));
+  for (const std::string& a : shard_addresses) {
+    REPLAYDB_ASSIGN_OR_RETURN(auto db, DB::Connect(a, co));
+    REPLAYDB_ASSIGN_OR_RETURN(auto t, db->GetTable(spec.name));
+    shard_dbs.push_back(std::move(db));
     shards.push_back(std::move(t));
   }
   // The same priorities into both: trajectories of 16 steps, round the
@@ -891,12 +922,11 @@ Result<BenchResult> RunShardedExactness(const Timing& timing) {
     keys->assign(batch.keys.begin(), batch.keys.end());
     return Status::OK();
   };
-  const uint64_t seed = std::random_device{}();  // in the note: a run can be repeated
+  // The seed is in the note, so that a run can be repeated. (Seeding the
+  // sharded table seeds its shards; the equal quotas draw after it.)
+  const uint64_t seed = std::random_device{}();
   REPLAYDB_RETURN_IF_ERROR(sharded->Seed(seed));
   REPLAYDB_RETURN_IF_ERROR(single->Seed(seed + kShards));
-  for (size_t s = 0; s < kShards; ++s) {
-    REPLAYDB_RETURN_IF_ERROR(shards[s]->Seed(seed + 2 * kShards + s));
-  }
   REPLAYDB_ASSIGN_OR_RETURN(const auto want_sharded, exact(*sharded));
   REPLAYDB_ASSIGN_OR_RETURN(const auto want_single, exact(*single));
   REPLAYDB_ASSIGN_OR_RETURN(const double value, tv(want_sharded, [&](std::vector<ItemKey>* keys) {
@@ -910,8 +940,7 @@ Result<BenchResult> RunShardedExactness(const Timing& timing) {
         keys->clear();
         for (size_t s = 0; s < kShards; ++s) {
           REPLAYDB_RETURN_IF_ERROR(shards[s]->Sample(kBatch / kShards, so, &batch));
-          for (ItemKey k : batch.keys)
-            keys->push_back(rdma::ShardedItemKey(static_cast<int>(s), k));
+          for (ItemKey k : batch.keys) keys->push_back((uint64_t{s} << kShardKeyShift) | k);
         }
         return Status::OK();
       }));
