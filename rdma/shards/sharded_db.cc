@@ -561,20 +561,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
         total += weight[s];
       }
       if (total > 0 && sum.items > 0) break;
-      if (options.peek) {
-        return Status::FailedPrecondition("table " + Quoted(name()) +
-                                          " has nothing to draw on any of its " +
-                                          std::to_string(S) + " shards" + LeftOut(out_of_it));
-      }
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        return Status::DeadlineExceeded(
-            "table " + Quoted(name()) + ": nothing to draw on any of its " + std::to_string(S) +
-            " shards within " + std::to_string(options.timeout.count()) + " ms" +
-            LeftOut(out_of_it));
-      }
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-          std::chrono::milliseconds(10), deadline - now));
+      REPLAYDB_RETURN_IF_ERROR(AwaitItems(options, deadline, out_of_it, ""));
     }
     // n_s ~ Multinomial(B, weight_s / total), as binomials in turn; or,
     // stratified (prioritized tables, as locally), the B strata of the
@@ -1009,20 +996,9 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
         }
       }
       if (best == S) {  // nothing to draw anywhere (now)
-        if (options.peek) {
-          return Status::FailedPrecondition("table " + Quoted(name()) +
-                                            " has nothing to draw on any of its " +
-                                            std::to_string(S) + " shards" + LeftOut(out_of_it));
-        }
-        const auto now = std::chrono::steady_clock::now();
-        if (now >= deadline) {
-          return Status::DeadlineExceeded(
-              "table " + Quoted(name()) + ": nothing to draw on any of its " + std::to_string(S) +
-              " shards within " + std::to_string(options.timeout.count()) + " ms, " +
-              std::to_string(filled) + " of " + std::to_string(B) + " drawn" + LeftOut(out_of_it));
-        }
-        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-            std::chrono::milliseconds(10), deadline - now));
+        REPLAYDB_RETURN_IF_ERROR(AwaitItems(
+            options, deadline, out_of_it,
+            ", " + std::to_string(filled) + " of " + std::to_string(B) + " drawn"));
         REPLAYDB_RETURN_IF_ERROR(peek_all());
         continue;
       }
@@ -1102,6 +1078,30 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
       }
     }
     return sum;
+  }
+
+  // Where no shard has anything to draw: a peek fails at once; a sample
+  // sleeps (10 ms at most) and returns OK to ask again, or, past its
+  // deadline, DeadlineExceeded (`drawn`: what the message adds after the
+  // wait, such as ", 3 of 8 drawn").
+  Status AwaitItems(const SampleOptions& options, std::chrono::steady_clock::time_point deadline,
+                    const std::vector<bool>& out_of_it, const std::string& drawn) const {
+    const std::string count = std::to_string(shards_->size());
+    if (options.peek) {
+      return Status::FailedPrecondition("table " + Quoted(name()) +
+                                        " has nothing to draw on any of its " + count + " shards" +
+                                        LeftOut(out_of_it));
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return Status::DeadlineExceeded("table " + Quoted(name()) + ": nothing to draw on any of its " +
+                                      count + " shards within " +
+                                      std::to_string(options.timeout.count()) + " ms" + drawn +
+                                      LeftOut(out_of_it));
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        std::chrono::milliseconds(10), deadline - now));
+    return Status::OK();
   }
 
   // ", shards 1, 3 unavailable" where some were left out; else empty.

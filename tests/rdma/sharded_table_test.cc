@@ -232,6 +232,24 @@ double ChiSquare(const std::map<ItemKey, int64_t>& counts,
   return chi2;
 }
 
+// A peek of `B` at `table`, which has nothing to draw, fails at once
+// naming it (`peek_says`); a sample waits 30 ms and fails saying so
+// (`wait_says`).
+void ExpectNothingToDraw(Table& table, int64_t B, const std::string& peek_says,
+                         const std::string& wait_says) {
+  SampleOptions peek;
+  peek.peek = true;
+  SampleBatch batch;
+  Status s = table.Sample(B, peek, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr(peek_says));
+  SampleOptions wait;
+  wait.timeout = 30ms;
+  s = table.Sample(B, wait, &batch);
+  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded);
+  EXPECT_THAT(s.message(), HasSubstr(wait_says));
+}
+
 class ShardedTableTest : public ::testing::Test {
  protected:
   testing_util::TempDir dir_;
@@ -604,18 +622,10 @@ TEST_F(ShardedTableTest, WhatASampleCannotDoIsRefusedNamingIt) {
   auto db = LocalShards(dir_, 2);
   ASSERT_NE(db, nullptr);
   ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(Spec(SelectorKind::kPrioritized)));
-  SampleOptions peek;
-  peek.peek = true;
+  ExpectNothingToDraw(*table, 4, "table 't' has nothing to draw on any of its 2 shards",
+                      "nothing to draw on any of its 2 shards within 30 ms");
   SampleBatch batch;
-  Status s = table->Sample(4, peek, &batch);
-  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("table 't' has nothing to draw on any of its 2 shards"));
-  SampleOptions wait;
-  wait.timeout = 30ms;
-  s = table->Sample(4, wait, &batch);
-  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded);
-  EXPECT_THAT(s.message(), HasSubstr("nothing to draw on any of its 2 shards within 30 ms"));
-  s = table->Sample(0, {}, &batch);
+  Status s = table->Sample(0, {}, &batch);
   EXPECT_THAT(s.message(), HasSubstr("batch_size is 0"));
 
   Fill(*table, 4, rng_, &next_step_);
@@ -896,17 +906,8 @@ TEST_F(ShardedTableTest, HeapDrawsTakeTheBestTopOfAnyShardAsOneTableWould) {
   auto db = LocalShards(dir_, 2);
   ASSERT_NE(db, nullptr);
   ASSERT_OK_AND_ASSIGN(auto empty, db->CreateTable(Spec(SelectorKind::kMaxHeap, "empty")));
-  SampleOptions peek;
-  peek.peek = true;
-  SampleBatch batch;
-  Status s = empty->Sample(2, peek, &batch);
-  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("nothing to draw on any of its 2 shards"));
-  SampleOptions wait;
-  wait.timeout = 30ms;
-  s = empty->Sample(2, wait, &batch);
-  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded);
-  EXPECT_THAT(s.message(), HasSubstr("within 30 ms, 0 of 2 drawn"));
+  ExpectNothingToDraw(*empty, 2, "nothing to draw on any of its 2 shards",
+                      "within 30 ms, 0 of 2 drawn");
 }
 
 // A shard that leaves keeps its place as "-" (a null database here): the
