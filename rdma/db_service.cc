@@ -182,9 +182,10 @@ Result<SampleOptions> ServedSampleOptions(const fb::Sample& q, const Request& r,
 // A Sampled header for `batch`.
 std::string SampledHeader(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f,
                           bool gathered, const SampleBatch& batch) {
-  return EncodeHeader(b, f, fb::Body::Sampled,
-                      fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
-                                        !batch.weights.empty(), gathered));
+  return EncodeHeader(
+      b, f, fb::Body::Sampled,
+      fb::CreateSampled(b, batch.batch_size, batch.sequence_length, !batch.weights.empty(),
+                        gathered, 0, 0, 0, 0, 0, !batch.insertion_order.empty()));
 }
 
 // A Sampled reply: the items' fields as the payload, the columns sent from
@@ -202,13 +203,14 @@ Reply SampledReply(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f, boo
 // column, as pieces of the payload, the blocks held until it is sent.
 Result<Reply> SampledFromBlocks(flatbuffers::FlatBufferBuilder& b, const HeaderFields& f,
                                 engine::TableImpl& table, int64_t batch_size,
-                                const SampleOptions& o) {
+                                const SampleOptions& o, bool insertion_order) {
   struct Held {
     SampleBatch items;
     engine::InPlaceSample where;  // its pins keep the blocks
   };
   auto held = std::make_shared<Held>();
   REPLAYDB_RETURN_IF_ERROR(table.SampleInPlace(batch_size, o, &held->items, &held->where));
+  if (!insertion_order) held->items.insertion_order.clear();
   static constexpr std::byte kZeros[64 << 10] = {};
   const auto zeros = [](size_t bytes, std::vector<std::span<const std::byte>>* parts) {
     for (; bytes > 0; bytes -= std::min(bytes, sizeof(kZeros))) {
@@ -275,17 +277,21 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
       const fb::Sample* q = h->body_as_Sample();
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(q->table())));
       REPLAYDB_ASSIGN_OR_RETURN(const SampleOptions o, ServedSampleOptions(*q, r, table->name()));
+      // (Insertion orders go back where the client asks for them.)
+      const bool order = q->insertion_order();
       if (r.no_wait) {  // small, on the transport's worker: one payload
         thread_local SampleBatch small;
         REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, &small));
+        if (!order) small.insertion_order.clear();
         return SmallSampledReply(b, f, o.gather, small);
       }
       if (auto* impl = dynamic_cast<engine::TableImpl*>(table.get());
           o.gather && impl != nullptr && impl->samples_by_address()) {
-        return SampledFromBlocks(b, f, *impl, q->batch_size(), o);
+        return SampledFromBlocks(b, f, *impl, q->batch_size(), o, order);
       }
       std::shared_ptr<SampleBatch> batch = batches.Take();
       REPLAYDB_RETURN_IF_ERROR(table->Sample(q->batch_size(), o, batch.get()));
+      if (!order) batch->insertion_order.clear();
       return SampledReply(b, f, o.gather, std::move(batch));
     }
     case fb::Body::CreateTable: {
@@ -340,13 +346,17 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
                                        std::to_string(r.message.payload.size()) +
                                        " payload bytes are not whole 8-byte keys");
       }
+      // (A Lookup's reply carries no insertion orders: its request cannot
+      // ask for them.)
       if (r.no_wait) {
         thread_local SampleBatch small;
         REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, &small));
+        small.insertion_order.clear();
         return SmallSampledReply(b, f, true, small);
       }
       std::shared_ptr<SampleBatch> batch = batches.Take();
       REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, batch.get()));
+      batch->insertion_order.clear();
       return SampledReply(b, f, true, std::move(batch));
     }
     case fb::Body::UpdatePriorities: {
@@ -707,6 +717,7 @@ std::optional<Result<Reply>> DbService::SampleInPlace(Request& r) {
   thread_local SampleBatch batch;
   thread_local engine::InPlaceSample where;
   if (Status s = impl->SampleInPlace(q->batch_size(), *o, &batch, &where); !s.ok()) return s;
+  if (!q->insertion_order()) batch.insertion_order.clear();
   std::string payload = EncodeSampleItems(batch);
   payload.reserve(payload.size() + where.segments.size() * kSegmentRowBytes);
   for (const engine::InPlaceSegment& g : where.segments) {
@@ -734,8 +745,8 @@ std::optional<Result<Reply>> DbService::SampleInPlace(Request& r) {
                             fb::CreateSampled(b, batch.batch_size, batch.sequence_length,
                                               !batch.weights.empty(), /*has_columns=*/false, id,
                                               in_place_.lease.count(),
-                                              static_cast<int64_t>(where.segments.size()),
-                                              offsets, step_bytes)),
+                                              static_cast<int64_t>(where.segments.size()), offsets,
+                                              step_bytes, !batch.insertion_order.empty())),
                std::move(payload)};
 }
 
@@ -1804,14 +1815,15 @@ Result<Reply> DbService::HandleWriterCall(Request& r, const std::shared_ptr<Writ
 
 std::string EncodeSampleItems(const SampleBatch& batch) {
   std::string out;
-  out.reserve(batch.keys.size() * (8 + 8 + 8 + 4) + batch.weights.size() * 8 +
-              batch.mask.size());
+  out.reserve(batch.keys.size() * (8 + 8 + 8 + 4) + batch.weights.size() * 8 + batch.mask.size() +
+              batch.insertion_order.size() * 8);
   Put(&out, batch.keys);
   Put(&out, batch.probabilities);
   Put(&out, batch.priorities);
   Put(&out, batch.weights);
   Put(&out, batch.times_sampled);
   Put(&out, batch.mask);
+  Put(&out, batch.insertion_order);
   return out;
 }
 
@@ -1823,26 +1835,27 @@ std::string EncodeSamplePayload(const SampleBatch& batch) {
   return out;
 }
 
-size_t SampleItemsBytes(int64_t batch_size, int64_t sequence_length, bool has_weights) {
+size_t SampleItemsBytes(int64_t batch_size, int64_t sequence_length, bool has_weights,
+                        bool has_insertion_order) {
   const auto n = static_cast<size_t>(std::max<int64_t>(batch_size, 0));
-  return n * (sizeof(ItemKey) + 8 + 8 + (has_weights ? 8 : 0) + 4) +
+  return n * (sizeof(ItemKey) + 8 + 8 + (has_weights ? 8 : 0) + 4 + (has_insertion_order ? 8 : 0)) +
          n * static_cast<size_t>(std::max<int64_t>(sequence_length, 0));
 }
 
 bool DecodeSampleItems(std::string_view* in, int64_t batch_size, int64_t sequence_length,
-                       bool has_weights, SampleBatch* b) {
+                       bool has_weights, bool has_insertion_order, SampleBatch* b) {
   const auto n = static_cast<size_t>(batch_size);
   b->batch_size = batch_size;
   b->sequence_length = sequence_length;
-  return Take(in, n, &b->keys) && Take(in, n, &b->probabilities) &&
-         Take(in, n, &b->priorities) && Take(in, has_weights ? n : 0, &b->weights) &&
-         Take(in, n, &b->times_sampled) &&
-         Take(in, n * static_cast<size_t>(sequence_length), &b->mask);
+  return Take(in, n, &b->keys) && Take(in, n, &b->probabilities) && Take(in, n, &b->priorities) &&
+         Take(in, has_weights ? n : 0, &b->weights) && Take(in, n, &b->times_sampled) &&
+         Take(in, n * static_cast<size_t>(sequence_length), &b->mask) &&
+         Take(in, has_insertion_order ? n : 0, &b->insertion_order);
 }
 
 Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int64_t batch_size,
                            int64_t sequence_length, bool has_weights, bool has_columns,
-                           const std::string& from, SampleBatch* out) {
+                           bool has_insertion_order, const std::string& from, SampleBatch* out) {
   const auto bad = [&](const std::string& what) {
     return Status::Corruption("sample of table '" + spec.name + "' from " + from + ": " + what +
                               " (payload of " + std::to_string(payload.size()) + " bytes, " +
@@ -1856,7 +1869,7 @@ Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int6
   const auto n = static_cast<size_t>(batch_size);
   std::string_view in = payload;
   SampleBatch b;
-  if (!DecodeSampleItems(&in, batch_size, sequence_length, has_weights, &b)) {
+  if (!DecodeSampleItems(&in, batch_size, sequence_length, has_weights, has_insertion_order, &b)) {
     return bad("too short for the items' keys, probabilities, priorities and mask");
   }
   // The columns' sizes first; then their bytes, into `out`'s buffers where

@@ -322,12 +322,14 @@ void PutSegmentRow(std::string* out, const SegmentRow& row);
 bool TakeSegmentRow(std::string_view* in, SegmentRow* row);
 
 // A sample's payload (WIRE.md, "A sample's payload"): keys, probabilities,
-// priorities, weights (when present), times sampled, the mask, then each
+// priorities, weights (when present), times sampled, the mask, insertion
+// orders (when present: batch.insertion_order not empty), then each
 // column's bytes in schema order (none when the sample did not gather).
 std::string EncodeSamplePayload(const SampleBatch& batch);
 // Its first part, the items' fields (all but the columns), and its size.
 std::string EncodeSampleItems(const SampleBatch& batch);
-size_t SampleItemsBytes(int64_t batch_size, int64_t sequence_length, bool has_weights);
+size_t SampleItemsBytes(int64_t batch_size, int64_t sequence_length, bool has_weights,
+                        bool has_insertion_order);
 // `columns` shaped as a sample's of `batch_size` windows of
 // `sequence_length` steps of a table of `spec`: one per column,
 // [batch_size, sequence_length, column shape...], each keeping its buffer
@@ -337,13 +339,13 @@ void ShapeSampleColumns(const TableSpec& spec, int64_t batch_size, int64_t seque
 // Reads the items' fields from the front of `in` into `b` (its batch_size
 // and sequence_length too); false when `in` is too short.
 bool DecodeSampleItems(std::string_view* in, int64_t batch_size, int64_t sequence_length,
-                       bool has_weights, SampleBatch* b);
+                       bool has_weights, bool has_insertion_order, SampleBatch* b);
 // The batch that `payload` holds for a table of `spec`, `batch_size` items
 // of windows of `sequence_length`; Corruption naming `from` when its size
 // does not add up.
 Status DecodeSamplePayload(std::string_view payload, const TableSpec& spec, int64_t batch_size,
                            int64_t sequence_length, bool has_weights, bool has_columns,
-                           const std::string& from, SampleBatch* out);
+                           bool has_insertion_order, const std::string& from, SampleBatch* out);
 
 }  // namespace replaydb::rdma
 

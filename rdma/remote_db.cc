@@ -1789,7 +1789,9 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
                                           return fb::CreateSample(
                                               b, t, batch_size, options.importance_beta,
                                               static_cast<uint8_t>(options.weight_normalization),
-                                              options.stratified, options.peek, options.gather);
+                                              options.stratified, options.peek, options.gather,
+                                              /*in_place=*/false, /*release=*/0,
+                                              /*insertion_order=*/true);
                                         },
                                         slice.count()),
                                     "", ReplyWait(slice, remote_->options.call_timeout),
@@ -2210,7 +2212,7 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
                     return fb::CreateSample(b, t, batch_size, options.importance_beta,
                                             static_cast<uint8_t>(options.weight_normalization),
                                             options.stratified, options.peek, options.gather,
-                                            /*in_place=*/true, r);
+                                            /*in_place=*/true, r, /*insertion_order=*/true);
                   },
                   slice.count()),
               "", ReplyWait(slice, remote_->options.call_timeout), 0, Landing(out, &items));
@@ -2253,8 +2255,8 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
     SampleBatch b;
     std::string_view in = payload;
     if (B < 0 || L < 1 || L > (int64_t{1} << 32) ||
-        !DecodeSampleItems(&in, B, L, s.has_weights(), &b) || s.segments() < 0 ||
-        in.size() != static_cast<uint64_t>(s.segments()) * kSegmentRowBytes) {
+        !DecodeSampleItems(&in, B, L, s.has_weights(), s.has_insertion_order(), &b) ||
+        s.segments() < 0 || in.size() != static_cast<uint64_t>(s.segments()) * kSegmentRowBytes) {
       return Status::Corruption(what + ": an in-place reply of " +
                                 std::to_string(payload.size()) + " bytes does not add up");
     }
@@ -2352,8 +2354,8 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
       }
       const size_t rows = static_cast<size_t>(s->batch_size()) *
                           static_cast<size_t>(s->sequence_length());
-      const size_t item_bytes =
-          SampleItemsBytes(s->batch_size(), s->sequence_length(), s->has_weights());
+      const size_t item_bytes = SampleItemsBytes(s->batch_size(), s->sequence_length(),
+                                                 s->has_weights(), s->has_insertion_order());
       size_t total = item_bytes;
       for (const ColumnSpec& c : spec->columns) {
         size_t bytes = 0;
@@ -2379,11 +2381,13 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
     const fb::Sampled* s = m.header()->body_as_Sampled();
     if (!m.placed) {
       return DecodeSamplePayload(m.payload, remote_->spec, s->batch_size(), s->sequence_length(),
-                                 s->has_weights(), s->has_columns(), address(), out);
+                                 s->has_weights(), s->has_columns(), s->has_insertion_order(),
+                                 address(), out);
     }
     SampleBatch b;
     std::string_view in = items;
-    if (!DecodeSampleItems(&in, s->batch_size(), s->sequence_length(), s->has_weights(), &b) ||
+    if (!DecodeSampleItems(&in, s->batch_size(), s->sequence_length(), s->has_weights(),
+                           s->has_insertion_order(), &b) ||
         !in.empty()) {
       return Status::Internal(what + ": the items' fields placed do not add up");
     }

@@ -18,7 +18,8 @@ namespace {
 bool KnownType(uint8_t type) {
   return (type >= static_cast<uint8_t>(RecordType::kCreateTable) &&
           type <= static_cast<uint8_t>(RecordType::kClearTable)) ||
-         type == static_cast<uint8_t>(RecordType::kTableSpec);
+         type == static_cast<uint8_t>(RecordType::kTableSpec) ||
+         type == static_cast<uint8_t>(RecordType::kItemClock);
 }
 
 // Reads a SequentialFile front to back through a 64 KiB buffer; reads of a

@@ -176,6 +176,12 @@ void RecordBuilder::ClearTable(const ClearTableRecord& r) {
   b.Finish(fb::CreateClearTable(b, r.table_id, r.below_trajectory_id));
 }
 
+void RecordBuilder::ItemClock(const ItemClockRecord& r) {
+  auto& b = impl_->fbb;
+  impl_->Start();
+  b.Finish(fb::CreateItemClock(b, r.table_id, r.time_ns));
+}
+
 std::span<const std::byte> RecordBuilder::payload() const {
   return {reinterpret_cast<const std::byte*>(impl_->fbb.GetBufferPointer()),
           impl_->fbb.GetSize()};
@@ -354,6 +360,15 @@ Status Decode(std::span<const std::byte> payload, ClearTableRecord* out) {
   if (r == nullptr) return s;
   out->table_id = r->table_id();
   out->below_trajectory_id = r->below_trajectory_id();
+  return Status::OK();
+}
+
+Status Decode(std::span<const std::byte> payload, ItemClockRecord* out) {
+  Status s;
+  const auto* r = Root<fb::ItemClock>(payload, "ItemClock", &s);
+  if (r == nullptr) return s;
+  out->table_id = r->table_id();
+  out->time_ns = r->time_ns();
   return Status::OK();
 }
 

@@ -85,6 +85,13 @@ struct ClearTableRecord {
   uint64_t below_trajectory_id = 0;
 };
 
+// A FIFO or LIFO table's clock (RecordType::kItemClock): the items
+// created after it have insertion orders of at least time_ns.
+struct ItemClockRecord {
+  uint32_t table_id = 0;
+  uint64_t time_ns = 0;
+};
+
 // Builds a payload. Small records build into a reusable buffer; AppendSteps
 // reserves its data bytes so the caller fills them in place. Every scalar is
 // stored, defaults included. Not thread-safe: one builder per thread.
@@ -112,6 +119,7 @@ class RecordBuilder {
   void RemoveItems(uint32_t table_id, std::span<const uint64_t> keys, bool deleted = false);
   void RemoveTrajectory(const RemoveTrajectoryRecord& r);
   void ClearTable(const ClearTableRecord& r);
+  void ItemClock(const ItemClockRecord& r);
 
   // The finished payload of the last call.
   std::span<const std::byte> payload() const;
@@ -135,6 +143,7 @@ Status Decode(std::span<const std::byte> payload, UpdatePrioritiesRecord* out);
 Status Decode(std::span<const std::byte> payload, RemoveItemsRecord* out);
 Status Decode(std::span<const std::byte> payload, RemoveTrajectoryRecord* out);
 Status Decode(std::span<const std::byte> payload, ClearTableRecord* out);
+Status Decode(std::span<const std::byte> payload, ItemClockRecord* out);
 
 // Writes, in place, trajectory id `trajectory_id` into every entry of the
 // AppendSteps payload and step numbers first_step, first_step + 1, ...:

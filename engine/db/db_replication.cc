@@ -484,7 +484,11 @@ Status DBImpl::ApplyShippedRecord(wal::RecordType type, std::span<const std::byt
       break;
   }
   // A type of a later build that older ones may skip (as recovery does).
-  if ((static_cast<uint8_t>(type) & wal::kSafeToIgnore) != 0) return Status::OK();
+  // (ItemClock is applied: a replica's items keep the primary's order.)
+  if ((static_cast<uint8_t>(type) & wal::kSafeToIgnore) != 0 &&
+      type != wal::RecordType::kItemClock) {
+    return Status::OK();
+  }
   std::lock_guard<std::mutex> ship_lock(ship_mu_);
   if (log_ != nullptr) REPLAYDB_RETURN_IF_ERROR(log_->Append(type, payload).status());
   const ScopedNoTableLog logged_above;  // (an applied update would log itself again)

@@ -48,6 +48,8 @@ Status ApplyLogRecord(wal::RecordType type, std::span<const std::byte> payload,
       return ApplyTo<wal::RemoveTrajectoryRecord>(payload, table);
     case wal::RecordType::kClearTable:
       return ApplyTo<wal::ClearTableRecord>(payload, table);
+    case wal::RecordType::kItemClock:
+      return ApplyTo<wal::ItemClockRecord>(payload, table);
   }
   return Status::Corruption("record type " + std::to_string(static_cast<int>(type)) +
                             " is not known to this build");

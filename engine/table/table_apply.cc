@@ -146,6 +146,13 @@ Status TableImpl::Apply(const wal::AppendStepsRecord& r) {
   return Status::OK();
 }
 
+Status TableImpl::Apply(const wal::ItemClockRecord& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  item_clock_ns_ = std::max(item_clock_ns_, r.time_ns);
+  next_item_seq_ = std::max(next_item_seq_, r.time_ns);
+  return Status::OK();
+}
+
 Status TableImpl::Apply(const wal::EndTrajectoryRecord& r) {
   // Writers refuse unknown reasons, so one here is damage or an older
   // build's: reported whether or not the trajectory is still here (Replay

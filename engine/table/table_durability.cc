@@ -2,7 +2,9 @@
 // checkpoints into the cold store and restoring from them. The design is in
 // docs/durability.md.
 #include <flatbuffers/flatbuffers.h>
+#include <time.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -16,6 +18,22 @@
 namespace replaydb::engine {
 
 using util::Quoted;
+
+namespace {
+
+// The item clock ticks at most this often: an ItemClock record a
+// millisecond at most per FIFO or LIFO table, and insertion orders that
+// compare across shards to within as much.
+constexpr uint64_t kItemClockTickNs = 1'000'000;
+
+uint64_t RealtimeNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
 WriteAck ResolveAck(const TableSpec& spec, const WriterOptions& options) {
   const Acks acks = options.acks.mode == AckMode::kTable ? spec.acks : options.acks;
   WriteAck ack;
@@ -126,8 +144,22 @@ Status TableImpl::LogPrioritiesLocked(std::unique_lock<std::mutex>& lock,
   return SyncLog(seq, /*wait=*/false);
 }
 
+Status TableImpl::TickItemClockLocked() {
+  if (!ordered_ || ScopedNoTableLog::active()) return Status::OK();
+  const uint64_t now = RealtimeNs();
+  if (now < item_clock_ns_ + kItemClockTickNs) return Status::OK();
+  if (log_ != nullptr) {
+    record_.ItemClock({table_id_, now});
+    REPLAYDB_RETURN_IF_ERROR(LogLocked(wal::RecordType::kItemClock).status());
+  }
+  item_clock_ns_ = now;
+  next_item_seq_ = std::max(next_item_seq_, now);
+  return Status::OK();
+}
+
 Result<uint64_t> TableImpl::LogStepsLocked(uint64_t writer_key, const Trajectory& t, HostRows rows,
                                            int64_t index, int64_t count, const double* priorities) {
+  REPLAYDB_RETURN_IF_ERROR(TickItemClockLocked());
   if (log_ == nullptr) return uint64_t{0};
   const size_t n = static_cast<size_t>(count);
   log_ids_.assign(n, t.id);
@@ -163,6 +195,7 @@ Result<uint64_t> TableImpl::LogStepsLocked(uint64_t writer_key, const Trajectory
 
 Result<uint64_t> TableImpl::LogStepsRecordLocked(const Trajectory& t,
                                                  std::span<std::byte> record) {
+  REPLAYDB_RETURN_IF_ERROR(TickItemClockLocked());
   if (log_ == nullptr) return uint64_t{0};
   REPLAYDB_RETURN_IF_ERROR(wal::FillAppendSteps(record, t.id, t.length)
                                .WithContext("table " + Quoted(name_) + ": a remote append"));
@@ -176,6 +209,7 @@ Result<uint64_t> TableImpl::LogVectorStepsLocked(std::span<WriterSlot> slots,
                                                  const VectorSteps& steps,
                                                  std::span<const double> priorities,
                                                  std::span<std::byte> record) {
+  REPLAYDB_RETURN_IF_ERROR(TickItemClockLocked());
   if (log_ == nullptr) return uint64_t{0};
   const size_t n = slots.size();
   std::vector<uint64_t> ids;

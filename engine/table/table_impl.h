@@ -314,6 +314,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   Status Apply(const wal::RemoveItemsRecord& r);
   Status Apply(const wal::UpdatePrioritiesRecord& r);
   Status Apply(const wal::ClearTableRecord& r);
+  Status Apply(const wal::ItemClockRecord& r);
   // Ends, as truncated, every trajectory still open after recovery (no
   // writer can continue it), creating its tail-padded items, and drops what
   // applying kept (apply_rows_). Returns the ids it ended.
@@ -762,6 +763,15 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // The same for a record whose payload is `pieces` one after another.
   Result<uint64_t> LogLocked(wal::RecordType type,
                              std::span<const std::span<const std::byte>> pieces);
+  // A FIFO or LIFO table's item clock: where kItemClockTick has passed
+  // since the last tick (by CLOCK_REALTIME), logs an ItemClock record of
+  // the time now and numbers the items created from then on from it
+  // (next_item_seq_ = max(next_item_seq_, now)), so that the shards of one
+  // table compare their items' insertion orders. Called before a record
+  // that may create items is built (it uses record_), never while applying
+  // records (ScopedNoTableLog): replaying the log gives every item the
+  // insertion order it had. Other tables: nothing.
+  Status TickItemClockLocked();
   // Logs `count` steps of t from host memory (one record), as its steps
   // t.length on: rows index.. of `rows`; `priorities` null or one per step.
   Result<uint64_t> LogStepsLocked(uint64_t writer_key, const Trajectory& t, HostRows rows,
@@ -941,6 +951,8 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   const bool one_lane_;  // spec.lanes == 1
   const Padding padding_;
   const uint32_t max_times_sampled_;
+  // kFifo or kLifo: the item clock ticks (TickItemClockLocked).
+  const bool ordered_;
   const StepPriority step_priority_;
   // TableSpec::spill, rotation_fraction, rotation_every_samples.
   const bool spill_;
@@ -986,8 +998,11 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // RemoveTrajectoryLocked's items for the selector (kept for its capacity).
   std::vector<index::ItemRef> removing_;
 
-  // Items and steps now, and the sequence of the next item.
+  // Items and steps now, and the sequence of the next item (its insertion
+  // order, SampleBatch::insertion_order).
   uint64_t next_item_seq_ = 1;
+  // The item clock's last tick (ns since the epoch; 0: none since open).
+  uint64_t item_clock_ns_ = 0;
   int64_t num_steps_ = 0;
   int64_t num_items_ = 0;
   double max_priority_seen_ = 1.0;

@@ -183,6 +183,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
   out->probabilities.resize(B);
   out->priorities.resize(B);
   out->times_sampled.resize(B);
+  out->insertion_order.resize(B);
   out->mask.assign(static_cast<size_t>(B * L), 0);
   // Buffer-wide importance weights, draw by draw: P_min is the selector's
   // as the draw is made, before its item may leave.
@@ -242,6 +243,7 @@ Status TableImpl::DrawLocked(std::unique_lock<std::mutex>& lock, int64_t batch,
       out->weights[b] = draws_->HostDrawBufferWeight(b, options.importance_beta, item.priority);
     }
     out->times_sampled[b] = item.times_sampled;
+    out->insertion_order[b] = item.seq;
     if (take && max_times_sampled_ > 0) {
       --sample_budget_;
       if (item.times_sampled >= max_times_sampled_) {
@@ -276,6 +278,7 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
   out->probabilities.assign(B, 0.0);
   out->priorities.resize(B);
   out->times_sampled.resize(B);
+  out->insertion_order.resize(B);
   out->weights.clear();
   out->mask.assign(static_cast<size_t>(B * L), 0);
   windows->clear();
@@ -299,6 +302,7 @@ Status TableImpl::LookupLocked(std::span<const ItemKey> keys, SampleBatch* out,
     const ItemState& item = store_.ItemAt(t, start);
     out->priorities[b] = item.priority;
     out->times_sampled[b] = item.times_sampled;
+    out->insertion_order[b] = item.seq;
     const int64_t real = std::min(L, t.length - start);
     std::fill_n(out->mask.begin() + b * L, real, uint8_t{1});
     windows->push_back({std::move(tp), start, real, row.lane});

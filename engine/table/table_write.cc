@@ -387,6 +387,8 @@ Status TableImpl::PublishPlaced(WriterSlot& slot, PlacedSteps& placed, const dou
                          std::to_string(t.id) + " published out of order (it holds " +
                          std::to_string(t.length) + ")");
   }
+  // (Placed steps are never logged: the clock only numbers their items.)
+  if (s.ok()) s = TickItemClockLocked();
   if (!s.ok()) {
     ReleasePlacedLocked(slot, placed);
     return s;
@@ -457,6 +459,8 @@ Status TableImpl::EndTrajectoryLocked(std::unique_lock<std::mutex>& lock, Writer
     return s;
   }
   if (!t.ended) {
+    // Tail-padded items are made below.
+    if (padding_ == Padding::kTail) REPLAYDB_RETURN_IF_ERROR(TickItemClockLocked());
     if (log_ != nullptr) {
       record_.EndTrajectory({table_id_, t.id, static_cast<uint8_t>(reason)});
       REPLAYDB_ASSIGN_OR_RETURN(const uint64_t seq, LogLocked(wal::RecordType::kEndTrajectory));

@@ -236,6 +236,7 @@ void CopyRows(const SampleBatch& part, const std::vector<size_t>& places, Sample
     const size_t to = places[i];
     out->priorities[to] = part.priorities[i];
     out->times_sampled[to] = part.times_sampled[i];
+    out->insertion_order[to] = i < part.insertion_order.size() ? part.insertion_order[i] : 0;
     std::memcpy(out->mask.data() + to * static_cast<size_t>(L),
                 part.mask.data() + i * static_cast<size_t>(L), static_cast<size_t>(L));
   }
@@ -251,6 +252,7 @@ Status SizeBatch(const TableSpec& spec, int64_t B, bool gather, SampleBatch* out
     out->probabilities.resize(B);
     out->priorities.resize(B);
     out->times_sampled.resize(B);
+    out->insertion_order.assign(static_cast<size_t>(B), 0);
     out->mask.resize(static_cast<size_t>(B * L));
     if (gather) {
       out->columns.resize(spec.columns.size());
@@ -522,15 +524,8 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
                                      std::to_string(kMaxBatchSize));
     }
     const TableSpec& spec = shards_->spec;
-    if (spec.selector == SelectorKind::kMaxHeap || spec.selector == SelectorKind::kMinHeap) {
-      return SampleHeap(batch_size, options, out);
-    }
     if (spec.selector != SelectorKind::kUniform && spec.selector != SelectorKind::kPrioritized) {
-      return Status::NotSupported(
-          "table " + Quoted(name()) + " spans " + std::to_string(S) + " shards: its " +
-          std::string(SelectorKindName(spec.selector)) +
-          " draws (a merge of the shards' insertion orders) are not built yet; sample each "
-          "shard's table");
+      return SampleMerged(batch_size, options, out);
     }
     // Round 1: every shard's mass, until some shard has something to draw
     // (as a local table waits for items), at most options.timeout. Shards
@@ -922,28 +917,44 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   }
 
  private:
-  // A heap table's draws: each takes the top item of the shard whose top is
-  // best (highest priority for kMaxHeap, lowest for kMinHeap; ties: the
-  // lower shard), as one table holding every shard's items would give (its
-  // ties go to the oldest, which shards cannot compare). A k-way merge of
-  // the shards' heaps: every shard's top is looked at (a peek), then the
-  // best shard gives as many draws as its top item has left
-  // (max_times_sampled less its times sampled; all B where there is no
-  // limit), its new top is looked at, and so on: two calls to one shard
-  // per distinct item of the batch. Draws have probability 1, and weights
-  // (where asked) are 1, as a local heap's.
-  Status SampleHeap(int64_t B, const SampleOptions& options, SampleBatch* out) {
+  // Draws of a heap, FIFO or LIFO table: each takes the top item of the
+  // shard whose top is best, as one table holding every shard's items would
+  // give: the highest priority (kMaxHeap) or lowest (kMinHeap), the oldest
+  // (kFifo) or newest (kLifo) by insertion order (the shards' item clocks,
+  // SampleBatch::insertion_order). Ties go to the lower shard (one heap's go
+  // to the oldest, which this does not compare). A k-way merge: every
+  // shard's top is looked at (a peek), then the best shard gives as many
+  // draws as its top item has left (max_times_sampled less its times
+  // sampled; all B where there is no limit), its new top is looked at, and
+  // so on: two calls to one shard per distinct item of the batch. Draws
+  // have probability 1, and weights (where asked) are 1, as a local
+  // table's.
+  Status SampleMerged(int64_t B, const SampleOptions& options, SampleBatch* out) {
     const TableSpec& spec = shards_->spec;
     const size_t S = shards_->size();
-    const bool max_heap = spec.selector == SelectorKind::kMaxHeap;
+    const SelectorKind kind = spec.selector;
     const auto deadline = options.timeout == kWaitForever
                               ? std::chrono::steady_clock::time_point::max()
                               : std::chrono::steady_clock::now() + options.timeout;
     struct Top {
       bool has = false;  // the shard has an item to draw
       double priority = 0;
+      uint64_t order = 0;  // its insertion order
       int64_t times_sampled = 0;
     };
+    const auto better = [kind](const Top& a, const Top& b) {
+      switch (kind) {
+        case SelectorKind::kMaxHeap:
+          return a.priority > b.priority;
+        case SelectorKind::kMinHeap:
+          return a.priority < b.priority;
+        case SelectorKind::kFifo:
+          return a.order < b.order;
+        default:
+          return a.order > b.order;  // kLifo
+      }
+    };
+    const bool by_order = kind == SelectorKind::kFifo || kind == SelectorKind::kLifo;
     std::vector<Top> top(S);
     std::vector<bool> out_of_it(S, false);
     SampleOptions look;
@@ -960,7 +971,15 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
         return Status::OK();
       }
       REPLAYDB_RETURN_IF_ERROR(st);
-      top[s] = {true, one.priorities[0], static_cast<int64_t>(one.times_sampled[0])};
+      if (by_order && one.insertion_order.size() != 1) {
+        // (Its server is of a build before insertion orders.)
+        return Status::FailedPrecondition(
+            "table " + Quoted(name()) + ": its " + std::string(SelectorKindName(kind)) +
+            " draws merge the shards' insertion orders, which this shard's server does not "
+            "give (a replaydb from before 2026-11-30); upgrade it");
+      }
+      top[s] = {true, one.priorities[0], by_order ? one.insertion_order[0] : 0,
+                static_cast<int64_t>(one.times_sampled[0])};
       return Status::OK();
     };
     // A failed call to shard s: left out where allowed, else the error.
@@ -989,11 +1008,7 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
     while (filled < B) {
       size_t best = S;
       for (size_t s = 0; s < S; ++s) {
-        if (!top[s].has) continue;
-        if (best == S || (max_heap ? top[s].priority > top[best].priority
-                                   : top[s].priority < top[best].priority)) {
-          best = s;
-        }
+        if (top[s].has && (best == S || better(top[s], top[best]))) best = s;
       }
       if (best == S) {  // nothing to draw anywhere (now)
         REPLAYDB_RETURN_IF_ERROR(AwaitItems(

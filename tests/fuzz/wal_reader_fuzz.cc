@@ -109,6 +109,9 @@ Status DecodeByType(RecordType type, std::span<const std::byte> p) {
     case RecordType::kRemoveItems: DecodeAs<RemoveItemsRecord>(p); break;
     case RecordType::kRemoveTrajectory: DecodeAs<RemoveTrajectoryRecord>(p); break;
     case RecordType::kClearTable: DecodeAs<ClearTableRecord>(p); break;
+    case RecordType::kItemClock:
+      DecodeAs<ItemClockRecord>(p);
+      break;
     case RecordType::kTableSpec:
       DecodeAs<TableSpecRecord>(p);
       break;

@@ -355,9 +355,18 @@ def test_a_sharded_table_over_two_servers_is_one_table(tmp_path, rng):
         looked = table.lookup(keys)
         assert np.array_equal(np.asarray(looked["obs"]), np.asarray(batch["obs"]))
         assert len(table.sample(8, stratified=True).item_keys) == 8
-        with pytest.raises(replaydb.NotSupportedError, match="spans 2 shards: its fifo draws"):
-            db.create_table("q", {"obs": ("float32", (4,))}, capacity_steps=64,
-                            selector="fifo").sample(1, timeout=1)
+        # A FIFO table over both: the steps come back in the order written
+        # (the servers' item clocks tick each millisecond).
+        queue = db.create_table("q", {"obs": ("float32", (4,))}, capacity_steps=64,
+                                block_steps=1, selector="fifo", max_times_sampled=1)
+        with queue.writer() as w:
+            for i in range(8):
+                w.append({"obs": rows[i]})
+                w.end()  # trajectories round the shards
+                time.sleep(0.002)
+        queued = queue.sample(8, timeout=10)
+        assert np.array_equal(np.asarray(queued["obs"]).reshape(8, 4), rows[:8])
+        assert set((np.asarray(queued.item_keys) >> np.uint64(56)).tolist()) == {0, 1}
         # A max heap over both: each draw the highest priority of any shard.
         heap = db.create_table("heap", {"obs": ("float32", (4,))}, capacity_steps=64,
                                block_steps=1, selector="max_heap", max_times_sampled=1)

@@ -1803,6 +1803,7 @@ TEST(RemoteDBTest, ASamplePayloadThatDoesNotAddUpIsCorruption) {
   batch.probabilities = {0.1, 0.2, 0.3};
   batch.priorities = {1, 2, 3};
   batch.times_sampled = {1, 1, 2};
+  batch.insertion_order = {rng(), rng(), rng()};
   batch.mask.assign(static_cast<size_t>(3 * spec.sequence_length), 1);
   for (const ColumnSpec& c : spec.columns) {
     std::vector<int64_t> dims = {3, spec.sequence_length};
@@ -1814,20 +1815,26 @@ TEST(RemoteDBTest, ASamplePayloadThatDoesNotAddUpIsCorruption) {
   }
   const std::string payload = EncodeSamplePayload(batch);
   SampleBatch back;
-  ASSERT_OK(
-      DecodeSamplePayload(payload, spec, 3, spec.sequence_length, false, true, "peer", &back));
+  ASSERT_OK(DecodeSamplePayload(payload, spec, 3, spec.sequence_length, false, true, true, "peer",
+                                &back));
   ASSERT_NO_FATAL_FAILURE(ExpectSameBatch(back, batch));
+  EXPECT_EQ(back.insertion_order, batch.insertion_order);
+  // Read as a payload without them, the orders' bytes are too many.
+  EXPECT_EQ(
+      DecodeSamplePayload(payload, spec, 3, spec.sequence_length, false, true, false, "peer", &back)
+          .code(),
+      Status::Code::kCorruption);
   for (const size_t cut : {size_t{0}, payload.size() / 2, payload.size() - 1}) {
     const Status s = DecodeSamplePayload(std::string_view(payload).substr(0, cut), spec, 3,
-                                         spec.sequence_length, false, true, "peer", &back);
+                                         spec.sequence_length, false, true, true, "peer", &back);
     EXPECT_EQ(s.code(), Status::Code::kCorruption) << cut;
     EXPECT_THAT(s.message(), HasSubstr("sample of table 't' from peer: "));
   }
   const Status longer = DecodeSamplePayload(payload + "x", spec, 3, spec.sequence_length, false,
-                                            true, "peer", &back);
+                                            true, true, "peer", &back);
   EXPECT_THAT(longer.message(), HasSubstr("1 bytes more than the batch holds"));
   const Status huge =
-      DecodeSamplePayload(payload, spec, int64_t{1} << 40, 1, false, true, "peer", &back);
+      DecodeSamplePayload(payload, spec, int64_t{1} << 40, 1, false, true, true, "peer", &back);
   EXPECT_EQ(huge.code(), Status::Code::kCorruption);
 }
 

@@ -637,13 +637,6 @@ TEST_F(ShardedTableTest, WhatASampleCannotDoIsRefusedNamingIt) {
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("table 't': UpdatePrioritiesFromDevice needs n >= 0"));
 
-  ASSERT_OK_AND_ASSIGN(
-      auto fifo, db->CreateTable(TableSpec::Queue("q", Spec(SelectorKind::kFifo).columns, 64)));
-  Fill(*fifo, 2, rng_, &next_step_);
-  s = fifo->Sample(1, {}, &batch);
-  EXPECT_EQ(s.code(), Status::Code::kNotSupported);
-  EXPECT_THAT(s.message(), HasSubstr("table 'q' spans 2 shards: its fifo draws"));
-
   TableSpec vector = Spec(SelectorKind::kUniform, "v");
   vector.sequence_length = 1;
   vector.lanes = 3;
@@ -908,6 +901,101 @@ TEST_F(ShardedTableTest, HeapDrawsTakeTheBestTopOfAnyShardAsOneTableWould) {
   ASSERT_OK_AND_ASSIGN(auto empty, db->CreateTable(Spec(SelectorKind::kMaxHeap, "empty")));
   ExpectNothingToDraw(*empty, 2, "nothing to draw on any of its 2 shards",
                       "within 30 ms, 0 of 2 drawn");
+}
+
+// FIFO and LIFO tables: every draw takes the oldest (newest) item of any
+// shard by the shards' item clocks, so a batch comes in the order the steps
+// were written across the shards, as one queue (stack) holding them all
+// would give it: two writers, each on its own shard at a time, append in a
+// random interleaving, 2 ms apart (the clocks tick each millisecond). The
+// order holds after the shards are reopened from a checkpoint and their
+// logs (the ItemClock records replayed), and peeks take nothing.
+TEST_F(ShardedTableTest, FifoAndLifoDrawsFollowTheInsertionOrderAcrossShards) {
+  for (const SelectorKind kind : {SelectorKind::kFifo, SelectorKind::kLifo}) {
+    SCOPED_TRACE(SelectorKindName(kind));
+    testing_util::TempDir dir;
+    TableSpec spec = Spec(kind, "q");
+    spec.sequence_length = 1;
+    spec.max_times_sampled = 1;
+    spec.rate_limiter = RateLimiterSpec::MinSize(1);
+    std::vector<int64_t> written;  // step numbers, in the order written
+    const auto realtime_ns = [] {
+      return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count());
+    };
+    const uint64_t started = realtime_ns();
+    uint64_t finished = 0;
+    {
+      auto db = LocalShards(dir, 3);
+      ASSERT_NE(db, nullptr);
+      ASSERT_OK_AND_ASSIGN(auto table, db->CreateTable(spec));
+      std::unique_ptr<TrajectoryWriter> w[2];
+      int left[2] = {0, 0};
+      for (auto& one : w) {
+        ASSERT_OK_AND_ASSIGN(one, table->NewWriter());
+      }
+      const int steps = 18 + static_cast<int>(rng_() % 8);
+      for (int i = 0; i < steps; ++i) {
+        const size_t k = rng_() % 2;
+        if (left[k] == 0) left[k] = 1 + static_cast<int>(rng_() % 4);
+        float obs[3] = {0, 0, 0};
+        const int64_t number = static_cast<int64_t>(written.size());
+        const ConstTensor step[] = {{DType::kF32, Shape{3}, obs, sizeof(obs)},
+                                    {DType::kI64, Shape{}, &number, sizeof(number)}};
+        ASSERT_OK(w[k]->Append(step, 1.0));
+        written.push_back(number);
+        if (--left[k] == 0) ASSERT_OK(w[k]->End(EndReason::kTerminal));
+        // Half of the items reach the reopened shards through a
+        // checkpoint, the rest through the log.
+        if (i == steps / 2) ASSERT_OK(db->Checkpoint());
+        std::this_thread::sleep_for(2ms);
+      }
+      for (auto& one : w) ASSERT_OK(one->End(EndReason::kTerminal));
+      finished = realtime_ns();
+      // A peek: the first item in the order, taken from nobody.
+      SampleOptions peek;
+      peek.peek = true;
+      SampleBatch top;
+      ASSERT_OK(table->Sample(2, peek, &top));
+      const int64_t first = kind == SelectorKind::kFifo ? written.front() : written.back();
+      EXPECT_EQ(top.columns[1].data_as<int64_t>()[0], first);
+      EXPECT_EQ(top.columns[1].data_as<int64_t>()[1], first);
+      EXPECT_EQ(top.insertion_order.size(), 2u);
+      EXPECT_EQ(table->Info().num_items, static_cast<int64_t>(written.size()));
+    }
+    // Reopened: the checkpoint and the log give every item its order.
+    auto db = LocalShards(dir, 3);
+    ASSERT_NE(db, nullptr);
+    ASSERT_OK_AND_ASSIGN(auto table, db->GetTable("q"));
+    const auto n = static_cast<int64_t>(written.size());
+    SampleOptions so;
+    so.timeout = 1s;
+    SampleBatch batch;
+    ASSERT_OK(table->Sample(n, so, &batch));
+    std::vector<int64_t> drawn(batch.columns[1].data_as<int64_t>(),
+                               batch.columns[1].data_as<int64_t>() + n);
+    std::vector<int64_t> expected = written;
+    if (kind == SelectorKind::kLifo) std::reverse(expected.begin(), expected.end());
+    EXPECT_EQ(drawn, expected);
+    std::set<int> shards;
+    for (ItemKey key : batch.keys) shards.insert(ShardOfKey(key));
+    EXPECT_EQ(shards.size(), 3u) << "every shard held some of the steps";
+    ASSERT_EQ(batch.insertion_order.size(), static_cast<size_t>(n));
+    // The orders are the shards' clocks when the items were made.
+    for (const uint64_t order : batch.insertion_order) {
+      EXPECT_GE(order, started);
+      EXPECT_LE(order, finished);
+    }
+    for (int64_t i = 1; i < n; ++i) {
+      if (kind == SelectorKind::kFifo) {
+        EXPECT_LT(batch.insertion_order[i - 1], batch.insertion_order[i]) << i;
+      } else {
+        EXPECT_GT(batch.insertion_order[i - 1], batch.insertion_order[i]) << i;
+      }
+    }
+    EXPECT_EQ(table->Info().num_items, 0);
+  }
 }
 
 // A shard that leaves keeps its place as "-" (a null database here): the

@@ -324,6 +324,58 @@ TEST(ReplicationTest, AReplicaHoldsWhatItsPrimaryWroteAndRefusesWrites) {
   EXPECT_LT(kept.replicas[0].seconds_since_read, 60.0);
 }
 
+// A FIFO table's items keep on the replica the insertion orders their
+// primary gave them (its ItemClock records applied), so a replica that takes
+// over a shard of a sharded FIFO table merges in the same order.
+TEST(ReplicationTest, AReplicasFifoItemsKeepTheirPrimarysInsertionOrders) {
+  testing_util::TempDir dir;
+  std::mt19937_64 rng(testing_util::TestSeed());
+  Served primary(dir.Sub("primary"));
+  Served replica(dir.Sub("replica"), {"--replica-of", primary.address()});
+  ASSERT_FALSE(replica.address().empty());
+  ASSERT_OK_AND_ASSIGN(auto p, DB::Connect(primary.address()));
+  TableSpec spec = Spec();
+  spec.name = "queue";
+  spec.selector = SelectorKind::kFifo;
+  spec.sequence_length = 1;
+  spec.max_times_sampled = 1;
+  ASSERT_OK_AND_ASSIGN(auto table, p->CreateTable(spec));
+  const int64_t n = 8 + static_cast<int64_t>(rng() % 8);
+  {
+    ASSERT_OK_AND_ASSIGN(auto w, table->NewWriter());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_OK(w->Append(testing_util::RandomStep(spec, rng).tensors));
+      if (rng() % 3 == 0) ASSERT_OK(w->End(EndReason::kTerminal));
+      std::this_thread::sleep_for(2ms);  // (the item clock ticks each millisecond)
+    }
+    ASSERT_OK(w->End(EndReason::kTerminal));
+  }
+  ASSERT_OK_AND_ASSIGN(auto r, DB::Connect(replica.address()));
+  std::shared_ptr<Table> rt;
+  for (auto until = std::chrono::steady_clock::now() + 30s;
+       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(20ms)) {
+    auto got = r->GetTable("queue");
+    if (got.ok() && (*got)->Info().num_items == n) {
+      rt = *got;
+      break;
+    }
+  }
+  ASSERT_NE(rt, nullptr) << "the replica never held the queue's " << n << " items";
+  // Each takes every item: the replica first (the primary's removals reach
+  // it as RemoveItems records; its own stay its own).
+  SampleOptions so;
+  so.timeout = 10s;
+  SampleBatch from_primary, from_replica;
+  ASSERT_OK(rt->Sample(n, so, &from_replica));
+  ASSERT_OK(table->Sample(n, so, &from_primary));
+  EXPECT_EQ(from_replica.keys, from_primary.keys);
+  ASSERT_EQ(from_primary.insertion_order.size(), static_cast<size_t>(n));
+  EXPECT_EQ(from_replica.insertion_order, from_primary.insertion_order);
+  EXPECT_GT(from_primary.insertion_order[0], uint64_t{1} << 60) << "numbered by the clock";
+  EXPECT_TRUE(
+      std::is_sorted(from_primary.insertion_order.begin(), from_primary.insertion_order.end()));
+}
+
 // The trajectory lengths a table holds, in id order.
 std::vector<int64_t> Lengths(Table& table) {
   std::vector<TrajectoryInfo> infos;

@@ -1,7 +1,8 @@
 // A sharded table over three `replaydb serve` processes on 127.0.0.1
 // (DB::Connect("A+B+C")): created on each, written round-robin, sampled
 // with the exact global distribution (chi-square), its mass asked of each
-// server (GetMass), the shell reading it; a shard killed makes calls fail
+// server (GetMass), the shell reading it, a FIFO table's draws in the order
+// written across the servers; a shard killed makes calls fail
 // Unavailable naming it, except the samples of a connection that skips
 // unavailable shards, which draw from the others; an address that gives
 // "-" in its place goes on without it. Bounded waits only; every server is stopped.
@@ -9,12 +10,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rdma/shards/sharded_db.h"
@@ -120,6 +124,37 @@ TEST(ShardedServeTest, ATableOverThreeServersSamplesWithGlobalProbabilities) {
   const std::string out = testing_util::ShellOutput(
       "timeout 60 " + std::string(REPLAYDB_TOOL_PATH) + " '" + address + "' -c tables 2>&1");
   EXPECT_THAT(out, HasSubstr("experience")) << out;
+
+  // A FIFO table over the three: draws merge the servers' insertion orders
+  // (asked with each sample), so the steps come back in the order written.
+  TableSpec queue = spec;
+  queue.name = "queue";
+  queue.selector = SelectorKind::kFifo;
+  queue.max_times_sampled = 1;
+  ASSERT_OK_AND_ASSIGN(auto fifo, db->CreateTable(queue));
+  {
+    ASSERT_OK_AND_ASSIGN(auto w, fifo->NewWriter());
+    int in_trajectory = 0;
+    for (int i = 0; i < 12; ++i) {
+      testing_util::StepData step = testing_util::RandomStep(queue, rng);
+      const float number = static_cast<float>(i);
+      std::memcpy(step.columns[1].data(), &number, sizeof(number));
+      ASSERT_OK(w->Append(step.tensors));
+      if (++in_trajectory == 1 + static_cast<int>(rng() % 3)) {
+        ASSERT_OK(w->End(EndReason::kTerminal));
+        in_trajectory = 0;
+      }
+      std::this_thread::sleep_for(2ms);  // (the servers' item clocks tick each ms)
+    }
+    ASSERT_OK(w->End(EndReason::kTerminal));
+  }
+  SampleBatch queued;
+  ASSERT_OK(fifo->Sample(12, so, &queued));
+  std::vector<float> order(queued.columns[1].data_as<float>(),
+                           queued.columns[1].data_as<float>() + 12);
+  EXPECT_EQ(order, (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_TRUE(std::is_sorted(queued.insertion_order.begin(), queued.insertion_order.end()));
+  EXPECT_EQ(fifo->Info().num_items, 0);
 
   // A second learner whose connection skips shards that are down.
   o.skip_unavailable_shards = true;

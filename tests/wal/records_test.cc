@@ -119,6 +119,13 @@ TEST(RecordsTest, EveryTypeRoundTrips) {
   ASSERT_OK(Decode(b.payload(), &cl));
   EXPECT_EQ(cl.table_id, 8u);
   EXPECT_EQ(cl.below_trajectory_id, 12345u);
+
+  const uint64_t now_ns = 1795000000123456789u;
+  b.ItemClock({.table_id = 9, .time_ns = now_ns});
+  ItemClockRecord ic;
+  ASSERT_OK(Decode(b.payload(), &ic));
+  EXPECT_EQ(ic.table_id, 9u);
+  EXPECT_EQ(ic.time_ns, now_ns);
 }
 
 TEST(RecordsTest, InconsistentAppendStepsIsCorruption) {

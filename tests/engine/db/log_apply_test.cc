@@ -361,6 +361,46 @@ TEST_F(LogApplyTest, AClearTakesTheTrajectoriesBeforeItsMarkAndKeepsTheRest) {
   for (uint64_t id = below; id <= trajectories; ++id) ExpectItemsAsWritten(id);
 }
 
+// An ItemClock record numbers the items made after it from its time on
+// (their insertion orders, as the table that logged it gave them); one
+// older than the table's clock, or applied again, changes nothing.
+TEST_F(LogApplyTest, AnItemClockNumbersTheItemsMadeAfterIt) {
+  const int64_t L = spec_.sequence_length;
+  const auto items_of = [&](uint64_t id) {
+    std::vector<ItemKey> keys;
+    for (int64_t s = 0; s + L <= static_cast<int64_t>(steps_[id].size()); ++s) {
+      keys.push_back(MakeItemKey(id, s));
+    }
+    SampleBatch batch;
+    EXPECT_OK(table_->Lookup(keys, &batch));
+    return batch.insertion_order;
+  };
+  MakeSteps(1, L + 1);
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(1, 0, L + 1)));
+  const std::vector<uint64_t> before = items_of(1);
+  ASSERT_EQ(before.size(), 2u);
+  EXPECT_EQ(before[1], before[0] + 1);
+  EXPECT_LT(before[1], 1000u) << "counted from 1 without a clock";
+
+  const uint64_t time_ns = (uint64_t{1} << 60) + rng_() % 1000000;
+  builder_.ItemClock({kTableId, time_ns});
+  const std::vector<std::byte> clock = Payload();
+  ASSERT_OK(Apply(wal::RecordType::kItemClock, clock));
+  ASSERT_OK(Apply(wal::RecordType::kItemClock, clock));
+  builder_.ItemClock({kTableId, time_ns / 2});
+  ASSERT_OK(Apply(wal::RecordType::kItemClock, Payload()));
+  MakeSteps(2, L + 2);
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(2, 0, L + 2)));
+  EXPECT_EQ(items_of(2), (std::vector<uint64_t>{time_ns, time_ns + 1, time_ns + 2}));
+  EXPECT_EQ(items_of(1), before);
+  // Another table's clock does not move this one's.
+  builder_.ItemClock({kTableId + 1, time_ns + 1000});
+  ASSERT_OK(Apply(wal::RecordType::kItemClock, Payload()));
+  MakeSteps(3, L);
+  ASSERT_OK(Apply(wal::RecordType::kAppendSteps, AppendRecord(3, 0, L)));
+  EXPECT_EQ(items_of(3), (std::vector<uint64_t>{time_ns + 3}));
+}
+
 TEST_F(LogApplyTest, RecordsOfOtherTablesAndOfTheCatalogChangeNothing) {
   MakeSteps(1, 5);
   std::vector<std::byte> other = AppendRecord(1, 0, 5);
