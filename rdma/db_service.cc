@@ -338,6 +338,7 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
       return Reply{EncodeHeader(b, f, fb::Body::Done, fb::CreateDone(b)), ""};
     }
     case fb::Body::Lookup: {
+      const bool order = h->body_as_Lookup()->insertion_order();
       REPLAYDB_ASSIGN_OR_RETURN(auto table, db.GetTable(Name(h->body_as_Lookup()->table())));
       std::string_view in = r.message.payload;
       std::vector<ItemKey> keys;
@@ -346,17 +347,15 @@ Result<Reply> HandleTables(DB& db, BatchPool& batches, Request& r) {
                                        std::to_string(r.message.payload.size()) +
                                        " payload bytes are not whole 8-byte keys");
       }
-      // (A Lookup's reply carries no insertion orders: its request cannot
-      // ask for them.)
       if (r.no_wait) {
         thread_local SampleBatch small;
         REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, &small));
-        small.insertion_order.clear();
+        if (!order) small.insertion_order.clear();
         return SmallSampledReply(b, f, true, small);
       }
       std::shared_ptr<SampleBatch> batch = batches.Take();
       REPLAYDB_RETURN_IF_ERROR(table->Lookup(keys, batch.get()));
-      batch->insertion_order.clear();
+      if (!order) batch->insertion_order.clear();
       return SampledReply(b, f, true, std::move(batch));
     }
     case fb::Body::UpdatePriorities: {

@@ -1839,7 +1839,8 @@ class RemoteTable final : public Table, public std::enable_shared_from_this<Remo
     REPLAYDB_ASSIGN_OR_RETURN(Message m, remote_->connection->Ask(
                                              fb::Body::Lookup,
                                              [&](flatbuffers::FlatBufferBuilder& b) {
-                                               return fb::CreateLookup(b, b.CreateString(table));
+                                               return fb::CreateLookup(b, b.CreateString(table),
+                                                                       /*insertion_order=*/true);
                                              },
                                              std::move(payload), Landing(out, &items)));
     return DecodeSampled(m, "lookup in table '" + table + "' from " + address(), items, out);

@@ -148,12 +148,25 @@ TEST(ShardedServeTest, ATableOverThreeServersSamplesWithGlobalProbabilities) {
     }
     ASSERT_OK(w->End(EndReason::kTerminal));
   }
+  // A lookup gives each item's insertion order too (the servers' clocks).
+  std::vector<ItemKey> queued_keys;
+  ASSERT_OK(fifo->ItemPriorities(&queued_keys, &unused));
+  ASSERT_EQ(queued_keys.size(), 12u);
+  SampleBatch looked_up;
+  ASSERT_OK(fifo->Lookup(queued_keys, &looked_up));
+  ASSERT_EQ(looked_up.insertion_order.size(), 12u);
   SampleBatch queued;
   ASSERT_OK(fifo->Sample(12, so, &queued));
   std::vector<float> order(queued.columns[1].data_as<float>(),
                            queued.columns[1].data_as<float>() + 12);
   EXPECT_EQ(order, (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   EXPECT_TRUE(std::is_sorted(queued.insertion_order.begin(), queued.insertion_order.end()));
+  std::map<ItemKey, uint64_t> order_of;
+  for (size_t i = 0; i < 12; ++i) order_of[looked_up.keys[i]] = looked_up.insertion_order[i];
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(queued.insertion_order[i], order_of[queued.keys[i]]) << i;
+    EXPECT_GT(queued.insertion_order[i], uint64_t{1} << 60) << "numbered by the clock";
+  }
   EXPECT_EQ(fifo->Info().num_items, 0);
 
   // A second learner whose connection skips shards that are down.
