@@ -41,7 +41,7 @@ enum class RecordType : uint8_t {
   // not know it skips it (the catalog holds the change; a replica of an older
   // build keeps the spec it had).
   kTableSpec = 0x89,
-  // A FIFO or LIFO table's clock: items created after it (until the next)
+  // A FIFO, LIFO or heap table's clock: items created after it (until the next)
   // are ordered from its time on, so that the shards of one table compare
   // their items' insertion orders (rdma/shards/, docs/sharding.md). With
   // kSafeToIgnore: a reader that does not know it numbers items 1, 2, ...

@@ -85,7 +85,7 @@ struct ClearTableRecord {
   uint64_t below_trajectory_id = 0;
 };
 
-// A FIFO or LIFO table's clock (RecordType::kItemClock): the items
+// A FIFO, LIFO or heap table's clock (RecordType::kItemClock): the items
 // created after it have insertion orders of at least time_ns.
 struct ItemClockRecord {
   uint32_t table_id = 0;

@@ -22,7 +22,7 @@ using util::Quoted;
 namespace {
 
 // The item clock ticks at most this often: an ItemClock record a
-// millisecond at most per FIFO or LIFO table, and insertion orders that
+// millisecond at most per FIFO, LIFO or heap table, and insertion orders that
 // compare across shards to within as much.
 constexpr uint64_t kItemClockTickNs = 1'000'000;
 

@@ -763,11 +763,12 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   // The same for a record whose payload is `pieces` one after another.
   Result<uint64_t> LogLocked(wal::RecordType type,
                              std::span<const std::span<const std::byte>> pieces);
-  // A FIFO or LIFO table's item clock: where kItemClockTick has passed
+  // A FIFO, LIFO or heap table's item clock: where kItemClockTick has passed
   // since the last tick (by CLOCK_REALTIME), logs an ItemClock record of
   // the time now and numbers the items created from then on from it
   // (next_item_seq_ = max(next_item_seq_, now)), so that the shards of one
-  // table compare their items' insertion orders. Called before a record
+  // table compare their items' insertion orders (a heap's ties go to the
+  // oldest). Called before a record
   // that may create items is built (it uses record_), never while applying
   // records (ScopedNoTableLog): replaying the log gives every item the
   // insertion order it had. Other tables: nothing.
@@ -951,7 +952,7 @@ class TableImpl : public Table, public std::enable_shared_from_this<TableImpl> {
   const bool one_lane_;  // spec.lanes == 1
   const Padding padding_;
   const uint32_t max_times_sampled_;
-  // kFifo or kLifo: the item clock ticks (TickItemClockLocked).
+  // FIFO, LIFO and heap tables: the item clock ticks (TickItemClockLocked).
   const bool ordered_;
   const StepPriority step_priority_;
   // TableSpec::spill, rotation_fraction, rotation_every_samples.

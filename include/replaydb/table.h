@@ -84,10 +84,10 @@ struct SampleBatch {
   std::vector<uint8_t> mask;             // [B * L] 1 = real step, 0 = padding
   std::vector<uint32_t> times_sampled;   // [B] counting this sample
   // [B] each item's place in its table's insertion order: larger is
-  // inserted later. A FIFO or LIFO table numbers its items from its host's
-  // clock (nanoseconds since the epoch, ticking every millisecond), so that
-  // the shards of one table compare (docs/sharding.md); others count from
-  // 1. Empty where a GPU drew the batch.
+  // inserted later. A FIFO, LIFO or heap table numbers its items from its
+  // host's clock (nanoseconds since the epoch, ticking every millisecond),
+  // so that the shards of one table compare (docs/sharding.md); others count
+  // from 1. Empty where a GPU drew the batch.
   std::vector<uint64_t> insertion_order;
 };
 

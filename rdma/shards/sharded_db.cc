@@ -921,8 +921,8 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
   // shard whose top is best, as one table holding every shard's items would
   // give: the highest priority (kMaxHeap) or lowest (kMinHeap), the oldest
   // (kFifo) or newest (kLifo) by insertion order (the shards' item clocks,
-  // SampleBatch::insertion_order). Ties go to the lower shard (one heap's go
-  // to the oldest, which this does not compare). A k-way merge: every
+  // SampleBatch::insertion_order); a heap's ties go to the oldest, as one
+  // heap's do, and the rest to the lower shard. A k-way merge: every
   // shard's top is looked at (a peek), then the best shard gives as many
   // draws as its top item has left (max_times_sampled less its times
   // sampled; all B where there is no limit), its new top is looked at, and
@@ -945,9 +945,9 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
     const auto better = [kind](const Top& a, const Top& b) {
       switch (kind) {
         case SelectorKind::kMaxHeap:
-          return a.priority > b.priority;
+          return a.priority > b.priority || (a.priority == b.priority && a.order < b.order);
         case SelectorKind::kMinHeap:
-          return a.priority < b.priority;
+          return a.priority < b.priority || (a.priority == b.priority && a.order < b.order);
         case SelectorKind::kFifo:
           return a.order < b.order;
         default:
@@ -971,14 +971,16 @@ class ShardedTable final : public Table, public std::enable_shared_from_this<Sha
         return Status::OK();
       }
       REPLAYDB_RETURN_IF_ERROR(st);
+      // (A server of a build before insertion orders gives none: refused
+      // for FIFO and LIFO; a heap's ties then go to the lower shard.)
       if (by_order && one.insertion_order.size() != 1) {
-        // (Its server is of a build before insertion orders.)
         return Status::FailedPrecondition(
             "table " + Quoted(name()) + ": its " + std::string(SelectorKindName(kind)) +
             " draws merge the shards' insertion orders, which this shard's server does not "
             "give (a replaydb from before 2026-11-30); upgrade it");
       }
-      top[s] = {true, one.priorities[0], by_order ? one.insertion_order[0] : 0,
+      top[s] = {true, one.priorities[0],
+                one.insertion_order.size() == 1 ? one.insertion_order[0] : 0,
                 static_cast<int64_t>(one.times_sampled[0])};
       return Status::OK();
     };

@@ -906,12 +906,14 @@ TEST_F(ShardedTableTest, HeapDrawsTakeTheBestTopOfAnyShardAsOneTableWould) {
 // FIFO and LIFO tables: every draw takes the oldest (newest) item of any
 // shard by the shards' item clocks, so a batch comes in the order the steps
 // were written across the shards, as one queue (stack) holding them all
-// would give it: two writers, each on its own shard at a time, append in a
+// would give it; so do a heap's items of equal priority (ties go to the
+// oldest, as in one heap): two writers, each on its own shard at a time, append in a
 // random interleaving, 2 ms apart (the clocks tick each millisecond). The
 // order holds after the shards are reopened from a checkpoint and their
 // logs (the ItemClock records replayed), and peeks take nothing.
-TEST_F(ShardedTableTest, FifoAndLifoDrawsFollowTheInsertionOrderAcrossShards) {
-  for (const SelectorKind kind : {SelectorKind::kFifo, SelectorKind::kLifo}) {
+TEST_F(ShardedTableTest, FifoLifoAndHeapTiesFollowTheInsertionOrderAcrossShards) {
+  for (const SelectorKind kind :
+       {SelectorKind::kFifo, SelectorKind::kLifo, SelectorKind::kMaxHeap, SelectorKind::kMinHeap}) {
     SCOPED_TRACE(SelectorKindName(kind));
     testing_util::TempDir dir;
     TableSpec spec = Spec(kind, "q");
@@ -958,7 +960,7 @@ TEST_F(ShardedTableTest, FifoAndLifoDrawsFollowTheInsertionOrderAcrossShards) {
       peek.peek = true;
       SampleBatch top;
       ASSERT_OK(table->Sample(2, peek, &top));
-      const int64_t first = kind == SelectorKind::kFifo ? written.front() : written.back();
+      const int64_t first = kind == SelectorKind::kLifo ? written.back() : written.front();
       EXPECT_EQ(top.columns[1].data_as<int64_t>()[0], first);
       EXPECT_EQ(top.columns[1].data_as<int64_t>()[1], first);
       EXPECT_EQ(top.insertion_order.size(), 2u);
@@ -988,10 +990,10 @@ TEST_F(ShardedTableTest, FifoAndLifoDrawsFollowTheInsertionOrderAcrossShards) {
       EXPECT_LE(order, finished);
     }
     for (int64_t i = 1; i < n; ++i) {
-      if (kind == SelectorKind::kFifo) {
-        EXPECT_LT(batch.insertion_order[i - 1], batch.insertion_order[i]) << i;
-      } else {
+      if (kind == SelectorKind::kLifo) {
         EXPECT_GT(batch.insertion_order[i - 1], batch.insertion_order[i]) << i;
+      } else {
+        EXPECT_LT(batch.insertion_order[i - 1], batch.insertion_order[i]) << i;
       }
     }
     EXPECT_EQ(table->Info().num_items, 0);
