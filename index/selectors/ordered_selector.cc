@@ -5,10 +5,11 @@
 namespace replaydb::index {
 
 void OrderedSelector::Insert(const ItemRef& item) {
-  assert((items_.empty() || item.seq > items_.rbegin()->first) &&
-         "OrderedSelector::Insert: seq must exceed every seq inserted before");
-  // The hint makes an append (the contract's case) amortised O(1); an
-  // out-of-order seq still lands in its sorted place, in O(log n).
+  assert(items_.count(item.seq) == 0 && "OrderedSelector::Insert: seq already present");
+  // The hint makes an append (a new item's case) amortised O(1); an older
+  // seq (a trajectory restored from a checkpoint or loaded from the cold
+  // tier, whose items interleave with other trajectories') lands in its
+  // sorted place, in O(log n).
   items_.emplace_hint(items_.end(), item.seq, item.key);
 }
 

@@ -13,9 +13,11 @@ namespace replaydb::index {
 // Items ordered by ItemRef::seq. Select always returns the item with the
 // smallest seq (kOldestFirst, FIFO) or the largest (kNewestFirst, LIFO), with
 // probability 1, and ignores the generator, priorities and strata. Insert
-// is amortised O(1) (seqs arrive in increasing order, so each goes at the
-// end), Remove O(log n) from anywhere, Select O(1). Not thread-safe (see
-// Selector).
+// is amortised O(1) for a seq larger than every other (a new item goes at
+// the end) and O(log n) for an older one (a trajectory restored from a
+// checkpoint or loaded from the cold tier: its items interleave with other
+// trajectories'); REQUIRES: a seq not present. Remove O(log n) from
+// anywhere, Select O(1). Not thread-safe (see Selector).
 class OrderedSelector final : public Selector {
  public:
   enum class Order : uint8_t {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -302,6 +303,27 @@ TEST_P(OrderedSelectorTest, DrainsInInsertionOrderOrReverse) {
   }
   if (!fifo()) std::reverse(inserted.begin(), inserted.end());
   EXPECT_EQ(Drain(selector, refs), inserted);
+}
+
+// Items restored from a checkpoint come trajectory by trajectory, so
+// their seqs arrive out of order (two writers' trajectories interleave):
+// each still lands in its place (a debug build asserted on this).
+TEST_P(OrderedSelectorTest, ItemsInsertedOutOfOrderDrainInSeqOrder) {
+  OrderedSelector selector(GetParam());
+  std::mt19937_64 rng(testing_util::TestSeed());
+  std::vector<uint64_t> seqs(40);
+  for (size_t i = 0; i < seqs.size(); ++i) seqs[i] = 1 + 2 * i;
+  std::shuffle(seqs.begin(), seqs.end(), rng);
+  std::map<ItemKey, ItemRef> refs;
+  for (const uint64_t seq : seqs) {
+    selector.Insert(Item(seq));
+    refs[Item(seq).key] = Item(seq);
+  }
+  std::sort(seqs.begin(), seqs.end());
+  if (!fifo()) std::reverse(seqs.begin(), seqs.end());
+  std::vector<ItemKey> want;
+  for (const uint64_t seq : seqs) want.push_back(Item(seq).key);
+  EXPECT_EQ(Drain(selector, refs), want);
 }
 
 TEST_P(OrderedSelectorTest, KeepsOrderAfterRemovalsInTheMiddle) {
